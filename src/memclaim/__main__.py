@@ -1,0 +1,5 @@
+import sys
+
+from memclaim.cli.main import main
+
+sys.exit(main())

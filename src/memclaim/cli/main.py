@@ -1,0 +1,82 @@
+"""The ``memclaim`` command. Thin: parse, call the library, print.
+
+Each subcommand lives in its own module ``memclaim.cli.<name>`` exposing a click command or
+group named ``command``; modules are imported lazily so ``memclaim --help`` stays fast and a
+broken optional stack never breaks unrelated subcommands.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from .. import __version__
+from ..errors import MemclaimError
+
+# subcommand name -> module under memclaim.cli
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "score": ("score", "Score texts under an extraction procedure into a durable store."),
+    "test": ("test", "Conformal population test on stored (or external) scores."),
+    "population": ("population", "Score members and controls, then run the population test."),
+    "census": ("census", "Single-document census against a matched control document."),
+    "budget": ("budget", "Query budgets: P[at least once in n], n for confidence 1-delta."),
+    "dp": ("dp", "Differential-privacy bounds on memorization and extraction."),
+    "audit": ("audit", "Membership-inference and extraction audits with intervals."),
+    "reproduce": ("reproduce", "Regenerate a figure of [MX] §8 (numbers + plot)."),
+    "train": ("train", "The training lab: tiny GPT, fine-tuning, planted records, DP-SGD."),
+    "demo": ("demo", "Run the end-to-end demo on the built-in tiny GPT."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return list(SUBCOMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in SUBCOMMANDS:
+            return None
+        modname, _ = SUBCOMMANDS[name]
+        try:
+            mod = importlib.import_module(f"memclaim.cli.{modname}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"memclaim.cli.{modname}":
+                return None  # not built yet
+            raise
+        return mod.command
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, help_) for name, (_, help_) in SUBCOMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="memclaim")
+def cli():
+    """memclaim: calibrated claims about what a language model memorized and what can be
+    extracted from it ([EM], [MX]). Run `memclaim COMMAND --help` for examples."""
+
+
+def main(argv=None) -> int:
+    try:
+        cli.main(args=argv, prog_name="memclaim", standalone_mode=False)
+    except MemclaimError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return 2
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        return 130
+    except KeyboardInterrupt:
+        click.echo("interrupted; re-run the same command to resume", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

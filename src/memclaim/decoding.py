@@ -1,0 +1,230 @@
+"""Decoding policies as exact log-probability transforms ([EM] §2, Eq. 1).
+
+A decoding policy phi turns the model's next-token logits into a distribution q_{theta,phi}(. | context).
+The score of a suffix s = (s_1..s_l) given a prompt p is
+
+    log q_{theta,phi}(s | p) = sum_t log q_{theta,phi}(s_t | p, s_<t)            ([EM] Eq. 1)
+
+computed by teacher forcing, in float32 or better whatever the model dtype, summing logs
+(never multiplying probabilities), and ``-inf`` when the policy cannot emit a target token.
+
+Policy strings (``Policy.parse``)::
+
+    full                     untruncated softmax at temperature 1
+    greedy                   argmax decoding: q = 1 on the argmax token, 0 elsewhere
+    temperature:T            softmax of logits / T, no truncation (T > 0)
+    top-k:K                  keep the K largest logits (ties at the boundary: see below)
+    top-p:P                  nucleus: smallest high-probability set with mass >= P (HF rule)
+    top-k:40,temperature:0.7 combinations, comma separated, any order
+
+Combinations are applied in HuggingFace's order whatever the order in the string:
+temperature, then top-k, then top-p (``transformers`` builds its warpers in that order).
+
+Tie rule at the top-k boundary (matches ``transformers.TopKLogitsWarper``): a token is kept iff
+its (temperature-scaled) logit is >= the K-th largest value. Every token tied with the K-th
+largest is therefore kept, so the support can hold more than K tokens when there are ties.
+
+Top-p follows ``transformers.TopPLogitsWarper`` operation for operation: sort ascending, drop
+the prefix whose cumulative probability is <= 1 - P, always keep the largest token. Ties at the
+top-p boundary are ordered by ``torch.sort`` exactly as in ``transformers``.
+
+Note: HuggingFace ``generate(do_sample=True)`` applies ``top_k=50`` unless told otherwise; in
+memclaim ``temperature:T`` and ``full`` mean no truncation at all (pass ``top_k=0`` to
+``generate`` to compare).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from .errors import PolicyError
+
+VALID_POLICY_HELP = (
+    "valid policies: 'full', 'greedy', 'temperature:T' (T > 0), 'top-k:K' (integer K >= 1), "
+    "'top-p:P' (0 < P <= 1), or a comma-separated combination such as 'top-k:40,temperature:0.7'"
+)
+
+
+@dataclass(frozen=True, order=True)
+class Policy:
+    """A decoding policy. Build it with :meth:`parse`; ``spec`` is its canonical string."""
+
+    greedy: bool = False
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+
+    # ----------------------------------------------------------------- parsing / printing
+    @classmethod
+    def parse(cls, text: str) -> "Policy":
+        if not isinstance(text, str) or not text.strip():
+            raise PolicyError(f"empty decoding policy {text!r}", hint=VALID_POLICY_HELP)
+        raw = text.strip().lower()
+        if raw == "full":
+            return cls()
+        if raw == "greedy":
+            return cls(greedy=True)
+        temperature, top_k, top_p = 1.0, None, None
+        seen: set[str] = set()
+        for part in raw.split(","):
+            part = part.strip()
+            m = re.fullmatch(r"(temperature|temp|t|top-k|topk|top_k|top-p|topp|top_p)\s*[:=]\s*([^\s]+)", part)
+            if part in ("full",):
+                continue
+            if part == "greedy":
+                raise PolicyError(
+                    f"'greedy' cannot be combined with other settings in {text!r}",
+                    hint="greedy ignores temperature/top-k/top-p; pass it as its own --policy",
+                )
+            if not m:
+                raise PolicyError(f"unknown decoding policy component {part!r} in {text!r}", hint=VALID_POLICY_HELP)
+            key, val = m.group(1), m.group(2)
+            key = {"temp": "temperature", "t": "temperature", "topk": "top-k", "top_k": "top-k",
+                   "topp": "top-p", "top_p": "top-p"}.get(key, key)
+            if key in seen:
+                raise PolicyError(f"{key} given twice in {text!r}", hint=VALID_POLICY_HELP)
+            seen.add(key)
+            try:
+                if key == "temperature":
+                    temperature = float(val)
+                    if not (math.isfinite(temperature) and temperature > 0):
+                        raise ValueError
+                elif key == "top-k":
+                    if not re.fullmatch(r"\d+", val):
+                        raise ValueError
+                    top_k = int(val)
+                    if top_k < 1:
+                        raise ValueError
+                else:
+                    top_p = float(val)
+                    if not (0.0 < top_p <= 1.0):
+                        raise ValueError
+            except ValueError:
+                raise PolicyError(f"bad value {val!r} for {key} in {text!r}", hint=VALID_POLICY_HELP) from None
+        if top_p == 1.0:
+            top_p = None  # HF skips the warper at top_p = 1.0
+        return cls(temperature=temperature, top_k=top_k, top_p=top_p)
+
+    @property
+    def spec(self) -> str:
+        if self.greedy:
+            return "greedy"
+        parts = []
+        if self.temperature != 1.0:
+            parts.append(f"temperature:{self.temperature:g}")
+        if self.top_k is not None:
+            parts.append(f"top-k:{self.top_k}")
+        if self.top_p is not None:
+            parts.append(f"top-p:{self.top_p:g}")
+        return ",".join(parts) if parts else "full"
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.spec
+
+    @property
+    def is_binary(self) -> bool:
+        """Greedy scores are 0 or -inf (a binary event), [EM] §4."""
+        return self.greedy
+
+    def to_dict(self) -> dict:
+        return {"spec": self.spec, "greedy": self.greedy, "temperature": self.temperature,
+                "top_k": self.top_k, "top_p": self.top_p}
+
+
+def parse_policies(specs) -> tuple[Policy, ...]:
+    """Parse several policy strings; duplicates (same canonical spec) are dropped, order kept."""
+    if isinstance(specs, str):
+        specs = [specs]
+    out: list[Policy] = []
+    for s in specs:
+        p = s if isinstance(s, Policy) else Policy.parse(s)
+        if p not in out:
+            out.append(p)
+    if not out:
+        raise PolicyError("no decoding policy given", hint=VALID_POLICY_HELP)
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- torch kernels
+# Kept in this module so that every consumer (scoring engine, near-verbatim beams, baseline
+# search) uses one definition of each policy. torch is imported lazily: the claims/privacy
+# math must not need it.
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def policy_logprobs(logits, policy: Policy):
+    """log q_{theta,phi}(v | context) for every vocabulary entry v.
+
+    logits: float tensor [N, V] (any float dtype; computed in float32 or float64).
+    Returns [N, V] in the computation dtype, ``-inf`` outside the policy's support.
+    This materializes [N, V]; the scoring engine calls it on chunks of scored positions only.
+    """
+    torch = _torch()
+    x = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
+    if policy.greedy:
+        # [EM] §4: greedy puts all mass on the argmax (torch.argmax, as transformers' greedy search).
+        out = torch.full_like(x, -math.inf)
+        out.scatter_(1, x.argmax(dim=-1, keepdim=True), 0.0)
+        return out
+    x = _warp(x, policy)
+    return torch.log_softmax(x, dim=-1)
+
+
+def _warp(x, policy: Policy):
+    """Apply temperature, top-k, top-p in HuggingFace's order; removed tokens become -inf."""
+    torch = _torch()
+    if policy.temperature != 1.0:
+        x = x / policy.temperature  # TemperatureLogitsWarper: scores / temperature
+    if policy.top_k is not None:
+        k = min(policy.top_k, x.shape[-1])
+        kth = torch.topk(x, k, dim=-1).values[..., -1:]
+        x = x.masked_fill(x < kth, -math.inf)  # TopKLogitsWarper: keep every tie with the K-th
+    if policy.top_p is not None:
+        sorted_logits, sorted_idx = torch.sort(x, descending=False)
+        cum = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+        remove_sorted = cum <= (1 - policy.top_p)
+        remove_sorted[..., -1:] = False  # min_tokens_to_keep = 1
+        remove = remove_sorted.scatter(1, sorted_idx, remove_sorted)
+        x = x.masked_fill(remove, -math.inf)
+    return x
+
+
+def policy_target_logprob(logits, targets, policy: Policy):
+    """log q_{theta,phi}(target_i | context_i) for each row i; [N, V] logits, [N] targets -> [N].
+
+    Only the normalizer over the policy's support is needed, so top-k avoids building a masked
+    copy of the row: log Z = logsumexp over the K largest values plus the extra ties at the
+    boundary, which equals the masked logsumexp of the HF rule exactly.
+    """
+    torch = _torch()
+    x = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
+    t = targets.view(-1, 1)
+    if policy.greedy:
+        hit = x.argmax(dim=-1) == targets
+        return torch.where(hit, torch.zeros((), dtype=x.dtype), torch.full((), -math.inf, dtype=x.dtype))
+    if policy.top_p is None and policy.top_k is not None:
+        if policy.temperature != 1.0:
+            x = x / policy.temperature
+        k = min(policy.top_k, x.shape[-1])
+        top = torch.topk(x, k, dim=-1).values  # [N, k]
+        kth = top[:, -1:]  # [N, 1]
+        # ties with the K-th value beyond the K returned by topk are kept too (HF rule)
+        n_ge = (x >= kth).sum(dim=-1, keepdim=True)  # [N, 1] = k + extra ties
+        extra = (n_ge - k).to(x.dtype)
+        log_z = torch.logsumexp(top, dim=-1, keepdim=True)
+        # add extra copies of exp(kth): log(exp(log_z) + extra * exp(kth))
+        log_z = torch.where(extra > 0, torch.logaddexp(log_z, kth + torch.log(extra.clamp_min(1))), log_z)
+        xt = x.gather(1, t)
+        out = torch.where(xt >= kth, xt - log_z, torch.full_like(xt, -math.inf))
+        return out.view(-1)
+    if policy.top_p is None and policy.top_k is None:
+        if policy.temperature != 1.0:
+            x = x / policy.temperature
+        return (x.gather(1, t) - torch.logsumexp(x, dim=-1, keepdim=True)).view(-1)
+    lp = policy_logprobs(x, policy)
+    return lp.gather(1, t).view(-1)

@@ -1,0 +1,61 @@
+"""JSON conversion for results: frozen dataclasses, numpy values, non-finite floats.
+
+Non-finite floats are written as the strings "inf", "-inf" and "nan" so that the output is
+strict JSON (RFC 8259) and round-trips through :func:`from_jsonable_float`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def to_jsonable(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if hasattr(obj, "to_dict"):
+            return to_jsonable(obj.to_dict())
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [to_jsonable(v) for v in obj.tolist()]
+    if isinstance(obj, (np.bool_, bool)):
+        return bool(obj)
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        v = float(obj)
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return v
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def from_jsonable_float(v: Any) -> float:
+    if isinstance(v, str):
+        return {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}[v]
+    return float(v)
+
+
+def dumps(obj: Any, **kw) -> str:
+    return json.dumps(to_jsonable(obj), allow_nan=False, **kw)
+
+
+class ResultMixin:
+    """Mixin for frozen result dataclasses: ``to_dict()`` gives JSON-ready plain data."""
+
+    def to_dict(self) -> dict:
+        return {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
