@@ -1,0 +1,23 @@
+"""Calibrated memorization claims ([EM] §3-§6, App. C-F): pure numpy/scipy, no torch, no I/O
+(except :mod:`.demo`, which writes the demo's report).
+
+- :mod:`.conformal`: the conformal population test, p-values, the alpha sweep
+- :mod:`.population`: the test with ids, decontamination, multiple testing, budgets
+- :mod:`.intervals`: Clopper-Pearson, Wilson, Newcombe (independent, paired), the Beta law
+- :mod:`.multiple`: Benjamini-Hochberg and Bonferroni ([EM] C.5)
+- :mod:`.compare`: paired/independent differences, matching candidates by text
+- :mod:`.census`: the single-document census
+- :mod:`.budget`: query budgets and extractable memorization
+- :mod:`.procedure`: refusing to compare results from different procedures
+"""
+from .budget import (extractable_memorization, log_prob_at_least_once, prob_at_least_once,  # noqa: F401
+                     queries_needed)
+from .census import (WindowScores, census, census_threshold, coverage, flag_near_verbatim,  # noqa: F401
+                     global_census, global_threshold)
+from .compare import (compare_population_claims, independent_difference, match_by_text,  # noqa: F401
+                      paired_difference)
+from .conformal import (alpha_sweep, conformal_pvalues, population_test, randomized_pvalues,  # noqa: F401
+                        rank_k)
+from .multiple import bonferroni_capacity, controls_needed, fdr_claims, fwer_claims  # noqa: F401
+from .population import population_claim  # noqa: F401
+from .procedure import check_same_procedure  # noqa: F401

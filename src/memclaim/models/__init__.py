@@ -1,0 +1,12 @@
+"""Models: the batched interface (:mod:`.base`), HF/GGUF loading (:mod:`.loader`), the tiny GPT."""
+from .base import LanguageModel, SyntheticLM
+
+
+def load_model(spec, **kwargs):
+    """See :func:`memclaim.models.loader.load_model` (imported lazily: it needs transformers)."""
+    from .loader import load_model as _load
+
+    return _load(spec, **kwargs)
+
+
+__all__ = ["LanguageModel", "SyntheticLM", "load_model"]

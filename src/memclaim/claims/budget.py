@@ -1,0 +1,291 @@
+"""Query budgets and extractable memorization ([EM] §6, App. F).
+
+For a sequence generated with per-query probability p (a natural-log score log p):
+
+    P[at least once in n] = 1 - (1 - p)^n                          ([EM] Eq. 10)
+    n_delta = ceil(log delta / log(1 - p))                         ([EM] Eq. 34)
+
+both computed from log p with log1p/expm1, so that p = 1e-300 (and smaller) is exact to double
+precision: 1 - p rounds to 1 in floating point long before that. n_delta is returned as a float
+and as log10: near p = 1e-27 it is about 3e27, beyond every fixed-width integer type.
+
+Refined claim ([EM] §6): a sequence is *extractably memorized* under budget n at confidence
+1 - delta when (1) its score clears the matched-comparison threshold tau and (2) the procedure
+generates it at least once in n queries with probability >= 1 - delta, i.e.
+p >= p_min(n) = 1 - delta^(1/n).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import DomainError, InputError
+from ..jsonutil import ResultMixin
+from ..validate import in_open_unit
+from .intervals import Interval, clopper_pearson, clopper_pearson_arrays, newcombe_independent
+from .scores import LN10
+
+LN2 = math.log(2.0)
+
+
+def _log_neg_log1m(log_p: np.ndarray) -> np.ndarray:
+    """log(-log(1 - p)) from log p, accurate for every p in (0, 1].
+
+    -log(1-p) = p + p^2/2 + ...; for p < 1e-8 it is p (1 + p/2) to double precision, so the
+    result is log p + log1p(p/2) without ever forming 1 - p.
+    """
+    lp = np.asarray(log_p, dtype=np.float64)
+    out = np.empty_like(lp)
+    small = lp < math.log(1e-8)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        p_small = np.exp(lp[small])
+        out[small] = lp[small] + np.log1p(p_small / 2)
+        p = np.exp(lp[~small])
+        out[~small] = np.log(-np.log1p(-p))  # p = 1 -> log(inf) = inf
+    return out
+
+
+def _log1mexp_neg(y: np.ndarray) -> np.ndarray:
+    """log(1 - exp(-y)) for y >= 0 (Maechler's log1mexp)."""
+    y = np.asarray(y, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return np.where(y <= LN2, np.log(-np.expm1(-y)), np.log1p(-np.exp(-y)))
+
+
+def _check_log_p(log_p, name="log p") -> np.ndarray:
+    lp = np.asarray(log_p, dtype=np.float64)
+    if np.any(np.isnan(lp)) or np.any(lp > 1e-6):
+        bad = lp[np.isnan(lp) | (lp > 1e-6)].ravel()[0]
+        raise DomainError(f"{name} must be a natural-log probability <= 0, got {bad!r}",
+                          hint="pass log(p) with 0 < p <= 1, or -inf for p = 0")
+    return np.minimum(lp, 0.0)
+
+
+def _check_n(n) -> np.ndarray:
+    arr = np.asarray(n, dtype=np.float64)
+    if np.any(~np.isfinite(arr)) or np.any(arr < 1):
+        bad = arr[~np.isfinite(arr) | (arr < 1)].ravel()[0]
+        raise DomainError(f"the budget n must be a finite number of queries >= 1, got {bad!r}",
+                          hint="e.g. n = 1e5 samples")
+    return arr
+
+
+def log_prob_at_least_once(*, log_p, n):
+    """Natural log of P[at least once in n] = 1 - (1-p)^n ([EM] Eq. 10), from log p.
+
+    Vectorized over log_p and n. Uses y = -n log(1-p) = exp(log n + log(-log(1-p))) and
+    log(1 - e^{-y}); when y underflows the answer is log y = log n + log p (+ O(p))."""
+    lp = _check_log_p(log_p)
+    nn = _check_n(n)
+    ly = np.log(nn) + _log_neg_log1m(lp)  # log y
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = np.exp(ly)
+        out = np.where(ly < -30, ly + np.log1p(-np.exp(ly) / 2), _log1mexp_neg(y))
+    out = np.where(np.isneginf(lp), -np.inf, out)
+    return out if out.ndim else float(out)
+
+
+def prob_at_least_once(*, log_p, n):
+    """P[at least once in n] as a float (may underflow to 0; use the log version for tiny p)."""
+    return np.exp(log_prob_at_least_once(log_p=log_p, n=n))
+
+
+def min_log_prob_for_budget(*, n, delta):
+    """log p_min(n) with p_min = 1 - delta^(1/n): the smallest per-query probability that the
+    procedure generates at least once in n queries with probability >= 1 - delta."""
+    d = in_open_unit("delta", float(delta))
+    nn = _check_n(n)
+    x = math.log(d) / nn  # in (-inf, 0)
+    with np.errstate(divide="ignore"):
+        out = np.log(-np.expm1(x))
+    return out if np.ndim(out) else float(out)
+
+
+@dataclass(frozen=True)
+class QueryBudget(ResultMixin):
+    """n_delta = ceil(log delta / log(1 - p)) ([EM] Eq. 34), as float and log10."""
+
+    log10_p: float
+    delta: float
+    n: float  # the ceiling, as a float (inf for p = 0); exact integer only when below 2**53
+    log10_n: float
+    n_int: int | None  # the exact integer when n < 2**53, else None
+    prob_at_least_once_at_n: float  # check: >= 1 - delta
+
+
+def queries_needed(*, log_p: float, delta: float = 0.05) -> QueryBudget:
+    """Queries needed to generate a sequence of probability p at least once w.p. >= 1 - delta."""
+    d = in_open_unit("delta", float(delta))
+    lp = float(_check_log_p(log_p))
+    if lp == -math.inf:
+        return QueryBudget(-math.inf, d, math.inf, math.inf, None, 0.0)
+    # log delta / log(1-p) = (-log delta) / (-log(1-p)) = exp(log(-log delta) - log(-log(1-p)))
+    log_ratio = math.log(-math.log(d)) - float(_log_neg_log1m(np.asarray(lp)))
+    if log_ratio < math.log(2.0 ** 53):
+        n_int = max(1, math.ceil(math.exp(log_ratio)))
+        # guard the float ceiling: the smallest n with P[>=1 in n] >= 1 - delta
+        while n_int > 1 and log_prob_at_least_once(log_p=lp, n=n_int - 1) >= math.log1p(-d):
+            n_int -= 1
+        while log_prob_at_least_once(log_p=lp, n=n_int) < math.log1p(-d):
+            n_int += 1
+        n_f, log10_n = float(n_int), math.log10(n_int)
+    else:
+        n_int, n_f, log10_n = None, math.exp(log_ratio) if log_ratio < 709 else math.inf, log_ratio / LN10
+    check = math.exp(log_prob_at_least_once(log_p=lp, n=n_f)) if math.isfinite(n_f) else 1.0
+    return QueryBudget(lp / LN10, d, n_f, log10_n, n_int, check)
+
+
+def parse_probability(*, p=None, log10_p=None, log_p=None) -> float:
+    """Exactly one of p, log10 p, ln p -> natural log p (validated)."""
+    given = [x is not None for x in (p, log10_p, log_p)]
+    if sum(given) != 1:
+        raise DomainError("give exactly one of p, log10 p or log p", hint="e.g. --p 1e-27 or --log10-p -27")
+    if p is not None:
+        v = float(p)
+        if not 0 <= v <= 1 or math.isnan(v):
+            raise DomainError(f"p must be a probability in [0, 1], got {p!r}", hint="use --log10-p for p below 1e-308")
+        return math.log(v) if v > 0 else -math.inf
+    if log10_p is not None:
+        v = float(log10_p)
+        if math.isnan(v) or v > 0:
+            raise DomainError(f"log10 p must be <= 0, got {log10_p!r}", hint="e.g. --log10-p -27 for p = 1e-27")
+        return v * LN10
+    v = float(log_p)
+    if math.isnan(v) or v > 0:
+        raise DomainError(f"log p must be <= 0, got {log_p!r}")
+    return v
+
+
+# ------------------------------------------------------------------ refined claims
+@dataclass(frozen=True)
+class ExtractableClaim(ResultMixin):
+    """Counts for the refined claim of [EM] §6 at one budget."""
+
+    n: float
+    delta: float
+    log10_p_min: float  # the smallest probability extractable within n at 1 - delta
+    log10_tau: float | None
+    n_items: int
+    n_memorized: int  # score > tau
+    n_extractable: int  # P[>=1 in n] >= 1 - delta
+    n_extractable_memorized: int  # both ([EM] §6, items 1 and 2)
+    memorized: np.ndarray = field(repr=False)
+    extractable: np.ndarray = field(repr=False)
+
+
+def extractable_memorization(log_scores, *, log_tau: float | None, n: float, delta: float = 0.05) -> ExtractableClaim:
+    """Per item: memorized (log score > log tau), extractable within n queries at confidence
+    1 - delta, and both ([EM] §6). ``log_tau=None``: no threshold (nothing is memorized)."""
+    lp = _check_log_p(np.asarray(log_scores, dtype=np.float64).ravel(), "log score")
+    d = in_open_unit("delta", float(delta))
+    lmin = min_log_prob_for_budget(n=n, delta=d)
+    extractable = lp >= lmin
+    memorized = lp > log_tau if log_tau is not None else np.zeros(lp.size, dtype=bool)
+    return ExtractableClaim(float(n), d, lmin / LN10, None if log_tau is None else log_tau / LN10, lp.size,
+                            int(memorized.sum()), int(extractable.sum()), int((memorized & extractable).sum()),
+                            memorized, extractable)
+
+
+def budget_grid(*, max_log10_n: float, points: int = 121) -> np.ndarray:
+    """Budgets 1 .. 10**max_log10_n, log-spaced (floats: budgets reach 1e27 and beyond)."""
+    if not math.isfinite(max_log10_n) or max_log10_n < 0:
+        max_log10_n = 0.0
+    return np.unique(np.concatenate([[1.0], np.logspace(0, max_log10_n, points)]))
+
+
+@dataclass(frozen=True)
+class PopulationBudgetView(ResultMixin):
+    """Rates against budget for the population test ([EM] F.2, Fig. 20)."""
+
+    delta: float
+    budgets: np.ndarray
+    member_rate: np.ndarray  # members extractable within n (raw generation view, Fig. 20(a))
+    member_lower: np.ndarray
+    member_upper: np.ndarray
+    control_rate: np.ndarray  # non-members extractable within n (their rate is an FPR)
+    member_memorized_rate: np.ndarray  # members above tau and extractable (Fig. 20(b))
+    control_memorized_rate: np.ndarray
+    n_tau: QueryBudget | None  # the budget of the threshold itself (hollow dot of Fig. 20)
+    at_n_tau: Interval | None  # G - alpha_N at n_tau: CP shifted by alpha_N
+    realistic_n: float
+    at_realistic_n: Interval | None  # memorized+extractable members - controls, Newcombe (Fig. 20(b))
+
+
+def population_budget_view(candidate_log_scores, control_log_scores, *, log_tau: float | None,
+                           alpha_n: float, delta: float = 0.05, realistic_n: float = 1e5,
+                           budgets=None, confidence: float = 0.95) -> PopulationBudgetView:
+    cand = _check_log_p(np.asarray(candidate_log_scores, dtype=np.float64).ravel(), "candidate log score")
+    ctrl = _check_log_p(np.asarray(control_log_scores, dtype=np.float64).ravel(), "control log score")
+    if cand.size == 0 or ctrl.size == 0:
+        raise InputError("the budget view needs candidates and controls")
+    d = in_open_unit("delta", float(delta))
+    nt = queries_needed(log_p=log_tau, delta=d) if log_tau is not None and log_tau > -np.inf else None
+    if budgets is None:
+        top = max(math.log10(realistic_n) + 1, (nt.log10_n + 1) if nt is not None and math.isfinite(nt.log10_n) else 0)
+        budgets = budget_grid(max_log10_n=min(top, 300))
+    budgets = _check_n(budgets)
+    lmin = min_log_prob_for_budget(n=budgets, delta=d)
+    cs, ks = np.sort(cand), np.sort(ctrl)
+    j, m = cand.size, ctrl.size
+    g = j - np.searchsorted(cs, lmin, side="left")  # #{p >= p_min(n)}
+    c = m - np.searchsorted(ks, lmin, side="left")
+    lo, hi = clopper_pearson_arrays(g, j, confidence=confidence)
+    if log_tau is not None:
+        cm = cand[cand > log_tau]
+        km = ctrl[ctrl > log_tau]
+        gm = np.searchsorted(np.sort(cm), lmin, side="left")
+        gm = cm.size - gm
+        kmm = km.size - np.searchsorted(np.sort(km), lmin, side="left")
+    else:
+        gm = np.zeros_like(g)
+        kmm = np.zeros_like(c)
+    at_tau = None
+    if nt is not None and log_tau is not None:
+        g_tau = int(np.count_nonzero(cand > log_tau))
+        at_tau = clopper_pearson(g_tau, j, confidence=confidence).shifted(-alpha_n, method_suffix=", shifted by -alpha_N")
+    at_real = None
+    if log_tau is not None:
+        lr = min_log_prob_for_budget(n=realistic_n, delta=d)
+        a1 = int(np.count_nonzero((cand > log_tau) & (cand >= lr)))
+        a2 = int(np.count_nonzero((ctrl > log_tau) & (ctrl >= lr)))
+        at_real = newcombe_independent(a1, j, a2, m, confidence=confidence)
+    return PopulationBudgetView(d, budgets, g / j, lo, hi, c / m, gm / j, kmm / m, nt, at_tau,
+                                float(realistic_n), at_real)
+
+
+@dataclass(frozen=True)
+class CensusBudgetView(ResultMixin):
+    """Coverage of a document against budget ([EM] §6, Fig. 7, F.3)."""
+
+    delta: float
+    budgets: np.ndarray
+    coverage_extractable: np.ndarray  # characters covered by a window extractable within n
+    coverage_extractable_memorized: np.ndarray  # ... that also clears tau_doc (the refined claim)
+    coverage_memorized: float  # coverage(tau_doc): all memorization the matched comparison reveals
+    n_tau: QueryBudget  # budget at which everything above tau_doc is extractable
+    realistic_n: float
+    at_realistic_n: float  # extractable memorization coverage within the realistic budget
+
+
+def census_budget_view(heat_log10, *, log10_tau: float, delta: float = 0.05, realistic_n: float = 1e5,
+                       budgets=None) -> CensusBudgetView:
+    """``heat_log10``: per-character largest log10 window score (census ``heat_log10``)."""
+    h = np.asarray(heat_log10, dtype=np.float64).ravel()
+    if h.size == 0:
+        raise InputError("empty heat array")
+    d = in_open_unit("delta", float(delta))
+    nt = queries_needed(log_p=float(log10_tau) * LN10, delta=d)
+    if budgets is None:
+        top = max(math.log10(realistic_n) + 1, nt.log10_n + 1 if math.isfinite(nt.log10_n) else 0)
+        budgets = budget_grid(max_log10_n=min(top, 300))
+    budgets = _check_n(budgets)
+    lmin10 = np.asarray(min_log_prob_for_budget(n=budgets, delta=d)) / LN10
+    hs = np.sort(h)
+    ext = (hs.size - np.searchsorted(hs, lmin10, side="left")) / hs.size
+    above = np.sort(h[h > log10_tau])
+    ext_mem = (above.size - np.searchsorted(above, lmin10, side="left")) / hs.size
+    lr = min_log_prob_for_budget(n=realistic_n, delta=d) / LN10
+    at_real = float(np.count_nonzero((h > log10_tau) & (h >= lr)) / hs.size)
+    return CensusBudgetView(d, budgets, ext, ext_mem, float(above.size / hs.size), nt, float(realistic_n), at_real)

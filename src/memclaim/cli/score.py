@@ -1,0 +1,84 @@
+"""`memclaim score`: texts + model + procedure -> durable score store."""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..errors import InputError
+from .common import model_options, print_json, procedure_options, resolve_run_inputs, set_threads
+
+EXAMPLES = """
+\b
+Examples:
+  memclaim score toy --input passages.jsonl --prefix-tokens 32 --suffix-tokens 32 \\
+      --policy top-k:40 --policy greedy --out runs/toy
+  memclaim score smollm2 --input verses.txt --prefix-tokens 50 --suffix-tokens 50 \\
+      --policy top-k:40,temperature:0.7 --out runs/smol --json
+  memclaim score ./my-hf-model --document book.txt --stride 10 --prefix-tokens 50 \\
+      --suffix-tokens 50 --policy top-k:40 --out runs/book
+  memclaim score smollm2 --input verses.jsonl --prompt-template 'Repeat after me: {suffix}\\n' \\
+      --chat-template --policy greedy --out runs/parrot
+"""
+
+
+@click.command("score", epilog=EXAMPLES, context_settings={"max_content_width": 100})
+@click.argument("model")
+@click.option("--input", "input_path", type=click.Path(dir_okay=False), help="Passages: JSONL/TXT/CSV/Parquet, one text per record.")
+@click.option("--document", "document_path", type=click.Path(dir_okay=False), help="One long document for sliding windows.")
+@click.option("--stride", type=int, default=None, help="Sliding-window stride in tokens (with --document).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Store folder (created; re-running resumes).")
+@procedure_options
+@model_options
+@click.option("--batch-size", type=int, default=16, show_default=True)
+@click.option("--unit-size", type=int, default=64, show_default=True,
+              help="Windows per work unit (the unit of resume and of distribution).")
+@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def command(model, input_path, document_path, stride, out_dir, prefix_tokens, suffix_tokens, policies,
+            prompt_templates, chat_template, aggregate, text_field, id_field, input_format, dtype, sot,
+            allow_pickle, threads, batch_size, unit_size, as_json, no_progress):
+    """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store.
+
+    MODEL is a local HF folder (safetensors), a .gguf file, a named model (smollm2,
+    gemma3-270m) or `toy` (the built-in tiny GPT). Each window's prefix is the prompt (or the
+    rendered --prompt-template), the suffix is the target; the store gets log q under every
+    --policy, the greedy-match flag and per-token statistics from one teacher-forced pass.
+    """
+    from ..models import load_model
+    from ..scoring.runner import run_scoring
+
+    if (input_path is None) == (document_path is None):
+        raise InputError("give exactly one of --input (passages) or --document (sliding windows)",
+                         hint="memclaim score MODEL --input FILE ... or --document FILE --stride S ...")
+    if batch_size < 1:
+        raise InputError(f"--batch-size must be >= 1, got {batch_size}")
+    set_threads(threads)
+    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle)
+    windows, inputs, skipped_empty, label = resolve_run_inputs(
+        m, input_path=input_path, document_path=document_path, stride=stride, prefix_tokens=prefix_tokens,
+        suffix_tokens=suffix_tokens, text_field=text_field, id_field=id_field, input_format=input_format)
+    from .common import build_prompt_rule
+
+    summary = run_scoring(m, windows, policies=policies, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
+                          prompt_rule=build_prompt_rule(prompt_templates, chat_template, aggregate),
+                          out_dir=out_dir, label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
+                          progress=not no_progress and not as_json, skipped_empty=skipped_empty)
+    if as_json:
+        print_json(summary.to_dict())
+        return
+    from rich.console import Console
+
+    c = Console()
+    c.print(f"[bold]memclaim score[/] -> {summary.store}  (run {summary.run_id}, procedure {summary.procedure_key[:12]})")
+    c.print(f"  windows {summary.n_windows}  units {summary.n_units} (scored {summary.units_scored}, "
+            f"reused {summary.units_reused})  skipped: {summary.skipped_short} too short, {summary.skipped_empty} empty")
+    if summary.units_scored:
+        c.print(f"  {summary.windows_per_second:.1f} windows/s")
+    else:
+        c.print("  nothing to score: every unit was already in the store (no model work done)")
+    if summary.near_ties:
+        c.print(f"  [yellow]{summary.near_ties} window(s) have a top-2 logit margin below 1e-5 at some suffix "
+                "position: their greedy flag may differ from generate() ([EM] App. A.2); see column near_tie[/]")
+    c.print(f"  results: {summary.store}/runs/{summary.run_id}/scores.parquet")

@@ -1,0 +1,190 @@
+"""The census report ([EM] §5, §6, App. E, F.3)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from ..claims.budget import CensusBudgetView
+from ..claims.census import CensusResult, FlaggedWindow
+from . import figures, words
+from .core import Doc, HeatText, ReportBundle, fmt_num, pct, render, sci_from_log10
+from .population import _procedure_section
+
+HEAT_TEXT_MAX = 20000
+_LEGEND = [("u", "not in any suffix"), ("0", "below τ"), ("1", "Δ ≤ 1"), ("2", "1 < Δ ≤ 3"), ("3", "3 < Δ ≤ 5"),
+           ("4", "5 < Δ ≤ 10"), ("5", "Δ > 10")]
+
+
+def heat_bins(heat_log10: np.ndarray, log10_tau: float) -> np.ndarray:
+    """-1 uncovered, 0 at or below tau, 1..5 by margin (edges 1, 3, 5, 10)."""
+    h = np.asarray(heat_log10, dtype=np.float64)
+    m = h - log10_tau
+    bins = np.where(np.isneginf(h), -1, 0)
+    above = m > 0
+    bins = np.where(above, 1 + np.searchsorted([1.0, 3.0, 5.0, 10.0], m, side="left"), bins)
+    return bins.astype(np.int64)
+
+
+def census_headline(r: CensusResult) -> str:
+    th = r.threshold
+    return (f"{r.document_name}: {pct(r.coverage)} of its {r.doc_length} characters are covered by window suffixes "
+            f"scoring above tau_doc = 1e{r.log10_tau} ({r.n_windows_above} of {r.n_windows} windows), calibrated "
+            f"against {th.control_name} (top own-prose control score {sci_from_log10(th.max_control_log10)}, rounded up a "
+            f"decade; {th.n_excluded} control window(s) excluded as verified contamination).")
+
+
+def build_census_doc(results: Sequence[CensusResult], *, title: str = "Single-document census",
+                     budget_views: Sequence[CensusBudgetView | None] = (), flagged: Sequence[FlaggedWindow] = (),
+                     document_texts: Sequence[str | None] = (), controls_description: str | None = None,
+                     global_note: str | None = None, procedure: dict | None = None,
+                     inputs: Sequence[dict] = ()) -> Doc:
+    doc = Doc(title)
+    for r in results:
+        doc.callout(census_headline(r), "claim" if r.coverage > 0 else "warn")
+    doc.callout(words.CENSUS_NO_FPR)
+    if global_note:
+        doc.p(global_note)
+    for k, r in enumerate(results):
+        th = r.threshold
+        doc.h2(f"Census of {r.document_name}")
+        doc.table(["quantity", "value", "meaning"], [
+            ("document length L", f"{r.doc_length} characters", ""),
+            ("windows", r.n_windows, "suffix spans only count ([EM] Eq. 9)"),
+            ("control windows", f"{th.n_control_windows} ({th.n_excluded} excluded)", "decontaminated ([EM] E.1)"),
+            ("top control score", f"{sci_from_log10(th.max_control_log10)} (log10 {th.max_control_log10:.4g})",
+             f"window {th.argmax_window}, characters [{th.argmax_span[0]}, {th.argmax_span[1]})"),
+            ("threshold tau_doc", f"1e{r.log10_tau}", "10^ceil(log10 max control score) ([EM] Eq. 31)"),
+            ("windows above tau", r.n_windows_above, "strict >"),
+            ("coverage(tau_doc)", f"{pct(r.coverage)} ({r.covered_chars} characters)", "[EM] Eq. 9"),
+            ("largest margin", fmt_num(r.max_margin), "log10(score / tau) ([EM] D.5)"),
+        ])
+        doc.table(["margin Δ", "coverage above tau x 10^Δ"],
+                  [(m, pct(v)) for m, v in r.coverage_at_margins.items()],
+                  caption="Coverage as the bar is raised ([EM] §5)")
+        bv = budget_views[k] if k < len(budget_views) else None
+        if bv is not None:
+            doc.h3("Memorized against realistically extractable ([EM] §6, Fig. 7)")
+            doc.table(["quantity", "value"], [
+                ("memorized (clears tau)", pct(bv.coverage_memorized)),
+                (f"memorized and extractable within n = {bv.realistic_n:g} at {100 * (1 - bv.delta):g}%",
+                 pct(bv.at_realistic_n)),
+                ("budget at which everything above tau is extractable",
+                 f"{bv.n_tau.n_int:,}" if bv.n_tau.n_int is not None else f"{sci_from_log10(bv.n_tau.log10_n)}"),
+            ])
+            doc.figure("Coverage of the document by windows generated at least once within n queries, and by "
+                       "those that also clear tau_doc.", figures.census_budget_figure(bv))
+        doc.figure(f"Per-character heat of {r.document_name}: each character takes the largest score among the "
+                   "windows whose suffix covers it ([EM] Fig. 18).",
+                   figures.heat_strip(r.heat_log10, log10_tau=r.log10_tau))
+        text = document_texts[k] if k < len(document_texts) else None
+        if text is not None and len(text) == r.doc_length:
+            bins = heat_bins(r.heat_log10, r.log10_tau)
+            n = min(len(text), HEAT_TEXT_MAX)
+            doc.heat(HeatText(text[:n], bins[:n].tolist(), _LEGEND,
+                              truncated_from=len(text) if n < len(text) else None))
+    doc.h2("Coverage against margin ([EM] Fig. 6)")
+    doc.figure("Share of characters covered by windows whose score exceeds tau x 10^Δ.", figures.census_ccdf(results))
+    doc.h2("Control decontamination")
+    for r in results:
+        th = r.threshold
+        if th.excluded_spans:
+            doc.p(f"{th.control_name}: excluded spans " + ", ".join(f"[{a}, {b})" for a, b in th.excluded_spans)
+                  + f" ({th.n_excluded} windows).")
+        else:
+            doc.p(f"{th.control_name}: no spans excluded.")
+    if flagged:
+        doc.p("Control windows among the highest-scoring whose text also occurs near-verbatim in the candidate "
+              "document or a reference text. They are NOT removed automatically: a person must confirm each "
+              "before excluding it ([EM] E.1).")
+        doc.table(["window", "span", "score", "found in", "similarity", "text"],
+                  [(f.window, f"[{f.span[0]}, {f.span[1]})", sci_from_log10(f.log10_score), f.source,
+                    fmt_num(f.similarity), f.text[:200]) for f in flagged[:100]])
+    else:
+        doc.p("No near-verbatim suspects were flagged (or no reference texts were given).")
+    doc.h2("Controls")
+    doc.p(controls_description or "No description of how the control document was chosen was given. Say why it is "
+          "a non-member and how it is matched to the document (author, genre, style, length).")
+    doc.h2("What this does and does not mean")
+    doc.bullets(words.census_statements())
+    _procedure_section(doc, procedure, inputs)
+    return doc
+
+
+def census_report(results: Sequence[CensusResult], *, budget_views: Sequence[CensusBudgetView | None] = (),
+                  flagged: Sequence[FlaggedWindow] = (), document_texts: Sequence[str | None] = (),
+                  controls_description: str | None = None, global_note: str | None = None,
+                  procedure: dict | None = None, inputs: Sequence[dict] = (), command: str = "census",
+                  title: str = "Single-document census", extra_results: dict | None = None) -> ReportBundle:
+    """Render the three report files for one or more censuses (nothing is written)."""
+    results = list(results)
+    doc = build_census_doc(results, title=title, budget_views=budget_views, flagged=flagged,
+                           document_texts=document_texts, controls_description=controls_description,
+                           global_note=global_note, procedure=procedure, inputs=inputs)
+    res = {"headlines": [census_headline(r) for r in results],
+           "census": [r.to_dict() for r in results],
+           "budget": [None if b is None else b.to_dict() for b in budget_views],
+           "flagged_control_windows": [f.to_dict() for f in flagged],
+           "controls_description": controls_description, **(extra_results or {})}
+    return render(doc, command=command, procedure=procedure, inputs=inputs, results=res,
+                  statements=words.census_statements())
+
+
+def run_census(pairs: Sequence[dict], *, out_dir, use_global_threshold: bool = False,
+               references: dict | None = None, budget_delta: float | None = 0.05, realistic_budget: float = 1e5,
+               inputs: Sequence[dict] = (), controls_description: str | None = None, procedure_ignore=(),
+               min_similarity: float = 90.0, command: str = "census", console=None) -> dict:
+    """The one call for the ``census`` command: census of each pair, report written (all or nothing).
+
+    Each pair is a dict with ``document`` and ``control`` (:class:`WindowScores`), optional
+    ``document_text`` / ``control_text`` (for the heatmap text and near-verbatim flags),
+    ``exclude_spans`` (verified quotations in the control), and ``procedure_document`` /
+    ``procedure_control`` (checked to be the same procedure, [EM] Def. B.2). With
+    ``use_global_threshold`` every document is read at the most conservative threshold ([EM] §7).
+    """
+    from ..claims.budget import census_budget_view
+    from ..claims.census import census as _census
+    from ..claims.census import census_threshold, flag_near_verbatim, global_threshold
+    from ..claims.procedure import check_same_procedure
+    from ..errors import InputError
+    from .core import write_report
+
+    if not pairs:
+        raise InputError("no document pairs given", hint="pass at least one (document, control) pair")
+    procedure = None
+    for p in pairs:
+        pd_, pc_ = p.get("procedure_document"), p.get("procedure_control")
+        if pd_ is not None and pc_ is not None:
+            check_same_procedure(pd_, pc_, ignore=procedure_ignore, names=("document", "control"))
+        if procedure is None:
+            procedure = pd_ or pc_
+        elif (pd_ or pc_) is not None:
+            check_same_procedure(procedure, pd_ or pc_, ignore=procedure_ignore, names=("first pair", "this pair"))
+    ths = [census_threshold(p["control"], exclude_spans=p.get("exclude_spans", ())) for p in pairs]
+    g = global_threshold(ths) if use_global_threshold else None
+    results, budgets, flagged, texts = [], [], [], []
+    for p, th in zip(pairs, ths):
+        r = _census(p["document"], p["control"], threshold=g if g is not None else th)
+        results.append(r)
+        budgets.append(census_budget_view(r.heat_log10, log10_tau=r.log10_tau, delta=budget_delta,
+                                          realistic_n=realistic_budget) if budget_delta is not None else None)
+        texts.append(p.get("document_text"))
+        if p.get("control_text") is not None:
+            flagged += list(flag_near_verbatim(p["control"], p["control_text"], candidate_text=p.get("document_text"),
+                                               references=references, min_similarity=min_similarity))
+    note = None
+    if g is not None:
+        note = (f"Every document is read at the global threshold 1e{g.log10_tau}, the most conservative of the "
+                "per-pair thresholds (" + ", ".join(f"{t.control_name}: 1e{t.log10_tau}" for t in ths) + ") ([EM] §7).")
+    bundle = census_report(results, budget_views=budgets, flagged=flagged, document_texts=texts,
+                           controls_description=controls_description, global_note=note, procedure=procedure,
+                           inputs=inputs, command=command,
+                           extra_results={"per_pair_log10_tau": [t.log10_tau for t in ths],
+                                          "global_log10_tau": None if g is None else g.log10_tau})
+    paths = write_report(out_dir, bundle)
+    summary = {"headlines": [census_headline(r) for r in results], "log10_tau": [r.log10_tau for r in results],
+               "coverage": [r.coverage for r in results], "n_flagged": len(flagged), "report": paths}
+    if console is not None:
+        for line in summary["headlines"] + [f"report: {paths['html']}"]:
+            console.print(line) if hasattr(console, "print") else console(line)
+    return summary

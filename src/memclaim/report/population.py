@@ -1,0 +1,251 @@
+"""The population-test report ([EM] §3, §4, App. C, D, F.2)."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from ..claims.population import PopulationClaim
+from ..claims.scores import LN10, PROBABILITY_KINDS
+from . import figures, words
+from .core import Doc, ReportBundle, fmt_num, pct, render, sci_from_log10
+
+MAX_ROWS = 50
+
+
+def _iv(iv) -> str:
+    return f"{pct(iv.estimate)} [{pct(iv.lower)}, {pct(iv.upper)}]"
+
+
+def _score(v, kind) -> str:
+    if v is None:
+        return "–"
+    if kind in PROBABILITY_KINDS:
+        if v == -math.inf:
+            return "p = 0"
+        return f"p = {sci_from_log10(v / LN10)} (log10 {v / LN10:.4g})"
+    return fmt_num(v)
+
+
+def headline(claim: PopulationClaim) -> str:
+    t = claim.primary_test
+    pool = " (decontaminated controls)" if claim.primary == "decontaminated" else ""
+    if not t.claim_possible:
+        return f"No memorization claim is possible{pool}: {t.no_claim_reason}"
+    if t.binary:
+        b = t.binary_rates
+        return (f"Greedy (binary) score: {b.member_count} of {b.n_candidates} candidates reproduced verbatim "
+                f"({_iv(b.member_rate)}) against {b.m} of {b.n_controls} controls ({_iv(b.control_rate)}); "
+                f"certified floor alpha_N = (m+1)/(N+1) = {pct(b.alpha_n)}. At target alpha = {t.alpha} "
+                f"(K = {t.k}), {t.n_claimed} candidates are claimed memorized{pool}.")
+    return (f"At target FPR alpha = {t.alpha} ({pct(t.alpha_float)}) with N = {t.n_controls} controls{pool}: "
+            f"K = {t.k}, certified alpha_N = {t.alpha_n_exact} = {pct(t.alpha_n, 4)}, threshold tau = "
+            f"{_score(t.threshold, t.kind)}. {t.n_claimed} of {t.n_candidates} candidates score strictly above tau "
+            f"and are claimed memorized: generation rate G = {_iv(t.generation_rate)}, calibrated memorization "
+            f"rate M = G - alpha_N = {_iv(t.calibrated_rate)} ({100 * t.confidence:g}% Clopper-Pearson).")
+
+
+def _test_rows(t) -> list:
+    rows = [
+        ("target FPR alpha", f"{t.alpha} = {pct(t.alpha_float)}", "chosen before scoring"),
+        ("controls N", t.n_controls, ""),
+        ("candidates J", t.n_candidates, ""),
+        ("rank K = floor(alpha (N+1))", t.k, "exact arithmetic ([EM] Eq. 5)"),
+        ("certified FPR alpha_N = K/(N+1)", f"{t.alpha_n_exact} = {pct(t.alpha_n, 4)}",
+         "what Prop. 1 certifies; <= alpha"),
+        ("threshold tau (K-th largest control)", _score(t.threshold, t.kind), "claim iff score > tau ([EM] Eq. 6)"),
+        ("controls above tau (in-sample FPR)", f"{t.controls_above_threshold} = {pct(t.in_sample_fpr)}",
+         "(K-1)/N only without ties at tau; no guarantee attached"),
+        ("controls equal to tau (incl. the K-th)", t.controls_tied_at_threshold, "ties count against candidates"),
+        ("candidates claimed", t.n_claimed, ""),
+        ("generation rate G", _iv(t.generation_rate), "Clopper-Pearson ([EM] D.1)"),
+        ("calibrated rate M = G - alpha_N", _iv(t.calibrated_rate), "CP shifted by alpha_N ([EM] Eq. 8)"),
+        ("ceiling alpha-dagger (controls above the atom)",
+         f"{t.atom.n_above_atom}/{t.n_controls} = {pct(t.atom.alpha_dagger)}" if t.atom.atom_value is not None
+         else "no atom seen (all control scores distinct)", "largest attainable alpha_N ([EM] C.4.4)"),
+    ]
+    if t.threshold_on_atom and t.claim_possible:
+        rows.append(("threshold on the atom", "yes", "every candidate above the atom is claimed ([EM] C.4.4)"))
+    return rows
+
+
+def _beta_rows(t) -> list:
+    law = t.beta_law
+    rows = [("law", f"alpha* ~ Beta({law.a}, {law.b})", "[EM] Prop. 2 / Lemma 3"),
+            ("mean E[alpha*]", pct(law.mean, 4), "= alpha_N"),
+            (f"central {100 * law.central.confidence:g}% interval", f"[{pct(law.central.lower)}, {pct(law.central.upper)}]",
+             "fixed by K and N; not a confidence interval"),
+            ("P(alpha* > alpha_N)", pct(law.prob_exceeds_alpha_n), "alpha_N is the mean, not a bound ([EM] C.4.3)")]
+    for lvl, v in law.conditional_bounds.items():
+        rows.append((f"v_{lvl}", pct(v), f"alpha* <= v for {100 * float(lvl):g}% of control draws ([EM] Eq. 25)"))
+    return rows
+
+
+def build_population_doc(claim: PopulationClaim, *, title: str = "Conformal population test",
+                         controls_description: str | None = None, procedure: dict | None = None,
+                         inputs: Sequence[dict] = (), figures_on: bool = True) -> Doc:
+    t = claim.primary_test
+    doc = Doc(title)
+    doc.callout(headline(claim), "claim" if t.claim_possible and t.n_claimed else "warn")
+    doc.callout(words.NO_CLAIM_IS_NOT_EVIDENCE)
+
+    doc.h2("The test" + (" (decontaminated control pool)" if claim.primary == "decontaminated" else ""))
+    doc.table(["quantity", "value", "meaning"], _test_rows(t))
+
+    if claim.decontaminated is not None:
+        doc.h2("Full and decontaminated control pools side by side ([EM] D.2)")
+        f, d = claim.full, claim.decontaminated
+        rows = []
+        for (name, vf, _), (_, vd, _) in zip(_test_rows(f), _test_rows(d)):
+            rows.append((name, vf, vd))
+        doc.table(["quantity", "full pool", "decontaminated pool"], rows)
+        doc.p(f"Excluded {len(claim.excluded_control_ids)} control(s) verified as members: "
+              + ", ".join(claim.excluded_control_ids[:MAX_ROWS])
+              + (" ..." if len(claim.excluded_control_ids) > MAX_ROWS else ""))
+        doc.p("Contaminated controls can only raise the threshold; removing verified members makes the claim "
+              "less conservative but closer to the intended null ([EM] C.3, D.2).")
+
+    doc.h2("Population FPR alpha* of this threshold ([EM] App. C.4)")
+    if t.beta_law is not None:
+        doc.table(["quantity", "value", "meaning"], _beta_rows(t))
+    doc.p(t.beta_law_note)
+    if t.atom.atom_value is not None and not t.binary:
+        doc.p("Atoms are detected from the control sample (ties, exact-zero probabilities); an atom the sample "
+              "does not reveal cannot be detected.")
+
+    if t.binary and t.binary_rates is not None:
+        b = t.binary_rates
+        doc.h2("Greedy decoding: one operating point ([EM] §4, Fig. 3)")
+        doc.table(["quantity", "value"], [
+            ("members reproduced", f"{b.member_count}/{b.n_candidates} = {_iv(b.member_rate)}"),
+            ("controls reproduced m", f"{b.m}/{b.n_controls} = {_iv(b.control_rate)}"),
+            ("certified floor alpha_N = (m+1)/(N+1)", f"{b.alpha_n_exact} = {pct(b.alpha_n, 4)}"),
+            ("share of the member rate matched by the floor",
+             pct(b.floor_share_of_member_rate) if b.floor_share_of_member_rate is not None else "–"),
+            ("member rate - control rate (Newcombe)", _iv(b.difference)),
+        ])
+        doc.p(words.BINARY)
+        if figures_on:
+            doc.figure("Verbatim generation under greedy decoding: in-sample rates with 95% Clopper-Pearson "
+                       "intervals; dashed: certified floor (m+1)/(N+1).", figures.binary_bars(b))
+
+    sw = claim.primary_sweep
+    if sw is not None:
+        doc.h2("Sweep over the target FPR ([EM] Fig. 4)")
+        doc.p(f"{sw.k.size} operating points from K = 1 to K = {sw.max_k} (the ceiling alpha-dagger = "
+              f"{pct(sw.alpha_dagger)}); pointwise {100 * sw.confidence:g}% intervals, not a simultaneous band "
+              "([EM] D.1).")
+        if figures_on:
+            doc.figure("(a) share of members and controls above each calibrated threshold; (b) calibrated rate "
+                       "M = G - alpha_N with its shifted Clopper-Pearson band; (c) the central Beta band of the "
+                       "population FPR alpha* (drawn only where the law holds).",
+                       figures.alpha_sweep_figure(sw, alpha_n=t.alpha_n if t.k else None,
+                                                  probability=claim.kind in PROBABILITY_KINDS))
+        pick = np.unique(np.clip(np.searchsorted(sw.k, [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, sw.max_k]),
+                                 0, sw.k.size - 1))
+        doc.table(["K", "alpha_N", "threshold", "G", "M = G - alpha_N", "controls above"],
+                  [(int(sw.k[i]), pct(sw.alpha_n[i]), _score(float(sw.threshold[i]), claim.kind),
+                    f"{pct(sw.member_rate[i])} [{pct(sw.member_lower[i])}, {pct(sw.member_upper[i])}]",
+                    f"{pct(sw.calibrated_rate[i])} [{pct(sw.calibrated_lower[i])}, {pct(sw.calibrated_upper[i])}]",
+                    pct(sw.control_rate[i])) for i in pick], caption="Selected operating points")
+
+    if claim.fdr is not None:
+        fd = claim.fdr
+        doc.h2("False discovery rate: Benjamini-Hochberg ([EM] C.5)")
+        doc.p(f"At FDR level delta = {fd.delta}: {fd.n_claimed} of {fd.n_candidates} candidates are claimed. "
+              f"{fd.guarantee}.")
+        doc.p(("Randomized tie-breaking: " if fd.randomized else "") + fd.reason + ".")
+    if claim.fwer is not None:
+        fw = claim.fwer
+        doc.h2("Family-wise error rate: Bonferroni ([EM] C.5)")
+        doc.p(fw.statement + ".")
+        doc.table(["quantity", "value"], [
+            ("delta", fw.delta), ("candidates J", fw.n_candidates), ("controls N", fw.n_controls),
+            ("capacity floor(delta (N+1))", fw.capacity), ("controls needed ceil(J/delta - 1)", fw.controls_needed),
+            ("candidates claimed", fw.n_claimed)])
+
+    if claim.budget is not None:
+        bv = claim.budget
+        doc.h2("Query budgets ([EM] §6, F.2)")
+        rows = []
+        if bv.n_tau is not None:
+            rows.append(("budget of the threshold n_alpha_N = ceil(log delta / log(1 - tau))",
+                         sci_from_log10(bv.n_tau.log10_n) if bv.n_tau.n_int is None else f"{bv.n_tau.n_int:,}"))
+        if bv.at_n_tau is not None:
+            rows.append(("calibrated rate at n_alpha_N (CP shifted)", _iv(bv.at_n_tau)))
+        if bv.at_realistic_n is not None:
+            rows.append((f"memorized and extractable within n = {bv.realistic_n:g}: members - controls (Newcombe)",
+                         _iv(bv.at_realistic_n)))
+        doc.table(["quantity", "value"], rows)
+        doc.p(words.EXTRACTABLE)
+        if figures_on:
+            doc.figure("Members and controls generated at least once within n queries with probability "
+                       f"{100 * (1 - bv.delta):g}%, and members that also clear tau.",
+                       figures.population_budget_figure(bv))
+
+    doc.h2("Claimed candidates")
+    idx = np.flatnonzero(t.claimed)
+    if idx.size == 0:
+        doc.p("None.")
+    else:
+        order = idx[np.lexsort((-claim.candidate_scores[idx], t.pvalue_numerators[idx]))][:MAX_ROWS]
+        headers = ["id", "score", "p-value"] + (["margin log10(score/tau)"] if t.margins_log10 is not None else [])
+        rows = []
+        for i in order:
+            r = [claim.candidate_ids[i], _score(float(claim.candidate_scores[i]), claim.kind),
+                 f"{int(t.pvalue_numerators[i])}/{t.n_controls + 1}"]
+            if t.margins_log10 is not None:
+                r.append(fmt_num(float(t.margins_log10[i])))
+            rows.append(r)
+        doc.table(headers, rows, caption=f"{min(idx.size, MAX_ROWS)} of {idx.size} claimed candidates "
+                                         "(smallest p-value first); all are in report.json")
+
+    doc.h2("Controls")
+    doc.p(controls_description or "No description of how the controls were chosen was given. A reader cannot "
+          "judge exchangeability without it: say where the controls come from, how they were matched to the "
+          "candidates (source, format, length, style) and why they are non-members.")
+    doc.p("Decontamination: " + (f"{len(claim.excluded_control_ids)} verified member(s) excluded; results on both "
+                                 "pools are shown." if claim.excluded_control_ids else
+                                 "none applied (no verified members were listed)."))
+
+    doc.h2("What this does and does not mean")
+    doc.bullets(words.population_statements(binary=t.binary, decontaminated=claim.decontaminated is not None,
+                                            multiple=claim.fdr is not None or claim.fwer is not None))
+    _procedure_section(doc, procedure, inputs)
+    return doc
+
+
+def _procedure_section(doc: Doc, procedure: dict | None, inputs: Sequence[dict]):
+    doc.h2("Procedure and inputs")
+    if procedure:
+        flat = []
+
+        def walk(d, pre=""):
+            for k, v in d.items():
+                if isinstance(v, dict):
+                    walk(v, f"{pre}{k}.")
+                else:
+                    flat.append((f"{pre}{k}", v if isinstance(v, str) else repr(v)))
+        walk(procedure)
+        doc.table(["field", "value"], flat)
+    else:
+        doc.p("No procedure record was given.")
+    if inputs:
+        doc.table(["role", "path", "sha256"], [(i.get("role", ""), i.get("path", ""), i.get("sha256", ""))
+                                                for i in inputs])
+
+
+def population_report(claim: PopulationClaim, *, procedure: dict | None = None, inputs: Sequence[dict] = (),
+                      controls_description: str | None = None, command: str = "test",
+                      title: str = "Conformal population test", extra_results: dict | None = None) -> ReportBundle:
+    """Render the three report files for a population claim (nothing is written)."""
+    doc = build_population_doc(claim, title=title, controls_description=controls_description,
+                               procedure=procedure, inputs=inputs)
+    t = claim.primary_test
+    results = {"headline": headline(claim), "controls_description": controls_description,
+               "population": claim.to_dict(), **(extra_results or {})}
+    return render(doc, command=command, procedure=procedure, inputs=inputs, results=results,
+                  statements=words.population_statements(binary=t.binary,
+                                                         decontaminated=claim.decontaminated is not None,
+                                                         multiple=claim.fdr is not None or claim.fwer is not None))

@@ -1,0 +1,94 @@
+"""What a claim does and does not mean, in words ([EM] §3, §5, §6, C.1, C.3, C.4, C.5, D.1).
+
+These sentences go into every report (``statements`` in report.json, a section in the Markdown and
+HTML). They are part of the evidence: a number without them is easy to misread.
+"""
+from __future__ import annotations
+
+NO_CLAIM_IS_NOT_EVIDENCE = (
+    "No claim is not evidence against memorization. The test bounds false positives and says "
+    "nothing about false negatives: a candidate that does not clear the threshold may still be "
+    "memorized in a way this prompt, decoding policy or score does not surface ([EM] §3)."
+)
+RELATIVE_TO_CONTROLS = (
+    "The false-positive rate is relative to the distribution of the controls. The guarantee holds "
+    "for candidates that are exchangeable with the controls (same source, format, length, style, "
+    "selected by the same rule). If the candidates come from a different distribution, or the "
+    "controls score lower than matched non-members would, the actual FPR can exceed the certified "
+    "level ([EM] C.3)."
+)
+CONTAMINATION = (
+    "Controls must be genuine non-members. A control that is in fact a member (e.g. a post-cutoff "
+    "text quoting earlier material) can only raise the threshold and make the claims more "
+    "conservative; a post-cutoff date alone is not proof of non-membership ([EM] C.3, D.2)."
+)
+PER_CANDIDATE = (
+    "The guarantee is per candidate and marginal over the control draw: a fresh non-member is "
+    "claimed with probability at most alpha_N. It does not bound the chance of one or more false "
+    "claims among many candidates (FWER) or the false discovery rate; use the multiple-testing "
+    "options for those ([EM] C.2, C.5)."
+)
+ALPHA_STAR = (
+    "alpha_N is the average of the population FPR alpha* of the realized threshold over control "
+    "draws, not a bound on it: for a given control sample alpha* can exceed alpha_N. The Beta "
+    "interval describes where alpha* falls across control draws; it is fixed by K and N before any "
+    "control is drawn and is not a confidence interval ([EM] C.1, C.4)."
+)
+INTERVALS = (
+    "Intervals are pointwise 95% intervals (or the stated level). The Clopper-Pearson interval on "
+    "the generation rate covers the member sample only, holding the threshold fixed at the value "
+    "the drawn controls set; the calibrated rate subtracts the constant alpha_N, so its interval "
+    "is the same interval shifted ([EM] D.1)."
+)
+WHAT_A_CLAIM_MEANS = (
+    "A claim means: under this fixed extraction procedure (model, decoding policy, prompt rule, "
+    "score), the candidate's generation probability is higher than the matched non-members' "
+    "baseline of predictability at the certified false-positive rate. It is evidence that the "
+    "candidate (or a near-verbatim variant, if the score is near-verbatim) was in the training data "
+    "and memorized; it licenses calling its generation probability an extraction probability "
+    "([EM] Box 1, §3)."
+)
+CENSUS_NO_FPR = (
+    "A census evaluates one fixed document exhaustively; there is no population being sampled, so "
+    "there is no false-positive rate to certify. The threshold is calibrated against a matched "
+    "non-member control document, decontaminated of verified quotations, and rounded up to the "
+    "next power of ten ([EM] §5, E.1)."
+)
+EXTRACTABLE = (
+    "Memorized is not the same as realistically extractable. A window can clear the calibrated "
+    "threshold with a probability far too small to be generated in any feasible number of "
+    "queries. 'Extractable memorization' requires both: the score clears the threshold and the "
+    "procedure generates the sequence within a budget of n queries with probability at least "
+    "1 - delta ([EM] §6)."
+)
+BINARY = (
+    "Greedy decoding gives a binary score (reproduced or not), so there is one operating point: the "
+    "certified floor is alpha_N = (m+1)/(N+1), where m controls were reproduced. Bars are in-sample "
+    "rates with Clopper-Pearson intervals; a generation rate is not a memorization rate ([EM] §4)."
+)
+PROCEDURE_FIXED = (
+    "Candidates and controls must be scored by the same procedure, fixed before any score is seen "
+    "([EM] C.2); results under different procedures are never compared silently."
+)
+
+
+def population_statements(*, binary: bool, decontaminated: bool, multiple: bool) -> list[str]:
+    s = [WHAT_A_CLAIM_MEANS, NO_CLAIM_IS_NOT_EVIDENCE, RELATIVE_TO_CONTROLS, CONTAMINATION, PER_CANDIDATE]
+    if binary:
+        s.append(BINARY)
+    else:
+        s.append(ALPHA_STAR)
+    s += [INTERVALS, PROCEDURE_FIXED]
+    return s
+
+
+def census_statements() -> list[str]:
+    return [CENSUS_NO_FPR, NO_CLAIM_IS_NOT_EVIDENCE, CONTAMINATION,
+            "Coverage counts only the characters of window suffixes (what was extracted), never the "
+            "prompts ([EM] Eq. 9).", EXTRACTABLE, PROCEDURE_FIXED]
+
+
+def budget_statements() -> list[str]:
+    return [EXTRACTABLE,
+            "P[at least once in n] = 1 - (1-p)^n assumes n independent queries with the same per-query "
+            "probability p (independent samples under the fixed procedure) ([EM] §6, Eq. 10)."]

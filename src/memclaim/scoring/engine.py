@@ -1,0 +1,146 @@
+"""The batched teacher-forcing engine ([EM] §2 Eq. 1, §4; App. D.3).
+
+One forward pass over a batch of windows yields, per window:
+  * log q_{theta,phi}(s | p) under every requested decoding policy (and per token, so shorter
+    suffix lengths come from cumulative sums without another pass, [EM] App. D.3);
+  * the greedy-match flag (teacher-forced argmax == target at every position) and the smallest
+    top-1/top-2 logit margin, so near-ties are reported, not hidden ([EM] App. A.2);
+  * per-token full-softmax log-probs (loss, min-k%), per-token mean and std of log p under the
+    full next-token distribution (min-k%++), and the target-token rank (1 = argmax).
+
+The body runs over prompt + suffix[:-1]; the unembedding runs only at the suffix positions, in
+chunks of rows sized so a chunk's [rows, V] float32 logits stay under ``logit_chunk_bytes``: a
+[batch, time, vocab] tensor is never built (Gemma's vocabulary is 262,144).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..decoding import Policy, policy_target_logprob
+
+NEAR_TIE_MARGIN = 1e-5  # [EM] App. A.2: argmax flips under numeric noise below this margin
+
+
+@dataclass
+class BatchScores:
+    """Per-window outputs of one batch (numpy, float64 where it is a log-probability).
+
+    Shapes: B windows, S suffix tokens, P policies.
+    """
+
+    logq: np.ndarray  # [B, P] float64, sum over tokens, -inf when a token is outside the support
+    token_logq: np.ndarray  # [B, P, S] float64
+    greedy_match: np.ndarray  # [B] bool
+    min_margin: np.ndarray  # [B] float64, min over positions of top1 - top2 logit
+    token_logprob: np.ndarray  # [B, S] float64, full softmax at temperature 1
+    token_mean: np.ndarray  # [B, S] float64, E_{v~p}[log p(v)]
+    token_std: np.ndarray  # [B, S] float64, Std_{v~p}[log p(v)]
+    token_rank: np.ndarray  # [B, S] int64, 1 + #{v : logit_v > logit_target}
+
+
+def _chunk_rows(vocab: int, logit_chunk_bytes: int) -> int:
+    return max(1, logit_chunk_bytes // (4 * vocab))
+
+
+def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[Policy]):
+    """All per-position statistics for [n, V] logits and [n] targets (float32 or better)."""
+    x = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
+    t = targets.view(-1, 1)
+    lse = torch.logsumexp(x, dim=-1, keepdim=True)  # [n, 1]
+    xt = x.gather(1, t)  # [n, 1]
+    token_lp = (xt - lse).view(-1)
+    logp = x - lse  # [n, V]
+    p = logp.exp()
+    mean = (p * logp).sum(-1, keepdim=True)  # [n, 1]
+    var = (p * (logp - mean).square()).sum(-1)
+    rank = (x > xt).sum(-1) + 1
+    top2 = torch.topk(x, min(2, x.shape[-1]), dim=-1).values  # [n, 2]
+    margin = (top2[:, 0] - top2[:, 1]) if x.shape[-1] > 1 else torch.full_like(top2[:, 0], math.inf)
+    greedy = x.argmax(dim=-1) == targets
+    pol = torch.stack([policy_target_logprob(x, targets, pi) for pi in policies], dim=0)  # [P, n]
+    return token_lp, mean.view(-1), var.clamp_min(0).sqrt(), rank, margin, greedy, pol
+
+
+class TeacherForcingEngine:
+    """Scores equal-length (or left-padded) windows with one forward pass per batch."""
+
+    def __init__(self, lm, policies: Sequence[Policy], *, logit_chunk_bytes: int = 64 << 20):
+        self.lm = lm
+        self.policies = tuple(policies)
+        self.logit_chunk_bytes = int(logit_chunk_bytes)
+        self.forward_tokens = 0  # body tokens processed (for FLOP accounting)
+        self.unembed_rows = 0
+
+    @torch.inference_mode()
+    def score_batch(self, prompts: Sequence[Sequence[int]], suffixes: Sequence[Sequence[int]]) -> BatchScores:
+        """prompts: B token lists (start-of-text already prepended); suffixes: B lists of S ids.
+
+        Equal-length prompts run unpadded. Unequal prompts are left-padded with an attention
+        mask and positions counted over real tokens only (equal to unpadded scoring up to
+        floating-point reassociation; see the tests for the measured tolerance).
+        """
+        B = len(prompts)
+        S = len(suffixes[0])
+        if any(len(s) != S for s in suffixes):
+            raise ValueError("all suffixes in a batch must have the same length")
+        lens = [len(p) for p in prompts]
+        Lp = max(lens)
+        if min(lens) < 1:
+            raise ValueError("every prompt needs at least one token (add a start-of-text token)")
+        seqs = [list(p) + list(s[:-1]) for p, s in zip(prompts, suffixes)]
+        T = Lp + S - 1
+        pad = Lp != min(lens)
+        ids = torch.zeros((B, T), dtype=torch.long)  # [B, T]
+        mask = torch.ones((B, T), dtype=torch.long) if pad else None
+        for i, seq in enumerate(seqs):
+            off = T - len(seq)  # left padding
+            ids[i, off:] = torch.tensor(seq, dtype=torch.long)
+            if pad:
+                mask[i, :off] = 0
+        hidden, _ = self.lm.forward_hidden(ids, attention_mask=mask)  # [B, T, D]
+        self.forward_tokens += int(mask.sum()) if pad else B * T
+        # position Lp-1+j predicts suffix token j (after left padding every prompt ends at Lp-1)
+        h = hidden[:, Lp - 1:Lp - 1 + S, :].reshape(B * S, -1)  # [B*S, D]
+        targets = torch.tensor([list(s) for s in suffixes], dtype=torch.long).view(B * S)  # [B*S]
+        n = B * S
+        # The unembedding runs window by window, each window's S rows cut into the same
+        # sub-chunks whatever the batch: a BLAS result for a row can depend on the number of
+        # rows in the call (small-M kernels), so fixing the call shapes per window is what
+        # makes a window's scores bit-identical for every batch size.
+        step = min(S, _chunk_rows(self.lm.vocab_size, self.logit_chunk_bytes))
+        P = len(self.policies)
+        tok_lp = torch.empty(n, dtype=torch.float64)
+        tok_mean = torch.empty(n, dtype=torch.float64)
+        tok_std = torch.empty(n, dtype=torch.float64)
+        tok_rank = torch.empty(n, dtype=torch.long)
+        margin = torch.empty(n, dtype=torch.float64)
+        greedy = torch.empty(n, dtype=torch.bool)
+        pol = torch.empty((P, n), dtype=torch.float64)
+        for w in range(B):
+            for a0 in range(0, S, step):
+                a, b = w * S + a0, w * S + min(S, a0 + step)
+                z = self.lm.logits(h[a:b])  # [rows, V] float32 (or float64)
+                lp, mu, sd, rk, mg, gr, pq = score_rows(z, targets[a:b], self.policies)
+                tok_lp[a:b], tok_mean[a:b], tok_std[a:b] = lp, mu, sd
+                tok_rank[a:b], margin[a:b], greedy[a:b] = rk, mg, gr
+                pol[:, a:b] = pq
+                self.unembed_rows += b - a
+        token_logq = pol.view(P, B, S).permute(1, 0, 2).numpy()  # [B, P, S]
+        # sum logs in float64 strictly left to right (cumsum is sequential), so a window's
+        # score never depends on the batch layout
+        logq = np.cumsum(token_logq, axis=2)[:, :, -1]
+        return BatchScores(
+            logq=logq,
+            token_logq=np.ascontiguousarray(token_logq),
+            greedy_match=greedy.view(B, S).all(dim=1).numpy(),
+            min_margin=margin.view(B, S).min(dim=1).values.numpy(),
+            token_logprob=tok_lp.view(B, S).numpy(),
+            token_mean=tok_mean.view(B, S).numpy(),
+            token_std=tok_std.view(B, S).numpy(),
+            token_rank=tok_rank.view(B, S).numpy(),
+        )

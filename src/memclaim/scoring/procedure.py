@@ -1,0 +1,87 @@
+"""An extraction procedure is a value ([EM] Def. B.2): (model theta, decoding policies phi,
+prompt rule f_P, score, verify). It is recorded, with the model fingerprint and the package
+version, in every result; two results under different procedures are never compared silently.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from .. import __version__
+from ..errors import ProcedureMismatchError
+from ..fsutil import sha256_bytes
+
+SCORE_NAME = "teacher-forced log q_{theta,phi}(suffix | prompt), natural log, float64"
+# fields that describe but do not change the numbers; excluded from the key
+_DISPLAY_ONLY = {("model", "name"), ("model", "source")}
+
+
+@dataclass(frozen=True)
+class Procedure:
+    model: dict  # name, source, fingerprint, dtype
+    start_of_text: dict  # rule, ids, tokens
+    policies: tuple[str, ...]
+    prefix_tokens: int
+    suffix_tokens: int
+    prompt: dict  # PromptRule.to_dict()
+    score: str = SCORE_NAME
+    verify: str = "conformal test against matched non-member controls ([EM] §3); applied by `memclaim test`"
+    memclaim_version: str = field(default=__version__)
+
+    def to_dict(self) -> dict:
+        return {"model": dict(self.model), "start_of_text": dict(self.start_of_text),
+                "policies": list(self.policies), "prefix_tokens": self.prefix_tokens,
+                "suffix_tokens": self.suffix_tokens, "prompt": dict(self.prompt), "score": self.score,
+                "verify": self.verify, "memclaim_version": self.memclaim_version}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Procedure":
+        return cls(model=d["model"], start_of_text=d["start_of_text"], policies=tuple(d["policies"]),
+                   prefix_tokens=int(d["prefix_tokens"]), suffix_tokens=int(d["suffix_tokens"]),
+                   prompt=d["prompt"], score=d.get("score", SCORE_NAME), verify=d.get("verify", ""),
+                   memclaim_version=d.get("memclaim_version", "unknown"))
+
+    def keyed_dict(self) -> dict:
+        d = self.to_dict()
+        d["model"] = {k: v for k, v in d["model"].items() if ("model", k) not in _DISPLAY_ONLY}
+        d.pop("verify", None)
+        return d
+
+    @property
+    def key(self) -> str:
+        return sha256_bytes(json.dumps(self.keyed_dict(), sort_keys=True).encode())
+
+    def differences(self, other: "Procedure", *, ignore: tuple[str, ...] = ()) -> list[str]:
+        return procedure_differences(self.keyed_dict(), other.keyed_dict(), ignore=ignore)
+
+
+def _flatten(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, name + "."))
+        else:
+            out[name] = v
+    return out
+
+
+def procedure_differences(a: dict, b: dict, *, ignore: tuple[str, ...] = ()) -> list[str]:
+    fa, fb = _flatten(a), _flatten(b)
+    diffs = []
+    for k in sorted(set(fa) | set(fb)):
+        if any(k == i or k.startswith(i + ".") for i in ignore):
+            continue
+        if fa.get(k) != fb.get(k):
+            diffs.append(f"{k}: {fa.get(k)!r} != {fb.get(k)!r}")
+    return diffs
+
+
+def require_same_procedure(a: dict, b: dict, *, what=("candidates", "controls"), ignore=("policies",)) -> None:
+    """Refuse to compare results from different procedures; name every difference."""
+    diffs = procedure_differences(a, b, ignore=ignore)
+    if diffs:
+        raise ProcedureMismatchError(
+            f"{what[0]} and {what[1]} were scored under different procedures: " + "; ".join(diffs),
+            hint="score both with the same model, policy, prompt rule and window lengths",
+        )

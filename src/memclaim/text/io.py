@@ -1,0 +1,196 @@
+"""Reading user inputs: passages (JSONL, TXT, CSV, Parquet; one text per record, optional id)
+and single long documents. Every failure names the file, the record and the fix.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError
+from ..fsutil import sha256_bytes
+
+TEXT_FIELDS = ("text", "passage", "content", "document", "body")
+ID_FIELDS = ("id", "doc_id", "uid", "key", "name")
+FORMATS = ("jsonl", "txt", "csv", "parquet")
+
+
+@dataclass(frozen=True)
+class Record:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Passages:
+    """The records read from one file, with what was skipped and the file's content hash."""
+
+    path: str
+    sha256: str
+    records: tuple[Record, ...]
+    skipped_empty: int = 0
+    skipped_ids: tuple[str, ...] = field(default=(), repr=False)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+def _read_bytes(path: Path) -> bytes:
+    if not path.exists():
+        raise InputError(f"input file {str(path)!r} does not exist", hint="check the path")
+    if path.is_dir():
+        raise InputError(f"input {str(path)!r} is a directory, not a file", hint="pass a file")
+    data = path.read_bytes()
+    if not data.strip():
+        raise InputError(f"input file {str(path)!r} is empty", hint="pass a file with at least one text")
+    return data
+
+
+def _decode(path: Path, data: bytes) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(
+            f"{str(path)!r} is not valid UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start} (line {line})",
+            hint="re-encode the file as UTF-8, e.g. `iconv -f latin1 -t utf-8 IN > OUT`",
+        ) from None
+    return text[1:] if text.startswith("\ufeff") else text  # drop a UTF-8 BOM
+
+
+def detect_format(path: str | Path, fmt: str | None = None) -> str:
+    if fmt:
+        fmt = fmt.lower()
+        if fmt not in FORMATS:
+            raise InputError(f"unknown input format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
+        return fmt
+    suffix = Path(path).suffix.lower().lstrip(".")
+    mapping = {"jsonl": "jsonl", "ndjson": "jsonl", "json": "jsonl", "txt": "txt", "text": "txt",
+               "csv": "csv", "tsv": "csv", "parquet": "parquet", "pq": "parquet"}
+    if suffix not in mapping:
+        raise InputError(
+            f"cannot tell the format of {str(path)!r} from its extension {suffix!r}",
+            hint="use .jsonl/.txt/.csv/.parquet or pass --format",
+        )
+    return mapping[suffix]
+
+
+def _pick(fields, preferred: str | None, candidates, what: str, path: Path, required: bool):
+    fields = list(fields)
+    if preferred:
+        if preferred not in fields:
+            raise InputError(
+                f"{str(path)!r} has no {what} field {preferred!r}; fields are {fields}",
+                hint=f"pass --{what}-field with one of {fields}",
+            )
+        return preferred
+    for c in candidates:
+        if c in fields:
+            return c
+    if required:
+        raise InputError(
+            f"{str(path)!r}: cannot find a {what} field among {fields}",
+            hint=f"name it one of {list(candidates)} or pass --{what}-field",
+        )
+    return None
+
+
+def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str | None = None,
+                  id_field: str | None = None) -> Passages:
+    """Read one text per record. Records whose text is empty/whitespace are skipped and counted;
+    a record without the text field, or a non-string text, is an error naming the record."""
+    path = Path(path)
+    fmt = detect_format(path, fmt)
+    data = _read_bytes(path)
+    digest = sha256_bytes(data)
+    rows: list[tuple[str | None, object, str]] = []  # (id, text, where)
+    if fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(io.BytesIO(data))
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise InputError(f"{str(path)!r} is not a readable Parquet file: {exc}", hint="check the file") from None
+        tf = _pick(table.column_names, text_field, TEXT_FIELDS, "text", path, True)
+        idf = _pick(table.column_names, id_field, ID_FIELDS, "id", path, False)
+        texts = table.column(tf).to_pylist()
+        ids = table.column(idf).to_pylist() if idf else [None] * len(texts)
+        rows = [(None if i is None else str(i), t, f"row {n}") for n, (i, t) in enumerate(zip(ids, texts))]
+    else:
+        text = _decode(path, data)
+        if fmt == "txt":
+            # one text per non-empty line; ids are line numbers (1-based)
+            for n, line in enumerate(text.splitlines(), start=1):
+                if line.strip():
+                    rows.append((f"line{n}", line, f"line {n}"))
+        elif fmt == "jsonl":
+            stripped = text.lstrip()
+            if stripped.startswith("["):
+                try:
+                    objs = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"{str(path)!r}: invalid JSON: {exc}", hint="use one JSON object per line") from None
+                items = [(o, f"item {n}") for n, o in enumerate(objs)]
+            else:
+                items = []
+                for n, line in enumerate(text.splitlines(), start=1):
+                    if not line.strip():
+                        continue
+                    try:
+                        items.append((json.loads(line), f"line {n}"))
+                    except json.JSONDecodeError as exc:
+                        raise InputError(f"{str(path)!r} line {n}: invalid JSON ({exc.msg})",
+                                         hint="use one JSON object per line") from None
+            tf = idf = None
+            for obj, where in items:
+                if isinstance(obj, str):
+                    rows.append((None, obj, where))
+                    continue
+                if not isinstance(obj, dict):
+                    raise InputError(f"{str(path)!r} {where}: expected a JSON object or string, got {type(obj).__name__}",
+                                     hint="write records like {\"id\": ..., \"text\": ...}")
+                if tf is None:
+                    tf = _pick(obj.keys(), text_field, TEXT_FIELDS, "text", path, True)
+                    idf = _pick(obj.keys(), id_field, ID_FIELDS, "id", path, False)
+                if tf not in obj:
+                    raise InputError(f"{str(path)!r} {where}: record has no {tf!r} field: {str(obj)[:80]}",
+                                     hint="give every record a text, or remove it")
+                rows.append((None if idf is None or obj.get(idf) is None else str(obj[idf]), obj[tf], where))
+        else:  # csv / tsv
+            dialect = "excel-tab" if path.suffix.lower() == ".tsv" else "excel"
+            reader = csv.DictReader(io.StringIO(text), dialect=dialect)
+            if not reader.fieldnames:
+                raise InputError(f"{str(path)!r}: CSV has no header row", hint="add a header with a 'text' column")
+            tf = _pick(reader.fieldnames, text_field, TEXT_FIELDS, "text", path, True)
+            idf = _pick(reader.fieldnames, id_field, ID_FIELDS, "id", path, False)
+            for n, row in enumerate(reader, start=2):
+                rows.append((row.get(idf) if idf else None, row.get(tf), f"line {n}"))
+    records: list[Record] = []
+    skipped: list[str] = []
+    seen: set[str] = set()
+    for n, (rid, txt, where) in enumerate(rows):
+        rid = rid if rid not in (None, "") else f"rec{n}"
+        if txt is not None and not isinstance(txt, str):
+            raise InputError(f"{str(path)!r} {where}: text is a {type(txt).__name__}, not a string",
+                             hint="store texts as strings")
+        if rid in seen:
+            raise InputError(f"{str(path)!r} {where}: duplicate id {rid!r}", hint="make record ids unique")
+        seen.add(rid)
+        if txt is None or not txt.strip():
+            skipped.append(rid)
+            continue
+        records.append(Record(rid, txt))
+    if not records:
+        raise InputError(f"{str(path)!r} holds no non-empty texts ({len(skipped)} empty records)",
+                         hint="check the text field and the file contents")
+    return Passages(str(path), digest, tuple(records), len(skipped), tuple(skipped))
+
+
+def read_document(path: str | Path) -> tuple[str, str]:
+    """Read one long UTF-8 document; returns (text, sha256 of the bytes)."""
+    path = Path(path)
+    data = _read_bytes(path)
+    return _decode(path, data), sha256_bytes(data)

@@ -1,0 +1,157 @@
+"""The built-in tiny GPT: a GPT-2-architecture model trained (through the one trainer) on a
+Markov–Zipf corpus with planted passages at several duplication counts, saved as an ordinary
+HF folder (safetensors + tokenizer.json) so it loads through the same path as real models.
+
+Built once per machine and cached under ``$MEMCLAIM_CACHE/toy/<spec hash>``; the folder also
+holds ``toy_data.json``: the planted members (with their copy counts), the held-out controls
+drawn from the same generator, and a member/control document pair for census demos.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..fsutil import cache_dir, sha256_bytes
+
+SOT = "<|endoftext|>"
+
+
+@dataclass(frozen=True)
+class ToySpec:
+    corpus_seed: int = 1
+    n_words: int = 300
+    zipf_s: float = 1.1
+    n_background: int = 600
+    passage_words: int = 60
+    copies: tuple[tuple[int, int], ...] = ((1, 16), (4, 16), (16, 16))
+    n_held_out: int = 400
+    document_words: int = 500
+    document_copies: int = 4
+    vocab_size: int = 1024
+    n_layer: int = 2
+    n_embd: int = 128
+    n_head: int = 4
+    n_positions: int = 256
+    steps: int = 300
+    batch_size: int = 16
+    seq_len: int = 128
+    lr: float = 3e-3
+    train_seed: int = 0
+    threads: int = 2
+    version: int = 1  # bump when the recipe changes
+
+    def key(self) -> str:
+        return sha256_bytes(json.dumps(asdict(self), sort_keys=True).encode())[:16]
+
+
+DEFAULT_SPEC = ToySpec()
+
+
+def _train_tokenizer(texts, vocab_size: int):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[SOT],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=SOT, eos_token=SOT, unk_token=SOT)
+
+
+def build_toy_model(spec: ToySpec, out: Path, *, log=print) -> Path:
+    """Generate the corpus, train tokenizer and model, save an HF folder at ``out``."""
+    import numpy as np
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from .corpus import MarkovZipf, build_planted_corpus
+    from .trainer import TrainConfig, pack_documents, train_causal_lm
+
+    gen = MarkovZipf(n_words=spec.n_words, s=spec.zipf_s, seed=spec.corpus_seed)
+    rng = np.random.default_rng(spec.corpus_seed + 1000)
+    doc_member = gen.passage(rng, n_words=spec.document_words)
+    doc_control = gen.passage(rng, n_words=spec.document_words)
+    corpus = build_planted_corpus(
+        gen, n_background=spec.n_background, passage_words=spec.passage_words,
+        copies=dict(spec.copies), n_held_out=spec.n_held_out, seed=spec.corpus_seed,
+        extra_planted=[{"id": "document-member", "text": doc_member, "copies": spec.document_copies}],
+        extra_held_out=[{"id": "document-control", "text": doc_control}],
+    )
+    tok = _train_tokenizer(list(corpus.documents), spec.vocab_size)
+    sot_id = tok.convert_tokens_to_ids(SOT)
+    docs = [tok(d, add_special_tokens=False)["input_ids"] for d in corpus.documents]
+    blocks = pack_documents(docs, seq_len=spec.seq_len, sep_ids=[sot_id])
+    torch.manual_seed(spec.train_seed)
+    config = GPT2Config(vocab_size=len(tok), n_positions=spec.n_positions, n_embd=spec.n_embd,
+                        n_layer=spec.n_layer, n_head=spec.n_head, bos_token_id=sot_id, eos_token_id=sot_id,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = GPT2LMHeadModel(config)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(spec.threads)
+    try:
+        cfg = TrainConfig(steps=spec.steps, batch_size=spec.batch_size, seq_len=spec.seq_len, lr=spec.lr,
+                          seed=spec.train_seed, warmup_steps=30)
+        log(f"training the tiny GPT ({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
+            f"{blocks.numel()} tokens, {spec.steps} steps); cached afterwards")
+        result = train_causal_lm(model, blocks, cfg)
+    finally:
+        torch.set_num_threads(threads)
+    log(f"tiny GPT trained in {result.seconds:.0f}s: loss {result.first_loss:.2f} -> {result.final_loss:.2f}")
+    model.save_pretrained(str(out), safe_serialization=True)
+    tok.save_pretrained(str(out))
+    data = corpus.to_dict()
+    data.update({"spec": asdict(spec), "train": {k: v for k, v in result.to_dict().items() if k != "losses"},
+                 "generator_entropy_bits_per_word": gen.entropy_rate_bits()})
+    (out / "toy_data.json").write_text(json.dumps(data, indent=1))
+    return out
+
+
+@contextlib.contextmanager
+def _lock(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def toy_model_dir(spec: ToySpec = DEFAULT_SPEC) -> Path:
+    return cache_dir() / "toy" / spec.key()
+
+
+def ensure_toy_model(spec: ToySpec = DEFAULT_SPEC, *, log=None) -> Path:
+    """Return the cached tiny-GPT folder, building it first if needed (once, under a lock)."""
+    import sys
+
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    out = toy_model_dir(spec)
+    if (out / "toy_data.json").exists():
+        return out
+    with _lock(out.parent / f".{out.name}.lock"):
+        if (out / "toy_data.json").exists():
+            return out
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        try:
+            build_toy_model(spec, tmp, log=log)
+            if out.exists():
+                shutil.rmtree(out)
+            os.replace(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return out
+
+
+def toy_data(spec: ToySpec = DEFAULT_SPEC) -> dict:
+    return json.loads((ensure_toy_model(spec) / "toy_data.json").read_text())

@@ -1,0 +1,121 @@
+"""Query budgets ([EM] §6, App. F): stability down to p = 1e-300 against 700-digit decimal
+arithmetic, n_delta beyond integer types, the refined claim."""
+from __future__ import annotations
+
+import math
+from decimal import Decimal, localcontext
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memclaim.claims.budget import (census_budget_view, extractable_memorization, log_prob_at_least_once,
+                                    min_log_prob_for_budget, parse_probability, population_budget_view,
+                                    queries_needed)
+from memclaim.errors import DomainError
+
+def _ref_log_at_least_once(log10_p: float, n: int) -> float:
+    """1 - (1-p)^n in 700-digit decimals (obviously correct, slow): enough digits that 1 - p
+    keeps p = 1e-300 and the result keeps 300+ significant digits."""
+    with localcontext() as ctx:
+        ctx.prec = 700
+        p = Decimal(10) ** Decimal(repr(log10_p))
+        v = 1 - (1 - p) ** n
+        return float(v.ln())
+
+
+@settings(max_examples=60)
+@given(st.floats(-300, -1e-3), st.integers(1, 10**12))
+def test_prob_at_least_once_against_decimal(log10_p, n):
+    got = log_prob_at_least_once(log_p=log10_p * math.log(10), n=n)
+    ref = _ref_log_at_least_once(log10_p, n)
+    assert got == pytest.approx(ref, rel=1e-9, abs=1e-12)
+
+
+def test_naive_formula_fails_where_we_do_not():
+    p = 1e-300
+    assert 1 - (1 - p) ** 1e5 == 0.0  # the float trap
+    got = log_prob_at_least_once(log_p=math.log(p), n=1e5)
+    assert got / math.log(10) == pytest.approx(-295.0, abs=1e-9)
+
+
+def test_edge_probabilities():
+    assert log_prob_at_least_once(log_p=0.0, n=1) == 0.0  # p = 1
+    assert log_prob_at_least_once(log_p=-np.inf, n=10) == -np.inf  # p = 0
+    v = log_prob_at_least_once(log_p=np.array([-1.0, -np.inf, 0.0]), n=np.array([5.0, 5.0, 5.0]))
+    assert v[1] == -np.inf and v[2] == 0.0
+    with pytest.raises(DomainError):
+        log_prob_at_least_once(log_p=0.5, n=3)
+    with pytest.raises(DomainError):
+        log_prob_at_least_once(log_p=-1.0, n=0)
+
+
+def test_queries_needed_small_exact():
+    q = queries_needed(log_p=math.log(0.5), delta=0.05)
+    assert q.n_int == 5 == math.ceil(math.log(0.05) / math.log(0.5))
+    assert queries_needed(log_p=0.0, delta=0.05).n_int == 1
+    z = queries_needed(log_p=-np.inf, delta=0.05)
+    assert z.n == math.inf and z.n_int is None
+
+
+@settings(max_examples=60)
+@given(st.floats(-15, -1e-4), st.sampled_from([0.5, 0.1, 0.05, 0.01]))
+def test_queries_needed_is_the_smallest_budget(log10_p, delta):
+    lp = log10_p * math.log(10)
+    q = queries_needed(log_p=lp, delta=delta)
+    assert q.n_int is not None and q.n == q.n_int
+    target = math.log1p(-delta)
+    assert log_prob_at_least_once(log_p=lp, n=q.n_int) >= target
+    if q.n_int > 1:
+        assert log_prob_at_least_once(log_p=lp, n=q.n_int - 1) < target
+
+
+def test_queries_needed_beyond_integer_types_em_s5():
+    """p = 1e-27 (the census thresholds of [EM] §5): n_0.05 = ln(20)/1e-27 ~ 3.0e27 > 2**63."""
+    q = queries_needed(log_p=-27 * math.log(10), delta=0.05)
+    assert q.n_int is None and q.n > 2**63
+    assert q.log10_n == pytest.approx(math.log10(-math.log(0.05)) + 27, abs=1e-9)
+    q300 = queries_needed(log_p=-300 * math.log(10), delta=0.05)
+    assert q300.log10_n == pytest.approx(math.log10(-math.log(0.05)) + 300, abs=1e-9)
+    assert q300.n == pytest.approx(10 ** q300.log10_n, rel=1e-9)
+    q_deep = queries_needed(log_p=-400 * math.log(10), delta=0.05)  # p below the double range
+    assert q_deep.n == math.inf and q_deep.log10_n == pytest.approx(math.log10(-math.log(0.05)) + 400, abs=1e-9)
+
+
+def test_parse_probability():
+    assert parse_probability(p=0.5) == math.log(0.5)
+    assert parse_probability(log10_p=-27) == -27 * math.log(10)
+    assert parse_probability(p=0) == -math.inf
+    for kw in ({"p": 1.5}, {"log10_p": 2}, {"p": 0.1, "log10_p": -1}, {}):
+        with pytest.raises(DomainError):
+            parse_probability(**kw)
+
+
+def test_refined_claim_em_s6():
+    lp = np.log(np.array([0.5, 1e-4, 1e-8, 1e-20, 0.0 + 1e-300]))
+    c = extractable_memorization(lp, log_tau=math.log(1e-10), n=1e5, delta=0.05)
+    # p_min(1e5) = 1 - 0.05**(1e-5) ~ 3.0e-5
+    assert c.log10_p_min == pytest.approx(math.log10(-math.expm1(math.log(0.05) / 1e5)))
+    assert c.memorized.tolist() == [True, True, True, False, False]
+    assert c.extractable.tolist() == [True, True, False, False, False]  # 1e-4 >= 3.0e-5 > 1e-8
+    assert c.n_extractable_memorized == 2 and c.n_memorized == 3
+    lmin = min_log_prob_for_budget(n=1e5, delta=0.05)
+    assert log_prob_at_least_once(log_p=lmin, n=1e5) == pytest.approx(math.log(0.95), abs=1e-9)
+
+
+def test_budget_views():
+    rng = np.random.default_rng(0)
+    cand = -rng.exponential(10, 400)
+    ctrl = -rng.exponential(4, 400) - 5
+    tau = float(np.sort(ctrl)[::-1][3])
+    v = population_budget_view(cand, ctrl, log_tau=tau, alpha_n=4 / 401)
+    assert np.all(np.diff(v.member_rate) >= 0) and np.all(np.diff(v.control_rate) >= 0)  # more queries, more extracted
+    assert np.all(v.member_memorized_rate <= v.member_rate + 1e-15)
+    assert v.at_n_tau.estimate == pytest.approx(np.mean(cand > tau) - 4 / 401)
+    heat = np.concatenate([np.full(10, -np.inf), rng.uniform(-40, -1, 990)])
+    cv = census_budget_view(heat, log10_tau=-20)
+    assert np.all(np.diff(cv.coverage_extractable) >= 0)
+    assert cv.coverage_extractable_memorized[-1] <= cv.coverage_memorized + 1e-15
+    assert cv.coverage_memorized == pytest.approx(np.mean(heat > -20))
+    assert cv.n_tau.log10_n == pytest.approx(math.log10(-math.log(0.05)) + 20, abs=1e-6)

@@ -1,0 +1,99 @@
+"""Report rendering: escaping of user text, strict versioned JSON, all-or-nothing writes."""
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+from memclaim.report import core
+from memclaim.report.core import Doc, HeatText, md_escape, render, render_html, render_markdown, write_report
+
+NASTY = "<img src=x onerror=alert(1)> **bold** _it_ [link](http://e.vil) | pipe `code` # h\n- item\n1. x & y"
+
+
+def _unescaped(ch: str, s: str) -> bool:
+    return re.search(r"(?<!\\)" + re.escape(ch), s) is not None
+
+
+def test_markdown_escaping_renders_literally():
+    s = md_escape(NASTY)
+    for ch in ("<", ">", "*", "_", "[", "]", "(", ")", "`", "|", "&", "#"):
+        assert not _unescaped(ch, s), ch  # every special character is backslash-escaped
+    assert "\\*\\*bold\\*\\*" in s and "\\<img" in s and "\n\\- item" in s and "\n1\\. x" in s
+    inline = md_escape("a\nb | c", inline=True)
+    assert "\n" not in inline and "\\|" in inline
+    assert md_escape("65.5% of 10.2") == "65.5% of 10.2"  # numbers are left alone
+
+
+def test_html_and_markdown_escape_every_user_text():
+    doc = Doc(f"title {NASTY}")
+    doc.h2(NASTY).p(NASTY).callout(NASTY, "warn").bullets([NASTY]).table([NASTY], [[NASTY]], caption=NASTY)
+    doc.heat(HeatText("<b>x</b>", [1, 1, 1, 0, 0, 0, -1, -1], [("1", "<legend>")]))
+    html = render_html(doc)
+    assert "<img src=x" not in html and "<b>" not in html and "<legend>" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html and '"h1">&lt;b&gt;</span>' in html
+    md = render_markdown(doc)
+    for ch in ("<", "`", "["):
+        assert not _unescaped(ch, md), ch
+    assert md.count("\\| pipe") == 8  # the user's pipe is escaped in every block, table cells included
+    assert "**bold**" not in md and md.count("\\*\\*bold\\*\\*") == 8
+
+
+def test_json_is_strict_and_versioned():
+    doc = Doc("t").p("x")
+    b = render(doc, command="unit", procedure={"policy": "full", "nested": {"a": 1}},
+               inputs=[{"role": "r", "path": "p", "sha256": "0" * 64}],
+               results={"inf": math.inf, "ninf": -math.inf, "nan": math.nan, "arr": np.array([1.0, -np.inf])},
+               statements=["s"])
+    d = json.loads(b.json_text, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    assert d["schema_version"] == core.SCHEMA_VERSION and d["command"] == "unit"
+    assert d["results"]["inf"] == "inf" and d["results"]["arr"] == [1.0, "-inf"]
+    assert d["procedure"]["nested"] == {"a": 1} and d["statements"] == ["s"]
+    assert d["created_utc"].endswith("+00:00")
+
+
+def test_write_is_all_or_nothing(tmp_path, monkeypatch):
+    b = render(Doc("t").p("x"), command="unit", procedure={}, inputs=[], results={})
+    out = tmp_path / "rep"
+    paths = write_report(out, b)
+    assert sorted(p.name for p in out.iterdir()) == ["report.html", "report.json", "report.md"]
+    assert paths["html"].endswith("report.html")
+
+    real = core.atomic_write_text
+    calls = []
+
+    def flaky(path, text):
+        calls.append(path)
+        if str(path).endswith("report.md"):
+            raise OSError("disk full")
+        return real(path, text)
+
+    monkeypatch.setattr(core, "atomic_write_text", flaky)
+    with pytest.raises(OSError, match="disk full"):
+        write_report(out, b)
+    assert list(out.iterdir()) == []  # neither the new json nor the stale md/html remain
+    monkeypatch.setattr(core, "atomic_write_text", real)
+    (tmp_path / "file").write_text("x")
+    from memclaim.errors import InputError
+
+    with pytest.raises(InputError, match="not a folder"):
+        write_report(tmp_path / "file", b)
+
+
+def test_failure_while_rendering_writes_nothing(tmp_path, monkeypatch):
+    from memclaim.claims.population import population_claim
+    from memclaim.cli.test import run_population_test
+    from memclaim.report import population as rp
+
+    def boom(*a, **k):
+        raise RuntimeError("plot failed")
+
+    monkeypatch.setattr(rp.figures, "alpha_sweep_figure", boom)
+    with pytest.raises(RuntimeError, match="plot failed"):
+        run_population_test(candidate_scores=[-1.0, -2.0], control_scores=-np.arange(1.0, 40.0), alpha="0.1",
+                            kind="log-prob", out_dir=tmp_path / "r", quiet=True)
+    assert not (tmp_path / "r").exists()
+    assert population_claim  # the claim itself is fine; only rendering failed
