@@ -1,0 +1,111 @@
+"""Reading finished runs back from a store, for claims, audits and reports (no model needed)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..decoding import Policy
+from ..errors import InputError, StoreError
+from .store import ScoreStore
+
+
+@dataclass(frozen=True)
+class RunScores:
+    """One run's window-level scores under one decoding policy."""
+
+    store: str
+    run_id: str
+    label: str
+    procedure: dict
+    procedure_key: str
+    policy: str
+    window_ids: tuple[str, ...]
+    sources: tuple[str, ...]
+    logq: np.ndarray  # [W] float64 natural-log q under ``policy`` (aggregated over prompts)
+    greedy_match: np.ndarray  # [W] bool
+    near_tie: np.ndarray  # [W] bool
+    prefix_spans: np.ndarray  # [W, 2] char spans [start, end)
+    suffix_spans: np.ndarray  # [W, 2]
+    prefix_texts: tuple[str, ...]
+    suffix_texts: tuple[str, ...]
+    inputs: dict
+    total_chars: dict
+    skipped_short: int
+    table: object = field(repr=False)  # the full pyarrow table (per-token columns included)
+
+    @property
+    def is_binary(self) -> bool:
+        return Policy.parse(self.policy).is_binary
+
+    def __len__(self) -> int:
+        return len(self.window_ids)
+
+    def token_array(self, column: str) -> list[np.ndarray]:
+        """Per-token arrays (e.g. 'token_logprob', 'token_mean', 'token_std', 'token_rank',
+        'token_logq:<policy>') as a list of 1-D arrays, one per window."""
+        if column not in self.table.column_names:
+            raise StoreError(f"column {column!r} is not in run {self.run_id}",
+                             hint="per-token columns exist for single-prompt procedures only")
+        return [np.asarray(v, dtype=np.float64) for v in self.table.column(column).to_pylist()]
+
+
+def list_runs(store_dir) -> dict:
+    return ScoreStore(store_dir, create=False).runs()
+
+
+def load_run_scores(store_dir, *, run: str | None = None, policy: str | None = None) -> RunScores:
+    """Load a run's window scores. ``run`` is a run id (or unique prefix) or a label; it may be
+    omitted when the store holds one run. ``policy`` may be omitted when the run has one policy."""
+    import pyarrow.parquet as pq
+
+    if not Path(store_dir).exists():
+        raise InputError(f"score store {str(store_dir)!r} does not exist",
+                         hint="pass the --out folder of a `memclaim score` run")
+    st = ScoreStore(store_dir, create=False)
+    runs = st.runs()
+    if not runs:
+        raise StoreError(f"store {str(store_dir)!r} holds no runs")
+    if run is None:
+        if len(runs) > 1:
+            raise InputError(
+                f"store {str(store_dir)!r} holds {len(runs)} runs; say which with --run",
+                hint="runs: " + ", ".join(f"{rid} ({r.get('label')})" for rid, r in runs.items()))
+        run_id = next(iter(runs))
+    else:
+        matches = [rid for rid, r in runs.items() if rid.startswith(run) or r.get("label") == run]
+        if len(matches) != 1:
+            raise InputError(f"run {run!r} matches {len(matches)} runs in {str(store_dir)!r}",
+                             hint="runs: " + ", ".join(f"{rid} ({r.get('label')})" for rid, r in runs.items()))
+        run_id = matches[0]
+    meta = st.read_run(run_id)
+    path = st.run_dir(run_id) / "scores.parquet"
+    if not path.exists():
+        raise StoreError(f"run {run_id} in {str(store_dir)!r} is unfinished (no scores.parquet)",
+                         hint="re-run the scoring command to finish it")
+    table = pq.read_table(path)
+    proc = st.procedure(meta["procedure"])
+    policies = proc["policies"]
+    if policy is None:
+        if len(policies) > 1:
+            raise InputError(f"run {run_id} has several policies {policies}; choose one with --policy")
+        spec = policies[0]
+    else:
+        spec = Policy.parse(policy).spec
+        if spec not in policies:
+            raise InputError(f"policy {policy!r} was not scored in run {run_id}",
+                             hint=f"scored policies: {', '.join(policies)}")
+    col = lambda n: table.column(n).to_pylist()  # noqa: E731
+    return RunScores(
+        store=str(st.root), run_id=run_id, label=meta.get("label", ""), procedure=proc,
+        procedure_key=meta["procedure"], policy=spec,
+        window_ids=tuple(col("window_id")), sources=tuple(col("source")),
+        logq=table.column(f"logq:{spec}").to_numpy().astype(np.float64),
+        greedy_match=np.asarray(col("greedy_match"), dtype=bool), near_tie=np.asarray(col("near_tie"), dtype=bool),
+        prefix_spans=np.stack([np.asarray(col("prefix_start")), np.asarray(col("prefix_end"))], axis=1),
+        suffix_spans=np.stack([np.asarray(col("suffix_start")), np.asarray(col("suffix_end"))], axis=1),
+        prefix_texts=tuple(col("prefix_text")), suffix_texts=tuple(col("suffix_text")),
+        inputs=meta.get("inputs", {}), total_chars=meta.get("total_chars", {}),
+        skipped_short=int(meta.get("skipped_short", 0)), table=table,
+    )
