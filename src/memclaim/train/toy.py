@@ -27,7 +27,7 @@ class ToySpec:
     corpus_seed: int = 1
     n_words: int = 300
     zipf_s: float = 1.1
-    n_background: int = 600
+    n_background: int = 400
     passage_words: int = 60
     copies: tuple[tuple[int, int], ...] = ((1, 16), (4, 16), (16, 16))
     n_held_out: int = 400
@@ -38,7 +38,7 @@ class ToySpec:
     n_embd: int = 128
     n_head: int = 4
     n_positions: int = 256
-    steps: int = 300
+    steps: int = 400
     batch_size: int = 16
     seq_len: int = 128
     lr: float = 3e-3

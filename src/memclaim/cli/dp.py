@@ -1,0 +1,319 @@
+"""`memclaim dp`: what a differential-privacy guarantee does and does not say ([MX] §3-5, App. F.2).
+
+Thin: parse, call :mod:`memclaim.privacy`, print. Every printed number names its neighbouring
+relation and, for memorization caps, the counterfactual functional (RO, LOO, COND).
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import click
+
+from ..errors import DomainError
+from ..jsonutil import dumps
+
+NEIGHBOR_CHOICE = click.Choice(["replace", "add-remove"])
+
+
+def _console(err: bool = False):
+    from rich.console import Console
+
+    stream = sys.stderr if err else sys.stdout
+    # tables carry long references and notes: do not squeeze them to 80 columns in a pipe
+    return Console(stderr=err, highlight=False, width=None if stream.isatty() else 160)
+
+
+def _e(text) -> str:
+    """Escape rich markup: '[MX] Thm. 4.1' and '[add/remove]' are text, not styles."""
+    from rich.markup import escape
+
+    return escape(str(text))
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "not implied"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        if v != 0 and (abs(v) < 1e-4 or abs(v) >= 1e6):
+            return f"{v:.6e}"
+        return f"{v:.6g}"
+    return str(v)
+
+
+def _guarantee(epsilon, delta, mu, neighbors):
+    from ..privacy.tradeoff import approx, gdp, pure
+
+    if mu is not None:
+        if delta is not None:
+            raise DomainError("give either --delta (approximate DP) or --mu (Gaussian DP), not both")
+        return gdp(mu, neighbors=neighbors)
+    if epsilon is None:
+        raise DomainError("no guarantee given", hint="pass --epsilon E [--delta D], or --mu M for Gaussian DP")
+    if delta is not None:
+        return approx(epsilon, delta, neighbors=neighbors)
+    return pure(epsilon, neighbors=neighbors)
+
+
+def _parse_baseline(text):
+    """'0.01' -> (0.01, 0.01); '0.008,0.012' -> (0.008, 0.012)."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in str(text).replace(":", ",").split(",") if p.strip()]
+    try:
+        vals = [float(p) for p in parts]
+    except ValueError:
+        raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}") from None
+    if len(vals) == 1:
+        vals = vals * 2
+    if len(vals) != 2:
+        raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}")
+    for v in vals:
+        if not (math.isfinite(v) and 0.0 <= v <= 1.0):
+            raise DomainError(f"baseline kappa must lie in [0, 1], got {v!r}",
+                              hint="kappa is the prior's top-m probability mass")
+    if vals[0] > vals[1]:
+        raise DomainError(f"--baseline interval is reversed: {vals[0]!r} > {vals[1]!r}")
+    return vals[0], vals[1]
+
+
+@click.group(name="dp")
+def command():
+    """Differential-privacy bounds on memorization and extraction ([MX] §3-5, App. F.2).
+
+    \b
+    Examples:
+      memclaim dp bounds --epsilon 1 --neighbors replace --copies 2
+      memclaim dp bounds --epsilon 1 --list-size 4 --risk 0.1 --baseline 0.355 --neighbors add-remove
+      memclaim dp bounds --epsilon 4 --delta 1e-5 --list-size 1 --risk 0.1 --baseline 0.001 \\
+          --successes 12 --trials 40 --neighbors add-remove --json
+      memclaim dp plot --out figs --neighbors add-remove
+      memclaim dp baseline ./base-model --prefix "My PIN is" --secret-length 4 --list-size 1
+      memclaim dp account --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000 --delta 1e-5
+    """
+
+
+@command.command("bounds", short_help="Every memorization cap and extraction quantity for a guarantee.")
+@click.option("--epsilon", type=float, default=None, help="epsilon of the guarantee (pure, or with --delta).")
+@click.option("--delta", type=float, default=None, help="delta of an (epsilon, delta) guarantee, in [0, 1).")
+@click.option("--mu", type=float, default=None, help="mu of a Gaussian-DP guarantee (instead of --delta).")
+@click.option("--neighbors", type=NEIGHBOR_CHOICE, required=True,
+              help="relation the guarantee was proved for: replace(-one) or add-remove.")
+@click.option("--copies", type=int, default=1, show_default=True, help="k: copies of the target (duplication).")
+@click.option("--list-size", "m", type=int, default=None, help="m: candidate-list budget of the extraction protocol.")
+@click.option("--risk", "tau", type=float, default=None, help="tau: target extraction risk level in (0, 1).")
+@click.option("--baseline", "baseline", type=str, default=None,
+              help="kappa_pi(m) of the canary: a number, or a certified interval 'LO,HI'.")
+@click.option("--truncation", type=float, default=None, help="M: log-loss truncated at M (truncation price).")
+@click.option("--in-support-mass", "omega", type=float, default=None, help="omega: target's corpus mass (Remark B.7).")
+@click.option("--dataset-size", "n", type=int, default=None, help="n: dataset size (Remark B.7, Prop. A.2).")
+@click.option("--frequency", type=float, default=None, help="p: target frequency for the COND conversion (Prop. A.2).")
+@click.option("--successes", type=int, default=None, help="audit: extraction successes observed.")
+@click.option("--trials", type=int, default=None, help="audit: extraction trials.")
+@click.option("--confidence", type=float, default=0.95, show_default=True, help="audit: confidence of the lower bound.")
+@click.option("--independence", type=click.Choice(["separate-runs", "one-run"]), default="separate-runs",
+              show_default=True, help="audit: how the trials are independent.")
+@click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table.")
+def bounds(epsilon, delta, mu, neighbors, copies, m, tau, baseline, truncation, omega, n, frequency, successes,
+           trials, confidence, independence, as_json):
+    """Every memorization cap and extraction-boundary quantity for one guarantee.
+
+    \b
+    Examples:
+      memclaim dp bounds --epsilon 1 --neighbors replace --copies 2
+      memclaim dp bounds --mu 1 --epsilon 1 --list-size 4 --risk 0.1 --neighbors add-remove --json
+    """
+    from ..privacy.extraction import audit_soundness
+    from ..privacy.summary import bounds_summary
+
+    f = _guarantee(epsilon, delta, mu, neighbors)
+    kap = _parse_baseline(baseline)
+    summary = bounds_summary(f, copies=copies, m=m, tau=tau, kappa=None if kap is None else kap[1],
+                             truncation=truncation, omega=omega, n=n, frequency=frequency,
+                             gdp_epsilon=epsilon if mu is not None else None)
+    audit = None
+    if successes is not None or trials is not None:
+        if successes is None or trials is None or kap is None or m is None:
+            raise DomainError("the audit check needs --successes, --trials, --baseline and --list-size together")
+        audit = audit_soundness(f, successes=successes, trials=trials, m=m, kappa_interval=kap,
+                                confidence=confidence, independence=independence)
+    if as_json:
+        out = summary.to_dict()
+        if kap is not None and kap[0] != kap[1]:
+            out["baseline_interval"] = list(kap)
+        if audit is not None:
+            out["audit"] = audit.to_dict()
+        click.echo(dumps(out, indent=2))
+        return
+    from rich.table import Table
+
+    con = _console()
+    table = Table(title=_e(summary.guarantee), title_justify="left")
+    for col in ("quantity", "value", "relation", "functional", "reference", "note"):
+        table.add_column(col, overflow="fold")
+    for r in summary.rows:
+        table.add_row(*(_e(x) for x in (r.name, _fmt(r.value), r.relation, r.functional, r.reference, r.note)))
+    con.print(table)
+    if kap is not None and kap[0] != kap[1]:
+        con.print(f"baseline is a certified interval [{kap[0]:.6g}, {kap[1]:.6g}]; bounds use the upper end.")
+    if audit is not None:
+        t = Table(title=_e("audit soundness ([MX] Cor. 5.3)"), title_justify="left")
+        t.add_column("quantity")
+        t.add_column("value", overflow="fold")
+        for name, val in [
+            ("claimed guarantee", audit.claimed), ("relation", audit.neighbors), ("list size m", audit.m),
+            ("baseline kappa [lo, hi]", f"[{audit.kappa_lo:.6g}, {audit.kappa_hi:.6g}]"),
+            ("successes / trials", f"{audit.successes} / {audit.trials}"),
+            (f"success lower bound ({audit.confidence:.0%}, Clopper-Pearson)", _fmt(audit.success_lower)),
+            ("bound 1 - f(kappa_hi)", _fmt(audit.bound)), ("p-value (binomial, H0: rate <= bound)", _fmt(audit.p_value)),
+            ("refuted", "yes" if audit.refuted else "no"),
+            ("Cor. 5.3 condition kappa_hi <= alpha*(s)", "met" if audit.informative else "not met"),
+            ("all-success trials needed to refute", _fmt(audit.min_trials_to_refute)),
+            ("independence", f"{audit.independence}: {audit.assumption}"), ("verdict", audit.verdict),
+        ]:
+            t.add_row(_e(name), _e(val))
+        con.print(t)
+
+
+@command.command("plot", short_help="Draw [MX] Figs. 2-4 (advantage curves, staircase, boundary) as PNG.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="directory for the PNG files.")
+@click.option("--neighbors", type=NEIGHBOR_CHOICE, required=True, help="relation the guarantee is for.")
+@click.option("--epsilon", type=float, default=1.0, show_default=True)
+@click.option("--delta", type=float, default=0.1, show_default=True, help="delta of the approximate-DP curve in Fig. 2.")
+@click.option("--mu", type=float, default=1.0, show_default=True)
+@click.option("--copies", type=int, default=4, show_default=True, help="k of the cobweb orbit in Fig. 3.")
+@click.option("--max-copies", type=int, default=8, show_default=True)
+@click.option("--risk", "tau", type=float, default=0.1, show_default=True)
+@click.option("--list-size", "m", type=int, default=1, show_default=True)
+@click.option("--boundary-epsilon", "beps", type=float, multiple=True, default=(1.0, 3.0), show_default=True,
+              help="epsilons drawn in Fig. 4 (repeat the option).")
+def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, beps):
+    """Draw [MX] Fig. 2 (advantage curves), Fig. 3 (staircase) and Fig. 4 (boundary vs baseline).
+
+    \b
+    Example:
+      memclaim dp plot --out figs --neighbors add-remove --epsilon 1
+    """
+    from ..privacy.plots import plot_all
+
+    paths = plot_all(out_dir, epsilon=epsilon, delta=delta, mu=mu, copies=copies, max_copies=max_copies, tau=tau,
+                     m=m, boundary_epsilons=tuple(beps), neighbors=neighbors)
+    for p in paths:
+        click.echo(str(p))
+
+
+@command.command("baseline", short_help="Certify the prior baseline kappa_pi(m) of a canary (App. F.2).")
+@click.argument("model")
+@click.option("--prefix", required=True, help="the canary's public prefix c (text).")
+@click.option("--secret-length", "L", type=int, required=True, help="L: secret length in tokens.")
+@click.option("--list-size", "m", type=int, required=True, help="m: the extraction protocol's list size.")
+@click.option("--temperature", type=float, default=1.0, show_default=True,
+              help="temperature the canaries were sampled at.")
+@click.option("--max-nodes", type=int, default=100_000, show_default=True, help="budget of vocabulary rows.")
+@click.option("--time-limit", type=float, default=None, help="seconds; the interval stays certified if cut short.")
+@click.option("--batch-size", type=int, default=64, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def baseline(model, prefix, L, m, temperature, max_nodes, time_limit, batch_size, as_json):
+    """Certify kappa_pi(m), the top-m prior mass of length-L continuations ([MX] App. F.2).
+
+    MODEL must be the PRIOR: the base model before any canary was planted (on the audited model
+    kappa would absorb the leak). The result is an interval [kappa_lo, kappa_hi] that is valid
+    whenever the search stops and closes to a point when it finishes.
+
+    \b
+    Example:
+      memclaim dp baseline smollm2 --prefix "The access code is" --secret-length 4 --list-size 1
+    """
+    from ..models import load_model
+    from ..privacy.baseline import certify_baseline
+
+    loaded = load_model(model)
+    ids = list(getattr(loaded, "sot_ids", []) or []) + list(loaded.tokenizer.encode(prefix))
+    con = _console(err=True)
+    progress = None
+    if not as_json and sys.stderr.isatty():
+        status = con.status("searching")
+        status.start()
+
+        def progress(nodes, lo, hi):  # noqa: F811 - a closure over the status line
+            status.update(f"nodes {nodes}  kappa in [{lo:.4g}, {hi:.4g}]")
+    try:
+        res = certify_baseline(loaded.lm, ids, secret_length=L, m=m, temperature=temperature, max_nodes=max_nodes,
+                               time_limit=time_limit, batch_size=batch_size, progress=progress)
+    finally:
+        if progress is not None:
+            status.stop()
+    if as_json:
+        click.echo(dumps(res, indent=2))
+        return
+    print_baseline(res, tokenizer=getattr(loaded, "tokenizer", None))
+
+
+def print_baseline(res, *, tokenizer=None, console=None) -> None:
+    """Rich table for a :class:`memclaim.privacy.baseline.BaselineResult`."""
+    from rich.table import Table
+
+    con = console or _console()
+    t = Table(title=_e(f"certified baseline kappa_pi(m) ([MX] App. F.2), prior = {res.model}"), title_justify="left")
+    t.add_column("quantity")
+    t.add_column("value", overflow="fold")
+    log10 = 1.0 / math.log(10.0)
+    rows = [
+        ("kappa [lo, hi]", f"[{res.kappa_lo:.6g}, {res.kappa_hi:.6g}]"),
+        ("log10 kappa [lo, hi]", f"[{res.log_kappa_lo * log10:.4f}, {res.log_kappa_hi * log10:.4f}]"),
+        ("closed (exact top-m)", "yes" if res.closed else f"no ({res.stop_reason})"),
+        ("list size m / secret length L", f"{res.m} / {res.secret_length}"),
+        ("policy", res.policy),
+        ("nodes expanded", str(res.nodes_expanded)),
+    ]
+    if res.min_entropy_bits is not None:
+        lo, hi = res.min_entropy_bits
+        rows.append(("min-entropy H_inf (bits) [lo, hi]", f"[{lo:.4f}, {hi:.4f}]"))
+    for name, val in rows:
+        t.add_row(_e(name), _e(val))
+    con.print(t)
+    if res.top:
+        tt = Table(title="found top continuations", title_justify="left")
+        tt.add_column("#")
+        tt.add_column("tokens")
+        tt.add_column("text")
+        tt.add_column("log10 p")
+        for i, (toks, lp) in enumerate(res.top, 1):
+            text = ""
+            if tokenizer is not None and hasattr(tokenizer, "decode"):
+                try:
+                    text = tokenizer.decode(list(toks))
+                except Exception:  # display only; a tokenizer without decode for these ids is fine
+                    text = ""
+            tt.add_row(str(i), " ".join(map(str, toks)), _e(repr(text)), f"{lp * log10:.4f}")
+        con.print(tt)
+
+
+@command.command("account", short_help="epsilon of DP-SGD via dp_accounting (PLD or RDP).")
+@click.option("--noise-multiplier", type=float, required=True)
+@click.option("--sampling-rate", type=float, required=True, help="Poisson sampling probability q.")
+@click.option("--steps", type=int, required=True)
+@click.option("--delta", type=float, required=True)
+@click.option("--accountant", type=click.Choice(["pld", "rdp"]), default="pld", show_default=True)
+@click.option("--neighbors", type=NEIGHBOR_CHOICE, default="add-remove", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def account(noise_multiplier, sampling_rate, steps, delta, accountant, neighbors, as_json):
+    """epsilon of DP-SGD (Poisson-subsampled Gaussian) via dp_accounting's PLD or RDP accountant.
+
+    \b
+    Example:
+      memclaim dp account --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000 --delta 1e-5
+    """
+    from ..privacy.tradeoff import dpsgd_epsilon
+
+    res = dpsgd_epsilon(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, delta=delta,
+                        accountant=accountant, neighbors=neighbors)
+    if as_json:
+        click.echo(dumps(res, indent=2))
+        return
+    click.echo(f"epsilon = {res.epsilon:.6g} at delta = {res.delta:g} [{neighbors}, {accountant.upper()} accountant; "
+               f"sigma = {res.noise_multiplier:g}, q = {res.sampling_rate:g}, steps = {res.steps}]")

@@ -1,0 +1,65 @@
+"""`memclaim reproduce NAME`: regenerate the numbers and plot of one figure of [MX] §8."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+EXAMPLES = """
+\b
+Examples:
+  memclaim reproduce staircase --quick
+  memclaim reproduce entropy-sweep --out figs --seed 7
+  memclaim reproduce per-instance --json > per-instance.json
+  memclaim reproduce --list
+"""
+
+
+def _names() -> list[str]:
+    from ..experiments import REPRODUCTIONS
+
+    return list(REPRODUCTIONS)
+
+
+@click.command("reproduce", epilog=EXAMPLES, context_settings={"max_content_width": 100})
+@click.argument("name", required=False)
+@click.option("--quick", is_flag=True, help="Smaller Monte-Carlo sizes (seconds; what CI runs).")
+@click.option("--out", "out_dir", default="reproductions", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for NAME.json and NAME.png (created).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Master seed; the same seed gives the same JSON bit for bit.")
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON instead of the summary.")
+@click.option("--list", "list_only", is_flag=True, help="List the available reproductions and exit.")
+def command(name, quick, out_dir, seed, as_json, list_only):
+    """Regenerate a figure of [MX] §8: writes NAME.json (every number, seeds, versions, the paper
+    numbers reproduced and how close) and NAME.png, and prints which paper numbers agree.
+
+    NAME is one of the reproductions listed by --list. Exit status 1 if a check fails.
+    """
+    from ..errors import InputError
+    from ..experiments import REPRODUCTIONS, run
+    from ..experiments.common import summary_lines
+
+    if list_only:
+        for n, (_, desc) in REPRODUCTIONS.items():
+            click.echo(f"{n:16s} {desc}")
+        return
+    if not name:
+        raise InputError("missing NAME", hint="one of: " + ", ".join(REPRODUCTIONS) + " (or --list)")
+    if seed < 0:
+        raise InputError(f"--seed must be >= 0, got {seed}")
+    from pathlib import Path
+
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise InputError(f"--out {out_dir!r} exists and is not a folder", hint="give a folder (it is created if missing)")
+    result = run(name, quick=quick, seed=seed, out_dir=out_dir)
+    if as_json:
+        from ..jsonutil import dumps
+
+        sys.stdout.write(dumps(result, indent=2) + "\n")
+    else:
+        for line in summary_lines(result):
+            click.echo(line)
+        click.echo(f"  output folder: {out_dir}")
+    if not result.get("all_checks_passed", True):
+        raise click.exceptions.Exit(1)

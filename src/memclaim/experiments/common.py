@@ -1,0 +1,168 @@
+"""Shared plumbing for the reproductions of [MX] §8 (``memclaim reproduce NAME``).
+
+Every reproduction is a function ``run(*, quick, seed, out_dir) -> dict`` that
+
+- draws all randomness from ``numpy.random.SeedSequence(seed)`` split into named streams
+  (:func:`rng_streams`), so the same seed gives the same numbers bit for bit on the same stack;
+- writes ``NAME.json`` (every number, the seed and stream names, the settings, package versions,
+  the paper numbers it reproduces with how close it came, and the qualitative checks) and
+  ``NAME.png``, through :func:`finish`;
+- returns the same JSON-ready dict.
+
+The JSON holds no timestamps, paths or timings, so two runs with the same seed and stack produce
+byte-identical files. Paper numbers are recorded as :class:`PaperNumber` (ours vs the paper's,
+with the tolerance and why that tolerance) and qualitative claims as :class:`Check`.
+"""
+from __future__ import annotations
+
+import io
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .. import __version__
+from ..errors import InputError
+from ..fsutil import atomic_write_bytes, atomic_write_text
+from ..jsonutil import ResultMixin, dumps, to_jsonable
+from ..validate import integer
+
+SCHEMA = "memclaim.reproduction/1"
+
+
+def versions() -> dict[str, str]:
+    """Versions of the packages whose arithmetic or random streams the numbers depend on."""
+    import scipy
+
+    return {"memclaim": __version__, "numpy": np.__version__, "scipy": scipy.__version__,
+            "python": platform.python_version()}
+
+
+def check_seed(seed) -> int:
+    return integer("seed", seed, minimum=0, maximum=2 ** 63 - 1)
+
+
+def rng_streams(seed: int, names: Sequence[str]) -> dict[str, np.random.Generator]:
+    """Independent generators, one per name, from ``SeedSequence(seed).spawn(len(names))``.
+    Adding a stream at the end leaves the earlier ones unchanged."""
+    seed = check_seed(seed)
+    children = np.random.SeedSequence(seed).spawn(len(names))
+    return {n: np.random.default_rng(c) for n, c in zip(names, children)}
+
+
+@dataclass(frozen=True)
+class PaperNumber(ResultMixin):
+    """One number the paper reports, and ours.
+
+    ``tolerance`` is the largest |ours - paper| we call agreement, and ``basis`` says where it
+    comes from (the paper's rounding, a Monte-Carlo interval, an unspecified setting)."""
+
+    quantity: str
+    where: str
+    paper: float
+    ours: float
+    difference: float
+    tolerance: float
+    basis: str
+    agrees: bool
+    note: str = ""
+
+
+def paper_number(quantity: str, *, where: str, paper: float, ours: float, tolerance: float,
+                 basis: str, note: str = "") -> PaperNumber:
+    d = float(ours) - float(paper)
+    return PaperNumber(quantity, where, float(paper), float(ours), d, float(tolerance), basis,
+                       bool(abs(d) <= tolerance), note)
+
+
+@dataclass(frozen=True)
+class Check(ResultMixin):
+    """A qualitative claim of the paper tested on our numbers (``passed``), with the evidence."""
+
+    claim: str
+    passed: bool
+    detail: str
+    false_alarm: str = ""  # the chance the check fails when the claim holds, if statistical
+
+
+def check(claim: str, passed, detail: str, *, false_alarm: str = "") -> Check:
+    return Check(claim, bool(passed), detail, false_alarm)
+
+
+def new_figure(ncols: int = 1, *, width: float = 6.0, height: float = 4.2):
+    """A matplotlib Figure without pyplot's global state (safe in threads and servers)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * ncols, height), layout="constrained")
+    axes = fig.subplots(1, ncols)
+    return fig, (list(np.atleast_1d(axes)) if ncols > 1 else axes)
+
+
+def _png_bytes(fig) -> bytes:
+    buf = io.BytesIO()
+    # No 'Software' / date chunks: the PNG depends only on the numbers and the matplotlib version.
+    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick: bool,
+           streams: Sequence[str], settings: dict[str, Any], results: dict[str, Any],
+           paper_numbers: Sequence[PaperNumber], checks: Sequence[Check], figure,
+           out_dir, notes: Sequence[str] = ()) -> dict:
+    """Assemble the result, write ``NAME.json`` and ``NAME.png`` into ``out_dir`` (created), and
+    return the JSON-ready dict."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {str(out)!r} exists and is not a folder",
+                         hint="give a folder (it is created if missing)")
+    out.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "schema": SCHEMA,
+        "name": name,
+        "title": title,
+        "reproduces": list(reproduces),
+        "seed": check_seed(seed),
+        "rng": {"scheme": "numpy.random.SeedSequence(seed).spawn(len(streams))", "streams": list(streams)},
+        "quick": bool(quick),
+        "versions": versions(),
+        "settings": settings,
+        "results": results,
+        "paper_numbers": list(paper_numbers),
+        "checks": list(checks),
+        "all_checks_passed": all(c.passed for c in checks),
+        "notes": list(notes),
+        "files": {"json": f"{name}.json", "png": f"{name}.png"},
+    }
+    payload = to_jsonable(payload)
+    atomic_write_text(out / f"{name}.json", dumps(payload, indent=2) + "\n")
+    atomic_write_bytes(out / f"{name}.png", _png_bytes(figure))
+    return payload
+
+
+def summary_lines(result: dict) -> list[str]:
+    """Human-readable lines: the paper numbers (ours vs paper, how close) and the checks."""
+    lines = [f"{result['name']}: {result['title']}" + ("  [quick]" if result.get("quick") else "")]
+    lines.append("  reproduces: " + "; ".join(result.get("reproduces", [])))
+    pn = result.get("paper_numbers", [])
+    if pn:
+        lines.append("  paper numbers (ours vs paper):")
+        for p in pn:
+            mark = "ok " if p["agrees"] else "OFF"
+            lines.append(f"    [{mark}] {p['quantity']} ({p['where']}): ours {p['ours']:.4g} vs paper "
+                         f"{p['paper']:.4g} (diff {p['difference']:+.2g}; tolerance {p['tolerance']:.2g}: "
+                         f"{p['basis']})")
+            if p.get("note"):
+                lines.append(f"          {p['note']}")
+    ch = result.get("checks", [])
+    if ch:
+        lines.append("  checks:")
+        for c in ch:
+            lines.append(f"    [{'pass' if c['passed'] else 'FAIL'}] {c['claim']}: {c['detail']}")
+    for n in result.get("notes", []):
+        lines.append(f"  note: {n}")
+    files = result.get("files", {})
+    if files:
+        lines.append(f"  wrote {files.get('json')} and {files.get('png')}")
+    return lines

@@ -1,0 +1,485 @@
+"""Certified oblivious baselines kappa_pi(m) by admissible best-first search ([MX] App. F.2).
+
+kappa_pi(m) is the top-m prior mass of the secret: the largest total probability that a list of
+m length-L continuations of the prefix c can carry under the *prior* model (the base model before
+any canary was planted, at the temperature the canaries were drawn at). It is the null of the
+extraction bound Ext <= 1 - f(kappa_pi(m)) ([MX] Thm. 5.1). Run it on the audited model instead
+and kappa absorbs the very leak the audit is looking for.
+
+The search ([MX] App. F.2): sequences have the fixed length L (EOS is an ordinary token), so the
+space is V^L. A prefix's probability upper-bounds every completion below it, so expanding
+prefixes in decreasing probability is admissible. The search keeps the m best complete sequences
+found (the incumbents) and a frontier of unexpanded prefixes; with beta the largest frontier
+probability, every member of the true top-m is either found or lies under the frontier (so has
+probability <= beta). Hence at any time
+
+    kappa_lo = sum of the found top-m              <= kappa_pi(m)
+    kappa_hi = sum of the m largest of (found  U  m copies of beta)  >= kappa_pi(m)
+
+and the interval closes (the top-m is exact) when the frontier empties or beta <= the m-th
+incumbent. Children are thresholded against the m-th incumbent over the *whole* vocabulary row,
+never a top-k slice (a truncation could drop a member of the true top-m and void the
+certificate).
+
+Implementation notes:
+- Frontier rows are lazy: an expanded node keeps its children sorted in chunks of ``chunk``;
+  the frontier holds one entry per row, keyed by its best child not yet taken, and a row whose
+  chunk is exhausted is recomputed for the next chunk (its key, the best remaining child, still
+  bounds everything below it). Memory stays O(expanded rows x chunk) even for 50k-token vocabs.
+- Expansions are batched (``batch_size`` rows per forward) and reuse the KV cache: a node's row
+  is computed by feeding its last token to its parent's cache (``LanguageModel.select_cache``);
+  caches of recent batches are kept up to ``max_cache_rows`` rows, older nodes are recomputed
+  from the prefix cache. The search requires ``select_cache`` to return a new cache (it reuses
+  the prefix cache many times).
+- Log-probabilities are float64 sums along the path of ``policy_logprobs`` on the model's
+  logits cast to float64, so "exact" means exact for those logits up to float64 rounding of
+  the sums. A float32 model computes slightly different logits for the same context through
+  different cache paths and batch shapes (about 1e-7 relative), which moves kappa in the
+  6th-7th significant digit; the interval is a certificate for the logits as computed.
+
+torch is imported lazily, inside the search; this module imports without it.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .. import validate
+from ..decoding import Policy
+from ..errors import DomainError, PolicyError
+from ..jsonutil import ResultMixin
+
+__all__ = ["BaselineResult", "certify_baseline"]
+
+LOG2E = 1.0 / math.log(2.0)
+
+
+@dataclass(frozen=True)
+class BaselineResult(ResultMixin):
+    """A certified interval [kappa_lo, kappa_hi] for kappa_pi(m) ([MX] App. F.2).
+
+    ``closed`` is True when the interval has closed (kappa_lo == kappa_hi: the top-m is exact,
+    up to float64 rounding of path sums). ``top`` lists the found top-m continuations as
+    (token ids, natural-log probability), best first. ``min_entropy_bits`` brackets the
+    conditional min-entropy H_inf = -log2 max_z p(z | c) when m = 1 (None otherwise).
+    The prior is the model *before* the canary was planted, at the sampling temperature.
+    """
+
+    kappa_lo: float
+    kappa_hi: float
+    log_kappa_lo: float
+    log_kappa_hi: float
+    closed: bool
+    stop_reason: str               # 'closed' | 'max-nodes' | 'time-limit'
+    m: int
+    secret_length: int
+    policy: str
+    prefix_ids: tuple[int, ...]
+    model: str
+    model_fingerprint: str
+    vocab_size: int
+    nodes_expanded: int
+    frontier_log_beta: float
+    top: tuple[tuple[tuple[int, ...], float], ...]
+    min_entropy_bits: tuple[float, float] | None
+    seconds: float
+    reference: str = "[MX] App. F.2 (certified baseline by admissible best-first search)"
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return (self.kappa_lo, self.kappa_hi)
+
+
+def _logsumexp(xs: Sequence[float]) -> float:
+    xs = [x for x in xs if x > -math.inf]
+    if not xs:
+        return -math.inf
+    mx = max(xs)
+    return mx + math.log(math.fsum(math.exp(x - mx) for x in xs))
+
+
+@dataclass
+class _Row:
+    """An expanded internal node: its children, sorted, one chunk at a time."""
+
+    tokens: tuple[int, ...]
+    logp: float
+    parent_handle: tuple            # cache covering prefix + tokens[:-1] ('prefix', 0) for the root
+    own_handle: tuple | None        # cache covering prefix + tokens
+    child_tok: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    child_lp: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    pos: int = 0
+    taken: np.ndarray | None = None  # tokens already loaded into chunks (None before the first)
+    rest_bound: float = -math.inf    # log-prob of the best child not loaded yet (bounds the rest)
+
+    def key(self) -> float:
+        if self.pos < len(self.child_lp):
+            return float(self.child_lp[self.pos])
+        return self.rest_bound
+
+
+class _Search:
+    def __init__(self, lm, prefix_ids, L, m, policy, *, batch_size, chunk, max_cache_rows, max_nodes,
+                 time_limit, progress):
+        import torch
+
+        self.torch = torch
+        self.lm = lm
+        self.prefix = list(prefix_ids)
+        self.L = L
+        self.m = m
+        self.policy = policy
+        self.V = int(lm.vocab_size)
+        self.batch_size = batch_size
+        self.chunk = chunk
+        self.max_cache_rows = max_cache_rows
+        self.max_nodes = max_nodes
+        self.deadline = None if time_limit is None else time.monotonic() + time_limit
+        self.progress = progress
+        self.device = lm.device
+        self.nodes = 0
+        self.caches: OrderedDict[int, tuple[object, int]] = OrderedDict()
+        self.cache_rows = 0
+        self.batch_ids = itertools.count()
+        self.counter = itertools.count()
+        self.frontier: list[tuple[float, int, _Row]] = []
+        self.top: list[tuple[float, tuple[int, ...]]] = []   # min-heap of the found top-m
+        self.in_top: set[tuple[int, ...]] = set()
+        self.prefix_past = None
+
+    # ------------------------------------------------------------------ incumbents
+    def theta(self) -> float:
+        """log-prob of the m-th incumbent (-inf while fewer than m are found)."""
+        return self.top[0][0] if len(self.top) >= self.m else -math.inf
+
+    def offer(self, logp: float, seq: tuple[int, ...]) -> None:
+        if logp == -math.inf or seq in self.in_top:
+            return
+        if len(self.top) < self.m:
+            heapq.heappush(self.top, (logp, seq))
+            self.in_top.add(seq)
+        elif logp > self.top[0][0]:
+            _, old = heapq.heapreplace(self.top, (logp, seq))
+            self.in_top.discard(old)
+            self.in_top.add(seq)
+
+    def beta(self) -> float:
+        return -self.frontier[0][0] if self.frontier else -math.inf
+
+    def bounds(self) -> tuple[float, float]:
+        found = sorted((lp for lp, _ in self.top), reverse=True)
+        lo = _logsumexp(found)
+        b = self.beta()
+        # the m largest of (found U m copies of beta), [MX] App. F.2
+        merged = sorted(found + [b] * self.m, reverse=True)[: self.m]
+        hi = _logsumexp(merged)
+        return lo, max(hi, lo)
+
+    def closed(self) -> bool:
+        if not self.frontier:
+            return True
+        return len(self.top) >= self.m and self.beta() <= self.theta()
+
+    # ------------------------------------------------------------------ caches
+    def _store_cache(self, past, nrows: int) -> int:
+        bid = next(self.batch_ids)
+        self.caches[bid] = (past, nrows)
+        self.cache_rows += nrows
+        while self.cache_rows > self.max_cache_rows and self.caches:
+            _, (_, r) = self.caches.popitem(last=False)  # least recently used batch
+            self.cache_rows -= r
+        return bid
+
+    def _get_cache(self, handle):
+        if handle[0] == "prefix":
+            return self.prefix_past
+        entry = self.caches.get(handle[0])
+        if entry is None:
+            return None
+        self.caches.move_to_end(handle[0])
+        return entry[0]
+
+    # ------------------------------------------------------------------ model calls
+    def _ids(self, rows: list[list[int]]):
+        return self.torch.tensor(rows, dtype=self.torch.long, device=self.device)
+
+    def _logprob_rows(self, hidden):
+        from ..decoding import policy_logprobs
+
+        logits = self.lm.logits(hidden[:, -1, :])                          # [B, V]
+        return policy_logprobs(logits.to(self.torch.float64), self.policy)  # [B, V], float64
+
+    def _sorted(self, lp):
+        # Stable descending sort: ties ordered by token id, so the ranks of a row are the same
+        # every time it is recomputed (a chunked row must not skip or repeat a tied child).
+        return self.torch.sort(lp, dim=-1, descending=True, stable=True)   # values, indices [B, V]
+
+    def start(self):
+        """Run the prefix once; its cache is the root of every later computation."""
+        hidden, past = self.lm.forward_hidden(self._ids([self.prefix]), past=None, use_cache=True)
+        self.prefix_past = past
+        self.nodes += 1
+        lp = self._logprob_rows(hidden)                                    # [1, V]
+        sv, si = self._sorted(lp)
+        return lp[0], (sv[0], si[0])
+
+    def compute_rows(self, reqs: list[tuple[tuple[int, ...], tuple]]):
+        """Sorted next-token log-prob rows for nodes given as (tokens, parent_handle).
+
+        Returns a list of ((sorted values [V], token ids [V]), own_handle or None) in request
+        order. Requests whose parent cache is alive feed one token to it; the others are
+        recomputed from the prefix cache (grouped by depth: a cache holds no padding).
+        """
+        torch = self.torch
+        out: list = [None] * len(reqs)
+        groups: dict = {}
+        for i, (toks, ph) in enumerate(reqs):
+            past = self._get_cache(ph)
+            if past is not None:
+                groups.setdefault(("c", ph[0]), [past, []])[1].append(i)
+            else:
+                groups.setdefault(("r", len(toks)), [self.prefix_past, []])[1].append(i)
+        # every source cache is held above, so storing new caches below may evict them safely
+        for (kind, _), (src, idx) in groups.items():
+            need_cache = any(len(reqs[i][0]) <= self.L - 2 for i in idx)
+            if kind == "c":
+                sel = torch.tensor([reqs[i][1][1] for i in idx], dtype=torch.long, device=self.device)
+                inp = self._ids([[reqs[i][0][-1]] for i in idx])           # [B, 1]
+            else:
+                sel = torch.zeros(len(idx), dtype=torch.long, device=self.device)
+                inp = self._ids([list(reqs[i][0]) for i in idx])           # [B, depth]
+            past = self.lm.select_cache(src, sel)
+            hidden, new_past = self.lm.forward_hidden(inp, past=past, use_cache=need_cache)
+            sv, si = self._sorted(self._logprob_rows(hidden))              # [B, V] each
+            bid = self._store_cache(new_past, len(idx)) if need_cache and new_past is not None else None
+            for j, i in enumerate(idx):
+                out[i] = ((sv[j], si[j]), (bid, j) if bid is not None else None)
+        self.nodes += len(reqs)
+        return out
+
+    # ------------------------------------------------------------------ rows -> frontier
+    def absorb_leaf_row(self, tokens, logp, srow):
+        """Children of a depth L-1 node are complete sequences: only the row's top m can matter."""
+        vals, toks = srow
+        k = min(self.m, self.V)
+        for v, t in zip(vals[:k].tolist(), toks[:k].tolist()):
+            self.offer(logp + v, tokens + (int(t),))
+
+    def fill_chunk(self, r: _Row, srow, *, full: bool = False) -> None:
+        """Load the next ``chunk`` children of the sorted row into r (all of them if ``full``).
+
+        The first chunk is ranks [0, chunk). A refetched row continues with the best children
+        whose tokens were not loaded before: tokens, not ranks, so a recomputed row whose
+        floating-point values differ in the last bits (another batch shape, another kernel)
+        can repeat a child (harmless) but never skip one. Children at or below the m-th
+        incumbent are dropped (theta only grows, so they can never matter again);
+        ``rest_bound`` is the log-prob of the best child not loaded.
+        """
+        vals, toks = srow
+        if r.taken is None:
+            hi = self.V if full else min(self.chunk + 1, self.V)  # one extra to bound the rest
+            v = vals[:hi].cpu().numpy().astype(np.float64)
+            t = toks[:hi].cpu().numpy().astype(np.int64)
+            taken = np.zeros(0, dtype=np.int64)
+        else:
+            v = vals.cpu().numpy().astype(np.float64)
+            t = toks.cpu().numpy().astype(np.int64)
+            keep = ~np.isin(t, r.taken)
+            v, t, taken = v[keep], t[keep], r.taken
+        n_in = len(v) if full else min(self.chunk, len(v))
+        lp = r.logp + v[:n_in]
+        tk = t[:n_in]
+        rest = (r.logp + float(v[n_in])) if n_in < len(v) else -math.inf
+        r.taken = np.concatenate([taken, tk])
+        th = self.theta()
+        keep = lp > th
+        if not np.all(keep):
+            n = int(np.argmin(keep))          # sorted: everything from here on is <= theta
+            lp, tk, rest = lp[:n], tk[:n], -math.inf
+        r.child_lp, r.child_tok, r.pos = lp, tk, 0
+        r.rest_bound = rest if rest > th else -math.inf
+
+    def push(self, r: _Row) -> None:
+        k = r.key()
+        if k > -math.inf and k > self.theta():
+            heapq.heappush(self.frontier, (-k, next(self.counter), r))
+
+    # ------------------------------------------------------------------ seeding
+    def seed_beam(self, root_row) -> None:
+        """Beam search of width m to find m complete sequences early (incumbents for pruning).
+
+        Only the incumbents are kept: the best-first search re-expands these nodes itself, so the
+        certificate does not depend on the seed.
+        """
+        torch = self.torch
+        W = self.m
+        beam_tokens = [()]
+        beam_lp = torch.zeros(1, dtype=torch.float64, device=root_row.device)
+        rows = root_row.unsqueeze(0)                       # [1, V]
+        past = None
+        for depth in range(self.L):
+            cand = (beam_lp.unsqueeze(1) + rows).reshape(-1)   # [B*V]
+            k = min(W, int(torch.isfinite(cand).sum().item()))
+            if k == 0:
+                return
+            vals, flat = torch.topk(cand, k)
+            parents = (flat // self.V).tolist()
+            toks = (flat % self.V).tolist()
+            new_tokens = [beam_tokens[p] + (int(t),) for p, t in zip(parents, toks)]
+            if depth == self.L - 1:
+                for v, s in zip(vals.tolist(), new_tokens):
+                    self.offer(v, s)
+                return
+            if self.max_nodes - self.nodes < k or self._out_of_time():
+                return
+            src = self.prefix_past if depth == 0 else past
+            sel = torch.tensor(parents if depth > 0 else [0] * k, dtype=torch.long, device=self.device)
+            p = self.lm.select_cache(src, sel)
+            hidden, past = self.lm.forward_hidden(self._ids([[t] for t in toks]), past=p,
+                                                  use_cache=depth + 1 <= self.L - 2)
+            self.nodes += k
+            rows = self._logprob_rows(hidden)                       # [k, V]
+            beam_tokens, beam_lp = new_tokens, vals.to(torch.float64)
+
+    def _out_of_time(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    # ------------------------------------------------------------------ main loop
+    def run(self, *, seed: bool) -> str:
+        root_lp, root_sorted = self.start()
+        if self.L == 1:
+            self.absorb_leaf_row((), 0.0, root_sorted)
+            return "closed"
+        if seed:
+            self.seed_beam(root_lp)
+        # the root row cannot be recomputed by feeding a token, so it is kept whole
+        root = _Row((), 0.0, ("prefix", 0), ("prefix", 0))
+        self.fill_chunk(root, root_sorted, full=True)
+        self.push(root)
+        while True:
+            if self.closed():
+                return "closed"
+            if self.nodes >= self.max_nodes:
+                return "max-nodes"
+            if self._out_of_time():
+                return "time-limit"
+            budget = min(self.batch_size, self.max_nodes - self.nodes)
+            reqs: list[tuple[tuple[int, ...], tuple]] = []
+            meta: list[tuple[_Row | None, float]] = []
+            while self.frontier and len(reqs) < budget:
+                negk, _, r = self.frontier[0]
+                if -negk <= self.theta():
+                    break
+                heapq.heappop(self.frontier)
+                if r.pos < len(r.child_lp):
+                    child = r.tokens + (int(r.child_tok[r.pos]),)
+                    lp = float(r.child_lp[r.pos])
+                    r.pos += 1
+                    self.push(r)
+                    reqs.append((child, r.own_handle))
+                    meta.append((None, lp))
+                else:
+                    # chunk exhausted: recompute this row for its next chunk
+                    reqs.append((r.tokens, r.parent_handle))
+                    meta.append((r, r.logp))
+            if not reqs:
+                continue  # nothing above theta: closed() decides on the next turn
+            rows = self.compute_rows(reqs)
+            for (toks, parent_handle), (r, lp), (srow, own) in zip(reqs, meta, rows):
+                if r is not None:  # refetched row
+                    if own is not None:
+                        r.own_handle = own
+                    self.fill_chunk(r, srow)
+                    self.push(r)
+                elif len(toks) == self.L - 1:
+                    self.absorb_leaf_row(toks, lp, srow)
+                else:
+                    child = _Row(toks, lp, parent_handle, own)
+                    self.fill_chunk(child, srow)
+                    self.push(child)
+            if self.progress is not None:
+                lo, hi = self.bounds()
+                self.progress(self.nodes, math.exp(lo), math.exp(hi))
+
+
+def certify_baseline(lm, prefix_ids: Sequence[int], *, secret_length: int, m: int,
+                     temperature: float | None = None, policy: Policy | str | None = None,
+                     max_nodes: int = 100_000, time_limit: float | None = None, batch_size: int = 64,
+                     chunk: int = 256, max_cache_rows: int = 4096, seed: bool = True,
+                     progress: Callable[[int, float, float], None] | None = None) -> BaselineResult:
+    """Certify kappa_pi(m), the top-m mass of length-L continuations of a prefix under a prior model.
+
+    lm: a :class:`memclaim.models.base.LanguageModel` (the *prior*: base model before planting).
+    prefix_ids: token ids of the prefix c, start-of-text ids included (non-empty).
+    secret_length: L, the secret's length in tokens; m: list size of the extraction protocol.
+    temperature (or a full decoding ``policy``): the distribution the canaries were drawn from.
+    max_nodes: budget of vocabulary rows computed; time_limit: seconds. When either runs out the
+    interval [kappa_lo, kappa_hi] is still certified, just not closed.
+    """
+    for attr in ("forward_hidden", "logits", "select_cache", "vocab_size"):
+        if not hasattr(lm, attr):
+            raise DomainError(f"the model must implement memclaim.models.base.LanguageModel (missing {attr!r})")
+    V = validate.integer("vocab_size", lm.vocab_size, minimum=1)
+    L = validate.integer("secret_length", secret_length, minimum=1)
+    m = validate.integer("m (list size)", m, minimum=1)
+    try:
+        prefix = [int(t) for t in prefix_ids]
+    except (TypeError, ValueError):
+        raise DomainError(f"prefix_ids must be token ids, got {prefix_ids!r}") from None
+    if not prefix:
+        raise DomainError("the prefix is empty: the model needs at least one token to predict the secret",
+                          hint="prepend the model's start-of-text ids (LoadedModel.sot_ids)")
+    bad = [t for t in prefix if not 0 <= t < V]
+    if bad:
+        raise DomainError(f"prefix token id {bad[0]} is outside the vocabulary [0, {V})")
+    support = V ** L
+    if m >= support:
+        raise DomainError(
+            f"list size m = {m} >= support size V^L = {support}: the list covers every continuation and kappa = 1",
+            hint="use m < vocab_size ** secret_length; no audit can use a canary whose whole support fits in the list",
+        )
+    if policy is not None and temperature is not None:
+        raise DomainError("pass either temperature or policy, not both")
+    if policy is None:
+        t = 1.0 if temperature is None else validate.positive("temperature", temperature)
+        pol = Policy(temperature=t)
+    elif isinstance(policy, Policy):
+        pol = policy
+    elif isinstance(policy, str):
+        pol = Policy.parse(policy)
+    else:
+        raise PolicyError(f"policy must be a Policy or a policy string, got {policy!r}")
+    max_nodes = validate.integer("max_nodes", max_nodes, minimum=1)
+    if time_limit is not None:
+        time_limit = validate.positive("time_limit (seconds)", time_limit)
+    batch_size = validate.integer("batch_size", batch_size, minimum=1)
+    chunk = validate.integer("chunk", chunk, minimum=1)
+    max_cache_rows = validate.integer("max_cache_rows", max_cache_rows, minimum=0)
+
+    t0 = time.monotonic()
+    s = _Search(lm, prefix, L, m, pol, batch_size=batch_size, chunk=chunk, max_cache_rows=max_cache_rows,
+                max_nodes=max_nodes, time_limit=time_limit, progress=progress)
+    reason = s.run(seed=bool(seed))
+    lo, hi = s.bounds()
+    closed = reason == "closed" or s.closed()
+    if closed:
+        reason, hi = "closed", lo
+    top = tuple((seq, float(lp)) for lp, seq in sorted(s.top, key=lambda x: (-x[0], x[1])))
+    h_bounds = None
+    if m == 1:
+        h_bounds = (-hi * LOG2E, -lo * LOG2E if lo > -math.inf else math.inf)
+    name = getattr(lm, "name", type(lm).__name__)
+    fp = lm.fingerprint() if hasattr(lm, "fingerprint") else "unfingerprinted"
+    return BaselineResult(
+        kappa_lo=math.exp(lo), kappa_hi=min(1.0, math.exp(hi)), log_kappa_lo=lo, log_kappa_hi=min(hi, 0.0),
+        closed=closed, stop_reason=reason, m=m, secret_length=L, policy=pol.spec, prefix_ids=tuple(prefix),
+        model=str(name), model_fingerprint=str(fp), vocab_size=V, nodes_expanded=s.nodes,
+        frontier_log_beta=s.beta(), top=top, min_entropy_bits=h_bounds, seconds=time.monotonic() - t0,
+    )

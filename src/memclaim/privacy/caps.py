@@ -1,0 +1,401 @@
+"""Caps on counterfactual memorization from f-DP ([MX] §4, App. A, B).
+
+For a bounded score h in [0, 1], f-DP caps the counterfactual memorization |mem_h| by the
+advantage functional eta(f) = sup_alpha (1 - alpha - f(alpha)) ([MX] Thm. 4.1). Which
+counterfactual functional is capped depends on the neighbouring relation ([MX] App. A):
+
+  replace-one guarantee f   -> RO  (plug-in replace-one, Def. 3.2): eta(f)        [Thm. 4.1]
+  add/remove guarantee f    -> LOO (leave-one-out):                  eta(f)        [Prop. A.1]
+                            -> RO  via one group step (a replacement is a removal plus an
+                               addition):                             eta(f^(2))   [Cor. 4.3]
+  k copies                  -> the group curve f^(k) (f^(2k) for RO under add/remove); for
+                               pure DP the exact constant is the staircase eta*_k  [Lemma 4.4]
+  COND (population-conditional) -> RO cap + 4np when n p <= 1/2 and training is
+                               permutation-invariant                              [Prop. A.2]
+
+A replace-one guarantee says nothing about LOO (the two datasets differ in size).
+
+Pure math: numpy/scipy only.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from .. import validate
+from ..errors import DomainError
+from ..jsonutil import ResultMixin
+from .tradeoff import TradeOff, _delta, _epsilon, _mu, group, pure
+
+__all__ = [
+    "Eta",
+    "eta",
+    "eta_pure",
+    "eta_approx",
+    "eta_gdp",
+    "Staircase",
+    "eta_star_k",
+    "cap_map",
+    "geometric_shift_tv",
+    "MemorizationCap",
+    "memorization_cap",
+    "memorization_caps",
+    "TruncationPrice",
+    "truncation_price",
+    "InSupportDamping",
+    "in_support_damping",
+    "FUNCTIONALS",
+]
+
+FUNCTIONALS = ("RO", "LOO", "COND")
+
+
+# --------------------------------------------------------------------------- closed forms
+def eta_pure(epsilon) -> float:
+    """eta(f_eps) = tanh(eps/2), attained at alpha = 1/(e^eps + 1) ([MX] Lemma B.1)."""
+    return math.tanh(_epsilon(epsilon) / 2.0)
+
+
+def eta_approx(epsilon, delta) -> float:
+    """eta(f_{eps,delta}) = delta + (1 - delta) tanh(eps/2), at alpha = (1-delta)/(e^eps+1) ([MX] Lemma B.2)."""
+    e, d = _epsilon(epsilon), _delta(delta)
+    return d + (1.0 - d) * math.tanh(e / 2.0)
+
+
+def eta_gdp(mu) -> float:
+    """eta(G_mu) = 2 Phi(mu/2) - 1 = TV(N(0,1), N(mu,1)), at alpha = Phi(-mu/2) ([MX] Lemma B.3)."""
+    m = _mu(mu)
+    # 2 Phi(mu/2) - 1 = Phi(mu/2) - Phi(-mu/2); erf avoids the cancellation at small mu.
+    return math.erf(m / (2.0 * math.sqrt(2.0)))
+
+
+def _closed_form(f: TradeOff):
+    if f.kind == "pure":
+        return eta_pure(f.epsilon), 1.0 / (math.exp(f.epsilon) + 1.0), "Lemma B.1"
+    if f.kind == "approx":
+        return eta_approx(f.epsilon, f.delta), (1.0 - f.delta) / (math.exp(f.epsilon) + 1.0), "Lemma B.2"
+    if f.kind == "gdp":
+        return eta_gdp(f.mu), float(stats.norm.cdf(-f.mu / 2.0)), "Lemma B.3"
+    if f.kind == "group" and f.base.kind == "pure":
+        st = eta_star_k(epsilon=f.base.epsilon, k=f.k)
+        return st.value, st.x_star, "Lemma 4.4"
+    return None
+
+
+# --------------------------------------------------------------------------- eta(f)
+@dataclass(frozen=True)
+class Eta(ResultMixin):
+    """eta(f) = sup_alpha (1 - alpha - f(alpha)) and a maximizing alpha ([MX] §3.1, Thm. 4.1)."""
+
+    value: float
+    alpha: float
+    method: str          # 'closed-form (Lemma B.x)' | 'numeric' | 'vertices'
+    curve: str
+    neighbors: str
+
+
+def _advantage(f: TradeOff, a):
+    # 1 - alpha - f(alpha) = power(alpha) - alpha, with power computed without cancellation
+    return np.asarray(f.power(a)) - np.asarray(a)
+
+
+def eta(f: TradeOff, *, method: str = "auto", grid: int = 4097) -> Eta:
+    """eta(f) with its maximizer.
+
+    method='auto' uses the closed form where one exists (pure, approximate, GDP, pure group
+    curves) and numeric maximization otherwise; 'numeric' forces the numeric route (used by
+    the tests to check every closed form). Numeric: g(alpha) = 1 - alpha - f(alpha) is concave
+    ([MX] App. B.2), so a grid argmax brackets the maximum and bounded Brent refines it;
+    piecewise-linear curves are maximized exactly at their vertices.
+    """
+    if not isinstance(f, TradeOff):
+        raise DomainError(f"eta() takes a TradeOff, got {type(f).__name__}",
+                          hint="build one with memclaim.privacy.tradeoff.pure/approx/gdp/from_points")
+    if method not in ("auto", "numeric"):
+        raise DomainError(f"unknown method {method!r}", hint="use 'auto' or 'numeric'")
+    if method == "auto":
+        cf = _closed_form(f)
+        if cf is not None:
+            v, a, ref = cf
+            return Eta(float(v), float(a), f"closed-form ({ref})", f.describe(), f.neighbors)
+    if f.kind == "points":
+        xs, _ = f._xy()
+        g = _advantage(f, xs)
+        i = int(np.argmax(g))
+        return Eta(float(g[i]), float(xs[i]), "vertices", f.describe(), f.neighbors)
+    grid = validate.integer("grid", grid, minimum=5)
+    xs = np.linspace(0.0, 1.0, grid)
+    g = _advantage(f, xs)
+    i = int(np.argmax(g))
+    lo, hi = float(xs[max(i - 1, 0)]), float(xs[min(i + 1, grid - 1)])
+    best_a, best_v = float(xs[i]), float(g[i])
+    a, v = _golden_max(lambda t: float(_advantage(f, t)), lo, hi)
+    if v > best_v:
+        best_a, best_v = a, v
+    return Eta(max(best_v, 0.0), best_a, "numeric", f.describe(), f.neighbors)
+
+
+def _golden_max(fun, lo: float, hi: float, *, xtol: float = 1e-15, maxiter: int = 200):
+    """Golden-section maximization of a concave function on [lo, hi].
+
+    Hand-written because scipy's bounded Brent stops at a relative tolerance of sqrt(machine
+    eps) ~ 1.5e-8, which leaves ~1e-9 error at the kink of a piecewise-linear g; golden section
+    on a concave g (plateaus included) keeps shrinking the bracket to float resolution.
+    """
+    invphi = (math.sqrt(5.0) - 1.0) / 2.0
+    c = hi - invphi * (hi - lo)
+    d = lo + invphi * (hi - lo)
+    fc, fd = fun(c), fun(d)
+    for _ in range(maxiter):
+        if hi - lo <= xtol:
+            break
+        if fc >= fd:
+            hi, d, fd = d, c, fc
+            c = hi - invphi * (hi - lo)
+            fc = fun(c)
+        else:
+            lo, c, fc = c, d, fd
+            d = lo + invphi * (hi - lo)
+            fd = fun(d)
+    return (c, fc) if fc >= fd else (d, fd)
+
+
+# --------------------------------------------------------------------------- the staircase
+def cap_map(b, *, epsilon):
+    """f-bar(b) = 1 - f_eps(b) = min(e^eps b, 1 - e^-eps (1 - b)) on [0, 1] ([MX] Lemma 4.4)."""
+    e = _epsilon(epsilon)
+    x = np.asarray(b, dtype=np.float64)
+    out = np.minimum(math.exp(e) * x, 1.0 - math.exp(-e) * (1.0 - x))
+    return float(out) if np.ndim(b) == 0 else out
+
+
+@dataclass(frozen=True)
+class Staircase(ResultMixin):
+    """The exact k-copy constant eta*_k(eps) of pure eps-DP ([MX] Lemma 4.4, App. B.5).
+
+    value = max_x f-bar^{o k}(x) - x; ``orbit`` = (b_0 = x_star, ..., b_k) attains it
+    (b_{i+1} = f-bar(b_i)); ``naive`` = tanh(k eps/2), the unattainable naive group bound;
+    ``geometric_tv`` = shift-k total variation of the two-sided geometric mechanism, which
+    equals ``value`` for every k ([MX] App. B.5). Relation: replace-one, functional RO with k
+    copies replaced by k fresh draws ([MX] Cor. 4.3).
+    """
+
+    epsilon: float
+    k: int
+    value: float
+    naive: float
+    gap: float
+    parity: str
+    formula: str
+    x_star: float
+    orbit: tuple[float, ...]
+    geometric_tv: float
+    neighbors: str = "replace"
+    functional: str = "RO"
+    reference: str = "[MX] Lemma 4.4 (App. B.5)"
+
+
+def geometric_shift_tv(*, epsilon, k) -> float:
+    """TV between the two-sided geometric law p(n) = c r^|n| (r = e^-eps) and its shift by k.
+
+    Computed from the mechanism's side ([MX] App. B.5), not from the staircase formula: the
+    two tails n <= 0 and n >= k each contribute c (1 - r^k)/(1 - r) to sum |p(n) - p(n-k)|,
+    and the k - 1 middle terms are summed directly; TV is half the total.
+    """
+    eps = _epsilon(epsilon)
+    k = validate.integer("k (shift)", k, minimum=1)
+    r = math.exp(-eps)
+    c = -math.expm1(-eps) / (1.0 + r)  # (1 - r)/(1 + r)
+    tails = 2.0 * c * (-math.expm1(-k * eps)) / (-math.expm1(-eps))
+    middle = math.fsum(c * abs(r ** n - r ** (k - n)) for n in range(1, k))
+    return 0.5 * (tails + middle)
+
+
+def eta_star_k(*, epsilon, k) -> Staircase:
+    """eta*_k(eps): 1 - e^{-k eps/2} (k even), 1 - 2 e^{-(k-1) eps/2}/(e^eps + 1) (k odd) ([MX] Lemma 4.4)."""
+    e = _epsilon(epsilon)
+    k = validate.integer("k (copies)", k, minimum=1)
+    E = math.exp(e)
+    c_star = 1.0 / (E + 1.0)  # breakpoint of f-bar ([MX] App. B.5)
+    if k % 2 == 0:
+        value = -math.expm1(-k * e / 2.0)
+        # the maximum is flat on the region with k/2 lower steps; pick the orbit hitting c* exactly
+        x_star = c_star * math.exp(-(k / 2.0) * e)
+        formula = "1 - e^{-k eps/2}"
+        parity = "even"
+    else:
+        value = 1.0 - 2.0 * math.exp(-(k - 1) * e / 2.0) / (E + 1.0)
+        x_star = c_star * math.exp(-((k - 1) / 2.0) * e)  # x° = c* E^{-(k-1)/2}
+        formula = "1 - 2 e^{-(k-1) eps/2} / (e^eps + 1)"
+        parity = "odd"
+    orbit = [x_star]
+    for _ in range(k):
+        orbit.append(float(cap_map(orbit[-1], epsilon=e)))
+    naive = math.tanh(k * e / 2.0)
+    if k == 1:
+        value = naive  # tanh(eps/2): the two closed forms agree exactly at k = 1 ([MX] Lemma 4.4)
+    return Staircase(e, k, value, naive, naive - value, parity, formula, x_star, tuple(orbit),
+                     geometric_shift_tv(epsilon=e, k=k))
+
+
+# --------------------------------------------------------------------------- relation-aware caps
+@dataclass(frozen=True)
+class MemorizationCap(ResultMixin):
+    """A cap on |mem_h| for bounded h in [0, 1], naming relation, functional and theorem.
+
+    ``value`` is None when the guarantee implies no cap on that functional (``reason`` says why).
+    ``hops`` is the number of neighbour steps between the functional's two branches (the group
+    size of the curve used: k for RO under replace-one and LOO under add/remove, 2k for RO
+    under add/remove).
+    ``alpha`` is the level attaining eta on the curve used; ``naive`` (pure DP, k >= 2) is
+    tanh(k eps/2) for comparison.
+    """
+
+    functional: str
+    neighbors: str
+    copies: int
+    value: float | None
+    curve: str
+    theorem: str
+    hops: int | None = None         # neighbour steps between the two branches (group size used)
+    alpha: float | None = None
+    naive: float | None = None
+    tight: bool = False
+    reason: str = ""
+
+    @property
+    def implied(self) -> bool:
+        return self.value is not None
+
+
+def _group_steps(f: TradeOff, functional: str, copies: int) -> tuple[int | None, str]:
+    """Number of neighbour steps separating the two branches of the functional."""
+    if functional == "RO":
+        if f.neighbors == "replace":
+            return copies, ("[MX] Thm. 4.1" if copies == 1 else "[MX] Cor. 4.3 / Lemma 4.4 (group of k replace-one steps)")
+        return 2 * copies, ("[MX] Thm. 4.1 via one group step f^(2) (replace = remove + add)" if copies == 1
+                            else "[MX] Cor. 4.3 with 2k add/remove steps")
+    if functional == "LOO":
+        if f.neighbors == "add-remove":
+            return copies, ("[MX] Prop. A.1" if copies == 1 else "[MX] Prop. A.1 with a group of k additions")
+        return None, ("a replace-one guarantee does not bound leave-one-out memorization: the two "
+                      "datasets differ in size, so they are not replace-one neighbours ([MX] App. A)")
+    raise DomainError(f"unknown functional {functional!r}", hint=f"one of {FUNCTIONALS}")
+
+
+def memorization_cap(f: TradeOff, *, functional: str = "RO", copies: int = 1,
+                     n: int | None = None, frequency: float | None = None) -> MemorizationCap:
+    """Cap on counterfactual memorization of a bounded score under guarantee f.
+
+    functional: 'RO' (plug-in replace-one, [MX] Def. 3.2), 'LOO' or 'COND' ([MX] App. A).
+    copies: the target occurs k times (k-hop; [MX] Cor. 4.3, Lemma 4.4).
+    COND needs the dataset size n and the target's corpus frequency p with n p <= 1/2
+    ([MX] Prop. A.2, permutation-invariant training), and copies = 1.
+    """
+    if not isinstance(f, TradeOff):
+        raise DomainError(f"memorization_cap() takes a TradeOff, got {type(f).__name__}")
+    functional = str(functional).upper()
+    copies = validate.integer("copies", copies, minimum=1)
+    if functional == "COND":
+        if copies != 1:
+            raise DomainError(f"the COND conversion ([MX] Prop. A.2) is for a single target, got copies={copies}")
+        if n is None or frequency is None:
+            return MemorizationCap("COND", f.neighbors, 1, None, f.describe(), "[MX] Prop. A.2",
+                                   reason="COND is capped via RO + 4 n p ([MX] Prop. A.2): pass the dataset "
+                                          "size n and the target's corpus frequency p")
+        n = validate.integer("n (dataset size)", n, minimum=1)
+        p = validate.in_unit("frequency", frequency, lo_open=True)
+        if n * p > 0.5:
+            return MemorizationCap("COND", f.neighbors, 1, None, f.describe(), "[MX] Prop. A.2",
+                                   reason=f"n p = {n * p:g} > 1/2: Prop. A.2 needs n p <= 1/2 (frequent targets "
+                                          "are where COND and RO genuinely differ, Remark A.3)")
+        ro = memorization_cap(f, functional="RO")
+        v = min(1.0, ro.value + 4.0 * n * p)
+        return MemorizationCap("COND", f.neighbors, 1, v, ro.curve, f"{ro.theorem} + [MX] Prop. A.2 (+4np)",
+                               hops=ro.hops, alpha=ro.alpha, reason="requires permutation-invariant training")
+    steps, ref = _group_steps(f, functional, copies)
+    if steps is None:
+        return MemorizationCap(functional, f.neighbors, copies, None, f.describe(), "[MX] App. A", reason=ref)
+    g = group(f, steps)
+    e = eta(g)
+    naive = math.tanh(steps * f.epsilon / 2.0) if f.kind == "pure" and steps >= 2 else None
+    # tightness: Thm. 4.1 (k = 1, replace) and Lemma 4.4 (pure, any k) are attained
+    tight = (f.neighbors == "replace" and functional == "RO" and (copies == 1 or f.kind == "pure"))
+    return MemorizationCap(functional, f.neighbors, copies, e.value, g.describe(), ref, hops=steps, alpha=e.alpha,
+                           naive=naive, tight=tight)
+
+
+def memorization_caps(f: TradeOff, *, copies: int = 1, n: int | None = None,
+                      frequency: float | None = None) -> tuple[MemorizationCap, ...]:
+    """RO, LOO and COND caps for guarantee f (entries with value None say why nothing is implied)."""
+    return tuple(memorization_cap(f, functional=fn, copies=copies if fn != "COND" else 1,
+                                  n=n, frequency=frequency) for fn in FUNCTIONALS)
+
+
+# --------------------------------------------------------------------------- truncation, damping
+@dataclass(frozen=True)
+class TruncationPrice(ResultMixin):
+    """Cap for log-loss truncated at M: |mem| <= M eta(f) ([MX] Thm. 4.1, App. B.4)."""
+
+    value: float
+    M: float
+    eta: float
+    curve: str
+    neighbors: str
+    functional: str = "RO"
+    exact: bool = True
+    reference: str = "[MX] App. B.4: the linear price in M is attained (randomized-response canary)"
+
+
+def truncation_price(f: TradeOff | None = None, *, M, epsilon=None) -> TruncationPrice:
+    """M eta(f) for a [0, M]-valued score such as log-loss truncated at M; pure eps-DP: M tanh(eps/2).
+
+    Pass either a TradeOff ``f`` or ``epsilon`` (pure DP under replace-one). Unbounded scores
+    have no cap at all ([MX] App. B.4).
+    """
+    Mv = validate.positive("M (truncation level)", M)
+    if (f is None) == (epsilon is None):
+        raise DomainError("pass exactly one of f (a TradeOff) or epsilon")
+    if f is None:
+        f = pure(epsilon, neighbors="replace")
+    e = eta(f)
+    functional = "RO" if f.neighbors == "replace" else "LOO"
+    return TruncationPrice(Mv * e.value, Mv, e.value, f.describe(), f.neighbors, functional)
+
+
+@dataclass(frozen=True)
+class InSupportDamping(ResultMixin):
+    """In-support targets ([MX] Remark B.7).
+
+    ``attained`` = (1 - omega)^n eta(f): the exact memorization of the extremal mechanism of
+    Thm. 4.1 when the target has corpus mass omega. ``bound`` = (1 - omega) eta(f) is what
+    holds for every f-DP mechanism (the fresh draw x' equals x with probability omega, and then
+    the two branches coincide); (1 - omega)^n is not an upper bound for every mechanism.
+    """
+
+    attained: float
+    bound: float
+    damping: float
+    eta: float
+    omega: float
+    n: int
+    neighbors: str
+    functional: str = "RO"
+    reference: str = "[MX] Remark B.7"
+
+
+def in_support_damping(f: TradeOff, *, omega, n) -> InSupportDamping:
+    """(1 - omega)^n eta(f) for a target of corpus mass omega in datasets of size n ([MX] Remark B.7)."""
+    if not isinstance(f, TradeOff):
+        raise DomainError(f"in_support_damping() takes a TradeOff, got {type(f).__name__}")
+    if f.neighbors != "replace":
+        raise DomainError("Remark B.7 is stated for the plug-in replace-one functional under a replace-one guarantee",
+                          hint="convert an add/remove guarantee first: group(f, 2) with neighbors 'replace'")
+    w = validate.in_unit("omega (corpus mass)", omega, hi_open=True)
+    n = validate.integer("n (dataset size)", n, minimum=1)
+    e = eta(f).value
+    damp = math.exp(n * math.log1p(-w))  # (1 - omega)^n without underflow surprises
+    return InSupportDamping(damp * e, (1.0 - w) * e, damp, e, w, n, f.neighbors)

@@ -1,0 +1,487 @@
+"""The extraction boundary ([MX] §5, Thm. 5.1, Cor. 5.3-5.5, Remarks 5.4, C.4-C.6).
+
+Under an f-DP guarantee every adaptive extraction protocol with list budget m succeeds with
+probability Ext <= 1 - f(kappa), kappa = kappa_pi(m) the oblivious baseline (the top-m prior
+mass of the secret) ([MX] Thm. 5.1(i)). The bound holds under add/remove neighbours (the
+theorem's setting) and verbatim under replace-one ([MX] Prop. C.2(a)). Its converse differs:
+
+  add/remove: Ext <= tau for every prior with kappa_pi(m) <= kappa_0 iff kappa_0 <= alpha*(tau)
+              (exact, [MX] Thm. 5.1(iii));
+  replace:    sufficiency as above; violations are only known above alpha*_{f^{1/2}}(tau), so
+              the exact threshold lies in the bracket (alpha*_f(tau), alpha*_{f^{1/2}}(tau)]
+              ([MX] Remark 5.4 / C.5).
+
+Pure math: numpy/scipy only.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy import stats
+
+from .. import validate
+from ..errors import DomainError
+from ..jsonutil import ResultMixin
+from .tradeoff import TradeOff, _alpha, _delta, _epsilon, approx, gdp, normalize_neighbors, pure
+
+__all__ = [
+    "extraction_bound_pure",
+    "extraction_bound_approx",
+    "extraction_bound_gdp",
+    "ExtractionBound",
+    "extraction_bound",
+    "AlphaStar",
+    "alpha_star",
+    "alpha_star_pure",
+    "group_square_root",
+    "HStar",
+    "h_star",
+    "entropy_threshold",
+    "EntropyVerdict",
+    "entropy_verdict",
+    "uniform_prior_kappa",
+    "prior_is_safe",
+    "clopper_pearson_lower",
+    "AuditSoundness",
+    "audit_soundness",
+    "INDEPENDENCE",
+]
+
+LOG2E = 1.0 / math.log(2.0)
+
+
+def _kappa(kappa, name: str = "kappa (baseline)"):
+    return _alpha(kappa, name)
+
+
+def _theorem_for(neighbors: str) -> str:
+    return "[MX] Thm. 5.1(i)" if neighbors == "add-remove" else "[MX] Thm. 5.1(i) via Prop. C.2(a) (replace-one)"
+
+
+# --------------------------------------------------------------------------- the bound 1 - f(kappa)
+def extraction_bound_pure(kappa, *, epsilon):
+    """Ext <= min{1, e^eps kappa, 1 - e^-eps (1 - kappa)} <= e^eps kappa ([MX] Thm. 5.1(i), pure)."""
+    a, scalar = _kappa(kappa)
+    out = pure(epsilon, neighbors="add-remove")._power_array(a)
+    return float(out) if scalar else out
+
+
+def extraction_bound_approx(kappa, *, epsilon, delta):
+    """Ext <= min{1, delta + e^eps kappa, 1 - e^-eps (1 - delta - kappa)} ([MX] Thm. 5.1(i), (eps, delta))."""
+    a, scalar = _kappa(kappa)
+    out = TradeOff("approx", "add-remove", epsilon=_epsilon(epsilon), delta=_delta(delta))._power_array(a)
+    return float(out) if scalar else out
+
+
+def extraction_bound_gdp(kappa, *, mu):
+    """Ext <= Phi(Phi^-1(kappa) + mu) ([MX] Thm. 5.1(i), mu-GDP)."""
+    a, scalar = _kappa(kappa)
+    out = gdp(mu, neighbors="add-remove")._power_array(a)
+    return float(out) if scalar else out
+
+
+@dataclass(frozen=True)
+class ExtractionBound(ResultMixin):
+    """Ext <= 1 - f(kappa) for every adaptive protocol with list budget m ([MX] Thm. 5.1(i)).
+
+    ``relaxed`` is the simpler e^eps kappa (pure) or delta + e^eps kappa (approximate) form.
+    The bound is attained for kappa = m/N by the subset-release gadget ([MX] Thm. 5.1(ii),
+    Lemma 5.2; add/remove).
+    """
+
+    kappa: float
+    value: float
+    relaxed: float | None
+    curve: str
+    neighbors: str
+    theorem: str
+    vacuous: bool
+    note: str = ("tight on the dense set kappa = m/N (subset-release gadget, [MX] Lemma 5.2); "
+                 "kappa must be the prior's top-m mass for the same list size m as the protocol")
+
+
+def extraction_bound(kappa, f: TradeOff) -> ExtractionBound:
+    """1 - f(kappa) for guarantee f, with the special forms of [MX] Thm. 5.1(i)."""
+    if not isinstance(f, TradeOff):
+        raise DomainError(f"extraction_bound() takes a TradeOff, got {type(f).__name__}")
+    k = validate.in_unit("kappa (baseline)", kappa)
+    value = float(f.power(k))
+    relaxed = None
+    if f.kind == "pure":
+        relaxed = math.exp(f.epsilon) * k
+    elif f.kind == "approx":
+        relaxed = f.delta + math.exp(f.epsilon) * k
+    return ExtractionBound(k, value, relaxed, f.describe(), f.neighbors, _theorem_for(f.neighbors), value >= 1.0)
+
+
+# --------------------------------------------------------------------------- alpha*(tau)
+def alpha_star_pure(tau, *, epsilon) -> float:
+    """alpha*(tau) = e^-eps tau if tau <= e^eps/(e^eps+1), else 1 - e^eps (1 - tau) ([MX] Thm. 5.1(iii), App. C.4)."""
+    e = _epsilon(epsilon)
+    t = validate.in_open_unit("tau (risk level)", tau)
+    if t <= 1.0 / (1.0 + math.exp(-e)):
+        return math.exp(-e) * t
+    return 1.0 - math.exp(e) * (1.0 - t)
+
+
+def group_square_root(f: TradeOff) -> TradeOff | None:
+    """A curve g with g >= f and g^(2) >= f, used by the replace-neighbour converse ([MX] Remark C.5).
+
+    pure: f_{eps/2} (as in the paper); GDP: G_{mu/2} (exact, G_{mu/2}^(2) = G_mu);
+    (eps, delta): f_{eps/2, delta'} with delta' = delta/(1 + e^{eps/2}), valid by the group
+    conversion of [MX] §8.2 ((eps/2, delta') -> (eps, delta' (e^{eps/2} + 1)) = (eps, delta)).
+    None for other curves (no closed-form square root).
+    """
+    if f.kind == "pure":
+        return pure(f.epsilon / 2.0, neighbors=f.neighbors)
+    if f.kind == "gdp":
+        return gdp(f.mu / 2.0, neighbors=f.neighbors)
+    if f.kind == "approx":
+        return approx(f.epsilon / 2.0, f.delta / (1.0 + math.exp(f.epsilon / 2.0)), neighbors=f.neighbors)
+    return None
+
+
+def _check_tau(tau, f: TradeOff) -> float:
+    t = validate.in_open_unit("tau (risk level)", tau)
+    floor = float(f.power(0.0))
+    if t < floor:
+        raise DomainError(
+            f"tau = {t!r} is below 1 - f(0) = {floor!r} for {f.describe()}: no entropy condition helps",
+            hint="under this guarantee even a baseline of 0 allows Ext up to 1 - f(0) (for (eps, delta)-DP: "
+                 "delta), so no risk level below it can be certified ([MX] Thm. 5.1(iii), Remark C.6)",
+        )
+    return t
+
+
+def _alpha_star_value(tau: float, f: TradeOff) -> tuple[float, str, float | None]:
+    """(alpha*, regime description, regime threshold tau_c)."""
+    if f.kind in ("pure", "approx"):
+        e = f.epsilon
+        d = f.delta or 0.0
+        # 1 - f(a) = min{1, d + e^e a, 1 - e^-e (1 - d - a)} <= tau  <=>
+        # a <= (tau - d) e^-e  or  a <= 1 - d - e^e (1 - tau); the branches cross at
+        # tau_c = (e^e + d)/(e^e + 1) (pure: e^e/(e^e + 1), [MX] Thm. 5.1(iii)).
+        tau_c = (math.exp(e) + d) / (math.exp(e) + 1.0)
+        if tau <= tau_c:
+            return max((tau - d) * math.exp(-e), 0.0), (
+                "first regime: alpha* = e^-eps tau" if d == 0 else "first regime: alpha* = (tau - delta) e^-eps"), tau_c
+        return 1.0 - d - math.exp(e) * (1.0 - tau), (
+            "second regime: alpha* = 1 - e^eps (1 - tau)" if d == 0
+            else "second regime: alpha* = 1 - delta - e^eps (1 - tau)"), tau_c
+    if f.kind == "gdp":
+        # Phi(Phi^-1(a) + mu) <= tau  <=>  a <= Phi(Phi^-1(tau) - mu)
+        return float(stats.norm.cdf(stats.norm.ppf(tau) - f.mu)), "GDP: alpha* = Phi(Phi^-1(tau) - mu)", None
+    # generic: sup{a : 1 - f(a) <= tau} by bisection on the nondecreasing power curve
+    # (a hand-written bisection: the set is an interval [0, alpha*] and the power may be flat,
+    # where root finders that need a sign change are ill-posed).
+    lo, hi = 0.0, 1.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if float(f.power(mid)) <= tau:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-16:
+            break
+    return lo, "numeric: sup{alpha : 1 - f(alpha) <= tau}", None
+
+
+@dataclass(frozen=True)
+class AlphaStar(ResultMixin):
+    """alpha*(tau) = sup{alpha : 1 - f(alpha) <= tau} and what it certifies ([MX] Thm. 5.1(iii)).
+
+    Sufficiency (both relations): every prior with kappa_pi(m) <= alpha* has Ext <= tau.
+    Exactness: under add/remove the threshold is exact ('iff', over priors and list budgets);
+    under replace-one violations are only shown above ``replace_violation_above``
+    (= alpha*_{f^{1/2}}(tau)), so the exact threshold lies in (value, replace_violation_above]
+    ([MX] Remark 5.4 / C.5).
+    """
+
+    tau: float
+    value: float
+    regime: str
+    regime_threshold: float | None
+    curve: str
+    neighbors: str
+    exact: bool
+    replace_violation_above: float | None
+    theorem: str
+    note: str = ""
+
+
+def alpha_star(tau, f: TradeOff) -> AlphaStar:
+    """alpha*(tau) for guarantee f, with regime, exactness and (replace-one) the converse bracket."""
+    if not isinstance(f, TradeOff):
+        raise DomainError(f"alpha_star() takes a TradeOff, got {type(f).__name__}")
+    t = _check_tau(tau, f)
+    v, regime, tau_c = _alpha_star_value(t, f)
+    symmetric = f.symmetric_by_construction
+    if f.neighbors == "add-remove":
+        exact = symmetric
+        upper = None
+        note = "exact threshold (iff) over priors and list budgets" if symmetric else \
+            "sufficient; exactness needs a symmetric f (see symmetrized())"
+        thm = "[MX] Thm. 5.1(iii)"
+    else:
+        exact = False
+        g = group_square_root(f)
+        upper = _alpha_star_value(_check_tau(t, g), g)[0] if g is not None else None
+        note = ("replace-one: sufficient; violations shown only above alpha*_{f^1/2}(tau); the exact "
+                "threshold inside the bracket is open ([MX] Remark 5.4 / C.5)")
+        if g is not None and f.kind == "approx":
+            note += "; square root f_{eps/2, delta/(1+e^{eps/2})} (a valid, not necessarily optimal, choice)"
+        thm = "[MX] Thm. 5.1(iii) + Prop. C.2(a), Remark C.5"
+    if f.kind == "pure" and "second" in regime:
+        note += "; second regime (tau > e^eps/(e^eps+1)): the naive entropy formula H* is not necessary here ([MX] Remark C.4)"
+    return AlphaStar(t, float(v), regime, tau_c, f.describe(), f.neighbors, exact, upper, thm, note)
+
+
+# --------------------------------------------------------------------------- the entropy threshold
+@dataclass(frozen=True)
+class HStar(ResultMixin):
+    """H* = eps log2 e + log2(m/tau) bits ([MX] Thm. 5.1(iii), App. C.4), with its validity.
+
+    - sufficient for every prior and every tau (via kappa_pi(m) <= m 2^-H_inf): H_inf >= H*
+      implies Ext <= tau under pure eps-DP, for either relation;
+    - exact on uniform priors (add/remove) only in the first regime tau <= e^eps/(e^eps+1);
+      in the second regime the exact uniform threshold is ``exact_uniform_bits`` =
+      log2(m/alpha*(tau)) < H* ([MX] Remark C.4);
+    - replace-one: uniform priors below ``replace_necessary_bits`` (= log2(m/alpha*_{eps/2}(tau)))
+      are unsafe; in between is the open bracket ([MX] Remark 5.4).
+    """
+
+    bits: float
+    epsilon: float
+    m: int
+    tau: float
+    regime: str
+    regime_threshold: float
+    sufficient_for_every_prior: bool
+    exact_on_uniform: bool
+    exact_uniform_bits: float
+    replace_necessary_bits: float | None
+    neighbors: str
+    reference: str = "[MX] Thm. 5.1(iii), App. C.4"
+
+
+def h_star(*, epsilon, m, tau, neighbors="add-remove") -> HStar:
+    """H* = eps log2 e + log2(m/tau) for pure eps-DP, list size m, risk tau ([MX] Thm. 5.1(iii))."""
+    e = _epsilon(epsilon)
+    m = validate.integer("m (list size)", m, minimum=1)
+    t = validate.in_open_unit("tau (risk level)", tau)
+    rel = normalize_neighbors(neighbors)
+    bits = e * LOG2E + math.log2(m / t)
+    tau_c = 1.0 / (1.0 + math.exp(-e))
+    first = t <= tau_c
+    a_star = alpha_star_pure(t, epsilon=e)
+    exact_bits = math.log2(m / a_star) if a_star > 0 else math.inf
+    replace_bits = None
+    if rel == "replace":
+        a_half = alpha_star_pure(t, epsilon=e / 2.0)
+        replace_bits = math.log2(m / a_half) if a_half > 0 else math.inf
+    return HStar(bits, e, m, t, "first" if first else "second", tau_c, True,
+                 first and rel == "add-remove", exact_bits, replace_bits, rel)
+
+
+def entropy_threshold(f: TradeOff, *, m, tau) -> float:
+    """log2(m / alpha*_f(tau)) bits: min-entropy above which every prior is safe at risk tau.
+
+    Sufficient for every prior (dictionary kappa_pi(m) <= m 2^-H_inf) and, for symmetric f
+    under add/remove, exact on uniform priors ([MX] App. C.4). Equals H* for pure DP in the
+    first regime.
+    """
+    m = validate.integer("m (list size)", m, minimum=1)
+    a = alpha_star(tau, f).value
+    return math.log2(m / a) if a > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class EntropyVerdict(ResultMixin):
+    """Is a canary of min-entropy H_inf above the threshold (certified safe at risk tau)?"""
+
+    min_entropy_bits: float
+    threshold_bits: float
+    above: bool
+    margin_bits: float
+    kappa_envelope: float
+    ext_bound: float
+    m: int
+    tau: float
+    curve: str
+    neighbors: str
+    meaning: str
+
+
+def entropy_verdict(*, min_entropy_bits, f: TradeOff, m, tau) -> EntropyVerdict:
+    """Place a canary by min-entropy: above the threshold, Ext <= tau for every f-DP release.
+
+    Below it nothing is certified: a successful extraction of such a canary may be the prior,
+    not leakage ([MX] Cor. 5.3). ``ext_bound`` is 1 - f(min(1, m 2^-H_inf)), the bound from the
+    entropy envelope of the baseline.
+    """
+    h = validate.nonneg("min_entropy_bits", min_entropy_bits)
+    m = validate.integer("m (list size)", m, minimum=1)
+    thr = entropy_threshold(f, m=m, tau=tau)
+    kap = min(1.0, m * 2.0 ** (-h))
+    ext = float(f.power(kap))
+    above = h >= thr
+    meaning = ("above threshold: extraction held below tau for every prior with this min-entropy"
+               if above else
+               "below threshold: DP does not hold extraction below tau for every such prior; "
+               "a canary success here can be prior guessing, not evidence of memorization ([MX] Cor. 5.3)")
+    return EntropyVerdict(h, thr, above, h - thr, kap, ext, m, float(tau), f.describe(), f.neighbors, meaning)
+
+
+def uniform_prior_kappa(*, support_size, m) -> float:
+    """kappa_pi(m) = m/N for a uniform prior on N candidates (needs m < N; [MX] Lemma 5.2)."""
+    N = validate.integer("support size N", support_size, minimum=1)
+    m = validate.integer("m (list size)", m, minimum=1)
+    if m >= N:
+        raise DomainError(
+            f"list size m = {m} >= support size N = {N}: the list exhausts the support and Ext = 1 trivially",
+            hint="use m < N; with m >= N no DP guarantee limits extraction and no audit can use the canary",
+        )
+    return m / N
+
+
+def prior_is_safe(kappa, f: TradeOff, *, tau) -> bool:
+    """kappa <= alpha*(tau): every f-DP release keeps Ext <= tau under this prior ([MX] Thm. 5.1(iii) (<=))."""
+    k = validate.in_unit("kappa (baseline)", kappa)
+    return k <= alpha_star(tau, f).value
+
+
+# --------------------------------------------------------------------------- audit soundness
+INDEPENDENCE = {
+    "separate-runs": (
+        "each trial is an independent training run with a freshly drawn canary secret z ~ pi "
+        "(i.i.d. Bernoulli(Ext) outcomes); the Clopper-Pearson bound is then exact"
+    ),
+    "one-run": (
+        "one training run with many independently drawn canaries, analysed as in [MX] ref. [35] "
+        "(Steinke, Nasr, Jagielski 2023): assumes the success count is stochastically dominated by "
+        "Binomial(trials, 1 - f(kappa_hi)) as [35] proves for membership guesses under DP; for "
+        "extraction successes this dominance is an assumption of the audit, not a theorem shown here"
+    ),
+}
+
+
+def clopper_pearson_lower(successes, trials, *, confidence=0.95) -> float:
+    """One-sided exact (Clopper-Pearson) lower confidence bound on a binomial rate."""
+    n = validate.integer("trials", trials, minimum=1)
+    k = validate.integer("successes", successes, minimum=0, maximum=n)
+    c = validate.in_open_unit("confidence", confidence)
+    if k == 0:
+        return 0.0
+    return float(stats.beta.ppf(1.0 - c, k, n - k + 1))
+
+
+@dataclass(frozen=True)
+class AuditSoundness(ResultMixin):
+    """Can an extraction audit refute a claimed f-DP guarantee? ([MX] Cor. 5.3)
+
+    The claim implies Ext <= ``bound`` = 1 - f(kappa_hi) (upper end of the certified baseline,
+    same list size m). The audit refutes it when the lower confidence bound ``success_lower``
+    on the success rate exceeds ``bound``. ``informative`` is Cor. 5.3's necessary condition
+    kappa_hi <= alpha*(success_lower); when it fails, the successes are consistent with the
+    claimed privacy (the canary's baseline explains them).
+    """
+
+    claimed: str
+    neighbors: str
+    m: int
+    kappa_lo: float
+    kappa_hi: float
+    successes: int
+    trials: int
+    success_rate: float
+    success_lower: float
+    confidence: float
+    bound: float
+    refuted: bool
+    informative: bool
+    p_value: float
+    min_trials_to_refute: int | None
+    independence: str
+    assumption: str
+    verdict: str
+    reference: str = "[MX] Thm. 5.1(i), Cor. 5.3"
+
+
+def _baseline_interval(kappa, kappa_interval, baseline, m) -> tuple[float, float]:
+    given = sum(x is not None for x in (kappa, kappa_interval, baseline))
+    if given != 1:
+        raise DomainError("pass exactly one of kappa, kappa_interval=(lo, hi) or baseline=<certified baseline result>")
+    if baseline is not None:
+        for attr in ("kappa_lo", "kappa_hi", "m"):
+            if not hasattr(baseline, attr):
+                raise DomainError(f"baseline must carry kappa_lo, kappa_hi and m (a BaselineResult), got {baseline!r}")
+        if int(baseline.m) != m:
+            raise DomainError(
+                f"the baseline was certified for list size m = {baseline.m} but the audit lists m = {m}",
+                hint="kappa_pi(m) must be computed with the same list size as the extraction protocol",
+            )
+        lo, hi = float(baseline.kappa_lo), float(baseline.kappa_hi)
+    elif kappa_interval is not None:
+        try:
+            lo, hi = kappa_interval
+        except (TypeError, ValueError):
+            raise DomainError(f"kappa_interval must be a pair (lo, hi), got {kappa_interval!r}") from None
+    else:
+        lo = hi = kappa
+    lo = validate.in_unit("kappa_lo (baseline)", lo)
+    hi = validate.in_unit("kappa_hi (baseline)", hi)
+    if lo > hi:
+        raise DomainError(f"baseline interval is reversed: kappa_lo = {lo!r} > kappa_hi = {hi!r}")
+    return lo, hi
+
+
+def audit_soundness(f: TradeOff, *, successes, trials, m, kappa=None, kappa_interval=None, baseline=None,
+                    confidence=0.95, independence: str = "separate-runs") -> AuditSoundness:
+    """Check an extraction audit against a claimed guarantee f ([MX] Cor. 5.3).
+
+    Give the canary baseline as ``kappa`` (known exactly, e.g. a uniform prior), a certified
+    ``kappa_interval=(lo, hi)``, or a ``baseline`` result of
+    :func:`memclaim.privacy.baseline.certify_baseline`; only the upper end kappa_hi is used
+    (the bound 1 - f is nondecreasing, so this is the conservative side). ``m`` is the audit's
+    list size and must be the one the baseline was computed for. The success rate enters
+    through a one-sided Clopper-Pearson lower bound at ``confidence``; ``independence`` names
+    the sampling assumption ('separate-runs' or 'one-run', see :data:`INDEPENDENCE`).
+    """
+    if not isinstance(f, TradeOff):
+        raise DomainError(f"audit_soundness() takes the claimed guarantee as a TradeOff, got {type(f).__name__}")
+    m = validate.integer("m (list size)", m, minimum=1)
+    lo, hi = _baseline_interval(kappa, kappa_interval, baseline, m)
+    n = validate.integer("trials", trials, minimum=1)
+    k = validate.integer("successes", successes, minimum=0, maximum=n)
+    conf = validate.in_open_unit("confidence", confidence)
+    ind = str(independence).strip().lower()
+    if ind not in INDEPENDENCE:
+        raise DomainError(f"unknown independence assumption {independence!r}", hint=f"one of {sorted(INDEPENDENCE)}")
+    s_lo = clopper_pearson_lower(k, n, confidence=conf)
+    bound = float(f.power(hi))  # [MX] Thm. 5.1(i) at the upper end of the certified baseline
+    refuted = s_lo > bound
+    # Cor. 5.3: refutation needs kappa_hi <= alpha*(s); alpha* is defined for s >= 1 - f(0)
+    floor = float(f.power(0.0))
+    # (refuted implies informative: s_lo > 1 - f(kappa_hi) puts kappa_hi inside [0, alpha*(s_lo)])
+    informative = bool(0.0 < s_lo < 1.0 and s_lo >= floor and hi <= _alpha_star_value(s_lo, f)[0])
+    # exact one-sided binomial p-value of H0: rate <= bound, P[Binom(n, bound) >= k]
+    p_value = float(stats.binom.sf(k - 1, n, bound)) if bound < 1.0 else 1.0
+    if bound >= 1.0:
+        min_n = None
+    elif bound <= 0.0:
+        min_n = 1
+    else:
+        # all-success audit: (1 - conf)^(1/n) > bound  <=>  n > log(1 - conf)/log(bound)
+        min_n = int(math.floor(math.log(1.0 - conf) / math.log(bound))) + 1
+    if refuted:
+        verdict = (f"refuted: success rate >= {s_lo:.4g} at {conf:.0%} confidence exceeds the bound "
+                   f"1 - f(kappa_hi) = {bound:.4g} implied by the claim")
+    elif bound >= 1.0:
+        verdict = ("cannot refute: the canary's baseline makes the bound vacuous (1 - f(kappa_hi) = 1); "
+                   "use a higher-entropy canary")
+    else:
+        verdict = (f"not refuted: success lower bound {s_lo:.4g} <= bound {bound:.4g}; the observed successes "
+                   "are consistent with the claimed guarantee")
+    return AuditSoundness(f.describe(), f.neighbors, m, lo, hi, k, n, k / n, s_lo, conf, bound, refuted,
+                          bool(informative), p_value, min_n, ind, INDEPENDENCE[ind], verdict)

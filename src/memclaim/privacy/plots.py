@@ -1,0 +1,165 @@
+"""Figures of [MX] §4-5: advantage curves (Fig. 2), the k-copy staircase (Fig. 3), the
+extraction boundary against the baseline with the min-entropy axis (Fig. 4).
+
+matplotlib's object API with the Agg canvas (no pyplot, no global backend switch), PNG output.
+Every figure names the neighbouring relation and the functional its numbers are about.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .. import validate
+from ..fsutil import atomic_write_bytes
+from .caps import cap_map, eta, eta_star_k
+from .extraction import alpha_star, h_star
+from .tradeoff import approx, gdp, neighbors_label, normalize_neighbors, pure
+
+__all__ = ["plot_advantage_curves", "plot_staircase", "plot_boundary", "plot_all"]
+
+
+def _figure(width=6.4, height=4.2, ncols=1):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=120, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, ncols)
+    return fig, axes
+
+
+def _save(fig, path) -> Path:
+    import io
+
+    path = Path(path)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    atomic_write_bytes(path, buf.getvalue())
+    return path
+
+
+def _mem_scope(neighbors: str) -> str:
+    return ("caps RO memorization (replace-one, Thm. 4.1)" if neighbors == "replace"
+            else "caps LOO memorization (add/remove, Prop. A.1); RO needs f^(2)")
+
+
+def plot_advantage_curves(path, *, epsilon=1.0, delta=0.1, mu=1.0, neighbors="replace") -> Path:
+    """[MX] Fig. 2: alpha -> 1 - alpha - f(alpha) for f_eps, f_{eps,delta}, G_mu, maximizers marked."""
+    rel = normalize_neighbors(neighbors)
+    curves = [
+        (pure(epsilon, neighbors=rel), f"$f_\\varepsilon$, $\\varepsilon$ = {epsilon:g}"),
+        (approx(epsilon, delta, neighbors=rel), f"$f_{{\\varepsilon,\\delta}}$, $\\delta$ = {delta:g}"),
+        (gdp(mu, neighbors=rel), f"$G_\\mu$, $\\mu$ = {mu:g}"),
+    ]
+    fig, ax = _figure()
+    a = np.linspace(0.0, 1.0, 1001)
+    for f, label in curves:
+        ax.plot(a, np.asarray(f.power(a)) - a, label=label)
+        e = eta(f)
+        ax.plot([e.alpha], [e.value], "o", color=ax.lines[-1].get_color())
+        ax.annotate(f"{e.value:.3f}", (e.alpha, e.value), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel("significance level $\\alpha$")
+    ax.set_ylabel("advantage $1 - \\alpha - f(\\alpha)$")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    ax.set_title(f"Advantage curves; the maximum $\\eta(f)$ {_mem_scope(rel)}\n[{neighbors_label(rel)}]",
+                 fontsize=8)
+    return _save(fig, path)
+
+
+def plot_staircase(path, *, epsilon=1.0, k=4, max_copies=8) -> Path:
+    """[MX] Fig. 3: the cap map f-bar with the optimal k-orbit (cobweb); eta*_k vs tanh(k eps/2)."""
+    k = validate.integer("k (copies)", k, minimum=1)
+    max_copies = validate.integer("max_copies", max_copies, minimum=1)
+    st = eta_star_k(epsilon=epsilon, k=k)
+    fig, (ax1, ax2) = _figure(width=10.0, height=4.2, ncols=2)
+    b = np.linspace(0.0, 1.0, 1001)
+    ax1.plot(b, cap_map(b, epsilon=epsilon), label="cap map $\\bar f(b)$")
+    ax1.plot(b, b, "k--", lw=0.8, label="identity")
+    xs, ys = [], []
+    orbit = st.orbit
+    x = orbit[0]
+    xs.append(x)
+    ys.append(0.0)
+    for nxt in orbit[1:]:
+        xs += [x, nxt]
+        ys += [nxt, nxt]
+        x = nxt
+    ax1.plot(xs, ys, color="C3", lw=1.0, label=f"optimal orbit, k = {k}")
+    ax1.axvline(1.0 / (math.exp(st.epsilon) + 1.0), color="gray", lw=0.6, ls=":")
+    ax1.set_xlabel("b")
+    ax1.set_ylabel("$\\bar f(b)$")
+    ax1.set_xlim(0, 1)
+    ax1.set_ylim(0, 1)
+    ax1.legend(fontsize=8)
+    ax1.set_title(f"$\\eta^*_{k}$ = {st.value:.3f} (orbit gain $b_k - b_0$), $\\varepsilon$ = {st.epsilon:g}",
+                  fontsize=9)
+    ks = np.arange(1, max_copies + 1)
+    exact = [eta_star_k(epsilon=epsilon, k=int(j)).value for j in ks]
+    naive = [math.tanh(j * st.epsilon / 2.0) for j in ks]
+    ax2.plot(ks, naive, "s--", label="naive group bound tanh(k$\\varepsilon$/2)")
+    ax2.plot(ks, exact, "o-", label="exact $\\eta^*_k$ (Lemma 4.4)")
+    ax2.set_xlabel(f"copies k ($\\varepsilon$ = {st.epsilon:g})")
+    ax2.set_ylabel("max. advantage")
+    ax2.set_ylim(0, 1.02)
+    ax2.legend(fontsize=8)
+    ax2.set_title("k-copy RO memorization cap, pure $\\varepsilon$-DP [replace-one]", fontsize=9)
+    return _save(fig, path)
+
+
+def plot_boundary(path, *, epsilons=(1.0, 3.0), mu=1.0, tau=0.1, m=1, neighbors="add-remove") -> Path:
+    """[MX] Fig. 4: Ext bound 1 - f(kappa) vs baseline kappa (log-log), risk tau, alpha*(tau), H* axis."""
+    rel = normalize_neighbors(neighbors)
+    m = validate.integer("m (list size)", m, minimum=1)
+    tau = validate.in_open_unit("tau (risk level)", tau)
+    fig, ax = _figure(width=6.4, height=4.6)
+    kap = np.logspace(-4, 0, 600)
+    curves = [(pure(e, neighbors=rel), f"$f_\\varepsilon$, $\\varepsilon$ = {e:g}") for e in epsilons]
+    curves.append((gdp(mu, neighbors=rel), f"$G_\\mu$, $\\mu$ = {mu:g}"))
+    for f, label in curves:
+        ax.plot(kap, f.power(kap), label=label)
+    ax.plot(kap, kap, "k--", lw=0.8, label="baseline $\\kappa$")
+    ax.axhline(tau, color="gray", ls=":", lw=1.0)
+    ax.text(1.2e-4, tau * 1.1, f"$\\tau$ = {tau:g}", fontsize=8)
+    f_last = curves[len(epsilons) - 1][0]
+    a = alpha_star(tau, f_last)
+    ax.plot([a.value, a.value], [1e-4, tau], color="C1", ls="--", lw=0.9)
+    ax.plot([a.value], [1e-4 * 1.2], marker="^", color="C1")
+    ax.annotate(f"$\\alpha^*(\\tau)$ = {a.value:.2g}", (a.value, 1.3e-4), textcoords="offset points",
+                xytext=(4, 6), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(1e-4, 1)
+    ax.set_ylim(1e-4, 1.5)
+    ax.set_xlabel(f"oblivious baseline $\\kappa_\\pi(m)$, m = {m}")
+    ax.set_ylabel("extraction bound $1 - f(\\kappa)$")
+    ax.legend(fontsize=8, loc="lower right")
+    # top axis: the baseline read as min-entropy, kappa = m 2^-H (uniform priors: exact)
+    top = ax.twiny()
+    top.set_xscale("log")
+    top.set_xlim(ax.get_xlim())
+    hs = [h for h in range(0, 15, 2) if 1e-4 <= m * 2.0 ** (-h) <= 1.0]
+    top.set_xticks([m * 2.0 ** (-h) for h in hs])
+    top.set_xticklabels([str(h) for h in hs])
+    top.minorticks_off()
+    top.set_xlabel("secret min-entropy $H_\\infty$ (bits)", fontsize=8)
+    e_last = epsilons[-1]
+    hs_val = h_star(epsilon=e_last, m=m, tau=tau, neighbors=rel).bits
+    ax.set_title(f"Thm. 5.1 boundary [{neighbors_label(rel)}]; H* = {hs_val:.2f} bits at "
+                 f"$\\varepsilon$ = {e_last:g}", fontsize=8)
+    return _save(fig, path)
+
+
+def plot_all(out_dir, *, epsilon=1.0, delta=0.1, mu=1.0, copies=4, max_copies=8, tau=0.1, m=1,
+             boundary_epsilons=(1.0, 3.0), neighbors="add-remove") -> list[Path]:
+    """Write fig2_advantage.png, fig3_staircase.png, fig4_boundary.png under ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return [
+        plot_advantage_curves(out / "fig2_advantage.png", epsilon=epsilon, delta=delta, mu=mu, neighbors=neighbors),
+        plot_staircase(out / "fig3_staircase.png", epsilon=epsilon, k=copies, max_copies=max_copies),
+        plot_boundary(out / "fig4_boundary.png", epsilons=boundary_epsilons, mu=mu, tau=tau, m=m, neighbors=neighbors),
+    ]

@@ -1,0 +1,684 @@
+"""Trade-off functions: the language of f-DP ([MX] §3.1, following Dong, Roth & Su [6]).
+
+A trade-off function f maps a type-I error level alpha to the least achievable type-II error
+when testing the output law on one dataset against its neighbour. A mechanism is f-DP for a
+neighbouring relation if T(A(S), A(S')) >= f for all neighbours. Everything downstream (the
+memorization caps of :mod:`.caps`, the extraction boundary of :mod:`.extraction`) is a
+functional of f, so f is a value here: :class:`TradeOff`, which always carries the neighbouring
+relation it was asserted for ('replace' = replace-one, 'add-remove').
+
+Pure math: numpy and scipy only, no torch, no I/O. ``dp_accounting`` is imported lazily, only
+by :func:`dpsgd_epsilon`.
+
+Numerics: besides ``f(alpha)`` each curve evaluates its *power* ``1 - f(alpha)`` directly
+(:meth:`TradeOff.power`), because extraction bounds 1 - f(kappa) at baselines of 1e-20 would be
+destroyed by the cancellation in 1 - (1 - e^eps kappa).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy import stats
+
+from ..errors import DomainError, require
+from ..jsonutil import ResultMixin
+from .. import validate
+
+__all__ = [
+    "NEIGHBORS",
+    "normalize_neighbors",
+    "neighbors_label",
+    "f_eps",
+    "f_eps_delta",
+    "f_gdp",
+    "TradeOff",
+    "pure",
+    "approx",
+    "gdp",
+    "from_points",
+    "group",
+    "compose",
+    "group_conversion",
+    "generalized_inverse",
+    "SymmetryCheck",
+    "is_symmetric",
+    "symmetrized",
+    "gdp_delta",
+    "DpSgdAccounting",
+    "dpsgd_epsilon",
+]
+
+# --------------------------------------------------------------------------- relations
+NEIGHBORS = ("replace", "add-remove")
+_NEIGHBOR_ALIASES = {
+    "replace": "replace",
+    "replace-one": "replace",
+    "replace_one": "replace",
+    "ro": "replace",
+    "add-remove": "add-remove",
+    "add/remove": "add-remove",
+    "add_remove": "add-remove",
+    "add-or-remove": "add-remove",
+    "addremove": "add-remove",
+}
+
+
+def normalize_neighbors(value) -> str:
+    """Canonical neighbouring relation: 'replace' (replace-one) or 'add-remove'."""
+    key = str(value).strip().lower() if value is not None else ""
+    if key not in _NEIGHBOR_ALIASES:
+        raise DomainError(
+            f"unknown neighbouring relation {value!r}",
+            hint="pass neighbors='replace' (replace-one) or neighbors='add-remove'; every DP "
+            "number depends on which one the guarantee was proved for",
+        )
+    return _NEIGHBOR_ALIASES[key]
+
+
+def neighbors_label(value) -> str:
+    """Human label: 'replace-one' or 'add/remove'."""
+    return {"replace": "replace-one", "add-remove": "add/remove"}[normalize_neighbors(value)]
+
+
+# --------------------------------------------------------------------------- validation
+def _epsilon(value, name: str = "epsilon") -> float:
+    # The issue's domain: epsilon must be finite and > 0 (epsilon = inf is "no guarantee").
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise DomainError(f"{name} must be a real number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v <= 0:
+        raise DomainError(
+            f"{name} must be finite and > 0, got {value!r}",
+            hint="epsilon = inf (no guarantee) bounds nothing, and epsilon <= 0 is not a DP parameter",
+        )
+    return v
+
+
+def _delta(value) -> float:
+    v = validate.finite("delta", value)
+    if not 0.0 <= v < 1.0:
+        raise DomainError(
+            f"delta must lie in [0, 1), got {value!r}",
+            hint="delta is a probability of failure; delta >= 1 guarantees nothing",
+        )
+    return v
+
+
+def _mu(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise DomainError(f"mu must be a real number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v <= 0:
+        raise DomainError(f"mu (Gaussian DP) must be finite and > 0, got {value!r}",
+                          hint="mu = 1/sigma for one Gaussian release with sensitivity 1")
+    return v
+
+
+def _alpha(alpha, name: str = "alpha"):
+    """Validate a level (scalar or array) in [0, 1]; returns (float64 array, was_scalar)."""
+    scalar = np.ndim(alpha) == 0
+    if isinstance(alpha, (str, bytes)):
+        raise DomainError(f"{name} must be a number or an array of numbers in [0, 1], got {alpha!r}")
+    try:
+        a = np.asarray(alpha, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DomainError(f"{name} must be a number or an array of numbers in [0, 1], got {alpha!r}") from None
+    bad = ~np.isfinite(a) | (a < 0.0) | (a > 1.0)
+    if np.any(bad):
+        first = float(a[bad].flat[0]) if a.ndim else float(a)
+        raise DomainError(f"{name} must lie in [0, 1], got {first!r}",
+                          hint="a type-I error level is a probability")
+    return a, scalar
+
+
+def _out(x: np.ndarray, scalar: bool):
+    return float(x) if scalar else x
+
+
+# --------------------------------------------------------------------------- canonical curves
+def f_eps(alpha, *, epsilon):
+    """Pure epsilon-DP trade-off f_eps(a) = max{0, 1 - e^eps a, e^-eps (1 - a)} ([MX] §3.1; Lemma B.1)."""
+    eps = _epsilon(epsilon)
+    a, scalar = _alpha(alpha)
+    out = np.maximum(0.0, np.maximum(1.0 - math.exp(eps) * a, math.exp(-eps) * (1.0 - a)))
+    return _out(out, scalar)
+
+
+def f_eps_delta(alpha, *, epsilon, delta):
+    """(eps, delta)-DP trade-off max{0, 1 - delta - e^eps a, e^-eps (1 - delta - a)} ([MX] Lemma B.2)."""
+    eps = _epsilon(epsilon)
+    d = _delta(delta)
+    a, scalar = _alpha(alpha)
+    out = np.maximum(0.0, np.maximum(1.0 - d - math.exp(eps) * a, math.exp(-eps) * (1.0 - d - a)))
+    return _out(out, scalar)
+
+
+def f_gdp(alpha, *, mu):
+    """mu-GDP trade-off G_mu(a) = Phi(Phi^-1(1 - a) - mu) ([MX] §3.1)."""
+    m = _mu(mu)
+    a, scalar = _alpha(alpha)
+    # norm.isf(a) = Phi^-1(1 - a) without forming 1 - a (exact at a = 0 and 1: +-inf).
+    out = stats.norm.cdf(stats.norm.isf(a) - m)
+    return _out(np.asarray(out, dtype=np.float64), scalar)
+
+
+def _power_pure(a: np.ndarray, eps: float) -> np.ndarray:
+    # 1 - f_eps(a) = min{1, e^eps a, 1 - e^-eps (1 - a)}  ([MX] App. C.2, "Special cases")
+    return np.minimum(1.0, np.minimum(math.exp(eps) * a, -math.expm1(-eps) + math.exp(-eps) * a))
+
+
+def _power_approx(a: np.ndarray, eps: float, d: float) -> np.ndarray:
+    # 1 - f_{eps,delta}(a) = min{1, delta + e^eps a, 1 - e^-eps (1 - delta - a)}  ([MX] App. C.2)
+    return np.minimum(1.0, np.minimum(d + math.exp(eps) * a, -math.expm1(-eps) + math.exp(-eps) * (d + a)))
+
+
+def _power_gdp(a: np.ndarray, mu: float) -> np.ndarray:
+    # 1 - G_mu(a) = Phi(Phi^-1(a) + mu)  ([MX] App. C.2): accurate for tiny a (no 1 - small).
+    return np.asarray(stats.norm.cdf(stats.norm.ppf(a) + mu), dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- the value
+_KINDS = ("pure", "approx", "gdp", "points", "group")
+
+
+@dataclass(frozen=True)
+class TradeOff(ResultMixin):
+    """A trade-off function asserted for a neighbouring relation; callable on levels alpha.
+
+    kind: 'pure' (f_eps), 'approx' (f_{eps,delta}), 'gdp' (G_mu), 'points' (piecewise-linear
+    through the given vertices), 'group' (exact k-fold group curve 1 - (1 - base)^{o k} of a
+    base curve). ``exact`` is False when the curve is a valid but loose lower bound of the true
+    trade-off (e.g. pure composition by adding epsilons); ``note`` says why.
+    Build it with :func:`pure`, :func:`approx`, :func:`gdp`, :func:`from_points`, :func:`group`.
+    """
+
+    kind: str
+    neighbors: str
+    epsilon: float | None = None
+    delta: float | None = None
+    mu: float | None = None
+    points: tuple[tuple[float, float], ...] | None = None
+    base: "TradeOff | None" = None
+    k: int = 1
+    exact: bool = True
+    note: str = ""
+
+    def __post_init__(self):
+        if self.kind not in _KINDS:
+            raise DomainError(f"unknown trade-off kind {self.kind!r}", hint=f"one of {_KINDS}")
+        object.__setattr__(self, "neighbors", normalize_neighbors(self.neighbors))
+
+    # ---------------------------------------------------------------- evaluation
+    def __call__(self, alpha):
+        """f(alpha), vectorized; a float for scalar input."""
+        a, scalar = _alpha(alpha)
+        if self.kind == "pure":
+            out = np.maximum(0.0, np.maximum(1.0 - math.exp(self.epsilon) * a, math.exp(-self.epsilon) * (1.0 - a)))
+        elif self.kind == "approx":
+            e, d = self.epsilon, self.delta
+            out = np.maximum(0.0, np.maximum(1.0 - d - math.exp(e) * a, math.exp(-e) * (1.0 - d - a)))
+        elif self.kind == "gdp":
+            out = np.asarray(stats.norm.cdf(stats.norm.isf(a) - self.mu), dtype=np.float64)
+        elif self.kind == "points":
+            xs, ys = self._xy()
+            out = np.interp(a, xs, ys)
+        else:  # group
+            out = 1.0 - self._power_array(a)
+        return _out(np.asarray(out, dtype=np.float64), scalar)
+
+    def power(self, alpha):
+        """1 - f(alpha), computed without cancellation where a closed form allows ([MX] App. C.2)."""
+        a, scalar = _alpha(alpha)
+        return _out(self._power_array(a), scalar)
+
+    def _power_array(self, a: np.ndarray) -> np.ndarray:
+        if self.kind == "pure":
+            return _power_pure(a, self.epsilon)
+        if self.kind == "approx":
+            return _power_approx(a, self.epsilon, self.delta)
+        if self.kind == "gdp":
+            return _power_gdp(a, self.mu)
+        if self.kind == "points":
+            xs, ys = self._xy()
+            return 1.0 - np.interp(a, xs, ys)
+        # [MX] Cor. 4.3 / [6] Thm. 2.14: f^(k) = 1 - (1 - f)^{o k}: iterate the concave map 1 - f.
+        x = np.asarray(a, dtype=np.float64)
+        for _ in range(self.k):
+            x = np.clip(self.base._power_array(x), 0.0, 1.0)
+        return x
+
+    def _xy(self):
+        pts = np.asarray(self.points, dtype=np.float64)
+        return pts[:, 0], pts[:, 1]
+
+    # ---------------------------------------------------------------- description
+    @property
+    def parameters(self) -> dict:
+        if self.kind == "pure":
+            return {"epsilon": self.epsilon}
+        if self.kind == "approx":
+            return {"epsilon": self.epsilon, "delta": self.delta}
+        if self.kind == "gdp":
+            return {"mu": self.mu}
+        if self.kind == "points":
+            return {"n_points": len(self.points)}
+        return {"k": self.k, **{f"base_{k}": v for k, v in self.base.parameters.items()}}
+
+    def describe(self) -> str:
+        """e.g. 'f_eps (eps=1) [pure eps-DP, add/remove]'."""
+        rel = neighbors_label(self.neighbors)
+        if self.kind == "pure":
+            s = f"f_eps (eps={self.epsilon:g}) [pure eps-DP, {rel}]"
+        elif self.kind == "approx":
+            s = f"f_eps,delta (eps={self.epsilon:g}, delta={self.delta:g}) [approximate DP, {rel}]"
+        elif self.kind == "gdp":
+            s = f"G_mu (mu={self.mu:g}) [Gaussian DP, {rel}]"
+        elif self.kind == "points":
+            s = f"piecewise-linear trade-off curve ({len(self.points)} vertices) [{rel}]"
+        else:
+            inner = self.base.describe().split(" [")[0]
+            s = f"{self.k}-fold group curve 1-(1-f)^{self.k} of {inner} [{rel}]"
+        if not self.exact:
+            s += " (loose)"
+        return s
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.describe()
+
+    @property
+    def symmetric_by_construction(self) -> bool:
+        """The three canonical curves are symmetric ([MX] §3.1); so is a group curve of one."""
+        if self.kind in ("pure", "approx", "gdp"):
+            return True
+        if self.kind == "group":
+            return self.base.symmetric_by_construction
+        return False
+
+
+# --------------------------------------------------------------------------- constructors
+def pure(epsilon, *, neighbors) -> TradeOff:
+    """Pure epsilon-DP, f_eps."""
+    return TradeOff("pure", neighbors, epsilon=_epsilon(epsilon))
+
+
+def approx(epsilon, delta, *, neighbors) -> TradeOff:
+    """(epsilon, delta)-DP, f_{eps,delta}; delta = 0 gives the pure curve (kind 'pure')."""
+    e, d = _epsilon(epsilon), _delta(delta)
+    if d == 0.0:
+        return TradeOff("pure", neighbors, epsilon=e)
+    return TradeOff("approx", neighbors, epsilon=e, delta=d)
+
+
+def gdp(mu, *, neighbors) -> TradeOff:
+    """mu-Gaussian DP, G_mu."""
+    return TradeOff("gdp", neighbors, mu=_mu(mu))
+
+
+def _lower_convex_hull(x: np.ndarray, y: np.ndarray):
+    # Andrew's monotone chain, lower hull only. scipy.spatial.ConvexHull needs >= 3 non-collinear
+    # points and returns both hulls; this 1-D lower envelope is simpler to do directly.
+    hx, hy = [], []
+    for xi, yi in zip(x.tolist(), y.tolist()):
+        while len(hx) >= 2 and (hx[-1] - hx[-2]) * (yi - hy[-2]) - (hy[-1] - hy[-2]) * (xi - hx[-2]) <= 0:
+            hx.pop()
+            hy.pop()
+        hx.append(xi)
+        hy.append(yi)
+    return np.asarray(hx), np.asarray(hy)
+
+
+def from_points(alphas: Sequence[float], betas: Sequence[float], *, neighbors,
+                convexify: bool = False, tol: float = 1e-12) -> TradeOff:
+    """A trade-off curve given by vertices (alpha_i, f(alpha_i)), linearly interpolated.
+
+    Must include alpha = 0 and alpha = 1 with f(1) = 0, and be a trade-off function: convex,
+    nonincreasing, f(alpha) <= 1 - alpha ([MX] App. B conventions). ``convexify=True`` replaces
+    the points by their lower convex hull, which is still a valid (smaller) lower bound on the
+    true trade-off; otherwise a non-convex input is an error.
+    """
+    try:
+        x = np.asarray(alphas, dtype=np.float64).ravel()
+        y = np.asarray(betas, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise DomainError("trade-off points must be numbers") from None
+    if x.shape != y.shape or x.size < 2:
+        raise DomainError(f"need matching alphas and betas with at least 2 points, got {x.size} and {y.size}")
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        raise DomainError("trade-off points must be finite")
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    if np.any(np.diff(x) <= 0):
+        raise DomainError(f"alphas must be distinct, got duplicates near {float(x[np.argmin(np.diff(x))])!r}")
+    if x[0] != 0.0 or x[-1] != 1.0:
+        raise DomainError(f"the curve must be given on all of [0, 1]: alphas span [{float(x[0])!r}, {float(x[-1])!r}]",
+                          hint="include alpha = 0 and alpha = 1 (with f(1) = 0)")
+    if np.any((y < -tol) | (y > 1 + tol)):
+        i = int(np.argmax((y < -tol) | (y > 1 + tol)))
+        raise DomainError(f"trade-off values must lie in [0, 1], got f({float(x[i])!r}) = {float(y[i])!r}")
+    y = np.clip(y, 0.0, 1.0)
+    if y[-1] > tol:
+        raise DomainError(f"a trade-off function has f(1) = 0, got f(1) = {float(y[-1])!r}",
+                          hint="at level 1 the test that always rejects has type-II error 0")
+    y[-1] = 0.0
+    over = y - (1.0 - x)
+    if np.any(over > tol):
+        i = int(np.argmax(over))
+        raise DomainError(
+            f"a trade-off function satisfies f(alpha) <= 1 - alpha, got f({float(x[i])!r}) = {float(y[i])!r}",
+            hint="the randomized test that ignores the data has type-I + type-II error = 1, so no curve lies above 1 - alpha",
+        )
+    if convexify:
+        x, y = _lower_convex_hull(x, y)
+    slopes = np.diff(y) / np.diff(x)
+    if np.any(slopes > tol):
+        i = int(np.argmax(slopes))
+        raise DomainError(f"a trade-off function is nonincreasing, but it rises after alpha = {float(x[i])!r}")
+    if np.any(np.diff(slopes) < -1e-9 * (1 + np.abs(slopes[:-1]))):
+        i = int(np.argmax(-np.diff(slopes)))
+        raise DomainError(
+            f"a trade-off function is convex, but the points bend down at alpha = {float(x[i + 1])!r}",
+            hint="pass convexify=True to use the lower convex hull (still a valid lower bound)",
+        )
+    pts = tuple((float(a), float(b)) for a, b in zip(x, y))
+    return TradeOff("points", neighbors, points=pts)
+
+
+def group(f: TradeOff, k: int) -> TradeOff:
+    """Exact k-fold group trade-off f^(k) = 1 - (1 - f)^{o k} ([MX] Cor. 4.3; [6] Thm. 2.14).
+
+    For mu-GDP this is G_{k mu} exactly (returned as a 'gdp' curve). For pure DP it is *not*
+    f_{k eps}: the staircase of [MX] Lemma 4.4 lies strictly above the naive curve for k >= 2.
+    The relation is unchanged: a group of k means k steps of the same neighbouring relation.
+    """
+    k = validate.integer("k (group size)", k, minimum=1)
+    if k == 1:
+        return f
+    if f.kind == "gdp":
+        # G_mu^(k) = G_{k mu}: (1 - G_mu)(a) = Phi(Phi^-1(a) + mu) iterated k times.
+        return TradeOff("gdp", f.neighbors, mu=k * f.mu, exact=f.exact,
+                        note=f"group of {k}: G_mu^(k) = G_(k mu) exactly [6]")
+    if f.kind == "group":
+        return TradeOff("group", f.neighbors, base=f.base, k=f.k * k, exact=f.exact, note=f.note)
+    return TradeOff("group", f.neighbors, base=f, k=k, exact=f.exact, note=f.note)
+
+
+def group_conversion(*, epsilon, delta, k) -> tuple[float, float]:
+    """(eps, delta) -> (k eps, delta_k) with delta_k = delta (e^{k eps} - 1)/(e^eps - 1) ([MX] §8.2).
+
+    A valid but lossy conversion: eta(f_{eps,delta}^(k)) <= eta(f_{k eps, delta_k}). Use
+    :func:`group` for the exact group curve. delta_k may exceed 1 (then the guarantee is void).
+    """
+    e, d = _epsilon(epsilon), _delta(delta)
+    k = validate.integer("k (group size)", k, minimum=1)
+    # (e^{k eps} - 1)/(e^eps - 1) = sum_{j<k} e^{j eps}; expm1 keeps small eps accurate.
+    ratio = math.expm1(k * e) / math.expm1(e) if k * e < 700 else math.inf
+    return k * e, d * ratio
+
+
+def group_conversion_curve(f: TradeOff, k: int) -> TradeOff:
+    """The (k eps, delta_k) curve of :func:`group_conversion` as a TradeOff (labelled loose)."""
+    if f.kind not in ("pure", "approx"):
+        raise DomainError(f"the (eps, delta) group conversion needs a pure or approximate DP curve, got {f.kind!r}")
+    d = f.delta or 0.0
+    ke, dk = group_conversion(epsilon=f.epsilon, delta=d, k=k)
+    if dk >= 1.0:
+        raise DomainError(f"the group conversion gives delta_k = {dk!r} >= 1 for k = {k}: no guarantee",
+                          hint="use the exact group curve group(f, k) instead")
+    g = approx(ke, dk, neighbors=f.neighbors)
+    return TradeOff(g.kind, g.neighbors, epsilon=g.epsilon, delta=g.delta, exact=False,
+                    note=f"(eps, delta) -> (k eps, delta_k) group conversion, k = {k} ([MX] §8.2): valid, lossy")
+
+
+# TradeOff.pure(...), TradeOff.approx(...), ... as aliases of the module-level constructors
+TradeOff.pure = staticmethod(pure)
+TradeOff.approx = staticmethod(approx)
+TradeOff.gdp = staticmethod(gdp)
+TradeOff.from_points = staticmethod(from_points)
+
+
+# --------------------------------------------------------------------------- composition
+def _np_curve(p: np.ndarray, q: np.ndarray):
+    """Exact trade-off T(P, Q) of two laws on a finite set (Neyman-Pearson with randomization).
+
+    Atoms are rejected in decreasing likelihood ratio q/p; the vertices are
+    (alpha, beta) = (P(rejected), 1 - Q(rejected)). ([MX] App. C.3 uses the same construction.)
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        llr = np.where(p > 0, np.log(q) - np.log(p), np.inf)
+    order = np.argsort(-llr, kind="stable")
+    a = np.concatenate([[0.0], np.cumsum(p[order])])
+    b = 1.0 - np.concatenate([[0.0], np.cumsum(q[order])])
+    a = np.clip(a / a[-1], 0.0, 1.0)
+    b = np.clip(b, 0.0, 1.0)
+    b[-1] = 0.0
+    # merge duplicate alphas (atoms with p = 0): keep the smallest beta at each alpha
+    keep = np.concatenate([np.diff(a) > 0, [True]])
+    return a[keep], b[keep]
+
+
+def _pure_composition_points(epsilons: Sequence[float], *, max_atoms: int = 2_000_000):
+    # Pure eps-DP is attained by randomized response ([MX] Lemma B.1); f_e1 (x) ... (x) f_er is the
+    # trade-off of the product of RR pairs ([6] Def. 3.1). Equal epsilons group into a binomial.
+    groups: dict[float, int] = {}
+    for e in epsilons:
+        groups[e] = groups.get(e, 0) + 1
+    n_atoms = 1
+    for r in groups.values():
+        n_atoms *= r + 1
+    if n_atoms > max_atoms:
+        raise DomainError(f"exact pure composition would need {n_atoms} atoms",
+                          hint="use exact=False (eps add up, loose) or a PLD accountant")
+    logp = np.zeros(1)
+    logq = np.zeros(1)
+    for e, r in groups.items():
+        j = np.arange(r + 1)  # number of coordinates in the outcome favoured by Q
+        lp_hi = -math.log1p(math.exp(-e))  # log(e^e / (1 + e^e))
+        lp_lo = -math.log1p(math.exp(e))   # log(1 / (1 + e^e))
+        lc = stats.binom.logpmf(j, r, 0.5) + r * math.log(2.0)  # log C(r, j)
+        gp = lc + j * lp_lo + (r - j) * lp_hi
+        gq = lc + j * lp_hi + (r - j) * lp_lo
+        logp = (logp[:, None] + gp[None, :]).ravel()
+        logq = (logq[:, None] + gq[None, :]).ravel()
+    return _np_curve(np.exp(logp), np.exp(logq))
+
+
+def compose(*curves: TradeOff, exact: bool = False) -> TradeOff:
+    """Trade-off of the joint release of several mechanisms ([MX] Prop. 7.1(c); [6] §3).
+
+    - all mu-GDP: G_mu1 (x) ... = G_sqrt(sum mu_i^2), exact ([6] Cor. 3.3).
+    - all pure: exact=False gives f_{sum eps}, a valid but loose lower bound of the exact
+      f_e1 (x) f_e2 (x) ...; exact=True computes that exact composition as a points curve.
+    - pure / approximate mixes: basic composition (sum eps, sum delta), valid and loose.
+    Anything else (curves given as points, DP-SGD): use :func:`dpsgd_epsilon` (dp_accounting's
+    PLD/RDP accountants compose mechanisms, not arbitrary curves).
+    All curves must be asserted for the same neighbouring relation.
+    """
+    if not curves:
+        raise DomainError("compose() needs at least one trade-off curve")
+    for c in curves:
+        if not isinstance(c, TradeOff):
+            raise DomainError(f"compose() takes TradeOff values, got {type(c).__name__}")
+    rels = {c.neighbors for c in curves}
+    if len(rels) > 1:
+        raise DomainError(f"cannot compose guarantees for different neighbouring relations {sorted(rels)}",
+                          hint="convert first (an add/remove guarantee gives replace-one via the group curve f^(2))")
+    rel = curves[0].neighbors
+    if len(curves) == 1:
+        return curves[0]
+    kinds = {c.kind for c in curves}
+    if kinds == {"gdp"}:
+        mu = math.sqrt(math.fsum(c.mu ** 2 for c in curves))
+        return TradeOff("gdp", rel, mu=mu, exact=all(c.exact for c in curves),
+                        note=f"composition of {len(curves)} GDP releases: mu's add in quadrature (exact) [6]")
+    if kinds == {"pure"}:
+        eps = [c.epsilon for c in curves]
+        if exact:
+            xs, ys = _pure_composition_points(eps)
+            pts = tuple((float(a), float(b)) for a, b in zip(xs, ys))
+            return TradeOff("points", rel, points=pts, exact=all(c.exact for c in curves),
+                            note=f"exact composition of pure eps-DP with eps = {eps} (product of randomized responses)")
+        return TradeOff("pure", rel, epsilon=math.fsum(eps), exact=False,
+                        note=f"pure composition: eps's add ({' + '.join(f'{e:g}' for e in eps)}); "
+                        "a valid but loose lower bound on the exact f_e1 (x) f_e2 (x) ...")
+    if kinds <= {"pure", "approx"}:
+        e = math.fsum(c.epsilon for c in curves)
+        d = math.fsum((c.delta or 0.0) for c in curves)
+        if d >= 1.0:
+            raise DomainError(f"basic composition gives delta = {d!r} >= 1: no guarantee",
+                              hint="use a PLD accountant (dpsgd_epsilon) for tight composition")
+        g = approx(e, d, neighbors=rel)
+        return TradeOff(g.kind, rel, epsilon=g.epsilon, delta=g.delta, exact=False,
+                        note="basic composition (eps's and delta's add): valid, loose")
+    raise DomainError(
+        f"no composition rule for curves of kinds {sorted(kinds)}",
+        hint="compose mechanisms with dp_accounting (dpsgd_epsilon for DP-SGD), or pass GDP/pure/approx curves",
+    )
+
+
+# --------------------------------------------------------------------------- symmetry
+def generalized_inverse(f: TradeOff, y):
+    """f^-1(y) = inf{x in [0, 1] : f(x) <= y} ([MX] App. C), vectorized bisection.
+
+    Bisection because f is an arbitrary monotone callable here (scipy's root finders need a
+    sign change per point and are not vectorized); 64 halvings reach float resolution.
+    """
+    yy, scalar = _alpha(y, "y")
+    lo = np.zeros_like(yy)
+    hi = np.ones_like(yy)
+    at0 = np.asarray(f(np.zeros_like(yy))) <= yy
+    for _ in range(64):
+        mid = 0.5 * (lo + hi)
+        ok = np.asarray(f(mid)) <= yy
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, mid)
+    out = np.where(at0, 0.0, hi)
+    return _out(out, scalar)
+
+
+@dataclass(frozen=True)
+class SymmetryCheck(ResultMixin):
+    """Whether f = f^-1 (generalized inverse) on a grid; ``max_gap`` at ``worst_alpha``."""
+
+    symmetric: bool
+    max_gap: float
+    worst_alpha: float
+    tolerance: float
+    curve: str
+
+
+def is_symmetric(f: TradeOff, *, grid: int = 2001, tol: float = 1e-9) -> SymmetryCheck:
+    """Check f = f^-1 ([MX] §3.1: WLOG f symmetric) on a grid plus the curve's own vertices."""
+    grid = validate.integer("grid", grid, minimum=3)
+    xs = np.linspace(0.0, 1.0, grid)
+    if f.kind == "points":
+        px, py = f._xy()
+        xs = np.unique(np.concatenate([xs, px, py]))
+    gap = np.abs(np.asarray(generalized_inverse(f, xs)) - np.asarray(f(xs)))
+    i = int(np.argmax(gap))
+    return SymmetryCheck(bool(gap[i] <= tol), float(gap[i]), float(xs[i]), float(tol), f.describe())
+
+
+def _pl_inverse_vertices(x: np.ndarray, y: np.ndarray):
+    """Vertices of the generalized inverse of a convex nonincreasing PL curve with f(1) = 0."""
+    # Convex + nonincreasing + f(1) = 0 means f is strictly decreasing until it first hits 0, so
+    # the inverse is the reflection of that part, plus a flat piece at 0 above f(0).
+    first_zero = int(np.argmax(y <= 0.0))
+    xr, yr = y[: first_zero + 1][::-1], x[: first_zero + 1][::-1]
+    if xr[-1] < 1.0:
+        xr = np.append(xr, 1.0)
+        yr = np.append(yr, 0.0)
+    return xr, yr
+
+
+def symmetrized(f: TradeOff) -> TradeOff:
+    """max(f, f^-1): still a valid guarantee under a symmetric relation, and convex.
+
+    If T(P, Q) >= f and T(Q, P) >= f then T(P, Q) = T(Q, P)^-1 >= f^-1 ([6] Lemma A.2), so the
+    mechanism is max(f, f^-1)-DP. The canonical curves are already symmetric and are returned
+    unchanged. For points curves the maximum is computed exactly (vertices of both curves and
+    their crossings), never by sampling, so the result is not larger than the true maximum.
+    """
+    if f.symmetric_by_construction:
+        return f
+    if f.kind != "points":
+        raise DomainError(f"symmetrized() supports points curves and the canonical families, got {f.kind!r}")
+    x1, y1 = f._xy()
+    x2, y2 = _pl_inverse_vertices(x1, y1)
+    xs = np.unique(np.concatenate([x1, x2]))
+    d = np.interp(xs, x1, y1) - np.interp(xs, x2, y2)
+    cross = []
+    for i in range(len(xs) - 1):
+        if d[i] * d[i + 1] < 0:
+            t = d[i] / (d[i] - d[i + 1])
+            cross.append(xs[i] + t * (xs[i + 1] - xs[i]))
+    xs = np.unique(np.concatenate([xs, cross]))
+    ys = np.maximum(np.interp(xs, x1, y1), np.interp(xs, x2, y2))
+    pts = tuple((float(a), float(b)) for a, b in zip(xs, ys))
+    return TradeOff("points", f.neighbors, points=pts, exact=f.exact,
+                    note="max(f, f^-1) of a user curve (valid under a symmetric relation)")
+
+
+# --------------------------------------------------------------------------- GDP duality
+def gdp_delta(*, mu, epsilon) -> float:
+    """delta(eps) of mu-GDP: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) ([6] Cor. 2.13), exact."""
+    m = _mu(mu)
+    e = validate.nonneg("epsilon", epsilon)
+    a = stats.norm.cdf(-e / m + m / 2)
+    b = math.exp(e + stats.norm.logcdf(-e / m - m / 2))
+    return float(max(a - b, 0.0))
+
+
+# --------------------------------------------------------------------------- DP-SGD accounting
+@dataclass(frozen=True)
+class DpSgdAccounting(ResultMixin):
+    """epsilon of Poisson-subsampled Gaussian DP-SGD at a target delta (dp_accounting)."""
+
+    epsilon: float
+    delta: float
+    noise_multiplier: float
+    sampling_rate: float
+    steps: int
+    accountant: str
+    neighbors: str
+    reference: str = "dp_accounting PLD/RDP accountant; [MX] §8.2 DP-SGD calibration"
+
+    def guarantee(self) -> TradeOff:
+        """The (epsilon, delta) curve this accounting certifies, for the same relation."""
+        return approx(self.epsilon, self.delta, neighbors=self.neighbors)
+
+
+def dpsgd_epsilon(*, noise_multiplier, sampling_rate, steps, delta, accountant: str = "pld",
+                  neighbors="add-remove", pld_discretization: float = 1e-4) -> DpSgdAccounting:
+    """epsilon for DP-SGD: ``steps`` Poisson-subsampled Gaussian releases ([3]; [MX] App. F.2).
+
+    accountant: 'pld' (privacy-loss distributions: tight, supports replace-one and add/remove)
+    or 'rdp' (Renyi DP, the Opacus default; add/remove only for Poisson sampling).
+    pld_discretization: the PLD's privacy-loss grid; coarser is faster and still a valid
+    (pessimistic) upper bound on epsilon.
+    """
+    sigma = validate.positive("noise_multiplier", noise_multiplier)
+    q = validate.in_unit("sampling_rate", sampling_rate, lo_open=True)
+    steps = validate.integer("steps", steps, minimum=1)
+    d = validate.in_open_unit("delta", delta)
+    rel = normalize_neighbors(neighbors)
+    acc_name = str(accountant).strip().lower()
+    if acc_name not in ("pld", "rdp"):
+        raise DomainError(f"unknown accountant {accountant!r}", hint="use 'pld' or 'rdp'")
+    dpa = require("dp_accounting", "dp")
+    rel_enum = (dpa.NeighboringRelation.ADD_OR_REMOVE_ONE if rel == "add-remove"
+                else dpa.NeighboringRelation.REPLACE_ONE)
+    if acc_name == "rdp" and rel == "replace":
+        raise DomainError("the RDP accountant supports Poisson-sampled Gaussians only under add/remove",
+                          hint="use accountant='pld' for replace-one")
+    event = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(sigma)), steps)
+    if acc_name == "pld":
+        disc = validate.positive("pld_discretization", pld_discretization)
+        acc = dpa.pld.PLDAccountant(neighboring_relation=rel_enum, value_discretization_interval=disc)
+    else:
+        acc = dpa.rdp.RdpAccountant(neighboring_relation=rel_enum)
+    acc.compose(event)
+    eps = float(acc.get_epsilon(d))
+    return DpSgdAccounting(eps, d, sigma, q, steps, acc_name, rel)

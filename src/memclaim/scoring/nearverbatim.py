@@ -1,0 +1,904 @@
+"""Near-verbatim extraction: a certified lower bound on the mass of the ε-ball, and
+deterministic recovery.
+
+Definitions ([EM] App. B.1, Eq. 2; App. H.1, Eq. 12):
+
+    B_ε(s) = { y in V^ℓ : d(y, s) <= ε }          d = token-level Levenshtein distance
+    q_{θ,φ}(B_ε(s) | p) = Σ_{y in B_ε(s)} q_{θ,φ}(y | p)
+
+The ball is combinatorially large, so there is no teacher-forced analogue of the verbatim
+score; [EM] §6 and App. F.3 use a beam-search lower bound (Cooper et al., 2026b). This module
+computes one:
+
+* :func:`near_verbatim_lower_bound` runs a beam of width B over length-ℓ continuations of the
+  prompt under the decoding policy φ. A branch is pruned as soon as *no* completion of it can
+  end within ε (an exact test on the Levenshtein DP row, see
+  :meth:`IncrementalLevenshtein.min_final_distance`), and tokens outside the policy's support
+  (log q = -inf under top-k/top-p/greedy) are never expanded or summed. At the last position
+  every surviving child of every kept prefix is summed (no forward pass is needed for it). The
+  teacher-forced target path is followed alongside the beam (one extra row per step when the
+  beam has dropped it), so the target and all its within-ε last-token variants are always in
+  the set. The bound is the logsumexp of the exact log-probabilities of the distinct sequences
+  found: never below the verbatim score, never above the true mass, and equal to the true
+  mass when the beam never dropped a live branch for width (``exhaustive``).
+* :func:`union_near_verbatim` merges several runs (several ε, several widths) by sequence set:
+  at every ε it sums the distinct sequences found by any run whose distance is <= ε. That
+  report is monotone in ε by construction and never below any single run; a single pruned run
+  is not ([EM] §6: the exact verbatim computation can catch mass the lower bound misses).
+* :func:`deterministic_recovery` ([EM] App. F.4): an *unpruned* beam returns a deterministic
+  pool of B continuations, post-filtered to those within ε; for each, whether it is the
+  verbatim target, its distance, its probability and the sampling budget n_95 that
+  probability implies, against the beam's own cost in forward passes.
+* :func:`sampling_budget` ([EM] §6, §F.1): n_c = ⌈log(1 - c) / log(1 - p)⌉ from log p, stably.
+* :func:`estimate_beam_cost`: forward rows and calls of a beam, to print before a long run.
+
+Cost accounting: a *row* is one token position run through the model body; a *call* is one
+``forward_hidden`` invocation. With the KV cache (``use_cache=True``, the default) a step
+costs one row per live prefix; without it every step recomputes the full prompt + prefix.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+from typing import Sequence
+
+import numpy as np
+
+from ..decoding import Policy
+from ..errors import DomainError, InputError, ProcedureMismatchError
+from ..jsonutil import ResultMixin, to_jsonable
+from .editdistance import IncrementalLevenshtein
+
+__all__ = [
+    "ContinuationSet",
+    "NearVerbatimResult",
+    "NearVerbatimUnion",
+    "RecoveredContinuation",
+    "RecoveryResult",
+    "BeamCostEstimate",
+    "near_verbatim_lower_bound",
+    "union_near_verbatim",
+    "deterministic_recovery",
+    "sampling_budget",
+    "estimate_beam_cost",
+    "DEFAULT_BEAM",
+    "RECOVERY_BEAM",
+]
+
+DEFAULT_BEAM = 16  # a beam of 800 on SmolLM2 costs about a minute per window on CPU
+RECOVERY_BEAM = 800  # [EM] App. F.4: a deterministic pool of 800 continuations
+_LN10 = math.log(10.0)
+_LN2 = math.log(2.0)
+
+
+# =========================================================================== small helpers
+def _logsumexp(x: np.ndarray) -> float:
+    """log Σ exp(x) in float64; -inf for an empty or all -inf array. The result is >= max(x)
+    exactly (the sum includes exp(0) = 1 for the maximum, and rounding is monotone)."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.size == 0:
+        return -math.inf
+    m = float(np.max(x))
+    if m == -math.inf:
+        return -math.inf
+    return m + math.log(float(np.sum(np.exp(x - m))))
+
+
+def _log10(x: float) -> float:
+    return x / _LN10 if x != -math.inf else -math.inf
+
+
+def _log1mexp(a: float) -> float:
+    """log(1 - exp(a)) for a <= 0, accurately on both sides of a = -log 2 (Mächler, 2012)."""
+    if a > -_LN2:
+        return math.log(-math.expm1(a))
+    return math.log1p(-math.exp(a))
+
+
+def _policy(policy) -> Policy:
+    if isinstance(policy, Policy):
+        return policy
+    return Policy.parse(policy)
+
+
+def _ids(name: str, seq, vocab_size: int | None) -> tuple[int, ...]:
+    try:
+        raw = seq.tolist() if hasattr(seq, "tolist") else list(seq)
+        if raw and isinstance(raw[0], list):  # a [1, T] tensor/array
+            if len(raw) != 1:
+                raise TypeError
+            raw = raw[0]
+        out = tuple(int(t) for t in raw)
+        if any(isinstance(t, bool) or (isinstance(t, float) and not float(t).is_integer()) for t in raw):
+            raise TypeError
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a 1-D sequence of integer token ids, got {seq!r}",
+                         hint="tokenize the document once and pass the prefix/suffix token ids") from None
+    if not out:
+        what = ("the prompt conditions every continuation; a model needs at least one context token "
+                "(prepend the BOS token)" if name == "prompt_ids" else
+                "an empty suffix has no continuations to score; use windows with at least one suffix token")
+        raise InputError(f"{name} is empty", hint=what)
+    if vocab_size is not None:
+        bad = [t for t in out if not 0 <= t < vocab_size]
+        if bad:
+            raise InputError(f"{name} holds token ids outside [0, {vocab_size}): {bad[:5]}",
+                             hint="tokenize with the model's own tokenizer")
+    return out
+
+
+def _epsilon(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)):
+        raise DomainError(f"epsilon must be a whole number of tokens, got {value!r}",
+                          hint="pass an integer edit distance such as --near-verbatim 5 ([EM] uses 5)")
+    if float(value) < 0:
+        raise DomainError(f"epsilon must be >= 0 tokens, got {value!r}",
+                          hint="epsilon is a token edit distance; 0 gives the verbatim score, [EM] §6 uses 5")
+    if not float(value).is_integer():
+        raise DomainError(f"epsilon must be a whole number of tokens, got {value!r}",
+                          hint="edit distances are integers, so B_eps = B_floor(eps); pass an integer")
+    return int(value)
+
+
+def _beam(value, name: str = "beam") -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        if not isinstance(value, bool) and isinstance(value, Real) and math.isfinite(float(value)) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise DomainError(f"{name} must be a positive integer width, got {value!r}",
+                              hint=f"pass e.g. --beam {DEFAULT_BEAM}")
+    if int(value) < 1:
+        raise DomainError(f"{name} width must be >= 1, got {value!r}",
+                          hint=f"a beam of width 0 keeps no continuation; pass e.g. --beam {DEFAULT_BEAM} "
+                               "(a width >= V^(l-1) enumerates the whole ball exactly)")
+    return int(value)
+
+
+def _logprob_arg(name: str, value) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise DomainError(f"{name} must be a natural-log probability (<= 0 or -inf), got {value!r}")
+    v = float(value)
+    if math.isnan(v) or v > 0:
+        raise DomainError(f"{name} must be a natural-log probability (<= 0 or -inf), got {value!r}",
+                          hint="pass the teacher-forced log q(s | p) from the scoring engine, same policy")
+    return v
+
+
+def sampling_budget(log_p: float, *, confidence: float = 0.95) -> tuple[float, float]:
+    """Samples n needed to draw a sequence of probability p at least once with probability c.
+
+    [EM] §6: Pr[at least once in n] = 1 - (1 - p)^n, so the smallest such n is
+    n_c = ⌈log(1 - c) / log(1 - p)⌉ ([EM] App. F.1, Eq. 34 with δ = 1 - c; n_95 in App. F.4).
+    Same definition as ``memclaim.claims.budget.queries_needed`` (which scoring/ cannot import:
+    claims/ sits to its right in the pipeline); the tests check that the two agree.
+
+    Computed from log p without forming 1 - p: -log(1 - p) = -log1mexp(log p), and below
+    p = 1e-13 its series p (1 + p/2) in log space, so census-scale probabilities (1e-27 and
+    below) give a finite log10 n even where n itself overflows. The integer ceiling is guarded
+    by the defining inequality below 2**52; above it n is the real ratio.
+
+    Returns ``(n, log10_n)``: n as float (``inf`` when p = 0 or when n overflows a double),
+    log10 n always finite for p > 0. p = 1 gives n = 1.
+    """
+    c = float(confidence)
+    if not (0.0 < c < 1.0):
+        raise DomainError(f"confidence must lie strictly between 0 and 1, got {confidence!r}",
+                          hint="[EM] uses c = 0.95 (n_95)")
+    lp = _logprob_arg("log_p", log_p)
+    if lp == -math.inf:
+        return math.inf, math.inf
+    if lp == 0.0:
+        return 1.0, 0.0
+    num = -math.log1p(-c)  # -log(1 - c) > 0
+    if lp < -30.0:
+        # den = -log(1-p) = p (1 + p/2 + p^2/3 + ...); the dropped terms are below 1e-26 relative
+        # (multiplied, not added in log space: lp + 1e-14 would round at |lp|'s ulp)
+        log_den = lp + math.log1p(math.exp(lp) / 2.0)
+        den = math.exp(lp) * (1.0 + math.exp(lp) / 2.0)  # 0.0 only below p = 5e-324: x = inf
+    else:
+        den = -_log1mexp(lp)
+        log_den = math.log(den)
+    log_x = math.log(num) - log_den  # log of the real-valued ratio x; n = ceil(x), at least 1
+    x = num / den if den > 0.0 else math.inf  # a quotient keeps full relative precision
+    if x < 2.0 ** 52:  # ceil is exact in float64
+        n_int = max(1, math.ceil(x))
+        # guard the float ceiling: the smallest n with n log(1 - p) <= log(1 - c)
+        while n_int > 1 and (n_int - 1) * den >= num:
+            n_int -= 1
+        while n_int * den < num:
+            n_int += 1
+        return float(n_int), math.log10(n_int)
+    return x, log_x / _LN10  # the ceiling is below float resolution here; x may be inf
+
+
+# =========================================================================== continuation sets
+@dataclass(frozen=True, eq=False)
+class ContinuationSet:
+    """Distinct length-ℓ continuations with their exact log-probabilities and distances.
+
+    Stored grouped by their first ℓ-1 tokens, because the last position of a beam contributes
+    up to V continuations per kept prefix: sequence i is ``prefixes[parent[i]] + (last[i],)``.
+    ``logprob`` is natural-log q_{θ,φ}(y | p) (float64); ``distance`` is d(y, s).
+    """
+
+    prefixes: tuple[tuple[int, ...], ...]
+    parent: np.ndarray  # [M] int64
+    last: np.ndarray  # [M] int64
+    logprob: np.ndarray  # [M] float64
+    distance: np.ndarray  # [M] int64
+
+    def __post_init__(self):
+        for name in ("parent", "last", "logprob", "distance"):
+            arr = np.ascontiguousarray(getattr(self, name))
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+
+    def __len__(self) -> int:
+        return int(self.last.size)
+
+    def sequence(self, i: int) -> tuple[int, ...]:
+        return self.prefixes[int(self.parent[i])] + (int(self.last[i]),)
+
+    def sequences(self) -> list[tuple[int, ...]]:
+        return [self.sequence(i) for i in range(len(self))]
+
+    def as_dict(self) -> dict[tuple[int, ...], tuple[float, int]]:
+        """{sequence: (log q, distance)} (reference / test helper; materializes every sequence)."""
+        return {self.sequence(i): (float(self.logprob[i]), int(self.distance[i])) for i in range(len(self))}
+
+    def log_mass(self, max_distance: int | None = None) -> float:
+        lp = self.logprob if max_distance is None else self.logprob[self.distance <= max_distance]
+        return _logsumexp(lp)
+
+    def top(self, n: int = 5) -> list[dict]:
+        order = np.argsort(-self.logprob, kind="stable")[:n]
+        return [{"tokens": list(self.sequence(i)), "log_prob": float(self.logprob[i]),
+                 "log10_prob": _log10(float(self.logprob[i])), "distance": int(self.distance[i])}
+                for i in order]
+
+    @classmethod
+    def empty(cls) -> "ContinuationSet":
+        z = np.zeros(0, dtype=np.int64)
+        return cls((), z, z.copy(), np.zeros(0, dtype=np.float64), z.copy())
+
+
+# =========================================================================== the beam search
+@dataclass
+class _Search:
+    """Raw output of :func:`_beam_search` (internal)."""
+
+    found: ContinuationSet
+    target_logprob: float
+    exhaustive: bool
+    rows: int
+    calls: int
+    target_rows: int
+    max_batch: int
+    stopped_at: int | None  # step at which every branch died (None: reached length ℓ)
+
+
+def _beam_search(lm, prompt: tuple[int, ...], suffix: tuple[int, ...], policy: Policy, *,
+                 epsilon: int | None, width: int, final: str, use_cache: bool) -> _Search:
+    """Beam search over length-ℓ continuations of ``prompt`` under ``policy``.
+
+    epsilon=None: no distance pruning (the unpruned baseline of [EM] App. F.4).
+    final="all": at the last position keep every live child of every row (beams and the
+    target path); final="top": keep the ``width`` best children of the beam rows only.
+
+    Batch layout at every step: rows [0, n_beam) are the beam; row n_beam, when present, is the
+    target prefix s_{<t} followed by teacher forcing after the beam dropped it ("shadow").
+    """
+    import torch
+
+    from ..decoding import policy_logprobs
+
+    dev = lm.device
+    ell = len(suffix)
+    dp = IncrementalLevenshtein(suffix)
+    n_distinct = dp.n_columns - 1
+    distinct_t = torch.as_tensor(dp.distinct, dtype=torch.long, device=dev)
+    neg_inf = -math.inf
+
+    prefixes: list[tuple[int, ...]] = [()]
+    scores = torch.zeros(1, dtype=torch.float64, device=dev)  # log q of each row's prefix
+    dprows = dp.start()[None, :]  # [n, ℓ+1]
+    n_beam = 1
+    target_row: int | None = 0
+    target_lp = 0.0
+    exhaustive = True
+    rows = calls = target_rows = 0
+    max_batch = 1
+    stopped_at = None
+
+    prompt_t = torch.as_tensor([list(prompt)], dtype=torch.long, device=dev)  # [1, |p|]
+    hidden, past = lm.forward_hidden(prompt_t, past=None, use_cache=use_cache)
+    rows += len(prompt)
+    calls += 1
+    last_hidden = hidden[:, -1, :]  # [n, D]
+
+    found = ContinuationSet.empty()
+    for t in range(ell):
+        logq = policy_logprobs(lm.logits(last_hidden), policy).to(torch.float64)  # [n, V]
+        n, V = logq.shape
+        if target_row is not None:
+            # [EM] Eq. 1: teacher forcing of the target, one factor per step
+            target_lp += float(logq[target_row, suffix[t]])
+            if target_lp == neg_inf:
+                target_row = None
+        kids = dp.children(dprows, t)  # [n, U+1, ℓ+1] distinct child DP rows
+        live = logq > neg_inf  # [n, V]: -inf (outside top-k/top-p/greedy support) never expands
+        if epsilon is not None:
+            # prune children none of whose completions can end within ε ([EM] Eq. 2)
+            ok = torch.as_tensor(dp.min_final_distance(kids, t + 1) <= epsilon, device=dev)  # [n, U+1]
+            mask = ok[:, n_distinct:].expand(n, V).clone()  # tokens not in s share one DP row
+            if n_distinct:
+                mask[:, distinct_t] = ok[:, :n_distinct]
+            live &= mask
+        total = scores[:, None] + logq  # [n, V] log q of each child
+
+        if t == ell - 1:
+            if final == "all":
+                r, v = live.nonzero(as_tuple=True)
+            else:
+                beam_live = live[:n_beam]
+                n_live = int(beam_live.sum())
+                exhaustive &= n_live <= width
+                k = min(width, n_live)
+                cand = torch.where(beam_live, total[:n_beam], torch.full_like(total[:n_beam], neg_inf))
+                idx = torch.topk(cand.reshape(-1), k).indices if k else torch.zeros(0, dtype=torch.long, device=dev)
+                r, v = idx // V, idx % V
+            r_np = r.cpu().numpy().astype(np.int64)
+            v_np = v.cpu().numpy().astype(np.int64)
+            lp_np = total[r, v].cpu().numpy().astype(np.float64)
+            dist = kids[r_np, dp.column_of(v_np), ell] if r_np.size else np.zeros(0, np.int64)
+            found = ContinuationSet(tuple(prefixes), r_np, v_np, lp_np, dist)
+            break
+
+        # ---- keep the `width` best live children of the beam rows
+        beam_live = live[:n_beam]
+        n_live = int(beam_live.sum())
+        if n_live > width:
+            exhaustive = False  # a live branch was dropped for width
+        k = min(width, n_live)
+        if k:
+            cand = torch.where(beam_live, total[:n_beam], torch.full_like(total[:n_beam], neg_inf))
+            idx = torch.topk(cand.reshape(-1), k).indices  # [k] into the flattened [n_beam, V]
+            par = (idx // V).cpu().numpy().astype(np.int64)
+            tok = (idx % V).cpu().numpy().astype(np.int64)
+        else:
+            par = np.zeros(0, np.int64)
+            tok = np.zeros(0, np.int64)
+        # ---- the target path: inside the beam, or followed as the shadow row
+        new_target = None
+        if target_row is not None:
+            hit = np.nonzero((par == target_row) & (tok == suffix[t]))[0]
+            if hit.size:
+                new_target = int(hit[0])
+            else:
+                par = np.append(par, target_row)
+                tok = np.append(tok, suffix[t])
+                new_target = k
+        if par.size == 0:
+            stopped_at = t + 1  # every branch is dead: the ball holds no reachable sequence
+            break
+        prefixes = [prefixes[p] + (int(y),) for p, y in zip(par.tolist(), tok.tolist())]
+        par_t = torch.as_tensor(par, dtype=torch.long, device=dev)
+        tok_t = torch.as_tensor(tok, dtype=torch.long, device=dev)
+        scores = total[par_t, tok_t]
+        dprows = kids[par, dp.column_of(tok)]
+        n_beam = k
+        target_row = new_target
+        shadow = int(par.size > k)
+        nb = int(par.size)
+        max_batch = max(max_batch, nb)
+        if use_cache:
+            cache = lm.select_cache(past, par_t)  # a fresh cache: row i continues row par[i]
+            hidden, past = lm.forward_hidden(tok_t[:, None], past=cache, use_cache=True)  # [nb, 1, D]
+            rows += nb
+            target_rows += shadow
+        else:
+            full = torch.as_tensor([list(prompt) + list(pf) for pf in prefixes], dtype=torch.long, device=dev)
+            hidden, _ = lm.forward_hidden(full, past=None, use_cache=False)  # [nb, |p|+t+1, D]
+            rows += nb * full.shape[1]
+            target_rows += shadow * full.shape[1]
+        calls += 1
+        last_hidden = hidden[:, -1, :]
+    # a finite target path always keeps a row, so an early stop implies target_lp == -inf
+    return _Search(found, target_lp, exhaustive, rows, calls, target_rows, max_batch, stopped_at)
+
+
+def _teacher_forced(lm, prompt: tuple[int, ...], suffix: tuple[int, ...], policy: Policy) -> tuple[float, int]:
+    """log q(s | p) by one teacher-forced pass ([EM] Eq. 1); returns (log q, rows)."""
+    import torch
+
+    from ..decoding import policy_target_logprob
+
+    ids = torch.as_tensor([list(prompt) + list(suffix[:-1])], dtype=torch.long, device=lm.device)
+    hidden, _ = lm.forward_hidden(ids, past=None, use_cache=False)  # [1, |p|+ℓ-1, D]
+    h = hidden[0, len(prompt) - 1:, :]  # [ℓ, D] rows that predict s_1..s_ℓ
+    tgt = torch.as_tensor(list(suffix), dtype=torch.long, device=lm.device)
+    lp = policy_target_logprob(lm.logits(h), tgt, policy).to(torch.float64)
+    return float(lp.sum()), int(ids.shape[1])
+
+
+# =========================================================================== the lower bound
+@dataclass(frozen=True)
+class NearVerbatimResult(ResultMixin):
+    """A certified lower bound on q_{θ,φ}(B_ε(s) | p) for one window ([EM] App. B.1 Eq. 2, §6).
+
+    ``log_bound`` (natural log) is the score; it is >= ``log_verbatim`` and <= the true mass,
+    and equal to the true mass when ``exhaustive``. ``continuations`` holds the distinct
+    sequences summed (omitted from :meth:`to_dict`; see :func:`union_near_verbatim`).
+    """
+
+    epsilon: int
+    beam: int
+    policy: str
+    model: str
+    prompt_ids: tuple[int, ...]
+    suffix_ids: tuple[int, ...]
+    log_bound: float
+    log_verbatim: float
+    n_continuations: int | None  # distinct sequences summed; None when the ball is the whole space
+    exhaustive: bool  # no live branch was ever dropped for width: the bound is the exact mass
+    whole_space: bool  # ε >= ℓ: every length-ℓ sequence is in the ball, mass exactly 1
+    forward_rows: int
+    forward_calls: int
+    target_rows: int  # rows spent only to follow the target path after the beam dropped it
+    max_batch_rows: int
+    used_kv_cache: bool
+    stopped_at: int | None
+    note: str
+    continuations: ContinuationSet | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def suffix_len(self) -> int:
+        return len(self.suffix_ids)
+
+    @property
+    def log10_bound(self) -> float:
+        return _log10(self.log_bound)
+
+    def log_mass_at(self, epsilon: int) -> float:
+        """This run's lower bound on the smaller ball B_epsilon (epsilon <= self.epsilon)."""
+        e = _epsilon(epsilon)
+        if e > self.epsilon:
+            raise DomainError(f"epsilon {e} exceeds the run's epsilon {self.epsilon}",
+                              hint="a run only knows sequences within its own epsilon; run it at the larger value")
+        if e >= self.suffix_len:
+            return 0.0
+        if self.continuations is None:
+            raise InputError("this result kept no continuations", hint="rerun with keep_sequences=True")
+        return max(self.continuations.log_mass(e), self.log_verbatim)
+
+    def to_dict(self) -> dict:
+        d = {f: to_jsonable(getattr(self, f)) for f in (
+            "epsilon", "beam", "policy", "model", "prompt_ids", "suffix_ids", "log_bound")}
+        d["log10_bound"] = to_jsonable(self.log10_bound)
+        d["log_verbatim"] = to_jsonable(self.log_verbatim)
+        d["log10_verbatim"] = to_jsonable(_log10(self.log_verbatim))
+        for f in ("n_continuations", "exhaustive", "whole_space", "forward_rows", "forward_calls",
+                  "target_rows", "max_batch_rows", "used_kv_cache", "stopped_at"):
+            d[f] = to_jsonable(getattr(self, f))
+        cs = self.continuations
+        if cs is not None and not self.whole_space:
+            d["log_mass_by_distance"] = [to_jsonable(_logsumexp(cs.logprob[cs.distance == k]))
+                                         for k in range(self.epsilon + 1)]
+            d["n_by_distance"] = [int(np.sum(cs.distance == k)) for k in range(self.epsilon + 1)]
+            d["top_continuations"] = to_jsonable(cs.top(5))
+        d["note"] = self.note
+        return d
+
+
+_CLAIM_NOTE = (
+    " For a claim ([EM] §3, §C): this score can only understate the ball mass, so it is conservative "
+    "for members (a member can be missed, never inflated); controls are scored by the same procedure "
+    "(same ε, beam, policy), so the conformal false-positive guarantee holds for this score as a "
+    "procedure, and a candidate that clears the threshold has true ball mass at least as high. "
+    "Clearing it certifies near-verbatim membership, not that s itself was memorized exactly."
+)
+
+
+def _note(*, epsilon: int, ell: int, beam: int, policy: Policy, exhaustive: bool, whole_space: bool,
+          n: int | None) -> str:
+    if whole_space:
+        return (f"epsilon = {epsilon} >= suffix length {ell}: every length-{ell} sequence is within "
+                f"{epsilon} token edits of s, so the ε-ball is the whole output space and its mass is "
+                "exactly 1 under any decoding policy ([EM] Eq. 2); no search was run. This score carries "
+                "no information about s; use epsilon < suffix length.")
+    s = (f"Lower bound on q(B_ε(s) | p) at ε = {epsilon} tokens: the exact probabilities of {n} distinct "
+         f"length-{ell} continuations within edit distance ε of s, found by an ε-pruned beam of width "
+         f"{beam}, including the teacher-forced verbatim path; the true mass can only be larger.")
+    if policy.greedy:
+        s += (" Greedy policy: q is 1 on the greedy continuation and 0 elsewhere, so the ball's mass is "
+              "1 if the greedy continuation is within ε and 0 otherwise (near-verbatim discoverable "
+              "extraction, [EM] App. H.1); the search is exact.")
+    elif exhaustive:
+        s += " The beam never dropped a live branch for width, so this bound equals the exact ball mass."
+    else:
+        s += (" The beam dropped live branches for width, so the bound may be loose and is not monotone "
+              "in ε or width on its own ([EM] §6); report the union over the settings run "
+              "(union_near_verbatim).")
+    return s + _CLAIM_NOTE
+
+
+def near_verbatim_lower_bound(lm, prompt_ids: Sequence[int], suffix_ids: Sequence[int], *, policy,
+                              epsilon: int, beam: int = DEFAULT_BEAM, verbatim_logprob: float | None = None,
+                              use_cache: bool = True, keep_sequences: bool = True) -> NearVerbatimResult:
+    """Certified lower bound on q_{θ,φ}(B_ε(s) | p) ([EM] App. B.1 Eq. 2, §6, App. F.3).
+
+    lm: a :class:`memclaim.models.base.LanguageModel`. prompt_ids / suffix_ids: token ids
+    (prompt p, suffix s, ℓ = len(s)). policy: a :class:`Policy` or policy string.
+    epsilon: token edit distance ε >= 0. beam: width B >= 1.
+    verbatim_logprob: the engine's teacher-forced log q(s | p) under the same policy; when given
+    it is used for the target's term (so the bound is >= that exact number); otherwise the
+    target is teacher-forced along the beam.
+    use_cache: reuse the KV cache (``select_cache``) between steps; False recomputes every
+    step from scratch (reference path, same result).
+    keep_sequences: keep the distinct continuations (needed by :func:`union_near_verbatim`).
+
+    Edge cases: ε >= ℓ returns log 1 = 0 exactly (the ball is the whole space); greedy returns
+    log 1 or -inf (the greedy continuation is or is not within ε); tokens outside a top-k/top-p
+    support are pruned, never summed.
+    """
+    pol = _policy(policy)
+    eps = _epsilon(epsilon)
+    width = _beam(beam)
+    vocab = getattr(lm, "vocab_size", None)
+    prompt = _ids("prompt_ids", prompt_ids, vocab)
+    suffix = _ids("suffix_ids", suffix_ids, vocab)
+    given = _logprob_arg("verbatim_logprob", verbatim_logprob)
+    ell = len(suffix)
+    model = lm.fingerprint()
+
+    if eps >= ell:
+        # [EM] Eq. 2: d(y, s) <= ℓ for every y of length ℓ, so B_ε(s) = V^ℓ and its mass is 1.
+        rows = calls = 0
+        if given is None:
+            given, rows = _teacher_forced(lm, prompt, suffix, pol)
+            calls = 1
+        return NearVerbatimResult(
+            epsilon=eps, beam=width, policy=pol.spec, model=model, prompt_ids=prompt, suffix_ids=suffix,
+            log_bound=0.0, log_verbatim=given, n_continuations=None, exhaustive=True, whole_space=True,
+            forward_rows=rows, forward_calls=calls, target_rows=rows, max_batch_rows=int(calls),
+            used_kv_cache=False, stopped_at=None,
+            note=_note(epsilon=eps, ell=ell, beam=width, policy=pol, exhaustive=True, whole_space=True, n=None),
+            continuations=None)
+
+    out = _beam_search(lm, prompt, suffix, pol, epsilon=eps, width=width, final="all", use_cache=bool(use_cache))
+    found = out.found
+    log_verbatim = out.target_logprob
+    if given is not None:
+        # the engine's teacher-forced number replaces the incremental one for the target's term
+        keep = np.ones(len(found), dtype=bool)
+        keep[_match_rows(found, suffix)] = False
+        found = _subset(found, keep)
+        if given > -math.inf:
+            found = _append(found, suffix, given, 0)
+        log_verbatim = given
+    log_bound = _logsumexp(found.logprob)
+    n = len(found)
+    return NearVerbatimResult(
+        epsilon=eps, beam=width, policy=pol.spec, model=model, prompt_ids=prompt, suffix_ids=suffix,
+        log_bound=log_bound, log_verbatim=log_verbatim, n_continuations=n, exhaustive=out.exhaustive,
+        whole_space=False, forward_rows=out.rows, forward_calls=out.calls, target_rows=out.target_rows,
+        max_batch_rows=out.max_batch, used_kv_cache=bool(use_cache), stopped_at=out.stopped_at,
+        note=_note(epsilon=eps, ell=ell, beam=width, policy=pol, exhaustive=out.exhaustive,
+                   whole_space=False, n=n),
+        continuations=found if keep_sequences else None)
+
+
+def _match_rows(cs: ContinuationSet, seq: tuple[int, ...]) -> np.ndarray:
+    """Indices of entries of ``cs`` equal to ``seq`` (0 or 1 of them)."""
+    head = tuple(seq[:-1])
+    pids = [i for i, pf in enumerate(cs.prefixes) if pf == head]
+    if not pids:
+        return np.zeros(0, dtype=np.int64)
+    return np.nonzero(np.isin(cs.parent, pids) & (cs.last == seq[-1]))[0]
+
+
+def _subset(cs: ContinuationSet, keep: np.ndarray) -> ContinuationSet:
+    return ContinuationSet(cs.prefixes, cs.parent[keep], cs.last[keep], cs.logprob[keep], cs.distance[keep])
+
+
+def _append(cs: ContinuationSet, seq: tuple[int, ...], logprob: float, distance: int) -> ContinuationSet:
+    head = tuple(seq[:-1])
+    prefixes = cs.prefixes
+    if head in prefixes:
+        pid = prefixes.index(head)
+    else:
+        pid = len(prefixes)
+        prefixes = prefixes + (head,)
+    return ContinuationSet(prefixes, np.append(cs.parent, pid), np.append(cs.last, seq[-1]),
+                           np.append(cs.logprob, logprob), np.append(cs.distance, distance))
+
+
+# =========================================================================== union over settings
+@dataclass(frozen=True)
+class NearVerbatimUnion(ResultMixin):
+    """Union of several near-verbatim runs on one window, merged by sequence set.
+
+    ``log_bounds[e]`` is the lower bound on q(B_e(s) | p) for e = 0..max ε: the logsumexp of
+    the distinct sequences found by any run with distance <= e (duplicates counted once, at the
+    largest of their computed log-probabilities). It is non-decreasing in e by construction and
+    never below any single run's bound at its own ε. ``exact[e]`` is True where some run with
+    ε_run >= e was exhaustive (or e >= ℓ): there the bound is the exact ball mass.
+    """
+
+    policy: str
+    model: str
+    prompt_ids: tuple[int, ...]
+    suffix_ids: tuple[int, ...]
+    epsilons: tuple[int, ...]
+    log_bounds: tuple[float, ...]
+    exact: tuple[bool, ...]
+    log_verbatim: float
+    n_continuations: int
+    settings: tuple[dict, ...]
+    forward_rows: int
+    forward_calls: int
+    note: str
+
+    def log_bound_at(self, epsilon: int) -> float:
+        e = _epsilon(epsilon)
+        if e > self.epsilons[-1]:
+            raise DomainError(f"epsilon {e} exceeds the largest epsilon run ({self.epsilons[-1]})",
+                              hint="the union knows only sequences within the largest epsilon run")
+        return self.log_bounds[e]
+
+    def to_dict(self) -> dict:
+        d = ResultMixin.to_dict(self)
+        d["log10_bounds"] = [to_jsonable(_log10(x)) for x in self.log_bounds]
+        return d
+
+
+def union_near_verbatim(results: Sequence[NearVerbatimResult]) -> NearVerbatimUnion:
+    """Merge runs on the same window (same model, policy, prompt, suffix) by sequence set.
+
+    Report this, not a single pruned run, when several (ε, beam) settings were run: it is
+    monotone in ε by construction. Monotonicity of a *single* run in ε or width is claimed only
+    when its beam was exhaustive (then it is the exact mass).
+    """
+    results = list(results)
+    if not results:
+        raise InputError("no near-verbatim results to merge", hint="pass at least one NearVerbatimResult")
+    first = results[0]
+    for r in results:
+        if not isinstance(r, NearVerbatimResult):
+            raise InputError(f"expected NearVerbatimResult, got {type(r).__name__}")
+        for attr in ("model", "policy", "prompt_ids", "suffix_ids"):
+            if getattr(r, attr) != getattr(first, attr):
+                raise ProcedureMismatchError(
+                    f"cannot merge near-verbatim runs with different {attr}: "
+                    f"{getattr(first, attr)!r} vs {getattr(r, attr)!r}",
+                    hint="merge only runs on the same window under the same model and decoding policy")
+        if r.continuations is None and not r.whole_space:
+            raise InputError("a result without its continuations cannot be merged by sequence set",
+                             hint="run near_verbatim_lower_bound(..., keep_sequences=True)")
+    ell = len(first.suffix_ids)
+    e_max = min(max(r.epsilon for r in results), ell)
+    log_verbatim = max(r.log_verbatim for r in results)
+
+    # dedupe by full sequence: key = (global prefix id, last token); keep the largest log q
+    gid: dict[tuple[int, ...], int] = {}
+    keys, lps, dists, heads = [], [], [], []
+    for r in results:
+        cs = r.continuations
+        if cs is None or len(cs) == 0:
+            continue
+        pmap = np.asarray([gid.setdefault(pf, len(gid)) for pf in cs.prefixes], dtype=np.int64)
+        keys.append(np.stack([pmap[cs.parent], cs.last], axis=1))
+        lps.append(cs.logprob)
+        dists.append(cs.distance)
+    prefixes = tuple(gid)
+    if keys:
+        K = np.concatenate(keys)  # [M, 2]
+        L = np.concatenate(lps)
+        D = np.concatenate(dists)
+        order = np.lexsort((-L, K[:, 1], K[:, 0]))  # by key, then largest log q first
+        K, L, D = K[order], L[order], D[order]
+        first_of = np.ones(len(K), dtype=bool)
+        first_of[1:] = np.any(K[1:] != K[:-1], axis=1)
+        merged = ContinuationSet(prefixes, K[first_of, 0], K[first_of, 1], L[first_of], D[first_of])
+    else:
+        merged = ContinuationSet.empty()
+    # the target is in every ball; use the best teacher-forced value any run reported
+    hit = _match_rows(merged, first.suffix_ids)
+    if hit.size:
+        lp = merged.logprob.copy()
+        lp[hit] = np.maximum(lp[hit], log_verbatim)
+        merged = ContinuationSet(merged.prefixes, merged.parent, merged.last, lp, merged.distance)
+    elif log_verbatim > -math.inf:
+        merged = _append(merged, first.suffix_ids, log_verbatim, 0)
+
+    epsilons = tuple(range(e_max + 1))
+    bounds, exact = [], []
+    for e in epsilons:
+        if e >= ell:
+            bounds.append(0.0)
+            exact.append(True)
+            continue
+        bounds.append(merged.log_mass(e))
+        exact.append(any(r.exhaustive and not r.whole_space and r.epsilon >= e for r in results))
+    settings = tuple({"epsilon": r.epsilon, "beam": r.beam, "exhaustive": r.exhaustive,
+                      "whole_space": r.whole_space, "log_bound": r.log_bound,
+                      "n_continuations": r.n_continuations, "forward_rows": r.forward_rows} for r in results)
+    note = ("Union of near-verbatim lower bounds over the settings run, merged by sequence set: at each ε "
+            "it sums the distinct sequences any run found within that distance, so it is non-decreasing "
+            "in ε and never below a single run. Entries marked exact come from an exhaustive beam; "
+            "the others are lower bounds only." + _CLAIM_NOTE)
+    return NearVerbatimUnion(
+        policy=first.policy, model=first.model, prompt_ids=first.prompt_ids, suffix_ids=first.suffix_ids,
+        epsilons=epsilons, log_bounds=tuple(bounds), exact=tuple(exact), log_verbatim=log_verbatim,
+        n_continuations=len(merged), settings=settings,
+        forward_rows=sum(r.forward_rows for r in results), forward_calls=sum(r.forward_calls for r in results),
+        note=note)
+
+
+# =========================================================================== deterministic recovery
+@dataclass(frozen=True)
+class RecoveredContinuation(ResultMixin):
+    tokens: tuple[int, ...]
+    log_prob: float
+    log10_prob: float
+    distance: int
+    verbatim: bool
+    n_samples: float  # n_c: samples to draw this exact sequence once with probability c
+    log10_n_samples: float
+    sampling_cheaper: bool  # n_c <= the beam's cost in samples (the gray-blue region of Fig. 22)
+
+
+@dataclass(frozen=True)
+class RecoveryResult(ResultMixin):
+    """Deterministic recovery from an unpruned beam's pool ([EM] App. F.4, Figs. 22–23)."""
+
+    epsilon: int
+    beam: int
+    policy: str
+    model: str
+    prompt_ids: tuple[int, ...]
+    suffix_ids: tuple[int, ...]
+    confidence: float
+    pool_size: int
+    recovered: tuple[RecoveredContinuation, ...]  # pool members within ε, most probable first
+    recovered_verbatim: bool
+    recovered_near_verbatim: bool
+    log_recovered_mass: float  # Σ over recovered: itself a lower bound on q(B_ε(s) | p)
+    n_samples_recovered_mass: float
+    log10_n_samples_recovered_mass: float
+    log_verbatim: float
+    n_samples_verbatim: float
+    log10_n_samples_verbatim: float
+    exhaustive: bool  # the pool is the policy's whole support over length-ℓ sequences
+    forward_rows: int
+    forward_calls: int
+    target_rows: int
+    rows_per_sample: int
+    cost_in_samples: float
+    cost_basis: str
+    note: str
+
+
+def deterministic_recovery(lm, prompt_ids: Sequence[int], suffix_ids: Sequence[int], *, policy,
+                           epsilon: int, beam: int = RECOVERY_BEAM, confidence: float = 0.95,
+                           cost_in_samples: float | None = None, use_cache: bool = True) -> RecoveryResult:
+    """[EM] App. F.4: an unpruned beam of width ``beam`` returns a deterministic pool of
+    continuations; keep those within token edit distance ε of s; for each, say whether it is
+    the verbatim target and give the sampling budget n_c its probability implies
+    (c = ``confidence``; n_95 by default), against the beam's own cost.
+
+    The beam's cost in samples is, by default, its forward rows divided by the rows one
+    sampled continuation costs (|p| + ℓ - 1 with a KV cache). [EM] quotes "about 20 samples"
+    for a pool of 800, a wall-clock comparison on batched hardware; pass ``cost_in_samples``
+    to use a measured figure instead.
+    """
+    pol = _policy(policy)
+    eps = _epsilon(epsilon)
+    width = _beam(beam)
+    c = float(confidence)
+    if isinstance(confidence, bool) or not (0.0 < c < 1.0):
+        raise DomainError(f"confidence must lie strictly between 0 and 1, got {confidence!r}",
+                          hint="[EM] uses 0.95 (n_95)")
+    vocab = getattr(lm, "vocab_size", None)
+    prompt = _ids("prompt_ids", prompt_ids, vocab)
+    suffix = _ids("suffix_ids", suffix_ids, vocab)
+    ell = len(suffix)
+    out = _beam_search(lm, prompt, suffix, pol, epsilon=None, width=width, final="top", use_cache=bool(use_cache))
+    pool = out.found
+    rows_per_sample = len(prompt) + ell - 1
+    if cost_in_samples is None:
+        cost = (out.rows - out.target_rows) / rows_per_sample
+        basis = "forward rows of the beam / rows of one sampled continuation (|p| + l - 1)"
+    else:
+        if isinstance(cost_in_samples, bool) or not isinstance(cost_in_samples, Real) or \
+                not (math.isfinite(float(cost_in_samples)) and float(cost_in_samples) > 0):
+            raise DomainError(f"cost_in_samples must be a positive number, got {cost_in_samples!r}",
+                              hint="[EM] App. F.4 quotes about 20 samples for a pool of 800")
+        cost = float(cost_in_samples)
+        basis = "given"
+    recovered = []
+    within = np.nonzero(pool.distance <= eps)[0]
+    for i in within[np.argsort(-pool.logprob[within], kind="stable")]:
+        lp = float(pool.logprob[i])
+        n, l10 = sampling_budget(lp, confidence=c)
+        seq = pool.sequence(int(i))
+        recovered.append(RecoveredContinuation(
+            tokens=seq, log_prob=lp, log10_prob=_log10(lp), distance=int(pool.distance[i]),
+            verbatim=seq == suffix, n_samples=n, log10_n_samples=l10, sampling_cheaper=bool(n <= cost)))
+    log_mass = _logsumexp(np.asarray([r.log_prob for r in recovered]))
+    n_m, l10_m = sampling_budget(log_mass, confidence=c)
+    n_v, l10_v = sampling_budget(out.target_logprob, confidence=c)
+    rec_v = any(r.verbatim for r in recovered)
+    note = (f"Deterministic recovery ([EM] App. F.4): an unpruned beam of width {width} returned "
+            f"{len(pool)} continuations; {len(recovered)} are within {eps} token edits of s"
+            f"{' (including the verbatim target)' if rec_v else ''}. n_{round(c * 100)} is the number of "
+            f"random samples needed to draw a sequence once with probability {c:g}; where it is below "
+            f"the beam's cost ({cost:.3g} samples, {basis}) sampling is the cheaper way to obtain it. "
+            "The recovered mass is a lower bound on the ε-ball mass, like the pruned beam's.")
+    return RecoveryResult(
+        epsilon=eps, beam=width, policy=pol.spec, model=lm.fingerprint(), prompt_ids=prompt, suffix_ids=suffix,
+        confidence=c, pool_size=len(pool), recovered=tuple(recovered), recovered_verbatim=rec_v,
+        recovered_near_verbatim=bool(recovered), log_recovered_mass=log_mass, n_samples_recovered_mass=n_m,
+        log10_n_samples_recovered_mass=l10_m, log_verbatim=out.target_logprob, n_samples_verbatim=n_v,
+        log10_n_samples_verbatim=l10_v, exhaustive=out.exhaustive, forward_rows=out.rows,
+        forward_calls=out.calls, target_rows=out.target_rows, rows_per_sample=rows_per_sample,
+        cost_in_samples=cost, cost_basis=basis, note=note)
+
+
+# =========================================================================== cost estimate
+@dataclass(frozen=True)
+class BeamCostEstimate(ResultMixin):
+    """Upper bound on the forward cost of one window's beam (pruning can only lower it)."""
+
+    prompt_len: int
+    suffix_len: int
+    beam: int
+    vocab_size: int
+    used_kv_cache: bool
+    forward_rows_max: int  # token positions through the model body
+    forward_calls: int  # forward_hidden invocations
+    logit_rows_max: int  # rows unembedded to [V] logits
+    peak_batch_rows: int
+    kv_positions_peak: int  # cached positions held at once (peak batch × sequence length)
+
+    def describe(self, *, rows_per_second: float | None = None) -> str:
+        s = (f"near-verbatim beam {self.beam}, l = {self.suffix_len}, |p| = {self.prompt_len}: at most "
+             f"{self.forward_rows_max:,} forward rows in {self.forward_calls} calls per window "
+             f"(peak batch {self.peak_batch_rows}, {self.logit_rows_max:,} logit rows x V = {self.vocab_size:,})")
+        if rows_per_second is not None:
+            rps = float(rows_per_second)
+            if not (math.isfinite(rps) and rps > 0):
+                raise DomainError(f"rows_per_second must be a positive number, got {rows_per_second!r}")
+            s += f", about {self.forward_rows_max / rps:.3g} s per window at {rps:.3g} rows/s"
+        return s
+
+
+def estimate_beam_cost(*, prompt_len: int, suffix_len: int, beam: int, vocab_size: int,
+                       use_cache: bool = True) -> BeamCostEstimate:
+    """Forward rows and calls of :func:`near_verbatim_lower_bound` (or the recovery beam) for
+    one window, before running it. Step t (1..ℓ-1) runs at most min(B + 1, V^t) rows (the
+    beam plus the target-path row, never more than the V^t distinct prefixes); the last
+    position needs no forward pass. Without the KV cache each row recomputes |p| + t positions.
+    """
+    from ..validate import integer
+
+    p = integer("prompt_len", prompt_len, minimum=1)
+    ell = integer("suffix_len", suffix_len, minimum=1)
+    B = _beam(beam)
+    V = integer("vocab_size", vocab_size, minimum=1)
+    rows = p
+    logit_rows = 1
+    peak = 1
+    n_t = 1  # V^t, capped
+    for t in range(1, ell):
+        n_t = min(n_t * V, B + 1)
+        nb = min(B + 1, n_t)
+        rows += nb * (1 if use_cache else p + t)
+        logit_rows += nb
+        peak = max(peak, nb)
+    return BeamCostEstimate(prompt_len=p, suffix_len=ell, beam=B, vocab_size=V, used_kv_cache=bool(use_cache),
+                            forward_rows_max=rows, forward_calls=ell, logit_rows_max=logit_rows,
+                            peak_batch_rows=peak, kv_positions_peak=peak * (p + ell - 1))
