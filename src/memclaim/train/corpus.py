@@ -77,6 +77,17 @@ class MarkovZipf:
             i += n
         return " ".join(out)
 
+    def min_entropy_bits(self, n_words: int) -> float:
+        """H_inf of a fresh n-word draw: -log2 of the most likely word sequence (Viterbi in log
+        space). This is the canary min-entropy that [MX] Cor. 5.3 compares with H*."""
+        integer("n_words", n_words, minimum=1)
+        with np.errstate(divide="ignore"):
+            lp = np.log2(self._unigram)
+            lP = np.log2(self._P)
+        for _ in range(n_words - 1):
+            lp = np.max(lp[:, None] + lP, axis=0)
+        return float(-lp.max())
+
     def entropy_rate_bits(self) -> float:
         """Entropy rate of the word chain (bits/word) under its stationary distribution."""
         w, v = np.linalg.eig(self._P.T)
