@@ -108,7 +108,7 @@ def test_cli_procedure_mismatch(files, capsys):
                "--candidates-procedure", str(d / "pc.json"), "--controls-procedure", str(d / "pk.json"),
                "--out", str(d / "r")])
     err = capsys.readouterr().err
-    assert rc == 2 and "model.fingerprint" in err and "policy" in err and "2 fields differ" in err
+    assert rc == 2 and "model.fingerprint: 'aaa' != 'bbb'" in err and "policy: 'top-k:40' != 'greedy'" in err
     assert not (d / "r").exists()
 
 

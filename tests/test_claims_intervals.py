@@ -14,7 +14,7 @@ from statsmodels.stats.proportion import confint_proportions_2indep, proportion_
 from memclaim.claims.compare import independent_difference, match_by_text, paired_difference
 from memclaim.claims.intervals import (beta_fpr_law, clopper_pearson, clopper_pearson_arrays, newcombe_independent,
                                        newcombe_paired, wilson)
-from memclaim.claims.procedure import check_same_procedure, procedure_differences
+from memclaim.claims.procedure import procedure_differences, require_same_procedure
 from memclaim.errors import DomainError, InputError, ProcedureMismatchError
 
 
@@ -150,21 +150,29 @@ def test_match_by_text():
     assert match_by_text(["a"], ["caf\u00e9"], ["b"], ["cafe\u0301"]).n_matched == 1
 
 
-def test_check_same_procedure_names_every_field():
+def test_require_same_procedure_names_every_field():
+    """claims re-exports the one implementation in memclaim.scoring.procedure."""
+    import memclaim.scoring.procedure as sp
+
+    assert require_same_procedure is sp.require_same_procedure and procedure_differences is sp.procedure_differences
     a = {"model": {"fingerprint": "abc", "name": "m"}, "policy": "top-k:40", "prefix_tokens": 50, "version": "0.1"}
     b = {"model": {"fingerprint": "abd", "name": "m"}, "policy": "greedy", "prefix_tokens": 50, "extra": 1,
          "version": "0.2"}
     with pytest.raises(ProcedureMismatchError) as e:
-        check_same_procedure(a, b, ignore=("version",))
+        require_same_procedure(a, b, ignore=("version",))
     msg = str(e.value)
-    assert "3 fields differ" in msg
-    for f in ("model.fingerprint", "policy", "extra", "'top-k:40'", "'greedy'", "<absent>"):
+    for f in ("model.fingerprint", "'abc'", "'abd'", "policy", "extra", "'top-k:40'", "'greedy'"):
         assert f in msg
-    assert "version" not in msg.split("differ")[1].split("fix")[0]
-    check_same_procedure(a, dict(a))
+    assert "version" not in msg.split("differ):")[1].split("fix")[0] and "(3 fields differ)" in msg
+    assert "extra: <absent> != 1" in msg
+    require_same_procedure(a, dict(a), ignore=())
     assert procedure_differences({"x": 1}, {"x": 1.0}) == []
-    assert procedure_differences({"x": True}, {"x": 1}) != []
-    check_same_procedure(a, b, ignore=("model", "policy", "extra", "version"))
+    assert procedure_differences({"m": {"x": 1}}, {"m": {"x": 2}}) == ["m.x: 1 != 2"]
+    assert procedure_differences({"x": True}, {"x": 1}) == ["x: True != 1"]
+    assert procedure_differences({"x": None}, {}) == ["x: None != <absent>"]
+    with pytest.raises(ProcedureMismatchError, match="expected a procedure record"):
+        procedure_differences("nope", {})
+    require_same_procedure(a, b, ignore=("model", "policy", "extra", "version"))
 
 
 def test_compare_population_claims_matched_by_text():
@@ -182,7 +190,7 @@ def test_compare_population_claims_matched_by_text():
                                   s_small[order], ctrl2, [f"b{i}" for i in order], [texts[i] for i in order],
                                   alphas=("0.01", "0.1"), procedure_first=pa, procedure_second=pb,
                                   names=("32B", "7B"))
-    assert r.n_matched == 80 and r.procedure_differences == (("model.fingerprint", "32b", "7b"),)
+    assert r.n_matched == 80 and r.procedure_differences == ("model.fingerprint: '32b' != '7b'",)
     for row, a in zip(r.rows, (0.01, 0.1)):
         k = int(a * 500)
         t1 = s_big > np.sort(ctrl1)[::-1][k - 1]

@@ -20,4 +20,4 @@ from .conformal import (alpha_sweep, conformal_pvalues, population_test, randomi
                         rank_k)
 from .multiple import bonferroni_capacity, controls_needed, fdr_claims, fwer_claims  # noqa: F401
 from .population import population_claim  # noqa: F401
-from .procedure import check_same_procedure  # noqa: F401
+from .procedure import procedure_differences, require_same_procedure  # noqa: F401

@@ -144,7 +144,7 @@ class ClaimComparison(ResultMixin):
     """Two procedures (models, policies) on the same candidates, matched by text ([EM] D.4)."""
 
     names: tuple[str, str]
-    procedure_differences: tuple  # (field, first, second): what is being compared
+    procedure_differences: tuple  # "field: first != second" strings: what is being compared
     n_matched: int
     dropped_first: tuple[str, ...]
     dropped_second: tuple[str, ...]
@@ -164,12 +164,12 @@ def compare_population_claims(first_scores, first_controls, first_ids, first_tex
     given, they may differ only in ``may_differ`` (e.g. the model for a scaling comparison);
     any other difference raises :class:`ProcedureMismatchError` naming it."""
     from .conformal import population_test
-    from .procedure import check_same_procedure, procedure_differences
+    from .procedure import procedure_differences, require_same_procedure
     from .scores import as_scores
 
     diffs: tuple = ()
     if procedure_first is not None and procedure_second is not None:
-        check_same_procedure(procedure_first, procedure_second, ignore=may_differ, names=names)
+        require_same_procedure(procedure_first, procedure_second, ignore=tuple(may_differ), what=tuple(names))
         diffs = tuple(procedure_differences(procedure_first, procedure_second))
     s1 = as_scores(first_scores, kind=kind, name=f"{names[0]} candidate scores")
     s2 = as_scores(second_scores, kind=kind, name=f"{names[1]} candidate scores")

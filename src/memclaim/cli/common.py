@@ -71,6 +71,53 @@ def model_options(f):
     return f
 
 
+BACKENDS = ("local", "ray")
+
+
+def backend_options(f):
+    """--backend --address --workers --gpus-per-worker --threads-per-worker (distributed scoring)."""
+    opts = [
+        click.option("--backend", type=click.Choice(BACKENDS), default="local", show_default=True,
+                     help="Where units are scored: this process, or a pool of Ray actors (pip install "
+                          "'memclaim[ray]'); both write the same store. See docs/distributed.md."),
+        click.option("--address", default=None,
+                     help="Ray cluster address (host:port, or 'auto'); default: start a local cluster."),
+        click.option("--workers", type=int, default=None,
+                     help="Ray workers (actors), each loading the model once. Default: fill the cluster."),
+        click.option("--gpus-per-worker", type=float, default=0.0, show_default=True,
+                     help="GPUs per Ray worker (0 = CPU; 0.5 packs two workers per GPU)."),
+        click.option("--threads-per-worker", type=int, default=1, show_default=True,
+                     help="Torch CPU threads (and Ray CPUs) per Ray worker."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def make_backend(model, policies, *, backend: str = "local", address=None, workers=None, gpus_per_worker=0.0,
+                 threads_per_worker=1, batch_size: int = 16):
+    """The scoring backend the options ask for; None means run_scoring's local default."""
+    if backend == "local":
+        given = [name for name, v, default in (("--address", address, None), ("--workers", workers, None),
+                                               ("--gpus-per-worker", gpus_per_worker, 0.0),
+                                               ("--threads-per-worker", threads_per_worker, 1)) if v != default]
+        if given:
+            raise InputError(f"{', '.join(given)} only apply with --backend ray",
+                             hint="add --backend ray, or drop them (use --threads for the local backend)")
+        return None
+    if workers is not None and workers < 1:
+        raise InputError(f"--workers must be >= 1, got {workers}")
+    if threads_per_worker < 1:
+        raise InputError(f"--threads-per-worker must be >= 1, got {threads_per_worker}")
+    if gpus_per_worker < 0:
+        raise InputError(f"--gpus-per-worker must be >= 0, got {gpus_per_worker}")
+    from ..scoring.ray_backend import RayBackend, require_ray
+
+    require_ray()  # fail before any work with the error naming the extra
+    return RayBackend(model, policies, batch_size=batch_size, workers=workers, threads_per_worker=threads_per_worker,
+                      gpus_per_worker=gpus_per_worker, address=address)
+
+
 def build_prompt_rule(templates, chat, aggregate):
     from ..scoring.prompts import PromptRule
 

@@ -7,7 +7,8 @@ import sys
 import click
 
 from ..errors import InputError
-from .common import model_options, print_json, procedure_options, resolve_run_inputs, set_threads
+from .common import (backend_options, make_backend, model_options, print_json, procedure_options,
+                     resolve_run_inputs, set_threads)
 
 EXAMPLES = """
 \b
@@ -20,6 +21,8 @@ Examples:
       --suffix-tokens 50 --policy top-k:40 --out runs/book
   memclaim score smollm2 --input verses.jsonl --prompt-template 'Repeat after me: {suffix}\\n' \\
       --chat-template --policy greedy --out runs/parrot
+  memclaim score smollm2 --dtype bfloat16 --input verses.jsonl --out runs/smol \\
+      --backend ray --gpus-per-worker 1          # one Ray worker per GPU (docs/distributed.md)
 """
 
 
@@ -31,14 +34,22 @@ Examples:
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Store folder (created; re-running resumes).")
 @procedure_options
 @model_options
+@click.option("--near-verbatim", "nv_eps", type=int, multiple=True,
+              help="Also compute the certified near-verbatim lower bound on q(B_eps(s) | p) for token edit "
+                   "distance EPS ([EM] App. B.1 Eq. 2); repeatable (the union over settings is reported).")
+@click.option("--beam", "nv_beams", type=int, multiple=True,
+              help="Beam width(s) for --near-verbatim (default 16; 800 is the paper's baseline, ~1 min per window "
+                   "on SmolLM2 on 2 cores).")
 @click.option("--batch-size", type=int, default=16, show_default=True)
 @click.option("--unit-size", type=int, default=64, show_default=True,
               help="Windows per work unit (the unit of resume and of distribution).")
+@backend_options
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def command(model, input_path, document_path, stride, out_dir, prefix_tokens, suffix_tokens, policies,
             prompt_templates, chat_template, aggregate, text_field, id_field, input_format, dtype, sot,
-            allow_pickle, threads, batch_size, unit_size, as_json, no_progress):
+            allow_pickle, threads, nv_eps, nv_beams, batch_size, unit_size, backend, address, workers, gpus_per_worker,
+            threads_per_worker, as_json, no_progress):
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store.
 
     MODEL is a local HF folder (safetensors), a .gguf file, a named model (smollm2,
@@ -56,15 +67,23 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
         raise InputError(f"--batch-size must be >= 1, got {batch_size}")
     set_threads(threads)
     m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle)
+    scorer = make_backend(m, policies, backend=backend, address=address, workers=workers,
+                          gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,
+                          batch_size=batch_size)
     windows, inputs, skipped_empty, label = resolve_run_inputs(
         m, input_path=input_path, document_path=document_path, stride=stride, prefix_tokens=prefix_tokens,
         suffix_tokens=suffix_tokens, text_field=text_field, id_field=id_field, input_format=input_format)
     from .common import build_prompt_rule
 
-    summary = run_scoring(m, windows, policies=policies, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
+    if nv_beams and not nv_eps:
+        raise InputError("--beam applies to --near-verbatim", hint="add --near-verbatim EPS")
+    near_verbatim = {"epsilons": list(nv_eps), "beams": list(nv_beams or (16,))} if nv_eps else None
+    summary = run_scoring(m, windows, near_verbatim=near_verbatim,
+                          log=None if as_json else (lambda msg: click.echo(msg, err=True)),
+                          policies=policies, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
                           prompt_rule=build_prompt_rule(prompt_templates, chat_template, aggregate),
                           out_dir=out_dir, label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
-                          progress=not no_progress and not as_json, skipped_empty=skipped_empty)
+                          progress=not no_progress and not as_json, skipped_empty=skipped_empty, backend=scorer)
     if as_json:
         print_json(summary.to_dict())
         return
@@ -76,6 +95,14 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
             f"reused {summary.units_reused})  skipped: {summary.skipped_short} too short, {summary.skipped_empty} empty")
     if summary.units_scored:
         c.print(f"  {summary.windows_per_second:.1f} windows/s")
+        bs = summary.backend_stats
+        if summary.backend == "ray" and bs:
+            c.print(f"  ray: {bs['workers']} worker(s) at {bs['address']}, {bs['windows_per_second']:.1f} windows/s "
+                    f"overall ({bs['steady_windows_per_second']:.1f} after start-up {bs['startup_seconds']:.1f} s), "
+                    f"unit files written by the {bs['write_mode']}; restarts {bs['restarts']}")
+            for w in bs["per_worker"]:
+                c.print(f"    worker {w['worker']} ({w['node']}, {w['device']}, {w['threads']} thread(s)): "
+                        f"{w['units']} units, {w['windows']} windows, {w['windows_per_second']:.1f} windows/s")
     else:
         c.print("  nothing to score: every unit was already in the store (no model work done)")
     if summary.near_ties:

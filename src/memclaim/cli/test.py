@@ -1,7 +1,10 @@
-"""``memclaim test``: the conformal population test on external score files ([EM] §3, §4, H.1).
+"""``memclaim test``: the conformal population test on stored or external scores ([EM] §3, §4, H.1).
 
-Thin: read the two score files, call :func:`run_population_test` (which the store-reading
-commands call too, with arrays from the store), print a summary.
+SCORES is either a score store (the ``--out`` folder of ``memclaim score``, read with
+:func:`memclaim.scoring.results.load_run_scores`; the procedures of the two runs must match
+except for which other policies were scored) or an external CSV/TSV/Parquet file of scores
+computed elsewhere. Thin: read the two score sets, call :func:`run_store_test` /
+:func:`run_population_test` (which ``population`` calls too), print a summary.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import click
 import numpy as np
 
 from ..errors import InputError
-from ..fsutil import sha256_bytes
+from ..fsutil import sha256_bytes, sha256_file
 
 ID_COLUMNS = ("id", "doc_id", "uid", "key", "name")
 SCORE_COLUMNS = ("score", "log_prob", "logprob", "log_q", "logq", "prob", "probability")
@@ -179,13 +182,13 @@ def run_population_test(*, candidate_scores, control_scores, alpha, kind: str, o
     store-reading commands (``test --candidates STORE_DIR``, ``population``) call with two
     arrays plus metadata."""
     from ..claims.population import population_claim
-    from ..claims.procedure import check_same_procedure
+    from ..claims.procedure import require_same_procedure
     from ..report.core import write_report
     from ..report.population import headline, population_report
 
     procedure = None
     if candidates_procedure is not None and controls_procedure is not None:
-        check_same_procedure(candidates_procedure, controls_procedure, ignore=procedure_ignore)
+        require_same_procedure(candidates_procedure, controls_procedure, ignore=tuple(procedure_ignore))
         procedure = candidates_procedure
     else:
         procedure = candidates_procedure or controls_procedure
@@ -222,9 +225,129 @@ def run_population_test(*, candidate_scores, control_scores, alpha, kind: str, o
     return summary
 
 
+# ------------------------------------------------------------------------ score stores
+def validate_test_levels(*, alpha, fdr=None, fwer=None, budget_delta=None, confidence=0.95) -> None:
+    """Check the levels a population test will use before any scoring or reading is done, so a
+    typo fails at once (exit 2) instead of after the model work."""
+    from ..claims.scores import exact_level
+    from ..validate import in_open_unit
+
+    exact_level("alpha", alpha)
+    if fdr is not None:
+        exact_level("--fdr", fdr)
+    if fwer is not None:
+        exact_level("--fwer", fwer)
+    if budget_delta is not None:
+        in_open_unit("--budget-delta", budget_delta)
+    in_open_unit("--confidence", confidence)
+
+
+def is_store(path) -> bool:
+    """A folder is read as a score store; a file as external scores."""
+    return Path(path).is_dir()
+
+
+def load_store_run(path, *, run: str | None, policy: str | None, role: str, run_option: str):
+    """One run of a score store as :class:`memclaim.scoring.results.RunScores`. ``run`` is a run
+    id (or unique prefix) or a label; it may be omitted when the store holds one run."""
+    from ..scoring.results import list_runs, load_run_scores
+
+    if run is None:
+        runs = list_runs(path)
+        if len(runs) > 1:
+            raise InputError(
+                f"the {role} store {str(path)!r} holds {len(runs)} runs; say which one with {run_option}",
+                hint="runs (id, label): " + ", ".join(f"{rid} ({r.get('label')})" for rid, r in runs.items()))
+    return load_run_scores(path, run=run, policy=policy)
+
+
+def stored_test_procedure(rs) -> dict:
+    """The procedure of one run as the test uses it: the stored record with the tested policy in
+    ``policy`` and the policies scored in the same pass in ``policies_scored`` (which may differ
+    between candidates and controls, [EM] Def. B.2: the policy under test is what must match)."""
+    d = {k: v for k, v in rs.procedure.items() if k != "policies"}
+    d["policy"] = rs.policy
+    d["policies_scored"] = list(rs.procedure.get("policies", ()))
+    return d
+
+
+def store_input_record(rs, role: str) -> dict:
+    """Provenance of one run: where it is, its procedure key, and hashes that tie the report to
+    the stored scores and to the texts that were scored."""
+    scores = Path(rs.store) / "runs" / rs.run_id / "scores.parquet"
+    src = rs.inputs.get("passages", rs.inputs.get("document", ""))
+    return {"role": role, "path": str(src), "sha256": rs.inputs.get("sha256", ""), "store": rs.store, "run_id": rs.run_id, "label": rs.label,
+            "procedure_key": rs.procedure_key, "policy": rs.policy, "windows": len(rs),
+            "skipped_short": rs.skipped_short, "scores_sha256": sha256_file(scores), "scored_inputs": rs.inputs}
+
+
+def run_ids(rs) -> tuple[tuple[str, ...], dict]:
+    """Ids for the report and aliases for --exclude-controls. Passages give one window each, so
+    the record id names it; sliding windows share a source, so the window id ("doc#i") does."""
+    sources = tuple(str(x) for x in rs.sources)
+    wids = tuple(str(x) for x in rs.window_ids)
+    if len(set(sources)) == len(sources):
+        return sources, dict(zip(wids, sources))
+    return wids, {}
+
+
+def run_store_test(*, candidates, controls, alpha, out_dir, exclude_control_ids: Sequence[str] = (),
+                   binary: bool | None = None, confidence: float = 0.95, fdr_delta=None, fwer_delta=None,
+                   seed: int = 0, budget_delta: float | None = None, realistic_budget: float = 1e5,
+                   controls_description: str | None = None, extra_inputs: Sequence[dict] = (),
+                   command: str = "test", title: str = "Conformal population test", quiet: bool = False,
+                   console=None) -> dict:
+    """The population test on two stored runs (:class:`~memclaim.scoring.results.RunScores`).
+
+    Refuses runs scored under different procedures, naming every differing field ([EM] Def.
+    B.2, C.2), and the same run as both candidates and controls. Scores are the stored natural-log
+    q under the loaded policy; the greedy policy is read as a binary score ([EM] §4)."""
+    from ..claims.procedure import STORED_PROCEDURE_MAY_DIFFER, require_same_procedure
+
+    if candidates.store == controls.store and candidates.run_id == controls.run_id:
+        raise InputError(f"the candidates and the controls are the same run {candidates.run_id} "
+                         f"({candidates.label!r}) of {candidates.store!r}",
+                         hint="pass the controls' run with --controls-run (a run id prefix or its label)")
+    cproc, kproc = stored_test_procedure(candidates), stored_test_procedure(controls)
+    require_same_procedure(cproc, kproc, ignore=STORED_PROCEDURE_MAY_DIFFER)
+    if binary is not None and bool(binary) != candidates.is_binary:
+        raise InputError(f"--{'' if binary else 'no-'}binary disagrees with the stored policy {candidates.policy!r}",
+                         hint="drop --binary/--no-binary: a store knows whether its policy is greedy")
+    cids, _ = run_ids(candidates)
+    kids, aliases = run_ids(controls)
+    excl = [aliases.get(str(x), str(x)) for x in exclude_control_ids]
+    texts = lambda rs: [a + b for a, b in zip(rs.prefix_texts, rs.suffix_texts)]  # noqa: E731
+    inputs = [store_input_record(candidates, "candidates"), store_input_record(controls, "controls"),
+              *extra_inputs]
+    return run_population_test(
+        candidate_scores=candidates.logq, control_scores=controls.logq, alpha=alpha, kind="log-prob",
+        out_dir=out_dir, candidate_ids=cids, control_ids=kids, candidate_texts=texts(candidates),
+        control_texts=texts(controls), candidates_procedure=cproc, controls_procedure=kproc,
+        procedure_ignore=STORED_PROCEDURE_MAY_DIFFER, inputs=inputs, exclude_control_ids=excl,
+        binary=candidates.is_binary, confidence=confidence, fdr_delta=fdr_delta, fwer_delta=fwer_delta, seed=seed,
+        budget_delta=budget_delta, realistic_budget=realistic_budget, controls_description=controls_description,
+        command=command, title=title, quiet=quiet, console=console)
+
+
 # ------------------------------------------------------------------------ the command
 EXAMPLES = """
-Examples:
+Examples (run from a checkout of the repository; the first two need SmolLM2, see DEVELOPERS.md):
+
+\b
+  # score KJV verses (members) and newly written verses (controls) into one store, then test
+  memclaim score smollm2 --input tests/data/kjv_verses.jsonl --prefix-tokens 16 \\
+      --suffix-tokens 16 --policy top-k:40 --policy full --out runs/verses
+  memclaim score smollm2 --input tests/data/new_verses.jsonl --prefix-tokens 16 \\
+      --suffix-tokens 16 --policy top-k:40 --policy full --out runs/verses
+  memclaim test --candidates runs/verses --run passages:kjv_verses.jsonl \\
+      --controls runs/verses --controls-run passages:new_verses.jsonl \\
+      --alpha 0.01 --policy top-k:40 --out reports/verses
+
+\b
+  # the same runs under the full softmax (no atom at zero), FDR, as JSON; no model needed
+  memclaim test --candidates runs/verses --run passages:kjv_verses.jsonl \\
+      --controls runs/verses --controls-run passages:new_verses.jsonl \\
+      --alpha 0.05 --policy full --fdr 0.1 --out reports/verses-full --json
 
 \b
   # scores from another toolkit: natural-log probabilities, 0.1% target FPR
@@ -242,21 +365,30 @@ Examples:
 """
 
 
-@click.command(name="test", epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--candidates", "candidates", required=True, type=click.Path(dir_okay=False),
-              help="CSV/TSV/Parquet with an id and a score column (higher = more memorized).")
-@click.option("--controls", "controls", required=True, type=click.Path(dir_okay=False),
-              help="Matched non-member controls, same format and same procedure.")
-@click.option("--kind", default="log-prob", show_default=True, type=click.Choice(["log-prob", "prob", "score"]),
-              help="log-prob: natural-log probabilities (-inf = 0); prob: probabilities; score: any real score.")
+@click.command(name="test", epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],
+                                                                "max_content_width": 100})
+@click.option("--candidates", "candidates", required=True, type=click.Path(),
+              help="A score store (the --out folder of `memclaim score`), or a CSV/TSV/Parquet file with an id "
+                   "and a score column (higher = more memorized).")
+@click.option("--controls", "controls", required=True, type=click.Path(),
+              help="Matched non-member controls: a store (may be the candidates' store) or a file, like --candidates.")
+@click.option("--run", "run", default=None,
+              help="Store only: the candidates' run (id prefix or label); needed when the store holds several runs.")
+@click.option("--controls-run", "controls_run", default=None, help="Store only: the controls' run (id prefix or label).")
+@click.option("--kind", default=None, type=click.Choice(["log-prob", "prob", "score"]),
+              help="Files only (default log-prob): log-prob: natural-log probabilities (-inf = 0); prob: "
+                   "probabilities; score: any real score. A store always holds natural-log probabilities.")
 @click.option("--alpha", default="0.001", show_default=True, help="Target FPR in (0, 1); read exactly ('0.001', '0.1%', '1/1000').")
-@click.option("--policy", default=None, help="Decoding policy the scores were computed under (recorded); 'greedy' means binary scores.")
+@click.option("--policy", default=None,
+              help="Store: the stored policy to test (needed when several were scored). Files: the policy the scores "
+                   "were computed under (recorded); 'greedy' means binary scores.")
 @click.option("--binary/--no-binary", default=None, help="Force binary (greedy) reading of the scores; default: detect.")
-@click.option("--id-column", default=None)
-@click.option("--score-column", default=None)
-@click.option("--text-column", default=None, help="Optional text column (checks controls identical to candidates).")
+@click.option("--id-column", default=None, help="Files only.")
+@click.option("--score-column", default=None, help="Files only.")
+@click.option("--text-column", default=None, help="Files only: text column (checks controls identical to candidates).")
 @click.option("--exclude-controls", "exclude_file", type=click.Path(dir_okay=False), default=None,
-              help="File with control ids verified as members, one per line ([EM] D.2).")
+              help="File with control ids verified as members, one per line ([EM] D.2). For a store: record ids "
+                   "(passages) or window ids ('doc.txt#3').")
 @click.option("--exclude-control", "exclude_ids", multiple=True, help="A control id to exclude (repeatable).")
 @click.option("--fdr", "fdr", default=None, help="Benjamini-Hochberg at this FDR level ([EM] C.5).")
 @click.option("--fwer", "fwer", default=None, help="Bonferroni at this FWER level ([EM] C.5).")
@@ -266,14 +398,56 @@ Examples:
 @click.option("--confidence", default=0.95, show_default=True, type=float, help="Confidence of the intervals.")
 @click.option("--controls-description", default=None, help="How the controls were chosen and matched (goes in the report).")
 @click.option("--candidates-procedure", type=click.Path(dir_okay=False), default=None,
-              help="JSON procedure record of the candidate scores (checked against the controls').")
-@click.option("--controls-procedure", type=click.Path(dir_okay=False), default=None)
+              help="Files only: JSON procedure record of the candidate scores (checked against the controls').")
+@click.option("--controls-procedure", type=click.Path(dir_okay=False), default=None, help="Files only.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Report folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-def command(candidates, controls, kind, alpha, policy, binary, id_column, score_column, text_column, exclude_file,
-            exclude_ids, fdr, fwer, seed, budget_delta, realistic_budget, confidence, controls_description,
-            candidates_procedure, controls_procedure, out_dir, as_json):
-    """Conformal population test on scores computed elsewhere ([EM] §3, App. H.1)."""
+def command(candidates, controls, run, controls_run, kind, alpha, policy, binary, id_column, score_column,
+            text_column, exclude_file, exclude_ids, fdr, fwer, seed, budget_delta, realistic_budget, confidence,
+            controls_description, candidates_procedure, controls_procedure, out_dir, as_json):
+    """Conformal population test ([EM] §3, §4, App. C) on two score stores or two score files
+    ([EM] App. H.1: the same verify step applies to scores computed elsewhere)."""
+    validate_test_levels(alpha=alpha, fdr=fdr, fwer=fwer, budget_delta=budget_delta, confidence=confidence)
+    for path, opt in ((candidates, "--candidates"), (controls, "--controls")):
+        if not Path(path).exists():
+            raise InputError(f"{opt} {str(path)!r} does not exist",
+                             hint="pass a score store folder (memclaim score --out) or a CSV/TSV/Parquet score file")
+    excl = list(exclude_ids)
+    if exclude_file:
+        excl += list(read_id_list(exclude_file))
+    extra_inputs = []
+    if exclude_file:
+        extra_inputs.append({"role": "excluded control ids", "path": str(exclude_file),
+                             "sha256": sha256_bytes(Path(exclude_file).read_bytes())})
+    if is_store(candidates) != is_store(controls):
+        raise InputError("--candidates and --controls must both be score stores or both be score files "
+                         f"(got a {'store' if is_store(candidates) else 'file'} and a "
+                         f"{'store' if is_store(controls) else 'file'})",
+                         hint="score both with `memclaim score` under one procedure, or export both to CSV/Parquet")
+    if is_store(candidates):
+        file_only = {"--kind": kind not in (None, "log-prob"), "--id-column": id_column, "--score-column": score_column,
+                     "--text-column": text_column, "--candidates-procedure": candidates_procedure,
+                     "--controls-procedure": controls_procedure}
+        bad = [k for k, v in file_only.items() if v]
+        if bad:
+            raise InputError(f"{', '.join(bad)} appl{'y' if len(bad) > 1 else 'ies'} to score files, not to stores",
+                             hint="a store records natural-log probabilities, ids, texts and the procedure itself")
+        cand = load_store_run(candidates, run=run, policy=policy, role="candidates", run_option="--run")
+        ctrl = load_store_run(controls, run=controls_run, policy=policy, role="controls", run_option="--controls-run")
+        summary = run_store_test(
+            candidates=cand, controls=ctrl, alpha=alpha, out_dir=out_dir, exclude_control_ids=excl, binary=binary,
+            confidence=confidence, fdr_delta=fdr, fwer_delta=fwer, seed=seed, budget_delta=budget_delta,
+            realistic_budget=realistic_budget, controls_description=controls_description,
+            extra_inputs=extra_inputs, quiet=as_json)
+        if as_json:
+            from ..jsonutil import dumps
+
+            click.echo(dumps(summary, indent=1))
+        return
+    if run is not None or controls_run is not None:
+        raise InputError("--run and --controls-run select runs of a score store; the scores given are files",
+                         hint="drop --run/--controls-run, or pass store folders")
+    kind = kind or "log-prob"
     cand = read_score_file(candidates, id_column=id_column, score_column=score_column, text_column=text_column)
     ctrl = read_score_file(controls, id_column=id_column, score_column=score_column, text_column=text_column)
     cproc = _read_json(candidates_procedure, "procedure") if candidates_procedure else None
@@ -292,13 +466,7 @@ def command(candidates, controls, kind, alpha, policy, binary, id_column, score_
             cproc = {"policy": pol.spec, "score_kind": kind, "source": "external score files"}
     elif cproc is None and kproc is None:
         cproc = {"policy": "unrecorded", "score_kind": kind, "source": "external score files"}
-    excl = list(exclude_ids)
-    if exclude_file:
-        excl += list(read_id_list(exclude_file))
-    inputs = [cand.input_record("candidates"), ctrl.input_record("controls")]
-    if exclude_file:
-        inputs.append({"role": "excluded control ids", "path": str(exclude_file),
-                       "sha256": sha256_bytes(Path(exclude_file).read_bytes())})
+    inputs = [cand.input_record("candidates"), ctrl.input_record("controls"), *extra_inputs]
     summary = run_population_test(
         candidate_scores=cand.scores, control_scores=ctrl.scores, alpha=alpha, kind=kind, out_dir=out_dir,
         candidate_ids=cand.ids, control_ids=ctrl.ids, candidate_texts=cand.texts, control_texts=ctrl.texts,

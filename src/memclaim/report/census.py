@@ -145,7 +145,7 @@ def run_census(pairs: Sequence[dict], *, out_dir, use_global_threshold: bool = F
     from ..claims.budget import census_budget_view
     from ..claims.census import census as _census
     from ..claims.census import census_threshold, flag_near_verbatim, global_threshold
-    from ..claims.procedure import check_same_procedure
+    from ..claims.procedure import require_same_procedure
     from ..errors import InputError
     from .core import write_report
 
@@ -155,11 +155,12 @@ def run_census(pairs: Sequence[dict], *, out_dir, use_global_threshold: bool = F
     for p in pairs:
         pd_, pc_ = p.get("procedure_document"), p.get("procedure_control")
         if pd_ is not None and pc_ is not None:
-            check_same_procedure(pd_, pc_, ignore=procedure_ignore, names=("document", "control"))
+            require_same_procedure(pd_, pc_, ignore=tuple(procedure_ignore), what=("document", "control"))
         if procedure is None:
             procedure = pd_ or pc_
         elif (pd_ or pc_) is not None:
-            check_same_procedure(procedure, pd_ or pc_, ignore=procedure_ignore, names=("first pair", "this pair"))
+            require_same_procedure(procedure, pd_ or pc_, ignore=tuple(procedure_ignore),
+                                   what=("the first pair", "this pair"))
     ths = [census_threshold(p["control"], exclude_spans=p.get("exclude_spans", ())) for p in pairs]
     g = global_threshold(ths) if use_global_threshold else None
     results, budgets, flagged, texts = [], [], [], []

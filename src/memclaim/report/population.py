@@ -232,8 +232,13 @@ def _procedure_section(doc: Doc, procedure: dict | None, inputs: Sequence[dict])
     else:
         doc.p("No procedure record was given.")
     if inputs:
-        doc.table(["role", "path", "sha256"], [(i.get("role", ""), i.get("path", ""), i.get("sha256", ""))
-                                                for i in inputs])
+        rows = [(i.get("role", ""), i.get("path", ""), i.get("sha256", "")) for i in inputs]
+        if any("run_id" in i for i in inputs):  # scores read from a store: say which run of which store
+            doc.table(["role", "path", "sha256", "scores"],
+                      [r + ((f"{i['store']} run {i['run_id']} ({i.get('label', '')}), {i.get('policy', '')}"
+                             if "run_id" in i else ""),) for r, i in zip(rows, inputs)])
+        else:
+            doc.table(["role", "path", "sha256"], rows)
 
 
 def population_report(claim: PopulationClaim, *, procedure: dict | None = None, inputs: Sequence[dict] = (),

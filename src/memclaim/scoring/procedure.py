@@ -24,6 +24,7 @@ class Procedure:
     prefix_tokens: int
     suffix_tokens: int
     prompt: dict  # PromptRule.to_dict()
+    near_verbatim: dict | None = None  # {"epsilons": [...], "beams": [...]} ([EM] App. B.1 Eq. 2)
     score: str = SCORE_NAME
     verify: str = "conformal test against matched non-member controls ([EM] §3); applied by `memclaim test`"
     memclaim_version: str = field(default=__version__)
@@ -31,20 +32,25 @@ class Procedure:
     def to_dict(self) -> dict:
         return {"model": dict(self.model), "start_of_text": dict(self.start_of_text),
                 "policies": list(self.policies), "prefix_tokens": self.prefix_tokens,
-                "suffix_tokens": self.suffix_tokens, "prompt": dict(self.prompt), "score": self.score,
+                "suffix_tokens": self.suffix_tokens, "prompt": dict(self.prompt),
+                "near_verbatim": None if self.near_verbatim is None else dict(self.near_verbatim), "score": self.score,
                 "verify": self.verify, "memclaim_version": self.memclaim_version}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Procedure":
         return cls(model=d["model"], start_of_text=d["start_of_text"], policies=tuple(d["policies"]),
                    prefix_tokens=int(d["prefix_tokens"]), suffix_tokens=int(d["suffix_tokens"]),
-                   prompt=d["prompt"], score=d.get("score", SCORE_NAME), verify=d.get("verify", ""),
+                   prompt=d["prompt"], near_verbatim=d.get("near_verbatim"), score=d.get("score", SCORE_NAME),
+                   verify=d.get("verify", ""),
                    memclaim_version=d.get("memclaim_version", "unknown"))
 
     def keyed_dict(self) -> dict:
         d = self.to_dict()
         d["model"] = {k: v for k, v in d["model"].items() if ("model", k) not in _DISPLAY_ONLY}
         d.pop("verify", None)
+        d["policies"] = sorted(d["policies"])  # one pass scores them all: their order is not part of it
+        if d.get("near_verbatim") is None:
+            d.pop("near_verbatim", None)  # keys of verbatim-only procedures do not mention it
         return d
 
     @property
@@ -55,7 +61,13 @@ class Procedure:
         return procedure_differences(self.keyed_dict(), other.keyed_dict(), ignore=ignore)
 
 
+_ABSENT = "<absent>"
+
+
 def _flatten(d, prefix=""):
+    if not isinstance(d, dict):
+        raise ProcedureMismatchError(f"expected a procedure record (a dict), got {type(d).__name__}: {d!r:.80}",
+                                     hint="pass the procedure dicts recorded in the store or the report")
     out = {}
     for k, v in d.items():
         name = f"{prefix}{k}"
@@ -67,13 +79,24 @@ def _flatten(d, prefix=""):
 
 
 def procedure_differences(a: dict, b: dict, *, ignore: tuple[str, ...] = ()) -> list[str]:
+    """Every flattened field (``model.fingerprint``, ``prompt.kind``, ...) whose value differs,
+    as 'field: a != b'. Missing fields show as <absent>; values are compared with their types
+    (True is not 1), lists and tuples alike."""
     fa, fb = _flatten(a), _flatten(b)
     diffs = []
+
+    def norm(v):
+        if isinstance(v, (list, tuple)):
+            return ("seq", tuple(norm(x) for x in v))
+        return (type(v).__name__ if not isinstance(v, (int, float)) or isinstance(v, bool) else "num", v)
+
     for k in sorted(set(fa) | set(fb)):
         if any(k == i or k.startswith(i + ".") for i in ignore):
             continue
-        if fa.get(k) != fb.get(k):
-            diffs.append(f"{k}: {fa.get(k)!r} != {fb.get(k)!r}")
+        va, vb = fa.get(k, _ABSENT), fb.get(k, _ABSENT)
+        if (va is _ABSENT) != (vb is _ABSENT) or norm(va) != norm(vb):
+            show = lambda v: v if v is _ABSENT else repr(v)  # noqa: E731
+            diffs.append(f"{k}: {show(va)} != {show(vb)}")
     return diffs
 
 
@@ -82,6 +105,7 @@ def require_same_procedure(a: dict, b: dict, *, what=("candidates", "controls"),
     diffs = procedure_differences(a, b, ignore=ignore)
     if diffs:
         raise ProcedureMismatchError(
-            f"{what[0]} and {what[1]} were scored under different procedures: " + "; ".join(diffs),
+            f"{what[0]} and {what[1]} were scored under different procedures ({len(diffs)} field"
+            f"{'s' if len(diffs) > 1 else ''} differ): " + "; ".join(diffs),
             hint="score both with the same model, policy, prompt rule and window lengths",
         )

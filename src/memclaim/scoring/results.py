@@ -21,6 +21,7 @@ class RunScores:
     procedure: dict
     procedure_key: str
     policy: str
+    score_kind: str  # 'verbatim' or 'near-verbatim lower bound (eps=E)'
     window_ids: tuple[str, ...]
     sources: tuple[str, ...]
     logq: np.ndarray  # [W] float64 natural-log q under ``policy`` (aggregated over prompts)
@@ -55,9 +56,12 @@ def list_runs(store_dir) -> dict:
     return ScoreStore(store_dir, create=False).runs()
 
 
-def load_run_scores(store_dir, *, run: str | None = None, policy: str | None = None) -> RunScores:
+def load_run_scores(store_dir, *, run: str | None = None, policy: str | None = None,
+                    near_verbatim: int | None = None) -> RunScores:
     """Load a run's window scores. ``run`` is a run id (or unique prefix) or a label; it may be
-    omitted when the store holds one run. ``policy`` may be omitted when the run has one policy."""
+    omitted when the store holds one run. ``policy`` may be omitted when the run has one policy.
+    ``near_verbatim`` = EPS selects the certified near-verbatim lower bound at token edit
+    distance EPS as the score (the run must have been scored with --near-verbatim EPS)."""
     import pyarrow.parquet as pq
 
     if not Path(store_dir).exists():
@@ -96,12 +100,22 @@ def load_run_scores(store_dir, *, run: str | None = None, policy: str | None = N
         if spec not in policies:
             raise InputError(f"policy {policy!r} was not scored in run {run_id}",
                              hint=f"scored policies: {', '.join(policies)}")
+    score_col, kind = f"logq:{spec}", "verbatim"
+    if near_verbatim is not None:
+        nv = proc.get("near_verbatim") or {}
+        if int(near_verbatim) not in nv.get("epsilons", []):
+            raise InputError(f"run {run_id} has no near-verbatim scores at epsilon {near_verbatim}",
+                             hint=f"scored epsilons: {nv.get('epsilons', 'none')}; re-score with --near-verbatim "
+                                  f"{near_verbatim}")
+        score_col = f"nv_logq:{spec}:eps{int(near_verbatim)}"
+        kind = (f"near-verbatim lower bound (eps={int(near_verbatim)} token edits, beams {nv.get('beams')}): "
+                "conservative for members; controls get the same treatment")
     col = lambda n: table.column(n).to_pylist()  # noqa: E731
     return RunScores(
         store=str(st.root), run_id=run_id, label=meta.get("label", ""), procedure=proc,
-        procedure_key=meta["procedure"], policy=spec,
+        procedure_key=meta["procedure"], policy=spec, score_kind=kind,
         window_ids=tuple(col("window_id")), sources=tuple(col("source")),
-        logq=table.column(f"logq:{spec}").to_numpy().astype(np.float64),
+        logq=table.column(score_col).to_numpy().astype(np.float64),
         greedy_match=np.asarray(col("greedy_match"), dtype=bool), near_tie=np.asarray(col("near_tie"), dtype=bool),
         prefix_spans=np.stack([np.asarray(col("prefix_start")), np.asarray(col("prefix_end"))], axis=1),
         suffix_spans=np.stack([np.asarray(col("suffix_start")), np.asarray(col("suffix_end"))], axis=1),

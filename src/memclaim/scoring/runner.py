@@ -15,6 +15,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from ..decoding import Policy
+from ..errors import StoreError
 from ..fsutil import sha256_bytes
 from ..jsonutil import ResultMixin
 from .engine import NEAR_TIE_MARGIN, BatchScores
@@ -31,17 +32,66 @@ def concat_scores(parts: Sequence[BatchScores]) -> BatchScores:
                           for f in BatchScores.__dataclass_fields__})
 
 
-def score_unit(engine, unit: WorkUnit, *, batch_size: int) -> UnitResult:
-    """Score one unit in batches of ``batch_size`` (equal lengths: no padding)."""
+def nv_column(spec: str, epsilon: int) -> str:
+    return f"nv_logq:{spec}:eps{epsilon}"
+
+
+def near_verbatim_columns(engine, items, scores: BatchScores, near_verbatim: dict) -> dict:
+    """[EM] App. B.1 Eq. 2: for every item and policy, the union over the (epsilon, beam)
+    settings of the certified lower bounds on the epsilon-ball mass, per epsilon; the target's
+    term is the engine's teacher-forced log q, so the bound is never below the verbatim score."""
+    from .nearverbatim import near_verbatim_lower_bound, union_near_verbatim
+
+    eps = sorted(int(e) for e in near_verbatim["epsilons"])
+    beams = sorted(int(b) for b in near_verbatim["beams"])
+    cols: dict[str, np.ndarray] = {}
+    for j, pol in enumerate(engine.policies):
+        logs = {e: np.empty(len(items)) for e in eps}
+        exact = {e: np.zeros(len(items), dtype=bool) for e in eps}
+        found = np.zeros(len(items), dtype=np.int64)
+        rows = np.zeros(len(items), dtype=np.int64)
+        for i, it in enumerate(items):
+            runs = [near_verbatim_lower_bound(engine.lm, it.prompt, it.suffix, policy=pol, epsilon=e, beam=b,
+                                              verbatim_logprob=float(scores.logq[i, j]))
+                    for e in eps for b in beams]
+            u = union_near_verbatim(runs)
+            for e in eps:
+                logs[e][i] = u.log_bound_at(min(e, u.epsilons[-1]))
+                exact[e][i] = bool(u.exact[min(e, len(u.exact) - 1)])
+            found[i] = u.n_continuations
+            rows[i] = u.forward_rows
+        for e in eps:
+            cols[nv_column(pol.spec, e)] = logs[e]
+            cols[f"nv_exact:{pol.spec}:eps{e}"] = exact[e]
+        cols[f"nv_found:{pol.spec}"] = found
+        cols[f"nv_forward_rows:{pol.spec}"] = rows
+    return cols
+
+
+def score_unit(engine, unit: WorkUnit, *, batch_size: int, near_verbatim: dict | None = None) -> UnitResult:
+    """Score one unit in batches of ``batch_size`` (equal lengths: no padding); with
+    ``near_verbatim`` settings, add the near-verbatim lower bounds for every item."""
     parts = []
     items = unit.items
     for a in range(0, len(items), batch_size):
         chunk = items[a:a + batch_size]
         parts.append(engine.score_batch([it.prompt for it in chunk], [it.suffix for it in chunk]))
+    scores = concat_scores(parts)
+    extra = near_verbatim_columns(engine, items, scores, near_verbatim) if near_verbatim else {}
     return UnitResult(unit_id=unit.unit_id, procedure_key=unit.procedure_key,
                       policies=tuple(p.spec for p in engine.policies),
                       item_keys=[it.key for it in items], prompt_len=[len(it.prompt) for it in items],
-                      scores=concat_scores(parts))
+                      scores=scores, extra=extra)
+
+
+@dataclass(frozen=True)
+class UnitReceipt:
+    """What a backend yields instead of a UnitResult when its worker wrote the unit file itself
+    (atomically, into the same store): the driver only checks it and records it."""
+
+    unit_id: str
+    procedure_key: str
+    n_items: int
 
 
 class LocalBackend:
@@ -49,10 +99,12 @@ class LocalBackend:
 
     name = "local"
 
-    def __init__(self, lm_factory: Callable[[], object], policies: Sequence[Policy], *, batch_size: int = 16):
+    def __init__(self, lm_factory: Callable[[], object], policies: Sequence[Policy], *, batch_size: int = 16,
+                 near_verbatim: dict | None = None):
         self.lm_factory = lm_factory
         self.policies = tuple(policies)
         self.batch_size = batch_size
+        self.near_verbatim = near_verbatim
         self._engine = None
 
     def engine(self):
@@ -64,7 +116,7 @@ class LocalBackend:
 
     def run(self, units: Iterable[WorkUnit]):
         for unit in units:
-            yield score_unit(self.engine(), unit, batch_size=self.batch_size)
+            yield score_unit(self.engine(), unit, batch_size=self.batch_size, near_verbatim=self.near_verbatim)
 
     def stats(self) -> dict:
         e = self._engine
@@ -91,12 +143,47 @@ class RunSummary(ResultMixin):
     backend_stats: dict = field(default_factory=dict)
 
 
+def normalize_near_verbatim(nv: dict | None, *, suffix_tokens: int) -> dict | None:
+    """Validate near-verbatim settings: integer epsilons >= 0 and beams >= 1, sorted, unique."""
+    from ..errors import DomainError
+
+    if not nv:
+        return None
+    eps = sorted({int(e) for e in nv.get("epsilons", ())})
+    beams = sorted({int(b) for b in nv.get("beams", (16,))})
+    if not eps:
+        return None
+    if eps[0] < 0 or any(float(e) != int(e) for e in nv.get("epsilons", ())):
+        raise DomainError(f"near-verbatim epsilon must be a whole number of token edits >= 0, got {nv['epsilons']}")
+    if not beams or beams[0] < 1:
+        raise DomainError(f"beam width must be >= 1, got {nv.get('beams')}", hint="e.g. --beam 16")
+    return {"epsilons": eps, "beams": beams}
+
+
+def near_verbatim_cost_message(units, nv: dict, n_policies: int, model) -> str:
+    from .nearverbatim import estimate_beam_cost
+
+    rows = 0
+    n = 0
+    for u in units:
+        it = u.items[0]
+        per = sum(estimate_beam_cost(prompt_len=len(it.prompt), suffix_len=len(it.suffix), beam=b,
+                                     vocab_size=model.lm.vocab_size if model.weights_loaded else 10**9).forward_rows_max
+                  for b in nv["beams"]) * len(nv["epsilons"])
+        rows += per * u.n_items * n_policies
+        n += u.n_items
+    return (f"near-verbatim lower bounds (epsilon {nv['epsilons']}, beam {nv['beams']}): at most {rows:,} forward "
+            f"rows for {n} windows x {n_policies} policies (~{rows // max(1, n * n_policies):,} per window-policy); "
+            "a beam of 800 on SmolLM2 costs about a minute per window on 2 CPU cores")
+
+
 def build_procedure(model, *, policies: Sequence[Policy], prefix_tokens: int, suffix_tokens: int,
-                    prompt_rule: PromptRule) -> Procedure:
+                    prompt_rule: PromptRule, near_verbatim: dict | None = None) -> Procedure:
     return Procedure(model={"name": model.name, "source": model.source, "fingerprint": model.fingerprint,
                             "dtype": model.dtype},
         start_of_text=model.sot.to_dict(), policies=tuple(p.spec for p in policies),
-        prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, prompt=prompt_rule.to_dict())
+        prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, prompt=prompt_rule.to_dict(),
+        near_verbatim=near_verbatim)
 
 
 def _windows_table(windows, window_items: list[list[str]], label: str):
@@ -152,11 +239,16 @@ class _Progress:
 def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens: int, suffix_tokens: int,
                 prompt_rule: PromptRule, out_dir, label: str = "windows", inputs: dict | None = None,
                 batch_size: int = 16, unit_size: int = DEFAULT_UNIT_SIZE, progress: bool = True,
-                backend=None, skipped_empty: int = 0) -> RunSummary:
-    """Score ``window_set`` with ``model`` (a LoadedModel) into the store at ``out_dir``."""
+                backend=None, skipped_empty: int = 0, near_verbatim: dict | None = None,
+                log: Callable[[str], None] | None = None) -> RunSummary:
+    """Score ``window_set`` with ``model`` (a LoadedModel) into the store at ``out_dir``.
+
+    ``near_verbatim`` = {"epsilons": [...], "beams": [...]} adds the certified near-verbatim
+    lower bounds ([EM] App. B.1 Eq. 2) for every window and policy, as part of the procedure."""
     t0 = time.perf_counter()
+    near_verbatim = normalize_near_verbatim(near_verbatim, suffix_tokens=suffix_tokens)
     procedure = build_procedure(model, policies=policies, prefix_tokens=prefix_tokens,
-                                suffix_tokens=suffix_tokens, prompt_rule=prompt_rule)
+                                suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, near_verbatim=near_verbatim)
     store = ScoreStore(out_dir)
     pkey = store.add_procedure(procedure)
     windows = window_set.windows
@@ -178,21 +270,36 @@ def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens:
            "total_chars": window_set.total_chars, "batch_size": batch_size, "unit_size": unit_size}
     store.write_run(run_id, run, _windows_table(windows, window_items, label))
     store.adopt_orphans(pkey, [u.unit_id for u in units])
-    store.write_manifest()
     todo = [u for u in units if not store.unit_done(pkey, u.unit_id)]
+    # a unit file that appeared since the first pass (a dead driver's Ray workers still
+    # finishing) counts as done above: record it as well
+    todo_ids = {u.unit_id for u in todo}
+    store.adopt_orphans(pkey, [u.unit_id for u in units if u.unit_id not in todo_ids])
+    store.write_manifest()
     reused = len(units) - len(todo)
+    if near_verbatim and todo and log is not None:
+        log(near_verbatim_cost_message(todo, near_verbatim, len(policies), model))
     if backend is None:
-        backend = LocalBackend(lambda: model.lm, policies, batch_size=batch_size)
+        backend = LocalBackend(lambda: model.lm, policies, batch_size=batch_size, near_verbatim=near_verbatim)
+    if hasattr(backend, "attach_store"):
+        backend.attach_store(store)  # backends whose workers may write unit files themselves
     bar = _Progress(sum(u.n_items for u in todo), progress, f"scoring {label}")
     scored = 0
     t_score = time.perf_counter()
     try:
         for res in backend.run(todo):
-            store.write_unit(res)
-            store.record_unit(pkey, res.unit_id, len(res.item_keys))
+            if isinstance(res, UnitReceipt):
+                if not store.unit_path(pkey, res.unit_id).exists():
+                    raise StoreError(f"a worker reported unit {res.unit_id[:12]} written, but it is not in "
+                                     f"{str(store.root)!r}", hint="put the store on a filesystem every worker sees")
+                n_done = res.n_items
+            else:
+                store.write_unit(res)
+                n_done = len(res.item_keys)
+            store.record_unit(pkey, res.unit_id, n_done)
             store.write_manifest()
             scored += 1
-            bar.advance(len(res.item_keys))
+            bar.advance(n_done)
     finally:
         bar.close()
     n_scored_items = sum(u.n_items for u in todo)
@@ -205,7 +312,8 @@ def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens:
                       skipped_short=window_set.skipped_short, skipped_empty=skipped_empty,
                       seconds=time.perf_counter() - t0,
                       windows_per_second=(n_scored_items / elapsed_scoring) if n_scored_items else 0.0,
-                      model_loaded=bool(getattr(model, "weights_loaded", True)), near_ties=near,
+                      model_loaded=bool(getattr(model, "weights_loaded", True)
+                                        or getattr(backend, "weights_loaded", False)), near_ties=near,
                       backend=getattr(backend, "name", "custom"),
                       backend_stats=backend.stats() if hasattr(backend, "stats") else {})
 
@@ -235,6 +343,15 @@ def results_table(store: ScoreStore, run_id: str):
     cols["greedy_match"] = pa.array(gm.any(axis=1))
     cols["min_margin"] = pa.array(mm.min(axis=1), pa.float64())
     cols["near_tie"] = pa.array(mm.min(axis=1) < NEAR_TIE_MARGIN)
+    for name in units.column_names:
+        if name.startswith("nv_logq:"):
+            v = units.column(name).to_numpy()[idx]
+            cols[name] = pa.array(aggregate_logq(v, agg, axis=1), pa.float64())
+        elif name.startswith("nv_exact:"):
+            v = units.column(name).to_numpy(zero_copy_only=False)[idx]
+            cols[name] = pa.array(v.all(axis=1))
+        elif name.startswith(("nv_found:", "nv_forward_rows:")):
+            cols[name] = pa.array(units.column(name).to_numpy()[idx].sum(axis=1), pa.int64())
     if n_prompts == 1:
         take = pa.array(idx[:, 0])
         for name in ["token_logprob", "token_mean", "token_std", "token_rank"] + [f"token_logq:{s}" for s in policies]:

@@ -20,7 +20,7 @@ import errno
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
@@ -59,6 +59,7 @@ class UnitResult:
     item_keys: list[str]
     prompt_len: list[int]
     scores: object  # memclaim.scoring.engine.BatchScores, concatenated over the unit
+    extra: dict = field(default_factory=dict)  # further per-item columns (e.g. near-verbatim bounds)
 
 
 class ScoreStore:
@@ -174,6 +175,8 @@ class ScoreStore:
         for j, spec in enumerate(res.policies):
             cols[f"logq:{spec}"] = pa.array(s.logq[:, j], pa.float64())
             cols[f"token_logq:{spec}"] = pa.array(list(s.token_logq[:, j, :]), pa.list_(pa.float64()))
+        for name, arr in res.extra.items():
+            cols[name] = pa.array(np.asarray(arr))
         meta = {"unit_id": res.unit_id, "procedure": res.procedure_key, "policies": list(res.policies),
                 "n_items": len(res.item_keys), "schema_version": SCHEMA_VERSION, "written": time.time()}
         table = pa.table(cols).replace_schema_metadata({b"memclaim": json.dumps(meta).encode()})
