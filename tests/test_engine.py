@@ -90,6 +90,44 @@ def test_bit_identical_across_batch_sizes_threads_and_chunks(random_model):
             assert np.array_equal(ref[k], r[k]), k  # bit for bit
 
 
+@pytest.mark.parametrize("lp,ls", [(2, 3), (4, 6), (20, 10), (1, 1)])
+def test_bit_identical_across_threads_for_short_windows_and_suffixes(random_model, lp, ls):
+    """Short windows and suffixes are where BLAS switches kernels by row and thread count."""
+    lm = random_model.lm
+    prompts, suffixes = _windows(lm.vocab_size, 5, lp, ls, seed=lp)
+    threads = torch.get_num_threads()
+    try:
+        runs = []
+        for nt, b in ((1, 5), (2, 5), (2, 1), (1, 2), (3, 3)):
+            torch.set_num_threads(nt)
+            runs.append(_score(lm, prompts, suffixes, b))
+    finally:
+        torch.set_num_threads(threads)
+    for r in runs[1:]:
+        for k in r:
+            assert np.array_equal(runs[0][k], r[k]), k
+
+
+def test_gemm_row_count_assumption_holds_on_this_machine():
+    """The engine relies on: for >= MIN_GEMM_ROWS rows, a row's matmul result does not depend on
+    the row count or the thread count. If a BLAS update breaks this, this test says so."""
+    from memclaim.scoring.engine import MIN_GEMM_ROWS
+
+    g = torch.Generator().manual_seed(0)
+    W = torch.randn(384, 96, generator=g)
+    X = torch.randn(64, 96, generator=g)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        ref = X @ W.T
+        for nt in (1, 2, 3):
+            torch.set_num_threads(nt)
+            for m in range(MIN_GEMM_ROWS, 64, 5):
+                assert torch.equal(X[:m] @ W.T, ref[:m]), (nt, m)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_bit_identical_with_vocabulary_chunking(random_model):
     """Gemma-sized vocabularies are unembedded in sub-chunks of a window's rows; the chunking is
     per window, so a small chunk gives the same bits for every batch size."""

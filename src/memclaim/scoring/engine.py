@@ -24,6 +24,10 @@ import torch
 from ..decoding import Policy, policy_target_logprob
 
 NEAR_TIE_MARGIN = 1e-5  # [EM] App. A.2: argmax flips under numeric noise below this margin
+# Measured with MKL on this project's CPUs (tests/test_engine.py): sgemm results for a row
+# are identical for every row count >= 12 and every thread count; calls with 1-3, 5-7 or
+# 9-11 rows take other kernels. The engine never issues a matmul with fewer rows.
+MIN_GEMM_ROWS = 12
 
 
 @dataclass
@@ -92,55 +96,63 @@ class TeacherForcingEngine:
         Lp = max(lens)
         if min(lens) < 1:
             raise ValueError("every prompt needs at least one token (add a start-of-text token)")
+        dev = self.lm.device
         seqs = [list(p) + list(s[:-1]) for p, s in zip(prompts, suffixes)]
         T = Lp + S - 1
+        # Short sequences are right-padded to MIN_GEMM_ROWS positions: causal attention keeps
+        # the real positions blind to them, and every matmul then has >= MIN_GEMM_ROWS rows,
+        # where BLAS results do not depend on the row count or the thread count.
+        Tr = max(T, MIN_GEMM_ROWS)
         pad = Lp != min(lens)
-        ids = torch.zeros((B, T), dtype=torch.long)  # [B, T]
-        mask = torch.ones((B, T), dtype=torch.long) if pad else None
+        ids = torch.zeros((B, Tr), dtype=torch.long)  # [B, Tr]
+        mask = torch.ones((B, Tr), dtype=torch.long) if pad else None
         for i, seq in enumerate(seqs):
             off = T - len(seq)  # left padding
-            ids[i, off:] = torch.tensor(seq, dtype=torch.long)
+            ids[i, off:T] = torch.tensor(seq, dtype=torch.long)
             if pad:
                 mask[i, :off] = 0
-        hidden, _ = self.lm.forward_hidden(ids, attention_mask=mask)  # [B, T, D]
-        self.forward_tokens += int(mask.sum()) if pad else B * T
+        hidden, _ = self.lm.forward_hidden(ids.to(dev), attention_mask=None if mask is None else mask.to(dev))
+        self.forward_tokens += int(mask[:, :T].sum()) if pad else B * T
         # position Lp-1+j predicts suffix token j (after left padding every prompt ends at Lp-1)
         h = hidden[:, Lp - 1:Lp - 1 + S, :].reshape(B * S, -1)  # [B*S, D]
-        targets = torch.tensor([list(s) for s in suffixes], dtype=torch.long).view(B * S)  # [B*S]
+        targets = torch.tensor([list(s) for s in suffixes], dtype=torch.long, device=dev).view(B * S)  # [B*S]
         n = B * S
         # The unembedding runs window by window, each window's S rows cut into the same
-        # sub-chunks whatever the batch: a BLAS result for a row can depend on the number of
-        # rows in the call (small-M kernels), so fixing the call shapes per window is what
-        # makes a window's scores bit-identical for every batch size.
+        # sub-chunks whatever the batch (and each call padded to >= MIN_GEMM_ROWS rows): a BLAS
+        # result for a row can depend on the number of rows in the call and, for small calls,
+        # on the thread count; fixing the call shapes per window makes a window's scores
+        # bit-identical for every batch size and thread count.
         step = min(S, _chunk_rows(self.lm.vocab_size, self.logit_chunk_bytes))
         P = len(self.policies)
-        tok_lp = torch.empty(n, dtype=torch.float64)
-        tok_mean = torch.empty(n, dtype=torch.float64)
-        tok_std = torch.empty(n, dtype=torch.float64)
-        tok_rank = torch.empty(n, dtype=torch.long)
-        margin = torch.empty(n, dtype=torch.float64)
-        greedy = torch.empty(n, dtype=torch.bool)
-        pol = torch.empty((P, n), dtype=torch.float64)
+        f64 = dict(dtype=torch.float64, device=dev)
+        tok_lp, tok_mean, tok_std = torch.empty(n, **f64), torch.empty(n, **f64), torch.empty(n, **f64)
+        margin = torch.empty(n, **f64)
+        tok_rank = torch.empty(n, dtype=torch.long, device=dev)
+        greedy = torch.empty(n, dtype=torch.bool, device=dev)
+        pol = torch.empty((P, n), **f64)
         for w in range(B):
             for a0 in range(0, S, step):
                 a, b = w * S + a0, w * S + min(S, a0 + step)
-                z = self.lm.logits(h[a:b])  # [rows, V] float32 (or float64)
+                rows = h[a:b]
+                if b - a < MIN_GEMM_ROWS:  # [rows, D] -> [MIN_GEMM_ROWS, D], zero rows appended
+                    rows = torch.cat([rows, rows.new_zeros(MIN_GEMM_ROWS - (b - a), rows.shape[1])])
+                z = self.lm.logits(rows)[: b - a]  # [rows, V] float32 (or float64)
                 lp, mu, sd, rk, mg, gr, pq = score_rows(z, targets[a:b], self.policies)
                 tok_lp[a:b], tok_mean[a:b], tok_std[a:b] = lp, mu, sd
                 tok_rank[a:b], margin[a:b], greedy[a:b] = rk, mg, gr
                 pol[:, a:b] = pq
                 self.unembed_rows += b - a
-        token_logq = pol.view(P, B, S).permute(1, 0, 2).numpy()  # [B, P, S]
+        token_logq = pol.view(P, B, S).permute(1, 0, 2).cpu().numpy()  # [B, P, S]
         # sum logs in float64 strictly left to right (cumsum is sequential), so a window's
         # score never depends on the batch layout
         logq = np.cumsum(token_logq, axis=2)[:, :, -1]
         return BatchScores(
             logq=logq,
             token_logq=np.ascontiguousarray(token_logq),
-            greedy_match=greedy.view(B, S).all(dim=1).numpy(),
-            min_margin=margin.view(B, S).min(dim=1).values.numpy(),
-            token_logprob=tok_lp.view(B, S).numpy(),
-            token_mean=tok_mean.view(B, S).numpy(),
-            token_std=tok_std.view(B, S).numpy(),
-            token_rank=tok_rank.view(B, S).numpy(),
+            greedy_match=greedy.view(B, S).all(dim=1).cpu().numpy(),
+            min_margin=margin.view(B, S).min(dim=1).values.cpu().numpy(),
+            token_logprob=tok_lp.view(B, S).cpu().numpy(),
+            token_mean=tok_mean.view(B, S).cpu().numpy(),
+            token_std=tok_std.view(B, S).cpu().numpy(),
+            token_rank=tok_rank.view(B, S).cpu().numpy(),
         )

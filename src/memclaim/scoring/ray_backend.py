@@ -470,7 +470,7 @@ class RayBackend:
             raise InputError(f"one run scores one procedure; got units of {len(keys)} procedures")
         proc = self._store.procedure(keys.pop())
         mine = [p.spec for p in self.policies]
-        if list(proc["policies"]) != mine:
+        if sorted(proc["policies"]) != sorted(mine):  # one pass scores them all: order is no part of it
             raise InputError(f"this Ray pool scores policies {mine}, the run's procedure has {proc['policies']}",
                              hint="build the RayBackend with the same policies as run_scoring")
         return proc.get("near_verbatim")
@@ -645,6 +645,8 @@ class RayBackend:
             address = ray.get_runtime_context().gcs_address if ray.is_initialized() else address
         except Exception:  # noqa: BLE001
             pass
+        if self._owns_ray and not self.address:
+            address = f"a local cluster ({address})"  # started for this pool, gone after it
         return RayRunStats(
             address=str(address), workers=len(self._slots), threads_per_worker=self.threads,
             gpus_per_worker=self.gpus, write_mode=mode, units=len(units), windows=n_windows, wall_seconds=wall,

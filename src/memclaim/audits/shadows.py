@@ -1,0 +1,606 @@
+"""Shadow models: trained by memclaim itself on random halves of a population, saved with their
+membership masks, reused across runs and resumable ([MX] §8.2, App. F.2; Carlini et al. 2022,
+"Membership Inference Attacks From First Principles", IEEE S&P, §IV and Alg. 1).
+
+Design of the halves
+--------------------
+Shadows come in complementary pairs: pair j draws a uniformly random half H_j of the population
+(seeded by (design_seed, j)); shadow 2j trains on H_j and shadow 2j + 1 on its complement. So
+
+- every population record is IN exactly N/2 of N shadows and OUT of the other N/2 (LiRA online
+  needs both sides for every example, Carlini et al. 2022 Alg. 1; their reference code balances
+  the same way),
+- each shadow's training half is marginally a uniform random half, so the IN/OUT contrast
+  estimates the population-conditional functional **COND** of [MX] App. A (random halves; not
+  RO, not LOO, Remark A.3),
+- shadow i's mask depends only on (design_seed, i // 2), never on N: a run with 16 shadows
+  reuses the 8 of an earlier run and trains 8 more,
+- pairs are independent, so the per-target contrast has an exact paired standard error
+  sd_j(h_IN,j - h_OUT,j) / sqrt(N/2) (:func:`counterfactual_from_shadows`), with no assumption
+  about the dependence of the two models of a pair.
+
+Training (one trainer)
+----------------------
+Every shadow goes through :func:`memclaim.train.trainer.train_causal_lm`:
+
+- ``mode="scratch"`` (the tiny GPT and other small models): a fresh model built from the
+  target's ``config.json`` (same architecture, fresh initialization under the shadow's seed),
+  the target's tokenizer, the recipe of :mod:`memclaim.train.toy` (:meth:`ShadowRecipe.toy`);
+- ``mode="finetune"`` (HF models): a copy of a base checkpoint fine-tuned on its half with
+  AdamW, lr 5e-5, batch 8, 3 epochs ([MX] App. F.2 "Fine-tuning"; :meth:`ShadowRecipe.finetune`).
+  The base should be the checkpoint the audited model was fine-tuned *from*; fine-tuning the
+  audited model itself carries its own exposure to the members into every OUT shadow.
+
+Documents (optional ``background`` texts every shadow sees, plus the records of its half) are
+shuffled under the shadow's seed, separated by the start-of-text ids and packed into blocks by
+:func:`memclaim.train.trainer.pack_documents`; the stream is padded with separator tokens to a
+whole number of blocks so that no IN record falls in the dropped tail.
+
+On disk
+-------
+``DIR/population.jsonl`` (the declared population), and per shadow ``DIR/<i>/``: an ordinary HF
+folder (safetensors + tokenizer) with ``membership.json`` = {population sha256, the IN indices,
+design seed, pair, recipe, training summary}. A shadow is trained in ``DIR/.<i>.tmp-*`` and
+renamed into place only when complete, so a killed run leaves finished shadows intact and the
+next run restarts only the unfinished one. A folder whose population hash, mask or recipe
+differs from what is declared is refused (never silently reused or overwritten).
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .. import __version__
+from ..errors import DomainError, InputError, ProcedureMismatchError
+from ..fsutil import atomic_write_text, sha256_bytes
+from ..jsonutil import ResultMixin
+from ..validate import in_open_unit, integer, nonneg, positive
+from .counterfactual import (CapComparison, CounterfactualEstimate, compare_to_cap,
+                             counterfactual_memorization, teacher_forcing_probability,
+                             truncated_logloss)
+
+__all__ = [
+    "SHADOW_MODES",
+    "Population",
+    "ShadowRecipe",
+    "ShadowSet",
+    "CapSpec",
+    "ShadowCounterfactual",
+    "population_from_texts",
+    "shadow_masks",
+    "training_blocks",
+    "train_on_texts",
+    "save_model_folder",
+    "ensure_shadows",
+    "cap_from_epsilon",
+    "counterfactual_from_shadows",
+]
+
+SHADOW_MODES = ("scratch", "finetune")
+MEMBERSHIP_FILE = "membership.json"
+MEMBERSHIP_SCHEMA = 1
+DESIGN = "complementary random halves (pair j: H_j and its complement)"
+
+
+# ------------------------------------------------------------------------------ population
+@dataclass(frozen=True)
+class Population(ResultMixin):
+    """The declared population the halves are drawn from: ordered ids and texts (texts unique).
+
+    ``sha256`` hashes the ordered texts (what the shadows are trained on, and what the mask
+    indexes); ids are carried for reports only.
+    """
+
+    ids: tuple[str, ...]
+    texts: tuple[str, ...]
+
+    def __post_init__(self):
+        if len(self.ids) != len(self.texts):
+            raise InputError(f"population has {len(self.ids)} ids and {len(self.texts)} texts")
+
+    @property
+    def sha256(self) -> str:
+        return sha256_bytes(json.dumps(list(self.texts), ensure_ascii=False).encode("utf-8"))
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def index(self, texts: Sequence[str], *, what: str = "texts") -> np.ndarray:
+        """Population index of each text; an audited text outside the population is refused."""
+        pos = {t: i for i, t in enumerate(self.texts)}
+        out = np.empty(len(texts), dtype=np.int64)
+        for j, t in enumerate(texts):
+            if t not in pos:
+                raise InputError(
+                    f"{what}[{j}] ({t[:60]!r}...) is not in the shadows' population",
+                    hint="the shadow population must contain every audited text (members and non-members)")
+            out[j] = pos[t]
+        return out
+
+
+def population_from_texts(*groups: Sequence, names: Sequence[str] | None = None) -> Population:
+    """A population from groups of records (``memclaim.text.io.Record``, dicts with id/text, or
+    strings), in order. A text that occurs twice, within or across groups, is refused: a record
+    cannot be both a member and a non-member, and duplicate rows would double its weight."""
+    ids, texts, where = [], [], {}
+    for g, group in enumerate(groups):
+        gname = names[g] if names else f"group {g}"
+        for j, r in enumerate(group):
+            if isinstance(r, str):
+                rid, txt = f"{gname}:{j}", r
+            elif isinstance(r, dict):
+                rid, txt = str(r.get("id", f"{gname}:{j}")), r.get("text")
+            else:
+                rid, txt = str(getattr(r, "id", f"{gname}:{j}")), getattr(r, "text", None)
+            if not isinstance(txt, str) or not txt.strip():
+                raise InputError(f"{gname} record {j} has no text", hint="every population record needs a non-empty text")
+            if txt in where:
+                raise InputError(
+                    f"the text of {gname} record {rid!r} also occurs as {where[txt]}: {txt[:60]!r}...",
+                    hint="members and non-members must be distinct texts; remove the duplicate")
+            where[txt] = f"{gname} record {rid!r}"
+            ids.append(f"{gname}:{rid}" if names else rid)
+            texts.append(txt)
+    if len(texts) < 2:
+        raise InputError(f"a shadow population needs at least two records, got {len(texts)}")
+    return Population(tuple(ids), tuple(texts))
+
+
+# ---------------------------------------------------------------------------------- masks
+def shadow_masks(n_population: int, n_shadows: int, *, design_seed: int = 0) -> np.ndarray:
+    """[n_shadows, n_population] bool: complementary random halves (see the module docstring).
+
+    Pair j permutes the population with ``default_rng([design_seed, j])``; shadow 2j keeps the
+    first floor(n/2) records of the permutation, shadow 2j+1 the rest. n_shadows must be even.
+    """
+    n = integer("population size", n_population, minimum=2)
+    s = integer("number of shadows", n_shadows, minimum=2)
+    if s % 2:
+        raise DomainError(f"the number of shadows must be even, got {n_shadows}",
+                          hint="shadows come in complementary pairs so that every record is IN exactly half of them")
+    seed = integer("design seed", design_seed, minimum=0)
+    out = np.zeros((s, n), dtype=bool)
+    for j in range(s // 2):
+        perm = np.random.default_rng([seed, j]).permutation(n)
+        out[2 * j, perm[: n // 2]] = True
+        out[2 * j + 1] = ~out[2 * j]
+    return out
+
+
+# --------------------------------------------------------------------------------- recipe
+@dataclass(frozen=True)
+class ShadowRecipe(ResultMixin):
+    """How every shadow is trained. ``base`` is the model folder whose config (scratch) or weights
+    (finetune) the shadows start from, identified in ``membership.json`` by ``base_fingerprint``.
+    Either ``steps`` or ``epochs`` (over the shadow's packed blocks) sets the length."""
+
+    mode: str
+    base: str
+    base_fingerprint: str
+    steps: int | None = None
+    epochs: float | None = 3.0
+    batch_size: int = 8
+    seq_len: int = 128
+    lr: float = 5e-5
+    warmup_steps: int = 0
+    weight_decay: float = 0.01
+    min_lr_ratio: float = 0.1
+    grad_clip: float | None = 1.0
+    seed: int = 0
+    background_sha256: str | None = None
+
+    def __post_init__(self):
+        if self.mode not in SHADOW_MODES:
+            raise DomainError(f"unknown shadow mode {self.mode!r}",
+                              hint="'scratch' (fresh model from the target's config) or 'finetune' (copy of a base)")
+        if (self.steps is None) == (self.epochs is None):
+            raise DomainError("give exactly one of steps or epochs for the shadow recipe",
+                              hint=f"got steps={self.steps!r}, epochs={self.epochs!r}")
+        if self.steps is not None:
+            integer("shadow steps", self.steps, minimum=1)
+        else:
+            positive("shadow epochs", self.epochs)
+        integer("shadow batch size", self.batch_size, minimum=1)
+        integer("shadow seq_len", self.seq_len, minimum=2)
+        positive("shadow lr", self.lr)
+        integer("shadow warmup steps", self.warmup_steps, minimum=0)
+        nonneg("shadow weight decay", self.weight_decay)
+        integer("shadow seed", self.seed, minimum=0)
+
+    @classmethod
+    def toy(cls, base, *, base_fingerprint: str, **overrides) -> "ShadowRecipe":
+        """The tiny GPT's own recipe (:class:`memclaim.train.toy.ToySpec`): from scratch, 300
+        steps of batch 16 x 128 tokens, lr 3e-3, 30 warmup steps."""
+        from ..train.toy import DEFAULT_SPEC as S
+
+        kw = dict(mode="scratch", base=str(base), base_fingerprint=base_fingerprint, steps=S.steps, epochs=None,
+                  batch_size=S.batch_size, seq_len=S.seq_len, lr=S.lr, warmup_steps=30, seed=S.train_seed)
+        kw.update(overrides)
+        return cls(**kw)
+
+    @classmethod
+    def finetune(cls, base, *, base_fingerprint: str, **overrides) -> "ShadowRecipe":
+        """[MX] App. F.2 fine-tuning: AdamW, lr 5e-5, batch 8, 3 epochs."""
+        kw = dict(mode="finetune", base=str(base), base_fingerprint=base_fingerprint, steps=None, epochs=3.0,
+                  batch_size=8, seq_len=128, lr=5e-5, warmup_steps=0)
+        kw.update(overrides)
+        return cls(**kw)
+
+    def identity(self) -> dict:
+        """What must match for a saved shadow to be reused (the base path may move)."""
+        d = asdict(self)
+        d.pop("base")
+        return d
+
+    def shadow_seed(self, index: int) -> int:
+        return self.seed + 1 + int(index)
+
+
+def _train_config(recipe: ShadowRecipe, n_blocks: int, seed: int):
+    from ..train.trainer import TrainConfig
+
+    steps = recipe.steps if recipe.steps is not None else max(1, math.ceil(recipe.epochs * n_blocks / recipe.batch_size))
+    return TrainConfig(steps=steps, batch_size=recipe.batch_size, seq_len=recipe.seq_len, lr=recipe.lr,
+                       min_lr_ratio=recipe.min_lr_ratio, warmup_steps=min(recipe.warmup_steps, max(0, steps - 1)),
+                       weight_decay=recipe.weight_decay, grad_clip=recipe.grad_clip, seed=seed)
+
+
+def _load_hf_tokenizer(path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+
+
+def _separator(tok, sep_ids: Sequence[int] | None) -> list[int]:
+    if sep_ids:
+        return [int(i) for i in sep_ids]
+    for tid in (tok.eos_token_id, tok.bos_token_id):
+        if tid is not None:
+            return [int(tid)]
+    raise InputError("the tokenizer has no start-of-text, eos or bos token to separate training documents",
+                     hint="pass a start-of-text rule (--sot) that names a token")
+
+
+def training_blocks(texts: Sequence[str], *, tokenizer, seq_len: int, seed: int, background: Sequence[str] = (),
+                    sep_ids: Sequence[int] | None = None):
+    """The packed training blocks [n_blocks, seq_len] of ``background`` + ``texts``: documents
+    tokenized once, shuffled under ``seed``, each preceded by the separator, packed by
+    :func:`memclaim.train.trainer.pack_documents`, with a filler of separator tokens so the
+    stream fills whole blocks (no record falls in a dropped tail)."""
+    from ..train.trainer import pack_documents
+
+    sep = _separator(tokenizer, sep_ids)
+    docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in list(background) + list(texts)]
+    order = np.random.default_rng([int(seed), 7]).permutation(len(docs))
+    docs = [docs[i] for i in order]
+    total = sum(len(sep) + len(d) for d in docs)
+    pad = (-total) % seq_len
+    if pad:
+        # one filler document of separator tokens (pack_documents puts len(sep) more before it)
+        filler_len = (pad - len(sep)) % seq_len
+        docs.append((sep * (filler_len // len(sep) + 1))[:filler_len])
+    return pack_documents(docs, seq_len=seq_len, sep_ids=sep)
+
+
+def train_on_texts(recipe: ShadowRecipe, texts: Sequence[str], *, seed: int, background: Sequence[str] = (),
+                   sep_ids: Sequence[int] | None = None, tokenizer=None):
+    """Train one model by ``recipe`` on ``background`` + ``texts`` (one document each) through
+    the one trainer. Returns (model in eval mode, TrainResult, tokenizer). Used for every shadow,
+    and by tests and benchmarks to train a *target* by exactly the shadows' recipe."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from ..train.trainer import train_causal_lm
+
+    tok = tokenizer if tokenizer is not None else _load_hf_tokenizer(recipe.base)
+    blocks = training_blocks(texts, tokenizer=tok, seq_len=recipe.seq_len, seed=seed, background=background,
+                             sep_ids=sep_ids)  # [n_blocks, seq_len]
+    torch.manual_seed(int(seed))
+    if recipe.mode == "scratch":
+        config = AutoConfig.from_pretrained(str(recipe.base), local_files_only=True)
+        model = AutoModelForCausalLM.from_config(config)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(str(recipe.base), local_files_only=True,
+                                                     dtype=torch.float32, use_safetensors=True)
+    model.requires_grad_(True)
+    cfg = _train_config(recipe, int(blocks.shape[0]), int(seed))
+    result = train_causal_lm(model, blocks, cfg)
+    model.requires_grad_(False)
+    return model, result, tok
+
+
+def save_model_folder(model, tokenizer, out) -> Path:
+    """save_pretrained (safetensors) + the tokenizer: a folder memclaim.models.load_model reads."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    return out
+
+
+# ------------------------------------------------------------------------------ shadow set
+@dataclass(frozen=True)
+class ShadowSet(ResultMixin):
+    """N shadows on disk: folder paths, the [N, n_population] IN masks, and what was trained now."""
+
+    root: str
+    paths: tuple[str, ...]
+    masks: np.ndarray
+    population_sha256: str
+    population_size: int
+    design: str
+    design_seed: int
+    recipe: dict
+    trained: tuple[int, ...]
+    reused: tuple[int, ...]
+    seconds: float
+    population: Population = field(repr=False, compare=False, default=None)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def in_mask(self, texts: Sequence[str], *, what: str = "texts") -> np.ndarray:
+        """[N, len(texts)] bool: was text j in shadow i's training half."""
+        return self.masks[:, self.population.index(texts, what=what)]
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d.pop("population", None)
+        d["masks"] = {"shape": list(self.masks.shape), "in_per_record": self.masks.sum(axis=0).tolist()[:50]}
+        return d
+
+
+def _read_membership(folder: Path) -> dict | None:
+    p = folder / MEMBERSHIP_FILE
+    if not p.is_file():
+        return None
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{str(p)!r} is unreadable: {exc}",
+                         hint="delete that shadow folder; it will be trained again") from None
+
+
+def _check_reuse(folder: Path, meta: dict, *, index: int, population: Population, mask: np.ndarray,
+                 recipe: ShadowRecipe, design_seed: int) -> None:
+    declared = population.sha256
+    if meta.get("population_sha256") != declared:
+        raise ProcedureMismatchError(
+            f"shadow {index} in {str(folder)!r} was trained on population {str(meta.get('population_sha256'))[:16]} "
+            f"({meta.get('n_population')} records), not on the declared population {declared[:16]} "
+            f"({len(population)} records)",
+            hint="use another output folder for this population, or delete the shadows folder to retrain")
+    got = np.zeros(len(population), dtype=bool)
+    idx = np.asarray(meta.get("in_indices", []), dtype=np.int64)
+    if idx.size and (idx.min() < 0 or idx.max() >= len(population)):
+        raise ProcedureMismatchError(f"shadow {index} in {str(folder)!r} has IN indices outside the population")
+    got[idx] = True
+    if int(meta.get("design_seed", -1)) != design_seed or not np.array_equal(got, mask):
+        raise ProcedureMismatchError(
+            f"shadow {index} in {str(folder)!r} was trained on a different half (design seed "
+            f"{meta.get('design_seed')!r}, declared {design_seed})",
+            hint="use the design seed the shadows were trained with, or another output folder")
+    want = recipe.identity()
+    have = meta.get("recipe", {})
+    diffs = [f"{k}: {have.get(k)!r} != {v!r}" for k, v in want.items() if have.get(k) != v]
+    if diffs:
+        raise ProcedureMismatchError(
+            f"shadow {index} in {str(folder)!r} was trained with a different recipe: " + "; ".join(diffs),
+            hint="pass the same shadow settings as the run that trained them, or use another output folder")
+
+
+def _write_population(root: Path, population: Population) -> None:
+    p = root / "population.jsonl"
+    if p.exists():
+        first = p.read_text(encoding="utf-8").split("\n", 1)[0]
+        try:
+            head = json.loads(first)
+        except json.JSONDecodeError:
+            head = {}
+        if head.get("population_sha256") != population.sha256:
+            raise ProcedureMismatchError(
+                f"the shadows folder {str(root)!r} belongs to population {str(head.get('population_sha256'))[:16]}, "
+                f"not to the declared population {population.sha256[:16]} ({len(population)} records)",
+                hint="shadows trained on another population cannot calibrate this audit; use another output "
+                     "folder, or delete the shadows folder to retrain")
+        return
+    lines = [json.dumps({"population_sha256": population.sha256, "n": len(population)})]
+    lines += [json.dumps({"index": i, "id": rid, "text": t}, ensure_ascii=False)
+              for i, (rid, t) in enumerate(zip(population.ids, population.texts))]
+    atomic_write_text(p, "\n".join(lines) + "\n")
+
+
+def ensure_shadows(shadow_dir, *, population: Population, n_shadows: int, recipe: ShadowRecipe,
+                   design_seed: int = 0, background: Sequence[str] = (), sep_ids: Sequence[int] | None = None,
+                   log: Callable[[str], None] | None = None) -> ShadowSet:
+    """Train the missing shadows among 0..n_shadows-1 under ``shadow_dir`` and return all of them.
+
+    Finished shadows are reused after checking population hash, mask and recipe (a mismatch is
+    refused with :class:`ProcedureMismatchError`); half-trained ones (temporary folders of a
+    killed run) are deleted and trained again.
+    """
+    if not isinstance(population, Population):
+        raise InputError(f"population must be a Population (see population_from_texts), got {type(population).__name__}")
+    bg = tuple(background)
+    bg_hash = sha256_bytes(json.dumps(list(bg), ensure_ascii=False).encode("utf-8")) if bg else None
+    if recipe.background_sha256 != bg_hash:
+        recipe = replace(recipe, background_sha256=bg_hash)
+    masks = shadow_masks(len(population), n_shadows, design_seed=design_seed)
+    root = Path(shadow_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    _write_population(root, population)
+    say = log or (lambda msg: None)
+    t0 = time.perf_counter()
+    trained, reused, paths = [], [], []
+    tok = None
+    for i in range(n_shadows):
+        folder = root / str(i)
+        meta = _read_membership(folder) if folder.is_dir() else None
+        if meta is not None:
+            _check_reuse(folder, meta, index=i, population=population, mask=masks[i], recipe=recipe,
+                         design_seed=design_seed)
+            reused.append(i)
+            paths.append(str(folder))
+            continue
+        if folder.exists():  # a folder without membership.json is not a finished shadow
+            shutil.rmtree(folder)
+        for stale in root.glob(f".{i}.tmp-*"):  # left by a killed run: restart this shadow
+            shutil.rmtree(stale, ignore_errors=True)
+        if tok is None:
+            tok = _load_hf_tokenizer(recipe.base)
+        seed = recipe.shadow_seed(i)
+        in_idx = np.flatnonzero(masks[i])
+        say(f"training shadow {i + 1}/{n_shadows} ({recipe.mode}, {in_idx.size} of {len(population)} records IN)")
+        tmp = Path(tempfile.mkdtemp(prefix=f".{i}.tmp-", dir=root))
+        try:
+            model, result, _ = train_on_texts(recipe, [population.texts[j] for j in in_idx], seed=seed,
+                                              background=bg, sep_ids=sep_ids, tokenizer=tok)
+            save_model_folder(model, tok, tmp)
+            meta = {"schema": MEMBERSHIP_SCHEMA, "index": i, "pair": i // 2, "side": i % 2, "design": DESIGN,
+                    "design_seed": int(design_seed), "population_sha256": population.sha256,
+                    "n_population": len(population), "n_in": int(in_idx.size), "in_indices": in_idx.tolist(),
+                    "seed": seed, "recipe": recipe.identity(), "base_path": recipe.base,
+                    "train": {k: v for k, v in result.to_dict().items() if k != "losses"},
+                    "memclaim_version": __version__, "created": time.time()}
+            atomic_write_text(tmp / MEMBERSHIP_FILE, json.dumps(meta, indent=1))
+            tmp.rename(folder)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        trained.append(i)
+        paths.append(str(folder))
+    return ShadowSet(root=str(root), paths=tuple(paths), masks=masks, population_sha256=population.sha256,
+                     population_size=len(population), design=DESIGN, design_seed=int(design_seed),
+                     recipe=recipe.identity(), trained=tuple(trained), reused=tuple(reused),
+                     seconds=time.perf_counter() - t0, population=population)
+
+
+# ------------------------------------------------------------------- counterfactual + cap
+@dataclass(frozen=True)
+class CapSpec(ResultMixin):
+    """A cap on |mem_h| to compare a shadow estimate with (see
+    :func:`memclaim.audits.counterfactual.compare_to_cap` for the rules)."""
+
+    value: float
+    functional: str
+    relation: str
+    via_group_privacy: bool = False
+    conversion_slack: float | None = None
+    conversion_note: str | None = None
+    source: str = ""
+
+
+def cap_from_epsilon(epsilon, *, relation: str = "add/remove", functional: str | None = None,
+                     copies: int = 1) -> CapSpec:
+    """The cap pure epsilon-DP puts on a functional ([MX] Thm. 4.1, Prop. A.1, Lemma 4.4), via
+    :func:`memclaim.privacy.caps.memorization_cap`. ``functional`` defaults to the one the
+    relation caps directly (LOO for add/remove, RO for replace-one); RO under add/remove goes
+    through the group curve f^(2)."""
+    from ..privacy.caps import memorization_cap
+    from ..privacy.tradeoff import pure
+
+    rel = {"add/remove": "add-remove", "add-remove": "add-remove", "replace-one": "replace",
+           "replace": "replace"}.get(str(relation))
+    if rel is None:
+        raise DomainError(f"unknown neighbouring relation {relation!r}", hint="'add/remove' or 'replace-one'")
+    fn = functional or ("LOO" if rel == "add-remove" else "RO")
+    cap = memorization_cap(pure(epsilon, neighbors=rel), functional=fn, copies=copies)
+    if cap.value is None:
+        raise DomainError(f"pure epsilon-DP under {relation} implies no cap on {fn}: {cap.reason}")
+    return CapSpec(value=float(cap.value), functional=fn, relation="add/remove" if rel == "add-remove" else "replace-one",
+                   via_group_privacy=(fn == "RO" and rel == "add-remove"),
+                   source=f"pure eps = {float(epsilon):g}, {cap.theorem}, curve {cap.curve}")
+
+
+@dataclass(frozen=True)
+class ShadowCounterfactual(ResultMixin):
+    """mem_h over the audited texts from the shadows (COND, random halves; [MX] App. A).
+
+    ``estimate.se`` is the paired standard error over the N/2 independent pairs (each pair has
+    one IN and one OUT model for every text); ``welch_se`` the unpaired Welch one, for reference.
+    ``cap`` is the comparison with a user cap (None if no cap or ``cap_refused`` says why).
+    """
+
+    score: str
+    functional: str
+    design: str
+    estimate: CounterfactualEstimate
+    welch_se: np.ndarray
+    se_method: str
+    by_set: dict
+    cap: CapComparison | None
+    cap_spec: CapSpec | None
+    cap_refused: str | None
+
+
+SCORES = {
+    "teacher-forcing": "teacher-forcing probability q(suffix | prefix) = exp(sum log p) ([MX] Thm. 4.1)",
+    "logloss": "mean token log-loss truncated at M and divided by M ([MX] §8.1, M = 10)",
+}
+
+
+def counterfactual_from_shadows(shadow_token_logprobs: Sequence[Sequence[np.ndarray]], in_mask, *,
+                                score: str = "teacher-forcing", level: float = 10.0, groups: dict | None = None,
+                                confidence: float = 0.95, cap: CapSpec | None = None) -> ShadowCounterfactual:
+    """mem_h(x) = E[h | x in] - E[h | x out] for each audited text from its scores under N
+    shadows (``shadow_token_logprobs[s][j]``: per-token log-probs of text j under shadow s) and
+    ``in_mask`` [N, n] from complementary pairs (rows 2j, 2j+1 complementary). Named COND
+    (random halves). ``groups`` maps a name to the column indices to summarize (e.g. members,
+    non-members). With ``cap``, compared by :func:`compare_to_cap`; a comparison the rules refuse
+    (e.g. a COND estimate against an RO cap without the Prop. A.2 slack) is reported as refused."""
+    conf = in_open_unit("confidence", confidence)
+    mask = np.asarray(in_mask, dtype=bool)
+    S = len(shadow_token_logprobs)
+    if mask.ndim != 2 or mask.shape[0] != S:
+        raise InputError(f"in_mask must be [n_shadows={S}, n_texts], got {mask.shape}")
+    if S % 2 or not np.all(mask[0::2] ^ mask[1::2]):
+        raise InputError("shadows must come in complementary pairs (rows 2j and 2j+1 complementary)",
+                         hint="build the masks with shadow_masks")
+    if score == "teacher-forcing":
+        h = np.stack([teacher_forcing_probability(lp) for lp in shadow_token_logprobs])  # [S, n]
+    elif score == "logloss":
+        h = np.stack([truncated_logloss(lp, level=level, reduce="mean") for lp in shadow_token_logprobs])
+    else:
+        raise DomainError(f"unknown score {score!r}", hint=f"one of {sorted(SCORES)}")
+    name = SCORES[score] if score == "teacher-forcing" else f"mean token log-loss truncated at M = {level:g}, / M"
+    est = counterfactual_memorization(h, mask, design="random_halves", score=name, confidence=conf)
+    # paired SE: per pair j, d_j = h(IN model of the pair) - h(OUT model); pairs are independent
+    a, b = h[0::2], h[1::2]  # [P, n]
+    d = np.where(mask[0::2], a - b, b - a)  # [P, n]
+    P = d.shape[0]
+    se = d.std(axis=0, ddof=1) / math.sqrt(P) if P >= 2 else np.full(d.shape[1], math.nan)
+    T = est.mem.size
+    within = float(math.sqrt(float(np.sum(se ** 2))) / T)
+    from scipy import stats
+
+    z = float(stats.norm.ppf(0.5 + conf / 2.0))
+    quoted = est.mean_se if T >= 2 else float(se[0])
+    paired = replace(est, se=se, mean_se_within=within, low=est.mean_mem - z * quoted, high=est.mean_mem + z * quoted)
+    by_set = {}
+    for gname, cols in (groups or {}).items():
+        cols = np.asarray(cols, dtype=np.int64)
+        if cols.size == 0:
+            continue
+        m = est.mem[cols]
+        by_set[gname] = {"n": int(cols.size), "mean_mem": float(m.mean()),
+                         "se_across": float(m.std(ddof=1) / math.sqrt(m.size)) if m.size >= 2 else math.nan,
+                         "max_mem": float(m.max()), "min_mem": float(m.min())}
+    comp, refused = None, None
+    if cap is not None:
+        try:
+            comp = compare_to_cap(paired, cap=cap.value, cap_functional=cap.functional, cap_relation=cap.relation,
+                                  via_group_privacy=cap.via_group_privacy, conversion_slack=cap.conversion_slack,
+                                  conversion_note=cap.conversion_note)
+        except (ProcedureMismatchError, DomainError) as exc:
+            refused = str(exc)
+    return ShadowCounterfactual(score=name, functional=est.functional, design=est.design, estimate=paired,
+                                welch_se=est.se, se_method=f"paired over {P} independent complementary pairs",
+                                by_set=by_set, cap=comp, cap_spec=cap, cap_refused=refused)

@@ -1,0 +1,278 @@
+"""`memclaim audit`: membership-inference and extraction audits with intervals ([MX] §8.2, App. F).
+
+    memclaim audit MODEL --members FILE --nonmembers FILE [...]   (the audit; `audit run`)
+    memclaim audit table --instances SPEC.json --out DIR           ([MX] Fig. 12)
+    memclaim audit attacks                                         (the registered attacks)
+"""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import InputError
+from .common import print_json, set_threads
+
+EXAMPLES = """
+\b
+Examples:
+  memclaim audit toy --members planted.jsonl --nonmembers heldout.jsonl --out runs/audit
+  memclaim audit smollm2 --members kjv.jsonl --nonmembers new.jsonl --prefix-tokens 16 \\
+      --suffix-tokens 16 --attacks loss,zlib,min-k --fpr 0.05 --out runs/kjv --json
+  memclaim audit ./finetuned --members secrets.jsonl --nonmembers heldout.jsonl \\
+      --reference ./base --shadows 16 --shadow-base ./base --out runs/lira
+  memclaim audit ./model --members canaries.jsonl --nonmembers heldout.jsonl \\
+      --trigger 'zq-7 ' --kappa 0.001 --soundness-epsilon 4 --out runs/trig
+  memclaim audit table --instances instances.json --out runs/table
+"""
+
+
+class AuditGroup(click.Group):
+    """`memclaim audit MODEL ...` runs the audit (the `run` subcommand); `table` and `attacks`
+    are subcommands. A model folder literally named like a subcommand: write ./table."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("audit", cls=AuditGroup, epilog=EXAMPLES, context_settings={"max_content_width": 100})
+def command():
+    """Membership-inference attacks (loss, perplexity, zlib, reference, min-k%, min-k%++, LiRA),
+    extraction audits and the unlearning verifier, with honest intervals ([MX] §8.2).
+
+    Run `memclaim audit run --help` for the options of the audit itself.
+    """
+
+
+def _comma_list(ctx, param, value):
+    if value is None:
+        return None
+    items = tuple(v.strip() for v in value.split(",") if v.strip())
+    if not items:
+        raise InputError(f"{param.opts[0]} is empty", hint="e.g. --attacks loss,zlib,min-k")
+    return items
+
+
+@command.command("run", epilog=EXAMPLES, short_help="Audit MODEL on members vs non-members (the default).",
+                 context_settings={"max_content_width": 100})
+@click.argument("model")
+@click.option("--members", required=True, type=click.Path(dir_okay=False), help="Member texts (JSONL/TXT/CSV/Parquet).")
+@click.option("--nonmembers", required=True, type=click.Path(dir_okay=False), help="Non-member texts, same format.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Output folder: score store, shadows, report (re-running reuses everything).")
+@click.option("--reference", default=None, help="Reference model for the reference attack.")
+@click.option("--shadows", type=int, default=0, show_default=True,
+              help="Shadow models for LiRA and the counterfactual estimate (even, >= 4; 0 = none).")
+@click.option("--attacks", callback=_comma_list, default=None,
+              help="Comma-separated attacks (default: every registered attack whose inputs are available).")
+@click.option("--k", "k", default="0.2", show_default=True, help="Fraction of tokens for min-k%% and min-k%%++.")
+@click.option("--fpr", default=None,
+              help="Target FPR for the TPR at a certified FPR (default 0.01 when the non-members can certify it).")
+@click.option("--confidence", type=float, default=0.95, show_default=True)
+@click.option("--prefix-tokens", type=int, default=32, show_default=True, help="Natural-prefix length in tokens.")
+@click.option("--suffix-tokens", type=int, default=32, show_default=True, help="Scored suffix length in tokens.")
+@click.option("--policy", "extraction_policy", default="top-k:40", show_default=True,
+              help="Sampling policy of the extraction audit ('none' for greedy only).")
+@click.option("--m", "m", type=int, default=1, show_default=True, help="List budget: samples per record.")
+@click.option("--trigger", default=None, help="Also extract each record's suffix from this trigger text.")
+@click.option("--verifier-threshold", type=float, default=0.15, show_default=True,
+              help="Unlearning verifier: 'forgotten' iff the recovered fraction is below this ([MX] App. F.2).")
+@click.option("--kappa", type=float, default=None, help="Prior baseline kappa of the canaries (soundness check).")
+@click.option("--soundness-epsilon", type=float, default=None, help="Claimed pure epsilon for the soundness check.")
+@click.option("--soundness-relation", type=click.Choice(["add/remove", "replace-one"]), default="add/remove",
+              show_default=True)
+@click.option("--cap", "cap_value", type=float, default=None, help="A cap on |mem_h| to compare with (with --shadows).")
+@click.option("--cap-epsilon", type=float, default=None, help="Compute the cap from pure epsilon-DP instead.")
+@click.option("--cap-relation", type=click.Choice(["add/remove", "replace-one"]), default="add/remove", show_default=True)
+@click.option("--cap-functional", type=click.Choice(["RO", "LOO"]), default=None,
+              help="Functional the cap bounds (default: LOO for add/remove, RO for replace-one).")
+@click.option("--cap-slack", type=float, default=None, help="COND-vs-cap conversion slack (e.g. 4np, [MX] Prop. A.2).")
+@click.option("--cap-slack-note", default=None, help="Why the slack holds.")
+@click.option("--shadow-mode", type=click.Choice(["scratch", "finetune"]), default=None,
+              help="Train shadows from scratch (default for toy) or fine-tune a base (default otherwise).")
+@click.option("--shadow-base", default=None, help="Base checkpoint for the shadows (default: the audited model).")
+@click.option("--shadow-steps", type=int, default=None, help="Training steps per shadow.")
+@click.option("--shadow-epochs", type=float, default=None, help="Training epochs per shadow (fine-tuning default 3).")
+@click.option("--shadow-lr", type=float, default=None)
+@click.option("--shadow-batch-size", type=int, default=None)
+@click.option("--shadow-seq-len", type=int, default=None)
+@click.option("--shadow-seed", type=int, default=None)
+@click.option("--shadow-warmup", type=int, default=None, help="Warmup steps per shadow.")
+@click.option("--shadow-background", type=click.Path(dir_okay=False), default=None,
+              help="Texts every shadow trains on besides its half of the population.")
+@click.option("--design-seed", type=int, default=0, show_default=True, help="Seed of the random halves.")
+@click.option("--text-field", default=None)
+@click.option("--id-field", default=None)
+@click.option("--format", "input_format", type=click.Choice(["jsonl", "txt", "csv", "parquet"]), default=None)
+@click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16", "float64"]), default="float32",
+              show_default=True)
+@click.option("--sot", default=None, help="Start-of-text rule (see memclaim score --help).")
+@click.option("--threads", type=int, default=None)
+@click.option("--batch-size", type=int, default=16, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--no-progress", is_flag=True)
+@click.pass_context
+def run_command(ctx, model, members, nonmembers, out_dir, reference, shadows, attacks, k, fpr, confidence,
+                prefix_tokens, suffix_tokens, extraction_policy, m, trigger, verifier_threshold, kappa,
+                soundness_epsilon, soundness_relation, cap_value, cap_epsilon, cap_relation, cap_functional, cap_slack,
+                cap_slack_note, shadow_mode, shadow_base, shadow_steps, shadow_epochs, shadow_lr, shadow_batch_size,
+                shadow_seq_len, shadow_seed, shadow_warmup, shadow_background, design_seed, text_field, id_field, input_format, dtype,
+                sot, threads, batch_size, as_json, no_progress):
+    """Audit MODEL on --members vs --nonmembers: AUC with DeLong interval and leak signal
+    2 AUC - 1 for every attack, TPR at a certified FPR with a Clopper-Pearson interval, greedy and
+    sampled extraction from each record's own prefix (and --trigger), the unlearning verifier,
+    and with --shadows LiRA and the counterfactual memorization estimate (COND)."""
+    from ..audits.runner import AuditSettings, default_shadow_recipe, run_audit
+    from ..audits.shadows import CapSpec, cap_from_epsilon
+    from ..models import load_model
+
+    set_threads(threads)
+    explicit_fpr = fpr is not None
+    settings = AuditSettings(prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, attacks=attacks, k=k,
+                             fpr=fpr if explicit_fpr else "0.01", confidence=confidence,
+                             extraction_policy=None if str(extraction_policy).lower() == "none" else extraction_policy,
+                             m=m, trigger=trigger, verifier_threshold=verifier_threshold, batch_size=batch_size)
+    cap = None
+    if cap_value is not None and cap_epsilon is not None:
+        raise InputError("give either --cap or --cap-epsilon, not both")
+    if (cap_value is not None or cap_epsilon is not None) and not shadows:
+        raise InputError("a cap is compared with the counterfactual estimate, which needs --shadows N")
+    if cap_epsilon is not None:
+        cap = cap_from_epsilon(cap_epsilon, relation=cap_relation, functional=cap_functional)
+    elif cap_value is not None:
+        fn = cap_functional or ("LOO" if cap_relation == "add/remove" else "RO")
+        cap = CapSpec(value=cap_value, functional=fn, relation=cap_relation,
+                      via_group_privacy=(fn == "RO" and cap_relation == "add/remove"), source="--cap")
+    if cap is not None and cap_slack is not None:
+        from dataclasses import replace
+
+        cap = replace(cap, conversion_slack=cap_slack, conversion_note=cap_slack_note or "given with --cap-slack")
+    m_loaded = load_model(model, dtype=dtype, sot=sot)
+    recipe = None
+    background = ()
+    if shadows:
+        overrides = {k_: v for k_, v in (("lr", shadow_lr), ("batch_size", shadow_batch_size),
+                                         ("seq_len", shadow_seq_len), ("seed", shadow_seed),
+                                         ("warmup_steps", shadow_warmup)) if v is not None}
+        if shadow_steps is not None and shadow_epochs is not None:
+            raise InputError("give either --shadow-steps or --shadow-epochs, not both")
+        if shadow_steps is not None:
+            overrides.update(steps=shadow_steps, epochs=None)
+        elif shadow_epochs is not None:
+            overrides.update(epochs=shadow_epochs, steps=None)
+        recipe, background = default_shadow_recipe(m_loaded, base=shadow_base, mode=shadow_mode, **overrides)
+        if shadow_background:
+            from ..text.io import read_passages
+
+            background = tuple(r.text for r in read_passages(shadow_background).records)
+    log = None if as_json else (lambda msg: click.echo(msg, err=True))
+    res = run_audit(m_loaded, members, nonmembers, out_dir=out_dir, settings=settings, reference=reference,
+                    shadows=shadows, shadow_recipe=recipe, shadow_background=background, design_seed=design_seed,
+                    cap=cap, kappa=kappa, soundness_epsilon=soundness_epsilon, soundness_relation=soundness_relation,
+                    text_field=text_field, id_field=id_field, input_format=input_format, dtype=dtype, sot=sot,
+                    progress=not no_progress and not as_json, log=log, strict_fpr=explicit_fpr)
+    if as_json:
+        print_json(res.to_dict())
+        return
+    _print(res)
+
+
+def _print(res) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    c = Console(highlight=False)
+    c.print(f"[bold]memclaim audit[/] {escape(res.model.get('name', ''))}: {res.n_members} members vs "
+            f"{res.n_nonmembers} non-members ({res.settings.prefix_tokens}-token prefix, "
+            f"{res.settings.suffix_tokens}-token suffix)")
+    reused = all(v["units_scored"] == 0 for v in res.scoring.values())
+    if reused:
+        c.print("  every score was already in the store: no model work done")
+    for n in res.notes:
+        c.print(f"  [yellow]note:[/] {escape(n)}")
+    t = Table(title="membership-inference attacks", title_justify="left")
+    for col in ("attack", "AUC [95% CI]", "leak signal 2AUC-1", "TPR at certified FPR [CP]"):
+        t.add_column(col)
+    for e in res.attacks:
+        a = e.auc
+        tpr = "-"
+        if e.tpr is not None:
+            tp = e.tpr
+            tpr = f"{tp.tpr:.3f} [{tp.low:.3f}, {tp.high:.3f}] at {tp.certified_fpr:.4g}"
+        method = "" if a.interval_method == "delong" else f" ({a.interval_method})"
+        t.add_row(e.attack, f"{a.auc:.3f} [{a.low:.3f}, {a.high:.3f}]{method}",
+                  f"{a.leak_signal:.2f} [{a.leak_low:.2f}, {a.leak_high:.2f}]", tpr)
+    c.print(t)
+    if res.tpr_note:
+        c.print(f"  {escape(res.tpr_note)}")
+    for label, ex in (("members", res.extraction), ("non-members", res.extraction_nonmembers),
+                      ("members (trigger)", res.trigger_extraction), ("non-members (trigger)", res.trigger_nonmembers)):
+        if ex is not None:
+            c.print(f"  {label}: {escape(ex.summary())}")
+    if res.soundness is not None:
+        c.print(f"  canary soundness ([MX] Cor. 5.3): {escape(res.soundness.verdict)}")
+    if res.verifier is not None:
+        v = res.verifier
+        c.print(f"  unlearning verifier: {v.verdict} (recovered fraction {v.rate:.3f}, threshold {v.threshold:g})")
+    if res.shadows is not None:
+        sh = res.shadows
+        c.print(f"  shadows: {len(sh)} ({len(sh.trained)} trained now, {len(sh.reused)} reused) under {sh.root}")
+    for cf in res.counterfactual:
+        e = cf.estimate
+        c.print(f"  counterfactual memorization mem_h ({cf.functional}, random halves; h = {escape(cf.score)}): "
+                f"{e.mean_mem:.4g} [{e.low:.4g}, {e.high:.4g}]")
+        for g, v in cf.by_set.items():
+            c.print(f"    {g}: mean {v['mean_mem']:.4g} (SE {v['se_across']:.2g}, n = {v['n']})")
+        if cf.cap is not None:
+            c.print(f"    {escape(cf.cap.note)}")
+        elif cf.cap_refused:
+            c.print(f"    [yellow]cap comparison refused:[/] {escape(cf.cap_refused)}")
+    if res.report:
+        c.print(f"  report: {res.report['html']}")
+
+
+def _table_help() -> str:
+    from ..audits.runner import TABLE_SPEC_DOC
+
+    head, rest = TABLE_SPEC_DOC.split("\n\n", 1)
+    spec, cols = rest.rsplit("\n\n", 1)
+    return ("The audit-disagreement table ([MX] Fig. 12): rows = leakage instances, columns = audits (extraction "
+            "at prefix, loss-MIA, LiRA, unlearning verifier, informed recovery), cells = leak signal with interval "
+            "and verdict. Writes report.{json,md,html}, table.md and disagreement.png.\n\n"
+            + head + "\n\n\b\n" + spec + "\n\n" + cols)
+
+
+@command.command("table", help=_table_help(), short_help="The audit-disagreement table ([MX] Fig. 12).",
+                 context_settings={"max_content_width": 100})
+@click.option("--instances", "spec", required=True, type=click.Path(dir_okay=False),
+              help="JSON spec of the leakage instances (see above).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--threads", type=int, default=None)
+@click.option("--json", "as_json", is_flag=True)
+def table_command(spec, out_dir, threads, as_json):
+    from ..audits.runner import audit_table
+
+    set_threads(threads)
+    res = audit_table(spec, out_dir=out_dir, log=None if as_json else (lambda m: click.echo(m, err=True)))
+    if as_json:
+        print_json(res.to_dict())
+        return
+    sys.stdout.write(res.table.to_markdown(rules=False))
+    sys.stdout.write(f"\nreport: {res.report['html']}\nheatmap: {res.heatmap}\n")
+
+
+@command.command("attacks", short_help="List the registered attacks.")
+@click.option("--json", "as_json", is_flag=True)
+def attacks_command(as_json):
+    """List the registered attacks with their citations and what each measures."""
+    from ..audits.attacks import describe_attacks
+
+    rows = describe_attacks()
+    if as_json:
+        print_json(rows)
+        return
+    for r in rows:
+        click.echo(f"{r['name']:<13} {r['measures']}\n{'':<13} {r['citation']}")
