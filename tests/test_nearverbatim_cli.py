@@ -36,3 +36,32 @@ def test_near_verbatim_scores_in_the_store(random_model_dir, tmp_path, capsys):
     rc = main(["score", str(random_model_dir), "--input", str(inp), "--prefix-tokens", "6", "--suffix-tokens", "4",
                "--near-verbatim", "-1", "--out", str(tmp_path / "s3")])
     assert rc == 2 and "epsilon" in capsys.readouterr().err
+
+
+def test_population_on_the_near_verbatim_bound(random_model_dir, tmp_path, capsys):
+    """`population --near-verbatim`: the test runs on the lower bound, and the report says so."""
+    from memclaim.train.corpus import MarkovZipf
+
+    gen = MarkovZipf(n_words=120, seed=3)
+    rng = np.random.default_rng(11)
+    files = {}
+    for name in ("members", "controls"):
+        files[name] = tmp_path / f"{name}.jsonl"
+        files[name].write_text("".join(json.dumps({"id": f"{name}{i}", "text": gen.passage(rng, n_words=20)}) + "\n"
+                                       for i in range(19)))
+    out = tmp_path / "pop"
+    rc = main(["population", str(random_model_dir), "--members", str(files["members"]), "--controls",
+               str(files["controls"]), "--prefix-tokens", "6", "--suffix-tokens", "4", "--policy", "full",
+               "--near-verbatim", "1", "--beam", "4", "--alpha", "0.1", "--out", str(out), "--json"])
+    assert rc == 0, capsys.readouterr().err
+    report = json.loads((out / "report.json").read_text())
+    text = json.dumps(report)
+    assert "near-verbatim lower bound (eps=1" in text
+    assert any("certified lower bound" in s for s in report["statements"])
+    # the same store tested again from the CLI on the verbatim score: a different score, no model
+    rc = main(["test", "--candidates", str(out / "store"), "--run", "members", "--controls", str(out / "store"),
+               "--controls-run", "controls", "--alpha", "0.1", "--out", str(tmp_path / "t"), "--json"])
+    assert rc == 0
+    rc = main(["test", "--candidates", str(files["members"]), "--controls", str(files["controls"]),
+               "--near-verbatim", "1", "--alpha", "0.1", "--out", str(tmp_path / "t2")])
+    assert rc == 2 and "needs score stores" in capsys.readouterr().err

@@ -23,7 +23,8 @@ from pathlib import Path
 import click
 
 from ..errors import InputError
-from .common import build_prompt_rule, model_options, print_json, procedure_options, resolve_run_inputs, set_threads
+from .common import (backend_options, build_prompt_rule, make_backend, model_options, near_verbatim_options,
+                     near_verbatim_settings, print_json, procedure_options, resolve_run_inputs, set_threads)
 
 EXAMPLES = """
 Examples (run from a checkout of the repository):
@@ -135,6 +136,8 @@ def parse_exclude_spans(path, controls: list[tuple[str, str, str]]) -> list[tupl
 @click.option("--stride", type=int, required=True, help="Sliding-window stride in tokens.")
 @procedure_options
 @model_options
+@near_verbatim_options
+@backend_options
 @click.option("--exclude-spans", "exclude_file", type=click.Path(dir_okay=False), default=None,
               help="Verified quotations to remove from the control(s) before tau_doc is set ([EM] E.1): lines "
                    "'text: QUOTE', 'START END' or 'CONTROL START END' (character offsets, end exclusive).")
@@ -158,7 +161,8 @@ def parse_exclude_spans(path, controls: list[tuple[str, str, str]]) -> list[tupl
 def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tokens, policies, prompt_templates,
             chat_template, aggregate, text_field, id_field, input_format, dtype, sot, allow_pickle, threads,
             exclude_file, references, min_similarity, use_global, budget_delta, realistic_budget,
-            controls_description, out_dir, batch_size, unit_size, as_json, no_progress):
+            controls_description, out_dir, batch_size, unit_size, as_json, no_progress, nv_eps=(), nv_beams=(),
+            backend="local", address=None, workers=None, gpus_per_worker=0.0, threads_per_worker=1):
     """Census of each DOCUMENT against its CONTROL ([EM] §5): sliding-window scores for both,
     tau_doc = 10^ceil(log10 of the top decontaminated control score) (Eq. 31), coverage of the
     document by the suffixes of windows scoring above tau_doc (Eq. 9), the coverage curve over
@@ -224,13 +228,19 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
                                      suffix_tokens=suffix_tokens, label=label)
             jobs.append((i, role, path, label, cut))
     prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
+    near_verbatim = near_verbatim_settings(nv_eps, nv_beams)
+    backend_obj = make_backend(m, policies, backend=backend, address=address, workers=workers,
+                               gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,
+                               batch_size=batch_size)
     store = out / "store"
     runs = {}
     for i, role, path, label, (windows, inputs, _, _) in jobs:
         runs[(i, role)] = run_scoring(m, windows, policies=policies, prefix_tokens=prefix_tokens,
                                       suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store,
                                       label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
-                                      progress=not no_progress and not as_json)
+                                      progress=not no_progress and not as_json, near_verbatim=near_verbatim,
+                                      backend=backend_obj,
+                                      log=None if as_json else (lambda msg: click.echo(msg, err=True)))
 
     # --------------------------------------------------------------- the census
     from ..claims.census import WindowScores
@@ -241,7 +251,8 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
     for i, (d, c) in enumerate(pair_paths):
         entry = {"exclude_spans": exclusions[i]}
         for role, path in (("document", d), ("control", c)):
-            rs = load_run_scores(store, run=runs[(i, role)].run_id, policy=tested.spec)
+            rs = load_run_scores(store, run=runs[(i, role)].run_id, policy=tested.spec,
+                                 near_verbatim=max(near_verbatim["epsilons"]) if near_verbatim else None)
             text = texts[path][0]
             entry[role] = WindowScores.from_arrays(rs.logq, rs.suffix_spans[:, 0], rs.suffix_spans[:, 1],
                                                    doc_length=len(text), name=Path(path).name)

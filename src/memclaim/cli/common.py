@@ -71,6 +71,32 @@ def model_options(f):
     return f
 
 
+def near_verbatim_options(f):
+    """--near-verbatim EPS (repeatable) and --beam B (repeatable) ([EM] App. B.1 Eq. 2, §6)."""
+    opts = [
+        click.option("--near-verbatim", "nv_eps", type=int, multiple=True,
+                     help="Also compute the certified near-verbatim lower bound on q(B_eps(s) | p) for token edit "
+                          "distance EPS ([EM] App. B.1 Eq. 2); repeatable (the union over settings is reported)."),
+        click.option("--beam", "nv_beams", type=int, multiple=True,
+                     help="Beam width(s) for --near-verbatim (default 16; 800 is the paper's baseline, about a "
+                          "minute per window on SmolLM2 on 2 cores)."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def near_verbatim_settings(nv_eps, nv_beams) -> dict | None:
+    """The --near-verbatim/--beam options as run_scoring's ``near_verbatim`` argument."""
+    if nv_beams and not nv_eps:
+        raise InputError("--beam applies to --near-verbatim", hint="add --near-verbatim EPS")
+    if not nv_eps:
+        return None
+    from ..scoring.runner import normalize_near_verbatim
+
+    return normalize_near_verbatim({"epsilons": list(nv_eps), "beams": list(nv_beams or (16,))}, suffix_tokens=0)
+
+
 BACKENDS = ("local", "ray")
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import click
 
 from ..errors import InputError
-from .common import build_prompt_rule, model_options, print_json, procedure_options, resolve_run_inputs, set_threads
+from .common import (backend_options, build_prompt_rule, make_backend, model_options, near_verbatim_options,
+                     near_verbatim_settings, print_json, procedure_options, resolve_run_inputs, set_threads)
 
 EXAMPLES = """
 Examples (run from a checkout of the repository):
@@ -58,6 +59,8 @@ CONTROLS_LABEL = "controls"
               help="Matched non-member controls, same format (same source, length and style as the members).")
 @procedure_options
 @model_options
+@near_verbatim_options
+@backend_options
 @click.option("--alpha", default="0.001", show_default=True, help="Target FPR in (0, 1); read exactly ('0.001', '0.1%', '1/1000').")
 @click.option("--exclude-controls", "exclude_file", type=click.Path(dir_okay=False), default=None,
               help="File with control ids verified as members, one per line ([EM] D.2).")
@@ -79,7 +82,8 @@ CONTROLS_LABEL = "controls"
 def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, policies, prompt_templates,
             chat_template, aggregate, text_field, id_field, input_format, dtype, sot, allow_pickle, threads, alpha,
             exclude_file, exclude_ids, fdr, fwer, seed, budget_delta, realistic_budget, confidence,
-            controls_description, out_dir, batch_size, unit_size, as_json, no_progress):
+            controls_description, out_dir, batch_size, unit_size, as_json, no_progress, nv_eps=(), nv_beams=(),
+            backend="local", address=None, workers=None, gpus_per_worker=0.0, threads_per_worker=1):
     """Score MEMBERS and CONTROLS with MODEL under one extraction procedure ([EM] Def. B.2), then
     run the conformal population test ([EM] §3, §4) and write the report.
 
@@ -116,6 +120,10 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
         except InputError as exc:
             raise InputError(f"--{label}: {exc}") from None
     prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
+    near_verbatim = near_verbatim_settings(nv_eps, nv_beams)
+    backend_obj = make_backend(m, policies, backend=backend, address=address, workers=workers,
+                               gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,
+                               batch_size=batch_size)
     store = out / "store"
     runs = {}
     for label in (MEMBERS_LABEL, CONTROLS_LABEL):
@@ -123,10 +131,14 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
         runs[label] = run_scoring(m, windows, policies=policies, prefix_tokens=prefix_tokens,
                                   suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store, label=label,
                                   inputs=inputs, batch_size=batch_size, unit_size=unit_size,
-                                  progress=not no_progress and not as_json, skipped_empty=skipped_empty)
+                                  progress=not no_progress and not as_json, skipped_empty=skipped_empty,
+                                  near_verbatim=near_verbatim, backend=backend_obj,
+                                  log=None if as_json else (lambda msg: click.echo(msg, err=True)))
     tested = policies[0].spec
-    cand = load_run_scores(store, run=runs[MEMBERS_LABEL].run_id, policy=tested)
-    ctrl = load_run_scores(store, run=runs[CONTROLS_LABEL].run_id, policy=tested)
+    # with --near-verbatim, the test runs on the lower bound at the largest epsilon ([EM] §6)
+    nv_eps_tested = max(near_verbatim["epsilons"]) if near_verbatim else None
+    cand = load_run_scores(store, run=runs[MEMBERS_LABEL].run_id, policy=tested, near_verbatim=nv_eps_tested)
+    ctrl = load_run_scores(store, run=runs[CONTROLS_LABEL].run_id, policy=tested, near_verbatim=nv_eps_tested)
     summary = run_store_test(
         candidates=cand, controls=ctrl, alpha=alpha, out_dir=out, exclude_control_ids=excl, confidence=confidence,
         fdr_delta=fdr, fwer_delta=fwer, seed=seed, budget_delta=budget_delta, realistic_budget=realistic_budget,

@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..errors import InputError
-from .common import (backend_options, make_backend, model_options, print_json, procedure_options,
+from .common import (backend_options, make_backend, near_verbatim_options, near_verbatim_settings, model_options, print_json, procedure_options,
                      resolve_run_inputs, set_threads)
 
 EXAMPLES = """
@@ -34,12 +34,7 @@ Examples:
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Store folder (created; re-running resumes).")
 @procedure_options
 @model_options
-@click.option("--near-verbatim", "nv_eps", type=int, multiple=True,
-              help="Also compute the certified near-verbatim lower bound on q(B_eps(s) | p) for token edit "
-                   "distance EPS ([EM] App. B.1 Eq. 2); repeatable (the union over settings is reported).")
-@click.option("--beam", "nv_beams", type=int, multiple=True,
-              help="Beam width(s) for --near-verbatim (default 16; 800 is the paper's baseline, ~1 min per window "
-                   "on SmolLM2 on 2 cores).")
+@near_verbatim_options
 @click.option("--batch-size", type=int, default=16, show_default=True)
 @click.option("--unit-size", type=int, default=64, show_default=True,
               help="Windows per work unit (the unit of resume and of distribution).")
@@ -75,9 +70,7 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
         suffix_tokens=suffix_tokens, text_field=text_field, id_field=id_field, input_format=input_format)
     from .common import build_prompt_rule
 
-    if nv_beams and not nv_eps:
-        raise InputError("--beam applies to --near-verbatim", hint="add --near-verbatim EPS")
-    near_verbatim = {"epsilons": list(nv_eps), "beams": list(nv_beams or (16,))} if nv_eps else None
+    near_verbatim = near_verbatim_settings(nv_eps, nv_beams)
     summary = run_scoring(m, windows, near_verbatim=near_verbatim,
                           log=None if as_json else (lambda msg: click.echo(msg, err=True)),
                           policies=policies, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,

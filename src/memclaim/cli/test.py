@@ -247,7 +247,8 @@ def is_store(path) -> bool:
     return Path(path).is_dir()
 
 
-def load_store_run(path, *, run: str | None, policy: str | None, role: str, run_option: str):
+def load_store_run(path, *, run: str | None, policy: str | None, role: str, run_option: str,
+                   near_verbatim: int | None = None):
     """One run of a score store as :class:`memclaim.scoring.results.RunScores`. ``run`` is a run
     id (or unique prefix) or a label; it may be omitted when the store holds one run."""
     from ..scoring.results import list_runs, load_run_scores
@@ -258,7 +259,7 @@ def load_store_run(path, *, run: str | None, policy: str | None, role: str, run_
             raise InputError(
                 f"the {role} store {str(path)!r} holds {len(runs)} runs; say which one with {run_option}",
                 hint="runs (id, label): " + ", ".join(f"{rid} ({r.get('label')})" for rid, r in runs.items()))
-    return load_run_scores(path, run=run, policy=policy)
+    return load_run_scores(path, run=run, policy=policy, near_verbatim=near_verbatim)
 
 
 def stored_test_procedure(rs) -> dict:
@@ -268,6 +269,8 @@ def stored_test_procedure(rs) -> dict:
     d = {k: v for k, v in rs.procedure.items() if k != "policies"}
     d["policy"] = rs.policy
     d["policies_scored"] = list(rs.procedure.get("policies", ()))
+    if rs.score_kind != "verbatim":
+        d["score"] = rs.score_kind  # near-verbatim lower bound: both sides must use the same one
     return d
 
 
@@ -379,6 +382,9 @@ Examples (run from a checkout of the repository; the first two need SmolLM2, see
               help="Files only (default log-prob): log-prob: natural-log probabilities (-inf = 0); prob: "
                    "probabilities; score: any real score. A store always holds natural-log probabilities.")
 @click.option("--alpha", default="0.001", show_default=True, help="Target FPR in (0, 1); read exactly ('0.001', '0.1%', '1/1000').")
+@click.option("--near-verbatim", "nv_eps", type=int, default=None,
+              help="Store: test the certified near-verbatim lower bound at this token edit distance (scored with "
+                   "`memclaim score --near-verbatim EPS`) instead of the verbatim score.")
 @click.option("--policy", default=None,
               help="Store: the stored policy to test (needed when several were scored). Files: the policy the scores "
                    "were computed under (recorded); 'greedy' means binary scores.")
@@ -402,11 +408,14 @@ Examples (run from a checkout of the repository; the first two need SmolLM2, see
 @click.option("--controls-procedure", type=click.Path(dir_okay=False), default=None, help="Files only.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Report folder.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-def command(candidates, controls, run, controls_run, kind, alpha, policy, binary, id_column, score_column,
+def command(candidates, controls, run, controls_run, kind, alpha, nv_eps, policy, binary, id_column, score_column,
             text_column, exclude_file, exclude_ids, fdr, fwer, seed, budget_delta, realistic_budget, confidence,
             controls_description, candidates_procedure, controls_procedure, out_dir, as_json):
     """Conformal population test ([EM] §3, §4, App. C) on two score stores or two score files
     ([EM] App. H.1: the same verify step applies to scores computed elsewhere)."""
+    if nv_eps is not None and not (is_store(candidates) and is_store(controls)):
+        raise InputError("--near-verbatim selects a stored near-verbatim score; it needs score stores on both sides",
+                         hint="score with `memclaim score ... --near-verbatim EPS --out STORE`")
     validate_test_levels(alpha=alpha, fdr=fdr, fwer=fwer, budget_delta=budget_delta, confidence=confidence)
     for path, opt in ((candidates, "--candidates"), (controls, "--controls")):
         if not Path(path).exists():
@@ -432,8 +441,10 @@ def command(candidates, controls, run, controls_run, kind, alpha, policy, binary
         if bad:
             raise InputError(f"{', '.join(bad)} appl{'y' if len(bad) > 1 else 'ies'} to score files, not to stores",
                              hint="a store records natural-log probabilities, ids, texts and the procedure itself")
-        cand = load_store_run(candidates, run=run, policy=policy, role="candidates", run_option="--run")
-        ctrl = load_store_run(controls, run=controls_run, policy=policy, role="controls", run_option="--controls-run")
+        cand = load_store_run(candidates, run=run, policy=policy, role="candidates", run_option="--run",
+                              near_verbatim=nv_eps)
+        ctrl = load_store_run(controls, run=controls_run, policy=policy, role="controls", run_option="--controls-run",
+                              near_verbatim=nv_eps)
         summary = run_store_test(
             candidates=cand, controls=ctrl, alpha=alpha, out_dir=out_dir, exclude_control_ids=excl, binary=binary,
             confidence=confidence, fdr_delta=fdr, fwer_delta=fwer, seed=seed, budget_delta=budget_delta,

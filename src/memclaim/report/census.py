@@ -106,7 +106,7 @@ def build_census_doc(results: Sequence[CensusResult], *, title: str = "Single-do
     doc.p(controls_description or "No description of how the control document was chosen was given. Say why it is "
           "a non-member and how it is matched to the document (author, genre, style, length).")
     doc.h2("What this does and does not mean")
-    doc.bullets(words.census_statements())
+    doc.bullets(words.census_statements(near_verbatim=words.is_near_verbatim(procedure)))
     _procedure_section(doc, procedure, inputs)
     return doc
 
@@ -127,7 +127,7 @@ def census_report(results: Sequence[CensusResult], *, budget_views: Sequence[Cen
            "flagged_control_windows": [f.to_dict() for f in flagged],
            "controls_description": controls_description, **(extra_results or {})}
     return render(doc, command=command, procedure=procedure, inputs=inputs, results=res,
-                  statements=words.census_statements())
+                  statements=words.census_statements(near_verbatim=words.is_near_verbatim(procedure)))
 
 
 def run_census(pairs: Sequence[dict], *, out_dir, use_global_threshold: bool = False,

@@ -211,7 +211,8 @@ def build_population_doc(claim: PopulationClaim, *, title: str = "Conformal popu
 
     doc.h2("What this does and does not mean")
     doc.bullets(words.population_statements(binary=t.binary, decontaminated=claim.decontaminated is not None,
-                                            multiple=claim.fdr is not None or claim.fwer is not None))
+                                            multiple=claim.fdr is not None or claim.fwer is not None,
+                                            near_verbatim=words.is_near_verbatim(procedure)))
     _procedure_section(doc, procedure, inputs)
     return doc
 
@@ -253,4 +254,5 @@ def population_report(claim: PopulationClaim, *, procedure: dict | None = None, 
     return render(doc, command=command, procedure=procedure, inputs=inputs, results=results,
                   statements=words.population_statements(binary=t.binary,
                                                          decontaminated=claim.decontaminated is not None,
-                                                         multiple=claim.fdr is not None or claim.fwer is not None))
+                                                         multiple=claim.fdr is not None or claim.fwer is not None,
+                                                         near_verbatim=words.is_near_verbatim(procedure)))

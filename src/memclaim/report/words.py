@@ -72,8 +72,27 @@ PROCEDURE_FIXED = (
 )
 
 
-def population_statements(*, binary: bool, decontaminated: bool, multiple: bool) -> list[str]:
+NEAR_VERBATIM = (
+    "The score is a certified lower bound on the probability of generating any sequence within the "
+    "stated token edit distance of the suffix (the near-verbatim ball, [EM] App. B.1 Eq. 2), found "
+    "by a pruned beam search: never above the true mass, never below the verbatim probability. A "
+    "claim on it certifies near-verbatim membership, not verbatim memorization. For members the "
+    "bound is conservative (the true mass can only be higher); the controls are scored the same "
+    "way, so the threshold is calibrated on the same lower bound and the certified FPR holds for "
+    "this score ([EM] §3, §6)."
+)
+
+
+def is_near_verbatim(procedure: dict | None) -> bool:
+    """Whether a (stored, tested) procedure's score is the near-verbatim lower bound."""
+    return bool(procedure) and str(procedure.get("score", "")).startswith("near-verbatim")
+
+
+def population_statements(*, binary: bool, decontaminated: bool, multiple: bool,
+                          near_verbatim: bool = False) -> list[str]:
     s = [WHAT_A_CLAIM_MEANS, NO_CLAIM_IS_NOT_EVIDENCE, RELATIVE_TO_CONTROLS, CONTAMINATION, PER_CANDIDATE]
+    if near_verbatim:
+        s.append(NEAR_VERBATIM)
     if binary:
         s.append(BINARY)
     else:
@@ -82,10 +101,10 @@ def population_statements(*, binary: bool, decontaminated: bool, multiple: bool)
     return s
 
 
-def census_statements() -> list[str]:
+def census_statements(*, near_verbatim: bool = False) -> list[str]:
     return [CENSUS_NO_FPR, NO_CLAIM_IS_NOT_EVIDENCE, CONTAMINATION,
             "Coverage counts only the characters of window suffixes (what was extracted), never the "
-            "prompts ([EM] Eq. 9).", EXTRACTABLE, PROCEDURE_FIXED]
+            "prompts ([EM] Eq. 9).", EXTRACTABLE] + ([NEAR_VERBATIM] if near_verbatim else []) + [PROCEDURE_FIXED]
 
 
 def budget_statements() -> list[str]:

@@ -107,6 +107,7 @@ class PlantedCorpus:
     planted: tuple[dict, ...]  # {"id", "text", "copies"}
     held_out: tuple[dict, ...]  # {"id", "text"}
     seed: int
+    background: tuple[str, ...] = ()  # the background documents alone (a subset of ``documents``)
 
     def to_dict(self) -> dict:
         return {"seed": self.seed, "n_documents": len(self.documents),
@@ -135,4 +136,4 @@ def build_planted_corpus(gen: MarkovZipf, *, n_background: int, passage_words: i
     for rec in planted:
         docs += [rec["text"]] * int(rec["copies"])
     order = rng.permutation(len(docs))
-    return PlantedCorpus(tuple(docs[i] for i in order), tuple(planted), tuple(held_out), seed)
+    return PlantedCorpus(tuple(docs[i] for i in order), tuple(planted), tuple(held_out), seed, tuple(background))

@@ -67,14 +67,13 @@ def _train_tokenizer(texts, vocab_size: int):
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=SOT, eos_token=SOT, unk_token=SOT)
 
 
-def build_toy_model(spec: ToySpec, out: Path, *, log=print) -> Path:
-    """Generate the corpus, train tokenizer and model, save an HF folder at ``out``."""
+def toy_corpus(spec: ToySpec = DEFAULT_SPEC):
+    """(generator, corpus) of the tiny GPT, regenerated deterministically from its spec: the
+    exact training documents (``corpus.documents``), the background alone
+    (``corpus.background``), the planted records and the held-out controls."""
     import numpy as np
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
 
     from .corpus import MarkovZipf, build_planted_corpus
-    from .trainer import TrainConfig, pack_documents, train_causal_lm
 
     gen = MarkovZipf(n_words=spec.n_words, s=spec.zipf_s, seed=spec.corpus_seed)
     rng = np.random.default_rng(spec.corpus_seed + 1000)
@@ -86,6 +85,17 @@ def build_toy_model(spec: ToySpec, out: Path, *, log=print) -> Path:
         extra_planted=[{"id": "document-member", "text": doc_member, "copies": spec.document_copies}],
         extra_held_out=[{"id": "document-control", "text": doc_control}],
     )
+    return gen, corpus
+
+
+def build_toy_model(spec: ToySpec, out: Path, *, log=print) -> Path:
+    """Generate the corpus, train tokenizer and model, save an HF folder at ``out``."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from .trainer import TrainConfig, pack_documents, train_causal_lm
+
+    gen, corpus = toy_corpus(spec)
     tok = _train_tokenizer(list(corpus.documents), spec.vocab_size)
     sot_id = tok.convert_tokens_to_ids(SOT)
     docs = [tok(d, add_special_tokens=False)["input_ids"] for d in corpus.documents]
