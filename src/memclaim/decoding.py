@@ -194,12 +194,14 @@ def _warp(x, policy: Policy):
     return x
 
 
-def policy_target_logprob(logits, targets, policy: Policy):
+def policy_target_logprob(logits, targets, policy: Policy, *, log_softmax_t1=None):
     """log q_{theta,phi}(target_i | context_i) for each row i; [N, V] logits, [N] targets -> [N].
 
     Only the normalizer over the policy's support is needed, so top-k avoids building a masked
     copy of the row: log Z = logsumexp over the K largest values plus the extra ties at the
-    boundary, which equals the masked logsumexp of the HF rule exactly.
+    boundary, which equals the masked logsumexp of the HF rule. ``log_softmax_t1`` may pass an
+    already computed ``log_softmax(logits)`` (the engine has it) for the untruncated T = 1 case.
+    Row-wise log_softmax is used rather than logsumexp: on CPU it is one fused pass.
     """
     torch = _torch()
     x = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
@@ -211,20 +213,36 @@ def policy_target_logprob(logits, targets, policy: Policy):
         if policy.temperature != 1.0:
             x = x / policy.temperature
         k = min(policy.top_k, x.shape[-1])
-        top = torch.topk(x, k, dim=-1).values  # [N, k]
-        kth = top[:, -1:]  # [N, 1]
-        # ties with the K-th value beyond the K returned by topk are kept too (HF rule)
-        n_ge = (x >= kth).sum(dim=-1, keepdim=True)  # [N, 1] = k + extra ties
-        extra = (n_ge - k).to(x.dtype)
-        log_z = torch.logsumexp(top, dim=-1, keepdim=True)
-        # add extra copies of exp(kth): log(exp(log_z) + extra * exp(kth))
-        log_z = torch.where(extra > 0, torch.logaddexp(log_z, kth + torch.log(extra.clamp_min(1))), log_z)
+        kth, log_z = topk_normalizer(x, k)
         xt = x.gather(1, t)
         out = torch.where(xt >= kth, xt - log_z, torch.full_like(xt, -math.inf))
         return out.view(-1)
     if policy.top_p is None and policy.top_k is None:
+        if policy.temperature == 1.0 and log_softmax_t1 is not None:
+            return log_softmax_t1.gather(1, t).view(-1)
         if policy.temperature != 1.0:
             x = x / policy.temperature
-        return (x.gather(1, t) - torch.logsumexp(x, dim=-1, keepdim=True)).view(-1)
+        return torch.log_softmax(x, dim=-1).gather(1, t).view(-1)
     lp = policy_logprobs(x, policy)
     return lp.gather(1, t).view(-1)
+
+
+def topk_normalizer(x, k: int):
+    """(K-th largest value [N, 1], log Z over the HF top-k support [N, 1]) of rows x [N, V].
+
+    The support is every token >= the K-th largest (ties at the boundary kept, as in
+    TopKLogitsWarper). topk(K+1) shows whether the boundary is tied; only rows where it is pay
+    for an exact count of the tied tokens over the whole row.
+    """
+    torch = _torch()
+    V = x.shape[-1]
+    top = torch.topk(x, min(k + 1, V), dim=-1).values  # [N, k(+1)]
+    kth = top[:, k - 1:k]  # [N, 1]
+    log_z = torch.logsumexp(top[:, :k], dim=-1, keepdim=True)
+    if k < V:
+        tied = (top[:, k] == top[:, k - 1]).nonzero().view(-1)
+        if tied.numel():
+            # extra copies of exp(kth) beyond the K returned by topk: log(Z + extra * e^kth)
+            extra = ((x[tied] >= kth[tied]).sum(dim=-1, keepdim=True) - k).to(x.dtype)  # [n_tied, 1]
+            log_z[tied] = torch.logaddexp(log_z[tied], kth[tied] + torch.log(extra))
+    return kth, log_z

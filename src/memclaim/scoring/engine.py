@@ -52,22 +52,36 @@ def _chunk_rows(vocab: int, logit_chunk_bytes: int) -> int:
 
 
 def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[Policy]):
-    """All per-position statistics for [n, V] logits and [n] targets (float32 or better)."""
+    """All per-position statistics for [n, V] logits and [n] targets (float32 or better).
+
+    Passes over the [n, V] block are shared between outputs (one fused log-softmax, one exp, dot
+    products without temporaries); CPU logsumexp is avoided (several passes)."""
     x = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
     t = targets.view(-1, 1)
-    lse = torch.logsumexp(x, dim=-1, keepdim=True)  # [n, 1]
-    xt = x.gather(1, t)  # [n, 1]
-    token_lp = (xt - lse).view(-1)
-    logp = x - lse  # [n, V]
-    p = logp.exp()
-    mean = (p * logp).sum(-1, keepdim=True)  # [n, 1]
-    var = (p * (logp - mean).square()).sum(-1)
-    rank = (x > xt).sum(-1) + 1
-    top2 = torch.topk(x, min(2, x.shape[-1]), dim=-1).values  # [n, 2]
-    margin = (top2[:, 0] - top2[:, 1]) if x.shape[-1] > 1 else torch.full_like(top2[:, 0], math.inf)
-    greedy = x.argmax(dim=-1) == targets
-    pol = torch.stack([policy_target_logprob(x, targets, pi) for pi in policies], dim=0)  # [P, n]
-    return token_lp, mean.view(-1), var.clamp_min(0).sqrt(), rank, margin, greedy, pol
+    logp = torch.log_softmax(x, dim=-1)  # [n, V]
+    token_lp = logp.gather(1, t).view(-1)
+    p = logp.exp()  # [n, V]
+    mean = torch.linalg.vecdot(p, logp)  # [n]  E_p[log p]
+    d = (logp - mean[:, None]).square_()  # [n, V]
+    var = torch.linalg.vecdot(p, d)  # [n]  E_p[(log p - mean)^2], centered: no cancellation
+    del d, p
+    rank = (x > x.gather(1, t)).sum(-1) + 1
+    if x.shape[-1] > 1:
+        top2, top2i = torch.topk(x, 2, dim=-1)  # [n, 2]
+        margin = top2[:, 0] - top2[:, 1]
+        amax = top2i[:, 0].clone()
+        tied = (margin == 0).nonzero().view(-1)
+        if tied.numel():  # exact tie for the max: torch.argmax's first index, as transformers' greedy
+            amax[tied] = x[tied].argmax(dim=-1)
+    else:
+        margin = torch.full_like(x[:, 0], math.inf)
+        amax = torch.zeros_like(targets)
+    greedy = amax == targets
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    ninf = torch.full((), -math.inf, dtype=x.dtype, device=x.device)
+    pol = torch.stack([torch.where(greedy, zero, ninf) if pi.greedy else
+                       policy_target_logprob(x, targets, pi, log_softmax_t1=logp) for pi in policies], dim=0)  # [P, n]
+    return token_lp, mean, var.clamp_min(0).sqrt(), rank, margin, greedy, pol
 
 
 class TeacherForcingEngine:
