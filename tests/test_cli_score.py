@@ -104,3 +104,26 @@ def test_model_errors(tmp_path, capsys, random_model_dir):
     (notok / "tokenizer.json").unlink()
     assert main(["score", str(notok)] + base) == 2
     assert "no tokenizer" in capsys.readouterr().err
+
+
+def test_shorter_suffixes_from_cumulative_sums_equal_a_fresh_pass(random_model_dir, tmp_path):
+    """[EM] App. D.3: scores of the first n suffix tokens come from the stored per-token values
+    and equal a separate run at suffix length n (same prefix), up to float32 noise: the longer
+    sequence runs attention over more (masked) keys, which changes reduction blocking."""
+    import numpy as np
+
+    from memclaim.scoring.results import load_run_scores
+
+    inp = _passages(tmp_path / "p.jsonl", n=6)
+    base = ["score", str(random_model_dir), "--input", str(inp), "--prefix-tokens", "8", "--policy", "top-k:20",
+            "--policy", "full", "--no-progress"]
+    assert main(base + ["--suffix-tokens", "10", "--out", str(tmp_path / "long")]) == 0
+    assert main(base + ["--suffix-tokens", "4", "--out", str(tmp_path / "short")]) == 0
+    for pol in ("top-k:20", "full"):
+        swept = load_run_scores(tmp_path / "long", policy=pol, suffix_tokens=4)
+        fresh = load_run_scores(tmp_path / "short", policy=pol)
+        assert swept.window_ids == fresh.window_ids
+        fin = np.isfinite(fresh.logq)
+        assert np.array_equal(fin, np.isfinite(swept.logq))
+        np.testing.assert_allclose(swept.logq[fin], fresh.logq[fin], atol=1e-4, rtol=0)
+        assert "first 4 of 10" in swept.score_kind

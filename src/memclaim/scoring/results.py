@@ -57,11 +57,13 @@ def list_runs(store_dir) -> dict:
 
 
 def load_run_scores(store_dir, *, run: str | None = None, policy: str | None = None,
-                    near_verbatim: int | None = None) -> RunScores:
+                    near_verbatim: int | None = None, suffix_tokens: int | None = None) -> RunScores:
     """Load a run's window scores. ``run`` is a run id (or unique prefix) or a label; it may be
     omitted when the store holds one run. ``policy`` may be omitted when the run has one policy.
     ``near_verbatim`` = EPS selects the certified near-verbatim lower bound at token edit
-    distance EPS as the score (the run must have been scored with --near-verbatim EPS)."""
+    distance EPS as the score (the run must have been scored with --near-verbatim EPS).
+    ``suffix_tokens`` = n scores only the first n suffix tokens, from the stored per-token log q
+    by a cumulative sum, without another model pass ([EM] App. D.3: the 1-50 token sweep)."""
     import pyarrow.parquet as pq
 
     if not Path(store_dir).exists():
@@ -110,12 +112,28 @@ def load_run_scores(store_dir, *, run: str | None = None, policy: str | None = N
         score_col = f"nv_logq:{spec}:eps{int(near_verbatim)}"
         kind = (f"near-verbatim lower bound (eps={int(near_verbatim)} token edits, beams {nv.get('beams')}): "
                 "conservative for members; controls get the same treatment")
+    logq = table.column(score_col).to_numpy().astype(np.float64)
+    if suffix_tokens is not None:
+        S = int(proc["suffix_tokens"])
+        if near_verbatim is not None:
+            raise InputError("--suffix-tokens applies to the verbatim score only",
+                             hint="near-verbatim balls are defined for the scored suffix length")
+        if not 1 <= int(suffix_tokens) <= S:
+            raise InputError(f"suffix length {suffix_tokens} is outside 1..{S} (the run's suffix length)")
+        per_token = f"token_logq:{spec}"
+        if per_token not in table.column_names:
+            raise StoreError(f"run {run_id} has no per-token scores (several prompts per window)",
+                             hint="score with a single prompt to sweep suffix lengths")
+        arr = table.column(per_token).to_pylist()
+        # sum logs left to right over the first n tokens ([EM] Eq. 1 on the shorter suffix)
+        logq = np.array([np.cumsum(np.asarray(v, dtype=np.float64))[int(suffix_tokens) - 1] for v in arr])
+        kind = f"{kind}, first {int(suffix_tokens)} of {S} suffix tokens"
     col = lambda n: table.column(n).to_pylist()  # noqa: E731
     return RunScores(
         store=str(st.root), run_id=run_id, label=meta.get("label", ""), procedure=proc,
         procedure_key=meta["procedure"], policy=spec, score_kind=kind,
         window_ids=tuple(col("window_id")), sources=tuple(col("source")),
-        logq=table.column(score_col).to_numpy().astype(np.float64),
+        logq=logq,
         greedy_match=np.asarray(col("greedy_match"), dtype=bool), near_tie=np.asarray(col("near_tie"), dtype=bool),
         prefix_spans=np.stack([np.asarray(col("prefix_start")), np.asarray(col("prefix_end"))], axis=1),
         suffix_spans=np.stack([np.asarray(col("suffix_start")), np.asarray(col("suffix_end"))], axis=1),
