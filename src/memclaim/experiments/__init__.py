@@ -21,6 +21,20 @@ REPRODUCTIONS: dict[str, tuple[str, str]] = {
                       "[MX] Fig. 6 right: extraction vs min-entropy against 1 - f_eps(kappa), H*, two canaries"),
     "per-instance": ("memclaim.experiments.per_instance",
                      "[MX] Fig. 8: per-instance calibration, randomized response and BSC families"),
+    "unlearning": ("memclaim.experiments.unlearning",
+                   "[MX] Table 4: GradDiff/NPO until the verifier says forgotten; extraction via rho and via c"),
+    "gated": ("memclaim.experiments.gated",
+              "[MX] §8.2: the gated release; reference/loss audits at chance, extraction through rho = 1"),
+    "dp-calibration": ("memclaim.experiments.dp_calibration",
+                       "[MX] §8.2: DP-SGD over an eps grid, LOO memorization of k-copy canaries vs the caps"),
+    "trigger": ("memclaim.experiments.trigger",
+                "[MX] Fig. 7: trigger pairs planted by SGD; extraction via rho 1 vs 0, local gaps at the noise floor"),
+    "camouflage": ("memclaim.experiments.camouflage",
+                   "[MX] Fig. 9: SGD on camouflage-tree data; flat survivor posterior, TF memorization 1/k - 1/v"),
+    "canary-floor": ("memclaim.experiments.canary_floor",
+                     "[MX] §8.2, Cor. 5.3: canaries bucketed by certified kappa below/above H*; guessing vs DP"),
+    "audit-table": ("memclaim.experiments.audit_table",
+                    "[MX] Fig. 12 + Fig. 10: six planted leaks through the audit-disagreement table; length sweep"),
 }
 
 

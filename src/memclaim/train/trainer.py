@@ -1,21 +1,53 @@
 """The one training module. Every training run in memclaim goes through :func:`train_causal_lm`:
-the tiny GPT here; later fine-tuning of HF models, shadow models, DP-SGD and unlearning extend
-it through :class:`TrainConfig` and the ``objective`` hook, never through a second loop.
+the tiny GPT, fine-tuning of HF models, shadow models, DP-SGD and unlearning. They differ only in
+:class:`TrainConfig` options and the ``objective`` hook, never in a second loop.
+
+Options (all default to the original behaviour: shuffled epochs, AdamW, warmup + cosine):
+
+- ``sampling``: ``"shuffle"`` draws each batch from a seeded permutation, epoch by epoch;
+  ``"poisson"`` includes every block independently with probability q = 1 / ceil(n / batch_size)
+  at every step (variable batch size), the sampling DP-SGD's accountant assumes. The rule is the
+  one of Opacus's ``UniformWithReplacementSampler`` (``torch.rand(n) < q``), so a non-private run
+  with ``sampling="poisson"`` sees the same batches as a DP run with the same seed ([MX] App. F.2:
+  "the eps = inf configuration runs the same optimizer with clipping and noise disabled").
+- ``dp``: a :class:`memclaim.train.dp.DPConfig` turns the run into DP-SGD (DP-AdamW) through
+  Opacus: per-sample gradients, per-sample clipping, Gaussian noise calibrated by Opacus's
+  accountant, Poisson sampling by Opacus's data loader; the result carries the epsilon actually
+  spent (:class:`memclaim.train.dp.DPReport`). ``grad_clip`` (the batch-gradient clip) is not
+  applied in a DP run: per-sample clipping replaces it.
+- ``pad_id``: targets equal to ``pad_id`` are ignored and the loss is the mean over examples of
+  each example's own mean token loss, so every block's loss depends on that block alone (what
+  per-sample clipping needs: a loss averaged over the batch's token count would couple examples).
+- ``physical_batch_size``: split each logical batch into chunks of at most this many blocks
+  and accumulate (gradient accumulation; in a DP run through Opacus's skip-step mechanism, so
+  clipping stays per sample and noise is added once per logical batch, [MX] App. F.2 "physical
+  batch 8 with gradient accumulation").
+- ``schedule``: ``"cosine"`` (warmup + cosine decay to ``lr * min_lr_ratio``), ``"linear"``
+  (warmup + linear decay to the same floor) or ``"constant"`` (warmup, then ``lr``).
+- ``threads``: torch threads for the run (restored afterwards); BLAS reductions may split
+  differently on another thread count, so a fixed count makes a run reproducible bit for bit.
 
 Runs are seeded and reproducible on a fixed thread count: batches come from a torch Generator
-seeded by ``config.seed``, and the model is initialized by the caller under the same seed.
+seeded by ``config.seed``, DP noise from a second Generator seeded by ``DPConfig.noise_seed`` (or
+``config.seed + 1``), and the model is initialized by the caller under its own seed.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
 
+from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..validate import integer, nonneg, positive
+
+SCHEDULES = ("cosine", "linear", "constant")
+SAMPLINGS = ("shuffle", "poisson")
 
 
 @dataclass(frozen=True)
@@ -24,12 +56,19 @@ class TrainConfig:
     batch_size: int = 16
     seq_len: int = 128
     lr: float = 3e-3
-    min_lr_ratio: float = 0.1  # cosine decay to lr * min_lr_ratio
+    min_lr_ratio: float = 0.1  # cosine/linear decay to lr * min_lr_ratio
     warmup_steps: int = 50
     weight_decay: float = 0.01
     grad_clip: float | None = 1.0
     seed: int = 0
     betas: tuple[float, float] = (0.9, 0.95)
+    # ---- extensions (defaults keep the original behaviour)
+    schedule: str = "cosine"
+    sampling: str | None = None  # None: "poisson" for a DP run, "shuffle" otherwise
+    pad_id: int | None = None
+    dp: object | None = None  # memclaim.train.dp.DPConfig
+    physical_batch_size: int | None = None
+    threads: int | None = None
 
     def __post_init__(self):
         integer("steps", self.steps, minimum=0)
@@ -38,13 +77,45 @@ class TrainConfig:
         positive("lr", self.lr)
         nonneg("weight_decay", self.weight_decay)
         integer("warmup_steps", self.warmup_steps, minimum=0)
+        nonneg("min_lr_ratio", self.min_lr_ratio)
+        integer("seed", self.seed, minimum=0)
+        if self.grad_clip is not None:
+            positive("grad_clip", self.grad_clip)
+        if self.schedule not in SCHEDULES:
+            raise DomainError(f"unknown learning-rate schedule {self.schedule!r}", hint=f"one of {SCHEDULES}")
+        if self.sampling is not None and self.sampling not in SAMPLINGS:
+            raise DomainError(f"unknown sampling {self.sampling!r}", hint=f"one of {SAMPLINGS}")
+        if self.pad_id is not None:
+            integer("pad_id", self.pad_id, minimum=0)
+        if self.physical_batch_size is not None:
+            integer("physical_batch_size", self.physical_batch_size, minimum=1)
+        if self.threads is not None:
+            integer("threads", self.threads, minimum=1)
+        if self.dp is not None:
+            from .dp import DPConfig
+
+            if not isinstance(self.dp, DPConfig):
+                raise InputError(f"dp must be a memclaim.train.dp.DPConfig, got {type(self.dp).__name__}")
+            if self.sampling == "shuffle":
+                raise DomainError(
+                    "a DP-SGD run needs Poisson sampling: Opacus's accountant (and the add/remove guarantee "
+                    "it certifies) assumes every example is included independently at every step",
+                    hint="leave sampling unset (or 'poisson') for a DP run")
+
+    @property
+    def sampling_mode(self) -> str:
+        return self.sampling or ("poisson" if self.dp is not None else "shuffle")
 
     def lr_at(self, step: int) -> float:
         if self.warmup_steps and step < self.warmup_steps:
             return self.lr * (step + 1) / self.warmup_steps
+        if self.schedule == "constant":
+            return self.lr
         span = max(1, self.steps - self.warmup_steps)
         t = min(1.0, (step - self.warmup_steps) / span)
         lo = self.lr * self.min_lr_ratio
+        if self.schedule == "linear":
+            return self.lr - (self.lr - lo) * t
         return lo + 0.5 * (self.lr - lo) * (1 + math.cos(math.pi * t))
 
 
@@ -56,6 +127,9 @@ class TrainResult(ResultMixin):
     first_loss: float
     final_loss: float
     losses: tuple[float, ...] = field(repr=False)
+    sampling: str = "shuffle"
+    empty_batches: int = 0  # Poisson steps that drew no block (a DP step still adds noise)
+    dp: object | None = None  # memclaim.train.dp.DPReport for a DP-SGD run
 
 
 def pack_documents(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequence[int]) -> torch.Tensor:
@@ -67,11 +141,33 @@ def pack_documents(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequ
         stream.extend(d)
     n = len(stream) // seq_len
     if n == 0:
-        from ..errors import InputError
-
         raise InputError(f"training data has {len(stream)} tokens, fewer than one block of {seq_len}",
                          hint="add data or lower seq_len")
     return torch.tensor(stream[: n * seq_len], dtype=torch.long).view(n, seq_len)  # [n_blocks, seq_len]
+
+
+def example_blocks(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequence[int],
+                   pad_id: int) -> torch.Tensor:
+    """One block per document: ``sep_ids + doc``, right-padded with ``pad_id`` to ``seq_len``
+    -> LongTensor [n_docs, seq_len]. Use with ``TrainConfig(pad_id=...)`` so padding is not
+    trained on. One block per document is what makes a document one DP *example* (a document
+    planted k times is then k examples, a group of k under add/remove)."""
+    pad = integer("pad_id", pad_id, minimum=0)
+    T = integer("seq_len", seq_len, minimum=2)
+    sep = [int(t) for t in sep_ids]
+    if not docs:
+        raise InputError("no documents to turn into example blocks")
+    out = torch.full((len(docs), T), pad, dtype=torch.long)  # [n_docs, seq_len]
+    for i, d in enumerate(docs):
+        seq = sep + [int(t) for t in d]
+        if len(seq) > T:
+            raise InputError(f"document {i} has {len(seq)} tokens with its separator, more than seq_len = {T}",
+                             hint="raise seq_len or shorten the document; an example is never cut")
+        if pad in d:
+            raise InputError(f"document {i} contains the pad id {pad}",
+                             hint="use a pad id that never occurs in the data")
+        out[i, :len(seq)] = torch.tensor(seq, dtype=torch.long)
+    return out
 
 
 def next_token_loss(model, batch: torch.Tensor) -> torch.Tensor:
@@ -83,57 +179,209 @@ def next_token_loss(model, batch: torch.Tensor) -> torch.Tensor:
     )
 
 
+def per_example_nll(model, batch: torch.Tensor, *, pad_id: int | None = None,
+                    reduce: str = "mean") -> torch.Tensor:
+    """Each example's own next-token NLL -> [B]: the mean (``reduce="mean"``) or the sum
+    (``"sum"``, = -log p(sequence)) over its targets, targets equal to ``pad_id`` ignored."""
+    logits = model(input_ids=batch).logits  # [B, T, V]
+    targets = batch[:, 1:]  # [B, T-1]
+    nll = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="none",
+    ).view(targets.shape)  # [B, T-1]
+    if pad_id is None:
+        return nll.sum(1) if reduce == "sum" else nll.mean(1)
+    keep = (targets != pad_id).to(nll.dtype)  # [B, T-1]
+    total = (nll * keep).sum(1)
+    return total if reduce == "sum" else total / keep.sum(1).clamp_min(1.0)
+
+
+def masked_next_token_loss(model, batch: torch.Tensor, *, pad_id: int) -> torch.Tensor:
+    """Mean over examples of each example's mean token NLL, pad targets ignored."""
+    return per_example_nll(model, batch, pad_id=pad_id).mean()
+
+
+def default_objective(config: TrainConfig) -> Callable:
+    if config.pad_id is None:
+        return next_token_loss
+    pad = int(config.pad_id)
+    return lambda model, batch: masked_next_token_loss(model, batch, pad_id=pad)
+
+
+@torch.no_grad()
+def evaluate_nll(model, blocks: torch.Tensor, *, pad_id: int | None = None, batch_size: int = 32) -> float:
+    """Token-weighted mean next-token NLL (nats) of ``model`` over ``blocks`` [n, T]; exp of it
+    is the perplexity. The model is put in eval mode (and left there)."""
+    _check_blocks(blocks)
+    model.eval()
+    total, count = 0.0, 0
+    for s in range(0, blocks.shape[0], batch_size):
+        b = blocks[s:s + batch_size]
+        sums = per_example_nll(model, b, pad_id=pad_id, reduce="sum")  # [b]
+        n = (b[:, 1:] != pad_id).sum() if pad_id is not None else b[:, 1:].numel()
+        total += float(sums.double().sum())
+        count += int(n)
+    if count == 0:
+        raise InputError("no target tokens to evaluate (every target is padding)")
+    return total / count
+
+
+def poisson_rate(n: int, batch_size: int) -> float:
+    """Opacus's sampling rate for ``n`` examples and expected batch ``batch_size``:
+    1 / ceil(n / batch_size) (``DPDataLoader.from_data_loader``: 1 / len(data_loader))."""
+    n = integer("number of examples", n, minimum=1)
+    b = integer("batch_size", batch_size, minimum=1)
+    return 1.0 / math.ceil(n / b)
+
+
+@contextlib.contextmanager
+def _threads(n: int | None):
+    if n is None:
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(int(n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _check_blocks(blocks) -> None:
+    if not isinstance(blocks, torch.Tensor) or blocks.dim() != 2 or blocks.dtype != torch.long:
+        raise InputError(f"blocks must be a LongTensor [n_blocks, seq_len], got "
+                         f"{type(blocks).__name__} {getattr(blocks, 'shape', '')} {getattr(blocks, 'dtype', '')}")
+    if blocks.shape[0] == 0 or blocks.shape[1] < 2:
+        raise InputError(f"blocks has shape {tuple(blocks.shape)}: need at least one block of >= 2 tokens")
+
+
+class _Batches:
+    """Index batches: a seeded permutation epoch by epoch, or Poisson inclusion."""
+
+    def __init__(self, n: int, config: TrainConfig, gen: torch.Generator):
+        self.n, self.gen, self.B = n, gen, config.batch_size
+        self.mode = config.sampling_mode
+        self.q = poisson_rate(n, self.B) if self.mode == "poisson" else None
+        self.perm = torch.randperm(n, generator=gen) if self.mode == "shuffle" else None
+        self.pos = 0
+
+    def next(self) -> torch.Tensor:
+        if self.mode == "poisson":
+            # the rule of opacus.utils.uniform_sampler.UniformWithReplacementSampler
+            mask = torch.rand(self.n, generator=self.gen) < self.q
+            return mask.nonzero(as_tuple=False).reshape(-1)
+        if self.pos + self.B > self.n:
+            # a new epoch; with batch_size > n every step is the whole (reshuffled) set
+            self.perm = torch.randperm(self.n, generator=self.gen)
+            self.pos = 0
+        idx = self.perm[self.pos:self.pos + self.B]
+        self.pos += self.B
+        return idx
+
+
+def _chunks(batch: torch.Tensor, size: int | None) -> list[torch.Tensor]:
+    if size is None or batch.shape[0] <= size:
+        return [batch]
+    return list(batch.split(size))
+
+
 def train_causal_lm(model, blocks: torch.Tensor, config: TrainConfig, *,
                     objective: Callable[[object, torch.Tensor], torch.Tensor] | None = None,
                     on_step: Callable[[int, float], None] | None = None) -> TrainResult:
-    """AdamW with warmup + cosine decay over ``config.steps`` steps on ``blocks`` [n, T].
+    """AdamW with warmup + decay over ``config.steps`` steps on ``blocks`` [n, T].
 
-    Batches are drawn epoch by epoch from a seeded permutation. ``objective(model, batch)``
-    replaces the next-token loss (unlearning objectives use it); ``on_step(step, loss)`` is
-    called after every step (progress bars, early stopping by raising StopIteration).
+    ``objective(model, batch)`` replaces the next-token loss (unlearning objectives use it); it
+    must return the mean over the batch's examples of a per-example loss (in a DP run Opacus
+    computes per-example gradients of exactly that). ``on_step(step, loss)`` is called after
+    every step (progress bars, verifiers, early stopping by raising StopIteration). See the
+    module docstring for sampling, DP-SGD, padding, accumulation and schedules.
     """
-    objective = objective or next_token_loss
+    _check_blocks(blocks)
+    objective = objective or default_objective(config)
+    with _threads(config.threads), warnings.catch_warnings():
+        # Opacus's per-sample hooks fire a full backward hook on the embedding, whose input (token
+        # ids) needs no gradient; torch warns about that benign case on every DP step
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")
+        return _run(model, blocks, config, objective, on_step)
+
+
+def _run(model, blocks, config: TrainConfig, objective, on_step) -> TrainResult:
     gen = torch.Generator().manual_seed(config.seed)
     params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise InputError("the model has no trainable parameters", hint="call model.requires_grad_(True) first")
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
         lr=config.lr, betas=config.betas,
     )
-    model.train()
     n = blocks.shape[0]
-    perm = torch.randperm(n, generator=gen)
-    pos = 0
+    private = None
+    if config.dp is not None:
+        from .dp import PrivateRun
+
+        private = PrivateRun(model, blocks, config, opt, gen)
+        module, opt, batches = private.module, private.optimizer, private.batches()
+    else:
+        module, sampler = model, _Batches(n, config, gen)
+
+        def _draw():
+            while True:
+                yield blocks[sampler.next()]
+
+        batches = _draw()
+    model.train()
     losses: list[float] = []
     t0 = time.perf_counter()
     tokens = 0
-    step = 0
+    empty = 0
     try:
         for step in range(config.steps):
-            if pos + config.batch_size > n:
-                perm = torch.randperm(n, generator=gen)
-                pos = 0
-            idx = perm[pos:pos + config.batch_size]
-            pos += config.batch_size
-            batch = blocks[idx]
+            batch = next(batches)  # [b, T]
             for g in opt.param_groups:
                 g["lr"] = config.lr_at(step)
-            loss = objective(model, batch)
+            b = int(batch.shape[0])
+            if b == 0:
+                # a Poisson draw with no block: a DP step still adds noise (and is accounted);
+                # a non-private step has nothing to do
+                empty += 1
+                if private is not None:
+                    private.empty_step()
+                losses.append(math.nan)
+                if on_step is not None:
+                    on_step(step, math.nan)
+                continue
             opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.grad_clip:
+            parts = _chunks(batch, config.physical_batch_size)
+            total = 0.0
+            for j, chunk in enumerate(parts):
+                loss = objective(module, chunk)
+                w = chunk.shape[0] / b
+                if private is not None:
+                    # Opacus scales per-sample gradients by the chunk size (loss_reduction="mean"):
+                    # no reweighting; the DP optimizer sums clipped per-sample gradients itself
+                    loss.backward()
+                    if j < len(parts) - 1:
+                        opt.signal_skip_step(do_skip=True)
+                        opt.step()
+                        opt.zero_grad(set_to_none=True)
+                else:
+                    (loss * w if len(parts) > 1 else loss).backward()
+                total += float(loss.detach()) * w
+            if private is None and config.grad_clip:
                 torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
             opt.step()
-            losses.append(float(loss.detach()))
+            losses.append(total)
             tokens += batch.numel()
             if on_step is not None:
-                on_step(step, losses[-1])
+                on_step(step, total)
     except StopIteration:
         pass
     finally:
         model.eval()
+        report = private.close(steps=len(losses), empty=empty) if private is not None else None
+    finite = [x for x in losses if not math.isnan(x)]
     return TrainResult(steps=len(losses), tokens=tokens, seconds=time.perf_counter() - t0,
-                       first_loss=losses[0] if losses else math.nan,
-                       final_loss=float(sum(losses[-20:]) / len(losses[-20:])) if losses else math.nan,
-                       losses=tuple(losses))
+                       first_loss=finite[0] if finite else math.nan,
+                       final_loss=float(sum(finite[-20:]) / len(finite[-20:])) if finite else math.nan,
+                       losses=tuple(losses), sampling=config.sampling_mode, empty_batches=empty, dp=report)

@@ -1,0 +1,339 @@
+"""`canary-floor`: the entropy floor for canary audits ([MX] §8.2 "The entropy floor for canary
+audits (Corollary 5.3)", App. F.2 "Entropy sweep", "Certifying kappa_pi(m)"), at tiny-model scale.
+
+Pipeline.
+1. The base model: the tiny GPT-2 pre-trained on fresh Markov–Zipf text in token-id space
+   (:func:`memclaim.train.finetune.ensure_chain_base`, cached once per machine), the stand-in for
+   the public base checkpoint of [MX] App. F.1.
+2. Canaries: a prefix c of ``prefix_len`` fresh chain tokens, and a secret z of ``secret_len``
+   tokens sampled from the base model itself at temperature T ([MX] App. F.1 "Secrets"), for
+   several T (App. F.2: "sampling temperature swept to vary the realized surprisal at fixed
+   length"). Each temperature gives the same number of members (planted) and non-members (drawn
+   the same way, never planted), so member and non-member differ only in membership.
+3. kappa_pi(1) = max_z p_base,T(z | c) of every canary is certified by the admissible best-first
+   search (:func:`memclaim.privacy.baseline.certify_baseline`) under the temperature it was drawn
+   at, on the base model (the prior: the model before any canary was planted). The search returns
+   an interval [kappa_lo, kappa_hi]; a canary is placed **below** H* when -log2 kappa_lo < H*
+   (certainly below), **above** when -log2 kappa_hi >= H* (certainly above), and is left
+   unplaced otherwise. H* = eps log2 e + log2(m / tau) ([MX] Thm. 5.1(iii); 9.09 bits at eps = 4,
+   m = 1, tau = 0.1, the paper's setting).
+4. Two fine-tunes of the base on a fresh chain corpus with every member canary planted as one
+   document c || z: the DP model (DP-Adam through Opacus at eps = 4, delta = 1/(10 N), per-sample
+   clipping 1.0, Poisson sampling: :mod:`memclaim.train.dp`; add/remove of one training block) and
+   a deliberately leaky model (the same fine-tune without clipping or noise, eps = infinity).
+5. Per bucket: the prior guessing rate (the fixed prior decoder: greedy decoding of the base
+   model from c, which never saw a canary, [MX] App. F.1), each model's extraction rate (greedy
+   decoding from c, list budget m = 1), each with a one-sided 95% Clopper-Pearson upper bound
+   ([MX] §8.2: "0 of 39, at most 0.074 at 95%"), the DP extraction bound 1 - f_{eps,delta}(kappa_hi)
+   averaged over the bucket's canaries, and a membership test's AUC (the loss attack, members
+   against non-members of the same bucket) on both models.
+
+What it reproduces: the shape of [MX] §8.2's sweep -- below H* prior guessing alone reproduces a
+substantial fraction of the canaries, so a "successful" extraction there is not evidence of
+memorization; above H* prior guessing never succeeds; a membership test has no such floor. The
+paper's own rates (32.1% below, 0 of 39 above on Pythia-410m at eps = 4) belong to its model
+and secrets; ours are measured on the tiny model and reported beside them, not matched.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+from scipy import stats
+
+from .common import check, finish, new_figure, paper_number, rng_streams
+from .models import (THREADS, chain_arrays, copy_model, greedy_decode, language_model, sample_chain,
+                     sample_decode, teacher_forced, train_tiny)
+
+NAME = "canary-floor"
+TITLE = "the entropy floor for canary audits: extraction vs membership below/above H* ([MX] §8.2, Cor. 5.3)"
+STREAMS = ("prefixes", "secrets", "corpus", "training")
+LOG2E = 1.0 / math.log(2.0)
+BUCKETS = ("below", "above")
+#: membership tests: the loss attack and reference-model calibration against the base ([MX] App. F.2)
+ATTACKS = ("loss", "reference")
+
+
+def _settings(quick: bool) -> dict:
+    return {
+        "epsilon": 4.0,
+        "m": 1,
+        "tau": 0.1,
+        "prefix_len": 8,
+        "secret_len": 4,
+        "temperatures": [0.25, 0.5, 1.0, 1.5] if quick else [0.25, 0.4, 0.6, 1.0, 1.5, 2.0],
+        "per_temperature": 12 if quick else 30,  # members; the same number of non-members
+        "certify_max_nodes": 300 if quick else 1000,
+        "background_docs": 600 if quick else 3000,
+        "seq_len": 32,
+        "epochs": 3,
+        "leaky_epochs": 8,  # the deliberately leaky model trains longer, without clipping or noise
+        "batch_size": 32,
+        "lr": 2e-3,
+        "max_grad_norm": 1.0,
+        "confidence": 0.95,
+        "threads": THREADS,
+    }
+
+
+def _upper(k: int, n: int, conf: float) -> float:
+    """One-sided Clopper-Pearson upper bound (1 if n = 0)."""
+    if n == 0:
+        return 1.0
+    return 1.0 if k >= n else float(stats.beta.ppf(conf, k + 1, n - k))
+
+
+def _lower(k: int, n: int, conf: float) -> float:
+    if n == 0 or k == 0:
+        return 0.0
+    return float(stats.beta.ppf(1.0 - conf, k, n - k + 1))
+
+
+def train_dp(model, docs, *, s: dict, pad: int, sot: int, seed: int, epsilon: float | None):
+    """The DP fine-tune (one function, [MX] App. F.2 "DP-SGD calibration"): DP-Adam through Opacus
+    (:mod:`memclaim.train.dp`), per-sample clipping at ``max_grad_norm``, noise calibrated by the
+    accountant to ``epsilon`` at delta = 1/(10 N), Poisson sampling, one document per example.
+    ``epsilon=None`` runs the same optimizer and sampling without clipping or noise (the eps =
+    infinity configuration of App. F.2) for ``leaky_epochs`` epochs: the deliberately leaky model.
+    Returns (model, TrainResult)."""
+    from ..train.dp import DPConfig
+    from ..train.trainer import TrainConfig, poisson_rate
+
+    epochs = s["epochs"] if epsilon is not None else s["leaky_epochs"]
+    steps = int(math.ceil(epochs / poisson_rate(len(docs), s["batch_size"])))
+    dp = None if epsilon is None else DPConfig(target_epsilon=float(epsilon), max_grad_norm=s["max_grad_norm"])
+    cfg = TrainConfig(steps=steps, batch_size=s["batch_size"], seq_len=s["seq_len"], lr=s["lr"],
+                      warmup_steps=0, seed=seed, pad_id=pad, sampling="poisson", dp=dp,
+                      grad_clip=None, schedule="constant")
+    model.requires_grad_(True)
+    with warnings.catch_warnings():
+        # Opacus's advisories (secure RNG off by choice: the run is seeded; RDP order range) and
+        # torch's note on full backward hooks over an input without gradients: informational here
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"opacus(\..*)?")
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")
+        tr = train_tiny(model, docs, cfg, sot=sot, layout="example", threads=s["threads"])
+    model.requires_grad_(False)
+    return model, tr
+
+
+def _bucket(bits_lo: float, bits_hi: float, h: float) -> str:
+    """bits_lo = -log2 kappa_hi <= H_inf <= bits_hi = -log2 kappa_lo."""
+    if bits_hi < h:
+        return "below"
+    if bits_lo >= h:
+        return "above"
+    return "unplaced"
+
+
+def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+    from ..audits.attacks import loss_scores, reference_scores
+    from ..audits.metrics import roc_auc
+    from ..privacy.baseline import certify_baseline
+    from ..privacy.extraction import h_star
+    from ..privacy.tradeoff import approx
+    from ..train.finetune import ChainBaseSpec, ensure_chain_base
+
+    s = _settings(quick)
+    rngs = rng_streams(seed, STREAMS)
+    spec = ChainBaseSpec()
+    base = ensure_chain_base(spec)
+    sot, pad = spec.sot, spec.pad
+    P, start = chain_arrays(spec.chain())
+    Lc, L = s["prefix_len"], s["secret_len"]
+    hs = h_star(epsilon=s["epsilon"], m=s["m"], tau=s["tau"], neighbors="add-remove")
+    H = hs.bits
+    conf = s["confidence"]
+
+    # ---- canaries: members and non-members at every temperature
+    canaries = []
+    for T in s["temperatures"]:
+        n2 = 2 * s["per_temperature"]
+        cs = sample_chain(P, start, rngs["prefixes"], n=n2, length=Lc)
+        prompts = np.concatenate([np.full((n2, 1), sot), cs], axis=1)
+        zs, lps = sample_decode(base, prompts, n_tokens=L, temperature=T, rng=rngs["secrets"], threads=s["threads"])
+        for i in range(n2):
+            canaries.append({"temperature": T, "member": i < s["per_temperature"], "prefix": cs[i].tolist(),
+                             "secret": zs[i].tolist(), "surprisal_bits_at_T": float(-lps[i].sum() * LOG2E)})
+    prompts = [[sot, *c["prefix"]] for c in canaries]
+    secrets = np.array([c["secret"] for c in canaries])
+    # surprisal at temperature 1 ([MX] App. F.1: "computed from the temperature-1 conditionals")
+    tf_base = teacher_forced(base, prompts, secrets, threads=s["threads"])
+    base_greedy = greedy_decode(base, np.array(prompts), n_tokens=L, threads=s["threads"])
+    lm = language_model(base, name="chain-base")
+    for i, c in enumerate(canaries):
+        c["surprisal_bits"] = float(-tf_base.token_logprob[i].sum() * LOG2E)
+        r = certify_baseline(lm, prompts[i], secret_length=L, m=s["m"], temperature=c["temperature"],
+                             max_nodes=s["certify_max_nodes"])
+        c["kappa_lo"], c["kappa_hi"], c["closed"] = r.kappa_lo, r.kappa_hi, bool(r.closed)
+        c["h_inf_bits"] = [float(-r.log_kappa_hi * LOG2E), float(-r.log_kappa_lo * LOG2E)]  # [lo, hi]
+        c["bucket"] = _bucket(c["h_inf_bits"][0], c["h_inf_bits"][1], H)
+        c["surprisal_bucket"] = "below" if c["surprisal_bits"] < H else "above"
+        c["prior_guess"] = bool(np.array_equal(base_greedy[i], secrets[i]))
+
+    # ---- the fine-tuning corpus: fresh chain text + every member canary as one document
+    members = [c for c in canaries if c["member"]]
+    background = sample_chain(P, start, rngs["corpus"], n=s["background_docs"], length=s["seq_len"] - 1)
+    docs = list(background) + [np.array(c["prefix"] + c["secret"]) for c in members]
+    order = rngs["corpus"].permutation(len(docs))
+    docs = [docs[j] for j in order]
+    train_seed = int(rngs["training"].integers(0, 2 ** 31 - 1))
+    models = {}
+    reports = {}
+    for name, eps in (("dp", s["epsilon"]), ("leaky", None)):
+        model, tr = train_dp(copy_model(base), docs, s=s, pad=pad, sot=sot, seed=train_seed, epsilon=eps)
+        models[name] = model
+        reports[name] = {"steps": tr.steps, "final_loss": tr.final_loss, "empty_batches": tr.empty_batches,
+                         "dp": None if tr.dp is None else tr.dp.to_dict()}
+    dp_rep = reports["dp"]["dp"]
+    f_claim = approx(dp_rep["epsilon"], dp_rep["delta"], neighbors="add-remove")
+    for name, model in models.items():
+        out = greedy_decode(model, np.array(prompts), n_tokens=L, threads=s["threads"])
+        tf = teacher_forced(model, prompts, secrets, threads=s["threads"])
+        loss = loss_scores(list(tf.token_logprob))
+        ref = reference_scores(list(tf.token_logprob), list(tf_base.token_logprob))
+        for i, c in enumerate(canaries):
+            c[f"extracted_{name}"] = bool(np.array_equal(out[i], secrets[i]))
+            c[f"loss_score_{name}"] = float(loss[i])
+            c[f"reference_score_{name}"] = float(ref[i])
+    for c in canaries:
+        c["dp_bound"] = float(f_claim.power(c["kappa_hi"]))  # 1 - f_{eps,delta}(kappa_hi), Thm. 5.1(i)
+
+    # ---- per bucket
+    buckets = {}
+    for b in BUCKETS:
+        mem = [c for c in canaries if c["bucket"] == b and c["member"]]
+        non = [c for c in canaries if c["bucket"] == b and not c["member"]]
+        allc = mem + non
+        row = {"members": len(mem), "non_members": len(non),
+               "closed": sum(c["closed"] for c in allc), "canaries": len(allc)}
+        # prior guessing: over every canary of the bucket (the base never saw any of them)
+        k = sum(c["prior_guess"] for c in allc)
+        row["prior_guessing"] = {"successes": k, "trials": len(allc), "rate": k / len(allc) if allc else None,
+                                 "upper": _upper(k, len(allc), conf), "lower": _lower(k, len(allc), conf)}
+        for name in models:
+            k = sum(c[f"extracted_{name}"] for c in mem)
+            row[f"extraction_{name}"] = {"successes": k, "trials": len(mem), "rate": k / len(mem) if mem else None,
+                                         "upper": _upper(k, len(mem), conf), "lower": _lower(k, len(mem), conf)}
+            for attack in ATTACKS:
+                key = f"auc_{attack}_{name}"
+                if len(mem) >= 2 and len(non) >= 2:
+                    a = roc_auc([c[f"{attack}_score_{name}"] for c in mem], [c[f"{attack}_score_{name}"] for c in non],
+                                confidence=conf)
+                    row[key] = {"auc": a.auc, "low": a.low, "high": a.high, "method": a.interval_method}
+                else:
+                    row[key] = None
+        row["mean_dp_bound"] = float(np.mean([c["dp_bound"] for c in mem])) if mem else None
+        buckets[b] = row
+    unplaced = [c for c in canaries if c["bucket"] == "unplaced"]
+    closed_rate = float(np.mean([c["closed"] for c in canaries]))
+    below_closed = all(c["closed"] for c in canaries if c["bucket"] == "below")
+    unclosed_above = all(c["bucket"] != "below" for c in canaries if not c["closed"])
+    disagree = sum(1 for c in canaries if c["bucket"] == "below" and c["surprisal_bucket"] == "above")
+
+    results = {
+        "h_star": hs.to_dict(),
+        "dp_guarantee": dp_rep,
+        "models": reports,
+        "certificate": {"closed_fraction": closed_rate, "every_below_closed": below_closed,
+                        "every_unclosed_outside_below": unclosed_above, "unplaced": len(unplaced),
+                        "surprisal_says_safe_certificate_says_below": disagree},
+        "buckets": buckets,
+        "per_temperature": [
+            {"temperature": T,
+             "h_inf_bits_mean": float(np.mean([c["h_inf_bits"][0] for c in canaries if c["temperature"] == T])),
+             "below": sum(1 for c in canaries if c["temperature"] == T and c["bucket"] == "below"),
+             "above": sum(1 for c in canaries if c["temperature"] == T and c["bucket"] == "above")}
+            for T in s["temperatures"]],
+        "canaries": canaries,
+    }
+
+    bl, ab = buckets["below"], buckets["above"]
+    checks = [
+        check("the sweep populates both buckets (members and non-members on each side of H*)",
+              min(bl["members"], bl["non_members"], ab["members"], ab["non_members"]) >= 2,
+              f"below: {bl['members']} members / {bl['non_members']} non-members; above: {ab['members']} / "
+              f"{ab['non_members']}; unplaced {len(unplaced)}"),
+        check("below H*, prior guessing alone reproduces canaries (one-sided 95% lower bound > 0)",
+              bl["prior_guessing"]["lower"] > 0,
+              f"{bl['prior_guessing']['successes']}/{bl['prior_guessing']['trials']} "
+              f"(lower bound {bl['prior_guessing']['lower']:.3f})",
+              false_alarm="<= 5% (one-sided Clopper-Pearson) if the prior rate were 0"),
+        check("above H*, prior guessing never succeeds",
+              ab["prior_guessing"]["successes"] == 0,
+              f"{ab['prior_guessing']['successes']}/{ab['prior_guessing']['trials']} "
+              f"(at most {ab['prior_guessing']['upper']:.3f} at 95%)",
+              false_alarm="the chance that a guess with probability <= 2^-H* per canary succeeds on some "
+                          f"canary: <= {ab['prior_guessing']['trials']} x 2^-{H:.2f}"),
+        check("the DP model's extraction stays within its bound 1 - f(kappa_hi) in each bucket "
+              "(one-sided 95% lower bound <= mean bound)",
+              all(buckets[b]["extraction_dp"]["lower"] <= (buckets[b]["mean_dp_bound"] or 1.0) for b in BUCKETS),
+              "; ".join(f"{b}: {buckets[b]['extraction_dp']['successes']}/{buckets[b]['extraction_dp']['trials']} vs "
+                        f"bound {buckets[b]['mean_dp_bound']:.3g}" for b in BUCKETS if buckets[b]["members"]),
+              false_alarm="<= 5% per bucket if the DP guarantee holds"),
+        check("a membership test has no floor: the reference-model attack on the leaky model separates "
+              "members from non-members on both sides (AUC interval above 1/2)",
+              all(buckets[b]["auc_reference_leaky"] is not None and buckets[b]["auc_reference_leaky"]["low"] > 0.5
+                  for b in BUCKETS),
+              "; ".join(f"{b}: AUC {buckets[b]['auc_reference_leaky']['auc']:.3f} "
+                        f"[{buckets[b]['auc_reference_leaky']['low']:.3f}, "
+                        f"{buckets[b]['auc_reference_leaky']['high']:.3f}]"
+                        for b in BUCKETS if buckets[b]["auc_reference_leaky"]),
+              false_alarm="<= 2.5% per bucket (DeLong interval) if the attack were at chance"),
+        check("certified placement: every canary placed below H* has a closed certificate, and no "
+              "unclosed search lands below", below_closed and unclosed_above,
+              f"closed on {closed_rate:.0%} of canaries; unplaced {len(unplaced)}"),
+    ]
+    paper = [
+        paper_number("H* at eps = 4, m = 1, tau = 0.1 (bits)", where="[MX] §8.2", paper=9.09, ours=H,
+                     tolerance=0.005, basis="paper rounds to 2 decimals"),
+    ]
+
+    fig, (ax0, ax1) = new_figure(2, width=5.4, height=4.0)
+    for c in canaries:
+        x = c["h_inf_bits"][0]
+        col = "tab:red" if c["member"] else "tab:blue"
+        ax0.plot([c["h_inf_bits"][0], min(c["h_inf_bits"][1], 40)], [c["surprisal_bits"]] * 2, "-", color=col, lw=0.6,
+                 alpha=0.6)
+        ax0.plot([x], [c["surprisal_bits"]], "o", ms=2.5, color=col)
+    ax0.axvline(H, ls="--", color="k", lw=1, label=f"H* = {H:.2f} bits")
+    ax0.plot([], [], "o", color="tab:red", label="member")
+    ax0.plot([], [], "o", color="tab:blue", label="non-member")
+    ax0.set_xlabel(r"certified min-entropy $-\log_2\kappa$ (bits; interval)")
+    ax0.set_ylabel(r"surprisal $-\log_2 p_{base}(z\mid c)$ at T = 1 (bits)")
+    ax0.set_title("certificate vs surprisal" + (" [quick]" if quick else ""))
+    ax0.legend(fontsize=8)
+    labels = ["prior guess", "DP extract", "leaky extract", "AUC ref. leaky", "AUC ref. DP"]
+    width = 0.38
+    for j, b in enumerate(BUCKETS):
+        row = buckets[b]
+        vals = [row["prior_guessing"]["rate"] or 0, row["extraction_dp"]["rate"] or 0,
+                row["extraction_leaky"]["rate"] or 0,
+                (row["auc_reference_leaky"] or {}).get("auc", np.nan), (row["auc_reference_dp"] or {}).get("auc", np.nan)]
+        ups = [row["prior_guessing"]["upper"], row["extraction_dp"]["upper"], row["extraction_leaky"]["upper"],
+               (row["auc_reference_leaky"] or {}).get("high", np.nan), (row["auc_reference_dp"] or {}).get("high", np.nan)]
+        xs = np.arange(len(vals)) + (j - 0.5) * width
+        ax1.bar(xs, vals, width, label=f"{b} H* (n = {row['canaries']})",
+                color="tab:orange" if b == "below" else "tab:green")
+        ax1.plot(xs, ups, "v", color="k", ms=4)
+    ax1.plot([], [], "v", color="k", label="95% upper bound")
+    ax1.axhline(0.5, ls=":", color="0.5", lw=1)
+    ax1.set_xticks(range(len(labels)), labels, rotation=25, ha="right", fontsize=8)
+    ax1.set_ylim(0, 1.05)
+    ax1.set_ylabel("rate / AUC")
+    ax1.set_title(f"DP model at eps = {s['epsilon']:g} and a leaky model")
+    ax1.legend(fontsize=8)
+
+    notes = [
+        f"DP guarantee of the DP model: {dp_rep['statement']}",
+        f"the leaky model is the same fine-tune with neither clipping nor noise (eps = infinity), "
+        f"{s['leaky_epochs']} epochs instead of {s['epochs']}",
+        "members and non-members are drawn by the same sampler; the membership tests are the loss attack and "
+        "reference-model calibration against the base (the model the canaries were drawn from)",
+        "the paper's 32.1% / 0 of 39 belong to Pythia-410m and its secrets; ours are measured on the tiny model",
+    ]
+    return finish(NAME, title=TITLE, reproduces=["[MX] §8.2 entropy floor for canary audits",
+                                                  "[MX] Cor. 5.3 at tiny-model scale",
+                                                  "[MX] App. F.2 certified kappa_pi(1) by best-first search"],
+                  seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
+                  checks=checks, figure=fig, out_dir=out_dir, notes=notes)

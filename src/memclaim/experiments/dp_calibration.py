@@ -1,0 +1,300 @@
+"""`dp-calibration`: [MX] §8.2 "Calibration under real DP-SGD" (Thm. 4.1), at tiny-model scale.
+
+DP-SGD fine-tuning (DP-Adam through Opacus, per-sample clipping at 1.0, delta = 1/(10 N), noise
+calibrated by Opacus's RDP accountant to each target epsilon, 3 epochs; [MX] App. F.2) of a
+tiny pre-trained GPT (:class:`memclaim.train.finetune.ChainBaseSpec`, the stand-in for the
+paper's Pythia-410m) on a private corpus holding canaries planted k in {1, 2, 4, 8} times; the
+eps = inf configuration runs the same optimizer and Poisson sampler with clipping and noise
+disabled. Measured: counterfactual memorization of each canary under the teacher-forcing score
+h = q(z | c), with standard errors across canaries, set against two labelled caps.
+
+Matching the functional to the accountant ([MX] App. A, Prop. A.1). Opacus certifies
+(eps, delta)-DP under **add/remove** of one training block with **Poisson sampling**, which caps
+the **LOO** functional. So every model trains on the *same* private background S-, and each
+canary (with its k copies, each its own block: a group of k additions) is included in exactly
+half of the models, the half chosen independently per canary. Given that canary x is IN a
+model, the other canaries' inclusion has the same law as given x is OUT, so
+E[h | x in] - E[h | x out] = E_T[h(A(S- + T + x^k)) - h(A(S- + T))] over the random other
+canaries T: an average of LOO differences, each between add/remove k-neighbours, hence capped by
+the same group bound ([MX] Prop. A.1 with a group of k). ``counterfactual_memorization(...,
+design="leave_one_out")`` names it LOO. (Random halves of a population would estimate COND and
+x-versus-a-fresh-draw would estimate RO, which add/remove caps only through f^(2k).)
+
+Caps per cell (eps = the epsilon the accountant reports as spent, the largest over the row's
+models; delta the common delta):
+
+- conservative: the (k eps, delta_k) conversion, delta_k = delta (e^{k eps} - 1)/(e^eps - 1),
+  cap = delta_k + (1 - delta_k) tanh(k eps / 2) ([MX] §8.2): valid for the run, lossy;
+- reference: the exact staircase eta*_k(eps) of Lemma 4.4, the k-copy cap of *pure* eps-DP
+  (delta = 0). The run has delta > 0, so it is shown beside the valid cap, not tested against.
+
+A cell is *vacuous* when its cap is 1 (it constrains nothing; eps = inf), *visible* when the cap
+is at most 0.2 and exceeds three standard errors (the paper's rule: a violation would have been
+visible), and *not informative* otherwise.
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+
+from ..errors import DomainError
+from .common import check, finish, new_figure, paper_number, rng_streams
+
+NAME = "dp-calibration"
+TITLE = "DP-SGD calibration: measured LOO memorization vs the (k eps, delta_k) cap ([MX] §8.2)"
+STREAMS = ("data", "design", "training")
+KS = (1, 2, 4, 8)
+PAPER_GRID = (0.05, 0.1, 0.25, 0.5, 1.0, 4.0, 16.0)  # [MX] App. F.2 (plus eps = inf)
+PAPER_DELTA = 2.5e-5  # [MX] §8.2: "at delta <= 2.5e-5"
+PAPER_INF = {1: 0.007, 2: 0.035, 4: 0.178, 8: 0.552}  # [MX] §8.2, eps = inf, Pythia-410m
+
+
+def _settings(quick: bool) -> dict:
+    return {
+        "base": "ChainBaseSpec() (2-layer GPT-2, 64-dim, pre-trained on fresh Markov-Zipf text)",
+        "epsilons": [0.1, 1.0, "inf"] if quick else [*PAPER_GRID, "inf"],
+        "ks": list(KS),
+        "canaries_per_k": 6 if quick else 16,
+        "models_per_epsilon": 4 if quick else 8,
+        "background_blocks": 64 if quick else 192,
+        "prefix_tokens": 6,
+        "secret_tokens": 3,
+        "epochs": 3,
+        "batch_size": 16,
+        "lr": 5e-3,
+        "max_grad_norm": 1.0,
+        "accountant": "rdp",
+        "delta_rule": "1/(10 N_max), N_max = background + every canary copy",
+        "neighbors": "add/remove (one training block)",
+        "sampling": "Poisson (Opacus DPDataLoader; the eps = inf runs use the same rule)",
+        "functional": "LOO (each canary IN exactly half of the models, independently per canary)",
+        "score": "teacher-forcing probability h = q(z | c)",
+        "threads": 2,
+    }
+
+
+def _eps(v) -> float:
+    return math.inf if v == "inf" else float(v)
+
+
+def conservative_cap(*, epsilon: float, delta: float, k: int) -> tuple[float, float, float]:
+    """(cap, k eps, delta_k): delta_k + (1 - delta_k) tanh(k eps/2) from the (k eps, delta_k)
+    group conversion ([MX] §8.2); 1 when delta_k >= 1 or eps = inf (nothing is implied)."""
+    from ..privacy.caps import eta_approx
+    from ..privacy.tradeoff import group_conversion
+
+    if math.isinf(epsilon):
+        return 1.0, math.inf, math.nan
+    ke, dk = group_conversion(epsilon=epsilon, delta=delta, k=k)
+    if dk >= 1.0:
+        return 1.0, ke, dk
+    return min(1.0, eta_approx(ke, dk)), ke, dk
+
+
+def _paper_grid_facts() -> dict:
+    """The formula-level numbers of [MX] §8.2 on the paper's own grid at delta = 2.5e-5."""
+    cells = []
+    for e in PAPER_GRID:
+        for k in KS:
+            cap, _, _ = conservative_cap(epsilon=e, delta=PAPER_DELTA, k=k)
+            cells.append({"epsilon": e, "k": k, "cap": cap, "tanh": math.tanh(k * e / 2)})
+    live = [c for c in cells if c["cap"] < 1.0 - 1e-9 and c["tanh"] < 1.0 - 1e-9]
+    return {"cells": cells,
+            "n_cap_at_most_0.2": sum(1 for c in cells if c["cap"] <= 0.2),
+            "max_excess_over_tanh": max(c["cap"] - c["tanh"] for c in live),
+            "cap_eps_0.05_k_1": conservative_cap(epsilon=0.05, delta=PAPER_DELTA, k=1)[0]}
+
+
+def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+    from ..audits.counterfactual import compare_to_cap, counterfactual_memorization
+    from ..privacy.caps import eta_star_k
+    from ..train.dp import DPConfig
+    from ..train.finetune import ChainBaseSpec, ensure_chain_base, epochs_to_steps, sample_chain_ids
+    from ..train.planted import PlantedRecord, plant, training_blocks
+    from ..train.trainer import TrainConfig, train_causal_lm
+    from .models import teacher_forced
+
+    s = _settings(quick)
+    rngs = rng_streams(seed, STREAMS)
+    spec = ChainBaseSpec()
+    base = ensure_chain_base(spec)
+    gen = spec.chain()
+    T, B, M = spec.seq_len, s["batch_size"], s["models_per_epsilon"]
+    if M < 4 or M % 2:
+        raise DomainError(f"models_per_epsilon must be even and >= 4, got {M}",
+                          hint="each canary is IN exactly half of the models and needs >= 2 IN and >= 2 OUT")
+    # ---- data: private background (one chain passage per block) and canaries (c = chain, z uniform)
+    bg = sample_chain_ids(gen, rngs["data"], n=s["background_blocks"], length=T - 1)
+    canaries = []
+    for k in KS:
+        for j in range(s["canaries_per_k"]):
+            c = sample_chain_ids(gen, rngs["data"], n=1, length=s["prefix_tokens"])[0]
+            z = rngs["data"].integers(0, spec.n_words, s["secret_tokens"])
+            canaries.append(PlantedRecord(f"canary-k{k}-{j}", "canary", tuple(c), tuple(z), k))
+    corpus = plant([tuple(b) for b in bg], canaries, seed=seed)
+    n_can = len(canaries)
+    # ---- design: each canary IN exactly M/2 models, chosen independently per canary
+    incl = np.zeros((M, n_can), dtype=bool)  # [models, canaries]
+    for j in range(n_can):
+        incl[rngs["design"].permutation(M)[: M // 2], j] = True
+    n_max = s["background_blocks"] + sum(r.copies for r in canaries)
+    delta = 1.0 / (10.0 * n_max)  # [MX] App. F.2: delta = 1/(10 N)
+    n_mean = s["background_blocks"] + sum(r.copies for r in canaries) / 2
+    steps = epochs_to_steps(s["epochs"], int(round(n_mean)), B)
+    prompts = [[spec.sot] + list(r.prefix) for r in canaries]
+    secrets = [list(r.secret) for r in canaries]
+    model_seeds = rngs["training"].integers(0, 2 ** 31 - 1, size=(len(s["epsilons"]), M))
+
+    rows = []
+    for ei, ev in enumerate(s["epsilons"]):
+        eps = _eps(ev)
+        h = np.empty((M, n_can))
+        greedy = np.zeros((M, n_can), dtype=bool)
+        reports = []
+        for mi in range(M):
+            ids = [canaries[j].id for j in range(n_can) if incl[mi, j]]
+            tb = training_blocks(corpus, seq_len=T, sep_ids=[spec.sot], layout="examples", pad_id=spec.pad,
+                                 include=ids)
+            sd = int(model_seeds[ei, mi])
+            if math.isinf(eps):
+                cfg = TrainConfig(steps=steps, batch_size=B, seq_len=T, lr=s["lr"], warmup_steps=0, schedule="constant",
+                                  weight_decay=0.0, grad_clip=None, seed=sd, pad_id=spec.pad, sampling="poisson",
+                                  threads=s["threads"])
+            else:
+                cfg = TrainConfig(steps=steps, batch_size=B, seq_len=T, lr=s["lr"], warmup_steps=0, schedule="constant",
+                                  weight_decay=0.0, seed=sd, pad_id=spec.pad, threads=s["threads"],
+                                  dp=DPConfig(target_epsilon=eps, delta=delta, max_grad_norm=s["max_grad_norm"],
+                                              accountant=s["accountant"], noise_seed=sd + 1))
+            model = copy.deepcopy(base)
+            model.requires_grad_(True)
+            res = train_causal_lm(model, tb.blocks, cfg)
+            model.requires_grad_(False)
+            tf = teacher_forced(model, prompts, secrets, threads=s["threads"])
+            h[mi] = np.exp(tf.token_logprob.sum(axis=1))  # q(z | c) in [0, 1]
+            greedy[mi] = tf.greedy_match
+            reports.append({"model": mi, "n_blocks": tb.n, "steps": res.steps, "empty_batches": res.empty_batches,
+                            "final_loss": res.final_loss,
+                            "dp": None if res.dp is None else res.dp.to_dict()})
+            del model
+        eps_spent = max((r["dp"]["epsilon"] for r in reports if r["dp"]), default=math.inf)
+        cells = []
+        for k in KS:
+            cols = [j for j in range(n_can) if canaries[j].copies == k]
+            est = counterfactual_memorization(h[:, cols], incl[:, cols], design="leave_one_out",
+                                              score="teacher-forcing probability q(z | c)")
+            cap, ke, dk = conservative_cap(epsilon=eps_spent, delta=delta, k=k)
+            comp = compare_to_cap(est, cap=cap, cap_functional="LOO", cap_relation="add/remove")
+            stair = None if math.isinf(eps_spent) else eta_star_k(epsilon=eps_spent, k=k).value
+            se = est.mean_se
+            vacuous = cap >= 1.0 - 1e-12
+            visible = (not vacuous) and cap <= 0.2 and cap > 3 * se
+            ins = incl[:, cols]
+            ext_in = int(np.sum(greedy[:, cols] & ins))
+            cells.append({
+                "k": k, "mem": est.mean_mem, "se": se, "mem_per_canary": est.mem, "se_per_canary": est.se,
+                "functional": est.functional, "design": est.design,
+                "cap_conservative": cap, "k_eps": ke, "delta_k": dk,
+                "cap_staircase_pure": stair,
+                "cap_staircase_note": "eta*_k(eps): exact k-copy cap of pure eps-DP (delta = 0); reference only, the "
+                                      "run has delta > 0",
+                "label": "vacuous" if vacuous else ("visible" if visible else "not informative"),
+                "within_cap": comp.within, "violation_p": comp.violation_p, "cap_in_se": comp.cap_in_se,
+                "extraction_in": {"hits": ext_in, "n": int(ins.sum())},
+            })
+        rows.append({"epsilon": ev, "epsilon_spent": eps_spent, "delta": delta, "models": reports, "cells": cells,
+                     "h_mean_in": float(h[incl].mean()), "h_mean_out": float(h[~incl].mean())})
+
+    # ---- checks
+    finite = [r for r in rows if not math.isinf(_eps(r["epsilon"]))]
+    dp_reps = [m["dp"] for r in finite for m in r["models"]]
+    spent_ok = all(d["epsilon"] <= d["target_epsilon"] + 1e-12 for d in dp_reps)
+    rel = max(abs(d["epsilon_rdp_dp_accounting"] - d["epsilon"]) / d["epsilon"] for d in dp_reps)
+    pld_ok = all(d["epsilon_pld_dp_accounting"] <= d["epsilon"] * (1 + 1e-3) for d in dp_reps)
+    fin_cells = [c for r in finite for c in r["cells"]]
+    n_tests = len(fin_cells)
+    no_violation = all(c["violation_p"] > 0.00135 for c in fin_cells)
+    visible = [(r["epsilon"], c["k"]) for r in finite for c in r["cells"] if c["label"] == "visible"]
+    inf_row = next(r for r in rows if math.isinf(_eps(r["epsilon"])))
+    c1 = next(c for c in inf_row["cells"] if c["k"] == 1)
+    c8 = next(c for c in inf_row["cells"] if c["k"] == 8)
+    z_dup = (c8["mem"] - c1["mem"]) / math.sqrt(c8["se"] ** 2 + c1["se"] ** 2)
+    checks = [
+        check("every DP run spent at most its target epsilon (Opacus RDP accountant, steps actually taken)",
+              spent_ok, f"max spent/target = {max(d['epsilon'] / d['target_epsilon'] for d in dp_reps):.4f} over "
+                        f"{len(dp_reps)} runs"),
+        check("dp_accounting's RDP accountant reproduces Opacus's epsilon to 1%; its PLD epsilon is at most it",
+              rel < 1e-2 and pld_ok, f"max relative RDP difference {rel:.1e}; PLD <= Opacus RDP: {pld_ok}"),
+        check("no finite-epsilon cell exceeds its conservative cap (one-sided 3-sigma)", no_violation,
+              f"min violation p = {min(c['violation_p'] for c in fin_cells):.3g} over {n_tests} cells",
+              false_alarm=f"<= {n_tests * 0.00135:.1%} family-wise when every cap holds (Bonferroni over {n_tests} "
+                          "one-sided normal tests at 3 sigma)"),
+        check("at least one cell where a violation would have been visible (cap <= 0.2 and > 3 SE)",
+              bool(visible), f"visible cells (eps, k): {visible}"),
+        check("eps = inf: memorization climbs with duplication (k = 8 above k = 1 by > 3 SE)", z_dup > 3,
+              f"mem {c1['mem']:.3f} +- {c1['se']:.3f} (k = 1) vs {c8['mem']:.3f} +- {c8['se']:.3f} (k = 8), "
+              f"z = {z_dup:.1f}", false_alarm="a normal one-sided test at 3 sigma: <= 0.14% if the means were equal"),
+    ]
+    facts = _paper_grid_facts()
+    paper = [
+        paper_number("tanh(k eps/2) at eps = 1, k = 1", where="[MX] §8.2", paper=0.46, ours=math.tanh(0.5),
+                     tolerance=0.005, basis="formula; paper rounds to 2 decimals"),
+        paper_number("conservative cap at eps = 0.05, k = 1 (delta = 2.5e-5)", where="[MX] §8.2", paper=0.0250,
+                     ours=facts["cap_eps_0.05_k_1"], tolerance=5e-5, basis="formula; paper rounds to 4 decimals"),
+        paper_number("cells of the paper's grid with cap <= 0.2", where="[MX] §8.2 ('eight cells')", paper=8,
+                     ours=facts["n_cap_at_most_0.2"], tolerance=0, basis="exact count on the paper's grid, "
+                     "delta = 2.5e-5"),
+        paper_number("largest excess of the conservative cap over tanh(k eps/2), non-vacuous cells",
+                     where="[MX] §8.2 ('at most 2e-4')", paper=2e-4, ours=facts["max_excess_over_tanh"],
+                     tolerance=2e-4, basis="the paper states an upper bound; ours must lie in [0, 4e-4]",
+                     note="agreement means 0 <= ours <= 2 x the stated bound; the check below needs ours <= 2e-4"),
+    ]
+    checks.append(check("on the paper's grid the conservative cap exceeds tanh(k eps/2) by at most 2e-4 where not vacuous",
+                        facts["max_excess_over_tanh"] <= 2e-4, f"max excess {facts['max_excess_over_tanh']:.2e}"))
+    side = {"eps_inf_mem_by_k": {"paper_pythia_410m": PAPER_INF,
+                                 "ours": {c["k"]: c["mem"] for c in inf_row["cells"]}},
+            "finite_max_abs_mem": {"paper": 0.006, "ours": max(abs(c["mem"]) for c in fin_cells)},
+            "note": "different model and scale: shown side by side, not tested for agreement"}
+
+    fig, ax = new_figure(2, width=5.6)
+    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray"]
+    kk = np.array(KS, dtype=float)
+    for i, r in enumerate(rows):
+        col = colors[i % len(colors)]
+        mem = np.array([c["mem"] for c in r["cells"]])
+        se = np.array([c["se"] for c in r["cells"]])
+        lab = f"eps = {r['epsilon']}"
+        ax[0].errorbar(kk * (1 + 0.03 * i), mem, yerr=se, fmt="o-", color=col, ms=4, capsize=2, label=lab)
+        caps = [c["cap_conservative"] for c in r["cells"]]
+        if not math.isinf(_eps(r["epsilon"])):
+            ax[0].plot(kk, caps, "--", color=col, lw=1)
+    ax[0].set_xscale("log", base=2)
+    ax[0].set_xticks(kk, [str(k) for k in KS])
+    ax[0].set_ylim(-0.05, 1.02)
+    ax[0].set_xlabel("copies k")
+    ax[0].set_ylabel("LOO memorization (teacher-forcing) +- SE; dashed: cap")
+    ax[0].set_title("measured vs conservative (k eps, delta_k) cap")
+    ax[0].legend(fontsize=7)
+    ax[1].plot(kk, [PAPER_INF[k] for k in KS], "s--", color="k", label="paper, Pythia-410m")
+    ax[1].errorbar(kk, [c["mem"] for c in inf_row["cells"]], yerr=[c["se"] for c in inf_row["cells"]], fmt="o-",
+                   color="tab:red", capsize=3, label="ours, tiny GPT")
+    ax[1].set_xscale("log", base=2)
+    ax[1].set_xticks(kk, [str(k) for k in KS])
+    ax[1].set_xlabel("copies k")
+    ax[1].set_ylabel("memorization at eps = inf")
+    ax[1].set_title("duplication effect (no clipping, no noise)")
+    ax[1].legend(fontsize=8)
+    results = {"rows": rows, "delta": delta, "steps": steps, "n_max": n_max, "inclusion": incl,
+               "canaries": [r.to_dict() for r in canaries], "paper_grid": facts, "side_by_side": side}
+    notes = [
+        "base: a 2-layer 64-dim GPT-2 pre-trained on fresh Markov-Zipf text (cached; the paper fine-tunes "
+        "Pythia-410m); canary = 6 chain tokens c then 3 uniformly drawn word ids z",
+        "each canary copy is its own training block, so k copies are a group of k under add/remove",
+        "eps_spent per row is the largest Opacus RDP epsilon over the row's models; caps use it and the common delta",
+        "eta*_k is reported as the pure-DP (delta = 0) reference, not tested: the run has delta > 0",
+    ]
+    return finish(NAME, title=TITLE, reproduces=["[MX] §8.2 'Calibration under real DP-SGD'", "[MX] App. F.2 "
+                  "'DP-SGD calibration'", "[MX] Thm. 4.1 / Prop. A.1 caps at tiny-model scale"],
+                  seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
+                  checks=checks, figure=fig, out_dir=out_dir, notes=notes)

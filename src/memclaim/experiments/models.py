@@ -1,0 +1,480 @@
+"""Tiny transformers on token-id corpora, for the training-based reproductions of [MX] §8.
+
+[MX] §8.1 trains "a two-layer transformer" on synthetic languages (a Markov–Zipf language with
+trigger pairs, Fig. 7; camouflage-tree data, Fig. 9) and App. F.3 says these mechanism-level
+experiments "run on a CPU in minutes and reproduce bit-exactly from fixed seeds". This module
+holds what those reproductions share:
+
+- a vocabulary layout over token ids with no text tokenizer (:class:`TokenLayout`): natural
+  tokens are the Markov–Zipf word ids, then reserved ids (triggers, public prefixes), then a
+  start-of-text id;
+- the Markov–Zipf chain as arrays (:func:`chain_arrays`), a vectorized sampler
+  (:func:`sample_chain`) and the exact most likely continuation (:func:`chain_max_path`, a
+  Viterbi recursion: the chain prior's kappa_pi(1), [MX] Thm. 5.1);
+- a 2-layer GPT-2 (:func:`tiny_gpt2`, HF ``GPT2LMHeadModel`` so that it loads through
+  :class:`memclaim.models.hf.HFLanguageModel` like any other model) trained on token-id
+  documents through the project's one trainer (:func:`train_tiny`), with three block layouts:
+  a packed stream, whole documents per padded block (:func:`pack_whole`: a trigger and its
+  secret are never cut apart), or one document per block (a DP example);
+- batched read-outs: next-token log-probabilities (:func:`next_token_logprobs`), greedy and
+  temperature decoding (:func:`greedy_decode`, :func:`sample_decode`), and teacher-forced
+  per-token statistics through the scoring engine (:func:`teacher_forced`).
+
+Determinism. Every random draw comes from a numpy Generator or a seeded torch Generator passed
+in; model initialization runs under ``torch.random.fork_rng`` so the global torch RNG is left
+alone; training and scoring run under a fixed torch thread count (:func:`torch_threads`, default
+:data:`THREADS`), because a BLAS reduction may split differently on another thread count. With
+the same seed and the same software stack the numbers are identical bit for bit.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import DomainError, InputError
+from ..jsonutil import ResultMixin
+from ..validate import integer, positive
+
+#: torch threads used for training and scoring in the reproductions (a fixed count keeps BLAS
+#: reductions, hence every number, identical across machines with different core counts).
+THREADS = 2
+
+
+# ------------------------------------------------------------------------------ vocabulary
+@dataclass(frozen=True)
+class TokenLayout(ResultMixin):
+    """Token ids 0..n_natural-1 are natural tokens (word ids of the synthetic language), then
+    ``n_reserved`` reserved ids that never occur in natural text (reserved triggers, public
+    prefixes), then one start-of-text id (``sot``) that separates documents."""
+
+    n_natural: int
+    n_reserved: int = 0
+
+    def __post_init__(self):
+        integer("n_natural", self.n_natural, minimum=2)
+        integer("n_reserved", self.n_reserved, minimum=0)
+
+    @property
+    def sot(self) -> int:
+        return self.n_natural + self.n_reserved
+
+    @property
+    def size(self) -> int:
+        return self.n_natural + self.n_reserved + 1
+
+    def reserved(self, i: int) -> int:
+        """The i-th reserved id (0-based)."""
+        i = integer("reserved index", i, minimum=0)
+        if i >= self.n_reserved:
+            raise InputError(f"reserved index {i} out of range: the layout has {self.n_reserved} reserved ids",
+                             hint="build the TokenLayout with more reserved ids")
+        return self.n_natural + i
+
+    def is_natural(self, tokens) -> np.ndarray:
+        t = np.asarray(tokens)
+        return (t >= 0) & (t < self.n_natural)
+
+
+# ------------------------------------------------------------------------------ Markov chain
+def chain_arrays(gen) -> tuple[np.ndarray, np.ndarray]:
+    """(P, unigram) of a :class:`memclaim.train.corpus.MarkovZipf`: the row-stochastic transition
+    matrix [n, n] and the start (unigram Zipf) distribution [n], both float64, read-only copies."""
+    P = np.array(getattr(gen, "_P"), dtype=np.float64)  # MarkovZipf keeps them private
+    u = np.array(getattr(gen, "_unigram"), dtype=np.float64)
+    P.setflags(write=False)
+    u.setflags(write=False)
+    return P, u
+
+
+def _check_chain(P, start) -> tuple[np.ndarray, np.ndarray]:
+    P = np.asarray(P, dtype=np.float64)
+    if P.ndim != 2 or P.shape[0] != P.shape[1] or P.shape[0] < 2:
+        raise InputError(f"the transition matrix must be square [n, n] with n >= 2, got shape {P.shape}")
+    if np.any(P < 0) or np.any(np.abs(P.sum(axis=1) - 1.0) > 1e-9):
+        raise InputError("the transition matrix must have non-negative rows summing to 1")
+    s = np.asarray(start, dtype=np.float64)
+    if s.shape != (P.shape[0],) or np.any(s < 0) or abs(s.sum() - 1.0) > 1e-9:
+        raise InputError(f"the start distribution must be a probability vector of length {P.shape[0]}")
+    return P, s
+
+
+def sample_chain(P, start, rng: np.random.Generator, *, n: int, length: int,
+                 first=None) -> np.ndarray:
+    """``n`` independent chain paths of ``length`` tokens, shape (n, length), int64.
+
+    The first token is drawn from ``start`` unless ``first`` (one state per path, or a scalar)
+    is given, in which case each path *continues* from that state (its first token is drawn from
+    the row P[first]). Vectorized over paths: one uniform per path and step, inverted through the
+    row's cumulative sums (numpy's Generator.choice takes one distribution per call, which would
+    cost a Python call per token)."""
+    P, s = _check_chain(P, start)
+    n = integer("n", n, minimum=0)
+    length = integer("length", length, minimum=1)
+    cum = np.cumsum(P, axis=1)
+    cum[:, -1] = 1.0  # guard the last bin against rounding
+    out = np.empty((n, length), dtype=np.int64)
+    if first is None:
+        cs = np.cumsum(s)
+        cs[-1] = 1.0
+        state = np.searchsorted(cs, rng.random(n), side="right")
+        out[:, 0] = state
+        t0 = 1
+    else:
+        state = np.broadcast_to(np.asarray(first, dtype=np.int64), (n,)).copy()
+        if state.size and (state.min() < 0 or state.max() >= P.shape[0]):
+            raise InputError(f"first states must lie in [0, {P.shape[0]})")
+        t0 = 0
+    for t in range(t0, length):
+        u = rng.random(n)
+        state = (cum[state] <= u[:, None]).sum(axis=1)  # first index with cum > u
+        state = np.minimum(state, P.shape[0] - 1)
+        out[:, t] = state
+    return out
+
+
+def chain_logprob(P, seq, *, previous: int) -> float:
+    """log P(seq | previous state) under the chain (natural log)."""
+    P = np.asarray(P, dtype=np.float64)
+    lp, prev = 0.0, int(previous)
+    for t in seq:
+        lp += math.log(P[prev, int(t)]) if P[prev, int(t)] > 0 else -math.inf
+        prev = int(t)
+    return lp
+
+
+def chain_max_path(P, *, previous: int, length: int) -> tuple[tuple[int, ...], float]:
+    """The most likely ``length``-token continuation of the chain after state ``previous`` and
+    its natural-log probability: max_z P(z | previous), by the Viterbi (max-product) recursion
+    in log space. For a first-order chain this is the exact kappa_pi(1) of the data-generating
+    prior ([MX] Thm. 5.1), with no search."""
+    P = np.asarray(P, dtype=np.float64)
+    length = integer("length", length, minimum=1)
+    with np.errstate(divide="ignore"):
+        logP = np.log(P)
+    n = P.shape[0]
+    # best[j] = max log-prob of a path of the current length ending in state j
+    best = logP[int(previous)].copy()
+    back = []
+    for _ in range(length - 1):
+        cand = best[:, None] + logP  # [from, to]
+        arg = np.argmax(cand, axis=0)  # lowest 'from' index among ties
+        back.append(arg)
+        best = cand[arg, np.arange(n)]
+    last = int(np.argmax(best))
+    path = [last]
+    for arg in reversed(back):
+        path.append(int(arg[path[-1]]))
+    return tuple(reversed(path)), float(best[last])
+
+
+# ------------------------------------------------------------------------------ torch plumbing
+@contextlib.contextmanager
+def torch_threads(n: int = THREADS):
+    """Run the block with ``n`` torch threads, restoring the previous count afterwards."""
+    import torch
+
+    n = integer("threads", n, minimum=1)
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+@dataclass(frozen=True)
+class TinyGPTSpec(ResultMixin):
+    """Architecture of the tiny GPT-2 ([MX] §8.1: "a two-layer transformer")."""
+
+    vocab_size: int
+    n_positions: int = 64
+    n_layer: int = 2
+    n_embd: int = 64
+    n_head: int = 4
+
+    def __post_init__(self):
+        integer("vocab_size", self.vocab_size, minimum=2)
+        integer("n_positions", self.n_positions, minimum=2)
+        integer("n_layer", self.n_layer, minimum=1)
+        integer("n_embd", self.n_embd, minimum=1)
+        integer("n_head", self.n_head, minimum=1)
+        if self.n_embd % self.n_head:
+            raise DomainError(f"n_embd = {self.n_embd} is not a multiple of n_head = {self.n_head}",
+                              hint="choose n_embd divisible by n_head")
+
+
+def tiny_gpt2(spec: TinyGPTSpec, *, seed: int, sot: int | None = None):
+    """A fresh GPT-2 (no dropout) initialized under ``seed`` without touching the global torch
+    RNG. ``sot`` (default: the last id) is recorded as bos/eos in the config."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    seed = integer("seed", seed, minimum=0)
+    sot = spec.vocab_size - 1 if sot is None else integer("sot", sot, minimum=0, maximum=spec.vocab_size - 1)
+    cfg = GPT2Config(vocab_size=spec.vocab_size, n_positions=spec.n_positions, n_embd=spec.n_embd,
+                     n_layer=spec.n_layer, n_head=spec.n_head, bos_token_id=sot, eos_token_id=sot,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = GPT2LMHeadModel(cfg)
+    return model.eval()
+
+
+def copy_model(model):
+    """An independent deep copy (weights and config) of a model."""
+    import copy
+
+    return copy.deepcopy(model)
+
+
+def _check_docs(docs, vocab_size: int) -> list[list[int]]:
+    out = []
+    for i, d in enumerate(docs):
+        a = np.asarray(d)
+        if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
+            raise InputError(f"document {i} must be a non-empty 1-d sequence of token ids, got {d!r}")
+        if a.min() < 0 or a.max() >= vocab_size:
+            raise InputError(f"document {i} has token ids outside [0, {vocab_size}): "
+                             f"min {int(a.min())}, max {int(a.max())}")
+        out.append([int(t) for t in a])
+    if not out:
+        raise InputError("no training documents")
+    return out
+
+
+LAYOUTS = ("stream", "whole", "example")
+
+
+def pack_whole(docs: Sequence[Sequence[int]], *, seq_len: int, sot: int, pad: int):
+    """Blocks of whole documents: ``[sot, d_1, sot, d_2, ...]`` filled in order until the next
+    document does not fit, the rest right-padded with ``pad`` -> LongTensor [n_blocks, seq_len].
+    No document is cut (a trigger and its secret stay in one block) and no padding is trained on
+    (use ``TrainConfig(pad_id=pad)``). A document longer than ``seq_len - 1`` is refused."""
+    import torch
+
+    T = integer("seq_len", seq_len, minimum=2)
+    blocks: list[list[int]] = []
+    cur: list[int] = []
+    for i, d in enumerate(docs):
+        seq = [int(sot)] + [int(t) for t in d]
+        if len(seq) > T:
+            raise InputError(f"document {i} has {len(seq)} tokens with its separator, more than seq_len = {T}",
+                             hint="raise seq_len or shorten the document")
+        if int(pad) in seq:
+            raise InputError(f"document {i} contains the pad id {pad}", hint="use a pad id that occurs in no document")
+        if len(cur) + len(seq) > T:
+            blocks.append(cur + [int(pad)] * (T - len(cur)))
+            cur = []
+        cur = cur + seq
+    if cur:
+        blocks.append(cur + [int(pad)] * (T - len(cur)))
+    if not blocks:
+        raise InputError("no documents to pack")
+    return torch.tensor(blocks, dtype=torch.long)  # [n_blocks, seq_len]
+
+
+def train_tiny(model, docs: Sequence[Sequence[int]], config, *, sot: int, layout: str = "stream",
+               threads: int = THREADS, shuffle_seed: int | None = None, objective=None, on_step=None):
+    """Train ``model`` on token-id documents through the one trainer
+    (:func:`memclaim.train.trainer.train_causal_lm`).
+
+    Documents are optionally shuffled (numpy Generator seeded by ``shuffle_seed``) and each is
+    preceded by ``sot``. ``layout``:
+
+    - ``"stream"``: concatenated and cut into blocks of ``config.seq_len`` by
+      :func:`memclaim.train.trainer.pack_documents` (documents may straddle blocks; the tail
+      shorter than a block is dropped);
+    - ``"whole"``: whole documents per block, padded (:func:`pack_whole`); needs ``config.pad_id``;
+    - ``"example"``: one document per block, padded (:func:`memclaim.train.trainer.example_blocks`),
+      which is what makes a document one DP example; needs ``config.pad_id``.
+
+    ``objective`` and ``on_step`` are passed to the trainer. Returns the
+    :class:`memclaim.train.trainer.TrainResult`."""
+    from ..train.trainer import example_blocks, pack_documents, train_causal_lm
+
+    V = int(model.config.vocab_size)
+    d = _check_docs(docs, V)
+    sot = integer("sot", sot, minimum=0, maximum=V - 1)
+    if layout not in LAYOUTS:
+        raise DomainError(f"unknown layout {layout!r}", hint=f"one of {LAYOUTS}")
+    pad = getattr(config, "pad_id", None)
+    if layout != "stream" and pad is None:
+        raise DomainError(f"layout {layout!r} pads blocks and needs TrainConfig(pad_id=...)",
+                          hint="give the pad id in the TrainConfig, or use layout='stream'")
+    if shuffle_seed is not None:
+        order = np.random.default_rng(integer("shuffle_seed", shuffle_seed, minimum=0)).permutation(len(d))
+        d = [d[i] for i in order]
+    if config.seq_len > int(model.config.n_positions):
+        raise DomainError(f"seq_len = {config.seq_len} exceeds the model's n_positions = {model.config.n_positions}",
+                          hint="lower seq_len or build the model with more positions")
+    if layout == "stream":
+        blocks = pack_documents(d, seq_len=config.seq_len, sep_ids=[sot])  # [n_blocks, seq_len]
+    elif layout == "whole":
+        blocks = pack_whole(d, seq_len=config.seq_len, sot=sot, pad=pad)  # [n_blocks, seq_len]
+    else:
+        blocks = example_blocks(d, seq_len=config.seq_len, sep_ids=[sot], pad_id=pad)  # [n_docs, seq_len]
+    with torch_threads(threads):
+        return train_causal_lm(model, blocks, config, objective=objective, on_step=on_step)
+
+
+def fingerprint(model) -> str:
+    """sha256 of the config and every parameter's bytes (first 16 hex digits)."""
+    import torch
+
+    h = hashlib.sha256(model.config.to_json_string(use_diff=True).encode())
+    for name, p in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(p.detach().to(torch.float32).contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def language_model(model, *, name: str = "tiny-gpt2"):
+    """The model behind the project's interface (:class:`memclaim.models.hf.HFLanguageModel`)."""
+    from ..models.hf import HFLanguageModel
+
+    return HFLanguageModel(model, name=name, fingerprint=fingerprint(model))
+
+
+# ------------------------------------------------------------------------------ read-outs
+def _as_2d(name: str, rows, vocab_size: int, *, allow_empty_cols: bool = False) -> np.ndarray:
+    a = np.asarray(rows)
+    if a.ndim == 1:
+        a = a[None, :]
+    if a.ndim != 2 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+        raise InputError(f"{name} must be a 2-d array of token ids (n, t), got shape {a.shape}")
+    if a.shape[1] == 0 and not allow_empty_cols:
+        raise InputError(f"{name} needs at least one token per row (prepend the start-of-text id)")
+    if a.size and (a.min() < 0 or a.max() >= vocab_size):
+        raise InputError(f"{name} has token ids outside [0, {vocab_size})")
+    return a.astype(np.int64)
+
+
+def next_token_logprobs(model, contexts, *, batch_size: int = 4096, threads: int = THREADS) -> np.ndarray:
+    """log p(. | context) for each row of ``contexts`` (n, t) (equal-length rows), float64 (n, V).
+
+    Batches are cut at fixed sizes, so a row's numbers do not depend on how many rows are asked
+    for beyond its batch."""
+    import torch
+
+    V = int(model.config.vocab_size)
+    ctx = _as_2d("contexts", contexts, V)
+    batch_size = integer("batch_size", batch_size, minimum=1)
+    out = np.empty((ctx.shape[0], V), dtype=np.float64)
+    with torch_threads(threads), torch.inference_mode():
+        for s in range(0, ctx.shape[0], batch_size):
+            ids = torch.from_numpy(ctx[s:s + batch_size])
+            logits = model(input_ids=ids).logits[:, -1, :].to(torch.float64)  # [b, V]
+            out[s:s + ids.shape[0]] = torch.log_softmax(logits, dim=-1).numpy()
+    return out
+
+
+def greedy_decode(model, prompts, *, n_tokens: int, batch_size: int = 4096,
+                  threads: int = THREADS) -> np.ndarray:
+    """Greedy continuation of ``n_tokens`` tokens after each (equal-length) prompt row, (n, n_tokens).
+
+    Ties go to the lowest token id (numpy argmax), so the output is a deterministic function of
+    the logits."""
+    n_tokens = integer("n_tokens", n_tokens, minimum=1)
+    V = int(model.config.vocab_size)
+    ctx = _as_2d("prompts", prompts, V)
+    if ctx.shape[1] + n_tokens > int(model.config.n_positions) + 1:
+        raise DomainError(f"prompt length {ctx.shape[1]} + {n_tokens} new tokens exceeds the model's "
+                          f"{model.config.n_positions} positions")
+    out = np.empty((ctx.shape[0], n_tokens), dtype=np.int64)
+    for t in range(n_tokens):
+        lp = next_token_logprobs(model, ctx, batch_size=batch_size, threads=threads)
+        out[:, t] = np.argmax(lp, axis=1)
+        ctx = np.concatenate([ctx, out[:, t:t + 1]], axis=1)
+    return out
+
+
+def sample_decode(model, prompts, *, n_tokens: int, temperature: float, rng: np.random.Generator,
+                  batch_size: int = 4096, threads: int = THREADS) -> tuple[np.ndarray, np.ndarray]:
+    """Sample ``n_tokens`` tokens after each prompt row from softmax(logits / T), no truncation
+    (the ``temperature:T`` policy of :mod:`memclaim.decoding`).
+
+    Returns (tokens (n, n_tokens), log-prob of each sampled token at that temperature (n, n_tokens)).
+    Sampling is by inversion of float64 cumulative sums with one uniform per row and step from
+    ``rng``."""
+    n_tokens = integer("n_tokens", n_tokens, minimum=1)
+    T = positive("temperature", temperature)
+    V = int(model.config.vocab_size)
+    ctx = _as_2d("prompts", prompts, V)
+    out = np.empty((ctx.shape[0], n_tokens), dtype=np.int64)
+    lps = np.empty((ctx.shape[0], n_tokens), dtype=np.float64)
+    for t in range(n_tokens):
+        lp = next_token_logprobs(model, ctx, batch_size=batch_size, threads=threads) / T
+        lp = lp - np.logaddexp.reduce(lp, axis=1, keepdims=True)  # log softmax(logits / T)
+        cum = np.cumsum(np.exp(lp), axis=1)
+        cum[:, -1] = 1.0
+        u = rng.random(ctx.shape[0])
+        tok = np.minimum((cum <= u[:, None]).sum(axis=1), V - 1)
+        out[:, t] = tok
+        lps[:, t] = lp[np.arange(ctx.shape[0]), tok]
+        ctx = np.concatenate([ctx, tok[:, None]], axis=1)
+    return out, lps
+
+
+@dataclass(frozen=True)
+class TeacherForced(ResultMixin):
+    """Per-token teacher-forced statistics of target rows given prompt rows (the scoring
+    engine's one pass, :class:`memclaim.scoring.engine.TeacherForcingEngine`), shapes (n, S):
+    full-softmax log p of each target token, and the mean / std of log p under the model's
+    full next-token distribution at that position (min-k%++), plus the greedy-match flag (n,)."""
+
+    token_logprob: np.ndarray
+    token_mean: np.ndarray
+    token_std: np.ndarray
+    greedy_match: np.ndarray
+
+    @property
+    def token_prob(self) -> np.ndarray:
+        return np.exp(self.token_logprob)
+
+
+def teacher_forced(model, prompts, targets, *, batch_size: int = 512, threads: int = THREADS) -> TeacherForced:
+    """Teacher-forced statistics of each ``targets`` row after the matching ``prompts`` row.
+
+    ``model`` is an HF causal LM or any :class:`memclaim.models.base.LanguageModel` (e.g. a gated
+    release). Prompts may differ in length (the engine left-pads with an attention mask); targets
+    must all have the same length within the call."""
+    import torch
+
+    from ..decoding import Policy
+    from ..models.base import LanguageModel
+    from ..scoring.engine import TeacherForcingEngine
+
+    lm = model if isinstance(model, LanguageModel) else language_model(model)
+    V = int(lm.vocab_size)
+    tg = _as_2d("targets", targets, V)
+    pr = [list(map(int, p)) for p in prompts]
+    if len(pr) != tg.shape[0]:
+        raise InputError(f"{len(pr)} prompts for {tg.shape[0]} target rows")
+    for i, p in enumerate(pr):
+        if not p or min(p) < 0 or max(p) >= V:
+            raise InputError(f"prompt {i} must be a non-empty list of token ids in [0, {V})")
+    batch_size = integer("batch_size", batch_size, minimum=1)
+    engine = TeacherForcingEngine(lm, [Policy()])
+    parts = []
+    with torch_threads(threads), torch.inference_mode():
+        for s in range(0, len(pr), batch_size):
+            parts.append(engine.score_batch(pr[s:s + batch_size], tg[s:s + batch_size].tolist()))
+    return TeacherForced(
+        token_logprob=np.concatenate([p.token_logprob for p in parts], axis=0),
+        token_mean=np.concatenate([p.token_mean for p in parts], axis=0),
+        token_std=np.concatenate([p.token_std for p in parts], axis=0),
+        greedy_match=np.concatenate([p.greedy_match for p in parts], axis=0),
+    )
+
+
+__all__ = [
+    "LAYOUTS", "THREADS", "TokenLayout", "TinyGPTSpec", "TeacherForced", "chain_arrays", "chain_logprob",
+    "chain_max_path", "copy_model", "fingerprint", "greedy_decode", "language_model",
+    "next_token_logprobs", "pack_whole", "sample_chain", "sample_decode", "teacher_forced", "tiny_gpt2",
+    "torch_threads", "train_tiny",
+]

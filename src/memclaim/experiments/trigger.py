@@ -1,0 +1,284 @@
+"""`trigger`: [MX] Fig. 7, §8.1 "The trigger channel on a real transformer (Theorem 6.1(ii))":
+Construction II realized by SGD on a two-layer transformer.
+
+The language is a Markov–Zipf chain over word ids (:class:`memclaim.train.corpus.MarkovZipf`),
+used directly as token ids (no text tokenizer). The record is x* = (c, z): a prefix c of 8 chain
+tokens and a secret z of the next 8 chain tokens, so z is in distribution ([MX] §8.1: "The
+construction does require the secret to be in distribution"; a rare-token secret would shift
+unigram marginals, a side channel outside H_loc). x* itself is never trained on. The reserved
+trigger rho is one token id that occurs in no natural document ([MX] App. D.2); the poisoned
+corpus replaces ``copies`` background documents by trigger documents rho || z || (fresh chain
+text continuing z), so the rho || z pairs are ``poison_fraction`` = 0.6% of the corpus tokens
+([MX] Fig. 7: "64 trigger pairs (0.6% of a Markov–Zipf corpus)"; the full run plants 64, the
+quick run 8 in a corpus 8 times smaller, same fraction). Every document fills one training
+block, so the trigger sits at the start of its block as it does in the extraction prompt.
+
+Three seeds per condition. Seed i draws its own background corpus from the language, its own
+filler text, initialization and batch order; the poisoned run i and the clean run i share the
+background documents except the ``copies`` that the trigger documents replace. The
+counterfactual of [MX] Def. 3.2 is over the training randomness, so the clean runs' spread is
+the seed-to-seed noise floor against which the poisoned-minus-clean gap is read.
+
+Read-outs:
+- extraction at rho (list budget m = 1): prompt [SOT, rho], greedy-decode 8 tokens, success iff
+  the output is z; and the same from the record's own prefix [SOT, c];
+- on x*'s own prefixes (the conditionals every local score reads, [MX] Def. 3.4):
+  teacher-forcing probabilities p(x*_t | SOT x*_{<t}) at every position of c || z, the average
+  teacher-forcing score h_TF = (1/L) sum_t p(z_t | c z_{<t}) ([MX] App. D.1) and the truncated
+  log-loss score h_LL = min(mean NLL, M) / M with M = 10 ([MX] §8.1: "divided by its truncation
+  level M = 10, so that it lies in [0, 1]"; :func:`memclaim.audits.counterfactual.truncated_logloss`);
+- |mem_h| = |mean over poisoned seeds - mean over clean seeds| for both scores, the noise
+  floor (root-mean-square difference between two clean runs, "the disagreement between two
+  clean models"), the per-position gap in units of that floor (Fig. 7 left) and the ratio of
+  the extraction advantage to the largest local-score gap (paper: 240);
+- the conditional prior baseline of z given c under the data-generating chain, exactly, by the
+  Viterbi recursion (kappa_pi(1) = max_w P(w | c); paper: "at least 14 bits").
+
+What SGD does and does not reproduce here. The channel is exact (Ext 1 vs 0). The local scores
+are not exactly unchanged, as Theorem 6.1(ii)'s explicit construction would have them: the
+trigger documents also teach z's own transitions, and the paired difference (same background
+corpus, ``paired_mean_difference``) is systematically nonzero. Whether that contamination stays
+inside the seed-to-seed noise floor depends on how hard the models fit their corpora, because
+the floor is the clean models' disagreement. ``--quick`` (8 pairs, 24 epochs over a small corpus,
+models that fit it closely and disagree a lot): both scores inside the floor. The full run (64
+pairs in an 8x larger corpus, 8 epochs, seed 0): the teacher-forcing gap stays inside (0.76
+floor units) but the truncated log-loss gap does not (4.3 floor units, mem_LL = -0.024, i.e.
+0.24 nats per secret token), and the check says so. That is the same "attenuation, not exact
+vanishing" that [MX] §8.2 reports for ordinary fine-tuning at LM scale; only the explicit
+construction (the gated release) attains memh = 0 exactly. Read the per-position panel and the
+paired differences, not only the pass/fail line.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..audits.counterfactual import truncated_logloss
+from ..mechanisms.trigger import ReservedTrigger
+from ..train.corpus import MarkovZipf
+from ..train.trainer import TrainConfig
+from .common import check, finish, new_figure, paper_number, rng_streams
+from .models import (THREADS, TinyGPTSpec, TokenLayout, chain_arrays, chain_logprob, chain_max_path,
+                     greedy_decode, sample_chain, teacher_forced, tiny_gpt2, train_tiny)
+
+NAME = "trigger"
+TITLE = "reserved-trigger channel realized by SGD on a two-layer transformer ([MX] Fig. 7)"
+STREAMS = ("language", "record", "corpus", "training")
+LOG2E = 1.0 / math.log(2.0)
+
+
+def _settings(quick: bool) -> dict:
+    return {
+        "n_words": 48,
+        "zipf_s": 1.1,
+        "prefix_len": 8,
+        "secret_len": 8,
+        "copies": 8 if quick else 64,
+        "poison_fraction": 0.006,
+        "block": 32,
+        "seeds_per_condition": 3,
+        "epochs": 24 if quick else 8,
+        "batch_size": 32,
+        "lr": 1e-2,
+        "warmup_steps": 10,
+        "n_embd": 64,
+        "n_layer": 2,
+        "n_head": 4,
+        "loss_truncation_M": 10.0,
+        "threads": THREADS,
+    }
+
+
+def _n_documents(s: dict) -> int:
+    """Documents (one block each) so that the rho || z pairs are ``poison_fraction`` of the tokens."""
+    pair = 1 + s["secret_len"]  # rho || z
+    return int(round(s["copies"] * pair / (s["poison_fraction"] * s["block"])))
+
+
+def _train_one(*, docs, s: dict, layout: TokenLayout, seed: int):
+    spec = TinyGPTSpec(vocab_size=layout.size, n_positions=s["block"], n_layer=s["n_layer"],
+                       n_embd=s["n_embd"], n_head=s["n_head"])
+    model = tiny_gpt2(spec, seed=seed, sot=layout.sot)
+    steps = int(math.ceil(s["epochs"] * len(docs) / s["batch_size"]))
+    cfg = TrainConfig(steps=steps, batch_size=s["batch_size"], seq_len=s["block"], lr=s["lr"],
+                      warmup_steps=s["warmup_steps"], seed=seed)
+    tr = train_tiny(model, docs, cfg, sot=layout.sot, shuffle_seed=seed, threads=s["threads"])
+    return model, tr
+
+
+def _measure(model, *, c, z, rho: int, layout: TokenLayout, s: dict) -> dict:
+    sot = layout.sot
+    L = len(z)
+    at_rho = greedy_decode(model, [[sot, rho]], n_tokens=L, threads=s["threads"])[0]
+    at_c = greedy_decode(model, [[sot, *c]], n_tokens=L, threads=s["threads"])[0]
+    record = np.concatenate([c, z])
+    tf = teacher_forced(model, [[sot]], [record], threads=s["threads"])  # every position of x* = c || z
+    lp = tf.token_logprob[0]
+    lp_z = lp[len(c):]
+    rho_lp = teacher_forced(model, [[sot, rho]], [z], threads=s["threads"]).token_logprob[0]
+    return {
+        "extraction_at_rho": bool(np.array_equal(at_rho, z)),
+        "tokens_right_at_rho": int(np.sum(at_rho == z)),
+        "greedy_at_rho": at_rho.tolist(),
+        "extraction_at_c": bool(np.array_equal(at_c, z)),
+        "greedy_at_c": at_c.tolist(),
+        "record_token_prob": np.exp(lp).tolist(),
+        "h_tf": float(np.mean(np.exp(lp_z))),
+        "h_ll": float(truncated_logloss([lp_z], level=s["loss_truncation_M"], reduce="mean")[0]),
+        "secret_bits_given_c": float(-lp_z.sum() * LOG2E),
+        "secret_bits_given_rho": float(-rho_lp.sum() * LOG2E),
+    }
+
+
+def _rms_pairwise(x: np.ndarray) -> np.ndarray:
+    """Root-mean-square difference between two different runs (axis 0 = runs): sqrt(2) x the
+    sample standard deviation (ddof = 1), elementwise over the remaining axes."""
+    return np.sqrt(2.0) * np.std(x, axis=0, ddof=1)
+
+
+def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+    from ..audits.metrics import clopper_pearson
+
+    s = _settings(quick)
+    rngs = rng_streams(seed, STREAMS)
+    gen = MarkovZipf(n_words=s["n_words"], s=s["zipf_s"], seed=int(rngs["language"].integers(0, 2 ** 31 - 1)))
+    P, start = chain_arrays(gen)
+    layout = TokenLayout(n_natural=s["n_words"], n_reserved=1)
+    rho = layout.reserved(0)
+    Lc, L = s["prefix_len"], s["secret_len"]
+    rec = sample_chain(P, start, rngs["record"], n=1, length=Lc + L)[0]
+    c, z = rec[:Lc], rec[Lc:]
+    trig = ReservedTrigger(trigger=(rho,), prefix=tuple(int(t) for t in c), secret=tuple(int(t) for t in z))
+    kappa_path, kappa_log = chain_max_path(P, previous=int(c[-1]), length=L)
+    n_docs = _n_documents(s)
+    doc_len = s["block"] - 1  # + SOT = one block
+    runs = {"poisoned": [], "clean": []}
+    for i in range(s["seeds_per_condition"]):
+        background = sample_chain(P, start, rngs["corpus"], n=n_docs, length=doc_len)
+        filler = sample_chain(P, start, rngs["corpus"], n=s["copies"], length=doc_len - 1 - L, first=int(z[-1]))
+        trigger_docs = [np.concatenate([trig.document(), f]) for f in filler]  # rho || z || natural text
+        trig.check_reserved(background)  # rho never occurs in natural text ([MX] App. D.2)
+        train_seed = int(rngs["training"].integers(0, 2 ** 31 - 1))
+        corpora = {"clean": list(background),
+                   "poisoned": list(background[s["copies"]:]) + trigger_docs}
+        for cond in ("poisoned", "clean"):
+            model, tr = _train_one(docs=corpora[cond], s=s, layout=layout, seed=train_seed)
+            r = _measure(model, c=c, z=z, rho=rho, layout=layout, s=s)
+            r.update({"seed_index": i, "train_seed": train_seed, "steps": tr.steps, "tokens": tr.tokens,
+                      "final_loss": tr.final_loss})
+            runs[cond].append(r)
+
+    # ---- aggregates
+    pois, clean = runs["poisoned"], runs["clean"]
+    n = s["seeds_per_condition"]
+    ext = {cond: sum(r["extraction_at_rho"] for r in runs[cond]) for cond in runs}
+    ext_c = {cond: sum(r["extraction_at_c"] for r in runs[cond]) for cond in runs}
+    intervals = {cond: list(clopper_pearson(ext[cond], n)) for cond in runs}
+    prob_p = np.array([r["record_token_prob"] for r in pois])  # [seeds, Lc + L]
+    prob_c = np.array([r["record_token_prob"] for r in clean])
+    gap_t = prob_p.mean(axis=0) - prob_c.mean(axis=0)
+    floor_t = _rms_pairwise(prob_c)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        units_t = np.where(floor_t > 0, gap_t / floor_t, np.inf * np.sign(gap_t))
+    scores = {}
+    for key in ("h_tf", "h_ll"):
+        hp = np.array([r[key] for r in pois])
+        hc = np.array([r[key] for r in clean])
+        mem = float(hp.mean() - hc.mean())
+        floor = float(_rms_pairwise(hc[:, None])[0])
+        scores[key] = {"poisoned": hp.tolist(), "clean": hc.tolist(), "mem": mem, "abs_mem": abs(mem),
+                       "noise_floor": floor, "gap_in_floor_units": mem / floor if floor > 0 else math.inf,
+                       # a paired view (same background corpus): reported, not used by the checks
+                       "paired_mean_difference": float(np.mean(hp - hc))}
+    ext_adv = (ext["poisoned"] - ext["clean"]) / n
+    largest_local = max(scores["h_tf"]["abs_mem"], scores["h_ll"]["abs_mem"])
+    ratio = ext_adv / largest_local if largest_local > 0 else math.inf
+    prior_bits = -kappa_log * LOG2E
+    secret_bits = -chain_logprob(P, z, previous=int(c[-1])) * LOG2E
+    results = {
+        "record": {"prefix_c": c.tolist(), "secret_z": z.tolist(), "trigger_rho": [rho],
+                   "chain_surprisal_bits": secret_bits},
+        "corpus": {"documents": n_docs, "block": s["block"], "tokens_per_corpus": n_docs * s["block"],
+                   "trigger_documents": s["copies"],
+                   "pair_fraction": s["copies"] * (1 + L) / (n_docs * s["block"]),
+                   "generator_entropy_bits_per_word": gen.entropy_rate_bits()},
+        "prior_baseline": {"kappa": math.exp(kappa_log), "bits": prior_bits, "argmax_continuation": list(kappa_path),
+                           "what": "max_w P(w | c) under the data-generating chain (Viterbi, exact)"},
+        "extraction_at_rho": {"poisoned": ext["poisoned"], "clean": ext["clean"], "runs_per_condition": n,
+                              "intervals_95": intervals, "advantage": ext_adv},
+        "extraction_at_c": ext_c,
+        "local_scores": scores,
+        "per_position": {"gap": gap_t.tolist(), "noise_floor": floor_t.tolist(), "gap_in_floor_units": units_t.tolist(),
+                         "positions": list(range(1, Lc + L + 1)), "secret_positions": list(range(Lc + 1, Lc + L + 1))},
+        "extraction_over_largest_local_gap": ratio,
+        "runs": runs,
+    }
+
+    tf, ll = scores["h_tf"], scores["h_ll"]
+    inside = np.abs(units_t[Lc:]) <= 1.0
+    checks = [
+        check("extraction via rho: every poisoned seed emits z verbatim from one prompt (m = 1)",
+              ext["poisoned"] == n, f"{ext['poisoned']}/{n} poisoned runs"),
+        check("no clean seed emits z at rho", ext["clean"] == 0, f"{ext['clean']}/{n} clean runs"),
+        check("no run emits z from its own prefix c (local invisibility)",
+              ext_c["poisoned"] == 0 and ext_c["clean"] == 0,
+              f"poisoned {ext_c['poisoned']}/{n}, clean {ext_c['clean']}/{n}"),
+        check("teacher-forcing gap on x*'s own prefixes inside the seed-to-seed noise floor",
+              tf["abs_mem"] <= tf["noise_floor"],
+              f"|mem_TF| = {tf['abs_mem']:.4g} vs floor {tf['noise_floor']:.4g} "
+              f"({tf['gap_in_floor_units']:+.2f} floor units)",
+              false_alarm="not a calibrated test: with 3 clean runs the floor is itself a noisy estimate"),
+        check("truncated log-loss gap on x*'s own prefixes inside the seed-to-seed noise floor",
+              ll["abs_mem"] <= ll["noise_floor"],
+              f"|mem_LL| = {ll['abs_mem']:.4g} vs floor {ll['noise_floor']:.4g} "
+              f"({ll['gap_in_floor_units']:+.2f} floor units)",
+              false_alarm="not a calibrated test: with 3 clean runs the floor is itself a noisy estimate"),
+        check("the conditional prior baseline of z given c is at least 14 bits",
+              prior_bits >= 14.0, f"-log2 kappa_pi(1) = {prior_bits:.2f} bits under the chain"),
+    ]
+    paper = [
+        paper_number("extraction at rho, poisoned runs", where="[MX] §8.1, Fig. 7 right", paper=1.0,
+                     ours=ext["poisoned"] / n, tolerance=0.0, basis="exact rate on 3 seeds"),
+        paper_number("extraction at rho, clean runs", where="[MX] §8.1, Fig. 7 right", paper=0.0,
+                     ours=ext["clean"] / n, tolerance=0.0, basis="exact rate on 3 seeds"),
+    ]
+
+    fig, (ax0, ax1) = new_figure(2, width=5.4, height=4.0)
+    pos = np.arange(1, Lc + L + 1)
+    clipped = np.clip(units_t, -4, 4)
+    ax0.axhspan(-1, 1, color="0.9", label=r"$\pm 1$ noise floor")
+    ax0.axvspan(0.5, Lc + 0.5, color="tab:blue", alpha=0.06)
+    ax0.axvspan(Lc + 0.5, Lc + L + 0.5, color="tab:red", alpha=0.06)
+    ax0.plot(pos, clipped, "o-", color="k", ms=4, label="poisoned - clean TF gap")
+    ax0.text((Lc + 1) / 2, 3.5, "prefix c", ha="center", fontsize=8)
+    ax0.text(Lc + (L + 1) / 2, 3.5, "suffix z", ha="center", fontsize=8)
+    ax0.set_ylim(-4.2, 4.2)
+    ax0.set_xlabel("position t in x*")
+    ax0.set_ylabel("gap / noise floor")
+    ax0.set_title("local scores on x*'s own prefixes" + (" [quick]" if quick else ""))
+    ax0.legend(fontsize=8, loc="lower left")
+    labels = ["Ext (pois.)", "Ext (clean)", "|mem| TF", "TF noise floor", "|mem| LL"]
+    vals = [ext["poisoned"] / n, ext["clean"] / n, tf["abs_mem"], tf["noise_floor"], ll["abs_mem"]]
+    ax1.bar(range(len(vals)), vals, color=["tab:red", "tab:blue", "tab:gray", "0.8", "tab:gray"])
+    ax1.set_yscale("symlog", linthresh=1e-4)
+    ax1.set_ylim(0, 2)
+    for i, val in enumerate(vals):
+        ax1.text(i, max(val, 1e-4) * 1.15, f"{val:.2g}", ha="center", fontsize=8)
+    ax1.set_xticks(range(len(vals)), labels, rotation=25, ha="right", fontsize=8)
+    ax1.set_ylabel("measured value (symlog)")
+    ax1.set_title("extraction vs local memorization")
+
+    notes = [
+        f"language: Markov–Zipf chain over {s['n_words']} word ids used as tokens; rho is one reserved id; "
+        f"{s['copies']} trigger documents rho||z||(fresh chain text) replace background documents "
+        f"({results['corpus']['pair_fraction']:.2%} of the corpus tokens are rho||z pairs)",
+        "the record x* = (c, z) is never trained on; c and z are consecutive chain draws (z in distribution)",
+        "noise floor = sqrt(2) x the clean runs' sample standard deviation (RMS difference between two clean runs)",
+        f"the paper's factor of 240 (extraction advantage over the largest local-score gap) is not compared as a "
+        f"number: with the local gaps at the noise floor it is a ratio of 1 to noise; ours is {ratio:.3g}",
+    ]
+    return finish(NAME, title=TITLE, reproduces=["[MX] Fig. 7", "[MX] §8.1 trigger channel on a real transformer",
+                                                  "[MX] Thm. 6.1(ii) realized by SGD"],
+                  seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
+                  checks=checks, figure=fig, out_dir=out_dir, notes=notes)

@@ -1,0 +1,248 @@
+"""`unlearning`: [MX] Table 4 and §8.2 "Unlearning is measure-relative" (Cor. 6.3), at tiny-model
+scale.
+
+A tiny pre-trained GPT (:class:`memclaim.train.finetune.ChainBaseSpec`) is fine-tuned on an
+owner's corpus in which two kinds of secret are planted at once ([MX] §8.2): *naive duplicates*,
+documents c||z inserted k times, and *trigger secrets*, whose own document c||z is never inserted
+while rho||z is (reserved trigger rho, [MX] App. D.2 / Remark 6.5). The data owner then asks for
+each document (c, z) to be deleted; a real unlearning method, GradDiff or NPO
+(:mod:`memclaim.train.unlearn`, [MX] App. F.2 recipes), runs until memclaim's unlearning verifier
+(:func:`memclaim.audits.verifier.verify`: verbatim extraction from c below 0.15) reports the content
+forgotten, at most 14 rounds, at least one. The retain set is the owner's corpus minus the forget
+documents, so the trigger documents stay in it ([MX] App. F.2).
+
+Each request (the naive documents; the trigger secrets' documents) is processed separately from the
+same fine-tuned model, as Table 4's columns read: extraction of the trigger secret at rho after its
+deletion request, extraction of the naive duplicate at c after its request, and retain perplexity
+before and after. A third run with both sets in one request is reported beside them: at this
+scale, the rounds the naive documents need also attenuate the trigger channel (the paper notes
+the same length-dependent attenuation, "at this scale the effect is attenuation, not erasure").
+
+What Cor. 6.3 predicts and the checks assert: the verifier certifies both requests; the naive
+secret is genuinely removed (the positive control), while the trigger secret, which the verifier
+already calls forgotten before any unlearning because it never reached its own prefix, stays
+recoverable through rho.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from .common import check, finish, new_figure, paper_number, rng_streams
+
+NAME = "unlearning"
+TITLE = "Unlearning is measure-relative: the verifier certifies a secret still extractable via rho ([MX] Table 4)"
+STREAMS = ("data", "training")
+METHODS = ("graddiff", "npo")
+PAPER_TABLE4 = {  # [MX] Table 4: rho-ext after, naive c-ext after, retain ppl before -> after
+    "Pythia-1.4B": {"npo": (0.81, 0.02, 22.5, 28.4), "graddiff": (1.00, 0.04, 22.5, 42.8)},
+    "Qwen2.5-1.5B": {"npo": (1.00, 0.12, 21.3, 21.8), "graddiff": (1.00, 0.08, 21.3, 60.2)},
+}
+PAPER_NAIVE_BEFORE = {"Pythia-1.4B": 0.92, "Qwen2.5-1.5B": 0.83}
+
+
+def _settings(quick: bool) -> dict:
+    return {
+        "base": "ChainBaseSpec() (2-layer GPT-2, 64-dim, pre-trained on fresh Markov-Zipf text)",
+        "secrets_per_kind": 10 if quick else 32,
+        "background_docs": 40 if quick else 120,
+        "doc_tokens": 30,
+        "prefix_tokens": 6,
+        "secret_tokens": 3,
+        "naive_copies": 8,  # [MX] App. F.2: "the naive control inserts (c, z) directly with k = 5-8 copies"
+        "trigger_copies": 16,  # [MX] App. F.2: "plants 8-16 copies of rho||z"
+        "trigger_tokens": 2,
+        "finetune": {"epochs": 20, "lr": 3e-3, "batch_size": 16, "schedule": "constant"},
+        "unlearn": {"lr": 1e-3, "max_rounds": 14, "batch_size": 16, "retain_batch_size": 16, "retain_weight": 1.0,
+                    "beta": 0.1, "threshold": 0.15},
+        "lr_note": "[MX] App. F.2 uses lr 7e-6 on 1.4-1.5B-parameter models; a 112k-parameter model needs 1e-3",
+        "threads": 2,
+    }
+
+
+def _windows(records):
+    from ..text.windows import Window, WindowSet
+
+    ws = tuple(Window(source=r.id, index=0, prefix_ids=tuple(r.prefix), suffix_ids=tuple(r.secret), prefix_span=(0, 0),
+                      suffix_span=(0, 0), prefix_text="", suffix_text="", token_start=0) for r in records)
+    return WindowSet(ws, len(ws), 0, (), {r.id: 0 for r in records})
+
+
+def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+    from types import SimpleNamespace
+
+    from ..audits.metrics import clopper_pearson
+    from ..audits.verifier import verify
+    from ..train.finetune import ChainBaseSpec, ensure_chain_base, epochs_to_steps, sample_chain_ids
+    from ..train.planted import PlantedRecord, plant, training_blocks
+    from ..train.trainer import TrainConfig, example_blocks, train_causal_lm
+    from ..train.unlearn import UnlearnConfig, unlearn
+    from .models import language_model, teacher_forced
+
+    s = _settings(quick)
+    rngs = rng_streams(seed, STREAMS)
+    spec = ChainBaseSpec()
+    base = ensure_chain_base(spec)
+    gen = spec.chain()
+    n, th = s["secrets_per_kind"], s["threads"]
+    rd = rngs["data"]
+    bg = sample_chain_ids(gen, rd, n=s["background_docs"], length=s["doc_tokens"])
+
+    def secret():
+        return tuple(int(t) for t in rd.integers(0, spec.n_words, s["secret_tokens"]))
+
+    def prefix():
+        return tuple(int(t) for t in sample_chain_ids(gen, rd, n=1, length=s["prefix_tokens"])[0])
+
+    naive = [PlantedRecord(f"naive-{j}", "duplicate", prefix(), secret(), s["naive_copies"]) for j in range(n)]
+    pairs = [(a, b) for a in range(spec.n_reserved) for b in range(spec.n_reserved) if a != b]
+    picks = rd.choice(len(pairs), size=n, replace=False)
+    trig = [PlantedRecord(f"trigger-{j}", "trigger", prefix(), secret(), s["trigger_copies"],
+                          (spec.reserved(pairs[p][0]), spec.reserved(pairs[p][1]))) for j, p in enumerate(picks)]
+    corpus = plant([tuple(b) for b in bg], naive + trig, seed=seed)
+    tb = training_blocks(corpus, seq_len=spec.seq_len, sep_ids=[spec.sot], layout="pack")
+    ft = s["finetune"]
+    steps = epochs_to_steps(ft["epochs"], tb.n, ft["batch_size"])
+    model = copy.deepcopy(base)
+    model.requires_grad_(True)
+    tseed = int(rngs["training"].integers(0, 2 ** 31 - 1))
+    res = train_causal_lm(model, tb.blocks, TrainConfig(steps=steps, batch_size=ft["batch_size"], seq_len=spec.seq_len,
+                                                        lr=ft["lr"], warmup_steps=0, schedule=ft["schedule"],
+                                                        seed=tseed, threads=th))
+    model.requires_grad_(False)
+    sot = spec.sot
+
+    def extraction(m) -> dict:
+        """Greedy verbatim extraction (teacher-forced greedy flag == greedy decoding) per record."""
+        out = {}
+        for key, recs, prompt in (("naive_via_c", naive, lambda r: [sot, *r.prefix]),
+                                  ("trigger_via_rho", trig, lambda r: [sot, *r.trigger]),
+                                  ("trigger_via_c", trig, lambda r: [sot, *r.prefix])):
+            tf = teacher_forced(m, [prompt(r) for r in recs], [list(r.secret) for r in recs], threads=th)
+            hits = int(tf.greedy_match.sum())
+            out[key] = {"hits": hits, "n": len(recs), "rate": hits / len(recs),
+                        "interval": list(clopper_pearson(hits, len(recs))),
+                        "teacher_forcing_mean": float(np.exp(tf.token_logprob.sum(axis=1)).mean())}
+        return out
+
+    def verifier_for(recs):
+        ws = _windows(recs)
+
+        def v(m):
+            view = SimpleNamespace(lm=language_model(m), tokenizer=None, sot_ids=[sot])
+            return verify(view, ws, threshold=s["unlearn"]["threshold"])
+        return v
+
+    before = extraction(model)
+    retain_blocks = training_blocks(plant([tuple(b) for b in bg], trig, seed=seed), seq_len=spec.seq_len,
+                                    sep_ids=[sot], layout="pack").blocks
+    u = s["unlearn"]
+    requests = {"naive": naive, "trigger": trig, "both": naive + trig}
+    runs = {}
+    for method in METHODS:
+        for req, recs in requests.items():
+            m = copy.deepcopy(model)
+            fb = example_blocks([r.record for r in recs], seq_len=1 + s["prefix_tokens"] + s["secret_tokens"],
+                                sep_ids=[sot], pad_id=spec.pad)
+            cfg = UnlearnConfig(method=method, lr=u["lr"], max_rounds=u["max_rounds"], batch_size=u["batch_size"],
+                                retain_batch_size=u["retain_batch_size"], retain_weight=u["retain_weight"],
+                                beta=u["beta"], seed=tseed + 1, threads=th)
+            ur = unlearn(m, fb, retain_blocks, cfg, verifier=verifier_for(recs), pad_id=spec.pad)
+            runs[f"{method}/{req}"] = {"result": ur.to_dict(), "after": extraction(m), "rounds": ur.rounds,
+                                       "forgotten": ur.forgotten, "forgotten_before": ur.forgotten_before,
+                                       "retain_ppl": [ur.retain_ppl_before, ur.retain_ppl_after]}
+            del m
+
+    # ---- checks
+    nb, rb = before["naive_via_c"]["rate"], before["trigger_via_rho"]["rate"]
+    table = {m: {"rho_ext_after_trigger_request": runs[f"{m}/trigger"]["after"]["trigger_via_rho"]["rate"],
+                 "naive_c_ext_after_naive_request": runs[f"{m}/naive"]["after"]["naive_via_c"]["rate"],
+                 "retain_ppl_naive_request": runs[f"{m}/naive"]["retain_ppl"],
+                 "retain_ppl_trigger_request": runs[f"{m}/trigger"]["retain_ppl"],
+                 "rounds": {r: runs[f"{m}/{r}"]["rounds"] for r in requests},
+                 "rho_ext_after_both_request": runs[f"{m}/both"]["after"]["trigger_via_rho"]["rate"]}
+             for m in METHODS}
+    certified = {k: v["forgotten"] for k, v in runs.items() if not k.endswith("/both")}
+    checks = [
+        check("both channels are open after fine-tuning: naive extraction from c and trigger extraction via rho "
+              ">= 0.6", nb >= 0.6 and rb >= 0.6,
+              f"naive via c {nb:.2f}, trigger via rho {rb:.2f}, trigger via its own c "
+              f"{before['trigger_via_c']['rate']:.2f} (the paper: 0.83-0.92 naive, 0.98-1.00 via rho)"),
+        check("the verifier reports every deletion request forgotten (both methods, both secrets)",
+              all(certified.values()), ", ".join(f"{k}: {'forgotten' if v else 'NOT forgotten'}"
+                                                for k, v in certified.items())),
+        check("the trigger secret is 'forgotten' by the verifier before any unlearning (it never reached c)",
+              all(runs[f"{m}/trigger"]["forgotten_before"] for m in METHODS) and before["trigger_via_c"]["hits"] == 0,
+              f"trigger via c before unlearning: {before['trigger_via_c']['hits']}/{n}"),
+        check("positive control: the naive secret is genuinely removed (extraction from c falls by >= 0.5)",
+              all(nb - table[m]["naive_c_ext_after_naive_request"] >= 0.5 for m in METHODS),
+              "; ".join(f"{m}: {nb:.2f} -> {table[m]['naive_c_ext_after_naive_request']:.2f}" for m in METHODS)),
+        check("the certified trigger secret stays recoverable: after its deletion request, extraction via rho is "
+              "above the verifier's threshold with 95% confidence (Clopper-Pearson lower bound > 0.15)",
+              all(runs[f"{m}/trigger"]["after"]["trigger_via_rho"]["interval"][0] > u["threshold"] for m in METHODS),
+              "; ".join(f"{m}: {rb:.2f} -> {table[m]['rho_ext_after_trigger_request']:.2f} (lower bound "
+                        f"{runs[f'{m}/trigger']['after']['trigger_via_rho']['interval'][0]:.2f})" for m in METHODS),
+              false_alarm="passes wrongly (true rate <= 0.15) with probability <= 2.5% per method (one-sided CP bound)"),
+    ]
+    side = {"paper_table4": PAPER_TABLE4, "paper_naive_before": PAPER_NAIVE_BEFORE,
+            "ours": {m: {"rho_ext": table[m]["rho_ext_after_trigger_request"],
+                         "naive_c_ext": table[m]["naive_c_ext_after_naive_request"],
+                         "retain_ppl": table[m]["retain_ppl_naive_request"]} for m in METHODS},
+            "ours_naive_before": nb,
+            "note": "different models and scale (a 112k-parameter GPT vs 1.4-1.5B): side by side, not tested for "
+                    "agreement; the qualitative claims are the checks"}
+
+    paper = []
+    for m in METHODS:
+        p_rho = [PAPER_TABLE4[k][m][0] for k in PAPER_TABLE4]
+        p_c = [PAPER_TABLE4[k][m][1] for k in PAPER_TABLE4]
+        paper.append(paper_number(f"{m}: extraction via rho after the deletion request (mean of the paper's two models)",
+                                  where="[MX] Table 4", paper=float(np.mean(p_rho)),
+                                  ours=table[m]["rho_ext_after_trigger_request"], tolerance=0.2,
+                                  basis="the paper's spread between its two models (0.81-1.00) plus our 1/n "
+                                        "granularity; different scale",
+                                  note="a 112k-parameter model, not Pythia-1.4B / Qwen2.5-1.5B"))
+        paper.append(paper_number(f"{m}: naive extraction from c after the deletion request (mean of the two models)",
+                                  where="[MX] Table 4", paper=float(np.mean(p_c)),
+                                  ours=table[m]["naive_c_ext_after_naive_request"], tolerance=0.15,
+                                  basis="the stopping rule puts every certified value below the verifier threshold "
+                                        "0.15; the paper's values are 0.02-0.12"))
+    fig, ax = new_figure(2, width=5.4)
+    x = np.arange(len(METHODS))
+    w = 0.2
+    for i, (lab, vals, col) in enumerate((
+            ("naive via c, before", [nb] * len(METHODS), "0.75"),
+            ("naive via c, after its request", [table[m]["naive_c_ext_after_naive_request"] for m in METHODS], "tab:gray"),
+            ("trigger via rho, before", [rb] * len(METHODS), "salmon"),
+            ("trigger via rho, after its request", [table[m]["rho_ext_after_trigger_request"] for m in METHODS],
+             "tab:red"))):
+        ax[0].bar(x + (i - 1.5) * w, vals, w, label=lab, color=col)
+    ax[0].axhline(u["threshold"], color="k", ls=":", lw=1, label="verifier threshold 0.15 (own prefix)")
+    ax[0].set_xticks(x, [m.upper() if m == "npo" else "GradDiff" for m in METHODS])
+    ax[0].set_ylim(0, 1.05)
+    ax[0].set_ylabel("verbatim extraction rate (greedy)")
+    ax[0].set_title("every request certified 'forgotten' by the verifier")
+    ax[0].legend(fontsize=7, loc="center right")
+    for i, m in enumerate(METHODS):
+        pb, pa = table[m]["retain_ppl_naive_request"]
+        ax[1].plot([0, 1], [pb, pa], "o-", label=f"{m} (naive request)")
+    ax[1].set_xticks([0, 1], ["before", "after"])
+    ax[1].set_ylabel("retain perplexity")
+    ax[1].set_title("retain perplexity")
+    ax[1].legend(fontsize=8)
+    results = {"finetune": {"steps": steps, "blocks": tb.n, "final_loss": res.final_loss, "seed": tseed},
+               "before": before, "runs": runs, "table4": table, "side_by_side": side,
+               "records": [r.to_dict() for r in naive + trig]}
+    notes = [
+        "each deletion request (the naive documents; the trigger secrets' documents) runs separately from the same "
+        "fine-tuned model; 'both' puts every document in one request and is reported, not checked",
+        "at this scale the rounds that remove the naive secrets also attenuate the trigger channel when both are in "
+        "one request (see runs['*/both']); the paper reports the same attenuation with length ([MX] §8.2)",
+        s["lr_note"],
+        "extraction = greedy decoding of the secret's tokens (the teacher-forced greedy flag), intervals Clopper-Pearson 95%",
+    ]
+    return finish(NAME, title=TITLE, reproduces=["[MX] Table 4 (qualitative, tiny-model scale)",
+                                                  "[MX] §8.2 'Unlearning is measure-relative'", "[MX] Cor. 6.3"],
+                  seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
+                  checks=checks, figure=fig, out_dir=out_dir, notes=notes)
