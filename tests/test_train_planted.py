@@ -96,8 +96,8 @@ def test_chain_sampler_matches_the_chain():
 
     gen = MarkovZipf(n_words=12, seed=5)
     x = sample_chain_ids(gen, np.random.default_rng(0), n=40000, length=2)
-    P = np.asarray(gen._P)
-    start = np.asarray(gen._unigram)
+    P = np.asarray(gen.transition_matrix)
+    start = np.asarray(gen.start_distribution)
     rows = x[x[:, 0] == 0, 1]
     obs = np.bincount(rows, minlength=12)
     assert stats.chisquare(obs, P[0] * rows.size).pvalue > 1e-3

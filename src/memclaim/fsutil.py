@@ -1,8 +1,11 @@
 """Small filesystem helpers: atomic writes (temp file + fsync + rename) and content hashes."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -61,3 +64,35 @@ def cache_dir() -> Path:
         p = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "memclaim"
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+@contextlib.contextmanager
+def atomic_directory(out: str | os.PathLike, *, tmp_prefix: str | None = None):
+    """Build a folder atomically: yields an empty temporary sibling of ``out``; when the block
+    ends normally it replaces ``out`` (rename), otherwise it is deleted. Readers see the old
+    folder, the complete new one, or nothing; a killed writer leaves only a hidden temp folder."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix or f".{out.name}.", dir=out.parent))
+    try:
+        yield tmp
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike):
+    """An exclusive advisory lock (flock) held for the block: one builder of a cached artefact
+    at a time across processes on this machine."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

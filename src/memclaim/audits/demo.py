@@ -20,19 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..console import say as _say
 from ..jsonutil import ResultMixin
 from ..validate import integer
 
 __all__ = ["run_demo_section", "varied_difficulty_texts", "MicroSetup", "micro_recipe", "build_micro_lira"]
-
-
-def _say(console, text):
-    if console is None:
-        return
-    if hasattr(console, "print"):
-        console.print(text)
-    elif callable(console):
-        console(text)
 
 
 def _records(x, label):

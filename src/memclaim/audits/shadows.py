@@ -50,7 +50,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -60,7 +59,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import DomainError, InputError, ProcedureMismatchError
-from ..fsutil import atomic_write_text, sha256_bytes
+from ..fsutil import atomic_directory, atomic_write_text, sha256_bytes
 from ..jsonutil import ResultMixin
 from ..validate import in_open_unit, integer, nonneg, positive
 from .counterfactual import (CapComparison, CounterfactualEstimate, compare_to_cap,
@@ -459,8 +458,7 @@ def ensure_shadows(shadow_dir, *, population: Population, n_shadows: int, recipe
         seed = recipe.shadow_seed(i)
         in_idx = np.flatnonzero(masks[i])
         say(f"training shadow {i + 1}/{n_shadows} ({recipe.mode}, {in_idx.size} of {len(population)} records IN)")
-        tmp = Path(tempfile.mkdtemp(prefix=f".{i}.tmp-", dir=root))
-        try:
+        with atomic_directory(folder, tmp_prefix=f".{i}.tmp-") as tmp:
             model, result, _ = train_on_texts(recipe, [population.texts[j] for j in in_idx], seed=seed,
                                               background=bg, sep_ids=sep_ids, tokenizer=tok)
             save_model_folder(model, tok, tmp)
@@ -471,10 +469,6 @@ def ensure_shadows(shadow_dir, *, population: Population, n_shadows: int, recipe
                     "train": {k: v for k, v in result.to_dict().items() if k != "losses"},
                     "memclaim_version": __version__, "created": time.time()}
             atomic_write_text(tmp / MEMBERSHIP_FILE, json.dumps(meta, indent=1))
-            tmp.rename(folder)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         trained.append(i)
         paths.append(str(folder))
     return ShadowSet(root=str(root), paths=tuple(paths), masks=masks, population_sha256=population.sha256,

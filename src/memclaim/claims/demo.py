@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 
+from ..console import say as _say
 from ..errors import InputError
 from .budget import census_budget_view
 from .census import WindowScores, census, flag_near_verbatim
@@ -25,15 +26,6 @@ def _windows(spec, name) -> tuple[WindowScores, str | None, tuple]:
     w = WindowScores.from_arrays(spec["log_scores"], spec["starts"], spec["ends"], doc_length=L,
                                  name=spec.get("name", name))
     return w, text, tuple(spec.get("exclude_spans", ()))
-
-
-def _say(console, text):
-    if console is None:
-        return
-    if hasattr(console, "print"):
-        console.print(text)
-    elif callable(console):
-        console(text)
 
 
 def run_demo_section(*, member_logq, control_logq, census_inputs: dict | None = None, out_dir,

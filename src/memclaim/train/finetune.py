@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
@@ -31,6 +28,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import InputError
+from ..fsutil import atomic_directory, file_lock
 from ..jsonutil import ResultMixin, to_jsonable
 from ..validate import integer, positive
 
@@ -113,19 +111,11 @@ def save_trained(model, tokenizer, out, *, manifest: dict, overwrite: bool = Fal
         if not overwrite:
             raise InputError(f"output {str(out)!r} exists and is not an empty folder",
                              hint="choose a new --out folder (or pass --overwrite)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_directory(out) as tmp:
         model.save_pretrained(str(tmp), safe_serialization=True)
         getattr(tokenizer, "tok", tokenizer).save_pretrained(str(tmp))
         meta = {"memclaim": __version__, **manifest}
         (tmp / TRAIN_FILE).write_text(json.dumps(to_jsonable(meta), indent=1))
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 
@@ -334,19 +324,9 @@ def sample_chain_ids(gen, rng: np.random.Generator, *, n: int, length: int) -> n
     """``n`` independent paths of ``length`` word ids from a MarkovZipf chain -> int64 [n, length].
     Vectorized inversion of the rows' cumulative sums (one uniform per path and step); the
     generator's own ``sample_words`` draws one token per numpy call."""
-    P = np.asarray(getattr(gen, "_P"), dtype=np.float64)
-    u = np.asarray(getattr(gen, "_unigram"), dtype=np.float64)
-    cum = np.cumsum(P, axis=1)
-    cum[:, -1] = 1.0
-    cu = np.cumsum(u)
-    cu[-1] = 1.0
-    out = np.empty((n, length), dtype=np.int64)
-    state = np.minimum(np.searchsorted(cu, rng.random(n), side="right"), len(u) - 1)
-    out[:, 0] = state
-    for t in range(1, length):
-        state = np.minimum((cum[state] <= rng.random(n)[:, None]).sum(axis=1), len(u) - 1)
-        out[:, t] = state
-    return out
+    from .corpus import sample_chain
+
+    return sample_chain(gen.transition_matrix, gen.start_distribution, rng, n=n, length=length)
 
 
 def chain_base_dir(spec: ChainBaseSpec) -> Path:
@@ -360,23 +340,14 @@ def ensure_chain_base(spec: ChainBaseSpec = ChainBaseSpec(), *, log=None):
     a deterministic function of the spec on a fixed thread count). Returns the model (eval mode)."""
     from transformers import GPT2LMHeadModel
 
-    from .toy import _lock
-
     out = chain_base_dir(spec)
     if not (out / "chain_base.json").exists():
-        with _lock(out.parent / f".{out.name}.lock"):
+        with file_lock(out.parent / f".{out.name}.lock"):
             if not (out / "chain_base.json").exists():
                 model, meta = _build_chain_base(spec, log=log)
-                tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-                try:
+                with atomic_directory(out) as tmp:
                     model.save_pretrained(str(tmp), safe_serialization=True)
                     (tmp / "chain_base.json").write_text(json.dumps(to_jsonable(meta), indent=1))
-                    if out.exists():
-                        shutil.rmtree(out)
-                    os.replace(tmp, out)
-                except BaseException:
-                    shutil.rmtree(tmp, ignore_errors=True)
-                    raise
     model = GPT2LMHeadModel.from_pretrained(str(out), local_files_only=True)
     model.requires_grad_(False)
     return model.eval()

@@ -8,16 +8,11 @@ drawn from the same generator, and a member/control document pair for census dem
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..fsutil import cache_dir, sha256_bytes
+from ..fsutil import atomic_directory, cache_dir, file_lock, sha256_bytes
 
 SOT = "<|endoftext|>"
 
@@ -125,17 +120,6 @@ def build_toy_model(spec: ToySpec, out: Path, *, log=print) -> Path:
     return out
 
 
-@contextlib.contextmanager
-def _lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def toy_model_dir(spec: ToySpec = DEFAULT_SPEC) -> Path:
     return cache_dir() / "toy" / spec.key()
 
@@ -148,18 +132,11 @@ def ensure_toy_model(spec: ToySpec = DEFAULT_SPEC, *, log=None) -> Path:
     out = toy_model_dir(spec)
     if (out / "toy_data.json").exists():
         return out
-    with _lock(out.parent / f".{out.name}.lock"):
+    with file_lock(out.parent / f".{out.name}.lock"):
         if (out / "toy_data.json").exists():
             return out
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-        try:
+        with atomic_directory(out) as tmp:
             build_toy_model(spec, tmp, log=log)
-            if out.exists():
-                shutil.rmtree(out)
-            os.replace(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
     return out
 
 
