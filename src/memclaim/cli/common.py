@@ -97,6 +97,32 @@ def near_verbatim_settings(nv_eps, nv_beams) -> dict | None:
     return normalize_near_verbatim({"epsilons": list(nv_eps), "beams": list(nv_beams or (16,))}, suffix_tokens=0)
 
 
+def claim_options(f):
+    """The population-test options shared by ``test`` and ``population``: decontamination ([EM] D.2),
+    multiple testing ([EM] C.5), the tie-breaking seed, the budget view ([EM] F.2), intervals, and
+    the description of the controls that goes in the report."""
+    opts = [
+        click.option("--exclude-controls", "exclude_file", type=click.Path(dir_okay=False), default=None,
+                     help="File with control ids verified as members, one per line ([EM] D.2). For a store: "
+                          "record ids (passages) or window ids ('doc.txt#3')."),
+        click.option("--exclude-control", "exclude_ids", multiple=True, help="A control id to exclude (repeatable)."),
+        click.option("--fdr", "fdr", default=None, help="Benjamini-Hochberg at this FDR level ([EM] C.5)."),
+        click.option("--fwer", "fwer", default=None, help="Bonferroni at this FWER level ([EM] C.5)."),
+        click.option("--seed", default=0, show_default=True, type=int,
+                     help="Seed for randomized tie-breaking (recorded)."),
+        click.option("--budget-delta", default=None, type=float,
+                     help="Add the budget view at confidence 1 - delta ([EM] F.2)."),
+        click.option("--budget", "realistic_budget", default=1e5, show_default=True, type=float,
+                     help="Realistic query budget n."),
+        click.option("--confidence", default=0.95, show_default=True, type=float, help="Confidence of the intervals."),
+        click.option("--controls-description", default=None,
+                     help="How the controls were chosen and matched (goes in the report)."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
 BACKENDS = ("local", "ray")
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import click
 
 from ..errors import InputError
-from .common import (backend_options, build_prompt_rule, make_backend, model_options, near_verbatim_options,
-                     near_verbatim_settings, print_json, procedure_options, resolve_run_inputs, set_threads)
+from .common import (backend_options, build_prompt_rule, claim_options, make_backend, model_options,
+                     near_verbatim_options, near_verbatim_settings, print_json, procedure_options,
+                     resolve_run_inputs, set_threads)
 
 EXAMPLES = """
 Examples (run from a checkout of the repository):
@@ -62,16 +63,7 @@ CONTROLS_LABEL = "controls"
 @near_verbatim_options
 @backend_options
 @click.option("--alpha", default="0.001", show_default=True, help="Target FPR in (0, 1); read exactly ('0.001', '0.1%', '1/1000').")
-@click.option("--exclude-controls", "exclude_file", type=click.Path(dir_okay=False), default=None,
-              help="File with control ids verified as members, one per line ([EM] D.2).")
-@click.option("--exclude-control", "exclude_ids", multiple=True, help="A control id to exclude (repeatable).")
-@click.option("--fdr", "fdr", default=None, help="Benjamini-Hochberg at this FDR level ([EM] C.5).")
-@click.option("--fwer", "fwer", default=None, help="Bonferroni at this FWER level ([EM] C.5).")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed for randomized tie-breaking (recorded).")
-@click.option("--budget-delta", default=None, type=float, help="Add the budget view at confidence 1 - delta ([EM] F.2).")
-@click.option("--budget", "realistic_budget", default=1e5, show_default=True, type=float, help="Realistic query budget n.")
-@click.option("--confidence", default=0.95, show_default=True, type=float, help="Confidence of the intervals.")
-@click.option("--controls-description", default=None, help="How the controls were chosen and matched (goes in the report).")
+@claim_options
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Output folder: the store goes to OUT/store, the report to OUT/report.{json,md,html}.")
 @click.option("--batch-size", type=int, default=16, show_default=True)

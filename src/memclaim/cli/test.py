@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..fsutil import sha256_bytes, sha256_file
+from .common import claim_options
 
 ID_COLUMNS = ("id", "doc_id", "uid", "key", "name")
 SCORE_COLUMNS = ("score", "log_prob", "logprob", "log_q", "logq", "prob", "probability")
@@ -392,17 +393,7 @@ Examples (run from a checkout of the repository; the first two need SmolLM2, see
 @click.option("--id-column", default=None, help="Files only.")
 @click.option("--score-column", default=None, help="Files only.")
 @click.option("--text-column", default=None, help="Files only: text column (checks controls identical to candidates).")
-@click.option("--exclude-controls", "exclude_file", type=click.Path(dir_okay=False), default=None,
-              help="File with control ids verified as members, one per line ([EM] D.2). For a store: record ids "
-                   "(passages) or window ids ('doc.txt#3').")
-@click.option("--exclude-control", "exclude_ids", multiple=True, help="A control id to exclude (repeatable).")
-@click.option("--fdr", "fdr", default=None, help="Benjamini-Hochberg at this FDR level ([EM] C.5).")
-@click.option("--fwer", "fwer", default=None, help="Bonferroni at this FWER level ([EM] C.5).")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed for randomized tie-breaking (recorded).")
-@click.option("--budget-delta", default=None, type=float, help="Add the budget view at confidence 1 - delta ([EM] F.2).")
-@click.option("--budget", "realistic_budget", default=1e5, show_default=True, type=float, help="Realistic query budget n.")
-@click.option("--confidence", default=0.95, show_default=True, type=float, help="Confidence of the intervals.")
-@click.option("--controls-description", default=None, help="How the controls were chosen and matched (goes in the report).")
+@claim_options
 @click.option("--candidates-procedure", type=click.Path(dir_okay=False), default=None,
               help="Files only: JSON procedure record of the candidate scores (checked against the controls').")
 @click.option("--controls-procedure", type=click.Path(dir_okay=False), default=None, help="Files only.")
