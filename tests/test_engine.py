@@ -128,6 +128,29 @@ def test_gemm_row_count_assumption_holds_on_this_machine():
         torch.set_num_threads(threads)
 
 
+@pytest.mark.parametrize("rows", [1, 3, 11, 12, 50])
+def test_tiled_unembedding_is_bit_identical_to_one_matmul(rows):
+    """The CPU unembedding runs over vocabulary tiles that divide V (memclaim.models.hf.unembed);
+    every logit must be the bits of the single h @ W.T, at every row and thread count."""
+    from memclaim.models.hf import unembed, vocab_tile
+
+    assert vocab_tile(262144) == 2048 and vocab_tile(49152) == 2048 and vocab_tile(50257) is None
+    g = torch.Generator().manual_seed(rows)
+    w = torch.randn(64 * 24, 96, generator=g)
+    h = torch.randn(rows, 96, generator=g)
+    threads = torch.get_num_threads()
+    try:
+        for nt in (1, 2, 3):
+            torch.set_num_threads(nt)
+            ref = h @ w.T
+            for tile in (64, 128, 256, 512):
+                assert torch.equal(unembed(h, w, tile=tile), ref), (nt, tile)
+    finally:
+        torch.set_num_threads(threads)
+    with pytest.raises(ValueError, match="does not divide"):
+        unembed(h, w, tile=100)
+
+
 def test_bit_identical_with_vocabulary_chunking(random_model):
     """Gemma-sized vocabularies are unembedded in sub-chunks of a window's rows; the chunking is
     per window, so a small chunk gives the same bits for every batch size."""

@@ -65,7 +65,7 @@ def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[P
     d = (logp - mean[:, None]).square_()  # [n, V]
     var = torch.linalg.vecdot(p, d)  # [n]  E_p[(log p - mean)^2], centered: no cancellation
     del d, p
-    rank = (x > x.gather(1, t)).sum(-1) + 1
+    rank = (x > x.gather(1, t)).sum(-1, dtype=torch.int32).long() + 1  # int32: no int64 copy of the mask
     if x.shape[-1] > 1:
         top2, top2i = torch.topk(x, 2, dim=-1)  # [n, 2]
         margin = top2[:, 0] - top2[:, 1]
@@ -87,7 +87,7 @@ def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[P
 class TeacherForcingEngine:
     """Scores equal-length (or left-padded) windows with one forward pass per batch."""
 
-    def __init__(self, lm, policies: Sequence[Policy], *, logit_chunk_bytes: int = 64 << 20):
+    def __init__(self, lm, policies: Sequence[Policy], *, logit_chunk_bytes: int = 256 << 20):
         self.lm = lm
         self.policies = tuple(policies)
         self.logit_chunk_bytes = int(logit_chunk_bytes)
@@ -131,12 +131,15 @@ class TeacherForcingEngine:
         h = hidden[:, Lp - 1:Lp - 1 + S, :].reshape(B * S, -1)  # [B*S, D]
         targets = torch.tensor([list(s) for s in suffixes], dtype=torch.long, device=dev).view(B * S)  # [B*S]
         n = B * S
-        # The unembedding runs window by window, each window's S rows cut into the same
-        # sub-chunks whatever the batch (and each call padded to >= MIN_GEMM_ROWS rows): a BLAS
-        # result for a row can depend on the number of rows in the call and, for small calls,
-        # on the thread count; fixing the call shapes per window makes a window's scores
-        # bit-identical for every batch size and thread count.
-        step = min(S, _chunk_rows(self.lm.vocab_size, self.logit_chunk_bytes))
+        # The statistics run window by window, each window's S rows cut into the same sub-chunks
+        # whatever the batch: a reduction's result can depend on the shape it runs over, so
+        # fixing those shapes per window makes a window's scores bit-identical for every batch
+        # size and thread count. The unembedding matmul itself runs for several whole windows at
+        # once (up to logit_chunk_bytes of logits; W is read once per call, not once per window):
+        # with >= MIN_GEMM_ROWS rows a row's product does not depend on the call's row count.
+        budget_rows = _chunk_rows(self.lm.vocab_size, self.logit_chunk_bytes)
+        step = min(S, budget_rows)
+        group = max(1, budget_rows // S) if step == S else 1
         P = len(self.policies)
         f64 = dict(dtype=torch.float64, device=dev)
         tok_lp, tok_mean, tok_std = torch.empty(n, **f64), torch.empty(n, **f64), torch.empty(n, **f64)
@@ -144,18 +147,23 @@ class TeacherForcingEngine:
         tok_rank = torch.empty(n, dtype=torch.long, device=dev)
         greedy = torch.empty(n, dtype=torch.bool, device=dev)
         pol = torch.empty((P, n), **f64)
-        for w in range(B):
-            for a0 in range(0, S, step):
-                a, b = w * S + a0, w * S + min(S, a0 + step)
-                rows = h[a:b]
-                if b - a < MIN_GEMM_ROWS:  # [rows, D] -> [MIN_GEMM_ROWS, D], zero rows appended
-                    rows = torch.cat([rows, rows.new_zeros(MIN_GEMM_ROWS - (b - a), rows.shape[1])])
-                z = self.lm.logits(rows)[: b - a]  # [rows, V] float32 (or float64)
-                lp, mu, sd, rk, mg, gr, pq = score_rows(z, targets[a:b], self.policies)
+        if step == S:  # unembedding calls: groups of whole windows; statistics: one window each
+            calls = [(g * S, min(B, g + group) * S, S) for g in range(0, B, group)]
+        else:  # a window's rows do not fit the budget: one call per sub-chunk
+            calls = [(w * S + a0, w * S + min(S, a0 + step), step) for w in range(B) for a0 in range(0, S, step)]
+        for c0, c1, sub in calls:
+            rows = h[c0:c1]
+            if c1 - c0 < MIN_GEMM_ROWS:  # [rows, D] -> [MIN_GEMM_ROWS, D], zero rows appended
+                rows = torch.cat([rows, rows.new_zeros(MIN_GEMM_ROWS - (c1 - c0), rows.shape[1])])
+            zc = self.lm.logits(rows)  # [rows, V] float32 (or float64)
+            for a in range(c0, c1, sub):
+                b = min(c1, a + sub)
+                lp, mu, sd, rk, mg, gr, pq = score_rows(zc[a - c0:b - c0], targets[a:b], self.policies)
                 tok_lp[a:b], tok_mean[a:b], tok_std[a:b] = lp, mu, sd
                 tok_rank[a:b], margin[a:b], greedy[a:b] = rk, mg, gr
                 pol[:, a:b] = pq
-                self.unembed_rows += b - a
+            self.unembed_rows += c1 - c0
+            del zc
         token_logq = pol.view(P, B, S).permute(1, 0, 2).cpu().numpy()  # [B, P, S]
         # sum logs in float64 strictly left to right (cumsum is sequential), so a window's
         # score never depends on the batch layout
