@@ -86,3 +86,28 @@ def smollm2():
     from memclaim.models import load_model
 
     return load_model("smollm2", load_weights=True)
+
+
+@pytest.fixture(scope="session")
+def gemma():
+    from memclaim.models import load_model
+
+    return load_model("gemma3-270m", load_weights=True)
+
+
+# The real tier runs on SmolLM2 in CI; the same checks on Gemma 3 270M (vocabulary 262,144,
+# about 2.5x slower per window here) are `slow`: `make test-slow` or `pytest -m slow`.
+REAL_MODELS = [pytest.param("smollm2", id="smollm2"),
+               pytest.param("gemma3-270m", id="gemma3-270m", marks=pytest.mark.slow)]
+
+
+@pytest.fixture(scope="session", params=REAL_MODELS)
+def real_model(request):
+    """A loaded real model: SmolLM2 (real tier), Gemma 3 270M (slow tier)."""
+    return request.getfixturevalue("smollm2" if request.param == "smollm2" else "gemma")
+
+
+@pytest.fixture(params=REAL_MODELS)
+def real_model_name(request) -> str:
+    """The CLI name of a real model (SmolLM2 in CI, Gemma 3 270M in the slow tier)."""
+    return request.param

@@ -1,4 +1,5 @@
-"""Real tier: claims on SmolLM2-135M through the CLI ([EM] §3-§5).
+"""Real tier: claims on SmolLM2-135M through the CLI ([EM] §3-§5); the same on Gemma 3 270M in
+the slow tier (tests/conftest.py: real_model_name).
 
 - Census of Genesis 1-3 (KJV, surely in pre-training data) against newly written prose in the
   same style and length (tests/data/new_genesis_style.txt, never published before it was
@@ -38,9 +39,9 @@ def _run_json(args, capsys):
     return json.loads(cap.out)
 
 
-def test_census_genesis_against_new_prose(data_dir, tmp_path, capsys):
+def test_census_genesis_against_new_prose(real_model_name, data_dir, tmp_path, capsys):
     out = tmp_path / "genesis"
-    s = _run_json(["census", "smollm2", "--document", str(data_dir / "genesis_1_3.txt"), "--control",
+    s = _run_json(["census", real_model_name, "--document", str(data_dir / "genesis_1_3.txt"), "--control",
                    str(data_dir / "new_genesis_style.txt"), "--prefix-tokens", "32", "--suffix-tokens", "32",
                    "--stride", "64", "--policy", "full", "--batch-size", "16", "--out", str(out), "--json",
                    "--no-progress"], capsys)
@@ -54,17 +55,17 @@ def test_census_genesis_against_new_prose(data_dir, tmp_path, capsys):
     assert p["n_windows_above"] == int(np.sum(doc / LN10 > p["log10_tau"])) > 0
     assert p["coverage"] > 0 and np.all(ctl / LN10 <= p["log10_tau"])
     assert (out / "report.html").exists()
-    print(f"\ncensus Genesis 1-3 vs new prose (SmolLM2, 32+32 tokens, stride 64, full): tau_doc = 1e{p['log10_tau']} "
+    print(f"\ncensus Genesis 1-3 vs new prose ({real_model_name}, 32+32 tokens, stride 64, full): tau_doc = 1e{p['log10_tau']} "
           f"(top control 10^{p['max_control_log10']:.2f}), {p['n_windows_above']}/{p['n_windows']} windows above, "
           f"coverage {p['coverage']:.3f}, at margins {p['coverage_at_margins']}, max margin {p['max_margin']:.1f}")
 
 
-def test_population_kjv_verses_against_new_verses(data_dir, tmp_path, capsys):
+def test_population_kjv_verses_against_new_verses(real_model_name, data_dir, tmp_path, capsys):
     for name in ("kjv_verses", "new_verses"):
         lines = (data_dir / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()[:N_VERSES]
         (tmp_path / f"{name}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "verses"
-    s = _run_json(["population", "smollm2", "--members", str(tmp_path / "kjv_verses.jsonl"), "--controls",
+    s = _run_json(["population", real_model_name, "--members", str(tmp_path / "kjv_verses.jsonl"), "--controls",
                    str(tmp_path / "new_verses.jsonl"), "--prefix-tokens", "16", "--suffix-tokens", "16",
                    "--policy", "top-k:40", "--policy", "full", "--alpha", "0.02", "--batch-size", "16",
                    "--out", str(out), "--json", "--no-progress"], capsys)
@@ -81,7 +82,7 @@ def test_population_kjv_verses_against_new_verses(data_dir, tmp_path, capsys):
         assert t["threshold"] == np.sort(ctrl)[::-1][t["k"] - 1]  # the K-th largest control score
         assert t["n_claimed"] == int(np.sum(cand > t["threshold"]))
         assert t["n_claimed"] / N_VERSES > t["in_sample_fpr"]  # members clear it more often than controls
-        print(f"\npopulation KJV vs new verses (SmolLM2, 16+16 tokens, {policy}, alpha {t['alpha']}): K = {t['k']}, "
+        print(f"\npopulation KJV vs new verses ({real_model_name}, 16+16 tokens, {policy}, alpha {t['alpha']}): K = {t['k']}, "
               f"alpha_N = {t['alpha_n']:.4f}, tau = 10^{t['threshold_log10_prob']:.2f}, claimed {t['n_claimed']}/"
               f"{N_VERSES}, in-sample FPR {t['in_sample_fpr']:.4f}, G = {t['generation_rate']['estimate']:.4f} "
               f"[{t['generation_rate']['lower']:.4f}, {t['generation_rate']['upper']:.4f}], "
