@@ -59,3 +59,22 @@ class ResultMixin:
 
     def to_dict(self) -> dict:
         return {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+
+def read_json_object(path, what: str, *, hint: str | None = None) -> dict:
+    """The JSON object in file ``path`` (UTF-8); ``what`` names the file in the error messages."""
+    from .errors import InputError
+
+    p = Path(path)
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{what} file {str(p)!r} does not exist", hint="check the path") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} file {str(p)!r} is not valid UTF-8: {exc}",
+                         hint=hint or "save it as UTF-8 JSON") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{what} file {str(p)!r} is not valid JSON: {exc}", hint=hint) from None
+    if not isinstance(d, dict):
+        raise InputError(f"{what} file {str(p)!r} must hold a JSON object, got {type(d).__name__}", hint=hint)
+    return d

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import DomainError, InputError
 from ..fsutil import sha256_bytes
-from ..jsonutil import ResultMixin
+from ..jsonutil import ResultMixin, read_json_object
 from ..validate import in_open_unit, integer
 from .attacks import AttackEvaluation, ScoredTexts, evaluate_attack, get_attack, available_attacks
 from .extraction import ExtractionAudit, extraction_from_run, soundness_check, trigger_rule
@@ -856,12 +856,7 @@ def audit_table(spec: Mapping | str | Path, *, out_dir, base_dir=None, log=None,
 
     if isinstance(spec, (str, Path)):
         p = Path(spec)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError(f"instances file {str(p)!r} does not exist") from None
-        except json.JSONDecodeError as exc:
-            raise InputError(f"instances file {str(p)!r} is not valid JSON: {exc}", hint=TABLE_SPEC_DOC) from None
+        data = read_json_object(p, "instances", hint=TABLE_SPEC_DOC)
         base = Path(base_dir) if base_dir is not None else p.parent
     else:
         data, base = dict(spec), Path(base_dir or ".")

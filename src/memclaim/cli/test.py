@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 from typing import Sequence
 
@@ -19,6 +18,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..fsutil import sha256_bytes, sha256_file
+from ..jsonutil import read_json_object
 from .common import claim_options
 
 ID_COLUMNS = ("id", "doc_id", "uid", "key", "name")
@@ -139,19 +139,6 @@ def read_id_list(path) -> tuple[str, ...]:
         if s and not s.startswith("#"):
             out.append(s)
     return tuple(out)
-
-
-def _read_json(path, what) -> dict:
-    p = Path(path)
-    try:
-        d = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{what} file {str(p)!r} does not exist") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{what} file {str(p)!r} is not valid JSON: {exc}") from None
-    if not isinstance(d, dict):
-        raise InputError(f"{what} file {str(p)!r} must hold a JSON object")
-    return d
 
 
 # ------------------------------------------------------------------------ the shared entry point
@@ -452,8 +439,8 @@ def command(candidates, controls, run, controls_run, kind, alpha, nv_eps, policy
     kind = kind or "log-prob"
     cand = read_score_file(candidates, id_column=id_column, score_column=score_column, text_column=text_column)
     ctrl = read_score_file(controls, id_column=id_column, score_column=score_column, text_column=text_column)
-    cproc = _read_json(candidates_procedure, "procedure") if candidates_procedure else None
-    kproc = _read_json(controls_procedure, "procedure") if controls_procedure else None
+    cproc = read_json_object(candidates_procedure, "procedure") if candidates_procedure else None
+    kproc = read_json_object(controls_procedure, "procedure") if controls_procedure else None
     if policy is not None:
         from ..decoding import Policy
 
