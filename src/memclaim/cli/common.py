@@ -123,6 +123,21 @@ def claim_options(f):
     return f
 
 
+def run_options(f):
+    """--batch-size --unit-size --json --no-progress: how a scoring run is cut and reported
+    (score, population, census)."""
+    opts = [
+        click.option("--batch-size", type=int, default=16, show_default=True, help="Windows per forward pass."),
+        click.option("--unit-size", type=int, default=64, show_default=True,
+                     help="Windows per work unit (the unit of resume and of distribution)."),
+        click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary."),
+        click.option("--no-progress", is_flag=True, help="No progress bar."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
 BACKENDS = ("local", "ray")
 
 

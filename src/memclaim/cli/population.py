@@ -16,7 +16,7 @@ import click
 from ..errors import InputError
 from .common import (backend_options, build_prompt_rule, claim_options, make_backend, model_options,
                      near_verbatim_options, near_verbatim_settings, print_json, procedure_options,
-                     resolve_run_inputs, set_threads)
+                     resolve_run_inputs, run_options, set_threads)
 
 EXAMPLES = """
 Examples (run from a checkout of the repository):
@@ -66,11 +66,7 @@ CONTROLS_LABEL = "controls"
 @claim_options
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Output folder: the store goes to OUT/store, the report to OUT/report.{json,md,html}.")
-@click.option("--batch-size", type=int, default=16, show_default=True)
-@click.option("--unit-size", type=int, default=64, show_default=True,
-              help="Windows per work unit (the unit of resume).")
-@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@run_options
 def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, policies, prompt_templates,
             chat_template, aggregate, text_field, id_field, input_format, dtype, sot, allow_pickle, threads, alpha,
             exclude_file, exclude_ids, fdr, fwer, seed, budget_delta, realistic_budget, confidence,

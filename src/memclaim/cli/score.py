@@ -8,7 +8,7 @@ import click
 
 from ..errors import InputError
 from .common import (backend_options, make_backend, near_verbatim_options, near_verbatim_settings, model_options, print_json, procedure_options,
-                     resolve_run_inputs, set_threads)
+                     resolve_run_inputs, run_options, set_threads)
 
 EXAMPLES = """
 \b
@@ -35,12 +35,8 @@ Examples:
 @procedure_options
 @model_options
 @near_verbatim_options
-@click.option("--batch-size", type=int, default=16, show_default=True)
-@click.option("--unit-size", type=int, default=64, show_default=True,
-              help="Windows per work unit (the unit of resume and of distribution).")
 @backend_options
-@click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
+@run_options
 def command(model, input_path, document_path, stride, out_dir, prefix_tokens, suffix_tokens, policies,
             prompt_templates, chat_template, aggregate, text_field, id_field, input_format, dtype, sot,
             allow_pickle, threads, nv_eps, nv_beams, batch_size, unit_size, backend, address, workers, gpus_per_worker,
