@@ -215,6 +215,27 @@ def fresh_pool(pool):
     pool.write, pool.fault = "auto", None
 
 
+
+class _Hooked:
+    """A backend that passes units through ``inner`` and calls ``after(i)`` once the i-th result
+    has been yielded (to kill a worker, or the driver, at a chosen point of a run)."""
+
+    name = "ray"
+
+    def __init__(self, inner, after):
+        self.inner, self.after = inner, after
+
+    def attach_store(self, store):
+        self.inner.attach_store(store)
+
+    def run(self, units):
+        for i, res in enumerate(self.inner.run(units)):
+            yield res
+            self.after(i)
+
+    def stats(self):
+        return self.inner.stats()
+
 @pytest.mark.ray
 @pytest.mark.integration
 def test_two_workers_write_the_same_store_as_local(fresh_pool, local_ref, inputs, toy, tmp_path):
@@ -278,28 +299,15 @@ def test_actor_killed_by_the_driver_mid_run(fresh_pool, local_ref, inputs, toy, 
     """`ray.kill` of a busy worker actor right after the first unit comes back."""
     import ray
 
-    class KillAfterFirst:
-        name = "ray"
+    killed = []
 
-        def __init__(self, inner):
-            self.inner, self.killed = inner, None
+    def kill_after_first(i):
+        if i == 0:
+            killed.append(fresh_pool.actors[0])
+            ray.kill(killed[0], no_restart=False)  # Ray restarts it and re-runs its units
 
-        def attach_store(self, store):
-            self.inner.attach_store(store)
-
-        def run(self, units):
-            for i, res in enumerate(self.inner.run(units)):
-                yield res
-                if i == 0:
-                    self.killed = self.inner.actors[0]
-                    ray.kill(self.killed, no_restart=False)  # Ray restarts it and re-runs its units
-
-        def stats(self):
-            return self.inner.stats()
-
-    b = KillAfterFirst(fresh_pool)
-    s = _run(toy, inputs, tmp_path / "store", backend=b)
-    assert b.killed is not None and s.backend_stats["restarts"] == 1
+    s = _run(toy, inputs, tmp_path / "store", backend=_Hooked(fresh_pool, kill_after_first))
+    assert len(killed) == 1 and s.backend_stats["restarts"] == 1
     _assert_exactly_once(s, local_ref)
 
 
@@ -310,24 +318,13 @@ def test_resume_after_the_driver_dies(fresh_pool, local_ref, inputs, toy, tmp_pa
     files land after it is gone, orphaned). The re-run adopts what is on disk, scores only the
     rest, and ends with every window scored once and the local run's numbers."""
 
-    class DieAfterTwo:
-        name = "ray"
-
-        def __init__(self, inner):
-            self.inner = inner
-
-        def attach_store(self, store):
-            self.inner.attach_store(store)
-
-        def run(self, units):
-            for i, res in enumerate(self.inner.run(units)):
-                yield res
-                if i == 1:
-                    raise KeyboardInterrupt  # the driver is gone: nothing more is recorded
+    def die_after_two(i):
+        if i == 1:
+            raise KeyboardInterrupt  # the driver is gone: nothing more is recorded
 
     out = tmp_path / "store"
     with pytest.raises(KeyboardInterrupt):
-        _run(toy, inputs, out, backend=DieAfterTwo(fresh_pool))
+        _run(toy, inputs, out, backend=_Hooked(fresh_pool, die_after_two))
     assert len(ScoreStore(out, create=False).manifest["units"]) == 2
     s = _run(toy, inputs, out, backend=fresh_pool)
     assert s.units_reused >= 2 and s.units_scored + s.units_reused == s.n_units
@@ -442,25 +439,11 @@ def test_a_worker_gone_for_good_hands_its_units_to_the_others(fresh_pool, local_
     pool's tests: the module pool keeps one worker from here on.)"""
     import ray
 
-    class KillForGood:
-        name = "ray"
+    def kill_for_good(i):
+        if i == 0:
+            ray.kill(fresh_pool.actors[0], no_restart=True)
 
-        def __init__(self, inner):
-            self.inner = inner
-
-        def attach_store(self, store):
-            self.inner.attach_store(store)
-
-        def run(self, units):
-            for i, res in enumerate(self.inner.run(units)):
-                yield res
-                if i == 0:
-                    ray.kill(self.inner.actors[0], no_restart=True)
-
-        def stats(self):
-            return self.inner.stats()
-
-    s = _run(toy, inputs, tmp_path / "store", backend=KillForGood(fresh_pool))
+    s = _run(toy, inputs, tmp_path / "store", backend=_Hooked(fresh_pool, kill_for_good))
     bs = s.backend_stats
     assert bs["requeued_units"] >= 1
     assert [w["alive"] for w in bs["per_worker"]] == [False, True]
