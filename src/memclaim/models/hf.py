@@ -31,11 +31,10 @@ def vocab_tile(vocab: int) -> int | None:
     return next((t for t in VOCAB_TILES if vocab > t and vocab % t == 0), None)
 
 
-def unembed(h, w, *, tile: int | None = -1):
-    """h [N, D] @ w[V, D].T -> [N, V], tiled over the vocabulary on CPU (tile -1: by V)."""
+def unembed(h, w, *, tile: int | None = None):
+    """h [N, D] @ w[V, D].T -> [N, V], tiled over the vocabulary on CPU (default tile: vocab_tile(V))."""
     V = w.shape[0]
-    if tile == -1:
-        tile = vocab_tile(V)
+    tile = tile or vocab_tile(V)
     if h.device.type != "cpu" or tile is None or V <= tile:
         return h @ w.T
     if V % tile:
