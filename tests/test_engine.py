@@ -113,19 +113,27 @@ def test_gemm_row_count_assumption_holds_on_this_machine():
     the row count or the thread count. If a BLAS update breaks this, this test says so."""
     from memclaim.scoring.engine import MIN_GEMM_ROWS
 
+    import os
+
+    import memclaim  # noqa: F401  (sets MKL's strict reproducibility mode before any matmul)
+
+    assert os.environ.get("MKL_CBWR") == "AUTO,STRICT"
     g = torch.Generator().manual_seed(0)
-    W = torch.randn(384, 96, generator=g)
-    X = torch.randn(64, 96, generator=g)
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        ref = X @ W.T
-        for nt in (1, 2, 3):
-            torch.set_num_threads(nt)
-            for m in range(MIN_GEMM_ROWS, 64, 5):
-                assert torch.equal(X[:m] @ W.T, ref[:m]), (nt, m)
-    finally:
-        torch.set_num_threads(threads)
+    # a small layer and SmolLM2's MLP shapes (576 <-> 1536): on AVX-512 Xeons these differed
+    # with the row count (from 16 rows on) until MKL's strict CNR mode was set
+    for n_out, n_in in ((384, 96), (1536, 576), (576, 1536)):
+        W = torch.randn(n_out, n_in, generator=g)
+        X = torch.randn(160, n_in, generator=g)
+        threads = torch.get_num_threads()
+        try:
+            torch.set_num_threads(1)
+            ref = X @ W.T
+            for nt in (1, 2, 3):
+                torch.set_num_threads(nt)
+                for m in list(range(MIN_GEMM_ROWS, 64, 5)) + [96, 144, 160]:
+                    assert torch.equal(X[:m] @ W.T, ref[:m]), (n_out, n_in, nt, m)
+        finally:
+            torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("rows", [12, 13, 23, 50])
