@@ -136,16 +136,13 @@ def test_gemm_row_count_assumption_holds_on_this_machine():
             torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize("rows", [12, 13, 23, 50])
+@pytest.mark.parametrize("rows", [1, 3, 11, 12, 50])
 def test_tiled_unembedding_is_bit_identical_to_one_matmul(rows):
     """The CPU unembedding runs over vocabulary tiles that divide V (memclaim.models.hf.unembed);
-    every logit must be the bits of the single h @ W.T, at every row and thread count, for the
-    row counts the engine issues (>= MIN_GEMM_ROWS: it pads shorter calls). Below that, a 1-row
-    product takes a matrix-vector kernel whose bits differ between tiles at 3 threads on this
-    project's CI CPUs (measured 2026-12-01), which is why the engine pads."""
-    from memclaim.scoring.engine import MIN_GEMM_ROWS
-
-    assert rows >= MIN_GEMM_ROWS
+    every logit must be the bits of the single h @ W.T, at every row and thread count. (Under
+    MKL's default mode a 1-row product at 3 threads differed between tiles on AVX-512 Xeons;
+    memclaim sets the strict reproducibility mode on import.)"""
+    import memclaim  # noqa: F401
     from memclaim.models.hf import unembed, vocab_tile
 
     assert vocab_tile(262144) == 2048 and vocab_tile(49152) == 2048 and vocab_tile(50257) is None
