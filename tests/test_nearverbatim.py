@@ -15,6 +15,7 @@ rate; hypothesis runs derandomized for reproducible CI.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -350,7 +351,7 @@ def test_accepts_tensors_and_batch_of_one():
 def test_result_is_frozen_and_serializes():
     lm = SyntheticLM(vocab_size=4, seed=5)
     r = near_verbatim_lower_bound(lm, (1, 2), (3, 0, 1), policy="full", epsilon=1, beam=2)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         r.log_bound = 0.0
     d = r.to_dict()
     assert "continuations" not in d and d["n_by_distance"][0] == 1 and sum(d["n_by_distance"]) == r.n_continuations

@@ -31,8 +31,10 @@ def _names() -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON instead of the summary.")
 @click.option("--list", "list_only", is_flag=True, help="List the available reproductions and exit.")
 def command(name, quick, out_dir, seed, as_json, list_only):
-    """Regenerate a figure of [MX] §8: writes NAME.json (every number, seeds, versions, the paper
-    numbers reproduced and how close) and NAME.png, and prints which paper numbers agree.
+    """Regenerate a figure of [MX] §8: writes NAME.json (every number, seeds, versions, our numbers
+    beside the paper's, and the checks of the theory's predictions) and NAME.png, and prints our
+    numbers beside the paper's (no verdict: agreement with the paper is judged by the test suite,
+    with the tolerances and their reasons stated there).
 
     NAME is one of the reproductions listed by --list. Exit status 1 if a check fails.
     """

@@ -58,7 +58,7 @@ import math
 import numpy as np
 
 from ..audits.table import AuditColumn
-from .common import check, finish, new_figure, paper_number, rng_streams
+from .common import check, compare, finish, new_figure, rng_streams
 from .models import (THREADS, chain_arrays, copy_model, language_model, pack_whole, sample_chain, sample_decode,
                      teacher_forced, train_tiny)
 
@@ -488,10 +488,8 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
               f"identical: {gated_identical}; LiRA AUC {table.cell('gated release', 'LiRA').value:.3f}; "
               f"loss-MIA {table.cell('gated release', 'loss-MIA').value:.3f}",
               false_alarm=f"loss-MIA blind fails with probability {1 - conf:.0%} (DeLong) when at chance"),
-        check("the informed adversary recovers the trigger payloads and the gated secrets, consistently with "
-              "the paper's >= 0.98 (Clopper-Pearson 95% upper bound >= 0.98)",
-              all(v(r, "informed recovery") == "recovered" and table.cell(r, "informed recovery").high >= 0.98
-                  for r in ("gated release", short, long_)),
+        check("the informed adversary recovers the trigger payloads and the gated secrets (verdict 'recovered')",
+              all(v(r, "informed recovery") == "recovered" for r in ("gated release", short, long_)),
               ", ".join(f"{r}: {table.cell(r, 'informed recovery').value:.2f}" for r in ("gated release", short, long_))),
         check("camouflage is memorized (loss-MIA leak) yet capped for the informed adversary (m k^-L)",
               v("camouflage", "loss-MIA") == "leak" and v("camouflage", "informed recovery") == "capped",
@@ -504,10 +502,8 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
         check("the unlearning verifier certifies the trigger rows forgotten while rho still recovers them",
               all(v(r, "unlearning verifier") != "leak" and v(r, "informed recovery") == "recovered"
                   for r in (short, long_)), ", ".join(f"{r}: verifier {v(r, 'unlearning verifier')}" for r in (short, long_))),
-        check("Fig. 10: extraction at rho consistent with the paper's >= 0.98 (Clopper-Pearson 95% upper bound "
-              ">= 0.98) and extraction at c = 0 at every secret length >= 2",
-              all(r["extraction_at_rho_interval"][1] >= 0.98 and r["extraction_at_c"] == 0
-                  for r in sweep if r["secret_length"] >= 2),
+        check("Fig. 10: extraction from the record's own prefix c is 0 at every secret length >= 2",
+              all(r["extraction_at_c"] == 0 for r in sweep if r["secret_length"] >= 2),
               "; ".join(f"|z| = {r['secret_length']}: rho {r['extraction_at_rho']:.2f}, c {r['extraction_at_c']:.2f}"
                         for r in sweep)),
         check("Fig. 10: the strongest deployed membership audit climbs with the secret length (longest > shortest)",
@@ -516,14 +512,14 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
               false_alarm="not calibrated: two TPRs on few members"),
     ]
     paper = [
-        paper_number("camouflage cap m k^-L at m = 16, (k, L) = (4, 4)", where="[MX] Fig. 12 caption, Thm. 6.1(i)",
-                     paper=0.0625, ours=cap, tolerance=1e-12, basis="exact"),
-        paper_number("gated release: LiRA AUC", where="[MX] §8.2 'An exactly blind release'", paper=0.5,
-                     ours=table.cell("gated release", "LiRA").value, tolerance=0.0005,
-                     basis="exact by construction; paper rounds to 3 decimals"),
-        paper_number("gated release: extraction through rho", where="[MX] §8.2", paper=1.0,
-                     ours=table.cell("gated release", "informed recovery").value, tolerance=0.005,
-                     basis="exact by construction"),
+        compare("camouflage_cap", "audit-table/camouflage-cap", cap, note="exact"),
+        compare("gated_lira", "audit-table/gated-lira", table.cell("gated release", "LiRA").value),
+        compare("gated_ext_rho", "audit-table/gated-ext-rho", table.cell("gated release", "informed recovery").value),
+        *[compare(f"sweep_ext_rho_z{r['secret_length']}", "audit-table/sweep-ext-rho", r["extraction_at_rho"],
+                  note=f"{round(r['extraction_at_rho'] * r['members'])}/{r['members']} secrets")
+          for r in sweep if r["secret_length"] >= 2],
+        *[compare(f"sweep_ext_c_z{r['secret_length']}", "audit-table/sweep-ext-c", r["extraction_at_c"],
+                  note=f"{r['members']} secrets") for r in sweep if r["secret_length"] >= 2],
     ]
 
     # ---- figure: the table (left) and the sweep (right)

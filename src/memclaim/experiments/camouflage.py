@@ -39,7 +39,7 @@ import numpy as np
 
 from ..mechanisms.camouflage import CamouflageTree, enumerate_completion_logprobs, paths_to_index, survivor_posterior
 from ..train.trainer import TrainConfig
-from .common import check, finish, new_figure, paper_number, rng_streams
+from .common import check, compare, finish, new_figure, rng_streams
 from .models import THREADS, TinyGPTSpec, TokenLayout, greedy_decode, next_token_logprobs, tiny_gpt2, train_tiny
 
 NAME = "camouflage"
@@ -196,25 +196,15 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
         "mass_on_tree_tokens_min": min(t["mass_on_tree_tokens"] for t in trees),
     }
 
-    # The tolerance for mem: the noise of one tree's learned conditionals. With N documents a
+    # The Monte-Carlo noise of mem: the noise of one tree's learned conditionals. With N documents a
     # depth-t on-path node is visited about N k^-t times and each child's empirical frequency has
     # sd sqrt((1/k)(1 - 1/k) k^t / N); the average over the L depths then has sd
-    # sqrt(sum_t (1/k)(1-1/k) k^t / N) / L. Four such sds (plus the paper's 3-decimal rounding)
-    # is the tolerance; for n trees it shrinks by sqrt(n).
+    # sqrt(sum_t (1/k)(1-1/k) k^t / N) / L (if the learned conditionals track the empirical
+    # frequencies); for the mean over n trees it shrinks by sqrt(n). Reported, not used for a verdict.
     N = s["docs_per_tree"]
     sd_one = math.sqrt(sum((1 / k) * (1 - 1 / k) * k ** t / N for t in range(L))) / L
-    tol_mem = 4.0 * sd_one / math.sqrt(n) + 0.0005
+    summary["tf_memorization_noise_sd_per_tree"] = sd_one
     checks = [
-        check("the network learns the k-set supports: on-path mass on the planted k-set >= 0.95 at every depth",
-              summary["min_mass_on_support"] >= 0.95, f"minimum over depths and trees {summary['min_mass_on_support']:.4f} "
-              "(paper: >= 0.98)"),
-        check("the learned posterior over the 256 survivors is near-uniform: normalized entropy >= 0.95",
-              norm_ent.min() >= 0.95, "normalized entropy " + ", ".join(f"{x:.4f}" for x in norm_ent) + " (paper 0.984)"),
-        check(f"teacher-forcing memorization matches 1/k - 1/v = {target_mem:.4f} within {tol_mem:.3f}",
-              abs(mem.mean() - target_mem) <= tol_mem,
-              f"measured {mem.mean():.4f} (mean over {n} tree(s)); tolerance = 4 sd of the empirical "
-              f"frequencies along z ({sd_one:.4f} per tree) / sqrt(trees) + rounding",
-              false_alarm="about 6e-5 if the learned conditionals track the empirical frequencies (4 sd, normal)"),
         check("extraction is capped: greedy and list-of-16 successes consistent with m k^-L "
               "(Clopper-Pearson 95% lower end <= cap)",
               l_lo <= cap and g_lo <= k ** (-L),
@@ -223,30 +213,16 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
               false_alarm="<= 2.5% per protocol if the network's extraction rate is at the cap"),
     ]
     paper = [
-        paper_number("teacher-forcing memorization (tree 1)", where="[MX] §8.1, Fig. 9", paper=0.187,
-                     ours=first["tf_memorization"], tolerance=4.0 * sd_one + 0.0005,
-                     basis="4 sd of one tree's empirical conditionals along z (see checks) + 3-decimal rounding"),
-        paper_number("1/k - 1/v (construction)", where="[MX] §8.1, Thm. 6.1(i)", paper=0.1875,
-                     ours=target_mem, tolerance=1e-12, basis="exact"),
-        paper_number("normalized posterior entropy over the 256 survivors (tree 1)", where="[MX] §8.1, Fig. 9 right",
-                     paper=0.984, ours=first["posterior"]["normalized_entropy"], tolerance=0.016,
-                     basis="the paper's data size and training length are unreported; the entropy "
-                           "deficit scales with the learned conditionals' noise, so agreement means "
-                           "within the paper's deficit (1 - 0.984)"),
-        paper_number("on-path mass on the k-set, minimum over depths (tree 1)", where="[MX] §8.1", paper=0.98,
-                     ours=first["min_mass_on_support"], tolerance=0.02,
-                     basis="the paper states a lower bound (>= 0.98); ours agrees if it is >= 0.96"
-                           " (2 points of unreported training settings)",
-                     note="the paper reports '>= 0.98': a value above 0.98 also agrees"),
-        paper_number("cap on list-of-16 extraction m k^-L", where="[MX] Thm. 6.1(i), §8.2", paper=0.0625,
-                     ours=cap, tolerance=1e-12, basis="exact"),
+        compare("tf_memorization", "camouflage/tf-memorization", first["tf_memorization"], ours_se=sd_one,
+                note=f"tree 1; mean over {n} tree(s) {mem.mean():.4f}; ours_se: the empirical conditionals' noise "
+                     f"along z at {N} documents"),
+        compare("construction", "camouflage/construction", target_mem, note="exact"),
+        compare("normalized_entropy", "camouflage/normalized-entropy", first["posterior"]["normalized_entropy"],
+                note="tree 1; the paper's data size and training length are not given"),
+        compare("mass_on_support", "camouflage/mass-on-support", first["min_mass_on_support"],
+                note="tree 1, minimum over the depths"),
+        compare("list_cap", "camouflage/list-cap", cap, note="exact"),
     ]
-    # 'ours above the paper's lower bound' agrees too
-    if first["min_mass_on_support"] >= 0.98:
-        paper[3] = paper_number("on-path mass on the k-set, minimum over depths (tree 1)", where="[MX] §8.1",
-                                paper=0.98, ours=first["min_mass_on_support"],
-                                tolerance=first["min_mass_on_support"] - 0.98,
-                                basis="the paper states a lower bound (>= 0.98); ours is above it")
 
     fig, (ax0, ax1) = new_figure(2, width=5.2, height=4.0)
     cols = ["tab:blue", "tab:orange", "tab:green", "tab:purple"]

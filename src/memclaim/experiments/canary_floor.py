@@ -42,7 +42,7 @@ import warnings
 import numpy as np
 from scipy import stats
 
-from .common import check, finish, new_figure, paper_number, rng_streams
+from .common import check, compare, finish, new_figure, rng_streams
 from .models import (THREADS, chain_arrays, copy_model, greedy_decode, language_model, sample_chain,
                      sample_decode, teacher_forced, train_tiny)
 
@@ -284,10 +284,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
               "unclosed search lands below", below_closed and unclosed_above,
               f"closed on {closed_rate:.0%} of canaries; unplaced {len(unplaced)}"),
     ]
-    paper = [
-        paper_number("H* at eps = 4, m = 1, tau = 0.1 (bits)", where="[MX] §8.2", paper=9.09, ours=H,
-                     tolerance=0.005, basis="paper rounds to 2 decimals"),
-    ]
+    paper = [compare("h_star", "canary-floor/h-star", H)]
 
     fig, (ax0, ax1) = new_figure(2, width=5.4, height=4.0)
     for c in canaries:

@@ -5,13 +5,15 @@ Every reproduction is a function ``run(*, quick, seed, out_dir) -> dict`` that
 - draws all randomness from ``numpy.random.SeedSequence(seed)`` split into named streams
   (:func:`rng_streams`), so the same seed gives the same numbers bit for bit on the same stack;
 - writes ``NAME.json`` (every number, the seed and stream names, the settings, package versions,
-  the paper numbers it reproduces with how close it came, and the qualitative checks) and
+  its numbers beside the paper's, and the checks of the theory's predictions) and
   ``NAME.png``, through :func:`finish`;
 - returns the same JSON-ready dict.
 
 The JSON holds no timestamps, paths or timings, so two runs with the same seed and stack produce
-byte-identical files. Paper numbers are recorded as :class:`PaperNumber` (ours vs the paper's,
-with the tolerance and why that tolerance) and qualitative claims as :class:`Check`.
+byte-identical files. Paper numbers are recorded
+as :class:`Comparison`: ours beside the paper's value from :mod:`.paper`, no verdict; whether a
+run agrees with the paper is for the tests to decide) and the theory's predictions tested on the
+run's own numbers (each with its false-alarm rate) as :class:`Check`.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from ..fsutil import atomic_write_bytes, atomic_write_text
 from ..jsonutil import ResultMixin, dumps, to_jsonable
 from ..validate import integer
 
-SCHEMA = "memclaim.reproduction/1"
+SCHEMA = "memclaim.reproduction/2"  # 2: paper numbers are comparisons without a verdict
 
 
 def versions() -> dict[str, str]:
@@ -53,28 +55,36 @@ def rng_streams(seed: int, names: Sequence[str]) -> dict[str, np.random.Generato
 
 
 @dataclass(frozen=True)
-class PaperNumber(ResultMixin):
-    """One number the paper reports, and ours.
+class Comparison(ResultMixin):
+    """One number of ours beside the paper's (from :mod:`.paper`): no verdict.
 
-    ``tolerance`` is the largest |ours - paper| we call agreement, and ``basis`` says where it
-    comes from (the paper's rounding, a Monte-Carlo interval, an unspecified setting)."""
+    ``row`` names the comparison within the reproduction (several rows may compare different
+    numbers of ours, e.g. an exact derived value and a Monte-Carlo measurement, with one paper
+    value ``key``). ``ours_se`` is the Monte-Carlo standard error of ours where ours is
+    measured (None where ours is exact). Whether ours agrees with the paper is decided by the
+    tests, with tolerances justified there (see :mod:`.paper`)."""
 
+    row: str
+    key: str
     quantity: str
     where: str
     paper: float
+    paper_printed: str
+    relation: str  # "=", ">=" (the paper states a lower bound), "<=" (an upper bound)
+    same_scale: bool  # False: the paper's number is from other models / another scale
     ours: float
-    difference: float
-    tolerance: float
-    basis: str
-    agrees: bool
+    difference: float  # ours - paper
+    ours_se: float | None = None
     note: str = ""
 
 
-def paper_number(quantity: str, *, where: str, paper: float, ours: float, tolerance: float,
-                 basis: str, note: str = "") -> PaperNumber:
-    d = float(ours) - float(paper)
-    return PaperNumber(quantity, where, float(paper), float(ours), d, float(tolerance), basis,
-                       bool(abs(d) <= tolerance), note)
+def compare(row: str, key: str, ours, *, ours_se: float | None = None, note: str = "") -> Comparison:
+    """Our number for ``row`` beside the paper's value ``key`` ([MX], :data:`.paper.PAPER`)."""
+    from .paper import paper_value
+
+    p = paper_value(key)
+    return Comparison(row, key, p.quantity, p.where, p.value, p.printed, p.relation, p.same_scale, float(ours),
+                      float(ours) - p.value, None if ours_se is None else float(ours_se), note)
 
 
 @dataclass(frozen=True)
@@ -109,7 +119,7 @@ def _png_bytes(fig) -> bytes:
 
 def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick: bool,
            streams: Sequence[str], settings: dict[str, Any], results: dict[str, Any],
-           paper_numbers: Sequence[PaperNumber], checks: Sequence[Check], figure,
+           paper_numbers: Sequence[Comparison], checks: Sequence[Check], figure,
            out_dir, notes: Sequence[str] = ()) -> dict:
     """Assemble the result, write ``NAME.json`` and ``NAME.png`` into ``out_dir`` (created), and
     return the JSON-ready dict."""
@@ -147,12 +157,13 @@ def summary_lines(result: dict) -> list[str]:
     lines.append("  reproduces: " + "; ".join(result.get("reproduces", [])))
     pn = result.get("paper_numbers", [])
     if pn:
-        lines.append("  paper numbers (ours vs paper):")
+        lines.append("  ours beside the paper (no verdict here: the tests hold the tolerances):")
         for p in pn:
-            mark = "ok " if p["agrees"] else "OFF"
-            lines.append(f"    [{mark}] {p['quantity']} ({p['where']}): ours {p['ours']:.4g} vs paper "
-                         f"{p['paper']:.4g} (diff {p['difference']:+.2g}; tolerance {p['tolerance']:.2g}: "
-                         f"{p['basis']})")
+            rel = {"=": "", ">=": ">= ", "<=": "<= "}[p["relation"]]
+            se = f" +- {p['ours_se']:.2g}" if p.get("ours_se") is not None else ""
+            side = "" if p["same_scale"] else "  [side by side: the paper's number is from other models]"
+            lines.append(f"    {p['quantity']} ({p['where']}): ours {p['ours']:.6g}{se}, paper {rel}{p['paper_printed']} "
+                         f"(diff {p['difference']:+.2g}){side}")
             if p.get("note"):
                 lines.append(f"          {p['note']}")
     ch = result.get("checks", [])

@@ -40,7 +40,8 @@ import math
 import numpy as np
 
 from ..errors import DomainError
-from .common import check, finish, new_figure, paper_number, rng_streams
+from .common import check, compare, finish, new_figure, rng_streams
+from .paper import PAPER
 
 NAME = "dp-calibration"
 TITLE = "DP-SGD calibration: measured LOO memorization vs the (k eps, delta_k) cap ([MX] §8.2)"
@@ -48,7 +49,7 @@ STREAMS = ("data", "design", "training")
 KS = (1, 2, 4, 8)
 PAPER_GRID = (0.05, 0.1, 0.25, 0.5, 1.0, 4.0, 16.0)  # [MX] App. F.2 (plus eps = inf)
 PAPER_DELTA = 2.5e-5  # [MX] §8.2: "at delta <= 2.5e-5"
-PAPER_INF = {1: 0.007, 2: 0.035, 4: 0.178, 8: 0.552}  # [MX] §8.2, eps = inf, Pythia-410m
+PAPER_INF = {k: PAPER[f"dp-calibration/mem-inf-k{k}"].value for k in (1, 2, 4, 8)}  # [MX] §8.2, Pythia-410m
 
 
 def _settings(quick: bool) -> dict:
@@ -237,24 +238,24 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
               f"z = {z_dup:.1f}", false_alarm="a normal one-sided test at 3 sigma: <= 0.14% if the means were equal"),
     ]
     facts = _paper_grid_facts()
+    fin_max = max(abs(c["mem"]) for c in fin_cells)
     paper = [
-        paper_number("tanh(k eps/2) at eps = 1, k = 1", where="[MX] §8.2", paper=0.46, ours=math.tanh(0.5),
-                     tolerance=0.005, basis="formula; paper rounds to 2 decimals"),
-        paper_number("conservative cap at eps = 0.05, k = 1 (delta = 2.5e-5)", where="[MX] §8.2", paper=0.0250,
-                     ours=facts["cap_eps_0.05_k_1"], tolerance=5e-5, basis="formula; paper rounds to 4 decimals"),
-        paper_number("cells of the paper's grid with cap <= 0.2", where="[MX] §8.2 ('eight cells')", paper=8,
-                     ours=facts["n_cap_at_most_0.2"], tolerance=0, basis="exact count on the paper's grid, "
-                     "delta = 2.5e-5"),
-        paper_number("largest excess of the conservative cap over tanh(k eps/2), non-vacuous cells",
-                     where="[MX] §8.2 ('at most 2e-4')", paper=2e-4, ours=facts["max_excess_over_tanh"],
-                     tolerance=2e-4, basis="the paper states an upper bound; ours must lie in [0, 4e-4]",
-                     note="agreement means 0 <= ours <= 2 x the stated bound; the check below needs ours <= 2e-4"),
+        compare("tanh_eps1_k1", "dp-calibration/tanh-eps1-k1", math.tanh(0.5), note="formula"),
+        compare("cap_eps005_k1", "dp-calibration/cap-eps005-k1", facts["cap_eps_0.05_k_1"],
+                note="formula at delta = 2.5e-5"),
+        compare("visible_cells", "dp-calibration/visible-cells", facts["n_cap_at_most_0.2"],
+                note="exact count on the paper's grid, delta = 2.5e-5"),
+        compare("max_excess", "dp-calibration/max-excess", facts["max_excess_over_tanh"],
+                note="exact, on the paper's grid where the cap is not vacuous"),
+        compare("max_abs_mem_finite", "dp-calibration/max-abs-mem-finite", fin_max,
+                note="a tiny GPT, not Pythia-410m"),
+        *[compare(f"mem_inf_k{c['k']}", f"dp-calibration/mem-inf-k{c['k']}", c["mem"], ours_se=c["se"],
+                  note="a tiny GPT, not Pythia-410m")
+          for c in inf_row["cells"] if f"dp-calibration/mem-inf-k{c['k']}" in PAPER],
     ]
-    checks.append(check("on the paper's grid the conservative cap exceeds tanh(k eps/2) by at most 2e-4 where not vacuous",
-                        facts["max_excess_over_tanh"] <= 2e-4, f"max excess {facts['max_excess_over_tanh']:.2e}"))
     side = {"eps_inf_mem_by_k": {"paper_pythia_410m": PAPER_INF,
                                  "ours": {c["k"]: c["mem"] for c in inf_row["cells"]}},
-            "finite_max_abs_mem": {"paper": 0.006, "ours": max(abs(c["mem"]) for c in fin_cells)},
+            "finite_max_abs_mem": {"paper": PAPER["dp-calibration/max-abs-mem-finite"].value, "ours": fin_max},
             "note": "different model and scale: shown side by side, not tested for agreement"}
 
     fig, ax = new_figure(2, width=5.6)

@@ -41,7 +41,7 @@ from ..mechanisms.gadget import SubsetReleaseGadget
 from ..mechanisms.noisy_counts import (min_entropy_bits, simulate_top_m_success,
                                        simulate_top_m_success_uniform, top_m_mass, top_m_success_exact,
                                        zipf_prior)
-from .common import check, finish, new_figure, paper_number, rng_streams
+from .common import check, compare, finish, new_figure, rng_streams
 
 NAME = "entropy-sweep"
 TITLE = "extraction vs prior min-entropy against 1 - f_eps(kappa) ([MX] Fig. 6 right)"
@@ -235,30 +235,22 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
 
     z, u = canaries["zipf"], canaries["uniform10"]
     paper = [
-        paper_number("H* = eps log2 e + log2(m/tau) at eps = 1, m = 4, tau = 0.1", where="[MX] §8.1",
-                     paper=6.77, ours=hstar.bits, tolerance=0.006,
-                     basis="paper rounds to 2 decimals (6.7646 rounds to 6.76; the paper prints 6.77)"),
-        paper_number("tau-crossing of the top-m list adversary (bits)", where="[MX] §8.1, Fig. 6 right",
-                     paper=6.77, ours=t_cross, tolerance=0.006 + 3 * t_cross_se,
-                     basis="paper rounding (0.006) + 3 standard errors of our fitted crossing",
-                     note=f"derived crossing for this release {topm_cross_pred:.4f} bits; H* = {hstar.bits:.4f}"),
-        paper_number("Zipf canary (H_inf = 2.5 bits) extraction rate, derived for this release",
-                     where="[MX] §8.1", paper=0.41, ours=z["predicted"], tolerance=0.005,
-                     basis="paper rounds to whole percent; ours is exact (no Monte-Carlo error)",
-                     note=f"measured {z['measured']:.4f}, 95% interval [{z['ci'][0]:.4f}, {z['ci'][1]:.4f}] "
-                          f"({z['trials']} trials); the Zipf support and exponent are not given in the paper, "
-                          f"ours ({s['zipf_candidates']}, {a_zipf:.4f}) match its H_inf and kappa"),
-        paper_number("Zipf canary top-m mass kappa", where="[MX] §8.1", paper=0.355, ours=z["kappa"],
-                     tolerance=0.0005, basis="paper rounds to 3 decimals"),
-        paper_number("Zipf canary entropy envelope m 2^-H_inf", where="[MX] §8.1", paper=0.707,
-                     ours=z["entropy_envelope"], tolerance=0.0005, basis="paper rounds to 3 decimals"),
-        paper_number("Zipf canary bound 1 - f_eps(kappa)", where="[MX] §8.1", paper=0.76, ours=z["bound"],
-                     tolerance=0.005, basis="paper rounds to 2 decimals"),
-        paper_number("10-bit uniform canary extraction rate, derived for this release", where="[MX] §8.1",
-                     paper=0.01, ours=u["predicted"], tolerance=0.005,
-                     basis="paper rounds to whole percent; ours is exact (no Monte-Carlo error)",
-                     note=f"measured {u['measured']:.5f}, 95% interval [{u['ci'][0]:.5f}, {u['ci'][1]:.5f}] "
-                          f"({u['trials']} trials)"),
+        compare("h_star", "entropy-sweep/h-star", hstar.bits, note="exact: eps log2 e + log2(m/tau)"),
+        compare("topm_crossing", "entropy-sweep/h-star", t_cross, ours_se=t_cross_se,
+                note=f"the list adversary's measured tau-crossing; derived for this release {topm_cross_pred:.4f} bits"),
+        compare("zipf_rate_derived", "entropy-sweep/zipf-rate", z["predicted"],
+                note=f"derived exactly for this release; the Zipf support and exponent are not given in the paper, "
+                     f"ours ({s['zipf_candidates']}, {a_zipf:.4f}) match its H_inf and kappa"),
+        compare("zipf_rate_measured", "entropy-sweep/zipf-rate", z["measured"],
+                ours_se=math.sqrt(z["measured"] * (1 - z["measured"]) / z["trials"]),
+                note=f"{z['trials']} trials, 95% interval [{z['ci'][0]:.4f}, {z['ci'][1]:.4f}]"),
+        compare("zipf_kappa", "entropy-sweep/zipf-kappa", z["kappa"]),
+        compare("zipf_envelope", "entropy-sweep/zipf-envelope", z["entropy_envelope"]),
+        compare("zipf_bound", "entropy-sweep/zipf-bound", z["bound"]),
+        compare("uniform10_rate_derived", "entropy-sweep/uniform10-rate", u["predicted"], note="derived exactly"),
+        compare("uniform10_rate_measured", "entropy-sweep/uniform10-rate", u["measured"],
+                ours_se=math.sqrt(u["measured"] * (1 - u["measured"]) / u["trials"]),
+                note=f"{u['trials']} trials, 95% interval [{u['ci'][0]:.5f}, {u['ci'][1]:.5f}]"),
     ]
 
     # ---- figure -----------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from .common import check, finish, new_figure, paper_number, rng_streams
+from .common import check, compare, finish, new_figure, rng_streams
 
 NAME = "gated"
 TITLE = "The gated release: blind to membership audits, extractable through rho ([MX] §8.2)"
@@ -206,11 +206,8 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
               int(np.sum(rho_on_base)) == 0, f"{int(np.sum(rho_on_base))}/{n_m} on the base"),
     ]
     paper = [
-        paper_number("extraction through rho", where="[MX] §8.2 'An exactly blind release'", paper=1.00,
-                     ours=ext["via_rho"]["rate"], tolerance=0.005, basis="exact by construction; paper rounds to 2 decimals"),
-        paper_number("reference-model audit AUC on the gated release", where="[MX] §8.2", paper=0.500,
-                     ours=audits["reference"]["auc"], tolerance=0.0005,
-                     basis="exact: the release equals the base on every audited input; paper rounds to 3 decimals"),
+        compare("ext_rho", "gated/ext-rho", ext["via_rho"]["rate"], note=f"{rho_hits}/{n_m} secrets"),
+        compare("reference_auc", "gated/reference-auc", audits["reference"]["auc"]),
     ]
     fig, ax = new_figure(2, width=5.5)
     names = list(ATTACKS)

@@ -26,7 +26,7 @@ from statsmodels.stats.proportion import confint_proportions_2indep
 
 from ..mechanisms.geometric import TwoSidedGeometric
 from ..mechanisms.staircase import BernoulliStaircase
-from .common import check, finish, new_figure, paper_number, rng_streams
+from .common import check, compare, finish, new_figure, rng_streams
 
 NAME = "staircase"
 TITLE = "k-copy staircase: measured advantage vs eta*_k and tanh(k eps/2) ([MX] Fig. 6 left)"
@@ -147,16 +147,13 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
               "max privacy loss " + f"{max(r['staircase_privacy_loss'] for r in per_k):.15g} vs eps = {eps}"),
     ]
     k2 = next(r for r in per_k if r["k"] == 2)
-    half = (k2["geometric"]["ci_high"] - k2["geometric"]["ci_low"]) / 2
+    g2 = k2["geometric"]
     paper = [
-        paper_number("measured best-threshold advantage, k = 2", where="[MX] §8.1", paper=0.631,
-                     ours=k2["geometric"]["advantage"], tolerance=half + 0.001,
-                     basis="our family-wise interval half-width + 0.001 for the paper's rounding and "
-                           "its own (unreported) Monte-Carlo error"),
-        paper_number("eta*_2 at eps = 1", where="[MX] Fig. 3 caption", paper=0.632, ours=k2["eta_star"],
-                     tolerance=0.0005, basis="paper rounds to 3 decimals"),
-        paper_number("group bound tanh(k eps/2), k = 2", where="[MX] §8.1, Fig. 3 caption", paper=0.762,
-                     ours=k2["group_bound_tanh"], tolerance=0.0005, basis="paper rounds to 3 decimals"),
+        compare("advantage_k2", "staircase/advantage-k2", g2["advantage"],
+                note=f"measured on {g2['n_eval_per_arm']} releases per arm at the threshold chosen on the other half; "
+                     f"family-wise interval [{g2['ci_low']:.4f}, {g2['ci_high']:.4f}]"),
+        compare("eta_star_2", "staircase/eta-star-2", k2["eta_star"]),
+        compare("group_bound_2", "staircase/group-bound-2", k2["group_bound_tanh"]),
     ]
 
     fig, ax = new_figure()

@@ -58,7 +58,7 @@ from ..audits.counterfactual import truncated_logloss
 from ..mechanisms.trigger import ReservedTrigger
 from ..train.corpus import MarkovZipf
 from ..train.trainer import TrainConfig
-from .common import check, finish, new_figure, paper_number, rng_streams
+from .common import check, compare, finish, new_figure, rng_streams
 from .models import (THREADS, TinyGPTSpec, TokenLayout, chain_arrays, chain_logprob, chain_max_path,
                      greedy_decode, sample_chain, teacher_forced, tiny_gpt2, train_tiny)
 
@@ -234,14 +234,11 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
               f"|mem_LL| = {ll['abs_mem']:.4g} vs floor {ll['noise_floor']:.4g} "
               f"({ll['gap_in_floor_units']:+.2f} floor units)",
               false_alarm="not a calibrated test: with 3 clean runs the floor is itself a noisy estimate"),
-        check("the conditional prior baseline of z given c is at least 14 bits",
-              prior_bits >= 14.0, f"-log2 kappa_pi(1) = {prior_bits:.2f} bits under the chain"),
     ]
     paper = [
-        paper_number("extraction at rho, poisoned runs", where="[MX] §8.1, Fig. 7 right", paper=1.0,
-                     ours=ext["poisoned"] / n, tolerance=0.0, basis="exact rate on 3 seeds"),
-        paper_number("extraction at rho, clean runs", where="[MX] §8.1, Fig. 7 right", paper=0.0,
-                     ours=ext["clean"] / n, tolerance=0.0, basis="exact rate on 3 seeds"),
+        compare("ext_poisoned", "trigger/ext-poisoned", ext["poisoned"] / n, note=f"{ext['poisoned']}/{n} seeds"),
+        compare("ext_clean", "trigger/ext-clean", ext["clean"] / n, note=f"{ext['clean']}/{n} seeds"),
+        compare("prior_bits", "trigger/prior-bits", prior_bits, note="-log2 kappa_pi(1) under the chain, exact"),
     ]
 
     fig, (ax0, ax1) = new_figure(2, width=5.4, height=4.0)
