@@ -39,7 +39,11 @@ def nv_column(spec: str, epsilon: int) -> str:
 def near_verbatim_columns(engine, items, scores: BatchScores, near_verbatim: dict) -> dict:
     """[EM] App. B.1 Eq. 2: for every item and policy, the union over the (epsilon, beam)
     settings of the certified lower bounds on the epsilon-ball mass, per epsilon; the target's
-    term is the engine's teacher-forced log q, so the bound is never below the verbatim score."""
+    term is the engine's teacher-forced log q, checked against the beam's own within the stated
+    rounding tolerance (refused beyond it), so the bound is never below the verbatim score.
+    Each item's ball is centred on its own target ids (a templated procedure tokenizes the
+    target after each prompt, so two prompts may centre their balls on different token
+    sequences of the same text); the bounds are aggregated over prompts like log q ([EM] Eq. 15)."""
     from .nearverbatim import near_verbatim_lower_bound, union_near_verbatim
 
     eps = sorted(int(e) for e in near_verbatim["epsilons"])
