@@ -19,8 +19,21 @@ FORMATS = ("jsonl", "txt", "csv", "parquet")
 
 @dataclass(frozen=True)
 class Record:
+    """One text. ``suffix_start`` is set when the record gave its prefix and suffix explicitly
+    (``--prefix-field``/``--suffix-field``): ``text`` is prefix + suffix and the suffix starts at
+    that character (windows are cut there, :func:`memclaim.text.windows.passage_windows`)."""
+
     id: str
     text: str
+    suffix_start: int | None = None
+
+    @property
+    def prefix(self) -> str | None:
+        return None if self.suffix_start is None else self.text[:self.suffix_start]
+
+    @property
+    def suffix(self) -> str | None:
+        return None if self.suffix_start is None else self.text[self.suffix_start:]
 
 
 @dataclass(frozen=True)
