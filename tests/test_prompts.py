@@ -343,3 +343,26 @@ def test_cli_fields_refused_with_a_document(random_model_dir, tmp_path, capsys):
     rc = main(["score", str(random_model_dir), "--document", str(tmp_path / "doc.txt"), "--stride", "4",
                "--prefix-field", "a", "--suffix-field", "b", "--out", str(tmp_path / "o")])
     assert rc == 2 and "passage files" in capsys.readouterr().err
+
+
+def test_near_verbatim_balls_are_centred_on_each_prompts_target(random_model, tmp_path):
+    """With a template, each item's near-verbatim ball is centred on its own rendered target ids;
+    the runner hands the beam the item's target and the engine's log q of that same target (the
+    beam's own check, issue 12 A3, would refuse a log q of another token sequence), and the
+    aggregated bound is never below the aggregated verbatim score."""
+    tok = random_model.tokenizer
+    ws = passage_windows([Record("r0", TEXT), Record("r1", "Lenka pu ri dasho, and the mill turned twice. " * 2)], tok,
+                         prefix_tokens=5, suffix_tokens=3)
+    rule = PromptRule(templates=("Repeat after me: {suffix}\n", "{prefix}"), aggregate="max")
+    s = run_scoring(random_model, ws, policies=parse_policies(["full"]), prefix_tokens=5, suffix_tokens=3,
+                    prompt_rule=rule, out_dir=tmp_path / "nv", progress=False,
+                    near_verbatim={"epsilons": [1], "beams": [4]})
+    rs = load_run_scores(tmp_path / "nv", run=s.run_id)
+    nv = load_run_scores(tmp_path / "nv", run=s.run_id, near_verbatim=1)
+    assert np.all(nv.logq >= rs.logq)
+    from memclaim.scoring.nearverbatim import near_verbatim_lower_bound
+
+    w = ws.windows[0]
+    (p, t), _ = rule.items(w, tok, random_model.sot_ids)
+    own = near_verbatim_lower_bound(random_model.lm, p, t, policy="full", epsilon=1, beam=4)
+    assert own.suffix_ids == t and own.log_bound <= nv.logq[0] + 1e-9
