@@ -119,3 +119,61 @@ def test_budget_views():
     assert cv.coverage_extractable_memorized[-1] <= cv.coverage_memorized + 1e-15
     assert cv.coverage_memorized == pytest.approx(np.mean(heat > -20))
     assert cv.n_tau.log10_n == pytest.approx(math.log10(-math.log(0.05)) + 20, abs=1e-6)
+
+
+# ------------------------------------------------------------------ budgets beyond the double range (issue 12 A4)
+LN10_ = math.log(10.0)
+
+
+@pytest.mark.parametrize("log10_p", [-27.0, -300.0, -400.0, -5000.0])
+def test_prob_at_least_once_at_n_delta_is_one_minus_delta_even_when_n_overflows(log10_p):
+    """At n = n_delta the probability of at least one success is 1 - delta (the defining
+    equation, [EM] Eq. 34), not 1.0: for p = 1e-400, n_delta ~ 3e400 overflows a double, and the
+    check is computed from log n."""
+    q = queries_needed(log_p=log10_p * LN10_, delta=0.05)
+    assert q.prob_at_least_once_at_n == pytest.approx(0.95, abs=1e-9)
+    assert q.log10_n == pytest.approx(math.log10(-math.log(0.05)) - log10_p, abs=1e-9)
+
+
+def test_log_prob_at_least_once_takes_log_n_beyond_the_double_range():
+    """P[>= 1 in n] for n = 1e400 (given as log n) and p = 1e-400: 1 - exp(-n p) = 1 - e^-1."""
+    lp = -400 * LN10_
+    v = log_prob_at_least_once(log_p=lp, log_n=400 * LN10_)
+    assert v == pytest.approx(math.log(-math.expm1(-1.0)), rel=1e-12)
+    # tiny n p: log P ~ log n + log p
+    v2 = log_prob_at_least_once(log_p=-900 * LN10_, log_n=400 * LN10_)
+    assert v2 == pytest.approx(-500 * LN10_, rel=1e-12)
+    # the same value from n and from log n where n is a double
+    assert log_prob_at_least_once(log_p=-30 * LN10_, log_n=math.log(1e25)) == pytest.approx(
+        log_prob_at_least_once(log_p=-30 * LN10_, n=1e25), rel=1e-12)
+    with pytest.raises(DomainError, match="exactly one"):
+        log_prob_at_least_once(log_p=-1.0, n=10, log_n=math.log(10))
+    with pytest.raises(DomainError, match="log n"):
+        log_prob_at_least_once(log_p=-1.0, log_n=-1.0)  # n < 1
+
+
+def test_min_log_prob_for_budget_beyond_the_double_range():
+    """p_min(n) = 1 - delta^(1/n) ~ -log(delta) / n for huge n: log p_min = log(-log delta) - log n."""
+    for log10_n in (5.0, 300.0, 400.0, 2000.0):
+        got = min_log_prob_for_budget(log_n=log10_n * LN10_, delta=0.05)
+        ref = (math.log(-math.expm1(math.log(0.05) / 10 ** log10_n)) if log10_n < 300
+               else math.log(-math.log(0.05)) - log10_n * LN10_)
+        assert got == pytest.approx(ref, rel=1e-12)
+    assert min_log_prob_for_budget(log_n=math.log(1e5), delta=0.05) == pytest.approx(
+        min_log_prob_for_budget(n=1e5, delta=0.05), rel=1e-12)
+
+
+def test_budget_views_reach_a_threshold_beyond_1e300():
+    """A census threshold tau = 1e-400: the budget grid reaches n_tau ~ 3e400 (in log10), so at
+    the grid's end everything above tau is extractable, as the view claims ([EM] §6, Fig. 7)."""
+    rng = np.random.default_rng(1)
+    heat = np.concatenate([rng.uniform(-390, -310, 500), rng.uniform(-600, -450, 500)])
+    cv = census_budget_view(heat, log10_tau=-400)
+    assert cv.log10_budgets[-1] >= cv.n_tau.log10_n
+    assert cv.coverage_extractable_memorized[-1] == pytest.approx(cv.coverage_memorized)
+    assert cv.coverage_memorized == pytest.approx(0.5)
+    cand = np.concatenate([rng.uniform(-390, -310, 50), rng.uniform(-600, -450, 50)]) * LN10_
+    ctrl = rng.uniform(-600, -450, 100) * LN10_
+    pv = population_budget_view(cand, ctrl, log_tau=-400 * LN10_, alpha_n=0.01)
+    assert pv.log10_budgets[-1] >= pv.n_tau.log10_n
+    assert pv.member_memorized_rate[-1] == pytest.approx(0.5)

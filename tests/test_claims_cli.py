@@ -160,3 +160,17 @@ def test_cli_budget(capsys, tmp_path):
     assert main(["budget", "--p", "1e-3", "--log10-p", "-3"]) == 2
     assert "exactly one" in capsys.readouterr().err
     assert main(["budget", "--p", "0.1", "--delta", "1"]) == 2
+
+
+def test_cli_budget_beyond_the_double_range(capsys):
+    """p = 1e-400 and n = 1e400 (issue 12 A4): P[at least once] = 1 - e^-1, from log10 n, and
+    the check at n_delta is 1 - delta, not 1.0."""
+    assert main(["budget", "--log10-p", "-400", "--log10-n", "400", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["queries_needed"]["prob_at_least_once_at_n"] == pytest.approx(0.95, abs=1e-9)
+    assert s["at_n"]["prob_at_least_once"] == pytest.approx(-math.expm1(-1.0), rel=1e-12)
+    assert s["at_n"]["log10_n"] == 400.0
+    assert main(["budget", "--log10-p", "-400", "--log10-n", "400"]) == 0
+    assert "n = 1.000e+400] = 0.632121" in capsys.readouterr().out
+    assert main(["budget", "--p", "0.1", "--n", "10", "--log10-n", "1"]) == 2
+    assert "not both" in capsys.readouterr().err

@@ -51,9 +51,24 @@ def test_parrot_template_is_recorded_in_the_procedure(random_model_dir, tmp_path
     from memclaim.scoring.results import load_run_scores
 
     rs = load_run_scores(tmp_path / "s")
-    assert rs.procedure["prompt"] == {"kind": "template", "templates": ["Repeat after me: {suffix}\n", "{prefix}"],
-                                      "chat": False, "aggregate": "mean"}
+    prompt = dict(rs.procedure["prompt"])
+    target = prompt.pop("target")
+    assert prompt == {"kind": "template", "templates": ["Repeat after me: {suffix}\n", "{prefix}"],
+                      "chat": False, "aggregate": "mean"}
+    assert target["rule"] == "rendered" and "leading whitespace" in target["text"]  # the target rule is recorded
     assert rs.procedure["start_of_text"]["ids"] == []  # the random model's tokenizer adds nothing
+    # per window, one target per prompt: after the parrot prompt (ends in a newline) the suffix text
+    # without its leading space, tokenized there; after '{prefix}' (ends mid-line) the suffix as in the text
+    from memclaim.models import load_model
+
+    tok = load_model(str(random_model_dir)).tokenizer
+    for tgt, pre, suf, ids in zip(rs.table.column("target_ids").to_pylist(), rs.prefix_texts, rs.suffix_texts,
+                                  rs.table.column("suffix_ids").to_pylist()):
+        head = "Repeat after me: " + suf.lstrip() + "\n"
+        full = tok.encode(head + suf.lstrip())
+        assert tgt[0] == full[len(tok.encode(head)):]
+        assert tgt[1] == ids  # the natural continuation: the document's suffix tokens
+    assert rs.table.column("target_tokens").to_pylist() == [[len(a), len(b)] for a, b in rs.table.column("target_ids").to_pylist()]
 
 
 @pytest.mark.parametrize("args,fragment", [

@@ -34,7 +34,9 @@ from memclaim.errors import DomainError, InputError, PolicyError, ProcedureMisma
 from memclaim.jsonutil import dumps
 from memclaim.models.base import SyntheticLM
 from memclaim.scoring.nearverbatim import (
+    VERBATIM_TOLERANCE_PER_TOKEN,
     NearVerbatimResult,
+    default_verbatim_tolerance,
     deterministic_recovery,
     estimate_beam_cost,
     near_verbatim_lower_bound,
@@ -290,8 +292,58 @@ def test_verbatim_logprob_from_the_engine_replaces_the_target_term():
     assert r.log_verbatim == given_lp and r.log_bound >= given_lp
     assert r.continuations.as_dict()[suffix][0] == given_lp
     assert r.n_continuations == base.n_continuations
-    r0 = near_verbatim_lower_bound(lm, prompt, suffix, policy="full", epsilon=1, beam=25, verbatim_logprob=NEG)
-    assert suffix not in r0.continuations.as_dict() and r0.n_continuations == base.n_continuations - 1
+    # under the full softmax a target cannot leave the support by rounding: -inf is a wrong value
+    with pytest.raises(ProcedureMismatchError, match="does not match"):
+        near_verbatim_lower_bound(lm, prompt, suffix, policy="full", epsilon=1, beam=25, verbatim_logprob=NEG)
+
+
+def test_wrong_verbatim_logprob_is_refused_not_summed():
+    """Issue 12 A3: a caller's verbatim_logprob above the true value used to lift the 'certified
+    lower bound' above the exact ball mass (here: exhaustive beam, so the true mass is known).
+    A mismatch beyond the stated tolerance is refused; within it, the value is used."""
+    lm = SyntheticLM(vocab_size=5, seed=2)
+    prompt, suffix = (1,), (2, 3, 4)
+    exact = near_verbatim_lower_bound(lm, prompt, suffix, policy="full", epsilon=1, beam=25)
+    assert exact.exhaustive
+    wrong = math.log(0.5)  # far above q(s | p) (about 1e-3 here)
+    assert wrong > exact.log_verbatim + 1
+    with pytest.raises(ProcedureMismatchError, match="does not match") as e:
+        near_verbatim_lower_bound(lm, prompt, suffix, policy="full", epsilon=1, beam=25, verbatim_logprob=wrong)
+    assert repr(wrong) in str(e.value) and "tolerance" in str(e.value) and "fix:" in str(e.value)
+    with pytest.raises(ProcedureMismatchError):  # too low is refused as well
+        near_verbatim_lower_bound(lm, prompt, suffix, policy="full", epsilon=1, beam=25,
+                                  verbatim_logprob=exact.log_verbatim - 0.5)
+    with pytest.raises(ProcedureMismatchError):  # and in the whole-space shortcut (eps >= len)
+        near_verbatim_lower_bound(lm, prompt, suffix, policy="full", epsilon=3, verbatim_logprob=wrong)
+    tol = default_verbatim_tolerance(lm, len(suffix))
+    assert tol == pytest.approx(3 * VERBATIM_TOLERANCE_PER_TOKEN["float32"])
+    ok = near_verbatim_lower_bound(lm, prompt, suffix, policy="full", epsilon=1, beam=25,
+                                   verbatim_logprob=exact.log_verbatim + 0.5 * tol)
+    assert ok.log_bound <= exact.log_bound + tol
+    # an explicit tolerance widens (or narrows) the check
+    loose = near_verbatim_lower_bound(lm, prompt, suffix, policy="full", epsilon=1, beam=25,
+                                      verbatim_logprob=exact.log_verbatim - 0.5, verbatim_tolerance=1.0)
+    assert loose.log_verbatim == exact.log_verbatim - 0.5
+    for bad in (-1.0, math.inf, math.nan, True):
+        with pytest.raises(DomainError, match="verbatim_tolerance"):
+            near_verbatim_lower_bound(lm, prompt, suffix, policy="full", epsilon=1, verbatim_logprob=-1.0,
+                                      verbatim_tolerance=bad)
+
+
+def test_support_flip_of_the_target_is_taken_conservatively():
+    """Greedy / top-k: a near-tie can put the target inside the support in one pass and outside
+    in the other ([EM] App. A.2); the target's term is then 0 probability, never the caller's."""
+    lm = SyntheticLM(vocab_size=5, seed=2)
+    prompt = (0,)
+    ctx, g = [0], []
+    for _ in range(3):
+        g.append(int(np.argmax(lm.next_logits(ctx))))
+        ctx.append(g[-1])
+    off = tuple(g[:2]) + ((g[2] + 1) % 5,)  # not the greedy continuation: own log q = -inf
+    r = near_verbatim_lower_bound(lm, prompt, off, policy="greedy", epsilon=0, beam=3, verbatim_logprob=0.0)
+    assert r.log_bound == NEG and r.log_verbatim == NEG and "support" in r.note
+    r2 = near_verbatim_lower_bound(lm, prompt, tuple(g), policy="greedy", epsilon=0, beam=3, verbatim_logprob=NEG)
+    assert r2.log_bound == NEG and r2.log_verbatim == NEG  # the caller's 0 probability: conservative
 
 
 # --------------------------------------------------------------------------- edge cases / bad input
@@ -302,8 +354,10 @@ def test_epsilon_at_least_suffix_length_is_the_whole_space():
     assert "exactly 1" in r.note and "whole output space" in r.note
     assert r.log_verbatim == pytest.approx(verbatim(lm, (1,), (2, 3), Policy.parse("top-k:2")), abs=1e-12)
     before = lm.calls
-    r2 = near_verbatim_lower_bound(lm, (1,), (2, 3), policy="full", epsilon=7, beam=4, verbatim_logprob=-3.0)
-    assert lm.calls == before and r2.forward_rows == 0 and r2.log_bound == 0.0
+    own = verbatim(lm, (1,), (2, 3), Policy.parse("full"))
+    r2 = near_verbatim_lower_bound(lm, (1,), (2, 3), policy="full", epsilon=7, beam=4, verbatim_logprob=own)
+    # one teacher-forced pass checks the caller's value; no search is run
+    assert lm.calls == before + 2 and r2.forward_rows == 2 and r2.log_bound == 0.0 and r2.log_verbatim == own
     assert '"log_bound": 0.0' in dumps(r2.to_dict())
 
 

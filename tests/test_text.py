@@ -110,3 +110,123 @@ def test_passage_windows_skip_short_texts_and_error_when_none_left(random_model)
         passage_windows([Record("short", "tiny text")], tok, prefix_tokens=20, suffix_tokens=20)
     with pytest.raises(InputError, match="shorter than one window"):
         sliding_windows("tiny", tok, prefix_tokens=20, suffix_tokens=20, stride=5)
+
+
+# ------------------------------------------------------------------ memory follows the window (issue 12 C13)
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from memclaim.text import windows as W  # noqa: E402
+from memclaim.text.io import Record  # noqa: E402
+
+PIECES = ["the", " the", " mill", "turned", "  ", " ", "\n", "\n\n", "\t", ",", ".", "!", "ünï", "cödé", "—", "42",
+          "1999", "'s", " Zeal", "dasho", "ééé", "🙂", "aaaaaaaa", "  double", "\r\n", "x"]
+texts = st.lists(st.sampled_from(PIECES), min_size=1, max_size=120).map("".join)
+
+
+def _reference_passage(rec, tok, P, S):
+    """The window cut from the tokenization of the whole text (the obviously-correct reference)."""
+    ids, offs = tok.encode_with_offsets(rec.text)
+    if len(ids) < P + S:
+        return None
+    pspan, sspan = W._spans(offs, 0, P, S, rec.text)
+    return (tuple(ids[:P]), tuple(ids[P:P + S]), pspan, sspan)
+
+
+@pytest.fixture
+def small_slices(monkeypatch):
+    """Start slices tiny, so that texts of a few hundred characters exercise the growth."""
+    monkeypatch.setattr(W, "SLICE_MIN_CHARS", 0)
+    monkeypatch.setattr(W, "SLICE_CHARS_PER_TOKEN", 1)
+    monkeypatch.setattr(W, "GUARD_TOKENS", 2)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=texts, P=st.integers(0, 12), S=st.integers(1, 12))
+def test_sliced_passage_windows_equal_the_whole_tokenization(random_model, small_slices, text, P, S):
+    """Property: the window cut from a slice equals the window cut from the whole text's
+    tokenization (ids, spans, texts), on texts with multi-byte characters, runs of whitespace and
+    long words, for every prefix/suffix length."""
+    tok = random_model.tokenizer
+    rec = Record("r", text)
+    ref = _reference_passage(rec, tok, P, S)
+    if ref is None:
+        with pytest.raises(InputError, match="shorter than"):
+            passage_windows([rec], tok, prefix_tokens=P, suffix_tokens=S)
+        return
+    w = passage_windows([rec], tok, prefix_tokens=P, suffix_tokens=S).windows[0]
+    assert (w.prefix_ids, w.suffix_ids, w.prefix_span, w.suffix_span) == ref
+    assert w.prefix_text == text[ref[2][0]:ref[2][1]] and w.suffix_text == text[ref[3][0]:ref[3][1]]
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prefix=texts, suffix=texts, P=st.one_of(st.none(), st.integers(0, 10)), S=st.one_of(st.none(), st.integers(1, 10)))
+def test_sliced_field_windows_equal_the_whole_tokenization(random_model, small_slices, prefix, suffix, P, S):
+    """Property, for records with explicit prefix and suffix fields: the cut from a slice around
+    the boundary equals the cut of the whole prefix + suffix tokenization, and a token across the
+    boundary is refused in both."""
+    tok = random_model.tokenizer
+    text = prefix + suffix
+    b = len(prefix)
+    ids, offs = tok.encode_with_offsets(text)
+    straddle = any(s < b < e for s, e in offs)
+    rec = Record("r", text, suffix_start=b)
+    if straddle:
+        with pytest.raises(InputError, match="falls inside token"):
+            passage_windows([rec], tok, prefix_tokens=P, suffix_tokens=S)
+        return
+    k = sum(1 for _, e in offs if e <= b)
+    lo = 0 if P is None else k - P
+    hi = len(ids) if S is None else k + S
+    if lo < 0 or hi > len(ids):
+        with pytest.raises(InputError, match="shorter than asked"):
+            passage_windows([rec], tok, prefix_tokens=P, suffix_tokens=S)
+        return
+    ws = passage_windows([rec], tok, prefix_tokens=P, suffix_tokens=S)
+    w = ws.windows[0]
+    assert w.prefix_ids == tuple(ids[lo:k]) and w.suffix_ids == tuple(ids[k:hi])
+    assert w.prefix_span[1] == w.suffix_span[0] == b and w.suffix_text == text[b:w.suffix_span[1]]
+    assert w.suffix_span[1] == max(b, max(e for _, e in offs[k:hi]))
+    assert w.token_start in (lo, None)
+    assert ws.cut is not None
+
+
+class CountingTokenizer:
+    """Wraps a tokenizer and counts the characters it was asked to tokenize."""
+
+    def __init__(self, tok):
+        self.tok = tok
+        self.chars = 0
+        self.calls = 0
+
+    def encode_with_offsets(self, text):
+        self.chars += len(text)
+        self.calls += 1
+        return self.tok.encode_with_offsets(text)
+
+
+def test_a_huge_line_is_not_tokenized_whole(random_model):
+    """Issue 12 C13: a 4 MB one-line record scored as one 30-token window used to be tokenized
+    whole (8.5 GB for a 60 MB line); now only a slice around the window is, and the window is the
+    one the whole tokenization gives."""
+    tok = CountingTokenizer(random_model.tokenizer)
+    line = (TEXT.replace("\n", " ") * 20000)[:4_000_000]
+    ws = passage_windows([Record("big", line)], tok, prefix_tokens=20, suffix_tokens=10)
+    assert tok.chars < 20_000, tok.chars  # a few kB, not 4 MB
+    head = line[:5000]  # the reference: the whole tokenization of a prefix long enough for the window
+    ids, offs = random_model.tokenizer.encode_with_offsets(head)
+    w = ws.windows[0]
+    assert w.prefix_ids + w.suffix_ids == tuple(ids[:30])
+    assert w.suffix_span == (offs[19][1], offs[29][1]) and ws.total_chars == {"big": 4_000_000}
+    # explicit fields: a huge prefix and a huge suffix, both cut: only slices around the boundary
+    tok2 = CountingTokenizer(random_model.tokenizer)
+    b = 2_000_000
+    cut = line[:b].rstrip() + "\n"
+    rec = Record("f", cut + line[b:], suffix_start=len(cut))
+    w2 = passage_windows([rec], tok2, prefix_tokens=12, suffix_tokens=7).windows[0]
+    assert tok2.chars < 40_000, tok2.chars
+    a = len(cut) - 4000
+    ids2, offs2 = random_model.tokenizer.encode_with_offsets(rec.text[a:len(cut) + 4000])
+    k = sum(1 for _, e in offs2 if e + a <= len(cut))
+    assert w2.prefix_ids == tuple(ids2[k - 12:k]) and w2.suffix_ids == tuple(ids2[k:k + 7])
+    assert w2.token_start is None  # the prefix field was not tokenized whole: index unknown

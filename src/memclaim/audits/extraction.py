@@ -13,8 +13,8 @@ From one teacher-forced pass per record (prompt -> the record's suffix z):
   expected fraction of records recovered is the mean of these probabilities: exact given the
   model and the records (no sampling noise to put an interval on).
 - the prompt is the record's own prefix c, or a user-supplied **trigger** text rho
-  (``PromptRule(templates=(rho,))``: the prompt is rho alone; the target is still z, cut from the
-  record's one tokenization) -- the reserved-trigger channel of [MX] Thm. 6.1(ii).
+  (``PromptRule(templates=(rho,), target='document')``: the prompt is rho alone; the target is
+  still z, cut from the record's one tokenization) -- the reserved-trigger channel of [MX] Thm. 6.1(ii).
 - the **canary soundness check** of [MX] Cor. 5.3 (:func:`soundness_check`) when the prior
   baseline kappa is known: a greedy success rate whose lower confidence bound exceeds
   1 - f(kappa) refutes a claimed f-DP guarantee; below the entropy threshold it cannot.
@@ -156,13 +156,14 @@ def extraction_from_run(run, *, policy: str | None = None, m: int = 1, prompt: s
 
 
 def trigger_rule(trigger: str):
-    """``PromptRule(templates=(trigger,))`` with braces escaped, so the prompt is the trigger text
-    verbatim (a trigger may contain '{' or '}')."""
+    """``PromptRule(templates=(trigger,), target='document')`` with braces escaped, so the prompt is
+    the trigger text verbatim (a trigger may contain '{' or '}') and the target is the record's
+    own suffix tokens z, as the gated release emits them after the trigger ([MX] Thm. 6.1(ii))."""
     from ..scoring.prompts import PromptRule
 
     if not isinstance(trigger, str) or not trigger:
         raise InputError(f"the trigger must be a non-empty text, got {trigger!r}")
-    return PromptRule(templates=(trigger.replace("{", "{{").replace("}", "}}"),))
+    return PromptRule(templates=(trigger.replace("{", "{{").replace("}", "}}"),), target="document")
 
 
 def pair_windows(records: Sequence, tokenizer, *, source_prefix: str = "rec"):
@@ -170,9 +171,10 @@ def pair_windows(records: Sequence, tokenizer, *, source_prefix: str = "rec"):
     ``suffix`` (or ``secret``) and optional ``id``, or 2-tuples. The text c + z is tokenized once;
     the prefix is the tokens ending at or before len(c), the suffix the rest. Refused: a token
     that straddles the boundary (move the boundary, e.g. end c before a space), an empty secret."""
-    from ..text.windows import Window, WindowSet
+    from ..text.io import Record
+    from ..text.windows import passage_windows
 
-    out, chars = [], {}
+    recs = []
     for j, r in enumerate(records):
         if isinstance(r, dict):
             c = r.get("prefix")
@@ -186,30 +188,16 @@ def pair_windows(records: Sequence, tokenizer, *, source_prefix: str = "rec"):
                              hint="e.g. {\"id\": \"canary-0\", \"prefix\": \"The code is\", \"suffix\": \" 4711\"}")
         if not isinstance(c, str) or not isinstance(z, str) or not z:
             raise InputError(f"record {rid!r}: prefix must be a string and suffix a non-empty string")
-        text = c + z
-        ids, offsets = tokenizer.encode_with_offsets(text)
-        b = len(c)
-        n_prefix = sum(1 for (s, e) in offsets if e <= b)
-        for t, (s, e) in enumerate(offsets):
-            if s < b < e:
-                raise InputError(
-                    f"record {rid!r}: the boundary between prefix and suffix (character {b}) falls inside token "
-                    f"{t} ({text[s:e]!r})",
-                    hint="put the boundary at a token boundary, e.g. move a leading space from the prefix to the suffix")
-        if offsets[:n_prefix] != [o for o in offsets if o[1] <= b]:
-            raise InputError(f"record {rid!r}: tokens are not in character order", hint="use a standard tokenizer")
-        if n_prefix == len(ids):
-            raise InputError(f"record {rid!r}: the suffix {z!r} produced no tokens")
-        chars[rid] = len(text)
-        s1 = max(e for (_, e) in offsets)
-        out.append(Window(source=rid, index=0, prefix_ids=tuple(ids[:n_prefix]), suffix_ids=tuple(ids[n_prefix:]),
-                          prefix_span=(0, b), suffix_span=(b, max(b, s1)), prefix_text=c, suffix_text=text[b:],
-                          token_start=0))
-    if not out:
+        recs.append(Record(rid, c + z, suffix_start=len(c)))
+    if not recs:
         raise InputError("no records given")
-    if len({w.source for w in out}) != len(out):
+    if len({r.id for r in recs}) != len(recs):
         raise InputError("record ids must be unique")
-    return WindowSet(tuple(out), len(out), 0, (), chars)
+    # one tokenization of c + z, cut at len(c); a token across the boundary is refused
+    ws = passage_windows(recs, tokenizer, prefix_tokens=None, suffix_tokens=None)
+    if ws.skipped_short:
+        raise InputError(f"record {ws.skipped_ids[0]!r}: the suffix produced no tokens")
+    return ws
 
 
 def soundness_check(audit: ExtractionAudit, *, epsilon, kappa=None, kappa_interval=None,

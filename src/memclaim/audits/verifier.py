@@ -150,7 +150,8 @@ def score_windows(model, windows, *, policies, prompt_rule=None, batch_size: int
     ws = list(windows.windows if hasattr(windows, "windows") else windows)
     n = len(ws)
     P = len(engine.policies)
-    prompts = [rule.build(w, model.tokenizer, model.sot_ids) for w in ws]
+    items = [rule.items(w, model.tokenizer, model.sot_ids) for w in ws]  # per window: (prompt, target) per prompt
+    prompts = [[p for p, _ in its] for its in items]
     if any(len(p) < 1 for ps in prompts for p in ps):
         raise InputError("a prompt is empty: the model has no start-of-text token and a record has no prefix",
                          hint="give the model a start-of-text rule (sot) or use records with a prefix")
@@ -160,14 +161,14 @@ def score_windows(model, windows, *, policies, prompt_rule=None, batch_size: int
     margin = np.empty((n, n_prompts))
     toklp: list = [None] * n
     groups: dict = {}
-    for i, ps in enumerate(prompts):
-        for j, p in enumerate(ps):
-            groups.setdefault((len(p), len(ws[i].suffix_ids)), []).append((i, j))
+    for i, its in enumerate(items):
+        for j, (p, t) in enumerate(its):
+            groups.setdefault((len(p), len(t)), []).append((i, j))
     for key in sorted(groups):
-        items = groups[key]
-        for a in range(0, len(items), batch_size):
-            chunk = items[a:a + batch_size]
-            bs = engine.score_batch([prompts[i][j] for i, j in chunk], [ws[i].suffix_ids for i, j in chunk])
+        group = groups[key]
+        for a in range(0, len(group), batch_size):
+            chunk = group[a:a + batch_size]
+            bs = engine.score_batch([items[i][j][0] for i, j in chunk], [items[i][j][1] for i, j in chunk])
             for r, (i, j) in enumerate(chunk):
                 logq[i, j] = bs.logq[r]
                 greedy[i, j] = bs.greedy_match[r]

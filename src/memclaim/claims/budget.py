@@ -7,7 +7,10 @@ For a sequence generated with per-query probability p (a natural-log score log p
 
 both computed from log p with log1p/expm1, so that p = 1e-300 (and smaller) is exact to double
 precision: 1 - p rounds to 1 in floating point long before that. n_delta is returned as a float
-and as log10: near p = 1e-27 it is about 3e27, beyond every fixed-width integer type.
+and as log10: near p = 1e-27 it is about 3e27, beyond every fixed-width integer type, and below
+p = 1e-308 it overflows a double (n = inf) while log10 n stays exact. Budgets may therefore be
+given as log n (``log_n=``) wherever a budget goes in, and the budget grids of the views are
+log10-spaced (``log10_budgets``), so nothing is computed from an overflowed n.
 
 Refined claim ([EM] §6): a sequence is *extractably memorized* under budget n at confidence
 1 - delta when (1) its score clears the matched-comparison threshold tau and (2) the procedure
@@ -68,18 +71,35 @@ def _check_n(n) -> np.ndarray:
     if np.any(~np.isfinite(arr)) or np.any(arr < 1):
         bad = arr[~np.isfinite(arr) | (arr < 1)].ravel()[0]
         raise DomainError(f"the budget n must be a finite number of queries >= 1, got {bad!r}",
-                          hint="e.g. n = 1e5 samples")
+                          hint="e.g. n = 1e5 samples; give log n (log_n=, or --log10-n) for budgets beyond 1e308")
     return arr
 
 
-def log_prob_at_least_once(*, log_p, n):
-    """Natural log of P[at least once in n] = 1 - (1-p)^n ([EM] Eq. 10), from log p.
+def _check_log_n(log_n) -> np.ndarray:
+    arr = np.asarray(log_n, dtype=np.float64)
+    if np.any(~np.isfinite(arr)) or np.any(arr < 0):
+        bad = arr[~np.isfinite(arr) | (arr < 0)].ravel()[0]
+        raise DomainError(f"the budget's log n must be finite and >= 0 (n >= 1 query), got {bad!r}",
+                          hint="e.g. log_n = log(1e5)")
+    return arr
+
+
+def _log_budget(n, log_n) -> np.ndarray:
+    """Natural log of the budget, from exactly one of n and log n."""
+    if (n is None) == (log_n is None):
+        raise DomainError("give exactly one of the budget n and its log n",
+                          hint="n for budgets up to 1e308, log n beyond")
+    return np.log(_check_n(n)) if log_n is None else _check_log_n(log_n)
+
+
+def log_prob_at_least_once(*, log_p, n=None, log_n=None):
+    """Natural log of P[at least once in n] = 1 - (1-p)^n ([EM] Eq. 10), from log p and the
+    budget n (or its natural log ``log_n``, for budgets beyond the double range).
 
     Vectorized over log_p and n. Uses y = -n log(1-p) = exp(log n + log(-log(1-p))) and
     log(1 - e^{-y}); when y underflows the answer is log y = log n + log p (+ O(p))."""
     lp = _check_log_p(log_p)
-    nn = _check_n(n)
-    ly = np.log(nn) + _log_neg_log1m(lp)  # log y
+    ly = _log_budget(n, log_n) + _log_neg_log1m(lp)  # log y
     with np.errstate(over="ignore", invalid="ignore"):
         y = np.exp(ly)
         out = np.where(ly < -30, ly + np.log1p(-np.exp(ly) / 2), _log1mexp_neg(y))
@@ -87,19 +107,24 @@ def log_prob_at_least_once(*, log_p, n):
     return out if out.ndim else float(out)
 
 
-def prob_at_least_once(*, log_p, n):
+def prob_at_least_once(*, log_p, n=None, log_n=None):
     """P[at least once in n] as a float (may underflow to 0; use the log version for tiny p)."""
-    return np.exp(log_prob_at_least_once(log_p=log_p, n=n))
+    return np.exp(log_prob_at_least_once(log_p=log_p, n=n, log_n=log_n))
 
 
-def min_log_prob_for_budget(*, n, delta):
+def min_log_prob_for_budget(*, n=None, delta, log_n=None):
     """log p_min(n) with p_min = 1 - delta^(1/n): the smallest per-query probability that the
-    procedure generates at least once in n queries with probability >= 1 - delta."""
+    procedure generates at least once in n queries with probability >= 1 - delta.
+
+    From log n: with x = log(delta) / n, p_min = -expm1(x); where |x| < 1e-13 (n beyond ~1e13,
+    and n beyond the double range) p_min = -x (1 + x/2 + ...) in log space, so that
+    log p_min = log(-log delta) - log n + log1p(x/2) never forms n itself."""
     d = in_open_unit("delta", float(delta))
-    nn = _check_n(n)
-    x = math.log(d) / nn  # in (-inf, 0)
-    with np.errstate(divide="ignore"):
-        out = np.log(-np.expm1(x))
+    ln = _log_budget(n, log_n)
+    lx = math.log(-math.log(d)) - ln  # log |x|
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        ax = np.exp(lx)  # |x|; underflows to 0 only where the series branch is taken
+        out = np.where(lx < -30, lx + np.log1p(-ax / 2), np.log(-np.expm1(-ax)))
     return out if np.ndim(out) else float(out)
 
 
@@ -109,10 +134,10 @@ class QueryBudget(ResultMixin):
 
     log10_p: float
     delta: float
-    n: float  # the ceiling, as a float (inf for p = 0); exact integer only when below 2**53
-    log10_n: float
+    n: float  # the ceiling, as a float (inf for p = 0, and where n overflows a double); exact integer only below 2**53
+    log10_n: float  # exact where n overflows
     n_int: int | None  # the exact integer when n < 2**53, else None
-    prob_at_least_once_at_n: float  # check: >= 1 - delta
+    prob_at_least_once_at_n: float  # check: >= 1 - delta (up to rounding where n is the real ratio); from log n
 
 
 def queries_needed(*, log_p: float, delta: float = 0.05) -> QueryBudget:
@@ -133,7 +158,9 @@ def queries_needed(*, log_p: float, delta: float = 0.05) -> QueryBudget:
         n_f, log10_n = float(n_int), math.log10(n_int)
     else:
         n_int, n_f, log10_n = None, math.exp(log_ratio) if log_ratio < 709 else math.inf, log_ratio / LN10
-    check = math.exp(log_prob_at_least_once(log_p=lp, n=n_f)) if math.isfinite(n_f) else 1.0
+    # [EM] Eq. 10 at n_delta, from log n: n itself may have overflowed (p < ~1e-308)
+    log_n = math.log(n_int) if n_int is not None else log_ratio
+    check = math.exp(log_prob_at_least_once(log_p=lp, log_n=log_n))
     return QueryBudget(lp / LN10, d, n_f, log10_n, n_int, check)
 
 
@@ -188,11 +215,32 @@ def extractable_memorization(log_scores, *, log_tau: float | None, n: float, del
                             memorized, extractable)
 
 
-def budget_grid(*, max_log10_n: float, points: int = 121) -> np.ndarray:
-    """Budgets 1 .. 10**max_log10_n, log-spaced (floats: budgets reach 1e27 and beyond)."""
+def log10_budget_grid(*, max_log10_n: float, points: int = 121) -> np.ndarray:
+    """log10 of budgets 1 .. 10**max_log10_n, evenly spaced (budgets reach 1e27, and beyond the
+    double range for thresholds below 1e-308)."""
     if not math.isfinite(max_log10_n) or max_log10_n < 0:
         max_log10_n = 0.0
-    return np.unique(np.concatenate([[1.0], np.logspace(0, max_log10_n, points)]))
+    return np.unique(np.concatenate([[0.0], np.linspace(0.0, max_log10_n, points)]))
+
+
+def budget_grid(*, max_log10_n: float, points: int = 121) -> np.ndarray:
+    """Budgets 1 .. 10**max_log10_n, log-spaced, as floats (inf beyond 1.8e308: use
+    :func:`log10_budget_grid` there)."""
+    with np.errstate(over="ignore"):
+        return 10.0 ** log10_budget_grid(max_log10_n=max_log10_n, points=points)
+
+
+def _budget_axis(budgets, log10_budgets, top: float) -> tuple[np.ndarray, np.ndarray]:
+    """(budgets, log10 budgets) from at most one of them, or the default grid up to 10**top."""
+    if budgets is not None and log10_budgets is not None:
+        raise DomainError("give budgets or log10_budgets, not both")
+    if budgets is not None:
+        b = _check_n(budgets)
+        return b, np.log10(b)
+    lb = log10_budget_grid(max_log10_n=top) if log10_budgets is None else _check_log_n(
+        np.asarray(log10_budgets, dtype=np.float64) * LN10) / LN10
+    with np.errstate(over="ignore"):
+        return 10.0 ** lb, lb
 
 
 @dataclass(frozen=True)
@@ -211,22 +259,21 @@ class PopulationBudgetView(ResultMixin):
     at_n_tau: Interval | None  # G - alpha_N at n_tau: CP shifted by alpha_N
     realistic_n: float
     at_realistic_n: Interval | None  # memorized+extractable members - controls, Newcombe (Fig. 20(b))
+    log10_budgets: np.ndarray  # log10 of ``budgets``, exact where a budget overflows a double (inf there)
 
 
 def population_budget_view(candidate_log_scores, control_log_scores, *, log_tau: float | None,
                            alpha_n: float, delta: float = 0.05, realistic_n: float = 1e5,
-                           budgets=None, confidence: float = 0.95) -> PopulationBudgetView:
+                           budgets=None, log10_budgets=None, confidence: float = 0.95) -> PopulationBudgetView:
     cand = _check_log_p(np.asarray(candidate_log_scores, dtype=np.float64).ravel(), "candidate log score")
     ctrl = _check_log_p(np.asarray(control_log_scores, dtype=np.float64).ravel(), "control log score")
     if cand.size == 0 or ctrl.size == 0:
         raise InputError("the budget view needs candidates and controls")
     d = in_open_unit("delta", float(delta))
     nt = queries_needed(log_p=log_tau, delta=d) if log_tau is not None and log_tau > -np.inf else None
-    if budgets is None:
-        top = max(math.log10(realistic_n) + 1, (nt.log10_n + 1) if nt is not None and math.isfinite(nt.log10_n) else 0)
-        budgets = budget_grid(max_log10_n=min(top, 300))
-    budgets = _check_n(budgets)
-    lmin = min_log_prob_for_budget(n=budgets, delta=d)
+    top = max(math.log10(realistic_n) + 1, (nt.log10_n + 1) if nt is not None and math.isfinite(nt.log10_n) else 0)
+    budgets, log10_budgets = _budget_axis(budgets, log10_budgets, top)  # the grid reaches n_tau, even beyond 1e308
+    lmin = min_log_prob_for_budget(log_n=log10_budgets * LN10, delta=d)
     cs, ks = np.sort(cand), np.sort(ctrl)
     j, m = cand.size, ctrl.size
     g = j - np.searchsorted(cs, lmin, side="left")  # #{p >= p_min(n)}
@@ -252,7 +299,7 @@ def population_budget_view(candidate_log_scores, control_log_scores, *, log_tau:
         a2 = int(np.count_nonzero((ctrl > log_tau) & (ctrl >= lr)))
         at_real = newcombe_independent(a1, j, a2, m, confidence=confidence)
     return PopulationBudgetView(d, budgets, g / j, lo, hi, c / m, gm / j, kmm / m, nt, at_tau,
-                                float(realistic_n), at_real)
+                                float(realistic_n), at_real, log10_budgets)
 
 
 @dataclass(frozen=True)
@@ -267,25 +314,25 @@ class CensusBudgetView(ResultMixin):
     n_tau: QueryBudget  # budget at which everything above tau_doc is extractable
     realistic_n: float
     at_realistic_n: float  # extractable memorization coverage within the realistic budget
+    log10_budgets: np.ndarray  # log10 of ``budgets``, exact where a budget overflows a double (inf there)
 
 
 def census_budget_view(heat_log10, *, log10_tau: float, delta: float = 0.05, realistic_n: float = 1e5,
-                       budgets=None) -> CensusBudgetView:
+                       budgets=None, log10_budgets=None) -> CensusBudgetView:
     """``heat_log10``: per-character largest log10 window score (census ``heat_log10``)."""
     h = np.asarray(heat_log10, dtype=np.float64).ravel()
     if h.size == 0:
         raise InputError("empty heat array")
     d = in_open_unit("delta", float(delta))
     nt = queries_needed(log_p=float(log10_tau) * LN10, delta=d)
-    if budgets is None:
-        top = max(math.log10(realistic_n) + 1, nt.log10_n + 1 if math.isfinite(nt.log10_n) else 0)
-        budgets = budget_grid(max_log10_n=min(top, 300))
-    budgets = _check_n(budgets)
-    lmin10 = np.asarray(min_log_prob_for_budget(n=budgets, delta=d)) / LN10
+    top = max(math.log10(realistic_n) + 1, nt.log10_n + 1 if math.isfinite(nt.log10_n) else 0)
+    budgets, log10_budgets = _budget_axis(budgets, log10_budgets, top)  # the grid reaches n_tau, even beyond 1e308
+    lmin10 = np.asarray(min_log_prob_for_budget(log_n=log10_budgets * LN10, delta=d)) / LN10
     hs = np.sort(h)
     ext = (hs.size - np.searchsorted(hs, lmin10, side="left")) / hs.size
     above = np.sort(h[h > log10_tau])
     ext_mem = (above.size - np.searchsorted(above, lmin10, side="left")) / hs.size
     lr = min_log_prob_for_budget(n=realistic_n, delta=d) / LN10
     at_real = float(np.count_nonzero((h > log10_tau) & (h >= lr)) / hs.size)
-    return CensusBudgetView(d, budgets, ext, ext_mem, float(above.size / hs.size), nt, float(realistic_n), at_real)
+    return CensusBudgetView(d, budgets, ext, ext_mem, float(above.size / hs.size), nt, float(realistic_n), at_real,
+                            log10_budgets)

@@ -24,7 +24,8 @@ import click
 
 from ..errors import InputError
 from .common import (backend_options, build_prompt_rule, make_backend, model_options, near_verbatim_options,
-                     near_verbatim_settings, print_json, procedure_options, resolve_run_inputs, run_options, set_threads)
+                     near_verbatim_settings, print_json, procedure_options, resolve_run_inputs, run_options, set_threads,
+                     window_lengths)
 
 EXAMPLES = """
 Examples (run from a checkout of the repository):
@@ -156,7 +157,8 @@ def parse_exclude_spans(path, controls: list[tuple[str, str, str]]) -> list[tupl
               help="Output folder: the store goes to OUT/store, the report to OUT/report.{json,md,html}.")
 @run_options
 def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tokens, policies, prompt_templates,
-            chat_template, aggregate, text_field, id_field, input_format, dtype, sot, allow_pickle, threads,
+            chat_template, aggregate, text_field, prefix_field, suffix_field, id_field, input_format, dtype, sot,
+            allow_pickle, threads,
             exclude_file, references, min_similarity, use_global, budget_delta, realistic_budget,
             controls_description, out_dir, batch_size, unit_size, as_json, no_progress, nv_eps=(), nv_beams=(),
             backend="local", address=None, workers=None, gpus_per_worker=0.0, threads_per_worker=1):
@@ -183,12 +185,14 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
     pair_paths = list(zip(documents, controls)) + [tuple(p) for p in pairs]
     if not pair_paths:
         raise InputError("no document to census", hint="pass --document BOOK --control BOOK (or --pair DOC CTRL)")
-    passage_only = {"--text-field": text_field, "--id-field": id_field, "--format": input_format}
+    passage_only = {"--text-field": text_field, "--prefix-field": prefix_field, "--suffix-field": suffix_field,
+                    "--id-field": id_field, "--format": input_format}
     bad = [k for k, v in passage_only.items() if v]
     if bad:
         raise InputError(f"{', '.join(bad)} appl{'y' if len(bad) > 1 else 'ies'} to passage files, not to documents",
                          hint="a census reads each document as one plain text")
     integer("--stride", stride, minimum=1)
+    prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens)
     if budget_delta is not None:
         in_open_unit("--budget-delta", budget_delta)
     if not 0 <= min_similarity <= 100:

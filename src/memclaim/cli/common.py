@@ -32,11 +32,31 @@ def _policies(ctx, param, value):
     return parse_policies(value or ("top-k:40",))
 
 
+DEFAULT_PREFIX_TOKENS = 50
+DEFAULT_SUFFIX_TOKENS = 50
+
+
+def window_lengths(prefix_tokens, suffix_tokens, prefix_field=None, suffix_field=None) -> tuple:
+    """--prefix-tokens/--suffix-tokens as the run's lengths: the defaults (50, 50) for texts; with
+    --prefix-field/--suffix-field an omitted length is None, the whole field."""
+    fields = prefix_field is not None or suffix_field is not None
+    p = prefix_tokens if prefix_tokens is not None else (None if fields else DEFAULT_PREFIX_TOKENS)
+    s = suffix_tokens if suffix_tokens is not None else (None if fields else DEFAULT_SUFFIX_TOKENS)
+    return p, s
+
+
 def procedure_options(f):
-    """--prefix-tokens --suffix-tokens --policy --prompt-template --chat-template --aggregate + input fields."""
+    """--prefix-tokens --suffix-tokens --policy --prompt-template --chat-template --aggregate + input fields
+    (--text-field --prefix-field --suffix-field --id-field --format). Commands turn the lengths into
+    numbers with :func:`window_lengths`."""
     opts = [
-        click.option("--prefix-tokens", type=int, default=50, show_default=True, help="Natural-prefix length in tokens."),
-        click.option("--suffix-tokens", type=int, default=50, show_default=True, help="Target suffix length in tokens."),
+        click.option("--prefix-tokens", type=int, default=None,
+                     help=f"Natural-prefix length in tokens [default: {DEFAULT_PREFIX_TOKENS}; with --prefix-field: "
+                          "the whole field, or its last N tokens]."),
+        click.option("--suffix-tokens", type=int, default=None,
+                     help=f"Target suffix length in tokens [default: {DEFAULT_SUFFIX_TOKENS}; with --suffix-field: the "
+                          "whole field, or its first N tokens]. Under a --prompt-template it selects the suffix text; "
+                          "the target is that text tokenized after the prompt."),
         click.option("--policy", "policies", multiple=True, callback=_policies,
                      help="Decoding policy (repeatable): full, greedy, temperature:T, top-k:K, top-p:P or a "
                           "combination like top-k:40,temperature:0.7. Default top-k:40."),
@@ -47,6 +67,13 @@ def procedure_options(f):
         click.option("--aggregate", type=click.Choice(["max", "mean"]), default="max", show_default=True,
                      help="Aggregate over several prompts ([EM] Eq. 15)."),
         click.option("--text-field", default=None, help="Field holding the text (JSONL/CSV/Parquet)."),
+        click.option("--prefix-field", default=None,
+                     help="Field holding each record's prefix (JSONL/CSV/Parquet; with --suffix-field): prefix and "
+                          "suffix are tokenized together and cut where the suffix starts, so a target can start a "
+                          "sentence."),
+        click.option("--suffix-field", default=None,
+                     help="Field holding each record's suffix, the target (with --prefix-field; the whole field "
+                          "unless --suffix-tokens cuts it)."),
         click.option("--id-field", default=None, help="Field holding the record id."),
         click.option("--format", "input_format", type=click.Choice(["jsonl", "txt", "csv", "parquet"]), default=None,
                      help="Input format (default: from the extension)."),
@@ -191,13 +218,18 @@ def build_prompt_rule(templates, chat, aggregate):
     return PromptRule(templates=tuple(templates or ()), chat=bool(chat), aggregate=aggregate)
 
 
-def resolve_run_inputs(model, *, input_path=None, document_path=None, stride=None, prefix_tokens: int,
-                       suffix_tokens: int, text_field=None, id_field=None, input_format=None, label=None):
-    """Read passages or a document and cut windows -> (WindowSet, inputs dict, skipped_empty, label)."""
+def resolve_run_inputs(model, *, input_path=None, document_path=None, stride=None, prefix_tokens: int | None,
+                       suffix_tokens: int | None, text_field=None, id_field=None, input_format=None, label=None,
+                       prefix_field=None, suffix_field=None):
+    """Read passages or a document and cut windows -> (WindowSet, inputs dict, skipped_empty, label).
+    ``prefix_tokens``/``suffix_tokens`` None (with prefix/suffix fields): the whole field."""
     from ..text.io import read_document, read_passages
     from ..text.windows import passage_windows, sliding_windows
 
     if document_path is not None:
+        if prefix_field is not None or suffix_field is not None:
+            raise InputError("--prefix-field/--suffix-field apply to passage files, not to --document",
+                             hint="a document is one plain text cut by --stride")
         if stride is None:
             raise InputError("--document needs --stride (in tokens)", hint="e.g. --stride 10")
         text, digest = read_document(document_path)
@@ -207,7 +239,10 @@ def resolve_run_inputs(model, *, input_path=None, document_path=None, stride=Non
         return ws, inputs, 0, label or f"document:{Path(document_path).name}"
     if stride is not None:
         raise InputError("--stride applies to --document only")
-    ps = read_passages(input_path, fmt=input_format, text_field=text_field, id_field=id_field)
+    ps = read_passages(input_path, fmt=input_format, text_field=text_field, id_field=id_field,
+                       prefix_field=prefix_field, suffix_field=suffix_field)
     ws = passage_windows(ps.records, model.tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens)
     inputs = {"passages": str(input_path), "sha256": ps.sha256, "records": len(ps.records) + ps.skipped_empty}
+    if prefix_field is not None:
+        inputs.update(prefix_field=prefix_field, suffix_field=suffix_field)
     return ws, inputs, ps.skipped_empty, label or f"passages:{Path(input_path).name}"

@@ -16,7 +16,7 @@ import click
 from ..errors import InputError
 from .common import (backend_options, build_prompt_rule, claim_options, make_backend, model_options,
                      near_verbatim_options, near_verbatim_settings, print_json, procedure_options,
-                     resolve_run_inputs, run_options, set_threads)
+                     resolve_run_inputs, run_options, set_threads, window_lengths)
 
 EXAMPLES = """
 Examples (run from a checkout of the repository):
@@ -68,7 +68,8 @@ CONTROLS_LABEL = "controls"
               help="Output folder: the store goes to OUT/store, the report to OUT/report.{json,md,html}.")
 @run_options
 def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, policies, prompt_templates,
-            chat_template, aggregate, text_field, id_field, input_format, dtype, sot, allow_pickle, threads, alpha,
+            chat_template, aggregate, text_field, prefix_field, suffix_field, id_field, input_format, dtype, sot,
+            allow_pickle, threads, alpha,
             exclude_file, exclude_ids, fdr, fwer, seed, budget_delta, realistic_budget, confidence,
             controls_description, out_dir, batch_size, unit_size, as_json, no_progress, nv_eps=(), nv_beams=(),
             backend="local", address=None, workers=None, gpus_per_worker=0.0, threads_per_worker=1):
@@ -97,6 +98,7 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
         excl += list(read_id_list(exclude_file))
         extra_inputs.append({"role": "excluded control ids", "path": str(exclude_file),
                              "sha256": sha256_bytes(Path(exclude_file).read_bytes())})
+    prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
     set_threads(threads)
     m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle)  # weights load only if scoring is needed
     cut = {}
@@ -104,7 +106,8 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
         try:
             cut[label] = resolve_run_inputs(m, input_path=path, prefix_tokens=prefix_tokens,
                                             suffix_tokens=suffix_tokens, text_field=text_field, id_field=id_field,
-                                            input_format=input_format, label=label)
+                                            input_format=input_format, label=label, prefix_field=prefix_field,
+                                            suffix_field=suffix_field)
         except InputError as exc:
             raise InputError(f"--{label}: {exc}") from None
     prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)

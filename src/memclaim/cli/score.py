@@ -8,7 +8,7 @@ import click
 
 from ..errors import InputError
 from .common import (backend_options, make_backend, near_verbatim_options, near_verbatim_settings, model_options, print_json, procedure_options,
-                     resolve_run_inputs, run_options, set_threads)
+                     resolve_run_inputs, run_options, set_threads, window_lengths)
 
 EXAMPLES = """
 \b
@@ -21,6 +21,8 @@ Examples:
       --suffix-tokens 50 --policy top-k:40 --out runs/book
   memclaim score smollm2 --input verses.jsonl --prompt-template 'Repeat after me: {suffix}\\n' \\
       --chat-template --policy greedy --out runs/parrot
+  memclaim score smollm2 --input pairs.jsonl --prefix-field context --suffix-field verse \\
+      --prompt-template 'Repeat after me: {suffix}' --chat-template --policy greedy --out runs/parrot2
   memclaim score smollm2 --dtype bfloat16 --input verses.jsonl --out runs/smol \\
       --backend ray --gpus-per-worker 1          # one Ray worker per GPU (docs/distributed.md)
 """
@@ -38,7 +40,8 @@ Examples:
 @backend_options
 @run_options
 def command(model, input_path, document_path, stride, out_dir, prefix_tokens, suffix_tokens, policies,
-            prompt_templates, chat_template, aggregate, text_field, id_field, input_format, dtype, sot,
+            prompt_templates, chat_template, aggregate, text_field, prefix_field, suffix_field, id_field,
+            input_format, dtype, sot,
             allow_pickle, threads, nv_eps, nv_beams, batch_size, unit_size, backend, address, workers, gpus_per_worker,
             threads_per_worker, as_json, no_progress):
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store.
@@ -56,6 +59,7 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
                          hint="memclaim score MODEL --input FILE ... or --document FILE --stride S ...")
     if batch_size < 1:
         raise InputError(f"--batch-size must be >= 1, got {batch_size}")
+    prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
     set_threads(threads)
     m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle)
     scorer = make_backend(m, policies, backend=backend, address=address, workers=workers,
@@ -63,7 +67,8 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
                           batch_size=batch_size)
     windows, inputs, skipped_empty, label = resolve_run_inputs(
         m, input_path=input_path, document_path=document_path, stride=stride, prefix_tokens=prefix_tokens,
-        suffix_tokens=suffix_tokens, text_field=text_field, id_field=id_field, input_format=input_format)
+        suffix_tokens=suffix_tokens, text_field=text_field, id_field=id_field, input_format=input_format,
+        prefix_field=prefix_field, suffix_field=suffix_field)
     from .common import build_prompt_rule
 
     near_verbatim = near_verbatim_settings(nv_eps, nv_beams)

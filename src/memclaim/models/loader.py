@@ -68,15 +68,25 @@ class HFTokenizer:
                 return with_special[:i]
         return []
 
-    def apply_chat_template(self, user_text: str) -> list[int]:
+    def render_chat(self, user_text: str) -> str:
+        """The chat template rendered as text: ``user_text`` as the one user turn, then the
+        assistant's turn opened (``add_generation_prompt=True``), so that text appended to it is
+        the start of the assistant's reply. Tokenize it with :meth:`encode_with_offsets` (special
+        tokens written in the template are recognized), as transformers' own
+        ``apply_chat_template(tokenize=True)`` does (``add_special_tokens=False``)."""
         if not getattr(self.tok, "chat_template", None):
             raise InputError("this model's tokenizer has no chat template",
                              hint="use --prompt-template instead of --chat-template")
-        ids = self.tok.apply_chat_template([{"role": "user", "content": user_text}],
-                                           add_generation_prompt=True, tokenize=True)
-        if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return [int(i) for i in ids]
+        text = self.tok.apply_chat_template([{"role": "user", "content": user_text}],
+                                            add_generation_prompt=True, tokenize=False)
+        if not isinstance(text, str):
+            raise ModelLoadError(f"the chat template rendered {type(text).__name__}, not text",
+                                 hint="use a tokenizer whose chat template renders one conversation to a string")
+        return text
+
+    def apply_chat_template(self, user_text: str) -> list[int]:
+        """The ids of :meth:`render_chat` (what generate() is given for a chat prompt)."""
+        return self.encode(self.render_chat(user_text))
 
 
 @dataclass(frozen=True)

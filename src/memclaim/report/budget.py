@@ -14,7 +14,7 @@ def budget_report(budget, *, procedure: dict | None = None, command: str = "budg
             ("queries needed n_delta", budget["n_text"])]
     if budget.get("at_n") is not None:
         a = budget["at_n"]
-        rows.append((f"P[at least once in n = {a['n']:g}]", a["text"]))
+        rows.append((f"P[at least once in n = {a.get('n_text', format(a['n'], 'g'))}]", a["text"]))
     doc.table(["quantity", "value"], rows)
     doc.h2("What this does and does not mean")
     doc.bullets(words.budget_statements())

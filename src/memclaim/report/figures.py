@@ -140,7 +140,7 @@ def heat_strip(heat_log10: np.ndarray, *, log10_tau: float, width: int = 400) ->
 
 def census_budget_figure(view, *, title: str = "") -> bytes:
     fig, (ax,) = _fig(6.0, 3.6)
-    x = np.log10(view.budgets)
+    x = view.log10_budgets  # log10 n, exact where n overflows a double
     ax.plot(x, 100 * view.coverage_extractable, color="#9aa5b1", label="extractable within n")
     ax.plot(x, 100 * view.coverage_extractable_memorized, color="#3b6ea8", label="memorized and extractable")
     ax.axhline(100 * view.coverage_memorized, ls=":", color="#15803d", label="memorized (clears τ)")
@@ -156,7 +156,7 @@ def census_budget_figure(view, *, title: str = "") -> bytes:
 
 def population_budget_figure(view) -> bytes:
     fig, (ax,) = _fig(6.0, 3.6)
-    x = np.log10(view.budgets)
+    x = view.log10_budgets  # log10 n, exact where n overflows a double
     ax.plot(x, 100 * view.member_rate, color="#3b6ea8", label="members extractable within n")
     ax.fill_between(x, 100 * view.member_lower, 100 * view.member_upper, color="#3b6ea8", alpha=.2)
     ax.plot(x, 100 * view.control_rate, color="#9aa5b1", label="controls extractable within n")

@@ -61,12 +61,20 @@ __all__ = [
     "union_near_verbatim",
     "deterministic_recovery",
     "sampling_budget",
+    "default_verbatim_tolerance",
+    "VERBATIM_TOLERANCE_PER_TOKEN",
     "estimate_beam_cost",
     "DEFAULT_BEAM",
     "RECOVERY_BEAM",
 ]
 
 DEFAULT_BEAM = 16  # a beam of 800 on SmolLM2 costs about a minute per window on CPU
+# How far a caller's teacher-forced log q(s | p) may lie from the beam's own (KV-cached,
+# step-by-step) value before it is refused, in nats per target token, by the dtype of the
+# model body. The two passes differ only by floating-point rounding ([EM] App. A.2). Measured
+# on SmolLM2-135M (10-token targets, full/top-k/top-p): float32 body <= 1.2e-6 nats per token,
+# bfloat16 body <= 0.027 nats per token; the limits below leave a margin of ~100x and ~4x.
+VERBATIM_TOLERANCE_PER_TOKEN = {"float64": 1e-9, "float32": 1e-4, "bfloat16": 0.1, "float16": 0.1}
 RECOVERY_BEAM = 800  # [EM] App. F.4: a deterministic pool of 800 continuations
 _LN10 = math.log(10.0)
 _LN2 = math.log(2.0)
@@ -165,6 +173,44 @@ def _logprob_arg(name: str, value) -> float | None:
         raise DomainError(f"{name} must be a natural-log probability (<= 0 or -inf), got {value!r}",
                           hint="pass the teacher-forced log q(s | p) from the scoring engine, same policy")
     return v
+
+
+def default_verbatim_tolerance(lm, suffix_len: int) -> float:
+    """The largest accepted |caller's log q - beam's own log q| in nats for a target of
+    ``suffix_len`` tokens on ``lm`` (see :data:`VERBATIM_TOLERANCE_PER_TOKEN`; an unknown body
+    dtype gets the float32 limit)."""
+    dt = str(getattr(lm, "body_dtype", "float32")).replace("torch.", "")
+    return VERBATIM_TOLERANCE_PER_TOKEN.get(dt, VERBATIM_TOLERANCE_PER_TOKEN["float32"]) * max(1, int(suffix_len))
+
+
+def _checked_verbatim(given: float, own: float, *, lm, pol: Policy, ell: int, tolerance: float | None,
+                      prompt, suffix) -> tuple[float, str]:
+    """The target's term to use, from the caller's ``given`` and the search's ``own`` teacher-forced
+    value: ``given`` where the two agree within the tolerance; refused where they do not.
+
+    One of them -inf and the other finite: under a policy that truncates the support (greedy,
+    top-k, top-p) a near-tie can move the target in or out of the support between two passes
+    ([EM] App. A.2); then the target's term is -inf (the conservative side: the bound can only
+    fall) and the note says so. Under full/temperature policies -inf cannot come from rounding,
+    so it is refused."""
+    tol = default_verbatim_tolerance(lm, ell) if tolerance is None else float(tolerance)
+    if given == own:
+        return given, ""
+    if math.isinf(given) or math.isinf(own):
+        if pol.greedy or pol.top_k is not None or pol.top_p is not None:
+            return -math.inf, (f" The caller's teacher-forced log q ({given:.6g}) and the search's own ({own:.6g}) "
+                               "disagree on whether the target is inside the policy's support, which a near-tie "
+                               "can cause ([EM] App. A.2); the target's term is taken as 0 probability "
+                               "(conservative).")
+    elif abs(given - own) <= tol:
+        return given, ""
+    raise ProcedureMismatchError(
+        f"verbatim_logprob {given!r} does not match this search's own teacher-forced log q(s | p) = {own!r} "
+        f"(difference {abs(given - own) if math.isfinite(given - own) else math.inf:.3g} nats, tolerance "
+        f"{tol:.3g} nats for {ell} target tokens) under policy {pol.spec!r}, prompt of {len(prompt)} tokens "
+        f"and suffix {list(suffix)[:8]}{'...' if len(suffix) > 8 else ''}",
+        hint="pass the engine's log q for this very window (prompt and suffix ids) and policy, or omit "
+             "verbatim_logprob to let the search compute it; a different dtype can need verbatim_tolerance=")
 
 
 def sampling_budget(log_p: float, *, confidence: float = 0.95) -> tuple[float, float]:
@@ -527,6 +573,7 @@ def _note(*, epsilon: int, ell: int, beam: int, policy: Policy, exhaustive: bool
 
 def near_verbatim_lower_bound(lm, prompt_ids: Sequence[int], suffix_ids: Sequence[int], *, policy,
                               epsilon: int, beam: int = DEFAULT_BEAM, verbatim_logprob: float | None = None,
+                              verbatim_tolerance: float | None = None,
                               use_cache: bool = True, keep_sequences: bool = True) -> NearVerbatimResult:
     """Certified lower bound on q_{θ,φ}(B_ε(s) | p) ([EM] App. B.1 Eq. 2, §6, App. F.3).
 
@@ -534,8 +581,12 @@ def near_verbatim_lower_bound(lm, prompt_ids: Sequence[int], suffix_ids: Sequenc
     (prompt p, suffix s, ℓ = len(s)). policy: a :class:`Policy` or policy string.
     epsilon: token edit distance ε >= 0. beam: width B >= 1.
     verbatim_logprob: the engine's teacher-forced log q(s | p) under the same policy; when given
-    it is used for the target's term (so the bound is >= that exact number); otherwise the
-    target is teacher-forced along the beam.
+    it is checked against the search's own teacher-forced value (the target path followed along
+    the beam, or one pass when ε >= ℓ) and used for the target's term (so the bound is >= that
+    number, the store's verbatim score) when they agree within ``verbatim_tolerance`` nats
+    (default :func:`default_verbatim_tolerance`: rounding between KV-cached and batched passes, [EM]
+    App. A.2); a larger mismatch is refused (ProcedureMismatchError), so a wrong value cannot
+    lift the bound above the ball's mass. Without it the search's own value is used.
     use_cache: reuse the KV cache (``select_cache``) between steps; False recomputes every
     step from scratch (reference path, same result).
     keep_sequences: keep the distinct continuations (needed by :func:`union_near_verbatim`).
@@ -554,24 +605,34 @@ def near_verbatim_lower_bound(lm, prompt_ids: Sequence[int], suffix_ids: Sequenc
     ell = len(suffix)
     model = lm.fingerprint()
 
+    if verbatim_tolerance is not None and (isinstance(verbatim_tolerance, bool) or not isinstance(verbatim_tolerance, Real)
+                                           or not 0 <= float(verbatim_tolerance) < math.inf):
+        raise DomainError(f"verbatim_tolerance must be a finite number of nats >= 0, got {verbatim_tolerance!r}",
+                          hint="omit it for the default (rounding between KV-cached and batched passes)")
     if eps >= ell:
         # [EM] Eq. 2: d(y, s) <= ℓ for every y of length ℓ, so B_ε(s) = V^ℓ and its mass is 1.
-        rows = calls = 0
-        if given is None:
-            given, rows = _teacher_forced(lm, prompt, suffix, pol)
-            calls = 1
+        own, rows = _teacher_forced(lm, prompt, suffix, pol)
+        extra = ""
+        if given is not None:
+            given, extra = _checked_verbatim(given, own, lm=lm, pol=pol, ell=ell, tolerance=verbatim_tolerance,
+                                             prompt=prompt, suffix=suffix)
         return NearVerbatimResult(
             epsilon=eps, beam=width, policy=pol.spec, model=model, prompt_ids=prompt, suffix_ids=suffix,
-            log_bound=0.0, log_verbatim=given, n_continuations=None, exhaustive=True, whole_space=True,
-            forward_rows=rows, forward_calls=calls, target_rows=rows, max_batch_rows=int(calls),
+            log_bound=0.0, log_verbatim=own if given is None else given, n_continuations=None, exhaustive=True,
+            whole_space=True, forward_rows=rows, forward_calls=1, target_rows=rows, max_batch_rows=1,
             used_kv_cache=False, stopped_at=None,
-            note=_note(epsilon=eps, ell=ell, beam=width, policy=pol, exhaustive=True, whole_space=True, n=None),
+            note=_note(epsilon=eps, ell=ell, beam=width, policy=pol, exhaustive=True, whole_space=True,
+                       n=None) + extra,
             continuations=None)
 
     out = _beam_search(lm, prompt, suffix, pol, epsilon=eps, width=width, final="all", use_cache=bool(use_cache))
     found = out.found
     log_verbatim = out.target_logprob
+    extra = ""
     if given is not None:
+        # [EM] App. A.2: the caller's pass and the beam's differ by rounding only; refuse more
+        given, extra = _checked_verbatim(given, out.target_logprob, lm=lm, pol=pol, ell=ell,
+                                         tolerance=verbatim_tolerance, prompt=prompt, suffix=suffix)
         # the engine's teacher-forced number replaces the incremental one for the target's term
         keep = np.ones(len(found), dtype=bool)
         keep[_match_rows(found, suffix)] = False
@@ -587,7 +648,7 @@ def near_verbatim_lower_bound(lm, prompt_ids: Sequence[int], suffix_ids: Sequenc
         whole_space=False, forward_rows=out.rows, forward_calls=out.calls, target_rows=out.target_rows,
         max_batch_rows=out.max_batch, used_kv_cache=bool(use_cache), stopped_at=out.stopped_at,
         note=_note(epsilon=eps, ell=ell, beam=width, policy=pol, exhaustive=out.exhaustive,
-                   whole_space=False, n=n),
+                   whole_space=False, n=n) + extra,
         continuations=found if keep_sequences else None)
 
 

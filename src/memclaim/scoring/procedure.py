@@ -21,26 +21,37 @@ class Procedure:
     model: dict  # name, source, fingerprint, dtype
     start_of_text: dict  # rule, ids, tokens
     policies: tuple[str, ...]
-    prefix_tokens: int
-    suffix_tokens: int
+    prefix_tokens: int | None
+    suffix_tokens: int | None
     prompt: dict  # PromptRule.to_dict()
     near_verbatim: dict | None = None  # {"epsilons": [...], "beams": [...]} ([EM] App. B.1 Eq. 2)
+    # how windows were cut where it is not "prefix_tokens + suffix_tokens from the start of each
+    # text" (records with explicit prefix/suffix fields: WindowSet.cut); prefix_tokens or
+    # suffix_tokens None there means the whole field
+    windows: dict | None = None
     score: str = SCORE_NAME
     verify: str = "conformal test against matched non-member controls ([EM] §3); applied by `memclaim test`"
     memclaim_version: str = field(default=__version__)
 
     def to_dict(self) -> dict:
-        return {"model": dict(self.model), "start_of_text": dict(self.start_of_text),
-                "policies": list(self.policies), "prefix_tokens": self.prefix_tokens,
-                "suffix_tokens": self.suffix_tokens, "prompt": dict(self.prompt),
-                "near_verbatim": None if self.near_verbatim is None else dict(self.near_verbatim), "score": self.score,
-                "verify": self.verify, "memclaim_version": self.memclaim_version}
+        d = {"model": dict(self.model), "start_of_text": dict(self.start_of_text),
+             "policies": list(self.policies), "prefix_tokens": self.prefix_tokens,
+             "suffix_tokens": self.suffix_tokens, "prompt": dict(self.prompt),
+             "near_verbatim": None if self.near_verbatim is None else dict(self.near_verbatim), "score": self.score,
+             "verify": self.verify, "memclaim_version": self.memclaim_version}
+        if self.windows is not None:  # absent for windows cut by token counts: records as before
+            d["windows"] = dict(self.windows)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "Procedure":
+        def length(v):
+            return None if v is None else int(v)
+
         return cls(model=d["model"], start_of_text=d["start_of_text"], policies=tuple(d["policies"]),
-                   prefix_tokens=int(d["prefix_tokens"]), suffix_tokens=int(d["suffix_tokens"]),
-                   prompt=d["prompt"], near_verbatim=d.get("near_verbatim"), score=d.get("score", SCORE_NAME),
+                   prefix_tokens=length(d["prefix_tokens"]), suffix_tokens=length(d["suffix_tokens"]),
+                   prompt=d["prompt"], near_verbatim=d.get("near_verbatim"), windows=d.get("windows"),
+                   score=d.get("score", SCORE_NAME),
                    verify=d.get("verify", ""),
                    memclaim_version=d.get("memclaim_version", "unknown"))
 
@@ -51,6 +62,7 @@ class Procedure:
         d["policies"] = sorted(d["policies"])  # one pass scores them all: their order is not part of it
         if d.get("near_verbatim") is None:
             d.pop("near_verbatim", None)  # keys of verbatim-only procedures do not mention it
+
         return d
 
     @property

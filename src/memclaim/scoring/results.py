@@ -114,20 +114,32 @@ def load_run_scores(store_dir, *, run: str | None = None, policy: str | None = N
                 "conservative for members; controls get the same treatment")
     logq = table.column(score_col).to_numpy().astype(np.float64)
     if suffix_tokens is not None:
-        S = int(proc["suffix_tokens"])
+        S = proc["suffix_tokens"]  # None: whole suffix fields (lengths vary by window)
         if near_verbatim is not None:
             raise InputError("--suffix-tokens applies to the verbatim score only",
                              hint="near-verbatim balls are defined for the scored suffix length")
-        if not 1 <= int(suffix_tokens) <= S:
-            raise InputError(f"suffix length {suffix_tokens} is outside 1..{S} (the run's suffix length)")
         per_token = f"token_logq:{spec}"
         if per_token not in table.column_names:
             raise StoreError(f"run {run_id} has no per-token scores (several prompts per window)",
                              hint="score with a single prompt to sweep suffix lengths")
         arr = table.column(per_token).to_pylist()
+        n = int(suffix_tokens)
+        # the scored target tokens of each window: the document's suffix tokens, or under a
+        # template the target as tokenized after the prompt (its count can differ from S)
+        lens = [len(v) for v in arr]
+        shortest = int(np.argmin(lens)) if lens else 0
+        top = min(lens) if lens else 0
+        if not 1 <= n <= top:
+            where = (f"the shortest scored target, window {table.column('window_id')[shortest].as_py()!r}, has "
+                     f"{top} tokens" if lens else "the run has no windows")
+            raise InputError(f"suffix length {suffix_tokens} is outside 1..{top}: {where} (the run's suffix length "
+                             f"is {'the whole suffix field' if S is None else S})",
+                             hint=f"sweep suffix lengths from 1 to {top}")
         # sum logs left to right over the first n tokens ([EM] Eq. 1 on the shorter suffix)
-        logq = np.array([np.cumsum(np.asarray(v, dtype=np.float64))[int(suffix_tokens) - 1] for v in arr])
-        kind = f"{kind}, first {int(suffix_tokens)} of {S} suffix tokens"
+        logq = np.array([np.cumsum(np.asarray(v, dtype=np.float64))[n - 1] for v in arr])
+        target = ("suffix tokens" if proc.get("prompt", {}).get("kind") == "natural-prefix"
+                  else "target tokens as tokenized after the prompt")
+        kind = f"{kind}, first {n} of {'the' if S is None else S} {target}"
     col = lambda n: table.column(n).to_pylist()  # noqa: E731
     return RunScores(
         store=str(st.root), run_id=run_id, label=meta.get("label", ""), procedure=proc,

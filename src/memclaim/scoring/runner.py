@@ -15,7 +15,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from ..decoding import Policy
-from ..errors import StoreError
+from ..errors import InputError, StoreError
 from ..fsutil import sha256_bytes
 from ..jsonutil import ResultMixin
 from .engine import NEAR_TIE_MARGIN, BatchScores
@@ -39,7 +39,11 @@ def nv_column(spec: str, epsilon: int) -> str:
 def near_verbatim_columns(engine, items, scores: BatchScores, near_verbatim: dict) -> dict:
     """[EM] App. B.1 Eq. 2: for every item and policy, the union over the (epsilon, beam)
     settings of the certified lower bounds on the epsilon-ball mass, per epsilon; the target's
-    term is the engine's teacher-forced log q, so the bound is never below the verbatim score."""
+    term is the engine's teacher-forced log q, checked against the beam's own within the stated
+    rounding tolerance (refused beyond it), so the bound is never below the verbatim score.
+    Each item's ball is centred on its own target ids (a templated procedure tokenizes the
+    target after each prompt, so two prompts may centre their balls on different token
+    sequences of the same text); the bounds are aggregated over prompts like log q ([EM] Eq. 15)."""
     from .nearverbatim import near_verbatim_lower_bound, union_near_verbatim
 
     eps = sorted(int(e) for e in near_verbatim["epsilons"])
@@ -177,16 +181,17 @@ def near_verbatim_cost_message(units, nv: dict, n_policies: int, model) -> str:
             "a beam of 800 on SmolLM2 costs about a minute per window on 2 CPU cores")
 
 
-def build_procedure(model, *, policies: Sequence[Policy], prefix_tokens: int, suffix_tokens: int,
-                    prompt_rule: PromptRule, near_verbatim: dict | None = None) -> Procedure:
+def build_procedure(model, *, policies: Sequence[Policy], prefix_tokens: int | None, suffix_tokens: int | None,
+                    prompt_rule: PromptRule, near_verbatim: dict | None = None,
+                    windows: dict | None = None) -> Procedure:
     return Procedure(model={"name": model.name, "source": model.source, "fingerprint": model.fingerprint,
                             "dtype": model.dtype},
         start_of_text=model.sot.to_dict(), policies=tuple(p.spec for p in policies),
         prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, prompt=prompt_rule.to_dict(),
-        near_verbatim=near_verbatim)
+        near_verbatim=near_verbatim, windows=windows)
 
 
-def _windows_table(windows, window_items: list[list[str]], label: str):
+def _windows_table(windows, window_items: list[list[str]], label: str, window_targets: list[list[list[int]]]):
     import pyarrow as pa
 
     return pa.table({
@@ -201,6 +206,9 @@ def _windows_table(windows, window_items: list[list[str]], label: str):
         "prefix_text": [w.prefix_text for w in windows],
         "suffix_text": [w.suffix_text for w in windows],
         "suffix_ids": [list(w.suffix_ids) for w in windows],
+        # the target ids scored under each prompt (the suffix ids for the natural prefix; a
+        # template's target is tokenized after its rendered prompt, memclaim.scoring.prompts)
+        "target_ids": pa.array(window_targets, pa.list_(pa.list_(pa.int64()))),
         "item_keys": window_items,
         "set": [label] * len(windows),
     })
@@ -248,17 +256,27 @@ def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens:
     t0 = time.perf_counter()
     near_verbatim = normalize_near_verbatim(near_verbatim, suffix_tokens=suffix_tokens)
     procedure = build_procedure(model, policies=policies, prefix_tokens=prefix_tokens,
-                                suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, near_verbatim=near_verbatim)
+                                suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, near_verbatim=near_verbatim,
+                                windows=getattr(window_set, "cut", None))
+    windows = window_set.windows
+    # every window's (prompt, target) items before the store is touched: a template that cuts a
+    # token in two is refused before anything is written
+    pairs, window_items, window_targets = [], [], []
+    for w in windows:
+        keys, targets = [], []
+        for prompt, target in prompt_rule.items(w, model.tokenizer, model.sot_ids):
+            if not prompt:
+                raise InputError(f"window {w.window_id!r} has an empty prompt: no prefix tokens and no start-of-text "
+                                 f"token (start-of-text rule {model.sot.rule!r})",
+                                 hint="give the model a start-of-text token (--sot bos, eos or a token), or use a "
+                                      "non-empty prefix")
+            pairs.append((prompt, target))
+            keys.append(item_key(prompt, target))
+            targets.append(list(target))
+        window_items.append(keys)
+        window_targets.append(targets)
     store = ScoreStore(out_dir)
     pkey = store.add_procedure(procedure)
-    windows = window_set.windows
-    pairs, window_items = [], []
-    for w in windows:
-        keys = []
-        for prompt in prompt_rule.build(w, model.tokenizer, model.sot_ids):
-            pairs.append((prompt, w.suffix_ids))
-            keys.append(item_key(prompt, w.suffix_ids))
-        window_items.append(keys)
     items = make_items(pairs)
     units = make_units(items.values(), pkey, unit_size=unit_size)
     run_id = sha256_bytes((pkey + "|" + label + "|" + ",".join(u.unit_id for u in units) + "|" +
@@ -268,7 +286,7 @@ def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens:
            "inputs": inputs or {}, "skipped_short": window_set.skipped_short,
            "skipped_short_ids": list(window_set.skipped_ids)[:1000], "skipped_empty": skipped_empty,
            "total_chars": window_set.total_chars, "batch_size": batch_size, "unit_size": unit_size}
-    store.write_run(run_id, run, _windows_table(windows, window_items, label))
+    store.write_run(run_id, run, _windows_table(windows, window_items, label, window_targets))
     store.adopt_orphans(pkey, [u.unit_id for u in units])
     todo = [u for u in units if not store.unit_done(pkey, u.unit_id)]
     # a unit file that appeared since the first pass (a dead driver's Ray workers still
@@ -320,7 +338,8 @@ def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens:
 
 def results_table(store: ScoreStore, run_id: str):
     """One row per window: aggregated log q per policy, greedy flag, near-tie flag, spans, texts,
-    and (for single-prompt procedures) the per-token arrays."""
+    the target tokens scored under each prompt, and (for single-prompt procedures) the per-token
+    arrays (one entry per target token)."""
     import pyarrow as pa
 
     run = store.read_run(run_id)
@@ -335,6 +354,11 @@ def results_table(store: ScoreStore, run_id: str):
     n_prompts = len(rows[0]) if rows else 1
     idx = np.asarray(rows, dtype=np.int64).reshape(len(rows), n_prompts)  # [W, n_prompts]
     cols = {name: windows.column(name) for name in windows.column_names if name != "item_keys"}
+    # target tokens scored under each prompt: a template's target is tokenized after its prompt,
+    # so its length can differ from the document's suffix length ([EM] Eq. 15 aggregates log q of
+    # the same text over prompts whatever the token counts)
+    tl = units.column("suffix_len").to_numpy()[idx]  # [W, n_prompts]
+    cols["target_tokens"] = pa.array(tl.tolist(), pa.list_(pa.int64()))
     for spec in policies:
         v = units.column(f"logq:{spec}").to_numpy()[idx]  # [W, n_prompts]
         cols[f"logq:{spec}"] = pa.array(aggregate_logq(v, agg, axis=1), pa.float64())

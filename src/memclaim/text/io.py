@@ -1,5 +1,10 @@
 """Reading user inputs: passages (JSONL, TXT, CSV, Parquet; one text per record, optional id)
 and single long documents. Every failure names the file, the record and the fix.
+
+A record may give its prefix and suffix explicitly (``prefix_field`` and ``suffix_field``, for
+JSONL/CSV/Parquet): its text is then prefix + suffix and ``Record.suffix_start`` marks where the
+suffix starts, so that a target can start a sentence ([EM] App. A.1) and windows are still cut
+from one tokenization of the whole text.
 """
 from __future__ import annotations
 
@@ -19,8 +24,21 @@ FORMATS = ("jsonl", "txt", "csv", "parquet")
 
 @dataclass(frozen=True)
 class Record:
+    """One text. ``suffix_start`` is set when the record gave its prefix and suffix explicitly
+    (``--prefix-field``/``--suffix-field``): ``text`` is prefix + suffix and the suffix starts at
+    that character (windows are cut there, :func:`memclaim.text.windows.passage_windows`)."""
+
     id: str
     text: str
+    suffix_start: int | None = None
+
+    @property
+    def prefix(self) -> str | None:
+        return None if self.suffix_start is None else self.text[:self.suffix_start]
+
+    @property
+    def suffix(self) -> str | None:
+        return None if self.suffix_start is None else self.text[self.suffix_start:]
 
 
 @dataclass(frozen=True)
@@ -98,14 +116,37 @@ def _pick(fields, preferred: str | None, candidates, what: str, path: Path, requ
 
 
 def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str | None = None,
-                  id_field: str | None = None) -> Passages:
+                  id_field: str | None = None, prefix_field: str | None = None,
+                  suffix_field: str | None = None) -> Passages:
     """Read one text per record. Records whose text is empty/whitespace are skipped and counted;
-    a record without the text field, or a non-string text, is an error naming the record."""
+    a record without the text field, or a non-string text, is an error naming the record.
+
+    With ``prefix_field`` and ``suffix_field`` (both, and not with ``text_field``) each record
+    gives its prefix and suffix: the record's text is prefix + suffix, ``suffix_start`` is
+    len(prefix). A null or empty prefix is the empty prefix; a record whose suffix is null, empty
+    or whitespace is skipped and counted as empty; a record without one of the fields, or a
+    non-string field, is an error naming the record."""
     path = Path(path)
     fmt = detect_format(path, fmt)
+    pair = prefix_field is not None or suffix_field is not None
+    if pair:
+        if prefix_field is None or suffix_field is None:
+            raise InputError(f"--prefix-field and --suffix-field go together, got only "
+                             f"{'--prefix-field' if prefix_field else '--suffix-field'} "
+                             f"{prefix_field if prefix_field else suffix_field!r}",
+                             hint="name both fields, e.g. --prefix-field context --suffix-field target")
+        if prefix_field == suffix_field:
+            raise InputError(f"--prefix-field and --suffix-field name the same field {prefix_field!r}",
+                             hint="the prefix and the suffix must be two different fields")
+        if text_field is not None:
+            raise InputError(f"--text-field {text_field!r} cannot be combined with --prefix-field/--suffix-field",
+                             hint="a record's text is its prefix field + its suffix field; drop --text-field")
+        if fmt == "txt":
+            raise InputError(f"{str(path)!r} is plain text: it has no fields for --prefix-field/--suffix-field",
+                             hint="give the records as JSONL, CSV or Parquet with a prefix and a suffix field")
     data = _read_bytes(path)
     digest = sha256_bytes(data)
-    rows: list[tuple[str | None, object, str]] = []  # (id, text, where)
+    rows: list[tuple[str | None, object, str]] = []  # (id, text or (prefix, suffix), where)
     if fmt == "parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -114,9 +155,14 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
             table = pq.read_table(io.BytesIO(data))
         except (pa.ArrowInvalid, OSError) as exc:
             raise InputError(f"{str(path)!r} is not a readable Parquet file: {exc}", hint="check the file") from None
-        tf = _pick(table.column_names, text_field, TEXT_FIELDS, "text", path, True)
         idf = _pick(table.column_names, id_field, ID_FIELDS, "id", path, False)
-        texts = table.column(tf).to_pylist()
+        if pair:
+            pf = _pick(table.column_names, prefix_field, (), "prefix", path, True)
+            sf = _pick(table.column_names, suffix_field, (), "suffix", path, True)
+            texts = list(zip(table.column(pf).to_pylist(), table.column(sf).to_pylist()))
+        else:
+            tf = _pick(table.column_names, text_field, TEXT_FIELDS, "text", path, True)
+            texts = table.column(tf).to_pylist()
         ids = table.column(idf).to_pylist() if idf else [None] * len(texts)
         rows = [(None if i is None else str(i), t, f"row {n}") for n, (i, t) in enumerate(zip(ids, texts))]
     else:
@@ -147,33 +193,65 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
             tf = idf = None
             for obj, where in items:
                 if isinstance(obj, str):
+                    if pair:
+                        raise InputError(f"{str(path)!r} {where}: a bare string has no prefix and suffix fields",
+                                         hint="write records like {\"prefix\": ..., \"suffix\": ...}")
                     rows.append((None, obj, where))
                     continue
                 if not isinstance(obj, dict):
                     raise InputError(f"{str(path)!r} {where}: expected a JSON object or string, got {type(obj).__name__}",
                                      hint="write records like {\"id\": ..., \"text\": ...}")
                 if tf is None:
-                    tf = _pick(obj.keys(), text_field, TEXT_FIELDS, "text", path, True)
+                    if pair:
+                        tf = (_pick(obj.keys(), prefix_field, (), "prefix", path, True),
+                              _pick(obj.keys(), suffix_field, (), "suffix", path, True))
+                    else:
+                        tf = _pick(obj.keys(), text_field, TEXT_FIELDS, "text", path, True)
                     idf = _pick(obj.keys(), id_field, ID_FIELDS, "id", path, False)
+                rid = None if idf is None or obj.get(idf) is None else str(obj[idf])
+                if pair:
+                    missing = [f for f in tf if f not in obj]
+                    if missing:
+                        raise InputError(f"{str(path)!r} {where}: record has no {missing[0]!r} field: {str(obj)[:80]}",
+                                         hint="give every record a prefix and a suffix (null or \"\" for an empty "
+                                              "prefix), or remove it")
+                    rows.append((rid, (obj[tf[0]], obj[tf[1]]), where))
+                    continue
                 if tf not in obj:
                     raise InputError(f"{str(path)!r} {where}: record has no {tf!r} field: {str(obj)[:80]}",
                                      hint="give every record a text, or remove it")
-                rows.append((None if idf is None or obj.get(idf) is None else str(obj[idf]), obj[tf], where))
+                rows.append((rid, obj[tf], where))
         else:  # csv / tsv
             dialect = "excel-tab" if path.suffix.lower() == ".tsv" else "excel"
             reader = csv.DictReader(io.StringIO(text), dialect=dialect)
             if not reader.fieldnames:
                 raise InputError(f"{str(path)!r}: CSV has no header row", hint="add a header with a 'text' column")
-            tf = _pick(reader.fieldnames, text_field, TEXT_FIELDS, "text", path, True)
             idf = _pick(reader.fieldnames, id_field, ID_FIELDS, "id", path, False)
-            for n, row in enumerate(reader, start=2):
-                rows.append((row.get(idf) if idf else None, row.get(tf), f"line {n}"))
+            if pair:
+                pf = _pick(reader.fieldnames, prefix_field, (), "prefix", path, True)
+                sf = _pick(reader.fieldnames, suffix_field, (), "suffix", path, True)
+                for n, row in enumerate(reader, start=2):
+                    rows.append((row.get(idf) if idf else None, (row.get(pf), row.get(sf)), f"line {n}"))
+            else:
+                tf = _pick(reader.fieldnames, text_field, TEXT_FIELDS, "text", path, True)
+                for n, row in enumerate(reader, start=2):
+                    rows.append((row.get(idf) if idf else None, row.get(tf), f"line {n}"))
     records: list[Record] = []
     skipped: list[str] = []
     seen: set[str] = set()
     for n, (rid, txt, where) in enumerate(rows):
         rid = rid if rid not in (None, "") else f"rec{n}"
-        if txt is not None and not isinstance(txt, str):
+        start = None
+        if pair:
+            pre, suf = txt
+            for name, v in ((prefix_field, pre), (suffix_field, suf)):
+                if v is not None and not isinstance(v, str):
+                    raise InputError(f"{str(path)!r} {where}: field {name!r} is a {type(v).__name__}, not a string",
+                                     hint="store the prefix and the suffix as strings")
+            pre = pre or ""
+            start = len(pre)
+            txt = None if suf is None or not suf.strip() else pre + suf  # no target: skipped as empty
+        elif txt is not None and not isinstance(txt, str):
             raise InputError(f"{str(path)!r} {where}: text is a {type(txt).__name__}, not a string",
                              hint="store texts as strings")
         if rid in seen:
@@ -182,10 +260,11 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
         if txt is None or not txt.strip():
             skipped.append(rid)
             continue
-        records.append(Record(rid, txt))
+        records.append(Record(rid, txt, start))
     if not records:
-        raise InputError(f"{str(path)!r} holds no non-empty texts ({len(skipped)} empty records)",
-                         hint="check the text field and the file contents")
+        raise InputError(f"{str(path)!r} holds no non-empty {'suffixes' if pair else 'texts'} "
+                         f"({len(skipped)} empty records)",
+                         hint=f"check the {'suffix' if pair else 'text'} field and the file contents")
     return Passages(str(path), digest, tuple(records), len(skipped), tuple(skipped))
 
 

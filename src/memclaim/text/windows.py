@@ -8,6 +8,17 @@ heatmaps count only the suffix, which is what was extracted ([EM] Eq. 9).
 Spans are contiguous and half-open: the prefix covers [start of its first token, end of its
 last token), the suffix covers [end of the prefix, end of its last token). So the whitespace
 between prefix and suffix belongs to the suffix, as it does to the suffix's first token.
+
+Records that give their prefix and suffix explicitly (``Record.suffix_start``, from
+``--prefix-field``/``--suffix-field``) are tokenized the same way, once, as prefix + suffix; the
+boundary is the character where the suffix field starts, and a token that straddles it is
+refused. The prefix is the whole prefix field (or its last ``prefix_tokens`` tokens), the suffix
+the whole suffix field (or its first ``suffix_tokens`` tokens); spans are [.., boundary) and
+[boundary, ..).
+
+Memory follows what is scored, not the record's length ([EM] windows are 100 tokens; a record
+may be a 60 MB line): a passage is tokenized only in a character slice around the window, grown
+until the window's tokens are stable (:func:`cut_tokens`).
 """
 from __future__ import annotations
 
@@ -36,7 +47,9 @@ class Window:
     suffix_span: tuple[int, int]
     prefix_text: str
     suffix_text: str
-    token_start: int  # index of the first prefix token in the source's token sequence
+    # index of the first prefix token in the source's token sequence; None where it is not
+    # known (a prefix field cut to its last prefix_tokens tokens without tokenizing all of it)
+    token_start: int | None
 
     @property
     def window_id(self) -> str:
@@ -55,6 +68,9 @@ class WindowSet:
     skipped_short: int  # sources shorter than prefix + suffix tokens
     skipped_ids: tuple[str, ...]
     total_chars: dict  # source -> length in characters (for coverage)
+    # how windows were cut, recorded in the procedure where it is not the default
+    # ("prefix + suffix tokens from the start of each text"): e.g. {"prefix": "field", "suffix": "field"}
+    cut: dict | None = None
 
     def __len__(self) -> int:
         return len(self.windows)
@@ -68,26 +84,146 @@ def _spans(offsets: Sequence[tuple[int, int]], start: int, n_prefix: int, n_suff
     return (p0, p1), (p1, s1)
 
 
+# --------------------------------------------------------------------------- stable cuts
+GUARD_TOKENS = 8  # tokens a slice must extend beyond the window on each cut side
+SLICE_CHARS_PER_TOKEN = 8  # first slice: this many characters per token needed (English BPE: ~4)
+SLICE_MIN_CHARS = 256
+
+
+def split_at_char(ids: Sequence[int], offsets: Sequence[tuple[int, int]], boundary: int, *, text: str,
+                  what: str) -> int:
+    """The number k of tokens that end at or before character ``boundary``: tokens [:k] lie
+    before it and tokens [k:] at or after it. A token that straddles the boundary is refused
+    (InputError naming ``what``, the token and the boundary): the two sides cannot then be cut
+    apart in token space ([EM] §4: prefix and suffix are cut from one tokenization)."""
+    k = 0
+    while k < len(offsets) and offsets[k][1] <= boundary and (offsets[k][0] < boundary or offsets[k][1] == offsets[k][0]):
+        k += 1
+    for t in range(k, len(offsets)):
+        s, e = offsets[t]
+        if s < boundary < e:
+            raise InputError(
+                f"{what}: the boundary at character {boundary} falls inside token {t} ({text[s:e]!r}, characters "
+                f"{s}-{e}); the two sides cannot be cut apart in token space",
+                hint="put the boundary at a token boundary, e.g. move a space from the end of the prefix (or of the "
+                     "prompt template) to the start of the suffix, or end the template with a newline")
+        if s < boundary:
+            raise InputError(f"{what}: tokens are not in character order around character {boundary}",
+                             hint="use a standard (fast, offset-mapping) tokenizer")
+    return k
+
+
+def _encode_slice(tokenizer, text: str, a: int, z: int):
+    ids, offs = tokenizer.encode_with_offsets(text[a:z])
+    if a:
+        offs = [(s + a, e + a) for s, e in offs]
+    return list(ids), [tuple(o) for o in offs]
+
+
+def cut_tokens(tokenizer: OffsetTokenizer, text: str, *, at: int = 0, before: int | None = 0,
+               after: int | None = None, what: str = "text"):
+    """The tokens around character ``at`` as in the tokenization of the whole ``text``: the last
+    ``before`` tokens that end at or before ``at`` and the first ``after`` tokens that start at or
+    after it (None: all of them; fewer where the text has fewer), as
+    ``(ids_before, offsets_before, ids_after, offsets_after, first_index)`` with character offsets
+    into ``text``; ``first_index`` is the index of the first returned token in the whole text's
+    tokenization, or None where the slice did not reach the start of the text (then it is not
+    known). A token straddling ``at`` is refused.
+
+    Only a slice of ``text`` is tokenized: it starts SLICE_CHARS_PER_TOKEN characters per token
+    needed on each counted side and doubles until each side either reaches the end of the text or
+    holds GUARD_TOKENS tokens beyond the ones taken, and the tokens taken (ids and offsets) are
+    the same as in the previous, half-as-long slice. A slice that covers the whole text is exact.
+    Otherwise the cut relies on the tokenizer being local (the tokens of a span do not depend on
+    text many tokens away), as byte-level BPE, SentencePiece and WordPiece are: two cuts at
+    different distances that agree are taken as the whole text's tokens; tests/test_text.py
+    checks this against full tokenization. A hand-written search: tokenizers have no API for
+    "the first n tokens of a text".
+    """
+    n = len(text)
+    want_l = 0 if before is None else before
+    want_r = 0 if after is None else after
+    grow_l = SLICE_MIN_CHARS + SLICE_CHARS_PER_TOKEN * (want_l + GUARD_TOKENS)
+    grow_r = SLICE_MIN_CHARS + SLICE_CHARS_PER_TOKEN * (want_r + GUARD_TOKENS)
+    prev = None
+    while True:
+        a = 0 if before is None else max(0, at - grow_l)
+        z = n if after is None else min(n, at + grow_r)
+        ids, offs = _encode_slice(tokenizer, text, a, z)
+        k = split_at_char(ids, offs, at, text=text, what=what) if at else 0
+        left_ok = a == 0 or k >= want_l + GUARD_TOKENS
+        right_ok = z == n or len(ids) - k >= want_r + GUARD_TOKENS
+        if left_ok and right_ok:
+            lo = 0 if before is None else max(0, k - before)
+            hi = len(ids) if after is None else min(len(ids), k + after)
+            cand = (ids[lo:k], offs[lo:k], ids[k:hi], offs[k:hi], lo if a == 0 else None)
+            if (a == 0 and z == n) or cand[:4] == (prev[:4] if prev else None):
+                return cand
+            prev = cand
+        if not left_ok or (left_ok and right_ok and a > 0):
+            grow_l *= 2
+        if not right_ok or (left_ok and right_ok and z < n):
+            grow_r *= 2
+
+
 def _check_lengths(prefix_tokens: int, suffix_tokens: int):
     integer("prefix tokens", prefix_tokens, minimum=0)
     integer("suffix tokens", suffix_tokens, minimum=1)
 
 
-def passage_windows(records: Iterable, tokenizer: OffsetTokenizer, *, prefix_tokens: int,
-                    suffix_tokens: int) -> WindowSet:
+def passage_windows(records: Iterable, tokenizer: OffsetTokenizer, *, prefix_tokens: int | None,
+                    suffix_tokens: int | None) -> WindowSet:
     """One window per passage: the first ``prefix_tokens`` tokens are the natural prefix, the next
     ``suffix_tokens`` the suffix ([EM] §4: 50-token prefix, 10- or 50-token suffix). Passages
-    shorter than prefix + suffix tokens are skipped and counted; an error if none is left."""
-    _check_lengths(prefix_tokens, suffix_tokens)
-    need = prefix_tokens + suffix_tokens
+    shorter than prefix + suffix tokens are skipped and counted; an error if none is left.
+
+    Records with an explicit prefix and suffix (``suffix_start`` set) are cut at that character
+    instead: the prefix is the whole prefix field (``prefix_tokens=None``) or its last
+    ``prefix_tokens`` tokens, the suffix the whole suffix field (``suffix_tokens=None``) or its first
+    ``suffix_tokens`` tokens; a side shorter than asked is skipped and counted as short.
+
+    Each record is tokenized only around its window (:func:`cut_tokens`), so memory follows the
+    window, not the record."""
+    recs = list(records)
+    split = [getattr(r, "suffix_start", None) is not None for r in recs]
+    fields = bool(recs) and all(split)
+    if any(split) and not fields:
+        raise InputError("some records give an explicit prefix and suffix and others do not",
+                         hint="read every record with --prefix-field/--suffix-field, or none")
+    if fields:
+        if prefix_tokens is not None:
+            integer("prefix tokens", prefix_tokens, minimum=0)
+        if suffix_tokens is not None:
+            integer("suffix tokens", suffix_tokens, minimum=1)
+    else:
+        if prefix_tokens is None or suffix_tokens is None:
+            raise InputError("the whole-field prefix/suffix (no --prefix-tokens/--suffix-tokens) needs records with "
+                             "explicit prefix and suffix fields",
+                             hint="pass --prefix-field and --suffix-field, or give --prefix-tokens and --suffix-tokens")
+        _check_lengths(prefix_tokens, suffix_tokens)
     out: list[Window] = []
     skipped: list[str] = []
     chars: dict = {}
-    n = 0
-    for rec in records:
-        n += 1
-        ids, offsets = tokenizer.encode_with_offsets(rec.text)
+    for rec in recs:
         chars[rec.id] = len(rec.text)
+        if fields:
+            b = rec.suffix_start
+            pid, poff, sid, soff, first = cut_tokens(tokenizer, rec.text, at=b, before=prefix_tokens,
+                                                     after=suffix_tokens, what=f"record {rec.id!r}")
+            if (prefix_tokens is not None and len(pid) < prefix_tokens) or not sid or (
+                    suffix_tokens is not None and len(sid) < suffix_tokens):
+                skipped.append(rec.id)
+                continue
+            p0 = poff[0][0] if pid else b
+            s1 = max(b, max(e for _, e in soff))
+            out.append(Window(
+                source=rec.id, index=0, prefix_ids=tuple(pid), suffix_ids=tuple(sid),
+                prefix_span=(p0, b), suffix_span=(b, s1), prefix_text=rec.text[p0:b], suffix_text=rec.text[b:s1],
+                token_start=first,
+            ))
+            continue
+        need = prefix_tokens + suffix_tokens
+        _, _, ids, offsets, _ = cut_tokens(tokenizer, rec.text, at=0, before=0, after=need, what=f"record {rec.id!r}")
         if len(ids) < need:
             skipped.append(rec.id)
             continue
@@ -100,12 +236,20 @@ def passage_windows(records: Iterable, tokenizer: OffsetTokenizer, *, prefix_tok
             prefix_text=rec.text[pspan[0]:pspan[1]], suffix_text=rec.text[sspan[0]:sspan[1]],
             token_start=0,
         ))
+    n = len(recs)
     if not out:
+        if fields:
+            raise InputError(
+                f"all {n} records are shorter than asked (prefix tokens {prefix_tokens}, suffix tokens {suffix_tokens}; "
+                "None = the whole field)",
+                hint="use smaller --prefix-tokens/--suffix-tokens, or omit them to take the whole fields")
         raise InputError(
-            f"all {n} texts are shorter than prefix + suffix = {need} tokens",
+            f"all {n} texts are shorter than prefix + suffix = {prefix_tokens + suffix_tokens} tokens",
             hint="use longer texts or smaller --prefix-tokens/--suffix-tokens",
         )
-    return WindowSet(tuple(out), n, len(skipped), tuple(skipped), chars)
+    cut = {"prefix": "field" if prefix_tokens is None else "field, last prefix_tokens tokens",
+           "suffix": "field" if suffix_tokens is None else "field, first suffix_tokens tokens"} if fields else None
+    return WindowSet(tuple(out), n, len(skipped), tuple(skipped), chars, cut)
 
 
 def sliding_windows(text: str, tokenizer: OffsetTokenizer, *, prefix_tokens: int, suffix_tokens: int,
