@@ -23,7 +23,8 @@ from scipy import stats
 from .. import validate
 from ..errors import DomainError
 from ..jsonutil import ResultMixin
-from .tradeoff import TradeOff, _alpha, _delta, _epsilon, approx, gdp, normalize_neighbors, pure
+from .tradeoff import (TradeOff, _alpha, _delta, _epsilon, approx, exp_times, expit_neg, gdp, normalize_neighbors,
+                       pure)
 
 __all__ = [
     "extraction_bound_pure",
@@ -109,9 +110,9 @@ def extraction_bound(kappa, f: TradeOff) -> ExtractionBound:
     value = float(f.power(k))
     relaxed = None
     if f.kind == "pure":
-        relaxed = math.exp(f.epsilon) * k
+        relaxed = exp_times(f.epsilon, k)            # may be +inf: the relaxed form is then vacuous
     elif f.kind == "approx":
-        relaxed = f.delta + math.exp(f.epsilon) * k
+        relaxed = f.delta + exp_times(f.epsilon, k)
     return ExtractionBound(k, value, relaxed, f.describe(), f.neighbors, _theorem_for(f.neighbors), value >= 1.0)
 
 
@@ -120,9 +121,24 @@ def alpha_star_pure(tau, *, epsilon) -> float:
     """alpha*(tau) = e^-eps tau if tau <= e^eps/(e^eps+1), else 1 - e^eps (1 - tau) ([MX] Thm. 5.1(iii), App. C.4)."""
     e = _epsilon(epsilon)
     t = validate.in_open_unit("tau (risk level)", tau)
-    if t <= 1.0 / (1.0 + math.exp(-e)):
-        return math.exp(-e) * t
-    return 1.0 - math.exp(e) * (1.0 - t)
+    return math.exp(_log_alpha_star_pure(t, e, 0.0)[0])
+
+
+def _log_alpha_star_pure(t: float, e: float, d: float) -> tuple[float, bool, float]:
+    """(log alpha*, first regime?, tau_c) of f_{eps,delta} ([MX] Thm. 5.1(iii); App. C.4).
+
+    1 - f(a) = min{1, d + e^e a, 1 - e^-e (1 - d - a)} <= tau  <=>  a <= (tau - d) e^-e  or
+    a <= 1 - d - e^e (1 - tau); the branches cross at tau_c = (e^e + d)/(e^e + 1) (pure:
+    e^e/(e^e + 1)), written (1 + d e^-e)/(1 + e^-e) so that nothing overflows. The first regime's
+    value e^-e (tau - d) underflows past eps ~ 745, so it is returned as a log. For eps > 37,
+    tau_c rounds to 1 and every float tau < 1 is (correctly) in the first regime.
+    """
+    r = math.exp(-e)
+    tau_c = (1.0 + d * r) / (1.0 + r)
+    if t <= tau_c:
+        return (math.log(t - d) - e if t > d else -math.inf), True, tau_c
+    v = 1.0 - d - exp_times(e, 1.0 - t)
+    return (math.log(v) if v > 0 else -math.inf), False, tau_c
 
 
 def group_square_root(f: TradeOff) -> TradeOff | None:
@@ -138,7 +154,7 @@ def group_square_root(f: TradeOff) -> TradeOff | None:
     if f.kind == "gdp":
         return gdp(f.mu / 2.0, neighbors=f.neighbors)
     if f.kind == "approx":
-        return approx(f.epsilon / 2.0, f.delta / (1.0 + math.exp(f.epsilon / 2.0)), neighbors=f.neighbors)
+        return approx(f.epsilon / 2.0, f.delta * expit_neg(f.epsilon / 2.0), neighbors=f.neighbors)
     return None
 
 
@@ -154,24 +170,21 @@ def _check_tau(tau, f: TradeOff) -> float:
     return t
 
 
-def _alpha_star_value(tau: float, f: TradeOff) -> tuple[float, str, float | None]:
-    """(alpha*, regime description, regime threshold tau_c)."""
+def _alpha_star_value(tau: float, f: TradeOff) -> tuple[float, float, str, float | None]:
+    """(alpha*, log alpha*, regime description, regime threshold tau_c)."""
     if f.kind in ("pure", "approx"):
-        e = f.epsilon
         d = f.delta or 0.0
-        # 1 - f(a) = min{1, d + e^e a, 1 - e^-e (1 - d - a)} <= tau  <=>
-        # a <= (tau - d) e^-e  or  a <= 1 - d - e^e (1 - tau); the branches cross at
-        # tau_c = (e^e + d)/(e^e + 1) (pure: e^e/(e^e + 1), [MX] Thm. 5.1(iii)).
-        tau_c = (math.exp(e) + d) / (math.exp(e) + 1.0)
-        if tau <= tau_c:
-            return max((tau - d) * math.exp(-e), 0.0), (
-                "first regime: alpha* = e^-eps tau" if d == 0 else "first regime: alpha* = (tau - delta) e^-eps"), tau_c
-        return 1.0 - d - math.exp(e) * (1.0 - tau), (
-            "second regime: alpha* = 1 - e^eps (1 - tau)" if d == 0
-            else "second regime: alpha* = 1 - delta - e^eps (1 - tau)"), tau_c
+        la, first, tau_c = _log_alpha_star_pure(tau, f.epsilon, d)
+        if first:
+            regime = "first regime: alpha* = e^-eps tau" if d == 0 else "first regime: alpha* = (tau - delta) e^-eps"
+        else:
+            regime = ("second regime: alpha* = 1 - e^eps (1 - tau)" if d == 0
+                      else "second regime: alpha* = 1 - delta - e^eps (1 - tau)")
+        return math.exp(la), la, regime, tau_c
     if f.kind == "gdp":
-        # Phi(Phi^-1(a) + mu) <= tau  <=>  a <= Phi(Phi^-1(tau) - mu)
-        return float(stats.norm.cdf(stats.norm.ppf(tau) - f.mu)), "GDP: alpha* = Phi(Phi^-1(tau) - mu)", None
+        # Phi(Phi^-1(a) + mu) <= tau  <=>  a <= Phi(Phi^-1(tau) - mu); logcdf keeps huge mu finite
+        z = float(stats.norm.ppf(tau)) - f.mu
+        return float(stats.norm.cdf(z)), float(stats.norm.logcdf(z)), "GDP: alpha* = Phi(Phi^-1(tau) - mu)", None
     # generic: sup{a : 1 - f(a) <= tau} by bisection on the nondecreasing power curve
     # (a hand-written bisection: the set is an interval [0, alpha*] and the power may be flat,
     # where root finders that need a sign change are ill-posed).
@@ -184,7 +197,7 @@ def _alpha_star_value(tau: float, f: TradeOff) -> tuple[float, str, float | None
             hi = mid
         if hi - lo <= 1e-16:
             break
-    return lo, "numeric: sup{alpha : 1 - f(alpha) <= tau}", None
+    return lo, (math.log(lo) if lo > 0 else -math.inf), "numeric: sup{alpha : 1 - f(alpha) <= tau}", None
 
 
 @dataclass(frozen=True)
@@ -208,6 +221,15 @@ class AlphaStar(ResultMixin):
     replace_violation_above: float | None
     theorem: str
     note: str = ""
+    log_value: float = 0.0   # natural log of alpha* (alpha* = e^-eps tau underflows past eps ~ 745)
+
+    @property
+    def log10_value(self) -> float:
+        return self.log_value / math.log(10.0)
+
+    def admits(self, kappa: float) -> bool:
+        """kappa <= alpha*, compared in log space (both may lie below the float range)."""
+        return kappa == 0.0 or (kappa > 0 and math.log(kappa) <= self.log_value)
 
 
 def alpha_star(tau, f: TradeOff) -> AlphaStar:
@@ -215,7 +237,7 @@ def alpha_star(tau, f: TradeOff) -> AlphaStar:
     if not isinstance(f, TradeOff):
         raise DomainError(f"alpha_star() takes a TradeOff, got {type(f).__name__}")
     t = _check_tau(tau, f)
-    v, regime, tau_c = _alpha_star_value(t, f)
+    v, log_v, regime, tau_c = _alpha_star_value(t, f)
     symmetric = f.symmetric_by_construction
     if f.neighbors == "add-remove":
         exact = symmetric
@@ -234,7 +256,7 @@ def alpha_star(tau, f: TradeOff) -> AlphaStar:
         thm = "[MX] Thm. 5.1(iii) + Prop. C.2(a), Remark C.5"
     if f.kind == "pure" and "second" in regime:
         note += "; second regime (tau > e^eps/(e^eps+1)): the naive entropy formula H* is not necessary here ([MX] Remark C.4)"
-    return AlphaStar(t, float(v), regime, tau_c, f.describe(), f.neighbors, exact, upper, thm, note)
+    return AlphaStar(t, float(v), regime, tau_c, f.describe(), f.neighbors, exact, upper, thm, note, float(log_v))
 
 
 # --------------------------------------------------------------------------- the entropy threshold
@@ -272,14 +294,11 @@ def h_star(*, epsilon, m, tau, neighbors="add-remove") -> HStar:
     t = validate.in_open_unit("tau (risk level)", tau)
     rel = normalize_neighbors(neighbors)
     bits = e * LOG2E + math.log2(m / t)
-    tau_c = 1.0 / (1.0 + math.exp(-e))
-    first = t <= tau_c
-    a_star = alpha_star_pure(t, epsilon=e)
-    exact_bits = math.log2(m / a_star) if a_star > 0 else math.inf
+    la, first, tau_c = _log_alpha_star_pure(t, e, 0.0)
+    exact_bits = math.log2(m) - la * LOG2E       # log2(m / alpha*), from log alpha* (no underflow)
     replace_bits = None
     if rel == "replace":
-        a_half = alpha_star_pure(t, epsilon=e / 2.0)
-        replace_bits = math.log2(m / a_half) if a_half > 0 else math.inf
+        replace_bits = math.log2(m) - _log_alpha_star_pure(t, e / 2.0, 0.0)[0] * LOG2E
     return HStar(bits, e, m, t, "first" if first else "second", tau_c, True,
                  first and rel == "add-remove", exact_bits, replace_bits, rel)
 
@@ -292,8 +311,7 @@ def entropy_threshold(f: TradeOff, *, m, tau) -> float:
     first regime.
     """
     m = validate.integer("m (list size)", m, minimum=1)
-    a = alpha_star(tau, f).value
-    return math.log2(m / a) if a > 0 else math.inf
+    return math.log2(m) - alpha_star(tau, f).log_value * LOG2E  # log2(m / alpha*), in log space
 
 
 @dataclass(frozen=True)
@@ -348,7 +366,7 @@ def uniform_prior_kappa(*, support_size, m) -> float:
 def prior_is_safe(kappa, f: TradeOff, *, tau) -> bool:
     """kappa <= alpha*(tau): every f-DP release keeps Ext <= tau under this prior ([MX] Thm. 5.1(iii) (<=))."""
     k = validate.in_unit("kappa (baseline)", kappa)
-    return k <= alpha_star(tau, f).value
+    return alpha_star(tau, f).admits(k)
 
 
 # --------------------------------------------------------------------------- audit soundness
@@ -464,7 +482,8 @@ def audit_soundness(f: TradeOff, *, successes, trials, m, kappa=None, kappa_inte
     # Cor. 5.3: refutation needs kappa_hi <= alpha*(s); alpha* is defined for s >= 1 - f(0)
     floor = float(f.power(0.0))
     # (refuted implies informative: s_lo > 1 - f(kappa_hi) puts kappa_hi inside [0, alpha*(s_lo)])
-    informative = bool(0.0 < s_lo < 1.0 and s_lo >= floor and hi <= _alpha_star_value(s_lo, f)[0])
+    informative = bool(0.0 < s_lo < 1.0 and s_lo >= floor and
+                       (hi == 0.0 or math.log(hi) <= _alpha_star_value(s_lo, f)[1]))
     # exact one-sided binomial p-value of H0: rate <= bound, P[Binom(n, bound) >= k]
     p_value = float(stats.binom.sf(k - 1, n, bound)) if bound < 1.0 else 1.0
     if bound >= 1.0:

@@ -15,7 +15,7 @@ from .. import validate
 from ..fsutil import atomic_write_bytes
 from .caps import cap_map, eta, eta_star_k
 from .extraction import alpha_star, h_star
-from .tradeoff import approx, gdp, neighbors_label, normalize_neighbors, pure
+from .tradeoff import approx, expit_neg, gdp, neighbors_label, normalize_neighbors, pure
 
 __all__ = ["plot_advantage_curves", "plot_staircase", "plot_boundary", "plot_all"]
 
@@ -89,7 +89,7 @@ def plot_staircase(path, *, epsilon=1.0, k=4, max_copies=8) -> Path:
         ys += [nxt, nxt]
         x = nxt
     ax1.plot(xs, ys, color="C3", lw=1.0, label=f"optimal orbit, k = {k}")
-    ax1.axvline(1.0 / (math.exp(st.epsilon) + 1.0), color="gray", lw=0.6, ls=":")
+    ax1.axvline(expit_neg(st.epsilon), color="gray", lw=0.6, ls=":")  # c* = 1/(e^eps + 1)
     ax1.set_xlabel("b")
     ax1.set_ylabel("$\\bar f(b)$")
     ax1.set_xlim(0, 1)

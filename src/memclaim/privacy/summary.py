@@ -120,6 +120,8 @@ def bounds_summary(f: TradeOff, *, copies: int = 1, m: int | None = None, tau: f
         rows.append(Quantity(f"alpha*(tau), tau = {a.tau:g}", a.value, rel, "Ext", a.theorem,
                              a.regime + ("" if a.regime_threshold is None else
                                          f" (regime switch at tau = {a.regime_threshold:.6g})")))
+        rows.append(Quantity(f"log10 alpha*(tau), tau = {a.tau:g}", a.log10_value, rel, "Ext", a.theorem,
+                             "the same threshold in log space (alpha* underflows float64 past eps ~ 745)"))
         if a.replace_violation_above is not None:
             rows.append(Quantity("replace-one converse bracket, upper end", a.replace_violation_above, rel, "Ext",
                                  "[MX] Remark 5.4 / C.5",
@@ -140,7 +142,7 @@ def bounds_summary(f: TradeOff, *, copies: int = 1, m: int | None = None, tau: f
                                      entropy_threshold(f, m=mm, tau=tau), rel, "Ext", "[MX] Thm. 5.1(iii), App. C.4",
                                      "sufficient for every prior; exact on uniform priors under add/remove"))
         if kappa is not None:
-            safe = float(kappa) <= a.value
+            safe = a.admits(float(kappa))   # in log space: alpha* may lie below the float range
             rows.append(Quantity("baseline certified safe (kappa <= alpha*)", "yes" if safe else "no", rel, "Ext",
                                  "[MX] Thm. 5.1(iii), Cor. 5.5",
                                  "Ext <= tau for every f-DP release" if safe else

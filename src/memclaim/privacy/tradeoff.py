@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from ..errors import DomainError, require
 from ..jsonutil import ResultMixin
@@ -138,12 +138,52 @@ def _out(x: np.ndarray, scalar: bool):
     return float(x) if scalar else x
 
 
+# --------------------------------------------------------------------------- overflow-free pieces
+# e^eps overflows float64 above eps ~ 709.78 (math.exp raises there), and every closed form below
+# multiplies it by a level in [0, 1]. These helpers keep each quantity finite (or a true +inf
+# where the product itself exceeds the float range, which min(1, .) then clips), from eps = 1e-6
+# to eps = 1e4 ([MX] §3.1 formulas, rewritten without forming e^eps alone).
+_EXP_SAFE = 700.0
+
+
+def exp_times(eps: float, a):
+    """e^eps * a for a >= 0 (scalar or array), +inf only where the product exceeds float range.
+
+    Below eps = 700 the direct product (one rounding); above it exp(eps + log a), with
+    exp(eps + log 0) = 0 exactly.
+    """
+    x = np.asarray(a, dtype=np.float64)
+    if eps <= _EXP_SAFE:
+        out = math.exp(eps) * x
+    else:
+        with np.errstate(divide="ignore", over="ignore"):
+            out = np.exp(eps + np.log(x))
+    return float(out) if np.ndim(a) == 0 else out
+
+
+def expit_neg(eps: float) -> float:
+    """1/(e^eps + 1) = e^-eps/(1 + e^-eps), without overflow (scipy.special.expit(-eps))."""
+    return float(special.expit(-eps))
+
+
+def log_expit_neg(eps: float) -> float:
+    """log(1/(e^eps + 1)) = -log(1 + e^eps), without overflow."""
+    return -float(np.logaddexp(0.0, eps))
+
+
+def log_expm1(x: float) -> float:
+    """log(e^x - 1) for x > 0, without overflow for large x and without cancellation for small x."""
+    if x > 1.0:
+        return x + math.log(-math.expm1(-x))
+    return math.log(math.expm1(x))
+
+
 # --------------------------------------------------------------------------- canonical curves
 def f_eps(alpha, *, epsilon):
     """Pure epsilon-DP trade-off f_eps(a) = max{0, 1 - e^eps a, e^-eps (1 - a)} ([MX] §3.1; Lemma B.1)."""
     eps = _epsilon(epsilon)
     a, scalar = _alpha(alpha)
-    out = np.maximum(0.0, np.maximum(1.0 - math.exp(eps) * a, math.exp(-eps) * (1.0 - a)))
+    out = np.maximum(0.0, np.maximum(1.0 - exp_times(eps, a), math.exp(-eps) * (1.0 - a)))
     return _out(out, scalar)
 
 
@@ -152,7 +192,7 @@ def f_eps_delta(alpha, *, epsilon, delta):
     eps = _epsilon(epsilon)
     d = _delta(delta)
     a, scalar = _alpha(alpha)
-    out = np.maximum(0.0, np.maximum(1.0 - d - math.exp(eps) * a, math.exp(-eps) * (1.0 - d - a)))
+    out = np.maximum(0.0, np.maximum(1.0 - d - exp_times(eps, a), math.exp(-eps) * (1.0 - d - a)))
     return _out(out, scalar)
 
 
@@ -167,12 +207,12 @@ def f_gdp(alpha, *, mu):
 
 def _power_pure(a: np.ndarray, eps: float) -> np.ndarray:
     # 1 - f_eps(a) = min{1, e^eps a, 1 - e^-eps (1 - a)}  ([MX] App. C.2, "Special cases")
-    return np.minimum(1.0, np.minimum(math.exp(eps) * a, -math.expm1(-eps) + math.exp(-eps) * a))
+    return np.minimum(1.0, np.minimum(exp_times(eps, a), -math.expm1(-eps) + math.exp(-eps) * a))
 
 
 def _power_approx(a: np.ndarray, eps: float, d: float) -> np.ndarray:
     # 1 - f_{eps,delta}(a) = min{1, delta + e^eps a, 1 - e^-eps (1 - delta - a)}  ([MX] App. C.2)
-    return np.minimum(1.0, np.minimum(d + math.exp(eps) * a, -math.expm1(-eps) + math.exp(-eps) * (d + a)))
+    return np.minimum(1.0, np.minimum(d + exp_times(eps, a), -math.expm1(-eps) + math.exp(-eps) * (d + a)))
 
 
 def _power_gdp(a: np.ndarray, mu: float) -> np.ndarray:
@@ -216,10 +256,10 @@ class TradeOff(ResultMixin):
         """f(alpha), vectorized; a float for scalar input."""
         a, scalar = _alpha(alpha)
         if self.kind == "pure":
-            out = np.maximum(0.0, np.maximum(1.0 - math.exp(self.epsilon) * a, math.exp(-self.epsilon) * (1.0 - a)))
+            out = np.maximum(0.0, np.maximum(1.0 - exp_times(self.epsilon, a), math.exp(-self.epsilon) * (1.0 - a)))
         elif self.kind == "approx":
             e, d = self.epsilon, self.delta
-            out = np.maximum(0.0, np.maximum(1.0 - d - math.exp(e) * a, math.exp(-e) * (1.0 - d - a)))
+            out = np.maximum(0.0, np.maximum(1.0 - d - exp_times(e, a), math.exp(-e) * (1.0 - d - a)))
         elif self.kind == "gdp":
             out = np.asarray(stats.norm.cdf(stats.norm.isf(a) - self.mu), dtype=np.float64)
         elif self.kind == "points":
@@ -413,9 +453,12 @@ def group_conversion(*, epsilon, delta, k) -> tuple[float, float]:
     """
     e, d = _epsilon(epsilon), _delta(delta)
     k = validate.integer("k (group size)", k, minimum=1)
-    # (e^{k eps} - 1)/(e^eps - 1) = sum_{j<k} e^{j eps}; expm1 keeps small eps accurate.
-    ratio = math.expm1(k * e) / math.expm1(e) if k * e < 700 else math.inf
-    return k * e, d * ratio
+    if k == 1 or d == 0.0:
+        return k * e, d
+    # (e^{k eps} - 1)/(e^eps - 1) = sum_{j<k} e^{j eps}, in log space (expm1 keeps small eps
+    # accurate; the log form keeps large eps finite); delta_k = inf where it exceeds float range.
+    log_dk = math.log(d) + log_expm1(k * e) - log_expm1(e)
+    return k * e, (math.exp(log_dk) if log_dk < 709.0 else math.inf)
 
 
 def group_conversion_curve(f: TradeOff, k: int) -> TradeOff:
@@ -476,7 +519,7 @@ def _pure_composition_points(epsilons: Sequence[float], *, max_atoms: int = 2_00
     for e, r in groups.items():
         j = np.arange(r + 1)  # number of coordinates in the outcome favoured by Q
         lp_hi = -math.log1p(math.exp(-e))  # log(e^e / (1 + e^e))
-        lp_lo = -math.log1p(math.exp(e))   # log(1 / (1 + e^e))
+        lp_lo = log_expit_neg(e)           # log(1 / (1 + e^e)), finite for any eps
         lc = stats.binom.logpmf(j, r, 0.5) + r * math.log(2.0)  # log C(r, j)
         gp = lc + j * lp_lo + (r - j) * lp_hi
         gq = lc + j * lp_hi + (r - j) * lp_lo
