@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from memclaim.cli.main import cli, main
+from memclaim.errors import DomainError
 from memclaim.privacy import caps as C
 from memclaim.privacy import extraction as X
 from memclaim.privacy import tradeoff as T
@@ -152,12 +153,17 @@ def test_group_square_root_and_exact_composition(eps):
 @pytest.mark.parametrize("eps", EPSILONS)
 @pytest.mark.parametrize("neighbors", ["replace", "add-remove"])
 def test_summary_never_overflows(eps, neighbors):
-    for f in (T.pure(eps, neighbors=neighbors), T.approx(eps, 1e-9, neighbors=neighbors)):
-        s = bounds_summary(f, copies=3, m=4, tau=0.1, kappa=1e-5, truncation=10, n=100, frequency=1e-3)
+    for f, k in ((T.pure(eps, neighbors=neighbors), 3), (T.pure(eps, neighbors=neighbors), 1),
+                 (T.approx(eps, 1e-9, neighbors=neighbors), 1)):
+        s = bounds_summary(f, copies=k, m=4, tau=0.1, kappa=1e-5, truncation=10, n=100, frequency=1e-3)
         json.dumps(s.to_dict())   # JSON-ready, every value finite or a named infinity
         assert s.value("eta(f)") == pytest.approx(float(mp.tanh(mp.mpf(eps) / 2)) if f.kind == "pure" else
                                                   float(mp.mpf("1e-9") + (1 - mp.mpf("1e-9")) * mp.tanh(mp.mpf(eps) / 2)),
                                                   rel=1e-12)
+    if eps >= 50:
+        # with 3 copies, delta_3 ~ 1e-9 e^(2 eps) >= 1: no risk level is certified (the math has no answer)
+        with pytest.raises(DomainError, match="3 copies the floor"):
+            bounds_summary(T.approx(eps, 1e-9, neighbors=neighbors), copies=3, tau=0.1)
 
 
 @pytest.mark.parametrize("eps", ["800", "1e4", "1e-6", "50"])

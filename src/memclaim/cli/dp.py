@@ -103,7 +103,9 @@ def command():
 @click.option("--mu", type=float, default=None, help="mu of a Gaussian-DP guarantee (instead of --delta).")
 @click.option("--neighbors", type=NEIGHBOR_CHOICE, required=True,
               help="relation the guarantee was proved for: replace(-one) or add-remove.")
-@click.option("--copies", type=int, default=1, show_default=True, help="k: copies of the target (duplication).")
+@click.option("--copies", type=int, default=1, show_default=True,
+              help="k: copies of the target (duplication); memorization caps and every extraction quantity then "
+                   "use the k-fold group curve ([MX] Cor. 4.3), sufficient conditions only.")
 @click.option("--list-size", "m", type=int, default=None, help="m: candidate-list budget of the extraction protocol.")
 @click.option("--risk", "tau", type=float, default=None, help="tau: target extraction risk level in (0, 1).")
 @click.option("--baseline", "baseline", type=str, default=None,
@@ -140,7 +142,7 @@ def bounds(epsilon, delta, mu, neighbors, copies, m, tau, baseline, truncation, 
         if successes is None or trials is None or kap is None or m is None:
             raise DomainError("the audit check needs --successes, --trials, --baseline and --list-size together")
         audit = audit_soundness(f, successes=successes, trials=trials, m=m, kappa_interval=kap,
-                                confidence=confidence, independence=independence)
+                                confidence=confidence, independence=independence, copies=copies)
     if as_json:
         out = summary.to_dict()
         if kap is not None and kap[0] != kap[1]:
@@ -152,7 +154,11 @@ def bounds(epsilon, delta, mu, neighbors, copies, m, tau, baseline, truncation, 
     from rich.table import Table
 
     con = _console()
-    table = Table(title=_e(summary.guarantee), title_justify="left")
+    title = summary.guarantee
+    if copies > 1:
+        title += (f"; target planted {copies} times: extraction rows use the {copies}-fold group curve "
+                  "([MX] Cor. 4.3), sufficient conditions only")
+    table = Table(title=_e(title), title_justify="left")
     for col in ("quantity", "value", "relation", "functional", "reference", "note"):
         table.add_column(col, overflow="fold")
     for r in summary.rows:
@@ -169,7 +175,9 @@ def bounds(epsilon, delta, mu, neighbors, copies, m, tau, baseline, truncation, 
             ("baseline kappa [lo, hi]", f"[{audit.kappa_lo:.6g}, {audit.kappa_hi:.6g}]"),
             ("successes / trials", f"{audit.successes} / {audit.trials}"),
             (f"success lower bound ({audit.confidence:.0%}, Clopper-Pearson)", _fmt(audit.success_lower)),
-            ("bound 1 - f(kappa_hi)", _fmt(audit.bound)), ("p-value (binomial, H0: rate <= bound)", _fmt(audit.p_value)),
+            ("bound 1 - f(kappa_hi)" if audit.copies == 1 else f"bound 1 - f^({audit.copies})(kappa_hi), "
+             f"{audit.copies} copies", _fmt(audit.bound)),
+            ("p-value (binomial, H0: rate <= bound)", _fmt(audit.p_value)),
             ("refuted", "yes" if audit.refuted else "no"),
             ("Cor. 5.3 condition kappa_hi <= alpha*(s)", "met" if audit.informative else "not met"),
             ("all-success trials needed to refute", _fmt(audit.min_trials_to_refute)),

@@ -15,7 +15,7 @@ from .. import validate
 from ..fsutil import atomic_write_bytes
 from .caps import cap_map, eta, eta_star_k
 from .extraction import alpha_star, h_star
-from .tradeoff import approx, expit_neg, gdp, neighbors_label, normalize_neighbors, pure
+from .tradeoff import approx, expit_neg, gdp, group, neighbors_label, normalize_neighbors, pure
 
 __all__ = ["plot_advantage_curves", "plot_staircase", "plot_boundary", "plot_all"]
 
@@ -110,17 +110,30 @@ def plot_staircase(path, *, epsilon=1.0, k=4, max_copies=8) -> Path:
     return _save(fig, path)
 
 
-def plot_boundary(path, *, epsilons=(1.0, 3.0), mu=1.0, tau=0.1, m=1, neighbors="add-remove") -> Path:
-    """[MX] Fig. 4: Ext bound 1 - f(kappa) vs baseline kappa (log-log), risk tau, alpha*(tau), H* axis."""
+def plot_boundary(path, *, epsilons=(1.0, 3.0), mu=1.0, tau=0.1, m=1, neighbors="add-remove",
+                  copies: int = 1) -> Path:
+    """[MX] Fig. 4: Ext bound 1 - f(kappa) vs baseline kappa (log-log), risk tau, alpha*(tau), H* axis.
+
+    ``copies`` = k >= 2 adds, dashed, the bound 1 - f^(k)(kappa) of a secret planted k times for
+    the first epsilon (the k-fold group curve, [MX] Cor. 4.3; an upper bound only) and its alpha*.
+    """
     rel = normalize_neighbors(neighbors)
     m = validate.integer("m (list size)", m, minimum=1)
     tau = validate.in_open_unit("tau (risk level)", tau)
+    copies = validate.integer("copies", copies, minimum=1)
     fig, ax = _figure(width=6.4, height=4.6)
     kap = np.logspace(-4, 0, 600)
     curves = [(pure(e, neighbors=rel), f"$f_\\varepsilon$, $\\varepsilon$ = {e:g}") for e in epsilons]
     curves.append((gdp(mu, neighbors=rel), f"$G_\\mu$, $\\mu$ = {mu:g}"))
     for f, label in curves:
         ax.plot(kap, f.power(kap), label=label)
+    if copies > 1:
+        fk = pure(epsilons[0], neighbors=rel)
+        ax.plot(kap, group(fk, copies).power(kap), "--", color="C3",
+                label=f"{copies} copies, $\\varepsilon$ = {epsilons[0]:g}: $1 - f^{{({copies})}}(\\kappa)$ (Cor. 4.3)")
+        ak = alpha_star(tau, fk, copies=copies)
+        if ak.value >= 1e-4:
+            ax.plot([ak.value], [1e-4 * 1.2], marker="^", color="C3")
     ax.plot(kap, kap, "k--", lw=0.8, label="baseline $\\kappa$")
     ax.axhline(tau, color="gray", ls=":", lw=1.0)
     ax.text(1.2e-4, tau * 1.1, f"$\\tau$ = {tau:g}", fontsize=8)
@@ -148,8 +161,11 @@ def plot_boundary(path, *, epsilons=(1.0, 3.0), mu=1.0, tau=0.1, m=1, neighbors=
     top.set_xlabel("secret min-entropy $H_\\infty$ (bits)", fontsize=8)
     e_last = epsilons[-1]
     hs_val = h_star(epsilon=e_last, m=m, tau=tau, neighbors=rel).bits
-    ax.set_title(f"Thm. 5.1 boundary [{neighbors_label(rel)}]; H* = {hs_val:.2f} bits at "
-                 f"$\\varepsilon$ = {e_last:g}", fontsize=8)
+    title = f"Thm. 5.1 boundary [{neighbors_label(rel)}]; H* = {hs_val:.2f} bits at $\\varepsilon$ = {e_last:g}"
+    if copies > 1:
+        hk = h_star(epsilon=epsilons[0], m=m, tau=tau, neighbors=rel, copies=copies).bits
+        title += f"; {copies} copies at $\\varepsilon$ = {epsilons[0]:g}: H* = {hk:.2f} bits (sufficient only)"
+    ax.set_title(title, fontsize=8)
     return _save(fig, path)
 
 
@@ -161,5 +177,6 @@ def plot_all(out_dir, *, epsilon=1.0, delta=0.1, mu=1.0, copies=4, max_copies=8,
     return [
         plot_advantage_curves(out / "fig2_advantage.png", epsilon=epsilon, delta=delta, mu=mu, neighbors=neighbors),
         plot_staircase(out / "fig3_staircase.png", epsilon=epsilon, k=copies, max_copies=max_copies),
-        plot_boundary(out / "fig4_boundary.png", epsilons=boundary_epsilons, mu=mu, tau=tau, m=m, neighbors=neighbors),
+        plot_boundary(out / "fig4_boundary.png", epsilons=boundary_epsilons, mu=mu, tau=tau, m=m, neighbors=neighbors,
+                      copies=copies),
     ]
