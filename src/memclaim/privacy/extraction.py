@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from scipy import stats
 
 from .. import validate
@@ -72,7 +73,8 @@ def group_curve_for(f: TradeOff, copies: int) -> TradeOff:
 
 
 def _is_k_copy(g: TradeOff) -> bool:
-    return g.kind == "group" and g.k > 1
+    # a 'group' curve, or a points curve that group() built from a points curve (it records k)
+    return g.kind in ("group", "points") and g.k > 1
 
 
 def _kappa(kappa, name: str = "kappa (baseline)"):
@@ -257,6 +259,17 @@ def _alpha_star_value(tau: float, f: TradeOff) -> tuple[float, float, str, float
         # Phi(Phi^-1(a) + mu) <= tau  <=>  a <= Phi(Phi^-1(tau) - mu); logcdf keeps huge mu finite
         z = float(stats.norm.ppf(tau)) - f.mu
         return float(stats.norm.cdf(z)), float(stats.norm.logcdf(z)), "GDP: alpha* = Phi(Phi^-1(tau) - mu)", None
+    if f.kind == "points":
+        # piecewise linear: invert the (nondecreasing) power between the last vertex with
+        # 1 - f <= tau and the next one, exactly
+        xs, _ = f._xy()
+        ps = f.vertex_powers()
+        i = int(np.searchsorted(ps, tau, side="right")) - 1
+        if i >= len(xs) - 1:
+            v = 1.0
+        else:
+            v = float(xs[i] + (tau - ps[i]) * (xs[i + 1] - xs[i]) / (ps[i + 1] - ps[i]))
+        return v, (math.log(v) if v > 0 else -math.inf), "piecewise linear: exact inverse of 1 - f", None
     # generic: sup{a : 1 - f(a) <= tau} by bisection on the nondecreasing power curve
     # (a hand-written bisection: the set is an interval [0, alpha*] and the power may be flat,
     # where root finders that need a sign change are ill-posed).

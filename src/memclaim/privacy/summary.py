@@ -1,7 +1,10 @@
 """Every quantity of [MX] §4-5 for one guarantee, as labelled rows (what `memclaim dp bounds` prints).
 
 Each row names its neighbouring relation and, for memorization caps, the counterfactual
-functional (RO, LOO, COND; [MX] App. A) and the theorem it comes from. Pure math.
+functional (RO, LOO, COND; [MX] App. A) and the theorem it comes from. :func:`dp_bounds` is
+the public entry point: a guarantee given as a trade-off curve, or a DP-SGD run (sigma, q, T)
+whose curve comes from its privacy-loss distribution (:mod:`.pld`), with the (eps, delta)
+route beside it, labelled as the looser one. Pure math.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from .caps import eta, eta_star_k, in_support_damping, memorization_cap, truncat
 from .extraction import alpha_star, entropy_threshold, extraction_bound, h_star
 from .tradeoff import TradeOff, gdp_delta, group_conversion, neighbors_label
 
-__all__ = ["Quantity", "BoundsSummary", "bounds_summary"]
+__all__ = ["Quantity", "BoundsSummary", "bounds_summary", "dp_bounds"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class Quantity(ResultMixin):
     # valid-but-loose bound only (every k-copy extraction row); None: not stated either way.
     exact: bool | None = None
     copies: int = 1
+    source: str = ""   # where the number comes from: a closed form, the DP-SGD curve and its grid, ...
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class BoundsSummary(ResultMixin):
     neighbors: str
     rows: tuple[Quantity, ...]
     copies: int = 1
+    mechanism: dict | None = None   # DP-SGD: the curve's settings, grid, checks and (eps, delta) route
 
     def value(self, name: str):
         for r in self.rows:
@@ -213,3 +218,76 @@ def _extraction_rows_k_copies(f: TradeOff, rel: str, k: int, *, m, tau, kappa) -
                                   "may be prior guessing (whether some f-DP release exceeds tau is open for k copies)"),
                                  False, k))
     return rows
+
+
+# --------------------------------------------------------------------------- the public entry point
+def dp_bounds(f: TradeOff | None = None, *, noise_multiplier=None, sampling_rate=None, steps=None, history=None,
+              neighbors=None, delta: float | None = None, copies: int = 1, m: int | None = None,
+              tau: float | None = None, kappa: float | None = None, truncation: float | None = None,
+              omega: float | None = None, n: int | None = None, frequency: float | None = None,
+              gdp_epsilon: float | None = None, pld_grid: float | None = None) -> BoundsSummary:
+    """Every memorization cap and extraction quantity for a guarantee (``memclaim dp bounds``).
+
+    Give the guarantee as a trade-off curve ``f`` (:func:`~memclaim.privacy.tradeoff.pure`,
+    ``approx``, ``gdp``, ``from_points``, ...), or as a DP-SGD run: ``noise_multiplier`` sigma,
+    ``sampling_rate`` q (Poisson), ``steps`` T (or ``history`` = ((sigma, q, T), ...)) with the
+    relation ``neighbors`` ('add-remove' or 'replace'). For DP-SGD every row is computed from
+    the certified trade-off curve of the composed mechanism (:func:`~memclaim.privacy.pld.dpsgd_curve`,
+    grid ``pld_grid``) and says so; the (eps, delta) route at ``delta`` (default 1e-5, eps from
+    the same PLD) follows, each of its rows marked as the looser one. ``copies``: the target
+    occurs k times (group curves, [MX] Cor. 4.3, computed from the curve, not through k eps).
+    """
+    dpsgd = any(v is not None for v in (noise_multiplier, sampling_rate, steps, history))
+    if f is not None and dpsgd:
+        raise DomainError("give either a trade-off curve f or DP-SGD settings (noise_multiplier, sampling_rate, "
+                          "steps), not both")
+    if not dpsgd:
+        if f is None:
+            raise DomainError("dp_bounds() needs a guarantee",
+                              hint="pass a TradeOff f, or noise_multiplier=, sampling_rate=, steps= for DP-SGD")
+        if pld_grid is not None:
+            raise DomainError("pld_grid applies to DP-SGD settings only")
+        return bounds_summary(f, copies=copies, m=m, tau=tau, kappa=kappa, truncation=truncation, omega=omega, n=n,
+                              frequency=frequency, gdp_epsilon=gdp_epsilon)
+    from .pld import DEFAULT_PLD_GRID, dpsgd_curve
+
+    if neighbors is None:
+        raise DomainError("DP-SGD bounds need the neighbouring relation",
+                          hint="neighbors='add-remove' (Opacus, the usual DP-SGD analysis) or 'replace'")
+    if gdp_epsilon is not None:
+        raise DomainError("gdp_epsilon applies to a Gaussian-DP guarantee, not to DP-SGD settings")
+    rd = 1e-5 if delta is None else validate.in_open_unit("delta (of the (eps, delta) route)", delta)
+    cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, history=history,
+                      neighbors=neighbors, value_discretization_interval=DEFAULT_PLD_GRID if pld_grid is None
+                      else pld_grid, route_delta=rd)
+    kw = dict(copies=copies, m=m, tau=tau, kappa=kappa, truncation=truncation, omega=omega, n=n, frequency=frequency)
+    main = bounds_summary(cur.curve, **kw)
+    src = f"trade-off curve of {cur.mechanism()}: {cur.grid()}; never above the true curve"
+    rows = [Quantity(r.name, r.value, r.relation, r.functional, r.reference,
+                     ("from the curve; " + r.note) if r.note else "from the curve",
+                     r.exact, r.copies, src) for r in main.rows]
+    eta_curve = main.value("eta(f)")
+    g = cur.epsilon_delta_curve()
+    rel = neighbors_label(cur.neighbors)
+    rsrc = (f"(eps, delta) route: eps = {cur.route_epsilon:.6g} at delta = {rd:g} from the same PLD, then the "
+            "closed forms of f_(eps, delta) ([MX] Lemma B.2); valid, looser than the curve")
+    if g is None:
+        rows.append(Quantity("(eps, delta) route", None, rel, "-", "[MX] Lemma B.2",
+                             f"no finite eps at delta = {rd:g}", False, copies, rsrc))
+    else:
+        try:
+            route = bounds_summary(g, **kw).rows
+        except DomainError as exc:   # e.g. k copies: delta_k >= 1, no risk level certified this way
+            route = (Quantity("(eps, delta) route", None, rel, "-", "[MX] Lemma B.2, §8.2",
+                              f"the route implies nothing here: {str(exc).splitlines()[0]}", False, copies),)
+        for r in route:
+            rows.append(Quantity(f"{r.name} [(eps, delta) route, looser]", r.value, r.relation, r.functional,
+                                 r.reference, r.note, False if isinstance(r.value, float) else r.exact, r.copies,
+                                 rsrc))
+        e_route = eta(g).value
+        rows.append(Quantity("eta ratio: (eps, delta) route / curve", e_route / eta_curve if eta_curve > 0 else math.inf,
+                             rel, "-", "[MX] Lemma B.2 vs the curve",
+                             f"eta = {e_route:.6g} via (eps = {cur.route_epsilon:.4g}, delta = {rd:g}) against "
+                             f"{eta_curve:.6g} from the curve", None, 1, rsrc))
+    mech = cur.to_dict()
+    return BoundsSummary(cur.curve.describe(), cur.neighbors, tuple(rows), copies, mech)

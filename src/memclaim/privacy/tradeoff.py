@@ -17,7 +17,7 @@ destroyed by the cancellation in 1 - (1 - e^eps kappa).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -245,6 +245,11 @@ class TradeOff(ResultMixin):
     k: int = 1
     exact: bool = True
     note: str = ""
+    # points curves only: 1 - f at each vertex, computed without cancellation by whoever built the
+    # curve (1 - f(alpha) at alpha ~ 1e-12 loses every digit when formed as 1 - 0.999...).
+    powers: tuple[float, ...] | None = field(default=None, repr=False, compare=False)
+    label: str = ""   # replaces the generic description of a points curve (e.g. its mechanism)
+    symmetric: bool = False   # points curves only: built symmetric (f = f^-1), e.g. from a privacy profile
 
     def __post_init__(self):
         if self.kind not in _KINDS:
@@ -283,6 +288,8 @@ class TradeOff(ResultMixin):
             return _power_gdp(a, self.mu)
         if self.kind == "points":
             xs, ys = self._xy()
+            if self.powers is not None:
+                return np.interp(a, xs, self._pw())
             return 1.0 - np.interp(a, xs, ys)
         # [MX] Cor. 4.3 / [6] Thm. 2.14: f^(k) = 1 - (1 - f)^{o k}: iterate the concave map 1 - f.
         x = np.asarray(a, dtype=np.float64)
@@ -291,8 +298,24 @@ class TradeOff(ResultMixin):
         return x
 
     def _xy(self):
-        pts = np.asarray(self.points, dtype=np.float64)
-        return pts[:, 0], pts[:, 1]
+        xy = self.__dict__.get("_xy_cache")
+        if xy is None:  # vertices as arrays, once (a frozen dataclass still has an instance dict)
+            pts = np.asarray(self.points, dtype=np.float64)
+            xy = (pts[:, 0].copy(), pts[:, 1].copy())
+            self.__dict__["_xy_cache"] = xy
+        return xy
+
+    def _pw(self) -> np.ndarray:
+        pw = self.__dict__.get("_pw_cache")
+        if pw is None:
+            pw = np.asarray(self.powers, dtype=np.float64)
+            self.__dict__["_pw_cache"] = pw
+        return pw
+
+    def vertex_powers(self) -> np.ndarray:
+        """1 - f at the vertices of a points curve (the stored accurate values when given)."""
+        xs, ys = self._xy()
+        return self._pw() if self.powers is not None else 1.0 - ys
 
     # ---------------------------------------------------------------- description
     @property
@@ -317,12 +340,14 @@ class TradeOff(ResultMixin):
         elif self.kind == "gdp":
             s = f"G_mu (mu={self.mu:g}) [Gaussian DP, {rel}]"
         elif self.kind == "points":
-            s = f"piecewise-linear trade-off curve ({len(self.points)} vertices) [{rel}]"
+            s = (f"{self.label} [{rel}]" if self.label else
+                 f"piecewise-linear trade-off curve ({len(self.points)} vertices) [{rel}]")
         else:
             inner = self.base.describe().split(" [")[0]
             s = f"{self.k}-fold group curve 1-(1-f)^{self.k} of {inner} [{rel}]"
         if not self.exact:
-            s += " (loose)"
+            # a labelled points curve is a mechanism's certified lower bound (e.g. DP-SGD from its PLD)
+            s += " (certified lower bound)" if (self.kind == "points" and self.label) else " (loose)"
         return s
 
     def __str__(self) -> str:  # pragma: no cover - trivial
@@ -335,6 +360,8 @@ class TradeOff(ResultMixin):
             return True
         if self.kind == "group":
             return self.base.symmetric_by_construction
+        if self.kind == "points":
+            return self.symmetric
         return False
 
 
@@ -442,7 +469,47 @@ def group(f: TradeOff, k: int) -> TradeOff:
                         note=f"group of {k}: G_mu^(k) = G_(k mu) exactly [6]")
     if f.kind == "group":
         return TradeOff("group", f.neighbors, base=f.base, k=f.k * k, exact=f.exact, note=f.note)
+    if f.kind == "points":
+        return _group_points(f, k)
     return TradeOff("group", f.neighbors, base=f, k=k, exact=f.exact, note=f.note)
+
+
+def _group_points(f: TradeOff, k: int) -> TradeOff:
+    """f^(k) = 1 - p^{o k}, p = 1 - f, of a piecewise-linear curve, exactly, as a points curve.
+
+    p is concave, nondecreasing and piecewise linear, so p^{o k} is too; its kinks are the kinks
+    of p and the preimages under p of the kinks of p^{o (k-1)} (the chain rule for piecewise
+    linear maps). Collecting those vertices and evaluating p^{o k} at them (k interpolations,
+    exact between vertices) gives the group curve without any grid. p is strictly increasing
+    where it is below 1 (concave and nondecreasing), so the preimages are unique there.
+    Hand-written: no library composes piecewise-linear trade-off curves.
+    """
+    xs, _ = f._xy()
+    ps = f.vertex_powers()
+    below = ps < 1.0                       # the strictly increasing part of p
+    if below.sum() < 2:                     # p = 1 almost everywhere: f^(k) = f = 0 beyond alpha = 0
+        return f
+    xb, pb = xs[below], ps[below]
+    last = int(np.nonzero(below)[0][-1])
+    if last + 1 < len(xs):                  # keep the segment that reaches p = 1
+        xb, pb = np.append(xb, xs[last + 1]), np.append(pb, ps[last + 1])
+    verts = xs.copy()
+    for _ in range(k - 1):
+        inside = (verts >= pb[0]) & (verts <= pb[-1])
+        pre = np.interp(verts[inside], pb, xb)       # p^{-1}(v) for the kinks v of p^{o j}
+        verts = np.unique(np.concatenate([xs, pre, [0.0, 1.0]]))
+    q = verts.copy()
+    for _ in range(k):
+        q = np.clip(np.interp(q, xs, ps), 0.0, 1.0)  # p^{o k} at every vertex
+    ys = np.clip(1.0 - q, 0.0, 1.0)
+    ys[-1] = 0.0
+    pts = tuple((float(a), float(b)) for a, b in zip(verts, ys))
+    label = f"{k}-fold group curve 1-(1-f)^{k} of {f.label or 'a piecewise-linear curve'}"
+    # the group curve of a symmetric curve is symmetric ([6] Thm. 2.14: f^(k) is the trade-off of a
+    # k-fold chain of the same symmetric pair)
+    return TradeOff("points", f.neighbors, points=pts, exact=f.exact,
+                    note=f"{k}-fold group curve of a points curve, exact ([MX] Cor. 4.3)", powers=tuple(q.tolist()),
+                    label=label, k=k, symmetric=f.symmetric)
 
 
 def group_conversion(*, epsilon, delta, k) -> tuple[float, float]:
