@@ -312,3 +312,37 @@ def test_cli_plot_draws_the_dpsgd_curve(tmp_path):
     assert res.exit_code == 0, res.output
     p = tmp_path / "fig5_dpsgd.png"
     assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 20_000
+
+
+def test_fast_profile_matches_dp_accounting_and_falls_back():
+    from dp_accounting.pld import privacy_loss_distribution as P
+
+    from memclaim.privacy.pld import _epsilon_grid, _profile
+
+    pld = P.from_gaussian_mechanism(1.0, value_discretization_interval=1e-3, sampling_prob=0.05).self_compose(100)
+    eps = _epsilon_grid(30.0, 0.005)
+    assert eps[0] == 0.0 and np.all(np.diff(eps) > 0) and eps[-1] == 30.0
+    ref = np.asarray(pld.get_delta_for_epsilon(eps))
+    np.testing.assert_allclose(_profile(pld, eps), ref, rtol=1e-9, atol=1e-14)
+
+    class PublicOnly:   # a PLD without the internals the fast path reads
+        def get_delta_for_epsilon(self, e):
+            return pld.get_delta_for_epsilon(e)
+
+    np.testing.assert_allclose(_profile(PublicOnly(), eps), ref, rtol=0, atol=0)
+
+
+def test_long_runs_fall_back_to_a_coarser_grid():
+    """T = 10^6: the add direction's float error at grid 1e-4 exceeds the limit; left to itself the
+    curve is computed at 1e-3 (coarser: still pessimistic) and says so; asked for 1e-4, it refuses."""
+    cur = dpsgd_curve(noise_multiplier=1.0, sampling_rate=0.01, steps=1_000_000)
+    assert cur.value_discretization_interval == 1e-3 and "grid 0.001" in cur.grid() and cur.check.valid
+    with pytest.raises(DomainError, match="numerically invalid"):
+        dpsgd_curve(noise_multiplier=1.0, sampling_rate=0.01, steps=1_000_000, value_discretization_interval=1e-4)
+
+
+def test_route_with_epsilon_zero():
+    """delta(0) below the route's delta: the run is (0, delta)-DP, the route's eta is delta itself."""
+    s = dp_bounds(noise_multiplier=100.0, sampling_rate=1e-6, steps=1, neighbors="add-remove")
+    assert s.value("eta(f) [(eps, delta) route, looser]") == 1e-5
+    assert 0 < s.value("eta(f)") < 1e-8

@@ -110,7 +110,8 @@ def command():
 @click.option("--sampling-rate", "q", type=float, default=None, help="DP-SGD: Poisson sampling rate q.")
 @click.option("--steps", type=int, default=None, help="DP-SGD: number of steps T.")
 @click.option("--pld-grid", type=float, default=None,
-              help="DP-SGD: the PLD's value discretization [default 1e-4]; coarser is faster and more pessimistic.")
+              help="DP-SGD: the PLD's value discretization [default 1e-4, then 1e-3 if that PLD is numerically "
+                   "invalid]; coarser is faster and more pessimistic.")
 @click.option("--neighbors", type=NEIGHBOR_CHOICE, required=True,
               help="relation the guarantee was proved for: replace(-one) or add-remove.")
 @click.option("--copies", type=int, default=1, show_default=True,
@@ -166,8 +167,7 @@ def bounds(epsilon, delta, mu, sigma, q, steps, pld_grid, neighbors, copies, m, 
         summary = dp_bounds(noise_multiplier=sigma, sampling_rate=q, steps=steps, neighbors=neighbors, delta=delta,
                             pld_grid=pld_grid, **kw)
         f = dpsgd_curve(noise_multiplier=sigma, sampling_rate=q, steps=steps, neighbors=neighbors,
-                        route_delta=1e-5 if delta is None else delta,
-                        **({} if pld_grid is None else {"value_discretization_interval": pld_grid})).curve
+                        route_delta=1e-5 if delta is None else delta, value_discretization_interval=pld_grid).curve
     else:
         if pld_grid is not None:
             raise DomainError("--pld-grid applies to DP-SGD settings only",
@@ -392,7 +392,7 @@ def account(noise_multiplier, sampling_rate, steps, delta, accountant, neighbors
                         accountant=accountant, neighbors=neighbors,
                         **({} if pld_grid is None else {"pld_discretization": pld_grid}))
     cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, neighbors=neighbors,
-                      route_delta=delta, **({} if pld_grid is None else {"value_discretization_interval": pld_grid}))
+                      route_delta=delta, value_discretization_interval=pld_grid)
     caps = curve_caps(cur, copies=sorted({1, copies}), epsilon=res.epsilon, delta=res.delta)
     if as_json:
         out = res.to_dict()

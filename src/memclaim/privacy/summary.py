@@ -249,7 +249,7 @@ def dp_bounds(f: TradeOff | None = None, *, noise_multiplier=None, sampling_rate
             raise DomainError("pld_grid applies to DP-SGD settings only")
         return bounds_summary(f, copies=copies, m=m, tau=tau, kappa=kappa, truncation=truncation, omega=omega, n=n,
                               frequency=frequency, gdp_epsilon=gdp_epsilon)
-    from .pld import DEFAULT_PLD_GRID, dpsgd_curve
+    from .pld import dpsgd_curve
 
     if neighbors is None:
         raise DomainError("DP-SGD bounds need the neighbouring relation",
@@ -258,8 +258,7 @@ def dp_bounds(f: TradeOff | None = None, *, noise_multiplier=None, sampling_rate
         raise DomainError("gdp_epsilon applies to a Gaussian-DP guarantee, not to DP-SGD settings")
     rd = 1e-5 if delta is None else validate.in_open_unit("delta (of the (eps, delta) route)", delta)
     cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, history=history,
-                      neighbors=neighbors, value_discretization_interval=DEFAULT_PLD_GRID if pld_grid is None
-                      else pld_grid, route_delta=rd)
+                      neighbors=neighbors, value_discretization_interval=pld_grid, route_delta=rd)
     kw = dict(copies=copies, m=m, tau=tau, kappa=kappa, truncation=truncation, omega=omega, n=n, frequency=frequency)
     main = bounds_summary(cur.curve, **kw)
     src = f"trade-off curve of {cur.mechanism()}: {cur.grid()}; never above the true curve"
@@ -271,7 +270,12 @@ def dp_bounds(f: TradeOff | None = None, *, noise_multiplier=None, sampling_rate
     rel = neighbors_label(cur.neighbors)
     rsrc = (f"(eps, delta) route: eps = {cur.route_epsilon:.6g} at delta = {rd:g} from the same PLD, then the "
             "closed forms of f_(eps, delta) ([MX] Lemma B.2); valid, looser than the curve")
-    if g is None:
+    if g is None and cur.route_epsilon == 0.0:
+        # delta(0) <= delta already: the run is (0, delta)-DP and the route's eta is delta itself
+        rows.append(Quantity("eta(f) [(eps, delta) route, looser]", rd, rel,
+                             "RO" if cur.neighbors == "replace" else "LOO", "[MX] Lemma B.2",
+                             f"eps = 0 at delta = {rd:g}: eta = delta + (1 - delta) tanh(0) = delta", False, 1, rsrc))
+    elif g is None:
         rows.append(Quantity("(eps, delta) route", None, rel, "-", "[MX] Lemma B.2",
                              f"no finite eps at delta = {rd:g}", False, copies, rsrc))
     else:
