@@ -8,7 +8,7 @@ functional of f, so f is a value here: :class:`TradeOff`, which always carries t
 relation it was asserted for ('replace' = replace-one, 'add-remove').
 
 Pure math: numpy and scipy only, no torch, no I/O. ``dp_accounting`` is imported lazily, only
-by :func:`dpsgd_epsilon`.
+by :func:`dpsgd_epsilon` (and by :mod:`.pld`, which builds DP-SGD's trade-off curve).
 
 Numerics: besides ``f(alpha)`` each curve evaluates its *power* ``1 - f(alpha)`` directly
 (:meth:`TradeOff.power`), because extraction bounds 1 - f(kappa) at baselines of 1e-20 would be
@@ -602,8 +602,10 @@ def compose(*curves: TradeOff, exact: bool = False) -> TradeOff:
     - all pure: exact=False gives f_{sum eps}, a valid but loose lower bound of the exact
       f_e1 (x) f_e2 (x) ...; exact=True computes that exact composition as a points curve.
     - pure / approximate mixes: basic composition (sum eps, sum delta), valid and loose.
-    Anything else (curves given as points, DP-SGD): use :func:`dpsgd_epsilon` (dp_accounting's
-    PLD/RDP accountants compose mechanisms, not arbitrary curves).
+    Anything else (curves given as points, DP-SGD): for DP-SGD use
+    :func:`memclaim.privacy.pld.dpsgd_curve` (the composed mechanism's trade-off curve from its
+    privacy-loss distribution) or :func:`dpsgd_epsilon` (dp_accounting's accountants compose
+    mechanisms, not arbitrary curves).
     All curves must be asserted for the same neighbouring relation.
     """
     if not curves:
@@ -644,7 +646,8 @@ def compose(*curves: TradeOff, exact: bool = False) -> TradeOff:
                         note="basic composition (eps's and delta's add): valid, loose")
     raise DomainError(
         f"no composition rule for curves of kinds {sorted(kinds)}",
-        hint="compose mechanisms with dp_accounting (dpsgd_epsilon for DP-SGD), or pass GDP/pure/approx curves",
+        hint="compose mechanisms with dp_accounting (memclaim.privacy.pld.dpsgd_curve for DP-SGD's trade-off "
+             "curve), or pass GDP/pure/approx curves",
     )
 
 
