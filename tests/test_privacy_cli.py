@@ -31,7 +31,7 @@ def _rows(out: dict) -> dict:
 # --------------------------------------------------------------------------- bounds
 def test_bounds_json_pure_add_remove():
     res = _invoke(["dp", "bounds", "--epsilon", "1", "--list-size", "4", "--risk", "0.1", "--baseline", "0.355",
-                   "--copies", "2", "--neighbors", "add-remove", "--json"])
+                   "--neighbors", "add-remove", "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     rows = _rows(out)
@@ -136,7 +136,10 @@ def test_summary_rows_carry_meaning():
                        omega=0.001, n=1000)
     assert s.value("eta*_3(eps) staircase") == pytest.approx(1 - 2 * math.exp(-1) / (math.e + 1))
     assert s.value("log-loss truncated at M = 10") == pytest.approx(10 * math.tanh(0.5))
-    assert s.value("replace-one converse bracket, upper end") == pytest.approx(math.exp(-0.5) * 0.1)
+    one = bounds_summary(T.pure(1.0, neighbors="replace"), m=4, tau=0.1, kappa=0.01)
+    assert one.value("replace-one converse bracket, upper end") == pytest.approx(math.exp(-0.5) * 0.1)
+    with pytest.raises(KeyError):   # no converse (hence no bracket) is proved for k copies
+        s.value("replace-one converse bracket, upper end")
     assert s.value("|mem_LOO| cap") is None
     with pytest.raises(DomainError, match="omega"):
         bounds_summary(T.pure(1.0, neighbors="replace"), omega=0.1)

@@ -139,6 +139,32 @@ def test_fixed_noise_multiplier_reports_the_accountants_epsilon():
     assert res.dp.noise_multiplier == 1.5 and res.dp.epsilon == pytest.approx(want, rel=1e-3)
 
 
+def test_dp_run_reports_caps_from_its_trade_off_curve():
+    """Issue 18: the run's caps come from the trade-off curve of its composed subsampled Gaussian
+    (privacy-loss distribution), with the (eps, delta) route beside them."""
+    import json
+
+    from memclaim.privacy.caps import memorization_cap
+    from memclaim.privacy.pld import dpsgd_curve
+
+    r = _dp_run(tiny_gpt2(), blocks(30, 10), dp=DPConfig(noise_multiplier=1.5, delta=1e-3)).dp
+    caps = r.caps_from_curve
+    cur = dpsgd_curve(noise_multiplier=1.5, sampling_rate=0.2, steps=12, route_delta=1e-3)
+    assert caps["neighbors"] == "add/remove" and "grid" in caps["source"] and caps["check"]["valid"]
+    assert [c["copies"] for c in caps["caps"]] == [1, 2, 4, 8]
+    assert caps["eta"] == pytest.approx(cur.eta) and caps["caps"][0]["LOO"] == pytest.approx(cur.eta)
+    for c in caps["caps"]:
+        for fn in ("LOO", "RO"):
+            assert c[fn] == pytest.approx(memorization_cap(cur.curve, functional=fn, copies=c["copies"]).value)
+    route = caps["epsilon_delta_route"]
+    assert route["epsilon"] == r.epsilon and route["delta"] == r.delta and route["eta"] > caps["eta"]
+    assert r.cap("RO", copies=4).value == pytest.approx(caps["caps"][2]["RO"])
+    assert "trade-off curve" in r.statement
+    json.dumps(r.to_dict())
+    off = _dp_run(tiny_gpt2(), blocks(30, 10), dp=DPConfig(noise_multiplier=1.5, delta=1e-3, curve_caps=False)).dp
+    assert off.caps_from_curve is None
+
+
 def test_dp_run_is_reproducible_and_noise_matters():
     x = blocks(30, 10)
     a, b, c = tiny_gpt2(), tiny_gpt2(), tiny_gpt2()

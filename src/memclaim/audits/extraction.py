@@ -201,10 +201,11 @@ def pair_windows(records: Sequence, tokenizer, *, source_prefix: str = "rec"):
 
 
 def soundness_check(audit: ExtractionAudit, *, epsilon, kappa=None, kappa_interval=None,
-                    relation: str = "add/remove", confidence: float = 0.95):
+                    relation: str = "add/remove", confidence: float = 0.95, copies: int = 1):
     """[MX] Cor. 5.3 on the greedy audit (a list of size m = 1): can the observed successes refute
     a claimed pure epsilon-DP guarantee given the canaries' prior baseline kappa = kappa_pi(1)?
-    Calls :func:`memclaim.privacy.extraction.audit_soundness` (imported lazily)."""
+    ``copies``: how many times each canary was planted (k >= 2: the bound is 1 - f^(k)(kappa),
+    [MX] Cor. 4.3). Calls :func:`memclaim.privacy.extraction.audit_soundness` (imported lazily)."""
     from ..privacy.extraction import audit_soundness
     from ..privacy.tradeoff import pure
 
@@ -215,4 +216,4 @@ def soundness_check(audit: ExtractionAudit, *, epsilon, kappa=None, kappa_interv
     if not isinstance(audit, ExtractionAudit):
         raise InputError(f"soundness_check needs an ExtractionAudit, got {type(audit).__name__}")
     return audit_soundness(pure(epsilon, neighbors=rel), successes=audit.greedy_successes, trials=audit.n, m=1,
-                           kappa=kappa, kappa_interval=kappa_interval, confidence=confidence)
+                           kappa=kappa, kappa_interval=kappa_interval, confidence=confidence, copies=copies)

@@ -134,9 +134,13 @@ def command(out_dir, alpha, as_json, no_progress):
     gen = MarkovZipf(n_words=spec["n_words"], s=spec["zipf_s"], seed=spec["corpus_seed"])
     words = max(1, round(SUFFIX * len(members[0]["text"].split()) / max(1, len(model.tokenizer.encode(members[0]["text"])))))
     h_inf = gen.min_entropy_bits(words)
+    # one row per duplication level: a passage planted k times is covered only by the k-fold group
+    # curve ([MX] Cor. 4.3), so its verdict differs from a single copy's
     canaries = [
-        {"name": f"planted passage suffix (~{words} words; copies {sorted(set(copies.values()))})",
-         "min_entropy_bits": h_inf, "m": 1, "tau": 0.1},
+        {"name": f"planted passage suffix (~{words} words), {k} cop{'y' if k == 1 else 'ies'}",
+         "min_entropy_bits": h_inf, "m": 1, "tau": 0.1, "copies": int(k)}
+        for k in sorted(set(copies.values()))
+    ] + [
         {"name": "3-word secret from the same generator", "min_entropy_bits": gen.min_entropy_bits(3), "m": 1,
          "tau": 0.1},
         {"name": "8-bit secret (256 equally likely values)", "min_entropy_bits": 8.0, "m": 1, "tau": 0.1},

@@ -91,6 +91,7 @@ def command():
       memclaim dp bounds --epsilon 1 --list-size 4 --risk 0.1 --baseline 0.355 --neighbors add-remove
       memclaim dp bounds --epsilon 4 --delta 1e-5 --list-size 1 --risk 0.1 --baseline 0.001 \\
           --successes 12 --trials 40 --neighbors add-remove --json
+      memclaim dp bounds --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000 --neighbors add-remove
       memclaim dp plot --out figs --neighbors add-remove
       memclaim dp baseline ./base-model --prefix "My PIN is" --secret-length 4 --list-size 1
       memclaim dp account --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000 --delta 1e-5
@@ -99,11 +100,23 @@ def command():
 
 @command.command("bounds", short_help="Every memorization cap and extraction quantity for a guarantee.")
 @click.option("--epsilon", type=float, default=None, help="epsilon of the guarantee (pure, or with --delta).")
-@click.option("--delta", type=float, default=None, help="delta of an (epsilon, delta) guarantee, in [0, 1).")
+@click.option("--delta", type=float, default=None,
+              help="delta of an (epsilon, delta) guarantee, in [0, 1); with DP-SGD settings, the delta of the "
+                   "(epsilon, delta) route shown beside the curve [default 1e-5].")
 @click.option("--mu", type=float, default=None, help="mu of a Gaussian-DP guarantee (instead of --delta).")
+@click.option("--noise-multiplier", "sigma", type=float, default=None,
+              help="DP-SGD: noise multiplier sigma (with --sampling-rate and --steps); every row then comes from "
+                   "the trade-off curve of the composed mechanism (privacy-loss distribution).")
+@click.option("--sampling-rate", "q", type=float, default=None, help="DP-SGD: Poisson sampling rate q.")
+@click.option("--steps", type=int, default=None, help="DP-SGD: number of steps T.")
+@click.option("--pld-grid", type=float, default=None,
+              help="DP-SGD: the PLD's value discretization [default 1e-4, then 1e-3 if that PLD is numerically "
+                   "invalid]; coarser is faster and more pessimistic.")
 @click.option("--neighbors", type=NEIGHBOR_CHOICE, required=True,
               help="relation the guarantee was proved for: replace(-one) or add-remove.")
-@click.option("--copies", type=int, default=1, show_default=True, help="k: copies of the target (duplication).")
+@click.option("--copies", type=int, default=1, show_default=True,
+              help="k: copies of the target (duplication); memorization caps and every extraction quantity then "
+                   "use the k-fold group curve ([MX] Cor. 4.3), sufficient conditions only.")
 @click.option("--list-size", "m", type=int, default=None, help="m: candidate-list budget of the extraction protocol.")
 @click.option("--risk", "tau", type=float, default=None, help="tau: target extraction risk level in (0, 1).")
 @click.option("--baseline", "baseline", type=str, default=None,
@@ -118,29 +131,55 @@ def command():
 @click.option("--independence", type=click.Choice(["separate-runs", "one-run"]), default="separate-runs",
               show_default=True, help="audit: how the trials are independent.")
 @click.option("--json", "as_json", is_flag=True, help="print JSON instead of a table.")
-def bounds(epsilon, delta, mu, neighbors, copies, m, tau, baseline, truncation, omega, n, frequency, successes,
-           trials, confidence, independence, as_json):
+def bounds(epsilon, delta, mu, sigma, q, steps, pld_grid, neighbors, copies, m, tau, baseline, truncation, omega, n,
+           frequency, successes, trials, confidence, independence, as_json):
     """Every memorization cap and extraction-boundary quantity for one guarantee.
+
+    The guarantee is --epsilon [--delta], --mu, or a DP-SGD run (--noise-multiplier,
+    --sampling-rate, --steps): then every row comes from the certified trade-off curve of the
+    composed subsampled Gaussian (dp_accounting's privacy-loss distribution, pessimistic) and
+    names its grid, and the (epsilon, delta) route follows, marked as the looser one.
 
     \b
     Examples:
       memclaim dp bounds --epsilon 1 --neighbors replace --copies 2
       memclaim dp bounds --mu 1 --epsilon 1 --list-size 4 --risk 0.1 --neighbors add-remove --json
+      memclaim dp bounds --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000 --neighbors add-remove
     """
     from ..privacy.extraction import audit_soundness
-    from ..privacy.summary import bounds_summary
+    from ..privacy.summary import dp_bounds
 
-    f = _guarantee(epsilon, delta, mu, neighbors)
     kap = _parse_baseline(baseline)
-    summary = bounds_summary(f, copies=copies, m=m, tau=tau, kappa=None if kap is None else kap[1],
-                             truncation=truncation, omega=omega, n=n, frequency=frequency,
-                             gdp_epsilon=epsilon if mu is not None else None)
+    kw = dict(copies=copies, m=m, tau=tau, kappa=None if kap is None else kap[1], truncation=truncation, omega=omega,
+              n=n, frequency=frequency)
+    dpsgd = [v is not None for v in (sigma, q, steps)]
+    if any(dpsgd):
+        if not all(dpsgd):
+            missing = [o for o, v in zip(("--noise-multiplier", "--sampling-rate", "--steps"), dpsgd) if not v]
+            raise DomainError(f"DP-SGD settings are incomplete: missing {', '.join(missing)}",
+                              hint="give --noise-multiplier, --sampling-rate and --steps together")
+        if epsilon is not None or mu is not None:
+            raise DomainError("give either DP-SGD settings or --epsilon/--mu, not both",
+                              hint="with DP-SGD settings epsilon comes from the accountant; --delta sets the "
+                                   "delta of the (epsilon, delta) route")
+        from ..privacy.pld import dpsgd_curve
+
+        summary = dp_bounds(noise_multiplier=sigma, sampling_rate=q, steps=steps, neighbors=neighbors, delta=delta,
+                            pld_grid=pld_grid, **kw)
+        f = dpsgd_curve(noise_multiplier=sigma, sampling_rate=q, steps=steps, neighbors=neighbors,
+                        route_delta=1e-5 if delta is None else delta, value_discretization_interval=pld_grid).curve
+    else:
+        if pld_grid is not None:
+            raise DomainError("--pld-grid applies to DP-SGD settings only",
+                              hint="add --noise-multiplier, --sampling-rate and --steps, or drop --pld-grid")
+        f = _guarantee(epsilon, delta, mu, neighbors)
+        summary = dp_bounds(f, gdp_epsilon=epsilon if mu is not None else None, **kw)
     audit = None
     if successes is not None or trials is not None:
         if successes is None or trials is None or kap is None or m is None:
             raise DomainError("the audit check needs --successes, --trials, --baseline and --list-size together")
         audit = audit_soundness(f, successes=successes, trials=trials, m=m, kappa_interval=kap,
-                                confidence=confidence, independence=independence)
+                                confidence=confidence, independence=independence, copies=copies)
     if as_json:
         out = summary.to_dict()
         if kap is not None and kap[0] != kap[1]:
@@ -152,12 +191,23 @@ def bounds(epsilon, delta, mu, neighbors, copies, m, tau, baseline, truncation, 
     from rich.table import Table
 
     con = _console()
-    table = Table(title=_e(summary.guarantee), title_justify="left")
+    title = summary.guarantee
+    if summary.mechanism is not None:
+        mech = summary.mechanism
+        title += (f"; {mech['grid']}; curve checks (convex, nonincreasing, f <= 1 - alpha): "
+                  f"{'passed' if mech['check']['valid'] else 'FAILED'}; computed in {mech['seconds']:.2g} s")
+    if copies > 1:
+        title += (f"; target planted {copies} times: extraction rows use the {copies}-fold group curve "
+                  "([MX] Cor. 4.3), sufficient conditions only")
+    table = Table(title=_e(title), title_justify="left")
     for col in ("quantity", "value", "relation", "functional", "reference", "note"):
         table.add_column(col, overflow="fold")
     for r in summary.rows:
         table.add_row(*(_e(x) for x in (r.name, _fmt(r.value), r.relation, r.functional, r.reference, r.note)))
     con.print(table)
+    if summary.mechanism is not None:
+        con.print(_e("rows without a tag come from the DP-SGD trade-off curve (never above the true curve); rows "
+                     "tagged [(eps, delta) route, looser] convert the same PLD to (eps, delta) first."))
     if kap is not None and kap[0] != kap[1]:
         con.print(f"baseline is a certified interval [{kap[0]:.6g}, {kap[1]:.6g}]; bounds use the upper end.")
     if audit is not None:
@@ -169,7 +219,9 @@ def bounds(epsilon, delta, mu, neighbors, copies, m, tau, baseline, truncation, 
             ("baseline kappa [lo, hi]", f"[{audit.kappa_lo:.6g}, {audit.kappa_hi:.6g}]"),
             ("successes / trials", f"{audit.successes} / {audit.trials}"),
             (f"success lower bound ({audit.confidence:.0%}, Clopper-Pearson)", _fmt(audit.success_lower)),
-            ("bound 1 - f(kappa_hi)", _fmt(audit.bound)), ("p-value (binomial, H0: rate <= bound)", _fmt(audit.p_value)),
+            ("bound 1 - f(kappa_hi)" if audit.copies == 1 else f"bound 1 - f^({audit.copies})(kappa_hi), "
+             f"{audit.copies} copies", _fmt(audit.bound)),
+            ("p-value (binomial, H0: rate <= bound)", _fmt(audit.p_value)),
             ("refuted", "yes" if audit.refuted else "no"),
             ("Cor. 5.3 condition kappa_hi <= alpha*(s)", "met" if audit.informative else "not met"),
             ("all-success trials needed to refute", _fmt(audit.min_trials_to_refute)),
@@ -191,17 +243,37 @@ def bounds(epsilon, delta, mu, neighbors, copies, m, tau, baseline, truncation, 
 @click.option("--list-size", "m", type=int, default=1, show_default=True)
 @click.option("--boundary-epsilon", "beps", type=float, multiple=True, default=(1.0, 3.0), show_default=True,
               help="epsilons drawn in Fig. 4 (repeat the option).")
-def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, beps):
-    """Draw [MX] Fig. 2 (advantage curves), Fig. 3 (staircase) and Fig. 4 (boundary vs baseline).
+@click.option("--noise-multiplier", "sigma", type=float, default=None,
+              help="DP-SGD (with --sampling-rate, --steps): also draw fig5_dpsgd.png, the run's trade-off curve "
+                   "beside its (epsilon, delta) envelope.")
+@click.option("--sampling-rate", "q", type=float, default=None, help="DP-SGD: Poisson sampling rate q.")
+@click.option("--steps", type=int, default=None, help="DP-SGD: number of steps T.")
+@click.option("--dpsgd-delta", type=float, default=1e-5, show_default=True,
+              help="DP-SGD: delta of the (epsilon, delta) envelope drawn beside the curve.")
+def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, beps, sigma, q, steps, dpsgd_delta):
+    """Draw [MX] Fig. 2 (advantage curves), Fig. 3 (staircase) and Fig. 4 (boundary vs baseline);
+    with DP-SGD settings also the run's trade-off curve against its (epsilon, delta) envelope.
 
     \b
-    Example:
+    Examples:
       memclaim dp plot --out figs --neighbors add-remove --epsilon 1
+      memclaim dp plot --out figs --neighbors add-remove --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000
     """
     from ..privacy.plots import plot_all
 
+    cur = None
+    given = [v is not None for v in (sigma, q, steps)]
+    if any(given):
+        if not all(given):
+            missing = [o for o, v in zip(("--noise-multiplier", "--sampling-rate", "--steps"), given) if not v]
+            raise DomainError(f"DP-SGD settings are incomplete: missing {', '.join(missing)}",
+                              hint="give --noise-multiplier, --sampling-rate and --steps together")
+        from ..privacy.pld import dpsgd_curve
+
+        cur = dpsgd_curve(noise_multiplier=sigma, sampling_rate=q, steps=steps, neighbors=neighbors,
+                          route_delta=dpsgd_delta)
     paths = plot_all(out_dir, epsilon=epsilon, delta=delta, mu=mu, copies=copies, max_copies=max_copies, tau=tau,
-                     m=m, boundary_epsilons=tuple(beps), neighbors=neighbors)
+                     m=m, boundary_epsilons=tuple(beps), neighbors=neighbors, dpsgd=cur)
     for p in paths:
         click.echo(str(p))
 
@@ -300,20 +372,41 @@ def print_baseline(res, *, tokenizer=None, console=None) -> None:
 @click.option("--delta", type=float, required=True)
 @click.option("--accountant", type=click.Choice(["pld", "rdp"]), default="pld", show_default=True)
 @click.option("--neighbors", type=NEIGHBOR_CHOICE, default="add-remove", show_default=True)
+@click.option("--copies", type=int, default=1, show_default=True,
+              help="also give the caps for a record planted k times (group curves from the curve).")
+@click.option("--pld-grid", type=float, default=None, help="the PLD's value discretization [default 1e-4].")
 @click.option("--json", "as_json", is_flag=True)
-def account(noise_multiplier, sampling_rate, steps, delta, accountant, neighbors, as_json):
-    """epsilon of DP-SGD (Poisson-subsampled Gaussian) via dp_accounting's PLD or RDP accountant.
+def account(noise_multiplier, sampling_rate, steps, delta, accountant, neighbors, copies, pld_grid, as_json):
+    """epsilon of DP-SGD (Poisson-subsampled Gaussian) via dp_accounting's PLD or RDP accountant,
+    and what the run's trade-off curve (from its privacy-loss distribution) caps: the advantage
+    eta(f), the LOO and RO memorization caps, beside the looser (epsilon, delta) route.
 
     \b
     Example:
       memclaim dp account --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000 --delta 1e-5
     """
+    from ..privacy.pld import curve_caps, dpsgd_curve
     from ..privacy.tradeoff import dpsgd_epsilon
 
     res = dpsgd_epsilon(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, delta=delta,
-                        accountant=accountant, neighbors=neighbors)
+                        accountant=accountant, neighbors=neighbors,
+                        **({} if pld_grid is None else {"pld_discretization": pld_grid}))
+    cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, neighbors=neighbors,
+                      route_delta=delta, value_discretization_interval=pld_grid)
+    caps = curve_caps(cur, copies=sorted({1, copies}), epsilon=res.epsilon, delta=res.delta)
     if as_json:
-        click.echo(dumps(res, indent=2))
+        out = res.to_dict()
+        out["from_curve"] = caps
+        out["curve"] = cur.to_dict()
+        click.echo(dumps(out, indent=2))
         return
     click.echo(f"epsilon = {res.epsilon:.6g} at delta = {res.delta:g} [{neighbors}, {accountant.upper()} accountant; "
                f"sigma = {res.noise_multiplier:g}, q = {res.sampling_rate:g}, steps = {res.steps}]")
+    route = caps["epsilon_delta_route"]
+    click.echo(f"advantage eta from the trade-off curve = {caps['eta']:.6g} [{caps['neighbors']}]; via (epsilon, delta): "
+               f"{route['eta']:.6g} (looser, x{caps['eta_ratio_route_over_curve']:.3g})")
+    for row in caps["caps"]:
+        k = row["copies"]
+        cap = ", ".join(f"|mem_{fn}| <= {_fmt(row[fn])}" for fn in ("LOO", "RO"))
+        click.echo(f"  {k} cop{'y' if k == 1 else 'ies'}: {cap}  (from the curve)")
+    click.echo(f"  curve: {caps['source']}")

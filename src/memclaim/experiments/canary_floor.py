@@ -131,6 +131,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     from ..audits.metrics import roc_auc
     from ..privacy.baseline import certify_baseline
     from ..privacy.extraction import h_star
+    from ..privacy.pld import dpsgd_curve
     from ..privacy.tradeoff import approx
     from ..train.finetune import ChainBaseSpec, ensure_chain_base
 
@@ -187,6 +188,9 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
                          "dp": None if tr.dp is None else tr.dp.to_dict()}
     dp_rep = reports["dp"]["dp"]
     f_claim = approx(dp_rep["epsilon"], dp_rep["delta"], neighbors="add-remove")
+    # the same run's trade-off curve (its PLD; [MX] Thm. 5.1(i) with the curve itself, issue 18)
+    f_curve = dpsgd_curve(noise_multiplier=dp_rep["noise_multiplier"], sampling_rate=dp_rep["sampling_rate"],
+                          steps=dp_rep["steps"], neighbors="add-remove", route_delta=dp_rep["delta"]).curve
     for name, model in models.items():
         out = greedy_decode(model, np.array(prompts), n_tokens=L, threads=s["threads"])
         tf = teacher_forced(model, prompts, secrets, threads=s["threads"])
@@ -198,6 +202,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
             c[f"reference_score_{name}"] = float(ref[i])
     for c in canaries:
         c["dp_bound"] = float(f_claim.power(c["kappa_hi"]))  # 1 - f_{eps,delta}(kappa_hi), Thm. 5.1(i)
+        c["dp_bound_curve"] = float(f_curve.power(c["kappa_hi"]))  # 1 - f(kappa_hi), the run's curve
 
     # ---- per bucket
     buckets = {}
@@ -224,6 +229,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
                 else:
                     row[key] = None
         row["mean_dp_bound"] = float(np.mean([c["dp_bound"] for c in mem])) if mem else None
+        row["mean_dp_bound_curve"] = float(np.mean([c["dp_bound_curve"] for c in mem])) if mem else None
         buckets[b] = row
     unplaced = [c for c in canaries if c["bucket"] == "unplaced"]
     closed_rate = float(np.mean([c["closed"] for c in canaries]))

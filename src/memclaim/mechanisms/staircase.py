@@ -42,8 +42,8 @@ class BernoulliStaircase(ResultMixin):
         eps, k = self.epsilon, self.k
         h = k // 2
         i = np.arange(k + 1, dtype=np.float64)
-        log_cstar = -math.log1p(math.exp(eps))  # log 1/(E + 1)
-        log_1m_cstar = eps + log_cstar  # log E/(E + 1)
+        log_cstar = -float(np.logaddexp(0.0, eps))  # log 1/(E + 1), finite for any eps (E overflows past 709)
+        log_1m_cstar = -float(np.logaddexp(0.0, -eps))  # log E/(E + 1), without cancellation
         # Lower branch b_{i+1} = E b_i from x_o = c* E^{-h}: b_i = c* E^{i - h} for i <= h.
         # Upper branch 1 - b_{i+1} = (1 - b_i)/E from b_h = c*: 1 - b_i = (1 - c*) E^{h - i}, i >= h.
         # (For odd k the step from b_h = c* is on the breakpoint, where both branches agree.)

@@ -9,7 +9,10 @@
                      ([MX] Thm. 5.1, Cor. 5.3-5.5, Remarks 5.4, C.4-C.6)
 - :mod:`.baseline`   certified kappa_pi(m) by admissible best-first search over a prior model
                      ([MX] App. F.2); the only part that queries a model (torch imported lazily)
-- :mod:`.summary`    every quantity for one guarantee as labelled rows (`memclaim dp bounds`)
+- :mod:`.pld`        the trade-off curve of DP-SGD from its privacy-loss distribution (dp_accounting),
+                     a certified lower bound with convexity / monotonicity / f <= 1 - alpha checks
+- :mod:`.summary`    every quantity for one guarantee as labelled rows: :func:`dp_bounds`
+                     (`memclaim dp bounds`), for a curve or a DP-SGD run (sigma, q, T)
 - :mod:`.plots`      [MX] Fig. 2-4; :mod:`.demo` the privacy section of `memclaim demo`
 
 Every result names its neighbouring relation ('replace' = replace-one, 'add-remove') and, for
@@ -54,7 +57,8 @@ from .extraction import (
     prior_is_safe,
     uniform_prior_kappa,
 )
-from .summary import BoundsSummary, Quantity, bounds_summary
+from .pld import CurveCheck, DpSgdCurve, check_curve, curve_caps, curve_from_profile, dpsgd_curve
+from .summary import BoundsSummary, Quantity, bounds_summary, dp_bounds
 from .tradeoff import (
     DpSgdAccounting,
     TradeOff,
@@ -75,7 +79,8 @@ from .tradeoff import (
 )
 
 __all__ = [
-    "AlphaStar", "AuditSoundness", "BaselineResult", "BoundsSummary", "DpSgdAccounting", "EntropyVerdict",
+    "AlphaStar", "AuditSoundness", "BaselineResult", "BoundsSummary", "CurveCheck", "DpSgdAccounting", "DpSgdCurve",
+    "EntropyVerdict", "check_curve", "curve_caps", "curve_from_profile", "dp_bounds", "dpsgd_curve",
     "Eta", "ExtractionBound", "HStar", "InSupportDamping", "MemorizationCap", "Quantity", "Staircase",
     "TradeOff", "TruncationPrice", "alpha_star", "alpha_star_pure", "approx", "audit_soundness",
     "bounds_summary", "cap_map", "certify_baseline", "clopper_pearson_lower", "compose", "dpsgd_epsilon",

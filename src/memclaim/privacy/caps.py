@@ -28,7 +28,7 @@ from scipy import stats
 from .. import validate
 from ..errors import DomainError
 from ..jsonutil import ResultMixin
-from .tradeoff import TradeOff, _delta, _epsilon, _mu, group, pure
+from .tradeoff import TradeOff, _delta, _epsilon, _mu, exp_times, expit_neg, group, log_expit_neg, pure
 
 __all__ = [
     "Eta",
@@ -73,15 +73,19 @@ def eta_gdp(mu) -> float:
 
 
 def _closed_form(f: TradeOff):
+    """(eta, maximizer alpha, log alpha, lemma): alpha = 1/(e^eps + 1) underflows past eps ~ 745,
+    so its log is carried too."""
     if f.kind == "pure":
-        return eta_pure(f.epsilon), 1.0 / (math.exp(f.epsilon) + 1.0), "Lemma B.1"
+        return eta_pure(f.epsilon), expit_neg(f.epsilon), log_expit_neg(f.epsilon), "Lemma B.1"
     if f.kind == "approx":
-        return eta_approx(f.epsilon, f.delta), (1.0 - f.delta) / (math.exp(f.epsilon) + 1.0), "Lemma B.2"
+        return (eta_approx(f.epsilon, f.delta), (1.0 - f.delta) * expit_neg(f.epsilon),
+                math.log1p(-f.delta) + log_expit_neg(f.epsilon), "Lemma B.2")
     if f.kind == "gdp":
-        return eta_gdp(f.mu), float(stats.norm.cdf(-f.mu / 2.0)), "Lemma B.3"
+        return (eta_gdp(f.mu), float(stats.norm.cdf(-f.mu / 2.0)), float(stats.norm.logcdf(-f.mu / 2.0)),
+                "Lemma B.3")
     if f.kind == "group" and f.base.kind == "pure":
         st = eta_star_k(epsilon=f.base.epsilon, k=f.k)
-        return st.value, st.x_star, "Lemma 4.4"
+        return st.value, st.x_star, st.log_x_star, "Lemma 4.4"
     return None
 
 
@@ -95,6 +99,7 @@ class Eta(ResultMixin):
     method: str          # 'closed-form (Lemma B.x)' | 'numeric' | 'vertices'
     curve: str
     neighbors: str
+    log_alpha: float | None = None   # natural log of alpha (alpha underflows for large epsilon)
 
 
 def _advantage(f: TradeOff, a):
@@ -119,13 +124,13 @@ def eta(f: TradeOff, *, method: str = "auto", grid: int = 4097) -> Eta:
     if method == "auto":
         cf = _closed_form(f)
         if cf is not None:
-            v, a, ref = cf
-            return Eta(float(v), float(a), f"closed-form ({ref})", f.describe(), f.neighbors)
+            v, a, la, ref = cf
+            return Eta(float(v), float(a), f"closed-form ({ref})", f.describe(), f.neighbors, float(la))
     if f.kind == "points":
         xs, _ = f._xy()
         g = _advantage(f, xs)
         i = int(np.argmax(g))
-        return Eta(float(g[i]), float(xs[i]), "vertices", f.describe(), f.neighbors)
+        return Eta(float(g[i]), float(xs[i]), "vertices", f.describe(), f.neighbors, _log(float(xs[i])))
     grid = validate.integer("grid", grid, minimum=5)
     xs = np.linspace(0.0, 1.0, grid)
     g = _advantage(f, xs)
@@ -135,7 +140,11 @@ def eta(f: TradeOff, *, method: str = "auto", grid: int = 4097) -> Eta:
     a, v = _golden_max(lambda t: float(_advantage(f, t)), lo, hi)
     if v > best_v:
         best_a, best_v = a, v
-    return Eta(max(best_v, 0.0), best_a, "numeric", f.describe(), f.neighbors)
+    return Eta(max(best_v, 0.0), best_a, "numeric", f.describe(), f.neighbors, _log(best_a))
+
+
+def _log(x: float) -> float:
+    return math.log(x) if x > 0 else -math.inf
 
 
 def _golden_max(fun, lo: float, hi: float, *, xtol: float = 1e-15, maxiter: int = 200):
@@ -168,7 +177,7 @@ def cap_map(b, *, epsilon):
     """f-bar(b) = 1 - f_eps(b) = min(e^eps b, 1 - e^-eps (1 - b)) on [0, 1] ([MX] Lemma 4.4)."""
     e = _epsilon(epsilon)
     x = np.asarray(b, dtype=np.float64)
-    out = np.minimum(math.exp(e) * x, 1.0 - math.exp(-e) * (1.0 - x))
+    out = np.minimum(exp_times(e, x), -math.expm1(-e) + math.exp(-e) * x)
     return float(out) if np.ndim(b) == 0 else out
 
 
@@ -193,6 +202,7 @@ class Staircase(ResultMixin):
     x_star: float
     orbit: tuple[float, ...]
     geometric_tv: float
+    log_x_star: float = 0.0   # natural log of x_star (x_star underflows for large epsilon)
     neighbors: str = "replace"
     functional: str = "RO"
     reference: str = "[MX] Lemma 4.4 (App. B.5)"
@@ -208,9 +218,10 @@ def geometric_shift_tv(*, epsilon, k) -> float:
     eps = _epsilon(epsilon)
     k = validate.integer("k (shift)", k, minimum=1)
     r = math.exp(-eps)
-    c = -math.expm1(-eps) / (1.0 + r)  # (1 - r)/(1 + r)
+    c = -math.expm1(-eps) / (1.0 + r)  # (1 - r)/(1 + r) = tanh(eps/2)
     tails = 2.0 * c * (-math.expm1(-k * eps)) / (-math.expm1(-eps))
-    middle = math.fsum(c * abs(r ** n - r ** (k - n)) for n in range(1, k))
+    # |r^n - r^(k-n)| = r^min(n, k-n) (1 - r^|k - 2n|), with expm1 (no cancellation at small eps)
+    middle = math.fsum(c * math.exp(-min(n, k - n) * eps) * -math.expm1(-abs(k - 2 * n) * eps) for n in range(1, k))
     return 0.5 * (tails + middle)
 
 
@@ -218,19 +229,22 @@ def eta_star_k(*, epsilon, k) -> Staircase:
     """eta*_k(eps): 1 - e^{-k eps/2} (k even), 1 - 2 e^{-(k-1) eps/2}/(e^eps + 1) (k odd) ([MX] Lemma 4.4)."""
     e = _epsilon(epsilon)
     k = validate.integer("k (copies)", k, minimum=1)
-    E = math.exp(e)
-    c_star = 1.0 / (E + 1.0)  # breakpoint of f-bar ([MX] App. B.5)
+    log_c_star = log_expit_neg(e)  # breakpoint c* = 1/(e^eps + 1) of f-bar ([MX] App. B.5), in log space
     if k % 2 == 0:
         value = -math.expm1(-k * e / 2.0)
         # the maximum is flat on the region with k/2 lower steps; pick the orbit hitting c* exactly
-        x_star = c_star * math.exp(-(k / 2.0) * e)
+        log_x = log_c_star - (k / 2.0) * e
         formula = "1 - e^{-k eps/2}"
         parity = "even"
     else:
-        value = 1.0 - 2.0 * math.exp(-(k - 1) * e / 2.0) / (E + 1.0)
-        x_star = c_star * math.exp(-((k - 1) / 2.0) * e)  # x° = c* E^{-(k-1)/2}
+        # 1 - 2 e^{-a}/(e^eps + 1), a = (k-1) eps/2, written as tanh(eps/2) + 2 (1 - e^{-a})/(e^eps + 1):
+        # both terms are >= 0 (no cancellation at small eps) and nothing overflows at large eps.
+        a = (k - 1) * e / 2.0
+        value = math.tanh(e / 2.0) + 2.0 * -math.expm1(-a) * expit_neg(e)
+        log_x = log_c_star - a  # x° = c* E^{-(k-1)/2}
         formula = "1 - 2 e^{-(k-1) eps/2} / (e^eps + 1)"
         parity = "odd"
+    x_star = math.exp(log_x)
     orbit = [x_star]
     for _ in range(k):
         orbit.append(float(cap_map(orbit[-1], epsilon=e)))
@@ -238,7 +252,7 @@ def eta_star_k(*, epsilon, k) -> Staircase:
     if k == 1:
         value = naive  # tanh(eps/2): the two closed forms agree exactly at k = 1 ([MX] Lemma 4.4)
     return Staircase(e, k, value, naive, naive - value, parity, formula, x_star, tuple(orbit),
-                     geometric_shift_tv(epsilon=e, k=k))
+                     geometric_shift_tv(epsilon=e, k=k), log_x)
 
 
 # --------------------------------------------------------------------------- relation-aware caps

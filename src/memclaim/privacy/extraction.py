@@ -18,12 +18,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from scipy import stats
 
 from .. import validate
 from ..errors import DomainError
 from ..jsonutil import ResultMixin
-from .tradeoff import TradeOff, _alpha, _delta, _epsilon, approx, gdp, normalize_neighbors, pure
+from .tradeoff import (TradeOff, _alpha, _delta, _epsilon, approx, exp_times, expit_neg, gdp, group,
+                       group_conversion, normalize_neighbors, pure)
 
 __all__ = [
     "extraction_bound_pure",
@@ -49,6 +51,30 @@ __all__ = [
 ]
 
 LOG2E = 1.0 / math.log(2.0)
+
+#: What every k-copy extraction quantity says about itself ([MX] Cor. 4.3 and the remark after Thm. 5.1).
+K_COPY_NOTE = ("{k} copies: computed with the {k}-fold group curve f^({k}) = 1 - (1 - f)^(o {k}) ([MX] Cor. 4.3; "
+               "remark after Thm. 5.1); a sufficient condition only: [MX] proves no converse for k copies, so "
+               "this is never exact")
+
+
+def _copies(copies) -> int:
+    return validate.integer("copies (occurrences of the secret in the training data)", copies, minimum=1)
+
+
+def group_curve_for(f: TradeOff, copies: int) -> TradeOff:
+    """The trade-off between the datasets with and without all k copies of the secret.
+
+    They are k neighbour steps apart under either relation (k additions under add/remove; k
+    replacements, each covered by Prop. C.2(a), under replace-one), so group privacy gives the
+    k-fold group curve f^(k) ([MX] Cor. 4.3). k = 1 returns f itself.
+    """
+    return group(f, _copies(copies))
+
+
+def _is_k_copy(g: TradeOff) -> bool:
+    # a 'group' curve, or a points curve that group() built from a points curve (it records k)
+    return g.kind in ("group", "points") and g.k > 1
 
 
 def _kappa(kappa, name: str = "kappa (baseline)"):
@@ -99,20 +125,35 @@ class ExtractionBound(ResultMixin):
     vacuous: bool
     note: str = ("tight on the dense set kappa = m/N (subset-release gadget, [MX] Lemma 5.2); "
                  "kappa must be the prior's top-m mass for the same list size m as the protocol")
+    copies: int = 1
+    tight: bool = True   # attained on a dense set of baselines (one copy); False for k copies
 
 
-def extraction_bound(kappa, f: TradeOff) -> ExtractionBound:
-    """1 - f(kappa) for guarantee f, with the special forms of [MX] Thm. 5.1(i)."""
+def extraction_bound(kappa, f: TradeOff, *, copies: int = 1) -> ExtractionBound:
+    """1 - f(kappa) for guarantee f, with the special forms of [MX] Thm. 5.1(i).
+
+    ``copies`` = k >= 2: the secret occurs k times in the training data, and the bound is
+    1 - f^(k)(kappa) with the k-fold group curve ([MX] Cor. 4.3), an upper bound only. Its relaxed
+    form is then e^{k eps} kappa (pure) or delta_k + e^{k eps} kappa (approximate, [MX] §8.2).
+    """
     if not isinstance(f, TradeOff):
         raise DomainError(f"extraction_bound() takes a TradeOff, got {type(f).__name__}")
     k = validate.in_unit("kappa (baseline)", kappa)
-    value = float(f.power(k))
+    c = _copies(copies)
+    g = group_curve_for(f, c)
+    value = float(g.power(k))
     relaxed = None
     if f.kind == "pure":
-        relaxed = math.exp(f.epsilon) * k
+        relaxed = exp_times(c * f.epsilon, k)        # may be +inf: the relaxed form is then vacuous
     elif f.kind == "approx":
-        relaxed = f.delta + math.exp(f.epsilon) * k
-    return ExtractionBound(k, value, relaxed, f.describe(), f.neighbors, _theorem_for(f.neighbors), value >= 1.0)
+        ke, dk = group_conversion(epsilon=f.epsilon, delta=f.delta, k=c)
+        relaxed = dk + exp_times(ke, k)
+    if c == 1:
+        return ExtractionBound(k, value, relaxed, f.describe(), f.neighbors, _theorem_for(f.neighbors), value >= 1.0)
+    return ExtractionBound(k, value, relaxed, g.describe(), f.neighbors,
+                           f"{_theorem_for(f.neighbors)} with the {c}-fold group curve ([MX] Cor. 4.3)",
+                           value >= 1.0, K_COPY_NOTE.format(k=c) + "; kappa is the prior's top-m mass for the "
+                           "protocol's list size m", c, False)
 
 
 # --------------------------------------------------------------------------- alpha*(tau)
@@ -120,9 +161,24 @@ def alpha_star_pure(tau, *, epsilon) -> float:
     """alpha*(tau) = e^-eps tau if tau <= e^eps/(e^eps+1), else 1 - e^eps (1 - tau) ([MX] Thm. 5.1(iii), App. C.4)."""
     e = _epsilon(epsilon)
     t = validate.in_open_unit("tau (risk level)", tau)
-    if t <= 1.0 / (1.0 + math.exp(-e)):
-        return math.exp(-e) * t
-    return 1.0 - math.exp(e) * (1.0 - t)
+    return math.exp(_log_alpha_star_pure(t, e, 0.0)[0])
+
+
+def _log_alpha_star_pure(t: float, e: float, d: float) -> tuple[float, bool, float]:
+    """(log alpha*, first regime?, tau_c) of f_{eps,delta} ([MX] Thm. 5.1(iii); App. C.4).
+
+    1 - f(a) = min{1, d + e^e a, 1 - e^-e (1 - d - a)} <= tau  <=>  a <= (tau - d) e^-e  or
+    a <= 1 - d - e^e (1 - tau); the branches cross at tau_c = (e^e + d)/(e^e + 1) (pure:
+    e^e/(e^e + 1)), written (1 + d e^-e)/(1 + e^-e) so that nothing overflows. The first regime's
+    value e^-e (tau - d) underflows past eps ~ 745, so it is returned as a log. For eps > 37,
+    tau_c rounds to 1 and every float tau < 1 is (correctly) in the first regime.
+    """
+    r = math.exp(-e)
+    tau_c = (1.0 + d * r) / (1.0 + r)
+    if t <= tau_c:
+        return (math.log(t - d) - e if t > d else -math.inf), True, tau_c
+    v = 1.0 - d - exp_times(e, 1.0 - t)
+    return (math.log(v) if v > 0 else -math.inf), False, tau_c
 
 
 def group_square_root(f: TradeOff) -> TradeOff | None:
@@ -138,7 +194,7 @@ def group_square_root(f: TradeOff) -> TradeOff | None:
     if f.kind == "gdp":
         return gdp(f.mu / 2.0, neighbors=f.neighbors)
     if f.kind == "approx":
-        return approx(f.epsilon / 2.0, f.delta / (1.0 + math.exp(f.epsilon / 2.0)), neighbors=f.neighbors)
+        return approx(f.epsilon / 2.0, f.delta * expit_neg(f.epsilon / 2.0), neighbors=f.neighbors)
     return None
 
 
@@ -146,32 +202,74 @@ def _check_tau(tau, f: TradeOff) -> float:
     t = validate.in_open_unit("tau (risk level)", tau)
     floor = float(f.power(0.0))
     if t < floor:
+        hint = ("under this guarantee even a baseline of 0 allows Ext up to 1 - f(0) (for (eps, delta)-DP: "
+                "delta), so no risk level below it can be certified ([MX] Thm. 5.1(iii), Remark C.6)")
+        if _is_k_copy(f):
+            hint = (f"with {f.k} copies the floor is 1 - f^({f.k})(0) (for (eps, delta)-DP it grows like "
+                    f"delta_k = delta (e^(k eps) - 1)/(e^eps - 1), [MX] §8.2): no risk level below it is certified "
+                    "for a secret planted that often; ask for a larger risk level or a guarantee with a smaller "
+                    "delta ([MX] Thm. 5.1(iii), Cor. 4.3)")
         raise DomainError(
             f"tau = {t!r} is below 1 - f(0) = {floor!r} for {f.describe()}: no entropy condition helps",
-            hint="under this guarantee even a baseline of 0 allows Ext up to 1 - f(0) (for (eps, delta)-DP: "
-                 "delta), so no risk level below it can be certified ([MX] Thm. 5.1(iii), Remark C.6)",
+            hint=hint,
         )
     return t
 
 
-def _alpha_star_value(tau: float, f: TradeOff) -> tuple[float, str, float | None]:
-    """(alpha*, regime description, regime threshold tau_c)."""
+def _log_alpha_star_group(t: float, e: float, d: float, k: int) -> float:
+    """log alpha* of the k-fold group curve of f_{eps,delta}: (fbar^-1)^{o k}(tau), fbar = 1 - f.
+
+    fbar(b) = min{1, d + e^e b, 1 - e^-e (1 - d - b)} is nondecreasing, so fbar^{o k}(a) <= tau iff
+    fbar^{o (k-1)}(a) <= fbar^-1(tau) with fbar^-1(y) = sup{b : fbar(b) <= y}
+    = max{(y - d) e^-e, 1 - d - e^e (1 - y)} ([MX] Cor. 4.3 with Thm. 5.1(iii)). Iterated in log
+    space: the value shrinks like e^{-k eps} tau and underflows long before it is meaningless.
+    """
+    ly = math.log(t)
+    for _ in range(k):
+        y = math.exp(ly)
+        if d == 0.0:
+            la = ly - e
+        elif y > d:
+            la = math.log(y - d) - e
+        else:
+            la = -math.inf
+        b = 1.0 - d - exp_times(e, 1.0 - y)
+        ly = max(la, math.log(b) if b > 0 else -math.inf)
+        if ly == -math.inf:
+            break
+    return ly
+
+
+def _alpha_star_value(tau: float, f: TradeOff) -> tuple[float, float, str, float | None]:
+    """(alpha*, log alpha*, regime description, regime threshold tau_c)."""
+    if f.kind == "group" and f.base.kind in ("pure", "approx"):
+        la = _log_alpha_star_group(tau, f.base.epsilon, f.base.delta or 0.0, f.k)
+        return (math.exp(la), la, f"{f.k}-fold group curve: alpha* = (fbar^-1)^(o {f.k})(tau), fbar = 1 - f",
+                None)
     if f.kind in ("pure", "approx"):
-        e = f.epsilon
         d = f.delta or 0.0
-        # 1 - f(a) = min{1, d + e^e a, 1 - e^-e (1 - d - a)} <= tau  <=>
-        # a <= (tau - d) e^-e  or  a <= 1 - d - e^e (1 - tau); the branches cross at
-        # tau_c = (e^e + d)/(e^e + 1) (pure: e^e/(e^e + 1), [MX] Thm. 5.1(iii)).
-        tau_c = (math.exp(e) + d) / (math.exp(e) + 1.0)
-        if tau <= tau_c:
-            return max((tau - d) * math.exp(-e), 0.0), (
-                "first regime: alpha* = e^-eps tau" if d == 0 else "first regime: alpha* = (tau - delta) e^-eps"), tau_c
-        return 1.0 - d - math.exp(e) * (1.0 - tau), (
-            "second regime: alpha* = 1 - e^eps (1 - tau)" if d == 0
-            else "second regime: alpha* = 1 - delta - e^eps (1 - tau)"), tau_c
+        la, first, tau_c = _log_alpha_star_pure(tau, f.epsilon, d)
+        if first:
+            regime = "first regime: alpha* = e^-eps tau" if d == 0 else "first regime: alpha* = (tau - delta) e^-eps"
+        else:
+            regime = ("second regime: alpha* = 1 - e^eps (1 - tau)" if d == 0
+                      else "second regime: alpha* = 1 - delta - e^eps (1 - tau)")
+        return math.exp(la), la, regime, tau_c
     if f.kind == "gdp":
-        # Phi(Phi^-1(a) + mu) <= tau  <=>  a <= Phi(Phi^-1(tau) - mu)
-        return float(stats.norm.cdf(stats.norm.ppf(tau) - f.mu)), "GDP: alpha* = Phi(Phi^-1(tau) - mu)", None
+        # Phi(Phi^-1(a) + mu) <= tau  <=>  a <= Phi(Phi^-1(tau) - mu); logcdf keeps huge mu finite
+        z = float(stats.norm.ppf(tau)) - f.mu
+        return float(stats.norm.cdf(z)), float(stats.norm.logcdf(z)), "GDP: alpha* = Phi(Phi^-1(tau) - mu)", None
+    if f.kind == "points":
+        # piecewise linear: invert the (nondecreasing) power between the last vertex with
+        # 1 - f <= tau and the next one, exactly
+        xs, _ = f._xy()
+        ps = f.vertex_powers()
+        i = int(np.searchsorted(ps, tau, side="right")) - 1
+        if i >= len(xs) - 1:
+            v = 1.0
+        else:
+            v = float(xs[i] + (tau - ps[i]) * (xs[i + 1] - xs[i]) / (ps[i + 1] - ps[i]))
+        return v, (math.log(v) if v > 0 else -math.inf), "piecewise linear: exact inverse of 1 - f", None
     # generic: sup{a : 1 - f(a) <= tau} by bisection on the nondecreasing power curve
     # (a hand-written bisection: the set is an interval [0, alpha*] and the power may be flat,
     # where root finders that need a sign change are ill-posed).
@@ -184,7 +282,7 @@ def _alpha_star_value(tau: float, f: TradeOff) -> tuple[float, str, float | None
             hi = mid
         if hi - lo <= 1e-16:
             break
-    return lo, "numeric: sup{alpha : 1 - f(alpha) <= tau}", None
+    return lo, (math.log(lo) if lo > 0 else -math.inf), "numeric: sup{alpha : 1 - f(alpha) <= tau}", None
 
 
 @dataclass(frozen=True)
@@ -208,14 +306,38 @@ class AlphaStar(ResultMixin):
     replace_violation_above: float | None
     theorem: str
     note: str = ""
+    log_value: float = 0.0   # natural log of alpha* (alpha* = e^-eps tau underflows past eps ~ 745)
+    copies: int = 1
+
+    @property
+    def log10_value(self) -> float:
+        return self.log_value / math.log(10.0)
+
+    def admits(self, kappa: float) -> bool:
+        """kappa <= alpha*, compared in log space (both may lie below the float range)."""
+        return kappa == 0.0 or (kappa > 0 and math.log(kappa) <= self.log_value)
 
 
-def alpha_star(tau, f: TradeOff) -> AlphaStar:
-    """alpha*(tau) for guarantee f, with regime, exactness and (replace-one) the converse bracket."""
+def alpha_star(tau, f: TradeOff, *, copies: int = 1) -> AlphaStar:
+    """alpha*(tau) for guarantee f, with regime, exactness and (replace-one) the converse bracket.
+
+    ``copies`` = k >= 2: alpha* of the k-fold group curve f^(k) ([MX] Cor. 4.3): every prior with
+    kappa_pi(m) <= alpha* keeps Ext <= tau for a secret planted k times. Sufficient only: the
+    paper proves no converse for k copies, so the result is never exact and carries no bracket.
+    """
     if not isinstance(f, TradeOff):
         raise DomainError(f"alpha_star() takes a TradeOff, got {type(f).__name__}")
+    c = _copies(copies)
+    g = group_curve_for(f, c)
+    if c > 1 or _is_k_copy(f):
+        t = _check_tau(tau, g)
+        v, log_v, regime, tau_c = _alpha_star_value(t, g)
+        kk = c if c > 1 else f.k
+        return AlphaStar(t, float(v), regime, tau_c, g.describe(), f.neighbors, False, None,
+                         "[MX] Thm. 5.1(iii) (sufficiency) with the group curve of Cor. 4.3",
+                         K_COPY_NOTE.format(k=kk), float(log_v), kk)
     t = _check_tau(tau, f)
-    v, regime, tau_c = _alpha_star_value(t, f)
+    v, log_v, regime, tau_c = _alpha_star_value(t, f)
     symmetric = f.symmetric_by_construction
     if f.neighbors == "add-remove":
         exact = symmetric
@@ -234,7 +356,7 @@ def alpha_star(tau, f: TradeOff) -> AlphaStar:
         thm = "[MX] Thm. 5.1(iii) + Prop. C.2(a), Remark C.5"
     if f.kind == "pure" and "second" in regime:
         note += "; second regime (tau > e^eps/(e^eps+1)): the naive entropy formula H* is not necessary here ([MX] Remark C.4)"
-    return AlphaStar(t, float(v), regime, tau_c, f.describe(), f.neighbors, exact, upper, thm, note)
+    return AlphaStar(t, float(v), regime, tau_c, f.describe(), f.neighbors, exact, upper, thm, note, float(log_v))
 
 
 # --------------------------------------------------------------------------- the entropy threshold
@@ -259,41 +381,55 @@ class HStar(ResultMixin):
     regime_threshold: float
     sufficient_for_every_prior: bool
     exact_on_uniform: bool
-    exact_uniform_bits: float
+    exact_uniform_bits: float | None
     replace_necessary_bits: float | None
     neighbors: str
     reference: str = "[MX] Thm. 5.1(iii), App. C.4"
+    copies: int = 1
+    group_curve_bits: float | None = None
+    note: str = ""
 
 
-def h_star(*, epsilon, m, tau, neighbors="add-remove") -> HStar:
-    """H* = eps log2 e + log2(m/tau) for pure eps-DP, list size m, risk tau ([MX] Thm. 5.1(iii))."""
+def h_star(*, epsilon, m, tau, neighbors="add-remove", copies: int = 1) -> HStar:
+    """H* = eps log2 e + log2(m/tau) for pure eps-DP, list size m, risk tau ([MX] Thm. 5.1(iii)).
+
+    ``copies`` = k >= 2 (the secret planted k times): H* = k eps log2 e + log2(m/tau), the form of
+    the remark after Thm. 5.1 (group privacy eps -> k eps: 1 - f^(k)(kappa) <= e^{k eps} kappa).
+    ``group_curve_bits`` = log2(m / alpha*_{f^(k)}(tau)) is the (never larger) threshold of the
+    exact group curve ([MX] Cor. 4.3). Both are sufficient for every prior; neither is exact, and
+    the replace-one necessity bound does not carry over (no converse is proved for k copies).
+    """
     e = _epsilon(epsilon)
     m = validate.integer("m (list size)", m, minimum=1)
     t = validate.in_open_unit("tau (risk level)", tau)
     rel = normalize_neighbors(neighbors)
+    c = _copies(copies)
+    if c > 1:
+        bits = c * e * LOG2E + math.log2(m / t)   # [MX] remark after Thm. 5.1: H_inf >~ k eps log2 e + log2(m/tau)
+        _, first, tau_c = _log_alpha_star_pure(t, c * e, 0.0)
+        gbits = math.log2(m) - _log_alpha_star_group(t, e, 0.0, c) * LOG2E
+        return HStar(bits, e, m, t, "first" if first else "second", tau_c, True, False, None, None, rel,
+                     "[MX] remark after Thm. 5.1 (group privacy), Cor. 4.3", c, gbits,
+                     K_COPY_NOTE.format(k=c) + f"; the exact group curve needs only {gbits:.6g} bits")
     bits = e * LOG2E + math.log2(m / t)
-    tau_c = 1.0 / (1.0 + math.exp(-e))
-    first = t <= tau_c
-    a_star = alpha_star_pure(t, epsilon=e)
-    exact_bits = math.log2(m / a_star) if a_star > 0 else math.inf
+    la, first, tau_c = _log_alpha_star_pure(t, e, 0.0)
+    exact_bits = math.log2(m) - la * LOG2E       # log2(m / alpha*), from log alpha* (no underflow)
     replace_bits = None
     if rel == "replace":
-        a_half = alpha_star_pure(t, epsilon=e / 2.0)
-        replace_bits = math.log2(m / a_half) if a_half > 0 else math.inf
+        replace_bits = math.log2(m) - _log_alpha_star_pure(t, e / 2.0, 0.0)[0] * LOG2E
     return HStar(bits, e, m, t, "first" if first else "second", tau_c, True,
-                 first and rel == "add-remove", exact_bits, replace_bits, rel)
+                 first and rel == "add-remove", exact_bits, replace_bits, rel, group_curve_bits=exact_bits)
 
 
-def entropy_threshold(f: TradeOff, *, m, tau) -> float:
+def entropy_threshold(f: TradeOff, *, m, tau, copies: int = 1) -> float:
     """log2(m / alpha*_f(tau)) bits: min-entropy above which every prior is safe at risk tau.
 
     Sufficient for every prior (dictionary kappa_pi(m) <= m 2^-H_inf) and, for symmetric f
     under add/remove, exact on uniform priors ([MX] App. C.4). Equals H* for pure DP in the
-    first regime.
+    first regime. ``copies`` = k >= 2 uses alpha* of the group curve f^(k) (sufficient only).
     """
     m = validate.integer("m (list size)", m, minimum=1)
-    a = alpha_star(tau, f).value
-    return math.log2(m / a) if a > 0 else math.inf
+    return math.log2(m) - alpha_star(tau, f, copies=copies).log_value * LOG2E  # log2(m / alpha*), in log space
 
 
 @dataclass(frozen=True)
@@ -311,26 +447,32 @@ class EntropyVerdict(ResultMixin):
     curve: str
     neighbors: str
     meaning: str
+    copies: int = 1
 
 
-def entropy_verdict(*, min_entropy_bits, f: TradeOff, m, tau) -> EntropyVerdict:
+def entropy_verdict(*, min_entropy_bits, f: TradeOff, m, tau, copies: int = 1) -> EntropyVerdict:
     """Place a canary by min-entropy: above the threshold, Ext <= tau for every f-DP release.
 
     Below it nothing is certified: a successful extraction of such a canary may be the prior,
     not leakage ([MX] Cor. 5.3). ``ext_bound`` is 1 - f(min(1, m 2^-H_inf)), the bound from the
-    entropy envelope of the baseline.
+    entropy envelope of the baseline. ``copies`` = k >= 2 (a canary planted k times) uses the
+    group curve f^(k) for both ([MX] Cor. 4.3): sufficient only.
     """
     h = validate.nonneg("min_entropy_bits", min_entropy_bits)
     m = validate.integer("m (list size)", m, minimum=1)
-    thr = entropy_threshold(f, m=m, tau=tau)
+    c = _copies(copies)
+    g = group_curve_for(f, c)
+    thr = entropy_threshold(f, m=m, tau=tau, copies=c)
     kap = min(1.0, m * 2.0 ** (-h))
-    ext = float(f.power(kap))
+    ext = float(g.power(kap))
     above = h >= thr
     meaning = ("above threshold: extraction held below tau for every prior with this min-entropy"
                if above else
                "below threshold: DP does not hold extraction below tau for every such prior; "
                "a canary success here can be prior guessing, not evidence of memorization ([MX] Cor. 5.3)")
-    return EntropyVerdict(h, thr, above, h - thr, kap, ext, m, float(tau), f.describe(), f.neighbors, meaning)
+    if c > 1:
+        meaning += "; " + K_COPY_NOTE.format(k=c)
+    return EntropyVerdict(h, thr, above, h - thr, kap, ext, m, float(tau), g.describe(), f.neighbors, meaning, c)
 
 
 def uniform_prior_kappa(*, support_size, m) -> float:
@@ -345,10 +487,14 @@ def uniform_prior_kappa(*, support_size, m) -> float:
     return m / N
 
 
-def prior_is_safe(kappa, f: TradeOff, *, tau) -> bool:
-    """kappa <= alpha*(tau): every f-DP release keeps Ext <= tau under this prior ([MX] Thm. 5.1(iii) (<=))."""
+def prior_is_safe(kappa, f: TradeOff, *, tau, copies: int = 1) -> bool:
+    """kappa <= alpha*(tau): every f-DP release keeps Ext <= tau under this prior ([MX] Thm. 5.1(iii) (<=)).
+
+    ``copies`` = k >= 2: with the group curve f^(k) ([MX] Cor. 4.3); True is then a sufficient
+    verdict, and False does not show that some f-DP release is unsafe (no converse for k copies).
+    """
     k = validate.in_unit("kappa (baseline)", kappa)
-    return k <= alpha_star(tau, f).value
+    return alpha_star(tau, f, copies=copies).admits(k)
 
 
 # --------------------------------------------------------------------------- audit soundness
@@ -406,6 +552,7 @@ class AuditSoundness(ResultMixin):
     assumption: str
     verdict: str
     reference: str = "[MX] Thm. 5.1(i), Cor. 5.3"
+    copies: int = 1
 
 
 def _baseline_interval(kappa, kappa_interval, baseline, m) -> tuple[float, float]:
@@ -437,7 +584,7 @@ def _baseline_interval(kappa, kappa_interval, baseline, m) -> tuple[float, float
 
 
 def audit_soundness(f: TradeOff, *, successes, trials, m, kappa=None, kappa_interval=None, baseline=None,
-                    confidence=0.95, independence: str = "separate-runs") -> AuditSoundness:
+                    confidence=0.95, independence: str = "separate-runs", copies: int = 1) -> AuditSoundness:
     """Check an extraction audit against a claimed guarantee f ([MX] Cor. 5.3).
 
     Give the canary baseline as ``kappa`` (known exactly, e.g. a uniform prior), a certified
@@ -447,6 +594,9 @@ def audit_soundness(f: TradeOff, *, successes, trials, m, kappa=None, kappa_inte
     list size and must be the one the baseline was computed for. The success rate enters
     through a one-sided Clopper-Pearson lower bound at ``confidence``; ``independence`` names
     the sampling assumption ('separate-runs' or 'one-run', see :data:`INDEPENDENCE`).
+    ``copies`` = k >= 2: the canary was planted k times, so the claim implies only
+    Ext <= 1 - f^(k)(kappa_hi) with the group curve ([MX] Cor. 4.3), and that is the bound the
+    audit must exceed to refute it.
     """
     if not isinstance(f, TradeOff):
         raise DomainError(f"audit_soundness() takes the claimed guarantee as a TradeOff, got {type(f).__name__}")
@@ -458,13 +608,16 @@ def audit_soundness(f: TradeOff, *, successes, trials, m, kappa=None, kappa_inte
     ind = str(independence).strip().lower()
     if ind not in INDEPENDENCE:
         raise DomainError(f"unknown independence assumption {independence!r}", hint=f"one of {sorted(INDEPENDENCE)}")
+    c = _copies(copies)
+    g = group_curve_for(f, c)   # k copies: [MX] Cor. 4.3
     s_lo = clopper_pearson_lower(k, n, confidence=conf)
-    bound = float(f.power(hi))  # [MX] Thm. 5.1(i) at the upper end of the certified baseline
+    bound = float(g.power(hi))  # [MX] Thm. 5.1(i) at the upper end of the certified baseline
     refuted = s_lo > bound
     # Cor. 5.3: refutation needs kappa_hi <= alpha*(s); alpha* is defined for s >= 1 - f(0)
-    floor = float(f.power(0.0))
+    floor = float(g.power(0.0))
     # (refuted implies informative: s_lo > 1 - f(kappa_hi) puts kappa_hi inside [0, alpha*(s_lo)])
-    informative = bool(0.0 < s_lo < 1.0 and s_lo >= floor and hi <= _alpha_star_value(s_lo, f)[0])
+    informative = bool(0.0 < s_lo < 1.0 and s_lo >= floor and
+                       (hi == 0.0 or math.log(hi) <= _alpha_star_value(s_lo, g)[1]))
     # exact one-sided binomial p-value of H0: rate <= bound, P[Binom(n, bound) >= k]
     p_value = float(stats.binom.sf(k - 1, n, bound)) if bound < 1.0 else 1.0
     if bound >= 1.0:
@@ -483,5 +636,10 @@ def audit_soundness(f: TradeOff, *, successes, trials, m, kappa=None, kappa_inte
     else:
         verdict = (f"not refuted: success lower bound {s_lo:.4g} <= bound {bound:.4g}; the observed successes "
                    "are consistent with the claimed guarantee")
-    return AuditSoundness(f.describe(), f.neighbors, m, lo, hi, k, n, k / n, s_lo, conf, bound, refuted,
-                          bool(informative), p_value, min_n, ind, INDEPENDENCE[ind], verdict)
+    claimed = f.describe()
+    ref = "[MX] Thm. 5.1(i), Cor. 5.3"
+    if c > 1:
+        claimed += f"; canary planted {c} times: bound from the {c}-fold group curve ([MX] Cor. 4.3)"
+        ref += ", Cor. 4.3"
+    return AuditSoundness(claimed, f.neighbors, m, lo, hi, k, n, k / n, s_lo, conf, bound, refuted,
+                          bool(informative), p_value, min_n, ind, INDEPENDENCE[ind], verdict, ref, c)

@@ -15,9 +15,9 @@ from .. import validate
 from ..fsutil import atomic_write_bytes
 from .caps import cap_map, eta, eta_star_k
 from .extraction import alpha_star, h_star
-from .tradeoff import approx, gdp, neighbors_label, normalize_neighbors, pure
+from .tradeoff import approx, expit_neg, gdp, group, neighbors_label, normalize_neighbors, pure
 
-__all__ = ["plot_advantage_curves", "plot_staircase", "plot_boundary", "plot_all"]
+__all__ = ["plot_advantage_curves", "plot_staircase", "plot_boundary", "plot_dpsgd", "plot_all"]
 
 
 def _figure(width=6.4, height=4.2, ncols=1):
@@ -89,7 +89,7 @@ def plot_staircase(path, *, epsilon=1.0, k=4, max_copies=8) -> Path:
         ys += [nxt, nxt]
         x = nxt
     ax1.plot(xs, ys, color="C3", lw=1.0, label=f"optimal orbit, k = {k}")
-    ax1.axvline(1.0 / (math.exp(st.epsilon) + 1.0), color="gray", lw=0.6, ls=":")
+    ax1.axvline(expit_neg(st.epsilon), color="gray", lw=0.6, ls=":")  # c* = 1/(e^eps + 1)
     ax1.set_xlabel("b")
     ax1.set_ylabel("$\\bar f(b)$")
     ax1.set_xlim(0, 1)
@@ -110,17 +110,30 @@ def plot_staircase(path, *, epsilon=1.0, k=4, max_copies=8) -> Path:
     return _save(fig, path)
 
 
-def plot_boundary(path, *, epsilons=(1.0, 3.0), mu=1.0, tau=0.1, m=1, neighbors="add-remove") -> Path:
-    """[MX] Fig. 4: Ext bound 1 - f(kappa) vs baseline kappa (log-log), risk tau, alpha*(tau), H* axis."""
+def plot_boundary(path, *, epsilons=(1.0, 3.0), mu=1.0, tau=0.1, m=1, neighbors="add-remove",
+                  copies: int = 1) -> Path:
+    """[MX] Fig. 4: Ext bound 1 - f(kappa) vs baseline kappa (log-log), risk tau, alpha*(tau), H* axis.
+
+    ``copies`` = k >= 2 adds, dashed, the bound 1 - f^(k)(kappa) of a secret planted k times for
+    the first epsilon (the k-fold group curve, [MX] Cor. 4.3; an upper bound only) and its alpha*.
+    """
     rel = normalize_neighbors(neighbors)
     m = validate.integer("m (list size)", m, minimum=1)
     tau = validate.in_open_unit("tau (risk level)", tau)
+    copies = validate.integer("copies", copies, minimum=1)
     fig, ax = _figure(width=6.4, height=4.6)
     kap = np.logspace(-4, 0, 600)
     curves = [(pure(e, neighbors=rel), f"$f_\\varepsilon$, $\\varepsilon$ = {e:g}") for e in epsilons]
     curves.append((gdp(mu, neighbors=rel), f"$G_\\mu$, $\\mu$ = {mu:g}"))
     for f, label in curves:
         ax.plot(kap, f.power(kap), label=label)
+    if copies > 1:
+        fk = pure(epsilons[0], neighbors=rel)
+        ax.plot(kap, group(fk, copies).power(kap), "--", color="C3",
+                label=f"{copies} copies, $\\varepsilon$ = {epsilons[0]:g}: $1 - f^{{({copies})}}(\\kappa)$ (Cor. 4.3)")
+        ak = alpha_star(tau, fk, copies=copies)
+        if ak.value >= 1e-4:
+            ax.plot([ak.value], [1e-4 * 1.2], marker="^", color="C3")
     ax.plot(kap, kap, "k--", lw=0.8, label="baseline $\\kappa$")
     ax.axhline(tau, color="gray", ls=":", lw=1.0)
     ax.text(1.2e-4, tau * 1.1, f"$\\tau$ = {tau:g}", fontsize=8)
@@ -148,18 +161,80 @@ def plot_boundary(path, *, epsilons=(1.0, 3.0), mu=1.0, tau=0.1, m=1, neighbors=
     top.set_xlabel("secret min-entropy $H_\\infty$ (bits)", fontsize=8)
     e_last = epsilons[-1]
     hs_val = h_star(epsilon=e_last, m=m, tau=tau, neighbors=rel).bits
-    ax.set_title(f"Thm. 5.1 boundary [{neighbors_label(rel)}]; H* = {hs_val:.2f} bits at "
-                 f"$\\varepsilon$ = {e_last:g}", fontsize=8)
+    title = f"Thm. 5.1 boundary [{neighbors_label(rel)}]; H* = {hs_val:.2f} bits at $\\varepsilon$ = {e_last:g}"
+    if copies > 1:
+        hk = h_star(epsilon=epsilons[0], m=m, tau=tau, neighbors=rel, copies=copies).bits
+        title += f"; {copies} copies at $\\varepsilon$ = {epsilons[0]:g}: H* = {hk:.2f} bits (sufficient only)"
+    ax.set_title(title, fontsize=8)
+    return _save(fig, path)
+
+
+def plot_dpsgd(path, cur, *, tau: float = 0.1) -> Path:
+    """DP-SGD: its trade-off curve (from the privacy-loss distribution) beside the (eps, delta)
+    envelope f_{eps, delta} of the same run, so the gap is visible (issue 18).
+
+    Left: f(alpha) for both, with the advantage eta marked (the largest gap to 1 - alpha,
+    [MX] Thm. 4.1). Right: the extraction bound 1 - f(kappa) against the baseline (log-log,
+    [MX] Thm. 5.1(i)) with alpha*(tau) for both. ``cur`` is a :class:`memclaim.privacy.pld.DpSgdCurve`.
+    """
+    tau = validate.in_open_unit("tau (risk level)", tau)
+    f = cur.curve
+    g = cur.epsilon_delta_curve()
+    rel = neighbors_label(cur.neighbors)
+    fig, (ax1, ax2) = _figure(width=10.0, height=4.4, ncols=2)
+    a = np.linspace(0.0, 1.0, 2001)
+    ax1.plot(a, 1.0 - a, "k:", lw=0.8, label="$1 - \\alpha$ (no privacy loss)")
+    e_f = eta(f)
+    ax1.plot(a, f(a), color="C0", label=f"DP-SGD curve (PLD), $\\eta$ = {e_f.value:.3f}")
+    ax1.plot([e_f.alpha, e_f.alpha], [float(f(e_f.alpha)), 1.0 - e_f.alpha], color="C0", lw=2.5, alpha=0.6)
+    if g is not None:
+        e_g = eta(g)
+        ax1.plot(a, g(a), color="C3", ls="--",
+                 label=f"(eps, delta) envelope, eps = {cur.route_epsilon:.3g}, delta = {cur.route_delta:g}: "
+                       f"$\\eta$ = {e_g.value:.3f}")
+        ax1.plot([e_g.alpha, e_g.alpha], [float(g(e_g.alpha)), 1.0 - e_g.alpha], color="C3", lw=2.5, alpha=0.6)
+    ax1.set_xlim(0, 1)
+    ax1.set_ylim(0, 1)
+    ax1.set_xlabel("type-I error $\\alpha$")
+    ax1.set_ylabel("type-II error $f(\\alpha)$")
+    ax1.legend(fontsize=7, loc="upper right")
+    ax1.set_title(f"{cur.mechanism()} [{rel}]\nthick: the advantage $\\eta$ (caps |mem|, Thm. 4.1)", fontsize=8)
+    kap = np.logspace(-8, 0, 600)
+    ax2.plot(kap, f.power(kap), color="C0", label="$1 - f(\\kappa)$, DP-SGD curve")
+    if g is not None:
+        ax2.plot(kap, g.power(kap), color="C3", ls="--", label="$1 - f_{\\varepsilon,\\delta}(\\kappa)$")
+    ax2.plot(kap, kap, "k:", lw=0.8, label="baseline $\\kappa$")
+    ax2.axhline(tau, color="gray", ls=":", lw=1.0)
+    for curve, col in ((f, "C0"), (g, "C3")):
+        if curve is None or tau < float(curve.power(0.0)):
+            continue
+        av = alpha_star(tau, curve).value
+        if av >= kap[0]:
+            ax2.plot([av], [kap[0] * 1.5], marker="^", color=col)
+    ax2.set_xscale("log")
+    ax2.set_yscale("log")
+    ax2.set_xlim(kap[0], 1)
+    ax2.set_ylim(kap[0], 1.5)
+    ax2.set_xlabel("oblivious baseline $\\kappa_\\pi(m)$")
+    ax2.set_ylabel("extraction bound $1 - f(\\kappa)$")
+    ax2.legend(fontsize=7, loc="lower right")
+    grid = cur.grid().replace(", eps grid", ",\neps grid")
+    ax2.set_title(f"Thm. 5.1(i) boundary; triangles: $\\alpha^*(\\tau)$ at $\\tau$ = {tau:g}\n{grid}", fontsize=6)
     return _save(fig, path)
 
 
 def plot_all(out_dir, *, epsilon=1.0, delta=0.1, mu=1.0, copies=4, max_copies=8, tau=0.1, m=1,
-             boundary_epsilons=(1.0, 3.0), neighbors="add-remove") -> list[Path]:
-    """Write fig2_advantage.png, fig3_staircase.png, fig4_boundary.png under ``out_dir``."""
+             boundary_epsilons=(1.0, 3.0), neighbors="add-remove", dpsgd=None) -> list[Path]:
+    """Write fig2_advantage.png, fig3_staircase.png, fig4_boundary.png under ``out_dir``, and
+    fig5_dpsgd.png when ``dpsgd`` (a :class:`memclaim.privacy.pld.DpSgdCurve`) is given."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return [
+    paths = [
         plot_advantage_curves(out / "fig2_advantage.png", epsilon=epsilon, delta=delta, mu=mu, neighbors=neighbors),
         plot_staircase(out / "fig3_staircase.png", epsilon=epsilon, k=copies, max_copies=max_copies),
-        plot_boundary(out / "fig4_boundary.png", epsilons=boundary_epsilons, mu=mu, tau=tau, m=m, neighbors=neighbors),
+        plot_boundary(out / "fig4_boundary.png", epsilons=boundary_epsilons, mu=mu, tau=tau, m=m, neighbors=neighbors,
+                      copies=copies),
     ]
+    if dpsgd is not None:
+        paths.append(plot_dpsgd(out / "fig5_dpsgd.png", dpsgd, tau=tau))
+    return paths

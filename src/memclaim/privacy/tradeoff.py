@@ -8,7 +8,7 @@ functional of f, so f is a value here: :class:`TradeOff`, which always carries t
 relation it was asserted for ('replace' = replace-one, 'add-remove').
 
 Pure math: numpy and scipy only, no torch, no I/O. ``dp_accounting`` is imported lazily, only
-by :func:`dpsgd_epsilon`.
+by :func:`dpsgd_epsilon` (and by :mod:`.pld`, which builds DP-SGD's trade-off curve).
 
 Numerics: besides ``f(alpha)`` each curve evaluates its *power* ``1 - f(alpha)`` directly
 (:meth:`TradeOff.power`), because extraction bounds 1 - f(kappa) at baselines of 1e-20 would be
@@ -17,11 +17,11 @@ destroyed by the cancellation in 1 - (1 - e^eps kappa).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from ..errors import DomainError, require
 from ..jsonutil import ResultMixin
@@ -138,12 +138,52 @@ def _out(x: np.ndarray, scalar: bool):
     return float(x) if scalar else x
 
 
+# --------------------------------------------------------------------------- overflow-free pieces
+# e^eps overflows float64 above eps ~ 709.78 (math.exp raises there), and every closed form below
+# multiplies it by a level in [0, 1]. These helpers keep each quantity finite (or a true +inf
+# where the product itself exceeds the float range, which min(1, .) then clips), from eps = 1e-6
+# to eps = 1e4 ([MX] §3.1 formulas, rewritten without forming e^eps alone).
+_EXP_SAFE = 700.0
+
+
+def exp_times(eps: float, a):
+    """e^eps * a for a >= 0 (scalar or array), +inf only where the product exceeds float range.
+
+    Below eps = 700 the direct product (one rounding); above it exp(eps + log a), with
+    exp(eps + log 0) = 0 exactly.
+    """
+    x = np.asarray(a, dtype=np.float64)
+    if eps <= _EXP_SAFE:
+        out = math.exp(eps) * x
+    else:
+        with np.errstate(divide="ignore", over="ignore"):
+            out = np.exp(eps + np.log(x))
+    return float(out) if np.ndim(a) == 0 else out
+
+
+def expit_neg(eps: float) -> float:
+    """1/(e^eps + 1) = e^-eps/(1 + e^-eps), without overflow (scipy.special.expit(-eps))."""
+    return float(special.expit(-eps))
+
+
+def log_expit_neg(eps: float) -> float:
+    """log(1/(e^eps + 1)) = -log(1 + e^eps), without overflow."""
+    return -float(np.logaddexp(0.0, eps))
+
+
+def log_expm1(x: float) -> float:
+    """log(e^x - 1) for x > 0, without overflow for large x and without cancellation for small x."""
+    if x > 1.0:
+        return x + math.log(-math.expm1(-x))
+    return math.log(math.expm1(x))
+
+
 # --------------------------------------------------------------------------- canonical curves
 def f_eps(alpha, *, epsilon):
     """Pure epsilon-DP trade-off f_eps(a) = max{0, 1 - e^eps a, e^-eps (1 - a)} ([MX] §3.1; Lemma B.1)."""
     eps = _epsilon(epsilon)
     a, scalar = _alpha(alpha)
-    out = np.maximum(0.0, np.maximum(1.0 - math.exp(eps) * a, math.exp(-eps) * (1.0 - a)))
+    out = np.maximum(0.0, np.maximum(1.0 - exp_times(eps, a), math.exp(-eps) * (1.0 - a)))
     return _out(out, scalar)
 
 
@@ -152,7 +192,7 @@ def f_eps_delta(alpha, *, epsilon, delta):
     eps = _epsilon(epsilon)
     d = _delta(delta)
     a, scalar = _alpha(alpha)
-    out = np.maximum(0.0, np.maximum(1.0 - d - math.exp(eps) * a, math.exp(-eps) * (1.0 - d - a)))
+    out = np.maximum(0.0, np.maximum(1.0 - d - exp_times(eps, a), math.exp(-eps) * (1.0 - d - a)))
     return _out(out, scalar)
 
 
@@ -167,12 +207,12 @@ def f_gdp(alpha, *, mu):
 
 def _power_pure(a: np.ndarray, eps: float) -> np.ndarray:
     # 1 - f_eps(a) = min{1, e^eps a, 1 - e^-eps (1 - a)}  ([MX] App. C.2, "Special cases")
-    return np.minimum(1.0, np.minimum(math.exp(eps) * a, -math.expm1(-eps) + math.exp(-eps) * a))
+    return np.minimum(1.0, np.minimum(exp_times(eps, a), -math.expm1(-eps) + math.exp(-eps) * a))
 
 
 def _power_approx(a: np.ndarray, eps: float, d: float) -> np.ndarray:
     # 1 - f_{eps,delta}(a) = min{1, delta + e^eps a, 1 - e^-eps (1 - delta - a)}  ([MX] App. C.2)
-    return np.minimum(1.0, np.minimum(d + math.exp(eps) * a, -math.expm1(-eps) + math.exp(-eps) * (d + a)))
+    return np.minimum(1.0, np.minimum(d + exp_times(eps, a), -math.expm1(-eps) + math.exp(-eps) * (d + a)))
 
 
 def _power_gdp(a: np.ndarray, mu: float) -> np.ndarray:
@@ -205,6 +245,11 @@ class TradeOff(ResultMixin):
     k: int = 1
     exact: bool = True
     note: str = ""
+    # points curves only: 1 - f at each vertex, computed without cancellation by whoever built the
+    # curve (1 - f(alpha) at alpha ~ 1e-12 loses every digit when formed as 1 - 0.999...).
+    powers: tuple[float, ...] | None = field(default=None, repr=False, compare=False)
+    label: str = ""   # replaces the generic description of a points curve (e.g. its mechanism)
+    symmetric: bool = False   # points curves only: built symmetric (f = f^-1), e.g. from a privacy profile
 
     def __post_init__(self):
         if self.kind not in _KINDS:
@@ -216,10 +261,10 @@ class TradeOff(ResultMixin):
         """f(alpha), vectorized; a float for scalar input."""
         a, scalar = _alpha(alpha)
         if self.kind == "pure":
-            out = np.maximum(0.0, np.maximum(1.0 - math.exp(self.epsilon) * a, math.exp(-self.epsilon) * (1.0 - a)))
+            out = np.maximum(0.0, np.maximum(1.0 - exp_times(self.epsilon, a), math.exp(-self.epsilon) * (1.0 - a)))
         elif self.kind == "approx":
             e, d = self.epsilon, self.delta
-            out = np.maximum(0.0, np.maximum(1.0 - d - math.exp(e) * a, math.exp(-e) * (1.0 - d - a)))
+            out = np.maximum(0.0, np.maximum(1.0 - d - exp_times(e, a), math.exp(-e) * (1.0 - d - a)))
         elif self.kind == "gdp":
             out = np.asarray(stats.norm.cdf(stats.norm.isf(a) - self.mu), dtype=np.float64)
         elif self.kind == "points":
@@ -243,6 +288,8 @@ class TradeOff(ResultMixin):
             return _power_gdp(a, self.mu)
         if self.kind == "points":
             xs, ys = self._xy()
+            if self.powers is not None:
+                return np.interp(a, xs, self._pw())
             return 1.0 - np.interp(a, xs, ys)
         # [MX] Cor. 4.3 / [6] Thm. 2.14: f^(k) = 1 - (1 - f)^{o k}: iterate the concave map 1 - f.
         x = np.asarray(a, dtype=np.float64)
@@ -251,8 +298,24 @@ class TradeOff(ResultMixin):
         return x
 
     def _xy(self):
-        pts = np.asarray(self.points, dtype=np.float64)
-        return pts[:, 0], pts[:, 1]
+        xy = self.__dict__.get("_xy_cache")
+        if xy is None:  # vertices as arrays, once (a frozen dataclass still has an instance dict)
+            pts = np.asarray(self.points, dtype=np.float64)
+            xy = (pts[:, 0].copy(), pts[:, 1].copy())
+            self.__dict__["_xy_cache"] = xy
+        return xy
+
+    def _pw(self) -> np.ndarray:
+        pw = self.__dict__.get("_pw_cache")
+        if pw is None:
+            pw = np.asarray(self.powers, dtype=np.float64)
+            self.__dict__["_pw_cache"] = pw
+        return pw
+
+    def vertex_powers(self) -> np.ndarray:
+        """1 - f at the vertices of a points curve (the stored accurate values when given)."""
+        xs, ys = self._xy()
+        return self._pw() if self.powers is not None else 1.0 - ys
 
     # ---------------------------------------------------------------- description
     @property
@@ -277,12 +340,14 @@ class TradeOff(ResultMixin):
         elif self.kind == "gdp":
             s = f"G_mu (mu={self.mu:g}) [Gaussian DP, {rel}]"
         elif self.kind == "points":
-            s = f"piecewise-linear trade-off curve ({len(self.points)} vertices) [{rel}]"
+            s = (f"{self.label} [{rel}]" if self.label else
+                 f"piecewise-linear trade-off curve ({len(self.points)} vertices) [{rel}]")
         else:
             inner = self.base.describe().split(" [")[0]
             s = f"{self.k}-fold group curve 1-(1-f)^{self.k} of {inner} [{rel}]"
         if not self.exact:
-            s += " (loose)"
+            # a labelled points curve is a mechanism's certified lower bound (e.g. DP-SGD from its PLD)
+            s += " (certified lower bound)" if (self.kind == "points" and self.label) else " (loose)"
         return s
 
     def __str__(self) -> str:  # pragma: no cover - trivial
@@ -295,6 +360,8 @@ class TradeOff(ResultMixin):
             return True
         if self.kind == "group":
             return self.base.symmetric_by_construction
+        if self.kind == "points":
+            return self.symmetric
         return False
 
 
@@ -402,7 +469,47 @@ def group(f: TradeOff, k: int) -> TradeOff:
                         note=f"group of {k}: G_mu^(k) = G_(k mu) exactly [6]")
     if f.kind == "group":
         return TradeOff("group", f.neighbors, base=f.base, k=f.k * k, exact=f.exact, note=f.note)
+    if f.kind == "points":
+        return _group_points(f, k)
     return TradeOff("group", f.neighbors, base=f, k=k, exact=f.exact, note=f.note)
+
+
+def _group_points(f: TradeOff, k: int) -> TradeOff:
+    """f^(k) = 1 - p^{o k}, p = 1 - f, of a piecewise-linear curve, exactly, as a points curve.
+
+    p is concave, nondecreasing and piecewise linear, so p^{o k} is too; its kinks are the kinks
+    of p and the preimages under p of the kinks of p^{o (k-1)} (the chain rule for piecewise
+    linear maps). Collecting those vertices and evaluating p^{o k} at them (k interpolations,
+    exact between vertices) gives the group curve without any grid. p is strictly increasing
+    where it is below 1 (concave and nondecreasing), so the preimages are unique there.
+    Hand-written: no library composes piecewise-linear trade-off curves.
+    """
+    xs, _ = f._xy()
+    ps = f.vertex_powers()
+    below = ps < 1.0                       # the strictly increasing part of p
+    if below.sum() < 2:                     # p = 1 almost everywhere: f^(k) = f = 0 beyond alpha = 0
+        return f
+    xb, pb = xs[below], ps[below]
+    last = int(np.nonzero(below)[0][-1])
+    if last + 1 < len(xs):                  # keep the segment that reaches p = 1
+        xb, pb = np.append(xb, xs[last + 1]), np.append(pb, ps[last + 1])
+    verts = xs.copy()
+    for _ in range(k - 1):
+        inside = (verts >= pb[0]) & (verts <= pb[-1])
+        pre = np.interp(verts[inside], pb, xb)       # p^{-1}(v) for the kinks v of p^{o j}
+        verts = np.unique(np.concatenate([xs, pre, [0.0, 1.0]]))
+    q = verts.copy()
+    for _ in range(k):
+        q = np.clip(np.interp(q, xs, ps), 0.0, 1.0)  # p^{o k} at every vertex
+    ys = np.clip(1.0 - q, 0.0, 1.0)
+    ys[-1] = 0.0
+    pts = tuple((float(a), float(b)) for a, b in zip(verts, ys))
+    label = f"{k}-fold group curve 1-(1-f)^{k} of {f.label or 'a piecewise-linear curve'}"
+    # the group curve of a symmetric curve is symmetric ([6] Thm. 2.14: f^(k) is the trade-off of a
+    # k-fold chain of the same symmetric pair)
+    return TradeOff("points", f.neighbors, points=pts, exact=f.exact,
+                    note=f"{k}-fold group curve of a points curve, exact ([MX] Cor. 4.3)", powers=tuple(q.tolist()),
+                    label=label, k=k, symmetric=f.symmetric)
 
 
 def group_conversion(*, epsilon, delta, k) -> tuple[float, float]:
@@ -413,9 +520,12 @@ def group_conversion(*, epsilon, delta, k) -> tuple[float, float]:
     """
     e, d = _epsilon(epsilon), _delta(delta)
     k = validate.integer("k (group size)", k, minimum=1)
-    # (e^{k eps} - 1)/(e^eps - 1) = sum_{j<k} e^{j eps}; expm1 keeps small eps accurate.
-    ratio = math.expm1(k * e) / math.expm1(e) if k * e < 700 else math.inf
-    return k * e, d * ratio
+    if k == 1 or d == 0.0:
+        return k * e, d
+    # (e^{k eps} - 1)/(e^eps - 1) = sum_{j<k} e^{j eps}, in log space (expm1 keeps small eps
+    # accurate; the log form keeps large eps finite); delta_k = inf where it exceeds float range.
+    log_dk = math.log(d) + log_expm1(k * e) - log_expm1(e)
+    return k * e, (math.exp(log_dk) if log_dk < 709.0 else math.inf)
 
 
 def group_conversion_curve(f: TradeOff, k: int) -> TradeOff:
@@ -476,7 +586,7 @@ def _pure_composition_points(epsilons: Sequence[float], *, max_atoms: int = 2_00
     for e, r in groups.items():
         j = np.arange(r + 1)  # number of coordinates in the outcome favoured by Q
         lp_hi = -math.log1p(math.exp(-e))  # log(e^e / (1 + e^e))
-        lp_lo = -math.log1p(math.exp(e))   # log(1 / (1 + e^e))
+        lp_lo = log_expit_neg(e)           # log(1 / (1 + e^e)), finite for any eps
         lc = stats.binom.logpmf(j, r, 0.5) + r * math.log(2.0)  # log C(r, j)
         gp = lc + j * lp_lo + (r - j) * lp_hi
         gq = lc + j * lp_hi + (r - j) * lp_lo
@@ -492,8 +602,10 @@ def compose(*curves: TradeOff, exact: bool = False) -> TradeOff:
     - all pure: exact=False gives f_{sum eps}, a valid but loose lower bound of the exact
       f_e1 (x) f_e2 (x) ...; exact=True computes that exact composition as a points curve.
     - pure / approximate mixes: basic composition (sum eps, sum delta), valid and loose.
-    Anything else (curves given as points, DP-SGD): use :func:`dpsgd_epsilon` (dp_accounting's
-    PLD/RDP accountants compose mechanisms, not arbitrary curves).
+    Anything else (curves given as points, DP-SGD): for DP-SGD use
+    :func:`memclaim.privacy.pld.dpsgd_curve` (the composed mechanism's trade-off curve from its
+    privacy-loss distribution) or :func:`dpsgd_epsilon` (dp_accounting's accountants compose
+    mechanisms, not arbitrary curves).
     All curves must be asserted for the same neighbouring relation.
     """
     if not curves:
@@ -534,7 +646,8 @@ def compose(*curves: TradeOff, exact: bool = False) -> TradeOff:
                         note="basic composition (eps's and delta's add): valid, loose")
     raise DomainError(
         f"no composition rule for curves of kinds {sorted(kinds)}",
-        hint="compose mechanisms with dp_accounting (dpsgd_epsilon for DP-SGD), or pass GDP/pure/approx curves",
+        hint="compose mechanisms with dp_accounting (memclaim.privacy.pld.dpsgd_curve for DP-SGD's trade-off "
+             "curve), or pass GDP/pure/approx curves",
     )
 
 

@@ -13,6 +13,11 @@ What the guarantee is about (say which quantity):
   [MX] Prop. A.1); RO is capped only through the two-step group curve f^(2). A record planted k
   times as k separate blocks is a group of k additions ([MX] Cor. 4.3, §8.2's (k eps, delta_k)
   conversion). :class:`DPReport` records all of this.
+- the caps themselves come from the run's **trade-off curve** (the composed subsampled
+  Gaussian's privacy-loss distribution, :func:`memclaim.privacy.pld.dpsgd_curve`), not from
+  (eps, delta): ``DPReport.caps_from_curve`` holds eta(f) and the LOO / RO caps for 1, 2, 4, 8
+  copies, with the (eps, delta) route's eta beside them; ``DPReport.cap(functional, copies)``
+  computes any other.
 
 Opacus provides the per-sample gradients (``GradSampleModule``; HF GPT-2's ``Conv1D`` has no
 dedicated Opacus sampler, so Opacus falls back to its functorch sampler for it, which
@@ -63,6 +68,7 @@ class DPConfig(ResultMixin):
     grad_sample_mode: str = "hooks"
     secure_mode: bool = False
     cross_check: bool = True  # recompute epsilon with dp_accounting (RDP and PLD)
+    curve_caps: bool = True   # report the memorization caps from the run's trade-off curve (PLD)
 
     def __post_init__(self):
         if (self.target_epsilon is None) == (self.noise_multiplier is None):
@@ -125,6 +131,20 @@ class DPReport(ResultMixin):
     epsilon_pld_dp_accounting: float | None
     secure_mode: bool
     statement: str
+    caps_from_curve: dict | None = None
+
+    def curve(self):
+        """The run's certified trade-off curve (:class:`memclaim.privacy.pld.DpSgdCurve`, memoized)."""
+        return _run_curve(self.noise_multiplier, self.sampling_rate, self.steps, self.delta)
+
+    def cap(self, functional: str = "LOO", *, copies: int = 1):
+        """The cap on |mem| of ``functional`` for a record planted ``copies`` times, from the curve
+        ([MX] Thm. 4.1, Prop. A.1, Cor. 4.3; relation add/remove of one training block)."""
+        from ..privacy.caps import memorization_cap
+
+        if self.steps < 1:
+            raise DomainError("a run that took no step has no curve (and releases nothing trained)")
+        return memorization_cap(self.curve().curve, functional=functional, copies=copies)
 
 
 def default_delta(n_examples: int) -> float:
@@ -218,6 +238,30 @@ def opacus_epsilon(accountant: str, history: tuple, delta: float) -> float:
     if accountant == "rdp":
         return float(acc.get_epsilon(delta=delta, alphas=list(REPORT_ORDERS)))
     return float(acc.get_epsilon(delta=delta))
+
+
+CURVE_COPIES = (1, 2, 4, 8)
+
+
+@functools.lru_cache(maxsize=256)
+def _run_curve(sigma: float, q: float, steps: int, delta: float):
+    from ..privacy.pld import dpsgd_curve
+
+    return dpsgd_curve(noise_multiplier=sigma, sampling_rate=q, steps=steps, neighbors="add-remove", route_delta=delta)
+
+
+def _caps_from_curve(sigma: float, q: float, steps: int, delta: float, epsilon: float) -> dict:
+    """eta(f) and the LOO / RO caps of the run from its trade-off curve, for 1, 2, 4, 8 copies, with
+    the (eps, delta) route at the accountant's epsilon beside them (no timings: the report is
+    part of reproducible JSON)."""
+    from ..privacy.pld import curve_caps
+
+    cur = _run_curve(sigma, q, steps, delta)
+    out = curve_caps(cur, copies=CURVE_COPIES, epsilon=epsilon, delta=delta)
+    if out["epsilon_delta_route"] is not None:
+        out["epsilon_delta_route"]["note"] = ("(eps, delta) route with the Opacus accountant's epsilon "
+                                              "([MX] Lemma B.2): valid, looser than the curve")
+    return out
 
 
 @functools.lru_cache(maxsize=1024)
@@ -384,14 +428,25 @@ class PrivateRun:
         if taken and self.dp.cross_check:
             e_rdp, e_pld = _cross_check(self.sigma, self.q, taken, self.delta)
         dp = self.dp
+        caps = None
+        if taken and dp.curve_caps:
+            if len({(h[0], h[1]) for h in history}) != 1:
+                raise InputError(f"the accountant history mixes noise levels or sampling rates: {history}")
+            caps = _caps_from_curve(self.sigma, self.q, taken, self.delta, eps)
         stmt = (f"({eps:.4g}, {self.delta:.3g})-DP under add/remove of one training block (Poisson sampling at "
                 f"q = {self.q:.4g}, {taken} steps, noise multiplier {self.sigma:.4g}, per-sample clipping at "
                 f"{dp.max_grad_norm:g}; Opacus {dp.accountant.upper()} accountant). Capped directly: the LOO "
                 f"functional ([MX] Prop. A.1); a record planted as k blocks is a group of k.")
+        if caps is not None:
+            c1 = caps["caps"][0]
+            route = caps["epsilon_delta_route"]
+            stmt += (f" From the run's trade-off curve (PLD): |mem_LOO| <= {c1['LOO']:.4g}, |mem_RO| <= {c1['RO']:.4g}"
+                     + (f" (the (eps, delta) route gives {route['eta']:.4g})." if route else "."))
         return DPReport(neighbors=NEIGHBORS, functional=FUNCTIONAL, sampling="Poisson (Opacus DPDataLoader)",
                         unit="one training block (a row of the blocks tensor)", n_examples=self.n,
                         sampling_rate=self.q, expected_batch_size=self.q * self.n, planned_steps=self.config.steps,
                         steps=taken, empty_batches=empty, noise_multiplier=self.sigma,
                         max_grad_norm=dp.max_grad_norm, delta=self.delta, target_epsilon=dp.target_epsilon,
                         epsilon=eps, accountant=dp.accountant, epsilon_rdp_dp_accounting=e_rdp,
-                        epsilon_pld_dp_accounting=e_pld, secure_mode=dp.secure_mode, statement=stmt)
+                        epsilon_pld_dp_accounting=e_pld, secure_mode=dp.secure_mode, statement=stmt,
+                        caps_from_curve=caps)
