@@ -364,3 +364,26 @@ def test_batched_schedule_equals_cpu_schedule_on_smollm2(smollm2):
     cpu = _score(lm, prompts, suffixes, schedule="cpu-invariant")
     bat = _score(lm, prompts, suffixes, schedule="batched", batch=3, logit_chunk_bytes=20 * lm.vocab_size * 4)
     _assert_close(bat, cpu, **BATCHED_TOLERANCE)
+
+
+def test_batched_schedule_counts_the_same_work(tiny):
+    """Body tokens and unembedded rows: only real tokens and only scored positions, as the CPU
+    schedule counts them (FLOP accounting in the benchmarks)."""
+    prompts, suffixes = _windows(TINY_VOCAB, 4, 12, 5, seed=12, ragged=True)
+    counts = []
+    for schedule in ("cpu-invariant", "batched"):
+        eng = TeacherForcingEngine(tiny, POLICIES, schedule=schedule)
+        eng.score_batch(prompts, suffixes)
+        counts.append((eng.forward_tokens, eng.unembed_rows))
+    assert counts[0] == counts[1] == (sum(len(p) + 4 for p in prompts), 4 * 5)
+
+
+def test_fast_attention_is_chosen_unless_the_architecture_lacks_it(monkeypatch, tiny):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from memclaim.models.hf import FAST_ATTENTION, attn_implementation
+
+    assert FAST_ATTENTION == "sdpa" and attn_implementation(LlamaConfig()) == "sdpa" and attn_implementation() == "sdpa"
+    assert tiny.attn_implementation == "sdpa"
+    monkeypatch.setattr(LlamaForCausalLM, "_supports_sdpa", False)
+    assert attn_implementation(LlamaConfig()) == "eager"
