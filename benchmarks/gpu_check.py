@@ -223,7 +223,9 @@ def build_llama(cfg: dict, *, layers: int, dtype, device, lm_head_std: float = 0
         torch.set_default_dtype(prev)
     if cfg["tie_word_embeddings"]:
         model.tie_weights()
-    model = model.to(device=device, dtype=dtype).eval()
+    if next(model.parameters()).dtype != dtype:  # the default dtype was not honoured
+        model = model.to(dtype)
+    model = model.to(device).eval()
     g = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():

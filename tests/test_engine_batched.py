@@ -299,6 +299,9 @@ def test_engine_refuses_bad_settings(tiny):
         TeacherForcingEngine(tiny, POLICIES, schedule="gpu")
     with pytest.raises(InputError, match="statistic"):
         TeacherForcingEngine(tiny, POLICIES, stats="min_k")
+    with pytest.raises(InputError, match="policy"):
+        TeacherForcingEngine(tiny, (), stats="census")
+    assert TeacherForcingEngine(tiny, (), stats="token_logprob").score_batch([[0, 1]], [[2, 3]]).logq is None
     eng = TeacherForcingEngine(tiny, POLICIES)
     assert eng.schedule == "cpu-invariant"  # auto on the CPU
     for bad in (0, -3, 2.5, "big", True):
@@ -319,11 +322,11 @@ class _Cfg:
 
 
 def test_window_activation_bytes_by_hand():
-    # per token, bf16: 5*4096 + 3*32*128 + 4*8*128 + 3*14336 = 20480 + 12288 + 4096 + 43008 = 79872
-    # elements = 159744 bytes; 100 tokens -> 15,974,400 bytes; with float32 [32, 100, 100] scores
-    # and their softmax: + 100 * 2*4*32*100 = 2,560,000
-    assert window_activation_bytes(_Cfg, seq_len=100, dtype_bytes=2, attention_scores=False) == 15_974_400
-    assert window_activation_bytes(_Cfg, seq_len=100, dtype_bytes=2, attention_scores=True) == 15_974_400 + 2_560_000
+    # per token, bf16: 5*4096 + 4*32*128 + 4*8*128 + 3*14336 + 100 (mask row)
+    # = 20480 + 16384 + 4096 + 43008 + 100 = 84068 elements = 168,136 bytes; 100 tokens ->
+    # 16,813,600 bytes; with float32 [32, 100, 100] scores and their softmax: + 100 * 2*4*32*100
+    assert window_activation_bytes(_Cfg, seq_len=100, dtype_bytes=2, attention_scores=False) == 16_813_600
+    assert window_activation_bytes(_Cfg, seq_len=100, dtype_bytes=2, attention_scores=True) == 16_813_600 + 2_560_000
 
 
 def test_auto_batch_size_arithmetic():
@@ -331,11 +334,11 @@ def test_auto_batch_size_arithmetic():
     kw = dict(seq_len=100, suffix_len=50, dtype_bytes=2, vocab=V, logit_chunk_bytes=chunk)
     # logits working set: 8 chunks of 523 rows (256 MiB // (4 V)) = 8 * 523 * 4 * V bytes
     ws = 8 * 523 * 4 * V
-    per_window = 15_974_400 + 50 * (4096 * 6 + 128)
+    per_window = 16_813_600 + 50 * (4096 * 6 + 128)
     free = 80 << 30
     assert auto_batch_size(_Cfg, free_bytes=free, **kw) == min(512, int((0.8 * free - ws) // per_window))
     assert auto_batch_size(_Cfg, free_bytes=free, **kw) == 512  # an H100's 80 GB: capped
-    assert auto_batch_size(_Cfg, free_bytes=4 << 30, **kw) == int((0.8 * (4 << 30) - ws) // per_window) == 74
+    assert auto_batch_size(_Cfg, free_bytes=4 << 30, **kw) == int((0.8 * (4 << 30) - ws) // per_window) == 71
     assert auto_batch_size(_Cfg, free_bytes=1 << 30, **kw) == 1  # the logits working set alone is too big
     sizes = [auto_batch_size(_Cfg, free_bytes=f << 30, **kw) for f in (2, 3, 5, 8, 13)]
     assert sizes == sorted(sizes) and sizes[0] < sizes[-1]

@@ -189,17 +189,20 @@ AUTO_BATCH_MAX = 512  # a GPU is saturated long before: ~50k tokens per forward 
 
 def window_activation_bytes(config, *, seq_len: int, dtype_bytes: int, attention_scores: bool) -> int:
     """Peak bytes one window of ``seq_len`` tokens adds inside the body's forward pass (no cache,
-    inference mode): per token the residual stream and its normed copy, q/k/v (and their rotated
-    copies), the attention output, the MLP's gate, up and product tensors, the layer's output; with
-    ``attention_scores`` (a math/CPU attention) the [heads, T, T] scores and their softmax in
-    float32. Layer temporaries are freed between layers, so the peak is one layer's worth plus
-    the residual stream and the last hidden state kept for the unembedding."""
+    inference mode). Per token, in the body's dtype: 5 x hidden (residual stream, its normed
+    copy, the attention projection's output, the residual sum, the last hidden state kept for the
+    unembedding), 4 x heads x head_dim (q, rotated q, the attention output and its contiguous
+    copy), 4 x kv_heads x head_dim (k, rotated k, v, a GQA expansion), 3 x intermediate (the
+    MLP's activation, up projection and their product), and one row of the [T, T] attention
+    mask; with ``attention_scores`` (a math/CPU attention) also the [heads, T, T] scores and
+    their softmax in float32. Layer temporaries are freed between layers, so the peak is one
+    layer's worth."""
     d = int(config.hidden_size)
     heads = int(config.num_attention_heads)
     head_dim = int(getattr(config, "head_dim", None) or d // heads)
     kv = int(getattr(config, "num_key_value_heads", None) or heads)
     inter = int(getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * d)
-    per_token = dtype_bytes * (5 * d + 3 * heads * head_dim + 4 * kv * head_dim + 3 * inter)
+    per_token = dtype_bytes * (5 * d + 4 * heads * head_dim + 4 * kv * head_dim + 3 * inter + seq_len)
     scores = 2 * 4 * heads * seq_len if attention_scores else 0
     return int(seq_len * (per_token + scores))
 
@@ -402,6 +405,9 @@ class TeacherForcingEngine:
         if self.logit_chunk_bytes < 1:
             raise InputError(f"logit_chunk_bytes must be positive, got {logit_chunk_bytes!r}")
         self.stats = StatSet.of(stats)
+        if "policy_logq" in self.stats and not self.policies:
+            raise InputError("the statistic policy_logq needs at least one decoding policy",
+                             hint="pass policies, or leave policy_logq out of the statistics")
         if schedule not in SCHEDULES:
             raise InputError(f"unknown engine schedule {schedule!r}", hint=f"use one of {', '.join(SCHEDULES)}")
         self.schedule = ("cpu-invariant" if torch.device(lm.device).type == "cpu" else "batched") \
@@ -617,7 +623,7 @@ class TeacherForcingEngine:
         host_t.copy_(out, non_blocking=cuda)
         if cuda:
             torch.cuda.current_stream(dev).synchronize()
-        arr = host_t.numpy()
+        arr = host_t.numpy().copy() if cuda else host_t.numpy()  # do not keep page-locked memory alive
         host, r = {}, 0
         for k, w in layout:
             host[k] = arr[r] if w == 1 else arr[r:r + w]
