@@ -14,6 +14,7 @@ the same run.
 
     python benchmarks/bench_scoring.py                        # SmolLM2 + Gemma 3 270M, float32
     python benchmarks/bench_scoring.py --models smollm2 --windows 32 --bf16 --near-verbatim
+    python benchmarks/bench_scoring.py --census               # + census-only (log q, greedy, margin)
 """
 from __future__ import annotations
 
@@ -148,11 +149,11 @@ def reference_scores(hf_model, prompts, suffixes, batch):
     return out
 
 
-def memclaim_scores(lm, prompts, suffixes, batch):
+def memclaim_scores(lm, prompts, suffixes, batch, stats="all", schedule="auto"):
     from memclaim.decoding import parse_policies
     from memclaim.scoring.engine import TeacherForcingEngine
 
-    eng = TeacherForcingEngine(lm, parse_policies(POLICIES))
+    eng = TeacherForcingEngine(lm, parse_policies(POLICIES), stats=stats, schedule=schedule)
     out = []
     for a in range(0, len(prompts), batch):
         r = eng.score_batch(prompts[a:a + batch], suffixes[a:a + batch])
@@ -172,14 +173,14 @@ def worker(args):
     prompts, suffixes = load_windows(m, args.windows, args.prefix, args.suffix)
     # warm-up on one batch outside the measurement
     fn = (lambda p, s: reference_scores(m.lm.model, p, s, args.batch)) if args.impl == "reference" else \
-        (lambda p, s: memclaim_scores(m.lm, p, s, args.batch))
+        (lambda p, s: memclaim_scores(m.lm, p, s, args.batch, args.stats, args.schedule))
     fn(prompts[: args.batch], suffixes[: args.batch])
     with RSSSampler() as rss:
         t = time.perf_counter()
         scores = fn(prompts, suffixes)
         dt = time.perf_counter() - t
     flops = model_flops_per_window(m.lm.config, m.lm.vocab_size, len(prompts[0]), len(suffixes[0])) * len(prompts)
-    res = {"impl": args.impl, "model": args.model, "dtype": args.dtype, "windows": len(prompts), "batch": args.batch,
+    res = {"impl": args.impl, "model": args.model, "dtype": args.dtype, "stats": args.stats, "schedule": args.schedule, "windows": len(prompts), "batch": args.batch,
            "seconds": dt, "windows_per_s": len(prompts) / dt, "gflops": flops / dt / 1e9,
            "rss_start_mb": rss.start_rss / 2**20, "rss_peak_mb": rss.peak / 2**20,
            "scores": scores}
@@ -230,6 +231,11 @@ def main():
     ap.add_argument("--nv-epsilon", type=int, default=5)
     ap.add_argument("--nv-beam", type=int, default=16)
     ap.add_argument("--no-reference", action="store_true")
+    ap.add_argument("--stats", default="all", help=argparse.SUPPRESS)
+    ap.add_argument("--schedule", default="auto", help=argparse.SUPPRESS)
+    ap.add_argument("--census", action="store_true",
+                    help="also run memclaim census-only (log q under the policies + greedy flag and margin; "
+                         "no full-softmax moments, no ranks), as a census needs")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.worker:
@@ -249,6 +255,11 @@ def main():
         # flat in the number of windows: the same batch size, twice the windows
         more = run_worker(impl="memclaim", dtype="float32", **dict(common, windows=2 * args.windows))
         row = {"model": model, "memclaim": mine, "memclaim_2x_windows_rss_mb": more["rss_peak_mb"]}
+        if args.census:
+            cen = run_worker(impl="memclaim", dtype="float32", stats="census", **common)
+            row["census"] = cen
+            # the census's log q is computed by the same operations as the full run's: same bits
+            row["census_bit_identical"] = bool(np.array_equal(np.array(cen["scores"]), np.array(mine["scores"])))
         if not args.no_reference:
             ref = run_worker(impl="reference", dtype="float32", **common)
             a, b = np.array(mine["scores"]), np.array(ref["scores"])
@@ -280,6 +291,13 @@ def main():
             print(f"  speed-up x{mine['windows_per_s'] / ref['windows_per_s']:.2f}; peak RSS ratio "
                   f"{mine['rss_peak_mb'] / ref['rss_peak_mb']:.2f}; scores agree to "
                   f"{row['agree_max_abs_diff']:.2e} nats (same support: {row['agree_support']})")
+        if "census" in row:
+            cen = row["census"]
+            vs = f"x{cen['windows_per_s'] / row['reference']['windows_per_s']:.2f} vs reference; " \
+                if "reference" in row else ""
+            print(f"  census     {cen['windows_per_s']:7.2f} windows/s  (stats {cen['stats']}: {vs}"
+                  f"x{cen['windows_per_s'] / mine['windows_per_s']:.2f} vs every statistic; log q bit-identical "
+                  f"to the full run: {row['census_bit_identical']})  peak RSS {cen['rss_peak_mb']:7.0f} MB")
         if "bfloat16" in row:
             bf = row["bfloat16"]
             print(f"  bfloat16   {bf['windows_per_s']:7.2f} windows/s (x{bf['windows_per_s'] / mine['windows_per_s']:.2f} "
@@ -294,7 +312,7 @@ def main():
                   f"{nv['log10_verbatim']:.1f}")
     if args.json:
         for r in rows:
-            for k in ("memclaim", "reference"):
+            for k in ("memclaim", "reference", "census"):
                 if k in r:
                     r[k].pop("scores", None)
         print(json.dumps({"fp32_peak_gflops": peak, "rows": rows}, indent=1))

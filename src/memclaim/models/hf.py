@@ -25,6 +25,28 @@ from .base import LanguageModel
 # vocabularies (GPT-2's 50,257) take one call. On a GPU one call is best.
 VOCAB_TILES = (2048, 1024, 512, 256)
 
+# The attention kernel memclaim loads models with (``from_pretrained(attn_implementation=...)``;
+# the choice is made at load time, by models/loader.py): PyTorch's scaled_dot_product_attention,
+# which on CUDA dispatches to FlashAttention-2 / memory-efficient kernels (no [B, H, T, T]
+# scores in memory) and on the CPU to its fused kernel. It is transformers' own default where
+# the architecture supports it; "eager" is the fallback for architectures that do not.
+FAST_ATTENTION = "sdpa"
+
+
+def attn_implementation(config=None) -> str:
+    """The ``attn_implementation`` to load a model with: :data:`FAST_ATTENTION` unless the model
+    class says it cannot use it (``_supports_sdpa`` False), then "eager"."""
+    if config is not None:
+        try:
+            from transformers import AutoModelForCausalLM
+
+            cls = AutoModelForCausalLM._model_mapping[type(config)]
+            if getattr(cls, "_supports_sdpa", True) is False:
+                return "eager"
+        except (KeyError, ImportError, AttributeError):
+            pass
+    return FAST_ATTENTION
+
 
 def vocab_tile(vocab: int) -> int | None:
     """The unembedding tile for a vocabulary of this size, or None for one call."""
@@ -35,6 +57,14 @@ def unembed(h, w, *, tile: int | None = None):
     """h [N, D] @ w[V, D].T -> [N, V], tiled over the vocabulary on CPU (default tile: vocab_tile(V))."""
     V = w.shape[0]
     tile = tile or vocab_tile(V)
+    if h.device.type == "cuda" and h.dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":
+        # TF32 (10 mantissa bits) would round the scored logits: the unembedding stays float32
+        prev = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("highest")
+        try:
+            return h @ w.T
+        finally:
+            torch.set_float32_matmul_precision(prev)
     if h.device.type != "cpu" or tile is None or V <= tile:
         return h @ w.T
     if V % tile:
@@ -70,6 +100,11 @@ class HFLanguageModel(LanguageModel):
     @property
     def device(self):
         return self._w.device
+
+    @property
+    def attn_implementation(self) -> str:
+        """The attention kernel the model was loaded with (see :data:`FAST_ATTENTION`)."""
+        return str(getattr(self.config, "_attn_implementation", None) or "eager")
 
     def fingerprint(self) -> str:
         return self._fingerprint

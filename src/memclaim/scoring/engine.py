@@ -1,99 +1,456 @@
 """The batched teacher-forcing engine ([EM] §2 Eq. 1, §4; App. D.3).
 
-One forward pass over a batch of windows yields, per window:
-  * log q_{theta,phi}(s | p) under every requested decoding policy (and per token, so shorter
-    suffix lengths come from cumulative sums without another pass, [EM] App. D.3);
-  * the greedy-match flag (teacher-forced argmax == target at every position) and the smallest
-    top-1/top-2 logit margin, so near-ties are reported, not hidden ([EM] App. A.2);
-  * per-token full-softmax log-probs (loss, min-k%), per-token mean and std of log p under the
-    full next-token distribution (min-k%++), and the target-token rank (1 = argmax).
+One forward pass over a batch of windows yields, per window, the statistics a run asks for
+(:class:`StatSet`; all of them unless told otherwise):
+
+  * ``policy_logq``: log q_{theta,phi}(s | p) under every requested decoding policy, and per token,
+    so shorter suffix lengths come from cumulative sums without another pass ([EM] App. D.3);
+  * ``greedy``: the greedy-match flag (teacher-forced argmax == target at every position);
+  * ``margin``: the smallest top-1/top-2 logit margin, so near-ties are reported, not hidden
+    ([EM] App. A.2);
+  * ``token_logprob``: per-token full-softmax log-probs (loss, min-k%);
+  * ``token_moments``: per-token mean and std of log p under the full next-token distribution
+    (min-k%++);
+  * ``rank``: the target-token rank (1 = argmax).
+
+A census needs only ``policy_logq`` + ``greedy`` + ``margin`` (:data:`CENSUS_STATS`) and does not
+pay for the full-softmax moments and ranks an audit needs.
 
 The body runs over prompt + suffix[:-1]; the unembedding runs only at the suffix positions, in
 chunks of rows sized so a chunk's [rows, V] float32 logits stay under ``logit_chunk_bytes``: a
 [batch, time, vocab] tensor is never built (Gemma's vocabulary is 262,144).
+
+Two schedules compute the same quantities (``schedule=``):
+
+  * ``"cpu-invariant"`` (the default on the CPU): statistics window by window, in fixed shapes, so a
+    window's scores are bit-identical for every batch size and thread count, and bit-identical to
+    the scores this engine recorded before the batched schedule existed
+    (tests/data/fixtures/engine_cpu_v1.npz).
+  * ``"batched"`` (the default on CUDA): statistics for all windows of a chunk at once (no
+    per-window Python loop), branch-free (no ``.item()``/``nonzero`` inside a batch: the top-k
+    boundary ties are counted for every row), results gathered into one device buffer and copied
+    to the host once per batch (pinned memory on CUDA, as are the input ids). It equals the CPU
+    schedule to :data:`BATCHED_TOLERANCE` (float reassociation, not a different rule).
 """
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 import torch
 
-from ..decoding import Policy, policy_target_logprob
+from ..decoding import Policy, _warp, policy_target_logprob
+from ..errors import InputError
 
 NEAR_TIE_MARGIN = 1e-5  # [EM] App. A.2: argmax flips under numeric noise below this margin
 # Measured with MKL on this project's CPUs (tests/test_engine.py): sgemm results for a row
 # are identical for every row count >= 12 and every thread count; calls with 1-3, 5-7 or
 # 9-11 rows take other kernels. The engine never issues a matmul with fewer rows.
 MIN_GEMM_ROWS = 12
+# The batched schedule against the CPU schedule on the same model (tests/test_engine_batched.py):
+# per token, |difference| <= atol + rtol * |value| nats (log q, log p, mean, std); ranks and
+# greedy flags equal wherever the top-1/top-2 margin exceeds NEAR_TIE_MARGIN.
+BATCHED_TOLERANCE = {"atol": 2e-5, "rtol": 1e-5}
+SCHEDULES = ("auto", "cpu-invariant", "batched")
+
+
+# --------------------------------------------------------------------------- statistic sets
+STAT_NAMES = ("policy_logq", "greedy", "margin", "token_logprob", "token_moments", "rank")
+# the BatchScores fields each statistic fills
+STAT_FIELDS = {"policy_logq": ("logq", "token_logq"), "greedy": ("greedy_match",), "margin": ("min_margin",),
+               "token_logprob": ("token_logprob",), "token_moments": ("token_mean", "token_std"),
+               "rank": ("token_rank",)}
+STAT_PRESETS = {"all": STAT_NAMES, "census": ("policy_logq", "greedy", "margin")}
+STAT_HELP = (f"statistics are {', '.join(STAT_NAMES)} (or the presets "
+             f"{', '.join(f'{k!r}' for k in STAT_PRESETS)}), joined with '+', e.g. 'greedy+margin+policy_logq'")
+
+
+@dataclass(frozen=True)
+class StatSet:
+    """Which per-window statistics the engine computes; hashable, ordered by name.
+
+    ``spec`` is the stable string form (the sorted names joined with ``+``), recorded with a
+    stored unit; :meth:`parse` reads it back. A unit computed with set A can serve a run that
+    needs set B iff ``A.covers(B)``.
+    """
+
+    names: frozenset
+
+    def __post_init__(self):
+        bad = sorted(set(self.names) - set(STAT_NAMES))
+        if bad:
+            raise InputError(f"unknown statistic(s) {bad}", hint=STAT_HELP)
+        if not self.names:
+            raise InputError("an empty set of statistics", hint=STAT_HELP)
+        object.__setattr__(self, "names", frozenset(self.names))
+
+    @classmethod
+    def of(cls, stats: "StatSet | str | Iterable[str]") -> "StatSet":
+        """A StatSet from a StatSet, a spec string ('census', 'all', 'greedy+margin') or names."""
+        if isinstance(stats, StatSet):
+            return stats
+        if isinstance(stats, str):
+            return cls.parse(stats)
+        names: set[str] = set()
+        for s in stats:
+            if not isinstance(s, str):
+                raise InputError(f"statistic {s!r} is not a name", hint=STAT_HELP)
+            names |= set(STAT_PRESETS.get(s, (s,)))
+        return cls(frozenset(names))
+
+    @classmethod
+    def parse(cls, text: str) -> "StatSet":
+        parts = [p.strip() for p in str(text).split("+")]
+        if not all(parts):
+            raise InputError(f"malformed statistics {text!r}", hint=STAT_HELP)
+        return cls.of(parts)
+
+    @property
+    def spec(self) -> str:
+        return "+".join(sorted(self.names))
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names
+
+    def covers(self, other: "StatSet | str | Iterable[str]") -> bool:
+        return StatSet.of(other).names <= self.names
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The BatchScores fields this set fills (the others are None)."""
+        return tuple(f for n in STAT_NAMES if n in self.names for f in STAT_FIELDS[n])
+
+    def __str__(self) -> str:  # pragma: no cover - trivial
+        return self.spec
+
+    def to_dict(self) -> dict:
+        return {"spec": self.spec, "names": sorted(self.names)}
+
+
+ALL_STATS = StatSet(frozenset(STAT_NAMES))
+CENSUS_STATS = StatSet(frozenset(STAT_PRESETS["census"]))
 
 
 @dataclass
 class BatchScores:
     """Per-window outputs of one batch (numpy, float64 where it is a log-probability).
 
-    Shapes: B windows, S suffix tokens, P policies.
+    Shapes: B windows, S suffix tokens, P policies. A field whose statistic was not asked for
+    (see :class:`StatSet`, :data:`STAT_FIELDS`) is None; :attr:`stats` says which were.
     """
 
-    logq: np.ndarray  # [B, P] float64, sum over tokens, -inf when a token is outside the support
-    token_logq: np.ndarray  # [B, P, S] float64
-    greedy_match: np.ndarray  # [B] bool
-    min_margin: np.ndarray  # [B] float64, min over positions of top1 - top2 logit
-    token_logprob: np.ndarray  # [B, S] float64, full softmax at temperature 1
-    token_mean: np.ndarray  # [B, S] float64, E_{v~p}[log p(v)]
-    token_std: np.ndarray  # [B, S] float64, Std_{v~p}[log p(v)]
-    token_rank: np.ndarray  # [B, S] int64, 1 + #{v : logit_v > logit_target}
+    logq: np.ndarray | None  # [B, P] float64, sum over tokens, -inf when a token is outside the support
+    token_logq: np.ndarray | None  # [B, P, S] float64
+    greedy_match: np.ndarray | None  # [B] bool
+    min_margin: np.ndarray | None  # [B] float64, min over positions of top1 - top2 logit
+    token_logprob: np.ndarray | None  # [B, S] float64, full softmax at temperature 1
+    token_mean: np.ndarray | None  # [B, S] float64, E_{v~p}[log p(v)]
+    token_std: np.ndarray | None  # [B, S] float64, Std_{v~p}[log p(v)]
+    token_rank: np.ndarray | None  # [B, S] int64, 1 + #{v : logit_v > logit_target}
+
+    @property
+    def stats(self) -> StatSet:
+        """The statistics these scores hold (those whose fields are not None)."""
+        return StatSet(frozenset(n for n, fs in STAT_FIELDS.items() if all(getattr(self, f) is not None for f in fs)))
+
+    @property
+    def n_windows(self) -> int:
+        return len(next(getattr(self, f) for f in self.__dataclass_fields__ if getattr(self, f) is not None))
+
+    @classmethod
+    def concat(cls, parts: Sequence["BatchScores"]) -> "BatchScores":
+        """Concatenate batches along the window axis (all parts must hold the same statistics)."""
+        if not parts:
+            raise InputError("no batches to concatenate")
+        if len(parts) == 1:
+            return parts[0]
+        kinds = {p.stats for p in parts}
+        if len(kinds) != 1:
+            raise InputError(f"batches hold different statistics: {sorted(k.spec for k in kinds)}")
+        return cls(**{f: None if getattr(parts[0], f) is None else
+                      np.concatenate([getattr(p, f) for p in parts], axis=0) for f in cls.__dataclass_fields__})
 
 
 def _chunk_rows(vocab: int, logit_chunk_bytes: int) -> int:
     return max(1, logit_chunk_bytes // (4 * vocab))
 
 
-def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[Policy]):
-    """All per-position statistics for [n, V] logits and [n] targets (float32 or better).
+# --------------------------------------------------------------------------- batch sizes
+# Bytes of [rows, V] float32 temporaries alive at once while a chunk's statistics run, in units
+# of the chunk's logits (logits, log-softmax, exp, centred squares; top-p adds sorted values,
+# int64 indices, softmax and cumulative sums).
+LOGIT_WORKSET = 8
+AUTO_BATCH_CPU = 16  # CPU: throughput is flat beyond ~16 windows (measured, bench_scoring.py)
+AUTO_BATCH_MAX = 512  # a GPU is saturated long before: ~50k tokens per forward at T = 100
 
-    Passes over the [n, V] block are shared between outputs (one fused log-softmax, one exp, dot
-    products without temporaries); CPU logsumexp is avoided (several passes)."""
+
+def window_activation_bytes(config, *, seq_len: int, dtype_bytes: int, attention_scores: bool) -> int:
+    """Peak bytes one window of ``seq_len`` tokens adds inside the body's forward pass (no cache,
+    inference mode). Per token, in the body's dtype: 5 x hidden (residual stream, its normed
+    copy, the attention projection's output, the residual sum, the last hidden state kept for the
+    unembedding), 4 x heads x head_dim (q, rotated q, the attention output and its contiguous
+    copy), 4 x kv_heads x head_dim (k, rotated k, v, a GQA expansion), 3 x intermediate (the
+    MLP's activation, up projection and their product), and one row of the [T, T] attention
+    mask; with ``attention_scores`` (a math/CPU attention) also the [heads, T, T] scores and
+    their softmax in float32. Layer temporaries are freed between layers, so the peak is one
+    layer's worth."""
+    d = int(config.hidden_size)
+    heads = int(config.num_attention_heads)
+    head_dim = int(getattr(config, "head_dim", None) or d // heads)
+    kv = int(getattr(config, "num_key_value_heads", None) or heads)
+    inter = int(getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * d)
+    per_token = dtype_bytes * (5 * d + 4 * heads * head_dim + 4 * kv * head_dim + 3 * inter + seq_len)
+    scores = 2 * 4 * heads * seq_len if attention_scores else 0
+    return int(seq_len * (per_token + scores))
+
+
+def auto_batch_size(config, *, seq_len: int, suffix_len: int, dtype_bytes: int, free_bytes: int, vocab: int,
+                    logit_chunk_bytes: int, attention_scores: bool = False, safety: float = 0.8,
+                    max_batch: int = AUTO_BATCH_MAX) -> int:
+    """The largest batch (windows) whose forward pass fits ``safety * free_bytes``.
+
+    Memory = the logits working set (``LOGIT_WORKSET`` chunks of at most ``logit_chunk_bytes``,
+    independent of the batch) + per window its body activations
+    (:func:`window_activation_bytes`) and its scored rows' hidden states and float64 results.
+    Clamped to [1, max_batch]; 1 when even one window does not fit (the run then fails loudly
+    at allocation rather than silently doing nothing).
+    """
+    rows = _chunk_rows(vocab, logit_chunk_bytes)
+    logits_ws = LOGIT_WORKSET * min(rows, max(1, max_batch * suffix_len)) * 4 * vocab
+    per_window = window_activation_bytes(config, seq_len=seq_len, dtype_bytes=dtype_bytes,
+                                         attention_scores=attention_scores)
+    per_window += suffix_len * (int(config.hidden_size) * (dtype_bytes + 4) + 8 * 16)
+    room = safety * free_bytes - logits_ws
+    return int(min(max_batch, max(1, room // per_window)))
+
+
+def available_memory(device) -> int:
+    """Bytes free for tensors on ``device``: on CUDA the driver's free memory plus what PyTorch's
+    caching allocator holds but does not use; on the CPU MemAvailable from /proc/meminfo."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # not Linux
+        pass
+    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+
+
+# --------------------------------------------------------------------------- CPU statistics
+def _needs_logp(policies: Sequence[Policy], stats: StatSet) -> bool:
+    if "token_logprob" in stats or "token_moments" in stats:
+        return True
+    return "policy_logq" in stats and any(not p.greedy and p.temperature == 1.0 and p.top_k is None and p.top_p is None
+                                          for p in policies)
+
+
+def _needs_top2(policies: Sequence[Policy], stats: StatSet) -> bool:
+    return "greedy" in stats or "margin" in stats or ("policy_logq" in stats and any(p.greedy for p in policies))
+
+
+def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[Policy], stats: StatSet = ALL_STATS):
+    """The CPU schedule's per-position statistics for [n, V] logits and [n] targets (float32 or
+    better): a dict with the entries ``stats`` asks for (token_lp, mean, std, rank, margin,
+    greedy, pol [P, n]).
+
+    Each entry is computed by the same operations whatever else is asked for (a census's log q
+    has the bits of a full run's). Passes over the [n, V] block are shared between outputs
+    (one fused log-softmax, one exp, dot products without temporaries); CPU logsumexp is avoided
+    (several passes)."""
     x = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
     t = targets.view(-1, 1)
-    logp = torch.log_softmax(x, dim=-1)  # [n, V]
-    token_lp = logp.gather(1, t).view(-1)
-    p = logp.exp()  # [n, V]
-    mean = torch.linalg.vecdot(p, logp)  # [n]  E_p[log p]
-    d = (logp - mean[:, None]).square_()  # [n, V]
-    var = torch.linalg.vecdot(p, d)  # [n]  E_p[(log p - mean)^2], centered: no cancellation
-    del d, p
-    rank = (x > x.gather(1, t)).sum(-1, dtype=torch.int32).long() + 1  # int32: no int64 copy of the mask
-    if x.shape[-1] > 1:
-        top2, top2i = torch.topk(x, 2, dim=-1)  # [n, 2]
-        margin = top2[:, 0] - top2[:, 1]
-        amax = top2i[:, 0].clone()
-        tied = (margin == 0).nonzero().view(-1)
-        if tied.numel():  # exact tie for the max: torch.argmax's first index, as transformers' greedy
-            amax[tied] = x[tied].argmax(dim=-1)
+    out = {}
+    logp = torch.log_softmax(x, dim=-1) if _needs_logp(policies, stats) else None  # [n, V]
+    if "token_logprob" in stats:
+        out["token_lp"] = logp.gather(1, t).view(-1)
+    if "token_moments" in stats:
+        p = logp.exp()  # [n, V]
+        mean = torch.linalg.vecdot(p, logp)  # [n]  E_p[log p]
+        d = (logp - mean[:, None]).square_()  # [n, V]
+        var = torch.linalg.vecdot(p, d)  # [n]  E_p[(log p - mean)^2], centered: no cancellation
+        del d, p
+        out["mean"], out["std"] = mean, var.clamp_min(0).sqrt()
+    if "rank" in stats:
+        out["rank"] = (x > x.gather(1, t)).sum(-1, dtype=torch.int32).long() + 1  # int32: no int64 mask copy
+    greedy = None
+    if _needs_top2(policies, stats):
+        if x.shape[-1] > 1:
+            top2, top2i = torch.topk(x, 2, dim=-1)  # [n, 2]
+            margin = top2[:, 0] - top2[:, 1]
+            amax = top2i[:, 0].clone()
+            tied = (margin == 0).nonzero().view(-1)
+            if tied.numel():  # exact tie for the max: torch.argmax's first index, as transformers' greedy
+                amax[tied] = x[tied].argmax(dim=-1)
+        else:
+            margin = torch.full_like(x[:, 0], math.inf)
+            amax = torch.zeros_like(targets)
+        greedy = amax == targets
+        out["margin"], out["greedy"] = margin, greedy
+    if "policy_logq" in stats:
+        zero = torch.zeros((), dtype=x.dtype, device=x.device)
+        ninf = torch.full((), -math.inf, dtype=x.dtype, device=x.device)
+        out["pol"] = torch.stack([torch.where(greedy, zero, ninf) if pi.greedy else
+                                  policy_target_logprob(x, targets, pi, log_softmax_t1=logp)
+                                  for pi in policies], dim=0)  # [P, n]
+    return out
+
+
+# --------------------------------------------------------------------------- batched statistics
+def _logsumexp(x):
+    # max-shifted, one temporary; rows of -inf only (impossible for logits) would give nan
+    m = x.amax(dim=-1, keepdim=True)
+    return (x - m).exp_().sum(dim=-1).log_().add_(m.view(-1))
+
+
+def batched_policy_logprob(x, targets, xt, policy: Policy, *, lp1_t=None, amax=None, scaled=None):
+    """log q_{theta,phi}(target_i | context_i) for [n, V] logits, branch-free (no host sync).
+
+    The rules are :func:`memclaim.decoding.policy_target_logprob`'s (HF warper order, every tie
+    at the top-k boundary kept); only the arithmetic differs: log Z by logsumexp over the support
+    instead of log-softmax, and the top-k boundary's extra ties counted for every row (one
+    compare-and-sum pass) instead of only for the rows found tied on the host. ``xt``: the
+    targets' logits [n]; ``lp1_t``: their full-softmax log-probs when already computed; ``amax``:
+    the rows' argmax (greedy); ``scaled``: a dict caching x / T between policies."""
+    if policy.greedy:
+        # [EM] §4: all mass on the argmax (torch.argmax: the first maximal index, as transformers)
+        return torch.where(amax == targets, 0.0, -math.inf).to(x.dtype)
+    if policy.top_p is not None:  # sort-based nucleus, operation for operation as transformers
+        y = _warp(x, policy)
+        return y.gather(1, targets.view(-1, 1)).view(-1) - _logsumexp(y)
+    T = policy.temperature
+    if scaled is not None and T in scaled:
+        y = scaled[T]
     else:
-        margin = torch.full_like(x[:, 0], math.inf)
-        amax = torch.zeros_like(targets)
-    greedy = amax == targets
-    zero = torch.zeros((), dtype=x.dtype, device=x.device)
-    ninf = torch.full((), -math.inf, dtype=x.dtype, device=x.device)
-    pol = torch.stack([torch.where(greedy, zero, ninf) if pi.greedy else
-                       policy_target_logprob(x, targets, pi, log_softmax_t1=logp) for pi in policies], dim=0)  # [P, n]
-    return token_lp, mean, var.clamp_min(0).sqrt(), rank, margin, greedy, pol
+        y = x / T if T != 1.0 else x  # TemperatureLogitsWarper: scores / temperature
+        if scaled is not None:
+            scaled[T] = y
+    yt = xt if T == 1.0 else y.gather(1, targets.view(-1, 1)).view(-1)
+    if policy.top_k is None:
+        if T == 1.0 and lp1_t is not None:
+            return lp1_t
+        return yt - _logsumexp(y)
+    V = y.shape[-1]
+    k = min(policy.top_k, V)
+    top = torch.topk(y, min(k + 1, V), dim=-1).values  # [n, k(+1)]
+    kth = top[:, k - 1]
+    log_z = _logsumexp(top[:, :k])
+    if k < V:
+        # tokens tied with the K-th largest beyond the K topk returned: log(Z + extra * e^kth)
+        extra = (y >= kth[:, None]).sum(dim=-1) - k  # [n] >= 0, 0 when the boundary is not tied
+        log_z = torch.where(extra > 0, torch.logaddexp(log_z, kth + extra.to(y.dtype).log()), log_z)
+    return torch.where(yt >= kth, yt - log_z, -math.inf)
 
 
+def batched_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[Policy], stats: StatSet):
+    """The batched schedule's per-position statistics for [n, V] logits (any n): the same dict as
+    :func:`score_rows`, computed for all rows at once without host synchronization."""
+    x = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
+    t = targets.view(-1, 1)
+    xt = x.gather(1, t).view(-1)
+    out = {}
+    lp1_t = None  # the targets' full-softmax log-probs
+    if "token_moments" in stats:
+        logp = torch.log_softmax(x, dim=-1)
+        lp1_t = logp.gather(1, t).view(-1)
+        p = logp.exp()
+        mean = torch.linalg.vecdot(p, logp)  # E_p[log p]
+        var = torch.linalg.vecdot(p, (logp - mean[:, None]).square_())  # centred: no cancellation
+        del p, logp
+        out["mean"], out["std"] = mean, var.clamp_min(0).sqrt()
+    elif _needs_logp(policies, stats):
+        lp1_t = xt - _logsumexp(x)
+    if "token_logprob" in stats:
+        out["token_lp"] = lp1_t
+    if "rank" in stats:
+        out["rank"] = (x > xt[:, None]).sum(-1) + 1
+    amax = None
+    if _needs_top2(policies, stats):
+        amax = x.argmax(dim=-1)  # first maximal index on ties (documented torch semantics)
+        out["greedy"] = amax == targets
+        if "margin" in stats:
+            if x.shape[-1] > 1:
+                top2 = torch.topk(x, 2, dim=-1).values
+                out["margin"] = top2[:, 0] - top2[:, 1]
+            else:
+                out["margin"] = torch.full_like(xt, math.inf)
+    if "policy_logq" in stats:
+        scaled: dict = {}
+        out["pol"] = torch.stack([batched_policy_logprob(x, targets, xt, pi, lp1_t=lp1_t, amax=amax, scaled=scaled)
+                                  for pi in policies], dim=0)
+    return out
+
+
+# --------------------------------------------------------------------------- the engine
 class TeacherForcingEngine:
-    """Scores equal-length (or left-padded) windows with one forward pass per batch."""
+    """Scores equal-length (or left-padded) windows with one forward pass per batch.
 
-    def __init__(self, lm, policies: Sequence[Policy], *, logit_chunk_bytes: int = 256 << 20):
+    ``stats``: the statistics to compute (:class:`StatSet`, a spec string such as ``"census"``
+    or names); the others come back as None. ``schedule``: ``"auto"`` (cpu-invariant on the
+    CPU, batched elsewhere), ``"cpu-invariant"`` or ``"batched"`` (see the module docstring).
+    """
+
+    def __init__(self, lm, policies: Sequence[Policy], *, logit_chunk_bytes: int = 256 << 20,
+                 stats: "StatSet | str | Iterable[str]" = ALL_STATS, schedule: str = "auto"):
         self.lm = lm
         self.policies = tuple(policies)
         self.logit_chunk_bytes = int(logit_chunk_bytes)
+        if self.logit_chunk_bytes < 1:
+            raise InputError(f"logit_chunk_bytes must be positive, got {logit_chunk_bytes!r}")
+        self.stats = StatSet.of(stats)
+        if "policy_logq" in self.stats and not self.policies:
+            raise InputError("the statistic policy_logq needs at least one decoding policy",
+                             hint="pass policies, or leave policy_logq out of the statistics")
+        if schedule not in SCHEDULES:
+            raise InputError(f"unknown engine schedule {schedule!r}", hint=f"use one of {', '.join(SCHEDULES)}")
+        self.schedule = ("cpu-invariant" if torch.device(lm.device).type == "cpu" else "batched") \
+            if schedule == "auto" else schedule
         self.forward_tokens = 0  # body tokens processed (for FLOP accounting)
         self.unembed_rows = 0
 
+    # ----------------------------------------------------------------- batch sizes
+    def auto_batch_size(self, seq_len: int, suffix_len: int, *, free_bytes: int | None = None) -> int:
+        """``batch_size="auto"``: on CUDA the largest batch whose activations fit 80% of the free
+        device memory (:func:`auto_batch_size`); on the CPU :data:`AUTO_BATCH_CPU` windows (CPU
+        throughput is flat beyond it), fewer only if available RAM says so. A model without a
+        config (synthetic test models) gets :data:`AUTO_BATCH_CPU`."""
+        config = getattr(self.lm, "config", None)
+        dev = torch.device(self.lm.device)
+        if config is None or not hasattr(config, "hidden_size"):
+            return AUTO_BATCH_CPU
+        dtype = getattr(self.lm, "body_dtype", torch.float32)
+        free = available_memory(dev) if free_bytes is None else int(free_bytes)
+        n = auto_batch_size(config, seq_len=seq_len, suffix_len=suffix_len,
+                            dtype_bytes=torch.empty((), dtype=dtype).element_size(), free_bytes=free,
+                            vocab=self.lm.vocab_size, logit_chunk_bytes=self.logit_chunk_bytes,
+                            attention_scores=dev.type != "cuda")
+        return min(n, AUTO_BATCH_CPU) if dev.type == "cpu" else n
+
+    def resolve_batch_size(self, batch_size, seq_len: int, suffix_len: int) -> int:
+        if batch_size == "auto":
+            return self.auto_batch_size(seq_len, suffix_len)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise InputError(f"batch size must be a positive integer or 'auto', got {batch_size!r}")
+        return int(batch_size)
+
+    def score_windows(self, prompts: Sequence[Sequence[int]], suffixes: Sequence[Sequence[int]], *,
+                      batch_size="auto") -> BatchScores:
+        """Score many windows in batches of ``batch_size`` (an int or ``"auto"``)."""
+        if not prompts:
+            raise InputError("no windows to score")
+        n = self.resolve_batch_size(batch_size, max(len(p) for p in prompts) + len(suffixes[0]) - 1,
+                                    len(suffixes[0]))
+        return BatchScores.concat([self.score_batch(prompts[a:a + n], suffixes[a:a + n])
+                                   for a in range(0, len(prompts), n)])
+
+    # ----------------------------------------------------------------- scoring
     @torch.inference_mode()
     def score_batch(self, prompts: Sequence[Sequence[int]], suffixes: Sequence[Sequence[int]]) -> BatchScores:
         """prompts: B token lists (start-of-text already prepended); suffixes: B lists of S ids.
@@ -103,13 +460,21 @@ class TeacherForcingEngine:
         floating-point reassociation; see the tests for the measured tolerance).
         """
         B = len(prompts)
+        if B == 0 or len(suffixes) != B:
+            raise InputError(f"a batch needs as many suffixes as prompts (>= 1), got {B} and {len(suffixes)}")
         S = len(suffixes[0])
-        if any(len(s) != S for s in suffixes):
+        if S < 1 or any(len(s) != S for s in suffixes):
             raise ValueError("all suffixes in a batch must have the same length")
         lens = [len(p) for p in prompts]
-        Lp = max(lens)
         if min(lens) < 1:
             raise ValueError("every prompt needs at least one token (add a start-of-text token)")
+        if self.schedule == "batched":
+            return self._score_batched(prompts, suffixes, lens, S)
+        return self._score_cpu(prompts, suffixes, lens, S)
+
+    def _score_cpu(self, prompts, suffixes, lens, S) -> BatchScores:
+        B = len(prompts)
+        Lp = max(lens)
         dev = self.lm.device
         seqs = [list(p) + list(s[:-1]) for p, s in zip(prompts, suffixes)]
         T = Lp + S - 1
@@ -141,12 +506,21 @@ class TeacherForcingEngine:
         step = min(S, budget_rows)
         group = max(1, budget_rows // S) if step == S else 1
         P = len(self.policies)
+        st = self.stats
         f64 = dict(dtype=torch.float64, device=dev)
-        tok_lp, tok_mean, tok_std = torch.empty(n, **f64), torch.empty(n, **f64), torch.empty(n, **f64)
-        margin = torch.empty(n, **f64)
-        tok_rank = torch.empty(n, dtype=torch.long, device=dev)
-        greedy = torch.empty(n, dtype=torch.bool, device=dev)
-        pol = torch.empty((P, n), **f64)
+        buf = {}
+        if "token_logprob" in st:
+            buf["token_lp"] = torch.empty(n, **f64)
+        if "token_moments" in st:
+            buf["mean"], buf["std"] = torch.empty(n, **f64), torch.empty(n, **f64)
+        if "margin" in st:
+            buf["margin"] = torch.empty(n, **f64)
+        if "rank" in st:
+            buf["rank"] = torch.empty(n, dtype=torch.long, device=dev)
+        if "greedy" in st:
+            buf["greedy"] = torch.empty(n, dtype=torch.bool, device=dev)
+        if "policy_logq" in st:
+            buf["pol"] = torch.empty((P, n), **f64)
         if step == S:  # unembedding calls: groups of whole windows; statistics: one window each
             calls = [(g * S, min(B, g + group) * S, S) for g in range(0, B, group)]
         else:  # a window's rows do not fit the budget: one call per sub-chunk
@@ -158,23 +532,100 @@ class TeacherForcingEngine:
             zc = self.lm.logits(rows)  # [rows, V] float32 (or float64)
             for a in range(c0, c1, sub):
                 b = min(c1, a + sub)
-                lp, mu, sd, rk, mg, gr, pq = score_rows(zc[a - c0:b - c0], targets[a:b], self.policies)
-                tok_lp[a:b], tok_mean[a:b], tok_std[a:b] = lp, mu, sd
-                tok_rank[a:b], margin[a:b], greedy[a:b] = rk, mg, gr
-                pol[:, a:b] = pq
+                res = score_rows(zc[a - c0:b - c0], targets[a:b], self.policies, st)
+                for k, v in buf.items():
+                    if k == "pol":
+                        v[:, a:b] = res[k]
+                    else:
+                        v[a:b] = res[k]
             self.unembed_rows += c1 - c0
             del zc
-        token_logq = pol.view(P, B, S).permute(1, 0, 2).cpu().numpy()  # [B, P, S]
-        # sum logs in float64 strictly left to right (cumsum is sequential), so a window's
-        # score never depends on the batch layout
-        logq = np.cumsum(token_logq, axis=2)[:, :, -1]
+        host = {k: v.cpu().numpy() for k, v in buf.items()}
+        return self._assemble(host, B, S)
+
+    def _assemble(self, host: dict, B: int, S: int) -> BatchScores:
+        """Per-token host arrays -> BatchScores (window reductions on the host, in float64)."""
+        P = len(self.policies)
+        logq = token_logq = None
+        if "pol" in host:
+            token_logq = np.ascontiguousarray(host["pol"].reshape(P, B, S).transpose(1, 0, 2))  # [B, P, S]
+            # sum logs in float64 strictly left to right (cumsum is sequential), so a window's
+            # score never depends on the batch layout
+            logq = np.cumsum(token_logq, axis=2)[:, :, -1]
+
+        def per_token(k, dtype=None):
+            if k not in host:
+                return None
+            a = host[k].reshape(B, S)
+            return a if dtype is None else a.astype(dtype)
+
+        g = per_token("greedy", bool)
+        m = per_token("margin")
         return BatchScores(
-            logq=logq,
-            token_logq=np.ascontiguousarray(token_logq),
-            greedy_match=greedy.view(B, S).all(dim=1).cpu().numpy(),
-            min_margin=margin.view(B, S).min(dim=1).values.cpu().numpy(),
-            token_logprob=tok_lp.view(B, S).cpu().numpy(),
-            token_mean=tok_mean.view(B, S).cpu().numpy(),
-            token_std=tok_std.view(B, S).cpu().numpy(),
-            token_rank=tok_rank.view(B, S).cpu().numpy(),
+            logq=logq, token_logq=token_logq,
+            greedy_match=None if g is None else g.all(axis=1),
+            min_margin=None if m is None else m.min(axis=1),
+            token_logprob=per_token("token_lp"), token_mean=per_token("mean"), token_std=per_token("std"),
+            token_rank=per_token("rank", np.int64),
         )
+
+    def _score_batched(self, prompts, suffixes, lens, S) -> BatchScores:
+        """All windows' statistics at once per chunk of rows; one device->host copy per batch."""
+        B = len(prompts)
+        Lp = max(lens)
+        T = Lp + S - 1
+        dev = torch.device(self.lm.device)
+        cuda = dev.type == "cuda"
+        pad = Lp != min(lens)
+        ids_np = np.zeros((B, T), dtype=np.int64)
+        tg_np = np.empty((B, S), dtype=np.int64)
+        mask_np = np.ones((B, T), dtype=np.int64) if pad else None
+        for i, (p, s) in enumerate(zip(prompts, suffixes)):
+            off = Lp - len(p)  # left padding
+            ids_np[i, off:Lp] = p
+            ids_np[i, Lp:] = s[:-1]
+            tg_np[i] = s
+            if pad:
+                mask_np[i, :off] = 0
+
+        def to_dev(a):
+            t = torch.from_numpy(a)
+            return t.pin_memory().to(dev, non_blocking=True) if cuda else t.to(dev)
+
+        ids, targets = to_dev(ids_np), to_dev(tg_np).view(B * S)
+        mask = None if mask_np is None else to_dev(mask_np)
+        hidden, _ = self.lm.forward_hidden(ids, attention_mask=mask)
+        self.forward_tokens += int(mask_np.sum()) if pad else B * T
+        h = hidden[:, Lp - 1:Lp - 1 + S, :].reshape(B * S, -1)  # [B*S, D]
+        n = B * S
+        st = self.stats
+        P = len(self.policies)
+        # one float64 device buffer for every per-token result (ints and flags are exact in
+        # float64), so the host receives the batch in a single copy
+        layout = ([("pol", P)] if "policy_logq" in st else []) + [
+            (k, 1) for k, s in (("token_lp", "token_logprob"), ("mean", "token_moments"), ("std", "token_moments"),
+                                ("rank", "rank"), ("greedy", "greedy"), ("margin", "margin")) if s in st]
+        width = sum(w for _, w in layout)
+        out = torch.empty((width, n), dtype=torch.float64, device=dev)
+        rows = _chunk_rows(self.lm.vocab_size, self.logit_chunk_bytes)
+        for a in range(0, n, rows):
+            b = min(n, a + rows)
+            res = batched_rows(self.lm.logits(h[a:b]), targets[a:b], self.policies, st)
+            r = 0
+            for k, w in layout:
+                if w == 1:
+                    out[r, a:b] = res[k]
+                else:
+                    out[r:r + w, a:b] = res[k]
+                r += w
+            self.unembed_rows += b - a
+        host_t = torch.empty((width, n), dtype=torch.float64, pin_memory=cuda)
+        host_t.copy_(out, non_blocking=cuda)
+        if cuda:
+            torch.cuda.current_stream(dev).synchronize()
+        arr = host_t.numpy().copy() if cuda else host_t.numpy()  # do not keep page-locked memory alive
+        host, r = {}, 0
+        for k, w in layout:
+            host[k] = arr[r] if w == 1 else arr[r:r + w]
+            r += w
+        return self._assemble(host, B, S)
