@@ -182,6 +182,11 @@ CASES = [
     ("test-nv-on-files", T + " --near-verbatim 1", "needs score stores on both sides", 0),
     ("test-store-missing-policy", TS + " --run members --controls-run controls --policy greedy --out {rep}",
      "was not scored in run", 0),
+    ("test-exclude-not-utf8", T + " --exclude-controls {d}/latin1.txt", "is not valid UTF-8", 0),
+    ("test-store-damaged-run", "test --candidates {damaged} --run members --controls {damaged} --controls-run controls "
+     "--policy full --out {rep}", "run.json' is unreadable", 0),
+    ("test-store-damaged-scores", "test --candidates {damaged} --run controls --controls {damaged} --controls-run "
+     "members --policy full --out {rep}", "scores.parquet' is unreadable", 0),
     pytest.param("test-out-unwritable", "test --candidates {d}/s1.csv --controls {d}/s2.csv --out /proc/memclaim-rep",
                  "cannot create the output folder", 0, marks=LINUX, id="test-out-unwritable"),
     # ---- population
@@ -234,6 +239,8 @@ CASES = [
     ("audit-empty-prompt", "audit toy --members {d}/m.jsonl --nonmembers {d}/c.jsonl --prefix-tokens 0 --sot none "
      "--out {new}", "empty prompt", 1),
     ("audit-bad-attack", A + " --attacks nosuch", "unknown attack 'nosuch'", 1),
+    ("audit-kappa", "audit toy --members {d}/m.jsonl --nonmembers {d}/c.jsonl --kappa 2 --soundness-epsilon 1 "
+     "--out {new}", "--kappa (the canaries' prior baseline) must lie in [0, 1]", 1),
     ("audit-custom-code", "audit {d}/custom-code-model --members {d}/m.jsonl --nonmembers {d}/c.jsonl --out {rep}",
      "--trust-remote-code", 0),
     ("audit-table-missing", "audit table --instances {d}/nope.json --out {rep}", "does not exist", 0),
@@ -297,8 +304,15 @@ def test_bad_input_stops_cleanly_and_changes_nothing(argv, phrase, data, previou
     cwd.mkdir(parents=True)
     (cwd / "mine.txt").write_text("the user's file")
     monkeypatch.chdir(cwd)
+    damaged = tmp_path / "damaged"
+    if "{damaged}" in argv:  # a store whose members run.json and controls scores.parquet were cut short
+        shutil.copytree(previous / "store", damaged)
+        runs = json.loads((damaged / "manifest.json").read_text())["runs"]
+        for rid, r in runs.items():
+            f = damaged / "runs" / rid / ("run.json" if r["label"] == "members" else "scores.parquet")
+            f.write_bytes(f.read_bytes()[:40])
     before = {"rep": _snapshot(rep), "data": _snapshot(data), "cwd": _snapshot(tmp_path / "cwd")}
-    args = shlex.split(argv.format(d=data, rep=rep, store=rep / "store", new=new, file=afile))
+    args = shlex.split(argv.format(d=data, rep=rep, store=rep / "store", new=new, file=afile, damaged=damaged))
     capsys.readouterr()
     rc = main(args)
     err = capsys.readouterr().err

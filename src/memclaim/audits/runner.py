@@ -395,6 +395,11 @@ def run_audit(model, members, nonmembers, *, out_dir, settings: AuditSettings | 
     if (kappa is None) != (soundness_epsilon is None):
         raise InputError("the canary soundness check needs both the baseline kappa and the claimed epsilon",
                          hint="pass --kappa K and --soundness-epsilon EPS together")
+    if kappa is not None:  # the soundness check's domains fail before any scoring
+        from ..validate import in_unit, positive
+
+        in_unit("--kappa (the canaries' prior baseline)", kappa)
+        positive("--soundness-epsilon", soundness_epsilon)
     m = _load(model, dtype=dtype, sot=sot, trust_remote_code=trust_remote_code)
     ref_model = (_load(reference, dtype=dtype, trust_remote_code=trust_remote_code)  # a bad --reference fails first
                  if reference is not None else None)

@@ -81,7 +81,10 @@ def main(argv=None) -> int:
     except MemclaimError as exc:
         text = str(exc)
         if getattr(exc, "hint", None) is None:  # every error says how to fix it
-            cmd = " ".join(a for a in (argv if argv is not None else sys.argv[1:])[:2] if not a.startswith("-"))
+            args = list(argv if argv is not None else sys.argv[1:])
+            groups = {"dp": ("bounds", "account", "plot", "baseline"), "audit": ("run", "table", "attacks"),
+                      "train": ("tiny", "finetune", "unlearn")}
+            cmd = " ".join(args[:2] if len(args) > 1 and args[1] in groups.get(args[0], ()) else args[:1])
             text += f"\n  fix: correct the value named above (`memclaim {cmd or 'COMMAND'} --help` gives each option's range)"
         click.echo(f"error: {text}", err=True)
         return 2
