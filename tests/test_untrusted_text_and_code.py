@@ -152,3 +152,20 @@ def test_loading_the_toy_never_trusts_remote_code(monkeypatch):
     load_model("toy", load_weights=True)
     assert {s[0] for s in seen} == {"AutoTokenizer", "AutoModelForCausalLM"}
     assert all(t is False and local is True for _, t, local in seen), seen
+
+
+# ------------------------------------------------------------------- paths read as console markup
+@pytest.mark.integration
+def test_an_out_path_with_console_markup_is_printed_literally(tmp_path, toy_data, capsys):
+    """Issue 12 C12: `--out runs/q[/]z`: the store was written, then rich read the path as markup
+    and the success was reported as a failure (a traceback). Paths and labels print literally."""
+    recs = [r for r in toy_data["planted"] if r["id"].startswith("member")][:3]
+    inp = tmp_path / "p[bold]q.jsonl"
+    inp.write_text("".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in recs))
+    out = tmp_path / "q[/]z"
+    rc = main(["score", "toy", "--input", str(inp), "--prefix-tokens", "8", "--suffix-tokens", "8", "--policy", "full",
+               "--out", str(out)])  # with the progress bar, whose label names the input file
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert f"-> {out}" in " ".join(cap.out.split()) and "q[/]z" in cap.out
+    assert (out / "manifest.json").exists()
