@@ -156,7 +156,8 @@ def parse_exclude_spans(path, controls: list[tuple[str, str, str]]) -> list[tupl
               help="Output folder: the store goes to OUT/store, the report to OUT/report.{json,md,html}.")
 @run_options
 def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tokens, policies, prompt_templates,
-            chat_template, aggregate, text_field, id_field, input_format, dtype, sot, allow_pickle, trust_remote_code, threads,
+            chat_template, aggregate, text_field, id_field, input_format, dtype, sot, allow_pickle, trust_remote_code,
+            threads,
             exclude_file, references, min_similarity, use_global, budget_delta, realistic_budget,
             controls_description, out_dir, batch_size, unit_size, as_json, no_progress, nv_eps=(), nv_beams=(),
             backend="local", address=None, workers=None, gpus_per_worker=0.0, threads_per_worker=1):

@@ -85,7 +85,8 @@ def main(argv=None) -> int:
             groups = {"dp": ("bounds", "account", "plot", "baseline"), "audit": ("run", "table", "attacks"),
                       "train": ("tiny", "finetune", "unlearn")}
             cmd = " ".join(args[:2] if len(args) > 1 and args[1] in groups.get(args[0], ()) else args[:1])
-            text += f"\n  fix: correct the value named above (`memclaim {cmd or 'COMMAND'} --help` gives each option's range)"
+            text += (f"\n  fix: correct the value named above (`memclaim {cmd or 'COMMAND'} --help` gives each "
+                     "option's range)")
         click.echo(f"error: {text}", err=True)
         return 2
     except click.exceptions.Abort:

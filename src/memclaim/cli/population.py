@@ -68,7 +68,8 @@ CONTROLS_LABEL = "controls"
               help="Output folder: the store goes to OUT/store, the report to OUT/report.{json,md,html}.")
 @run_options
 def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, policies, prompt_templates,
-            chat_template, aggregate, text_field, id_field, input_format, dtype, sot, allow_pickle, trust_remote_code, threads, alpha,
+            chat_template, aggregate, text_field, id_field, input_format, dtype, sot, allow_pickle, trust_remote_code,
+            threads, alpha,
             exclude_file, exclude_ids, fdr, fwer, seed, budget_delta, realistic_budget, confidence,
             controls_description, out_dir, batch_size, unit_size, as_json, no_progress, nv_eps=(), nv_beams=(),
             backend="local", address=None, workers=None, gpus_per_worker=0.0, threads_per_worker=1):

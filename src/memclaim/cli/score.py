@@ -7,8 +7,9 @@ import sys
 import click
 
 from ..errors import InputError
-from .common import (backend_options, check_out_dir, make_backend, near_verbatim_options, near_verbatim_settings, model_options, print_json, procedure_options,
-                     resolve_run_inputs, run_options, set_threads)
+from .common import (backend_options, check_out_dir, make_backend, model_options, near_verbatim_options,
+                     near_verbatim_settings, print_json, procedure_options, resolve_run_inputs, run_options,
+                     set_threads)
 
 EXAMPLES = """
 \b
@@ -39,7 +40,8 @@ Examples:
 @run_options
 def command(model, input_path, document_path, stride, out_dir, prefix_tokens, suffix_tokens, policies,
             prompt_templates, chat_template, aggregate, text_field, id_field, input_format, dtype, sot,
-            allow_pickle, trust_remote_code, threads, nv_eps, nv_beams, batch_size, unit_size, backend, address, workers, gpus_per_worker,
+            allow_pickle, trust_remote_code, threads, nv_eps, nv_beams, batch_size, unit_size, backend, address, workers,
+            gpus_per_worker,
             threads_per_worker, as_json, no_progress):
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store.
 

@@ -139,7 +139,8 @@ class ScoreStore:
             raise StoreError(f"cannot read {str(p)!r}: {exc}", hint="check the store's permissions") from None
         if not isinstance(m, dict) or m.get("schema_version") not in READABLE_SCHEMAS:
             got = m.get("schema_version") if isinstance(m, dict) else type(m).__name__
-            raise StoreError(f"store schema {got!r} is not one this memclaim reads ({', '.join(map(str, READABLE_SCHEMAS))})",
+            readable = ", ".join(map(str, READABLE_SCHEMAS))
+            raise StoreError(f"store schema {got!r} is not one this memclaim reads ({readable})",
                              hint="use the memclaim version that wrote it, or re-score into a new folder")
         for k in _SECTIONS:
             m.setdefault(k, {})
