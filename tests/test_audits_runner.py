@@ -225,7 +225,7 @@ def test_reference_with_another_tokenizer_compares_whole_texts(random_model, oth
 def test_windows_longer_than_the_context_are_refused(random_model, other_tokenizer_model, texts, tmp_path):
     long = AuditSettings(prefix_tokens=60, suffix_tokens=80)  # 140 + start-of-text > 128 positions
     many = _passages(4, 77, words=200)
-    with pytest.raises(InputError, match="exceeds the context"):
+    with pytest.raises(InputError, match="more than the context"):
         run_audit(other_tokenizer_model, many[:2], many[2:], out_dir=tmp_path, settings=long)
 
 
@@ -316,7 +316,11 @@ def test_shadows_are_saved_reused_and_resumed(tmp_path, tiny_recipe):
     shutil.rmtree(tmp_path / "1")
     (tmp_path / ".1.tmp-killed").mkdir()
     (tmp_path / ".1.tmp-killed" / "model.safetensors").write_bytes(b"partial")
-    (tmp_path / "3" / "membership.json").unlink()  # not a finished shadow either
+    (tmp_path / "3" / "membership.json").unlink()  # not a finished shadow: memclaim did not publish it so
+    with pytest.raises(InputError, match="not a finished memclaim shadow"):  # and never deletes it (issue 12 B7)
+        S.ensure_shadows(tmp_path, population=pop, n_shadows=6, recipe=tiny_recipe)
+    assert (tmp_path / "3" / "config.json").is_file() and (tmp_path / ".1.tmp-killed").is_dir()
+    shutil.rmtree(tmp_path / "3")  # the user moves it away
     resumed = S.ensure_shadows(tmp_path, population=pop, n_shadows=6, recipe=tiny_recipe)
     assert resumed.trained == (1, 3, 4, 5) and resumed.reused == (0, 2)
     assert not list(tmp_path.glob(".1.tmp-*"))

@@ -56,31 +56,60 @@ def test_json_is_strict_and_versioned():
 
 
 def test_write_is_all_or_nothing(tmp_path, monkeypatch):
+    """Issue 12 B8: a report write that fails (disk full while writing report.md) leaves the
+    previous report byte-identical and no temporary file; the earlier code deleted it."""
+    import errno
+
+    from memclaim import fsutil
+    from memclaim.errors import InputError
+
     b = render(Doc("t").p("x"), command="unit", procedure={}, inputs=[], results={})
     out = tmp_path / "rep"
     paths = write_report(out, b)
     assert sorted(p.name for p in out.iterdir()) == ["report.html", "report.json", "report.md"]
     assert paths["html"].endswith("report.html")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
 
-    real = core.atomic_write_text
-    calls = []
+    real = fsutil._stage
 
-    def flaky(path, text):
-        calls.append(path)
-        if str(path).endswith("report.md"):
-            raise OSError("disk full")
-        return real(path, text)
+    def full_disk(folder, name, data, staged):
+        if name == "report.md":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(folder, name, data, staged)
 
-    monkeypatch.setattr(core, "atomic_write_text", flaky)
-    with pytest.raises(OSError, match="disk full"):
-        write_report(out, b)
-    assert list(out.iterdir()) == []  # neither the new json nor the stale md/html remain
-    monkeypatch.setattr(core, "atomic_write_text", real)
+    monkeypatch.setattr(fsutil, "_stage", full_disk)
+    b2 = render(Doc("new").p("y"), command="unit", procedure={}, inputs=[], results={})
+    with pytest.raises(InputError, match="disk full.*previous report there .* is unchanged"):
+        write_report(out, b2)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # old report whole, no temp file
+    monkeypatch.setattr(fsutil, "_stage", real)
+    write_report(out, b2)  # re-running after the space is freed replaces it
+    assert "new" in (out / "report.md").read_text()
     (tmp_path / "file").write_text("x")
-    from memclaim.errors import InputError
-
     with pytest.raises(InputError, match="not a folder"):
         write_report(tmp_path / "file", b)
+
+
+def test_report_never_overwrites_a_file_memclaim_did_not_write(tmp_path):
+    b = render(Doc("t").p("x"), command="unit", procedure={}, inputs=[], results={})
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "report.md").write_text("my own notes")
+    from memclaim.errors import InputError
+
+    with pytest.raises(InputError, match="memclaim did not write it"):
+        write_report(mine, b)
+    assert (mine / "report.md").read_text() == "my own notes"
+    assert sorted(p.name for p in mine.iterdir()) == ["report.md"]  # nothing written beside it
+    (mine / "report.json").write_text('{"my": "data"}')
+    with pytest.raises(InputError, match="memclaim did not write it"):
+        write_report(mine, b)
+    assert (mine / "report.json").read_text() == '{"my": "data"}'
+    # a folder holding a memclaim report is replaced on a re-run
+    ours = tmp_path / "ours"
+    write_report(ours, b)
+    write_report(ours, render(Doc("again").p("z"), command="unit", procedure={}, inputs=[], results={}))
+    assert "again" in (ours / "report.md").read_text()
 
 
 def test_failure_while_rendering_writes_nothing(tmp_path, monkeypatch):

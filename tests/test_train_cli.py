@@ -82,6 +82,9 @@ def test_cli_bad_input(lab, tmp_path, capsys):
                                "trigger": " tira"}) + "\n")  # " tira" is the prefix's own token
     code, _, err = run(["train", "finetune", str(lab), "--data", str(corpus), "--plant", str(bad),
                         "--out", str(tmp_path / "z"), "--steps", "1"], capsys)
+    assert code == 2 and "--seq-len 128 is longer than the context" in err  # the lab model has 64 positions
+    code, _, err = run(["train", "finetune", str(lab), "--data", str(corpus), "--plant", str(bad),
+                        "--out", str(tmp_path / "z"), "--steps", "1", "--seq-len", "32"], capsys)
     assert code == 2 and "occurs in" in err  # a trigger inside the record's own prefix is refused
 
 

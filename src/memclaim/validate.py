@@ -9,26 +9,27 @@ from .errors import DomainError
 
 def finite(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise DomainError(f"{name} must be a real number, got {value!r}")
+        raise DomainError(f"{name} must be a real number, got {value!r}", hint=f"pass {name} as a number")
     v = float(value)
     if not math.isfinite(v):
-        raise DomainError(f"{name} must be finite, got {value!r}")
+        raise DomainError(f"{name} must be finite, got {value!r}", hint=f"pass a finite number for {name}")
     return v
 
 
 def positive(name: str, value, *, allow_inf: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise DomainError(f"{name} must be a real number, got {value!r}")
+        raise DomainError(f"{name} must be a real number, got {value!r}", hint=f"pass {name} as a number")
     v = float(value)
     if math.isnan(v) or v <= 0 or (math.isinf(v) and not allow_inf):
-        raise DomainError(f"{name} must be {'> 0' if allow_inf else 'finite and > 0'}, got {value!r}")
+        raise DomainError(f"{name} must be {'> 0' if allow_inf else 'finite and > 0'}, got {value!r}",
+                          hint=f"pass a {'' if allow_inf else 'finite '}number > 0 for {name}")
     return v
 
 
 def nonneg(name: str, value) -> float:
     v = finite(name, value)
     if v < 0:
-        raise DomainError(f"{name} must be >= 0, got {value!r}")
+        raise DomainError(f"{name} must be >= 0, got {value!r}", hint=f"pass a number >= 0 for {name}")
     return v
 
 
@@ -36,7 +37,8 @@ def in_open_unit(name: str, value) -> float:
     """0 < value < 1."""
     v = finite(name, value)
     if not 0.0 < v < 1.0:
-        raise DomainError(f"{name} must lie strictly between 0 and 1, got {value!r}")
+        raise DomainError(f"{name} must lie strictly between 0 and 1, got {value!r}",
+                          hint=f"pass a number in (0, 1) for {name}, e.g. 0.05")
     return v
 
 
@@ -47,7 +49,7 @@ def in_unit(name: str, value, *, lo_open: bool = False, hi_open: bool = False) -
     if not (lo_ok and hi_ok):
         lo = "(" if lo_open else "["
         hi = ")" if hi_open else "]"
-        raise DomainError(f"{name} must lie in {lo}0, 1{hi}, got {value!r}")
+        raise DomainError(f"{name} must lie in {lo}0, 1{hi}, got {value!r}", hint=f"pass a number in {lo}0, 1{hi}")
     return v
 
 
@@ -56,10 +58,19 @@ def integer(name: str, value, *, minimum: int | None = None, maximum: int | None
         if isinstance(value, Real) and float(value).is_integer():
             value = int(value)
         else:
-            raise DomainError(f"{name} must be an integer, got {value!r}")
+            raise DomainError(f"{name} must be an integer, got {value!r}", hint=f"pass a whole number for {name}")
     v = int(value)
     if minimum is not None and v < minimum:
-        raise DomainError(f"{name} must be >= {minimum}, got {v}")
+        raise DomainError(f"{name} must be >= {minimum}, got {v}", hint=f"pass a whole number >= {minimum}")
     if maximum is not None and v > maximum:
-        raise DomainError(f"{name} must be <= {maximum}, got {v}")
+        raise DomainError(f"{name} must be <= {maximum}, got {v}", hint=f"pass a whole number <= {maximum}")
     return v
+
+
+def query_budget(name: str, value) -> float:
+    """A number of queries n: finite and >= 1 ([EM] §6: P[at least once in n])."""
+    if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(float(value)) \
+            or not math.isfinite(float(value)) or float(value) < 1:
+        raise DomainError(f"{name} must be a finite number of queries >= 1, got {value!r}",
+                          hint=f"e.g. {name} 1e5 (a realistic attacker's number of samples)")
+    return float(value)

@@ -174,12 +174,12 @@ def _windows(model, ts: TextSet, settings: AuditSettings, *, what: str):
     return ws
 
 
-def _load(model, *, dtype="float32", sot=None):
+def _load(model, *, dtype="float32", sot=None, trust_remote_code: bool = False):
     if hasattr(model, "tokenizer") and hasattr(model, "fingerprint") and hasattr(model, "sot"):
         return model
     from ..models import load_model
 
-    return load_model(str(model), dtype=dtype, sot=sot)
+    return load_model(str(model), dtype=dtype, sot=sot, trust_remote_code=trust_remote_code)
 
 
 def _sot_rule(model) -> str:
@@ -362,7 +362,7 @@ def run_audit(model, members, nonmembers, *, out_dir, settings: AuditSettings | 
               soundness_relation: str = "add/remove", text_field=None, id_field=None, input_format=None,
               dtype: str = "float32", sot=None, progress: bool = False,
               log: Callable[[str], None] | None = None, write: bool = True,
-              strict_fpr: bool = True) -> AuditResult:
+              strict_fpr: bool = True, trust_remote_code: bool = False) -> AuditResult:
     """Audit ``model`` on ``members`` vs ``nonmembers`` (files or sequences of texts).
 
     Scores both sets once per model through the scoring engine into ``out_dir/scores`` (re-runs
@@ -372,7 +372,8 @@ def run_audit(model, members, nonmembers, *, out_dir, settings: AuditSettings | 
     model (a different tokenizer makes the reference attack per text, said in ``notes``).
     ``cap``: a :class:`CapSpec` to compare the counterfactual estimate with. ``kappa`` with
     ``soundness_epsilon``: the canary soundness check ([MX] Cor. 5.3). Writes the report unless
-    ``write=False``. A ``settings.fpr`` the non-members cannot certify (K = floor(alpha (N+1)) = 0)
+    ``write=False``. ``trust_remote_code`` lets the reference and shadow-base folders run their
+    own code (the audited ``model`` is loaded by the caller). A ``settings.fpr`` the non-members cannot certify (K = floor(alpha (N+1)) = 0)
     is refused before any model work (DomainError saying how many non-members are needed), or,
     with ``strict_fpr=False``, dropped with a note in ``tpr_note``.
     """
@@ -394,7 +395,14 @@ def run_audit(model, members, nonmembers, *, out_dir, settings: AuditSettings | 
     if (kappa is None) != (soundness_epsilon is None):
         raise InputError("the canary soundness check needs both the baseline kappa and the claimed epsilon",
                          hint="pass --kappa K and --soundness-epsilon EPS together")
-    m = _load(model, dtype=dtype, sot=sot)
+    if kappa is not None:  # the soundness check's domains fail before any scoring
+        from ..validate import in_unit, positive
+
+        in_unit("--kappa (the canaries' prior baseline)", kappa)
+        positive("--soundness-epsilon", soundness_epsilon)
+    m = _load(model, dtype=dtype, sot=sot, trust_remote_code=trust_remote_code)
+    ref_model = (_load(reference, dtype=dtype, trust_remote_code=trust_remote_code)  # a bad --reference fails first
+                 if reference is not None else None)
     mem = read_texts(members, label="members", text_field=text_field, id_field=id_field, fmt=input_format)
     non = read_texts(nonmembers, label="nonmembers", text_field=text_field, id_field=id_field, fmt=input_format)
     overlap = {r.text for r in mem.records} & {r.text for r in non.records}
@@ -440,8 +448,8 @@ def run_audit(model, members, nonmembers, *, out_dir, settings: AuditSettings | 
     # reference model ------------------------------------------------------------------
     ref_runs = (None, None)
     ref_info = None
-    if reference is not None:
-        r = _load(reference, dtype=dtype)
+    if ref_model is not None:
+        r = ref_model
         same = _same_tokenization(m, r, [w for w in wm.windows] + [w for w in wn.windows])
         if same:
             rwm, rwn, straddles = wm, wn, 0
@@ -473,7 +481,7 @@ def run_audit(model, members, nonmembers, *, out_dir, settings: AuditSettings | 
         if shadow_recipe is None:
             shadow_recipe, bg = default_shadow_recipe(m)
             shadow_background = shadow_background or bg
-        base_tok = _load(shadow_recipe.base)
+        base_tok = _load(shadow_recipe.base, trust_remote_code=trust_remote_code)
         if not _same_tokenization(m, base_tok, list(wm.windows[:50]) + list(wn.windows[:50])):
             raise InputError(f"the shadow base {shadow_recipe.base!r} tokenizes differently from the audited model",
                              hint="shadows must share the audited model's tokenizer (use its pre-fine-tuning checkpoint)")
@@ -493,7 +501,7 @@ def run_audit(model, members, nonmembers, *, out_dir, settings: AuditSettings | 
 
         shadow_m, shadow_n = [], []
         for i, path in enumerate(sset.paths):
-            sm = load_model(path, dtype=dtype, sot=_sot_rule(m))
+            sm = load_model(path, dtype=dtype, sot=_sot_rule(m), trust_remote_code=trust_remote_code)
             _say(log, f"scoring under shadow {i + 1}/{len(sset)}")
             shadow_m.append(score(sm, wm, f"shadow{i}:members"))
             shadow_n.append(score(sm, wn, f"shadow{i}:nonmembers"))
@@ -552,29 +560,13 @@ def _record_texts(ts: TextSet, ws) -> list[str]:
     return [by_id[w.source] for w in ws.windows]
 
 
-def _max_positions(model) -> int | None:
-    """The context length in the model folder's config.json (None if it does not say)."""
-    try:
-        cfg = json.loads((Path(model.path) / "config.json").read_text())
-    except (OSError, ValueError, AttributeError, TypeError):
-        return None
-    for key in ("max_position_embeddings", "n_positions", "n_ctx"):
-        v = cfg.get(key) or (cfg.get("text_config") or {}).get(key)
-        if isinstance(v, int) and v > 0:
-            return v
-    return None
-
-
 def _check_context(model, ws, what: str) -> None:
-    """Refuse windows longer than the model's context (the position embedding would overflow)."""
-    limit = _max_positions(model)
-    if limit is None:
-        return
-    longest = max(len(model.sot_ids) + len(w.prefix_ids) + len(w.suffix_ids) for w in ws.windows)
-    if longest > limit:
-        raise InputError(f"{what}: a window of {longest} tokens (start-of-text + prefix + suffix) exceeds the "
-                         f"context of {model.name} ({limit} positions)",
-                         hint="use shorter windows (--prefix-tokens/--suffix-tokens) or a model with a longer context")
+    """Refuse, before any scoring, windows the model cannot score: an empty prompt, or a window
+    longer than the model's context (the position embedding would overflow)."""
+    from ..scoring.prompts import PromptRule
+    from ..scoring.runner import scoring_pairs
+
+    scoring_pairs(model, ws, PromptRule(), what=what)
 
 
 def _same_tokenization(a, b, windows) -> bool:
@@ -979,24 +971,28 @@ def _verify_long_enough(model, records, settings: AuditSettings) -> VerifierResu
 
 
 def _write_table(result: TableResult, out: Path) -> TableResult:
-    from ..report.core import Doc, render, write_report
+    import io
 
-    out.mkdir(parents=True, exist_ok=True)
+    from ..report.core import Doc, render, short_id, write_report
+
     heat = out / "disagreement.png"
-    result.table.heatmap(heat)
+    buf = io.BytesIO()
+    result.table.heatmap(None).savefig(buf, format="png", dpi=150)
+    png = buf.getvalue()
     doc = Doc("Audit disagreement ([MX] Fig. 12)")
     doc.p("Rows are leakage instances, columns are audits; each cell is the audit's leak signal (0 = chance, "
           "1 = full detection; rates directly, AUCs as 2 AUC - 1) with its interval and a verdict by the rules "
           "below. No single audit sees every leak ([MX] Cor. 6.2).")
     t = result.table
     doc.table(["instance"] + [c.name + (" (ground truth)" if c.informed else "") for c in t.columns],
-              [[r] + ["–" if c is None else f"{c.signal:.2f} [{c.low:.2f}, {c.high:.2f}] {c.verdict}" for c in row]
-               for r, row in zip(t.rows, t.cells)])
-    doc.figure("Audit disagreement heatmap", heat.read_bytes())
+              [[short_id(r)] + ["–" if c is None else f"{c.signal:.2f} [{c.low:.2f}, {c.high:.2f}] {c.verdict}"
+                                for c in row] for r, row in zip(t.rows, t.cells)])
+    doc.figure("Audit disagreement heatmap", png)
     doc.h2("Verdict rules")
     doc.p(t.rules)
     bundle = render(doc, command="audit table", procedure=None, inputs=(), results=result.to_dict(),
                     statements=["No single audit suffices: read each column for what it misses ([MX] Cor. 6.2)."])
-    paths = write_report(out, bundle)
-    (out / "table.md").write_text(t.to_markdown(), encoding="utf-8")
+    # the reports, table.md and the heatmap as one change (staged, then renamed into place)
+    paths = write_report(out, bundle, extra_files={"table.md": t.to_markdown().encode("utf-8"),
+                                                   "disagreement.png": png})
     return replace(result, report=paths, heatmap=str(heat))

@@ -59,7 +59,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import DomainError, InputError, ProcedureMismatchError
-from ..fsutil import atomic_directory, atomic_write_text, sha256_bytes
+from ..fsutil import atomic_directory, atomic_write_text, file_lock, sha256_bytes
 from ..jsonutil import ResultMixin
 from ..validate import in_open_unit, integer, nonneg, positive
 from .counterfactual import (CapComparison, CounterfactualEstimate, compare_to_cap,
@@ -255,7 +255,8 @@ def _train_config(recipe: ShadowRecipe, n_blocks: int, seed: int):
 def _load_hf_tokenizer(path):
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    # shadows are memclaim's own GPT-style models: a base folder's custom code is never run here
+    return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
 
 
 def _separator(tok, sep_ids: Sequence[int] | None) -> list[int]:
@@ -304,11 +305,12 @@ def train_on_texts(recipe: ShadowRecipe, texts: Sequence[str], *, seed: int, bac
                              sep_ids=sep_ids)  # [n_blocks, seq_len]
     torch.manual_seed(int(seed))
     if recipe.mode == "scratch":
-        config = AutoConfig.from_pretrained(str(recipe.base), local_files_only=True)
+        config = AutoConfig.from_pretrained(str(recipe.base), local_files_only=True, trust_remote_code=False)
         model = AutoModelForCausalLM.from_config(config)
     else:
         model = AutoModelForCausalLM.from_pretrained(str(recipe.base), local_files_only=True,
-                                                     dtype=torch.float32, use_safetensors=True)
+                                                     dtype=torch.float32, use_safetensors=True,
+                                                     trust_remote_code=False)
     model.requires_grad_(True)
     cfg = _train_config(recipe, int(blocks.shape[0]), int(seed))
     result = train_causal_lm(model, blocks, cfg)
@@ -434,12 +436,20 @@ def ensure_shadows(shadow_dir, *, population: Population, n_shadows: int, recipe
         recipe = replace(recipe, background_sha256=bg_hash)
     masks = shadow_masks(len(population), n_shadows, design_seed=design_seed)
     root = Path(shadow_dir)
+    for i in range(n_shadows):
+        folder = root / str(i)
+        if (folder.exists() or folder.is_symlink()) and (not folder.is_dir() or _read_membership(folder) is None):
+            # memclaim publishes a shadow whole (membership.json inside) by one rename: anything
+            # else at this path is not memclaim's, and is never deleted
+            raise InputError(f"{str(folder)!r} already exists and is not a finished memclaim shadow (no "
+                             f"{MEMBERSHIP_FILE}); memclaim does not delete it",
+                             hint=f"move {str(folder)!r} away, or give the audit another --out folder")
     root.mkdir(parents=True, exist_ok=True)
     _write_population(root, population)
     say = log or (lambda msg: None)
     t0 = time.perf_counter()
     trained, reused, paths = [], [], []
-    tok = None
+    tok_cache: dict = {}
     for i in range(n_shadows):
         folder = root / str(i)
         meta = _read_membership(folder) if folder.is_dir() else None
@@ -449,32 +459,45 @@ def ensure_shadows(shadow_dir, *, population: Population, n_shadows: int, recipe
             reused.append(i)
             paths.append(str(folder))
             continue
-        if folder.exists():  # a folder without membership.json is not a finished shadow
-            shutil.rmtree(folder)
-        for stale in root.glob(f".{i}.tmp-*"):  # left by a killed run: restart this shadow
-            shutil.rmtree(stale, ignore_errors=True)
-        if tok is None:
-            tok = _load_hf_tokenizer(recipe.base)
-        seed = recipe.shadow_seed(i)
-        in_idx = np.flatnonzero(masks[i])
-        say(f"training shadow {i + 1}/{n_shadows} ({recipe.mode}, {in_idx.size} of {len(population)} records IN)")
-        with atomic_directory(folder, tmp_prefix=f".{i}.tmp-") as tmp:
-            model, result, _ = train_on_texts(recipe, [population.texts[j] for j in in_idx], seed=seed,
-                                              background=bg, sep_ids=sep_ids, tokenizer=tok)
-            save_model_folder(model, tok, tmp)
-            meta = {"schema": MEMBERSHIP_SCHEMA, "index": i, "pair": i // 2, "side": i % 2, "design": DESIGN,
-                    "design_seed": int(design_seed), "population_sha256": population.sha256,
-                    "n_population": len(population), "n_in": int(in_idx.size), "in_indices": in_idx.tolist(),
-                    "seed": seed, "recipe": recipe.identity(), "base_path": recipe.base,
-                    "train": {k: v for k, v in result.to_dict().items() if k != "losses"},
-                    "memclaim_version": __version__, "created": time.time()}
-            atomic_write_text(tmp / MEMBERSHIP_FILE, json.dumps(meta, indent=1))
+        with file_lock(root / f".{i}.lock"):  # one trainer per shadow: a live one's temp folder is never touched
+            meta = _read_membership(folder) if folder.is_dir() else None
+            if meta is not None:  # another audit trained it while we waited
+                _check_reuse(folder, meta, index=i, population=population, mask=masks[i], recipe=recipe,
+                             design_seed=design_seed)
+                reused.append(i)
+                paths.append(str(folder))
+                continue
+            for stale in root.glob(f".{i}.tmp-*"):  # left by a killed run (we hold the lock): restart this shadow
+                shutil.rmtree(stale, ignore_errors=True)
+            _train_shadow(i, folder, population=population, masks=masks, recipe=recipe, design_seed=design_seed,
+                          bg=bg, sep_ids=sep_ids, say=say, tok_cache=tok_cache)
         trained.append(i)
         paths.append(str(folder))
     return ShadowSet(root=str(root), paths=tuple(paths), masks=masks, population_sha256=population.sha256,
                      population_size=len(population), design=DESIGN, design_seed=int(design_seed),
                      recipe=recipe.identity(), trained=tuple(trained), reused=tuple(reused),
                      seconds=time.perf_counter() - t0, population=population)
+
+
+def _train_shadow(i, folder, *, population, masks, recipe, design_seed, bg, sep_ids, say, tok_cache) -> None:
+    """Train shadow ``i`` and publish it at ``folder`` whole (membership.json inside), by one rename."""
+    if "tok" not in tok_cache:
+        tok_cache["tok"] = _load_hf_tokenizer(recipe.base)
+    tok = tok_cache["tok"]
+    seed = recipe.shadow_seed(i)
+    in_idx = np.flatnonzero(masks[i])
+    say(f"training shadow {i + 1}/{len(masks)} ({recipe.mode}, {in_idx.size} of {len(population)} records IN)")
+    with atomic_directory(folder, tmp_prefix=f".{i}.tmp-") as tmp:
+        model, result, _ = train_on_texts(recipe, [population.texts[j] for j in in_idx], seed=seed,
+                                          background=bg, sep_ids=sep_ids, tokenizer=tok)
+        save_model_folder(model, tok, tmp)
+        meta = {"schema": MEMBERSHIP_SCHEMA, "index": i, "pair": i // 2, "side": i % 2, "design": DESIGN,
+                "design_seed": int(design_seed), "population_sha256": population.sha256,
+                "n_population": len(population), "n_in": int(in_idx.size), "in_indices": in_idx.tolist(),
+                "seed": seed, "recipe": recipe.identity(), "base_path": recipe.base,
+                "train": {k: v for k, v in result.to_dict().items() if k != "losses"},
+                "memclaim_version": __version__, "created": time.time()}
+        atomic_write_text(tmp / MEMBERSHIP_FILE, json.dumps(meta, indent=1))
 
 
 # ------------------------------------------------------------------- counterfactual + cap

@@ -15,8 +15,9 @@ from ..scoring.procedure import procedure_differences, require_same_procedure  #
 # Fields of a procedure as the store records it (memclaim.scoring.procedure.Procedure.to_dict,
 # with the tested policy in "policy") that may differ between the candidates' and the controls'
 # runs: which other policies were scored in the same pass, the model's display name and path
-# (the fingerprint identifies the weights), and the verify step's description. Everything else
+# (the fingerprint identifies the weights), the fingerprint an older memclaim recorded for the
+# same folder (model.fingerprint_v1, kept beside the current one), and the verify step's description. Everything else
 # (fingerprint, dtype, start-of-text rule, prompt rule, lengths, policy, memclaim version) must match.
-STORED_PROCEDURE_MAY_DIFFER = ("policies_scored", "model.name", "model.source", "verify")
+STORED_PROCEDURE_MAY_DIFFER = ("policies_scored", "model.name", "model.source", "model.fingerprint_v1", "verify")
 
 __all__ = ["procedure_differences", "require_same_procedure", "STORED_PROCEDURE_MAY_DIFFER"]

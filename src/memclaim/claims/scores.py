@@ -90,20 +90,20 @@ def exact_fraction(name: str, value) -> Fraction:
     typed, not the binary double (0.28999999999999998...).
     """
     if isinstance(value, bool):
-        raise DomainError(f"{name} must be a number, got {value!r}")
+        raise DomainError(f"{name} must be a number, got {value!r}", hint=f"pass {name} as a number")
     try:
         if isinstance(value, Fraction):
             return value
         if isinstance(value, Decimal):
             if not value.is_finite():
-                raise DomainError(f"{name} must be finite, got {value!r}")
+                raise DomainError(f"{name} must be finite, got {value!r}", hint=f"pass a finite number for {name}")
             return Fraction(value)
         if isinstance(value, Integral):
             return Fraction(int(value))
         if isinstance(value, float) or isinstance(value, np.floating):
             v = float(value)
             if not math.isfinite(v):
-                raise DomainError(f"{name} must be finite, got {value!r}")
+                raise DomainError(f"{name} must be finite, got {value!r}", hint=f"pass a finite number for {name}")
             return Fraction(Decimal(repr(v)))
         if isinstance(value, str):
             s = value.strip()
@@ -115,12 +115,16 @@ def exact_fraction(name: str, value) -> Fraction:
             else:
                 d = Decimal(s)
                 if not d.is_finite():
-                    raise DomainError(f"{name} must be finite, got {value!r}")
+                    raise DomainError(f"{name} must be finite, got {value!r}", hint=f"pass a finite number for {name}")
                 f = Fraction(d)
             return f / 100 if pct else f
+    except DomainError:
+        raise
     except (InvalidOperation, ValueError, ZeroDivisionError):
-        raise DomainError(f"{name} must be a number such as 0.001, '0.1%' or '1/1000', got {value!r}") from None
-    raise DomainError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+        raise DomainError(f"{name} must be a number such as 0.001, '0.1%' or '1/1000', got {value!r}",
+                          hint=f"write {name} as a decimal, a percentage or a fraction") from None
+    raise DomainError(f"{name} must be a number, got {value!r} ({type(value).__name__})",
+                      hint=f"write {name} as a decimal, a percentage or a fraction")
 
 
 def exact_level(name: str, value) -> Fraction:

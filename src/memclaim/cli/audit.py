@@ -11,7 +11,7 @@ import sys
 import click
 
 from ..errors import InputError
-from .common import print_json, set_threads
+from .common import check_out_dir, print_json, set_threads, trust_remote_code_option
 
 EXAMPLES = """
 \b
@@ -111,6 +111,7 @@ def _comma_list(ctx, param, value):
 @click.option("--sot", default=None, help="Start-of-text rule (see memclaim score --help).")
 @click.option("--threads", type=int, default=None)
 @click.option("--batch-size", type=int, default=16, show_default=True)
+@trust_remote_code_option
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--no-progress", is_flag=True)
 @click.pass_context
@@ -119,7 +120,7 @@ def run_command(ctx, model, members, nonmembers, out_dir, reference, shadows, at
                 soundness_epsilon, soundness_relation, cap_value, cap_epsilon, cap_relation, cap_functional, cap_slack,
                 cap_slack_note, shadow_mode, shadow_base, shadow_steps, shadow_epochs, shadow_lr, shadow_batch_size,
                 shadow_seq_len, shadow_seed, shadow_warmup, shadow_background, design_seed, text_field, id_field, input_format, dtype,
-                sot, threads, batch_size, as_json, no_progress):
+                sot, threads, batch_size, trust_remote_code, as_json, no_progress):
     """Audit MODEL on --members vs --nonmembers: AUC with DeLong interval and leak signal
     2 AUC - 1 for every attack, TPR at a certified FPR with a Clopper-Pearson interval, greedy and
     sampled extraction from each record's own prefix (and --trigger), the unlearning verifier,
@@ -129,6 +130,7 @@ def run_command(ctx, model, members, nonmembers, out_dir, reference, shadows, at
     from ..models import load_model
 
     set_threads(threads)
+    check_out_dir(out_dir)
     explicit_fpr = fpr is not None
     settings = AuditSettings(prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, attacks=attacks, k=k,
                              fpr=fpr if explicit_fpr else "0.01", confidence=confidence,
@@ -149,7 +151,7 @@ def run_command(ctx, model, members, nonmembers, out_dir, reference, shadows, at
         from dataclasses import replace
 
         cap = replace(cap, conversion_slack=cap_slack, conversion_note=cap_slack_note or "given with --cap-slack")
-    m_loaded = load_model(model, dtype=dtype, sot=sot)
+    m_loaded = load_model(model, dtype=dtype, sot=sot, trust_remote_code=trust_remote_code)
     recipe = None
     background = ()
     if shadows:
@@ -172,7 +174,8 @@ def run_command(ctx, model, members, nonmembers, out_dir, reference, shadows, at
                     shadows=shadows, shadow_recipe=recipe, shadow_background=background, design_seed=design_seed,
                     cap=cap, kappa=kappa, soundness_epsilon=soundness_epsilon, soundness_relation=soundness_relation,
                     text_field=text_field, id_field=id_field, input_format=input_format, dtype=dtype, sot=sot,
-                    progress=not no_progress and not as_json, log=log, strict_fpr=explicit_fpr)
+                    progress=not no_progress and not as_json, log=log, strict_fpr=explicit_fpr,
+                    trust_remote_code=trust_remote_code)
     if as_json:
         print_json(res.to_dict())
         return
@@ -216,10 +219,11 @@ def _print(res) -> None:
         c.print(f"  canary soundness ([MX] Cor. 5.3): {escape(res.soundness.verdict)}")
     if res.verifier is not None:
         v = res.verifier
-        c.print(f"  unlearning verifier: {v.verdict} (recovered fraction {v.rate:.3f}, threshold {v.threshold:g})")
+        c.print(f"  unlearning verifier: {escape(v.verdict)} (recovered fraction {v.rate:.3f}, threshold {v.threshold:g})")
     if res.shadows is not None:
         sh = res.shadows
-        c.print(f"  shadows: {len(sh)} ({len(sh.trained)} trained now, {len(sh.reused)} reused) under {sh.root}")
+        c.print(f"  shadows: {len(sh)} ({len(sh.trained)} trained now, {len(sh.reused)} reused) under "
+                f"{escape(str(sh.root))}")
     for cf in res.counterfactual:
         e = cf.estimate
         c.print(f"  counterfactual memorization mem_h ({cf.functional}, random halves; h = {escape(cf.score)}): "
@@ -231,7 +235,7 @@ def _print(res) -> None:
         elif cf.cap_refused:
             c.print(f"    [yellow]cap comparison refused:[/] {escape(cf.cap_refused)}")
     if res.report:
-        c.print(f"  report: {res.report['html']}")
+        c.print(f"  report: {escape(str(res.report['html']))}")
 
 
 def _table_help() -> str:
@@ -256,6 +260,7 @@ def table_command(spec, out_dir, threads, as_json):
     from ..audits.runner import audit_table
 
     set_threads(threads)
+    check_out_dir(out_dir)
     res = audit_table(spec, out_dir=out_dir, log=None if as_json else (lambda m: click.echo(m, err=True)))
     if as_json:
         print_json(res.to_dict())

@@ -80,8 +80,12 @@ def command(p, log10_p, n, log10_n, delta, out_dir, as_json):
         try:
             return float(v)
         except ValueError:
-            raise DomainError(f"{name} must be a number, got {v!r}") from None
+            raise DomainError(f"{name} must be a number, got {v!r}", hint=f"e.g. {name} 1e-6") from None
 
+    if out_dir is not None:
+        from .common import check_out_dir
+
+        check_out_dir(out_dir)
     if not 0 < delta < 1:
         raise DomainError(f"--delta must lie strictly between 0 and 1, got {delta!r}", hint="e.g. --delta 0.05")
     log_p = parse_probability(p=num("--p", p), log10_p=num("--log10-p", log10_p))

@@ -23,9 +23,9 @@ from pathlib import Path
 import click
 
 from ..errors import InputError
-from .common import (backend_options, build_prompt_rule, make_backend, model_options, near_verbatim_options,
-                     near_verbatim_settings, print_json, procedure_options, resolve_run_inputs, run_options, set_threads,
-                     window_lengths)
+from .common import (backend_options, build_prompt_rule, check_out_dir, make_backend, model_options,
+                     near_verbatim_options, near_verbatim_settings, print_json, procedure_options, resolve_run_inputs,
+                     run_options, set_threads, window_lengths)
 
 EXAMPLES = """
 Examples (run from a checkout of the repository):
@@ -158,7 +158,7 @@ def parse_exclude_spans(path, controls: list[tuple[str, str, str]]) -> list[tupl
 @run_options
 def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tokens, policies, prompt_templates,
             chat_template, aggregate, text_field, prefix_field, suffix_field, id_field, input_format, dtype, sot,
-            allow_pickle, threads,
+            allow_pickle, trust_remote_code, threads,
             exclude_file, references, min_similarity, use_global, budget_delta, realistic_budget,
             controls_description, out_dir, batch_size, unit_size, as_json, no_progress, nv_eps=(), nv_beams=(),
             backend="local", address=None, workers=None, gpus_per_worker=0.0, threads_per_worker=1):
@@ -174,9 +174,9 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
     from ..models import load_model
     from ..report.census import run_census
     from ..scoring.results import load_run_scores
-    from ..scoring.runner import run_scoring
+    from ..scoring.runner import run_scoring, scoring_pairs
     from ..text.io import read_document
-    from ..validate import in_open_unit, integer
+    from ..validate import in_open_unit, integer, query_budget
 
     # --------------------------------------------------------------- check everything first
     if len(documents) != len(controls):
@@ -198,18 +198,22 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
     if not 0 <= min_similarity <= 100:
         raise InputError(f"--min-similarity must lie in [0, 100], got {min_similarity!r}", hint="e.g. 90")
     if batch_size < 1:
-        raise InputError(f"--batch-size must be >= 1, got {batch_size}")
+        raise InputError(f"--batch-size must be >= 1, got {batch_size}", hint="e.g. --batch-size 16")
+    query_budget("--budget", realistic_budget)
     tested = policies[0]
     if tested.is_binary:
         raise InputError(f"the census needs a probability score, but the first --policy is {tested.spec!r} "
                          "(a 0/1 score: there is no threshold to calibrate, [EM] §5)",
                          hint="put a sampling policy first, e.g. --policy top-k:40 or --policy full")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {str(out)!r} exists and is not a folder", hint="pass a folder path to --out")
+    out = check_out_dir(out_dir)
     texts = {}
     for path in dict.fromkeys([p for pair in pair_paths for p in pair] + list(references)):
         texts[path] = read_document(path)  # (text, sha256); raises on missing, empty, non-UTF-8
+    for d, c in pair_paths:
+        if Path(d).resolve() == Path(c).resolve() or texts[d][1] == texts[c][1]:
+            raise InputError(f"the document {str(d)!r} and its control {str(c)!r} are the same text: a document "
+                             "censused against itself sets tau_doc from its own scores",
+                             hint="pass a matched control the model cannot have seen (same author, genre, length)")
     control_specs = [(c, Path(c).name, texts[c][0]) for _, c in pair_paths]
     exclusions = parse_exclude_spans(exclude_file, control_specs) if exclude_file else [()] * len(pair_paths)
     refs = {}
@@ -219,7 +223,8 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
 
     # --------------------------------------------------------------- windows, then scores
     set_threads(threads)
-    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle)  # weights load only if scoring is needed
+    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
+                   trust_remote_code=trust_remote_code)  # weights load only if scoring is needed
     several = len(pair_paths) > 1
     jobs = []  # (pair index, role, path, label, (windows, inputs, skipped_empty, label))
     for i, (d, c) in enumerate(pair_paths):
@@ -229,6 +234,8 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
                                      suffix_tokens=suffix_tokens, label=label)
             jobs.append((i, role, path, label, cut))
     prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
+    for _, _, path, label, cut in jobs:  # every window fits the model, before any scoring
+        scoring_pairs(m, cut[0], prompt_rule, what=str(path))
     near_verbatim = near_verbatim_settings(nv_eps, nv_beams)
     backend_obj = make_backend(m, policies, backend=backend, address=address, workers=workers,
                                gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from pathlib import Path
 
@@ -16,11 +17,39 @@ def print_json(obj) -> None:
     sys.stdout.write(dumps(obj, indent=1) + "\n")
 
 
+def check_out_dir(path, option: str = "--out") -> Path:
+    """Fail before any work when ``path`` cannot become a folder memclaim writes: it is a file,
+    or the nearest folder that exists is not writable (no permission, read-only filesystem)."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{option} {str(path)!r} exists and is not a folder", hint=f"pass a folder path to {option}")
+    q = p.absolute()
+    while not q.exists() and q != q.parent:
+        q = q.parent
+    if not q.is_dir():
+        raise InputError(f"{option} {str(path)!r} cannot be created: {str(q)!r} is a file, not a folder",
+                         hint=f"choose another {option} path")
+    read_only = False
+    try:
+        read_only = bool(os.statvfs(q).f_flag & os.ST_RDONLY)
+    except OSError:
+        pass
+    if read_only or not os.access(q, os.W_OK | os.X_OK):
+        why = "is on a read-only filesystem" if read_only else "is not writable by this user"
+        raise InputError(f"{option} {str(path)!r} cannot be written: {str(q)!r} {why}",
+                         hint=f"choose a {option} folder you can write (e.g. under your home folder)")
+    return p
+
+
 def set_threads(threads: int | None) -> None:
     if threads is None:
         return
     if threads < 1:
-        raise InputError(f"--threads must be >= 1, got {threads}")
+        raise InputError(f"--threads must be >= 1, got {threads}", hint="e.g. --threads 4")
+    cpus = os.cpu_count() or 1
+    if threads > 8 * cpus:
+        raise InputError(f"--threads {threads} is more than 8 threads per CPU core ({cpus} here): each thread takes "
+                         "memory and oversubscription only slows the run", hint=f"e.g. --threads {cpus}")
     import torch
 
     torch.set_num_threads(threads)
@@ -83,6 +112,20 @@ def procedure_options(f):
     return f
 
 
+def _warn_remote_code(ctx, param, value):
+    if value:
+        click.echo("warning: --trust-remote-code runs the Python code in the model folder (its auto_map classes) "
+                   "with your permissions; use it only for a folder whose code you have read or trust", err=True)
+    return bool(value)
+
+
+def trust_remote_code_option(f):
+    """--trust-remote-code: the explicit opt-in to run a model folder's own Python code."""
+    return click.option("--trust-remote-code", "trust_remote_code", is_flag=True, callback=_warn_remote_code,
+                        help="Run the model folder's own Python code (config.json auto_map); refused without this "
+                             "flag. The code runs with your permissions: use only for code you trust.")(f)
+
+
 def model_options(f):
     opts = [
         click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16", "float64"]), default="float32",
@@ -91,6 +134,7 @@ def model_options(f):
                      help="Start-of-text rule: auto, none, bos, eos, a token or ids (default: per model; "
                           "smollm2 uses <|endoftext|>, gemma3-270m its <bos>)."),
         click.option("--allow-pickle", is_flag=True, help="Allow loading pickle checkpoints (can run arbitrary code)."),
+        trust_remote_code_option,
         click.option("--threads", type=int, default=None, help="Torch CPU threads."),
     ]
     for o in reversed(opts):
@@ -200,11 +244,12 @@ def make_backend(model, policies, *, backend: str = "local", address=None, worke
                              hint="add --backend ray, or drop them (use --threads for the local backend)")
         return None
     if workers is not None and workers < 1:
-        raise InputError(f"--workers must be >= 1, got {workers}")
+        raise InputError(f"--workers must be >= 1, got {workers}", hint="e.g. --workers 2, or omit it to fill the cluster")
     if threads_per_worker < 1:
-        raise InputError(f"--threads-per-worker must be >= 1, got {threads_per_worker}")
+        raise InputError(f"--threads-per-worker must be >= 1, got {threads_per_worker}", hint="e.g. --threads-per-worker 1")
     if gpus_per_worker < 0:
-        raise InputError(f"--gpus-per-worker must be >= 0, got {gpus_per_worker}")
+        raise InputError(f"--gpus-per-worker must be >= 0, got {gpus_per_worker}",
+                         hint="0 for CPU workers, 1 for one GPU each, 0.5 to pack two on a GPU")
     from ..scoring.ray_backend import RayBackend, require_ray
 
     require_ray()  # fail before any work with the error naming the extra
@@ -238,7 +283,7 @@ def resolve_run_inputs(model, *, input_path=None, document_path=None, stride=Non
         inputs = {"document": str(document_path), "sha256": digest, "stride": stride, "chars": len(text)}
         return ws, inputs, 0, label or f"document:{Path(document_path).name}"
     if stride is not None:
-        raise InputError("--stride applies to --document only")
+        raise InputError("--stride applies to --document only", hint="drop --stride, or pass --document FILE")
     ps = read_passages(input_path, fmt=input_format, text_field=text_field, id_field=id_field,
                        prefix_field=prefix_field, suffix_field=suffix_field)
     ws = passage_windows(ps.records, model.tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens)

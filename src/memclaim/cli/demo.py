@@ -42,6 +42,7 @@ def command(out_dir, alpha, as_json, no_progress):
       open memclaim-demo/claims/report.html
     """
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from ..decoding import parse_policies
@@ -54,8 +55,12 @@ def command(out_dir, alpha, as_json, no_progress):
     from ..train.corpus import MarkovZipf
     from ..train.toy import DEFAULT_SPEC, toy_data
 
+    from ..claims.scores import exact_level
+    from .common import check_out_dir
+
+    exact_level("alpha", alpha)  # a bad --alpha fails before the demo scores anything
+    out = check_out_dir(out_dir)
     con = Console(stderr=as_json, highlight=False)
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     con.rule("[bold]memclaim demo[/]: the tiny GPT")
     data = toy_data()
@@ -81,7 +86,7 @@ def command(out_dir, alpha, as_json, no_progress):
                              source=label)
         runs[label] = run_scoring(model, ws, label=label, inputs={"toy": data["spec"]}, **kw)
     scored = sum(r.units_scored for r in runs.values())
-    con.print(f"scored into {store} ({scored} units computed, "
+    con.print(f"scored into {escape(str(store))} ({scored} units computed, "
               f"{sum(r.units_reused for r in runs.values())} reused from an earlier run)")
 
     m = load_run_scores(store, run=runs["members"].run_id, policy="top-k:40")

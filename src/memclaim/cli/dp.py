@@ -12,6 +12,7 @@ import click
 
 from ..errors import DomainError
 from ..jsonutil import dumps
+from .common import trust_remote_code_option
 
 NEIGHBOR_CHOICE = click.Choice(["replace", "add-remove"])
 
@@ -50,7 +51,8 @@ def _guarantee(epsilon, delta, mu, neighbors):
 
     if mu is not None:
         if delta is not None:
-            raise DomainError("give either --delta (approximate DP) or --mu (Gaussian DP), not both")
+            raise DomainError("give either --delta (approximate DP) or --mu (Gaussian DP), not both",
+                              hint="drop one of them")
         return gdp(mu, neighbors=neighbors)
     if epsilon is None:
         raise DomainError("no guarantee given", hint="pass --epsilon E [--delta D], or --mu M for Gaussian DP")
@@ -67,17 +69,20 @@ def _parse_baseline(text):
     try:
         vals = [float(p) for p in parts]
     except ValueError:
-        raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}") from None
+        raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}",
+                          hint="e.g. --baseline 0.001 or --baseline 0.0009,0.0011") from None
     if len(vals) == 1:
         vals = vals * 2
     if len(vals) != 2:
-        raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}")
+        raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}",
+                          hint="e.g. --baseline 0.001 or --baseline 0.0009,0.0011")
     for v in vals:
         if not (math.isfinite(v) and 0.0 <= v <= 1.0):
             raise DomainError(f"baseline kappa must lie in [0, 1], got {v!r}",
                               hint="kappa is the prior's top-m probability mass")
     if vals[0] > vals[1]:
-        raise DomainError(f"--baseline interval is reversed: {vals[0]!r} > {vals[1]!r}")
+        raise DomainError(f"--baseline interval is reversed: {vals[0]!r} > {vals[1]!r}",
+                          hint=f"write the interval as LO,HI: --baseline {vals[1]!r},{vals[0]!r}")
     return vals[0], vals[1]
 
 
@@ -177,7 +182,8 @@ def bounds(epsilon, delta, mu, sigma, q, steps, pld_grid, neighbors, copies, m, 
     audit = None
     if successes is not None or trials is not None:
         if successes is None or trials is None or kap is None or m is None:
-            raise DomainError("the audit check needs --successes, --trials, --baseline and --list-size together")
+            raise DomainError("the audit check needs --successes, --trials, --baseline and --list-size together",
+                              hint="pass all four, or none")
         audit = audit_soundness(f, successes=successes, trials=trials, m=m, kappa_interval=kap,
                                 confidence=confidence, independence=independence, copies=copies)
     if as_json:
@@ -260,6 +266,7 @@ def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, bep
       memclaim dp plot --out figs --neighbors add-remove --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000
     """
     from ..privacy.plots import plot_all
+    from .common import check_out_dir
 
     cur = None
     given = [v is not None for v in (sigma, q, steps)]
@@ -272,6 +279,7 @@ def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, bep
 
         cur = dpsgd_curve(noise_multiplier=sigma, sampling_rate=q, steps=steps, neighbors=neighbors,
                           route_delta=dpsgd_delta)
+    check_out_dir(out_dir)
     paths = plot_all(out_dir, epsilon=epsilon, delta=delta, mu=mu, copies=copies, max_copies=max_copies, tau=tau,
                      m=m, boundary_epsilons=tuple(beps), neighbors=neighbors, dpsgd=cur)
     for p in paths:
@@ -288,8 +296,9 @@ def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, bep
 @click.option("--max-nodes", type=int, default=100_000, show_default=True, help="budget of vocabulary rows.")
 @click.option("--time-limit", type=float, default=None, help="seconds; the interval stays certified if cut short.")
 @click.option("--batch-size", type=int, default=64, show_default=True)
+@trust_remote_code_option
 @click.option("--json", "as_json", is_flag=True)
-def baseline(model, prefix, L, m, temperature, max_nodes, time_limit, batch_size, as_json):
+def baseline(model, prefix, L, m, temperature, max_nodes, time_limit, batch_size, trust_remote_code, as_json):
     """Certify kappa_pi(m), the top-m prior mass of length-L continuations ([MX] App. F.2).
 
     MODEL must be the PRIOR: the base model before any canary was planted (on the audited model
@@ -303,7 +312,7 @@ def baseline(model, prefix, L, m, temperature, max_nodes, time_limit, batch_size
     from ..models import load_model
     from ..privacy.baseline import certify_baseline
 
-    loaded = load_model(model)
+    loaded = load_model(model, trust_remote_code=trust_remote_code)
     ids = list(getattr(loaded, "sot_ids", []) or []) + list(loaded.tokenizer.encode(prefix))
     con = _console(err=True)
     progress = None

@@ -58,11 +58,36 @@ def cli():
     extracted from it ([EM], [MX]). Run `memclaim COMMAND --help` for examples."""
 
 
+def _os_error_text(exc: BaseException) -> str:
+    import errno
+
+    if isinstance(exc, MemoryError):
+        return ("out of memory\n  fix: score fewer or shorter windows at a time (--batch-size, --unit-size), "
+                "or check that the input is a regular file of reasonable size")
+    where = f" {exc.filename!r}" if getattr(exc, "filename", None) else ""
+    what = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free some space and re-run the same command (finished work is kept)"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        fix = "choose a path you can write (not a read-only filesystem), or fix its permissions"
+    else:
+        fix = "check the path and re-run the same command"
+    return f"{what}:{where}\n  fix: {fix}"
+
+
 def main(argv=None) -> int:
     try:
         cli.main(args=argv, prog_name="memclaim", standalone_mode=False)
     except MemclaimError as exc:
-        click.echo(f"error: {exc}", err=True)
+        text = str(exc)
+        if getattr(exc, "hint", None) is None:  # every error says how to fix it
+            args = list(argv if argv is not None else sys.argv[1:])
+            groups = {"dp": ("bounds", "account", "plot", "baseline"), "audit": ("run", "table", "attacks"),
+                      "train": ("tiny", "finetune", "unlearn")}
+            cmd = " ".join(args[:2] if len(args) > 1 and args[1] in groups.get(args[0], ()) else args[:1])
+            text += (f"\n  fix: correct the value named above (`memclaim {cmd or 'COMMAND'} --help` gives each "
+                     "option's range)")
+        click.echo(f"error: {text}", err=True)
         return 2
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
@@ -73,6 +98,12 @@ def main(argv=None) -> int:
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
+    except (MemoryError, OSError) as exc:
+        # a file that cannot be read or written (permission, read-only filesystem, disk full, a
+        # path that vanished): say which and stop; every memclaim write is atomic, so nothing
+        # half-written is left behind
+        click.echo(f"error: {_os_error_text(exc)}", err=True)
+        return 2
     except click.exceptions.Exit as exc:
         return exc.exit_code
     return 0

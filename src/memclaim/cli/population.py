@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from ..errors import InputError
-from .common import (backend_options, build_prompt_rule, claim_options, make_backend, model_options,
+from .common import (backend_options, build_prompt_rule, check_out_dir, claim_options, make_backend, model_options,
                      near_verbatim_options, near_verbatim_settings, print_json, procedure_options,
                      resolve_run_inputs, run_options, set_threads, window_lengths)
 
@@ -69,7 +69,7 @@ CONTROLS_LABEL = "controls"
 @run_options
 def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, policies, prompt_templates,
             chat_template, aggregate, text_field, prefix_field, suffix_field, id_field, input_format, dtype, sot,
-            allow_pickle, threads, alpha,
+            allow_pickle, trust_remote_code, threads, alpha,
             exclude_file, exclude_ids, fdr, fwer, seed, budget_delta, realistic_budget, confidence,
             controls_description, out_dir, batch_size, unit_size, as_json, no_progress, nv_eps=(), nv_beams=(),
             backend="local", address=None, workers=None, gpus_per_worker=0.0, threads_per_worker=1):
@@ -83,15 +83,17 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
     from ..fsutil import sha256_bytes
     from ..models import load_model
     from ..scoring.results import load_run_scores
-    from ..scoring.runner import run_scoring
+    from ..scoring.runner import run_scoring, scoring_pairs
     from .test import read_id_list, run_store_test, validate_test_levels
 
-    validate_test_levels(alpha=alpha, fdr=fdr, fwer=fwer, budget_delta=budget_delta, confidence=confidence)
+    validate_test_levels(alpha=alpha, fdr=fdr, fwer=fwer, budget_delta=budget_delta, confidence=confidence,
+                         realistic_budget=realistic_budget)
     if batch_size < 1:
-        raise InputError(f"--batch-size must be >= 1, got {batch_size}")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {str(out)!r} exists and is not a folder", hint="pass a folder path to --out")
+        raise InputError(f"--batch-size must be >= 1, got {batch_size}", hint="e.g. --batch-size 16")
+    out = check_out_dir(out_dir)
+    if Path(members_path).resolve() == Path(controls_path).resolve():
+        raise InputError(f"--members and --controls are the same file {str(members_path)!r}: a set tested against "
+                         "itself certifies nothing", hint="pass matched non-member texts with --controls")
     excl = list(exclude_ids)
     extra_inputs = []
     if exclude_file:
@@ -100,7 +102,8 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
                              "sha256": sha256_bytes(Path(exclude_file).read_bytes())})
     prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
     set_threads(threads)
-    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle)  # weights load only if scoring is needed
+    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
+                   trust_remote_code=trust_remote_code)  # weights load only if scoring is needed
     cut = {}
     for label, path in ((MEMBERS_LABEL, members_path), (CONTROLS_LABEL, controls_path)):
         try:
@@ -110,7 +113,13 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
                                             suffix_field=suffix_field)
         except InputError as exc:
             raise InputError(f"--{label}: {exc}") from None
+    if cut[MEMBERS_LABEL][1]["sha256"] == cut[CONTROLS_LABEL][1]["sha256"]:
+        raise InputError(f"--members {str(members_path)!r} and --controls {str(controls_path)!r} have identical "
+                         "contents: a set tested against itself certifies nothing",
+                         hint="pass matched non-member texts with --controls")
     prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
+    for label in (MEMBERS_LABEL, CONTROLS_LABEL):  # every window fits the model, before any scoring
+        scoring_pairs(m, cut[label][0], prompt_rule, what=f"--{label}")
     near_verbatim = near_verbatim_settings(nv_eps, nv_beams)
     backend_obj = make_backend(m, policies, backend=backend, address=address, workers=workers,
                                gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,

@@ -49,11 +49,14 @@ def command(name, quick, out_dir, seed, as_json, list_only):
     if not name:
         raise InputError("missing NAME", hint="one of: " + ", ".join(REPRODUCTIONS) + " (or --list)")
     if seed < 0:
-        raise InputError(f"--seed must be >= 0, got {seed}")
+        raise InputError(f"--seed must be >= 0, got {seed}", hint="e.g. --seed 0")
     from pathlib import Path
 
-    if Path(out_dir).exists() and not Path(out_dir).is_dir():
-        raise InputError(f"--out {out_dir!r} exists and is not a folder", hint="give a folder (it is created if missing)")
+    from .common import check_out_dir
+
+    if name not in REPRODUCTIONS:
+        raise InputError(f"unknown reproduction {name!r}", hint="one of: " + ", ".join(REPRODUCTIONS) + " (or --list)")
+    check_out_dir(out_dir)
     result = run(name, quick=quick, seed=seed, out_dir=out_dir)
     if as_json:
         from ..jsonutil import dumps

@@ -7,8 +7,9 @@ import sys
 import click
 
 from ..errors import InputError
-from .common import (backend_options, make_backend, near_verbatim_options, near_verbatim_settings, model_options, print_json, procedure_options,
-                     resolve_run_inputs, run_options, set_threads, window_lengths)
+from .common import (backend_options, check_out_dir, make_backend, model_options, near_verbatim_options,
+                     near_verbatim_settings, print_json, procedure_options, resolve_run_inputs, run_options,
+                     set_threads, window_lengths)
 
 EXAMPLES = """
 \b
@@ -41,8 +42,8 @@ Examples:
 @run_options
 def command(model, input_path, document_path, stride, out_dir, prefix_tokens, suffix_tokens, policies,
             prompt_templates, chat_template, aggregate, text_field, prefix_field, suffix_field, id_field,
-            input_format, dtype, sot,
-            allow_pickle, threads, nv_eps, nv_beams, batch_size, unit_size, backend, address, workers, gpus_per_worker,
+            input_format, dtype, sot, allow_pickle, trust_remote_code, threads, nv_eps, nv_beams, batch_size,
+            unit_size, backend, address, workers, gpus_per_worker,
             threads_per_worker, as_json, no_progress):
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store.
 
@@ -58,10 +59,12 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
         raise InputError("give exactly one of --input (passages) or --document (sliding windows)",
                          hint="memclaim score MODEL --input FILE ... or --document FILE --stride S ...")
     if batch_size < 1:
-        raise InputError(f"--batch-size must be >= 1, got {batch_size}")
+        raise InputError(f"--batch-size must be >= 1, got {batch_size}", hint="e.g. --batch-size 16")
     prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
+    check_out_dir(out_dir)
     set_threads(threads)
-    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle)
+    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
+                   trust_remote_code=trust_remote_code)
     scorer = make_backend(m, policies, backend=backend, address=address, workers=workers,
                           gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,
                           batch_size=batch_size)
@@ -82,24 +85,27 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
         print_json(summary.to_dict())
         return
     from rich.console import Console
+    from rich.markup import escape
 
-    c = Console()
-    c.print(f"[bold]memclaim score[/] -> {summary.store}  (run {summary.run_id}, procedure {summary.procedure_key[:12]})")
+    c = Console(highlight=False)
+    c.print(f"[bold]memclaim score[/] -> {escape(summary.store)}  (run {summary.run_id}, procedure "
+            f"{summary.procedure_key[:12]})")
     c.print(f"  windows {summary.n_windows}  units {summary.n_units} (scored {summary.units_scored}, "
             f"reused {summary.units_reused})  skipped: {summary.skipped_short} too short, {summary.skipped_empty} empty")
     if summary.units_scored:
         c.print(f"  {summary.windows_per_second:.1f} windows/s")
         bs = summary.backend_stats
         if summary.backend == "ray" and bs:
-            c.print(f"  ray: {bs['workers']} worker(s) at {bs['address']}, {bs['windows_per_second']:.1f} windows/s "
+            c.print(f"  ray: {bs['workers']} worker(s) at {escape(str(bs['address']))}, {bs['windows_per_second']:.1f} windows/s "
                     f"overall ({bs['steady_windows_per_second']:.1f} after start-up {bs['startup_seconds']:.1f} s), "
                     f"unit files written by the {bs['write_mode']}; restarts {bs['restarts']}")
             for w in bs["per_worker"]:
-                c.print(f"    worker {w['worker']} ({w['node']}, {w['device']}, {w['threads']} thread(s)): "
+                c.print(f"    worker {w['worker']} ({escape(str(w['node']))}, {escape(str(w['device']))}, "
+                        f"{w['threads']} thread(s)): "
                         f"{w['units']} units, {w['windows']} windows, {w['windows_per_second']:.1f} windows/s")
     else:
         c.print("  nothing to score: every unit was already in the store (no model work done)")
     if summary.near_ties:
         c.print(f"  [yellow]{summary.near_ties} window(s) have a top-2 logit margin below 1e-5 at some suffix "
                 "position: their greedy flag may differ from generate() ([EM] App. A.2); see column near_tie[/]")
-    c.print(f"  results: {summary.store}/runs/{summary.run_id}/scores.parquet")
+    c.print(f"  results: {summary.store}/runs/{summary.run_id}/scores.parquet", markup=False)

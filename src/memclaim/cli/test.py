@@ -8,7 +8,6 @@ computed elsewhere. Thin: read the two score sets, call :func:`run_store_test` /
 """
 from __future__ import annotations
 
-import csv
 import io
 from pathlib import Path
 from typing import Sequence
@@ -19,7 +18,7 @@ import numpy as np
 from ..errors import InputError
 from ..fsutil import sha256_bytes, sha256_file
 from ..jsonutil import read_json_object
-from .common import claim_options
+from .common import check_out_dir, claim_options
 
 ID_COLUMNS = ("id", "doc_id", "uid", "key", "name")
 SCORE_COLUMNS = ("score", "log_prob", "logprob", "log_q", "logq", "prob", "probability")
@@ -99,18 +98,20 @@ def read_score_file(path, *, id_column: str | None = None, score_column: str | N
         except UnicodeDecodeError as exc:
             raise InputError(f"{str(p)!r} is not valid UTF-8 (byte offset {exc.start})",
                              hint="re-encode the file as UTF-8") from None
-        reader = csv.DictReader(io.StringIO(text), dialect="excel-tab" if suffix == ".tsv" else "excel")
-        if not reader.fieldnames:
+        from ..text.io import read_csv_records
+
+        header, records = read_csv_records(p, text, tsv=suffix == ".tsv")
+        if not header:
             raise InputError(f"{str(p)!r} has no header row", hint="add a header such as 'id,score'")
-        cols = list(reader.fieldnames)
+        cols = list(header)
         ic = _pick(cols, id_column, ID_COLUMNS, "id", p)
         sc = _pick(cols, score_column, SCORE_COLUMNS, "score", p)
         tc = _pick(cols, text_column, TEXT_COLUMNS, "text", p, required=bool(text_column))
-        rows = list(reader)
+        rows = [r for _, r in records]
         ids = [r.get(ic) for r in rows]
         raw = [r.get(sc) for r in rows]
         texts = [r.get(tc) for r in rows] if tc else None
-        where = [f"line {i + 2}" for i in range(len(rows))]
+        where = [f"line {line}" for line, _ in records]
     else:
         raise InputError(f"cannot tell the format of {str(p)!r} from its extension {suffix!r}",
                          hint="use .csv, .tsv or .parquet")
@@ -133,8 +134,13 @@ def read_id_list(path) -> tuple[str, ...]:
     p = Path(path)
     if not p.is_file():
         raise InputError(f"id list {str(p)!r} does not exist", hint="one control id per line")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"id list {str(p)!r} is not valid UTF-8 (byte offset {exc.start})",
+                         hint="re-encode the file as UTF-8") from None
     out = []
-    for line in p.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         s = line.strip()
         if s and not s.startswith("#"):
             out.append(s)
@@ -143,16 +149,9 @@ def read_id_list(path) -> tuple[str, ...]:
 
 # ------------------------------------------------------------------------ the shared entry point
 def _say(console, text: str) -> None:
-    if console is None:
-        click.echo(text)
-    elif hasattr(console, "print"):
-        console.print(text, markup=False, highlight=False) if _is_rich(console) else console.print(text)
-    elif callable(console):
-        console(text)
+    from ..console import say
 
-
-def _is_rich(console) -> bool:
-    return type(console).__module__.startswith("rich")
+    say(click.echo if console is None else console, text)
 
 
 def run_population_test(*, candidate_scores, control_scores, alpha, kind: str, out_dir,
@@ -214,12 +213,14 @@ def run_population_test(*, candidate_scores, control_scores, alpha, kind: str, o
 
 
 # ------------------------------------------------------------------------ score stores
-def validate_test_levels(*, alpha, fdr=None, fwer=None, budget_delta=None, confidence=0.95) -> None:
+def validate_test_levels(*, alpha, fdr=None, fwer=None, budget_delta=None, confidence=0.95,
+                         realistic_budget=1e5) -> None:
     """Check the levels a population test will use before any scoring or reading is done, so a
     typo fails at once (exit 2) instead of after the model work."""
     from ..claims.scores import exact_level
-    from ..validate import in_open_unit
+    from ..validate import in_open_unit, query_budget
 
+    query_budget("--budget", realistic_budget)
     exact_level("alpha", alpha)
     if fdr is not None:
         exact_level("--fdr", fdr)
@@ -299,6 +300,12 @@ def run_store_test(*, candidates, controls, alpha, out_dir, exclude_control_ids:
         raise InputError(f"the candidates and the controls are the same run {candidates.run_id} "
                          f"({candidates.label!r}) of {candidates.store!r}",
                          hint="pass the controls' run with --controls-run (a run id prefix or its label)")
+    digest = candidates.inputs.get("sha256")
+    if digest and digest == controls.inputs.get("sha256"):
+        raise InputError(f"the candidates (run {candidates.run_id}, {candidates.label!r}) and the controls (run "
+                         f"{controls.run_id}, {controls.label!r}) were scored from identical inputs (sha256 "
+                         f"{digest[:16]}): a set tested against itself certifies nothing",
+                         hint="score the matched non-member controls and pass that run as the controls")
     cproc, kproc = stored_test_procedure(candidates), stored_test_procedure(controls)
     require_same_procedure(cproc, kproc, ignore=STORED_PROCEDURE_MAY_DIFFER)
     if binary is not None and bool(binary) != candidates.is_binary:
@@ -394,11 +401,20 @@ def command(candidates, controls, run, controls_run, kind, alpha, nv_eps, policy
     if nv_eps is not None and not (is_store(candidates) and is_store(controls)):
         raise InputError("--near-verbatim selects a stored near-verbatim score; it needs score stores on both sides",
                          hint="score with `memclaim score ... --near-verbatim EPS --out STORE`")
-    validate_test_levels(alpha=alpha, fdr=fdr, fwer=fwer, budget_delta=budget_delta, confidence=confidence)
+    validate_test_levels(alpha=alpha, fdr=fdr, fwer=fwer, budget_delta=budget_delta, confidence=confidence,
+                         realistic_budget=realistic_budget)
     for path, opt in ((candidates, "--candidates"), (controls, "--controls")):
         if not Path(path).exists():
             raise InputError(f"{opt} {str(path)!r} does not exist",
                              hint="pass a score store folder (memclaim score --out) or a CSV/TSV/Parquet score file")
+    check_out_dir(out_dir)
+    if (candidates_procedure is None) != (controls_procedure is None):
+        given, missing = (("--candidates-procedure", "--controls-procedure") if candidates_procedure
+                          else ("--controls-procedure", "--candidates-procedure"))
+        raise InputError(f"{given} is given but {missing} is not: a procedure recorded for one side only cannot "
+                         "be checked against the other, and a conformal claim holds only when both were scored "
+                         "under the same procedure ([EM] Def. B.2, C.2)",
+                         hint=f"pass {missing} too (the JSON procedure record of those scores), or neither")
     excl = list(exclude_ids)
     if exclude_file:
         excl += list(read_id_list(exclude_file))
@@ -437,8 +453,16 @@ def command(candidates, controls, run, controls_run, kind, alpha, nv_eps, policy
         raise InputError("--run and --controls-run select runs of a score store; the scores given are files",
                          hint="drop --run/--controls-run, or pass store folders")
     kind = kind or "log-prob"
+    if Path(candidates).resolve() == Path(controls).resolve():
+        raise InputError(f"--candidates and --controls are the same file {str(candidates)!r}: a set tested against "
+                         "itself certifies nothing",
+                         hint="pass the matched non-member controls' scores with --controls")
     cand = read_score_file(candidates, id_column=id_column, score_column=score_column, text_column=text_column)
     ctrl = read_score_file(controls, id_column=id_column, score_column=score_column, text_column=text_column)
+    if cand.sha256 == ctrl.sha256:
+        raise InputError(f"--candidates {str(candidates)!r} and --controls {str(controls)!r} have identical contents "
+                         f"(sha256 {cand.sha256[:16]}): a set tested against itself certifies nothing",
+                         hint="pass the matched non-member controls' scores with --controls")
     cproc = read_json_object(candidates_procedure, "procedure") if candidates_procedure else None
     kproc = read_json_object(controls_procedure, "procedure") if controls_procedure else None
     if policy is not None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import InputError
+from .common import check_out_dir, trust_remote_code_option
 
 EXAMPLES = """
 \b
@@ -30,9 +31,10 @@ def _pairs(value: str, what: str) -> tuple[tuple[int, int], ...]:
             k, n = part.split(":")
             out.append((int(k), int(n)))
         except ValueError:
-            raise InputError(f"{what} must look like K:N[,K:N...] (copies:count), got {value!r}") from None
+            raise InputError(f"{what} must look like K:N[,K:N...] (copies:count), got {value!r}",
+                             hint=f"e.g. {what} 1:8,8:8 (8 records once and 8 records 8 times)") from None
         if out[-1][0] < 1 or out[-1][1] < 0:
-            raise InputError(f"{what}: copies must be >= 1 and counts >= 0, got {part!r}")
+            raise InputError(f"{what}: copies must be >= 1 and counts >= 0, got {part!r}", hint=f"e.g. {what} 1:8,8:8")
     return tuple(out)
 
 
@@ -69,13 +71,17 @@ def command():
 @click.option("--lr", type=float, default=3e-3, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Training seed (model init and batches).")
 @click.option("--corpus-seed", type=int, default=1, show_default=True, help="Seed of the corpus and planted records.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
+@click.option("--overwrite", is_flag=True, help="Replace --out if it is a model folder memclaim wrote (and holds "
+              "nothing else); never the current folder or one of its parents.")
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 @click.option("--quiet", is_flag=True)
 def tiny(out_dir, duplicates, canaries, triggers, trigger_copies, steps, batch_size, lr, seed, corpus_seed,
          overwrite, as_json, quiet):
     """Train a tiny GPT from scratch on a Markov-Zipf corpus with planted records ([MX] §8)."""
-    from ..train.finetune import TinyLabSpec, save_trained, tiny_lab_model
+    from ..train.finetune import TinyLabSpec, check_output_folder, save_trained, tiny_lab_model
+
+    check_out_dir(out_dir)
+    check_output_folder(out_dir, overwrite=overwrite)  # before training: never after minutes of work
 
     spec = TinyLabSpec(duplicates=_pairs(duplicates, "--duplicates"), canaries=_pairs(canaries, "--canaries"),
                        triggers=triggers, trigger_copies=trigger_copies, steps=steps, batch_size=batch_size, lr=lr,
@@ -118,9 +124,9 @@ def _read_jsonl(path) -> list[dict]:
         try:
             out.append(json.loads(line))
         except json.JSONDecodeError as exc:
-            raise InputError(f"{str(p)!r} line {i} is not JSON: {exc}") from None
+            raise InputError(f"{str(p)!r} line {i} is not JSON: {exc}", hint="write one JSON object per line") from None
     if not out:
-        raise InputError(f"{str(p)!r} holds no records")
+        raise InputError(f"{str(p)!r} holds no records", hint="write one JSON object per line")
     return out
 
 
@@ -146,34 +152,41 @@ def _read_jsonl(path) -> list[dict]:
 @click.option("--physical-batch-size", type=int, default=None, help="Gradient accumulation chunk size.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threads", type=int, default=None, help="Torch CPU threads.")
-@click.option("--overwrite", is_flag=True)
+@click.option("--overwrite", is_flag=True, help="Replace --out if it is a model folder memclaim wrote (and holds "
+              "nothing else).")
+@trust_remote_code_option
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--quiet", is_flag=True)
 def finetune(model, data, plant_file, reserve_triggers, out_dir, layout, epochs, steps, lr, batch_size, seq_len,
              dp_epsilon, dp_delta, noise_multiplier, max_grad_norm, physical_batch_size, seed, threads, overwrite,
-             as_json, quiet):
+             trust_remote_code, as_json, quiet):
     """Fine-tune MODEL (a model folder, .gguf or named model) on --data with planted records."""
     from ..train.dp import DPConfig
-    from ..train.finetune import epochs_to_steps, finetune as run_finetune, load_trainable, save_trained
+    from ..train.finetune import (check_output_folder, epochs_to_steps, finetune as run_finetune, load_trainable,
+                                  save_trained)
     from ..train.planted import add_reserved_tokens, plant, tokenize_record, training_blocks
     from ..train.trainer import TrainConfig
 
     say = _log(quiet)
-    m, tok, sot, loaded = load_trainable(model)
+    check_out_dir(out_dir)
+    check_output_folder(out_dir, overwrite=overwrite)
+    dp = None
+    if dp_epsilon is not None or noise_multiplier is not None:  # options are checked before any work
+        dp = DPConfig(target_epsilon=dp_epsilon, noise_multiplier=noise_multiplier, delta=dp_delta,
+                      max_grad_norm=max_grad_norm)
+    texts = _read_texts(data)  # bad inputs fail before the weights are read
+    plant_specs = _read_jsonl(plant_file) if plant_file else []
+    m, tok, sot, loaded = load_trainable(model, seq_len=seq_len, trust_remote_code=trust_remote_code)
     reserved = add_reserved_tokens(m, tok, reserve_triggers) if reserve_triggers else []
     enc = lambda t: list(tok(t, add_special_tokens=False)["input_ids"])  # noqa: E731
-    background = [enc(t) for t in _read_texts(data)]
-    records = [tokenize_record(tok, spec) for spec in (_read_jsonl(plant_file) if plant_file else [])]
+    background = [enc(t) for t in texts]
+    records = [tokenize_record(tok, spec) for spec in plant_specs]
     corpus = plant(background, records, seed=seed)
     pad = None
     if layout == "examples":
         pad = tok.pad_token_id if tok.pad_token_id is not None else sot[0]
     n_blocks = training_blocks(corpus, seq_len=seq_len, sep_ids=sot, layout=layout, pad_id=pad).n
     n_steps = steps if steps is not None else epochs_to_steps(epochs, n_blocks, batch_size)
-    dp = None
-    if dp_epsilon is not None or noise_multiplier is not None:
-        dp = DPConfig(target_epsilon=dp_epsilon, noise_multiplier=noise_multiplier, delta=dp_delta,
-                      max_grad_norm=max_grad_norm)
     cfg = TrainConfig(steps=n_steps, batch_size=batch_size, seq_len=seq_len, lr=lr, warmup_steps=0, seed=seed,
                       dp=dp, pad_id=pad, physical_batch_size=physical_batch_size, threads=threads)
     say(f"fine-tuning {loaded.name} on {n_blocks} blocks of {seq_len} tokens for {n_steps} steps"
@@ -204,11 +217,13 @@ def finetune(model, data, plant_file, reserve_triggers, out_dir, layout, epochs,
 @click.option("--batch-size", type=int, default=8, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threads", type=int, default=None)
-@click.option("--overwrite", is_flag=True)
+@click.option("--overwrite", is_flag=True, help="Replace --out if it is a model folder memclaim wrote (and holds "
+              "nothing else).")
+@trust_remote_code_option
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--quiet", is_flag=True)
 def unlearn_cmd(model, forget, retain, out_dir, method, lr, max_rounds, threshold, seq_len, batch_size, seed,
-                threads, overwrite, as_json, quiet):
+                threads, overwrite, trust_remote_code, as_json, quiet):
     """Unlearn the --forget records from MODEL (GradDiff or NPO, [MX] App. F.2) until memclaim's
     unlearning verifier reports them forgotten; report retain perplexity before and after."""
     from types import SimpleNamespace
@@ -217,19 +232,22 @@ def unlearn_cmd(model, forget, retain, out_dir, method, lr, max_rounds, threshol
     from ..audits.verifier import verify
     from ..models.hf import HFLanguageModel
     from ..models.loader import HFTokenizer
-    from ..train.finetune import load_trainable, save_trained
+    from ..train.finetune import check_output_folder, load_trainable, save_trained
     from ..train.trainer import example_blocks, pack_documents
     from ..train.unlearn import UnlearnConfig, unlearn
 
-    m, tok, sot, loaded = load_trainable(model)
+    check_out_dir(out_dir)
+    check_output_folder(out_dir, overwrite=overwrite)
+    recs = _read_jsonl(forget)  # bad inputs fail before the weights are read
+    retain_texts = _read_texts(retain)
+    m, tok, sot, loaded = load_trainable(model, seq_len=seq_len, trust_remote_code=trust_remote_code)
     htok = HFTokenizer(tok)
-    recs = _read_jsonl(forget)
     ws = pair_windows(recs, htok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else sot[0]
     forget_blocks = example_blocks([w.prefix_ids + w.suffix_ids for w in ws.windows],
                                    seq_len=min(seq_len, max(len(w.prefix_ids) + len(w.suffix_ids) for w in ws.windows)
                                                + len(sot)), sep_ids=sot, pad_id=pad)
-    retain_docs = [htok.encode(t) for t in _read_texts(retain)]
+    retain_docs = [htok.encode(t) for t in retain_texts]
     retain_blocks = pack_documents(retain_docs, seq_len=seq_len, sep_ids=sot)
 
     def verifier(model_):

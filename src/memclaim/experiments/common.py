@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import InputError
-from ..fsutil import atomic_write_bytes, atomic_write_text
+from ..fsutil import write_files
 from ..jsonutil import ResultMixin, dumps, to_jsonable
 from ..validate import integer
 
@@ -146,9 +146,21 @@ def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick
         "files": {"json": f"{name}.json", "png": f"{name}.png"},
     }
     payload = to_jsonable(payload)
-    atomic_write_text(out / f"{name}.json", dumps(payload, indent=2) + "\n")
-    atomic_write_bytes(out / f"{name}.png", _png_bytes(figure))
+    # NAME.json and NAME.png as one change: both staged, then renamed (a full disk leaves the old pair)
+    write_files(out, {f"{name}.json": (dumps(payload, indent=2) + "\n").encode("utf-8"),
+                      f"{name}.png": _png_bytes(figure)}, owned=lambda p: _own_reproduction(p, name))
     return payload
+
+
+def _own_reproduction(path: Path, name: str) -> bool:
+    """NAME.json / NAME.png written by a memclaim version that kept no list of its outputs."""
+    import json
+
+    try:
+        d = json.loads((path.parent / f"{name}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(d, dict) and d.get("name") == name and d.get("schema") == SCHEMA
 
 
 def summary_lines(result: dict) -> list[str]:

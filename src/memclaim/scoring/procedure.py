@@ -13,7 +13,7 @@ from ..fsutil import sha256_bytes
 
 SCORE_NAME = "teacher-forced log q_{theta,phi}(suffix | prompt), natural log, float64"
 # fields that describe but do not change the numbers; excluded from the key
-_DISPLAY_ONLY = {("model", "name"), ("model", "source")}
+_DISPLAY_ONLY = {("model", "name"), ("model", "source"), ("model", "fingerprint_v1")}
 
 
 @dataclass(frozen=True)
@@ -116,8 +116,16 @@ def require_same_procedure(a: dict, b: dict, *, what=("candidates", "controls"),
     """Refuse to compare results from different procedures; name every difference."""
     diffs = procedure_differences(a, b, ignore=ignore)
     if diffs:
+        hint = "score both with the same model, policy, prompt rule and window lengths"
+        schemes = [((d or {}).get("model") or {}).get("fingerprint_scheme") if isinstance(d, dict) else None
+                   for d in (a, b)]
+        if any(k.startswith("model.fingerprint") for k in diffs) and (schemes[0] is None) != (schemes[1] is None):
+            old = what[0] if schemes[0] is None else what[1]
+            hint = (f"the {old} were scored by memclaim 0.1.0, whose model fingerprint hashed every file of the model "
+                    "folder: run the same `memclaim score` command into that store once with the model (nothing is "
+                    "rescored) so the store records the current fingerprint, then test again")
         raise ProcedureMismatchError(
             f"{what[0]} and {what[1]} were scored under different procedures ({len(diffs)} field"
             f"{'s' if len(diffs) > 1 else ''} differ): " + "; ".join(diffs),
-            hint="score both with the same model, policy, prompt rule and window lengths",
+            hint=hint,
         )

@@ -76,11 +76,13 @@ class ModelRef:
     allow_pickle: bool
     fingerprint: str
     name: str
+    trust_remote_code: bool = False  # the driver's opt-in, applied on every worker
 
     @classmethod
     def from_loaded(cls, model) -> "ModelRef":
         return cls(path=str(model.path), source=str(model.source), dtype=model.dtype,
-                   allow_pickle=bool(model.allow_pickle), fingerprint=model.fingerprint, name=model.name)
+                   allow_pickle=bool(model.allow_pickle), fingerprint=model.fingerprint, name=model.name,
+                   trust_remote_code=bool(getattr(model, "trust_remote_code", False)))
 
     def load(self):
         """Load on a worker: the driver's folder if this node has it, else the original source;
@@ -90,7 +92,8 @@ class ModelRef:
 
         spec = self.path if Path(self.path).is_dir() else self.source
         # prompts already carry the start-of-text ids, so the worker needs no rule of its own
-        m = load_model(spec, dtype=self.dtype, sot="none", allow_pickle=self.allow_pickle)
+        m = load_model(spec, dtype=self.dtype, sot="none", allow_pickle=self.allow_pickle,
+                       trust_remote_code=self.trust_remote_code)
         if m.fingerprint != self.fingerprint:
             raise ModelLoadError(
                 f"the model on worker node {socket.gethostname()!r} ({spec!r}) has fingerprint "

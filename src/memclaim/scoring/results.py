@@ -8,7 +8,7 @@ import numpy as np
 
 from ..decoding import Policy
 from ..errors import InputError, StoreError
-from .store import ScoreStore
+from .store import ScoreStore, read_parquet
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,6 @@ def load_run_scores(store_dir, *, run: str | None = None, policy: str | None = N
     distance EPS as the score (the run must have been scored with --near-verbatim EPS).
     ``suffix_tokens`` = n scores only the first n suffix tokens, from the stored per-token log q
     by a cumulative sum, without another model pass ([EM] App. D.3: the 1-50 token sweep)."""
-    import pyarrow.parquet as pq
-
     if not Path(store_dir).exists():
         raise InputError(f"score store {str(store_dir)!r} does not exist",
                          hint="pass the --out folder of a `memclaim score` run")
@@ -90,7 +88,7 @@ def load_run_scores(store_dir, *, run: str | None = None, policy: str | None = N
     if not path.exists():
         raise StoreError(f"run {run_id} in {str(store_dir)!r} is unfinished (no scores.parquet)",
                          hint="re-run the scoring command to finish it")
-    table = pq.read_table(path)
+    table = read_parquet(path, fix="re-run the scoring command: it rewrites scores.parquet from the unit files")
     proc = st.procedure(meta["procedure"])
     policies = proc["policies"]
     if policy is None:

@@ -7,6 +7,7 @@ run re-run does no model work (the weights are not even loaded).
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from dataclasses import dataclass, field
@@ -158,7 +159,8 @@ def normalize_near_verbatim(nv: dict | None, *, suffix_tokens: int) -> dict | No
     if not eps:
         return None
     if eps[0] < 0 or any(float(e) != int(e) for e in nv.get("epsilons", ())):
-        raise DomainError(f"near-verbatim epsilon must be a whole number of token edits >= 0, got {nv['epsilons']}")
+        raise DomainError(f"near-verbatim epsilon must be a whole number of token edits >= 0, got {nv['epsilons']}",
+                          hint="e.g. --near-verbatim 1 (one token substitution, insertion or deletion)")
     if not beams or beams[0] < 1:
         raise DomainError(f"beam width must be >= 1, got {nv.get('beams')}", hint="e.g. --beam 16")
     return {"epsilons": eps, "beams": beams}
@@ -184,8 +186,10 @@ def near_verbatim_cost_message(units, nv: dict, n_policies: int, model) -> str:
 def build_procedure(model, *, policies: Sequence[Policy], prefix_tokens: int | None, suffix_tokens: int | None,
                     prompt_rule: PromptRule, near_verbatim: dict | None = None,
                     windows: dict | None = None) -> Procedure:
-    return Procedure(model={"name": model.name, "source": model.source, "fingerprint": model.fingerprint,
-                            "dtype": model.dtype},
+    desc = {"name": model.name, "source": model.source, "fingerprint": model.fingerprint, "dtype": model.dtype}
+    if getattr(model, "fingerprint_scheme", None) is not None:
+        desc["fingerprint_scheme"] = int(model.fingerprint_scheme)  # what the fingerprint hashes (models.loader)
+    return Procedure(model=desc,
         start_of_text=model.sot.to_dict(), policies=tuple(p.spec for p in policies),
         prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, prompt=prompt_rule.to_dict(),
         near_verbatim=near_verbatim, windows=windows)
@@ -228,7 +232,10 @@ class _Progress:
             self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                 TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
                                 console=Console(file=sys.stderr), transient=False)
-            self.task = self.bar.add_task(description, total=total, rate="")
+            from rich.markup import escape
+
+            # the description names the run's label (a file name): shown literally, never as markup
+            self.task = self.bar.add_task(escape(description), total=total, rate="")
             self.bar.start()
         self.t0 = time.perf_counter()
         self.done = 0
@@ -244,6 +251,46 @@ class _Progress:
             self.bar.stop()
 
 
+def scoring_pairs(model, window_set, prompt_rule: PromptRule, *, what: str | None = None):
+    """The (prompt ids, target ids) pairs of every window under ``prompt_rule`` (one per prompt,
+    each prompt with its own target ids: scoring/prompts.py), each window's item keys and target
+    ids, after checking that the model can score them: every prompt has at least one token (the
+    first target token is predicted from it), no template cuts a token in two (PromptRule.items
+    refuses it), and no prompt + target is longer than the model's context. Raises
+    :class:`InputError` naming the window otherwise, before any work; ``population`` and
+    ``census`` call it for every input before scoring the first."""
+    from ..errors import InputError
+
+    limit = getattr(model, "max_positions", None)
+    if limit is None and getattr(model, "path", None) is not None:
+        from ..models.loader import config_max_positions
+
+        limit = config_max_positions(model.path)
+    label = f"{what}: " if what else ""
+    pairs, window_items, window_targets = [], [], []
+    for w in window_set.windows:
+        keys, targets = [], []
+        for prompt, target in prompt_rule.items(w, model.tokenizer, model.sot_ids):
+            if not prompt:
+                raise InputError(f"{label}window {w.window_id!r} has an empty prompt (no prefix tokens and no "
+                                 f"start-of-text token; start-of-text rule {model.sot.rule!r}): the model has "
+                                 "nothing to predict the first suffix token from",
+                                 hint="use --prefix-tokens >= 1, or a start-of-text token (--sot auto/bos/eos)")
+            n = len(prompt) + len(target)
+            if limit is not None and n > limit:
+                raise InputError(f"{label}window {w.window_id!r} needs {n} positions (prompt {len(prompt)} + target "
+                                 f"{len(target)} tokens), more than the context of {model.name} "
+                                 f"({limit} positions)",
+                                 hint="use a shorter --prefix-tokens/--suffix-tokens (or prompt template), or a model "
+                                      "with a longer context")
+            pairs.append((prompt, target))
+            keys.append(item_key(prompt, target))
+            targets.append(list(target))
+        window_items.append(keys)
+        window_targets.append(targets)
+    return pairs, window_items, window_targets
+
+
 def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens: int, suffix_tokens: int,
                 prompt_rule: PromptRule, out_dir, label: str = "windows", inputs: dict | None = None,
                 batch_size: int = 16, unit_size: int = DEFAULT_UNIT_SIZE, progress: bool = True,
@@ -253,30 +300,51 @@ def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens:
 
     ``near_verbatim`` = {"epsilons": [...], "beams": [...]} adds the certified near-verbatim
     lower bounds ([EM] App. B.1 Eq. 2) for every window and policy, as part of the procedure."""
+    from ..validate import integer
+
     t0 = time.perf_counter()
+    integer("unit size", unit_size, minimum=1)  # option domains fail before the store is touched
+    integer("batch size", batch_size, minimum=1)
     near_verbatim = normalize_near_verbatim(near_verbatim, suffix_tokens=suffix_tokens)
     procedure = build_procedure(model, policies=policies, prefix_tokens=prefix_tokens,
                                 suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, near_verbatim=near_verbatim,
                                 windows=getattr(window_set, "cut", None))
     windows = window_set.windows
     # every window's (prompt, target) items before the store is touched: a template that cuts a
-    # token in two is refused before anything is written
-    pairs, window_items, window_targets = [], [], []
-    for w in windows:
-        keys, targets = [], []
-        for prompt, target in prompt_rule.items(w, model.tokenizer, model.sot_ids):
-            if not prompt:
-                raise InputError(f"window {w.window_id!r} has an empty prompt: no prefix tokens and no start-of-text "
-                                 f"token (start-of-text rule {model.sot.rule!r})",
-                                 hint="give the model a start-of-text token (--sot bos, eos or a token), or use a "
-                                      "non-empty prefix")
-            pairs.append((prompt, target))
-            keys.append(item_key(prompt, target))
-            targets.append(list(target))
-        window_items.append(keys)
-        window_targets.append(targets)
+    # token in two, an empty prompt or a window longer than the context is refused first
+    pairs, window_items, window_targets = scoring_pairs(model, window_set, prompt_rule)
     store = ScoreStore(out_dir)
-    pkey = store.add_procedure(procedure)
+    with contextlib.ExitStack() as held:
+        held.enter_context(store.writer())  # shared with other writers; alone, it first clears dead writers' temps
+        return _run_locked(store, held, model, procedure, windows, pairs, window_items, window_targets, window_set,
+                           t0=t0, policies=policies, label=label, inputs=inputs, batch_size=batch_size,
+                           unit_size=unit_size, progress=progress, backend=backend, skipped_empty=skipped_empty,
+                           near_verbatim=near_verbatim, log=log)
+
+
+def store_procedure_key(store: ScoreStore, procedure: Procedure, model) -> str:
+    """The key under which ``store`` holds ``procedure``'s units. A store written before the
+    model fingerprint changed (schema 1, fingerprint scheme 1) holds the same procedure under
+    the old fingerprint: its key is reused, so a run started then resumes without rescoring,
+    and the store learns which current fingerprint the old one names."""
+    key = procedure.key
+    legacy = ()
+    if store.has_legacy_procedures() and hasattr(model, "legacy_fingerprints"):
+        legacy = tuple(model.legacy_fingerprints())
+        for rec in store.manifest["procedures"].values():
+            fp = (rec.get("model") or {}).get("fingerprint")
+            if fp in legacy and "fingerprint_scheme" not in rec.get("model", {}):
+                store.learn_fingerprint(fp, model.fingerprint, model.fingerprint_scheme)
+    if key not in store.manifest["procedures"] and legacy:
+        old = store.find_legacy_procedure(procedure, legacy)
+        if old is not None:
+            return old
+    return store.add_procedure(procedure)
+
+
+def _run_locked(store, held, model, procedure, windows, pairs, window_items, window_targets, window_set, *, t0, policies, label,
+                inputs, batch_size, unit_size, progress, backend, skipped_empty, near_verbatim, log) -> RunSummary:
+    pkey = store_procedure_key(store, procedure, model)
     items = make_items(pairs)
     units = make_units(items.values(), pkey, unit_size=unit_size)
     run_id = sha256_bytes((pkey + "|" + label + "|" + ",".join(u.unit_id for u in units) + "|" +
@@ -286,6 +354,13 @@ def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens:
            "inputs": inputs or {}, "skipped_short": window_set.skipped_short,
            "skipped_short_ids": list(window_set.skipped_ids)[:1000], "skipped_empty": skipped_empty,
            "total_chars": window_set.total_chars, "batch_size": batch_size, "unit_size": unit_size}
+    if not held.enter_context(store.run_lock(run_id, blocking=False)):
+        # two copies of one command: wait for the other, then score only what it left undone
+        if log is not None:
+            log(f"another memclaim process is scoring run {run_id} into {str(store.root)!r}; waiting for it")
+        held.enter_context(store.run_lock(run_id))
+        store.refresh()
+    store.remove_temps(store.run_dir(run_id))  # only the run lock's holder writes there: these are dead writers'
     store.write_run(run_id, run, _windows_table(windows, window_items, label, window_targets))
     store.adopt_orphans(pkey, [u.unit_id for u in units])
     todo = [u for u in units if not store.unit_done(pkey, u.unit_id)]

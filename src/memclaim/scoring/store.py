@@ -13,12 +13,30 @@ Results are keyed by (procedure, item content): an *item* is one (prompt ids, su
 a window has one item per prompt. A unit file is complete or absent (temp file + fsync +
 rename), so a run killed at any point leaves a readable store; the next run adopts every unit
 file on disk, including ones finished after the last manifest write, and scores only the rest.
+
+Several processes may write one store at once. Every manifest update is a read-modify-write
+under an exclusive lock (``.manifest.lock``) that merges this process's entries into what is on
+disk, so every writer's runs and units are recorded. A scoring run holds its run's lock
+(``runs/<run>/.lock``: two copies of one command score its units once) and a shared lock on
+``.writers.lock``; a run that finds no other writer (it gets that lock exclusively) first deletes
+the temporary files that killed writers left behind. The locks are ``flock`` locks: they hold
+between processes of one machine and on local filesystems, not between NFS clients
+(docs/distributed.md).
+
+Schema history: 1 (memclaim 0.1.0): procedures keyed with model fingerprint scheme 1, which
+hashed every file of the model folder. 2: fingerprint scheme 2 (what determines the scores);
+``fingerprints`` maps a scheme-1 fingerprint to the scheme-2 one of the same folder, learned when
+a run with the model finds a procedure recorded under the old one; such a procedure keeps its
+key and its units (so a run started before the upgrade resumes without rescoring), and reads
+back with the current fingerprint (``model.fingerprint_v1`` keeps the old one).
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +45,16 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import StoreError
-from ..fsutil import atomic_write_bytes, atomic_write_text
+from ..fsutil import atomic_write_bytes, atomic_write_text, file_lock
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)  # 1: memclaim 0.1.0 (model fingerprint scheme 1), migrated on the next write
+MANIFEST_LOCK = ".manifest.lock"
+WRITERS_LOCK = ".writers.lock"
+RUN_LOCK = ".lock"
+_SECTIONS = ("procedures", "units", "runs", "fingerprints")
+# what atomic_write_bytes leaves when killed mid-write: ".<name>.<random>.tmp"
+_TEMP_NAME = re.compile(r"^\..+\.tmp$")
 
 
 def _pa():
@@ -62,6 +87,26 @@ class UnitResult:
     extra: dict = field(default_factory=dict)  # further per-item columns (e.g. near-verbatim bounds)
 
 
+def _read_json(path: Path) -> dict:
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{str(path)!r} is unreadable: {exc}",
+                         hint="the store is damaged there; restore the file, or score into a new folder") from None
+    if not isinstance(d, dict):
+        raise StoreError(f"{str(path)!r} is not a JSON object", hint="restore the file, or score into a new folder")
+    return d
+
+
+def read_parquet(path: Path, *, fix: str = "re-run the scoring command to write it again"):
+    """A Parquet file of the store; a damaged one (truncated, bit rot) is a StoreError naming it."""
+    pa, pq = _pa()
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise StoreError(f"{str(path)!r} is unreadable: {exc}", hint=fix) from None
+
+
 class ScoreStore:
     def __init__(self, root: str | os.PathLike, *, create: bool = True):
         self.root = Path(root)
@@ -84,22 +129,109 @@ class ScoreStore:
     def _read_manifest(self) -> dict:
         p = self.root / "manifest.json"
         if not p.exists():
-            return {"schema_version": SCHEMA_VERSION, "procedures": {}, "units": {}, "runs": {}}
+            return {"schema_version": SCHEMA_VERSION, **{k: {} for k in _SECTIONS}}
         try:
             m = json.loads(p.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise StoreError(f"manifest {str(p)!r} is unreadable: {exc}",
                              hint="restore it, or delete it: unit files are re-adopted on the next run") from None
-        if m.get("schema_version") != SCHEMA_VERSION:
-            raise StoreError(f"store schema {m.get('schema_version')!r} is not {SCHEMA_VERSION}",
+        except OSError as exc:
+            raise StoreError(f"cannot read {str(p)!r}: {exc}", hint="check the store's permissions") from None
+        if not isinstance(m, dict) or m.get("schema_version") not in READABLE_SCHEMAS:
+            got = m.get("schema_version") if isinstance(m, dict) else type(m).__name__
+            readable = ", ".join(map(str, READABLE_SCHEMAS))
+            raise StoreError(f"store schema {got!r} is not one this memclaim reads ({readable})",
                              hint="use the memclaim version that wrote it, or re-score into a new folder")
+        for k in _SECTIONS:
+            m.setdefault(k, {})
         return m
 
-    def write_manifest(self) -> None:
+    @contextlib.contextmanager
+    def manifest_lock(self):
+        """The exclusive lock every manifest read-modify-write holds."""
         try:
-            atomic_write_text(self.root / "manifest.json", json.dumps(self._manifest, indent=1, sort_keys=True))
+            with file_lock(self.root / MANIFEST_LOCK):
+                yield
         except OSError as exc:
-            raise _disk_error(exc, "manifest.json", self.root) from None
+            raise _disk_error(exc, "the manifest lock", self.root) from None
+
+    def _merged_with_disk(self) -> dict:
+        """What is on disk now, plus every entry this process has added (call under the lock).
+        Entries are only ever added, so the union loses no writer's work."""
+        disk = self._read_manifest()
+        merged = {**disk, **{k: v for k, v in self._manifest.items() if k not in _SECTIONS}}
+        for k in _SECTIONS:
+            merged[k] = {**disk.get(k, {}), **self._manifest.get(k, {})}
+        return merged
+
+    def write_manifest(self) -> None:
+        """Merge this process's entries into the manifest on disk and write it, atomically and
+        under the manifest lock: concurrent writers of one store are all recorded."""
+        with self.manifest_lock():
+            merged = self._merged_with_disk()
+            merged["schema_version"] = SCHEMA_VERSION
+            try:
+                atomic_write_text(self.root / "manifest.json", json.dumps(merged, indent=1, sort_keys=True))
+            except OSError as exc:
+                raise _disk_error(exc, "manifest.json", self.root) from None
+            self._manifest = merged
+            # under the lock no one else is writing the manifest: its temp files are dead writers'
+            self.remove_temps(self.root, prefix=".manifest.json.")
+
+    def refresh(self) -> None:
+        """Re-read the manifest (units and runs other processes recorded), keeping this process's entries."""
+        with self.manifest_lock():
+            self._manifest = self._merged_with_disk()
+
+    # ------------------------------------------------------------------ locks and stale temp files
+    def run_lock(self, run_id: str, *, blocking: bool = True):
+        """The lock a scoring run holds on its run (yields False when not blocking and taken)."""
+        return file_lock(self.run_dir(run_id) / RUN_LOCK, blocking=blocking)
+
+    @contextlib.contextmanager
+    def writer(self):
+        """Held by every scoring run (shared). A run that gets it exclusively is the only writer:
+        it first deletes the temporary files of killed writers; yields how many it deleted."""
+        removed = 0
+        with file_lock(self.root / WRITERS_LOCK, blocking=False) as alone:
+            if alone:
+                removed = self.remove_stale_temps()
+        with file_lock(self.root / WRITERS_LOCK, shared=True):
+            yield removed
+
+    def remove_stale_temps(self) -> int:
+        """Delete temporary files of killed writers (``.*.tmp`` in the store's folders, and Ray
+        probe files). Call only when no writer is live (holding ``.writers.lock`` exclusively)."""
+        n = self.remove_temps(self.root) + self.remove_temps(self.root, prefix=".ray-probe-", suffix="")
+        for sub in ("procedures", "units", "runs"):
+            base = self.root / sub
+            if base.is_dir():
+                n += self.remove_temps(base)
+                for d in base.iterdir():
+                    if d.is_dir():
+                        n += self.remove_temps(d)
+        return n
+
+    @staticmethod
+    def remove_temps(folder: Path, *, prefix: str = ".", suffix: str = ".tmp") -> int:
+        n = 0
+        try:
+            entries = list(folder.iterdir())
+        except OSError:
+            return 0
+        for f in entries:
+            name = f.name
+            if not (name.startswith(prefix) and name.endswith(suffix)):
+                continue
+            if suffix == ".tmp" and not _TEMP_NAME.match(name):
+                continue
+            try:
+                if f.is_file() and not f.is_symlink():
+                    f.unlink()
+                    n += 1
+            except OSError:
+                pass
+        return n
 
     @property
     def manifest(self) -> dict:
@@ -118,12 +250,46 @@ class ScoreStore:
         return key
 
     def procedure(self, key: str) -> dict:
+        """The procedure record of ``key``, with the model's current fingerprint when the store
+        learned it for a scheme-1 record (see the schema history above)."""
         if key in self._manifest["procedures"]:
-            return self._manifest["procedures"][key]
-        p = self.root / "procedures" / f"{key}.json"
-        if p.exists():
-            return json.loads(p.read_text())
-        raise StoreError(f"procedure {key[:16]} is not in the store {str(self.root)!r}")
+            rec = self._manifest["procedures"][key]
+        else:
+            p = self.root / "procedures" / f"{key}.json"
+            if not p.exists():
+                raise StoreError(f"procedure {key[:16]} is not in the store {str(self.root)!r}")
+            rec = _read_json(p)
+        return self._current_fingerprint(rec)
+
+    def _current_fingerprint(self, rec: dict) -> dict:
+        model = rec.get("model") or {}
+        new = self._manifest.get("fingerprints", {}).get(model.get("fingerprint"))
+        if not new or "fingerprint_scheme" in model:
+            return rec
+        m = {**model, "fingerprint": new["fingerprint"], "fingerprint_scheme": new["scheme"],
+             "fingerprint_v1": model.get("fingerprint")}
+        return {**rec, "model": m}
+
+    def find_legacy_procedure(self, procedure, legacy_fingerprints: Iterable[str]) -> str | None:
+        """The key of a procedure recorded under an older fingerprint of the same model folder
+        that is otherwise ``procedure`` (same policies, prompt rule, lengths, version...), or None."""
+        from .procedure import Procedure
+
+        d = procedure.to_dict()
+        for fp in legacy_fingerprints:
+            old = dict(d["model"], fingerprint=fp)
+            old.pop("fingerprint_scheme", None)
+            key = Procedure.from_dict({**d, "model": old}).key
+            if key in self._manifest["procedures"] or (self.root / "procedures" / f"{key}.json").exists():
+                return key
+        return None
+
+    def learn_fingerprint(self, old: str, new: str, scheme: int) -> None:
+        """Record that fingerprint ``old`` (scheme 1) and ``new`` name the same model folder."""
+        self._manifest.setdefault("fingerprints", {})[old] = {"fingerprint": new, "scheme": int(scheme)}
+
+    def has_legacy_procedures(self) -> bool:
+        return any("fingerprint_scheme" not in (p.get("model") or {}) for p in self._manifest["procedures"].values())
 
     # ------------------------------------------------------------------ units
     def unit_path(self, procedure_key: str, unit_id: str) -> Path:
@@ -201,7 +367,8 @@ class ScoreStore:
             if not path.exists():
                 raise StoreError(f"unit {uid[:12]} is missing from {str(self.root)!r}",
                                  hint="re-run the scoring command to finish the run")
-            tables.append(pq.read_table(path).replace_schema_metadata(None))
+            tables.append(read_parquet(path, fix=f"delete {str(path)!r} and re-run the scoring command: the unit is "
+                                                 "scored again").replace_schema_metadata(None))
         if not tables:
             raise StoreError("no units to read")
         return pa.concat_tables(tables, promote_options="default")
@@ -231,11 +398,10 @@ class ScoreStore:
         if not p.exists():
             raise StoreError(f"run {run_id} is not in the store {str(self.root)!r}",
                              hint=f"runs in this store: {', '.join(self._manifest['runs']) or 'none'}")
-        return json.loads(p.read_text())
+        return _read_json(p)
 
     def read_windows(self, run_id: str):
-        _, pq = _pa()
-        return pq.read_table(self.run_dir(run_id) / "windows.parquet")
+        return read_parquet(self.run_dir(run_id) / "windows.parquet")
 
     def write_scores(self, run_id: str, table) -> Path:
         pa, pq = _pa()

@@ -60,6 +60,9 @@ def _read_bytes(path: Path) -> bytes:
         raise InputError(f"input file {str(path)!r} does not exist", hint="check the path")
     if path.is_dir():
         raise InputError(f"input {str(path)!r} is a directory, not a file", hint="pass a file")
+    if not path.is_file():  # a device, pipe or socket: /dev/zero would be read forever
+        raise InputError(f"input {str(path)!r} is not a regular file (a device, pipe or socket)",
+                         hint="save the input to a file and pass its path")
     data = path.read_bytes()
     if not data.strip():
         raise InputError(f"input file {str(path)!r} is empty", hint="pass a file with at least one text")
@@ -222,20 +225,19 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
                                      hint="give every record a text, or remove it")
                 rows.append((rid, obj[tf], where))
         else:  # csv / tsv
-            dialect = "excel-tab" if path.suffix.lower() == ".tsv" else "excel"
-            reader = csv.DictReader(io.StringIO(text), dialect=dialect)
-            if not reader.fieldnames:
+            fieldnames, records_ = read_csv_records(path, text, tsv=path.suffix.lower() == ".tsv")
+            if not fieldnames:
                 raise InputError(f"{str(path)!r}: CSV has no header row", hint="add a header with a 'text' column")
-            idf = _pick(reader.fieldnames, id_field, ID_FIELDS, "id", path, False)
+            idf = _pick(fieldnames, id_field, ID_FIELDS, "id", path, False)
             if pair:
-                pf = _pick(reader.fieldnames, prefix_field, (), "prefix", path, True)
-                sf = _pick(reader.fieldnames, suffix_field, (), "suffix", path, True)
-                for n, row in enumerate(reader, start=2):
-                    rows.append((row.get(idf) if idf else None, (row.get(pf), row.get(sf)), f"line {n}"))
+                pf = _pick(fieldnames, prefix_field, (), "prefix", path, True)
+                sf = _pick(fieldnames, suffix_field, (), "suffix", path, True)
+                for line, row in records_:
+                    rows.append((row.get(idf) if idf else None, (row.get(pf), row.get(sf)), f"line {line}"))
             else:
-                tf = _pick(reader.fieldnames, text_field, TEXT_FIELDS, "text", path, True)
-                for n, row in enumerate(reader, start=2):
-                    rows.append((row.get(idf) if idf else None, row.get(tf), f"line {n}"))
+                tf = _pick(fieldnames, text_field, TEXT_FIELDS, "text", path, True)
+                for line, row in records_:
+                    rows.append((row.get(idf) if idf else None, row.get(tf), f"line {line}"))
     records: list[Record] = []
     skipped: list[str] = []
     seen: set[str] = set()
@@ -266,6 +268,31 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
                          f"({len(skipped)} empty records)",
                          hint=f"check the {'suffix' if pair else 'text'} field and the file contents")
     return Passages(str(path), digest, tuple(records), len(skipped), tuple(skipped))
+
+
+def read_csv_records(path: Path, text: str, *, tsv: bool = False) -> tuple[list[str], list[tuple[int, dict]]]:
+    """(header, [(line where the record starts, {column: value})]) of a CSV/TSV text, read
+    strictly: a quoted field left open (which would swallow every following row into one
+    field), a stray quote or a row with more fields than the header is an error naming the line."""
+    reader = csv.reader(io.StringIO(text), dialect="excel-tab" if tsv else "excel", strict=True)
+    out: list[tuple[int, dict]] = []
+    header: list[str] = []
+    start = 1
+    try:
+        for row in reader:
+            if not header:
+                header = row
+            elif row:
+                if len(row) > len(header):
+                    raise InputError(f"{str(path)!r} line {start}: {len(row)} fields, the header has {len(header)}",
+                                     hint="quote fields that contain the delimiter")
+                out.append((start, dict(zip(header, row + [None] * (len(header) - len(row))))))
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise InputError(f"{str(path)!r}: malformed CSV in the record starting on line {start}: {exc}",
+                         hint='close every quoted field with a double quote; write a quote inside a field as "" '
+                              "(a field left open would merge all following rows into one)") from None
+    return header, out
 
 
 def read_document(path: str | Path) -> tuple[str, str]:

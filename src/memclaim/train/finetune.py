@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import InputError
-from ..fsutil import atomic_directory, file_lock
+from ..fsutil import atomic_directory, file_lock, replaceable_folder, write_marker
 from ..jsonutil import ResultMixin, to_jsonable
 from ..validate import integer, positive
 
@@ -102,34 +102,62 @@ def finetune(model, corpus, config, *, sep_ids: Sequence[int], layout: str = "pa
                           None if res.dp is None else res.dp.to_dict())
 
 
+def check_output_folder(out, *, overwrite: bool = False, option: str = "--out") -> Path:
+    """Refuse, before any work, an output folder that ``save_trained`` would not write: an
+    existing non-empty folder without ``overwrite``, and with ``overwrite`` anything but a folder
+    memclaim made and marked (never the current folder or a parent of it, never a folder holding
+    files memclaim did not write; :func:`memclaim.fsutil.replaceable_folder`)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{option} {str(out)!r} exists and is not a folder", hint=f"choose a new {option} folder")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise InputError(f"{option} {str(out)!r} exists and is not an empty folder",
+                             hint=f"choose a new {option} folder (or pass --overwrite to replace a model folder "
+                                  "memclaim wrote)")
+        replaceable_folder(out, option=option)
+    return out
+
+
 def save_trained(model, tokenizer, out, *, manifest: dict, overwrite: bool = False) -> Path:
     """Write an HF folder (safetensors + tokenizer + ``memclaim_train.json``) atomically: into a
-    temporary sibling, renamed into place when complete. An existing non-empty folder is refused
-    unless ``overwrite``."""
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        if not overwrite:
-            raise InputError(f"output {str(out)!r} exists and is not an empty folder",
-                             hint="choose a new --out folder (or pass --overwrite)")
-    with atomic_directory(out) as tmp:
+    temporary sibling, renamed into place when complete, and marked as memclaim's. An existing
+    non-empty folder is refused unless ``overwrite``, and even then unless memclaim made it and
+    it holds nothing else (:func:`check_output_folder`); the old folder stays whole until the
+    new one is in place."""
+    out = check_output_folder(out, overwrite=overwrite)
+    with atomic_directory(out, replace=overwrite) as tmp:
         model.save_pretrained(str(tmp), safe_serialization=True)
         getattr(tokenizer, "tok", tokenizer).save_pretrained(str(tmp))
         meta = {"memclaim": __version__, **manifest}
         (tmp / TRAIN_FILE).write_text(json.dumps(to_jsonable(meta), indent=1))
+        write_marker(tmp, kind="trained model")
     return out
 
 
-def load_trainable(spec: str, *, dtype: str = "float32"):
+def load_trainable(spec: str, *, dtype: str = "float32", seq_len: int | None = None,
+                   trust_remote_code: bool = False):
     """(model with gradients on, HF tokenizer, start-of-text ids) for a model folder, a .gguf file
-    or a named model (resolved by :func:`memclaim.models.load_model`; weights read as ``dtype``)."""
+    or a named model (resolved by :func:`memclaim.models.load_model`; weights read as ``dtype``).
+    A ``seq_len`` longer than the model's context is refused before the weights are read."""
     import torch
     from transformers import AutoModelForCausalLM
 
     from ..models import load_model
 
-    loaded = load_model(spec, dtype=dtype)
-    model = AutoModelForCausalLM.from_pretrained(str(loaded.path), dtype=getattr(torch, dtype),
-                                                 local_files_only=True, use_safetensors=True)
+    loaded = load_model(spec, dtype=dtype, trust_remote_code=trust_remote_code)
+    limit = loaded.max_positions
+    if seq_len is not None and limit is not None and int(seq_len) > limit:
+        raise InputError(f"--seq-len {seq_len} is longer than the context of {loaded.name} ({limit} positions)",
+                         hint=f"use --seq-len {limit} or less")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(loaded.path), dtype=getattr(torch, dtype),
+                                                     local_files_only=True, use_safetensors=True,
+                                                     trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as exc:
+        from ..errors import ModelLoadError
+
+        raise ModelLoadError(f"cannot load model weights from {str(loaded.path)!r}: {exc}") from None
     model.requires_grad_(True)
     sot = list(loaded.sot_ids)
     if not sot:

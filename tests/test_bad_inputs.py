@@ -1,0 +1,333 @@
+"""Issue 12 D16: bad inputs across every command, table-driven.
+
+Each case runs ``memclaim.cli.main.main(argv)`` in-process and checks that it stops with exit
+status 2 and ``error: ... fix: ...`` (a phrase of the message given per case), never a
+traceback, and that it changed nothing: a previous store and report in ``--out`` (copied from
+one real ``population`` run) are byte-identical afterwards, a new ``--out`` was not created, and
+no temporary file is left anywhere. Cases that need a model use the tiny GPT ("toy"); the rest
+need none. The concurrency half of D16 is in tests/test_store_concurrency.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from memclaim.cli.main import main
+
+# the shared inputs are cut from the tiny GPT's corpus and its folder (trained once, cached)
+pytestmark = pytest.mark.integration
+LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc, which refuses any mkdir")
+
+
+def _write_gguf(path: Path, *, truncate: int = 0) -> Path:
+    import gguf
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_block_count(1)
+    w.add_tensor("token_embd.weight", np.zeros((16, 8), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    if truncate:
+        data = path.read_bytes()
+        path.write_bytes(data[:-truncate])
+    return path
+
+
+@pytest.fixture(scope="session")
+def data(tmp_path_factory) -> Path:
+    """Inputs, good and bad, shared by every case (none of them is ever written by a case)."""
+    d = tmp_path_factory.mktemp("bad-inputs")
+    from memclaim.train.toy import ensure_toy_model, toy_data
+
+    toy = ensure_toy_model()
+    td = toy_data()
+    mem = [r for r in td["planted"] if r["id"].startswith("member")][:8]
+    ctl = [r for r in td["held_out"] if r["id"].startswith("control")][:8]
+    (d / "m.jsonl").write_text("".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in mem))
+    (d / "c.jsonl").write_text("".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in ctl))
+    shutil.copy(d / "m.jsonl", d / "m_copy.jsonl")
+    (d / "long.jsonl").write_text(json.dumps({"id": "long", "text": " ".join([mem[0]["text"]] * 10)}) + "\n")
+    (d / "long_c.jsonl").write_text(json.dumps({"id": "long_c", "text": " ".join([ctl[0]["text"]] * 10)}) + "\n")
+    (d / "doc.txt").write_text(" ".join(r["text"] for r in mem[:3]))
+    (d / "ctl.txt").write_text(" ".join(r["text"] for r in ctl[:3]))
+    (d / "short.txt").write_text("two words")
+    (d / "bad.csv").write_text('id,text\n1,"an open quote that never closes\n2,a second row\n3,a third row\n')
+    (d / "empty.jsonl").write_text("\n\n")
+    (d / "latin1.txt").write_bytes("caf\xe9 au lait\n".encode("latin-1"))
+    (d / "notes.py").write_text("print('hi')\n")
+    (d / "s1.csv").write_text("id,score\na,-1\nb,-2\nc,-3\n")
+    (d / "s1_copy.csv").write_text("id,score\na,-1\nb,-2\nc,-3\n")
+    (d / "s2.csv").write_text("id,score\nx,-1.5\ny,-2.5\nz,-3.5\n")
+    (d / "s_nan.csv").write_text("id,score\nx,minus one\n")
+    (d / "s_open.csv").write_text('id,score\n"x,-1\ny,-2\n')
+    (d / "proc.json").write_text(json.dumps({"policy": "full"}))
+    (d / "forget.jsonl").write_text(json.dumps({"id": "f", "prefix": "ab", "suffix": " cd"}) + "\n")
+    (d / "inst.json").write_text("[1, 2")
+    (d / "afile").write_text("a file, not a folder")
+    corrupt = d / "corrupt-model"
+    shutil.copytree(toy, corrupt)
+    w = (corrupt / "model.safetensors").read_bytes()
+    (corrupt / "model.safetensors").write_bytes(w[: len(w) // 2])  # a download cut in half
+    custom = d / "custom-code-model"
+    shutil.copytree(toy, custom)
+    cfg = json.loads((custom / "config.json").read_text())
+    cfg.update(model_type="evilgpt", auto_map={"AutoConfig": "configuration_evil.EvilConfig",
+                                                "AutoModelForCausalLM": "modeling_evil.EvilLM"})
+    (custom / "config.json").write_text(json.dumps(cfg))
+    for f in ("configuration_evil.py", "modeling_evil.py"):
+        (custom / f).write_text(f"open({str(d / 'RAN_CUSTOM_CODE')!r}, 'w').write('x')\n")
+    _write_gguf(d / "cut.gguf", truncate=100)
+    (d / "not.gguf").write_bytes(b"GGUF\x03\x00")
+    user = d / "users-folder"
+    user.mkdir()
+    (user / "thesis.tex").write_text("years of work")
+    return d
+
+
+@pytest.fixture(scope="session")
+def previous(tmp_path_factory, data) -> Path:
+    """A real population run's output (store + report): what every case's --out holds before."""
+    out = tmp_path_factory.mktemp("previous") / "out"
+    rc = main(["population", "toy", "--members", str(data / "m.jsonl"), "--controls", str(data / "c.jsonl"),
+               "--prefix-tokens", "8", "--suffix-tokens", "8", "--policy", "full", "--alpha", "0.2",
+               "--out", str(out), "--no-progress", "--json"])
+    assert rc == 0
+    assert (out / "report.json").exists() and (out / "store" / "manifest.json").exists()
+    return out
+
+
+def _snapshot(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# (case id, argv with {d} data, {rep} previous output, {store} its store, {new} a path that must
+# stay absent, {file} a regular file; phrase the message must contain; whether it loads the toy's tokenizer)
+S = "score toy --input {d}/m.jsonl --prefix-tokens 8 --suffix-tokens 8 --out {store} --no-progress"
+P = "population toy --members {d}/m.jsonl --controls {d}/c.jsonl --prefix-tokens 8 --suffix-tokens 8 --out {rep}"
+C = ("census toy --document {d}/doc.txt --control {d}/ctl.txt --stride 8 --prefix-tokens 8 --suffix-tokens 8 "
+     "--policy full --out {rep}")
+T = "test --candidates {d}/s1.csv --controls {d}/s2.csv --out {rep}"
+TS = "test --candidates {store} --controls {store}"
+A = "audit toy --members {d}/m.jsonl --nonmembers {d}/c.jsonl --prefix-tokens 8 --suffix-tokens 8 --out {rep}"
+CASES = [
+    # ---- score: the model and the windows
+    ("score-empty-prompt", "score toy --input {d}/m.jsonl --prefix-tokens 0 --sot none --out {store}", "empty prompt", 1),
+    ("score-longer-than-context", "score toy --input {d}/long.jsonl --prefix-tokens 200 --suffix-tokens 100 --out {store}",
+     "more than the context of toy (256 positions)", 1),
+    ("score-template-past-context", "score toy --input {d}/long.jsonl --prefix-tokens 250 --suffix-tokens 6 "
+     "--prompt-template 'Repeat: {{prefix}}' --out {store}", "more than the context", 1),
+    ("score-truncated-safetensors", "score {d}/corrupt-model --input {d}/m.jsonl --prefix-tokens 8 --suffix-tokens 8 "
+     "--out {store}", "is corrupt or truncated", 0),
+    ("score-custom-code", "score {d}/custom-code-model --input {d}/m.jsonl --out {store}", "--trust-remote-code", 0),
+    ("score-truncated-gguf", "score {d}/cut.gguf --input {d}/m.jsonl --out {new}", "not a readable GGUF file", 0),
+    ("score-not-gguf", "score {d}/not.gguf --input {d}/m.jsonl --out {new}", "not a readable GGUF file", 0),
+    ("score-csv-open-quote", "score toy --input {d}/bad.csv --prefix-tokens 2 --suffix-tokens 2 --out {store}",
+     "malformed CSV in the record starting on line 2", 1),
+    ("score-device-input", "score toy --input /dev/zero --format txt --out {store}", "not a regular file", 1),
+    ("score-bad-policy", S + " --policy bogus", "unknown decoding policy component", 1),
+    ("score-top-k-0", S + " --policy top-k:0", "bad value '0' for top-k", 1),
+    ("score-batch-0", S + " --batch-size 0", "--batch-size must be >= 1", 0),
+    ("score-unit-0", S + " --unit-size 0", "unit size must be >= 1", 1),
+    ("score-threads-0", S + " --threads 0", "--threads must be >= 1", 0),
+    ("score-threads-absurd", S + " --threads 100000", "threads per CPU core", 0),
+    ("score-template-field", S + " --prompt-template '{{bad}}'", "unknown fields ['bad']", 1),
+    ("score-template-brace", S + " --prompt-template '{{prefix'", "bad prompt template", 1),
+    ("score-no-chat-template", S + " --chat-template", "no chat template", 1),
+    ("score-sot-unknown", S + " --sot '<nosuch>'", "is not in this tokenizer's vocabulary", 1),
+    ("score-sot-out-of-vocab", S + " --sot 99999", "outside the vocabulary", 1),
+    ("score-text-field", S + " --text-field nope", "has no text field 'nope'", 1),
+    ("score-nv-negative", S + " --near-verbatim -1", "near-verbatim epsilon", 1),
+    ("score-beam-alone", S + " --beam 4", "--beam applies to --near-verbatim", 1),
+    ("score-missing-input", "score toy --input {d}/nope.jsonl --out {store}", "does not exist", 1),
+    ("score-empty-input", "score toy --input {d}/empty.jsonl --out {store}", "is empty", 1),
+    ("score-latin1", "score toy --input {d}/latin1.txt --out {store}", "not valid UTF-8", 1),
+    ("score-unknown-format", "score toy --input {d}/notes.py --out {store}", "cannot tell the format", 1),
+    ("score-both-inputs", "score toy --input {d}/m.jsonl --document {d}/doc.txt --out {store}", "exactly one of", 0),
+    ("score-no-stride", "score toy --document {d}/doc.txt --out {store}", "--document needs --stride", 1),
+    ("score-stride-0", "score toy --document {d}/doc.txt --stride 0 --out {store}", "stride must be >= 1", 1),
+    ("score-unknown-model", "score nosuchmodel --input {d}/m.jsonl --out {store}", "neither a named model", 0),
+    ("score-folder-not-model", "score {d} --input {d}/m.jsonl --out {store}", "has no config.json", 0),
+    ("score-ray-workers", S + " --backend ray --workers 0", "--workers must be >= 1", 1),
+    ("score-ray-option-local", S + " --workers 2", "only apply with --backend ray", 1),
+    ("score-out-is-file", "score toy --input {d}/m.jsonl --out {file}", "is a file", 0),
+    pytest.param("score-out-unwritable", "score toy --input {d}/m.jsonl --prefix-tokens 8 --suffix-tokens 8 "
+                 "--out /proc/memclaim-store", "cannot write", 1, marks=LINUX, id="score-out-unwritable"),
+    # ---- test: files and stores
+    ("test-same-file", "test --candidates {d}/s1.csv --controls {d}/s1.csv --out {rep}", "are the same file", 0),
+    ("test-identical-files", "test --candidates {d}/s1.csv --controls {d}/s1_copy.csv --out {rep}",
+     "identical contents", 0),
+    ("test-one-procedure", T + " --candidates-procedure {d}/proc.json", "--controls-procedure is not", 0),
+    ("test-negative-budget", T + " --budget -5", "--budget must be a finite number of queries >= 1", 0),
+    ("test-nan-budget", T + " --budget nan", "--budget must be a finite number", 0),
+    ("test-alpha-2", T + " --alpha 2", "alpha must lie strictly between 0 and 1", 0),
+    ("test-alpha-text", T + " --alpha abc", "alpha must be a number", 0),
+    ("test-confidence-1", T + " --confidence 1", "--confidence must lie strictly between 0 and 1", 0),
+    ("test-fdr-2", T + " --fdr 2", "--fdr must lie strictly between 0 and 1", 0),
+    ("test-score-not-number", "test --candidates {d}/s_nan.csv --controls {d}/s2.csv --out {rep}", "is not a number", 0),
+    ("test-score-open-quote", "test --candidates {d}/s_open.csv --controls {d}/s2.csv --out {rep}",
+     "malformed CSV", 0),
+    ("test-store-and-file", TS + " --controls {d}/s2.csv --run members --out {rep}", "both be score stores", 0),
+    ("test-store-needs-run", TS + " --out {rep}", "say which one with --run", 0),
+    ("test-store-same-run", TS + " --run members --controls-run members --out {rep}", "are the same run", 0),
+    ("test-store-file-option", TS + " --run members --controls-run controls --kind prob --out {rep}",
+     "applies to score files", 0),
+    ("test-nv-on-files", T + " --near-verbatim 1", "needs score stores on both sides", 0),
+    ("test-store-missing-policy", TS + " --run members --controls-run controls --policy greedy --out {rep}",
+     "was not scored in run", 0),
+    ("test-exclude-not-utf8", T + " --exclude-controls {d}/latin1.txt", "is not valid UTF-8", 0),
+    ("test-store-damaged-run", "test --candidates {damaged} --run members --controls {damaged} --controls-run controls "
+     "--policy full --out {rep}", "run.json' is unreadable", 0),
+    ("test-store-damaged-scores", "test --candidates {damaged} --run controls --controls {damaged} --controls-run "
+     "members --policy full --out {rep}", "scores.parquet' is unreadable", 0),
+    pytest.param("test-out-unwritable", "test --candidates {d}/s1.csv --controls {d}/s2.csv --out /proc/memclaim-rep",
+                 "cannot create the output folder", 0, marks=LINUX, id="test-out-unwritable"),
+    # ---- population
+    ("population-same-file", "population toy --members {d}/m.jsonl --controls {d}/m.jsonl --out {rep}",
+     "are the same file", 0),
+    ("population-identical", "population toy --members {d}/m.jsonl --controls {d}/m_copy.jsonl --prefix-tokens 8 "
+     "--suffix-tokens 8 --out {rep}", "identical contents", 1),
+    ("population-empty-prompt", "population toy --members {d}/m.jsonl --controls {d}/c.jsonl --prefix-tokens 0 "
+     "--sot none --out {rep}", "--members: window", 1),
+    ("population-longer-than-context", "population toy --members {d}/long.jsonl --controls {d}/long_c.jsonl "
+     "--prefix-tokens 200 --suffix-tokens 100 --out {new}", "more than the context", 1),
+    ("population-budget", P + " --budget -5", "--budget must be a finite number", 0),
+    ("population-alpha-0", P + " --alpha 0", "alpha must lie strictly between 0 and 1", 0),
+    # ---- census
+    ("census-budget", C + " --budget -5", "--budget must be a finite number", 0),
+    ("census-same-text", "census toy --document {d}/doc.txt --control {d}/doc.txt --stride 8 --out {rep}",
+     "are the same text", 0),
+    ("census-greedy-first", "census toy --document {d}/doc.txt --control {d}/ctl.txt --stride 8 --policy greedy "
+     "--policy full --out {rep}", "needs a probability score", 0),
+    ("census-unpaired", "census toy --document {d}/doc.txt --stride 8 --out {rep}", "pair up in order", 0),
+    ("census-similarity", C + " --min-similarity 200", "--min-similarity must lie in [0, 100]", 0),
+    ("census-short-document", "census toy --document {d}/short.txt --control {d}/ctl.txt --stride 8 --out {rep}",
+     "shorter than one window", 1),
+    ("census-missing-spans", C + " --exclude-spans {d}/nope.txt", "does not exist", 0),
+    # ---- budget
+    ("budget-p-2", "budget --p 2", "p must be a probability in [0, 1]", 0),
+    ("budget-p-text", "budget --p abc", "--p must be a number", 0),
+    ("budget-log10-positive", "budget --log10-p 5", "log10 p must be <= 0", 0),
+    ("budget-delta-0", "budget --p 0.5 --delta 0", "--delta must lie strictly between 0 and 1", 0),
+    ("budget-none", "budget", "give exactly one of p, log10 p or log p", 0),
+    ("budget-n-negative", "budget --p 0.5 --n -3", "finite number of queries >= 1", 0),
+    # ---- dp
+    ("dp-epsilon-negative", "dp bounds --epsilon -1 --neighbors replace", "epsilon must be finite and > 0", 0),
+    ("dp-copies-0", "dp bounds --epsilon 1 --neighbors replace --copies 0", "copies must be >= 1", 0),
+    ("dp-delta-1", "dp bounds --epsilon 1 --delta 1 --neighbors replace", "delta must lie in [0, 1)", 0),
+    ("dp-baseline-reversed", "dp bounds --epsilon 1 --neighbors replace --baseline 0.5,0.1 --list-size 1 --risk 0.1",
+     "interval is reversed", 0),
+    ("dp-account-noise-0", "dp account --noise-multiplier 0 --sampling-rate 0.01 --steps 10 --delta 1e-5",
+     "noise_multiplier must be finite and > 0", 0),
+    ("dp-plot-out-file", "dp plot --out {file} --neighbors replace", "is a file", 0),
+    ("dp-baseline-custom-code", "dp baseline {d}/custom-code-model --prefix abc --secret-length 2 --list-size 1",
+     "--trust-remote-code", 0),
+    ("dp-baseline-secret-0", "dp baseline toy --prefix abc --secret-length 0 --list-size 1",
+     "secret_length must be >= 1", 1),
+    # ---- audit
+    ("audit-overlap", "audit toy --members {d}/m.jsonl --nonmembers {d}/m.jsonl --out {rep}",
+     "both members and non-members", 1),
+    ("audit-shadows-3", A + " --shadows 3", "even number >= 4", 1),
+    ("audit-unknown-reference", A + " --reference nosuchmodel", "neither a named model", 1),
+    ("audit-empty-prompt", "audit toy --members {d}/m.jsonl --nonmembers {d}/c.jsonl --prefix-tokens 0 --sot none "
+     "--out {new}", "empty prompt", 1),
+    ("audit-bad-attack", A + " --attacks nosuch", "unknown attack 'nosuch'", 1),
+    ("audit-kappa", "audit toy --members {d}/m.jsonl --nonmembers {d}/c.jsonl --kappa 2 --soundness-epsilon 1 "
+     "--out {new}", "--kappa (the canaries' prior baseline) must lie in [0, 1]", 1),
+    ("audit-custom-code", "audit {d}/custom-code-model --members {d}/m.jsonl --nonmembers {d}/c.jsonl --out {rep}",
+     "--trust-remote-code", 0),
+    ("audit-table-missing", "audit table --instances {d}/nope.json --out {rep}", "does not exist", 0),
+    ("audit-table-not-json", "audit table --instances {d}/inst.json --out {rep}", "not valid JSON", 0),
+    # ---- reproduce
+    ("reproduce-unknown", "reproduce nosuch --out {new}", "unknown reproduction 'nosuch'", 0),
+    ("reproduce-no-name", "reproduce", "missing NAME", 0),
+    ("reproduce-seed", "reproduce staircase --seed -1 --out {new}", "--seed must be >= 0", 0),
+    ("reproduce-out-file", "reproduce staircase --out {file}", "is a file", 0),
+    # ---- train
+    ("train-overwrite-user-folder", "train tiny --out {d}/users-folder --overwrite --steps 1", "did not make", 0),
+    ("train-overwrite-cwd", "train tiny --out . --overwrite --steps 1", "is the current folder or one of its parents", 0),
+    ("train-overwrite-parent", "train tiny --out .. --overwrite --steps 1", "current folder or one of its parents", 0),
+    ("train-exists", "train tiny --out {d}/users-folder --steps 1", "exists and is not an empty folder", 0),
+    ("train-steps-0", "train tiny --out {new} --steps 0", "steps must be >= 1", 0),
+    ("train-duplicates", "train tiny --out {new} --duplicates 8", "K:N", 0),
+    ("train-finetune-seq-len", "train finetune toy --data {d}/m.jsonl --out {new} --steps 1 --seq-len 4096",
+     "--seq-len 4096 is longer than the context of toy (256 positions)", 1),
+    ("train-finetune-custom-code", "train finetune {d}/custom-code-model --data {d}/m.jsonl --out {new} --steps 1",
+     "--trust-remote-code", 0),
+    ("train-finetune-dp-epsilon", "train finetune toy --data {d}/m.jsonl --out {new} --steps 1 --dp-epsilon 0",
+     "target_epsilon must be finite and > 0", 0),
+    ("train-finetune-missing-data", "train finetune toy --data {d}/nope.jsonl --out {new} --steps 1",
+     "does not exist", 0),
+    ("train-unlearn-seq-len", "train unlearn toy --forget {d}/forget.jsonl --retain {d}/m.jsonl --out {new} "
+     "--seq-len 4096", "longer than the context", 1),
+    ("train-unlearn-overwrite-user", "train unlearn toy --forget {d}/forget.jsonl --retain {d}/m.jsonl "
+     "--out {d}/users-folder --overwrite", "did not make", 0),
+    # ---- demo
+    ("demo-alpha", "demo --alpha 2 --out {new}", "alpha must lie strictly between 0 and 1", 0),
+    ("demo-out-file", "demo --out {file}", "is a file", 0),
+]
+
+
+def _case(c):
+    if hasattr(c, "marks"):  # a pytest.param (itself a tuple)
+        _, argv, phrase, _ = c.values
+        return pytest.param(argv, phrase, id=c.id, marks=list(c.marks))
+    cid, argv, phrase, _ = c
+    return pytest.param(argv, phrase, id=cid)
+
+
+def test_there_are_at_least_60_cases_covering_every_command():
+    from memclaim.cli.main import SUBCOMMANDS
+
+    argvs = [c.values[1] if hasattr(c, "marks") else c[1] for c in CASES]
+    assert len(argvs) >= 60
+    assert {a.split()[0] for a in argvs} == set(SUBCOMMANDS)
+
+
+@pytest.mark.parametrize("argv, phrase", [_case(c) for c in CASES])
+def test_bad_input_stops_cleanly_and_changes_nothing(argv, phrase, data, previous, tmp_path, monkeypatch, capsys):
+    import shlex
+
+    rep = tmp_path / "out"
+    shutil.copytree(previous, rep)
+    new = tmp_path / "new-out"
+    afile = tmp_path / "a-file.txt"
+    afile.write_text("keep me")
+    cwd = tmp_path / "cwd" / "work"
+    cwd.mkdir(parents=True)
+    (cwd / "mine.txt").write_text("the user's file")
+    monkeypatch.chdir(cwd)
+    damaged = tmp_path / "damaged"
+    if "{damaged}" in argv:  # a store whose members run.json and controls scores.parquet were cut short
+        shutil.copytree(previous / "store", damaged)
+        runs = json.loads((damaged / "manifest.json").read_text())["runs"]
+        for rid, r in runs.items():
+            f = damaged / "runs" / rid / ("run.json" if r["label"] == "members" else "scores.parquet")
+            f.write_bytes(f.read_bytes()[:40])
+    before = {"rep": _snapshot(rep), "data": _snapshot(data), "cwd": _snapshot(tmp_path / "cwd")}
+    args = shlex.split(argv.format(d=data, rep=rep, store=rep / "store", new=new, file=afile, damaged=damaged))
+    capsys.readouterr()
+    rc = main(args)
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "Traceback" not in err
+    assert phrase in " ".join(err.split()), err
+    assert "error:" in err or "Error:" in err  # memclaim's own message, or click's usage error
+    if "error:" in err:
+        assert "fix:" in err.split("error:", 1)[1], err
+    assert _snapshot(rep) == before["rep"]  # the previous store and report are untouched
+    assert _snapshot(data) == before["data"]  # so are the inputs and every other folder
+    assert _snapshot(tmp_path / "cwd") == before["cwd"]
+    assert afile.read_text() == "keep me"
+    assert not new.exists()  # nothing was started
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    assert not (data / "RAN_CUSTOM_CODE").exists()  # a model folder's code never ran
+    assert not Path("/proc/memclaim-store").exists()
+    assert os.getcwd() == str(cwd)
