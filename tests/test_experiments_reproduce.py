@@ -141,6 +141,7 @@ def test_quick_reproduction_writes_its_report(quick, name):
     assert_covers(r, AGREEMENT[name])
     assert {p["row"] for p in r["paper_numbers"]} == set(AGREEMENT[name])
     assert (out / f"{name}.png").stat().st_size > 1000
+    assert (out / f"{name}.pdf").read_bytes()[:4] == b"%PDF"  # the vector copy
     on_disk = json.loads((out / f"{name}.json").read_text())
     assert on_disk == r
     assert r["seed"] == 0 and r["quick"] is True

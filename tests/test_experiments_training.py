@@ -62,6 +62,7 @@ def test_quick_reproduction_writes_its_report(quick, name):
     failed = [c["claim"] for c in r["checks"] if not c["passed"]]
     assert not failed and r["all_checks_passed"]
     assert (out / f"{name}.png").stat().st_size > 1000
+    assert (out / f"{name}.pdf").read_bytes()[:4] == b"%PDF"  # the vector copy
     assert json.loads((out / f"{name}.json").read_text()) == r
     assert r["quick"] is True and r["reproduces"]
     assert all("agrees" not in p and "tolerance" not in p for p in r["paper_numbers"])

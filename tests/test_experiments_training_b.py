@@ -146,6 +146,7 @@ def test_quick_reproduction_writes_its_report(quick, name):
     assert_covers(r, AGREEMENT[name])
     assert {p["row"] for p in r["paper_numbers"]} == set(AGREEMENT[name]) - QUICK_ONLY_ABSENT.get(name, set())
     assert (out / f"{name}.png").stat().st_size > 1000
+    assert (out / f"{name}.pdf").read_bytes()[:4] == b"%PDF"  # the vector copy
     assert json.loads((out / f"{name}.json").read_text()) == r
     assert r["seed"] == 0 and r["quick"] is True
     assert any(line.startswith("  checks") for line in summary_lines(r))

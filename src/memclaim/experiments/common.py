@@ -17,7 +17,6 @@ run's own numbers (each with its false-alarm rate) as :class:`Check`.
 """
 from __future__ import annotations
 
-import io
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,19 +101,13 @@ def check(claim: str, passed, detail: str, *, false_alarm: str = "") -> Check:
 
 
 def new_figure(ncols: int = 1, *, width: float = 6.0, height: float = 4.2):
-    """A matplotlib Figure without pyplot's global state (safe in threads and servers)."""
-    from matplotlib.figure import Figure
+    """A Figure in memclaim's shared style (:mod:`memclaim.report.style`), without pyplot's
+    global state (safe in threads and servers). Build the figure inside ``report.style.style()``
+    so lines and legends get the style too."""
+    from ..report.style import figure
 
-    fig = Figure(figsize=(width * ncols, height), layout="constrained")
-    axes = fig.subplots(1, ncols)
+    fig, axes = figure(width=width * ncols, height=height, ncols=ncols)
     return fig, (list(np.atleast_1d(axes)) if ncols > 1 else axes)
-
-
-def _png_bytes(fig) -> bytes:
-    buf = io.BytesIO()
-    # No 'Software' / date chunks: the PNG depends only on the numbers and the matplotlib version.
-    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
-    return buf.getvalue()
 
 
 def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick: bool,
@@ -143,12 +136,15 @@ def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick
         "checks": list(checks),
         "all_checks_passed": all(c.passed for c in checks),
         "notes": list(notes),
-        "files": {"json": f"{name}.json", "png": f"{name}.png"},
+        "files": {"json": f"{name}.json", "png": f"{name}.png", "vector": f"{name}.pdf"},
     }
     payload = to_jsonable(payload)
-    # NAME.json and NAME.png as one change: both staged, then renamed (a full disk leaves the old pair)
+    from ..report.style import figure_files
+
+    # NAME.json, NAME.png (200 dpi) and NAME.pdf as one change: all staged, then renamed (a full
+    # disk leaves the old files)
     write_files(out, {f"{name}.json": (dumps(payload, indent=2) + "\n").encode("utf-8"),
-                      f"{name}.png": _png_bytes(figure)}, owned=lambda p: _own_reproduction(p, name))
+                      **figure_files(figure, name)}, owned=lambda p: _own_reproduction(p, name))
     return payload
 
 

@@ -1,0 +1,132 @@
+"""One matplotlib style for every memclaim figure (reports, DP plots, reproductions, audits).
+
+Figures are built without pyplot's global state (safe in threads, servers and notebooks) and
+laid out by matplotlib's constrained layout, so labels and legends are never clipped. Each
+figure is written as a PNG at :data:`PNG_DPI` plus a vector copy (PDF), beside the report that
+shows it::
+
+    from memclaim.report.style import figure, figure_files, legend, style
+    with style():                            # rcParams are read when artists are made
+        fig, ax = figure(width=4.8, height=3.4)
+        ax.plot([0, 1], [0, 1], label="y = x"); ax.set_xlabel(r"FPR $\\alpha$"); legend(ax)
+    files = figure_files(fig, "coverage")   # {"coverage.png": b"...", "coverage.pdf": b"..."}
+
+Write ``files`` with :func:`memclaim.fsutil.write_files` (staged, then renamed into place).
+Text is rendered by matplotlib's mathtext (``$\\alpha_N$``, ``$\\tau_{doc}$``): Greek letters need
+no LaTeX install. Colours come from :data:`PALETTE` (colour-blind safe, Okabe-Ito), so a member
+is the same blue and a control the same grey in every figure.
+"""
+from __future__ import annotations
+
+import io
+from typing import Any
+
+PNG_DPI = 200
+VECTOR_FORMAT = "pdf"
+
+# Okabe & Ito (2008) colour-blind safe palette, with memclaim's roles.
+PALETTE = {
+    "member": "#0072B2",  # blue
+    "control": "#7F7F7F",  # grey
+    "threshold": "#D55E00",  # vermillion: tau, alpha_N and other certified lines
+    "bound": "#009E73",  # bluish green: DP bounds and caps
+    "reference": "#E69F00",  # orange: naive rules, references, the paper's numbers
+    "accent": "#CC79A7",  # reddish purple
+    "sky": "#56B4E9",
+    "yellow": "#F0E442",
+    "black": "#000000",
+}
+CYCLE = [PALETTE[k] for k in ("member", "threshold", "bound", "reference", "accent", "sky", "control", "black")]
+HEATMAP_CMAP = "viridis"  # perceptually uniform, readable in greyscale
+
+RC: dict[str, Any] = {
+    "font.size": 9.0,
+    "axes.titlesize": 9.5,
+    "axes.labelsize": 9.0,
+    "xtick.labelsize": 8.0,
+    "ytick.labelsize": 8.0,
+    "legend.fontsize": 7.5,
+    "legend.frameon": False,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.25,
+    "grid.linewidth": 0.6,
+    "lines.linewidth": 1.5,
+    "axes.prop_cycle": None,  # filled in by _rc()
+    "figure.dpi": 100,
+    "savefig.dpi": PNG_DPI,
+    "pdf.fonttype": 42,  # TrueType in PDFs: editable text for journals
+    "mathtext.fontset": "dejavusans",
+}
+
+
+def _rc() -> dict:
+    from cycler import cycler
+
+    rc = dict(RC)
+    rc["axes.prop_cycle"] = cycler(color=CYCLE)
+    return rc
+
+
+def style():
+    """A context in which matplotlib uses memclaim's style: build every figure inside it
+    (rcParams are read when axes, lines and legends are made, and again when a figure is drawn)."""
+    import matplotlib
+
+    return matplotlib.rc_context(_rc())
+
+
+def figure(*, width: float = 6.0, height: float = 3.8, nrows: int = 1, ncols: int = 1, **subplot_kw):
+    """A styled Figure and its axes (one Axes, or an array of shape [nrows, ncols] squeezed like
+    ``plt.subplots``), laid out by constrained layout so no label is clipped."""
+    from matplotlib.figure import Figure
+
+    with style():
+        fig = Figure(figsize=(width, height), layout="constrained")
+        axes = fig.subplots(nrows, ncols, squeeze=True, **subplot_kw)
+    return fig, axes
+
+
+def legend(ax, *, outside: bool = False, **kw):
+    """A legend placed off the data: the best free corner, or beside the axes with ``outside``."""
+    kw.setdefault("fontsize", RC["legend.fontsize"])
+    kw.setdefault("frameon", False)
+    if outside:
+        return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+    return ax.legend(loc="best", **kw)
+
+
+def colorbar(fig, mappable, ax, *, label: str):
+    """A labelled colorbar beside ``ax`` (every heatmap has one)."""
+    cb = fig.colorbar(mappable, ax=ax, fraction=0.05, pad=0.02)
+    cb.set_label(label)
+    return cb
+
+
+def _render(fig, fmt: str, dpi: int | None) -> bytes:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if fig.canvas is None or type(fig.canvas).__name__ == "FigureCanvasBase":
+        FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    # no 'Software'/date metadata: the bytes depend only on the numbers and matplotlib's version
+    meta = {"Software": None} if fmt == "png" else {"Creator": None, "Producer": None, "CreationDate": None}
+    with style():
+        fig.savefig(buf, format=fmt, dpi=dpi, metadata=meta)
+    return buf.getvalue()
+
+
+def png_bytes(fig, *, dpi: int = PNG_DPI) -> bytes:
+    """The figure as PNG bytes at ``dpi`` (default 200)."""
+    return _render(fig, "png", dpi)
+
+
+def vector_bytes(fig) -> bytes:
+    """The figure as a vector PDF."""
+    return _render(fig, VECTOR_FORMAT, None)
+
+
+def figure_files(fig, stem: str) -> dict[str, bytes]:
+    """``{stem}.png`` (200 dpi) and ``{stem}.pdf`` as bytes, ready for fsutil.write_files."""
+    return {f"{stem}.png": png_bytes(fig), f"{stem}.{VECTOR_FORMAT}": vector_bytes(fig)}
