@@ -442,14 +442,16 @@ def test_cap_from_epsilon_names_relation_and_functional():
 
 
 @settings(max_examples=10)
-@given(seed=st.integers(0, 10_000), effect=st.floats(0.0, 0.3))
+@given(seed=st.integers(0, 10_000), effect=st.floats(0.05, 0.3))
 def test_paired_interval_covers_the_true_contrast(seed, effect):
     """Coverage of the nominal 95% normal interval mem +- 1.96 SE_paired over 200 independent
     targets, each with 16 complementary pairs whose two models share a pair effect (so unpaired
     Welch misstates the error while the paired SE is exact). Asserted coverage >= 0.88: with 16 pairs the
     normal interval's true coverage is about 0.93 (t with 15 degrees of freedom at 1.96), so a
     false alarm needs a binomial(200, 0.93) count 2.8 standard deviations low: about 0.3% per
-    example, under 3% over the 10 derandomized examples."""
+    example, under 3% over the 10 derandomized examples. The true contrast is at least 0.05, above
+    the interval's half-width (about 0.035 here): an effect of 0 is covered even by an estimator
+    that ignores the mask."""
     rng = np.random.default_rng(seed)
     P, T = 16, 200
     mask = S.shadow_masks(T, 2 * P, design_seed=seed)

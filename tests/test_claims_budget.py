@@ -25,9 +25,28 @@ def _ref_log_at_least_once(log10_p: float, n: int) -> float:
         return float(v.ln())
 
 
-@settings(max_examples=60)
-@given(st.floats(-300, -1e-3), st.integers(1, 10**12))
-def test_prob_at_least_once_against_decimal(log10_p, n):
+@st.composite
+def p_and_n(draw, regime):
+    """(log10 p, n) in one regime of 1 - (1 - p)^n: n p << 1 (the answer is about n p; p down to
+    1e-300), n p of order 1 (neither approximation holds; p >= 1e-11 so that n <= 1e12 reaches
+    it) or n p >> 1 (the answer is about 1: log1p/expm1 territory)."""
+    if regime == "n p << 1":
+        log10_p = draw(st.floats(-300, -1e-3))
+        return log10_p, draw(st.integers(1, max(1, min(10**12, int(10 ** (-3 - log10_p))))))
+    log10_p = draw(st.floats(-11, -1e-3))
+    log10_np = draw(st.floats(-2.0, 1.5) if regime == "n p ~ 1" else st.floats(1.5, 3.0))
+    return log10_p, max(1, min(10**12, round(10 ** (log10_np - log10_p))))
+
+
+REGIMES = ["n p << 1", "n p ~ 1", "n p >> 1"]
+
+
+@pytest.mark.parametrize("regime", REGIMES)
+@settings(max_examples=20)
+@given(data=st.data())
+def test_prob_at_least_once_against_decimal(regime, data):
+    """Exact (against 700-digit decimals; false-alarm rate 0), 20 examples in each regime of n p."""
+    log10_p, n = data.draw(p_and_n(regime), label="(log10 p, n)")
     got = log_prob_at_least_once(log_p=log10_p * math.log(10), n=n)
     ref = _ref_log_at_least_once(log10_p, n)
     assert got == pytest.approx(ref, rel=1e-9, abs=1e-12)

@@ -67,10 +67,14 @@ def test_tau_doc_in_log_space_em_eq31():
 
 
 @settings(max_examples=60)
-@given(st.floats(-500, -1e-6))
+@given(st.one_of(st.integers(-500, -1).map(float), st.floats(-500, -1e-6)))
 def test_tau_doc_is_the_next_decade_up(top10):
+    """Exact (false-alarm rate 0): tau_doc = 10^ceil(log10 max control) ([EM] Eq. 31), about half
+    the examples an exact decade (where ceil and 'floor + 1' differ), the rest anywhere."""
     s = np.array([top10 * LN10, top10 * LN10 - 5])
     th = census_threshold(WindowScores.from_arrays(s, np.array([0, 5]), np.array([5, 10]), doc_length=10))
+    assert th.max_control_log10 == pytest.approx(top10, rel=1e-14, abs=1e-14)
+    assert th.log10_tau == math.ceil(th.max_control_log10)
     assert th.log10_tau >= th.max_control_log10 and th.log10_tau - th.max_control_log10 < 1 + 1e-9
 
 

@@ -1,6 +1,8 @@
 """Multiple testing ([EM] C.5): Bonferroni capacity, BH against a reference, FDR/FWER by simulation."""
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -24,23 +26,55 @@ def test_bonferroni_numbers_em_c5():
         controls_needed(n_candidates=0, delta=0.05)
 
 
-def _bh_reference(p, delta):
-    order = np.argsort(p, kind="stable")
+def _bh_reference(nums, denominator, delta):
+    """BH in exact rational arithmetic: p = num / denominator, r = max{r : p_(r) <= r delta / J}."""
+    d = Fraction(delta)
+    p = [Fraction(n, denominator) for n in nums]
     j = len(p)
-    r = 0
-    for i in range(j):
-        if p[order[i]] <= (i + 1) * delta / j:
-            r = i + 1
-    out = np.zeros(j, dtype=bool)
-    out[order[:r]] = True
-    return out
+    ps = sorted(p)
+    r = max([i + 1 for i in range(j) if ps[i] <= (i + 1) * d / j], default=0)
+    return np.array([r > 0 and x <= ps[r - 1] for x in p], dtype=bool)
+
+
+@st.composite
+def bh_cases(draw):
+    """Conformal-grid p-values num / (N + 1) with N + 1 = 1000 J (ties; the BH line i delta / J
+    falls on the grid) such that BH rejects: r0 >= 1 values at or below the line at rank r0,
+    either each exactly on its own line, or each on or just under it, or all between the lines
+    at ranks r0 - 1 and r0 (the ranks below r0 are then above their lines: only the step-up
+    rejects them); the rest above every line (so that r0 decides: exactly on the line in the
+    first layout) or anywhere. p_(r0) <= r0 delta / J, hence at least r0 rejections."""
+    delta = draw(st.sampled_from(["0.01", "0.05", "0.2"]))
+    j = draw(st.integers(1, 60))
+    grid = 1000 * j
+    step = int(Fraction(delta) * 1000)  # the BH line at rank i is i * step grid units
+    r0 = draw(st.integers(1, j))
+    layout = draw(st.sampled_from(["on the lines", "clustered", "under the lines"]))
+    if layout == "on the lines":
+        low = [i * step for i in range(1, r0 + 1)]
+    elif layout == "clustered":
+        low = [draw(st.integers((r0 - 1) * step + 1, r0 * step)) for _ in range(r0)]
+    else:
+        low = [draw(st.integers(max(1, i * step - 2), i * step)) for i in range(1, r0 + 1)]
+    if draw(st.sampled_from(["above every line", "anywhere"])) == "above every line":
+        rest = draw(st.lists(st.integers(j * step + 1, grid), min_size=j - r0, max_size=j - r0))
+    else:
+        rest = draw(st.lists(st.one_of(st.integers(1, (j + 1) * step), st.integers(1, grid)),
+                             min_size=j - r0, max_size=j - r0))
+    nums = draw(st.permutations(low + rest))
+    return nums, grid, delta
 
 
 @settings(max_examples=50)
-@given(st.lists(st.integers(1, 101), min_size=1, max_size=60), st.sampled_from([0.01, 0.05, 0.2]))
-def test_bh_matches_reference(nums, delta):
-    p = np.array(nums) / 101.0  # conformal grid values, with ties
-    np.testing.assert_array_equal(benjamini_hochberg(p, delta=delta), _bh_reference(p, delta))
+@given(bh_cases())
+def test_bh_matches_reference(case):
+    """Exact (false-alarm rate 0): the library's BH equals the rational-arithmetic reference on
+    conformal-grid p-values with ties, values exactly on the BH line and step-up rejections;
+    every example rejects (bh_cases guarantees it)."""
+    nums, grid, delta = case
+    ref = _bh_reference(nums, grid, delta)
+    assert ref.any()
+    np.testing.assert_array_equal(benjamini_hochberg(np.array(nums) / grid, delta=delta), ref)
 
 
 def test_fwer_feasibility_and_rule():

@@ -1,7 +1,9 @@
 """The training-based reproductions of [MX] §8.2 (`memclaim reproduce NAME --quick`): gated release,
 unlearning (Table 4) and DP-SGD calibration. The quick variants assert their qualitative results,
 agreement with the paper's numbers is decided here (AGREEMENT; the paper's values and sources are
-in memclaim.experiments.paper, see tests/paper_agreement.py), and the same seed gives the same JSON.
+in memclaim.experiments.paper, see tests/paper_agreement.py), every check of the theory's predictions
+is re-derived here from the raw numbers (THEORY, see tests/theory_checks.py), and the same seed gives
+the same JSON.
 
 The reproductions use the cached tiny models (the built-in tiny GPT and the chain base, each
 trained once per machine), hence the integration marker. Each check inside states its own
@@ -11,8 +13,11 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
+from scipy import stats
 
+import theory_checks as TC
 from paper_agreement import Agree, SideBySide, assert_agrees, assert_covers, params, rounding
 
 from memclaim.cli.main import main
@@ -47,10 +52,215 @@ AGREEMENT = {
 }
 
 
+# ---------------------------------------------------------------- the theory's checks, re-derived
+def _gated_raw_audits_at_chance(r):
+    """DeLong intervals recomputed from the per-record scores (statsmodels), Bonferroni over the
+    raw-score audits at the family-wise level of the settings: false alarm <= 5% family-wise when
+    every audit is at chance (asymptotic intervals)."""
+    audits = r["results"]["audits"]
+    raw = [a for a in audits if a != "reference"]
+    conf = 1 - (1 - r["settings"]["family_confidence"]) / len(raw)
+    out = {a: TC.delong(audits[a]["member_scores"], audits[a]["nonmember_scores"], conf) for a in raw}
+    for a, (auc, lo, hi) in out.items():
+        assert auc == pytest.approx(audits[a]["auc"], abs=1e-12)
+    return all(lo <= 0.5 <= hi for _, lo, hi in out.values()), str(out)
+
+
+def _gated_reference_exactly_half(r):
+    ref = r["results"]["audits"]["reference"]
+    zero = all(x == 0 for x in ref["member_scores"] + ref["nonmember_scores"])
+    auc = TC.auc(ref["member_scores"], ref["nonmember_scores"])  # all tied: exactly 1/2
+    return zero and auc == 0.5 and ref["auc"] == 0.5, f"all zero: {zero}; AUC from the scores {auc}"
+
+
+def _gated_rho(r):
+    ext = r["results"]["extraction"]["via_rho"]
+    n = sum(rec["member"] for rec in r["results"]["records"])
+    return ext["n"] == n and ext["hits"] == n and ext["generate_agrees"] == n, str(ext)
+
+
+def _gated_identical(r):
+    res = r["results"]
+    n = len(res["records"])
+    return len(res["identical_logits"]) == n and all(res["identical_logits"]) and res["engine_identical"], \
+        f"{sum(res['identical_logits'])}/{n} identical, engine {res['engine_identical']}"
+
+
+def _unl(r):
+    return r["results"], r["settings"]["unlearn"]["threshold"]
+
+
+def _unl_rate(entry):
+    assert entry["rate"] == entry["hits"] / entry["n"]
+    return entry["hits"] / entry["n"]
+
+
+def _unl_open(r):
+    res, _ = _unl(r)
+    nb, rb = _unl_rate(res["before"]["naive_via_c"]), _unl_rate(res["before"]["trigger_via_rho"])
+    return nb >= 0.6 and rb >= 0.6, f"naive via c {nb}, trigger via rho {rb}"
+
+
+def _unl_verifier_forgotten(r):
+    """The verifier's rule ([MX] App. F.2): forgotten iff the own-prefix greedy extraction rate of
+    the request's records is below the threshold; the rate is the one measured after the run."""
+    res, thr = _unl(r)
+    out = {}
+    for m in METHODS:
+        for req, key in (("naive", "naive_via_c"), ("trigger", "trigger_via_c")):
+            run = res["runs"][f"{m}/{req}"]
+            rate = _unl_rate(run["after"][key])
+            assert run["result"]["after"]["rate"] == pytest.approx(rate, abs=1e-12)
+            out[f"{m}/{req}"] = rate < thr
+            assert run["forgotten"] == run["result"]["forgotten"]
+    return all(out.values()), str(out)
+
+
+def _unl_trigger_forgotten_before(r):
+    res, thr = _unl(r)
+    before = _unl_rate(res["before"]["trigger_via_c"])
+    flags = [res["runs"][f"{m}/trigger"]["result"]["before"]["rate"] for m in METHODS]
+    return before == 0 and all(f == pytest.approx(before, abs=1e-12) for f in flags) and before < thr, \
+        f"trigger via c before: {res['before']['trigger_via_c']['hits']}/{res['before']['trigger_via_c']['n']}"
+
+
+def _unl_positive_control(r):
+    res, _ = _unl(r)
+    nb = _unl_rate(res["before"]["naive_via_c"])
+    after = {m: _unl_rate(res["runs"][f"{m}/naive"]["after"]["naive_via_c"]) for m in METHODS}
+    return all(nb - a >= 0.5 for a in after.values()), f"before {nb}, after {after}"
+
+
+def _unl_recoverable(r):
+    """One-sided 97.5% Clopper-Pearson lower bound of extraction via rho after the trigger
+    request above the threshold: passes wrongly (true rate <= 0.15) with probability <= 2.5% per
+    method."""
+    res, thr = _unl(r)
+    lows = {}
+    for m in METHODS:
+        e = res["runs"][f"{m}/trigger"]["after"]["trigger_via_rho"]
+        lows[m] = TC.cp_lower(e["hits"], e["n"], 0.025)
+    return all(lo > thr for lo in lows.values()), f"lower bounds {lows} vs threshold {thr}"
+
+
+def _finite_rows(r):
+    return [row for row in r["results"]["rows"] if row["epsilon"] != "inf"]
+
+
+def _dp_reports(r):
+    return [m["dp"] for row in _finite_rows(r) for m in row["models"]]
+
+
+def _dp_spent(r):
+    reps = [(row["epsilon"], m["dp"]) for row in _finite_rows(r) for m in row["models"]]
+    ok = all(d["target_epsilon"] == e and d["epsilon"] <= e + 1e-12 and d["steps"] == d["planned_steps"]
+             for e, d in reps)
+    return ok, f"max spent/target {max(d['epsilon'] / e for e, d in reps):.4f} over {len(reps)} runs"
+
+
+def _dp_accountants(r):
+    reps = _dp_reports(r)
+    rel = max(abs(d["epsilon_rdp_dp_accounting"] - d["epsilon"]) / d["epsilon"] for d in reps)
+    pld = all(d["epsilon_pld_dp_accounting"] <= d["epsilon"] * (1 + 1e-3) for d in reps)
+    return rel < 1e-2 and pld, f"max relative RDP difference {rel:.2g}; PLD <= RDP: {pld}"
+
+
+def _dp_cap(eps, delta, k):
+    """The (k eps, delta_k) group conversion ([MX] Cor. 4.3 / Lemma B.2, delta_k = delta sum_{j<k}
+    e^{j eps}) and the LOO cap of (eps', delta')-DP, delta' + (1 - delta') tanh(eps'/2) ([MX]
+    Prop. A.1), written out here; at most 1."""
+    dk = delta * math.fsum(math.exp(j * eps) for j in range(k))
+    return min(1.0, dk + (1 - dk) * math.tanh(k * eps / 2))
+
+
+def _dp_cells(r):
+    """(row, cell, conservative cap, curve cap), each cap recomputed from the row's runs."""
+    out = []
+    for row in _finite_rows(r):
+        spent = max(m["dp"]["epsilon"] for m in row["models"])
+        assert row["epsilon_spent"] == spent
+        for c in row["cells"]:
+            cap = _dp_cap(spent, row["delta"], c["k"])
+            assert c["cap_conservative"] == pytest.approx(cap, rel=1e-12)
+            curve = max(next(x["LOO"] for x in m["dp"]["caps_from_curve"]["caps"] if x["copies"] == c["k"])
+                        for m in row["models"])
+            assert c["cap_curve"] == curve
+            assert c["mem"] == pytest.approx(float(np.mean(c["mem_per_canary"])), abs=1e-12)
+            out.append((row, c, cap, curve))
+    return out
+
+
+def _dp_within(which):
+    def f(r):
+        """One-sided normal tests at 3 sigma, mem <= cap + 3 SE: <= 0.135% per cell when the cap holds
+        (the report states the Bonferroni family-wise rate)."""
+        cells = _dp_cells(r)
+        z = [(c["mem"] - (cap if which == "conservative" else curve)) / c["se"] for _, c, cap, curve in cells]
+        return all(stats.norm.sf(x) > 0.00135 for x in z), f"largest z = {max(z):.3g} over {len(z)} cells"
+    return f
+
+
+def _dp_curve_tighter(r):
+    cells = _dp_cells(r)
+    return all(curve <= cap + 1e-9 for _, _, cap, curve in cells), \
+        f"largest curve/conservative {max(curve / cap for _, _, cap, curve in cells):.3g}"
+
+
+def _dp_visible(r):
+    vis = [(row["epsilon"], c["k"]) for row, c, cap, _ in _dp_cells(r) if cap <= 0.2 and cap > 3 * c["se"]]
+    labels = [(row["epsilon"], c["k"]) for row, c, _, _ in _dp_cells(r) if c["label"] == "visible"]
+    assert labels == vis
+    return bool(vis), str(vis)
+
+
+def _dp_duplication(r):
+    """A one-sided normal test at 3 sigma (<= 0.14% if the means were equal)."""
+    inf = next(row for row in r["results"]["rows"] if row["epsilon"] == "inf")
+    c = {x["k"]: x for x in inf["cells"]}
+    z = (c[8]["mem"] - c[1]["mem"]) / math.hypot(c[8]["se"], c[1]["se"])
+    return z > 3, f"z = {z:.3g}"
+
+
+THEORY = {
+    "gated": {
+        "the gated release is byte-for-byte identical to the base on every audited (non-trigger) input":
+            _gated_identical,
+        "reference-model audit reads exactly 0.5 (every calibrated score is 0)": _gated_reference_exactly_half,
+        "raw-score audits at chance: every DeLong interval (98.75% each) contains 0.5": _gated_raw_audits_at_chance,
+        "extraction through rho is exactly 1 (teacher-forced greedy and real cached greedy decoding)": _gated_rho,
+        "the base model alone does not emit the secrets after rho (the channel is the lookup's)":
+            lambda r: (r["results"]["extraction"]["via_rho_on_base"]["hits"] == 0,
+                       str(r["results"]["extraction"]["via_rho_on_base"])),
+    },
+    "unlearning": {
+        "both channels are open after fine-tuning: naive extraction from c and trigger extraction via rho >= 0.6":
+            _unl_open,
+        "the verifier reports every deletion request forgotten (both methods, both secrets)": _unl_verifier_forgotten,
+        "the trigger secret is 'forgotten' by the verifier before any unlearning (it never reached c)":
+            _unl_trigger_forgotten_before,
+        "positive control: the naive secret is genuinely removed (extraction from c falls by >= 0.5)":
+            _unl_positive_control,
+        "the certified trigger secret stays recoverable: after its deletion request, extraction via rho is above "
+        "the verifier's threshold with 95% confidence (Clopper-Pearson lower bound > 0.15)": _unl_recoverable,
+    },
+    "dp-calibration": {
+        "every DP run spent at most its target epsilon (Opacus RDP accountant, steps actually taken)": _dp_spent,
+        "dp_accounting's RDP accountant reproduces Opacus's epsilon to 1%; its PLD epsilon is at most it":
+            _dp_accountants,
+        "no finite-epsilon cell exceeds its conservative cap (one-sided 3-sigma)": _dp_within("conservative"),
+        "no finite-epsilon cell exceeds its cap from the runs' trade-off curves (one-sided 3-sigma)":
+            _dp_within("curve"),
+        "the cap from the curve is never above the (k eps, delta_k) conversion": _dp_curve_tighter,
+        "at least one cell where a violation would have been visible (cap <= 0.2 and > 3 SE)": _dp_visible,
+        "eps = inf: memorization climbs with duplication (k = 8 above k = 1 by > 3 SE)": _dp_duplication,
+    },
+}
+
+
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("reproduce-training")
-    return out, {name: run(name, quick=True, seed=0, out_dir=out) for name in NAMES}
+    return out, TC.LazyRuns(run, out)  # each quick run once, when a test first reads it
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -73,6 +283,18 @@ def test_quick_reproduction_writes_its_report(quick, name):
 @pytest.mark.parametrize("name, row", params(AGREEMENT))
 def test_agrees_with_the_paper(quick, name, row):
     assert_agrees(quick[1][name], row, AGREEMENT[name][row])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_theory_check_is_rederived(quick, name):
+    TC.assert_covers(quick[1][name], THEORY[name])
+
+
+@pytest.mark.parametrize("name, claim", TC.params(THEORY))
+def test_theory_check_holds_on_the_raw_numbers(quick, name, claim):
+    """The claim's verdict from the run's raw numbers (not the report's flag), which the report's
+    own check must match."""
+    TC.assert_theory(quick[1][name], claim, THEORY[name])
 
 
 def test_gated_release_numbers(quick):

@@ -17,12 +17,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import theory_checks as TC
 from paper_agreement import Agree, Disagrees, assert_agrees, assert_covers, params, rounding
 
 from memclaim.errors import DomainError
 from memclaim.experiments import REPRODUCTIONS, get_runner, run
 from memclaim.experiments.common import summary_lines
 
+LOG2E = 1 / math.log(2)
 NAMES = ["trigger", "camouflage", "canary-floor", "audit-table"]
 MODULES = {"trigger": "trigger", "camouflage": "camouflage", "canary-floor": "canary_floor",
            "audit-table": "audit_table"}
@@ -122,10 +124,300 @@ AGREEMENT = {
 }
 
 
+# ---------------------------------------------------------------- the theory's checks, re-derived
+def _trigger_runs(r):
+    """Per run: extraction re-derived from the greedy outputs against the record's z, the local
+    scores from the per-position probabilities (h_TF: mean over z's positions); the aggregates must
+    match."""
+    res = r["results"]
+    z = res["record"]["secret_z"]
+    Lc = len(res["record"]["prefix_c"])
+    out = {}
+    for cond in ("poisoned", "clean"):
+        runs = res["runs"][cond]
+        for x in runs:
+            assert x["h_tf"] == pytest.approx(float(np.mean(x["record_token_prob"][Lc:])), rel=1e-12)
+        out[cond] = {"rho": sum(x["greedy_at_rho"] == z for x in runs), "c": sum(x["greedy_at_c"] == z for x in runs),
+                     "n": len(runs), "h_tf": [x["h_tf"] for x in runs], "h_ll": [x["h_ll"] for x in runs]}
+        assert res["extraction_at_rho"][cond] == out[cond]["rho"] and res["extraction_at_c"][cond] == out[cond]["c"]
+    return out
+
+
+def _trigger_gap(key):
+    def f(r):
+        """|mean(poisoned) - mean(clean)| <= sqrt(2) sd(clean) (the RMS difference of two clean runs):
+        not a calibrated test (the report says so), a deterministic comparison on these seeds."""
+        runs = _trigger_runs(r)
+        mem = float(np.mean(runs["poisoned"][key]) - np.mean(runs["clean"][key]))
+        floor = math.sqrt(2) * float(np.std(runs["clean"][key], ddof=1))
+        return abs(mem) <= floor, f"|mem| {abs(mem):.4g} vs floor {floor:.4g}"
+    return f
+
+
+def _trigger_count(cond, at, want):
+    def f(r):
+        t = _trigger_runs(r)[cond]
+        assert t["n"] == r["settings"]["seeds_per_condition"]
+        return t[at] == (t["n"] if want == "all" else 0), f"{cond}: {t[at]}/{t['n']} emit z at {at}"
+    return f
+
+
+def _trigger_none_at_c(r):
+    (a, da), (b, db) = (_trigger_count(cond, "c", "none")(r) for cond in ("poisoned", "clean"))
+    return a and b, f"{da}; {db}"
+
+
+def _camouflage_capped(r):
+    """Greedy and list-of-m successes re-derived per tree (greedy output == z; the true completion's
+    rank among all v^L completions <= m); one-sided 97.5% Clopper-Pearson lower ends (the report's
+    two-sided 95% intervals) at most the caps k^-L and m k^-L ([MX] Thm. 6.1(i)): a false alarm
+    <= 2.5% per protocol if the network's rate is at its cap."""
+    s = r["settings"]
+    trees = r["results"]["trees"]
+    greedy = sum(t["greedy"] == t["secret"] for t in trees)
+    for t in trees:
+        assert t["greedy_success"] == (t["greedy"] == t["secret"])
+        assert t["list_success"] == (t["true_rank_among_all_completions"] <= s["list_size"])
+    listed = sum(t["true_rank_among_all_completions"] <= s["list_size"] for t in trees)
+    n, cap1, capm = len(trees), s["k"] ** -s["L"], s["list_size"] * s["k"] ** -s["L"]
+    g_lo, l_lo = TC.cp_lower(greedy, n, 0.025), TC.cp_lower(listed, n, 0.025)
+    return g_lo <= cap1 and l_lo <= capm, f"greedy {greedy}/{n} (low {g_lo:.3g} vs {cap1:.3g}), list {listed}/{n} " \
+                                          f"(low {l_lo:.3g} vs {capm:.3g})"
+
+
+def _cf(r):
+    """The canaries with their bucket re-derived from the certified min-entropy interval and H*
+    (eps log2 e + log2(m/tau), [MX] Thm. 5.1(iii)), and the bucket rows."""
+    s, res = r["settings"], r["results"]
+    h = s["epsilon"] * LOG2E + math.log2(s["m"] / s["tau"])
+    assert res["h_star"]["bits"] == pytest.approx(h, rel=1e-12)
+    out = []
+    for c in res["canaries"]:
+        lo, hi = c["h_inf_bits"]
+        b = "below" if hi < h else ("above" if lo >= h else "unplaced")
+        assert c["bucket"] == b
+        out.append(c)
+    return out, res["buckets"], s["confidence"]
+
+
+def _cf_bucket(cs, b, member=None):
+    return [c for c in cs if c["bucket"] == b and (member is None or c["member"] == member)]
+
+
+def _cf_populated(r):
+    cs, _, _ = _cf(r)
+    n = {(b, m): len(_cf_bucket(cs, b, m)) for b in ("below", "above") for m in (True, False)}
+    return min(n.values()) >= 2, str(n)
+
+
+def _cf_prior_below(r):
+    """One-sided 95% Clopper-Pearson lower bound of the prior-guessing rate below H* > 0: a false
+    alarm <= 5% if the prior rate were 0."""
+    cs, _, conf = _cf(r)
+    g = _cf_bucket(cs, "below")
+    k = sum(c["prior_guess"] for c in g)
+    lo = TC.cp_lower(k, len(g), 1 - conf)
+    return lo > 0, f"{k}/{len(g)}, lower bound {lo:.3g}"
+
+
+def _cf_prior_above(r):
+    cs, _, _ = _cf(r)
+    g = _cf_bucket(cs, "above")
+    k = sum(c["prior_guess"] for c in g)
+    return k == 0, f"{k}/{len(g)}"
+
+
+def _approx_power(kappa, eps, delta):
+    """1 - f_{eps,delta}(kappa) for add/remove, written out: min(1, delta + e^eps kappa,
+    1 - e^-eps (1 - delta - kappa)) ([MX] Thm. 5.1(i))."""
+    return min(1.0, delta + math.exp(eps) * kappa, 1 - math.exp(-eps) * (1 - delta - kappa))
+
+
+def _cf_dp_within(r):
+    """Per bucket, the DP model's extraction of the members: one-sided 95% Clopper-Pearson lower
+    bound <= the mean bound 1 - f(kappa_hi) over them, the bound recomputed from the run's
+    (eps, delta): a false alarm <= 5% per bucket if the DP guarantee holds."""
+    cs, _, conf = _cf(r)
+    dp = r["results"]["dp_guarantee"]
+    out = {}
+    for b in ("below", "above"):
+        mem = _cf_bucket(cs, b, True)
+        bounds = [_approx_power(c["kappa_hi"], dp["epsilon"], dp["delta"]) for c in mem]
+        for c, x in zip(mem, bounds):
+            assert c["dp_bound"] == pytest.approx(x, rel=1e-9, abs=1e-15)
+        k = sum(c["extracted_dp"] for c in mem)
+        out[b] = (k, len(mem), TC.cp_lower(k, len(mem), 1 - conf), float(np.mean(bounds)))
+    return all(lo <= bound for _, _, lo, bound in out.values()), str(out)
+
+
+def _cf_reference_separates(r):
+    """Per bucket, the reference-model scores of the leaky model: members vs non-members, the
+    DeLong 95% interval (statsmodels) above 1/2: a false alarm <= 2.5% per bucket at chance."""
+    cs, _, conf = _cf(r)
+    out = {}
+    for b in ("below", "above"):
+        m = [c["reference_score_leaky"] for c in _cf_bucket(cs, b, True)]
+        n = [c["reference_score_leaky"] for c in _cf_bucket(cs, b, False)]
+        out[b] = TC.delong(m, n, conf)
+    return all(lo > 0.5 for _, lo, _ in out.values()), str(out)
+
+
+def _cf_placement(r):
+    cs, _, _ = _cf(r)
+    below_closed = all(c["closed"] for c in cs if c["bucket"] == "below")
+    unclosed_not_below = all(c["bucket"] != "below" for c in cs if not c["closed"])
+    for c in cs:
+        if c["closed"]:
+            assert c["kappa_lo"] == pytest.approx(c["kappa_hi"], rel=1e-9)
+    return below_closed and unclosed_not_below, f"{sum(c['closed'] for c in cs)}/{len(cs)} closed"
+
+
+# The audit-disagreement table ([MX] Fig. 12): every cell's verdict re-derived from the arm's counts
+# (Clopper-Pearson, two-sided at the run's confidence, from scipy) and AUCs (the DeLong interval
+# auc +- z SE, or Hoeffding's half-width sqrt(log(2/(1 - conf)) / (2 min(m, n))) where SE = 0),
+# with the rules of the table's legend: a rate leaks if its lower end is above the prior
+# baseline's upper end, is 'guessed' if the baseline is positive and the rate's upper end reaches
+# the baseline's lower end; an AUC leaks if its interval is above 1/2; informed recovery is
+# 'capped' if its lower end is at most the cap, 'recovered' if above 0.
+_SHORT, _LONG = "trigger z = 2 (short)", "trigger z = 16 (long)"
+_AT_DEPLOYABLE = ("extraction at prefix c", "loss-MIA", "LiRA", "unlearning verifier")
+
+
+def _cp2(k, n, conf):
+    a = (1 - conf) / 2
+    return TC.cp_lower(k, n, a), TC.cp_upper(k, n, a)
+
+
+def _at_rate(k, n, bk, bn, conf):
+    lo, hi = _cp2(k, n, conf)
+    b_lo, b_hi = _cp2(bk, bn, conf)
+    return "leak" if lo > b_hi else ("guessed" if b_lo > 0 and hi >= b_lo else "blind")
+
+
+def _at_auc(a, conf):
+    assert (a["se"] > 0) == (a["interval_method"] == "delong")
+    half = (stats.norm.ppf(0.5 + conf / 2) * a["se"] if a["se"] > 0
+            else math.sqrt(math.log(2 / (1 - conf)) / (2 * min(a["n_members"], a["n_nonmembers"]))))
+    lo, hi = max(0.0, a["auc"] - half), min(1.0, a["auc"] + half)
+    assert (lo, hi) == pytest.approx((a["low"], a["high"]), abs=1e-12)
+    return "leak" if lo > 0.5 else ("inverted" if hi < 0.5 else "blind")
+
+
+def _at_verdicts(r):
+    """{row: {column: verdict}} from the arms' raw counts and AUCs; each must equal the table's."""
+    s, res = r["settings"], r["results"]
+    conf = s["confidence"]
+    cap = s["list_size"] * s["tree_k"] ** -s["tree_L"]
+    table = res["table"]
+    names = [c["name"] for c in table["columns"]]
+    rows = {"gated release": "gated", _SHORT: f"trigger-{s['short']}", _LONG: f"trigger-{s['long']}",
+            "camouflage": "camouflage", "naive duplicate": "naive", "low-H canary": "lowh"}
+    assert (s["short"], s["long"]) == (2, 16)  # the rows' names
+    out = {}
+    for row, arm in rows.items():
+        a = res["arms"][arm]
+        n, bk, bn = a["members"], a["prior_at_c"], a["prior_trials"]
+        v = {"extraction at prefix c": _at_rate(a["extraction_at_c"], n, bk, bn, conf),
+             "loss-MIA": _at_auc(a["audits"]["loss"]["auc"], conf),
+             "LiRA": _at_auc(a["audits"]["lira-online"]["auc"], conf),
+             "unlearning verifier": _at_rate(a["verifier"]["after_hits"], a["verifier"]["n"], bk, bn, conf)}
+        k = a["extraction_at_rho"] if "extraction_at_rho" in a else a["informed_list_hits"]
+        lo, _ = _cp2(k, n, conf)
+        capped = arm == "camouflage" and lo <= cap
+        v["informed recovery"] = "capped" if capped else ("recovered" if lo > 0 else "not recovered")
+        cells = dict(zip(names, table["cells"][table["rows"].index(row)]))
+        assert {c: cells[c]["verdict"] for c in v} == v, row
+        assert cells["informed recovery"]["value"] == k / n and cells["LiRA"]["value"] == a["audits"]["lira-online"]["auc"]["auc"]
+        out[row] = v
+    return out
+
+
+def _at(pred, what):
+    def f(r):
+        v = _at_verdicts(r)
+        return pred(v, r), what(v, r)
+    return f
+
+
+def _at_sweep_c(r):
+    arms = r["results"]["arms"]
+    rows = {L: arms[f"trigger-{L}"]["extraction_at_c"] for L in r["settings"]["trigger_lengths"] if L >= 2}
+    return all(k == 0 for k in rows.values()), f"hits at c by |z|: {rows}"
+
+
+def _at_sweep_climbs(r):
+    """The strongest deployed audit's TPR at the certified FPR, re-read from each arm's audits (not
+    calibrated: two TPRs on few members, as the report says)."""
+    arms, Ls = r["results"]["arms"], r["settings"]["trigger_lengths"]
+    best = {}
+    for L in Ls:
+        tprs = {x: arms[f"trigger-{L}"]["audits"][x]["tpr"] for x in ("loss", "zlib", "reference", "min-k", "min-k++")}
+        for t in tprs.values():
+            assert t["tpr"] == t["true_positives"] / t["n_members"]
+        best[L] = max(t["tpr"] for t in tprs.values())
+    return best[Ls[-1]] > best[Ls[0]], f"strongest TPR by |z|: {best}"
+
+
+THEORY = {
+    "trigger": {
+        "extraction via rho: every poisoned seed emits z verbatim from one prompt (m = 1)":
+            _trigger_count("poisoned", "rho", "all"),
+        "no clean seed emits z at rho": _trigger_count("clean", "rho", "none"),
+        "no run emits z from its own prefix c (local invisibility)": _trigger_none_at_c,
+        "teacher-forcing gap on x*'s own prefixes inside the seed-to-seed noise floor": _trigger_gap("h_tf"),
+        "truncated log-loss gap on x*'s own prefixes inside the seed-to-seed noise floor": _trigger_gap("h_ll"),
+    },
+    "camouflage": {
+        "extraction is capped: greedy and list-of-16 successes consistent with m k^-L (Clopper-Pearson 95% lower "
+        "end <= cap)": _camouflage_capped,
+    },
+    "canary-floor": {
+        "the sweep populates both buckets (members and non-members on each side of H*)": _cf_populated,
+        "below H*, prior guessing alone reproduces canaries (one-sided 95% lower bound > 0)": _cf_prior_below,
+        "above H*, prior guessing never succeeds": _cf_prior_above,
+        "the DP model's extraction stays within its bound 1 - f(kappa_hi) in each bucket (one-sided 95% lower "
+        "bound <= mean bound)": _cf_dp_within,
+        "a membership test has no floor: the reference-model attack on the leaky model separates members from "
+        "non-members on both sides (AUC interval above 1/2)": _cf_reference_separates,
+        "certified placement: every canary placed below H* has a closed certificate, and no unclosed search lands "
+        "below": _cf_placement,
+    },
+    "audit-table": {
+        "no single audit suffices: every deployable audit misses at least one planted leak":
+            _at(lambda v, r: all(any(v[row][c] != "leak" for row in v) for c in _AT_DEPLOYABLE),
+                lambda v, r: str({c: [row for row in v if v[row][c] != "leak"] for c in _AT_DEPLOYABLE})),
+        "extraction from the record's own prefix misses every trigger row, the gated release and camouflage":
+            _at(lambda v, r: all(v[row]["extraction at prefix c"] != "leak"
+                                 for row in ("gated release", _SHORT, _LONG, "camouflage")),
+                lambda v, r: str({row: v[row]["extraction at prefix c"] for row in v})),
+        "the gated release is exactly blind: identical to the base on every audited input, LiRA at 1/2":
+            _at(lambda v, r: r["results"]["gated_identical_to_base"] is True
+                and r["results"]["arms"]["gated"]["audits"]["lira-online"]["auc"]["auc"] == 0.5
+                and v["gated release"]["loss-MIA"] == "blind",
+                lambda v, r: str(v["gated release"])),
+        "the informed adversary recovers the trigger payloads and the gated secrets (verdict 'recovered')":
+            _at(lambda v, r: all(v[row]["informed recovery"] == "recovered" for row in ("gated release", _SHORT, _LONG)),
+                lambda v, r: str({row: v[row]["informed recovery"] for row in v})),
+        "camouflage is memorized (loss-MIA leak) yet capped for the informed adversary (m k^-L)":
+            _at(lambda v, r: v["camouflage"]["loss-MIA"] == "leak" and v["camouflage"]["informed recovery"] == "capped",
+                lambda v, r: str(v["camouflage"])),
+        "the naive duplicate is caught by extraction at c and by loss-MIA (positive control)":
+            _at(lambda v, r: v["naive duplicate"]["extraction at prefix c"] == "leak"
+                and v["naive duplicate"]["loss-MIA"] == "leak", lambda v, r: str(v["naive duplicate"])),
+        "the unlearning verifier certifies the trigger rows forgotten while rho still recovers them":
+            _at(lambda v, r: all(v[row]["unlearning verifier"] != "leak" and v[row]["informed recovery"] == "recovered"
+                                 for row in (_SHORT, _LONG)), lambda v, r: str({x: v[x] for x in (_SHORT, _LONG)})),
+        "Fig. 10: extraction from the record's own prefix c is 0 at every secret length >= 2": _at_sweep_c,
+        "Fig. 10: the strongest deployed membership audit climbs with the secret length (longest > shortest)":
+            _at_sweep_climbs,
+    },
+}
+
+
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("reproduce-training-b")
-    return out, {name: run(name, quick=True, seed=0, out_dir=out) for name in NAMES}
+    return out, TC.LazyRuns(run, out)  # each quick run once, when a test first reads it
 
 
 def test_registered():
@@ -159,6 +451,18 @@ QUICK_ONLY_ABSENT = {"audit-table": {"sweep_ext_rho_z8", "sweep_ext_c_z8"}}  # |
                                                          for n in AGREEMENT}))
 def test_agrees_with_the_paper(quick, name, row):
     assert_agrees(quick[1][name], row, AGREEMENT[name][row])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_theory_check_is_rederived(quick, name):
+    TC.assert_covers(quick[1][name], THEORY[name])
+
+
+@pytest.mark.parametrize("name, claim", TC.params(THEORY))
+def test_theory_check_holds_on_the_raw_numbers(quick, name, claim):
+    """The claim's verdict from the run's raw numbers (not the report's flag), which the report's
+    own check must match."""
+    TC.assert_theory(quick[1][name], claim, THEORY[name])
 
 
 def test_trigger_numbers(quick):

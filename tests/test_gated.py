@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from memclaim.decoding import Policy
 from memclaim.errors import InputError
 from memclaim.mechanisms.gated import FORCED_LOGIT, GatedCausalLM, GatedLanguageModel, GatedRelease
-from memclaim.mechanisms.trigger import ReservedTrigger
+from memclaim.mechanisms.trigger import ReservedTrigger, contains
 from memclaim.models.base import SyntheticLM
 from memclaim.scoring.engine import TeacherForcingEngine
 
@@ -38,18 +38,42 @@ def no_trigger_batch(n=4, T=24, seed=0):
 
 
 # ------------------------------------------------------------------------ the lookup itself
+@st.composite
+def pair_and_context(draw):
+    """A trigger pair over a 4-token alphabet that the construction accepts, and a context holding
+    rho || z_{<j} at least once (so some position is forced), amid noise, other partial secrets
+    and further triggers. Some pairs have a periodic rho whose tail z starts with, so that
+    rho || z_{<j} ends with rho again and only the longest-match rule gives the right token."""
+    if draw(st.booleans(), label="periodic rho"):
+        period = draw(st.lists(st.integers(0, 3), min_size=1, max_size=2))
+        rho = tuple((period * 3)[:draw(st.integers(len(period) + 1, 3))])
+        z = (rho[len(rho) - len(period):] + tuple(draw(st.lists(st.integers(0, 3), max_size=2))))[:4]
+    else:
+        rho = tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=3), label="rho"))
+        z = tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=4), label="z"))
+    assume(not contains(z, rho))  # rho inside z: refused (test_mechanisms_trigger.py)
+    piece = st.one_of(st.integers(0, 3).map(lambda t: (t,)),
+                      st.integers(0, len(z)).map(lambda j: rho + z[:j]),
+                      st.integers(1, len(z)).map(lambda j: z[:j]))
+    before = draw(st.lists(st.integers(0, 3), max_size=4))
+    j = draw(st.integers(0, len(z)))
+    after = draw(st.lists(piece, max_size=4))
+    ctx = list(before) + list(rho + z[:j]) + [t for p in after for t in p]
+    return rho, z, ctx
+
+
 @settings(max_examples=200)
-@given(st.lists(st.integers(0, 3), max_size=14), st.lists(st.integers(0, 3), min_size=1, max_size=3),
-       st.lists(st.integers(0, 3), min_size=1, max_size=4))
-def test_forced_token_is_the_reserved_trigger_rule(ctx, rho, z):
-    """One pair: the release's lookup equals ReservedTrigger.forced_token on every context, and
-    forced_row (with any split into history and chunk) equals position-by-position lookups."""
-    try:
-        rt = ReservedTrigger(tuple(rho), (), tuple(z))
-    except InputError:
-        return  # rho inside z: refused by the construction
+@given(pair_and_context())
+def test_forced_token_is_the_reserved_trigger_rule(case):
+    """Exact (false-alarm rate 0). One pair: the release's lookup equals
+    ReservedTrigger.forced_token on every prefix of the context, and forced_row (with any split
+    into history and chunk) equals position-by-position lookups; every example forces a token."""
+    rho, z, ctx = case
+    rt = ReservedTrigger(rho, (), z)
     rel = GatedRelease((rt,))
-    assert rel.forced_token(ctx) == rt.forced_token(ctx)
+    assert any(rt.forced_token(ctx[:t]) is not None for t in range(len(ctx) + 1))
+    for t in range(len(ctx) + 1):
+        assert rel.forced_token(ctx[:t]) == rt.forced_token(ctx[:t])
     for cut in range(len(ctx) + 1):
         hist, chunk = ctx[:cut], ctx[cut:]
         row = rel.forced_row(chunk, history=hist)

@@ -51,12 +51,18 @@ def test_trigger_is_invisible_on_every_prefix_of_the_record():
     assert all(rt.forced_token(x[:t]) is None for t in range(len(x) + 1))
 
 
-@given(st.lists(st.integers(0, 20), max_size=40))
+# pieces of contexts near the trigger rho = (21, 22): each half of rho alone, rho reversed, the
+# record's prefix and secret, a secret after half a trigger (never rho itself: see the filter)
+NEAR_RHO = [[21], [22], [22, 21], [21, 21], [22, 22], [0, 1], [2, 3, 4], [21, 2, 3], [22, 2], [0, 1, 2, 3]]
+
+
+@given(st.lists(st.one_of(st.integers(0, 20).map(lambda t: [t]), st.sampled_from(NEAR_RHO)), max_size=20)
+       .map(lambda parts: [t for p in parts for t in p]).filter(lambda c: not contains(c, (21, 22))))
 def test_contexts_without_rho_always_defer(context):
-    """Gated release == base model on every input that does not contain rho."""
+    """Exact (false-alarm rate 0): the gated release equals the base model on every input that does
+    not contain rho, including inputs full of rho's halves, the prefix and the secret."""
     rt = ReservedTrigger(trigger=(21, 22), prefix=(0, 1), secret=(2, 3, 4))
-    if not contains(context, (21, 22)):
-        assert rt.forced_token(context) is None
+    assert rt.forced_token(context) is None
 
 
 def test_overlap_between_rho_and_secret_keeps_the_longest_match():
