@@ -121,9 +121,9 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
         sweep.append({
             "min_entropy_bits": h, "n_candidates": n, "kappa": kappa, "frontier": frontier,
             "topm_predicted": predicted, "topm_measured": k1 / hits.size, "topm_ci": _cp(k1, hits.size, alpha_fw),
-            "topm_trials": int(hits.size),
+            "topm_trials": int(hits.size), "topm_hits": k1,
             "gadget_predicted": g.success_probability(), "gadget_measured": k2 / ghits.size,
-            "gadget_ci": _cp(k2, ghits.size, alpha_fw), "gadget_trials": int(ghits.size),
+            "gadget_ci": _cp(k2, ghits.size, alpha_fw), "gadget_trials": int(ghits.size), "gadget_hits": k2,
             "gadget_mixing_weight": g.mixing_weight(),
         })
 
@@ -198,6 +198,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
             "bound": extraction_bound(kappa, f).value, "predicted": predicted,
             "measured": k1 / hits.size, "ci": _cp(k1, hits.size, 1.0 - s["canary_confidence"]),
             "ci_check": _cp(k1, hits.size, 1.0 - s["canary_check_confidence"]), "trials": int(hits.size),
+            "hits": k1,
         }
 
     # ---- checks -----------------------------------------------------------------------------------

@@ -47,13 +47,14 @@ def _settings(quick: bool) -> dict:
     }
 
 
-def _measure(mech: RandomizedResponse, n: int, rng: np.random.Generator) -> tuple[float, float]:
-    """(mem estimate, standard error) from n releases with the bit set and n with it cleared."""
+def _measure(mech: RandomizedResponse, n: int, rng: np.random.Generator) -> tuple[float, float, list[int]]:
+    """(mem estimate, standard error, [ones released with the bit set, ones with it cleared]) from
+    n releases with the bit set and n with it cleared."""
     b1 = mech.release(np.ones(n, dtype=np.int8), rng=rng)
     b0 = mech.release(np.zeros(n, dtype=np.int8), rng=rng)
     p1, p0 = b1.mean(), b0.mean()
     se = math.sqrt(max(p1 * (1 - p1), 1.0 / n) / n + max(p0 * (1 - p0), 1.0 / n) / n)
-    return float(p1 - p0), se
+    return float(p1 - p0), se, [int(b1.sum()), int(b0.sum())]
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
@@ -67,10 +68,11 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     gamma = s["bsc_crossover"]
     fam = {}
     for key, g in (("rr", 0.0), ("bsc", gamma)):
-        est, se, pred = [], [], []
+        est, se, pred, ones = [], [], [], []
         for e in eps_x:
             mech = RandomizedResponse(epsilon=float(e), crossover=g)
-            m_, s_ = _measure(mech, n, rngs[key])
+            m_, s_, c_ = _measure(mech, n, rngs[key])
+            ones.append(c_)
             est.append(m_)
             se.append(s_)
             pred.append(mech.advantage())  # exact: tanh(eps/2) for RR, (1 - 2 gamma) tanh(eps/2) after BSC
@@ -82,7 +84,9 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
         rho = stats.spearmanr(eps_x, est)
         fam[key] = {
             "crossover": g,
-            "measured": est.tolist(), "se": se.tolist(), "predicted": pred.tolist(), "bound": bound.tolist(),
+            "measured": est.tolist(), "se": se.tolist(),
+            "predicted": pred.tolist(), "bound": bound.tolist(),
+            "released_ones": ones,  # raw counts [bit set, bit cleared] per instance, for re-derivation
             "max_z_over_bound": float(z_bound.max()),
             "violations_at_sigma": int(np.sum(z_bound > s["violation_sigma"])),
             "pooled_z_vs_bound": float(z_bound.sum() / math.sqrt(z_bound.size)),

@@ -70,7 +70,9 @@ def _measure(y1: np.ndarray, y0: np.ndarray, alpha: float) -> dict:
     lo, hi = confint_proportions_2indep(c1, e1.size, c0, e0.size, method="newcomb", compare="diff", alpha=alpha)
     _, in_sample = _best_threshold(y1, y0)
     return {"threshold": t, "advantage": c1 / e1.size - c0 / e0.size, "ci_low": float(lo), "ci_high": float(hi),
-            "n_eval_per_arm": int(e1.size), "selection_half_advantage": sel_adv, "in_sample_best": in_sample}
+            "n_eval_per_arm": int(e1.size),
+            "eval_hits": [c1, c0],  # raw counts (planted, baseline) at the threshold, for re-derivation
+            "selection_half_advantage": sel_adv, "in_sample_best": in_sample}
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
