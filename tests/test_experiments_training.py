@@ -390,6 +390,9 @@ def test_registered_and_listed(capsys):
 def test_full_reproduction(name, tmp_path):
     """The full runs (gated on SmolLM2, 32 secrets per kind, the paper's epsilon grid)."""
     r = run(name, quick=False, seed=0, out_dir=tmp_path)
+    TC.assert_covers(r, THEORY[name])
+    for claim in THEORY[name]:  # each verdict re-derived from the full run's raw numbers, not its flag
+        TC.assert_theory(r, claim, THEORY[name])
     assert r["all_checks_passed"], [c for c in r["checks"] if not c["passed"]]
     assert_covers(r, AGREEMENT[name])
     for row, spec in AGREEMENT[name].items():

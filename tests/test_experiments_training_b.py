@@ -598,6 +598,10 @@ def test_full_reproduction(name, tmp_path):
     off = KNOWN_OFF.get(name, {})
     failed = [c["claim"] + ": " + c["detail"] for c in r["checks"] if not c["passed"] and c["claim"] not in off]
     assert not failed
+    TC.assert_covers(r, THEORY[name])
+    for claim in THEORY[name]:  # verdicts re-derived from the full run's raw numbers, not its flags
+        if claim not in off:
+            TC.assert_theory(r, claim, THEORY[name])
     assert_covers(r, AGREEMENT[name])
     rows = {p["row"] for p in r["paper_numbers"]}
     for row, spec in AGREEMENT[name].items():  # the quick run's recorded disagreements are re-judged here too
