@@ -170,7 +170,7 @@ def _plot(blocks, differences, claims):
                 ax.plot(x, sw["alpha_n"], "--", color=colors[ell], label=rf"certified FPR $\alpha_N$, {ell} tokens")
             ax.set_xlabel(r"threshold $\log_{10}\tau$")
             ax.set_ylabel("share of suffixes scoring above")
-            ax.set_title(f"{b['model']['words']}: top-40 (Fig. 4(a))")
+            ax.set_title(f"{b['model']['short']}: top-40 (Fig. 4(a))")
             legend(ax)
             for ax, policy, title in ((row[1], "top-k:40", "calibrated rate, top-40 (Fig. 4(b))"),
                                       (row[2], "full", "calibrated rate, full softmax (Fig. 14)")):

@@ -37,6 +37,7 @@ CONTROLS = ("new_verses.jsonl", "new_verses_b.jsonl")
 #: the models of each tier: SmolLM2-135M-Instruct (CI), and Gemma 3 270M (base) beside it in full runs
 QUICK_MODELS = ("smollm2",)
 FULL_MODELS = ("smollm2", "gemma3-270m")
+MODEL_SHORT = {"smollm2": "SmolLM2-135M-Instruct", "gemma3-270m": "Gemma 3 270M"}
 MODEL_WORDS = {"smollm2": "SmolLM2-135M-Instruct (Q4_1 GGUF, float32)",
                "gemma3-270m": "Gemma 3 270M base (Q4_K_M GGUF, float32)"}
 
@@ -86,12 +87,18 @@ class Populations:
                 "rule": self.rule, "smallest_certifiable_level": f"1/{len(self.controls) + 1}"}
 
 
-def populations(quick: bool) -> Populations:
-    """Members and matched controls (see the module docstring)."""
+def populations(quick: bool, *, every: int | None = None) -> Populations:
+    """Members and matched controls (see the module docstring). ``every`` = k (quick runs of costly
+    procedures): lines 0, k, 2k, .. of kjv_verses.jsonl and of new_verses.jsonl only (paired by line)."""
     d = data_dir()
     kjv = read_verses(d / MEMBERS[0])
     new, newb = read_verses(d / CONTROLS[0]), read_verses(d / CONTROLS[1])
-    if quick:
+    if quick and every is not None:
+        members = [v for v in kjv if v.line % every == 0]
+        controls = [v for v in new if v.line % every == 0]
+        newb = []
+        rule = f"quick: 0-based lines 0, {every}, {2 * every}, .. of kjv_verses.jsonl and new_verses.jsonl (paired)"
+    elif quick:
         keep = lambda v: v.line % 2 == 0  # noqa: E731 - even 0-based lines; new_verses_b matches lines 0, 2, .., 118
         members = [v for v in kjv if keep(v)]
         controls = [v for v in new if keep(v)] + newb
@@ -111,7 +118,8 @@ def model_info(model) -> dict:
     import torch
     import transformers
 
-    return {"name": model.name, "words": MODEL_WORDS.get(model.name, model.name), "fingerprint": model.fingerprint,
+    return {"name": model.name, "words": MODEL_WORDS.get(model.name, model.name),
+            "short": MODEL_SHORT.get(model.name, model.name), "fingerprint": model.fingerprint,
             "dtype": model.dtype, "start_of_text": model.sot.to_dict(), "torch": torch.__version__,
             "transformers": transformers.__version__}
 

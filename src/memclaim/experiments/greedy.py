@@ -125,7 +125,7 @@ def _plot(blocks, quick, pops, differences, claims):
                           label=r"certified floor $\alpha_N=(m+1)/(N+1)$" if x == 0 else None)
             ax.set_xticks(xs, [f"{ev.SHORT}-token suffix", f"{ev.LONG}-token suffix"])
             ax.set_ylabel("share reproduced by greedy decoding")
-            ax.set_title(f"{b['model']['words']}: greedy generation (95% CP)")
+            ax.set_title(f"{b['model']['short']}: greedy generation (95% CP)")
             legend(ax)
             ax = row[1]
             ells = [r["suffix_tokens"] for r in b["lengths"]]
