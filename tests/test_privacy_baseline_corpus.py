@@ -12,6 +12,7 @@ r ~ Binomial(b, 1 - p):
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -224,3 +225,55 @@ def test_bounds_bracket_the_sample_means(xs, method, conf):
     assert 0.0 <= r.lower <= r.mean_lo + 1e-12 and r.mean_hi - 1e-12 <= r.upper <= r.upper_two_sided <= 1.0
     wider = corpus_baseline(xs, m=1, confidence=min(0.9999, conf + (1 - conf) / 2), method=method)
     assert wider.upper >= r.upper - 1e-12 and wider.lower <= r.lower + 1e-12
+
+
+# ------------------------------------------------------------------ `memclaim dp baseline --corpus-samples`
+def test_cli_corpus_samples(tmp_path, capsys):
+    import json
+
+    from memclaim.cli.main import main
+
+    rng = np.random.default_rng(5)
+    kap = np.minimum(1.0, 2 / 2.0 ** rng.binomial(10, 0.7, size=120))
+    f = tmp_path / "draws.jsonl"
+    lines = [json.dumps({"kappa": float(k)}) for k in kap[:100]]
+    lines += [json.dumps({"kappa_lo": float(k) * 0.9, "kappa_hi": float(k), "m": 2}) for k in kap[100:]]
+    f.write_text("\n".join(lines) + "\n\n")
+    capsys.readouterr()
+    assert main(["dp", "baseline", "--corpus-samples", str(f), "--list-size", "2", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    lo = np.concatenate([kap[:100], kap[100:] * 0.9])
+    want = corpus_baseline(kappa_lo=lo, kappa_hi=kap, m=2)
+    assert got["upper"] == want.upper and got["lower"] == want.lower and got["n_samples"] == 120
+    assert got["reference"] == "[MX] Prop. C.2(b)"
+    assert main(["dp", "baseline", "--corpus-samples", str(f), "--list-size", "2"]) == 0
+    assert "kappa-bar upper (one-sided, 95%)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content, args, match", [
+    (None, [], "does not exist"),
+    ('{"kappa": 0.1}\nnot json\n', [], "line 2 is not JSON"),
+    ('{"p": 0.1}\n', [], "neither 'kappa'"),
+    ('{"kappa": 0.1, "m": 3}\n', [], "m = 3, not --list-size 1"),
+    ('{"kappa": "0.1"}\n', [], "must be numbers"),
+    ('{"kappa": 1.5}\n', [], r"kappa_lo\[0\] = 1.5"),
+    ('', [], "no samples"),
+    ('{"kappa": 0.1}\n', ["smollm2"], "replaces MODEL"),
+])
+def test_cli_corpus_samples_bad_input(tmp_path, capsys, content, args, match):
+    from memclaim.cli.main import main
+
+    f = tmp_path / "draws.jsonl"
+    if content is not None:
+        f.write_text(content)
+    capsys.readouterr()
+    assert main(["dp", "baseline", *args, "--corpus-samples", str(f), "--list-size", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "fix:" in err and re.search(match, err), err
+
+
+def test_cli_model_branch_still_needs_its_options(capsys):
+    from memclaim.cli.main import main
+
+    assert main(["dp", "baseline", "--list-size", "1"]) == 2
+    assert "MODEL, --prefix and --secret-length are required" in capsys.readouterr().err
