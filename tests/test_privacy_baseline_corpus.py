@@ -227,6 +227,15 @@ def test_bounds_bracket_the_sample_means(xs, method, conf):
     assert wider.upper >= r.upper - 1e-12 and wider.lower <= r.lower + 1e-12
 
 
+def test_betting_upper_bound_is_never_below_the_sample_mean():
+    """A run of small values first makes the wealth peak early and rejects candidates below the sample
+    mean (hypothesis found [0, 0, 0, 1, 1] at 50%: 0.347 < 0.4); the bound returns the mean then."""
+    x = [0.0, 0.0, 0.0, 1.0, 1.0]
+    assert mean_upper_bound(x, confidence=0.5, method="betting") == pytest.approx(0.4, abs=1e-15)
+    r = corpus_baseline(x, m=1, confidence=0.5)
+    assert r.mean_hi <= r.upper <= r.upper_two_sided and r.lower <= r.mean_lo
+
+
 # ------------------------------------------------------------------ `memclaim dp baseline --corpus-samples`
 def test_cli_corpus_samples(tmp_path, capsys):
     import json

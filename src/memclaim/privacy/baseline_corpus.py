@@ -153,15 +153,20 @@ def _betting_upper(x: np.ndarray, delta: float) -> float:
     rejected, and since K_t(u) is increasing in u they form an interval [u*, 1]. P(mu >= u*) <= delta."""
     lam = _betting_bets(x, delta)
     target = math.log(1.0 / delta)
+    mean = float(np.mean(x))
 
     def log_wealth(u: float) -> float:
         return float(np.max(np.cumsum(np.log1p(lam * (u - x)))))  # factors >= 1 - BET_CAP > 0
 
     if log_wealth(1.0) < target:
         return 1.0
-    lo, hi = float(np.mean(x)), 1.0  # at u = mean(x) the final log-wealth is <= 0 < target (Jensen) ...
-    if log_wealth(lo) >= target:  # ... but an early peak could reach it: bisect from 0 then
-        lo = 0.0
+    if log_wealth(mean) >= target:
+        # An early peak of the wealth (e.g. a run of small values first) rejects candidates below the
+        # sample mean: u* < mean(x) is still a valid bound (Ville), but an upper bound below its own
+        # point estimate reads as a contradiction, so the sample mean is returned instead (a larger
+        # upper bound loses nothing of the guarantee). Found by the property test of the brackets.
+        return mean
+    lo, hi = mean, 1.0  # lo stays an accepted candidate, hi a rejected one
     for _ in range(200):  # bisection on the monotone log-wealth; hi stays a rejected candidate
         mid = 0.5 * (lo + hi)
         if mid <= lo or mid >= hi:
