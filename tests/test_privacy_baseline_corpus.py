@@ -265,8 +265,11 @@ def test_cli_corpus_samples(tmp_path, capsys):
     ('{"p": 0.1}\n', [], "neither 'kappa'"),
     ('{"kappa": 0.1, "m": 3}\n', [], "m = 3, not --list-size 1"),
     ('{"kappa": "0.1"}\n', [], "must be numbers"),
-    ('{"kappa": 1.5}\n', [], r"kappa_lo\[0\] = 1.5"),
-    ('', [], "no samples"),
+    ('{"kappa": 0.1}\n{"kappa": 1.5}\n', [], "line 2: kappa = 1.5 is not in"),
+    ('{"kappa": NaN}\n', [], "kappa = nan is not in"),
+    ('{"kappa_lo": 0.2, "kappa_hi": 0.1}\n', [], "line 1: the bracket is reversed"),
+    ('', [], "holds no draws"),
+    ('\n\n', [], "holds no draws"),
     ('{"kappa": 0.1}\n', ["smollm2"], "replaces MODEL"),
 ])
 def test_cli_corpus_samples_bad_input(tmp_path, capsys, content, args, match):

@@ -396,9 +396,19 @@ def _read_kappa_samples(path, m: int) -> tuple[list[float], list[float]]:
         a, b = (d["kappa"], d["kappa"]) if "kappa" in d else (d["kappa_lo"], d["kappa_hi"])
         for v in (a, b):
             if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise DomainError(f"{str(path)!r} line {i}: kappa values must be numbers, got {v!r}")
+                raise DomainError(f"{str(path)!r} line {i}: kappa values must be numbers, got {v!r}",
+                                  hint='e.g. {"kappa": 0.01}')
+            if not 0.0 <= v <= 1.0:  # NaN fails too
+                raise DomainError(f"{str(path)!r} line {i}: kappa = {v!r} is not in [0, 1]",
+                                  hint="each value is a top-m prior mass, a probability")
+        if a > b:
+            raise DomainError(f"{str(path)!r} line {i}: the bracket is reversed (kappa_lo = {a!r} > kappa_hi = {b!r})",
+                              hint="each draw needs kappa_lo <= kappa(S^-) <= kappa_hi")
         lo.append(float(a))
         hi.append(float(b))
+    if not lo:
+        raise InputError(f"--corpus-samples file {str(path)!r} holds no draws (no non-empty line)",
+                         hint='one line per draw of the corpus remainder, e.g. {"kappa": 0.01}')
     return lo, hi
 
 

@@ -188,8 +188,9 @@ def _plot(blocks, differences, claims):
                         ax.axvline(L["alpha_dagger"], color=colors[ell], lw=0.8, ls=":",
                                    label=rf"max $\alpha_N$ = {L['alpha_dagger']:.1%} ({ell} tokens)")
                 ax.axhline(0.0, color=PALETTE["black"], lw=0.6)
-                ax.axvline(tk["lengths"][str(ev.SHORT)]["reference"]["alpha_n"], color=PALETTE["threshold"], lw=0.8,
-                           ls="--", label=rf"reference $\alpha$ = {ALPHA_REF:g}")
+                ref = tk["lengths"][str(ev.SHORT)]["reference"]
+                ax.axvline(ref["alpha_n"], color=PALETTE["threshold"], lw=0.8, ls="--",
+                           label=rf"reference $\alpha$ = {ALPHA_REF:g}: $\alpha_N$ = {ref['alpha_n_exact']}")
                 ax.set_xscale("log")
                 ax.set_xlabel(r"certified FPR $\alpha_N = K/(N+1)$")
                 ax.set_ylabel(r"calibrated rate $\hat M = \hat G - \alpha_N$")

@@ -233,5 +233,7 @@ def summary_lines(result: dict) -> list[str]:
         lines.append(f"  note: {n}")
     files = result.get("files", {})
     if files:
-        lines.append(f"  wrote {files.get('json')} and {files.get('png')}")
+        written = [files[k] for k in ("json", "png", "vector") if files.get(k)]
+        lines.append(f"  wrote {', '.join(written[:-1])} and {written[-1]}" if len(written) > 1
+                     else f"  wrote {written[0]}")
     return lines
