@@ -381,3 +381,18 @@ def test_paper_claims_are_findings_not_failures(tmp_path, monkeypatch, capsys):
     assert main(["reproduce", "--list"]) == 0
     listed = capsys.readouterr().out
     assert all(n in listed for n in NAMES)
+
+
+def test_list_shows_em_beside_mx_in_one_column(capsys):
+    """`reproduce --list`: every entry, [MX] and [EM], one line each, descriptions aligned in one column
+    (the longest name, naive-vs-calibrated, used to push its description out of line)."""
+    from memclaim.cli.main import main
+
+    capsys.readouterr()
+    assert main(["reproduce", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.split()[0] for ln in lines] == list(REPRODUCTIONS)
+    starts = {ln.index("[") for ln in lines}
+    assert len(starts) == 1, starts
+    tags = [ln[ln.index("["):][:4] for ln in lines]
+    assert "[EM]" in tags and "[MX]" in tags and all(REPRODUCTIONS[n][1].startswith("[EM]") for n in NAMES)

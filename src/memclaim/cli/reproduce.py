@@ -46,8 +46,9 @@ def command(name, quick, out_dir, seed, as_json, list_only):
     from ..experiments.common import summary_lines
 
     if list_only:
+        width = max(map(len, REPRODUCTIONS))  # the longest name sets the column ("naive-vs-calibrated")
         for n, (_, desc) in REPRODUCTIONS.items():
-            click.echo(f"{n:16s} {desc}")
+            click.echo(f"{n:{width}s}  {desc}")
         return
     if not name:
         raise InputError("missing NAME", hint="one of: " + ", ".join(REPRODUCTIONS) + " (or --list)")
