@@ -144,6 +144,8 @@ def _plot(blocks, differences, claims):
                                     [r[key]["upper"] - e for e, r in zip(est, rows)]])
                     ax.barh(y + off, est, height=0.34, color=PALETTE[role], xerr=err, capsize=2,
                             error_kw={"elinewidth": 0.7}, label=lab)
+                # room on the right for the M-hat labels: the bars and their intervals end at 60% of the axis
+                ax.set_xlim(0.0, 1.65 * max(max(r[k]["upper"] for k in ("members", "controls")) for r in rows))
                 for yy, r in zip(y, rows):
                     if r["kind"] == "calibrated":
                         cal = r["calibrated_rate"]
