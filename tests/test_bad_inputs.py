@@ -72,6 +72,9 @@ def data(tmp_path_factory) -> Path:
     (d / "forget.jsonl").write_text(json.dumps({"id": "f", "prefix": "ab", "suffix": " cd"}) + "\n")
     (d / "inst.json").write_text("[1, 2")
     (d / "afile").write_text("a file, not a folder")
+    (d / "kappa.jsonl").write_text('{"kappa": 0.1}\n{"kappa": 0.2}\n')
+    (d / "kappa_bad.jsonl").write_text('{"kappa": 0.1}\n{"kappa": 1.5}\n{kappa: 0.1}\n')
+    (d / "kappa_m3.jsonl").write_text('{"kappa_lo": 0.1, "kappa_hi": 0.2, "m": 3}\n')
     corrupt = d / "corrupt-model"
     shutil.copytree(toy, corrupt)
     w = (corrupt / "model.safetensors").read_bytes()
@@ -231,6 +234,17 @@ CASES = [
      "--trust-remote-code", 0),
     ("dp-baseline-secret-0", "dp baseline toy --prefix abc --secret-length 0 --list-size 1",
      "secret_length must be >= 1", 1),
+    ("dp-corpus-samples-missing", "dp baseline --corpus-samples {new} --list-size 1", "does not exist", 0),
+    ("dp-corpus-samples-empty", "dp baseline --corpus-samples {d}/empty.jsonl --list-size 1", "holds no draws", 0),
+    ("dp-corpus-samples-out-of-range", "dp baseline --corpus-samples {d}/kappa_bad.jsonl --list-size 1",
+     "line 2: kappa = 1.5 is not in [0, 1]", 0),
+    ("dp-corpus-samples-other-m", "dp baseline --corpus-samples {d}/kappa_m3.jsonl --list-size 1",
+     "list size m = 3, not --list-size 1", 0),
+    ("dp-corpus-samples-with-model", "dp baseline toy --corpus-samples {d}/kappa.jsonl --list-size 1",
+     "--corpus-samples replaces MODEL", 0),
+    ("dp-corpus-samples-m-0", "dp baseline --corpus-samples {d}/kappa.jsonl --list-size 0", "m (list size) must be", 0),
+    ("dp-baseline-no-model", "dp baseline --prefix abc --secret-length 2 --list-size 1",
+     "MODEL, --prefix and --secret-length are required", 0),
     # ---- audit
     ("audit-overlap", "audit toy --members {d}/m.jsonl --nonmembers {d}/m.jsonl --out {rep}",
      "both members and non-members", 1),

@@ -287,10 +287,15 @@ def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, bep
 
 
 @command.command("baseline", short_help="Certify the prior baseline kappa_pi(m) of a canary (App. F.2).")
-@click.argument("model")
-@click.option("--prefix", required=True, help="the canary's public prefix c (text).")
-@click.option("--secret-length", "L", type=int, required=True, help="L: secret length in tokens.")
+@click.argument("model", required=False)
+@click.option("--prefix", default=None, help="the canary's public prefix c (text; required with MODEL).")
+@click.option("--secret-length", "L", type=int, default=None, help="L: secret length in tokens (required with MODEL).")
 @click.option("--list-size", "m", type=int, required=True, help="m: the extraction protocol's list size.")
+@click.option("--corpus-samples", "corpus_samples", type=click.Path(dir_okay=False), default=None,
+              help="instead of MODEL: a JSONL file of per-draw top-m masses of pi(.|S^-), one line per draw of "
+                   "the corpus remainder ({\"kappa\": x} or {\"kappa_lo\": a, \"kappa_hi\": b}, e.g. the --json "
+                   "output of this command run on each draw's prior); certifies kappa-bar of [MX] Prop. C.2(b) "
+                   "at 95% confidence.")
 @click.option("--temperature", type=float, default=1.0, show_default=True,
               help="temperature the canaries were sampled at.")
 @click.option("--max-nodes", type=int, default=100_000, show_default=True, help="budget of vocabulary rows.")
@@ -298,17 +303,45 @@ def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, bep
 @click.option("--batch-size", type=int, default=64, show_default=True)
 @trust_remote_code_option
 @click.option("--json", "as_json", is_flag=True)
-def baseline(model, prefix, L, m, temperature, max_nodes, time_limit, batch_size, trust_remote_code, as_json):
+def baseline(model, prefix, L, m, corpus_samples, temperature, max_nodes, time_limit, batch_size, trust_remote_code,
+             as_json):
     """Certify kappa_pi(m), the top-m prior mass of length-L continuations ([MX] App. F.2).
 
     MODEL must be the PRIOR: the base model before any canary was planted (on the audited model
     kappa would absorb the leak). The result is an interval [kappa_lo, kappa_hi] that is valid
     whenever the search stops and closes to a point when it finishes.
 
+    With --corpus-samples FILE instead of MODEL: the corpus-conditional baseline kappa-bar =
+    E_{S^-}[sup_{|L|<=m} pi(L | S^-)] of [MX] Prop. C.2(b), from per-draw values for independent
+    draws of the rest of the training set; Ext <= 1 - f(upper) then holds at 95% confidence.
+
     \b
-    Example:
+    Examples:
       memclaim dp baseline smollm2 --prefix "The access code is" --secret-length 4 --list-size 1
+      memclaim dp baseline --corpus-samples draws.jsonl --list-size 1 --json
     """
+    if corpus_samples is not None:
+        if model is not None or prefix is not None or L is not None:
+            raise DomainError("--corpus-samples replaces MODEL, --prefix and --secret-length",
+                              hint="give either MODEL with --prefix/--secret-length, or --corpus-samples FILE")
+        from ..privacy.baseline_corpus import corpus_baseline
+
+        lo, hi = _read_kappa_samples(corpus_samples, m)
+        res = corpus_baseline(kappa_lo=lo, kappa_hi=hi, m=m)
+        if as_json:
+            click.echo(dumps(res, indent=2))
+            return
+        _print_rows(f"corpus-conditional baseline kappa-bar ([MX] Prop. C.2(b)), {res.n_samples} draws of S^-", [
+            ("kappa-bar upper (one-sided, 95%)", f"{res.upper:.6g}"),
+            ("kappa-bar interval (two-sided, 95%)", f"[{res.lower:.6g}, {res.upper_two_sided:.6g}]"),
+            ("per-draw mean [lo, hi]", f"[{res.mean_lo:.6g}, {res.mean_hi:.6g}]"),
+            ("per-draw range", f"[{res.sample_min:.6g}, {res.sample_max:.6g}]"),
+            ("list size m / bound", f"{res.m} / {res.method}"),
+        ] + [("assumption", a) for a in res.assumptions])
+        return
+    if model is None or prefix is None or L is None:
+        raise DomainError("MODEL, --prefix and --secret-length are required (or --corpus-samples FILE)",
+                          hint='e.g. memclaim dp baseline smollm2 --prefix "My PIN is" --secret-length 4 --list-size 1')
     from ..models import load_model
     from ..privacy.baseline import certify_baseline
 
@@ -332,6 +365,62 @@ def baseline(model, prefix, L, m, temperature, max_nodes, time_limit, batch_size
         click.echo(dumps(res, indent=2))
         return
     print_baseline(res, tokenizer=getattr(loaded, "tokenizer", None))
+
+
+def _read_kappa_samples(path, m: int) -> tuple[list[float], list[float]]:
+    """Per-draw brackets from a JSONL file: each line {"kappa": x} or {"kappa_lo": a, "kappa_hi": b}
+    (an optional "m" must equal --list-size)."""
+    import json
+    from pathlib import Path
+
+    from ..errors import InputError
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"--corpus-samples file {str(path)!r} does not exist", hint="check the path")
+    lo, hi = [], []
+    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError:
+            raise InputError(f"{str(path)!r} line {i} is not JSON: {line[:60]!r}",
+                             hint='one object per line, e.g. {"kappa": 0.01}') from None
+        if not isinstance(d, dict) or not ({"kappa"} <= d.keys() or {"kappa_lo", "kappa_hi"} <= d.keys()):
+            raise InputError(f"{str(path)!r} line {i} has neither 'kappa' nor 'kappa_lo' and 'kappa_hi': {line[:60]!r}",
+                             hint='e.g. {"kappa": 0.01} or {"kappa_lo": 0.009, "kappa_hi": 0.011}')
+        if "m" in d and d["m"] != m:
+            raise DomainError(f"{str(path)!r} line {i} was computed for list size m = {d['m']!r}, not --list-size {m}",
+                              hint="kappa-bar needs every draw's top-m mass for the protocol's list size")
+        a, b = (d["kappa"], d["kappa"]) if "kappa" in d else (d["kappa_lo"], d["kappa_hi"])
+        for v in (a, b):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise DomainError(f"{str(path)!r} line {i}: kappa values must be numbers, got {v!r}",
+                                  hint='e.g. {"kappa": 0.01}')
+            if not 0.0 <= v <= 1.0:  # NaN fails too
+                raise DomainError(f"{str(path)!r} line {i}: kappa = {v!r} is not in [0, 1]",
+                                  hint="each value is a top-m prior mass, a probability")
+        if a > b:
+            raise DomainError(f"{str(path)!r} line {i}: the bracket is reversed (kappa_lo = {a!r} > kappa_hi = {b!r})",
+                              hint="each draw needs kappa_lo <= kappa(S^-) <= kappa_hi")
+        lo.append(float(a))
+        hi.append(float(b))
+    if not lo:
+        raise InputError(f"--corpus-samples file {str(path)!r} holds no draws (no non-empty line)",
+                         hint='one line per draw of the corpus remainder, e.g. {"kappa": 0.01}')
+    return lo, hi
+
+
+def _print_rows(title: str, rows) -> None:
+    from rich.table import Table
+
+    t = Table(title=_e(title), title_justify="left")
+    t.add_column("quantity")
+    t.add_column("value", overflow="fold")
+    for name, val in rows:
+        t.add_row(_e(name), _e(val))
+    _console().print(t)
 
 
 def print_baseline(res, *, tokenizer=None, console=None) -> None:

@@ -77,7 +77,11 @@ def _os_error_text(exc: BaseException) -> str:
 
 def main(argv=None) -> int:
     try:
-        cli.main(args=argv, prog_name="memclaim", standalone_mode=False)
+        # standalone_mode=False: click returns a command's `raise click.exceptions.Exit(n)` as n
+        # instead of raising it (`reproduce` exits 1 when a check fails)
+        rv = cli.main(args=argv, prog_name="memclaim", standalone_mode=False)
+        if isinstance(rv, int) and not isinstance(rv, bool) and rv != 0:
+            return rv
     except MemclaimError as exc:
         text = str(exc)
         if getattr(exc, "hint", None) is None:  # every error says how to fix it

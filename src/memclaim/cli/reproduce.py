@@ -1,4 +1,4 @@
-"""`memclaim reproduce NAME`: regenerate the numbers and plot of one figure of [MX] §8."""
+"""`memclaim reproduce NAME`: regenerate the numbers and plot of one figure of [MX] §8 or [EM] §4."""
 from __future__ import annotations
 
 import sys
@@ -11,6 +11,7 @@ Examples:
   memclaim reproduce staircase --quick
   memclaim reproduce entropy-sweep --out figs --seed 7
   memclaim reproduce per-instance --json > per-instance.json
+  memclaim reproduce alpha-sweep --quick --out figs
   memclaim reproduce --list
 """
 
@@ -31,20 +32,23 @@ def _names() -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON instead of the summary.")
 @click.option("--list", "list_only", is_flag=True, help="List the available reproductions and exit.")
 def command(name, quick, out_dir, seed, as_json, list_only):
-    """Regenerate a figure of [MX] §8: writes NAME.json (every number, seeds, versions, our numbers
-    beside the paper's, and the checks of the theory's predictions) and NAME.png, and prints our
-    numbers beside the paper's (no verdict: agreement with the paper is judged by the test suite,
-    with the tolerances and their reasons stated there).
+    """Regenerate a figure of [MX] §8 or [EM] §4: writes NAME.json (every number, seeds, versions, our
+    numbers beside the paper's, and the checks of the theory's predictions), NAME.png and NAME.pdf, and
+    prints our numbers beside the paper's (no verdict: agreement with the paper is judged by the test
+    suite, with the tolerances and their reasons stated there). The [EM] reproductions also say what
+    differs from the paper and which of its qualitative claims held on this run.
 
-    NAME is one of the reproductions listed by --list. Exit status 1 if a check fails.
+    NAME is one of the reproductions listed by --list. Exit status 1 if a check fails (a paper claim
+    that did not hold is a finding and leaves it 0).
     """
     from ..errors import InputError
     from ..experiments import REPRODUCTIONS, run
     from ..experiments.common import summary_lines
 
     if list_only:
+        width = max(map(len, REPRODUCTIONS))  # the longest name sets the column ("naive-vs-calibrated")
         for n, (_, desc) in REPRODUCTIONS.items():
-            click.echo(f"{n:16s} {desc}")
+            click.echo(f"{n:{width}s}  {desc}")
         return
     if not name:
         raise InputError("missing NAME", hint="one of: " + ", ".join(REPRODUCTIONS) + " (or --list)")

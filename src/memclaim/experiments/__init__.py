@@ -1,4 +1,4 @@
-"""Reproductions of [MX] §8: one function per figure, each regenerating its numbers and plot.
+"""Reproductions of [MX] §8 and [EM] §4: one function per figure, each regenerating its numbers and plot.
 
 Every reproduction is a module exposing ``run(*, quick: bool, seed: int, out_dir) -> dict`` that
 writes ``NAME.json`` and ``NAME.png`` (see :mod:`.common`). :data:`REPRODUCTIONS` maps the public
@@ -35,6 +35,15 @@ REPRODUCTIONS: dict[str, tuple[str, str]] = {
                      "[MX] §8.2, Cor. 5.3: canaries bucketed by certified kappa below/above H*; guessing vs DP"),
     "audit-table": ("memclaim.experiments.audit_table",
                     "[MX] Fig. 12 + Fig. 10: six planted leaks through the audit-disagreement table; length sweep"),
+    # [EM] (extractable-memorization-from-first-principles) on SmolLM2 / Gemma 3 270M and KJV verses
+    "parrot": ("memclaim.experiments.parrot",
+               "[EM] Fig. 1, App. A.1: 'Repeat after me' on an instruct model; member and control rates, no claim"),
+    "greedy": ("memclaim.experiments.greedy",
+               "[EM] Fig. 3: greedy binary scores at a short and a long suffix; floor alpha_N = (m+1)/(N+1)"),
+    "alpha-sweep": ("memclaim.experiments.alpha_sweep",
+                    "[EM] Fig. 4: top-40 alpha sweep: member rate, certified alpha_N, calibrated M with bands"),
+    "naive-vs-calibrated": ("memclaim.experiments.naive_vs_calibrated",
+                            "[EM] §4: naive greedy-match and fixed-threshold 'extractions' vs the calibrated test"),
 }
 
 

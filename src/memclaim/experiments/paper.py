@@ -1,6 +1,7 @@
 """The papers' own numbers that the reproductions are compared with: one place, with sources.
 
-Each :class:`PaperValue` is a number as [MX] (memorization-is-not-extraction) prints it, where it
+Each :class:`PaperValue` is a number as [MX] (memorization-is-not-extraction) or [EM]
+(extractable-memorization-from-first-principles, the keys of its reproductions) prints it, where it
 is printed, the sentence it comes from, and what kind of statement it is: a value (``"="``), a
 lower bound (``">="``: "at least", "≥") or an upper bound (``"<="``: "at most"). Values the
 paper measured on other models (Pythia, Qwen) at another scale are marked ``same_scale=False``:
@@ -136,9 +137,76 @@ _VALUES = [
                0.0, f"{_MX} §8.2, Fig. 10", "Extraction from the record’s own prefix is 0.00 at every secret length"),
 ]
 
+_EM = "[EM]"
+_OLMO = "OLMo 2 32B on Wikipedia"
+_EM_VALUES = [
+    # ---- Fig. 1 right, §A.1: the "parrot" prompt -------------------------------------------------
+    PaperValue("parrot/member-rate", "greedy repeat rate of members under 'Repeat after me' (N = 3000)", "70.1%",
+               0.701, f"{_EM} §A.1, Fig. 1 right (OLMo 2 32B Instruct)",
+               "The member rate is $70.1\\%$ (95% CP interval $[68.4,71.7]$)", same_scale=False),
+    PaperValue("parrot/control-rate", "greedy repeat rate of non-members under 'Repeat after me' (N = 3000)",
+               "70.6%", 0.706, f"{_EM} §A.1, Fig. 1 right (OLMo 2 32B Instruct)",
+               "the non-member rate is $70.6\\%$ ($[69.0,72.3]$)", same_scale=False),
+    # ---- Fig. 3: greedy (binary) scores ----------------------------------------------------------
+    PaperValue("greedy/floor-short", "certified floor alpha_N = (m+1)/(N+1), 10-token suffixes", "1.84%", 0.0184,
+               f"{_EM} §4, Fig. 3 ({_OLMO})",
+               "For $10$-token suffixes the floor is $\\alpha_{N}=1.84\\%$ against $7.54\\%$ on members",
+               same_scale=False),
+    PaperValue("greedy/member-short", "member greedy generation rate, 10-token suffixes", "7.54%", 0.0754,
+               f"{_EM} §4, Fig. 3 ({_OLMO})",
+               "For $10$-token suffixes the floor is $\\alpha_{N}=1.84\\%$ against $7.54\\%$ on members",
+               same_scale=False),
+    PaperValue("greedy/floor-share-short", "floor / member rate at 10-token suffixes", "24%", 0.24,
+               f"{_EM} §4, Fig. 3 ({_OLMO})", "roughly one quarter ($1.84/7.54\\approx 24\\%$)", same_scale=False),
+    PaperValue("greedy/member-long", "member greedy generation rate, 50-token suffixes", "0.74%", 0.0074,
+               f"{_EM} §4, Fig. 3 ({_OLMO})", "The member generation rate is smaller ($0.74\\%$)", same_scale=False),
+    PaperValue("greedy/floor-long", "certified floor alpha_N, 50-token suffixes", "0.04%", 0.0004,
+               f"{_EM} §4, Fig. 3 ({_OLMO})", "the non-member floor is close to zero ($0.04\\%$)", same_scale=False),
+    # ---- Fig. 4: the alpha sweep under top-40 ------------------------------------------------------
+    PaperValue("alpha-sweep/tau-short", "calibrated threshold tau at alpha_N ~ 0.1%, 10-token suffixes", "0.95", 0.95,
+               f"{_EM} §4, Fig. 4 ({_OLMO}, top-40)",
+               "$\\tau_{\\alpha_{N}}=0.95$, so a member must be nearly certain to clear it", same_scale=False),
+    PaperValue("alpha-sweep/tau-long", "calibrated threshold tau at alpha_N ~ 0.1%, 50-token suffixes", "8.9 × 10^-6",
+               8.9e-6, f"{_EM} §4, Fig. 4 ({_OLMO}, top-40)",
+               "the threshold falls to $\\tau_{\\alpha_{N}}=8.9\\times 10^{-6}$", same_scale=False),
+    PaperValue("alpha-sweep/member-rate-short-max", "member rate at the smallest thresholds, 10-token suffixes",
+               "50%", 0.50, f"{_EM} §4, Fig. 4(a) ({_OLMO}, top-40)",
+               "for the smallest thresholds plotted, the member rate exceeds $50\\%$", relation=">=", same_scale=False),
+    PaperValue("alpha-sweep/alpha-n-short-max", "certified FPR at the smallest thresholds, 10-token suffixes", "30%",
+               0.30, f"{_EM} §4, Fig. 4(a) ({_OLMO}, top-40)", "the certified FPR exceeds $30\\%$",
+               relation=">=", same_scale=False),
+    PaperValue("alpha-sweep/member-rate-long-max", "member rate at the smallest thresholds, 50-token suffixes",
+               "3%", 0.03, f"{_EM} §4, Fig. 4(a) ({_OLMO}, top-40)",
+               "At $50$ tokens the member rate peaks near $3\\%$", same_scale=False),
+    PaperValue("alpha-sweep/m-hat-long", "calibrated rate M = G - alpha_N at alpha_N ~ 0.1%, 50-token suffixes",
+               "2.64%", 0.0264, f"{_EM} §4, Fig. 4(b) ({_OLMO}, top-40)",
+               "$\\hat{M}=2.64\\%$ against $1.06\\%$", same_scale=False),
+    PaperValue("alpha-sweep/m-hat-short", "calibrated rate M at alpha_N ~ 0.1%, 10-token suffixes", "1.06%", 0.0106,
+               f"{_EM} §4, Fig. 4(b) ({_OLMO}, top-40)", "$\\hat{M}=2.64\\%$ against $1.06\\%$",
+               same_scale=False),
+    PaperValue("alpha-sweep/alpha-dagger-short", "largest attainable alpha_N (controls above the atom), 10 tokens",
+               "58.9%", 0.589, f"{_EM} App. C.4.4, Fig. 4(b) ({_OLMO}, top-40)",
+               "$10.4\\%$ for $50$-token suffixes and $58.9\\%$ for $10$-token suffixes", same_scale=False),
+    PaperValue("alpha-sweep/alpha-dagger-long", "largest attainable alpha_N (controls above the atom), 50 tokens",
+               "10.4%", 0.104, f"{_EM} App. C.4.4, Fig. 4(b) ({_OLMO}, top-40)",
+               "$10.4\\%$ for $50$-token suffixes and $58.9\\%$ for $10$-token suffixes", same_scale=False),
+    PaperValue("alpha-sweep/zero-share-short", "share of control scores exactly 0 under top-40, 10 tokens", "41.1%",
+               0.411, f"{_EM} App. C.4.2 ({_OLMO}, top-40)",
+               "$89.6\\%$ of the $50$-token control scores are exactly $0$; $41.1\\%$ at $10$ tokens",
+               same_scale=False),
+    PaperValue("alpha-sweep/zero-share-long", "share of control scores exactly 0 under top-40, 50 tokens", "89.6%",
+               0.896, f"{_EM} App. C.4.2 ({_OLMO}, top-40)",
+               "$89.6\\%$ of the $50$-token control scores are exactly $0$; $41.1\\%$ at $10$ tokens",
+               same_scale=False),
+    # ---- §4's central point: naive rules against the calibrated test --------------------------------
+    PaperValue("naive/false-positive-share", "share of apparent 10-token verbatim extractions that are false positives",
+               "24%", 0.24, f"{_EM} §1 Contributions, §4 ({_OLMO})",
+               "$24\\%$ of apparent $10$-token verbatim extractions from OLMo 2 are false positives", same_scale=False),
+]
+
 #: key -> PaperValue
 PAPER: dict[str, PaperValue] = {}
-for _v in _VALUES:
+for _v in _VALUES + _EM_VALUES:
     if _v.key in PAPER or _v.relation not in RELATIONS:
         raise RuntimeError(f"bad paper value table entry {_v.key!r}")  # a programming error, at import
     PAPER[_v.key] = _v

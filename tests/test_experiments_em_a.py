@@ -1,0 +1,398 @@
+"""The [EM] reproductions `parrot`, `greedy`, `alpha-sweep` and `naive-vs-calibrated`
+(`memclaim reproduce NAME --quick`) on SmolLM2-135M-Instruct and the KJV verses of tests/data.
+
+What is decided here, not by the implementation:
+
+- every paper number these reproductions report is from OLMo 2 32B on Wikipedia (or its instruct
+  model): SideBySide rows (shown, not tested for agreement; tests/paper_agreement.py);
+- the paper's qualitative claims are re-derived here from the stored scores and the raw counts,
+  by code paths independent of the reproductions' (target ranks instead of the greedy policy's
+  log q, numpy sorts instead of the conformal module, scipy's beta quantiles for the intervals),
+  and each reported "held" must equal the re-derived verdict;
+- the guarantees (in-sample FPR <= (K-1)/N, alpha_N = K/(N+1), the binary test's claims) hold.
+
+Quick runs are the `real` tier (SmolLM2, in CI): the three natural-prefix reproductions share one
+score store, so the model runs once for them; full runs (Gemma 3 270M beside SmolLM2, all 240
+members and 300 controls) are `slow`. Unit tests of the helpers run on synthetic arrays.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from paper_agreement import SideBySide, assert_covers
+
+from memclaim.experiments import REPRODUCTIONS, run
+from memclaim.experiments import em_verses as ev
+from memclaim.experiments.paper import PAPER
+from memclaim.scoring.results import load_run_scores
+
+NAMES = ["parrot", "greedy", "alpha-sweep", "naive-vs-calibrated"]
+_SIDE = SideBySide("OLMo 2 32B (Instruct) on Wikipedia / 3,000 parrot sequences: another model and text at another "
+                   "scale; the qualitative claims are tested below instead")
+AGREEMENT = {
+    "parrot": {"member_rate": _SIDE, "control_rate": _SIDE},
+    "greedy": {r: _SIDE for r in ("member_short", "floor_short", "floor_share_short", "member_long", "floor_long")},
+    "alpha-sweep": {r: _SIDE for r in ("tau_short", "tau_long", "m_hat_short", "m_hat_long", "alpha_dagger_short",
+                                       "alpha_dagger_long", "zero_share_short", "zero_share_long",
+                                       "member_rate_short_max", "alpha_n_short_max", "member_rate_long_max")},
+    "naive-vs-calibrated": {"greedy_false_positive_share_short": _SIDE},
+}
+
+
+def _cp(k, n, conf=0.95):
+    """Clopper-Pearson from scipy's beta quantiles (not memclaim's intervals module)."""
+    a = 1 - conf
+    lo = 0.0 if k == 0 else float(stats.beta.ppf(a / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(stats.beta.ppf(1 - a / 2, k + 1, n - k))
+    return lo, hi
+
+
+def _rank_flags(scores):
+    """[W, L] greedy prefix flags from the target ranks (rank 1 = argmax): an independent path."""
+    ranks = [np.asarray(v) for v in scores.table.column("token_rank").to_pylist()]
+    n = min(len(r) for r in ranks)
+    return np.stack([np.cumprod(r[:n] == 1).astype(bool) for r in ranks])
+
+
+def _claim(result, start):
+    """The reported paper claim whose text (after 'model: ') starts with ``start`` (exactly one)."""
+    found = [c for c in result["paper_claims"] if c["claim"].split(": ", 1)[-1].startswith(start)
+             or c["claim"].startswith(start)]
+    assert len(found) == 1, (start, [c["claim"] for c in result["paper_claims"]])
+    return found[0]
+
+
+def _runs(store, what):
+    """{'members': RunScores-loader, 'controls': ...} for the runs of one procedure, by label."""
+    from memclaim.scoring.store import ScoreStore
+
+    runs = ScoreStore(store, create=False).runs()
+    out = {}
+    for rid, r in runs.items():
+        lab = r.get("label", "")
+        if lab.startswith(what + ":"):
+            out.setdefault(lab.split(":", 1)[1], []).append(rid)
+    return out
+
+
+# ------------------------------------------------------------------ unit tests of the helpers
+def test_greedy_length_rows_and_the_binary_floor():
+    from memclaim.experiments.greedy import length_rows
+
+    mem = np.array([[1, 1, 0], [1, 0, 0], [0, 0, 0], [1, 1, 1]], dtype=bool)
+    ctl = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 0], [0, 0, 0], [1, 1, 1]], dtype=bool)
+    rows = length_rows(mem, ctl)
+    assert [r["member"]["count"] for r in rows] == [3, 2, 1]
+    assert [r["control"]["count"] for r in rows] == [3, 2, 1]
+    assert [r["alpha_n_exact"] for r in rows] == ["4/6", "3/6", "2/6"]  # (m+1)/(N+1), [EM] D.3
+    assert rows[2]["floor_share_of_member_rate"] == pytest.approx((2 / 6) / (1 / 4))
+    assert [r["claimed_at_floor"] for r in rows] == [3, 2, 1]  # claims exactly the reproduced members
+    assert rows[0]["calibrated_rate_at_floor"]["estimate"] == pytest.approx(3 / 4 - 4 / 6)
+    lo, hi = _cp(3, 4)
+    assert (rows[0]["member"]["lower"], rows[0]["member"]["upper"]) == pytest.approx((lo, hi))
+    # every control reproduced: no level below 1 can claim, and the row says so
+    full = length_rows(mem[:, :1], np.ones((3, 1), dtype=bool))
+    assert full[0]["claimed_at_floor"] is None and full[0]["alpha_n"] == 1.0
+
+
+def test_naive_rules_count_controls_and_the_calibrated_rules_bound_them():
+    from memclaim.experiments.naive_vs_calibrated import BUDGET_LOG_Q, rules_at
+
+    assert math.exp(BUDGET_LOG_Q) == pytest.approx(1 - 0.05 ** (1 / 1e5), rel=1e-9)
+    rng = np.random.default_rng(0)
+    mem_q = np.log(rng.uniform(1e-9, 1, 60))
+    ctl_q = np.concatenate([np.log(rng.uniform(1e-9, 1, 80)), np.full(20, -np.inf)])
+    mg, cg = mem_q > math.log(0.9), ctl_q > math.log(0.9)
+    rows = {r["rule"]: r for r in rules_at(mg, cg, mem_q, ctl_q)}
+    budget = next(r for k, r in rows.items() if k.startswith("q >= "))
+    assert budget["members"]["count"] == int(np.sum(mem_q >= BUDGET_LOG_Q))
+    assert budget["controls"]["count"] == int(np.sum(ctl_q >= BUDGET_LOG_Q))
+    half = rows["q > 1/2 (top-40)"]
+    assert half["controls"]["count"] == int(np.sum(ctl_q > math.log(0.5)))
+    for k, r in rows.items():
+        if r["kind"] == "calibrated" and "k" in r:
+            tau = np.sort(ctl_q)[::-1][r["k"] - 1]  # the K-th largest control score, here
+            assert r["members"]["count"] == int(np.sum(mem_q > tau))
+            assert r["controls"]["count"] <= r["k"] - 1 and r["in_sample_fpr"] <= r["alpha"]
+
+
+def test_sweep_block_and_the_length_comparison():
+    from memclaim.experiments.alpha_sweep import ALPHA_REF, compare_lengths, sweep_block
+
+    rng = np.random.default_rng(1)
+    ctl = np.concatenate([rng.normal(-10, 2, 150), np.full(49, -np.inf)])
+    mem = rng.normal(-8, 2, 100)
+    b = sweep_block(mem, ctl)
+    n = ctl.size
+    assert b["control_zero_share"] == pytest.approx(49 / n)
+    assert b["alpha_dagger"] == pytest.approx(150 / n) and b["k_max"] == 150
+    sw = b["sweep"]
+    assert list(sw["k"]) == list(range(1, 151))  # every K up to the atom
+    desc = np.sort(ctl)[::-1]
+    k = int(math.floor(ALPHA_REF * (n + 1)))
+    assert b["reference"]["k"] == k
+    assert b["reference"]["threshold_log10"] == pytest.approx(desc[k - 1] / math.log(10))
+    assert b["reference"]["n_claimed"] == int(np.sum(mem > desc[k - 1]))
+    c = compare_lengths(sweep_block(mem - 5, ctl), b)  # the "long" suffix scores its members higher
+    assert all(c["long_at_or_above_short"]) and c["reference_difference_long_minus_short"]["estimate"] >= 0
+
+
+def test_parrot_binary_test_levels():
+    from memclaim.experiments.parrot import binary_test
+
+    mem = np.array([True] * 30 + [False] * 70)
+    ctl = np.array([True] * 28 + [False] * 72)
+    t = binary_test(mem, ctl)
+    assert t["alpha_n_exact"] == "29/101" and t["at_alpha_n"]["n_claimed"] == 30
+    lv = {x["alpha"]: x for x in t["levels"]}
+    assert not lv[0.05]["claim_possible"] and lv[0.05]["n_claimed"] == 0  # K = 5 <= m = 28
+    assert t["at_alpha_n"]["calibrated_rate"]["lower"] < 0  # 30% against a 29/101 floor: no claim
+
+
+def test_nonoverlap_false_alarm_matches_simulation():
+    rng = np.random.default_rng(2)
+    n1, n2, p = 40, 50, 0.3
+    x, y = rng.binomial(n1, p, 20000), rng.binomial(n2, p, 20000)
+    c1 = np.array([_cp(k, n1) for k in range(n1 + 1)])  # [n1 + 1, 2] intervals by count
+    c2 = np.array([_cp(k, n2) for k in range(n2 + 1)])
+    apart = int(np.sum((c1[x, 0] > c2[y, 1]) | (c2[y, 0] > c1[x, 1])))
+    exact = ev.nonoverlap_false_alarm(n1, n2, p)
+    se = math.sqrt(exact * (1 - exact) / 20000)
+    assert abs(apart / 20000 - exact) <= 4 * se + 1e-4  # 4 standard errors: false alarm < 1e-4
+
+
+def test_reproductions_are_registered():
+    for name in NAMES:
+        assert name in REPRODUCTIONS and REPRODUCTIONS[name][1].startswith("[EM]")
+    for rows in AGREEMENT.values():
+        for spec in rows.values():
+            assert isinstance(spec, SideBySide)
+    assert all(not PAPER[k].same_scale for k in PAPER if PAPER[k].where.startswith("[EM]"))
+
+
+def test_missing_data_folder_is_reported(monkeypatch, tmp_path):
+    from memclaim.errors import InputError
+
+    monkeypatch.setenv(ev.DATA_ENV, str(tmp_path))
+    with pytest.raises(InputError, match="not in") as e:
+        ev.data_dir()
+    assert ev.DATA_ENV in str(e.value) and "kjv_verses.jsonl" in str(e.value)
+
+
+# ------------------------------------------------------------------ the quick runs (SmolLM2)
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    out = tmp_path_factory.mktemp("em-a")
+    return out, {name: run(name, quick=True, seed=0, out_dir=out) for name in NAMES}
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("name", NAMES)
+def test_quick_run_writes_its_files(quick, name):
+    out, results = quick
+    r = results[name]
+    assert r["schema"] == "memclaim.reproduction/2" and r["quick"] is True and r["name"] == name
+    assert r["all_checks_passed"], [c for c in r["checks"] if not c["passed"]]
+    assert_covers(r, AGREEMENT[name])
+    assert {p["row"] for p in r["paper_numbers"]} == set(AGREEMENT[name])
+    assert json.loads((out / f"{name}.json").read_text()) == r
+    assert (out / f"{name}.png").stat().st_size > 1000 and (out / f"{name}.pdf").read_bytes()[:4] == b"%PDF"
+    # what differs from the paper and which of its claims held, with the rule fixed before the run
+    assert r["differences_from_paper"] and any("SmolLM2" in d for d in r["differences_from_paper"])
+    assert r["paper_claims"] and all(c["criterion"] and c["evidence"] for c in r["paper_claims"])
+    assert r["paper_claims_held"] == sum(c["held"] for c in r["paper_claims"])
+    text = json.dumps(r)
+    assert "/tmp" not in text and str(out) not in text  # no paths in the JSON (byte-identical reruns)
+
+
+@pytest.mark.real
+def test_second_run_reads_the_store_and_is_identical(quick):
+    """The natural-prefix procedure is scored once: a second run is a no-op on the store and gives the
+    same JSON byte for byte."""
+    out, results = quick
+    before = (out / "alpha-sweep.json").read_bytes()
+    again = run("alpha-sweep", quick=True, seed=0, out_dir=out)
+    assert (out / "alpha-sweep.json").read_bytes() == before and again == results["alpha-sweep"]
+
+
+@pytest.mark.real
+def test_greedy_numbers_from_the_ranks(quick):
+    """Member and control greedy rates re-derived from the stored target ranks; the claims' verdicts re-derived."""
+    out, results = quick
+    g = results["greedy"]["results"]["models"][0]
+    runs = _runs(out / "store", "em-verses-natural")
+    mem = load_run_scores(out / "store", run=runs["members"][0], policy="greedy")
+    ctl = load_run_scores(out / "store", run=runs["controls"][0], policy="greedy")
+    mf, cf = _rank_flags(mem), _rank_flags(ctl)
+    j, n = mf.shape[0], cf.shape[0]
+    assert (j, n) == (120, 180)
+    for row in g["lengths"]:
+        ell = row["suffix_tokens"]
+        gm, m = int(mf[:, ell - 1].sum()), int(cf[:, ell - 1].sum())
+        assert (row["member"]["count"], row["control"]["count"]) == (gm, m)
+        assert row["alpha_n"] == pytest.approx((m + 1) / (n + 1))
+        assert (row["member"]["lower"], row["member"]["upper"]) == pytest.approx(_cp(gm, j), abs=1e-12)
+    s, lg = g["short"], g["long"]
+    far = _claim(results["greedy"], "at the short suffix members and controls")
+    assert far["held"] == (_cp(s["member"]["count"], j)[0] > _cp(lg["member"]["count"], j)[1]
+                           and _cp(s["control"]["count"], n)[0] > _cp(lg["control"]["count"], n)[1])
+    above = _claim(results["greedy"], "at the long suffix members are reproduced")
+    assert above["held"] == (_cp(lg["member"]["count"], j)[0] > (lg["control"]["count"] + 1) / (n + 1))
+
+
+@pytest.mark.real
+def test_alpha_sweep_thresholds_from_sorted_controls(quick):
+    out, results = quick
+    blk = results["alpha-sweep"]["results"]["models"][0]["policies"]
+    runs = _runs(out / "store", "em-verses-natural")
+    for policy in ("top-k:40", "full"):
+        for ell in (ev.SHORT, ev.LONG):
+            mem = load_run_scores(out / "store", run=runs["members"][0], policy=policy, suffix_tokens=ell).logq
+            ctl = load_run_scores(out / "store", run=runs["controls"][0], policy=policy, suffix_tokens=ell).logq
+            L = blk[policy]["lengths"][str(ell)]
+            n = ctl.size
+            desc = np.sort(ctl)[::-1]
+            assert L["control_zero_share"] == pytest.approx(np.mean(np.isneginf(ctl)))
+            above_atom = int(np.sum(ctl > -np.inf)) if policy == "top-k:40" else n
+            sw = L["sweep"]
+            assert sw["k"][-1] == min(above_atom, n)
+            for k, tl, g, a in zip(sw["k"], sw["threshold_log10"], sw["member_rate"], sw["alpha_n"]):
+                assert tl == pytest.approx(desc[k - 1] / math.log(10), abs=1e-12)
+                assert g == pytest.approx(np.mean(mem > desc[k - 1]), abs=1e-12)
+                assert a == pytest.approx(k / (n + 1), abs=1e-15)
+                assert np.sum(ctl > desc[k - 1]) <= k - 1  # in-sample FPR <= (K-1)/N ([EM] C.1)
+    # the claims' verdicts, re-derived from the sweep numbers
+    tk = blk["top-k:40"]
+    ts, tl = (tk["lengths"][str(e)]["reference"]["threshold_log10"] for e in (ev.SHORT, ev.LONG))
+    assert _claim(results["alpha-sweep"], "the thresholds at the two")["held"] == (ts - tl >= 3)
+    assert _claim(results["alpha-sweep"], "at the short suffix the calib")["held"] == (ts >= math.log10(.5))
+    ks = dict(zip(tk["lengths"][str(ev.SHORT)]["sweep"]["k"], tk["lengths"][str(ev.SHORT)]["sweep"]["calibrated_rate"]))
+    kl = dict(zip(tk["lengths"][str(ev.LONG)]["sweep"]["k"], tk["lengths"][str(ev.LONG)]["sweep"]["calibrated_rate"]))
+    across = all(kl[k] >= ks[k] for k in set(ks) & set(kl))
+    assert _claim(results["alpha-sweep"], "calibration removes the short")["held"] == across
+
+
+@pytest.mark.real
+def test_naive_rules_flag_controls_the_calibrated_test_bounds_them(quick):
+    out, results = quick
+    blk = results["naive-vs-calibrated"]["results"]["models"][0]["lengths"]
+    for ell, rows in blk.items():
+        n = rows[0]["controls"]["n"]
+        for r in rows:
+            if r["kind"] == "calibrated" and "k" in r:
+                assert r["controls"]["count"] <= r["k"] - 1 and r["in_sample_fpr"] <= r["alpha"]
+                assert r["population_claim"] == (r["calibrated_rate"]["lower"] > 0)
+        greedy = next(r for r in rows if r["rule"] == "greedy match")
+        same = results["greedy"]["results"]["models"][0]["lengths"][int(ell) - 1]
+        assert greedy["members"]["count"] == same["member"]["count"]  # one pass, one set of numbers
+        assert greedy["controls"]["count"] == same["control"]["count"] and n == same["control"]["n"]
+
+
+@pytest.mark.real
+def test_parrot_intervals_and_verdicts(quick):
+    out, results = quick
+    r = results["parrot"]
+    w = r["results"]["whole_verse"]
+    runs = _runs(out / "store", "em-parrot")
+    mem = load_run_scores(out / "store", run=runs["members"][0], policy="greedy")
+    ctl = load_run_scores(out / "store", run=runs["controls"][0], policy="greedy")
+    assert len(mem) == len(ctl) == 48
+    # the target is the verse without its leading space, as the assistant would start it (docs/prompts.md)
+    assert all(not t.startswith(" ") for t in r["results"]["example_target"].values())
+    gm, gc = int(np.sum(mem.greedy_match)), int(np.sum(ctl.greedy_match))
+    assert (w["member"]["count"], w["control"]["count"]) == (gm, gc)
+    lm, um = _cp(gm, 48)
+    lc, uc = _cp(gc, 48)
+    overlap = lm <= uc and lc <= um
+    assert _claim(r, "member and control rates are st")["held"] == overlap
+    assert _claim(r, "the instruct model follows the ")["held"] == (gm / 48 >= 0.5 and gc / 48 >= 0.5)
+    # no claim at the binary operating point: the CP lower bound of G minus (m+1)/(N+1), recomputed
+    no_claim = lm - (gc + 1) / 49 <= 0
+    assert (w["test"]["at_alpha_n"]["calibrated_rate"]["lower"] <= 0) == no_claim
+    # first-l-token rates from the ranks of the same pass
+    mf, cf = _rank_flags(mem), _rank_flags(ctl)
+    for row in r["results"]["first_tokens"]:
+        ell = row["first_tokens"]
+        assert (row["member"]["count"], row["control"]["count"]) == (int(mf[:, ell - 1].sum()),
+                                                                      int(cf[:, ell - 1].sum()))
+
+
+# ------------------------------------------------------------------ full runs (slow tier)
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_full_run(tmp_path_factory, name):
+    """The full runs: all 240 members and 300 controls, SmolLM2 and Gemma 3 270M for the natural-prefix
+    reproductions (the parrot needs an instruct model: SmolLM2 only). Checks and files as in the quick tier."""
+    out = tmp_path_factory.getbasetemp() / "em-a-full"
+    r = run(name, quick=False, seed=0, out_dir=out)
+    assert r["all_checks_passed"] and r["quick"] is False
+    assert_covers(r, AGREEMENT[name])
+    models = [m["name"] for m in r["settings"].get("models", [r["settings"].get("model", {})])]
+    assert models == (["smollm2"] if name == "parrot" else ["smollm2", "gemma3-270m"])
+    assert json.loads((out / f"{name}.json").read_text()) == r
+    print(f"\n{name} (full):")
+    for c in r["paper_claims"]:
+        print(f"  [{'held' if c['held'] else 'did not hold'}] {c['claim']}: {c['evidence']}")
+
+
+# ------------------------------------------------------------------ the plumbing of paper claims
+def test_paper_claims_are_findings_not_failures(tmp_path, monkeypatch, capsys):
+    """A paper claim that does not hold is reported (JSON, summary, figure) and leaves the exit status 0;
+    a failed check (a guarantee) sets it to 1. `reproduce --list` shows the [EM] entries."""
+    import sys
+    import types
+
+    from memclaim.cli.main import main
+    from memclaim.experiments.common import check, finish, new_figure, paper_claim, paper_footer, summary_lines
+
+    def make(passed):
+        def fake_run(*, quick, seed, out_dir):
+            fig, ax = new_figure()
+            ax.plot([0, 1], [0, 1])
+            claims = [paper_claim("rates are equal", "[EM] App. A.1", False, criterion="CP intervals overlap",
+                                  evidence="[1%, 2%] and [5%, 9%]"),
+                      paper_claim("no claim", "[EM] §3", True, criterion="M lower <= 0", evidence="M = -1%")]
+            h = fig.get_figheight()
+            paper_footer(fig, differences=["model X (paper: Y)"], claims=claims)
+            assert fig.get_figheight() > h  # the footer adds its own room
+            return finish("fake-em", title="t", reproduces=["x"], seed=seed, quick=quick, streams=[], settings={},
+                          results={}, paper_numbers=[], checks=[check("identity", passed, "d")], figure=fig,
+                          out_dir=out_dir, paper_claims=claims, differences=["model X (paper: Y)"])
+        return fake_run
+
+    for passed, status in ((True, 0), (False, 1)):
+        mod = types.ModuleType("memclaim_test_fake_em")
+        mod.run = make(passed)
+        monkeypatch.setitem(sys.modules, "memclaim_test_fake_em", mod)
+        monkeypatch.setitem(REPRODUCTIONS, "fake-em", ("memclaim_test_fake_em", "test"))
+        capsys.readouterr()
+        assert main(["reproduce", "fake-em", "--out", str(tmp_path / str(passed))]) == status
+        out = capsys.readouterr().out
+        assert "[did not hold] rates are equal ([EM] App. A.1): [1%, 2%] and [5%, 9%]" in out
+        assert "1 of 2 held" in out and "differs from the paper: model X (paper: Y)" in out
+        d = json.loads((tmp_path / str(passed) / "fake-em.json").read_text())
+        assert d["paper_claims_held"] == 1 and d["paper_claims"][0]["criterion"] == "CP intervals overlap"
+        assert any("did not hold" in line for line in summary_lines(d))
+    assert main(["reproduce", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(n in listed for n in NAMES)
+
+
+def test_list_shows_em_beside_mx_in_one_column(capsys):
+    """`reproduce --list`: every entry, [MX] and [EM], one line each, descriptions aligned in one column
+    (the longest name, naive-vs-calibrated, used to push its description out of line)."""
+    from memclaim.cli.main import main
+
+    capsys.readouterr()
+    assert main(["reproduce", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [ln.split()[0] for ln in lines] == list(REPRODUCTIONS)
+    starts = {ln.index("[") for ln in lines}
+    assert len(starts) == 1, starts
+    tags = [ln[ln.index("["):][:4] for ln in lines]
+    assert "[EM]" in tags and "[MX]" in tags and all(REPRODUCTIONS[n][1].startswith("[EM]") for n in NAMES)
