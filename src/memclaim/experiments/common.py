@@ -185,3 +185,47 @@ def summary_lines(result: dict) -> list[str]:
     if files:
         lines.append(f"  wrote {files.get('json')} and {files.get('png')}")
     return lines
+
+
+@dataclass(frozen=True)
+class PaperClaim(ResultMixin):
+    """A qualitative claim of the paper and whether this run shows it, with the evidence.
+
+    Unlike a :class:`Check` (a prediction that must hold for the run to be valid), a paper claim
+    that does not hold here is a finding to report (model size, text and N differ from the
+    paper's), never a reason to tune the run; the tests record it as an expected failure."""
+
+    key: str  # a short name, stable across runs (the tests refer to it)
+    claim: str
+    where: str
+    held: bool
+    evidence: str
+
+
+def paper_claim(key: str, claim: str, where: str, held, evidence: str) -> PaperClaim:
+    return PaperClaim(key, claim, where, bool(held), evidence)
+
+
+def claim_notes(claims: Sequence[PaperClaim], differences: Sequence[str]) -> list[str]:
+    """Note lines for the summary (and the JSON): what differs from the paper, which claims held."""
+    held = sum(c.held for c in claims)
+    lines = [f"differs from the paper: {d}" for d in differences]
+    lines.append(f"shape: {held} of {len(claims)} of the paper's qualitative claims held here")
+    lines += [f"{'held' if c.held else 'NOT held'}: {c.claim} ({c.where}): {c.evidence}" for c in claims]
+    return lines
+
+
+def text_panel(ax, claims: Sequence[PaperClaim], differences: Sequence[str], *, wrap: int = 170) -> None:
+    """An axis turned into the figure's footer: what differs from the paper and which of its
+    qualitative claims held (the same words as the JSON)."""
+    import textwrap
+
+    ax.axis("off")
+    out = []
+    for d in differences:
+        out += textwrap.wrap("differs from the paper: " + d, wrap, subsequent_indent="    ")
+    for c in claims:
+        out += textwrap.wrap(f"[{'held' if c.held else 'not held'}] {c.claim} ({c.where})", wrap,
+                             subsequent_indent="    ")
+    ax.text(0.0, 1.0, "\n".join(out), transform=ax.transAxes, va="top", ha="left", fontsize=6.3,
+            family="DejaVu Sans")
