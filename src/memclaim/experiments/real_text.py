@@ -1,10 +1,11 @@
 """Real text under a real model, for the [EM] reproductions (book-census, budget-coverage,
 decontamination).
 
-- The texts ship with memclaim (``memclaim/data``): byte-identical copies of the files in
-  tests/data, whose README gives their provenance and how the controls were written and matched.
-  KJV Genesis 1-3 and 240 KJV verses are members of every pre-training corpus; the KJV-style
-  texts written for memclaim in 2026 are non-members of the models used here; twelve famous
+- The texts ship with memclaim (``memclaim/data``, the one copy; tests/data holds links to them
+  and the README that gives their provenance and how the controls were written and matched).
+  KJV Genesis 1-3 (and 1-11, the slow tier's longer excerpt) and 240 KJV verses are members of
+  every pre-training corpus; the KJV-style texts written for memclaim in 2026 are non-members
+  of the models used here; twelve famous
   KJV passages (``kjv_quotations.jsonl``, from ``bible -f`` of Debian ``bible-kjv`` 4.38, verse
   labels stripped) are the quotations that the decontamination reproduction plants.
 - Scores go to one durable, content-addressed store under the cache (:func:`store_dir`): a
@@ -28,9 +29,9 @@ import numpy as np
 from ..claims.census import WindowScores
 from ..errors import InputError
 
-#: the files this module reads from ``memclaim/data`` (copies of tests/data; a test checks the bytes)
-DATA_FILES = ("genesis_1_3.txt", "new_genesis_style.txt", "new_heldout_style.txt", "kjv_verses.jsonl",
-              "new_verses.jsonl", "kjv_quotations.jsonl")
+#: the files this module reads from ``memclaim/data`` (tests/data links to them; a test checks it)
+DATA_FILES = ("genesis_1_3.txt", "genesis_1_11.txt", "new_genesis_style.txt", "new_heldout_style.txt",
+              "kjv_verses.jsonl", "new_verses.jsonl", "kjv_quotations.jsonl")
 
 STORE_NAME = "reproduction-scores"
 
