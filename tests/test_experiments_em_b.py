@@ -1,7 +1,7 @@
 """The [EM] reproductions `book-census`, `budget-coverage` and `decontamination` ([EM] §5, §6,
 Figs. 5-7, 18, App. D.2, E.1, F.2-F.3).
 
-- unit: the shipped texts are the bytes of tests/data; planting quotations (spans, tokens,
+- unit: the shipped texts have one copy (tests/data links to memclaim/data); planting quotations (spans, tokens,
   alignment) with stand-in tokenizers; the paper-value table's [EM] rows;
 - real (SmolLM2, CI): each `--quick` run writes its files; every headline number is re-derived
   here from the raw window scores in the JSON and from tests/data (never from the code under
@@ -33,7 +33,6 @@ from paper_agreement import Agree, SideBySide, assert_agrees, assert_covers, par
 from memclaim.cli.main import main
 from memclaim.experiments import REPRODUCTIONS, run
 from memclaim.experiments import real_text as rt
-from memclaim.experiments.common import claim_notes, paper_claim
 from memclaim.experiments.decontamination import cut_quotation, plant_census, sentence_starts
 from memclaim.experiments.paper import PAPER
 
@@ -43,11 +42,20 @@ LN10 = math.log(10.0)
 
 
 # ============================================================================== unit tier
-def test_shipped_texts_are_the_test_data():
-    """The reproductions read memclaim/data (it ships with the package); tests/data is where the
-    provenance is documented: the bytes must be the same."""
+def test_shipped_texts_have_one_copy():
+    """The reproductions read memclaim/data (it ships with the package); tests/data, where the
+    provenance is documented, holds links to those files, not second copies."""
     for name in rt.DATA_FILES:
-        assert rt.data_file(name).read_bytes() == (DATA / name).read_bytes(), name
+        assert (DATA / name).is_symlink() and (DATA / name).samefile(rt.data_file(name)), name
+
+
+def test_long_excerpt_extends_genesis_1_3():
+    """Genesis 1-11 in the format of genesis_1_3.txt: eleven chapter paragraphs, the first three
+    exactly Genesis 1-3."""
+    long, short = _text("genesis_1_11.txt"), _text("genesis_1_3.txt")
+    assert long.endswith("\n") and not long.endswith("\n\n") and long.isascii()
+    assert len(long.rstrip("\n").split("\n\n")) == 11
+    assert long.startswith(short.rstrip("\n") + "\n\n")
 
 
 def test_quotation_passages():
@@ -155,12 +163,7 @@ def test_paper_values_of_em():
     assert int(Fraction(1, 1000) * 4989) == PAPER["decontamination/k-decontaminated"].value == 4
 
 
-def test_claim_notes_and_registry(capsys):
-    c = [paper_claim("a", "x holds", "[EM] §5", True, "1 > 0"), paper_claim("b", "y holds", "[EM] §6", False, "no")]
-    notes = claim_notes(c, ["model small"])
-    assert notes[0] == "differs from the paper: model small"
-    assert "1 of 2" in notes[1] and notes[3].startswith("NOT held: y holds")
-    assert c[0].to_dict() == {"key": "a", "claim": "x holds", "where": "[EM] §5", "held": True, "evidence": "1 > 0"}
+def test_registry(capsys):
     assert main(["reproduce", "--list"]) == 0
     listed = capsys.readouterr().out
     assert all(n in listed and n in REPRODUCTIONS for n in NAMES)
@@ -356,10 +359,10 @@ def _assert_report(out: Path, name: str, r: dict, quick_flag: bool):
     assert (out / f"{name}.pdf").read_bytes()[:4] == b"%PDF"
     assert {"memclaim", "numpy", "scipy"} <= set(r["versions"])
     res = r["results"]
-    assert res["differences"] and res["paper_claims"] and res["model"]["fingerprint"]
-    held = sum(c["held"] for c in res["paper_claims"])
-    assert res["shape"].startswith(f"{held} of {len(res['paper_claims'])}")
-    assert any(n.startswith("differs from the paper") for n in r["notes"])
+    assert r["differences_from_paper"] and r["paper_claims"] and res["model"]["fingerprint"]
+    assert len(res["paper_claim_keys"]) == len(r["paper_claims"])
+    assert all(c["criterion"] and c["evidence"] for c in r["paper_claims"])
+    assert r["paper_claims_held"] == sum(c["held"] for c in r["paper_claims"])
     assert_covers(r, AGREEMENT[name])
     assert {p["row"] for p in r["paper_numbers"]} == set(AGREEMENT[name])
 
@@ -397,7 +400,8 @@ def test_agrees_with_the_paper(quick, name, row):
 @pytest.mark.real
 @pytest.mark.parametrize("name, key", _claim_params(CLAIMS_QUICK))
 def test_paper_claims_quick(quick, name, key):
-    claims = {c["key"]: c for c in quick[1][name]["results"]["paper_claims"]}
+    r = quick[1][name]
+    claims = dict(zip(r["results"]["paper_claim_keys"], r["paper_claims"]))
     assert set(claims) == set(CLAIMS_QUICK[name])
     assert claims[key]["held"], claims[key]["evidence"]
 
@@ -418,7 +422,7 @@ def test_second_run_reads_the_store_only(quick, tmp_path, monkeypatch, capsys):
         assert rc == 0, capsys.readouterr().err
         assert (tmp_path / f"{name}.json").read_bytes() == (out / f"{name}.json").read_bytes()
     printed = capsys.readouterr().out
-    assert "shape:" in printed and "differs from the paper" in printed
+    assert "the paper's claims on this run" in printed and "differs from the paper" in printed
 
 
 # ============================================================================== slow tier (full)

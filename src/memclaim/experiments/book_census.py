@@ -36,7 +36,7 @@ from ..claims.census import census, census_threshold, char_heat, coverage, cover
 from ..claims.scores import LN10
 from ..errors import InputError
 from . import real_text as rt
-from .common import check, claim_notes, compare, finish, paper_claim, rng_streams, text_panel
+from .common import check, compare, finish, paper_claim, paper_footer, rng_streams
 
 NAME = "book-census"
 TITLE = "Single-document census of Genesis 1-3 against a matched new control ([EM] §5, Figs. 5, 6, 18)"
@@ -53,6 +53,8 @@ def _settings(quick: bool) -> dict:
     s = rt.census_settings(quick)
     s.update({"document": "genesis_1_3.txt", "control": "new_genesis_style.txt",
               "held_out": "new_heldout_style.txt", "report_margins": list(MARGINS),
+              # the slow tier's longer excerpt, read at Genesis 1-3's threshold (stride 50 bounds its cost)
+              "long_document": None if quick else {"file": "genesis_1_11.txt", "stride": 50},
               "realistic_budget": 1e5, "delta": 0.05,
               "negative_control_false_alarm": 0.05,
               "claims": {"substantial_coverage": 0.25, "kept_at_margin_5": 0.5,
@@ -91,6 +93,15 @@ def run(*, quick: bool, seed: int, out_dir) -> dict:
     lp_min10 = min_log_prob_for_budget(n=s["realistic_budget"], delta=s["delta"]) / LN10
     above = full["document"].log10_scores > tau
     unreachable = int(np.count_nonzero(above & (full["document"].log10_scores < lp_min10)))
+
+    long = None
+    if s["long_document"]:
+        ld = s["long_document"]
+        lt, lsha = rt.read_text(ld["file"])
+        ls = rt.score_document(m, lt, name=ld["file"], settings={**s, "stride": ld["stride"]})
+        lw = ls.window_scores(s["policy"], name=ld["file"])
+        long = {"file": ld["file"], "sha256": lsha, "run_id": ls.run_id,
+                "census": census(lw, full["control"], threshold=res.threshold, report_margins=MARGINS)}
 
     # ---- thresholds without a control ([EM] §7: the random-chance bar; §4: greedy)
     chance10 = rt.log10_chance(vocab=V, suffix_tokens=ell)
@@ -137,34 +148,37 @@ def run(*, quick: bool, seed: int, out_dir) -> dict:
               false_alarm=f"<= {s['negative_control_false_alarm']:.0%} under the matched-control assumption "
                           "(Markov's inequality on the expected count; no independence between windows needed)"),
     ]
-    claims = [
-        paper_claim("substantial-coverage",
-                    "a document in the training data is memorized over a substantial share of its text at its "
-                    f"threshold (here: coverage(tau_doc) >= {c['substantial_coverage']:.0%})",
-                    "[EM] §5 (68.5%, 53.3%, 31.3% of three books)", doc_cov >= c["substantial_coverage"],
-                    f"coverage {doc_cov:.4f} at tau_doc = 1e{tau}"),
-        paper_claim("kept-at-margin-5",
-                    "raising the bar to Delta = 5 keeps most of the coverage (here: at least "
-                    f"{c['kept_at_margin_5']:.0%} of it)", "[EM] §5 (paper: 81-91% kept)",
-                    doc_cov > 0 and cov5 >= c["kept_at_margin_5"] * doc_cov,
-                    f"coverage {cov5:.4f} at Delta = 5 vs {doc_cov:.4f} at Delta = 0"
-                    + (f" ({cov5 / doc_cov:.0%} kept)" if doc_cov > 0 else "")),
-        paper_claim("unreachable-at-margin-5",
-                    "at Delta = 5 the lowest qualifying scores are still at most 1e-16: memorized text no "
-                    "realistic budget would extract", "[EM] §5, §6",
-                    tau + 5 <= -16 and unreachable > 0,
-                    f"tau_doc x 1e5 = 1e{tau + 5}; {unreachable} of {int(above.sum())} windows above tau_doc score "
-                    f"below p_min(n = 1e5, delta = {s['delta']}) = 10^{lp_min10:.2f}"),
-        paper_claim("chance-bar-flags-non-members",
-                    "a bar set without a matched control (random chance, V^-l) flags non-member text as much as "
-                    "the member; the calibrated bar does not", "[EM] §7 ('monkey at the typewriter'), §2",
-                    naive["held_out"]["chance_bar"]
-                    >= c["chance_flags_held_out_at_least"] * naive["document"]["chance_bar"]
-                    and held.coverage < c["held_out_below_share_of_document"] * doc_cov,
-                    f"chance bar 10^{chance10:.1f}: document {naive['document']['chance_bar']:.3f}, control "
-                    f"{naive['control']['chance_bar']:.3f}, held-out {naive['held_out']['chance_bar']:.3f}; tau_doc: "
-                    f"{doc_cov:.3f}, {naive['control']['calibrated_tau_doc']:.3f}, {held.coverage:.3f}"),
-    ]
+    # the paper's qualitative claims, each with its yes/no rule fixed before the run (key -> claim)
+    claims = {
+        "substantial-coverage": paper_claim(
+            "a document in the training data is memorized over a substantial share of its text at its threshold",
+            "[EM] §5 (68.5%, 53.3%, 31.3% of three books)", doc_cov >= c["substantial_coverage"],
+            criterion=f"coverage(tau_doc) >= {c['substantial_coverage']:.0%}",
+            evidence=f"coverage {doc_cov:.4f} at tau_doc = 1e{tau}"),
+        "kept-at-margin-5": paper_claim(
+            "raising the bar to Delta = 5 keeps most of the coverage", "[EM] §5 (paper: 81-91% kept)",
+            doc_cov > 0 and cov5 >= c["kept_at_margin_5"] * doc_cov,
+            criterion=f"coverage at Delta = 5 >= {c['kept_at_margin_5']:.0%} of coverage(tau_doc) > 0",
+            evidence=f"coverage {cov5:.4f} at Delta = 5 vs {doc_cov:.4f} at Delta = 0"
+                     + (f" ({cov5 / doc_cov:.0%} kept)" if doc_cov > 0 else "")),
+        "unreachable-at-margin-5": paper_claim(
+            "at Delta = 5 the lowest qualifying scores are still at most 1e-16: memorized text no realistic "
+            "budget would extract", "[EM] §5, §6", tau + 5 <= -16 and unreachable > 0,
+            criterion=f"log10 tau_doc + 5 <= -16 and some window above tau_doc scores below p_min(n = "
+                      f"{s['realistic_budget']:g}, delta = {s['delta']})",
+            evidence=f"tau_doc x 1e5 = 1e{tau + 5}; {unreachable} of {int(above.sum())} windows above tau_doc "
+                     f"score below p_min = 10^{lp_min10:.2f}"),
+        "chance-bar-flags-non-members": paper_claim(
+            "a bar set without a matched control (random chance, V^-l) flags non-member text as much as the "
+            "member; the calibrated bar does not", "[EM] §7 ('monkey at the typewriter'), §2",
+            naive["held_out"]["chance_bar"] >= c["chance_flags_held_out_at_least"] * naive["document"]["chance_bar"]
+            and held.coverage < c["held_out_below_share_of_document"] * doc_cov,
+            criterion=f"held-out coverage at the chance bar >= {c['chance_flags_held_out_at_least']:.0%} of the "
+                      f"document's, and at tau_doc < {c['held_out_below_share_of_document']:.0%} of the document's",
+            evidence=f"chance bar 10^{chance10:.1f}: document {naive['document']['chance_bar']:.3f}, control "
+                     f"{naive['control']['chance_bar']:.3f}, held-out {naive['held_out']['chance_bar']:.3f}; "
+                     f"tau_doc: {doc_cov:.3f}, {naive['control']['calibrated_tau_doc']:.3f}, {held.coverage:.3f}"),
+    }
     paper = [compare("log10_tau_doc_vs_lowest", "book-census/tau-lowest", tau,
                      note="ours: integer log10 tau_doc of Genesis 1-3's control"),
              compare("log10_tau_doc_vs_highest", "book-census/tau-highest", tau),
@@ -198,15 +212,21 @@ def run(*, quick: bool, seed: int, out_dir) -> dict:
         "naive_thresholds": {"log10_chance_bar": chance10, "coverage": naive,
                              "sweep_log10_tau": grid.tolist(), "sweep_coverage": sweep},
         "paper_policy_topk40": topk_census,
-        "paper_claims": claims,
-        "differences": differences,
-        "shape": f"{sum(x.held for x in claims)} of {len(claims)} of the paper's qualitative claims held",
+        "long_document": None if long is None else {k: (v.to_dict() if k == "census" else v) for k, v in long.items()},
+        "paper_claim_keys": list(claims),  # the order of the report's paper_claims
     }
-    fig = _figure(s, res, held, full, heat, naive, grid, sweep, chance10, claims, differences, model)
+    if long is not None:
+        lc = long["census"]
+        differences.append(f"slow tier: {long['file']} ({lc.doc_length:,} characters, {lc.n_windows} windows at "
+                           f"stride {s['long_document']['stride']}) read at the same tau_doc: coverage "
+                           f"{lc.coverage:.3f}, at Delta = 5 {lc.coverage_at_margins['5']:.3f}")
+    fig = _figure(s, res, held, full, heat, naive, grid, sweep, chance10, list(claims.values()), differences, model,
+                  None if long is None else long["census"])
     return finish(NAME, title=TITLE, reproduces=["[EM] §5 census", "[EM] Fig. 5 (threshold from the control)",
                                                   "[EM] Fig. 6 (coverage as tau rises)", "[EM] Fig. 18 (heatmap)"],
                   seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, notes=claim_notes(claims, differences))
+                  checks=checks, figure=fig, out_dir=out_dir, paper_claims=list(claims.values()),
+                  differences=differences)
 
 
 def topk_census_summary(topk, topk_census) -> str:
@@ -241,16 +261,15 @@ def heat_image(ax, heat_log10: np.ndarray, *, log10_tau: float, width: int = HEA
     return im
 
 
-def _figure(s, res, held, full, heat, naive, grid, sweep, chance10, claims, differences, model):
+def _figure(s, res, held, full, heat, naive, grid, sweep, chance10, claims, differences, model, long=None):
     from matplotlib.figure import Figure
 
     from ..report.style import PALETTE, colorbar, legend, style
     from .paper import PAPER
 
     with style():
-        fig = Figure(figsize=(11.5, 9.6), layout="constrained")
-        ax = fig.subplot_mosaic([["scores", "naive"], ["ccdf", "heat"], ["text", "text"]],
-                                height_ratios=[1.0, 1.0, 0.42])
+        fig = Figure(figsize=(11.5, 8.4), layout="constrained")
+        ax = fig.subplot_mosaic([["scores", "naive"], ["ccdf", "heat"]])
         tau = res.log10_tau
         colors = {"document": PALETTE["member"], "control": PALETTE["control"], "held_out": PALETTE["accent"]}
         labels = {"document": "Genesis 1-3 (member)", "control": "matched control (non-member)",
@@ -291,6 +310,9 @@ def _figure(s, res, held, full, heat, naive, grid, sweep, chance10, claims, diff
         cax = ax["ccdf"]
         cax.plot(res.curve.margins, res.curve.coverage, color=PALETTE["member"], label=labels["document"])
         cax.plot(held.curve.margins, held.curve.coverage, color=PALETTE["accent"], label=labels["held_out"])
+        if long is not None:
+            cax.plot(long.curve.margins, long.curve.coverage, color=PALETTE["sky"], ls="--",
+                     label=f"{long.document_name} (member, stride {s['long_document']['stride']})")
         for i, (book, key) in enumerate(PAPER_BOOKS):
             c0, c5 = PAPER[f"book-census/coverage-{key}"].value, PAPER[f"book-census/coverage-d5-{key}"].value
             cax.plot([0, 5], [c0, c5], ls="none", marker="os^"[i], ms=4, color=PALETTE["reference"],
@@ -307,7 +329,7 @@ def _figure(s, res, held, full, heat, naive, grid, sweep, chance10, claims, diff
         h.set_title(f"(d) Genesis 1-3 by character ([EM] Fig. 18): {res.coverage:.1%} above " + r"$\tau_{doc}$")
         h.set_xlabel(f"character within the row ({HEAT_WIDTH} per row; grey: at or below " + r"$\tau_{doc}$"
                      + ", white: in no suffix)")
-        text_panel(ax["text"], claims, differences)
+        paper_footer(fig, differences=differences, claims=claims)
         fig.suptitle(f"Census of Genesis 1-3 on {model['name']}: " + rf"$\tau_{{doc}} = 10^{{{tau}}}$, "
                      f"coverage {res.coverage:.1%}, at $\\Delta = 5$ {res.coverage_at_margins['5']:.1%}")
     return fig

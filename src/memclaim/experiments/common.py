@@ -100,6 +100,45 @@ def check(claim: str, passed, detail: str, *, false_alarm: str = "") -> Check:
     return Check(claim, bool(passed), detail, false_alarm)
 
 
+@dataclass(frozen=True)
+class PaperClaim(ResultMixin):
+    """One of the paper's qualitative empirical claims, and whether it held on this run ([EM]
+    reproductions on other models and text). Unlike a :class:`Check` (a guarantee, whose failure
+    is a defect and sets the exit status), a claim that does not hold is a finding: the report
+    says so, and nothing is tuned until it holds. ``criterion`` states the yes/no rule, fixed
+    before the run."""
+
+    claim: str
+    where: str
+    held: bool
+    criterion: str
+    evidence: str
+
+
+def paper_claim(claim: str, where: str, held, *, criterion: str, evidence: str) -> PaperClaim:
+    return PaperClaim(claim, where, bool(held), criterion, evidence)
+
+
+def paper_footer(fig, *, differences: Sequence[str], claims: Sequence[PaperClaim], fontsize: float = 6.3) -> None:
+    """Write below the axes what differs from the paper and which of its claims held (yes/no): the
+    figure grows by the text's height, kept free of the constrained layout, so the axes keep their size."""
+    import textwrap
+
+    lines = ["Differs from the paper: " + "; ".join(differences)] if differences else []
+    lines += [f"{'held' if c.held else 'did not hold'}: {c.claim} ({c.evidence})" for c in claims]
+    width = max(60, int(fig.get_figwidth() * 72 / (0.52 * fontsize)))  # characters per line at this size
+    wrapped = [w for x in lines for w in textwrap.wrap(x, width=width, subsequent_indent="    ")]
+    need = (len(wrapped) * 1.25 * fontsize / 72.0) + 0.15  # inches
+    h = fig.get_figheight()
+    fig.set_figheight(h + need)
+    reserve = need / (h + need)
+    engine = fig.get_layout_engine()
+    if engine is not None and hasattr(engine, "set"):
+        engine.set(rect=(0.0, reserve, 1.0, 1.0 - reserve))
+    fig.text(0.01, reserve - 0.05 / (h + need), "\n".join(wrapped), ha="left", va="top", fontsize=fontsize,
+             linespacing=1.25)
+
+
 def new_figure(ncols: int = 1, *, width: float = 6.0, height: float = 4.2):
     """A Figure in memclaim's shared style (:mod:`memclaim.report.style`), without pyplot's
     global state (safe in threads and servers). Build the figure inside ``report.style.style()``
@@ -113,7 +152,8 @@ def new_figure(ncols: int = 1, *, width: float = 6.0, height: float = 4.2):
 def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick: bool,
            streams: Sequence[str], settings: dict[str, Any], results: dict[str, Any],
            paper_numbers: Sequence[Comparison], checks: Sequence[Check], figure,
-           out_dir, notes: Sequence[str] = ()) -> dict:
+           out_dir, notes: Sequence[str] = (), paper_claims: Sequence[PaperClaim] = (),
+           differences: Sequence[str] = ()) -> dict:
     """Assemble the result, write ``NAME.json`` and ``NAME.png`` into ``out_dir`` (created), and
     return the JSON-ready dict."""
     out = Path(out_dir)
@@ -135,6 +175,8 @@ def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick
         "paper_numbers": list(paper_numbers),
         "checks": list(checks),
         "all_checks_passed": all(c.passed for c in checks),
+        **({"paper_claims": list(paper_claims), "paper_claims_held": sum(c.held for c in paper_claims),
+            "differences_from_paper": list(differences)} if paper_claims or differences else {}),
         "notes": list(notes),
         "files": {"json": f"{name}.json", "png": f"{name}.png", "vector": f"{name}.pdf"},
     }
@@ -179,53 +221,17 @@ def summary_lines(result: dict) -> list[str]:
         lines.append("  checks:")
         for c in ch:
             lines.append(f"    [{'pass' if c['passed'] else 'FAIL'}] {c['claim']}: {c['detail']}")
+    if result.get("differences_from_paper"):
+        lines.append("  differs from the paper: " + "; ".join(result["differences_from_paper"]))
+    pc = result.get("paper_claims", [])
+    if pc:
+        lines.append(f"  the paper's claims on this run ({result.get('paper_claims_held', 0)} of {len(pc)} held; "
+                     "a claim that did not hold is a finding, not a failure):")
+        for c in pc:
+            lines.append(f"    [{'held' if c['held'] else 'did not hold'}] {c['claim']} ({c['where']}): {c['evidence']}")
     for n in result.get("notes", []):
         lines.append(f"  note: {n}")
     files = result.get("files", {})
     if files:
         lines.append(f"  wrote {files.get('json')} and {files.get('png')}")
     return lines
-
-
-@dataclass(frozen=True)
-class PaperClaim(ResultMixin):
-    """A qualitative claim of the paper and whether this run shows it, with the evidence.
-
-    Unlike a :class:`Check` (a prediction that must hold for the run to be valid), a paper claim
-    that does not hold here is a finding to report (model size, text and N differ from the
-    paper's), never a reason to tune the run; the tests record it as an expected failure."""
-
-    key: str  # a short name, stable across runs (the tests refer to it)
-    claim: str
-    where: str
-    held: bool
-    evidence: str
-
-
-def paper_claim(key: str, claim: str, where: str, held, evidence: str) -> PaperClaim:
-    return PaperClaim(key, claim, where, bool(held), evidence)
-
-
-def claim_notes(claims: Sequence[PaperClaim], differences: Sequence[str]) -> list[str]:
-    """Note lines for the summary (and the JSON): what differs from the paper, which claims held."""
-    held = sum(c.held for c in claims)
-    lines = [f"differs from the paper: {d}" for d in differences]
-    lines.append(f"shape: {held} of {len(claims)} of the paper's qualitative claims held here")
-    lines += [f"{'held' if c.held else 'NOT held'}: {c.claim} ({c.where}): {c.evidence}" for c in claims]
-    return lines
-
-
-def text_panel(ax, claims: Sequence[PaperClaim], differences: Sequence[str], *, wrap: int = 170) -> None:
-    """An axis turned into the figure's footer: what differs from the paper and which of its
-    qualitative claims held (the same words as the JSON)."""
-    import textwrap
-
-    ax.axis("off")
-    out = []
-    for d in differences:
-        out += textwrap.wrap("differs from the paper: " + d, wrap, subsequent_indent="    ")
-    for c in claims:
-        out += textwrap.wrap(f"[{'held' if c.held else 'not held'}] {c.claim} ({c.where})", wrap,
-                             subsequent_indent="    ")
-    ax.text(0.0, 1.0, "\n".join(out), transform=ax.transAxes, va="top", ha="left", fontsize=6.3,
-            family="DejaVu Sans")

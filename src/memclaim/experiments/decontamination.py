@@ -42,7 +42,7 @@ from ..claims.scores import LN10
 from ..errors import InputError
 from ..text.io import Record
 from . import real_text as rt
-from .common import check, claim_notes, compare, finish, paper_claim, rng_streams, text_panel
+from .common import check, compare, finish, paper_claim, paper_footer, rng_streams
 
 NAME = "decontamination"
 TITLE = "Planted quotations in the controls: census and population test with and without them ([EM] D.2, §5)"
@@ -247,38 +247,45 @@ def run(*, quick: bool, seed: int, out_dir) -> dict:
               f"{sum(found)} of {len(found)} quotations flagged; {len(flags)} windows flagged, {false_flags} of them "
               "outside every quotation (suspects a person would reject)"),
     ]
-    claims = [
-        paper_claim("contaminant-inflates-tau",
-                    "a quotation of training text in the control scores high and inflates tau_doc",
-                    "[EM] §5, E.1", r_dirty.log10_tau > r_clean.log10_tau and top_in_plant,
-                    f"tau_doc clean 1e{r_clean.log10_tau}, contaminated 1e{r_dirty.log10_tau} (top window "
-                    f"{'inside' if top_in_plant else 'outside'} a planted quotation)"),
-        paper_claim("more-conservative",
-                    "contamination only makes claims more conservative: the census covers less and the test "
-                    "claims less", "[EM] §4, C.3, D.2",
-                    r_dirty.coverage <= r_clean.coverage and t_dirty.n_claimed <= t_clean.n_claimed,
-                    f"coverage {r_clean.coverage:.4f} -> {r_dirty.coverage:.4f}; members claimed at alpha = {a:g}: "
-                    f"{t_clean.n_claimed} -> {t_dirty.n_claimed} of {J}"),
-        paper_claim("contaminants-at-top",
-                    "verified contaminants sit at the top of the control distribution (the paper: ten of twelve)",
-                    "[EM] App. D.2", at_top * 2 >= c,
-                    f"{at_top} of {c} planted controls score above every genuine control"),
-        paper_claim("exclusion-restores-tau",
-                    "removing only the verified contaminants restores the threshold set by the control's own prose",
-                    "[EM] §5, E.1", r_excl.log10_tau == r_clean.log10_tau,
-                    f"tau_doc after excluding the {r_excl.threshold.n_excluded} windows whose suffix overlaps a "
-                    f"quotation: 1e{r_excl.log10_tau} (clean control: 1e{r_clean.log10_tau}); coverage "
-                    f"{r_excl.coverage:.4f} (clean {r_clean.coverage:.4f})"),
-        paper_claim("exclusion-raises-rate",
-                    "removing verified contaminants raises the calibrated rate", "[EM] C.4.3, D.2 (0.44% -> 3.06%)",
-                    t_dec.calibrated_rate.estimate > t_dirty.calibrated_rate.estimate
-                    and tight["decontaminated"].calibrated_rate.estimate
-                    > tight["contaminated"].calibrated_rate.estimate,
-                    f"M at alpha = {a:g}: {t_dirty.calibrated_rate.estimate:.4f} -> "
-                    f"{t_dec.calibrated_rate.estimate:.4f}; "
-                    f"at K = 1: {tight['contaminated'].calibrated_rate.estimate:.4f} -> "
-                    f"{tight['decontaminated'].calibrated_rate.estimate:.4f}"),
-    ]
+    # the paper's qualitative claims, each with its yes/no rule fixed before the run (key -> claim)
+    claims = {
+        "contaminant-inflates-tau": paper_claim(
+            "a quotation of training text in the control scores high and inflates tau_doc", "[EM] §5, E.1",
+            r_dirty.log10_tau > r_clean.log10_tau and top_in_plant,
+            criterion="tau_doc of the contaminated control > tau_doc of the clean control, and the top control "
+                      "window lies in a planted quotation",
+            evidence=f"tau_doc clean 1e{r_clean.log10_tau}, contaminated 1e{r_dirty.log10_tau} (top window "
+                     f"{'inside' if top_in_plant else 'outside'} a planted quotation)"),
+        "more-conservative": paper_claim(
+            "contamination only makes claims more conservative: the census covers less and the test claims less",
+            "[EM] §4, C.3, D.2", r_dirty.coverage <= r_clean.coverage and t_dirty.n_claimed <= t_clean.n_claimed,
+            criterion=f"census coverage and members claimed at alpha = {a:g} are no larger with the contaminated "
+                      "control than with the clean one",
+            evidence=f"coverage {r_clean.coverage:.4f} -> {r_dirty.coverage:.4f}; members claimed at alpha = {a:g}: "
+                     f"{t_clean.n_claimed} -> {t_dirty.n_claimed} of {J}"),
+        "contaminants-at-top": paper_claim(
+            "verified contaminants sit at the top of the control distribution (the paper: ten of twelve)",
+            "[EM] App. D.2", at_top * 2 >= c,
+            criterion="at least half of the planted population controls score above every genuine control",
+            evidence=f"{at_top} of {c} planted controls score above every genuine control"),
+        "exclusion-restores-tau": paper_claim(
+            "removing only the verified contaminants restores the threshold set by the control's own prose",
+            "[EM] §5, E.1", r_excl.log10_tau == r_clean.log10_tau,
+            criterion="tau_doc with the planted spans excluded equals the clean control's tau_doc",
+            evidence=f"tau_doc after excluding the {r_excl.threshold.n_excluded} windows whose suffix overlaps a "
+                     f"quotation: 1e{r_excl.log10_tau} (clean control: 1e{r_clean.log10_tau}); coverage "
+                     f"{r_excl.coverage:.4f} (clean {r_clean.coverage:.4f})"),
+        "exclusion-raises-rate": paper_claim(
+            "removing verified contaminants raises the calibrated rate", "[EM] C.4.3, D.2 (0.44% -> 3.06%)",
+            t_dec.calibrated_rate.estimate > t_dirty.calibrated_rate.estimate
+            and tight["decontaminated"].calibrated_rate.estimate > tight["contaminated"].calibrated_rate.estimate,
+            criterion=f"the calibrated rate M is larger without the verified contaminants, at alpha = {a:g} and at "
+                      "K = 1",
+            evidence=f"M at alpha = {a:g}: {t_dirty.calibrated_rate.estimate:.4f} -> "
+                     f"{t_dec.calibrated_rate.estimate:.4f}; at K = 1: "
+                     f"{tight['contaminated'].calibrated_rate.estimate:.4f} -> "
+                     f"{tight['decontaminated'].calibrated_rate.estimate:.4f}"),
+    }
     paper = [
         compare("alpha_n_full_pool", "decontamination/alpha-n-full", an_full,
                 note="memclaim's certified_level at the paper's alpha = 0.1%, N = 5000 ([EM] Eq. 5)"),
@@ -338,16 +345,15 @@ def run(*, quick: bool, seed: int, out_dir) -> dict:
             "at_k1": [_pool_row(tight[k], k) for k in ("clean", "contaminated", "decontaminated")],
         },
         "paper_pool": {"alpha_n_full": an_full, "alpha_n_decontaminated": an_dec, "k_decontaminated": k_dec},
-        "paper_claims": claims,
-        "differences": differences,
-        "shape": f"{sum(x.held for x in claims)} of {len(claims)} of the paper's qualitative claims held",
+        "paper_claim_keys": list(claims),  # the order of the report's paper_claims
     }
     fig = _figure(s, wd, wx, plants, r_clean, r_dirty, r_excl, lm_, lc_, lx_, is_planted, t_clean, t_dirty, t_dec,
-                  tight, claims, differences, model)
+                  tight, list(claims.values()), differences, model)
     return finish(NAME, title=TITLE, reproduces=["[EM] App. D.2 (contaminated controls)", "[EM] §5, E.1 (census "
                                                   "decontamination)", "[EM] C.4.3 (the calibrated rate rises)"],
                   seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, notes=claim_notes(claims, differences))
+                  checks=checks, figure=fig, out_dir=out_dir, paper_claims=list(claims.values()),
+                  differences=differences)
 
 
 def _census_row(r, label) -> dict:
@@ -376,9 +382,8 @@ def _figure(s, wd, wx, plants, r_clean, r_dirty, r_excl, lm_, lc_, lx_, is_plant
     from ..report.style import PALETTE, legend, style
 
     with style():
-        fig = Figure(figsize=(11.5, 9.2), layout="constrained")
-        ax = fig.subplot_mosaic([["census", "coverage"], ["scores", "rates"], ["text", "text"]],
-                                height_ratios=[1.0, 1.0, 0.42])
+        fig = Figure(figsize=(11.5, 8.0), layout="constrained")
+        ax = fig.subplot_mosaic([["census", "coverage"], ["scores", "rates"]])
         lines = (("clean control", r_clean, PALETTE["control"], "-"),
                  ("contaminated, nothing excluded", r_dirty, PALETTE["threshold"], "--"),
                  ("contaminated, quotations excluded", r_excl, PALETTE["bound"], ":"))
@@ -448,7 +453,7 @@ def _figure(s, wd, wx, plants, r_clean, r_dirty, r_excl, lm_, lc_, lx_, is_plant
         d.set_ylabel(r"calibrated rate $\hat M = \hat G - \alpha_N$ (95% CP)")
         d.set_title("(d) Population test: calibrated rate of the KJV verses")
         legend(d)
-        text_panel(ax["text"], claims, differences)
+        paper_footer(fig, differences=differences, claims=claims)
         fig.suptitle(f"Contaminated controls on {model['name']}: census "
                      + rf"$\tau_{{doc}}$ $10^{{{r_clean.log10_tau}}}"
                      rf" \to 10^{{{r_dirty.log10_tau}}} \to 10^{{{r_excl.log10_tau}}}$; calibrated rate "
