@@ -35,18 +35,21 @@ REPRODUCTIONS: dict[str, tuple[str, str]] = {
                      "[MX] §8.2, Cor. 5.3: canaries bucketed by certified kappa below/above H*; guessing vs DP"),
     "audit-table": ("memclaim.experiments.audit_table",
                     "[MX] Fig. 12 + Fig. 10: six planted leaks through the audit-disagreement table; length sweep"),
-    "book-census": ("memclaim.experiments.book_census",
-                    "[EM] §5, Figs. 5, 6, 18: Genesis 1-3 vs a matched control; tau_doc, coverage, heatmap"),
-    "budget-coverage": ("memclaim.experiments.budget_coverage",
-                        "[EM] §6, Fig. 7, F.3: coverage under a query budget, verbatim vs near-verbatim"),
-    "decontamination": ("memclaim.experiments.decontamination",
-                        "[EM] App. D.2, §5: planted KJV quotations in the controls; census and test with/without"),
 }
 
 
 def register(name: str, module: str, description: str) -> None:
     """Add (or replace) a reproduction: ``module`` must define ``run(*, quick, seed, out_dir)``."""
     REPRODUCTIONS[name] = (module, description)
+
+
+# [EM] on real text (SmolLM2 / Gemma 3 270M, KJV Genesis against matched new prose; issue 16)
+register("book-census", "memclaim.experiments.book_census",
+         "[EM] §5, Figs. 5, 6, 18: Genesis 1-3 vs a matched control; tau_doc, coverage, heatmap")
+register("budget-coverage", "memclaim.experiments.budget_coverage",
+         "[EM] §6, Fig. 7, F.3: coverage under a query budget, verbatim vs near-verbatim")
+register("decontamination", "memclaim.experiments.decontamination",
+         "[EM] App. D.2, §5: planted KJV quotations in the controls; census and test with/without")
 
 
 def get_runner(name: str) -> Callable[..., dict]:
