@@ -136,7 +136,6 @@ _VALUES = [
                0.0, f"{_MX} §8.2, Fig. 10", "Extraction from the record’s own prefix is 0.00 at every secret length"),
 ]
 
-
 #: key -> PaperValue
 PAPER: dict[str, PaperValue] = {}
 for _v in _VALUES:
