@@ -52,6 +52,15 @@ def register(name: str, module: str, description: str) -> None:
     REPRODUCTIONS[name] = (module, description)
 
 
+# [EM] on real text (SmolLM2 / Gemma 3 270M, KJV Genesis against matched new prose; issue 16)
+register("book-census", "memclaim.experiments.book_census",
+         "[EM] §5, Figs. 5, 6, 18: Genesis 1-3 vs a matched control; tau_doc, coverage, heatmap")
+register("budget-coverage", "memclaim.experiments.budget_coverage",
+         "[EM] §6, Fig. 7, F.3: coverage under a query budget, verbatim vs near-verbatim")
+register("decontamination", "memclaim.experiments.decontamination",
+         "[EM] App. D.2, §5: planted KJV quotations in the controls; census and test with/without")
+
+
 def get_runner(name: str) -> Callable[..., dict]:
     """The ``run`` function of reproduction ``name`` (InputError naming the known ones otherwise)."""
     if name not in REPRODUCTIONS:

@@ -212,6 +212,63 @@ for _v in _VALUES + _EM_VALUES:
     PAPER[_v.key] = _v
 
 
+# ---- [EM] (extractable-memorization-from-first-principles): census, budget, decontamination ------
+# Quotes are copied from the paper's Markdown text, LaTeX included. Log-scale numbers (thresholds,
+# scores) are stored as their log10.
+_EM = "[EM]"
+_EM_CENSUS_COVERAGE = ("At their respective thresholds, $68.5\\%$ of The Da Vinci Code, $53.3\\%$ of The Hunger "
+                       "Games, and $31.3\\%$ of We Were Eight Years in Power are memorized.")
+_EM_CENSUS_D5 = ("at $\\Delta=5$, $55.6\\%$, $46.4\\%$, and $28.4\\%$ of the three books still clear their respective "
+                 "bars")
+_EM_B_VALUES = [
+    # ---- §5, Figs. 5-6: the census of four book pairs on Llama 3.1 70B ----------------------------
+    PaperValue("book-census/tau-lowest", "lowest census threshold log10 tau_book (Llama 3.1 70B)", "10^-27", -27.0,
+               f"{_EM} §5, Fig. 6", "For Llama 3.1 70B, $\\tau^{(\\mathrm{book})}$ ranges from $10^{-27}$ to "
+               "$10^{-21}$ (Fig. 6)", same_scale=False),
+    PaperValue("book-census/tau-highest", "highest census threshold log10 tau_book (Llama 3.1 70B)", "10^-21", -21.0,
+               f"{_EM} §5, Fig. 6", "For Llama 3.1 70B, $\\tau^{(\\mathrm{book})}$ ranges from $10^{-27}$ to "
+               "$10^{-21}$ (Fig. 6)", same_scale=False),
+    PaperValue("book-census/lowest-score-d5", "log10 of the lowest score clearing Delta = 5, every book", "10^-16",
+               -16.0, f"{_EM} §5", "For all books, at $\\Delta=5$ the lowest scores remain vanishingly small, at "
+               "most $10^{-16}$.", relation="<=", same_scale=False),
+    *[PaperValue(f"book-census/coverage-{key}", f"coverage(tau_book) of {book} (Llama 3.1 70B)", p, v,
+                 f"{_EM} §5, Fig. 6", _EM_CENSUS_COVERAGE, same_scale=False)
+      for key, book, p, v in (("davinci", "The Da Vinci Code", "68.5%", 0.685),
+                              ("hunger", "The Hunger Games", "53.3%", 0.533),
+                              ("coates", "We Were Eight Years in Power", "31.3%", 0.313))],
+    *[PaperValue(f"book-census/coverage-d5-{key}", f"coverage at Delta = 5 of {book} (Llama 3.1 70B)", p, v,
+                 f"{_EM} §5, Fig. 6", _EM_CENSUS_D5, same_scale=False)
+      for key, book, p, v in (("davinci", "The Da Vinci Code", "55.6%", 0.556),
+                              ("hunger", "The Hunger Games", "46.4%", 0.464),
+                              ("coates", "We Were Eight Years in Power", "28.4%", 0.284))],
+    # ---- App. D.2, F.2, C.4.3: decontaminating the Wikipedia control pool (OLMo 2) --------------
+    PaperValue("decontamination/alpha-n-full", "certified level alpha_N at alpha = 0.1%, N = 5000", "0.09998%",
+               0.0009998, f"{_EM} App. D.2, Eq. 5", "the full pool ($N=5000$), for which "
+               "$\\alpha_{N}=5/5001\\approx 0.09998\\%$"),
+    PaperValue("decontamination/alpha-n-decontaminated", "certified level alpha_N at alpha = 0.1%, N = 4988",
+               "0.0802%", 0.000802, f"{_EM} App. D.2, Eq. 5", "calibrate on this decontaminated pool, which gives "
+               "$\\alpha_{N}=4/4989\\approx 0.0802\\%$"),
+    PaperValue("decontamination/k-decontaminated", "K = floor(alpha (N + 1)) at alpha = 0.1%, N = 4988", "4", 4.0,
+               f"{_EM} App. F.2, Eq. 5", "which gives $K=\\lfloor 0.001\\times 4989\\rfloor=4$"),
+    PaperValue("decontamination/contaminants-at-top", "share of the verified contaminants at the top of the "
+               "control distribution", "Ten of these twelve", 10 / 12, f"{_EM} App. D.2",
+               "Ten of these twelve sit at the top of the control distribution, where they raise the extreme-tail "
+               "threshold", same_scale=False),
+    PaperValue("decontamination/calibrated-before", "calibrated rate at the tightest certified FPR, full pool "
+               "(OLMo 2 32B, 50 tokens)", "0.44%", 0.0044, f"{_EM} App. C.4.3",
+               "removing them raises the calibrated rate from $0.44\\%$ to $3.06\\%$ at the tightest certified FPR",
+               same_scale=False),
+    PaperValue("decontamination/calibrated-after", "calibrated rate at the tightest certified FPR, decontaminated "
+               "pool (OLMo 2 32B, 50 tokens)", "3.06%", 0.0306, f"{_EM} App. C.4.3",
+               "removing them raises the calibrated rate from $0.44\\%$ to $3.06\\%$ at the tightest certified FPR",
+               same_scale=False),
+]
+for _v in _EM_B_VALUES:  # registered as the table above is (kept apart so that [EM] tables merge cleanly)
+    if _v.key in PAPER or _v.relation not in RELATIONS:
+        raise RuntimeError(f"bad paper value table entry {_v.key!r}")  # a programming error, at import
+    PAPER[_v.key] = _v
+
+
 def paper_value(key: str) -> PaperValue:
     try:
         return PAPER[key]

@@ -1,0 +1,462 @@
+"""`decontamination`: [EM] App. D.2, §5, E.1: known KJV quotations planted in copies of the control
+prose (as post-cutoff web text or a later book quoting earlier text would), then the census and
+the population test with and without the verified contaminated controls, side by side.
+
+A control that quotes training text is a member, not a non-member: it scores high and raises
+the bar that candidates must clear ([EM] §4, §5, C.3), so contamination makes claims more
+conservative, and removing only *verified* contaminants restores the threshold that the
+control's own prose sets ([EM] E.1: "remove only passages verified as being reused from
+earlier sources; the in-training book is never culled"). Here the contaminants are planted, so
+which ones are contaminated is known exactly; the near-verbatim flagger of the census
+(claims.census.flag_near_verbatim) is run as the inspection step and its suspects are compared
+with the planted spans.
+
+- census: Genesis 1-3 against (i) its clean control, (ii) a copy of the control with quotations
+  planted at sentence starts (two from Genesis 1-3 itself, like Sunrise on the Reaping quoting
+  The Hunger Games; the others from famous KJV passages, like its lines from "The Raven"), and
+  (iii) the same copy with the planted spans excluded before tau_doc is set ([EM] Eq. 31). Each
+  quotation is cut at a word boundary so that it adds a whole number of strides of tokens where
+  the tokenizer allows it: the copy's own-prose windows are then exactly the clean control's
+  windows (scored once, reused from the store), and the comparison isolates the quotations.
+- population: KJV verses (members) against the newly written verses (controls), one window each
+  (16-token prefix, 16-token suffix); some controls are replaced by copies that open with a
+  famous KJV passage. The conformal test ([EM] §3, Eq. 5-8) on the clean pool, on the
+  contaminated pool, and on the contaminated pool without the verified contaminants
+  (claims.population.population_claim, [EM] D.2), at alpha = 0.05 and at the tightest
+  certified level K = 1.
+
+The quotations, where they were planted (character spans, token counts) and which controls they
+replaced are recorded in the JSON. Draws (which sentences, which passages, which controls) come
+from the seed's "plant" stream.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..claims.census import census, coverage_from_heat, flag_near_verbatim, overlapping_windows
+from ..claims.conformal import certified_level, population_test, rank_k
+from ..claims.population import population_claim
+from ..claims.scores import LN10
+from ..errors import InputError
+from ..text.io import Record
+from . import real_text as rt
+from .common import check, compare, finish, paper_claim, paper_footer, rng_streams
+
+NAME = "decontamination"
+TITLE = "Planted quotations in the controls: census and population test with and without them ([EM] D.2, §5)"
+STREAMS = ("plant",)
+
+
+def _settings(quick: bool) -> dict:
+    s = rt.census_settings(quick)
+    s.update({
+        "document": "genesis_1_3.txt", "control": "new_genesis_style.txt", "quotations": "kjv_quotations.jsonl",
+        "census_plants": {"from_document": 2, "from_other_kjv": 2} if quick else {"from_document": 2,
+                                                                                  "from_other_kjv": 4},
+        "quote_min_tokens": s["prefix_tokens"] + s["suffix_tokens"],  # one window wholly inside each quotation
+        "flag_min_similarity": 90.0,
+        "members": "kjv_verses.jsonl", "controls": "new_verses.jsonl",
+        "n_pairs": 60 if quick else 240, "population_plants": 4 if quick else 12,
+        "population_prefix_tokens": 16, "population_suffix_tokens": 16, "population_policy": "full",
+        "alpha": 0.05, "confidence": 0.95,
+        "paper_pool": {"n_full": 5000, "n_decontaminated": 4988, "alpha": "1/1000"},
+    })
+    return s
+
+
+# ------------------------------------------------------------------------------ planting
+def sentence_starts(text: str) -> list[int]:
+    """Character offsets where a sentence begins after '. ' (an upper-case letter follows)."""
+    return [i for i in range(2, len(text)) if text[i - 2:i] == ". " and text[i].isupper()]
+
+
+def cut_quotation(tokenizer, text: str, at: int, passage: str, *, min_tokens: int, stride: int) -> dict:
+    """The shortest word-prefix of ``passage`` that, inserted at ``at`` (a sentence start, after a
+    space) as ``quote + " "``, adds at least ``min_tokens`` tokens and a multiple of ``stride``
+    of them while leaving the tokens around it unchanged ("aligned"); failing that, the shortest
+    with at least ``min_tokens`` tokens (or the whole passage). Returns the quote and its counts."""
+    if at < 1 or text[at - 1] != " ":
+        raise InputError(f"insertion point {at} does not follow a space", hint="insert at a sentence start")
+    ids = tokenizer.encode(text)
+    words = passage.split(" ")
+    fallback = None
+    for k in range(1, len(words) + 1):
+        q = " ".join(words[:k])
+        new = tokenizer.encode(text[:at] + q + " " + text[at:])
+        added = len(new) - len(ids)
+        if added < min_tokens and k < len(words):
+            continue
+        t = 0  # the common prefix of the two token sequences
+        while t < len(ids) and t < len(new) and ids[t] == new[t]:
+            t += 1
+        # aligned: the new tokens are the old ones with `added` tokens spliced in at t
+        aligned = added > 0 and new[t + added:] == ids[t:]
+        cand = {"quote": q, "words": k, "tokens": added, "aligned": bool(aligned and added % stride == 0)}
+        if cand["aligned"]:
+            return cand
+        if fallback is None:
+            fallback = cand
+    return fallback
+
+
+def plant_census(tokenizer, control: str, document: str, passages, rng, *, n_document: int, n_other: int,
+                 min_tokens: int, stride: int) -> tuple[str, list[dict]]:
+    """A copy of ``control`` with ``n_document`` quotations from ``document`` and ``n_other`` from
+    ``passages`` planted at sentence starts spread over the text (one per equal segment, chosen
+    at random within it). Returns the copy and, per quotation, its source, text and span."""
+    n = n_document + n_other
+    starts = sentence_starts(control)
+    seg = len(control) / n
+    chosen = []
+    for j in range(n):  # one sentence start per segment of the control
+        opts = [i for i in starts if j * seg <= i < (j + 1) * seg and i > 0]
+        if not opts:
+            raise InputError(f"no sentence start in segment {j} of the control", hint="plant fewer quotations")
+        chosen.append(int(rng.choice(opts)))
+    kinds = ["document"] * n_document + ["other"] * n_other
+    kinds = [kinds[i] for i in rng.permutation(n)]
+    doc_starts = [i for i in sentence_starts(document) if i < len(document) - 400]
+    other = [passages[i] for i in rng.permutation(len(passages))[:n_other]]
+    plants = []
+    for at, kind in zip(chosen, kinds):
+        if kind == "document":
+            a = int(rng.choice(doc_starts))
+            passage = document[a:a + 1200].split("\n")[0]
+        else:
+            rec = other.pop(0)
+            passage = rec.text
+        q = cut_quotation(tokenizer, control, at, passage, min_tokens=min_tokens, stride=stride)
+        src = f"genesis_1_3.txt [{a}, {a + len(q['quote'])})" if kind == "document" else rec.id
+        plants.append({"kind": "quotes the document" if kind == "document" else "quotes other KJV text",
+                       "source": src, "insert_at_original": at, **q})
+    # insert from the last position backwards so the earlier offsets stay valid, then the spans
+    out = control
+    for p in sorted(plants, key=lambda p: -p["insert_at_original"]):
+        at = p["insert_at_original"]
+        out = out[:at] + p["quote"] + " " + out[at:]
+    plants.sort(key=lambda p: p["insert_at_original"])
+    shift = 0
+    for p in plants:
+        a = p["insert_at_original"] + shift
+        p["span"] = [a, a + len(p["quote"])]
+        shift += len(p["quote"]) + 1
+        if out[a:a + len(p["quote"])] != p["quote"]:  # a programming error
+            raise RuntimeError("planted quotation not at its recorded span")
+    return out, plants
+
+
+# ------------------------------------------------------------------------------ the run
+def _pool_row(t, label: str) -> dict:
+    return {"pool": label, "n_controls": t.n_controls, "alpha": t.alpha, "k": t.k, "alpha_n": t.alpha_n,
+            "alpha_n_exact": t.alpha_n_exact, "log10_tau": t.threshold_log10_prob, "n_claimed": t.n_claimed,
+            "generation_rate": t.generation_rate, "calibrated_rate": t.calibrated_rate,
+            "claim": bool(t.claim_possible and t.calibrated_rate.lower > 0), "no_claim_reason": t.no_claim_reason}
+
+
+def run(*, quick: bool, seed: int, out_dir) -> dict:
+    rng = rng_streams(seed, STREAMS)["plant"]
+    s = _settings(quick)
+    m = rt.load(s["model"])
+    doc_text, doc_sha = rt.read_text(s["document"])
+    ctl_text, ctl_sha = rt.read_text(s["control"])
+    passages, q_sha = rt.read_records(s["quotations"])
+
+    # ---- census: plant, score, threshold three ways ([EM] §5, E.1, Eq. 31)
+    cp = s["census_plants"]
+    dirty_text, plants = plant_census(m.tokenizer, ctl_text, doc_text, passages, rng, n_document=cp["from_document"],
+                                      n_other=cp["from_other_kjv"], min_tokens=s["quote_min_tokens"],
+                                      stride=s["stride"])
+    doc = rt.score_document(m, doc_text, name=s["document"], settings=s)
+    clean = rt.score_document(m, ctl_text, name=s["control"], settings=s)
+    dirty = rt.score_document(m, dirty_text, name=f"{s['control']} + {len(plants)} planted quotations", settings=s)
+    wd, wc, wx = (x.window_scores(s["policy"]) for x in (doc, clean, dirty))
+    spans = [tuple(p["span"]) for p in plants]
+    r_clean = census(wd, wc)
+    r_dirty = census(wd, wx)
+    r_excl = census(wd, wx, exclude_spans=spans)
+    th_dirty = r_dirty.threshold
+    overlap = overlapping_windows(wx, spans)
+    refs = {s["quotations"]: "\n".join(p.text for p in passages)}
+    flags = flag_near_verbatim(wx, dirty_text, candidate_text=doc_text, references=refs,
+                               min_similarity=s["flag_min_similarity"], top=len(wx))
+    flagged = np.zeros(len(wx), dtype=bool)
+    flagged[[f.window for f in flags]] = True
+    found = [bool(np.any(flagged & overlapping_windows(wx, [sp]))) for sp in spans]
+    false_flags = int(np.count_nonzero(flagged & ~overlap))
+    top_in_plant = bool(overlap[th_dirty.argmax_window])
+    # windows of the copy outside every quotation's reach (suffix and prefix) vs the clean control's
+    own_equal = _own_prose_windows_equal(clean, dirty, s)
+
+    # ---- population: members vs controls, some controls replaced by quoting copies ([EM] D.2)
+    mem, mem_sha = rt.read_records(s["members"])
+    con, con_sha = rt.read_records(s["controls"])
+    J = s["n_pairs"]
+    mem, con = mem[:J], con[:J]
+    c = s["population_plants"]
+    which = sorted(int(i) for i in rng.choice(J, size=c, replace=False))
+    quotes = [passages[i] for i in rng.permutation(len(passages))[:c]]
+    planted_ids = [con[i].id for i in which]
+    dirty_con = list(con)
+    pop_plants = []
+    for i, q in zip(which, quotes):
+        dirty_con[i] = Record(con[i].id, f"{q.text} {con[i].text}")
+        pop_plants.append({"control_id": con[i].id, "line": i + 1, "quotation": q.id,
+                           "text_starts": dirty_con[i].text[:80]})
+    P, S, pol = s["population_prefix_tokens"], s["population_suffix_tokens"], s["population_policy"]
+    pols = (pol, s["paper_policy"])
+    sm = rt.score_passages(m, mem, name=f"{s['members']}[:{J}]", prefix_tokens=P, suffix_tokens=S, policies=pols)
+    sc = rt.score_passages(m, con, name=f"{s['controls']}[:{J}]", prefix_tokens=P, suffix_tokens=S, policies=pols)
+    sx = rt.score_passages(m, dirty_con, name=f"{s['controls']}[:{J}] + {c} planted", prefix_tokens=P,
+                           suffix_tokens=S, policies=pols)
+    lm_, lc_, lx_ = (x.scores(pol) for x in (sm, sc, sx))
+    ids_x = [w.split("#")[0] for w in lx_.window_ids]
+    a = s["alpha"]
+    t_clean = population_test(lm_.logq, lc_.logq, alpha=a, kind="log-prob", confidence=s["confidence"])
+    pc = population_claim(candidate_scores=lm_.logq, control_scores=lx_.logq, alpha=a, kind="log-prob",
+                          control_ids=ids_x, exclude_control_ids=planted_ids, confidence=s["confidence"], sweep=False)
+    t_dirty, t_dec = pc.full, pc.decontaminated
+    # the tightest certified level, K = 1 (alpha = 1/(N+1)): the paper's 0.44% -> 3.06% comparison
+    tight = {}
+    for label, ctrl in (("clean", lc_.logq), ("contaminated", lx_.logq),
+                        ("decontaminated", lx_.logq[~np.isin(ids_x, planted_ids)])):
+        tight[label] = population_test(lm_.logq, ctrl, alpha=f"1/{ctrl.size + 1}", kind="log-prob",
+                                       confidence=s["confidence"])
+    is_planted = np.isin(ids_x, planted_ids)
+    genuine_max = float(np.max(lx_.logq[~is_planted]))
+    at_top = int(np.count_nonzero(lx_.logq[is_planted] > genuine_max))
+
+    # ---- the paper's pool arithmetic, recomputed ([EM] Eq. 5 at its N)
+    pp = s["paper_pool"]
+    an_full = float(certified_level(alpha=pp["alpha"], n_controls=pp["n_full"]))
+    an_dec = float(certified_level(alpha=pp["alpha"], n_controls=pp["n_decontaminated"]))
+    k_dec = rank_k(alpha=pp["alpha"], n_controls=pp["n_decontaminated"])
+
+    checks = [
+        check("every planted quotation sits verbatim at its recorded span of the contaminated control",
+              all(dirty_text[p["span"][0]:p["span"][1]] == p["quote"] for p in plants),
+              f"{len(plants)} quotations, spans " + ", ".join(f"[{p['span'][0]}, {p['span'][1]})" for p in plants)),
+        check("the contaminated pool minus the verified contaminants is the clean pool minus the replaced controls "
+              "(the same scores)", np.array_equal(np.sort(lx_.logq[~is_planted]),
+                                                  np.sort(lc_.logq[~np.isin([w.split('#')[0] for w in lc_.window_ids],
+                                                                            planted_ids)])),
+              f"{int((~is_planted).sum())} controls compared"),
+        check("the census's inspection step (near-verbatim flags against the KJV passages and the document) lists "
+              "every planted quotation among its suspects", all(found),
+              f"{sum(found)} of {len(found)} quotations flagged; {len(flags)} windows flagged, {false_flags} of them "
+              "outside every quotation (suspects a person would reject)"),
+    ]
+    # the paper's qualitative claims, each with its yes/no rule fixed before the run (key -> claim)
+    claims = {
+        "contaminant-inflates-tau": paper_claim(
+            "a quotation of training text in the control scores high and inflates tau_doc", "[EM] §5, E.1",
+            r_dirty.log10_tau > r_clean.log10_tau and top_in_plant,
+            criterion="tau_doc of the contaminated control > tau_doc of the clean control, and the top control "
+                      "window lies in a planted quotation",
+            evidence=f"tau_doc clean 1e{r_clean.log10_tau}, contaminated 1e{r_dirty.log10_tau} (top window "
+                     f"{'inside' if top_in_plant else 'outside'} a planted quotation)"),
+        "more-conservative": paper_claim(
+            "contamination only makes claims more conservative: the census covers less and the test claims less",
+            "[EM] §4, C.3, D.2", r_dirty.coverage <= r_clean.coverage and t_dirty.n_claimed <= t_clean.n_claimed,
+            criterion=f"census coverage and members claimed at alpha = {a:g} are no larger with the contaminated "
+                      "control than with the clean one",
+            evidence=f"coverage {r_clean.coverage:.4f} -> {r_dirty.coverage:.4f}; members claimed at alpha = {a:g}: "
+                     f"{t_clean.n_claimed} -> {t_dirty.n_claimed} of {J}"),
+        "contaminants-at-top": paper_claim(
+            "verified contaminants sit at the top of the control distribution (the paper: ten of twelve)",
+            "[EM] App. D.2", at_top * 2 >= c,
+            criterion="at least half of the planted population controls score above every genuine control",
+            evidence=f"{at_top} of {c} planted controls score above every genuine control"),
+        "exclusion-restores-tau": paper_claim(
+            "removing only the verified contaminants restores the threshold set by the control's own prose",
+            "[EM] §5, E.1", r_excl.log10_tau == r_clean.log10_tau,
+            criterion="tau_doc with the planted spans excluded equals the clean control's tau_doc",
+            evidence=f"tau_doc after excluding the {r_excl.threshold.n_excluded} windows whose suffix overlaps a "
+                     f"quotation: 1e{r_excl.log10_tau} (clean control: 1e{r_clean.log10_tau}); coverage "
+                     f"{r_excl.coverage:.4f} (clean {r_clean.coverage:.4f})"),
+        "exclusion-raises-rate": paper_claim(
+            "removing verified contaminants raises the calibrated rate", "[EM] C.4.3, D.2 (0.44% -> 3.06%)",
+            t_dec.calibrated_rate.estimate > t_dirty.calibrated_rate.estimate
+            and tight["decontaminated"].calibrated_rate.estimate > tight["contaminated"].calibrated_rate.estimate,
+            criterion=f"the calibrated rate M is larger without the verified contaminants, at alpha = {a:g} and at "
+                      "K = 1",
+            evidence=f"M at alpha = {a:g}: {t_dirty.calibrated_rate.estimate:.4f} -> "
+                     f"{t_dec.calibrated_rate.estimate:.4f}; at K = 1: "
+                     f"{tight['contaminated'].calibrated_rate.estimate:.4f} -> "
+                     f"{tight['decontaminated'].calibrated_rate.estimate:.4f}"),
+    }
+    paper = [
+        compare("alpha_n_full_pool", "decontamination/alpha-n-full", an_full,
+                note="memclaim's certified_level at the paper's alpha = 0.1%, N = 5000 ([EM] Eq. 5)"),
+        compare("alpha_n_decontaminated_pool", "decontamination/alpha-n-decontaminated", an_dec,
+                note="memclaim's certified_level at alpha = 0.1%, N = 4988"),
+        compare("k_decontaminated_pool", "decontamination/k-decontaminated", k_dec),
+        compare("contaminants_at_top", "decontamination/contaminants-at-top", at_top / c,
+                note=f"ours: {at_top} of {c} planted controls above every genuine control"),
+        compare("calibrated_rate_before", "decontamination/calibrated-before",
+                tight["contaminated"].calibrated_rate.estimate, note="ours at K = 1 on the contaminated pool"),
+        compare("calibrated_rate_after", "decontamination/calibrated-after",
+                tight["decontaminated"].calibrated_rate.estimate,
+                note="ours at K = 1 without the verified contaminants"),
+    ]
+    model = rt.model_record(m)
+    differences = [
+        f"model {model['description']} (paper: OLMo 2 for the population pool, Llama 3.1 70B for the census)",
+        f"contaminants planted on purpose and known exactly (paper: found by inspection and web search): "
+        f"{len(plants)} quotations in the census control, {c} of {J} population controls (paper: 12 of 5000)",
+        f"population: {J} KJV verses vs {J} new verses, {P} + {S} tokens, full softmax (paper: 5000 Wikipedia "
+        "passages, 50 + 50 tokens, top-k 40)",
+        f"census: Genesis 1-3 and a {len(ctl_text):,}-character control (paper: books)",
+    ]
+    results = {
+        "model": model,
+        "census": {
+            "procedure": rt.procedure(doc),
+            "texts": {"document": {"file": s["document"], "sha256": doc_sha},
+                      "control": {"file": s["control"], "sha256": ctl_sha},
+                      "quotations": {"file": s["quotations"], "sha256": q_sha}},
+            "planted": plants,
+            "contaminated_control_characters": len(dirty_text),
+            "contaminated_control_own_prose_windows_equal_clean": own_equal,
+            "windows": {"clean": len(wc), "contaminated": len(wx), "overlapping_quotations": int(overlap.sum())},
+            "clean": _census_row(r_clean, "clean control"),
+            "contaminated": _census_row(r_dirty, "contaminated control"),
+            "decontaminated": _census_row(r_excl, "contaminated control, planted spans excluded"),
+            "contaminated_window_log10_scores": wx.log10_scores.tolist(),
+            "contaminated_suffix_spans": np.stack([wx.starts, wx.ends], 1).tolist(),
+            "top_contaminated_window_in_a_quotation": top_in_plant,
+            "flags": {"min_similarity": s["flag_min_similarity"], "flagged_windows": [f.window for f in flags],
+                      "quotations_found": found, "false_flags": false_flags,
+                      "suspects": [f.to_dict() for f in flags]},
+        },
+        "population": {
+            "procedure": rt.procedure(sm),
+            "texts": {"members": {"file": s["members"], "sha256": mem_sha, "lines": J},
+                      "controls": {"file": s["controls"], "sha256": con_sha, "lines": J}},
+            "planted": pop_plants,
+            "member_log10_scores": (lm_.logq / LN10).tolist(),
+            "control_log10_scores_clean": (lc_.logq / LN10).tolist(),
+            "control_log10_scores_contaminated": (lx_.logq / LN10).tolist(),
+            "control_ids": ids_x,
+            "planted_above_every_genuine_control": at_top,
+            "at_alpha": [_pool_row(t_clean, "clean"), _pool_row(t_dirty, "contaminated"),
+                         _pool_row(t_dec, "decontaminated")],
+            "at_k1": [_pool_row(tight[k], k) for k in ("clean", "contaminated", "decontaminated")],
+        },
+        "paper_pool": {"alpha_n_full": an_full, "alpha_n_decontaminated": an_dec, "k_decontaminated": k_dec},
+        "paper_claim_keys": list(claims),  # the order of the report's paper_claims
+    }
+    fig = _figure(s, wd, wx, plants, r_clean, r_dirty, r_excl, lm_, lc_, lx_, is_planted, t_clean, t_dirty, t_dec,
+                  tight, list(claims.values()), differences, model)
+    return finish(NAME, title=TITLE, reproduces=["[EM] App. D.2 (contaminated controls)", "[EM] §5, E.1 (census "
+                                                  "decontamination)", "[EM] C.4.3 (the calibrated rate rises)"],
+                  seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
+                  checks=checks, figure=fig, out_dir=out_dir, paper_claims=list(claims.values()),
+                  differences=differences)
+
+
+def _census_row(r, label) -> dict:
+    th = r.threshold
+    return {"control": label, "log10_tau": r.log10_tau, "max_control_log10": th.max_control_log10,
+            "argmax_window": th.argmax_window, "argmax_span": list(th.argmax_span),
+            "n_control_windows": th.n_control_windows, "n_excluded": th.n_excluded, "coverage": r.coverage,
+            "n_windows_above": r.n_windows_above, "coverage_at_margins": r.coverage_at_margins}
+
+
+def _own_prose_windows_equal(clean, dirty, s) -> dict:
+    """How many of the contaminated control's windows are item-for-item windows of the clean
+    control (the same prefix and suffix tokens): those were not rescored."""
+    a = clean.scores(s["policy"])
+    b = dirty.scores(s["policy"])
+    ka = set(zip(a.prefix_texts, a.suffix_texts))
+    same = [(p, x) in ka for p, x in zip(b.prefix_texts, b.suffix_texts)]
+    return {"windows": len(same), "equal_to_a_clean_window": int(sum(same))}
+
+
+# ------------------------------------------------------------------------------ figure
+def _figure(s, wd, wx, plants, r_clean, r_dirty, r_excl, lm_, lc_, lx_, is_planted, t_clean, t_dirty, t_dec,
+            tight, claims, differences, model):
+    from matplotlib.figure import Figure
+
+    from ..report.style import PALETTE, legend, style
+
+    with style():
+        fig = Figure(figsize=(11.5, 8.0), layout="constrained")
+        ax = fig.subplot_mosaic([["census", "coverage"], ["scores", "rates"]])
+        lines = (("clean control", r_clean, PALETTE["control"], "-"),
+                 ("contaminated, nothing excluded", r_dirty, PALETTE["threshold"], "--"),
+                 ("contaminated, quotations excluded", r_excl, PALETTE["bound"], ":"))
+        # (a) the contaminated control along its text
+        a = ax["census"]
+        for i, p in enumerate(plants):
+            a.axvspan(p["span"][0], p["span"][1], color=PALETTE["reference"], alpha=0.25, lw=0,
+                      label="planted quotation" if i == 0 else None)
+        mid = (wx.starts + wx.ends) / 2
+        a.plot(mid, wx.log10_scores, "o", ms=3, color=PALETTE["control"], label="contaminated control, one window")
+        for lab, r, col, ls in lines:
+            a.axhline(r.log10_tau, color=col, ls=ls, lw=1.3, label=rf"$\tau_{{doc}}$, {lab}: $10^{{{r.log10_tau}}}$")
+        lo_y, hi_y = float(wx.log10_scores.min()), max(float(wx.log10_scores.max()), r_dirty.log10_tau)
+        a.set_ylim(lo_y - 3, hi_y + 0.55 * (hi_y - lo_y))  # room for the legend above the points
+        a.set_xlabel("suffix position in the contaminated control (character)")
+        a.set_ylabel(r"window score $\log_{10} q(s \mid p)$")
+        a.set_title("(a) Census: planted quotations raise the control's top score ([EM] §5)")
+        a.legend(loc="upper center", ncol=2, fontsize=7, frameon=False)
+        # (b) the document's coverage under the three thresholds
+        b = ax["coverage"]
+        grid = np.linspace(min(r.log10_tau for _, r, _, _ in lines) - 5,
+                           max(0.0, float(wd.log10_scores.max()) + 1), 400)
+        b.plot(grid, coverage_from_heat(r_clean.heat_log10, grid), color=PALETTE["member"],
+               label="Genesis 1-3: coverage above a threshold")
+        for lab, r, col, ls in lines:
+            b.axvline(r.log10_tau, color=col, ls=ls, lw=1.3, label=f"{lab}: coverage {r.coverage:.2f}")
+        b.set_xlabel(r"threshold $\log_{10}\tau$")
+        b.set_ylabel("coverage (share of characters)")
+        b.set_ylim(-0.02, 1.04)
+        b.set_title("(b) Census: what each threshold lets the document claim")
+        legend(b)
+        # (c) the population pool's scores
+        c = ax["scores"]
+        allv = np.concatenate([lm_.logq, lx_.logq]) / LN10
+        bins = np.linspace(math.floor(allv.min()) - 1, math.ceil(allv.max()) + 1, 40)
+        c.hist(lm_.logq / LN10, bins=bins, histtype="step", color=PALETTE["member"], lw=1.4,
+               label=f"KJV verses (members), {lm_.logq.size}")
+        c.hist(lx_.logq[~is_planted] / LN10, bins=bins, histtype="step", color=PALETTE["control"], lw=1.4,
+               label=f"new verses (controls), {int((~is_planted).sum())}")
+        c.hist(lx_.logq[is_planted] / LN10, bins=bins, color=PALETTE["reference"], alpha=0.8,
+               label=f"controls opening with a KJV quotation, {int(is_planted.sum())}")
+        for lab, t, col, ls in (("contaminated pool", t_dirty, PALETTE["threshold"], "--"),
+                                ("without the verified contaminants", t_dec, PALETTE["bound"], ":")):
+            if t.threshold_log10_prob is not None:
+                c.axvline(t.threshold_log10_prob, color=col, ls=ls, lw=1.3,
+                          label=rf"$\tau_{{\alpha}}$, {lab} ($\alpha_N$ = {t.alpha_n_exact})")
+        c.set_ylim(0, c.get_ylim()[1] * 1.5)
+        c.set_xlabel(rf"passage score $\log_{{10}} q(s \mid p)$ ({s['population_suffix_tokens']}-token suffix)")
+        c.set_ylabel("passages")
+        c.set_title(rf"(c) Population test: the pool's scores and $\tau$ at $\alpha = {s['alpha']:g}$")
+        legend(c)
+        # (d) rates with and without the contaminants
+        d = ax["rates"]
+        groups = [(rf"$\alpha = {s['alpha']:g}$", (t_clean, t_dirty, t_dec)),
+                  ("K = 1 (tightest)", (tight["clean"], tight["contaminated"], tight["decontaminated"]))]
+        names = ("clean pool", "contaminated pool", "verified contaminants excluded")
+        cols = (PALETTE["control"], PALETTE["threshold"], PALETTE["bound"])
+        for g, (_, ts) in enumerate(groups):
+            for j, t in enumerate(ts):
+                x = g + (j - 1) * 0.27
+                e = t.calibrated_rate
+                d.bar(x, e.estimate, width=0.25, color=cols[j], label=names[j] if g == 0 else None)
+                d.errorbar(x, e.estimate, yerr=[[e.estimate - e.lower], [e.upper - e.estimate]], color="black",
+                           capsize=3, lw=1)
+        d.axhline(0, color="black", lw=0.8)
+        d.set_xticks(range(len(groups)), [gname for gname, _ in groups])
+        d.set_ylabel(r"calibrated rate $\hat M = \hat G - \alpha_N$ (95% CP)")
+        d.set_title("(d) Population test: calibrated rate of the KJV verses")
+        legend(d)
+        paper_footer(fig, differences=differences, claims=claims)
+        fig.suptitle(f"Contaminated controls on {model['name']}: census "
+                     + rf"$\tau_{{doc}}$ $10^{{{r_clean.log10_tau}}}"
+                     rf" \to 10^{{{r_dirty.log10_tau}}} \to 10^{{{r_excl.log10_tau}}}$; calibrated rate "
+                     f"{t_clean.calibrated_rate.estimate:.3f} (clean) / {t_dirty.calibrated_rate.estimate:.3f} "
+                     f"(contaminated) / {t_dec.calibrated_rate.estimate:.3f} (excluded)")
+    return fig
