@@ -47,6 +47,12 @@ def make_inputs(d: Path) -> Path:
     rows_c = "".join(f"c{i},{-6.0 - 0.9 * i}\n" for i in range(25))
     (d / "sm.csv").write_text("id,score\n" + rows_m)
     (d / "sc.csv").write_text("id,score\n" + rows_c)
+    spec = {"settings": {"prefix_tokens": 8, "suffix_tokens": 8},
+            "instances": [{"name": "fixture model", "model": "tiny-gpt", "members": "m.jsonl", "nonmembers": "c.jsonl",
+                           "baseline": {"kappa": 0.01}, "informed": {"successes": 3, "trials": 12}},
+                          {"name": "pre-scored", "members_run": {"store": "../out/score", "run": "passages:m.jsonl"},
+                           "nonmembers_run": {"store": "../out/score", "run": "passages:c.jsonl"}}]}
+    (d / "instances.json").write_text(json.dumps(spec))
     return d
 
 
@@ -91,6 +97,8 @@ def commands(d: Path, out: Path) -> list[tuple[str, list[str], str | None]]:
         ("audit", ["audit", M, "--members", f"{d}/m.jsonl", "--nonmembers", f"{d}/c.jsonl", "--prefix-tokens",
                    "8", "--suffix-tokens", "8", "--fpr", "0.1", "--out", str(out / "audit"), "--no-progress",
                    "--json"], str(out / "audit")),
+        ("audit-table", ["audit", "table", "--instances", f"{d}/instances.json", "--out", str(out / "table"), "--json"],
+         str(out / "table")),
     ]
 
 
