@@ -3,7 +3,6 @@
 The pipeline (see DESIGN.md): text -> windows -> scoring -> store -> claims -> report.
 """
 import os as _os
-from importlib.metadata import PackageNotFoundError, version as _version
 
 # MKL's strict conditional-numerical-reproducibility mode: with it a row of a float32 matmul
 # has the same bits whatever the number of rows and threads of the call, on every CPU tried
@@ -13,9 +12,6 @@ from importlib.metadata import PackageNotFoundError, version as _version
 # default). Measured: 70-77 GFLOP/s with it against 73 without on a 2048^2 sgemm, 2 threads.
 _os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
-try:
-    __version__ = _version("memclaim")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+from ._version import __version__  # noqa: E402  (after MKL_CBWR: see above)
 
 __all__ = ["__version__"]
