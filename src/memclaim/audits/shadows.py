@@ -57,7 +57,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..errors import DomainError, InputError, ProcedureMismatchError
 from ..fsutil import atomic_directory, atomic_write_text, file_lock, sha256_bytes
 from ..jsonutil import ResultMixin

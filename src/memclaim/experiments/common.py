@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..errors import InputError
 from ..fsutil import write_files
 from ..jsonutil import ResultMixin, dumps, to_jsonable

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 from ..errors import InputError, ModelLoadError
 from ..fsutil import (MARKER_FILE, atomic_directory, atomic_write_text, cache_dir, file_lock, sha256_bytes,
                       sha256_file)

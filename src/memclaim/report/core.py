@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
 
-from .. import __version__
+from .._version import __version__
 from ..errors import InputError
 from ..fsutil import sha256_file
 from ..jsonutil import dumps, to_jsonable

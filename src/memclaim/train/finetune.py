@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..errors import InputError
 from ..fsutil import atomic_directory, file_lock, replaceable_folder, write_marker
 from ..jsonutil import ResultMixin, to_jsonable
