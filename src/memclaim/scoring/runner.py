@@ -16,10 +16,13 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from ..decoding import Policy
-from ..errors import InputError, StoreError
+from ..errors import DomainError, InputError, StoreError
 from ..fsutil import sha256_bytes
 from ..jsonutil import ResultMixin
-from .engine import NEAR_TIE_MARGIN, BatchScores
+from ..models.loader import config_max_positions
+from ..validate import integer
+from .engine import NEAR_TIE_MARGIN, BatchScores, TeacherForcingEngine
+from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
 from .procedure import Procedure
 from .prompts import PromptRule, aggregate_logq
 from .store import ScoreStore, UnitResult
@@ -45,8 +48,6 @@ def near_verbatim_columns(engine, items, scores: BatchScores, near_verbatim: dic
     Each item's ball is centred on its own target ids (a templated procedure tokenizes the
     target after each prompt, so two prompts may centre their balls on different token
     sequences of the same text); the bounds are aggregated over prompts like log q ([EM] Eq. 15)."""
-    from .nearverbatim import near_verbatim_lower_bound, union_near_verbatim
-
     eps = sorted(int(e) for e in near_verbatim["epsilons"])
     beams = sorted(int(b) for b in near_verbatim["beams"])
     cols: dict[str, np.ndarray] = {}
@@ -114,8 +115,6 @@ class LocalBackend:
 
     def engine(self):
         if self._engine is None:
-            from .engine import TeacherForcingEngine
-
             self._engine = TeacherForcingEngine(self.lm_factory(), self.policies)
         return self._engine
 
@@ -150,8 +149,6 @@ class RunSummary(ResultMixin):
 
 def normalize_near_verbatim(nv: dict | None, *, suffix_tokens: int) -> dict | None:
     """Validate near-verbatim settings: integer epsilons >= 0 and beams >= 1, sorted, unique."""
-    from ..errors import DomainError
-
     if not nv:
         return None
     eps = sorted({int(e) for e in nv.get("epsilons", ())})
@@ -167,8 +164,6 @@ def normalize_near_verbatim(nv: dict | None, *, suffix_tokens: int) -> dict | No
 
 
 def near_verbatim_cost_message(units, nv: dict, n_policies: int, model) -> str:
-    from .nearverbatim import estimate_beam_cost
-
     rows = 0
     n = 0
     for u in units:
@@ -259,12 +254,8 @@ def scoring_pairs(model, window_set, prompt_rule: PromptRule, *, what: str | Non
     refuses it), and no prompt + target is longer than the model's context. Raises
     :class:`InputError` naming the window otherwise, before any work; ``population`` and
     ``census`` call it for every input before scoring the first."""
-    from ..errors import InputError
-
     limit = getattr(model, "max_positions", None)
     if limit is None and getattr(model, "path", None) is not None:
-        from ..models.loader import config_max_positions
-
         limit = config_max_positions(model.path)
     label = f"{what}: " if what else ""
     pairs, window_items, window_targets = [], [], []
@@ -300,8 +291,6 @@ def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens:
 
     ``near_verbatim`` = {"epsilons": [...], "beams": [...]} adds the certified near-verbatim
     lower bounds ([EM] App. B.1 Eq. 2) for every window and policy, as part of the procedure."""
-    from ..validate import integer
-
     t0 = time.perf_counter()
     integer("unit size", unit_size, minimum=1)  # option domains fail before the store is touched
     integer("batch size", batch_size, minimum=1)

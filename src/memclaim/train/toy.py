@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..fsutil import atomic_directory, cache_dir, file_lock, sha256_bytes
+from .corpus import MarkovZipf, build_planted_corpus
 
 SOT = "<|endoftext|>"
 
@@ -67,8 +68,6 @@ def toy_corpus(spec: ToySpec = DEFAULT_SPEC):
     exact training documents (``corpus.documents``), the background alone
     (``corpus.background``), the planted records and the held-out controls."""
     import numpy as np
-
-    from .corpus import MarkovZipf, build_planted_corpus
 
     gen = MarkovZipf(n_words=spec.n_words, s=spec.zipf_s, seed=spec.corpus_seed)
     rng = np.random.default_rng(spec.corpus_seed + 1000)
