@@ -33,6 +33,7 @@ from ..models import load_model
 from ..scoring.prompts import PromptRule, aggregate_logq
 from ..text.io import Record
 from ..text.windows import WindowSet, passage_windows
+from ..train import toy as _toy  # noqa: F401  (registers the named model "toy")
 from ..validate import in_open_unit, in_unit, integer
 from .extraction import list_success_logprob, pair_windows
 from .metrics import clopper_pearson

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..decoding import Policy
 from ..models import load_model
+from ..train import toy as _toy  # noqa: F401  (registers the named model "toy")
 from .common import check, compare, finish, new_figure, rng_streams
 from .models import torch_threads
 
