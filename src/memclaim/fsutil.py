@@ -9,6 +9,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ._version import __version__
+from .errors import InputError
+
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see either the old file or the whole new one."""
@@ -39,8 +42,6 @@ def write_files(folder: str | os.PathLike, files, *, owned) -> dict[str, Path]:
     A file that already exists is replaced only if ``owned(path)`` says memclaim wrote it (e.g.
     the folder's report.json is a memclaim report); anything else is refused before any file is
     written."""
-    from .errors import InputError
-
     folder = Path(folder)
     for name in files:
         target = folder / name
@@ -137,8 +138,6 @@ def write_marker(folder: str | os.PathLike, *, kind: str) -> None:
     """Record in ``folder`` that memclaim made it and which files it wrote (call last)."""
     import json
 
-    from . import __version__
-
     folder = Path(folder)
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != MARKER_FILE)
     atomic_write_text(folder / MARKER_FILE, json.dumps({"memclaim": __version__, "kind": kind, "files": files},
@@ -159,8 +158,6 @@ def replaceable_folder(out: str | os.PathLike, *, option: str = "--out") -> None
     """Raise unless the existing folder ``out`` may be replaced: memclaim made and marked it,
     it holds only the files memclaim wrote there, it is not a symbolic link, and it is neither
     the current folder nor one of its parents. A missing or empty folder is always fine."""
-    from .errors import InputError
-
     out = Path(out)
     if not out.exists() and not out.is_symlink():
         return
@@ -198,8 +195,6 @@ def atomic_directory(out: str | os.PathLike, *, tmp_prefix: str | None = None, r
     An existing non-empty ``out`` is never deleted unless ``replace`` (the caller has checked
     that memclaim made it, :func:`replaceable_folder`); then it is first renamed aside, so a
     failure leaves it whole, and removed only once the new folder is in place."""
-    from .errors import InputError
-
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix or f".{out.name}.", suffix=".tmp", dir=out.parent))

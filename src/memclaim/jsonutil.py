@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import InputError
+
 
 def to_jsonable(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -63,8 +65,6 @@ class ResultMixin:
 
 def read_json_object(path, what: str, *, hint: str | None = None) -> dict:
     """The JSON object in file ``path`` (UTF-8); ``what`` names the file in the error messages."""
-    from .errors import InputError
-
     p = Path(path)
     try:
         d = json.loads(p.read_text(encoding="utf-8"))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..console import say as _say
+from ..cli.console import say as _say
 from ..jsonutil import ResultMixin
 from ..validate import integer
 

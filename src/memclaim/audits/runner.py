@@ -360,7 +360,7 @@ def run_audit(model, members, nonmembers, *, out_dir, settings: AuditSettings | 
               shadows: int = 0, shadow_recipe: ShadowRecipe | None = None, shadow_background: Sequence[str] = (),
               design_seed: int = 0, cap: CapSpec | None = None, kappa=None, soundness_epsilon=None,
               soundness_relation: str = "add/remove", text_field=None, id_field=None, input_format=None,
-              dtype: str = "float32", sot=None, progress: bool = False,
+              dtype: str = "float32", sot=None, progress=None,
               log: Callable[[str], None] | None = None, write: bool = True,
               strict_fpr: bool = True, trust_remote_code: bool = False) -> AuditResult:
     """Audit ``model`` on ``members`` vs ``nonmembers`` (files or sequences of texts).

@@ -57,14 +57,18 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..errors import DomainError, InputError, ProcedureMismatchError
 from ..fsutil import atomic_directory, atomic_write_text, file_lock, sha256_bytes
 from ..jsonutil import ResultMixin
+from ..privacy.caps import memorization_cap
+from ..privacy.tradeoff import pure
+from ..train.toy import DEFAULT_SPEC as S
 from ..validate import in_open_unit, integer, nonneg, positive
-from .counterfactual import (CapComparison, CounterfactualEstimate, compare_to_cap,
-                             counterfactual_memorization, teacher_forcing_probability,
-                             truncated_logloss)
+from .counterfactual import (
+    CapComparison, CounterfactualEstimate, compare_to_cap, counterfactual_memorization,
+    teacher_forcing_probability, truncated_logloss,
+)
 
 __all__ = [
     "SHADOW_MODES",
@@ -218,8 +222,6 @@ class ShadowRecipe(ResultMixin):
     def toy(cls, base, *, base_fingerprint: str, **overrides) -> "ShadowRecipe":
         """The tiny GPT's own recipe (:class:`memclaim.train.toy.ToySpec`): from scratch, 300
         steps of batch 16 x 128 tokens, lr 3e-3, 30 warmup steps."""
-        from ..train.toy import DEFAULT_SPEC as S
-
         kw = dict(mode="scratch", base=str(base), base_fingerprint=base_fingerprint, steps=S.steps, epochs=None,
                   batch_size=S.batch_size, seq_len=S.seq_len, lr=S.lr, warmup_steps=30, seed=S.train_seed)
         kw.update(overrides)
@@ -521,9 +523,6 @@ def cap_from_epsilon(epsilon, *, relation: str = "add/remove", functional: str |
     :func:`memclaim.privacy.caps.memorization_cap`. ``functional`` defaults to the one the
     relation caps directly (LOO for add/remove, RO for replace-one); RO under add/remove goes
     through the group curve f^(2)."""
-    from ..privacy.caps import memorization_cap
-    from ..privacy.tradeoff import pure
-
     rel = {"add/remove": "add-remove", "add-remove": "add-remove", "replace-one": "replace",
            "replace": "replace"}.get(str(relation))
     if rel is None:

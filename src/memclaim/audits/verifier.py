@@ -26,8 +26,14 @@ from typing import Sequence
 
 import numpy as np
 
+from ..decoding import Policy
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
+from ..models import load_model
+from ..scoring.prompts import PromptRule, aggregate_logq
+from ..text.io import Record
+from ..text.windows import WindowSet, passage_windows
+from ..train import toy as _toy  # noqa: F401  (registers the named model "toy")
 from ..validate import in_open_unit, in_unit, integer
 from .extraction import list_success_logprob, pair_windows
 from .metrics import clopper_pearson
@@ -76,8 +82,6 @@ def verify_arrays(*, greedy_match=None, log_q=None, policy: str = "greedy", m: i
                   confidence: float = 0.95) -> VerifierResult:
     """The verifier's decision from per-record greedy flags (``policy="greedy"``) or from exact
     log q under a sampling policy with list budget ``m``."""
-    from ..decoding import Policy
-
     thr = in_unit("threshold", threshold, lo_open=True)
     conf = in_open_unit("confidence", confidence)
     mm = integer("m (list budget)", m, minimum=1)
@@ -122,8 +126,6 @@ def verify_arrays(*, greedy_match=None, log_q=None, policy: str = "greedy", m: i
 def verify_run(run, *, policy: str = "greedy", m: int = 1, threshold: float = DEFAULT_THRESHOLD,
                confidence: float = 0.95) -> VerifierResult:
     """The verifier on a stored run (natural-prefix prompts) of the forget-set records."""
-    from ..decoding import Policy
-
     if run.procedure.get("prompt", {}).get("kind") not in (None, "natural-prefix"):
         raise InputError(f"run {run.run_id} was scored with prompt rule {run.procedure['prompt'].get('kind')!r}",
                          hint="the verifier reads extraction from the record's own prefix: score with the natural prefix")
@@ -143,7 +145,6 @@ def score_windows(model, windows, *, policies, prompt_rule=None, batch_size: int
     e.g. between unlearning rounds. ``model`` needs ``.lm``, ``.tokenizer`` and ``.sot_ids``.
     Returns {"greedy_match" [n], "near_tie" [n], "logq": {policy spec: [n]}, "token_logprob": list}."""
     from ..scoring.engine import NEAR_TIE_MARGIN, TeacherForcingEngine
-    from ..scoring.prompts import PromptRule, aggregate_logq
 
     rule = prompt_rule or PromptRule()
     engine = TeacherForcingEngine(model.lm, tuple(policies))
@@ -184,7 +185,6 @@ def score_windows(model, windows, *, policies, prompt_rule=None, batch_size: int
 def _as_model(model):
     if hasattr(model, "lm") and hasattr(model, "tokenizer") and hasattr(model, "sot_ids"):
         return model
-    from ..models import load_model
 
     return load_model(str(model))
 
@@ -201,10 +201,6 @@ def verify(model, records, *, prefix_tokens: int | None = None, suffix_tokens: i
     :func:`memclaim.audits.extraction.pair_windows`), or texts (strings, dicts with ``text``,
     Records) cut into ``prefix_tokens`` + ``suffix_tokens`` (both required then), or a WindowSet.
     """
-    from ..decoding import Policy
-    from ..text.io import Record
-    from ..text.windows import WindowSet, passage_windows
-
     lm = _as_model(model)
     spec = Policy.parse(policy).spec
     if isinstance(records, WindowSet):

@@ -18,7 +18,10 @@ import numpy as np
 
 from ..errors import InputError
 from ..jsonutil import ResultMixin
+from .conformal import population_test
 from .intervals import Interval, newcombe_independent, newcombe_paired
+from .procedure import procedure_differences, require_same_procedure
+from .scores import as_scores
 
 
 @dataclass(frozen=True)
@@ -163,10 +166,6 @@ def compare_population_claims(first_scores, first_controls, first_ids, first_tex
     Candidates are matched by text (:func:`match_by_text`). When both procedure records are
     given, they may differ only in ``may_differ`` (e.g. the model for a scaling comparison);
     any other difference raises :class:`ProcedureMismatchError` naming it."""
-    from .conformal import population_test
-    from .procedure import procedure_differences, require_same_procedure
-    from .scores import as_scores
-
     diffs: tuple = ()
     if procedure_first is not None and procedure_second is not None:
         require_same_procedure(procedure_first, procedure_second, ignore=tuple(may_differ), what=tuple(names))

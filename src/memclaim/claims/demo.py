@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 
-from ..console import say as _say
+from ..cli.console import say as _say
 from ..errors import InputError
 from .budget import census_budget_view
 from .census import WindowScores, census, flag_near_verbatim

@@ -12,6 +12,7 @@ import click
 
 from ..errors import InputError
 from .common import check_out_dir, print_json, set_threads, trust_remote_code_option
+from .progress import progress_bar
 
 EXAMPLES = """
 \b
@@ -174,7 +175,7 @@ def run_command(ctx, model, members, nonmembers, out_dir, reference, shadows, at
                     shadows=shadows, shadow_recipe=recipe, shadow_background=background, design_seed=design_seed,
                     cap=cap, kappa=kappa, soundness_epsilon=soundness_epsilon, soundness_relation=soundness_relation,
                     text_field=text_field, id_field=id_field, input_format=input_format, dtype=dtype, sot=sot,
-                    progress=not no_progress and not as_json, log=log, strict_fpr=explicit_fpr,
+                    progress=progress_bar(not no_progress and not as_json), log=log, strict_fpr=explicit_fpr,
                     trust_remote_code=trust_remote_code)
     if as_json:
         print_json(res.to_dict())

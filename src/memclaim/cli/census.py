@@ -26,6 +26,7 @@ from ..errors import InputError
 from .common import (backend_options, build_prompt_rule, check_out_dir, make_backend, model_options,
                      near_verbatim_options, near_verbatim_settings, print_json, procedure_options, resolve_run_inputs,
                      run_options, set_threads, window_lengths)
+from .progress import progress_bar
 
 EXAMPLES = """
 Examples (run from a checkout of the repository):
@@ -246,7 +247,7 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
         runs[(i, role)] = run_scoring(m, windows, policies=policies, prefix_tokens=prefix_tokens,
                                       suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store,
                                       label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
-                                      progress=not no_progress and not as_json, near_verbatim=near_verbatim,
+                                      progress=progress_bar(not no_progress and not as_json), near_verbatim=near_verbatim,
                                       backend=backend_obj,
                                       log=None if as_json else (lambda msg: click.echo(msg, err=True)))
 

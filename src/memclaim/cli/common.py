@@ -254,7 +254,8 @@ def make_backend(model, policies, *, backend: str = "local", address=None, worke
 
     require_ray()  # fail before any work with the error naming the extra
     return RayBackend(model, policies, batch_size=batch_size, workers=workers, threads_per_worker=threads_per_worker,
-                      gpus_per_worker=gpus_per_worker, address=address)
+                      gpus_per_worker=gpus_per_worker, address=address,
+                      log=lambda line: click.echo(line, err=True))
 
 
 def build_prompt_rule(templates, chat, aggregate):

@@ -14,6 +14,7 @@ import click
 import numpy as np
 
 from .common import print_json
+from .progress import progress_bar
 
 PREFIX, SUFFIX = 32, 32
 POLICIES = ("full", "top-k:40", "greedy")
@@ -74,7 +75,7 @@ def command(out_dir, alpha, as_json, no_progress):
     policies = parse_policies(POLICIES)
     store = out / "store"
     kw = dict(policies=policies, prefix_tokens=PREFIX, suffix_tokens=SUFFIX, prompt_rule=PromptRule(),
-              out_dir=store, progress=not no_progress and not as_json)
+              out_dir=store, progress=progress_bar(not no_progress and not as_json))
     runs = {}
     for label, recs in (("members", members), ("controls", controls)):
         ws = passage_windows([Record(r["id"], r["text"]) for r in recs], model.tokenizer,

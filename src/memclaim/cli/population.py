@@ -17,6 +17,7 @@ from ..errors import InputError
 from .common import (backend_options, build_prompt_rule, check_out_dir, claim_options, make_backend, model_options,
                      near_verbatim_options, near_verbatim_settings, print_json, procedure_options,
                      resolve_run_inputs, run_options, set_threads, window_lengths)
+from .progress import progress_bar
 
 EXAMPLES = """
 Examples (run from a checkout of the repository):
@@ -131,7 +132,7 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
         runs[label] = run_scoring(m, windows, policies=policies, prefix_tokens=prefix_tokens,
                                   suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store, label=label,
                                   inputs=inputs, batch_size=batch_size, unit_size=unit_size,
-                                  progress=not no_progress and not as_json, skipped_empty=skipped_empty,
+                                  progress=progress_bar(not no_progress and not as_json), skipped_empty=skipped_empty,
                                   near_verbatim=near_verbatim, backend=backend_obj,
                                   log=None if as_json else (lambda msg: click.echo(msg, err=True)))
     tested = policies[0].spec

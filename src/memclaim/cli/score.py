@@ -10,6 +10,7 @@ from ..errors import InputError
 from .common import (backend_options, check_out_dir, make_backend, model_options, near_verbatim_options,
                      near_verbatim_settings, print_json, procedure_options, resolve_run_inputs, run_options,
                      set_threads, window_lengths)
+from .progress import progress_bar
 
 EXAMPLES = """
 \b
@@ -80,7 +81,7 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
                           policies=policies, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
                           prompt_rule=build_prompt_rule(prompt_templates, chat_template, aggregate),
                           out_dir=out_dir, label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
-                          progress=not no_progress and not as_json, skipped_empty=skipped_empty, backend=scorer)
+                          progress=progress_bar(not no_progress and not as_json), skipped_empty=skipped_empty, backend=scorer)
     if as_json:
         print_json(summary.to_dict())
         return

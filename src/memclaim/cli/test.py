@@ -149,7 +149,7 @@ def read_id_list(path) -> tuple[str, ...]:
 
 # ------------------------------------------------------------------------ the shared entry point
 def _say(console, text: str) -> None:
-    from ..console import say
+    from .console import say
 
     say(click.echo if console is None else console, text)
 

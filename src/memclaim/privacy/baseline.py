@@ -52,7 +52,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .. import validate
-from ..decoding import Policy
+from ..decoding import Policy, policy_logprobs
 from ..errors import DomainError, PolicyError
 from ..jsonutil import ResultMixin
 
@@ -211,8 +211,6 @@ class _Search:
         return self.torch.tensor(rows, dtype=self.torch.long, device=self.device)
 
     def _logprob_rows(self, hidden):
-        from ..decoding import policy_logprobs
-
         logits = self.lm.logits(hidden[:, -1, :])                          # [B, V]
         return policy_logprobs(logits.to(self.torch.float64), self.policy)  # [B, V], float64
 

@@ -50,7 +50,8 @@ import numpy as np
 from .. import validate
 from ..errors import DomainError, require
 from ..jsonutil import ResultMixin
-from .tradeoff import TradeOff, neighbors_label, normalize_neighbors
+from .caps import eta_approx, memorization_cap
+from .tradeoff import TradeOff, approx, neighbors_label, normalize_neighbors
 
 __all__ = ["CurveCheck", "check_curve", "curve_from_profile", "DpSgdCurve", "dpsgd_curve", "curve_caps",
            "DEFAULT_PLD_GRID", "DEFAULT_EPSILON_STEP"]
@@ -305,8 +306,6 @@ class DpSgdCurve(ResultMixin):
 
     def epsilon_delta_curve(self) -> TradeOff | None:
         """f_{eps, delta} of the (eps, delta) route, for the same relation (looser)."""
-        from .tradeoff import approx
-
         if self.route_epsilon is None or not math.isfinite(self.route_epsilon) or self.route_epsilon <= 0:
             return None
         return approx(self.route_epsilon, self.route_delta, neighbors=self.neighbors)
@@ -493,8 +492,6 @@ def curve_caps(cur: DpSgdCurve, *, copies: Sequence[int] = (1,), epsilon: float 
     the (eps, delta) route's eta = delta + (1 - delta) tanh(eps/2) ([MX] Lemma B.2) for the given
     ``epsilon`` and ``delta`` (default: the curve's own route), labelled looser.
     """
-    from .caps import eta_approx, memorization_cap
-
     rows = []
     for k in copies:
         k = validate.integer("copies", k, minimum=1)

@@ -16,6 +16,7 @@ from ..errors import DomainError
 from ..jsonutil import ResultMixin
 from .caps import eta, eta_star_k, in_support_damping, memorization_cap, truncation_price
 from .extraction import alpha_star, entropy_threshold, extraction_bound, h_star
+from .pld import dpsgd_curve
 from .tradeoff import TradeOff, gdp_delta, group_conversion, neighbors_label
 
 __all__ = ["Quantity", "BoundsSummary", "bounds_summary", "dp_bounds"]
@@ -249,7 +250,6 @@ def dp_bounds(f: TradeOff | None = None, *, noise_multiplier=None, sampling_rate
             raise DomainError("pld_grid applies to DP-SGD settings only")
         return bounds_summary(f, copies=copies, m=m, tau=tau, kappa=kappa, truncation=truncation, omega=omega, n=n,
                               frequency=frequency, gdp_epsilon=gdp_epsilon)
-    from .pld import dpsgd_curve
 
     if neighbors is None:
         raise DomainError("DP-SGD bounds need the neighbouring relation",

@@ -5,10 +5,14 @@ from typing import Sequence
 
 import numpy as np
 
-from ..claims.budget import CensusBudgetView
-from ..claims.census import CensusResult, FlaggedWindow
+from ..claims.budget import CensusBudgetView, census_budget_view
+from ..claims.census import CensusResult, FlaggedWindow, census_threshold, flag_near_verbatim, global_threshold
+from ..claims.census import census as _census
+from ..claims.procedure import require_same_procedure
+from ..errors import InputError
+from ..progress import LogCallback, emit_log
 from . import figures, words
-from .core import Doc, HeatText, ReportBundle, fmt_num, pct, render, sci_from_log10, short_id
+from .core import Doc, HeatText, ReportBundle, fmt_num, pct, render, sci_from_log10, short_id, write_report
 from .population import _procedure_section
 
 HEAT_TEXT_MAX = 20000
@@ -134,7 +138,7 @@ def census_report(results: Sequence[CensusResult], *, budget_views: Sequence[Cen
 def run_census(pairs: Sequence[dict], *, out_dir, use_global_threshold: bool = False,
                references: dict | None = None, budget_delta: float | None = 0.05, realistic_budget: float = 1e5,
                inputs: Sequence[dict] = (), controls_description: str | None = None, procedure_ignore=(),
-               min_similarity: float = 90.0, command: str = "census", console=None) -> dict:
+               min_similarity: float = 90.0, command: str = "census", log: LogCallback | None = None) -> dict:
     """The one call for the ``census`` command: census of each pair, report written (all or nothing).
 
     Each pair is a dict with ``document`` and ``control`` (:class:`WindowScores`), optional
@@ -142,14 +146,8 @@ def run_census(pairs: Sequence[dict], *, out_dir, use_global_threshold: bool = F
     ``exclude_spans`` (verified quotations in the control), and ``procedure_document`` /
     ``procedure_control`` (checked to be the same procedure, [EM] Def. B.2). With
     ``use_global_threshold`` every document is read at the most conservative threshold ([EM] §7).
+    ``log`` receives each headline and the report's path (one line each).
     """
-    from ..claims.budget import census_budget_view
-    from ..claims.census import census as _census
-    from ..claims.census import census_threshold, flag_near_verbatim, global_threshold
-    from ..claims.procedure import require_same_procedure
-    from ..errors import InputError
-    from .core import write_report
-
     if not pairs:
         raise InputError("no document pairs given", hint="pass at least one (document, control) pair")
     procedure = None
@@ -186,9 +184,6 @@ def run_census(pairs: Sequence[dict], *, out_dir, use_global_threshold: bool = F
     paths = write_report(out_dir, bundle)
     summary = {"headlines": [census_headline(r) for r in results], "log10_tau": [r.log10_tau for r in results],
                "coverage": [r.coverage for r in results], "n_flagged": len(flagged), "report": paths}
-    if console is not None:
-        from ..console import say
-
-        for line in summary["headlines"] + [f"report: {paths['html']}"]:
-            say(console, line)
+    for line in summary["headlines"] + [f"report: {paths['html']}"]:
+        emit_log(log, line)
     return summary

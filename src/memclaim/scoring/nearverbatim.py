@@ -45,9 +45,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..decoding import Policy
+from ..decoding import Policy, policy_logprobs, policy_target_logprob
 from ..errors import DomainError, InputError, ProcedureMismatchError
 from ..jsonutil import ResultMixin, to_jsonable
+from ..validate import integer
 from .editdistance import IncrementalLevenshtein
 
 __all__ = [
@@ -339,8 +340,6 @@ def _beam_search(lm, prompt: tuple[int, ...], suffix: tuple[int, ...], policy: P
     """
     import torch
 
-    from ..decoding import policy_logprobs
-
     dev = lm.device
     ell = len(suffix)
     dp = IncrementalLevenshtein(suffix)
@@ -459,8 +458,6 @@ def _beam_search(lm, prompt: tuple[int, ...], suffix: tuple[int, ...], policy: P
 def _teacher_forced(lm, prompt: tuple[int, ...], suffix: tuple[int, ...], policy: Policy) -> tuple[float, int]:
     """log q(s | p) by one teacher-forced pass ([EM] Eq. 1); returns (log q, rows)."""
     import torch
-
-    from ..decoding import policy_target_logprob
 
     ids = torch.as_tensor([list(prompt) + list(suffix[:-1])], dtype=torch.long, device=lm.device)
     hidden, _ = lm.forward_hidden(ids, past=None, use_cache=False)  # [1, |p|+ℓ-1, D]
@@ -944,8 +941,6 @@ def estimate_beam_cost(*, prompt_len: int, suffix_len: int, beam: int, vocab_siz
     beam plus the target-path row, never more than the V^t distinct prefixes); the last
     position needs no forward pass. Without the KV cache each row recomputes |p| + t positions.
     """
-    from ..validate import integer
-
     p = integer("prompt_len", prompt_len, minimum=1)
     ell = integer("suffix_len", suffix_len, minimum=1)
     B = _beam(beam)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from .. import __version__
+from .._version import __version__
 from ..errors import ProcedureMismatchError
 from ..fsutil import sha256_bytes
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
+from ..text.windows import split_at_char
 
 AGGREGATES = ("max", "mean")
 TARGET_RULES = ("rendered", "document")
@@ -138,7 +139,6 @@ class PromptRule:
             head, lead = user, tuple(sot_ids)
         fresh = self.chat or not head or head[-1].isspace()  # the answer starts fresh: no leading space
         target = quote if fresh else window.suffix_text
-        from ..text.windows import split_at_char
 
         text = head + target
         ids, offsets = tokenizer.encode_with_offsets(text)

@@ -46,6 +46,7 @@ import numpy as np
 
 from ..errors import StoreError
 from ..fsutil import atomic_write_bytes, atomic_write_text, file_lock
+from .procedure import Procedure
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)  # 1: memclaim 0.1.0 (model fingerprint scheme 1), migrated on the next write
@@ -273,8 +274,6 @@ class ScoreStore:
     def find_legacy_procedure(self, procedure, legacy_fingerprints: Iterable[str]) -> str | None:
         """The key of a procedure recorded under an older fingerprint of the same model folder
         that is otherwise ``procedure`` (same policies, prompt rule, lengths, version...), or None."""
-        from .procedure import Procedure
-
         d = procedure.to_dict()
         for fp in legacy_fingerprints:
             old = dict(d["model"], fingerprint=fp)

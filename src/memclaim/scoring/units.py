@@ -62,3 +62,13 @@ def make_units(items: Iterable[Item], procedure_key: str, *, unit_size: int = DE
             uid = sha256_bytes((procedure_key + ":" + ",".join(it.key for it in chunk)).encode())[:32]
             units.append(WorkUnit(uid, procedure_key, chunk))
     return units
+
+
+@dataclass(frozen=True)
+class UnitReceipt:
+    """What a backend yields instead of a UnitResult when its worker wrote the unit file itself
+    (atomically, into the same store): the driver only checks it and records it."""
+
+    unit_id: str
+    procedure_key: str
+    n_items: int

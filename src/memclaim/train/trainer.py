@@ -45,6 +45,8 @@ import torch
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..validate import integer, nonneg, positive
+from .dp import DPConfig, PrivateRun
+from .losses import masked_next_token_loss, next_token_loss, objective_for, per_example_nll, poisson_rate  # noqa: F401
 
 SCHEDULES = ("cosine", "linear", "constant")
 SAMPLINGS = ("shuffle", "poisson")
@@ -92,8 +94,6 @@ class TrainConfig:
         if self.threads is not None:
             integer("threads", self.threads, minimum=1)
         if self.dp is not None:
-            from .dp import DPConfig
-
             if not isinstance(self.dp, DPConfig):
                 raise InputError(f"dp must be a memclaim.train.dp.DPConfig, got {type(self.dp).__name__}")
             if self.sampling == "shuffle":
@@ -170,41 +170,9 @@ def example_blocks(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequ
     return out
 
 
-def next_token_loss(model, batch: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy of a causal LM on a [B, T] batch."""
-    logits = model(input_ids=batch).logits  # [B, T, V]
-    return torch.nn.functional.cross_entropy(
-        logits[:, :-1].reshape(-1, logits.shape[-1]).float(),  # [(B*(T-1)), V]
-        batch[:, 1:].reshape(-1),
-    )
-
-
-def per_example_nll(model, batch: torch.Tensor, *, pad_id: int | None = None,
-                    reduce: str = "mean") -> torch.Tensor:
-    """Each example's own next-token NLL -> [B]: the mean (``reduce="mean"``) or the sum
-    (``"sum"``, = -log p(sequence)) over its targets, targets equal to ``pad_id`` ignored."""
-    logits = model(input_ids=batch).logits  # [B, T, V]
-    targets = batch[:, 1:]  # [B, T-1]
-    nll = torch.nn.functional.cross_entropy(
-        logits[:, :-1].reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="none",
-    ).view(targets.shape)  # [B, T-1]
-    if pad_id is None:
-        return nll.sum(1) if reduce == "sum" else nll.mean(1)
-    keep = (targets != pad_id).to(nll.dtype)  # [B, T-1]
-    total = (nll * keep).sum(1)
-    return total if reduce == "sum" else total / keep.sum(1).clamp_min(1.0)
-
-
-def masked_next_token_loss(model, batch: torch.Tensor, *, pad_id: int) -> torch.Tensor:
-    """Mean over examples of each example's mean token NLL, pad targets ignored."""
-    return per_example_nll(model, batch, pad_id=pad_id).mean()
-
-
 def default_objective(config: TrainConfig) -> Callable:
-    if config.pad_id is None:
-        return next_token_loss
-    pad = int(config.pad_id)
-    return lambda model, batch: masked_next_token_loss(model, batch, pad_id=pad)
+    """The training loss for ``config``: next-token NLL, pad targets ignored when ``config.pad_id`` is set."""
+    return objective_for(config.pad_id)
 
 
 @torch.no_grad()
@@ -223,14 +191,6 @@ def evaluate_nll(model, blocks: torch.Tensor, *, pad_id: int | None = None, batc
     if count == 0:
         raise InputError("no target tokens to evaluate (every target is padding)")
     return total / count
-
-
-def poisson_rate(n: int, batch_size: int) -> float:
-    """Opacus's sampling rate for ``n`` examples and expected batch ``batch_size``:
-    1 / ceil(n / batch_size) (``DPDataLoader.from_data_loader``: 1 / len(data_loader))."""
-    n = integer("number of examples", n, minimum=1)
-    b = integer("batch_size", batch_size, minimum=1)
-    return 1.0 / math.ceil(n / b)
 
 
 @contextlib.contextmanager
@@ -318,8 +278,6 @@ def _run(model, blocks, config: TrainConfig, objective, on_step) -> TrainResult:
     n = blocks.shape[0]
     private = None
     if config.dp is not None:
-        from .dp import PrivateRun
-
         private = PrivateRun(model, blocks, config, opt, gen)
         module, opt, batches = private.module, private.optimizer, private.batches()
     else:
