@@ -320,8 +320,10 @@ def baseline(model, prefix, L, m, temperature, max_nodes, time_limit, batch_size
         status = con.status("searching")
         status.start()
 
-        def progress(nodes, lo, hi):  # noqa: F811 - a closure over the status line
-            status.update(f"nodes {nodes}  kappa in [{lo:.4g}, {hi:.4g}]")
+        def progress(event):  # noqa: F811 - a closure over the status line (memclaim.progress events)
+            if "kappa_lo" in event.extra:
+                status.update(f"nodes {event.done}  kappa in [{event.extra['kappa_lo']:.4g}, "
+                              f"{event.extra['kappa_hi']:.4g}]")
     try:
         res = certify_baseline(loaded.lm, ids, secret_length=L, m=m, temperature=temperature, max_nodes=max_nodes,
                                time_limit=time_limit, batch_size=batch_size, progress=progress)
