@@ -265,7 +265,7 @@ def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, bep
       memclaim dp plot --out figs --neighbors add-remove --epsilon 1
       memclaim dp plot --out figs --neighbors add-remove --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000
     """
-    from ..privacy.plots import plot_all
+    from ..report.privacy import plot_all
     from .common import check_out_dir
 
     cur = None
