@@ -113,6 +113,11 @@ class Reporter:
         self.done += n
         self._send(False, extra)
 
+    def update(self, done: int, **extra: Any) -> None:
+        """Set the units done so far to ``done`` (a running total) and report it."""
+        self.done = int(done)
+        self._send(False, extra)
+
     def close(self) -> None:
         """Send the final event (once)."""
         if not self.closed:

@@ -974,10 +974,11 @@ def _write_table(result: TableResult, out: Path) -> TableResult:
     import io
 
     from ..report.core import Doc, render, short_id, write_report
+    from ..report.figures import disagreement_heatmap
 
     heat = out / "disagreement.png"
     buf = io.BytesIO()
-    result.table.heatmap(None).savefig(buf, format="png", dpi=150)
+    disagreement_heatmap(result.table, None).savefig(buf, format="png", dpi=150)
     png = buf.getvalue()
     doc = Doc("Audit disagreement ([MX] Fig. 12)")
     doc.p("Rows are leakage instances, columns are audits; each cell is the audit's leak signal (0 = chance, "

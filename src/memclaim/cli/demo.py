@@ -134,7 +134,7 @@ def command(out_dir, alpha, as_json, no_progress):
                                         member_ids=list(mf.sources), control_ids=list(cf.sources))
 
     con.rule("[bold]Privacy bounds[/] ([MX] §4-§5)")
-    from ..privacy.demo import run_demo_section as privacy_section
+    from .privacy_demo import privacy_section
 
     spec = data["spec"]
     gen = MarkovZipf(n_words=spec["n_words"], s=spec["zipf_s"], seed=spec["corpus_seed"])

@@ -265,7 +265,7 @@ def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, bep
       memclaim dp plot --out figs --neighbors add-remove --epsilon 1
       memclaim dp plot --out figs --neighbors add-remove --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000
     """
-    from ..privacy.plots import plot_all
+    from ..report.privacy import plot_all
     from .common import check_out_dir
 
     cur = None
@@ -320,8 +320,10 @@ def baseline(model, prefix, L, m, temperature, max_nodes, time_limit, batch_size
         status = con.status("searching")
         status.start()
 
-        def progress(nodes, lo, hi):  # noqa: F811 - a closure over the status line
-            status.update(f"nodes {nodes}  kappa in [{lo:.4g}, {hi:.4g}]")
+        def progress(event):  # noqa: F811 - a closure over the status line (memclaim.progress events)
+            if "kappa_lo" in event.extra:
+                status.update(f"nodes {event.done}  kappa in [{event.extra['kappa_lo']:.4g}, "
+                              f"{event.extra['kappa_hi']:.4g}]")
     try:
         res = certify_baseline(loaded.lm, ids, secret_length=L, m=m, temperature=temperature, max_nodes=max_nodes,
                                time_limit=time_limit, batch_size=batch_size, progress=progress)
