@@ -1,6 +1,17 @@
 """memclaim: calibrated claims about memorization and extraction in language models.
 
-The pipeline (see DESIGN.md): text -> windows -> scoring -> store -> claims -> report.
+The pipeline (see DESIGN.md): text -> windows -> scoring -> store -> claims -> report. The public
+API is this package's namespace, loaded on first use so that ``import memclaim`` stays fast (it
+imports neither torch nor numpy)::
+
+    import memclaim as mc
+    run = mc.score("toy", ["a text ...", "another ..."], prefix_tokens=16, suffix_tokens=16)
+    res = mc.test(members_run, controls_run, alpha="0.01")
+    res.save("reports/members")
+
+Functions: load_model, score, test, population, census, audit, audit_table, dp_bounds, budget
+(``help(memclaim.census)`` for each); results: ScoreResult, TestResult, PopulationResult,
+CensusRun, AuditRun, AuditTableRun, DPBounds, BudgetResult; Document for a text given in memory.
 """
 import os as _os
 
@@ -14,4 +25,23 @@ _os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 from ._version import __version__  # noqa: E402  (after MKL_CBWR: see above)
 
-__all__ = ["__version__"]
+# the public API, re-exported lazily from memclaim.api (PEP 562)
+_API = ("load_model", "score", "test", "population", "census", "audit", "audit_table", "dp_bounds", "budget",
+        "Document", "ScoreResult", "TestResult", "PopulationResult", "CensusRun", "AuditRun", "AuditTableRun",
+        "DPBounds", "BudgetResult")
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from . import api
+
+        value = getattr(api, name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'memclaim' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_API))

@@ -10,9 +10,11 @@ import sys
 
 import click
 
+from .. import api
 from ..errors import DomainError
 from ..jsonutil import dumps
-from .common import trust_remote_code_option
+from ..models import load_model
+from .common import check_out_dir, trust_remote_code_option
 
 NEIGHBOR_CHOICE = click.Choice(["replace", "add-remove"])
 
@@ -44,46 +46,6 @@ def _fmt(v) -> str:
             return f"{v:.6e}"
         return f"{v:.6g}"
     return str(v)
-
-
-def _guarantee(epsilon, delta, mu, neighbors):
-    from ..privacy.tradeoff import approx, gdp, pure
-
-    if mu is not None:
-        if delta is not None:
-            raise DomainError("give either --delta (approximate DP) or --mu (Gaussian DP), not both",
-                              hint="drop one of them")
-        return gdp(mu, neighbors=neighbors)
-    if epsilon is None:
-        raise DomainError("no guarantee given", hint="pass --epsilon E [--delta D], or --mu M for Gaussian DP")
-    if delta is not None:
-        return approx(epsilon, delta, neighbors=neighbors)
-    return pure(epsilon, neighbors=neighbors)
-
-
-def _parse_baseline(text):
-    """'0.01' -> (0.01, 0.01); '0.008,0.012' -> (0.008, 0.012)."""
-    if text is None:
-        return None
-    parts = [p.strip() for p in str(text).replace(":", ",").split(",") if p.strip()]
-    try:
-        vals = [float(p) for p in parts]
-    except ValueError:
-        raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}",
-                          hint="e.g. --baseline 0.001 or --baseline 0.0009,0.0011") from None
-    if len(vals) == 1:
-        vals = vals * 2
-    if len(vals) != 2:
-        raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}",
-                          hint="e.g. --baseline 0.001 or --baseline 0.0009,0.0011")
-    for v in vals:
-        if not (math.isfinite(v) and 0.0 <= v <= 1.0):
-            raise DomainError(f"baseline kappa must lie in [0, 1], got {v!r}",
-                              hint="kappa is the prior's top-m probability mass")
-    if vals[0] > vals[1]:
-        raise DomainError(f"--baseline interval is reversed: {vals[0]!r} > {vals[1]!r}",
-                          hint=f"write the interval as LO,HI: --baseline {vals[1]!r},{vals[0]!r}")
-    return vals[0], vals[1]
 
 
 @click.group(name="dp")
@@ -151,49 +113,15 @@ def bounds(epsilon, delta, mu, sigma, q, steps, pld_grid, neighbors, copies, m, 
       memclaim dp bounds --mu 1 --epsilon 1 --list-size 4 --risk 0.1 --neighbors add-remove --json
       memclaim dp bounds --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000 --neighbors add-remove
     """
-    from ..privacy.extraction import audit_soundness
-    from ..privacy.summary import dp_bounds
-
-    kap = _parse_baseline(baseline)
-    kw = dict(copies=copies, m=m, tau=tau, kappa=None if kap is None else kap[1], truncation=truncation, omega=omega,
-              n=n, frequency=frequency)
-    dpsgd = [v is not None for v in (sigma, q, steps)]
-    if any(dpsgd):
-        if not all(dpsgd):
-            missing = [o for o, v in zip(("--noise-multiplier", "--sampling-rate", "--steps"), dpsgd) if not v]
-            raise DomainError(f"DP-SGD settings are incomplete: missing {', '.join(missing)}",
-                              hint="give --noise-multiplier, --sampling-rate and --steps together")
-        if epsilon is not None or mu is not None:
-            raise DomainError("give either DP-SGD settings or --epsilon/--mu, not both",
-                              hint="with DP-SGD settings epsilon comes from the accountant; --delta sets the "
-                                   "delta of the (epsilon, delta) route")
-        from ..privacy.pld import dpsgd_curve
-
-        summary = dp_bounds(noise_multiplier=sigma, sampling_rate=q, steps=steps, neighbors=neighbors, delta=delta,
-                            pld_grid=pld_grid, **kw)
-        f = dpsgd_curve(noise_multiplier=sigma, sampling_rate=q, steps=steps, neighbors=neighbors,
-                        route_delta=1e-5 if delta is None else delta, value_discretization_interval=pld_grid).curve
-    else:
-        if pld_grid is not None:
-            raise DomainError("--pld-grid applies to DP-SGD settings only",
-                              hint="add --noise-multiplier, --sampling-rate and --steps, or drop --pld-grid")
-        f = _guarantee(epsilon, delta, mu, neighbors)
-        summary = dp_bounds(f, gdp_epsilon=epsilon if mu is not None else None, **kw)
-    audit = None
-    if successes is not None or trials is not None:
-        if successes is None or trials is None or kap is None or m is None:
-            raise DomainError("the audit check needs --successes, --trials, --baseline and --list-size together",
-                              hint="pass all four, or none")
-        audit = audit_soundness(f, successes=successes, trials=trials, m=m, kappa_interval=kap,
-                                confidence=confidence, independence=independence, copies=copies)
+    res = api.dp_bounds(neighbors=neighbors, epsilon=epsilon, delta=delta, mu=mu, noise_multiplier=sigma,
+                        sampling_rate=q, steps=steps, pld_grid=pld_grid, copies=copies, list_size=m, risk=tau,
+                        baseline=baseline, truncation=truncation, in_support_mass=omega, dataset_size=n,
+                        frequency=frequency, successes=successes, trials=trials, confidence=confidence,
+                        independence=independence)
     if as_json:
-        out = summary.to_dict()
-        if kap is not None and kap[0] != kap[1]:
-            out["baseline_interval"] = list(kap)
-        if audit is not None:
-            out["audit"] = audit.to_dict()
-        click.echo(dumps(out, indent=2))
+        click.echo(dumps(res.to_dict(), indent=2))
         return
+    summary, kap, audit = res.summary, res.baseline_interval, res.audit
     from rich.table import Table
 
     con = _console()
@@ -266,8 +194,6 @@ def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, bep
       memclaim dp plot --out figs --neighbors add-remove --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000
     """
     from ..report.privacy import plot_all
-    from .common import check_out_dir
-
     cur = None
     given = [v is not None for v in (sigma, q, steps)]
     if any(given):
@@ -309,7 +235,6 @@ def baseline(model, prefix, L, m, temperature, max_nodes, time_limit, batch_size
     Example:
       memclaim dp baseline smollm2 --prefix "The access code is" --secret-length 4 --list-size 1
     """
-    from ..models import load_model
     from ..privacy.baseline import certify_baseline
 
     loaded = load_model(model, trust_remote_code=trust_remote_code)

@@ -131,19 +131,8 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
     non-string field, is an error naming the record."""
     path = Path(path)
     fmt = detect_format(path, fmt)
-    pair = prefix_field is not None or suffix_field is not None
+    pair = check_fields(text_field=text_field, prefix_field=prefix_field, suffix_field=suffix_field)
     if pair:
-        if prefix_field is None or suffix_field is None:
-            raise InputError(f"--prefix-field and --suffix-field go together, got only "
-                             f"{'--prefix-field' if prefix_field else '--suffix-field'} "
-                             f"{prefix_field if prefix_field else suffix_field!r}",
-                             hint="name both fields, e.g. --prefix-field context --suffix-field target")
-        if prefix_field == suffix_field:
-            raise InputError(f"--prefix-field and --suffix-field name the same field {prefix_field!r}",
-                             hint="the prefix and the suffix must be two different fields")
-        if text_field is not None:
-            raise InputError(f"--text-field {text_field!r} cannot be combined with --prefix-field/--suffix-field",
-                             hint="a record's text is its prefix field + its suffix field; drop --text-field")
         if fmt == "txt":
             raise InputError(f"{str(path)!r} is plain text: it has no fields for --prefix-field/--suffix-field",
                              hint="give the records as JSONL, CSV or Parquet with a prefix and a suffix field")
@@ -238,36 +227,8 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
                 tf = _pick(fieldnames, text_field, TEXT_FIELDS, "text", path, True)
                 for line, row in records_:
                     rows.append((row.get(idf) if idf else None, row.get(tf), f"line {line}"))
-    records: list[Record] = []
-    skipped: list[str] = []
-    seen: set[str] = set()
-    for n, (rid, txt, where) in enumerate(rows):
-        rid = rid if rid not in (None, "") else f"rec{n}"
-        start = None
-        if pair:
-            pre, suf = txt
-            for name, v in ((prefix_field, pre), (suffix_field, suf)):
-                if v is not None and not isinstance(v, str):
-                    raise InputError(f"{str(path)!r} {where}: field {name!r} is a {type(v).__name__}, not a string",
-                                     hint="store the prefix and the suffix as strings")
-            pre = pre or ""
-            start = len(pre)
-            txt = None if suf is None or not suf.strip() else pre + suf  # no target: skipped as empty
-        elif txt is not None and not isinstance(txt, str):
-            raise InputError(f"{str(path)!r} {where}: text is a {type(txt).__name__}, not a string",
-                             hint="store texts as strings")
-        if rid in seen:
-            raise InputError(f"{str(path)!r} {where}: duplicate id {rid!r}", hint="make record ids unique")
-        seen.add(rid)
-        if txt is None or not txt.strip():
-            skipped.append(rid)
-            continue
-        records.append(Record(rid, txt, start))
-    if not records:
-        raise InputError(f"{str(path)!r} holds no non-empty {'suffixes' if pair else 'texts'} "
-                         f"({len(skipped)} empty records)",
-                         hint=f"check the {'suffix' if pair else 'text'} field and the file contents")
-    return Passages(str(path), digest, tuple(records), len(skipped), tuple(skipped))
+    return passages_from_rows(rows, source=str(path), sha256=digest, prefix_field=prefix_field,
+                              suffix_field=suffix_field)
 
 
 def read_csv_records(path: Path, text: str, *, tsv: bool = False) -> tuple[list[str], list[tuple[int, dict]]]:
@@ -300,3 +261,62 @@ def read_document(path: str | Path) -> tuple[str, str]:
     path = Path(path)
     data = _read_bytes(path)
     return _decode(path, data), sha256_bytes(data)
+
+
+def check_fields(*, text_field: str | None = None, prefix_field: str | None = None,
+                 suffix_field: str | None = None) -> bool:
+    """Check the field options of a passage input; True when records give prefix and suffix
+    fields (both, different, and not with a text field)."""
+    pair = prefix_field is not None or suffix_field is not None
+    if pair:
+        if prefix_field is None or suffix_field is None:
+            raise InputError(f"--prefix-field and --suffix-field go together, got only "
+                             f"{'--prefix-field' if prefix_field else '--suffix-field'} "
+                             f"{prefix_field if prefix_field else suffix_field!r}",
+                             hint="name both fields, e.g. --prefix-field context --suffix-field target")
+        if prefix_field == suffix_field:
+            raise InputError(f"--prefix-field and --suffix-field name the same field {prefix_field!r}",
+                             hint="the prefix and the suffix must be two different fields")
+        if text_field is not None:
+            raise InputError(f"--text-field {text_field!r} cannot be combined with --prefix-field/--suffix-field",
+                             hint="a record's text is its prefix field + its suffix field; drop --text-field")
+    return pair
+
+
+def passages_from_rows(rows, *, source: str, sha256: str, prefix_field: str | None = None,
+                       suffix_field: str | None = None) -> Passages:
+    """Records from ``rows`` of (id or None, text or (prefix, suffix), where): ids default to
+    ``rec<n>``, empty texts (or suffixes) are skipped and counted, a non-string text or a duplicate
+    id is an error naming ``source`` and the row."""
+    path = source
+    pair = prefix_field is not None or suffix_field is not None
+    records: list[Record] = []
+    skipped: list[str] = []
+    seen: set[str] = set()
+    for n, (rid, txt, where) in enumerate(rows):
+        rid = rid if rid not in (None, "") else f"rec{n}"
+        start = None
+        if pair:
+            pre, suf = txt
+            for name, v in ((prefix_field, pre), (suffix_field, suf)):
+                if v is not None and not isinstance(v, str):
+                    raise InputError(f"{str(path)!r} {where}: field {name!r} is a {type(v).__name__}, not a string",
+                                     hint="store the prefix and the suffix as strings")
+            pre = pre or ""
+            start = len(pre)
+            txt = None if suf is None or not suf.strip() else pre + suf  # no target: skipped as empty
+        elif txt is not None and not isinstance(txt, str):
+            raise InputError(f"{str(path)!r} {where}: text is a {type(txt).__name__}, not a string",
+                             hint="store texts as strings")
+        if rid in seen:
+            raise InputError(f"{str(path)!r} {where}: duplicate id {rid!r}", hint="make record ids unique")
+        seen.add(rid)
+        if txt is None or not txt.strip():
+            skipped.append(rid)
+            continue
+        records.append(Record(rid, txt, start))
+    if not records:
+        raise InputError(f"{str(path)!r} holds no non-empty {'suffixes' if pair else 'texts'} "
+                         f"({len(skipped)} empty records)",
+                         hint=f"check the {'suffix' if pair else 'text'} field and the file contents")
+    return Passages(str(path), sha256, tuple(records), len(skipped), tuple(skipped))

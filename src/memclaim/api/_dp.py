@@ -1,0 +1,197 @@
+"""``memclaim.dp_bounds``: what a differential-privacy guarantee does and does not say about
+memorization and extraction ([MX] §3-5, App. F.2).
+
+The guarantee is pure epsilon-DP, (epsilon, delta)-DP, mu-Gaussian DP, a trade-off curve, or a
+DP-SGD run (noise multiplier sigma, Poisson sampling rate q, steps T): then every row comes from
+the certified trade-off curve of the composed subsampled Gaussian (its privacy-loss
+distribution, pessimistic) and names its grid, and the (epsilon, delta) route follows, marked as
+the looser one. With ``copies`` = k the memorization caps and every extraction quantity use the
+k-fold group curve ([MX] Cor. 4.3; sufficient conditions only). Every number names its
+neighbouring relation and, for caps, its counterfactual functional.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import DomainError
+from ..privacy.extraction import AuditSoundness, audit_soundness
+from ..privacy.pld import dpsgd_curve
+from ..privacy.summary import BoundsSummary
+from ..privacy.summary import dp_bounds as _dp_bounds
+from ..privacy.tradeoff import TradeOff, approx, gdp, pure
+from ..report.core import write_report
+from ..report.dp import dp_bounds_report
+from ._common import Result, jsonable
+
+__all__ = ["dp_bounds", "DPBounds", "parse_baseline", "guarantee_curve"]
+
+
+def parse_baseline(value) -> tuple[float, float] | None:
+    """The canary's prior baseline kappa_pi(m): a number, a certified interval (lo, hi), or the
+    CLI's text ('0.01' -> (0.01, 0.01); '0.008,0.012' -> (0.008, 0.012))."""
+    if value is None:
+        return None
+    if isinstance(value, (tuple, list)):
+        vals = list(value)
+        text = repr(value)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        vals, text = [value], repr(value)
+    else:
+        text = value
+        parts = [p.strip() for p in str(value).replace(":", ",").split(",") if p.strip()]
+        try:
+            vals = [float(p) for p in parts]
+        except ValueError:
+            raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}",
+                              hint="e.g. --baseline 0.001 or --baseline 0.0009,0.0011") from None
+    try:
+        vals = [float(v) for v in vals]
+    except (TypeError, ValueError):
+        raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}",
+                          hint="e.g. --baseline 0.001 or --baseline 0.0009,0.0011") from None
+    if len(vals) == 1:
+        vals = vals * 2
+    if len(vals) != 2:
+        raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}",
+                          hint="e.g. --baseline 0.001 or --baseline 0.0009,0.0011")
+    for v in vals:
+        if not (math.isfinite(v) and 0.0 <= v <= 1.0):
+            raise DomainError(f"baseline kappa must lie in [0, 1], got {v!r}",
+                              hint="kappa is the prior's top-m probability mass")
+    if vals[0] > vals[1]:
+        raise DomainError(f"--baseline interval is reversed: {vals[0]!r} > {vals[1]!r}",
+                          hint=f"write the interval as LO,HI: --baseline {vals[1]!r},{vals[0]!r}")
+    return vals[0], vals[1]
+
+
+def guarantee_curve(*, epsilon=None, delta=None, mu=None, neighbors) -> TradeOff:
+    """The trade-off curve of pure epsilon-DP, (epsilon, delta)-DP or mu-GDP for ``neighbors``."""
+    if mu is not None:
+        if delta is not None:
+            raise DomainError("give either --delta (approximate DP) or --mu (Gaussian DP), not both",
+                              hint="drop one of them")
+        return gdp(mu, neighbors=neighbors)
+    if epsilon is None:
+        raise DomainError("no guarantee given", hint="pass --epsilon E [--delta D], or --mu M for Gaussian DP")
+    if delta is not None:
+        return approx(epsilon, delta, neighbors=neighbors)
+    return pure(epsilon, neighbors=neighbors)
+
+
+@dataclass(frozen=True)
+class DPBounds(Result):
+    """Every cap and extraction quantity of one guarantee (``summary``:
+    :class:`~memclaim.privacy.summary.BoundsSummary`, one labelled row per quantity), the
+    certified baseline interval when one was given, and the canary audit's soundness check
+    (``audit``). ``to_dict()`` is what ``memclaim dp bounds --json`` prints; ``to_pandas()`` the
+    rows; ``save(folder)`` writes report.{json,md,html}."""
+
+    summary: BoundsSummary
+    baseline_interval: tuple[float, float] | None = None
+    audit: AuditSoundness | None = None
+
+    @property
+    def rows(self):
+        return self.summary.rows
+
+    def value(self, name: str):
+        """The value of the row named ``name`` (e.g. 'eta(f)')."""
+        return self.summary.value(name)
+
+    def to_dict(self) -> dict:
+        out = self.summary.to_dict()
+        kap = self.baseline_interval
+        if kap is not None and kap[0] != kap[1]:
+            out["baseline_interval"] = list(kap)
+        if self.audit is not None:
+            out["audit"] = self.audit.to_dict()
+        return jsonable(out)
+
+    def to_pandas(self):
+        """One row per quantity: name, value, relation, functional, reference, note, exact,
+        copies, source."""
+        import pandas as pd
+
+        return pd.DataFrame([r.to_dict() for r in self.summary.rows])
+
+    def save(self, folder) -> dict:
+        """Write report.{json,md,html} into ``folder`` (all or nothing); returns the paths."""
+        return write_report(folder, dp_bounds_report(self.to_dict()))
+
+    def __repr__(self) -> str:
+        return f"DPBounds({self.summary.guarantee!r}, {len(self.summary.rows)} rows)"
+
+
+def _audit_complete(successes, trials, kappa, list_size) -> None:
+    if successes is None or trials is None or kappa is None or list_size is None:
+        raise DomainError("the audit check needs --successes, --trials, --baseline and --list-size together",
+                          hint="pass all four, or none")
+
+
+def dp_bounds(*, neighbors: str, epsilon: float | None = None, delta: float | None = None, mu: float | None = None,
+              curve: TradeOff | None = None, noise_multiplier: float | None = None,
+              sampling_rate: float | None = None, steps: int | None = None, pld_grid: float | None = None,
+              copies: int = 1, list_size: int | None = None, risk: float | None = None, baseline=None,
+              truncation: float | None = None, in_support_mass: float | None = None, dataset_size: int | None = None,
+              frequency: float | None = None, successes: int | None = None, trials: int | None = None,
+              confidence: float = 0.95, independence: str = "separate-runs") -> DPBounds:
+    """Every memorization cap and extraction-boundary quantity for one guarantee (``memclaim dp
+    bounds``).
+
+    The guarantee: ``epsilon`` [``delta``], ``mu`` (Gaussian DP; ``epsilon`` then also shows the
+    GDP curve's epsilon), a :class:`~memclaim.privacy.tradeoff.TradeOff` ``curve``, or DP-SGD
+    settings ``noise_multiplier``, ``sampling_rate``, ``steps`` (``delta``: the delta of the
+    (epsilon, delta) route shown beside the curve, default 1e-5; ``pld_grid``: the PLD's value
+    discretization). ``neighbors``: 'replace' or 'add-remove', the relation the guarantee was
+    proved for. ``copies``: k copies of the target. ``list_size`` m, ``risk`` tau and
+    ``baseline`` kappa_pi(m) (a number or a certified interval (lo, hi)) for the extraction
+    boundary; ``truncation`` M, ``in_support_mass`` omega, ``dataset_size`` n, ``frequency`` p for
+    the conversions. ``successes``/``trials`` with ``baseline`` and ``list_size``: the canary
+    audit's soundness check ([MX] Cor. 5.3).
+
+    >>> import memclaim as mc
+    >>> b = mc.dp_bounds(epsilon=1, neighbors="replace", copies=2)
+    >>> round(b.value("eta(f)"), 4)
+    0.4621
+    """
+    kap = parse_baseline(baseline)
+    kw = dict(copies=copies, m=list_size, tau=risk, kappa=None if kap is None else kap[1], truncation=truncation,
+              omega=in_support_mass, n=dataset_size, frequency=frequency)
+    dpsgd = [v is not None for v in (noise_multiplier, sampling_rate, steps)]
+    audit_asked = successes is not None or trials is not None
+    if any(dpsgd):
+        if not all(dpsgd):
+            missing = [o for o, v in zip(("--noise-multiplier", "--sampling-rate", "--steps"), dpsgd) if not v]
+            raise DomainError(f"DP-SGD settings are incomplete: missing {', '.join(missing)}",
+                              hint="give --noise-multiplier, --sampling-rate and --steps together")
+        if epsilon is not None or mu is not None or curve is not None:
+            raise DomainError("give either DP-SGD settings or --epsilon/--mu, not both",
+                              hint="with DP-SGD settings epsilon comes from the accountant; --delta sets the "
+                                   "delta of the (epsilon, delta) route")
+        summary = _dp_bounds(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
+                             neighbors=neighbors, delta=delta, pld_grid=pld_grid, **kw)
+        f = None
+        if audit_asked:  # the audit reads the same certified curve
+            _audit_complete(successes, trials, kap, list_size)
+            f = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
+                            neighbors=neighbors, route_delta=1e-5 if delta is None else delta,
+                            value_discretization_interval=pld_grid).curve
+    else:
+        if pld_grid is not None:
+            raise DomainError("--pld-grid applies to DP-SGD settings only",
+                              hint="add --noise-multiplier, --sampling-rate and --steps, or drop --pld-grid")
+        if curve is not None:
+            if epsilon is not None or delta is not None or mu is not None:
+                raise DomainError("give either a trade-off curve or --epsilon/--delta/--mu, not both",
+                                  hint="drop curve, or the epsilon/delta/mu")
+            f = curve
+        else:
+            f = guarantee_curve(epsilon=epsilon, delta=delta, mu=mu, neighbors=neighbors)
+        summary = _dp_bounds(f, gdp_epsilon=epsilon if mu is not None else None, **kw)
+    audit = None
+    if audit_asked:
+        _audit_complete(successes, trials, kap, list_size)
+        audit = audit_soundness(f, successes=successes, trials=trials, m=list_size, kappa_interval=kap,
+                                confidence=confidence, independence=independence, copies=copies)
+    return DPBounds(summary=summary, baseline_interval=kap, audit=audit)
