@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import InputError
 from ..fsutil import sha256_bytes, sha256_file
 from ..jsonutil import read_json_object
+from ..text.io import pick_column
 from .common import check_out_dir, claim_options
 
 ID_COLUMNS = ("id", "doc_id", "uid", "key", "name")
@@ -38,19 +39,7 @@ class ScoreFile:
 
 
 def _pick(fields, wanted, defaults, what, path, required=True):
-    fields = list(fields)
-    if wanted:
-        if wanted not in fields:
-            raise InputError(f"{str(path)!r} has no {what} column {wanted!r}; columns are {fields}",
-                             hint=f"pass --{what}-column with one of {fields}")
-        return wanted
-    for c in defaults:
-        if c in fields:
-            return c
-    if required:
-        raise InputError(f"{str(path)!r}: cannot find a {what} column among {fields}",
-                         hint=f"name it one of {list(defaults)} or pass --{what}-column")
-    return None
+    return pick_column(fields, wanted, defaults, what, path, required=required, noun="column")
 
 
 def _to_float(v, path, where, col):
