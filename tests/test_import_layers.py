@@ -44,7 +44,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "memclaim"
 
 # issue 13 §3, lowest first; a module may import its own layer and the layers before it
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "validate", "fsutil", "jsonutil", "_version", "progress"),
+    ("errors", "validate", "fsutil", "jsonutil", "_version", "progress", "numeric"),
     ("decoding", "models"),
     ("text", "scoring", "privacy", "mechanisms"),
     ("claims", "train"),
