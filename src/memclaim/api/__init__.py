@@ -12,6 +12,9 @@ audit              membership-inference and extraction audits ([MX] §8.2)
 audit_table        the audit-disagreement table ([MX] Fig. 12)
 dp_bounds          what a DP guarantee caps ([MX] §3-5), incl. DP-SGD curves and k copies
 budget             query budgets for a per-query probability ([EM] §6)
+train_tiny         the training lab: a tiny GPT with planted records ([MX] §8)
+finetune           fine-tuning with planted records, optionally DP-SGD ([MX] App. F.2)
+unlearn            unlearning until the verifier reports forgotten ([MX] App. F.2)
 =================  ==========================================================================
 
 Errors are :mod:`memclaim.errors` types (ValueErrors whose message repeats the bad value and says
@@ -28,7 +31,7 @@ _EXPORTS = {
     "census": "_census", "audit": "_audit", "audit_table": "_audit", "dp_bounds": "_dp", "budget": "_budget",
     "Document": "_common", "ScoreResult": "_score", "TestResult": "_population", "PopulationResult": "_population",
     "CensusRun": "_census", "AuditRun": "_audit", "AuditTableRun": "_audit", "DPBounds": "_dp",
-    "BudgetResult": "_budget",
+    "BudgetResult": "_budget", "train_tiny": "_train", "finetune": "_train", "unlearn": "_train", "TrainRun": "_train",
 }
 
 __all__ = list(_EXPORTS)
