@@ -131,7 +131,7 @@ def passages_from_object(obj, *, source: str = "texts", **fields) -> tuple[Passa
     if is_table(obj):
         kind = {"pandas": "pandas DataFrame", "datasets": "datasets Dataset"}.get(_top(obj), "pyarrow Table")
         return passages_from_table(obj, source=source, **fields), kind
-    if isinstance(obj, (list, tuple)):
+    if isinstance(obj, (list, tuple, str, bytes)):  # a single string is refused there, not read letter by letter
         return passages_from_items(obj, source=source, **fields), "python list"
     try:
         items = list(obj)
