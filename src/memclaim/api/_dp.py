@@ -132,7 +132,7 @@ def _audit_complete(successes, trials, kappa, list_size) -> None:
 def dp_bounds(*, neighbors: str, epsilon: float | None = None, delta: float | None = None, mu: float | None = None,
               curve: TradeOff | None = None, noise_multiplier: float | None = None,
               sampling_rate: float | None = None, steps: int | None = None, pld_grid: float | None = None,
-              copies: int = 1, list_size: int | None = None, risk: float | None = None, baseline=None,
+              copies: int = 1, list_size: int | None = None, risk: float | None = None, baseline: float | tuple[float, float] | str | None = None,
               truncation: float | None = None, in_support_mass: float | None = None, dataset_size: int | None = None,
               frequency: float | None = None, successes: int | None = None, trials: int | None = None,
               confidence: float = 0.95, independence: str = "separate-runs") -> DPBounds:

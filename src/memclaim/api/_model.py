@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import train as _train  # noqa: F401  (registers the named model "toy")
 from ..errors import InputError, ModelLoadError
 from ..models import load_model as _load_model
 from ..models.loader import DTYPES, HFTokenizer, LoadedModel, resolve_sot
+
+if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
+    import transformers
 
 __all__ = ["load_model", "ObjectModel", "OBJECTS_FINGERPRINT_SCHEME", "is_loaded_model"]
 
@@ -119,7 +124,8 @@ def _wrap(model, tokenizer, *, sot, name) -> ObjectModel:
     return m
 
 
-def load_model(model, tokenizer=None, *, dtype: str | None = None, sot: str | None = None,
+def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel,
+               tokenizer: transformers.PreTrainedTokenizerBase | None = None, *, dtype: str | None = None, sot: str | None = None,
                allow_pickle: bool = False, trust_remote_code: bool = False, load_weights: bool = False,
                name: str | None = None) -> LoadedModel:
     """A model for every other function of the API.
