@@ -97,7 +97,7 @@ def test_import_memclaim_documents_the_api():
     import memclaim as mc
 
     for name in ("load_model", "score", "test", "population", "census", "audit", "audit_table", "dp_bounds",
-                 "budget", "train_tiny", "finetune", "unlearn"):
+                 "budget", "train_tiny", "finetune", "unlearn", "dp_account", "dp_baseline", "dp_plots"):
         fn = getattr(mc, name)
         doc = fn.__doc__ or ""
         assert ">>> import memclaim as mc" in doc, f"mc.{name} has no example"
