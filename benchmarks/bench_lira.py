@@ -2,7 +2,7 @@
 """LiRA against the loss attack on the micro model, with up to 16 shadows ([MX] App. F.2 uses 16
 per example; Carlini et al. 2022 Fig. 9 for the dependence on the number of shadows).
 
-The micro set-up of :func:`memclaim.audits.demo.build_micro_lira`: 400 twelve-word records of
+The micro set-up of :func:`memclaim.audits.micro_lira.build_micro_lira`: 400 twelve-word records of
 varied difficulty, half planted once each in a 1-layer GPT-2 (n_embd 32), the other half held
 out. Shadows come in complementary pairs, so the 4- and 8-shadow results use the first shadows
 of the 16 (one training run). For each count: AUC with DeLong interval, TPR at the certified
@@ -31,9 +31,10 @@ def main(argv=None) -> int:
 
     import torch
 
-    from memclaim.audits.demo import build_micro_lira
+    from memclaim.audits.micro_lira import build_micro_lira
     from memclaim.audits.metrics import compare_tprs
-    from memclaim.audits.runner import AuditSettings, run_audit
+    from memclaim.audits.run import run_audit
+    from memclaim.audits.settings import AuditSettings
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -51,7 +52,7 @@ def main(argv=None) -> int:
     for n in counts:
         res = full if n == args.shadows else run_audit(
             ms.target, ms.members, ms.nonmembers, out_dir=out / "audit", sot="bos", shadows=n,
-            shadow_recipe=ms.recipe, settings=settings, write=False)
+            shadow_recipe=ms.recipe, settings=settings)
         on, loss = res.attack("lira-online"), res.attack("loss")
         c = compare_tprs(on.member_scores, on.nonmember_scores, loss.member_scores, loss.nonmember_scores,
                          fpr=args.fpr, alternative="greater", n_bootstrap=5000, seed=0)

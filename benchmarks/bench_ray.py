@@ -84,7 +84,7 @@ def _score(model, ws, args, backend=None) -> dict:
         c0, t0 = tree_cpu_seconds(), time.perf_counter()
         s = run_scoring(model, ws, policies=parse_policies(list(POLICIES)), prefix_tokens=args.prefix,
                         suffix_tokens=args.suffix, prompt_rule=PromptRule(), out_dir=out / "store",
-                        progress=False, batch_size=args.batch, unit_size=args.unit_size, backend=backend)
+                        batch_size=args.batch, unit_size=args.unit_size, backend=backend)
         wall, cpu = time.perf_counter() - t0, tree_cpu_seconds() - c0
         return {"summary": s, "wall": wall, "cpu": cpu, "rate": s.n_items / wall}
     finally:

@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 from memclaim.audits import extraction as X
 from memclaim.audits import shadows as S
 from memclaim.audits import verifier as V
-from memclaim.audits.runner import AuditSettings, audit_runs, audit_table, read_texts, run_audit
+from memclaim.api import audit_table
+from memclaim.audits.run import audit_runs, run_audit
+from memclaim.audits.settings import AuditSettings
+from memclaim.audits.texts import read_texts
+from memclaim.report.audit import write_audit_report
 from memclaim.cli.main import main as cli_main
 from memclaim.errors import DomainError, InputError, ProcedureMismatchError
 
@@ -50,7 +54,8 @@ SMALL = AuditSettings(prefix_tokens=4, suffix_tokens=8, extraction_policy="top-k
 @pytest.fixture(scope="module")
 def audited(random_model, texts, tmp_path_factory):
     out = tmp_path_factory.mktemp("audit-out")
-    return out, run_audit(random_model, texts["members"], texts["nonmembers"], out_dir=out, settings=SMALL)
+    res = run_audit(random_model, texts["members"], texts["nonmembers"], out_dir=out, settings=SMALL)
+    return out, write_audit_report(res, out)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +103,7 @@ def test_audit_runs_every_attack_and_writes_a_report(audited):
 
 def test_rerun_reuses_the_store(random_model, texts, audited):
     out, first = audited
-    again = run_audit(random_model, texts["members"], texts["nonmembers"], out_dir=out, settings=SMALL, write=False)
+    again = run_audit(random_model, texts["members"], texts["nonmembers"], out_dir=out, settings=SMALL)
     assert all(v["units_scored"] == 0 and v["units_reused"] > 0 for v in again.scoring.values())
     for a, b in zip(first.attacks, again.attacks):
         assert a.auc.auc == b.auc.auc
@@ -124,7 +129,7 @@ def test_a_user_registered_attack_joins_the_audit(random_model, texts, audited):
 
     register_attack("max-token", longest_token_run, citation="test", measures="the best-predicted token")
     try:
-        res = run_audit(random_model, texts["members"], texts["nonmembers"], out_dir=out, settings=SMALL, write=False)
+        res = run_audit(random_model, texts["members"], texts["nonmembers"], out_dir=out, settings=SMALL)
     finally:
         unregister_attack("max-token")
     e = res.attack("max-token")
@@ -157,10 +162,10 @@ def test_uncertifiable_fpr_refused_before_any_model_work(random_model, texts, tm
         run_audit(random_model, texts["members"], texts["nonmembers"], out_dir=tmp_path / "x", settings=s)
     assert not (tmp_path / "x").exists()
     res = run_audit(random_model, texts["members"], texts["nonmembers"], out_dir=tmp_path / "y", settings=s,
-                    strict_fpr=False, write=False)
+                    strict_fpr=False)
     assert res.tpr_note and "99" in res.tpr_note and all(e.tpr is None for e in res.attacks)
     ok = run_audit(random_model, texts["members"], texts["nonmembers"], out_dir=tmp_path / "y",
-                   settings=AuditSettings(prefix_tokens=4, suffix_tokens=8, fpr="1/9"), write=False)
+                   settings=AuditSettings(prefix_tokens=4, suffix_tokens=8, fpr="1/9"))
     t = ok.attack("loss").tpr
     assert t.k == 1 and t.certified_fpr == pytest.approx(1 / 9) and t.n_nonmembers == 8
 
@@ -180,9 +185,9 @@ def test_attack_needing_missing_inputs_is_refused(random_model, texts, tmp_path)
 def test_runs_under_different_procedures_are_refused(random_model, texts, tmp_path):
     from memclaim.scoring.results import load_run_scores
 
-    a = run_audit(random_model, texts["members"], texts["nonmembers"], out_dir=tmp_path, settings=SMALL, write=False)
+    a = run_audit(random_model, texts["members"], texts["nonmembers"], out_dir=tmp_path, settings=SMALL)
     b = run_audit(random_model, texts["members"], texts["nonmembers"], out_dir=tmp_path,
-                  settings=AuditSettings(prefix_tokens=5, suffix_tokens=8, extraction_policy="top-k:5"), write=False)
+                  settings=AuditSettings(prefix_tokens=5, suffix_tokens=8, extraction_policy="top-k:5"))
     mem = load_run_scores(tmp_path / "scores", run=a.scoring["members"]["run_id"], policy="full")
     non_other = load_run_scores(tmp_path / "scores", run=b.scoring["nonmembers"]["run_id"], policy="full")
     with pytest.raises(ProcedureMismatchError, match="prefix_tokens: 4 != 5"):
@@ -194,7 +199,7 @@ def test_runs_under_different_procedures_are_refused(random_model, texts, tmp_pa
 
 def test_reference_with_the_same_tokenizer_is_per_token_aligned(random_model, texts, tmp_path):
     res = run_audit(random_model, texts["members"], texts["nonmembers"], out_dir=tmp_path, settings=SMALL,
-                    reference=random_model, write=False)
+                    reference=random_model)
     assert res.reference["same_tokenization"] and not res.notes
     ref = res.attack("reference")
     # the model is its own reference: log-likelihood ratio exactly 0 everywhere -> AUC 1/2
@@ -204,7 +209,7 @@ def test_reference_with_the_same_tokenizer_is_per_token_aligned(random_model, te
 def test_reference_with_another_tokenizer_compares_whole_texts(random_model, other_tokenizer_model, texts,
                                                                 tmp_path):
     res = run_audit(random_model, texts["members"], texts["nonmembers"], out_dir=tmp_path, settings=SMALL,
-                    reference=other_tokenizer_model, write=False)
+                    reference=other_tokenizer_model)
     assert not res.reference["same_tokenization"]
     assert any("tokenizes differently" in n and "per text" in n for n in res.notes)
     # per text: total suffix log-lik under the target minus total over the same characters under the reference
@@ -230,7 +235,7 @@ def test_windows_longer_than_the_context_are_refused(random_model, other_tokeniz
 
 
 def test_char_aligned_windows_put_straddling_tokens_in_the_suffix(random_model, other_tokenizer_model):
-    from memclaim.audits.runner import _char_aligned_windows
+    from memclaim.audits.retokenize import char_aligned_windows as _char_aligned_windows
     from memclaim.text.io import Record
     from memclaim.text.windows import passage_windows
 
@@ -250,10 +255,16 @@ def test_char_aligned_windows_put_straddling_tokens_in_the_suffix(random_model, 
 def test_read_texts_accepts_sequences_and_refuses_bad_items():
     ts = read_texts(["a b c", {"id": "x", "text": "d e"}, "  "], label="m")
     assert [r.id for r in ts.records] == ["m-0", "x"] and ts.inputs["records"] == 2
-    with pytest.raises(InputError, match=r"m\[0\]"):
+    assert ts.inputs["skipped_empty"] == 1  # the blank text is skipped and counted, as in a file
+    with pytest.raises(InputError, match="'m' item 0: expected a text, a dict or a Record"):
         read_texts([3], label="m")
-    with pytest.raises(InputError, match="not unique"):
+    with pytest.raises(InputError, match="duplicate id 'a'"):
         read_texts([{"id": "a", "text": "x"}, {"id": "a", "text": "y"}], label="m")
+    # the same reader as memclaim.score's: tables and other field names work too
+    import pandas as pd
+
+    tab = read_texts(pd.DataFrame({"doc_id": ["p", "q"], "content": ["one two", "three"]}), label="m")
+    assert [(r.id, r.text) for r in tab.records] == [("p", "one two"), ("q", "three")]
 
 
 # ------------------------------------------------------------------------------- shadows
@@ -381,7 +392,7 @@ def test_recipe_validation():
 
 
 def test_default_shadow_recipes(random_model, random_model_dir):
-    from memclaim.audits.runner import default_shadow_recipe
+    from memclaim.audits.run import default_shadow_recipe
     from memclaim.models.loader import folder_fingerprint
 
     ft, bg = default_shadow_recipe(random_model)
@@ -589,7 +600,7 @@ def test_table_from_prescored_runs_and_informed_counts(audited, tmp_path):
                            "nonmembers_run": {"store": store, "run": res.scoring["nonmembers"]["run_id"]},
                            "baseline": {"kappa": 0.5}, "informed": {"successes": 0, "trials": 8, "cap": 0.1}}]}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    t = audit_table(tmp_path / "spec.json", out_dir=tmp_path / "table")
+    t = audit_table(tmp_path / "spec.json", out=tmp_path / "table")
     names = [c.name for c in t.table.columns]
     assert names == ["extraction at prefix", "loss-MIA", "unlearning verifier", "informed recovery"]
     assert t.table.cell("random model", "loss-MIA").signal == pytest.approx(2 * res.attack("loss").auc.auc - 1)
@@ -604,15 +615,15 @@ def test_table_spec_errors(tmp_path):
     p = tmp_path / "s.json"
     p.write_text("{not json")
     with pytest.raises(InputError, match="not valid JSON"):
-        audit_table(p, out_dir=tmp_path / "o")
+        audit_table(p, out=tmp_path / "o")
     with pytest.raises(InputError, match="non-empty list 'instances'"):
-        audit_table({"instances": []}, out_dir=tmp_path / "o")
+        audit_table({"instances": []}, out=tmp_path / "o")
     with pytest.raises(InputError, match="lacks 'members'"):
-        audit_table({"instances": [{"name": "a", "model": "toy"}]}, out_dir=tmp_path / "o")
+        audit_table({"instances": [{"name": "a", "model": "toy"}]}, out=tmp_path / "o")
     with pytest.raises(InputError, match="duplicate instance"):
         audit_table({"instances": [{"name": "a", "members_run": {"store": str(tmp_path), "run": "x"},
                                     "nonmembers_run": {"store": str(tmp_path)}}, {"name": "a"}]},
-                    out_dir=tmp_path / "o")
+                    out=tmp_path / "o")
 
 
 # ------------------------------------------------------------------------------------ CLI

@@ -108,7 +108,9 @@ def test_markdown_rendering():
 
 def test_heatmap_renders_to_png(tmp_path):
     path = tmp_path / "fig12.png"
-    fig = _fig12_like().heatmap(path)
+    from memclaim.report.figures import disagreement_heatmap
+
+    fig = disagreement_heatmap(_fig12_like(), path)
     assert path.stat().st_size > 1000 and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert "1.00\nrecovered" in texts and "n/a" in texts

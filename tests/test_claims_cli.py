@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from memclaim.cli.main import main
-from memclaim.cli.test import read_score_file, run_population_test
+from memclaim.api._population import claim_result
+from memclaim.text.scorefile import read_score_file
 from memclaim.errors import InputError, ProcedureMismatchError
 
 
@@ -130,21 +131,20 @@ def test_read_score_file_parquet_and_errors(tmp_path):
         read_score_file(tmp_path / "cols.csv")
 
 
-def test_run_population_test_for_store_commands(tmp_path):
-    """The entry point the store-reading commands call: arrays + procedures + texts."""
+def test_claim_result_for_store_commands(tmp_path):
+    """The entry point every test command ends in: arrays + procedures + texts."""
     proc = {"policy": "top-k:40", "model": {"fingerprint": "f"}}
-    s = run_population_test(candidate_scores=np.log([0.9, 0.5, 1e-9]), control_scores=np.log(np.linspace(1e-6, 1e-3, 50)),
-                            alpha="0.1", kind="log-prob", out_dir=tmp_path / "r", candidate_ids=["a", "b", "c"],
-                            candidate_texts=["x", "y", "z"], control_texts=["y"] + [f"t{i}" for i in range(49)],
-                            candidates_procedure=proc, controls_procedure=dict(proc, role="controls"),
-                            procedure_ignore=("role",), quiet=True)
+    s = claim_result(candidate_scores=np.log([0.9, 0.5, 1e-9]), control_scores=np.log(np.linspace(1e-6, 1e-3, 50)),
+                     alpha="0.1", kind="log-prob", out=tmp_path / "r", candidate_ids=["a", "b", "c"],
+                     candidate_texts=["x", "y", "z"], control_texts=["y"] + [f"t{i}" for i in range(49)],
+                     candidates_procedure=proc, controls_procedure=dict(proc, role="controls"),
+                     procedure_ignore=("role",)).to_dict()
     assert s["n_claimed"] == 2 and "warning" in s
     rep = json.loads((tmp_path / "r" / "report.json").read_text())
     assert rep["results"]["controls_identical_to_a_candidate"] == [{"control": "0", "candidate": "b"}]
     with pytest.raises(ProcedureMismatchError):
-        run_population_test(candidate_scores=[-1.0], control_scores=[-2.0, -3.0], alpha="0.5", kind="log-prob",
-                            out_dir=tmp_path / "r2", candidates_procedure=proc,
-                            controls_procedure=dict(proc, policy="greedy"), quiet=True)
+        claim_result(candidate_scores=[-1.0], control_scores=[-2.0, -3.0], alpha="0.5", kind="log-prob",
+                     out=tmp_path / "r2", candidates_procedure=proc, controls_procedure=dict(proc, policy="greedy"))
     assert not (tmp_path / "r2").exists()
 
 

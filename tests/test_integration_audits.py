@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from memclaim.audits.metrics import compare_tprs
-from memclaim.audits.runner import AuditSettings, run_audit
+from memclaim.audits.run import run_audit
+from memclaim.audits.settings import AuditSettings
 from memclaim.cli.main import main as cli_main
 
 pytestmark = pytest.mark.integration
@@ -34,7 +35,7 @@ def toy_reference(toy, tmp_path_factory):
     import torch
     from transformers import AutoConfig, GPT2Config, GPT2LMHeadModel
 
-    from memclaim.audits.runner import toy_background_texts
+    from memclaim.audits.run import toy_background_texts
     from memclaim.audits.shadows import ShadowRecipe, save_model_folder, train_on_texts
     from memclaim.models import load_model
 
@@ -114,7 +115,7 @@ def test_trigger_extraction_is_a_second_prompt_rule(toy, toy_sets, toy_audit):
     audit extracts the duplicated members (the trigger runs are separate store entries)."""
     out, _ = toy_audit
     members, controls = toy_sets
-    res = run_audit(toy, members, controls[:20], out_dir=out, write=False,
+    res = run_audit(toy, members, controls[:20], out_dir=out,
                     settings=AuditSettings(trigger="zzq {not a template} ", attacks=("loss",)))
     assert res.trigger_extraction.prompt == "trigger" and res.trigger_extraction.greedy_successes == 0
     assert res.extraction.greedy_successes > 0
@@ -132,7 +133,7 @@ def micro(tmp_path_factory):
     per session and reused by every test below."""
     import torch
 
-    from memclaim.audits.demo import build_micro_lira
+    from memclaim.audits.micro_lira import build_micro_lira
 
     root = tmp_path_factory.mktemp("micro-lira")
     threads = torch.get_num_threads()
@@ -186,7 +187,7 @@ def test_counterfactual_memorization_from_the_shadows(micro):
 
 def test_shadows_and_scores_are_reused_on_rerun(micro, capsys):
     ms, out, first = micro
-    again = _micro_audit(ms, out, write=False)
+    again = _micro_audit(ms, out)
     assert again.shadows.trained == () and again.shadows.reused == tuple(range(N_SHADOWS))
     assert all(v["units_scored"] == 0 for v in again.scoring.values())
     assert again.attack("lira-online").auc.auc == first.attack("lira-online").auc.auc
@@ -209,12 +210,12 @@ def test_shadows_and_scores_are_reused_on_rerun(micro, capsys):
 
 # ------------------------------------------------------------------ demo section and table
 def test_demo_section_summarizes_the_toy_audit(toy, toy_sets, toy_audit):
-    from memclaim.audits.demo import run_demo_section
+    from memclaim.api._demo import demo_audits
 
     out, lib = toy_audit
     members, controls = toy_sets
     said = []
-    summary = run_demo_section(model=toy, members=members, nonmembers=controls, out_dir=out, console=said.append)
+    summary = demo_audits(model=toy, members=members, nonmembers=controls, out_dir=out, log=said.append)
     assert set(summary["attacks"]) == {"loss", "perplexity", "zlib", "min-k", "min-k++"}
     assert summary["attacks"]["loss"]["auc"] == lib.attack("loss").auc.auc  # same store, same numbers
     assert all(a["excludes_chance"] and a["tpr"]["certified_fpr"] == pytest.approx(20 / 401)
@@ -227,7 +228,7 @@ def test_demo_section_summarizes_the_toy_audit(toy, toy_sets, toy_audit):
 def test_disagreement_table_with_a_model_instance(toy, toy_sets, tmp_path):
     """One row audited from files (model + members + non-members), with an exact prior baseline
     that the greedy extraction rate clearly exceeds (leak) and ground-truth counts."""
-    from memclaim.audits.runner import audit_table
+    from memclaim.api import audit_table
 
     members, controls = toy_sets
     for name, rows in (("m", members), ("c", controls[:60])):
@@ -237,7 +238,7 @@ def test_disagreement_table_with_a_model_instance(toy, toy_sets, tmp_path):
                            "verifier_model": "toy", "baseline": {"kappa": 0.01},
                            "informed": {"successes": 16, "trials": 16}}]}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    res = audit_table(tmp_path / "spec.json", out_dir=tmp_path / "table")
+    res = audit_table(tmp_path / "spec.json", out=tmp_path / "table")
     t = res.table
     assert [c.name for c in t.columns] == ["extraction at prefix", "loss-MIA", "unlearning verifier",
                                            "informed recovery"]
@@ -253,7 +254,7 @@ def test_toy_background_is_the_toy_training_corpus(toy, toy_data):
     """The regenerated background passages are disjoint from the planted and held-out records, and
     the toy model predicts them far better than fresh draws from the same generator would be if it
     had never seen them (mean token log-prob above that of the held-out controls)."""
-    from memclaim.audits.runner import toy_background_texts
+    from memclaim.audits.run import toy_background_texts
     from memclaim.audits.verifier import score_windows
     from memclaim.decoding import Policy
     from memclaim.text.io import Record

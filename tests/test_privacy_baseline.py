@@ -136,9 +136,12 @@ def test_kv_cache_is_reused():
 
 def test_progress_is_monotone():
     lm = SyntheticLM(vocab_size=12, seed=3)
-    seen = []
-    res = certify_baseline(lm, PREFIX, secret_length=3, m=4, batch_size=2,
-                           progress=lambda n, lo, hi: seen.append((n, lo, hi)))
+    events = []
+    res = certify_baseline(lm, PREFIX, secret_length=3, m=4, batch_size=2, progress=events.append)
+    assert events[0].done == 0 and events[-1].finished and events[-1].done == res.nodes_expanded
+    assert all(e.stage == "baseline" and e.unit == "rows" and e.total == 100_000 for e in events)
+    seen = [(e.done, e.extra["kappa_lo"], e.extra["kappa_hi"]) for e in events if "kappa_lo" in e.extra]
+    assert [n for n, _, _ in seen] == sorted(n for n, _, _ in seen)
     assert len(seen) >= 2
     los = [s[1] for s in seen]
     his = [s[2] for s in seen]

@@ -15,6 +15,7 @@ from memclaim.errors import DomainError
 from memclaim.models.base import SyntheticLM
 from memclaim.privacy import tradeoff as T
 from memclaim.privacy.baseline import certify_baseline
+from memclaim.cli.privacy_demo import privacy_section
 from memclaim.privacy.demo import run_demo_section
 from memclaim.privacy.summary import bounds_summary
 
@@ -147,7 +148,7 @@ def test_summary_rows_carry_meaning():
 
 def test_demo_section_builtin_and_custom():
     buf = io.StringIO()
-    out = run_demo_section(console=Console(file=buf, width=140))
+    out = privacy_section(console=Console(file=buf, width=140))
     assert out["illustrative"] and out["neighbors"] == "add-remove"
     assert [c["epsilon"] for c in out["caps"]] == [0.5, 1.0, 2.0, 4.0]
     by_name = {c["name"]: c for c in out["canaries"]}
@@ -158,9 +159,10 @@ def test_demo_section_builtin_and_custom():
     text = buf.getvalue()
     assert "below H*" in text and "above H*" in text and "add/remove" in text
     json.dumps(out)  # JSON-ready
+    assert run_demo_section() == out  # the library computes the same numbers and prints nothing
 
-    mine = run_demo_section(canaries=[{"name": "c1", "min_entropy_bits": 20.0, "m": 1, "tau": 0.05}],
+    mine = privacy_section(canaries=[{"name": "c1", "min_entropy_bits": 20.0, "m": 1, "tau": 0.05}],
                             console=Console(file=io.StringIO()))
     assert not mine["illustrative"] and all(r["above_h_star"] for r in mine["canaries"][0]["by_epsilon"])
     with pytest.raises(DomainError, match="min_entropy_bits"):
-        run_demo_section(canaries=[{"m": 1, "tau": 0.1}], console=Console(file=io.StringIO()))
+        privacy_section(canaries=[{"m": 1, "tau": 0.1}], console=Console(file=io.StringIO()))

@@ -20,7 +20,7 @@ from memclaim.cli.main import cli
 from memclaim.errors import DomainError
 from memclaim.privacy import extraction as X
 from memclaim.privacy import tradeoff as T
-from memclaim.privacy.demo import run_demo_section
+from memclaim.cli.privacy_demo import privacy_section
 from memclaim.privacy.summary import bounds_summary
 
 LOG2E = 1 / math.log(2)
@@ -172,7 +172,7 @@ def test_k_copy_floor_is_refused_with_a_fix():
 
 def test_demo_section_uses_copies():
     buf = io.StringIO()
-    out = run_demo_section(canaries=[{"name": "c1", "min_entropy_bits": 8.0, "m": 1, "tau": 0.1},
+    out = privacy_section(canaries=[{"name": "c1", "min_entropy_bits": 8.0, "m": 1, "tau": 0.1},
                                      {"name": "c4", "min_entropy_bits": 8.0, "m": 1, "tau": 0.1, "copies": 4}],
                            console=Console(file=buf, width=200), epsilons=(1.0,))
     c1, c4 = (c["by_epsilon"][0] for c in out["canaries"])

@@ -195,7 +195,7 @@ def test_gdp_large_mu(mu):
 
 
 def test_plots_at_large_epsilon(tmp_path):
-    from memclaim.privacy.plots import plot_all
+    from memclaim.report.privacy import plot_all
 
     paths = plot_all(tmp_path, epsilon=800.0, copies=3, boundary_epsilons=(1.0, 800.0), neighbors="add-remove")
     assert all(p.stat().st_size > 10_000 for p in paths)

@@ -173,7 +173,7 @@ def test_several_templates_store_per_prompt_targets(random_model, tmp_path):
     rule = PromptRule(templates=("Repeat after me: {suffix}\n", "{prefix}"), aggregate="mean")
     pol = parse_policies(["full"])
     s = run_scoring(random_model, ws, policies=pol, prefix_tokens=5, suffix_tokens=6, prompt_rule=rule,
-                    out_dir=tmp_path / "s", progress=False)
+                    out_dir=tmp_path / "s")
     rs = load_run_scores(tmp_path / "s", run=s.run_id)
     tids = rs.table.column("target_ids").to_pylist()
     for w, t in zip(ws.windows, tids):
@@ -193,7 +193,7 @@ def test_several_templates_store_per_prompt_targets(random_model, tmp_path):
     # one prompt: per-token columns hold the rendered target's tokens; the sweep counts them
     one = PromptRule(templates=("Repeat after me: {suffix}\n",))
     s1 = run_scoring(random_model, ws, policies=pol, prefix_tokens=5, suffix_tokens=6, prompt_rule=one,
-                     out_dir=tmp_path / "s", progress=False)
+                     out_dir=tmp_path / "s")
     lens = [len(t[0]) for t in load_run_scores(tmp_path / "s", run=s1.run_id).table.column("target_ids").to_pylist()]
     full = load_run_scores(tmp_path / "s", run=s1.run_id)
     swept = load_run_scores(tmp_path / "s", run=s1.run_id, suffix_tokens=min(lens))
@@ -355,7 +355,7 @@ def test_near_verbatim_balls_are_centred_on_each_prompts_target(random_model, tm
                          prefix_tokens=5, suffix_tokens=3)
     rule = PromptRule(templates=("Repeat after me: {suffix}\n", "{prefix}"), aggregate="max")
     s = run_scoring(random_model, ws, policies=parse_policies(["full"]), prefix_tokens=5, suffix_tokens=3,
-                    prompt_rule=rule, out_dir=tmp_path / "nv", progress=False,
+                    prompt_rule=rule, out_dir=tmp_path / "nv",
                     near_verbatim={"epsilons": [1], "beams": [4]})
     rs = load_run_scores(tmp_path / "nv", run=s.run_id)
     nv = load_run_scores(tmp_path / "nv", run=s.run_id, near_verbatim=1)

@@ -54,7 +54,7 @@ def _windows(model, inp):
 
 def _run(model, inp, out, backend=None, **kw):
     return run_scoring(model, _windows(model, inp), policies=POL, prefix_tokens=PREFIX, suffix_tokens=SUFFIX,
-                       prompt_rule=PromptRule(), out_dir=out, progress=False, unit_size=UNIT, backend=backend,
+                       prompt_rule=PromptRule(), out_dir=out, unit_size=UNIT, backend=backend,
                        label=f"passages:{Path(inp).name}", **kw)  # the CLI's label, so run ids match
 
 
@@ -120,7 +120,8 @@ def test_cli_backend_option_errors(toy, tmp_path, capsys, args, fragment):
 
 def test_backend_argument_errors(toy):
     from memclaim.errors import DomainError
-    from memclaim.scoring.ray_backend import FaultInjection, RayBackend
+    from memclaim.scoring.ray_backend import RayBackend
+    from ray_faults import FaultInjection
 
     with pytest.raises(DomainError, match="--workers"):
         RayBackend(toy, POL, workers=0)
@@ -143,13 +144,13 @@ def test_device_adapter_scores_like_the_plain_model(toy):
     """The accelerator adapter (inputs to the device, logits back to the CPU) changes no bit
     when the device is the CPU; on a GPU it is the same code with another device string."""
     from memclaim.scoring.engine import TeacherForcingEngine
-    from memclaim.scoring.ray_backend import _DeviceLM
+    from memclaim.models.device import DeviceLM
 
     rng = np.random.default_rng(0)
     prompts = [[0] + list(rng.integers(1, toy.lm.vocab_size, 7)) for _ in range(5)]
     suffixes = [list(rng.integers(1, toy.lm.vocab_size, 4)) for _ in range(5)]
     a = TeacherForcingEngine(toy.lm, POL).score_batch(prompts, suffixes)
-    b = TeacherForcingEngine(_DeviceLM(toy.lm, "cpu"), POL).score_batch(prompts, suffixes)
+    b = TeacherForcingEngine(DeviceLM(toy.lm, "cpu"), POL).score_batch(prompts, suffixes)
     for f in a.__dataclass_fields__:
         assert np.array_equal(getattr(a, f), getattr(b, f)), f
     # the near-verbatim beam search goes through the KV cache (select_cache) as well
@@ -159,7 +160,7 @@ def test_device_adapter_scores_like_the_plain_model(toy):
     (unit,) = make_units(make_items(zip(prompts, suffixes)).values(), "p" * 64)
     nv = {"epsilons": [1], "beams": [2]}
     ra = score_unit(TeacherForcingEngine(toy.lm, POL), unit, batch_size=5, near_verbatim=nv)
-    rb = score_unit(TeacherForcingEngine(_DeviceLM(toy.lm, "cpu"), POL), unit, batch_size=5, near_verbatim=nv)
+    rb = score_unit(TeacherForcingEngine(DeviceLM(toy.lm, "cpu"), POL), unit, batch_size=5, near_verbatim=nv)
     assert ra.extra.keys() == rb.extra.keys() and any(k.startswith("nv_logq:") for k in ra.extra)
     for k in ra.extra:
         assert np.array_equal(ra.extra[k], rb.extra[k]), k
@@ -279,7 +280,7 @@ def test_worker_process_killed_mid_unit(fresh_pool, local_ref, inputs, toy, tmp_
     """A worker SIGKILLs itself inside a unit, after scoring it (nothing written) or after
     writing its file (the driver never heard of it). Ray restarts the actor and re-runs the
     unit: every window is scored exactly once and the numbers equal the local run's."""
-    from memclaim.scoring.ray_backend import FaultInjection
+    from ray_faults import FaultInjection
 
     marker = tmp_path / "died"
     fresh_pool.fault = FaultInjection(stage, str(marker))
@@ -427,7 +428,7 @@ def test_the_procedure_decides_what_workers_compute(fresh_pool, toy, tmp_path):
     assert got.equals(_scores(ref), check_metadata=True)
     with pytest.raises(InputError, match="the run's procedure has"):
         run_scoring(toy, _windows(toy, inp), policies=parse_policies(["greedy"]), prefix_tokens=PREFIX,
-                    suffix_tokens=SUFFIX, prompt_rule=PromptRule(), out_dir=tmp_path / "other", progress=False,
+                    suffix_tokens=SUFFIX, prompt_rule=PromptRule(), out_dir=tmp_path / "other",
                     backend=fresh_pool)
 
 

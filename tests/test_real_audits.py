@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from memclaim.audits.runner import AuditSettings, run_audit
+from memclaim.audits.run import run_audit
+from memclaim.audits.settings import AuditSettings
 
 pytestmark = pytest.mark.real
 
@@ -23,7 +24,7 @@ def _rows(path, n):
 def test_loss_auc_kjv_vs_new_verses(real_model, data_dir, tmp_path, record_property):
     kjv = _rows(data_dir / "kjv_verses.jsonl", N_EACH)
     new = _rows(data_dir / "new_verses.jsonl", N_EACH)
-    res = run_audit(real_model, kjv, new, out_dir=tmp_path, write=False,
+    res = run_audit(real_model, kjv, new, out_dir=tmp_path,
                     settings=AuditSettings(prefix_tokens=16, suffix_tokens=16, attacks=("loss",),
                                            extraction_policy=None))
     a = res.attack("loss").auc

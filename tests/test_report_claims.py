@@ -9,7 +9,7 @@ import numpy as np
 
 from memclaim.claims.budget import census_budget_view
 from memclaim.claims.census import WindowScores, census, flag_near_verbatim
-from memclaim.claims.demo import run_demo_section
+from memclaim.api._demo import demo_claims
 from memclaim.claims.population import population_claim
 from memclaim.report import words
 from memclaim.report.census import census_report, heat_bins
@@ -82,12 +82,12 @@ def test_demo_section(tmp_path):
     rng = np.random.default_rng(3)
     text, doc, ctext, ctrl = _census_fixture()
     said = []
-    s = run_demo_section(member_logq=-rng.exponential(5, 60), control_logq=-rng.exponential(30, 60),
-                         census_inputs={"document": {"log_scores": doc.log_scores, "starts": doc.starts,
+    s = demo_claims(member_logq=-rng.exponential(5, 60), control_logq=-rng.exponential(30, 60),
+                    census_inputs={"document": {"log_scores": doc.log_scores, "starts": doc.starts,
                                                      "ends": doc.ends, "text": text, "name": "Genesis"},
                                         "control": {"log_scores": ctrl.log_scores, "starts": ctrl.starts,
                                                     "ends": ctrl.ends, "text": ctext}},
-                         out_dir=tmp_path / "demo", console=said.append)
+                         out_dir=tmp_path / "demo", log=said.append)
     assert s["population"]["k"] == 3  # floor(0.05 x 61)
     assert "census" in s and (tmp_path / "demo" / "report.html").exists()
     assert any("claims report" in x for x in said)

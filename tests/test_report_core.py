@@ -114,7 +114,7 @@ def test_report_never_overwrites_a_file_memclaim_did_not_write(tmp_path):
 
 def test_failure_while_rendering_writes_nothing(tmp_path, monkeypatch):
     from memclaim.claims.population import population_claim
-    from memclaim.cli.test import run_population_test
+    from memclaim.api._population import claim_result
     from memclaim.report import population as rp
 
     def boom(*a, **k):
@@ -122,7 +122,7 @@ def test_failure_while_rendering_writes_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(rp.figures, "alpha_sweep_figure", boom)
     with pytest.raises(RuntimeError, match="plot failed"):
-        run_population_test(candidate_scores=[-1.0, -2.0], control_scores=-np.arange(1.0, 40.0), alpha="0.1",
-                            kind="log-prob", out_dir=tmp_path / "r", quiet=True)
+        claim_result(candidate_scores=[-1.0, -2.0], control_scores=-np.arange(1.0, 40.0), alpha="0.1",
+                     kind="log-prob", out=tmp_path / "r")
     assert not (tmp_path / "r").exists()
     assert population_claim  # the claim itself is fine; only rendering failed

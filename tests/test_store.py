@@ -40,7 +40,7 @@ def _run(model, inp, out, **kw):
     ps = read_passages(inp)
     ws = passage_windows(ps.records, model.tokenizer, prefix_tokens=8, suffix_tokens=6)
     return run_scoring(model, ws, policies=POL, prefix_tokens=8, suffix_tokens=6, prompt_rule=PromptRule(),
-                       out_dir=out, progress=False, **kw)
+                       out_dir=out, **kw)
 
 
 def _scores(out: Path, run_id: str):

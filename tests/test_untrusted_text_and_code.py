@@ -35,13 +35,13 @@ def test_visible_and_short_id():
 
 
 def test_population_report_shows_hostile_ids_visibly_and_keeps_them_exactly_in_json(tmp_path):
-    from memclaim.cli.test import run_population_test
+    from memclaim.api._population import claim_result
 
     out = tmp_path / "rep"
     cand = np.array([-1.0, -1.1, -1.2, -1.3, -1.4, -1.5])  # all above every control: all claimed
     ctrl = -np.linspace(20.0, 40.0, 60)
-    run_population_test(candidate_scores=cand, control_scores=ctrl, alpha="0.1", kind="log-prob", out_dir=out,
-                        candidate_ids=HOSTILE, control_ids=[f"c{i}" for i in range(60)], quiet=True)
+    claim_result(candidate_scores=cand, control_scores=ctrl, alpha="0.1", kind="log-prob", out=out,
+                 candidate_ids=HOSTILE, control_ids=[f"c{i}" for i in range(60)])
     html = (out / "report.html").read_text(encoding="utf-8")
     md = (out / "report.md").read_text(encoding="utf-8")
     for text in (html, md):

@@ -1,9 +1,20 @@
 """memclaim: calibrated claims about memorization and extraction in language models.
 
-The pipeline (see DESIGN.md): text -> windows -> scoring -> store -> claims -> report.
+The pipeline (see DESIGN.md): text -> windows -> scoring -> store -> claims -> report. The public
+API is this package's namespace, loaded on first use so that ``import memclaim`` stays fast (it
+imports neither torch nor numpy)::
+
+    import memclaim as mc
+    run = mc.score("toy", ["a text ...", "another ..."], prefix_tokens=16, suffix_tokens=16)
+    res = mc.test(members_run, controls_run, alpha="0.01")
+    res.save("reports/members")
+
+Functions: load_model, score, test, population, census, audit, audit_table, dp_bounds, budget,
+dp_account, dp_baseline, dp_plots, and the training lab's train_tiny, finetune, unlearn (``help(memclaim.census)`` for each);
+results: ScoreResult, TestResult, PopulationResult, CensusRun, AuditRun, AuditTableRun, DPBounds,
+BudgetResult, TrainRun; Document for a text given in memory.
 """
 import os as _os
-from importlib.metadata import PackageNotFoundError, version as _version
 
 # MKL's strict conditional-numerical-reproducibility mode: with it a row of a float32 matmul
 # has the same bits whatever the number of rows and threads of the call, on every CPU tried
@@ -13,9 +24,26 @@ from importlib.metadata import PackageNotFoundError, version as _version
 # default). Measured: 70-77 GFLOP/s with it against 73 without on a 2048^2 sgemm, 2 threads.
 _os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
-try:
-    __version__ = _version("memclaim")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+from ._version import __version__  # noqa: E402  (after MKL_CBWR: see above)
 
-__all__ = ["__version__"]
+# the public API, re-exported lazily from memclaim.api (PEP 562)
+_API = ("load_model", "score", "test", "population", "census", "audit", "audit_table", "dp_bounds", "budget",
+        "Document", "ScoreResult", "TestResult", "PopulationResult", "CensusRun", "AuditRun", "AuditTableRun",
+        "DPBounds", "BudgetResult", "train_tiny", "finetune", "unlearn", "TrainRun",
+        "dp_account", "DPAccount", "dp_baseline", "dp_corpus_baseline", "dp_plots")
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from . import api
+
+        value = getattr(api, name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'memclaim' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_API))

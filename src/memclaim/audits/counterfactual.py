@@ -36,6 +36,7 @@ from scipy import stats
 
 from ..errors import DomainError, InputError, ProcedureMismatchError
 from ..jsonutil import ResultMixin
+from ..privacy.tradeoff import neighbors_label
 from ..validate import in_open_unit, in_unit, positive
 from .attacks import ragged
 
@@ -54,7 +55,7 @@ __all__ = [
 # design of the IN/OUT training sets -> functional it estimates ([MX] App. A)
 DESIGNS = {"random_halves": "COND", "leave_one_out": "LOO", "replace_one": "RO"}
 FUNCTIONALS = ("RO", "LOO", "COND")
-RELATIONS = ("replace-one", "add/remove")
+RELATIONS = ("replace-one", "add/remove")  # privacy/'s labels (memclaim.privacy.tradeoff.neighbors_label)
 
 
 def teacher_forcing_probability(token_logprobs) -> np.ndarray:
@@ -207,7 +208,8 @@ def compare_to_cap(estimate: CounterfactualEstimate, *, cap: float, cap_function
     """Compare ``estimate`` with a cap on |mem_h| computed by the caller (e.g. eta(f)).
 
     The caller states which functional the cap bounds and under which neighbouring relation the
-    DP guarantee holds:
+    DP guarantee holds (``cap_relation``: "replace-one" or "add/remove", or any alias of
+    :func:`memclaim.privacy.tradeoff.normalize_neighbors`):
 
     - replace-one f-DP caps **RO** at eta(f) ([MX] Thm. 4.1); it does not cap LOO (refused).
     - add/remove f-DP caps **LOO** at eta(f) ([MX] Prop. A.1); it caps RO only through the
@@ -226,8 +228,7 @@ def compare_to_cap(estimate: CounterfactualEstimate, *, cap: float, cap_function
         raise DomainError(
             f"cap_functional must be 'RO' or 'LOO' (the functionals f-DP caps directly), got {cap_functional!r}",
             hint="COND has no direct f-DP cap; compare a COND estimate with an RO cap plus the Prop. A.2 slack")
-    if cap_relation not in RELATIONS:
-        raise DomainError(f"cap_relation must be one of {RELATIONS}, got {cap_relation!r}")
+    cap_relation = neighbors_label(cap_relation)  # any of privacy/'s names; DomainError otherwise
     if cap_functional == "LOO" and cap_relation == "replace-one":
         raise ProcedureMismatchError(
             "a replace-one f-DP guarantee does not cap the leave-one-out functional LOO",

@@ -31,8 +31,15 @@ from typing import Sequence
 
 import numpy as np
 
+from ..claims.budget import log_prob_at_least_once
+from ..decoding import Policy
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
+from ..privacy.extraction import audit_soundness
+from ..privacy.tradeoff import pure
+from ..scoring.prompts import PromptRule
+from ..text.io import Record
+from ..text.windows import passage_windows
 from ..validate import in_open_unit, integer
 from .metrics import clopper_pearson
 
@@ -50,8 +57,6 @@ __all__ = [
 def list_success_logprob(log_q, *, m: int = 1) -> np.ndarray:
     """log P(at least one of m samples reproduces the suffix) = log(1 - (1 - q)^m), from log q
     ([EM] Eq. 10), via :func:`memclaim.claims.budget.log_prob_at_least_once`. -inf stays -inf."""
-    from ..claims.budget import log_prob_at_least_once
-
     mm = integer("m (list budget)", m, minimum=1)
     lq = np.asarray(log_q, dtype=np.float64).reshape(-1)
     if lq.size == 0:
@@ -139,8 +144,6 @@ def extraction_from_run(run, *, policy: str | None = None, m: int = 1, prompt: s
                         trigger: str | None = None, confidence: float = 0.95) -> ExtractionAudit:
     """The audit from a stored run (:class:`memclaim.scoring.results.RunScores` of any policy;
     ``policy`` names the sampling policy whose log q to read from the run's table)."""
-    from ..decoding import Policy
-
     lq = None
     spec = None
     if policy is not None:
@@ -159,8 +162,6 @@ def trigger_rule(trigger: str):
     """``PromptRule(templates=(trigger,), target='document')`` with braces escaped, so the prompt is
     the trigger text verbatim (a trigger may contain '{' or '}') and the target is the record's
     own suffix tokens z, as the gated release emits them after the trigger ([MX] Thm. 6.1(ii))."""
-    from ..scoring.prompts import PromptRule
-
     if not isinstance(trigger, str) or not trigger:
         raise InputError(f"the trigger must be a non-empty text, got {trigger!r}")
     return PromptRule(templates=(trigger.replace("{", "{{").replace("}", "}}"),), target="document")
@@ -171,9 +172,6 @@ def pair_windows(records: Sequence, tokenizer, *, source_prefix: str = "rec"):
     ``suffix`` (or ``secret``) and optional ``id``, or 2-tuples. The text c + z is tokenized once;
     the prefix is the tokens ending at or before len(c), the suffix the rest. Refused: a token
     that straddles the boundary (move the boundary, e.g. end c before a space), an empty secret."""
-    from ..text.io import Record
-    from ..text.windows import passage_windows
-
     recs = []
     for j, r in enumerate(records):
         if isinstance(r, dict):
@@ -206,9 +204,6 @@ def soundness_check(audit: ExtractionAudit, *, epsilon, kappa=None, kappa_interv
     a claimed pure epsilon-DP guarantee given the canaries' prior baseline kappa = kappa_pi(1)?
     ``copies``: how many times each canary was planted (k >= 2: the bound is 1 - f^(k)(kappa),
     [MX] Cor. 4.3). Calls :func:`memclaim.privacy.extraction.audit_soundness` (imported lazily)."""
-    from ..privacy.extraction import audit_soundness
-    from ..privacy.tradeoff import pure
-
     rel = {"add/remove": "add-remove", "add-remove": "add-remove", "replace-one": "replace",
            "replace": "replace"}.get(str(relation))
     if rel is None:

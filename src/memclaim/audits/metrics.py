@@ -28,15 +28,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from fractions import Fraction
-from numbers import Integral
+from typing import Sequence
 
 import numpy as np
 from scipy import stats
 
+from ..claims.conformal import controls_needed_for_level, rank_k
+from ..claims.scores import exact_level  # noqa: F401  (re-exported: the one level parser)
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
+from ..numeric import clopper_pearson_bounds
 from ..validate import in_open_unit
 
 __all__ = [
@@ -60,8 +63,12 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------- input checks
-def as_score_array(name: str, values, *, minimum: int = 2) -> np.ndarray:
-    """A 1-D float64 copy of ``values``; NaN refused; at least ``minimum`` entries."""
+def as_score_array(name: str, values: Sequence[float] | np.ndarray, *, minimum: int = 2) -> np.ndarray:
+    """A 1-D float64 copy of ``values``; NaN refused; at least ``minimum`` entries.
+
+    >>> as_score_array("member_scores", [1, -np.inf]).tolist()
+    [1.0, -inf]
+    """
     try:
         arr = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
@@ -82,55 +89,21 @@ def as_score_array(name: str, values, *, minimum: int = 2) -> np.ndarray:
     return arr.copy()
 
 
-def exact_level(name: str, value) -> Fraction:
-    """The exact rational a user meant, strictly inside (0, 1).
-
-    A float is read through its shortest repr (``0.29`` -> 29/100, not the binary double
-    0.28999999999999998...); a :class:`fractions.Fraction` or a string such as ``"1/1000"`` is
-    taken as is. This makes floor(alpha (N + 1)) exact ([EM] Eq. 5).
-    """
-    if isinstance(value, bool):
-        raise DomainError(f"{name} must be a number, got {value!r}")
-    try:
-        if isinstance(value, Fraction):
-            f = value
-        elif isinstance(value, Integral):
-            f = Fraction(int(value))
-        elif isinstance(value, (float, np.floating)):
-            v = float(value)
-            if not math.isfinite(v):
-                raise DomainError(f"{name} must be finite, got {value!r}")
-            f = Fraction(Decimal(repr(v)))
-        elif isinstance(value, str):
-            s = value.strip()
-            f = Fraction(s) if "/" in s else Fraction(Decimal(s))
-        else:
-            raise DomainError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-    except (InvalidOperation, ValueError, ZeroDivisionError) as exc:
-        if isinstance(exc, DomainError):
-            raise
-        raise DomainError(f"{name} must be a number such as 0.05 or '1/20', got {value!r}") from None
-    if not 0 < f < 1:
-        raise DomainError(f"{name} must lie strictly between 0 and 1, got {value!r}",
-                          hint=f"e.g. {name}=0.05 for 5%")
-    return f
-
-
 def _confidence(confidence) -> float:
     return in_open_unit("confidence", confidence)
 
 
 def clopper_pearson(k: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
-    """Exact (Clopper-Pearson 1934) two-sided interval for k successes out of n, from its
-    beta-quantile form (scipy.stats.beta; cross-checked against statsmodels 'beta' in tests).
-    n = 0 gives [0, 1]."""
-    k, n = int(k), int(n)
-    if n == 0:
-        return 0.0, 1.0
-    a = 1.0 - confidence
-    lo = 0.0 if k == 0 else float(stats.beta.ppf(a / 2, k, n - k + 1))
-    hi = 1.0 if k == n else float(stats.beta.ppf(1 - a / 2, k + 1, n - k))
-    return lo, hi
+    """Exact (Clopper-Pearson 1934) two-sided interval for k successes out of n
+    (:func:`memclaim.numeric.clopper_pearson_bounds`; cross-checked against statsmodels 'beta'
+    in tests). n = 0 gives [0, 1].
+
+    >>> lo, hi = clopper_pearson(0, 10)
+    >>> lo, round(hi, 4)
+    (0.0, 0.3085)
+    """
+    lo, hi = clopper_pearson_bounds(int(k), int(n), confidence=confidence)
+    return float(lo), float(hi)
 
 
 # ------------------------------------------------------------------------------------- AUC
@@ -189,10 +162,14 @@ def _hoeffding_halfwidth(m: int, n: int, confidence: float) -> float:
     return math.sqrt(math.log(2.0 / (1.0 - confidence)) / (2.0 * min(m, n)))
 
 
-def roc_auc(member_scores, nonmember_scores, *, confidence: float = 0.95) -> AUCResult:
+def roc_auc(member_scores: Sequence[float] | np.ndarray, nonmember_scores: Sequence[float] | np.ndarray, *, confidence: float = 0.95) -> AUCResult:
     """ROC AUC of member vs non-member scores with a DeLong interval and the leak signal.
 
     Exact ties count one half. Needs at least two of each (DeLong's variance uses ddof = 1).
+
+    >>> r = roc_auc([3.0, 2.0, 0.5], [1.0, 0.5, -1.0])
+    >>> round(r.auc, 6)  # 7 of 9 pairs ordered, plus one tie counted one half: 7.5/9
+    0.833333
     """
     x = as_score_array("member_scores", member_scores)
     y = as_score_array("nonmember_scores", nonmember_scores)
@@ -217,8 +194,12 @@ def roc_auc(member_scores, nonmember_scores, *, confidence: float = 0.95) -> AUC
     )
 
 
-def roc_auc_slow(member_scores, nonmember_scores) -> float:
-    """The O(m n) definition sum_ij psi(X_i, Y_j) / (m n); a reference for tests."""
+def roc_auc_slow(member_scores: Sequence[float] | np.ndarray, nonmember_scores: Sequence[float] | np.ndarray) -> float:
+    """The O(m n) definition sum_ij psi(X_i, Y_j) / (m n); a reference for tests.
+
+    >>> roc_auc_slow([3.0, 2.0, 0.5], [1.0, 0.5, -1.0]) == roc_auc([3.0, 2.0, 0.5], [1.0, 0.5, -1.0]).auc
+    True
+    """
     x = as_score_array("member_scores", member_scores, minimum=1)
     y = as_score_array("nonmember_scores", nonmember_scores, minimum=1)
     total = 0.0
@@ -245,7 +226,8 @@ class AUCComparison(ResultMixin):
     interval_method: str
 
 
-def compare_aucs(members_a, nonmembers_a, members_b, nonmembers_b, *, confidence: float = 0.95,
+def compare_aucs(members_a: Sequence[float] | np.ndarray, nonmembers_a: Sequence[float] | np.ndarray, members_b: Sequence[float] | np.ndarray, nonmembers_b: Sequence[float] | np.ndarray, *,
+                 confidence: float = 0.95,
                  alternative: str = "two-sided") -> AUCComparison:
     """DeLong et al. (1988) §2 test of two correlated AUCs (two attacks, the same texts).
 
@@ -297,24 +279,38 @@ def compare_aucs(members_a, nonmembers_a, members_b, nonmembers_b, *, confidence
 
 
 # ------------------------------------------------------------------ TPR at a certified FPR
-def conformal_rank(alpha, n_nonmembers: int) -> int:
-    """K = floor(alpha (N + 1)) in exact arithmetic ([EM] Eq. 5)."""
-    a = exact_level("fpr", alpha)
-    return (a.numerator * (int(n_nonmembers) + 1)) // a.denominator
+def conformal_rank(alpha: str | float | Fraction, n_nonmembers: int) -> int:
+    """K = floor(alpha (N + 1)) in exact arithmetic ([EM] Eq. 5): :func:`memclaim.claims.conformal.rank_k`
+    (N = 0 gives K = 0).
+
+    >>> conformal_rank(0.001, 5000), conformal_rank("0.1%", 5000)
+    (5, 5)
+    """
+    n = int(n_nonmembers)
+    if n == 0:
+        exact_level("fpr", alpha)
+        return 0
+    return rank_k(alpha=alpha, n_controls=n, name="fpr")
 
 
-def min_nonmembers(alpha) -> int:
-    """The smallest N with K = floor(alpha (N + 1)) >= 1, i.e. N >= 1/alpha - 1 (exact)."""
-    a = exact_level("fpr", alpha)
-    inv = 1 / a  # Fraction
-    return max(0, math.ceil(inv - 1))
+def min_nonmembers(alpha: str | float | Fraction) -> int:
+    """The smallest N with K = floor(alpha (N + 1)) >= 1, i.e. N >= 1/alpha - 1 (exact):
+    :func:`memclaim.claims.conformal.controls_needed_for_level`.
+
+    >>> min_nonmembers("1%"), min_nonmembers(0.05)
+    (99, 19)
+    """
+    return controls_needed_for_level(alpha=alpha, name="fpr")
 
 
-def certified_threshold(nonmember_scores, *, fpr) -> tuple[float, int, Fraction]:
+def certified_threshold(nonmember_scores: Sequence[float] | np.ndarray, *, fpr: str | float | Fraction) -> tuple[float, int, Fraction]:
     """(threshold, K, alpha_N): the K-th largest non-member score, K = floor(alpha (N + 1)),
     and the certified FPR alpha_N = K / (N + 1) <= alpha ([EM] Eq. 5-6).
 
     Refuses (DomainError) when K = 0: no threshold from N non-members certifies alpha.
+
+    >>> certified_threshold([float(i) for i in range(19)], fpr="10%")  # K = floor(0.1 * 20) = 2
+    (17.0, 2, Fraction(1, 10))
     """
     y = as_score_array("nonmember_scores", nonmember_scores)
     a = exact_level("fpr", fpr)
@@ -363,11 +359,16 @@ class TPRResult(ResultMixin):
     in_sample_fpr: float
 
 
-def tpr_at_fpr(member_scores, nonmember_scores, *, fpr=0.05, confidence: float = 0.95) -> TPRResult:
+def tpr_at_fpr(member_scores: Sequence[float] | np.ndarray, nonmember_scores: Sequence[float] | np.ndarray, *, fpr: str | float | Fraction = 0.05,
+               confidence: float = 0.95) -> TPRResult:
     """TPR of "score > tau" on the members, tau from the non-members by the conformal rank rule.
 
     Refuses (DomainError) when the non-member count cannot certify ``fpr`` and says how many
     are needed. Needs at least two members and two non-members.
+
+    >>> t = tpr_at_fpr([20.0, 18.0, 5.0, 30.0], [float(i) for i in range(19)], fpr="10%")
+    >>> t.threshold, t.tpr, t.certified_fpr  # scores strictly above the 2nd largest non-member
+    (17.0, 0.75, 0.1)
     """
     x = as_score_array("member_scores", member_scores)
     y = as_score_array("nonmember_scores", nonmember_scores)
@@ -421,7 +422,8 @@ class TPRComparison(ResultMixin):
     seed: int
 
 
-def compare_tprs(members_a, nonmembers_a, members_b, nonmembers_b, *, fpr=0.05,
+def compare_tprs(members_a: Sequence[float] | np.ndarray, nonmembers_a: Sequence[float] | np.ndarray, members_b: Sequence[float] | np.ndarray, nonmembers_b: Sequence[float] | np.ndarray, *,
+                 fpr: str | float | Fraction = 0.05,
                  alternative: str = "greater", confidence: float = 0.95, n_bootstrap: int = 2000,
                  paired_nonmembers: bool = True, seed: int = 0) -> TPRComparison:
     """Paired comparison of two attacks at the same certified FPR on the same members.

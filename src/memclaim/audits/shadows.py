@@ -21,7 +21,8 @@ Shadows come in complementary pairs: pair j draws a uniformly random half H_j of
 
 Training (one trainer)
 ----------------------
-Every shadow goes through :func:`memclaim.train.trainer.train_causal_lm`:
+Every shadow goes through :func:`memclaim.train.trainer.train_causal_lm`, by the recipe and
+model set-up of :mod:`memclaim.train.recipe`:
 
 - ``mode="scratch"`` (the tiny GPT and other small models): a fresh model built from the
   target's ``config.json`` (same architecture, fresh initialization under the shadow's seed),
@@ -51,20 +52,26 @@ import json
 import math
 import shutil
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..errors import DomainError, InputError, ProcedureMismatchError
 from ..fsutil import atomic_directory, atomic_write_text, file_lock, sha256_bytes
 from ..jsonutil import ResultMixin
-from ..validate import in_open_unit, integer, nonneg, positive
-from .counterfactual import (CapComparison, CounterfactualEstimate, compare_to_cap,
-                             counterfactual_memorization, teacher_forcing_probability,
-                             truncated_logloss)
+from ..privacy.caps import memorization_cap
+from ..privacy.tradeoff import neighbors_label, normalize_neighbors, pure
+from ..train.recipe import (  # noqa: F401  (re-exported: the shadows' training recipe lives in train/)
+    SHADOW_MODES, ShadowRecipe, load_hf_tokenizer, save_model_folder, train_on_texts, training_blocks,
+)
+from ..validate import in_open_unit, integer
+from .counterfactual import (
+    CapComparison, CounterfactualEstimate, compare_to_cap, counterfactual_memorization,
+    teacher_forcing_probability, truncated_logloss,
+)
 
 __all__ = [
     "SHADOW_MODES",
@@ -83,7 +90,6 @@ __all__ = [
     "counterfactual_from_shadows",
 ]
 
-SHADOW_MODES = ("scratch", "finetune")
 MEMBERSHIP_FILE = "membership.json"
 MEMBERSHIP_SCHEMA = 1
 DESIGN = "complementary random halves (pair j: H_j and its complement)"
@@ -171,159 +177,6 @@ def shadow_masks(n_population: int, n_shadows: int, *, design_seed: int = 0) -> 
         perm = np.random.default_rng([seed, j]).permutation(n)
         out[2 * j, perm[: n // 2]] = True
         out[2 * j + 1] = ~out[2 * j]
-    return out
-
-
-# --------------------------------------------------------------------------------- recipe
-@dataclass(frozen=True)
-class ShadowRecipe(ResultMixin):
-    """How every shadow is trained. ``base`` is the model folder whose config (scratch) or weights
-    (finetune) the shadows start from, identified in ``membership.json`` by ``base_fingerprint``.
-    Either ``steps`` or ``epochs`` (over the shadow's packed blocks) sets the length."""
-
-    mode: str
-    base: str
-    base_fingerprint: str
-    steps: int | None = None
-    epochs: float | None = 3.0
-    batch_size: int = 8
-    seq_len: int = 128
-    lr: float = 5e-5
-    warmup_steps: int = 0
-    weight_decay: float = 0.01
-    min_lr_ratio: float = 0.1
-    grad_clip: float | None = 1.0
-    seed: int = 0
-    background_sha256: str | None = None
-
-    def __post_init__(self):
-        if self.mode not in SHADOW_MODES:
-            raise DomainError(f"unknown shadow mode {self.mode!r}",
-                              hint="'scratch' (fresh model from the target's config) or 'finetune' (copy of a base)")
-        if (self.steps is None) == (self.epochs is None):
-            raise DomainError("give exactly one of steps or epochs for the shadow recipe",
-                              hint=f"got steps={self.steps!r}, epochs={self.epochs!r}")
-        if self.steps is not None:
-            integer("shadow steps", self.steps, minimum=1)
-        else:
-            positive("shadow epochs", self.epochs)
-        integer("shadow batch size", self.batch_size, minimum=1)
-        integer("shadow seq_len", self.seq_len, minimum=2)
-        positive("shadow lr", self.lr)
-        integer("shadow warmup steps", self.warmup_steps, minimum=0)
-        nonneg("shadow weight decay", self.weight_decay)
-        integer("shadow seed", self.seed, minimum=0)
-
-    @classmethod
-    def toy(cls, base, *, base_fingerprint: str, **overrides) -> "ShadowRecipe":
-        """The tiny GPT's own recipe (:class:`memclaim.train.toy.ToySpec`): from scratch, 300
-        steps of batch 16 x 128 tokens, lr 3e-3, 30 warmup steps."""
-        from ..train.toy import DEFAULT_SPEC as S
-
-        kw = dict(mode="scratch", base=str(base), base_fingerprint=base_fingerprint, steps=S.steps, epochs=None,
-                  batch_size=S.batch_size, seq_len=S.seq_len, lr=S.lr, warmup_steps=30, seed=S.train_seed)
-        kw.update(overrides)
-        return cls(**kw)
-
-    @classmethod
-    def finetune(cls, base, *, base_fingerprint: str, **overrides) -> "ShadowRecipe":
-        """[MX] App. F.2 fine-tuning: AdamW, lr 5e-5, batch 8, 3 epochs."""
-        kw = dict(mode="finetune", base=str(base), base_fingerprint=base_fingerprint, steps=None, epochs=3.0,
-                  batch_size=8, seq_len=128, lr=5e-5, warmup_steps=0)
-        kw.update(overrides)
-        return cls(**kw)
-
-    def identity(self) -> dict:
-        """What must match for a saved shadow to be reused (the base path may move)."""
-        d = asdict(self)
-        d.pop("base")
-        return d
-
-    def shadow_seed(self, index: int) -> int:
-        return self.seed + 1 + int(index)
-
-
-def _train_config(recipe: ShadowRecipe, n_blocks: int, seed: int):
-    from ..train.trainer import TrainConfig
-
-    steps = recipe.steps if recipe.steps is not None else max(1, math.ceil(recipe.epochs * n_blocks / recipe.batch_size))
-    return TrainConfig(steps=steps, batch_size=recipe.batch_size, seq_len=recipe.seq_len, lr=recipe.lr,
-                       min_lr_ratio=recipe.min_lr_ratio, warmup_steps=min(recipe.warmup_steps, max(0, steps - 1)),
-                       weight_decay=recipe.weight_decay, grad_clip=recipe.grad_clip, seed=seed)
-
-
-def _load_hf_tokenizer(path):
-    from transformers import AutoTokenizer
-
-    # shadows are memclaim's own GPT-style models: a base folder's custom code is never run here
-    return AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
-
-
-def _separator(tok, sep_ids: Sequence[int] | None) -> list[int]:
-    if sep_ids:
-        return [int(i) for i in sep_ids]
-    for tid in (tok.eos_token_id, tok.bos_token_id):
-        if tid is not None:
-            return [int(tid)]
-    raise InputError("the tokenizer has no start-of-text, eos or bos token to separate training documents",
-                     hint="pass a start-of-text rule (--sot) that names a token")
-
-
-def training_blocks(texts: Sequence[str], *, tokenizer, seq_len: int, seed: int, background: Sequence[str] = (),
-                    sep_ids: Sequence[int] | None = None):
-    """The packed training blocks [n_blocks, seq_len] of ``background`` + ``texts``: documents
-    tokenized once, shuffled under ``seed``, each preceded by the separator, packed by
-    :func:`memclaim.train.trainer.pack_documents`, with a filler of separator tokens so the
-    stream fills whole blocks (no record falls in a dropped tail)."""
-    from ..train.trainer import pack_documents
-
-    sep = _separator(tokenizer, sep_ids)
-    docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in list(background) + list(texts)]
-    order = np.random.default_rng([int(seed), 7]).permutation(len(docs))
-    docs = [docs[i] for i in order]
-    total = sum(len(sep) + len(d) for d in docs)
-    pad = (-total) % seq_len
-    if pad:
-        # one filler document of separator tokens (pack_documents puts len(sep) more before it)
-        filler_len = (pad - len(sep)) % seq_len
-        docs.append((sep * (filler_len // len(sep) + 1))[:filler_len])
-    return pack_documents(docs, seq_len=seq_len, sep_ids=sep)
-
-
-def train_on_texts(recipe: ShadowRecipe, texts: Sequence[str], *, seed: int, background: Sequence[str] = (),
-                   sep_ids: Sequence[int] | None = None, tokenizer=None):
-    """Train one model by ``recipe`` on ``background`` + ``texts`` (one document each) through
-    the one trainer. Returns (model in eval mode, TrainResult, tokenizer). Used for every shadow,
-    and by tests and benchmarks to train a *target* by exactly the shadows' recipe."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from ..train.trainer import train_causal_lm
-
-    tok = tokenizer if tokenizer is not None else _load_hf_tokenizer(recipe.base)
-    blocks = training_blocks(texts, tokenizer=tok, seq_len=recipe.seq_len, seed=seed, background=background,
-                             sep_ids=sep_ids)  # [n_blocks, seq_len]
-    torch.manual_seed(int(seed))
-    if recipe.mode == "scratch":
-        config = AutoConfig.from_pretrained(str(recipe.base), local_files_only=True, trust_remote_code=False)
-        model = AutoModelForCausalLM.from_config(config)
-    else:
-        model = AutoModelForCausalLM.from_pretrained(str(recipe.base), local_files_only=True,
-                                                     dtype=torch.float32, use_safetensors=True,
-                                                     trust_remote_code=False)
-    model.requires_grad_(True)
-    cfg = _train_config(recipe, int(blocks.shape[0]), int(seed))
-    result = train_causal_lm(model, blocks, cfg)
-    model.requires_grad_(False)
-    return model, result, tok
-
-
-def save_model_folder(model, tokenizer, out) -> Path:
-    """save_pretrained (safetensors) + the tokenizer: a folder memclaim.models.load_model reads."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out), safe_serialization=True)
-    tokenizer.save_pretrained(str(out))
     return out
 
 
@@ -482,7 +335,7 @@ def ensure_shadows(shadow_dir, *, population: Population, n_shadows: int, recipe
 def _train_shadow(i, folder, *, population, masks, recipe, design_seed, bg, sep_ids, say, tok_cache) -> None:
     """Train shadow ``i`` and publish it at ``folder`` whole (membership.json inside), by one rename."""
     if "tok" not in tok_cache:
-        tok_cache["tok"] = _load_hf_tokenizer(recipe.base)
+        tok_cache["tok"] = load_hf_tokenizer(recipe.base)
     tok = tok_cache["tok"]
     seed = recipe.shadow_seed(i)
     in_idx = np.flatnonzero(masks[i])
@@ -520,19 +373,18 @@ def cap_from_epsilon(epsilon, *, relation: str = "add/remove", functional: str |
     """The cap pure epsilon-DP puts on a functional ([MX] Thm. 4.1, Prop. A.1, Lemma 4.4), via
     :func:`memclaim.privacy.caps.memorization_cap`. ``functional`` defaults to the one the
     relation caps directly (LOO for add/remove, RO for replace-one); RO under add/remove goes
-    through the group curve f^(2)."""
-    from ..privacy.caps import memorization_cap
-    from ..privacy.tradeoff import pure
+    through the group curve f^(2). ``relation`` is any of privacy/'s names for the
+    neighbouring relations (:func:`memclaim.privacy.tradeoff.normalize_neighbors`).
 
-    rel = {"add/remove": "add-remove", "add-remove": "add-remove", "replace-one": "replace",
-           "replace": "replace"}.get(str(relation))
-    if rel is None:
-        raise DomainError(f"unknown neighbouring relation {relation!r}", hint="'add/remove' or 'replace-one'")
+    >>> cap_from_epsilon(1.0).functional, cap_from_epsilon(1.0, relation="replace-one").functional
+    ('LOO', 'RO')
+    """
+    rel = normalize_neighbors(relation)
     fn = functional or ("LOO" if rel == "add-remove" else "RO")
     cap = memorization_cap(pure(epsilon, neighbors=rel), functional=fn, copies=copies)
     if cap.value is None:
         raise DomainError(f"pure epsilon-DP under {relation} implies no cap on {fn}: {cap.reason}")
-    return CapSpec(value=float(cap.value), functional=fn, relation="add/remove" if rel == "add-remove" else "replace-one",
+    return CapSpec(value=float(cap.value), functional=fn, relation=neighbors_label(rel),
                    via_group_privacy=(fn == "RO" and rel == "add-remove"),
                    source=f"pure eps = {float(epsilon):g}, {cap.theorem}, curve {cap.curve}")
 

@@ -235,42 +235,6 @@ class DisagreementTable(ResultMixin):
             notes += ["", self.rules]
         return out + "\n" + "\n".join(notes) + "\n"
 
-    def heatmap(self, path=None, *, title: str = "Audit disagreement"):
-        """A matplotlib heatmap of the leak signals, annotated "value\\nverdict", with a rule
-        before the informed columns ([MX] Fig. 12). Uses the Agg canvas directly (no pyplot
-        state). Returns the Figure; writes it to ``path`` if given (format from the suffix)."""
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-
-        mat = self.signal_matrix()
-        nr, nc = mat.shape
-        fig = Figure(figsize=(2.6 + 1.5 * nc, 1.4 + 0.6 * nr))
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot(1, 1, 1)
-        import matplotlib
-
-        cmap = matplotlib.colormaps["viridis"].with_extremes(bad="0.88")  # audits not run: light grey
-        shown = np.ma.masked_invalid(np.clip(mat, 0.0, 1.0))
-        im = ax.imshow(shown, vmin=0.0, vmax=1.0, cmap=cmap, aspect="auto")
-        for i, row in enumerate(self.cells):
-            for j, c in enumerate(row):
-                txt = "n/a" if c is None else f"{c.signal:.2f}\n{c.verdict}"
-                val = 0.0 if c is None else float(np.clip(c.signal, 0, 1))
-                ax.text(j, i, txt, ha="center", va="center", fontsize=8,
-                        color="0.3" if c is None else ("black" if val > 0.6 else "white"))
-        ax.set_xticks(range(nc), [c.name for c in self.columns], rotation=30, ha="right", fontsize=8)
-        ax.set_yticks(range(nr), list(self.rows), fontsize=8)
-        informed = [j for j, c in enumerate(self.columns) if c.informed]
-        if informed and min(informed) > 0:
-            ax.axvline(min(informed) - 0.5, color="white", linewidth=3)
-        cb = fig.colorbar(im, ax=ax, fraction=0.04)
-        cb.set_label("leak signal\n(0 = at chance, 1 = fully detected)", fontsize=8)
-        ax.set_title(title, fontsize=10)
-        fig.tight_layout()
-        if path is not None:
-            fig.savefig(path, dpi=150)
-        return fig
-
 
 def _md_escape(s: str) -> str:
     return s.replace("|", "\\|")

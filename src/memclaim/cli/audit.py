@@ -10,8 +10,12 @@ import sys
 
 import click
 
+from .. import api
+from ..audits.attacks import describe_attacks
+from ..audits.table_spec import TABLE_SPEC_DOC
 from ..errors import InputError
-from .common import check_out_dir, print_json, set_threads, trust_remote_code_option
+from .common import print_json, stderr_log, trust_remote_code_option
+from .progress import progress_bar
 
 EXAMPLES = """
 \b
@@ -125,64 +129,26 @@ def run_command(ctx, model, members, nonmembers, out_dir, reference, shadows, at
     2 AUC - 1 for every attack, TPR at a certified FPR with a Clopper-Pearson interval, greedy and
     sampled extraction from each record's own prefix (and --trigger), the unlearning verifier,
     and with --shadows LiRA and the counterfactual memorization estimate (COND)."""
-    from ..audits.runner import AuditSettings, default_shadow_recipe, run_audit
-    from ..audits.shadows import CapSpec, cap_from_epsilon
-    from ..models import load_model
-
-    set_threads(threads)
-    check_out_dir(out_dir)
-    explicit_fpr = fpr is not None
-    settings = AuditSettings(prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, attacks=attacks, k=k,
-                             fpr=fpr if explicit_fpr else "0.01", confidence=confidence,
-                             extraction_policy=None if str(extraction_policy).lower() == "none" else extraction_policy,
-                             m=m, trigger=trigger, verifier_threshold=verifier_threshold, batch_size=batch_size)
-    cap = None
-    if cap_value is not None and cap_epsilon is not None:
-        raise InputError("give either --cap or --cap-epsilon, not both")
-    if (cap_value is not None or cap_epsilon is not None) and not shadows:
-        raise InputError("a cap is compared with the counterfactual estimate, which needs --shadows N")
-    if cap_epsilon is not None:
-        cap = cap_from_epsilon(cap_epsilon, relation=cap_relation, functional=cap_functional)
-    elif cap_value is not None:
-        fn = cap_functional or ("LOO" if cap_relation == "add/remove" else "RO")
-        cap = CapSpec(value=cap_value, functional=fn, relation=cap_relation,
-                      via_group_privacy=(fn == "RO" and cap_relation == "add/remove"), source="--cap")
-    if cap is not None and cap_slack is not None:
-        from dataclasses import replace
-
-        cap = replace(cap, conversion_slack=cap_slack, conversion_note=cap_slack_note or "given with --cap-slack")
-    m_loaded = load_model(model, dtype=dtype, sot=sot, trust_remote_code=trust_remote_code)
-    recipe = None
-    background = ()
-    if shadows:
-        overrides = {k_: v for k_, v in (("lr", shadow_lr), ("batch_size", shadow_batch_size),
-                                         ("seq_len", shadow_seq_len), ("seed", shadow_seed),
-                                         ("warmup_steps", shadow_warmup)) if v is not None}
-        if shadow_steps is not None and shadow_epochs is not None:
-            raise InputError("give either --shadow-steps or --shadow-epochs, not both")
-        if shadow_steps is not None:
-            overrides.update(steps=shadow_steps, epochs=None)
-        elif shadow_epochs is not None:
-            overrides.update(epochs=shadow_epochs, steps=None)
-        recipe, background = default_shadow_recipe(m_loaded, base=shadow_base, mode=shadow_mode, **overrides)
-        if shadow_background:
-            from ..text.io import read_passages
-
-            background = tuple(r.text for r in read_passages(shadow_background).records)
-    log = None if as_json else (lambda msg: click.echo(msg, err=True))
-    res = run_audit(m_loaded, members, nonmembers, out_dir=out_dir, settings=settings, reference=reference,
-                    shadows=shadows, shadow_recipe=recipe, shadow_background=background, design_seed=design_seed,
-                    cap=cap, kappa=kappa, soundness_epsilon=soundness_epsilon, soundness_relation=soundness_relation,
-                    text_field=text_field, id_field=id_field, input_format=input_format, dtype=dtype, sot=sot,
-                    progress=not no_progress and not as_json, log=log, strict_fpr=explicit_fpr,
-                    trust_remote_code=trust_remote_code)
+    res = api.audit(model, members, nonmembers, out=out_dir, reference=reference, shadows=shadows, attacks=attacks,
+                    k=k, fpr=fpr, confidence=confidence, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
+                    policy=extraction_policy, m=m, trigger=trigger, verifier_threshold=verifier_threshold,
+                    kappa=kappa, soundness_epsilon=soundness_epsilon, soundness_relation=soundness_relation,
+                    cap=cap_value, cap_epsilon=cap_epsilon, cap_relation=cap_relation, cap_functional=cap_functional,
+                    cap_slack=cap_slack, cap_slack_note=cap_slack_note, shadow_mode=shadow_mode,
+                    shadow_base=shadow_base, shadow_steps=shadow_steps, shadow_epochs=shadow_epochs,
+                    shadow_lr=shadow_lr, shadow_batch_size=shadow_batch_size, shadow_seq_len=shadow_seq_len,
+                    shadow_seed=shadow_seed, shadow_warmup=shadow_warmup, shadow_background=shadow_background,
+                    design_seed=design_seed, text_field=text_field, id_field=id_field, input_format=input_format,
+                    dtype=dtype, sot=sot, batch_size=batch_size, trust_remote_code=trust_remote_code, threads=threads,
+                    progress=progress_bar(not no_progress and not as_json), log=stderr_log(not as_json))
     if as_json:
         print_json(res.to_dict())
         return
     _print(res)
 
 
-def _print(res) -> None:
+def _print(run) -> None:
+    res = run.result
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -239,8 +205,6 @@ def _print(res) -> None:
 
 
 def _table_help() -> str:
-    from ..audits.runner import TABLE_SPEC_DOC
-
     head, rest = TABLE_SPEC_DOC.split("\n\n", 1)
     spec, cols = rest.rsplit("\n\n", 1)
     return ("The audit-disagreement table ([MX] Fig. 12): rows = leakage instances, columns = audits (extraction "
@@ -249,32 +213,35 @@ def _table_help() -> str:
             + head + "\n\n\b\n" + spec + "\n\n" + cols)
 
 
+TABLE_EXAMPLES = """
+\b
+Example:
+  memclaim audit table --instances instances.json --out reports/table
+  memclaim audit table --instances instances.json --out reports/table --json > table.json
+"""
+
+
 @command.command("table", help=_table_help(), short_help="The audit-disagreement table ([MX] Fig. 12).",
-                 context_settings={"max_content_width": 100})
+                 epilog=TABLE_EXAMPLES, context_settings={"max_content_width": 100})
 @click.option("--instances", "spec", required=True, type=click.Path(dir_okay=False),
               help="JSON spec of the leakage instances (see above).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
 @click.option("--threads", type=int, default=None)
 @click.option("--json", "as_json", is_flag=True)
 def table_command(spec, out_dir, threads, as_json):
-    from ..audits.runner import audit_table
-
-    set_threads(threads)
-    check_out_dir(out_dir)
-    res = audit_table(spec, out_dir=out_dir, log=None if as_json else (lambda m: click.echo(m, err=True)))
+    res = api.audit_table(spec, out=out_dir, threads=threads, log=stderr_log(not as_json))
     if as_json:
         print_json(res.to_dict())
         return
     sys.stdout.write(res.table.to_markdown(rules=False))
-    sys.stdout.write(f"\nreport: {res.report['html']}\nheatmap: {res.heatmap}\n")
+    sys.stdout.write(f"\nreport: {res.report['html']}\nheatmap: {res.result.heatmap}\n")
 
 
-@command.command("attacks", short_help="List the registered attacks.")
+@command.command("attacks", short_help="List the registered attacks.",
+                 epilog="\b\nExample:\n  memclaim audit attacks --json\n")
 @click.option("--json", "as_json", is_flag=True)
 def attacks_command(as_json):
     """List the registered attacks with their citations and what each measures."""
-    from ..audits.attacks import describe_attacks
-
     rows = describe_attacks()
     if as_json:
         print_json(rows)

@@ -1,6 +1,6 @@
 """`memclaim dp`: what a differential-privacy guarantee does and does not say ([MX] §3-5, App. F.2).
 
-Thin: parse, call :mod:`memclaim.privacy`, print. Every printed number names its neighbouring
+Thin: parse, call :mod:`memclaim.api` (dp_bounds, dp_plots, dp_baseline, dp_account), print. Every printed number names its neighbouring
 relation and, for memorization caps, the counterfactual functional (RO, LOO, COND).
 """
 from __future__ import annotations
@@ -10,6 +10,7 @@ import sys
 
 import click
 
+from .. import api
 from ..errors import DomainError
 from ..jsonutil import dumps
 from .common import trust_remote_code_option
@@ -44,46 +45,6 @@ def _fmt(v) -> str:
             return f"{v:.6e}"
         return f"{v:.6g}"
     return str(v)
-
-
-def _guarantee(epsilon, delta, mu, neighbors):
-    from ..privacy.tradeoff import approx, gdp, pure
-
-    if mu is not None:
-        if delta is not None:
-            raise DomainError("give either --delta (approximate DP) or --mu (Gaussian DP), not both",
-                              hint="drop one of them")
-        return gdp(mu, neighbors=neighbors)
-    if epsilon is None:
-        raise DomainError("no guarantee given", hint="pass --epsilon E [--delta D], or --mu M for Gaussian DP")
-    if delta is not None:
-        return approx(epsilon, delta, neighbors=neighbors)
-    return pure(epsilon, neighbors=neighbors)
-
-
-def _parse_baseline(text):
-    """'0.01' -> (0.01, 0.01); '0.008,0.012' -> (0.008, 0.012)."""
-    if text is None:
-        return None
-    parts = [p.strip() for p in str(text).replace(":", ",").split(",") if p.strip()]
-    try:
-        vals = [float(p) for p in parts]
-    except ValueError:
-        raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}",
-                          hint="e.g. --baseline 0.001 or --baseline 0.0009,0.0011") from None
-    if len(vals) == 1:
-        vals = vals * 2
-    if len(vals) != 2:
-        raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}",
-                          hint="e.g. --baseline 0.001 or --baseline 0.0009,0.0011")
-    for v in vals:
-        if not (math.isfinite(v) and 0.0 <= v <= 1.0):
-            raise DomainError(f"baseline kappa must lie in [0, 1], got {v!r}",
-                              hint="kappa is the prior's top-m probability mass")
-    if vals[0] > vals[1]:
-        raise DomainError(f"--baseline interval is reversed: {vals[0]!r} > {vals[1]!r}",
-                          hint=f"write the interval as LO,HI: --baseline {vals[1]!r},{vals[0]!r}")
-    return vals[0], vals[1]
 
 
 @click.group(name="dp")
@@ -151,49 +112,15 @@ def bounds(epsilon, delta, mu, sigma, q, steps, pld_grid, neighbors, copies, m, 
       memclaim dp bounds --mu 1 --epsilon 1 --list-size 4 --risk 0.1 --neighbors add-remove --json
       memclaim dp bounds --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000 --neighbors add-remove
     """
-    from ..privacy.extraction import audit_soundness
-    from ..privacy.summary import dp_bounds
-
-    kap = _parse_baseline(baseline)
-    kw = dict(copies=copies, m=m, tau=tau, kappa=None if kap is None else kap[1], truncation=truncation, omega=omega,
-              n=n, frequency=frequency)
-    dpsgd = [v is not None for v in (sigma, q, steps)]
-    if any(dpsgd):
-        if not all(dpsgd):
-            missing = [o for o, v in zip(("--noise-multiplier", "--sampling-rate", "--steps"), dpsgd) if not v]
-            raise DomainError(f"DP-SGD settings are incomplete: missing {', '.join(missing)}",
-                              hint="give --noise-multiplier, --sampling-rate and --steps together")
-        if epsilon is not None or mu is not None:
-            raise DomainError("give either DP-SGD settings or --epsilon/--mu, not both",
-                              hint="with DP-SGD settings epsilon comes from the accountant; --delta sets the "
-                                   "delta of the (epsilon, delta) route")
-        from ..privacy.pld import dpsgd_curve
-
-        summary = dp_bounds(noise_multiplier=sigma, sampling_rate=q, steps=steps, neighbors=neighbors, delta=delta,
-                            pld_grid=pld_grid, **kw)
-        f = dpsgd_curve(noise_multiplier=sigma, sampling_rate=q, steps=steps, neighbors=neighbors,
-                        route_delta=1e-5 if delta is None else delta, value_discretization_interval=pld_grid).curve
-    else:
-        if pld_grid is not None:
-            raise DomainError("--pld-grid applies to DP-SGD settings only",
-                              hint="add --noise-multiplier, --sampling-rate and --steps, or drop --pld-grid")
-        f = _guarantee(epsilon, delta, mu, neighbors)
-        summary = dp_bounds(f, gdp_epsilon=epsilon if mu is not None else None, **kw)
-    audit = None
-    if successes is not None or trials is not None:
-        if successes is None or trials is None or kap is None or m is None:
-            raise DomainError("the audit check needs --successes, --trials, --baseline and --list-size together",
-                              hint="pass all four, or none")
-        audit = audit_soundness(f, successes=successes, trials=trials, m=m, kappa_interval=kap,
-                                confidence=confidence, independence=independence, copies=copies)
+    res = api.dp_bounds(neighbors=neighbors, epsilon=epsilon, delta=delta, mu=mu, noise_multiplier=sigma,
+                        sampling_rate=q, steps=steps, pld_grid=pld_grid, copies=copies, list_size=m, risk=tau,
+                        baseline=baseline, truncation=truncation, in_support_mass=omega, dataset_size=n,
+                        frequency=frequency, successes=successes, trials=trials, confidence=confidence,
+                        independence=independence)
     if as_json:
-        out = summary.to_dict()
-        if kap is not None and kap[0] != kap[1]:
-            out["baseline_interval"] = list(kap)
-        if audit is not None:
-            out["audit"] = audit.to_dict()
-        click.echo(dumps(out, indent=2))
+        click.echo(dumps(res.to_dict(), indent=2))
         return
+    summary, kap, audit = res.summary, res.baseline_interval, res.audit
     from rich.table import Table
 
     con = _console()
@@ -265,23 +192,9 @@ def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, bep
       memclaim dp plot --out figs --neighbors add-remove --epsilon 1
       memclaim dp plot --out figs --neighbors add-remove --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000
     """
-    from ..privacy.plots import plot_all
-    from .common import check_out_dir
-
-    cur = None
-    given = [v is not None for v in (sigma, q, steps)]
-    if any(given):
-        if not all(given):
-            missing = [o for o, v in zip(("--noise-multiplier", "--sampling-rate", "--steps"), given) if not v]
-            raise DomainError(f"DP-SGD settings are incomplete: missing {', '.join(missing)}",
-                              hint="give --noise-multiplier, --sampling-rate and --steps together")
-        from ..privacy.pld import dpsgd_curve
-
-        cur = dpsgd_curve(noise_multiplier=sigma, sampling_rate=q, steps=steps, neighbors=neighbors,
-                          route_delta=dpsgd_delta)
-    check_out_dir(out_dir)
-    paths = plot_all(out_dir, epsilon=epsilon, delta=delta, mu=mu, copies=copies, max_copies=max_copies, tau=tau,
-                     m=m, boundary_epsilons=tuple(beps), neighbors=neighbors, dpsgd=cur)
+    paths = api.dp_plots(out_dir, neighbors=neighbors, epsilon=epsilon, delta=delta, mu=mu, copies=copies,
+                         max_copies=max_copies, risk=tau, list_size=m, boundary_epsilons=tuple(beps),
+                         noise_multiplier=sigma, sampling_rate=q, steps=steps, dpsgd_delta=dpsgd_delta)
     for p in paths:
         click.echo(str(p))
 
@@ -324,10 +237,7 @@ def baseline(model, prefix, L, m, corpus_samples, temperature, max_nodes, time_l
         if model is not None or prefix is not None or L is not None:
             raise DomainError("--corpus-samples replaces MODEL, --prefix and --secret-length",
                               hint="give either MODEL with --prefix/--secret-length, or --corpus-samples FILE")
-        from ..privacy.baseline_corpus import corpus_baseline
-
-        lo, hi = _read_kappa_samples(corpus_samples, m)
-        res = corpus_baseline(kappa_lo=lo, kappa_hi=hi, m=m)
+        res = api.dp_corpus_baseline(corpus_samples, list_size=m)
         if as_json:
             click.echo(dumps(res, indent=2))
             return
@@ -337,27 +247,25 @@ def baseline(model, prefix, L, m, corpus_samples, temperature, max_nodes, time_l
             ("per-draw mean [lo, hi]", f"[{res.mean_lo:.6g}, {res.mean_hi:.6g}]"),
             ("per-draw range", f"[{res.sample_min:.6g}, {res.sample_max:.6g}]"),
             ("list size m / bound", f"{res.m} / {res.method}"),
-        ] + [("assumption", a) for a in res.assumptions])
+        ] + [("assumption", x) for x in res.assumptions])
         return
     if model is None or prefix is None or L is None:
         raise DomainError("MODEL, --prefix and --secret-length are required (or --corpus-samples FILE)",
                           hint='e.g. memclaim dp baseline smollm2 --prefix "My PIN is" --secret-length 4 --list-size 1')
-    from ..models import load_model
-    from ..privacy.baseline import certify_baseline
-
-    loaded = load_model(model, trust_remote_code=trust_remote_code)
-    ids = list(getattr(loaded, "sot_ids", []) or []) + list(loaded.tokenizer.encode(prefix))
+    loaded = api.load_model(model, trust_remote_code=trust_remote_code)
     con = _console(err=True)
     progress = None
     if not as_json and sys.stderr.isatty():
         status = con.status("searching")
         status.start()
 
-        def progress(nodes, lo, hi):  # noqa: F811 - a closure over the status line
-            status.update(f"nodes {nodes}  kappa in [{lo:.4g}, {hi:.4g}]")
+        def progress(event):  # noqa: F811 - a closure over the status line (memclaim.progress events)
+            if "kappa_lo" in event.extra:
+                status.update(f"nodes {event.done}  kappa in [{event.extra['kappa_lo']:.4g}, "
+                              f"{event.extra['kappa_hi']:.4g}]")
     try:
-        res = certify_baseline(loaded.lm, ids, secret_length=L, m=m, temperature=temperature, max_nodes=max_nodes,
-                               time_limit=time_limit, batch_size=batch_size, progress=progress)
+        res = api.dp_baseline(loaded, prefix, secret_length=L, list_size=m, temperature=temperature,
+                              max_nodes=max_nodes, time_limit=time_limit, batch_size=batch_size, progress=progress)
     finally:
         if progress is not None:
             status.stop()
@@ -365,51 +273,6 @@ def baseline(model, prefix, L, m, corpus_samples, temperature, max_nodes, time_l
         click.echo(dumps(res, indent=2))
         return
     print_baseline(res, tokenizer=getattr(loaded, "tokenizer", None))
-
-
-def _read_kappa_samples(path, m: int) -> tuple[list[float], list[float]]:
-    """Per-draw brackets from a JSONL file: each line {"kappa": x} or {"kappa_lo": a, "kappa_hi": b}
-    (an optional "m" must equal --list-size)."""
-    import json
-    from pathlib import Path
-
-    from ..errors import InputError
-
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"--corpus-samples file {str(path)!r} does not exist", hint="check the path")
-    lo, hi = [], []
-    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except ValueError:
-            raise InputError(f"{str(path)!r} line {i} is not JSON: {line[:60]!r}",
-                             hint='one object per line, e.g. {"kappa": 0.01}') from None
-        if not isinstance(d, dict) or not ({"kappa"} <= d.keys() or {"kappa_lo", "kappa_hi"} <= d.keys()):
-            raise InputError(f"{str(path)!r} line {i} has neither 'kappa' nor 'kappa_lo' and 'kappa_hi': {line[:60]!r}",
-                             hint='e.g. {"kappa": 0.01} or {"kappa_lo": 0.009, "kappa_hi": 0.011}')
-        if "m" in d and d["m"] != m:
-            raise DomainError(f"{str(path)!r} line {i} was computed for list size m = {d['m']!r}, not --list-size {m}",
-                              hint="kappa-bar needs every draw's top-m mass for the protocol's list size")
-        a, b = (d["kappa"], d["kappa"]) if "kappa" in d else (d["kappa_lo"], d["kappa_hi"])
-        for v in (a, b):
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise DomainError(f"{str(path)!r} line {i}: kappa values must be numbers, got {v!r}",
-                                  hint='e.g. {"kappa": 0.01}')
-            if not 0.0 <= v <= 1.0:  # NaN fails too
-                raise DomainError(f"{str(path)!r} line {i}: kappa = {v!r} is not in [0, 1]",
-                                  hint="each value is a top-m prior mass, a probability")
-        if a > b:
-            raise DomainError(f"{str(path)!r} line {i}: the bracket is reversed (kappa_lo = {a!r} > kappa_hi = {b!r})",
-                              hint="each draw needs kappa_lo <= kappa(S^-) <= kappa_hi")
-        lo.append(float(a))
-        hi.append(float(b))
-    if not lo:
-        raise InputError(f"--corpus-samples file {str(path)!r} holds no draws (no non-empty line)",
-                         hint='one line per draw of the corpus remainder, e.g. {"kappa": 0.01}')
-    return lo, hi
 
 
 def _print_rows(title: str, rows) -> None:
@@ -483,21 +346,12 @@ def account(noise_multiplier, sampling_rate, steps, delta, accountant, neighbors
     Example:
       memclaim dp account --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000 --delta 1e-5
     """
-    from ..privacy.pld import curve_caps, dpsgd_curve
-    from ..privacy.tradeoff import dpsgd_epsilon
-
-    res = dpsgd_epsilon(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, delta=delta,
-                        accountant=accountant, neighbors=neighbors,
-                        **({} if pld_grid is None else {"pld_discretization": pld_grid}))
-    cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, neighbors=neighbors,
-                      route_delta=delta, value_discretization_interval=pld_grid)
-    caps = curve_caps(cur, copies=sorted({1, copies}), epsilon=res.epsilon, delta=res.delta)
+    acc = api.dp_account(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, delta=delta,
+                         accountant=accountant, neighbors=neighbors, copies=copies, pld_grid=pld_grid)
     if as_json:
-        out = res.to_dict()
-        out["from_curve"] = caps
-        out["curve"] = cur.to_dict()
-        click.echo(dumps(out, indent=2))
+        click.echo(dumps(acc.to_dict(), indent=2))
         return
+    res, caps = acc.accounting, acc.caps
     click.echo(f"epsilon = {res.epsilon:.6g} at delta = {res.delta:g} [{neighbors}, {accountant.upper()} accountant; "
                f"sigma = {res.noise_multiplier:g}, q = {res.sampling_rate:g}, steps = {res.steps}]")
     route = caps["epsilon_delta_route"]

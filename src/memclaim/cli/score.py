@@ -1,15 +1,14 @@
 """`memclaim score`: texts + model + procedure -> durable score store."""
 from __future__ import annotations
 
-import json
-import sys
-
 import click
+from rich.console import Console
+from rich.markup import escape
 
-from ..errors import InputError
-from .common import (backend_options, check_out_dir, make_backend, model_options, near_verbatim_options,
-                     near_verbatim_settings, print_json, procedure_options, resolve_run_inputs, run_options,
-                     set_threads, window_lengths)
+from .. import api
+from .common import (backend_options, model_options, near_verbatim_options, print_json, procedure_options,
+                     run_options, stderr_log)
+from .progress import progress_bar
 
 EXAMPLES = """
 \b
@@ -52,41 +51,19 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
     rendered --prompt-template), the suffix is the target; the store gets log q under every
     --policy, the greedy-match flag and per-token statistics from one teacher-forced pass.
     """
-    from ..models import load_model
-    from ..scoring.runner import run_scoring
-
-    if (input_path is None) == (document_path is None):
-        raise InputError("give exactly one of --input (passages) or --document (sliding windows)",
-                         hint="memclaim score MODEL --input FILE ... or --document FILE --stride S ...")
-    if batch_size < 1:
-        raise InputError(f"--batch-size must be >= 1, got {batch_size}", hint="e.g. --batch-size 16")
-    prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
-    check_out_dir(out_dir)
-    set_threads(threads)
-    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
-                   trust_remote_code=trust_remote_code)
-    scorer = make_backend(m, policies, backend=backend, address=address, workers=workers,
-                          gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,
-                          batch_size=batch_size)
-    windows, inputs, skipped_empty, label = resolve_run_inputs(
-        m, input_path=input_path, document_path=document_path, stride=stride, prefix_tokens=prefix_tokens,
-        suffix_tokens=suffix_tokens, text_field=text_field, id_field=id_field, input_format=input_format,
-        prefix_field=prefix_field, suffix_field=suffix_field)
-    from .common import build_prompt_rule
-
-    near_verbatim = near_verbatim_settings(nv_eps, nv_beams)
-    summary = run_scoring(m, windows, near_verbatim=near_verbatim,
-                          log=None if as_json else (lambda msg: click.echo(msg, err=True)),
-                          policies=policies, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
-                          prompt_rule=build_prompt_rule(prompt_templates, chat_template, aggregate),
-                          out_dir=out_dir, label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
-                          progress=not no_progress and not as_json, skipped_empty=skipped_empty, backend=scorer)
+    res = api.score(model, input_path, document=document_path, stride=stride, prefix_tokens=prefix_tokens,
+                    suffix_tokens=suffix_tokens, policies=policies, prompt_templates=prompt_templates,
+                    chat_template=chat_template, aggregate=aggregate, text_field=text_field,
+                    prefix_field=prefix_field, suffix_field=suffix_field, id_field=id_field,
+                    input_format=input_format, near_verbatim=nv_eps, beams=nv_beams, out=out_dir,
+                    batch_size=batch_size, unit_size=unit_size, backend=backend, address=address, workers=workers,
+                    gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
+                    allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
+                    progress=progress_bar(not no_progress and not as_json), log=stderr_log(not as_json))
+    summary = res.summary
     if as_json:
-        print_json(summary.to_dict())
+        print_json(res.to_dict())
         return
-    from rich.console import Console
-    from rich.markup import escape
-
     c = Console(highlight=False)
     c.print(f"[bold]memclaim score[/] -> {escape(summary.store)}  (run {summary.run_id}, procedure "
             f"{summary.procedure_key[:12]})")

@@ -37,6 +37,7 @@ import math
 
 import numpy as np
 
+from ..audits.metrics import clopper_pearson
 from ..mechanisms.camouflage import CamouflageTree, enumerate_completion_logprobs, paths_to_index, survivor_posterior
 from ..train.trainer import TrainConfig
 from .common import check, compare, finish, new_figure, rng_streams
@@ -157,8 +158,6 @@ def _one_tree(tree: CamouflageTree, *, s: dict, layout: TokenLayout, data_rng: n
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
-    from ..audits.metrics import clopper_pearson
-
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)
     v, k, L = s["v"], s["k"], s["L"]

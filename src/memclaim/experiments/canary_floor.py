@@ -42,9 +42,18 @@ import warnings
 import numpy as np
 from scipy import stats
 
+from ..audits.attacks import loss_scores, reference_scores
+from ..audits.metrics import roc_auc
+from ..privacy.baseline import certify_baseline
+from ..privacy.extraction import h_star
+from ..privacy.pld import dpsgd_curve
+from ..privacy.tradeoff import approx
+from ..train.finetune import ChainBaseSpec, ensure_chain_base
 from .common import check, compare, finish, new_figure, rng_streams
-from .models import (THREADS, chain_arrays, copy_model, greedy_decode, language_model, sample_chain,
-                     sample_decode, teacher_forced, train_tiny)
+from .models import (
+    THREADS, chain_arrays, copy_model, greedy_decode, language_model, sample_chain, sample_decode, teacher_forced,
+    train_tiny,
+)
 
 NAME = "canary-floor"
 TITLE = "the entropy floor for canary audits: extraction vs membership below/above H* ([MX] §8.2, Cor. 5.3)"
@@ -127,14 +136,6 @@ def _bucket(bits_lo: float, bits_hi: float, h: float) -> str:
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
-    from ..audits.attacks import loss_scores, reference_scores
-    from ..audits.metrics import roc_auc
-    from ..privacy.baseline import certify_baseline
-    from ..privacy.extraction import h_star
-    from ..privacy.pld import dpsgd_curve
-    from ..privacy.tradeoff import approx
-    from ..train.finetune import ChainBaseSpec, ensure_chain_base
-
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)
     spec = ChainBaseSpec()

@@ -24,11 +24,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..errors import InputError
 from ..fsutil import write_files
 from ..jsonutil import ResultMixin, dumps, to_jsonable
+from ..report.style import figure, figure_files
 from ..validate import integer
+from .paper import paper_value
 
 SCHEMA = "memclaim.reproduction/2"  # 2: paper numbers are comparisons without a verdict
 
@@ -79,8 +81,6 @@ class Comparison(ResultMixin):
 
 def compare(row: str, key: str, ours, *, ours_se: float | None = None, note: str = "") -> Comparison:
     """Our number for ``row`` beside the paper's value ``key`` ([MX], :data:`.paper.PAPER`)."""
-    from .paper import paper_value
-
     p = paper_value(key)
     return Comparison(row, key, p.quantity, p.where, p.value, p.printed, p.relation, p.same_scale, float(ours),
                       float(ours) - p.value, None if ours_se is None else float(ours_se), note)
@@ -143,8 +143,6 @@ def new_figure(ncols: int = 1, *, width: float = 6.0, height: float = 4.2):
     """A Figure in memclaim's shared style (:mod:`memclaim.report.style`), without pyplot's
     global state (safe in threads and servers). Build the figure inside ``report.style.style()``
     so lines and legends get the style too."""
-    from ..report.style import figure
-
     fig, axes = figure(width=width * ncols, height=height, ncols=ncols)
     return fig, (list(np.atleast_1d(axes)) if ncols > 1 else axes)
 
@@ -181,7 +179,6 @@ def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick
         "files": {"json": f"{name}.json", "png": f"{name}.png", "vector": f"{name}.pdf"},
     }
     payload = to_jsonable(payload)
-    from ..report.style import figure_files
 
     # NAME.json, NAME.png (200 dpi) and NAME.pdf as one change: all staged, then renamed (a full
     # disk leaves the old files)

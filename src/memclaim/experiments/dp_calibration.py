@@ -44,7 +44,10 @@ import math
 import numpy as np
 
 from ..errors import DomainError
+from ..train.finetune import ChainBaseSpec, ensure_chain_base, epochs_to_steps, sample_chain_ids
+from ..train.planted import PlantedRecord, plant, training_blocks
 from .common import check, compare, finish, new_figure, rng_streams
+from .models import teacher_forced
 from .paper import PAPER
 
 NAME = "dp-calibration"
@@ -116,10 +119,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     from ..audits.counterfactual import compare_to_cap, counterfactual_memorization
     from ..privacy.caps import eta_star_k
     from ..train.dp import DPConfig
-    from ..train.finetune import ChainBaseSpec, ensure_chain_base, epochs_to_steps, sample_chain_ids
-    from ..train.planted import PlantedRecord, plant, training_blocks
     from ..train.trainer import TrainConfig, train_causal_lm
-    from .models import teacher_forced
 
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)

@@ -38,9 +38,12 @@ from scipy import optimize
 from statsmodels.stats.proportion import proportion_confint
 
 from ..mechanisms.gadget import SubsetReleaseGadget
-from ..mechanisms.noisy_counts import (min_entropy_bits, simulate_top_m_success,
-                                       simulate_top_m_success_uniform, top_m_mass, top_m_success_exact,
-                                       zipf_prior)
+from ..mechanisms.noisy_counts import (
+    min_entropy_bits, simulate_top_m_success, simulate_top_m_success_uniform, top_m_mass, top_m_success_exact,
+    zipf_prior,
+)
+from ..privacy.extraction import extraction_bound, h_star
+from ..privacy.tradeoff import pure
 from .common import check, compare, finish, new_figure, rng_streams
 
 NAME = "entropy-sweep"
@@ -95,9 +98,6 @@ def _solve_zipf_exponent(n: int, bits: float) -> float:
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
-    from ..privacy.extraction import extraction_bound, h_star
-    from ..privacy.tradeoff import pure
-
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)
     eps, m, tau = s["epsilon"], s["m"], s["tau"]

@@ -34,7 +34,11 @@ import math
 
 import numpy as np
 
+from ..decoding import Policy
+from ..models import load_model
+from ..train import toy as _toy  # noqa: F401  (registers the named model "toy")
 from .common import check, compare, finish, new_figure, rng_streams
+from .models import torch_threads
 
 NAME = "gated"
 TITLE = "The gated release: blind to membership audits, extractable through rho ([MX] §8.2)"
@@ -84,7 +88,6 @@ def sample_tokens(lm, prompts, *, n_tokens: int, rng: np.random.Generator, tempe
 
 def _score(lm, prompts, suffixes, *, batch: int = 16):
     """The scoring engine's one pass: per-token log p, mean/std (min-k%++), greedy flags."""
-    from ..decoding import Policy
     from ..scoring.engine import TeacherForcingEngine
 
     eng = TeacherForcingEngine(lm, [Policy.parse("full")])
@@ -111,8 +114,6 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     from ..audits.metrics import clopper_pearson
     from ..mechanisms.gated import GatedCausalLM, GatedLanguageModel, GatedRelease
     from ..mechanisms.trigger import ReservedTrigger
-    from ..models import load_model
-    from .models import torch_threads
 
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)

@@ -40,6 +40,8 @@ from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..train.corpus import _check_chain, sample_chain  # the one chain sampler
 from ..validate import integer, positive
+from ..decoding import Policy
+from ..models.base import LanguageModel
 
 #: torch threads used for training and scoring in the reproductions (a fixed count keeps BLAS
 #: reductions, hence every number, identical across machines with different core counts).
@@ -400,8 +402,6 @@ def teacher_forced(model, prompts, targets, *, batch_size: int = 512, threads: i
     must all have the same length within the call."""
     import torch
 
-    from ..decoding import Policy
-    from ..models.base import LanguageModel
     from ..scoring.engine import TeacherForcingEngine
 
     lm = model if isinstance(model, LanguageModel) else language_model(model)

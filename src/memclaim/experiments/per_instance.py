@@ -23,6 +23,7 @@ import numpy as np
 from scipy import stats
 
 from ..mechanisms.randomized_response import RandomizedResponse
+from ..privacy.caps import eta_pure
 from .common import check, compare, finish, new_figure, rng_streams
 
 NAME = "per-instance"
@@ -58,8 +59,6 @@ def _measure(mech: RandomizedResponse, n: int, rng: np.random.Generator) -> tupl
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
-    from ..privacy.caps import eta_pure
-
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)
     lo, hi = s["eps_range"]

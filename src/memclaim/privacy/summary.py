@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 from .. import validate
 from ..errors import DomainError
 from ..jsonutil import ResultMixin
 from .caps import eta, eta_star_k, in_support_damping, memorization_cap, truncation_price
 from .extraction import alpha_star, entropy_threshold, extraction_bound, h_star
+from .pld import dpsgd_curve
 from .tradeoff import TradeOff, gdp_delta, group_conversion, neighbors_label
 
 __all__ = ["Quantity", "BoundsSummary", "bounds_summary", "dp_bounds"]
@@ -221,8 +223,9 @@ def _extraction_rows_k_copies(f: TradeOff, rel: str, k: int, *, m, tau, kappa) -
 
 
 # --------------------------------------------------------------------------- the public entry point
-def dp_bounds(f: TradeOff | None = None, *, noise_multiplier=None, sampling_rate=None, steps=None, history=None,
-              neighbors=None, delta: float | None = None, copies: int = 1, m: int | None = None,
+def dp_bounds(f: TradeOff | None = None, *, noise_multiplier: float | None = None,
+              sampling_rate: float | None = None, steps: int | None = None, history: Sequence | None = None,
+              neighbors: str | None = None, delta: float | None = None, copies: int = 1, m: int | None = None,
               tau: float | None = None, kappa: float | None = None, truncation: float | None = None,
               omega: float | None = None, n: int | None = None, frequency: float | None = None,
               gdp_epsilon: float | None = None, pld_grid: float | None = None) -> BoundsSummary:
@@ -249,7 +252,6 @@ def dp_bounds(f: TradeOff | None = None, *, noise_multiplier=None, sampling_rate
             raise DomainError("pld_grid applies to DP-SGD settings only")
         return bounds_summary(f, copies=copies, m=m, tau=tau, kappa=kappa, truncation=truncation, omega=omega, n=n,
                               frequency=frequency, gdp_epsilon=gdp_epsilon)
-    from .pld import dpsgd_curve
 
     if neighbors is None:
         raise DomainError("DP-SGD bounds need the neighbouring relation",

@@ -7,8 +7,10 @@ import numpy as np
 
 from ..claims.budget import CensusBudgetView
 from ..claims.census import CensusResult, FlaggedWindow
+from ..claims.census_pairs import CensusOfPairs, census_of_pairs
+from ..progress import LogCallback, emit_log
 from . import figures, words
-from .core import Doc, HeatText, ReportBundle, fmt_num, pct, render, sci_from_log10, short_id
+from .core import Doc, HeatText, ReportBundle, fmt_num, pct, render, sci_from_log10, short_id, write_report
 from .population import _procedure_section
 
 HEAT_TEXT_MAX = 20000
@@ -131,10 +133,22 @@ def census_report(results: Sequence[CensusResult], *, budget_views: Sequence[Cen
                   statements=words.census_statements(near_verbatim=words.is_near_verbatim(procedure)))
 
 
+def census_pairs_report(c: CensusOfPairs, *, inputs: Sequence[dict] = (), controls_description: str | None = None,
+                        command: str = "census", title: str = "Single-document census") -> ReportBundle:
+    """The report of :func:`memclaim.claims.census_pairs.census_of_pairs` (nothing is written);
+    report.json's results add the per-pair and global thresholds."""
+    return census_report(c.results, budget_views=c.budgets, flagged=c.flagged, document_texts=c.document_texts,
+                         controls_description=controls_description, global_note=c.global_note,
+                         procedure=c.procedure, inputs=inputs, command=command, title=title,
+                         extra_results={"per_pair_log10_tau": [t.log10_tau for t in c.thresholds],
+                                        "global_log10_tau": None if c.global_threshold is None
+                                        else c.global_threshold.log10_tau})
+
+
 def run_census(pairs: Sequence[dict], *, out_dir, use_global_threshold: bool = False,
                references: dict | None = None, budget_delta: float | None = 0.05, realistic_budget: float = 1e5,
                inputs: Sequence[dict] = (), controls_description: str | None = None, procedure_ignore=(),
-               min_similarity: float = 90.0, command: str = "census", console=None) -> dict:
+               min_similarity: float = 90.0, command: str = "census", log: LogCallback | None = None) -> dict:
     """The one call for the ``census`` command: census of each pair, report written (all or nothing).
 
     Each pair is a dict with ``document`` and ``control`` (:class:`WindowScores`), optional
@@ -142,53 +156,16 @@ def run_census(pairs: Sequence[dict], *, out_dir, use_global_threshold: bool = F
     ``exclude_spans`` (verified quotations in the control), and ``procedure_document`` /
     ``procedure_control`` (checked to be the same procedure, [EM] Def. B.2). With
     ``use_global_threshold`` every document is read at the most conservative threshold ([EM] §7).
+    ``log`` receives each headline and the report's path (one line each).
     """
-    from ..claims.budget import census_budget_view
-    from ..claims.census import census as _census
-    from ..claims.census import census_threshold, flag_near_verbatim, global_threshold
-    from ..claims.procedure import require_same_procedure
-    from ..errors import InputError
-    from .core import write_report
-
-    if not pairs:
-        raise InputError("no document pairs given", hint="pass at least one (document, control) pair")
-    procedure = None
-    for p in pairs:
-        pd_, pc_ = p.get("procedure_document"), p.get("procedure_control")
-        if pd_ is not None and pc_ is not None:
-            require_same_procedure(pd_, pc_, ignore=tuple(procedure_ignore), what=("document", "control"))
-        if procedure is None:
-            procedure = pd_ or pc_
-        elif (pd_ or pc_) is not None:
-            require_same_procedure(procedure, pd_ or pc_, ignore=tuple(procedure_ignore),
-                                   what=("the first pair", "this pair"))
-    ths = [census_threshold(p["control"], exclude_spans=p.get("exclude_spans", ())) for p in pairs]
-    g = global_threshold(ths) if use_global_threshold else None
-    results, budgets, flagged, texts = [], [], [], []
-    for p, th in zip(pairs, ths):
-        r = _census(p["document"], p["control"], threshold=g if g is not None else th)
-        results.append(r)
-        budgets.append(census_budget_view(r.heat_log10, log10_tau=r.log10_tau, delta=budget_delta,
-                                          realistic_n=realistic_budget) if budget_delta is not None else None)
-        texts.append(p.get("document_text"))
-        if p.get("control_text") is not None:
-            flagged += list(flag_near_verbatim(p["control"], p["control_text"], candidate_text=p.get("document_text"),
-                                               references=references, min_similarity=min_similarity))
-    note = None
-    if g is not None:
-        note = (f"Every document is read at the global threshold 1e{g.log10_tau}, the most conservative of the "
-                "per-pair thresholds (" + ", ".join(f"{t.control_name}: 1e{t.log10_tau}" for t in ths) + ") ([EM] §7).")
-    bundle = census_report(results, budget_views=budgets, flagged=flagged, document_texts=texts,
-                           controls_description=controls_description, global_note=note, procedure=procedure,
-                           inputs=inputs, command=command,
-                           extra_results={"per_pair_log10_tau": [t.log10_tau for t in ths],
-                                          "global_log10_tau": None if g is None else g.log10_tau})
-    paths = write_report(out_dir, bundle)
+    c = census_of_pairs(pairs, use_global_threshold=use_global_threshold, references=references,
+                        budget_delta=budget_delta, realistic_budget=realistic_budget,
+                        procedure_ignore=procedure_ignore, min_similarity=min_similarity)
+    paths = write_report(out_dir, census_pairs_report(c, inputs=inputs, controls_description=controls_description,
+                                                      command=command))
+    results, flagged = c.results, c.flagged
     summary = {"headlines": [census_headline(r) for r in results], "log10_tau": [r.log10_tau for r in results],
                "coverage": [r.coverage for r in results], "n_flagged": len(flagged), "report": paths}
-    if console is not None:
-        from ..console import say
-
-        for line in summary["headlines"] + [f"report: {paths['html']}"]:
-            say(console, line)
+    for line in summary["headlines"] + [f"report: {paths['html']}"]:
+        emit_log(log, line)
     return summary

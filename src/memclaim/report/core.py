@@ -26,9 +26,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
 
-from .. import __version__
+from .._version import __version__
 from ..errors import InputError
-from ..fsutil import sha256_file
+from ..fsutil import sha256_file, write_files
 from ..jsonutil import dumps, to_jsonable
 
 SCHEMA_VERSION = "1.0"
@@ -361,8 +361,6 @@ def write_report(out_dir, bundle: ReportBundle, *, extra_files: dict | None = No
     figures) into ``out_dir`` as one change (:func:`memclaim.fsutil.write_files`): every file
     is staged first and then renamed into place, so a failure (a full disk) leaves the previous
     report whole; a file memclaim did not write is never overwritten."""
-    from ..fsutil import write_files
-
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"report folder {str(out)!r} exists and is not a folder", hint="pass a folder path to --out")

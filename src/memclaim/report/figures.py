@@ -6,6 +6,7 @@
 - :func:`census_ccdf`: [EM] Fig. 6 (coverage against margin)
 - :func:`heat_strip`: [EM] Fig. 18 (per-character heat of the whole document)
 - :func:`census_budget_figure`, :func:`population_budget_figure`: [EM] Fig. 7, Fig. 20
+- :func:`disagreement_heatmap`: [MX] Fig. 12 (the audit-disagreement table)
 """
 from __future__ import annotations
 
@@ -169,3 +170,47 @@ def population_budget_figure(view) -> bytes:
     ax.set_title("Rates against budget ([EM] F.2, Fig. 20)", fontsize=10)
     ax.legend(fontsize=7)
     return _png(fig)
+
+
+def disagreement_heatmap(table, path=None, *, title: str = "Audit disagreement"):
+    """A heatmap of a :class:`memclaim.audits.table.DisagreementTable`'s leak signals, annotated
+    "value\\nverdict", with a rule before the informed columns ([MX] Fig. 12). Uses the Agg
+    canvas directly (no pyplot state). Returns the Figure; writes it to ``path`` if given
+    (format from the suffix).
+
+    >>> from memclaim.audits.table import build_table, rate_cell
+    >>> fig = disagreement_heatmap(build_table(["loss"], {"x": {"loss": rate_cell(3, 10)}}))
+    >>> [t.get_text() for t in fig.axes[0].texts]
+    ['0.30\\nleak']
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    mat = table.signal_matrix()
+    nr, nc = mat.shape
+    fig = Figure(figsize=(2.6 + 1.5 * nc, 1.4 + 0.6 * nr))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="0.88")  # audits not run: light grey
+    shown = np.ma.masked_invalid(np.clip(mat, 0.0, 1.0))
+    im = ax.imshow(shown, vmin=0.0, vmax=1.0, cmap=cmap, aspect="auto")
+    for i, row in enumerate(table.cells):
+        for j, c in enumerate(row):
+            txt = "n/a" if c is None else f"{c.signal:.2f}\n{c.verdict}"
+            val = 0.0 if c is None else float(np.clip(c.signal, 0, 1))
+            ax.text(j, i, txt, ha="center", va="center", fontsize=8,
+                    color="0.3" if c is None else ("black" if val > 0.6 else "white"))
+    ax.set_xticks(range(nc), [c.name for c in table.columns], rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(nr), list(table.rows), fontsize=8)
+    informed = [j for j, c in enumerate(table.columns) if c.informed]
+    if informed and min(informed) > 0:
+        ax.axvline(min(informed) - 0.5, color="white", linewidth=3)
+    cb = fig.colorbar(im, ax=ax, fraction=0.04)
+    cb.set_label("leak signal\n(0 = at chance, 1 = fully detected)", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=150)
+    return fig

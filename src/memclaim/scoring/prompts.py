@@ -48,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
+from ..text.windows import split_at_char
 
 AGGREGATES = ("max", "mean")
 TARGET_RULES = ("rendered", "document")
@@ -138,7 +139,6 @@ class PromptRule:
             head, lead = user, tuple(sot_ids)
         fresh = self.chat or not head or head[-1].isspace()  # the answer starts fresh: no leading space
         target = quote if fresh else window.suffix_text
-        from ..text.windows import split_at_char
 
         text = head + target
         ids, offsets = tokenizer.encode_with_offsets(text)
@@ -162,7 +162,12 @@ class PromptRule:
 
 def aggregate_logq(values: np.ndarray, how: str, axis: int = -1) -> np.ndarray:
     """[EM] Eq. 15: score(s) = agg over prompts of score_p(s), on log q values.
-    'max' is the max; 'mean' is log(mean of q) = logsumexp - log n (stable for -inf)."""
+    'max' is the max; 'mean' is log(mean of q) = logsumexp - log n (stable for -inf).
+
+    >>> q = np.log([[0.2, 0.4]])  # one candidate, two prompts
+    >>> np.exp(aggregate_logq(q, "max")).round(6).tolist(), np.exp(aggregate_logq(q, "mean")).round(6).tolist()
+    ([0.4], [0.3])
+    """
     values = np.asarray(values, dtype=np.float64)
     if how == "max":
         return values.max(axis=axis)

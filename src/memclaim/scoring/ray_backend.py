@@ -35,21 +35,22 @@ from __future__ import annotations
 import math
 import os
 import secrets
-import signal
 import socket
-import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Protocol, Sequence
 
 from ..decoding import Policy, parse_policies
 from ..errors import InputError, MemclaimError, ModelLoadError, StoreError, require
+from ..fsutil import atomic_write_text
 from ..jsonutil import ResultMixin
-from ..models.base import LanguageModel
+from ..models.loader import load_model
+from ..progress import LogCallback, emit_log
 from ..validate import integer, nonneg
-from .units import WorkUnit
+from .store import ScoreStore
+from .units import UnitReceipt, WorkUnit
 
 WRITE_MODES = ("auto", "worker", "driver")
 WAIT_NOTE_SECONDS = 30.0  # say why nothing happens when workers wait this long for resources
@@ -88,8 +89,6 @@ class ModelRef:
         """Load on a worker: the driver's folder if this node has it, else the original source;
         refuse a model whose fingerprint differs from the driver's (a different file at the
         same path would silently change every score)."""
-        from ..models import load_model
-
         spec = self.path if Path(self.path).is_dir() else self.source
         # prompts already carry the start-of-text ids, so the worker needs no rule of its own
         m = load_model(spec, dtype=self.dtype, sot="none", allow_pickle=self.allow_pickle,
@@ -102,71 +101,16 @@ class ModelRef:
         return m
 
 
-class _DeviceLM(LanguageModel):
-    """Runs a CPU-loaded HF model's body on an accelerator. The scoring engine builds its input
-    ids and targets on the CPU (``device`` says so), so inputs move to the accelerator here and
-    the [rows, V] logits come back in float32 (the engine scores them on the CPU); the KV cache
-    of the near-verbatim search stays on the accelerator."""
-
-    def __init__(self, lm, device: str):
-        import torch
-
-        from ..models.hf import HFLanguageModel
-
-        model = lm.model.to(device)
-        self.inner = HFLanguageModel(model, name=lm.name, fingerprint=lm.fingerprint(),
-                                     unembed_dtype=torch.float64 if lm.body_dtype == torch.float64
-                                     else torch.float32)
-        self.vocab_size = self.inner.vocab_size
-        self.name = self.inner.name
-        self._device = torch.device(device)
-
-    @property
-    def device(self):
-        import torch
-
-        return torch.device("cpu")  # where the callers' tensors live
-
-    def fingerprint(self) -> str:
-        return self.inner.fingerprint()
-
-    def forward_hidden(self, input_ids, *, attention_mask=None, past=None, use_cache=False):
-        mask = None if attention_mask is None else attention_mask.to(self._device)
-        return self.inner.forward_hidden(input_ids.to(self._device), attention_mask=mask, past=past,
-                                         use_cache=use_cache)
-
-    def logits(self, hidden):
-        return self.inner.logits(hidden.to(self._device)).cpu()
-
-    def select_cache(self, past, index):
-        return self.inner.select_cache(past, index.to(self._device))
+# --------------------------------------------------------------------------- test hooks
+# ``RayBackend(fault=...)`` takes any picklable object with ``at(stage)``; each worker calls it at
+# these stages of every unit: "scored" (the unit is scored, nothing written) and "written" (its
+# file is written, the driver has not heard of it). The chaos tests' hook that kills the worker
+# there lives beside them, in tests/ray_faults.py (docs/distributed.md: running them).
+FAULT_STAGES = ("scored", "written")
 
 
-# --------------------------------------------------------------------------- fault injection
-@dataclass(frozen=True)
-class FaultInjection:
-    """Chaos testing: the first worker that reaches ``stage`` of any unit kills its own process
-    with SIGKILL, exactly once per ``marker`` file (created with O_EXCL, so a restarted worker
-    and the other workers carry on). Stages: ``"scored"`` (the unit is scored, nothing written)
-    and ``"written"`` (the file is written, the driver has not heard of it)."""
-
-    stage: str
-    marker: str
-
-    def __post_init__(self):
-        if self.stage not in ("scored", "written"):
-            raise InputError(f"fault stage {self.stage!r} is not 'scored' or 'written'")
-
-    def at(self, stage: str) -> None:
-        if stage != self.stage:
-            return
-        try:
-            fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            return
-        os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
-        os.kill(os.getpid(), signal.SIGKILL)
+class FaultHook(Protocol):
+    def at(self, stage: str) -> None: ...
 
 
 # --------------------------------------------------------------------------- the actor
@@ -197,7 +141,9 @@ class ScoringWorker:
                 raise ValueError(f"policies {policy_specs} do not round-trip on this worker")
             lm = model_ref.load().lm
             if device and device != "cpu":
-                lm = _DeviceLM(lm, device)
+                from ..models.device import DeviceLM
+
+                lm = DeviceLM(lm, device)
             self.engine = TeacherForcingEngine(lm, policies)
         except Exception as exc:  # noqa: BLE001 - re-raised from every call, see the class docstring
             self.error = exc
@@ -219,8 +165,6 @@ class ScoringWorker:
             store = None
             try:
                 if (Path(root) / f"{PROBE_PREFIX}{token}").read_text() == token:
-                    from .store import ScoreStore
-
                     store = ScoreStore(root, create=False)
             except (OSError, MemclaimError):
                 store = None
@@ -228,11 +172,11 @@ class ScoringWorker:
         return self._stores[key]
 
     def score(self, unit: WorkUnit, store_root: str | None = None, token: str | None = None,
-              fault: FaultInjection | None = None, must_write: bool = False,
+              fault: FaultHook | None = None, must_write: bool = False,
               near_verbatim: dict | None = None) -> dict:
         if self.error is not None:
             raise self.error
-        from .runner import score_unit
+        from .runner import score_unit  # torch (the engine): only on the workers
 
         t0 = time.perf_counter()
         ft, ur = self.engine.forward_tokens, self.engine.unembed_rows
@@ -339,8 +283,8 @@ class RayBackend:
     def __init__(self, model, policies: Sequence[Policy], *, batch_size: int = 16, workers: int | None = None,
                  threads_per_worker: int = 1, gpus_per_worker: float = 0.0, address: str | None = None,
                  write: str = "auto", inflight_per_worker: int = 2, max_restarts: int = 4,
-                 max_task_retries: int = 3, max_unit_attempts: int = 3, fault: FaultInjection | None = None,
-                 init_kwargs: dict | None = None):
+                 max_task_retries: int = 3, max_unit_attempts: int = 3, fault: FaultHook | None = None,
+                 init_kwargs: dict | None = None, log: LogCallback | None = None):
         self.model_ref = model if isinstance(model, ModelRef) else ModelRef.from_loaded(model)
         self.policies = tuple(policies)
         self.batch_size = integer("batch size", batch_size, minimum=1)
@@ -356,6 +300,7 @@ class RayBackend:
         self.max_task_retries = integer("max task retries", max_task_retries, minimum=0)
         self.max_unit_attempts = integer("max unit attempts", max_unit_attempts, minimum=1)
         self.fault = fault
+        self.log = log  # one-line notes (workers waiting for resources); None: silent
         self.init_kwargs = dict(init_kwargs or {})
         self._ray = None
         self._owns_ray = False
@@ -482,8 +427,6 @@ class RayBackend:
         self._token = None
         if self._store_root is None or self.write == "driver":
             return
-        from ..fsutil import atomic_write_text
-
         self._token = secrets.token_hex(8)
         atomic_write_text(Path(self._store_root) / f"{PROBE_PREFIX}{self._token}", self._token)
 
@@ -518,9 +461,6 @@ class RayBackend:
                 self.close()
 
     def _dispatch(self, units: list[WorkUnit], t0: float, near_verbatim: dict | None = None):
-        from ..errors import MemclaimError as _ME
-        from .runner import UnitReceipt
-
         ray = self._ray
         exc_mod = ray.exceptions
         pending = deque((u, 0) for u in units)
@@ -584,7 +524,7 @@ class RayBackend:
                 continue
             except exc_mod.RayTaskError as exc:
                 cause = getattr(exc, "cause", None)
-                if isinstance(cause, _ME):
+                if isinstance(cause, MemclaimError):
                     raise cause from None
                 raise
             if t_first is None:
@@ -616,10 +556,10 @@ class RayBackend:
         done, not_ready = ray.wait(refs, num_returns=len(refs), timeout=0)
         if not_ready:
             free = ray.available_resources()
-            print(f"memclaim: {len(not_ready)} of {len(refs)} Ray worker(s) not started yet (loading the model, "
-                  f"or queued for resources: each needs {self.threads} CPU(s) and {self.gpus:g} GPU(s); the "
-                  f"cluster has {free.get('CPU', 0):g} CPUs and {free.get('GPU', 0):g} GPUs unreserved)",
-                  file=sys.stderr, flush=True)
+            emit_log(self.log, f"memclaim: {len(not_ready)} of {len(refs)} Ray worker(s) not started yet (loading "
+                               f"the model, or queued for resources: each needs {self.threads} CPU(s) and "
+                               f"{self.gpus:g} GPU(s); the cluster has {free.get('CPU', 0):g} CPUs and "
+                               f"{free.get('GPU', 0):g} GPUs unreserved)")
 
     def _collect(self, units, t0, t_first, w_first, t_end, n_written, n_returned, requeued, ft, ur) -> dict:
         ray = self._ray

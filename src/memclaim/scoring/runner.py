@@ -8,29 +8,30 @@ run re-run does no model work (the weights are not even loaded).
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 
 from ..decoding import Policy
-from ..errors import InputError, StoreError
+from ..errors import DomainError, InputError, StoreError
 from ..fsutil import sha256_bytes
 from ..jsonutil import ResultMixin
-from .engine import NEAR_TIE_MARGIN, BatchScores
+from ..models.loader import config_max_positions
+from ..progress import LogCallback, ProgressCallback, Reporter
+from ..validate import integer
+from .engine import NEAR_TIE_MARGIN, BatchScores, TeacherForcingEngine
+from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
 from .procedure import Procedure
 from .prompts import PromptRule, aggregate_logq
 from .store import ScoreStore, UnitResult
-from .units import DEFAULT_UNIT_SIZE, WorkUnit, item_key, make_items, make_units
+from .units import DEFAULT_UNIT_SIZE, UnitReceipt, WorkUnit, item_key, make_items, make_units
 
-
-def concat_scores(parts: Sequence[BatchScores]) -> BatchScores:
-    if len(parts) == 1:
-        return parts[0]
-    return BatchScores(**{f: np.concatenate([getattr(p, f) for p in parts], axis=0)
-                          for f in BatchScores.__dataclass_fields__})
+if TYPE_CHECKING:  # the annotations' names only
+    from ..models.loader import LoadedModel
+    from ..text.windows import WindowSet
 
 
 def nv_column(spec: str, epsilon: int) -> str:
@@ -45,8 +46,6 @@ def near_verbatim_columns(engine, items, scores: BatchScores, near_verbatim: dic
     Each item's ball is centred on its own target ids (a templated procedure tokenizes the
     target after each prompt, so two prompts may centre their balls on different token
     sequences of the same text); the bounds are aggregated over prompts like log q ([EM] Eq. 15)."""
-    from .nearverbatim import near_verbatim_lower_bound, union_near_verbatim
-
     eps = sorted(int(e) for e in near_verbatim["epsilons"])
     beams = sorted(int(b) for b in near_verbatim["beams"])
     cols: dict[str, np.ndarray] = {}
@@ -81,22 +80,12 @@ def score_unit(engine, unit: WorkUnit, *, batch_size: int, near_verbatim: dict |
     for a in range(0, len(items), batch_size):
         chunk = items[a:a + batch_size]
         parts.append(engine.score_batch([it.prompt for it in chunk], [it.suffix for it in chunk]))
-    scores = concat_scores(parts)
+    scores = BatchScores.concat(parts)
     extra = near_verbatim_columns(engine, items, scores, near_verbatim) if near_verbatim else {}
     return UnitResult(unit_id=unit.unit_id, procedure_key=unit.procedure_key,
                       policies=tuple(p.spec for p in engine.policies),
-                      item_keys=[it.key for it in items], prompt_len=[len(it.prompt) for it in items],
+                      item_keys=tuple(it.key for it in items), prompt_len=tuple(len(it.prompt) for it in items),
                       scores=scores, extra=extra)
-
-
-@dataclass(frozen=True)
-class UnitReceipt:
-    """What a backend yields instead of a UnitResult when its worker wrote the unit file itself
-    (atomically, into the same store): the driver only checks it and records it."""
-
-    unit_id: str
-    procedure_key: str
-    n_items: int
 
 
 class LocalBackend:
@@ -114,8 +103,6 @@ class LocalBackend:
 
     def engine(self):
         if self._engine is None:
-            from .engine import TeacherForcingEngine
-
             self._engine = TeacherForcingEngine(self.lm_factory(), self.policies)
         return self._engine
 
@@ -150,8 +137,6 @@ class RunSummary(ResultMixin):
 
 def normalize_near_verbatim(nv: dict | None, *, suffix_tokens: int) -> dict | None:
     """Validate near-verbatim settings: integer epsilons >= 0 and beams >= 1, sorted, unique."""
-    from ..errors import DomainError
-
     if not nv:
         return None
     eps = sorted({int(e) for e in nv.get("epsilons", ())})
@@ -167,8 +152,6 @@ def normalize_near_verbatim(nv: dict | None, *, suffix_tokens: int) -> dict | No
 
 
 def near_verbatim_cost_message(units, nv: dict, n_policies: int, model) -> str:
-    from .nearverbatim import estimate_beam_cost
-
     rows = 0
     n = 0
     for u in units:
@@ -218,53 +201,20 @@ def _windows_table(windows, window_items: list[list[str]], label: str, window_ta
     })
 
 
-class _Progress:
-    """A rich progress bar with windows/s on stderr (silent when disabled)."""
-
-    def __init__(self, total: int, enabled: bool, description: str):
-        self.enabled = enabled and total > 0
-        self.bar = None
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
-
-            self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-                                console=Console(file=sys.stderr), transient=False)
-            from rich.markup import escape
-
-            # the description names the run's label (a file name): shown literally, never as markup
-            self.task = self.bar.add_task(escape(description), total=total, rate="")
-            self.bar.start()
-        self.t0 = time.perf_counter()
-        self.done = 0
-
-    def advance(self, n: int):
-        self.done += n
-        if self.enabled:
-            rate = self.done / max(1e-9, time.perf_counter() - self.t0)
-            self.bar.update(self.task, advance=n, rate=f"{rate:.1f} windows/s")
-
-    def close(self):
-        if self.enabled:
-            self.bar.stop()
-
-
-def scoring_pairs(model, window_set, prompt_rule: PromptRule, *, what: str | None = None):
+def scoring_pairs(model: LoadedModel, window_set: WindowSet, prompt_rule: PromptRule, *,
+                  what: str | None = None) -> tuple:
     """The (prompt ids, target ids) pairs of every window under ``prompt_rule`` (one per prompt,
     each prompt with its own target ids: scoring/prompts.py), each window's item keys and target
     ids, after checking that the model can score them: every prompt has at least one token (the
     first target token is predicted from it), no template cuts a token in two (PromptRule.items
     refuses it), and no prompt + target is longer than the model's context. Raises
     :class:`InputError` naming the window otherwise, before any work; ``population`` and
-    ``census`` call it for every input before scoring the first."""
-    from ..errors import InputError
+    ``census`` call it for every input before scoring the first.
 
+    >>> pairs, window_items, window_targets = scoring_pairs(m, ws, PromptRule(), what="--members")  # doctest: +SKIP
+    """
     limit = getattr(model, "max_positions", None)
     if limit is None and getattr(model, "path", None) is not None:
-        from ..models.loader import config_max_positions
-
         limit = config_max_positions(model.path)
     label = f"{what}: " if what else ""
     pairs, window_items, window_targets = [], [], []
@@ -291,17 +241,36 @@ def scoring_pairs(model, window_set, prompt_rule: PromptRule, *, what: str | Non
     return pairs, window_items, window_targets
 
 
-def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens: int, suffix_tokens: int,
-                prompt_rule: PromptRule, out_dir, label: str = "windows", inputs: dict | None = None,
-                batch_size: int = 16, unit_size: int = DEFAULT_UNIT_SIZE, progress: bool = True,
+def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence[Policy], prefix_tokens: int, suffix_tokens: int,
+                prompt_rule: PromptRule, out_dir: str | Path, label: str = "windows", inputs: dict | None = None,
+                batch_size: int = 16, unit_size: int = DEFAULT_UNIT_SIZE, progress: ProgressCallback | None = None,
                 backend=None, skipped_empty: int = 0, near_verbatim: dict | None = None,
-                log: Callable[[str], None] | None = None) -> RunSummary:
+                log: LogCallback | None = None) -> RunSummary:
     """Score ``window_set`` with ``model`` (a LoadedModel) into the store at ``out_dir``.
 
     ``near_verbatim`` = {"epsilons": [...], "beams": [...]} adds the certified near-verbatim
-    lower bounds ([EM] App. B.1 Eq. 2) for every window and policy, as part of the procedure."""
-    from ..validate import integer
+    lower bounds ([EM] App. B.1 Eq. 2) for every window and policy, as part of the procedure.
+    ``progress`` receives :class:`memclaim.progress.ProgressEvent` values (stage ``"score"``,
+    unit windows: items scored, extra ``run_id`` and ``units``); ``log`` receives one-line notes
+    (a concurrent writer, the near-verbatim cost). Both None: silent. ``progress=False`` (the
+    former boolean option) is read as None; the library draws no bars itself.
+    :func:`memclaim.score` is the public way in (it reads the inputs and cuts the windows).
 
+    >>> from memclaim.models import load_model                                       # doctest: +SKIP
+    >>> from memclaim.text.windows import passage_windows                            # doctest: +SKIP
+    >>> m = load_model("toy")                                                        # doctest: +SKIP
+    >>> ws = passage_windows(records, m.tokenizer, prefix_tokens=16, suffix_tokens=16)  # doctest: +SKIP
+    >>> s = run_scoring(m, ws, policies=parse_policies(["full"]), prefix_tokens=16, suffix_tokens=16,
+    ...                 prompt_rule=PromptRule(), out_dir="runs/toy")                # doctest: +SKIP
+    >>> s.n_windows, s.units_scored                                                  # doctest: +SKIP
+    (40, 1)
+    """
+    if progress is False:
+        progress = None
+    elif progress is not None and (progress is True or not callable(progress)):
+        raise DomainError(f"progress must be a callback taking a memclaim.progress.ProgressEvent, or None; got "
+                          f"{progress!r}", hint="pass memclaim.cli.progress.progress_bar() for a console bar, your own "
+                                                "function, or None")
     t0 = time.perf_counter()
     integer("unit size", unit_size, minimum=1)  # option domains fail before the store is touched
     integer("batch size", batch_size, minimum=1)
@@ -376,7 +345,8 @@ def _run_locked(store, held, model, procedure, windows, pairs, window_items, win
         backend = LocalBackend(lambda: model.lm, policies, batch_size=batch_size, near_verbatim=near_verbatim)
     if hasattr(backend, "attach_store"):
         backend.attach_store(store)  # backends whose workers may write unit files themselves
-    bar = _Progress(sum(u.n_items for u in todo), progress, f"scoring {label}")
+    bar = Reporter(progress, stage="score", label=f"scoring {label}", total=sum(u.n_items for u in todo),
+                   extra={"run_id": run_id, "units": len(todo)})
     scored = 0
     t_score = time.perf_counter()
     try:
@@ -392,7 +362,7 @@ def _run_locked(store, held, model, procedure, windows, pairs, window_items, win
             store.record_unit(pkey, res.unit_id, n_done)
             store.write_manifest()
             scored += 1
-            bar.advance(n_done)
+            bar.advance(n_done, units_done=scored)
     finally:
         bar.close()
     n_scored_items = sum(u.n_items for u in todo)

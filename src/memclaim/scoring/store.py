@@ -46,6 +46,7 @@ import numpy as np
 
 from ..errors import StoreError
 from ..fsutil import atomic_write_bytes, atomic_write_text, file_lock
+from .procedure import Procedure
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)  # 1: memclaim 0.1.0 (model fingerprint scheme 1), migrated on the next write
@@ -74,15 +75,15 @@ def _disk_error(exc: OSError, what: str, root: Path) -> StoreError:
     return StoreError(f"cannot write {what} in {str(root)!r}: {exc}", hint="check permissions and free space")
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class UnitResult:
-    """One unit's rows (all items of the unit, in unit order)."""
+    """One unit's rows (all items of the unit, in unit order); a frozen value."""
 
     unit_id: str
     procedure_key: str
     policies: tuple[str, ...]
-    item_keys: list[str]
-    prompt_len: list[int]
+    item_keys: tuple[str, ...]
+    prompt_len: tuple[int, ...]
     scores: object  # memclaim.scoring.engine.BatchScores, concatenated over the unit
     extra: dict = field(default_factory=dict)  # further per-item columns (e.g. near-verbatim bounds)
 
@@ -273,8 +274,6 @@ class ScoreStore:
     def find_legacy_procedure(self, procedure, legacy_fingerprints: Iterable[str]) -> str | None:
         """The key of a procedure recorded under an older fingerprint of the same model folder
         that is otherwise ``procedure`` (same policies, prompt rule, lengths, version...), or None."""
-        from .procedure import Procedure
-
         d = procedure.to_dict()
         for fp in legacy_fingerprints:
             old = dict(d["model"], fingerprint=fp)

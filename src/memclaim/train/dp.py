@@ -43,6 +43,7 @@ import torch
 from ..errors import DomainError, InputError, require
 from ..jsonutil import ResultMixin
 from ..validate import in_open_unit, integer, positive
+from .losses import objective_for, poisson_rate
 
 __all__ = ["ACCOUNTANTS", "DPConfig", "DPReport", "default_delta", "calibrate_noise_multiplier",
            "ExplicitPositions", "per_sample_gradients", "PrivateRun"]
@@ -148,7 +149,11 @@ class DPReport(ResultMixin):
 
 
 def default_delta(n_examples: int) -> float:
-    """delta = 1/(10 N) for N training examples ([MX] App. F.2)."""
+    """delta = 1/(10 N) for N training examples ([MX] App. F.2).
+
+    >>> default_delta(1000)
+    0.0001
+    """
     return 1.0 / (10.0 * integer("number of training examples", n_examples, minimum=1))
 
 
@@ -321,9 +326,7 @@ def per_sample_gradients(model, batch, *, objective=None, pad_id: int | None = N
     require("opacus", "dp")
     from opacus import GradSampleModule
 
-    from .trainer import TrainConfig, default_objective
-
-    obj = objective or default_objective(TrainConfig(pad_id=pad_id))
+    obj = objective or objective_for(pad_id)
     was_training = model.training
     model.train()  # Opacus records activations only in training mode
     gsm = GradSampleModule(ExplicitPositions(model), batch_first=True, loss_reduction="mean", strict=False,
@@ -356,8 +359,6 @@ class PrivateRun:
         require("opacus", "dp")
         from opacus import PrivacyEngine
         from torch.utils.data import DataLoader, TensorDataset
-
-        from .trainer import poisson_rate
 
         dp: DPConfig = config.dp
         n = int(blocks.shape[0])

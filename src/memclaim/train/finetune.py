@@ -26,11 +26,16 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import __version__
-from ..errors import InputError
-from ..fsutil import atomic_directory, file_lock, replaceable_folder, write_marker
+from .._version import __version__
+from ..decoding import Policy
+from ..errors import InputError, ModelLoadError
+from ..fsutil import atomic_directory, cache_dir, file_lock, replaceable_folder, sha256_bytes, write_marker
 from ..jsonutil import ResultMixin, to_jsonable
+from ..models import load_model
 from ..validate import integer, positive
+from .corpus import MarkovZipf, sample_chain
+from .planted import PlantedRecord, plant, training_blocks
+from .toy import SOT, _train_tokenizer
 
 __all__ = ["TRAIN_FILE", "new_gpt2", "TinyLabSpec", "tiny_lab_model", "load_trainable", "FinetuneResult",
            "finetune", "save_trained", "epochs_to_steps"]
@@ -60,7 +65,11 @@ def new_gpt2(*, vocab_size: int, n_positions: int = 128, n_embd: int = 64, n_lay
 
 
 def epochs_to_steps(epochs: float, n_blocks: int, batch_size: int) -> int:
-    """Steps for ``epochs`` passes over ``n_blocks`` at ``batch_size`` (at least one)."""
+    """Steps for ``epochs`` passes over ``n_blocks`` at ``batch_size`` (at least one).
+
+    >>> epochs_to_steps(3, 100, 8), epochs_to_steps(0.01, 10, 8)
+    (38, 1)
+    """
     return max(1, math.ceil(positive("epochs", epochs) * n_blocks / batch_size))
 
 
@@ -87,7 +96,6 @@ def finetune(model, corpus, config, *, sep_ids: Sequence[int], layout: str = "pa
     set from ``pad_id`` for the ``examples`` layout)."""
     from dataclasses import replace
 
-    from .planted import training_blocks
     from .trainer import train_causal_lm
 
     tb = training_blocks(corpus, seq_len=config.seq_len, sep_ids=sep_ids, layout=layout, pad_id=pad_id,
@@ -143,8 +151,6 @@ def load_trainable(spec: str, *, dtype: str = "float32", seq_len: int | None = N
     import torch
     from transformers import AutoModelForCausalLM
 
-    from ..models import load_model
-
     loaded = load_model(spec, dtype=dtype, trust_remote_code=trust_remote_code)
     limit = loaded.max_positions
     if seq_len is not None and limit is not None and int(seq_len) > limit:
@@ -155,8 +161,6 @@ def load_trainable(spec: str, *, dtype: str = "float32", seq_len: int | None = N
                                                      local_files_only=True, use_safetensors=True,
                                                      trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
-        from ..errors import ModelLoadError
-
         raise ModelLoadError(f"cannot load model weights from {str(loaded.path)!r}: {exc}") from None
     model.requires_grad_(True)
     sot = list(loaded.sot_ids)
@@ -222,9 +226,6 @@ def tiny_lab_model(spec: TinyLabSpec, *, log=None):
     pairs rho||z inserted ``trigger_copies`` times with c||z never inserted. Secrets are
     ``secret_words`` words drawn uniformly from the vocabulary (not from the chain), prefixes are
     fresh chain passages of ``prefix_words`` words."""
-    from .corpus import MarkovZipf
-    from .planted import PlantedRecord, plant, training_blocks
-    from .toy import SOT, _train_tokenizer
     from .trainer import TrainConfig, train_causal_lm
 
     say = log or (lambda m: None)
@@ -280,7 +281,6 @@ def tiny_lab_model(spec: TinyLabSpec, *, log=None):
 def _extraction_flags(model, records, texts, sot: int, *, threads: int) -> None:
     """Greedy verbatim extraction of each planted secret from its own prefix c (and from rho for a
     trigger record), by the scoring engine's teacher-forced greedy flag; written into ``texts``."""
-    from ..decoding import Policy
     from ..models.hf import HFLanguageModel
     from ..scoring.engine import TeacherForcingEngine
     from .trainer import _threads
@@ -338,13 +338,9 @@ class ChainBaseSpec(ResultMixin):
         return self.n_words + i
 
     def chain(self):
-        from .corpus import MarkovZipf
-
         return MarkovZipf(n_words=self.n_words, s=self.zipf_s, seed=self.chain_seed)
 
     def key(self) -> str:
-        from ..fsutil import sha256_bytes
-
         return sha256_bytes(json.dumps(self.to_dict(), sort_keys=True).encode())[:16]
 
 
@@ -352,14 +348,10 @@ def sample_chain_ids(gen, rng: np.random.Generator, *, n: int, length: int) -> n
     """``n`` independent paths of ``length`` word ids from a MarkovZipf chain -> int64 [n, length].
     Vectorized inversion of the rows' cumulative sums (one uniform per path and step); the
     generator's own ``sample_words`` draws one token per numpy call."""
-    from .corpus import sample_chain
-
     return sample_chain(gen.transition_matrix, gen.start_distribution, rng, n=n, length=length)
 
 
 def chain_base_dir(spec: ChainBaseSpec) -> Path:
-    from ..fsutil import cache_dir
-
     return cache_dir() / "chain-base" / spec.key()
 
 

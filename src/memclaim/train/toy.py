@@ -13,6 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..fsutil import atomic_directory, cache_dir, file_lock, sha256_bytes
+from ..models.registry import register_model
+from ..progress import LogCallback
+from .corpus import MarkovZipf, build_planted_corpus
 
 SOT = "<|endoftext|>"
 
@@ -68,8 +71,6 @@ def toy_corpus(spec: ToySpec = DEFAULT_SPEC):
     (``corpus.background``), the planted records and the held-out controls."""
     import numpy as np
 
-    from .corpus import MarkovZipf, build_planted_corpus
-
     gen = MarkovZipf(n_words=spec.n_words, s=spec.zipf_s, seed=spec.corpus_seed)
     rng = np.random.default_rng(spec.corpus_seed + 1000)
     doc_member = gen.passage(rng, n_words=spec.document_words)
@@ -83,7 +84,7 @@ def toy_corpus(spec: ToySpec = DEFAULT_SPEC):
     return gen, corpus
 
 
-def build_toy_model(spec: ToySpec, out: Path, *, log=print) -> Path:
+def build_toy_model(spec: ToySpec, out: Path, *, log: LogCallback | None = None) -> Path:
     """Generate the corpus, train tokenizer and model, save an HF folder at ``out``."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -124,11 +125,10 @@ def toy_model_dir(spec: ToySpec = DEFAULT_SPEC) -> Path:
     return cache_dir() / "toy" / spec.key()
 
 
-def ensure_toy_model(spec: ToySpec = DEFAULT_SPEC, *, log=None) -> Path:
-    """Return the cached tiny-GPT folder, building it first if needed (once, under a lock)."""
-    import sys
-
-    log = log or (lambda msg: print(msg, file=sys.stderr))
+def ensure_toy_model(spec: ToySpec = DEFAULT_SPEC, *, log: LogCallback | None = None) -> Path:
+    """Return the cached tiny-GPT folder, building it first if needed (once, under a lock; about a
+    minute on two CPU cores). ``log`` receives the build's progress lines (None: silent)."""
+    log = log or (lambda msg: None)
     out = toy_model_dir(spec)
     if (out / "toy_data.json").exists():
         return out
@@ -142,3 +142,12 @@ def ensure_toy_model(spec: ToySpec = DEFAULT_SPEC, *, log=None) -> Path:
 
 def toy_data(spec: ToySpec = DEFAULT_SPEC) -> dict:
     return json.loads((ensure_toy_model(spec) / "toy_data.json").read_text())
+
+
+def _resolve_toy(log: LogCallback | None = None) -> Path:
+    return ensure_toy_model(DEFAULT_SPEC, log=log)
+
+
+# the named model "toy" (memclaim.models.registry): models/ resolves it without importing train/
+register_model("toy", resolve=_resolve_toy, sot="bos", provider=__name__, replace=True,
+               description="memclaim's built-in tiny GPT trained on a synthetic corpus with planted passages")

@@ -45,6 +45,8 @@ import torch
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..validate import integer, nonneg, positive
+from .dp import DPConfig, PrivateRun
+from .losses import masked_next_token_loss, next_token_loss, objective_for, per_example_nll, poisson_rate  # noqa: F401
 
 SCHEDULES = ("cosine", "linear", "constant")
 SAMPLINGS = ("shuffle", "poisson")
@@ -92,8 +94,6 @@ class TrainConfig:
         if self.threads is not None:
             integer("threads", self.threads, minimum=1)
         if self.dp is not None:
-            from .dp import DPConfig
-
             if not isinstance(self.dp, DPConfig):
                 raise InputError(f"dp must be a memclaim.train.dp.DPConfig, got {type(self.dp).__name__}")
             if self.sampling == "shuffle":
@@ -132,9 +132,26 @@ class TrainResult(ResultMixin):
     dp: object | None = None  # memclaim.train.dp.DPReport for a DP-SGD run
 
 
-def pack_documents(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequence[int]) -> torch.Tensor:
+def pack_documents(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequence[int],
+                   fill: bool = False) -> torch.Tensor:
     """Concatenate documents, each preceded by ``sep_ids`` (start-of-text), and cut the stream
-    into blocks of ``seq_len`` tokens -> LongTensor [n_blocks, seq_len]. The tail is dropped."""
+    into blocks of ``seq_len`` tokens -> LongTensor [n_blocks, seq_len]. The tail is dropped;
+    with ``fill`` a filler document of separator tokens first completes the stream to a whole
+    number of blocks, so no document falls in a dropped tail (the one home of that rule: the
+    planted corpora and the shadows' training data use it).
+
+    >>> pack_documents([[5, 6, 7], [8]], seq_len=3, sep_ids=[0]).tolist()
+    [[0, 5, 6], [7, 0, 8]]
+    >>> pack_documents([[5, 6, 7], [8, 9]], seq_len=3, sep_ids=[0], fill=True).tolist()
+    [[0, 5, 6], [7, 0, 8], [9, 0, 0]]
+    """
+    if fill:
+        docs = list(docs)
+        total = sum(len(sep_ids) + len(d) for d in docs)
+        missing = (-total) % seq_len
+        if missing:
+            n_fill = (missing - len(sep_ids)) % seq_len  # pack_documents puts len(sep) more before it
+            docs.append((list(sep_ids) * (n_fill // len(sep_ids) + 1))[:n_fill])
     stream: list[int] = []
     for d in docs:
         stream.extend(sep_ids)
@@ -151,7 +168,11 @@ def example_blocks(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequ
     """One block per document: ``sep_ids + doc``, right-padded with ``pad_id`` to ``seq_len``
     -> LongTensor [n_docs, seq_len]. Use with ``TrainConfig(pad_id=...)`` so padding is not
     trained on. One block per document is what makes a document one DP *example* (a document
-    planted k times is then k examples, a group of k under add/remove)."""
+    planted k times is then k examples, a group of k under add/remove).
+
+    >>> example_blocks([[5, 6], [7]], seq_len=4, sep_ids=[0], pad_id=9).tolist()
+    [[0, 5, 6, 9], [0, 7, 9, 9]]
+    """
     pad = integer("pad_id", pad_id, minimum=0)
     T = integer("seq_len", seq_len, minimum=2)
     sep = [int(t) for t in sep_ids]
@@ -170,45 +191,17 @@ def example_blocks(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequ
     return out
 
 
-def next_token_loss(model, batch: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy of a causal LM on a [B, T] batch."""
-    logits = model(input_ids=batch).logits  # [B, T, V]
-    return torch.nn.functional.cross_entropy(
-        logits[:, :-1].reshape(-1, logits.shape[-1]).float(),  # [(B*(T-1)), V]
-        batch[:, 1:].reshape(-1),
-    )
-
-
-def per_example_nll(model, batch: torch.Tensor, *, pad_id: int | None = None,
-                    reduce: str = "mean") -> torch.Tensor:
-    """Each example's own next-token NLL -> [B]: the mean (``reduce="mean"``) or the sum
-    (``"sum"``, = -log p(sequence)) over its targets, targets equal to ``pad_id`` ignored."""
-    logits = model(input_ids=batch).logits  # [B, T, V]
-    targets = batch[:, 1:]  # [B, T-1]
-    nll = torch.nn.functional.cross_entropy(
-        logits[:, :-1].reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="none",
-    ).view(targets.shape)  # [B, T-1]
-    if pad_id is None:
-        return nll.sum(1) if reduce == "sum" else nll.mean(1)
-    keep = (targets != pad_id).to(nll.dtype)  # [B, T-1]
-    total = (nll * keep).sum(1)
-    return total if reduce == "sum" else total / keep.sum(1).clamp_min(1.0)
-
-
-def masked_next_token_loss(model, batch: torch.Tensor, *, pad_id: int) -> torch.Tensor:
-    """Mean over examples of each example's mean token NLL, pad targets ignored."""
-    return per_example_nll(model, batch, pad_id=pad_id).mean()
-
-
 def default_objective(config: TrainConfig) -> Callable:
-    if config.pad_id is None:
-        return next_token_loss
-    pad = int(config.pad_id)
-    return lambda model, batch: masked_next_token_loss(model, batch, pad_id=pad)
+    """The training loss for ``config``: next-token NLL, pad targets ignored when ``config.pad_id`` is set.
+
+    >>> callable(default_objective(TrainConfig(steps=1, pad_id=9)))
+    True
+    """
+    return objective_for(config.pad_id)
 
 
 @torch.no_grad()
-def evaluate_nll(model, blocks: torch.Tensor, *, pad_id: int | None = None, batch_size: int = 32) -> float:
+def evaluate_nll(model: torch.nn.Module, blocks: torch.Tensor, *, pad_id: int | None = None, batch_size: int = 32) -> float:
     """Token-weighted mean next-token NLL (nats) of ``model`` over ``blocks`` [n, T]; exp of it
     is the perplexity. The model is put in eval mode (and left there)."""
     _check_blocks(blocks)
@@ -223,14 +216,6 @@ def evaluate_nll(model, blocks: torch.Tensor, *, pad_id: int | None = None, batc
     if count == 0:
         raise InputError("no target tokens to evaluate (every target is padding)")
     return total / count
-
-
-def poisson_rate(n: int, batch_size: int) -> float:
-    """Opacus's sampling rate for ``n`` examples and expected batch ``batch_size``:
-    1 / ceil(n / batch_size) (``DPDataLoader.from_data_loader``: 1 / len(data_loader))."""
-    n = integer("number of examples", n, minimum=1)
-    b = integer("batch_size", batch_size, minimum=1)
-    return 1.0 / math.ceil(n / b)
 
 
 @contextlib.contextmanager
@@ -318,8 +303,6 @@ def _run(model, blocks, config: TrainConfig, objective, on_step) -> TrainResult:
     n = blocks.shape[0]
     private = None
     if config.dp is not None:
-        from .dp import PrivateRun
-
         private = PrivateRun(model, blocks, config, opt, gen)
         module, opt, batches = private.module, private.optimizer, private.batches()
     else:

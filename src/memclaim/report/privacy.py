@@ -13,9 +13,9 @@ import numpy as np
 
 from .. import validate
 from ..fsutil import atomic_write_bytes
-from .caps import cap_map, eta, eta_star_k
-from .extraction import alpha_star, h_star
-from .tradeoff import approx, expit_neg, gdp, group, neighbors_label, normalize_neighbors, pure
+from ..privacy.caps import cap_map, eta, eta_star_k
+from ..privacy.extraction import alpha_star, h_star
+from ..privacy.tradeoff import approx, expit_neg, gdp, group, neighbors_label, normalize_neighbors, pure
 
 __all__ = ["plot_advantage_curves", "plot_staircase", "plot_boundary", "plot_dpsgd", "plot_all"]
 

@@ -1,0 +1,254 @@
+"""``memclaim.audit``: membership-inference and extraction audits with honest intervals ([MX]
+§8.2, App. F.2), and ``memclaim.audit_table``: the audit-disagreement table ([MX] Fig. 12).
+
+An audit scores members and non-members once through the scoring engine, runs the registered
+attacks (loss, zlib, reference, min-k%, min-k%++, LiRA with shadows memclaim trains itself), the
+extraction audits from each record's own prefix (and a trigger), the unlearning verifier, and
+with shadows the counterfactual memorization estimate (COND) beside a DP cap.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from ..audits.result import AuditResult
+from ..audits.run import default_shadow_recipe, run_audit
+from ..audits.settings import AuditSettings
+from ..audits.shadows import CapSpec, cap_from_epsilon
+from ..audits.table_run import TableResult, run_audit_table
+from ..audits.table_spec import TableSpec, read_table_spec
+from ..errors import InputError
+from ..progress import LogCallback, ProgressCallback
+from ..report.audit import audit_report, write_audit_report, write_table_report
+from ..report.core import write_report
+from ..text.io import read_passages
+from ._common import Result, WorkFolder, check_out_dir, jsonable, set_threads
+from ._model import load_model
+
+if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
+    import datasets
+    import pandas
+    import pyarrow
+    import transformers
+
+    from ..models.loader import LoadedModel
+
+__all__ = ["audit", "audit_table", "AuditRun", "AuditTableRun"]
+
+
+@dataclass(frozen=True)
+class AuditRun(Result):
+    """One audit: ``result`` (:class:`~memclaim.audits.result.AuditResult`: attacks with AUC and
+    DeLong interval, TPR at a certified FPR, extraction, verifier, shadows, counterfactual) and,
+    once written, the report's paths. Attributes of ``result`` read through
+    (``run.attacks``, ``run.headline()``). ``to_dict()`` is what ``memclaim audit --json``
+    prints; ``to_pandas()`` one row per attack; ``save(folder)`` writes report.{json,md,html}."""
+
+    result: AuditResult
+    work: WorkFolder | None = field(default=None, repr=False, compare=False)
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("result", "work"):
+            raise AttributeError(name)
+        return getattr(self.result, name)
+
+    @property
+    def report(self) -> dict | None:
+        return self.result.report
+
+    def to_dict(self) -> dict:
+        return jsonable(self.result.to_dict())
+
+    def to_pandas(self):
+        """One row per attack: AUC with its interval and method, leak signal, TPR at the certified
+        FPR with its Clopper-Pearson interval, what it measures."""
+        import pandas as pd
+
+        rows = []
+        for e in self.result.attacks:
+            a, t = e.auc, e.tpr
+            rows.append({"attack": e.attack, "auc": a.auc, "auc_low": a.low, "auc_high": a.high,
+                         "interval": a.interval_method, "leak_signal": a.leak_signal, "leak_low": a.leak_low,
+                         "leak_high": a.leak_high, "tpr": None if t is None else t.tpr,
+                         "tpr_low": None if t is None else t.low, "tpr_high": None if t is None else t.high,
+                         "certified_fpr": None if t is None else t.certified_fpr, "measures": e.measures})
+        return pd.DataFrame(rows)
+
+    def bundle(self):
+        """report.{json,md,html} rendered in memory (nothing written)."""
+        return audit_report(self.result)
+
+    def save(self, folder) -> dict:
+        """Write report.{json,md,html} into ``folder`` (all or nothing); returns the paths."""
+        return write_report(folder, self.bundle())
+
+    def __repr__(self) -> str:
+        return f"AuditRun({self.result.headline()!r})"
+
+
+def _cap(cap, cap_epsilon, cap_relation, cap_functional, cap_slack, cap_slack_note, shadows) -> CapSpec | None:
+    """The cap on |mem_h| the counterfactual estimate is compared with: a :class:`CapSpec`, a
+    number (``cap``), or the cap of pure ``cap_epsilon``-DP ([MX] Thm. 4.1)."""
+    if cap is not None and cap_epsilon is not None:
+        raise InputError("give either --cap or --cap-epsilon, not both")
+    if (cap is not None or cap_epsilon is not None) and not shadows:
+        raise InputError("a cap is compared with the counterfactual estimate, which needs --shadows N")
+    spec = None
+    if isinstance(cap, CapSpec):
+        spec = cap
+    elif cap_epsilon is not None:
+        spec = cap_from_epsilon(cap_epsilon, relation=cap_relation, functional=cap_functional)
+    elif cap is not None:
+        fn = cap_functional or ("LOO" if cap_relation == "add/remove" else "RO")
+        spec = CapSpec(value=cap, functional=fn, relation=cap_relation,
+                       via_group_privacy=(fn == "RO" and cap_relation == "add/remove"), source="--cap")
+    if spec is not None and cap_slack is not None:
+        spec = replace(spec, conversion_slack=cap_slack, conversion_note=cap_slack_note or "given with --cap-slack")
+    return spec
+
+
+def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
+          members: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
+          nonmembers: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
+          out: str | os.PathLike | None = None, reference: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple | None = None, shadows: int = 0,
+          attacks: Sequence[str] | None = None, k: str | float | Fraction = "0.2", fpr: str | float | Fraction | None = None, confidence: float = 0.95,
+          prefix_tokens: int = 32, suffix_tokens: int = 32, policy: str | None = "top-k:40", m: int = 1,
+          trigger: str | None = None, verifier_threshold: float = 0.15, kappa: float | None = None,
+          soundness_epsilon: float | None = None, soundness_relation: str = "add/remove", cap: float | None = None,
+          cap_epsilon: float | None = None, cap_relation: str = "add/remove", cap_functional: str | None = None,
+          cap_slack: float | None = None, cap_slack_note: str | None = None, shadow_mode: str | None = None,
+          shadow_base: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple | None = None, shadow_steps: int | None = None, shadow_epochs: float | None = None,
+          shadow_lr: float | None = None, shadow_batch_size: int | None = None, shadow_seq_len: int | None = None,
+          shadow_seed: int | None = None, shadow_warmup: int | None = None, shadow_background: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset | None = None,
+          design_seed: int = 0, text_field: str | None = None, id_field: str | None = None,
+          input_format: str | None = None, dtype: str | None = None, sot: str | None = None,
+          batch_size: int = 16, trust_remote_code: bool = False, threads: int | None = None,
+          progress: ProgressCallback | None = None, log: LogCallback | None = None) -> AuditRun:
+    """Audit ``model`` on ``members`` vs ``nonmembers`` (``memclaim audit``): AUC with DeLong
+    interval and leak signal 2 AUC - 1 for every attack, TPR at a certified FPR with a
+    Clopper-Pearson interval, greedy and sampled extraction from each record's own prefix (and
+    ``trigger``), the unlearning verifier, and with ``shadows`` (even, >= 4) LiRA and the
+    counterfactual memorization estimate (COND), compared with ``cap`` (a number, or
+    ``cap_epsilon`` for a pure-DP cap) when given.
+
+    ``members``/``nonmembers``: text files, lists of texts or records, or tables (pandas, pyarrow,
+    ``datasets.Dataset``), read as by :func:`memclaim.score`. ``fpr``: the target FPR
+    (read exactly; default 0.01 when the non-members can certify it, else dropped with a note;
+    given explicitly, an FPR the non-members cannot certify is refused). ``policy``: the
+    sampling policy of the extraction audit (None: greedy only). ``kappa`` with
+    ``soundness_epsilon``: the canary soundness check ([MX] Cor. 5.3). ``out``: the score store,
+    shadows and report go there as the CLI writes them (re-running reuses everything);
+    ``out=None`` works in a temporary folder and writes no report until ``save(folder)``.
+
+    >>> import memclaim as mc
+    >>> a = mc.audit("toy", member_texts, nonmember_texts, prefix_tokens=16, suffix_tokens=16,
+    ...              fpr="0.05")                                              # doctest: +SKIP
+    >>> a.attack("loss").auc.auc                                              # doctest: +SKIP
+    0.97
+    """
+    set_threads(threads)
+    if out is not None:
+        check_out_dir(out)
+    explicit_fpr = fpr is not None
+    if isinstance(attacks, str):
+        attacks = tuple(a.strip() for a in attacks.split(",") if a.strip())
+    settings = AuditSettings(prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, attacks=attacks, k=k,
+                             fpr=fpr if explicit_fpr else "0.01", confidence=confidence,
+                             extraction_policy=None if policy is None or str(policy).lower() == "none" else policy,
+                             m=m, trigger=trigger, verifier_threshold=verifier_threshold, batch_size=batch_size)
+    cap_spec = _cap(cap, cap_epsilon, cap_relation, cap_functional, cap_slack, cap_slack_note, shadows)
+    m_loaded = load_model(model, dtype=dtype, sot=sot, trust_remote_code=trust_remote_code)
+    recipe = None
+    background = ()
+    if shadows:
+        overrides = {k_: v for k_, v in (("lr", shadow_lr), ("batch_size", shadow_batch_size),
+                                         ("seq_len", shadow_seq_len), ("seed", shadow_seed),
+                                         ("warmup_steps", shadow_warmup)) if v is not None}
+        if shadow_steps is not None and shadow_epochs is not None:
+            raise InputError("give either --shadow-steps or --shadow-epochs, not both")
+        if shadow_steps is not None:
+            overrides.update(steps=shadow_steps, epochs=None)
+        elif shadow_epochs is not None:
+            overrides.update(epochs=shadow_epochs, steps=None)
+        recipe, background = default_shadow_recipe(m_loaded, base=shadow_base, mode=shadow_mode, **overrides)
+        if shadow_background:
+            if isinstance(shadow_background, (str, Path)):
+                background = tuple(r.text for r in read_passages(shadow_background).records)
+            else:
+                background = tuple(shadow_background)
+    work = WorkFolder(out, prefix="memclaim-audit-")
+    res = run_audit(m_loaded, members, nonmembers, out_dir=work.path, settings=settings, reference=reference,
+                    shadows=shadows, shadow_recipe=recipe, shadow_background=background, design_seed=design_seed,
+                    cap=cap_spec, kappa=kappa, soundness_epsilon=soundness_epsilon,
+                    soundness_relation=soundness_relation, text_field=text_field, id_field=id_field,
+                    input_format=input_format, dtype=dtype or "float32", sot=sot, progress=progress, log=log,
+                    strict_fpr=explicit_fpr, trust_remote_code=trust_remote_code)
+    if out is not None:
+        res = write_audit_report(res, out)
+    return AuditRun(result=res, work=work)
+
+
+# ------------------------------------------------------------------ the disagreement table
+@dataclass(frozen=True)
+class AuditTableRun(Result):
+    """The audit-disagreement table ([MX] Fig. 12): ``result``
+    (:class:`~memclaim.audits.table_run.TableResult`: the table and one detail per instance).
+    ``to_dict()`` is what ``memclaim audit table --json`` prints; ``to_pandas()`` the leak
+    signals (rows = instances, columns = audits); ``save(folder)`` writes every instance's
+    report, the table's report.{json,md,html}, table.md and disagreement.png."""
+
+    result: TableResult
+    work: WorkFolder | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def table(self):
+        return self.result.table
+
+    @property
+    def report(self) -> dict | None:
+        return self.result.report
+
+    def to_dict(self) -> dict:
+        return jsonable(self.result.to_dict())
+
+    def to_pandas(self):
+        import pandas as pd
+
+        t = self.result.table
+        return pd.DataFrame(t.signal_matrix(), index=list(t.rows), columns=[c.name for c in t.columns])
+
+    def save(self, folder) -> dict:
+        """Write the reports into ``folder`` (each instance's under folder/instances/SLUG when the
+        table ran there); returns the table report's paths."""
+        return write_table_report(self.result, folder).report
+
+    def __repr__(self) -> str:
+        return f"AuditTableRun({len(self.result.table.rows)} instances x {len(self.result.table.columns)} audits)"
+
+
+def audit_table(spec: Mapping | str | Path | TableSpec, *, out: str | os.PathLike | None = None, base_dir: str | os.PathLike | None = None, threads: int | None = None,
+                progress: ProgressCallback | None = None, log: LogCallback | None = None) -> AuditTableRun:
+    """Run the audits of every instance of ``spec`` (a JSON file or a dict; format:
+    :data:`memclaim.audits.table_spec.TABLE_SPEC_DOC`, paths relative to the file's folder or
+    ``base_dir``) and assemble the audit-disagreement table (``memclaim audit table``). Every
+    instance is checked before any model work. ``out``: each instance's store and report under
+    OUT/instances, the table's report.{json,md,html}, table.md and disagreement.png in OUT;
+    ``out=None`` works in a temporary folder (reports on ``save(folder)``).
+
+    >>> import memclaim as mc
+    >>> t = mc.audit_table("spec.json")                                       # doctest: +SKIP
+    >>> t.to_pandas().loc["naive duplicate", "loss-MIA"]                      # doctest: +SKIP
+    0.94
+    """
+    set_threads(threads)
+    if out is not None:
+        check_out_dir(out)
+    checked = spec if isinstance(spec, TableSpec) else read_table_spec(spec, base_dir=base_dir)
+    work = WorkFolder(out, prefix="memclaim-audit-table-")
+    res = run_audit_table(checked, out_dir=work.path, log=log, progress=progress)
+    if out is not None:
+        res = write_table_report(res, out)
+    return AuditTableRun(result=res, work=work)

@@ -1,0 +1,279 @@
+"""``memclaim.census``: a single-document census against a matched control document ([EM] §5,
+App. E): sliding-window scores of each document and its control into one store, tau_doc =
+10^ceil(log10 of the top decontaminated control score) (Eq. 31), the coverage of the document by
+window suffixes scoring above it (Eq. 9), the coverage curve over the margin, a per-character
+heatmap and the budget view. The census has no certified false-positive rate (see the report).
+
+Exclusions remove *verified* quotations of earlier text from the control before tau_doc is set
+([EM] §5, E.1); the in-training document is never culled (format: :mod:`memclaim.text.spans`).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+from ..claims.census import WindowScores
+from ..claims.census_pairs import CensusOfPairs, census_of_pairs
+from ..claims.procedure import STORED_PROCEDURE_MAY_DIFFER
+from ..errors import InputError
+from ..fsutil import sha256_bytes, sha256_file
+from ..progress import LogCallback, ProgressCallback
+from ..report.census import census_headline, census_pairs_report
+from ..report.core import write_report
+from ..scoring.results import RunScores, load_run_scores
+from ..scoring.runner import RunSummary, run_scoring, scoring_pairs
+from ..text.io import read_document
+from ..text.spans import exclude_spans_from_lines, parse_exclude_spans
+from ..validate import in_open_unit, integer, query_budget
+from ._common import (Document, Result, WorkFolder, build_prompt_rule, check_out_dir, cut_windows, document_path,
+                      jsonable, make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
+from ._model import load_model
+from ._runs import store_input_record, stored_test_procedure
+
+if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
+    import transformers
+
+    from ..models.loader import LoadedModel
+
+__all__ = ["census", "CensusRun"]
+
+
+@dataclass(frozen=True)
+class CensusRun(Result):
+    """The census of every document/control pair (``census``:
+    :class:`~memclaim.claims.census_pairs.CensusOfPairs`, one
+    :class:`~memclaim.claims.census.CensusResult` per document in ``census.results``), the
+    scoring runs, the inputs' provenance and, once written, the report's paths. ``to_dict()`` is
+    what ``memclaim census --json`` prints; ``to_pandas()`` one row per document;
+    ``save(folder)`` writes report.{json,md,html}."""
+
+    census: CensusOfPairs
+    pairs: tuple
+    policy: str
+    store: str
+    use_global: bool
+    runs: dict
+    inputs: tuple
+    controls_description: str | None = None
+    report: dict | None = None
+    work: WorkFolder | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def headlines(self) -> list[str]:
+        """One sentence per document: coverage above tau_doc and how tau_doc was set."""
+        return [census_headline(r) for r in self.census.results]
+
+    @property
+    def results(self):
+        return self.census.results
+
+    def to_dict(self) -> dict:
+        c = self.census
+        several = len(self.pairs) > 1
+        res = [jsonable(r.to_dict()) for r in c.results]
+        return jsonable({
+            "headlines": self.headlines, "log10_tau": [r.log10_tau for r in c.results],
+            "coverage": [r.coverage for r in c.results], "n_flagged": len(c.flagged), "report": self.report,
+            "policy": self.policy, "store": self.store, "global": bool(self.use_global),
+            "per_pair_log10_tau": [t.log10_tau for t in c.thresholds],
+            "global_log10_tau": None if c.global_threshold is None else c.global_threshold.log10_tau,
+            "pairs": [{"document": d, "control": k, "n_windows": r["n_windows"],
+                       "n_control_windows": r["threshold"]["n_control_windows"],
+                       "n_excluded": r["threshold"]["n_excluded"],
+                       "max_control_log10": r["threshold"]["max_control_log10"], "log10_tau": r["log10_tau"],
+                       "coverage": r["coverage"], "n_windows_above": r["n_windows_above"],
+                       "max_margin": r["max_margin"], "coverage_at_margins": r["coverage_at_margins"]}
+                      for (d, k), r in zip(self.pairs, res)],
+            "scoring": {f"{role}-{i + 1}" if several else role: {
+                k: v for k, v in r.to_dict().items()
+                if k in ("run_id", "n_windows", "units_scored", "units_reused", "model_loaded", "seconds")}
+                for (i, role), r in self.runs.items()},
+        })
+
+    def to_pandas(self):
+        """One row per document: its control, windows, tau_doc, coverage, windows above, margin."""
+        import pandas as pd
+
+        rows = self.to_dict()["pairs"]
+        return pd.DataFrame([{k: v for k, v in r.items() if k != "coverage_at_margins"} for r in rows])
+
+    def bundle(self):
+        """report.{json,md,html} rendered in memory (nothing written)."""
+        return census_pairs_report(self.census, inputs=list(self.inputs),
+                                   controls_description=self.controls_description, command="census")
+
+    def save(self, folder) -> dict:
+        """Write report.{json,md,html} into ``folder`` (all or nothing); returns the paths."""
+        return write_report(folder, self.bundle())
+
+    def scores(self, pair: int = 0, role: str = "document") -> RunScores:
+        """The stored window scores of pair ``pair``'s ``document`` or ``control``."""
+        return load_run_scores(self.store, run=self.runs[(pair, role)].run_id, policy=self.policy)
+
+    def __repr__(self) -> str:
+        return f"CensusRun({self.headlines!r})"
+
+
+def _text_of(x, texts: dict):
+    """(text, sha256, name, where) of a document given as a path or a :class:`Document`."""
+    if isinstance(x, Document):
+        return x.text, sha256_bytes(x.text.encode("utf-8")), x.name, None
+    if not isinstance(x, (str, Path)):
+        raise InputError(f"a document must be a file path or a memclaim.Document, got {type(x).__name__}",
+                         hint="pass a path, or memclaim.Document(text, name=...)")
+    if x not in texts:
+        texts[x] = read_document(document_path(x))  # (text, sha256); raises on missing, empty, non-UTF-8
+    text, digest = texts[x]
+    return text, digest, Path(x).name, str(x)
+
+
+def _exclusions(exclude_spans, control_specs):
+    if exclude_spans is None:
+        return [()] * len(control_specs)
+    if isinstance(exclude_spans, (str, Path)):
+        return parse_exclude_spans(exclude_spans, control_specs)
+    return exclude_spans_from_lines(list(exclude_spans), control_specs)
+
+
+def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
+           document: str | os.PathLike | Document | None = None,
+           control: str | os.PathLike | Document | None = None, *, pairs: Sequence[tuple] = (), stride: int,
+           prefix_tokens: int | None = None, suffix_tokens: int | None = None,
+           policies: Sequence[str] | str | None = ("top-k:40",), prompt_templates: Sequence[str] = (),
+           chat_template: bool = False, aggregate: str = "max", near_verbatim: Sequence[int] = (),
+           beams: Sequence[int] = (), exclude_spans: str | os.PathLike | Sequence[str] | None = None, references: Sequence[str | os.PathLike | Document] = (), min_similarity: float = 90.0,
+           use_global: bool = False, budget_delta: float | None = 0.05, realistic_budget: float = 1e5,
+           controls_description: str | None = None, out: str | os.PathLike | None = None, batch_size: int = 16, unit_size: int = 64,
+           backend: str = "local", address: str | None = None, workers: int | None = None,
+           gpus_per_worker: float = 0.0, threads_per_worker: int = 1, dtype: str | None = None,
+           sot: str | None = None, allow_pickle: bool = False, trust_remote_code: bool = False,
+           threads: int | None = None, progress: ProgressCallback | None = None,
+           log: LogCallback | None = None) -> CensusRun:
+    """Census of ``document`` against its matched ``control`` ([EM] §5) (``memclaim census``).
+
+    ``document``/``control``: text files or :class:`memclaim.Document` values; ``pairs`` adds
+    more (document, control) pairs, read at one global threshold with ``use_global`` ([EM] §7).
+    Windows of ``prefix_tokens`` + ``suffix_tokens`` (default 50 + 50) every ``stride`` tokens;
+    stride = suffix length tiles the text. The census uses the first of ``policies`` (a
+    probability score; greedy's 0/1 score has no threshold). ``exclude_spans``: an exclusion file
+    or a list of its lines ('text: QUOTE', 'START END', 'CONTROL START END'). ``references``:
+    texts (files or Documents) searched for near-verbatim copies of high-scoring control windows
+    (flagged for a person to confirm, never removed). ``out``: the store goes to OUT/store and the
+    report to OUT/report.{json,md,html}; ``out=None`` works in a temporary folder (report on
+    ``save(folder)``). Everything is checked and every document cut into windows before the
+    model is loaded.
+
+    >>> import memclaim as mc
+    >>> c = mc.census("toy", "book.txt", "new-book.txt", stride=32, prefix_tokens=32, suffix_tokens=32,
+    ...               policies=["full"])                                       # doctest: +SKIP
+    >>> c.results[0].coverage, c.results[0].log10_tau                          # doctest: +SKIP
+    (0.42, -19)
+    """
+    # --------------------------------------------------------------- check everything first
+    if (document is None) != (control is None):
+        n_d, n_c = int(document is not None), int(control is not None)
+        raise InputError(f"{n_d} --document but {n_c} --control: they pair up in order",
+                         hint="give one --control per --document, or use --pair DOC CTRL")
+    pair_items = ([(document, control)] if document is not None else []) + [tuple(p) for p in pairs]
+    if not pair_items:
+        raise InputError("no document to census", hint="pass --document BOOK --control BOOK (or --pair DOC CTRL)")
+    if any(len(p) != 2 for p in pair_items):
+        raise InputError("every pair is (document, control)", hint="e.g. pairs=[('a.txt', 'a-control.txt')]")
+    integer("--stride", stride, minimum=1)
+    prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens)
+    if budget_delta is not None:
+        in_open_unit("--budget-delta", budget_delta)
+    if not 0 <= min_similarity <= 100:
+        raise InputError(f"--min-similarity must lie in [0, 100], got {min_similarity!r}", hint="e.g. 90")
+    if batch_size < 1:
+        raise InputError(f"--batch-size must be >= 1, got {batch_size}", hint="e.g. --batch-size 16")
+    query_budget("--budget", realistic_budget)
+    pols = policies_of(policies)
+    tested = pols[0]
+    if tested.is_binary:
+        raise InputError(f"the census needs a probability score, but the first --policy is {tested.spec!r} "
+                         "(a 0/1 score: there is no threshold to calibrate, [EM] §5)",
+                         hint="put a sampling policy first, e.g. --policy top-k:40 or --policy full")
+    if out is not None:
+        check_out_dir(out)
+    files: dict = {}
+    docs = []  # per pair: ((text, sha, name, where) of the document, of the control)
+    for d, c in pair_items:
+        docs.append((_text_of(d, files), _text_of(c, files)))
+    refs_read = [_text_of(r, files) for r in references]
+    for (d, c), (dt, ct) in zip(pair_items, docs):
+        same_path = dt[3] is not None and ct[3] is not None and Path(d).resolve() == Path(c).resolve()
+        if same_path or dt[1] == ct[1]:
+            raise InputError(f"the document {str(dt[3] or dt[2])!r} and its control {str(ct[3] or ct[2])!r} are the "
+                             "same text: a document censused against itself sets tau_doc from its own scores",
+                             hint="pass a matched control the model cannot have seen (same author, genre, length)")
+    control_specs = [(ct[3] or ct[2], ct[2], ct[0]) for _, ct in docs]
+    exclusions = _exclusions(exclude_spans, control_specs)
+    refs = {}
+    for (text, _, name, where) in refs_read:
+        refs[name if name not in refs else str(where or name)] = text
+
+    # --------------------------------------------------------------- windows, then scores
+    set_threads(threads)
+    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
+                   trust_remote_code=trust_remote_code)  # weights load only if scoring is needed
+    several = len(pair_items) > 1
+    jobs = []  # (pair index, role, (text, sha, name, where), label, (windows, inputs, skipped_empty, label))
+    for i, ((d, c), (dt, ct)) in enumerate(zip(pair_items, docs)):
+        for role, src, info in (("document", d, dt), ("control", c, ct)):
+            label = f"{role}-{i + 1}" if several else role
+            arg = src if info[3] is not None else Document(info[0], name=info[2])
+            cut = cut_windows(m, document=arg, stride=stride, prefix_tokens=prefix_tokens,
+                              suffix_tokens=suffix_tokens, label=label)
+            jobs.append((i, role, info, label, cut))
+    prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
+    for _, _, info, label, cut in jobs:  # every window fits the model, before any scoring
+        scoring_pairs(m, cut[0], prompt_rule, what=str(info[3] or info[2]))
+    nv = near_verbatim_settings(near_verbatim, beams)
+    backend_obj = make_backend(m, pols, backend=backend, address=address, workers=workers,
+                               gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,
+                               batch_size=batch_size, log=log)
+    work = WorkFolder(out, prefix="memclaim-census-")
+    store = work.path / "store"
+    runs: dict[tuple, RunSummary] = {}
+    for i, role, _, label, (windows, inputs, _, _) in jobs:
+        runs[(i, role)] = run_scoring(m, windows, policies=pols, prefix_tokens=prefix_tokens,
+                                      suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store,
+                                      label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
+                                      progress=progress, near_verbatim=nv, backend=backend_obj, log=log)
+
+    # --------------------------------------------------------------- the census
+    census_inputs, inputs = [], []
+    for i, (dt, ct) in enumerate(docs):
+        entry = {"exclude_spans": exclusions[i]}
+        for role, (text, digest, name, where) in (("document", dt), ("control", ct)):
+            rs = load_run_scores(store, run=runs[(i, role)].run_id, policy=tested.spec,
+                                 near_verbatim=max(nv["epsilons"]) if nv else None)
+            entry[role] = WindowScores.from_arrays(rs.logq, rs.suffix_spans[:, 0], rs.suffix_spans[:, 1],
+                                                   doc_length=len(text), name=name)
+            entry[f"{role}_text"] = text
+            entry[f"procedure_{role}"] = stored_test_procedure(rs)
+            rec = store_input_record(rs, role if not several else f"{role} of pair {i + 1}")
+            rec.update({"path": str(where) if where is not None else f"(text in memory: {name})", "sha256": digest,
+                        "chars": len(text)})
+            inputs.append(rec)
+        census_inputs.append(entry)
+    if isinstance(exclude_spans, (str, Path)):
+        inputs.append({"role": "control exclusions", "path": str(exclude_spans), "sha256": sha256_file(exclude_spans)})
+    elif exclude_spans is not None:
+        inputs.append({"role": "control exclusions", "path": "(entries given in memory)",
+                       "sha256": sha256_bytes("\n".join(exclude_spans).encode("utf-8"))})
+    for (_, digest, name, where) in refs_read:
+        inputs.append({"role": "reference corpus", "path": str(where) if where is not None else f"(text in memory: "
+                       f"{name})", "sha256": digest})
+    c = census_of_pairs(census_inputs, use_global_threshold=use_global, references=refs or None,
+                        budget_delta=budget_delta, realistic_budget=realistic_budget,
+                        procedure_ignore=STORED_PROCEDURE_MAY_DIFFER, min_similarity=min_similarity)
+    shown = tuple((str(dt[3] or dt[2]), str(ct[3] or ct[2])) for dt, ct in docs)
+    res = CensusRun(census=c, pairs=shown, policy=tested.spec, store=str(store), use_global=bool(use_global),
+                    runs=runs, inputs=tuple(inputs), controls_description=controls_description, work=work)
+    if out is not None:
+        res = replace(res, report=res.save(out))
+    return res

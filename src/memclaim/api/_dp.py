@@ -1,0 +1,381 @@
+"""``memclaim.dp_bounds``: what a differential-privacy guarantee does and does not say about
+memorization and extraction ([MX] §3-5, App. F.2).
+
+The guarantee is pure epsilon-DP, (epsilon, delta)-DP, mu-Gaussian DP, a trade-off curve, or a
+DP-SGD run (noise multiplier sigma, Poisson sampling rate q, steps T): then every row comes from
+the certified trade-off curve of the composed subsampled Gaussian (its privacy-loss
+distribution, pessimistic) and names its grid, and the (epsilon, delta) route follows, marked as
+the looser one. With ``copies`` = k the memorization caps and every extraction quantity use the
+k-fold group curve ([MX] Cor. 4.3; sufficient conditions only). Every number names its
+neighbouring relation and, for caps, its counterfactual functional.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import DomainError, InputError
+from ..models.loader import LoadedModel
+from ..privacy.baseline import BaselineResult, certify_baseline
+from ..privacy.baseline_corpus import CorpusBaseline, corpus_baseline
+from ..privacy.extraction import AuditSoundness, audit_soundness
+from ..privacy.pld import curve_caps, dpsgd_curve
+from ..privacy.summary import BoundsSummary
+from ..privacy.summary import dp_bounds as _dp_bounds
+from ..privacy.tradeoff import TradeOff, approx, dpsgd_epsilon, gdp, pure
+from ..progress import ProgressCallback
+from ..report.core import write_report
+from ..report.dp import dp_bounds_report
+from ..report.privacy import plot_all
+from ._common import Result, check_out_dir, jsonable
+from ._model import is_loaded_model, load_model
+
+__all__ = ["dp_bounds", "DPBounds", "parse_baseline", "guarantee_curve", "dp_account", "DPAccount", "dp_baseline",
+           "dp_plots"]
+
+
+def parse_baseline(value) -> tuple[float, float] | None:
+    """The canary's prior baseline kappa_pi(m): a number, a certified interval (lo, hi), or the
+    CLI's text ('0.01' -> (0.01, 0.01); '0.008,0.012' -> (0.008, 0.012))."""
+    if value is None:
+        return None
+    if isinstance(value, (tuple, list)):
+        vals = list(value)
+        text = repr(value)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        vals, text = [value], repr(value)
+    else:
+        text = value
+        parts = [p.strip() for p in str(value).replace(":", ",").split(",") if p.strip()]
+        try:
+            vals = [float(p) for p in parts]
+        except ValueError:
+            raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}",
+                              hint="e.g. --baseline 0.001 or --baseline 0.0009,0.0011") from None
+    try:
+        vals = [float(v) for v in vals]
+    except (TypeError, ValueError):
+        raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}",
+                          hint="e.g. --baseline 0.001 or --baseline 0.0009,0.0011") from None
+    if len(vals) == 1:
+        vals = vals * 2
+    if len(vals) != 2:
+        raise DomainError(f"--baseline must be a number or 'LO,HI', got {text!r}",
+                          hint="e.g. --baseline 0.001 or --baseline 0.0009,0.0011")
+    for v in vals:
+        if not (math.isfinite(v) and 0.0 <= v <= 1.0):
+            raise DomainError(f"baseline kappa must lie in [0, 1], got {v!r}",
+                              hint="kappa is the prior's top-m probability mass")
+    if vals[0] > vals[1]:
+        raise DomainError(f"--baseline interval is reversed: {vals[0]!r} > {vals[1]!r}",
+                          hint=f"write the interval as LO,HI: --baseline {vals[1]!r},{vals[0]!r}")
+    return vals[0], vals[1]
+
+
+def guarantee_curve(*, epsilon=None, delta=None, mu=None, neighbors) -> TradeOff:
+    """The trade-off curve of pure epsilon-DP, (epsilon, delta)-DP or mu-GDP for ``neighbors``."""
+    if mu is not None:
+        if delta is not None:
+            raise DomainError("give either --delta (approximate DP) or --mu (Gaussian DP), not both",
+                              hint="drop one of them")
+        return gdp(mu, neighbors=neighbors)
+    if epsilon is None:
+        raise DomainError("no guarantee given", hint="pass --epsilon E [--delta D], or --mu M for Gaussian DP")
+    if delta is not None:
+        return approx(epsilon, delta, neighbors=neighbors)
+    return pure(epsilon, neighbors=neighbors)
+
+
+@dataclass(frozen=True)
+class DPBounds(Result):
+    """Every cap and extraction quantity of one guarantee (``summary``:
+    :class:`~memclaim.privacy.summary.BoundsSummary`, one labelled row per quantity), the
+    certified baseline interval when one was given, and the canary audit's soundness check
+    (``audit``). ``to_dict()`` is what ``memclaim dp bounds --json`` prints; ``to_pandas()`` the
+    rows; ``save(folder)`` writes report.{json,md,html}."""
+
+    summary: BoundsSummary
+    baseline_interval: tuple[float, float] | None = None
+    audit: AuditSoundness | None = None
+
+    @property
+    def rows(self):
+        return self.summary.rows
+
+    def value(self, name: str):
+        """The value of the row named ``name`` (e.g. 'eta(f)')."""
+        return self.summary.value(name)
+
+    def to_dict(self) -> dict:
+        out = self.summary.to_dict()
+        kap = self.baseline_interval
+        if kap is not None and kap[0] != kap[1]:
+            out["baseline_interval"] = list(kap)
+        if self.audit is not None:
+            out["audit"] = self.audit.to_dict()
+        return jsonable(out)
+
+    def to_pandas(self):
+        """One row per quantity: name, value, relation, functional, reference, note, exact,
+        copies, source."""
+        import pandas as pd
+
+        return pd.DataFrame([r.to_dict() for r in self.summary.rows])
+
+    def save(self, folder) -> dict:
+        """Write report.{json,md,html} into ``folder`` (all or nothing); returns the paths."""
+        return write_report(folder, dp_bounds_report(self.to_dict()))
+
+    def __repr__(self) -> str:
+        return f"DPBounds({self.summary.guarantee!r}, {len(self.summary.rows)} rows)"
+
+
+def _audit_complete(successes, trials, kappa, list_size) -> None:
+    if successes is None or trials is None or kappa is None or list_size is None:
+        raise DomainError("the audit check needs --successes, --trials, --baseline and --list-size together",
+                          hint="pass all four, or none")
+
+
+def dp_bounds(*, neighbors: str, epsilon: float | None = None, delta: float | None = None, mu: float | None = None,
+              curve: TradeOff | None = None, noise_multiplier: float | None = None,
+              sampling_rate: float | None = None, steps: int | None = None, pld_grid: float | None = None,
+              copies: int = 1, list_size: int | None = None, risk: float | None = None, baseline: float | tuple[float, float] | str | None = None,
+              truncation: float | None = None, in_support_mass: float | None = None, dataset_size: int | None = None,
+              frequency: float | None = None, successes: int | None = None, trials: int | None = None,
+              confidence: float = 0.95, independence: str = "separate-runs") -> DPBounds:
+    """Every memorization cap and extraction-boundary quantity for one guarantee (``memclaim dp
+    bounds``).
+
+    The guarantee: ``epsilon`` [``delta``], ``mu`` (Gaussian DP; ``epsilon`` then also shows the
+    GDP curve's epsilon), a :class:`~memclaim.privacy.tradeoff.TradeOff` ``curve``, or DP-SGD
+    settings ``noise_multiplier``, ``sampling_rate``, ``steps`` (``delta``: the delta of the
+    (epsilon, delta) route shown beside the curve, default 1e-5; ``pld_grid``: the PLD's value
+    discretization). ``neighbors``: 'replace' or 'add-remove', the relation the guarantee was
+    proved for. ``copies``: k copies of the target. ``list_size`` m, ``risk`` tau and
+    ``baseline`` kappa_pi(m) (a number or a certified interval (lo, hi)) for the extraction
+    boundary; ``truncation`` M, ``in_support_mass`` omega, ``dataset_size`` n, ``frequency`` p for
+    the conversions. ``successes``/``trials`` with ``baseline`` and ``list_size``: the canary
+    audit's soundness check ([MX] Cor. 5.3).
+
+    >>> import memclaim as mc
+    >>> b = mc.dp_bounds(epsilon=1, neighbors="replace", copies=2)
+    >>> round(b.value("eta(f)"), 4)
+    0.4621
+    """
+    kap = parse_baseline(baseline)
+    kw = dict(copies=copies, m=list_size, tau=risk, kappa=None if kap is None else kap[1], truncation=truncation,
+              omega=in_support_mass, n=dataset_size, frequency=frequency)
+    dpsgd = [v is not None for v in (noise_multiplier, sampling_rate, steps)]
+    audit_asked = successes is not None or trials is not None
+    if any(dpsgd):
+        if not all(dpsgd):
+            missing = [o for o, v in zip(("--noise-multiplier", "--sampling-rate", "--steps"), dpsgd) if not v]
+            raise DomainError(f"DP-SGD settings are incomplete: missing {', '.join(missing)}",
+                              hint="give --noise-multiplier, --sampling-rate and --steps together")
+        if epsilon is not None or mu is not None or curve is not None:
+            raise DomainError("give either DP-SGD settings or --epsilon/--mu, not both",
+                              hint="with DP-SGD settings epsilon comes from the accountant; --delta sets the "
+                                   "delta of the (epsilon, delta) route")
+        summary = _dp_bounds(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
+                             neighbors=neighbors, delta=delta, pld_grid=pld_grid, **kw)
+        f = None
+        if audit_asked:  # the audit reads the same certified curve
+            _audit_complete(successes, trials, kap, list_size)
+            f = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
+                            neighbors=neighbors, route_delta=1e-5 if delta is None else delta,
+                            value_discretization_interval=pld_grid).curve
+    else:
+        if pld_grid is not None:
+            raise DomainError("--pld-grid applies to DP-SGD settings only",
+                              hint="add --noise-multiplier, --sampling-rate and --steps, or drop --pld-grid")
+        if curve is not None:
+            if epsilon is not None or delta is not None or mu is not None:
+                raise DomainError("give either a trade-off curve or --epsilon/--delta/--mu, not both",
+                                  hint="drop curve, or the epsilon/delta/mu")
+            f = curve
+        else:
+            f = guarantee_curve(epsilon=epsilon, delta=delta, mu=mu, neighbors=neighbors)
+        summary = _dp_bounds(f, gdp_epsilon=epsilon if mu is not None else None, **kw)
+    audit = None
+    if audit_asked:
+        _audit_complete(successes, trials, kap, list_size)
+        audit = audit_soundness(f, successes=successes, trials=trials, m=list_size, kappa_interval=kap,
+                                confidence=confidence, independence=independence, copies=copies)
+    return DPBounds(summary=summary, baseline_interval=kap, audit=audit)
+
+
+# ------------------------------------------------------------------ DP-SGD accounting
+@dataclass(frozen=True)
+class DPAccount(Result):
+    """epsilon of a DP-SGD run (``accounting``: dp_accounting's PLD or RDP accountant), the run's
+    trade-off curve (``curve``, from its privacy-loss distribution) and what the curve caps
+    (``caps``: the advantage eta(f), the LOO and RO memorization caps for each copy count, beside
+    the looser (epsilon, delta) route). ``to_dict()`` is what ``memclaim dp account --json``
+    prints."""
+
+    accounting: object
+    curve: object
+    caps: dict
+
+    @property
+    def epsilon(self) -> float:
+        return self.accounting.epsilon
+
+    def to_dict(self) -> dict:
+        out = self.accounting.to_dict()
+        out["from_curve"] = self.caps
+        out["curve"] = self.curve.to_dict()
+        return out
+
+    def to_pandas(self):
+        """One row per copy count: copies and the LOO and RO caps from the curve."""
+        import pandas as pd
+
+        return pd.DataFrame(jsonable(self.caps["caps"]))
+
+    def save(self, folder) -> dict:
+        raise InputError("dp account writes no report", hint="use to_dict() / --json")
+
+    def __repr__(self) -> str:
+        return f"DPAccount(epsilon={self.epsilon:.6g}, delta={self.accounting.delta:g}, {self.caps['neighbors']})"
+
+
+def dp_account(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float, accountant: str = "pld",
+               neighbors: str = "add-remove", copies: int = 1, pld_grid: float | None = None) -> DPAccount:
+    """epsilon of DP-SGD (Poisson-subsampled Gaussian) at ``delta`` via dp_accounting's PLD or RDP
+    ``accountant``, and the caps of the run's trade-off curve for 1 and ``copies`` copies ([MX]
+    §3-4, Cor. 4.3) (``memclaim dp account``). ``pld_grid``: the PLD's value discretization
+    (default 1e-4).
+
+    >>> import memclaim as mc
+    >>> a = mc.dp_account(noise_multiplier=1.1, sampling_rate=0.01, steps=100, delta=1e-5)
+    >>> a.epsilon < 1, a.caps["neighbors"]
+    (True, 'add/remove')
+    """
+    res = dpsgd_epsilon(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, delta=delta,
+                        accountant=accountant, neighbors=neighbors,
+                        **({} if pld_grid is None else {"pld_discretization": pld_grid}))
+    cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, neighbors=neighbors,
+                      route_delta=delta, value_discretization_interval=pld_grid)
+    caps = curve_caps(cur, copies=sorted({1, copies}), epsilon=res.epsilon, delta=res.delta)
+    return DPAccount(accounting=res, curve=cur, caps=caps)
+
+
+# ------------------------------------------------------------------ certified baselines
+def dp_baseline(model: str | os.PathLike | LoadedModel, prefix: str, *, secret_length: int, list_size: int,
+                temperature: float = 1.0, max_nodes: int = 100_000, time_limit: float | None = None,
+                batch_size: int = 64, trust_remote_code: bool = False,
+                progress: ProgressCallback | None = None) -> BaselineResult:
+    """Certify kappa_pi(m), the top-``list_size`` prior mass of length-``secret_length``
+    continuations of ``prefix`` under ``model`` at ``temperature`` ([MX] App. F.2) (``memclaim dp
+    baseline``). ``model`` must be the PRIOR (the base before any canary was planted). The
+    result's interval [kappa_lo, kappa_hi] is valid whenever the search stops (``max_nodes``
+    vocabulary rows, ``time_limit`` seconds) and closes to a point when it finishes.
+
+    >>> import memclaim as mc
+    >>> b = mc.dp_baseline("toy", "the", secret_length=2, list_size=1, max_nodes=50)   # doctest: +SKIP
+    >>> b.kappa_lo <= b.kappa_hi                                                        # doctest: +SKIP
+    True
+    """
+    m = load_model(model, trust_remote_code=trust_remote_code) if not is_loaded_model(model) else model
+    ids = list(getattr(m, "sot_ids", []) or []) + list(m.tokenizer.encode(prefix))
+    return certify_baseline(m.lm, ids, secret_length=secret_length, m=list_size, temperature=temperature,
+                            max_nodes=max_nodes, time_limit=time_limit, batch_size=batch_size, progress=progress)
+
+
+def read_kappa_samples(path: str | os.PathLike, m: int) -> tuple[list[float], list[float]]:
+    """Per-draw brackets ``(kappa_lo, kappa_hi)`` from a JSONL file: each line ``{"kappa": x}`` or
+    ``{"kappa_lo": a, "kappa_hi": b}`` (an optional ``"m"`` must equal the list size ``m``; e.g. the
+    ``--json`` output of ``memclaim dp baseline`` run on each draw's prior). Bad lines raise with
+    their line number."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"--corpus-samples file {str(path)!r} does not exist", hint="check the path")
+    lo, hi = [], []
+    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError:
+            raise InputError(f"{str(path)!r} line {i} is not JSON: {line[:60]!r}",
+                             hint='one object per line, e.g. {"kappa": 0.01}') from None
+        if not isinstance(d, dict) or not ({"kappa"} <= d.keys() or {"kappa_lo", "kappa_hi"} <= d.keys()):
+            raise InputError(f"{str(path)!r} line {i} has neither 'kappa' nor 'kappa_lo' and 'kappa_hi': {line[:60]!r}",
+                             hint='e.g. {"kappa": 0.01} or {"kappa_lo": 0.009, "kappa_hi": 0.011}')
+        if "m" in d and d["m"] != m:
+            raise DomainError(f"{str(path)!r} line {i} was computed for list size m = {d['m']!r}, not --list-size {m}",
+                              hint="kappa-bar needs every draw's top-m mass for the protocol's list size")
+        a, b = (d["kappa"], d["kappa"]) if "kappa" in d else (d["kappa_lo"], d["kappa_hi"])
+        for v in (a, b):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise DomainError(f"{str(path)!r} line {i}: kappa values must be numbers, got {v!r}",
+                                  hint='e.g. {"kappa": 0.01}')
+            if not 0.0 <= v <= 1.0:  # NaN fails too
+                raise DomainError(f"{str(path)!r} line {i}: kappa = {v!r} is not in [0, 1]",
+                                  hint="each value is a top-m prior mass, a probability")
+        if a > b:
+            raise DomainError(f"{str(path)!r} line {i}: the bracket is reversed (kappa_lo = {a!r} > kappa_hi = {b!r})",
+                              hint="each draw needs kappa_lo <= kappa(S^-) <= kappa_hi")
+        lo.append(float(a))
+        hi.append(float(b))
+    if not lo:
+        raise InputError(f"--corpus-samples file {str(path)!r} holds no draws (no non-empty line)",
+                         hint='one line per draw of the corpus remainder, e.g. {"kappa": 0.01}')
+    return lo, hi
+
+
+def dp_corpus_baseline(samples, *, list_size: int, confidence: float = 0.95,
+                       method: str = "betting") -> CorpusBaseline:
+    """The corpus-conditional baseline kappa-bar of [MX] Prop. C.2(b) with a certified interval
+    (``memclaim dp baseline --corpus-samples FILE``). ``samples``: a JSONL path (see
+    :func:`read_kappa_samples`), a sequence of per-draw values, or of ``(kappa_lo, kappa_hi)``
+    brackets, one per independent draw of the corpus remainder S^-. The assumptions are in the
+    result (``assumptions``) and in docs/baselines.md.
+
+    >>> import memclaim as mc
+    >>> r = mc.dp_corpus_baseline([0.01, 0.02, 0.015, 0.012], list_size=1)
+    >>> r.mean_lo <= r.upper <= 1.0
+    True
+    """
+    if isinstance(samples, (str, os.PathLike)):
+        lo, hi = read_kappa_samples(samples, list_size)
+        return corpus_baseline(kappa_lo=lo, kappa_hi=hi, m=list_size, confidence=confidence, method=method)
+    rows = list(samples)
+    if rows and all(isinstance(r, (tuple, list)) and len(r) == 2 for r in rows):
+        return corpus_baseline(kappa_lo=[r[0] for r in rows], kappa_hi=[r[1] for r in rows], m=list_size,
+                               confidence=confidence, method=method)
+    return corpus_baseline(kappa=rows, m=list_size, confidence=confidence, method=method)
+
+
+# ------------------------------------------------------------------ figures
+def dp_plots(out: str | os.PathLike, *, neighbors: str, epsilon: float = 1.0, delta: float = 0.1, mu: float = 1.0,
+             copies: int = 4, max_copies: int = 8, risk: float = 0.1, list_size: int = 1,
+             boundary_epsilons: Sequence[float] = (1.0, 3.0), noise_multiplier: float | None = None,
+             sampling_rate: float | None = None, steps: int | None = None,
+             dpsgd_delta: float = 1e-5) -> list[Path]:
+    """Draw [MX] Fig. 2 (advantage curves), Fig. 3 (staircase) and Fig. 4 (boundary vs baseline)
+    into ``out``; with DP-SGD settings (all three of ``noise_multiplier``, ``sampling_rate``,
+    ``steps``) also the run's trade-off curve against its (epsilon, ``dpsgd_delta``) envelope
+    (``memclaim dp plot``). Returns the PNG paths.
+
+    >>> import memclaim as mc
+    >>> [p.name for p in mc.dp_plots("figs", neighbors="add-remove")]              # doctest: +SKIP
+    ['fig2_advantage.png', 'fig3_staircase.png', 'fig4_boundary.png']
+    """
+    cur = None
+    given = [v is not None for v in (noise_multiplier, sampling_rate, steps)]
+    if any(given):
+        if not all(given):
+            missing = [o for o, v in zip(("--noise-multiplier", "--sampling-rate", "--steps"), given) if not v]
+            raise DomainError(f"DP-SGD settings are incomplete: missing {', '.join(missing)}",
+                              hint="give --noise-multiplier, --sampling-rate and --steps together")
+        cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
+                          neighbors=neighbors, route_delta=dpsgd_delta)
+    check_out_dir(out)
+    return plot_all(out, epsilon=epsilon, delta=delta, mu=mu, copies=copies, max_copies=max_copies, tau=risk,
+                    m=list_size, boundary_epsilons=tuple(boundary_epsilons), neighbors=neighbors, dpsgd=cur)

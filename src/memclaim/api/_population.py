@@ -1,0 +1,536 @@
+"""The population test, the main claim ([EM] §3, §4, App. C, D.2, H.1): ``memclaim.test`` on two
+score sets, ``memclaim.population`` to score members and controls and test them.
+
+Candidates and controls are two stored runs (results of :func:`memclaim.score`, or store folders
+with run ids), two score files (CSV/TSV/Parquet, [EM] App. H.1: the same verify step applies to
+scores computed elsewhere), or two arrays / pandas Series of scores. Stored runs must share the
+extraction procedure except for which other policies were scored ([EM] Def. B.2, C.2); a set
+tested against itself is refused. The claim is calibrated on the controls: a candidate scoring
+strictly above the K-th largest control, K = floor(alpha (N+1)), is claimed memorized with a
+false-positive rate certified at K/(N+1) relative to the controls' distribution.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import numpy as np
+
+from ..claims.population import PopulationClaim, population_claim
+from ..claims.procedure import STORED_PROCEDURE_MAY_DIFFER, require_same_procedure
+from ..claims.scores import exact_level
+from ..decoding import Policy
+from ..errors import InputError
+from ..fsutil import sha256_bytes
+from ..jsonutil import read_json_object
+from ..progress import LogCallback, ProgressCallback
+from ..report.core import write_report
+from ..report.population import headline, population_report
+from ..scoring.results import RunScores, load_run_scores
+from ..scoring.runner import RunSummary, run_scoring, scoring_pairs
+from ..text.scorefile import read_id_list, read_score_file
+from ..validate import in_open_unit, query_budget
+from ._common import (Result, WorkFolder, build_prompt_rule, check_out_dir, cut_windows, jsonable, make_backend,
+                     near_verbatim_settings, policies_of, set_threads, window_lengths)
+from ._model import load_model
+from ._runs import is_store, load_store_run, run_ids, store_input_record, stored_test_procedure
+from ._score import ScoreResult
+
+if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
+    import datasets
+    import numpy
+    import pandas
+    import pyarrow
+    import transformers
+
+    from ..models.loader import LoadedModel
+
+__all__ = ["test", "population", "TestResult", "PopulationResult", "validate_test_levels", "claim_result",
+           "store_test"]
+
+MEMBERS_LABEL = "members"
+CONTROLS_LABEL = "controls"
+
+
+# ------------------------------------------------------------------------------ the result
+@dataclass(frozen=True)
+class TestResult(Result):
+    """A population claim with what the report needs: the claim
+    (:class:`~memclaim.claims.population.PopulationClaim`), the procedure, the inputs'
+    provenance, and ``report`` (the paths written, once written). ``to_dict()`` is what
+    ``memclaim test --json`` prints; ``to_pandas()`` one row per candidate; ``save(folder)``
+    writes report.{json,md,html}."""
+
+    __test__ = False  # not a pytest test class, whatever the name says
+
+    claim: PopulationClaim
+    procedure: dict | None
+    inputs: tuple
+    extra: dict
+    controls_description: str | None = None
+    command: str = "test"
+    title: str = "Conformal population test"
+    report: dict | None = None
+
+    @property
+    def headline(self) -> str:
+        """The claim in one sentence (the report's first line)."""
+        return headline(self.claim)
+
+    @property
+    def test(self):
+        """The primary pool's :class:`~memclaim.claims.conformal.PopulationTest`."""
+        return self.claim.primary_test
+
+    @property
+    def warning(self) -> str | None:
+        same = self.extra.get("controls_identical_to_a_candidate")
+        if not same:
+            return None
+        return (f"{len(same)} control text(s) are identical to a candidate text: such controls are likely members "
+                "(contamination); see report.json")
+
+    def to_dict(self) -> dict:
+        t = self.claim.primary_test
+        summary = {
+            "headline": self.headline, "pool": self.claim.primary, "alpha": t.alpha, "k": t.k, "alpha_n": t.alpha_n,
+            "threshold": t.threshold, "threshold_log10_prob": t.threshold_log10_prob,
+            "n_controls": t.n_controls, "n_candidates": t.n_candidates, "n_claimed": t.n_claimed,
+            "generation_rate": t.generation_rate.to_dict(), "calibrated_rate": t.calibrated_rate.to_dict(),
+            "in_sample_fpr": t.in_sample_fpr, "claim_possible": t.claim_possible, "report": self.report,
+        }
+        if self.warning is not None:
+            summary["warning"] = self.warning
+        return jsonable(summary)
+
+    def to_pandas(self):
+        """One row per candidate: id, score, p-value (numerator and value), claimed, margin, and
+        the FDR/FWER columns when asked for."""
+        import pandas as pd
+
+        return pd.DataFrame(jsonable(self.claim.to_dict()["candidates"]))
+
+    def bundle(self):
+        """report.{json,md,html} rendered in memory (nothing written)."""
+        return population_report(self.claim, procedure=self.procedure, inputs=list(self.inputs),
+                                 controls_description=self.controls_description, command=self.command,
+                                 title=self.title, extra_results=self.extra)
+
+    def save(self, folder) -> dict:
+        """Write report.{json,md,html} into ``folder`` (all or nothing); returns the paths."""
+        return write_report(folder, self.bundle())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.headline!r})"
+
+
+@dataclass(frozen=True)
+class PopulationResult(TestResult):
+    """:class:`TestResult` of ``memclaim.population``, with the two scoring runs (``members``,
+    ``controls``) in ``runs``, the tested policy and the store."""
+
+    policy: str = ""
+    store: str = ""
+    runs: dict = field(default_factory=dict)
+    work: WorkFolder | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d["policy"] = self.policy
+        d["store"] = self.store
+        d["scoring"] = {label: {k: v for k, v in r.to_dict().items()
+                                if k in ("run_id", "n_windows", "units_scored", "units_reused", "skipped_short",
+                                         "skipped_empty", "model_loaded", "near_ties", "seconds")}
+                        for label, r in self.runs.items()}
+        return jsonable(d)
+
+    def scores(self, label: str = MEMBERS_LABEL, policy: str | None = None) -> RunScores:
+        """The stored scores of ``members`` or ``controls`` (default: the tested policy)."""
+        return load_run_scores(self.store, run=self.runs[label].run_id, policy=policy or self.policy)
+
+
+# ------------------------------------------------------------------------------ checks
+def validate_test_levels(*, alpha, fdr=None, fwer=None, budget_delta=None, confidence=0.95,
+                         realistic_budget=1e5) -> None:
+    """Check the levels a population test will use before any scoring or reading is done, so a
+    typo fails at once (exit 2) instead of after the model work."""
+    query_budget("--budget", realistic_budget)
+    exact_level("alpha", alpha)
+    if fdr is not None:
+        exact_level("--fdr", fdr)
+    if fwer is not None:
+        exact_level("--fwer", fwer)
+    if budget_delta is not None:
+        in_open_unit("--budget-delta", budget_delta)
+    in_open_unit("--confidence", confidence)
+
+
+def _exclusions(exclude_controls, exclude_control_ids) -> tuple[list, list]:
+    """(ids to exclude, provenance records) from an id-list file and ids given directly."""
+    if isinstance(exclude_control_ids, str):
+        exclude_control_ids = (exclude_control_ids,)
+    excl = [str(x) for x in exclude_control_ids]
+    extra_inputs = []
+    if exclude_controls:
+        excl += list(read_id_list(exclude_controls))
+        extra_inputs.append({"role": "excluded control ids", "path": str(exclude_controls),
+                             "sha256": sha256_bytes(Path(exclude_controls).read_bytes())})
+    return excl, extra_inputs
+
+
+# ------------------------------------------------------------------------------ the claim
+def claim_result(*, candidate_scores, control_scores, alpha, kind: str, candidate_ids: Sequence[str] | None = None,
+                 control_ids: Sequence[str] | None = None, candidate_texts: Sequence[str] | None = None,
+                 control_texts: Sequence[str] | None = None, candidates_procedure: dict | None = None,
+                 controls_procedure: dict | None = None, procedure_ignore: Sequence[str] = (),
+                 inputs: Sequence[dict] = (), exclude_control_ids: Sequence[str] = (), binary: bool | None = None,
+                 confidence: float = 0.95, fdr_delta=None, fwer_delta=None, seed: int = 0,
+                 budget_delta: float | None = None, realistic_budget: float = 1e5,
+                 controls_description: str | None = None, command: str = "test",
+                 title: str = "Conformal population test", out=None) -> TestResult:
+    """Check the procedures, run the population claim on two score arrays plus metadata, and
+    (with ``out``) write report.{json,md,html} there (all or nothing). Every entry point (files,
+    stores, arrays, ``population``) ends here."""
+    procedure = None
+    if candidates_procedure is not None and controls_procedure is not None:
+        require_same_procedure(candidates_procedure, controls_procedure, ignore=tuple(procedure_ignore))
+        procedure = candidates_procedure
+    else:
+        procedure = candidates_procedure or controls_procedure
+    claim = population_claim(candidate_scores=candidate_scores, control_scores=control_scores, alpha=alpha,
+                             kind=kind, candidate_ids=candidate_ids, control_ids=control_ids,
+                             exclude_control_ids=exclude_control_ids, binary=binary, confidence=confidence,
+                             fdr_delta=fdr_delta, fwer_delta=fwer_delta, seed=seed, budget_delta=budget_delta,
+                             realistic_budget=realistic_budget)
+    extra = {}
+    if candidate_texts is not None and control_texts is not None:
+        cset = {t: i for i, t in enumerate(candidate_texts) if isinstance(t, str) and t}
+        same = [(claim.control_ids[k], claim.candidate_ids[cset[t]]) for k, t in enumerate(control_texts)
+                if isinstance(t, str) and t in cset]
+        extra["controls_identical_to_a_candidate"] = [{"control": a, "candidate": b} for a, b in same]
+    res = TestResult(claim=claim, procedure=procedure, inputs=tuple(inputs), extra=extra,
+                     controls_description=controls_description, command=command, title=title)
+    if out is not None:
+        res = replace(res, report=res.save(out))
+    return res
+
+
+def store_test(*, candidates: RunScores, controls: RunScores, alpha, exclude_control_ids: Sequence[str] = (),
+               binary: bool | None = None, confidence: float = 0.95, fdr_delta=None, fwer_delta=None,
+               seed: int = 0, budget_delta: float | None = None, realistic_budget: float = 1e5,
+               controls_description: str | None = None, extra_inputs: Sequence[dict] = (),
+               command: str = "test", title: str = "Conformal population test", out=None) -> TestResult:
+    """The population test on two stored runs (:class:`~memclaim.scoring.results.RunScores`).
+
+    Refuses runs scored under different procedures, naming every differing field ([EM] Def.
+    B.2, C.2), and the same run as both candidates and controls. Scores are the stored natural-log
+    q under the loaded policy; the greedy policy is read as a binary score ([EM] §4)."""
+    if candidates.store == controls.store and candidates.run_id == controls.run_id:
+        raise InputError(f"the candidates and the controls are the same run {candidates.run_id} "
+                         f"({candidates.label!r}) of {candidates.store!r}",
+                         hint="pass the controls' run with --controls-run (a run id prefix or its label)")
+    digest = candidates.inputs.get("sha256")
+    if digest and digest == controls.inputs.get("sha256"):
+        raise InputError(f"the candidates (run {candidates.run_id}, {candidates.label!r}) and the controls (run "
+                         f"{controls.run_id}, {controls.label!r}) were scored from identical inputs (sha256 "
+                         f"{digest[:16]}): a set tested against itself certifies nothing",
+                         hint="score the matched non-member controls and pass that run as the controls")
+    cproc, kproc = stored_test_procedure(candidates), stored_test_procedure(controls)
+    require_same_procedure(cproc, kproc, ignore=STORED_PROCEDURE_MAY_DIFFER)
+    if binary is not None and bool(binary) != candidates.is_binary:
+        raise InputError(f"--{'' if binary else 'no-'}binary disagrees with the stored policy {candidates.policy!r}",
+                         hint="drop --binary/--no-binary: a store knows whether its policy is greedy")
+    cids, _ = run_ids(candidates)
+    kids, aliases = run_ids(controls)
+    excl = [aliases.get(str(x), str(x)) for x in exclude_control_ids]
+    texts = lambda rs: [a + b for a, b in zip(rs.prefix_texts, rs.suffix_texts)]  # noqa: E731
+    inputs = [store_input_record(candidates, "candidates"), store_input_record(controls, "controls"),
+              *extra_inputs]
+    return claim_result(
+        candidate_scores=candidates.logq, control_scores=controls.logq, alpha=alpha, kind="log-prob",
+        candidate_ids=cids, control_ids=kids, candidate_texts=texts(candidates), control_texts=texts(controls),
+        candidates_procedure=cproc, controls_procedure=kproc, procedure_ignore=STORED_PROCEDURE_MAY_DIFFER,
+        inputs=inputs, exclude_control_ids=excl, binary=candidates.is_binary, confidence=confidence,
+        fdr_delta=fdr_delta, fwer_delta=fwer_delta, seed=seed, budget_delta=budget_delta,
+        realistic_budget=realistic_budget, controls_description=controls_description, command=command,
+        title=title, out=out)
+
+
+# ------------------------------------------------------------------------------ memclaim.test
+def _kind_of(x) -> str:
+    """'run' (a stored run), 'path' (a store folder or a score file) or 'array'."""
+    if isinstance(x, (ScoreResult, RunScores)):
+        return "run"
+    if isinstance(x, (str, Path)):
+        return "path"
+    return "array"
+
+
+def _as_run(x, *, policy, near_verbatim) -> RunScores:
+    if isinstance(x, RunScores):
+        if policy is not None and Policy.parse(policy).spec != x.policy:
+            raise InputError(f"policy {policy!r} differs from the loaded run's policy {x.policy!r}",
+                             hint="load the run under that policy (load_run_scores(..., policy=...)) or drop policy")
+        return x
+    return x.scores(policy, near_verbatim=near_verbatim)
+
+
+def _array(x, what: str):
+    """Scores and ids (from a pandas Series' index, when it is not 0..n-1) of an array-like."""
+    ids = None
+    if type(x).__module__.split(".")[0] == "pandas" and hasattr(x, "index"):
+        idx = list(x.index)
+        if idx != list(range(len(idx))):
+            ids = [str(i) for i in idx]
+        x = x.to_numpy()
+    try:
+        a = np.asarray(x, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise InputError(f"{what} must be scores (numbers), a stored run, a store folder or a score file; got "
+                         f"{type(x).__name__}", hint="e.g. a list of natural-log probabilities") from None
+    return a, ids
+
+
+def _procedure_arg(p, what: str) -> dict | None:
+    if p is None or isinstance(p, dict):
+        return p
+    return read_json_object(p, "procedure")
+
+
+def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[float] | numpy.ndarray | pandas.Series,
+         controls: ScoreResult | RunScores | str | os.PathLike | Sequence[float] | numpy.ndarray | pandas.Series, *,
+         alpha: str | float | Fraction = "0.001", policy: str | None = None, run: str | None = None,
+         controls_run: str | None = None, near_verbatim: int | None = None, kind: str | None = None,
+         binary: bool | None = None, id_column: str | None = None, score_column: str | None = None,
+         text_column: str | None = None, candidates_procedure: dict | str | os.PathLike | None = None,
+         controls_procedure: dict | str | os.PathLike | None = None,
+         candidate_ids: Sequence[str] | None = None, control_ids: Sequence[str] | None = None,
+         exclude_controls: str | os.PathLike | None = None, exclude_control_ids: Sequence[str] = (), fdr: str | float | Fraction | None = None, fwer: str | float | Fraction | None = None, seed: int = 0,
+         budget_delta: float | None = None, realistic_budget: float = 1e5, confidence: float = 0.95,
+         controls_description: str | None = None, out: str | os.PathLike | None = None) -> TestResult:
+    """The conformal population test ([EM] §3, §4, App. C) of ``candidates`` against matched
+    non-member ``controls`` at target FPR ``alpha`` (``memclaim test``).
+
+    Each side is a stored run (a :class:`ScoreResult` of :func:`memclaim.score`, or a
+    :class:`~memclaim.scoring.results.RunScores`), a store folder (with ``run`` / ``controls_run``
+    when it holds several), a CSV/TSV/Parquet score file ([EM] App. H.1; ``id_column``,
+    ``score_column``, ``text_column``, ``kind`` = 'log-prob', 'prob' or 'score'), or an array /
+    list / pandas Series of scores (natural-log probabilities unless ``kind`` says otherwise;
+    ``candidate_ids``/``control_ids``, or the Series' index). ``policy``: the stored policy to
+    test (default: the run's first). ``alpha``, ``fdr``, ``fwer`` are read exactly ('0.001',
+    '0.1%', '1/1000'). ``exclude_controls`` (an id-list file) and ``exclude_control_ids``: controls
+    verified as members ([EM] D.2). ``out``: also write report.{json,md,html} there (else call
+    ``save(folder)``).
+
+    >>> import memclaim as mc
+    >>> res = mc.test([-2.0, -3.5, -1.0], [-9.0, -8.5, -7.0, -9.5, -8.0, -6.5, -7.7, -8.8, -9.9],
+    ...               alpha="0.1")
+    >>> res.test.k, res.test.n_claimed
+    (1, 3)
+    """
+    sides = (_kind_of(candidates), _kind_of(controls))
+    if near_verbatim is not None and not all(
+            s == "run" or (s == "path" and is_store(x)) for s, x in zip(sides, (candidates, controls))):
+        raise InputError("--near-verbatim selects a stored near-verbatim score; it needs score stores on both sides",
+                         hint="score with `memclaim score ... --near-verbatim EPS --out STORE`")
+    validate_test_levels(alpha=alpha, fdr=fdr, fwer=fwer, budget_delta=budget_delta, confidence=confidence,
+                         realistic_budget=realistic_budget)
+    for x, opt, s in ((candidates, "--candidates", sides[0]), (controls, "--controls", sides[1])):
+        if s == "path" and not Path(x).exists():
+            raise InputError(f"{opt} {str(x)!r} does not exist",
+                             hint="pass a score store folder (memclaim score --out) or a CSV/TSV/Parquet score file")
+    if out is not None:
+        check_out_dir(out)
+    if (candidates_procedure is None) != (controls_procedure is None):
+        given, missing = (("--candidates-procedure", "--controls-procedure") if candidates_procedure is not None
+                          else ("--controls-procedure", "--candidates-procedure"))
+        raise InputError(f"{given} is given but {missing} is not: a procedure recorded for one side only cannot "
+                         "be checked against the other, and a conformal claim holds only when both were scored "
+                         "under the same procedure ([EM] Def. B.2, C.2)",
+                         hint=f"pass {missing} too (the JSON procedure record of those scores), or neither")
+    excl, extra_inputs = _exclusions(exclude_controls, exclude_control_ids)
+    stored = [s == "run" or (s == "path" and is_store(x)) for s, x in zip(sides, (candidates, controls))]
+    if stored[0] != stored[1] or ("array" in sides and sides[0] != sides[1]):
+        what = lambda s, st: "store" if st else ("file" if s == "path" else "array")  # noqa: E731
+        raise InputError("--candidates and --controls must both be score stores or both be score files "
+                         f"(got a {what(sides[0], stored[0])} and a {what(sides[1], stored[1])})",
+                         hint="score both with `memclaim score` under one procedure, or export both to CSV/Parquet")
+    common = dict(alpha=alpha, exclude_control_ids=excl, confidence=confidence, fdr_delta=fdr, fwer_delta=fwer,
+                  seed=seed, budget_delta=budget_delta, realistic_budget=realistic_budget,
+                  controls_description=controls_description, out=out)
+    if stored[0]:
+        file_only = {"--kind": kind not in (None, "log-prob"), "--id-column": id_column, "--score-column": score_column,
+                     "--text-column": text_column, "--candidates-procedure": candidates_procedure,
+                     "--controls-procedure": controls_procedure, "candidate_ids": candidate_ids,
+                     "control_ids": control_ids}
+        bad = [k for k, v in file_only.items() if v]
+        if bad:
+            raise InputError(f"{', '.join(bad)} appl{'y' if len(bad) > 1 else 'ies'} to score files, not to stores",
+                             hint="a store records natural-log probabilities, ids, texts and the procedure itself")
+        if sides[0] == "path":
+            cand = load_store_run(candidates, run=run, policy=policy, role="candidates", run_option="--run",
+                                  near_verbatim=near_verbatim)
+        else:
+            cand = _as_run(candidates, policy=policy, near_verbatim=near_verbatim)
+        if sides[1] == "path":
+            ctrl = load_store_run(controls, run=controls_run, policy=policy, role="controls",
+                                  run_option="--controls-run", near_verbatim=near_verbatim)
+        else:
+            ctrl = _as_run(controls, policy=policy, near_verbatim=near_verbatim)
+        return store_test(candidates=cand, controls=ctrl, binary=binary, extra_inputs=extra_inputs, **common)
+    if run is not None or controls_run is not None:
+        raise InputError("--run and --controls-run select runs of a score store; the scores given are files",
+                         hint="drop --run/--controls-run, or pass store folders")
+    kind = kind or "log-prob"
+    if sides[0] == "path":
+        if candidate_ids is not None or control_ids is not None:
+            raise InputError("candidate_ids/control_ids apply to arrays of scores; a score file has an id column",
+                             hint="drop them, or pass --id-column")
+        if Path(candidates).resolve() == Path(controls).resolve():
+            raise InputError(f"--candidates and --controls are the same file {str(candidates)!r}: a set tested "
+                             "against itself certifies nothing",
+                             hint="pass the matched non-member controls' scores with --controls")
+        cf = read_score_file(candidates, id_column=id_column, score_column=score_column, text_column=text_column)
+        kf = read_score_file(controls, id_column=id_column, score_column=score_column, text_column=text_column)
+        if cf.sha256 == kf.sha256:
+            raise InputError(f"--candidates {str(candidates)!r} and --controls {str(controls)!r} have identical "
+                             f"contents (sha256 {cf.sha256[:16]}): a set tested against itself certifies nothing",
+                             hint="pass the matched non-member controls' scores with --controls")
+        cs, ks, cids, kids, ctexts, ktexts = cf.scores, kf.scores, cf.ids, kf.ids, cf.texts, kf.texts
+        inputs = [cf.input_record("candidates"), kf.input_record("controls")]
+        source = "external score files"
+    else:
+        bad = [k for k, v in (("--id-column", id_column), ("--score-column", score_column),
+                              ("--text-column", text_column)) if v]
+        if bad:
+            raise InputError(f"{', '.join(bad)} appl{'y' if len(bad) > 1 else 'ies'} to score files, not to arrays",
+                             hint="pass candidate_ids/control_ids with the arrays")
+        cs, cids0 = _array(candidates, "candidates")
+        ks, kids0 = _array(controls, "controls")
+        cids = candidate_ids if candidate_ids is not None else cids0
+        kids = control_ids if control_ids is not None else kids0
+        ctexts = ktexts = None
+        if cs.size == ks.size and np.array_equal(cs, ks, equal_nan=True) and \
+                (cids is None or kids is None or list(map(str, cids)) == list(map(str, kids))):
+            raise InputError("the candidates and the controls are the same scores: a set tested against itself "
+                             "certifies nothing", hint="pass the matched non-member controls' scores")
+        inputs = [{"role": role, "path": "(scores in memory)", "sha256": sha256_bytes(a.tobytes()), "rows": int(a.size)}
+                  for role, a in (("candidates", cs), ("controls", ks))]
+        source = "scores given in memory"
+    cproc = _procedure_arg(candidates_procedure, "candidates")
+    kproc = _procedure_arg(controls_procedure, "controls")
+    if policy is not None:
+        pol = Policy.parse(policy)
+        if binary is None and pol.is_binary:
+            binary = True
+        for pr in (cproc, kproc):
+            if pr is not None and "policy" in pr and pr["policy"] not in (pol.spec, policy):
+                raise InputError(f"--policy {policy!r} disagrees with the procedure file's policy {pr['policy']!r}",
+                                 hint="drop --policy or fix the procedure record")
+        if cproc is None and kproc is None:
+            cproc = {"policy": pol.spec, "score_kind": kind, "source": source}
+    elif cproc is None and kproc is None:
+        cproc = {"policy": "unrecorded", "score_kind": kind, "source": source}
+    return claim_result(candidate_scores=cs, control_scores=ks, kind=kind, candidate_ids=cids, control_ids=kids,
+                        candidate_texts=ctexts, control_texts=ktexts, candidates_procedure=cproc,
+                        controls_procedure=kproc, inputs=[*inputs, *extra_inputs], binary=binary, **common)
+
+
+# ------------------------------------------------------------------------------ memclaim.population
+def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
+               members: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
+               controls: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
+               alpha: str | float | Fraction = "0.001", prefix_tokens: int | None = None,
+               suffix_tokens: int | None = None, policies: Sequence[str] | str | None = ("top-k:40",),
+               prompt_templates: Sequence[str] = (), chat_template: bool = False, aggregate: str = "max",
+               text_field: str | None = None, prefix_field: str | None = None, suffix_field: str | None = None,
+               id_field: str | None = None, input_format: str | None = None, near_verbatim: Sequence[int] = (),
+               beams: Sequence[int] = (), exclude_controls: str | os.PathLike | None = None, exclude_control_ids: Sequence[str] = (),
+               fdr: str | float | Fraction | None = None, fwer: str | float | Fraction | None = None, seed: int = 0, budget_delta: float | None = None,
+               realistic_budget: float = 1e5, confidence: float = 0.95, controls_description: str | None = None,
+               out: str | os.PathLike | None = None, batch_size: int = 16, unit_size: int = 64, backend: str = "local",
+               address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0,
+               threads_per_worker: int = 1, dtype: str | None = None, sot: str | None = None,
+               allow_pickle: bool = False, trust_remote_code: bool = False, threads: int | None = None,
+               progress: ProgressCallback | None = None, log: LogCallback | None = None) -> PopulationResult:
+    """Score ``members`` and ``controls`` with ``model`` under one extraction procedure ([EM] Def.
+    B.2), then run the conformal population test ([EM] §3, §4) (``memclaim population``).
+
+    ``members``/``controls``: passage files, lists of texts or records, or tables (as for
+    :func:`memclaim.score`). The test uses the first of ``policies``; every policy is stored, so
+    :func:`memclaim.test` on ``result.store`` tests the others without the model. With
+    ``near_verbatim``, the test runs on the lower bound at the largest epsilon ([EM] §6). ``out``:
+    the store goes to OUT/store and the report to OUT/report.{json,md,html}, as the CLI writes
+    them (re-running reuses the stored scores); ``out=None`` works in a temporary folder and
+    writes no report until ``save(folder)``. Every option is checked and both inputs are cut into
+    windows before the model is loaded.
+
+    >>> import memclaim as mc
+    >>> res = mc.population("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16,
+    ...                     policies=["full"], alpha="0.1")                   # doctest: +SKIP
+    >>> res.headline                                                          # doctest: +SKIP
+    'At target FPR alpha = 1/10 (10%) with N = 40 controls: K = 4, ...'
+    """
+    validate_test_levels(alpha=alpha, fdr=fdr, fwer=fwer, budget_delta=budget_delta, confidence=confidence,
+                         realistic_budget=realistic_budget)
+    if batch_size < 1:
+        raise InputError(f"--batch-size must be >= 1, got {batch_size}", hint="e.g. --batch-size 16")
+    pols = policies_of(policies)
+    if out is not None:
+        check_out_dir(out)
+    if isinstance(members, (str, Path)) and isinstance(controls, (str, Path)) and \
+            Path(members).resolve() == Path(controls).resolve():
+        raise InputError(f"--members and --controls are the same file {str(members)!r}: a set tested against "
+                         "itself certifies nothing", hint="pass matched non-member texts with --controls")
+    excl, extra_inputs = _exclusions(exclude_controls, exclude_control_ids)
+    prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
+    set_threads(threads)
+    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
+                   trust_remote_code=trust_remote_code)  # weights load only if scoring is needed
+    cut = {}
+    for label, src in ((MEMBERS_LABEL, members), (CONTROLS_LABEL, controls)):
+        try:
+            cut[label] = cut_windows(m, src, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
+                                     text_field=text_field, id_field=id_field, input_format=input_format, label=label,
+                                     prefix_field=prefix_field, suffix_field=suffix_field, what=label)
+        except InputError as exc:
+            raise InputError(f"--{label}: {exc}") from None
+    if cut[MEMBERS_LABEL][1]["sha256"] == cut[CONTROLS_LABEL][1]["sha256"]:
+        where = (f" {str(members)!r}" if isinstance(members, (str, Path)) else "",
+                 f" {str(controls)!r}" if isinstance(controls, (str, Path)) else "")
+        raise InputError(f"--members{where[0]} and --controls{where[1]} have identical "
+                         "contents: a set tested against itself certifies nothing",
+                         hint="pass matched non-member texts with --controls")
+    prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
+    for label in (MEMBERS_LABEL, CONTROLS_LABEL):  # every window fits the model, before any scoring
+        scoring_pairs(m, cut[label][0], prompt_rule, what=f"--{label}")
+    nv = near_verbatim_settings(near_verbatim, beams)
+    backend_obj = make_backend(m, pols, backend=backend, address=address, workers=workers,
+                               gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,
+                               batch_size=batch_size, log=log)
+    work = WorkFolder(out, prefix="memclaim-population-")
+    store = work.path / "store"
+    runs: dict[str, RunSummary] = {}
+    for label in (MEMBERS_LABEL, CONTROLS_LABEL):
+        windows, inputs, skipped_empty, _ = cut[label]
+        runs[label] = run_scoring(m, windows, policies=pols, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
+                                  prompt_rule=prompt_rule, out_dir=store, label=label, inputs=inputs,
+                                  batch_size=batch_size, unit_size=unit_size, progress=progress,
+                                  skipped_empty=skipped_empty, near_verbatim=nv, backend=backend_obj, log=log)
+    tested = pols[0].spec
+    # with near_verbatim, the test runs on the lower bound at the largest epsilon ([EM] §6)
+    nv_eps_tested = max(nv["epsilons"]) if nv else None
+    cand = load_run_scores(store, run=runs[MEMBERS_LABEL].run_id, policy=tested, near_verbatim=nv_eps_tested)
+    ctrl = load_run_scores(store, run=runs[CONTROLS_LABEL].run_id, policy=tested, near_verbatim=nv_eps_tested)
+    name = lambda x, what: Path(x).name if isinstance(x, (str, Path)) else what  # noqa: E731
+    res = store_test(candidates=cand, controls=ctrl, alpha=alpha, exclude_control_ids=excl, confidence=confidence,
+                     fdr_delta=fdr, fwer_delta=fwer, seed=seed, budget_delta=budget_delta,
+                     realistic_budget=realistic_budget, controls_description=controls_description,
+                     extra_inputs=extra_inputs, command="population",
+                     title=f"Population test: {name(members, 'members')} against {name(controls, 'controls')}",
+                     out=out)
+    return PopulationResult(**{f: getattr(res, f) for f in TestResult.__dataclass_fields__}, policy=tested,
+                            store=str(store), runs=runs, work=work)

@@ -1,0 +1,147 @@
+"""``memclaim.score``: texts + model + extraction procedure ([EM] Def. B.2) -> a durable score store.
+
+Each window's prefix is the prompt (or the rendered prompt template), the suffix the target;
+one teacher-forced pass stores log q under every policy ([EM] Eq. 1), the greedy-match flag and
+per-token statistics. The store resumes after any interruption, and re-running finished work
+does no model work.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from ..errors import InputError
+from ..progress import LogCallback, ProgressCallback
+from ..scoring.results import RunScores, load_run_scores
+from ..scoring.runner import RunSummary, run_scoring
+from ._common import (Result, WorkFolder, build_prompt_rule, check_out_dir, copy_tree_into, cut_windows, jsonable,
+                     make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
+from ._model import load_model
+
+if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
+    import datasets
+    import pandas
+    import pyarrow
+    import transformers
+
+    from ..models.loader import LoadedModel
+    from ._common import Document
+
+__all__ = ["score", "ScoreResult"]
+
+
+@dataclass(frozen=True)
+class ScoreResult(Result):
+    """One scoring run: its summary (``summary``, what ``memclaim score --json`` prints), the store
+    and run it lives in, and the policies scored. ``scores(policy)`` reads the window scores back
+    (a :class:`~memclaim.scoring.results.RunScores`); ``to_pandas()`` is the run's table (one row
+    per window); ``save(folder)`` copies the store (e.g. out of a temporary one).
+
+    A result of ``score(..., out=None)`` owns its temporary store: it is deleted when the result
+    (and every result derived from it) is garbage-collected."""
+
+    summary: RunSummary
+    policies: tuple[str, ...]
+    near_verbatim: dict | None = None
+    work: WorkFolder | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def store(self) -> str:
+        return self.summary.store
+
+    @property
+    def run_id(self) -> str:
+        return self.summary.run_id
+
+    @property
+    def temporary(self) -> bool:
+        """Whether the store is a temporary folder (``out=None``)."""
+        return self.work is not None and self.work.temporary
+
+    def to_dict(self) -> dict:
+        return jsonable(self.summary.to_dict())
+
+    def scores(self, policy: str | None = None, *, near_verbatim: int | None = None,
+               suffix_tokens: int | None = None) -> RunScores:
+        """The run's window scores under ``policy`` (default: the first policy scored)."""
+        return load_run_scores(self.store, run=self.run_id, policy=policy or self.policies[0],
+                               near_verbatim=near_verbatim, suffix_tokens=suffix_tokens)
+
+    def to_pandas(self):
+        """The run's scores.parquet as a pandas DataFrame: one row per window (ids, spans, texts,
+        ``logq:<policy>`` for every policy, greedy match, near-tie, per-token arrays)."""
+        return self.scores().table.to_pandas()
+
+    def save(self, folder) -> dict:
+        """Copy the store into ``folder`` (new or empty); returns {"store": folder}."""
+        return {"store": str(copy_tree_into(Path(self.store), folder, what="score store"))}
+
+    def __repr__(self) -> str:
+        s = self.summary
+        return (f"ScoreResult(run {s.run_id!r}, {s.n_windows} windows, policies {list(self.policies)}, store "
+                f"{s.store!r}{' (temporary)' if self.temporary else ''})")
+
+
+def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
+          texts: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset | None = None, *,
+          document: str | os.PathLike | Document | None = None, stride: int | None = None, prefix_tokens: int | None = None,
+          suffix_tokens: int | None = None, policies: Sequence[str] | str | None = ("top-k:40",),
+          prompt_templates: Sequence[str] = (), chat_template: bool = False, aggregate: str = "max",
+          text_field: str | None = None, prefix_field: str | None = None, suffix_field: str | None = None,
+          id_field: str | None = None, input_format: str | None = None, near_verbatim: Sequence[int] = (),
+          beams: Sequence[int] = (), out: str | os.PathLike | None = None, label: str | None = None, batch_size: int = 16,
+          unit_size: int = 64, backend: str = "local", address: str | None = None, workers: int | None = None,
+          gpus_per_worker: float = 0.0, threads_per_worker: int = 1, dtype: str | None = None,
+          sot: str | None = None, allow_pickle: bool = False, trust_remote_code: bool = False,
+          threads: int | None = None, progress: ProgressCallback | None = None,
+          log: LogCallback | None = None) -> ScoreResult:
+    """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store
+    (``memclaim score``).
+
+    ``model``: a name, a path, a model from :func:`memclaim.load_model`, or a transformers model
+    with its tokenizer as the pair ``(hf_model, tokenizer)``. ``texts``: a passage file (JSONL/TXT/CSV/
+    Parquet), a list of strings or of records (dicts with ``text``/``id``, or the
+    ``prefix_field``/``suffix_field`` pair), a pandas DataFrame, a pyarrow Table or a
+    ``datasets.Dataset``; or ``document`` (a path or :class:`memclaim.Document`) cut into sliding
+    windows every ``stride`` tokens. Windows are ``prefix_tokens`` + ``suffix_tokens`` tokens
+    (default 50 + 50; with prefix/suffix fields: the whole fields). ``policies``: decoding
+    policies ('full', 'greedy', 'temperature:T', 'top-k:K', 'top-p:P', combinations).
+    ``near_verbatim``: token edit distances for the certified near-verbatim lower bound ([EM]
+    App. B.1) with beam widths ``beams`` (default 16). ``out``: the store folder (created;
+    re-running resumes, finished work is reused); ``out=None`` scores into a **temporary** store
+    that lives as long as the result (``save(folder)`` keeps it). ``progress``/``log``:
+    callbacks (:mod:`memclaim.progress`); None is silent.
+
+    >>> import memclaim as mc
+    >>> run = mc.score("toy", ["A first passage of text ...", "a second ..."], prefix_tokens=8,
+    ...                suffix_tokens=8, policies=["full", "greedy"])          # doctest: +SKIP
+    >>> run.scores("full").logq                                               # doctest: +SKIP
+    array([-20.1, -35.7])
+    """
+    if (texts is None) == (document is None):
+        raise InputError("give exactly one of --input (passages) or --document (sliding windows)",
+                         hint="memclaim score MODEL --input FILE ... or --document FILE --stride S ...")
+    if batch_size < 1:
+        raise InputError(f"--batch-size must be >= 1, got {batch_size}", hint="e.g. --batch-size 16")
+    pols = policies_of(policies)
+    prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
+    if out is not None:
+        check_out_dir(out)
+    set_threads(threads)
+    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
+    scorer = make_backend(m, pols, backend=backend, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
+                          threads_per_worker=threads_per_worker, batch_size=batch_size, log=log)
+    windows, inputs, skipped_empty, label = cut_windows(
+        m, texts, document=document, stride=stride, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
+        text_field=text_field, id_field=id_field, input_format=input_format, prefix_field=prefix_field,
+        suffix_field=suffix_field, label=label)
+    nv = near_verbatim_settings(near_verbatim, beams)
+    work = WorkFolder(out, prefix="memclaim-store-")
+    summary = run_scoring(m, windows, near_verbatim=nv, log=log, policies=pols, prefix_tokens=prefix_tokens,
+                          suffix_tokens=suffix_tokens, prompt_rule=build_prompt_rule(prompt_templates, chat_template,
+                                                                                     aggregate),
+                          out_dir=work.path, label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
+                          progress=progress, skipped_empty=skipped_empty, backend=scorer)
+    return ScoreResult(summary=summary, policies=tuple(p.spec for p in pols), near_verbatim=nv, work=work)

@@ -1,0 +1,53 @@
+"""The report of the differential-privacy bounds ([MX] §3-5, App. F.2): every memorization cap
+and extraction quantity of one guarantee, each with its neighbouring relation, functional and
+reference, and the canary audit's soundness check when one was given."""
+from __future__ import annotations
+
+from .core import Doc, ReportBundle, fmt_num, render
+
+__all__ = ["DP_STATEMENTS", "dp_bounds_report"]
+
+DP_STATEMENTS = [
+    "Every number names the neighbouring relation its guarantee was proved for (replace-one or add/remove); "
+    "memorization caps name the counterfactual functional they bound (RO, LOO; COND needs [MX] Prop. A.2's "
+    "slack) ([MX] App. A).",
+    "A DP guarantee caps what any extraction procedure can achieve beyond the prior's baseline; it says "
+    "nothing about a target planted more often than the copies stated ([MX] Cor. 4.3).",
+    "Rows from a DP-SGD trade-off curve are never above the true curve (a certified lower bound, pessimistic "
+    "privacy-loss distribution); rows of the (eps, delta) route are valid and looser.",
+]
+
+
+def _value(v) -> str:
+    if v is None:
+        return "not implied"
+    if isinstance(v, str):
+        return v
+    return fmt_num(v, 6)
+
+
+def dp_bounds_report(result: dict, *, command: str = "dp bounds") -> ReportBundle:
+    """report.{json,md,html} of ``memclaim dp bounds`` from its JSON summary (nothing written)."""
+    doc = Doc("Differential-privacy bounds on memorization and extraction")
+    doc.callout(f"Guarantee: {result['guarantee']} [{result['neighbors']}]"
+                + (f"; target planted {result['copies']} times (k-fold group curve, [MX] Cor. 4.3)"
+                   if result.get("copies", 1) > 1 else ""), "claim")
+    doc.table(["quantity", "value", "relation", "functional", "reference", "note"],
+              [(r["name"], _value(r["value"]), r["relation"], r["functional"], r["reference"], r["note"])
+               for r in result["rows"]])
+    if result.get("baseline_interval"):
+        lo, hi = result["baseline_interval"]
+        doc.p(f"The baseline is a certified interval [{lo:.6g}, {hi:.6g}]; the bounds use its upper end.")
+    if result.get("audit"):
+        a = result["audit"]
+        doc.h2("Audit soundness ([MX] Cor. 5.3)")
+        doc.table(["quantity", "value"], [
+            ("claimed guarantee", a["claimed"]), ("relation", a["neighbors"]), ("list size m", a["m"]),
+            ("baseline kappa [lo, hi]", f"[{a['kappa_lo']:.6g}, {a['kappa_hi']:.6g}]"),
+            ("successes / trials", f"{a['successes']} / {a['trials']}"),
+            (f"success lower bound ({a['confidence']:.0%}, Clopper-Pearson)", _value(a["success_lower"])),
+            ("bound", _value(a["bound"])), ("refuted", "yes" if a["refuted"] else "no"),
+            ("verdict", a["verdict"])])
+    doc.h2("What this does and does not mean")
+    doc.bullets(DP_STATEMENTS)
+    return render(doc, command=command, procedure=None, inputs=(), results=result, statements=DP_STATEMENTS)
