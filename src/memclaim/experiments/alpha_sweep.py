@@ -21,8 +21,9 @@ import math
 
 import numpy as np
 
-from .common import check, compare, finish, paper_claim, paper_footer
+from ..report.style import PALETTE, figure, legend, style
 from . import em_verses as ev
+from .common import check, compare, finish, paper_claim, paper_footer
 
 NAME = "alpha-sweep"
 TITLE = "top-40 alpha sweep: member rate, certified alpha_N and calibrated rate M at two suffix lengths ([EM] Fig. 4)"
@@ -151,7 +152,6 @@ def claims_for(block: dict) -> list:
 
 
 def _plot(blocks, differences, claims):
-    from ..report.style import PALETTE, figure, legend, style
 
     colors = {ev.SHORT: PALETTE["reference"], ev.LONG: PALETTE["member"]}
     with style():

@@ -35,8 +35,10 @@ from ..claims.budget import min_log_prob_for_budget
 from ..claims.census import census, census_threshold, char_heat, coverage, coverage_from_heat
 from ..claims.scores import LN10
 from ..errors import InputError
+from ..report.style import PALETTE, blank_figure, colorbar, colormap, legend, style
 from . import real_text as rt
 from .common import check, compare, finish, paper_claim, paper_footer, rng_streams
+from .paper import PAPER
 
 NAME = "book-census"
 TITLE = "Single-document census of Genesis 1-3 against a matched new control ([EM] §5, Figs. 5, 6, 18)"
@@ -243,16 +245,13 @@ def heat_image(ax, heat_log10: np.ndarray, *, log10_tau: float, width: int = HEA
     """The document as rows of ``width`` characters, each coloured by its heat (log10 of the best
     covering window's score, [EM] Fig. 18); at or below tau light grey, in no suffix white.
     Returns the image (for the colorbar)."""
-    from matplotlib import colormaps
-
-    from ..report.style import HEATMAP_CMAP
 
     h = np.asarray(heat_log10, dtype=np.float64)
     rows = math.ceil(h.size / width)
     img = np.full(rows * width, np.nan)
     img[:h.size] = np.where(np.isneginf(h), np.nan, h)
     img = img.reshape(rows, width)  # [rows, width] log10 heat per character
-    cm = colormaps[cmap or HEATMAP_CMAP].with_extremes(under="#DDDDDD", bad="#FFFFFF")
+    cm = colormap(cmap, under="#DDDDDD", bad="#FFFFFF")
     top = float(np.nanmax(img)) if np.isfinite(img).any() else log10_tau + 1
     im = ax.imshow(np.ma.masked_invalid(img), aspect="auto", interpolation="nearest", cmap=cm,
                    vmin=log10_tau, vmax=max(top, log10_tau + 1))
@@ -262,13 +261,9 @@ def heat_image(ax, heat_log10: np.ndarray, *, log10_tau: float, width: int = HEA
 
 
 def _figure(s, res, held, full, heat, naive, grid, sweep, chance10, claims, differences, model, long=None):
-    from matplotlib.figure import Figure
-
-    from ..report.style import PALETTE, colorbar, legend, style
-    from .paper import PAPER
 
     with style():
-        fig = Figure(figsize=(11.5, 8.4), layout="constrained")
+        fig = blank_figure(width=11.5, height=8.4)
         ax = fig.subplot_mosaic([["scores", "naive"], ["ccdf", "heat"]])
         tau = res.log10_tau
         colors = {"document": PALETTE["member"], "control": PALETTE["control"], "held_out": PALETTE["accent"]}

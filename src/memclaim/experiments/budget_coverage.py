@@ -34,6 +34,7 @@ import numpy as np
 from ..claims.budget import census_budget_view, min_log_prob_for_budget
 from ..claims.census import census, char_heat
 from ..claims.scores import LN10
+from ..report.style import PALETTE, blank_figure, legend, style
 from . import real_text as rt
 from .common import check, finish, paper_claim, paper_footer, rng_streams
 
@@ -191,12 +192,9 @@ def run(*, quick: bool, seed: int, out_dir) -> dict:
 
 
 def _figure(s, res, full_view, v_sub, nv_sub, sub_v, sub_nv, lp_min10, claims, differences, model, idx):
-    from matplotlib.figure import Figure
-
-    from ..report.style import PALETTE, legend, style
 
     with style():
-        fig = Figure(figsize=(11.5, 5.0), layout="constrained")
+        fig = blank_figure(width=11.5, height=5.0)
         ax = fig.subplot_mosaic([["budget", "windows"]], width_ratios=[1.5, 1.0])
         a = ax["budget"]
         x = full_view.log10_budgets

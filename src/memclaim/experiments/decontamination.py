@@ -40,6 +40,7 @@ from ..claims.conformal import certified_level, population_test, rank_k
 from ..claims.population import population_claim
 from ..claims.scores import LN10
 from ..errors import InputError
+from ..report.style import PALETTE, blank_figure, legend, style
 from ..text.io import Record
 from . import real_text as rt
 from .common import check, compare, finish, paper_claim, paper_footer, rng_streams
@@ -377,12 +378,9 @@ def _own_prose_windows_equal(clean, dirty, s) -> dict:
 # ------------------------------------------------------------------------------ figure
 def _figure(s, wd, wx, plants, r_clean, r_dirty, r_excl, lm_, lc_, lx_, is_planted, t_clean, t_dirty, t_dec,
             tight, claims, differences, model):
-    from matplotlib.figure import Figure
-
-    from ..report.style import PALETTE, legend, style
 
     with style():
-        fig = Figure(figsize=(11.5, 8.0), layout="constrained")
+        fig = blank_figure(width=11.5, height=8.0)
         ax = fig.subplot_mosaic([["census", "coverage"], ["scores", "rates"]])
         lines = (("clean control", r_clean, PALETTE["control"], "-"),
                  ("contaminated, nothing excluded", r_dirty, PALETTE["threshold"], "--"),

@@ -28,8 +28,14 @@ from typing import Sequence
 
 import numpy as np
 
+from ..decoding import parse_policies
 from ..errors import InputError
 from ..fsutil import sha256_file
+from ..models import load_model
+from ..scoring.prompts import PromptRule
+from ..scoring.results import load_run_scores
+from ..text.io import Record
+from ..text.windows import passage_windows
 
 DATA_ENV = "MEMCLAIM_REPRO_DATA"
 MEMBERS = ("kjv_verses.jsonl",)
@@ -131,10 +137,7 @@ def score_populations(model, pops: Populations, *, what: str, policies: Sequence
     ``{"members": run_id, "controls": run_id, "store": path}``. ``records="quote"`` gives each
     record an empty prefix field and the whole verse as its suffix field (the parrot prompt quotes
     the verse); ``"natural"`` cuts prefix and suffix tokens from the verse itself."""
-    from ..decoding import parse_policies
     from ..scoring.runner import run_scoring
-    from ..text.io import Record
-    from ..text.windows import passage_windows
 
     store = Path(out_dir) / "store"
     runs = {}
@@ -158,7 +161,6 @@ def score_populations(model, pops: Populations, *, what: str, policies: Sequence
 
 
 def load(runs: dict, label: str, *, policy: str, suffix_tokens: int | None = None):
-    from ..scoring.results import load_run_scores
 
     return load_run_scores(runs["store"], run=runs[label], policy=policy, suffix_tokens=suffix_tokens)
 
@@ -216,9 +218,6 @@ LENGTH_RULE = (f"{PREFIX_TOKENS}-token natural prefix, suffixes of {SHORT} and {
 def natural_runs(quick: bool, out_dir) -> tuple[Populations, list[dict]]:
     """Score the populations under the natural-prefix procedure for every model of the tier:
     [{"model": model_info, "runs": {...}}, ...] (weights load only if the store lacks scores)."""
-    from ..models import load_model
-    from ..scoring.prompts import PromptRule
-
     pops = populations(quick)
     out = []
     for name in (QUICK_MODELS if quick else FULL_MODELS):

@@ -21,8 +21,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from .common import check, compare, finish, paper_claim, paper_footer
+from ..report.style import PALETTE, figure, legend, style
 from . import em_verses as ev
+from .common import check, compare, finish, paper_claim, paper_footer
 
 NAME = "greedy"
 TITLE = "greedy (binary) scores: member rate, control rate and the floor alpha_N = (m+1)/(N+1) ([EM] Fig. 3)"
@@ -105,7 +106,6 @@ def claims_for(block: dict, name: str) -> list:
 
 
 def _plot(blocks, quick, pops, differences, claims):
-    from ..report.style import PALETTE, figure, legend, style
 
     with style():
         fig, axes = figure(width=9.0, height=3.3 * len(blocks), nrows=len(blocks), ncols=2)

@@ -25,8 +25,9 @@ import math
 
 import numpy as np
 
-from .common import check, compare, finish, paper_claim, paper_footer
+from ..report.style import PALETTE, figure, legend, style
 from . import em_verses as ev
+from .common import check, compare, finish, paper_claim, paper_footer
 
 NAME = "naive-vs-calibrated"
 TITLE = "naive 'extraction' rules against the calibrated test on the same members and controls ([EM] §4)"
@@ -128,7 +129,6 @@ def claims_for(block) -> list:
 
 
 def _plot(blocks, differences, claims):
-    from ..report.style import PALETTE, figure, legend, style
 
     with style():
         fig, axes = figure(width=11.0, height=3.6 * len(blocks), nrows=len(blocks), ncols=2)

@@ -25,8 +25,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from .common import check, compare, finish, paper_claim, paper_footer
+from ..models import load_model
+from ..report.style import PALETTE, figure, legend, style
+from ..scoring.prompts import PromptRule
 from . import em_verses as ev
+from .common import check, compare, finish, paper_claim, paper_footer
 
 NAME = "parrot"
 TITLE = "'Repeat after me': member and control repeat rates under a parrot prompt ([EM] Fig. 1, App. A.1)"
@@ -143,7 +146,6 @@ def claims_for(b: dict) -> list:
 
 
 def _plot(b, differences, claims):
-    from ..report.style import PALETTE, figure, legend, style
 
     with style():
         fig, (a1, a2) = figure(width=10.0, height=3.6, ncols=2, gridspec_kw={"width_ratios": [1, 1.6]})
@@ -177,8 +179,6 @@ def _plot(b, differences, claims):
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
-    from ..models import load_model
-    from ..scoring.prompts import PromptRule
 
     pops = ev.populations(quick, every=QUICK_EVERY if quick else None)
     model = load_model(MODEL)

@@ -26,8 +26,18 @@ from typing import Sequence
 
 import numpy as np
 
-from ..claims.census import WindowScores
+from ..claims.census import WindowScores, union_length
+from ..decoding import Policy
 from ..errors import InputError
+from ..fsutil import sha256_file, cache_dir
+from ..models import load_model
+from ..models.loader import NAMED_MODELS
+from ..scoring.prompts import PromptRule
+from ..scoring.results import load_run_scores
+from ..scoring.store import ScoreStore
+from ..text.io import read_document, read_passages
+from ..text.windows import WindowSet, sliding_windows, passage_windows
+from .models import torch_threads
 
 #: the files this module reads from ``memclaim/data`` (tests/data links to them; a test checks it)
 DATA_FILES = ("genesis_1_3.txt", "genesis_1_11.txt", "new_genesis_style.txt", "new_heldout_style.txt",
@@ -59,24 +69,17 @@ def data_file(name: str) -> Path:
 
 def read_text(name: str) -> tuple[str, str]:
     """(text, sha256 of the bytes) of a shipped plain-text file."""
-    from ..text.io import read_document
-
     return read_document(data_file(name))
 
 
 def read_records(name: str) -> tuple[tuple, str]:
     """(records, sha256) of a shipped JSONL file (``memclaim.text.io.Record``: id, text)."""
-    from ..fsutil import sha256_file
-    from ..text.io import read_passages
-
     path = data_file(name)
     return read_passages(path).records, sha256_file(path)
 
 
 def store_dir() -> Path:
     """The durable score store of the reproductions (under ``$MEMCLAIM_CACHE``)."""
-    from ..fsutil import cache_dir
-
     return cache_dir() / STORE_NAME
 
 
@@ -84,8 +87,6 @@ def store_dir() -> Path:
 def load(model_name: str):
     """A named real model, weights loaded lazily (a run whose scores are all in the store never
     loads them)."""
-    from ..models import load_model
-
     return load_model(model_name)
 
 
@@ -101,8 +102,6 @@ def vocab_size(model) -> int:
 
 def model_record(model) -> dict:
     """What the JSON records about the model (no paths: they differ between machines)."""
-    from ..models.loader import NAMED_MODELS
-
     return {"name": model.name, "description": NAMED_MODELS.get(model.name, model.name),
             "fingerprint": model.fingerprint, "dtype": model.dtype, "vocab_size": vocab_size(model),
             "start_of_text": model.sot.to_dict()}
@@ -112,7 +111,6 @@ def model_record(model) -> dict:
 @dataclass(frozen=True)
 class Scored:
     """One scoring run in the store, with the text it cut its windows from (None for passages)."""
-
     label: str
     run_id: str
     procedure_key: str
@@ -122,8 +120,6 @@ class Scored:
     def scores(self, policy: str, *, near_verbatim: int | None = None):
         """The run's :class:`~memclaim.scoring.results.RunScores` under ``policy`` (the certified
         near-verbatim lower bound at ``near_verbatim`` token edits when given)."""
-        from ..scoring.results import load_run_scores
-
         return load_run_scores(store_dir(), run=self.run_id, policy=policy, near_verbatim=near_verbatim)
 
     def window_scores(self, policy: str, *, near_verbatim: int | None = None, name: str | None = None) -> WindowScores:
@@ -139,10 +135,7 @@ def score(model, window_set, *, label: str, policies: Sequence[str], prefix_toke
           near_verbatim: dict | None = None, text: str | None = None) -> Scored:
     """Score ``window_set`` into the durable store (only what is not there yet) under the natural
     prefix rule, on :data:`memclaim.experiments.models.THREADS` torch threads."""
-    from ..decoding import Policy
-    from ..scoring.prompts import PromptRule
     from ..scoring.runner import run_scoring
-    from .models import torch_threads
 
     pols = [Policy.parse(p) for p in policies]
     with torch_threads():
@@ -156,8 +149,6 @@ def score_document(model, text: str, *, name: str, settings: dict, policies: Seq
                    near_verbatim: dict | None = None, select: Sequence[int] | None = None) -> Scored:
     """Sliding windows over ``text`` ([EM] §5) scored into the store; ``select`` keeps only those
     window indices (e.g. the few windows that get near-verbatim bounds in --quick)."""
-    from ..text.windows import WindowSet, sliding_windows
-
     P, S = settings["prefix_tokens"], settings["suffix_tokens"]
     ws = sliding_windows(text, model.tokenizer, prefix_tokens=P, suffix_tokens=S, stride=settings["stride"],
                          source=name)
@@ -179,8 +170,6 @@ def score_document(model, text: str, *, name: str, settings: dict, policies: Seq
 def score_passages(model, records, *, name: str, prefix_tokens: int, suffix_tokens: int,
                    policies: Sequence[str]) -> Scored:
     """One window per passage (first ``prefix_tokens`` tokens, then ``suffix_tokens``; [EM] §4)."""
-    from ..text.windows import passage_windows
-
     ws = passage_windows(records, model.tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens)
     return score(model, ws, label=f"{name}|{prefix_tokens}+{suffix_tokens}", policies=policies,
                  prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens)
@@ -188,8 +177,6 @@ def score_passages(model, records, *, name: str, prefix_tokens: int, suffix_toke
 
 def procedure(scored: Scored) -> dict:
     """The stored procedure of a run (model fingerprint, policies, lengths, near-verbatim settings)."""
-    from ..scoring.store import ScoreStore
-
     p = dict(ScoreStore(store_dir(), create=False).procedure(scored.procedure_key))
     p.pop("created", None)
     return {"key": scored.procedure_key, **p}
@@ -204,8 +191,6 @@ def log10_chance(*, vocab: int, suffix_tokens: int) -> float:
 
 def coverage_by(windows: WindowScores, mask) -> float:
     """Share of the document's characters covered by the suffixes of the windows in ``mask``."""
-    from ..claims.census import union_length
-
     m = np.asarray(mask, dtype=bool)
     return union_length(windows.starts[m], windows.ends[m]) / windows.doc_length
 

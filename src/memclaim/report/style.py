@@ -130,3 +130,20 @@ def vector_bytes(fig) -> bytes:
 def figure_files(fig, stem: str) -> dict[str, bytes]:
     """``{stem}.png`` (200 dpi) and ``{stem}.pdf`` as bytes, ready for fsutil.write_files."""
     return {f"{stem}.png": png_bytes(fig), f"{stem}.{VECTOR_FORMAT}": vector_bytes(fig)}
+
+
+def blank_figure(*, width: float, height: float):
+    """A styled, empty Figure with constrained layout, for layouts ``figure`` does not make
+    (``subplot_mosaic``, mixed panels); add the axes inside ``with style():``."""
+    from matplotlib.figure import Figure
+
+    with style():
+        return Figure(figsize=(width, height), layout="constrained")
+
+
+def colormap(name: str | None = None, *, under: str | None = None, bad: str | None = None):
+    """A named matplotlib colormap (``HEATMAP_CMAP`` by default) with colours for values under the
+    range and for masked values."""
+    from matplotlib import colormaps
+
+    return colormaps[name or HEATMAP_CMAP].with_extremes(under=under, bad=bad)
