@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 from . import words
-from .core import Doc, ReportBundle, pct, render, sci_from_log10
+from . import numbers
+from .core import Doc, ReportBundle, pct, render
 
 
 def budget_report(budget, *, procedure: dict | None = None, command: str = "budget") -> ReportBundle:
     """A short report for ``memclaim budget`` (a QueryBudget plus P[at least once in n] values)."""
     doc = Doc("Query budget")
     q = budget["queries_needed"]
-    doc.callout(budget["statement"], "claim")
-    rows = [("probability p", f"{sci_from_log10(q['log10_p'], 6)} (log10 {q['log10_p']:.6g})"), ("confidence 1 - delta", pct(1 - q["delta"])),
+    doc.callout(budget["statement"], "result")  # a computation, not a claim
+    rows = [("probability p", numbers.prob(q["log10_p"])), ("confidence 1 - delta", pct(1 - q["delta"])),
             ("queries needed n_delta", budget["n_text"])]
     if budget.get("at_n") is not None:
         a = budget["at_n"]
