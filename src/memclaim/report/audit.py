@@ -16,7 +16,7 @@ import numpy as np
 
 from ..audits.result import AuditResult
 from ..audits.table_run import TableResult
-from .core import Doc, ReportBundle, fmt_num, render, short_id, write_report
+from .core import Doc, ReportBundle, fmt_num, pct, render, short_id, write_report
 from .numbers import value
 from . import style
 from .figures import _fig, disagreement_heatmap
@@ -93,7 +93,7 @@ def build_audit_doc(result: AuditResult, *, title: str = "Membership-inference a
         tpr = "–"
         if e.tpr is not None:
             t = e.tpr
-            tpr = f"{t.true_positives}/{t.n_members} = {_iv(t.tpr, t.low, t.high)} at {fmt_num(t.certified_fpr)}"
+            tpr = f"{t.true_positives}/{t.n_members} = {_iv(t.tpr, t.low, t.high)} at FPR {pct(t.certified_fpr)}"
         rows.append([e.attack, _iv(a.auc, a.low, a.high), a.interval_method,
                      _iv(a.leak_signal, a.leak_low, a.leak_high, 2), tpr, e.measures])
     doc.table(["attack", f"AUC [{100 * result.settings.confidence:g}% CI]", "interval", "leak signal 2AUC-1", fpr_head,
@@ -179,10 +179,12 @@ def _plain(rst: str) -> str:
     s = rst.replace("columns with ``informed=False``", "columns not marked informed")
     s = s.replace("columns with ``informed=True``", "columns marked informed")
     s = re.sub(r" ?\(:func:`[^`]+`\)", "", s)  # "(:func:`auc_cell`)": the code that applies the rule
+    s = re.sub(r";\s*:func:`[^`]+`", "", s)
     s = s.replace(" (stated once, applied by the cell constructors below; ", " (")
     s = re.sub(r":\w+:`([^`]+)`", r"\1", s)
     s = re.sub(r"``([^`]+)``", r"\1", s)
-    return re.sub(r"\*\*([^*]+)\*\*", r"\1", s)
+    s = re.sub(r"\*\*([^*]+)\*\*", r"\1", s)
+    return re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])", r"\1", s)
 
 
 def table_report(result: TableResult) -> tuple[ReportBundle, dict[str, bytes]]:

@@ -65,6 +65,8 @@ def num(x, digits: int = SIG_DIGITS) -> str:
         return "0"
     if abs(v) >= 1e6 or abs(v) < 1e-4:
         return f"{v:.{digits - 1}e}"
+    if abs(v) >= 10 ** digits:  # 12,346 rather than 1.235e+04 (printf's %g switches too early)
+        return f"{v:,.0f}"
     return f"{v:.{digits}g}"
 
 
