@@ -15,19 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-# the headline each kind's page must show: (report kind, text that starts its first callout)
-HEADLINE_START = {
-    "test": "At target FPR alpha",
-    "test-null": "At target FPR alpha",
-    "budget": "A sequence with per-query probability",
-    "dp bounds": "Guarantee:",
-    "population": "At target FPR alpha",
-    "census": "doc.txt:",
-    "audit": "",
-    "audit table": "",
-}
-
-
 def build_unit(root: Path) -> dict[str, Path]:
     from memclaim.api._budget import budget
     from memclaim.api._dp import dp_bounds

@@ -37,7 +37,7 @@ from .._version import __version__
 from ..errors import InputError
 from ..fsutil import sha256_file, write_files
 from ..jsonutil import dumps, to_jsonable
-from . import numbers
+from . import numbers, style
 
 SCHEMA_VERSION = "1.0"
 REPORT_FILES = ("report.json", "report.md", "report.html")
@@ -128,9 +128,7 @@ class Doc:
         if isinstance(fig, (bytes, bytearray)):
             files = {f"{stem}.png": bytes(fig)}
         else:
-            from .style import figure_files
-
-            files = figure_files(fig, stem)
+            files = style.figure_files(fig, stem)
         self.blocks.append(("figure", Figure(str(caption), files[f"{stem}.png"], str(alt or caption), stem, files)))
         return self
 
