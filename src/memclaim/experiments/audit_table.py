@@ -531,7 +531,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     ax0.axvline(len(deployable) - 0.5, color="white", lw=3)
     ax0.set_title("audit disagreement (leak signal)", fontsize=9)
     Ls = [r["secret_length"] for r in sweep]
-    ax1.plot(Ls, [r["extraction_at_rho"] for r in sweep], "-", color="0.5", lw=3, alpha=0.6, label="extraction at rho")
+    ax1.plot(Ls, [r["extraction_at_rho"] for r in sweep], "-", color="0.5", lw=3, alpha=0.6, label=r"extraction at $\rho$")
     ax1.plot(Ls, [r["extraction_at_c"] for r in sweep], "-", color="0.2", lw=3, alpha=0.6, label="extraction at c")
     est = np.array([r["strongest_tpr"] for r in sweep])
     lo = np.array([r["strongest_interval"][0] for r in sweep])

@@ -326,7 +326,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     ax1.set_xticks(range(len(labels)), labels, rotation=25, ha="right", fontsize=8)
     ax1.set_ylim(0, 1.05)
     ax1.set_ylabel("rate / AUC")
-    ax1.set_title(f"DP model at eps = {s['epsilon']:g} and a leaky model")
+    ax1.set_title(f"DP model at $\\varepsilon$ = {s['epsilon']:g} and a leaky model")
     style_legend(ax1, below=True)
 
     notes = [

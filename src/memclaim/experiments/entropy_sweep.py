@@ -275,7 +275,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     ax.set_yscale("log")
     ax.set_xlabel(r"min-entropy $H_\infty$ (bits)")
     ax.set_ylabel("extraction success")
-    ax.set_title("entropy sweep, eps = 1 ([MX] Fig. 6 right)")
+    ax.set_title(r"entropy sweep, $\varepsilon$ = 1 ([MX] Fig. 6 right)")
     style_legend(ax, below=True)
 
     results = {"sweep": sweep, "crossing": crossing, "canaries": canaries,
