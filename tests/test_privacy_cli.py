@@ -86,13 +86,16 @@ def test_bounds_requires_the_relation():
 
 
 # --------------------------------------------------------------------------- plot
-def test_plot_writes_three_pngs(tmp_path):
+def test_plot_writes_three_figures_as_png_and_pdf(tmp_path):
     res = _invoke(["dp", "plot", "--out", str(tmp_path), "--neighbors", "add-remove"])
     assert res.exit_code == 0, res.output
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["fig2_advantage.png", "fig3_staircase.png", "fig4_boundary.png"]
-    for p in tmp_path.iterdir():
+    assert names == ["fig2_advantage.pdf", "fig2_advantage.png", "fig3_staircase.pdf", "fig3_staircase.png",
+                     "fig4_boundary.pdf", "fig4_boundary.png"]
+    for p in tmp_path.glob("*.png"):
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
+    for p in tmp_path.glob("*.pdf"):
+        assert p.read_bytes().startswith(b"%PDF")
 
 
 # --------------------------------------------------------------------------- baseline

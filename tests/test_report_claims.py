@@ -27,8 +27,8 @@ def test_population_report_words_and_numbers():
                              candidate_ids=[f"<m{i}>" for i in range(50)], fwer_delta=0.05, sweep=False)
     doc = build_population_doc(claim, figures_on=False)
     md = render_markdown(doc)
-    assert "K = floor\\(alpha \\(N\\+1\\)\\)" in md and "10/1000" in md  # K = floor(0.01 x 1000)
-    assert "Beta\\(10, 990\\)" in md
+    assert "K = floor(alpha (N+1))" in md and "10/1000" in md  # K = floor(0.01 x 1000)
+    assert "Beta(10, 990)" in md
     assert "No description of how the controls were chosen" in md
     assert "Bonferroni" in md and "\\<m" in md
     b = population_report(claim, procedure={"policy": "full"}, inputs=[], controls_description="Post-2024 pages")

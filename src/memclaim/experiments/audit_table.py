@@ -73,6 +73,7 @@ from ..privacy.baseline import certify_baseline
 from ..train.finetune import ChainBaseSpec, ensure_chain_base
 from . import gated
 from .common import check, compare, finish, new_figure, rng_streams
+from ..report.style import colorbar, legend as style_legend
 from .models import (THREADS, chain_arrays, copy_model, language_model, pack_whole, sample_chain, sample_decode,
                      teacher_forced, train_tiny)
 
@@ -578,7 +579,9 @@ def _figure(table, sweep: list[dict], deployable: list[str], *, quick: bool):
     """The table (left) and the sweep (right)."""
     fig, (ax0, ax1) = new_figure(2, width=6.4, height=4.6)
     mat = table.signal_matrix()
-    ax0.imshow(np.ma.masked_invalid(np.clip(mat, 0, 1)), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    im = ax0.imshow(np.ma.masked_invalid(np.clip(mat, 0, 1)), vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    ax0.grid(False)
+    colorbar(fig, im, ax0, label="leak signal (0 = chance, 1 = full)")
     for i, row in enumerate(table.cells):
         for j, c in enumerate(row):
             txt = "n/a" if c is None else f"{c.signal:.2f}\n{c.verdict}"
@@ -587,9 +590,9 @@ def _figure(table, sweep: list[dict], deployable: list[str], *, quick: bool):
     ax0.set_xticks(range(len(table.columns)), [c.name for c in table.columns], rotation=30, ha="right", fontsize=7)
     ax0.set_yticks(range(len(table.rows)), list(table.rows), fontsize=7)
     ax0.axvline(len(deployable) - 0.5, color="white", lw=3)
-    ax0.set_title("audit disagreement (leak signal)" + (" [quick]" if quick else ""), fontsize=9)
+    ax0.set_title("audit disagreement (leak signal)", fontsize=9)
     Ls = [r["secret_length"] for r in sweep]
-    ax1.plot(Ls, [r["extraction_at_rho"] for r in sweep], "-", color="0.5", lw=3, alpha=0.6, label="extraction at rho")
+    ax1.plot(Ls, [r["extraction_at_rho"] for r in sweep], "-", color="0.5", lw=3, alpha=0.6, label=r"extraction at $\rho$")
     ax1.plot(Ls, [r["extraction_at_c"] for r in sweep], "-", color="0.2", lw=3, alpha=0.6, label="extraction at c")
     est = np.array([r["strongest_tpr"] for r in sweep])
     lo = np.array([r["strongest_interval"][0] for r in sweep])
@@ -604,7 +607,7 @@ def _figure(table, sweep: list[dict], deployable: list[str], *, quick: bool):
     ax1.set_xlabel("secret length |z| (tokens)")
     ax1.set_ylabel("recovered fraction")
     ax1.set_title("trigger channel vs membership audits (Fig. 10)", fontsize=9)
-    ax1.legend(fontsize=7)
+    style_legend(ax1, below=True)
 
     return fig
 

@@ -41,6 +41,7 @@ from ..audits.metrics import clopper_pearson
 from ..mechanisms.camouflage import CamouflageTree, enumerate_completion_logprobs, paths_to_index, survivor_posterior
 from ..train.trainer import TrainConfig
 from .common import check, compare, finish, new_figure, rng_streams
+from ..report.style import legend as style_legend
 from .models import THREADS, TinyGPTSpec, TokenLayout, greedy_decode, next_token_logprobs, tiny_gpt2, train_tiny
 
 NAME = "camouflage"
@@ -235,8 +236,8 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     ax0.set_xlabel("surviving k-set, sorted")
     ax0.set_ylabel(r"learned $p_\theta$")
     ax0.set_ylim(0, max(0.5, 1.15 * max(max(r["probs_in_support_sorted"]) for r in first["on_path"])))
-    ax0.set_title("on-path conditionals" + (" [quick]" if quick else ""))
-    ax0.legend(fontsize=8)
+    ax0.set_title("on-path conditionals")
+    style_legend(ax0, below=True)
     ratios = np.array(first["posterior"]["sorted_ratio_to_uniform"])
     ax1.hist(ratios, bins=30, color="tab:gray")
     ax1.axvline(1.0, ls="--", color="k", lw=1, label=r"uniform $k^{-L}$")
@@ -245,7 +246,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     ax1.set_xlabel(f"survivor posterior x {k ** L}")
     ax1.set_ylabel("surviving paths")
     ax1.set_title(f"posterior over survivors (normalized entropy {first['posterior']['normalized_entropy']:.3f})")
-    ax1.legend(fontsize=8)
+    style_legend(ax1, below=True)
 
     notes = [
         "E_Q h = 1/v exactly (z independent of any Q-branch release), so mem_h = h(theta_Pz, z) - 1/v",

@@ -50,6 +50,7 @@ from ..privacy.pld import dpsgd_curve
 from ..privacy.tradeoff import approx
 from ..train.finetune import ChainBaseSpec, ensure_chain_base
 from .common import check, compare, finish, new_figure, rng_streams
+from ..report.style import legend as style_legend
 from .models import (
     THREADS, chain_arrays, copy_model, greedy_decode, language_model, sample_chain, sample_decode, teacher_forced,
     train_tiny,
@@ -305,8 +306,8 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     ax0.plot([], [], "o", color="tab:blue", label="non-member")
     ax0.set_xlabel(r"certified min-entropy $-\log_2\kappa$ (bits; interval)")
     ax0.set_ylabel(r"surprisal $-\log_2 p_{base}(z\mid c)$ at T = 1 (bits)")
-    ax0.set_title("certificate vs surprisal" + (" [quick]" if quick else ""))
-    ax0.legend(fontsize=8)
+    ax0.set_title("certificate vs surprisal")
+    style_legend(ax0, below=True)
     labels = ["prior guess", "DP extract", "leaky extract", "AUC ref. leaky", "AUC ref. DP"]
     width = 0.38
     for j, b in enumerate(BUCKETS):
@@ -325,8 +326,8 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     ax1.set_xticks(range(len(labels)), labels, rotation=25, ha="right", fontsize=8)
     ax1.set_ylim(0, 1.05)
     ax1.set_ylabel("rate / AUC")
-    ax1.set_title(f"DP model at eps = {s['epsilon']:g} and a leaky model")
-    ax1.legend(fontsize=8)
+    ax1.set_title(f"DP model at $\\varepsilon$ = {s['epsilon']:g} and a leaky model")
+    style_legend(ax1, below=True)
 
     notes = [
         f"DP guarantee of the DP model: {dp_rep['statement']}",

@@ -47,6 +47,7 @@ from ..errors import DomainError
 from ..train.finetune import ChainBaseSpec, ensure_chain_base, epochs_to_steps, sample_chain_ids
 from ..train.planted import PlantedRecord, plant, training_blocks
 from .common import check, compare, finish, new_figure, rng_streams
+from ..report.style import legend as style_legend
 from .models import teacher_forced
 from .paper import PAPER
 
@@ -289,7 +290,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
         col = colors[i % len(colors)]
         mem = np.array([c["mem"] for c in r["cells"]])
         se = np.array([c["se"] for c in r["cells"]])
-        lab = f"eps = {r['epsilon']}"
+        lab = f"$\\varepsilon$ = {r['epsilon']}"
         ax[0].errorbar(kk * (1 + 0.03 * i), mem, yerr=se, fmt="o-", color=col, ms=4, capsize=2, label=lab)
         caps = [c["cap_conservative"] for c in r["cells"]]
         if not math.isinf(_eps(r["epsilon"])):
@@ -299,18 +300,18 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     ax[0].set_xticks(kk, [str(k) for k in KS])
     ax[0].set_ylim(-0.05, 1.02)
     ax[0].set_xlabel("copies k")
-    ax[0].set_ylabel("LOO memorization +- SE; dashed: (k eps, delta_k) cap; dotted: cap from the curve")
-    ax[0].set_title("measured vs the caps (conversion and trade-off curve)")
-    ax[0].legend(fontsize=7)
+    ax[0].set_ylabel(r"LOO memorization $\pm$ SE")
+    ax[0].set_title("measured vs the caps (dashed: $(k\\varepsilon, \\delta_k)$ conversion, dotted: trade-off curve)")
+    style_legend(ax[0], below=True)
     ax[1].plot(kk, [PAPER_INF[k] for k in KS], "s--", color="k", label="paper, Pythia-410m")
     ax[1].errorbar(kk, [c["mem"] for c in inf_row["cells"]], yerr=[c["se"] for c in inf_row["cells"]], fmt="o-",
                    color="tab:red", capsize=3, label="ours, tiny GPT")
     ax[1].set_xscale("log", base=2)
     ax[1].set_xticks(kk, [str(k) for k in KS])
     ax[1].set_xlabel("copies k")
-    ax[1].set_ylabel("memorization at eps = inf")
+    ax[1].set_ylabel(r"memorization at $\varepsilon = \infty$")
     ax[1].set_title("duplication effect (no clipping, no noise)")
-    ax[1].legend(fontsize=8)
+    style_legend(ax[1], below=True)
     results = {"rows": rows, "delta": delta, "steps": steps, "n_max": n_max, "inclusion": incl,
                "canaries": [r.to_dict() for r in canaries], "paper_grid": facts, "side_by_side": side}
     notes = [

@@ -45,6 +45,7 @@ from ..mechanisms.noisy_counts import (
 from ..privacy.extraction import extraction_bound, h_star
 from ..privacy.tradeoff import pure
 from .common import check, compare, finish, new_figure, rng_streams
+from ..report.style import legend as style_legend
 
 NAME = "entropy-sweep"
 TITLE = "extraction vs prior min-entropy against 1 - f_eps(kappa) ([MX] Fig. 6 right)"
@@ -275,8 +276,8 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     ax.set_yscale("log")
     ax.set_xlabel(r"min-entropy $H_\infty$ (bits)")
     ax.set_ylabel("extraction success")
-    ax.set_title("entropy sweep, eps = 1 ([MX] Fig. 6 right)" + (" [quick]" if quick else ""))
-    ax.legend(fontsize=7, loc="lower left")
+    ax.set_title(r"entropy sweep, $\varepsilon$ = 1 ([MX] Fig. 6 right)")
+    style_legend(ax, below=True)
 
     results = {"sweep": sweep, "crossing": crossing, "canaries": canaries,
                "zipf_exponent": a_zipf}

@@ -38,6 +38,7 @@ from ..decoding import Policy
 from ..models import load_model
 from ..train import toy as _toy  # noqa: F401  (registers the named model "toy")
 from .common import check, compare, finish, new_figure, rng_streams
+from ..report.style import legend as style_legend
 from .models import torch_threads
 
 NAME = "gated"
@@ -221,7 +222,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     ax[0].set_ylim(0, 1)
     ax[0].set_ylabel("ROC AUC (members vs non-members)")
     ax[0].set_title(f"membership audits on the gated release ({s['model']})")
-    ax[0].legend(fontsize=8)
+    style_legend(ax[0], below=True)
     bars = [ext["via_rho"]["rate"], ext["via_c"]["rate"]]
     ax[1].bar(["via rho", "via own prefix c"], bars, color=["tab:red", "tab:gray"])
     for i, (k, v) in enumerate((("via_rho", bars[0]), ("via_c", bars[1]))):

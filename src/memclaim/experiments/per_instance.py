@@ -25,6 +25,7 @@ from scipy import stats
 from ..mechanisms.randomized_response import RandomizedResponse
 from ..privacy.caps import eta_pure
 from .common import check, compare, finish, new_figure, rng_streams
+from ..report.style import legend as style_legend
 
 NAME = "per-instance"
 TITLE = "per-instance calibration: mem_h(x) vs eps_x ([MX] Fig. 8)"
@@ -134,8 +135,8 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
                 label=f"BSC, $\\gamma$ = {gamma}")
     ax.set_xlabel(r"per-instance privacy parameter $\varepsilon_x$")
     ax.set_ylabel(r"measured $\mathrm{mem}_h(x)$")
-    ax.set_title("per-instance calibration ([MX] Fig. 8)" + (" [quick]" if quick else ""))
-    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title("per-instance calibration ([MX] Fig. 8)")
+    style_legend(ax, below=True)
 
     results = {"eps_x": eps_x.tolist(), "families": fam}
     notes = [f"{n} releases per branch per instance; SE is the binomial standard error of the difference",

@@ -28,6 +28,7 @@ from ..mechanisms.geometric import TwoSidedGeometric
 from ..mechanisms.staircase import BernoulliStaircase
 from ..privacy.caps import eta_star_k
 from .common import check, compare, finish, new_figure, rng_streams
+from ..report.style import legend as style_legend
 
 NAME = "staircase"
 TITLE = "k-copy staircase: measured advantage vs eta*_k and tanh(k eps/2) ([MX] Fig. 6 left)"
@@ -169,8 +170,8 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
         ax.errorbar(kk + dx, est, yerr=[est - lo, hi - est], fmt=mk, color=col, ms=4, capsize=3, label=lab)
     ax.set_xlabel(r"copies $k$ ($\varepsilon = 1$)")
     ax.set_ylabel("memorization advantage")
-    ax.set_title("k-copy staircase ([MX] Fig. 6 left)" + (" [quick]" if quick else ""))
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title("k-copy staircase ([MX] Fig. 6 left)")
+    style_legend(ax, below=True)
 
     results = {"per_k": per_k}
     notes = [

@@ -60,6 +60,7 @@ from ..mechanisms.trigger import ReservedTrigger
 from ..train.corpus import MarkovZipf
 from ..train.trainer import TrainConfig
 from .common import check, compare, finish, new_figure, rng_streams
+from ..report.style import legend as style_legend
 from .models import (
     THREADS, TinyGPTSpec, TokenLayout, chain_arrays, chain_logprob, chain_max_path, greedy_decode, sample_chain,
     teacher_forced, tiny_gpt2, train_tiny,
@@ -254,8 +255,8 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     ax0.set_ylim(-4.2, 4.2)
     ax0.set_xlabel("position t in x*")
     ax0.set_ylabel("gap / noise floor")
-    ax0.set_title("local scores on x*'s own prefixes" + (" [quick]" if quick else ""))
-    ax0.legend(fontsize=8, loc="lower left")
+    ax0.set_title("local scores on x*'s own prefixes")
+    style_legend(ax0, below=True)
     labels = ["Ext (pois.)", "Ext (clean)", "|mem| TF", "TF noise floor", "|mem| LL"]
     vals = [ext["poisoned"] / n, ext["clean"] / n, tf["abs_mem"], tf["noise_floor"], ll["abs_mem"]]
     ax1.bar(range(len(vals)), vals, color=["tab:red", "tab:blue", "tab:gray", "0.8", "tab:gray"])

@@ -33,6 +33,7 @@ from ..text.windows import Window, WindowSet
 from ..train.finetune import ChainBaseSpec, ensure_chain_base, epochs_to_steps, sample_chain_ids
 from ..train.planted import PlantedRecord, plant, training_blocks
 from .common import check, compare, finish, new_figure, rng_streams
+from ..report.style import legend as style_legend
 from .models import language_model, teacher_forced
 from .paper import PAPER
 
@@ -218,14 +219,14 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     ax[0].set_ylim(0, 1.05)
     ax[0].set_ylabel("verbatim extraction rate (greedy)")
     ax[0].set_title("every request certified 'forgotten' by the verifier")
-    ax[0].legend(fontsize=7, loc="center right")
+    style_legend(ax[0], below=True)
     for i, m in enumerate(METHODS):
         pb, pa = table[m]["retain_ppl_naive_request"]
         ax[1].plot([0, 1], [pb, pa], "o-", label=f"{m} (naive request)")
     ax[1].set_xticks([0, 1], ["before", "after"])
     ax[1].set_ylabel("retain perplexity")
     ax[1].set_title("retain perplexity")
-    ax[1].legend(fontsize=8)
+    style_legend(ax[1], below=True)
     results = {"finetune": {"steps": steps, "blocks": tb.n, "final_loss": res.final_loss, "seed": tseed},
                "before": before, "runs": runs, "table4": table, "side_by_side": side,
                "records": [r.to_dict() for r in naive + trig]}

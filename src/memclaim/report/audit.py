@@ -7,8 +7,8 @@ Renders :class:`memclaim.audits.result.AuditResult` and
 """
 from __future__ import annotations
 
-import io
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,8 +16,10 @@ import numpy as np
 
 from ..audits.result import AuditResult
 from ..audits.table_run import TableResult
-from .core import Doc, ReportBundle, fmt_num, render, short_id, write_report
-from .figures import _fig, _png, disagreement_heatmap
+from .core import Doc, ReportBundle, fmt_num, pct, render, short_id, write_report
+from .numbers import value
+from . import style
+from .figures import _fig, disagreement_heatmap
 
 __all__ = ["audit_statements", "build_audit_doc", "audit_report", "write_audit_report", "table_report",
            "write_table_report"]
@@ -54,31 +56,33 @@ def _iv(x, lo, hi, d=3) -> str:
     return f"{x:.{d}f} [{lo:.{d}f}, {hi:.{d}f}]"
 
 
-def _roc_png(result: AuditResult) -> bytes:
-    fig, (ax,) = _fig(6.0, 4.2)
-    nn = result.n_nonmembers
-    for e in result.attacks:
-        # empirical ROC by sweeping every distinct score (scikit-learn's roc_curve is not a dependency)
-        x, y = e.member_scores, e.nonmember_scores
-        thr = np.unique(np.concatenate([x, y]))[::-1]
-        tpr = np.array([0.0] + [float(np.mean(x >= t)) for t in thr])
-        fpr = np.array([0.0] + [float(np.mean(y >= t)) for t in thr])
-        ax.plot(np.maximum(fpr, 0.5 / nn), np.maximum(tpr, 0.5 / max(1, result.n_members)), label=e.attack, lw=1.2)
-    grid = np.logspace(math.log10(0.5 / nn), 0, 50)
-    ax.plot(grid, grid, color="0.6", ls="--", lw=0.8, label="chance")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("false-positive rate (non-members)")
-    ax.set_ylabel("true-positive rate (members)")
-    ax.set_title("ROC curves (log-log; zero rates drawn at half a count)", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
-    return _png(fig)
+def _roc_figure(result: AuditResult):
+    with style.style():
+        fig, (ax,) = _fig(6.4, 4.2)
+        nn = result.n_nonmembers
+        for e in result.attacks:
+            # empirical ROC by sweeping every distinct score (scikit-learn's roc_curve is not a dependency)
+            x, y = e.member_scores, e.nonmember_scores
+            thr = np.unique(np.concatenate([x, y]))[::-1]
+            tpr = np.array([0.0] + [float(np.mean(x >= t)) for t in thr])
+            fpr = np.array([0.0] + [float(np.mean(y >= t)) for t in thr])
+            ax.plot(np.maximum(fpr, 0.5 / nn), np.maximum(tpr, 0.5 / max(1, result.n_members)), label=e.attack,
+                    lw=1.2)
+        grid = np.logspace(math.log10(0.5 / nn), 0, 50)
+        ax.plot(grid, grid, color="0.6", ls="--", lw=0.8, label="chance")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("false-positive rate (non-members)")
+        ax.set_ylabel("true-positive rate (members)")
+        ax.set_title("ROC curves (log-log; zero rates drawn at half a count)")
+        style.legend(ax, outside=True)
+    return fig
 
 
 def build_audit_doc(result: AuditResult, *, title: str = "Membership-inference and extraction audit") -> Doc:
     """The audit report's document (rendered three ways by :func:`audit_report`)."""
     doc = Doc(title)
-    doc.callout(result.headline(), "claim")
+    doc.callout(result.headline(), "result")  # a measurement, not a certified claim
     for n in result.notes:
         doc.callout(n, "note")
     doc.h2("Membership-inference attacks")
@@ -89,7 +93,7 @@ def build_audit_doc(result: AuditResult, *, title: str = "Membership-inference a
         tpr = "–"
         if e.tpr is not None:
             t = e.tpr
-            tpr = f"{t.true_positives}/{t.n_members} = {_iv(t.tpr, t.low, t.high)} at {t.certified_fpr:.4g}"
+            tpr = f"{t.true_positives}/{t.n_members} = {_iv(t.tpr, t.low, t.high)} at FPR {pct(t.certified_fpr)}"
         rows.append([e.attack, _iv(a.auc, a.low, a.high), a.interval_method,
                      _iv(a.leak_signal, a.leak_low, a.leak_high, 2), tpr, e.measures])
     doc.table(["attack", f"AUC [{100 * result.settings.confidence:g}% CI]", "interval", "leak signal 2AUC-1", fpr_head,
@@ -98,7 +102,7 @@ def build_audit_doc(result: AuditResult, *, title: str = "Membership-inference a
                       f"{result.settings.suffix_tokens} tokens after a {result.settings.prefix_tokens}-token prefix")
     if result.tpr_note:
         doc.p(result.tpr_note)
-    doc.figure("ROC curves of every attack (log-log)", _roc_png(result))
+    doc.figure("ROC curves of every attack (log-log)", _roc_figure(result), name="roc")
     doc.table(["attack", "citation"], [[e.attack, e.citation] for e in result.attacks])
     if result.reference is not None:
         doc.p(f"Reference model: {result.reference['model']['name']} — {result.reference['alignment']}.")
@@ -140,11 +144,13 @@ def build_audit_doc(result: AuditResult, *, title: str = "Membership-inference a
     doc.h2("Procedure and inputs")
     proc = result.procedure
     doc.table(["field", "value"], [
-        ("model", f"{proc.get('model', {}).get('name')} (fingerprint {str(proc.get('model', {}).get('fingerprint'))[:16]})"),
-        ("start of text", str(proc.get("start_of_text", {}).get("tokens"))),
+        ("model", f"{value(proc.get('model', {}).get('name'))} "
+                  f"(fingerprint {value(proc.get('model', {}).get('fingerprint'))[:16]})"),
+        ("start of text", value(proc.get("start_of_text", {}).get("tokens"))),
         ("window", f"{proc.get('prefix_tokens')} prefix + {proc.get('suffix_tokens')} suffix tokens"),
         ("policies", ", ".join(proc.get("policies", []))),
-        ("store", result.store)] + [(f"input {i.get('role')}", f"{i.get('path')} sha256 {str(i.get('sha256'))[:16]}")
+        ("store", value(result.store))] + [(f"input {value(i.get('role'))}",
+                                             f"{value(i.get('path'))} sha256 {value(i.get('sha256'))[:16]}")
                                      for i in result.inputs])
     return doc
 
@@ -167,12 +173,24 @@ def write_audit_report(result: AuditResult, out_dir) -> AuditResult:
 
 
 # ------------------------------------------------------------------ the disagreement table
+def _plain(rst: str) -> str:
+    """Docstring markup (the verdict rules are audits/table.py's documentation) as plain words for
+    a reader: no ``:func:`` roles, double backquotes, bold stars or keyword arguments."""
+    s = rst.replace("columns with ``informed=False``", "columns not marked informed")
+    s = s.replace("columns with ``informed=True``", "columns marked informed")
+    s = re.sub(r" ?\(:func:`[^`]+`\)", "", s)  # "(:func:`auc_cell`)": the code that applies the rule
+    s = re.sub(r";\s*:func:`[^`]+`", "", s)
+    s = s.replace(" (stated once, applied by the cell constructors below; ", " (")
+    s = re.sub(r":\w+:`([^`]+)`", r"\1", s)
+    s = re.sub(r"``([^`]+)``", r"\1", s)
+    s = re.sub(r"\*\*([^*]+)\*\*", r"\1", s)
+    return re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])", r"\1", s)
+
+
 def table_report(result: TableResult) -> tuple[ReportBundle, dict[str, bytes]]:
     """report.{json,md,html} of the audit-disagreement table ([MX] Fig. 12) and its extra files
     (table.md, disagreement.png), rendered in memory."""
-    buf = io.BytesIO()
-    disagreement_heatmap(result.table, None).savefig(buf, format="png", dpi=150)
-    png = buf.getvalue()
+    fig = disagreement_heatmap(result.table, None)
     doc = Doc("Audit disagreement ([MX] Fig. 12)")
     doc.p("Rows are leakage instances, columns are audits; each cell is the audit's leak signal (0 = chance, "
           "1 = full detection; rates directly, AUCs as 2 AUC - 1) with its interval and a verdict by the rules "
@@ -181,12 +199,12 @@ def table_report(result: TableResult) -> tuple[ReportBundle, dict[str, bytes]]:
     doc.table(["instance"] + [c.name + (" (ground truth)" if c.informed else "") for c in t.columns],
               [[short_id(r)] + ["–" if c is None else f"{c.signal:.2f} [{c.low:.2f}, {c.high:.2f}] {c.verdict}"
                                 for c in row] for r, row in zip(t.rows, t.cells)])
-    doc.figure("Audit disagreement heatmap", png)
+    doc.figure("Audit disagreement heatmap", fig, name="disagreement")
     doc.h2("Verdict rules")
-    doc.p(t.rules)
+    doc.p(_plain(t.rules))
     bundle = render(doc, command="audit table", procedure=None, inputs=(), results=result.to_dict(),
                     statements=["No single audit suffices: read each column for what it misses ([MX] Cor. 6.2)."])
-    return bundle, {"table.md": t.to_markdown().encode("utf-8"), "disagreement.png": png}
+    return bundle, {"table.md": t.to_markdown().encode("utf-8")}
 
 
 def write_table_report(result: TableResult, out_dir) -> TableResult:

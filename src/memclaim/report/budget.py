@@ -5,7 +5,8 @@ import math
 
 from ..jsonutil import from_jsonable_float
 from . import words
-from .core import Doc, ReportBundle, pct, render, sci_from_log10
+from . import numbers
+from .core import Doc, ReportBundle, pct, render
 
 
 def budget_report(budget, *, procedure: dict | None = None, command: str = "budget") -> ReportBundle:
@@ -13,10 +14,9 @@ def budget_report(budget, *, procedure: dict | None = None, command: str = "budg
     from its JSON summary (non-finite numbers as "inf"/"-inf" strings: p = 0 is log10 p = -inf)."""
     doc = Doc("Query budget")
     q = budget["queries_needed"]
-    doc.callout(budget["statement"], "claim")
+    doc.callout(budget["statement"], "result")  # a computation, not a claim
     log10_p = from_jsonable_float(q["log10_p"])
-    p_text = ("0 (never generated under the procedure)" if log10_p == -math.inf
-              else f"{sci_from_log10(log10_p, 6)} (log10 {log10_p:.6g})")
+    p_text = "0 (never generated under the procedure)" if log10_p == -math.inf else numbers.prob(log10_p)
     rows = [("probability p", p_text), ("confidence 1 - delta", pct(1 - q["delta"])),
             ("queries needed n_delta", budget["n_text"])]
     if budget.get("at_n") is not None:

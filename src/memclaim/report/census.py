@@ -10,6 +10,7 @@ from ..claims.census import CensusResult, FlaggedWindow
 from ..claims.census_pairs import CensusOfPairs, census_of_pairs
 from ..progress import LogCallback, emit_log
 from . import figures, words
+from . import numbers
 from .core import Doc, HeatText, ReportBundle, fmt_num, pct, render, sci_from_log10, short_id, write_report
 from .population import _procedure_section
 
@@ -43,7 +44,7 @@ def build_census_doc(results: Sequence[CensusResult], *, title: str = "Single-do
                      inputs: Sequence[dict] = ()) -> Doc:
     doc = Doc(title)
     for r in results:
-        doc.callout(census_headline(r), "claim" if r.coverage > 0 else "warn")
+        doc.callout(census_headline(r), "claim" if r.coverage > 0 else "null")  # nothing above tau: a null result
     doc.callout(words.CENSUS_NO_FPR)
     if global_note:
         doc.p(global_note)
@@ -54,7 +55,7 @@ def build_census_doc(results: Sequence[CensusResult], *, title: str = "Single-do
             ("document length L", f"{r.doc_length} characters", ""),
             ("windows", r.n_windows, "suffix spans only count ([EM] Eq. 9)"),
             ("control windows", f"{th.n_control_windows} ({th.n_excluded} excluded)", "decontaminated ([EM] E.1)"),
-            ("top control score", f"{sci_from_log10(th.max_control_log10)} (log10 {th.max_control_log10:.4g})",
+            ("top control score", numbers.prob(th.max_control_log10),
              f"window {th.argmax_window}, characters [{th.argmax_span[0]}, {th.argmax_span[1]})"),
             ("threshold tau_doc", f"1e{r.log10_tau}", "10^ceil(log10 max control score) ([EM] Eq. 31)"),
             ("windows above tau", r.n_windows_above, "strict >"),
@@ -75,10 +76,10 @@ def build_census_doc(results: Sequence[CensusResult], *, title: str = "Single-do
                  f"{bv.n_tau.n_int:,}" if bv.n_tau.n_int is not None else f"{sci_from_log10(bv.n_tau.log10_n)}"),
             ])
             doc.figure("Coverage of the document by windows generated at least once within n queries, and by "
-                       "those that also clear tau_doc.", figures.census_budget_figure(bv))
+                       "those that also clear tau_doc.", figures.census_budget_figure(bv), name=f"budget-{k + 1}")
         doc.figure(f"Per-character heat of {r.document_name}: each character takes the largest score among the "
                    "windows whose suffix covers it ([EM] Fig. 18).",
-                   figures.heat_strip(r.heat_log10, log10_tau=r.log10_tau))
+                   figures.heat_strip(r.heat_log10, log10_tau=r.log10_tau), name=f"heat-{k + 1}")
         text = document_texts[k] if k < len(document_texts) else None
         if text is not None and len(text) == r.doc_length:
             bins = heat_bins(r.heat_log10, r.log10_tau)
@@ -86,7 +87,8 @@ def build_census_doc(results: Sequence[CensusResult], *, title: str = "Single-do
             doc.heat(HeatText(text[:n], bins[:n].tolist(), _LEGEND,
                               truncated_from=len(text) if n < len(text) else None))
     doc.h2("Coverage against margin ([EM] Fig. 6)")
-    doc.figure("Share of characters covered by windows whose score exceeds tau x 10^Δ.", figures.census_ccdf(results))
+    doc.figure("Share of characters covered by windows whose score exceeds tau x 10^Δ.", figures.census_ccdf(results),
+               name="coverage")
     doc.h2("Control decontamination")
     for r in results:
         th = r.threshold

@@ -1,14 +1,21 @@
 """Reports: one document model rendered three ways (report.json, report.md, report.html).
 
-- ``report.json`` has a versioned schema: ``schema_version``, ``memclaim_version``, ``command``,
-  ``created_utc``, ``procedure`` (the dict the caller gives), ``inputs`` (path, role, sha256 of
-  each input file), ``results`` (every number, from the results' ``to_dict()``), ``statements``
-  (what the claim does and does not mean, in words).
-- ``report.md`` and a self-contained ``report.html`` (inline CSS, plots as base64 PNG) are built
-  from the same :class:`Doc`. Every piece of text is escaped by the renderer (``html.escape``;
-  Markdown backslash escapes), so text from the user's data can never inject markup.
+- ``report.json`` has a versioned schema (``schemas/report-1.0.schema.json``, checked by
+  :func:`memclaim.report.schema.validate_report`): ``schema_version``, ``memclaim_version``,
+  ``command``, ``created_utc``, ``procedure`` (the dict the caller gives), ``inputs`` (path,
+  role, sha256 of each input file), ``results`` (every number, from the results' ``to_dict()``),
+  ``statements`` (what the claim does and does not mean, in words).
+- ``report.md`` and a self-contained ``report.html`` (inline CSS, figures embedded as PNG) are
+  rendered from the same :class:`Doc` by Jinja2 templates (``templates/``). Numbers are written
+  for readers by :mod:`memclaim.report.numbers` (one convention; never a Python repr). Every
+  piece of text is escaped by the renderer (``html.escape``; CommonMark escapes only where a
+  character would become markup), so text from the user's data can never inject markup.
+- Each figure (a matplotlib Figure in :mod:`memclaim.report.style`) is also written beside the
+  report as ``NAME.png`` (200 dpi) and ``NAME.pdf``, linked from report.md and report.html.
+- The headline's style says what kind of result it is (:data:`CALLOUTS`): a null result is
+  never drawn in the success style.
 - :func:`write_report` renders everything in memory first, stages every file (the three
-  reports and any figure) as a temporary file beside its target, and only then renames them
+  reports and every figure) as a temporary file beside its target, and only then renames them
   into place (:func:`memclaim.fsutil.write_files`): a failure while writing (a full disk) leaves
   the previous report whole, and no partial or mixed report is left behind. A file of the same
   name that memclaim did not write is never overwritten.
@@ -30,6 +37,7 @@ from .._version import __version__
 from ..errors import InputError
 from ..fsutil import sha256_file, write_files
 from ..jsonutil import dumps, to_jsonable
+from . import numbers, style
 
 SCHEMA_VERSION = "1.0"
 REPORT_FILES = ("report.json", "report.md", "report.html")
@@ -45,9 +53,14 @@ class Table:
 
 @dataclass
 class Figure:
+    """A figure of a report: its caption, PNG bytes (embedded in report.html) and the files
+    written beside the report (``{stem}.png`` at 200 dpi and ``{stem}.pdf``)."""
+
     caption: str
     png: bytes
     alt: str = ""
+    stem: str = ""
+    files: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -58,6 +71,17 @@ class HeatText:
     bins: Sequence[int]  # one small integer per character: -1 uncovered, 0 below tau, 1.. margin bins
     legend: Sequence[tuple[str, str]]  # (css class suffix, label)
     truncated_from: int | None = None
+
+
+# Callout kinds: how a headline looks says what kind of result it is. A null result ("no
+# claim", "nothing cleared tau") is never drawn in the success ("claim") style.
+CALLOUTS = {
+    "claim": "Claim",          # a certified positive result (green)
+    "null": "No claim",        # a valid test that claimed nothing (neutral grey)
+    "warn": "Not possible",    # no claim was possible at all (vermillion)
+    "result": "Result",        # a computed quantity, not a claim (blue)
+    "note": "Note",
+}
 
 
 @dataclass
@@ -78,6 +102,8 @@ class Doc:
         return self
 
     def callout(self, text, kind="note"):
+        if kind not in CALLOUTS:
+            raise InputError(f"unknown callout kind {kind!r}", hint=f"one of {', '.join(CALLOUTS)}")
         self.blocks.append(("callout", str(text), kind))
         return self
 
@@ -89,61 +115,55 @@ class Doc:
         self.blocks.append(("table", Table(list(map(str, headers)), [[_cell(c) for c in r] for r in rows], caption)))
         return self
 
-    def figure(self, caption, png: bytes | None, alt=""):
-        if png is not None:
-            self.blocks.append(("figure", Figure(str(caption), png, str(alt or caption))))
+    def figure(self, caption, fig, alt="", *, name: str | None = None):
+        """Add a figure: a matplotlib Figure (drawn in :mod:`memclaim.report.style`, written beside
+        the report as ``name.png`` at 200 dpi and ``name.pdf``) or PNG bytes (PNG only).
+        ``None`` adds nothing (figures switched off)."""
+        if fig is None:
+            return self
+        n = sum(1 for b in self.blocks if b[0] == "figure") + 1
+        stem = _stem(name or f"figure-{n}")
+        if stem in {b[1].stem for b in self.blocks if b[0] == "figure"}:
+            raise InputError(f"two figures of one report are both named {stem!r}", hint="give each figure its own name")
+        if isinstance(fig, (bytes, bytearray)):
+            files = {f"{stem}.png": bytes(fig)}
+        else:
+            files = style.figure_files(fig, stem)
+        self.blocks.append(("figure", Figure(str(caption), files[f"{stem}.png"], str(alt or caption), stem, files)))
         return self
 
     def heat(self, heat: HeatText):
         self.blocks.append(("heat", heat))
         return self
 
+    @property
+    def figure_files(self) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for b in self.blocks:
+            if b[0] == "figure":
+                out.update(b[1].files)
+        return out
+
+
+def _stem(name: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_-]+", "-", str(name)).strip("-")
+    if not s or s.lower().startswith("report"):
+        raise InputError(f"figure name {name!r} is not a usable file name",
+                         hint="letters, digits, '-' and '_', not starting with 'report'")
+    return s
+
 
 def _cell(c) -> str:
-    if c is None:
-        return "–"
-    if isinstance(c, float):
-        return fmt_num(c)
-    return str(c)
+    return numbers.value(c)
 
 
 def fmt_num(x, digits: int = 4) -> str:
-    if x is None:
-        return "–"
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if v != v:
-        return "nan"
-    if v in (float("inf"), float("-inf")):
-        return "∞" if v > 0 else "−∞"
-    if v == 0:
-        return "0"
-    if abs(v) >= 1e6 or abs(v) < 1e-4:
-        return f"{v:.{digits - 1}e}"
-    return f"{v:.{digits}g}"
+    """A plain number for a reader (:func:`memclaim.report.numbers.num`)."""
+    return numbers.num(x, digits)
 
 
-def sci_from_log10(log10_value: float, digits: int = 3) -> str:
-    """'1.29e-27' from log10 p = -26.89 without exponentiating (works far below 1e-308)."""
-    v = float(log10_value)
-    if v == float("-inf"):
-        return "0"
-    e = math.floor(v)
-    m = 10 ** (v - e)
-    if round(m, digits - 1) >= 10:
-        m, e = m / 10, e + 1
-    return f"{m:.{digits - 1}f}e{e:+03d}" if e != 0 else f"{m:.{digits - 1}f}"
-
-
-def pct(x, digits: int = 3) -> str:
-    if x is None:
-        return "–"
-    v = 100 * float(x)
-    if v != 0 and abs(v) < 1e-3:
-        return f"{v:.2e}%"
-    return f"{v:.{digits}g}%"
+sci_from_log10 = numbers.sci_from_log10
+pct = numbers.pct
 
 
 # --------------------------------------------------------------------------- untrusted text
@@ -187,20 +207,44 @@ def short_id(value, limit: int = ID_DISPLAY_CHARS) -> str:
 
 
 # --------------------------------------------------------------------------- escaping
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~$&])")
-_MD_LINE_START = re.compile(r"^(\s*)([-+=*]|\d+[.)])(?=\s|$)", re.MULTILINE)
+# CommonMark/GFM escaping of literal text: escape a character only where it could start markup,
+# so '[0.21%, 38.5%]', 'K = floor(alpha (N+1))' and 'alpha_N' read as written in the .md source.
+# (No library escapes for CommonMark; markdown-it-py only parses. The test renders the escaped
+# text with markdown-it-py and checks it comes back literally.)
+_MD_ALWAYS = re.compile(r"([\\`*~<$])")                  # code, emphasis, strike, HTML/autolinks, math
+_MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")  # intraword _ never emphasizes
+_MD_LINK_CLOSE = re.compile(r"\](?=[(\[:])")               # ](url), ][ref], [label]: definitions
+_MD_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")           # &amp; &#123; would be decoded
+_MD_LINE_START = re.compile(r"^( {0,3})((?:[-+*]|\d{1,9}[.)]|#{1,6})(?=[ \t]|$)|>|\[)", re.MULTILINE)
+_MD_BREAK_LINE = re.compile(r"^( {0,3})([-=_*])(?=[-=_* \t]*$)", re.MULTILINE)
 
 
 def md_escape(text: str, *, inline: bool = False) -> str:
-    """Escape text for CommonMark so that it renders literally. ``inline`` (table cells,
-    headings) also folds newlines into spaces."""
+    """Escape text for CommonMark (and GFM tables) so that it renders literally, escaping only
+    the characters that would otherwise become markup there. ``inline`` (table cells, headings,
+    list items) also folds newlines into spaces and escapes ``|``."""
     s = visible(text)
     if inline:
         s = " ".join(s.splitlines())
-    s = _MD_SPECIAL.sub(r"\\\1", s)
-    if not inline:  # list markers only matter at the start of a block line
-        s = _MD_LINE_START.sub(lambda m: m.group(1) + m.group(2)[:-1] + "\\" + m.group(2)[-1], s)
+    # leading blanks would make an indented code block (and render as nothing in HTML anyway)
+    s = "\n".join(line.lstrip(" \t") for line in s.split("\n"))
+    s = _MD_ALWAYS.sub(r"\\\1", s)
+    s = _MD_UNDERSCORE.sub(r"\\_", s)
+    s = _MD_LINK_CLOSE.sub(r"\\]", s)
+    s = _MD_ENTITY.sub(r"\\&", s)
+    if inline:
+        s = s.replace("|", "\\|")
+        s = re.sub(r"#+\s*$", lambda m: "\\" + m.group(), s)  # a heading's closing #s would vanish
+    s = _MD_BREAK_LINE.sub(lambda m: m.group(1) + "\\" + m.group(2), s)
+    s = _MD_LINE_START.sub(_line_start, s)
     return s
+
+
+def _line_start(m) -> str:
+    lead, tok = m.group(1), m.group(2)
+    if tok[0].isdigit():  # '1.' / '2)' starts an ordered list
+        return lead + tok[:-1] + "\\" + tok[-1]
+    return lead + "\\" + tok
 
 
 def h(text) -> str:
@@ -208,37 +252,58 @@ def h(text) -> str:
 
 
 # --------------------------------------------------------------------------- renderers
-def render_markdown(doc: Doc) -> str:
-    out = [f"# {md_escape(doc.title, inline=True)}", ""]
-    nfig = 0
+# report.md and report.html come from Jinja2 templates (templates/report.{md,html}.j2); the
+# document model above is their only input, and every piece of text passes through an escaping
+# filter (HTML: html.escape after visible(); Markdown: md_escape), so text from the user's data
+# can never inject markup.
+_ENV = {}
+
+
+def _env(kind: str):
+    if kind not in _ENV:
+        import jinja2
+        from markupsafe import Markup
+
+        env = jinja2.Environment(loader=jinja2.PackageLoader("memclaim.report", "templates"),
+                                 autoescape=(kind == "html"), trim_blocks=True, lstrip_blocks=True,
+                                 keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+        env.filters["h"] = lambda t: Markup(h(t))
+        env.filters["br"] = lambda t: Markup(str(t).replace("\n", "<br>"))
+        env.filters["b64"] = lambda b: base64.b64encode(b).decode("ascii")
+        env.filters["md"] = lambda t: md_escape(t)
+        env.filters["mdi"] = lambda t: md_escape(t, inline=True)
+        _ENV[kind] = env
+    return _ENV[kind]
+
+
+def _blocks(doc: Doc, *, html_out: bool) -> list[dict]:
+    out, nfig = [], 0
     for b in doc.blocks:
         kind = b[0]
-        if kind == "h2":
-            out += [f"## {md_escape(b[1], inline=True)}", ""]
-        elif kind == "h3":
-            out += [f"### {md_escape(b[1], inline=True)}", ""]
-        elif kind == "p":
-            out += [md_escape(b[1]), ""]
+        if kind in ("h2", "h3", "p"):
+            out.append({"kind": kind, "text": b[1]})
         elif kind == "callout":
-            out += ["> " + md_escape(b[1]).replace("\n", "\n> "), ""]
+            out.append({"kind": kind, "text": b[1], "style": b[2], "label": CALLOUTS[b[2]]})
         elif kind == "ul":
-            out += [f"- {md_escape(i, inline=True)}" for i in b[1]] + [""]
+            out.append({"kind": kind, "entries": b[1]})
         elif kind == "table":
-            t: Table = b[1]
-            if t.caption:
-                out += [f"*{md_escape(t.caption, inline=True)}*", ""]
-            out.append("| " + " | ".join(md_escape(x, inline=True) for x in t.headers) + " |")
-            out.append("|" + "---|" * len(t.headers))
-            for r in t.rows:
-                out.append("| " + " | ".join(md_escape(x, inline=True) for x in r) + " |")
-            out.append("")
+            out.append({"kind": kind, "table": b[1]})
         elif kind == "figure":
             nfig += 1
-            out += [f"*Figure {nfig}: {md_escape(b[1].caption, inline=True)}* (embedded in report.html)", ""]
+            out.append({"kind": kind, "figure": b[1], "number": nfig})
         elif kind == "heat":
-            ht: HeatText = b[1]
-            out += [f"*Per-character heatmap of {len(ht.text)} characters: see report.html.*", ""]
-    return "\n".join(out).rstrip() + "\n"
+            d = {"kind": kind, "heat": b[1]}
+            if html_out:
+                from markupsafe import Markup
+
+                d["html"] = Markup(_heat_html(b[1]))
+            out.append(d)
+    return out
+
+
+def render_markdown(doc: Doc) -> str:
+    text = _env("md").get_template("report.md.j2").render(doc=doc, blocks=_blocks(doc, html_out=False))
+    return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
 
 
 def _css() -> str:
@@ -264,45 +329,18 @@ def _heat_html(ht: HeatText) -> str:
         i = j
     parts.append("</pre>")
     if ht.truncated_from:
-        parts.append(f'<p class="small">Showing the first {len(text)} of {ht.truncated_from} characters; '
+        parts.append(f'<p class="small">Showing the first {len(text):,} of {ht.truncated_from:,} characters; '
                      "the strip figure covers the whole document.</p>")
     return "".join(parts)
 
 
 def render_html(doc: Doc) -> str:
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           f"<title>{h(doc.title)}</title><style>{_css()}</style></head><body>",
-           f"<h1>{h(doc.title)}</h1>"]
-    nfig = 0
-    for b in doc.blocks:
-        kind = b[0]
-        if kind == "h2":
-            out.append(f"<h2>{h(b[1])}</h2>")
-        elif kind == "h3":
-            out.append(f"<h3>{h(b[1])}</h3>")
-        elif kind == "p":
-            out.append("<p>" + h(b[1]).replace("\n", "<br>") + "</p>")
-        elif kind == "callout":
-            out.append(f'<div class="callout {h(b[2])}">' + h(b[1]).replace("\n", "<br>") + "</div>")
-        elif kind == "ul":
-            out.append("<ul>" + "".join(f"<li>{h(i)}</li>" for i in b[1]) + "</ul>")
-        elif kind == "table":
-            t: Table = b[1]
-            cap = f"<caption>{h(t.caption)}</caption>" if t.caption else ""
-            head = "".join(f"<th>{h(x)}</th>" for x in t.headers)
-            body = "".join("<tr>" + "".join(f"<td>{h(x)}</td>" for x in r) + "</tr>" for r in t.rows)
-            out.append(f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
-        elif kind == "figure":
-            nfig += 1
-            f: Figure = b[1]
-            data = base64.b64encode(f.png).decode("ascii")
-            out.append(f'<figure><img alt="{h(f.alt)}" src="data:image/png;base64,{data}">'
-                       f"<figcaption>Figure {nfig}: {h(f.caption)}</figcaption></figure>")
-        elif kind == "heat":
-            out.append(_heat_html(b[1]))
-    out.append(f'<footer>memclaim {h(__version__)} · report schema {h(SCHEMA_VERSION)}</footer></body></html>')
-    return "\n".join(out) + "\n"
+    from markupsafe import Markup
+
+    text = _env("html").get_template("report.html.j2").render(
+        doc=doc, blocks=_blocks(doc, html_out=True), css=Markup(_css()), version=__version__,
+        schema_version=SCHEMA_VERSION)
+    return text.rstrip() + "\n"
 
 
 # --------------------------------------------------------------------------- json + writing
@@ -336,6 +374,7 @@ class ReportBundle:
     json_text: str
     markdown: str
     html: str
+    figures: dict = field(default_factory=dict)  # {file name: bytes}: each figure's PNG and PDF
 
 
 def render(doc: Doc, *, command: str, procedure: dict | None, inputs: Sequence[dict], results: dict,
@@ -343,7 +382,7 @@ def render(doc: Doc, *, command: str, procedure: dict | None, inputs: Sequence[d
     """Render all three files in memory (nothing is written)."""
     return ReportBundle(build_json(command=command, procedure=procedure, inputs=inputs, results=results,
                                    statements=statements),
-                        render_markdown(doc), render_html(doc))
+                        render_markdown(doc), render_html(doc), doc.figure_files)
 
 
 def _memclaim_report(path: Path) -> bool:
@@ -366,7 +405,7 @@ def write_report(out_dir, bundle: ReportBundle, *, extra_files: dict | None = No
         raise InputError(f"report folder {str(out)!r} exists and is not a folder", hint="pass a folder path to --out")
     files = {name: text.encode("utf-8") for name, text in
              zip(REPORT_FILES, (bundle.json_text, bundle.markdown, bundle.html))}
-    for name, data in (extra_files or {}).items():
+    for name, data in {**bundle.figures, **(extra_files or {})}.items():
         files[name] = data if isinstance(data, bytes) else str(data).encode("utf-8")
     try:
         paths = write_files(out, files, owned=_memclaim_report)

@@ -3,6 +3,7 @@ and extraction quantity of one guarantee, each with its neighbouring relation, f
 reference, and the canary audit's soundness check when one was given."""
 from __future__ import annotations
 
+from ..privacy.tradeoff import neighbors_label
 from .core import Doc, ReportBundle, fmt_num, render
 
 __all__ = ["DP_STATEMENTS", "dp_bounds_report"]
@@ -23,27 +24,29 @@ def _value(v) -> str:
         return "not implied"
     if isinstance(v, str):
         return v
-    return fmt_num(v, 6)
+    return fmt_num(v)
 
 
 def dp_bounds_report(result: dict, *, command: str = "dp bounds") -> ReportBundle:
     """report.{json,md,html} of ``memclaim dp bounds`` from its JSON summary (nothing written)."""
     doc = Doc("Differential-privacy bounds on memorization and extraction")
-    doc.callout(f"Guarantee: {result['guarantee']} [{result['neighbors']}]"
+    rel = neighbors_label(result["neighbors"])
+    # the guarantee's description names its relation already; say it once, in words
+    doc.callout(f"Guarantee: {result['guarantee']}" + ("" if rel in result["guarantee"] else f" [{rel}]")
                 + (f"; target planted {result['copies']} times (k-fold group curve, [MX] Cor. 4.3)"
-                   if result.get("copies", 1) > 1 else ""), "claim")
+                   if result.get("copies", 1) > 1 else ""), "result")  # the guarantee assumed, not a claim
     doc.table(["quantity", "value", "relation", "functional", "reference", "note"],
               [(r["name"], _value(r["value"]), r["relation"], r["functional"], r["reference"], r["note"])
                for r in result["rows"]])
     if result.get("baseline_interval"):
         lo, hi = result["baseline_interval"]
-        doc.p(f"The baseline is a certified interval [{lo:.6g}, {hi:.6g}]; the bounds use its upper end.")
+        doc.p(f"The baseline is a certified interval [{fmt_num(lo)}, {fmt_num(hi)}]; the bounds use its upper end.")
     if result.get("audit"):
         a = result["audit"]
         doc.h2("Audit soundness ([MX] Cor. 5.3)")
         doc.table(["quantity", "value"], [
-            ("claimed guarantee", a["claimed"]), ("relation", a["neighbors"]), ("list size m", a["m"]),
-            ("baseline kappa [lo, hi]", f"[{a['kappa_lo']:.6g}, {a['kappa_hi']:.6g}]"),
+            ("claimed guarantee", a["claimed"]), ("relation", neighbors_label(a["neighbors"])), ("list size m", a["m"]),
+            ("baseline kappa [lo, hi]", f"[{fmt_num(a['kappa_lo'])}, {fmt_num(a['kappa_hi'])}]"),
             ("successes / trials", f"{a['successes']} / {a['trials']}"),
             (f"success lower bound ({a['confidence']:.0%}, Clopper-Pearson)", _value(a["success_lower"])),
             ("bound", _value(a["bound"])), ("refuted", "yes" if a["refuted"] else "no"),

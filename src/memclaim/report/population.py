@@ -9,7 +9,9 @@ import numpy as np
 from ..claims.population import PopulationClaim
 from ..claims.scores import LN10, PROBABILITY_KINDS
 from . import figures, words
+from . import numbers
 from .core import Doc, ReportBundle, fmt_num, pct, render, sci_from_log10, short_id
+from .numbers import value
 
 MAX_ROWS = 50
 
@@ -24,7 +26,7 @@ def _score(v, kind) -> str:
     if kind in PROBABILITY_KINDS:
         if v == -math.inf:
             return "p = 0"
-        return f"p = {sci_from_log10(v / LN10)} (log10 {v / LN10:.4g})"
+        return f"p = {numbers.prob(v / LN10)}"
     return fmt_num(v)
 
 
@@ -40,7 +42,7 @@ def headline(claim: PopulationClaim) -> str:
                 f"certified floor alpha_N = (m+1)/(N+1) = {pct(b.alpha_n)}. At target alpha = {t.alpha} "
                 f"(K = {t.k}), {t.n_claimed} candidates are claimed memorized{pool}.")
     return (f"At target FPR alpha = {t.alpha} ({pct(t.alpha_float)}) with N = {t.n_controls} controls{pool}: "
-            f"K = {t.k}, certified alpha_N = {t.alpha_n_exact} = {pct(t.alpha_n, 4)}, threshold tau = "
+            f"K = {t.k}, certified alpha_N = {t.alpha_n_exact} = {pct(t.alpha_n)}, threshold tau = "
             f"{_score(t.threshold, t.kind)}. {t.n_claimed} of {t.n_candidates} candidates score strictly above tau "
             f"and are claimed memorized: generation rate G = {_iv(t.generation_rate)}, calibrated memorization "
             f"rate M = G - alpha_N = {_iv(t.calibrated_rate)} ({100 * t.confidence:g}% Clopper-Pearson).")
@@ -52,7 +54,7 @@ def _test_rows(t) -> list:
         ("controls N", t.n_controls, ""),
         ("candidates J", t.n_candidates, ""),
         ("rank K = floor(alpha (N+1))", t.k, "exact arithmetic ([EM] Eq. 5)"),
-        ("certified FPR alpha_N = K/(N+1)", f"{t.alpha_n_exact} = {pct(t.alpha_n, 4)}",
+        ("certified FPR alpha_N = K/(N+1)", f"{t.alpha_n_exact} = {pct(t.alpha_n)}",
          "what Prop. 1 certifies; <= alpha"),
         ("threshold tau (K-th largest control)", _score(t.threshold, t.kind), "claim iff score > tau ([EM] Eq. 6)"),
         ("controls above tau (in-sample FPR)", f"{t.controls_above_threshold} = {pct(t.in_sample_fpr)}",
@@ -73,7 +75,7 @@ def _test_rows(t) -> list:
 def _beta_rows(t) -> list:
     law = t.beta_law
     rows = [("law", f"alpha* ~ Beta({law.a}, {law.b})", "[EM] Prop. 2 / Lemma 3"),
-            ("mean E[alpha*]", pct(law.mean, 4), "= alpha_N"),
+            ("mean E[alpha*]", pct(law.mean), "= alpha_N"),
             (f"central {100 * law.central.confidence:g}% interval", f"[{pct(law.central.lower)}, {pct(law.central.upper)}]",
              "fixed by K and N; not a confidence interval"),
             ("P(alpha* > alpha_N)", pct(law.prob_exceeds_alpha_n), "alpha_N is the mean, not a bound ([EM] C.4.3)")]
@@ -87,7 +89,8 @@ def build_population_doc(claim: PopulationClaim, *, title: str = "Conformal popu
                          inputs: Sequence[dict] = (), figures_on: bool = True) -> Doc:
     t = claim.primary_test
     doc = Doc(title)
-    doc.callout(headline(claim), "claim" if t.claim_possible and t.n_claimed else "warn")
+    # a test that claimed nothing is a null result: never drawn in the success style
+    doc.callout(headline(claim), ("claim" if t.n_claimed else "null") if t.claim_possible else "warn")
     doc.callout(words.NO_CLAIM_IS_NOT_EVIDENCE)
 
     doc.h2("The test" + (" (decontaminated control pool)" if claim.primary == "decontaminated" else ""))
@@ -120,7 +123,7 @@ def build_population_doc(claim: PopulationClaim, *, title: str = "Conformal popu
         doc.table(["quantity", "value"], [
             ("members reproduced", f"{b.member_count}/{b.n_candidates} = {_iv(b.member_rate)}"),
             ("controls reproduced m", f"{b.m}/{b.n_controls} = {_iv(b.control_rate)}"),
-            ("certified floor alpha_N = (m+1)/(N+1)", f"{b.alpha_n_exact} = {pct(b.alpha_n, 4)}"),
+            ("certified floor alpha_N = (m+1)/(N+1)", f"{b.alpha_n_exact} = {pct(b.alpha_n)}"),
             ("share of the member rate matched by the floor",
              pct(b.floor_share_of_member_rate) if b.floor_share_of_member_rate is not None else "–"),
             ("member rate - control rate (Newcombe)", _iv(b.difference)),
@@ -128,7 +131,7 @@ def build_population_doc(claim: PopulationClaim, *, title: str = "Conformal popu
         doc.p(words.BINARY)
         if figures_on:
             doc.figure("Verbatim generation under greedy decoding: in-sample rates with 95% Clopper-Pearson "
-                       "intervals; dashed: certified floor (m+1)/(N+1).", figures.binary_bars(b))
+                       "intervals; dashed: certified floor (m+1)/(N+1).", figures.binary_bars(b), name="binary")
 
     sw = claim.primary_sweep
     if sw is not None:
@@ -141,7 +144,8 @@ def build_population_doc(claim: PopulationClaim, *, title: str = "Conformal popu
                        "M = G - alpha_N with its shifted Clopper-Pearson band; (c) the central Beta band of the "
                        "population FPR alpha* (drawn only where the law holds).",
                        figures.alpha_sweep_figure(sw, alpha_n=t.alpha_n if t.k else None,
-                                                  probability=claim.kind in PROBABILITY_KINDS))
+                                                  probability=claim.kind in PROBABILITY_KINDS),
+                       name="alpha-sweep")
         pick = np.unique(np.clip(np.searchsorted(sw.k, [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, sw.max_k]),
                                  0, sw.k.size - 1))
         doc.table(["K", "alpha_N", "threshold", "G", "M = G - alpha_N", "controls above"],
@@ -182,12 +186,12 @@ def build_population_doc(claim: PopulationClaim, *, title: str = "Conformal popu
         if figures_on:
             doc.figure("Members and controls generated at least once within n queries with probability "
                        f"{100 * (1 - bv.delta):g}%, and members that also clear tau.",
-                       figures.population_budget_figure(bv))
+                       figures.population_budget_figure(bv), name="budget")
 
     doc.h2("Claimed candidates")
     idx = np.flatnonzero(t.claimed)
     if idx.size == 0:
-        doc.p("None.")
+        doc.p("No candidate was claimed.")
     else:
         order = idx[np.lexsort((-claim.candidate_scores[idx], t.pvalue_numerators[idx]))][:MAX_ROWS]
         headers = ["id", "score", "p-value"] + (["margin log10(score/tau)"] if t.margins_log10 is not None else [])
@@ -227,16 +231,17 @@ def _procedure_section(doc: Doc, procedure: dict | None, inputs: Sequence[dict])
                 if isinstance(v, dict):
                     walk(v, f"{pre}{k}.")
                 else:
-                    flat.append((f"{pre}{k}", v if isinstance(v, str) else repr(v)))
+                    flat.append((f"{pre}{k}", value(v)))
         walk(procedure)
         doc.table(["field", "value"], flat)
     else:
         doc.p("No procedure record was given.")
     if inputs:
-        rows = [(i.get("role", ""), i.get("path", ""), i.get("sha256", "")) for i in inputs]
+        rows = [(value(i.get("role", "")), value(i.get("path", "")), value(i.get("sha256", ""))) for i in inputs]
         if any("run_id" in i for i in inputs):  # scores read from a store: say which run of which store
             doc.table(["role", "path", "sha256", "scores"],
-                      [r + ((f"{i['store']} run {i['run_id']} ({i.get('label', '')}), {i.get('policy', '')}"
+                      [r + ((f"{value(i['store'])} run {value(i['run_id'])} ({value(i.get('label', ''))}), "
+                             f"{value(i.get('policy', ''))}"
                              if "run_id" in i else ""),) for r, i in zip(rows, inputs)])
         else:
             doc.table(["role", "path", "sha256"], rows)

@@ -1,7 +1,8 @@
 """Figures of [MX] §4-5: advantage curves (Fig. 2), the k-copy staircase (Fig. 3), the
 extraction boundary against the baseline with the min-entropy axis (Fig. 4).
 
-matplotlib's object API with the Agg canvas (no pyplot, no global backend switch), PNG output.
+matplotlib's object API in the shared style (:mod:`memclaim.report.style`; no pyplot): each figure is
+written as NAME.png (200 dpi) and NAME.pdf.
 Every figure names the neighbouring relation and the functional its numbers are about.
 """
 from __future__ import annotations
@@ -12,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import validate
-from ..fsutil import atomic_write_bytes
+from ..fsutil import write_files
+from . import style
 from ..privacy.caps import cap_map, eta, eta_star_k
 from ..privacy.extraction import alpha_star, h_star
 from ..privacy.tradeoff import approx, expit_neg, gdp, group, neighbors_label, normalize_neighbors, pure
@@ -21,23 +23,19 @@ __all__ = ["plot_advantage_curves", "plot_staircase", "plot_boundary", "plot_dps
 
 
 def _figure(width=6.4, height=4.2, ncols=1):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=120, layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(1, ncols)
+    """A Figure in the shared style (constrained layout: nothing clipped)."""
+    fig, axes = style.figure(width=width, height=height, ncols=ncols)
     return fig, axes
 
 
 def _save(fig, path) -> Path:
-    import io
-
+    """Write ``path`` (PNG, 200 dpi) and the vector copy beside it (same stem, .pdf) as one
+    change (staged, then renamed); returns the PNG's path."""
     path = Path(path)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    atomic_write_bytes(path, buf.getvalue())
-    return path
+    files = style.figure_files(fig, path.stem)
+    # the fixed figure names of `dp plot` (fig2_advantage, ...): replaced as the PNG always was
+    written = write_files(path.parent, files, owned=lambda p: True)
+    return written[f"{path.stem}.png"]
 
 
 def _mem_scope(neighbors: str) -> str:
@@ -53,7 +51,13 @@ def plot_advantage_curves(path, *, epsilon=1.0, delta=0.1, mu=1.0, neighbors="re
         (approx(epsilon, delta, neighbors=rel), f"$f_{{\\varepsilon,\\delta}}$, $\\delta$ = {delta:g}"),
         (gdp(mu, neighbors=rel), f"$G_\\mu$, $\\mu$ = {mu:g}"),
     ]
-    fig, ax = _figure()
+    with style.style():
+        fig, ax = _figure()
+        _advantage_axes(ax, curves, rel)
+    return _save(fig, path)
+
+
+def _advantage_axes(ax, curves, rel):
     a = np.linspace(0.0, 1.0, 1001)
     for f, label in curves:
         ax.plot(a, np.asarray(f.power(a)) - a, label=label)
@@ -64,18 +68,28 @@ def plot_advantage_curves(path, *, epsilon=1.0, delta=0.1, mu=1.0, neighbors="re
     ax.set_ylabel("advantage $1 - \\alpha - f(\\alpha)$")
     ax.set_xlim(0, 1)
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8)
-    ax.set_title(f"Advantage curves; the maximum $\\eta(f)$ {_mem_scope(rel)}\n[{neighbors_label(rel)}]",
-                 fontsize=8)
+    style.legend(ax, outside=True)
+    ax.set_title(f"Advantage curves; the maximum $\\eta(f)$ {_mem_scope(rel)}\n[{neighbors_label(rel)}]")
+
+
+def plot_staircase(path, *, epsilon=1.0, k=4, max_copies=8, neighbors="replace") -> Path:
+    """[MX] Fig. 3: the cap map f-bar with the optimal k-orbit (cobweb); eta*_k vs tanh(k eps/2).
+
+    The staircase counts neighbour steps of a pure eps-DP guarantee: under replace-one, eta*_k
+    caps RO memorization of a target planted k times ([MX] Cor. 4.3, Lemma 4.4); under
+    add/remove the same k steps cap LOO memorization with k additions ([MX] Prop. A.1), and RO
+    needs 2k steps (eta*_2k). The panels say which, for the relation given."""
+    k = validate.integer("k (copies)", k, minimum=1)
+    max_copies = validate.integer("max_copies", max_copies, minimum=1)
+    rel = normalize_neighbors(neighbors)
+    st = eta_star_k(epsilon=epsilon, k=k)
+    with style.style():
+        fig, (ax1, ax2) = _figure(width=10.0, height=4.2, ncols=2)
+        _staircase_axes(ax1, ax2, st, epsilon, k, max_copies, rel)
     return _save(fig, path)
 
 
-def plot_staircase(path, *, epsilon=1.0, k=4, max_copies=8) -> Path:
-    """[MX] Fig. 3: the cap map f-bar with the optimal k-orbit (cobweb); eta*_k vs tanh(k eps/2)."""
-    k = validate.integer("k (copies)", k, minimum=1)
-    max_copies = validate.integer("max_copies", max_copies, minimum=1)
-    st = eta_star_k(epsilon=epsilon, k=k)
-    fig, (ax1, ax2) = _figure(width=10.0, height=4.2, ncols=2)
+def _staircase_axes(ax1, ax2, st, epsilon, k, max_copies, rel):
     b = np.linspace(0.0, 1.0, 1001)
     ax1.plot(b, cap_map(b, epsilon=epsilon), label="cap map $\\bar f(b)$")
     ax1.plot(b, b, "k--", lw=0.8, label="identity")
@@ -94,9 +108,8 @@ def plot_staircase(path, *, epsilon=1.0, k=4, max_copies=8) -> Path:
     ax1.set_ylabel("$\\bar f(b)$")
     ax1.set_xlim(0, 1)
     ax1.set_ylim(0, 1)
-    ax1.legend(fontsize=8)
-    ax1.set_title(f"$\\eta^*_{k}$ = {st.value:.3f} (orbit gain $b_k - b_0$), $\\varepsilon$ = {st.epsilon:g}",
-                  fontsize=9)
+    style.legend(ax1, below=True)
+    ax1.set_title(f"$\\eta^*_{{{k}}}$ = {st.value:.3f} (orbit gain $b_k - b_0$), $\\varepsilon$ = {st.epsilon:g}")
     ks = np.arange(1, max_copies + 1)
     exact = [eta_star_k(epsilon=epsilon, k=int(j)).value for j in ks]
     naive = [math.tanh(j * st.epsilon / 2.0) for j in ks]
@@ -105,9 +118,12 @@ def plot_staircase(path, *, epsilon=1.0, k=4, max_copies=8) -> Path:
     ax2.set_xlabel(f"copies k ($\\varepsilon$ = {st.epsilon:g})")
     ax2.set_ylabel("max. advantage")
     ax2.set_ylim(0, 1.02)
-    ax2.legend(fontsize=8)
-    ax2.set_title("k-copy RO memorization cap, pure $\\varepsilon$-DP [replace-one]", fontsize=9)
-    return _save(fig, path)
+    style.legend(ax2, below=True)
+    if rel == "replace":
+        ax2.set_title(f"k-copy RO memorization cap, pure $\\varepsilon$-DP [{neighbors_label(rel)}]")
+    else:  # k add/remove steps bound LOO with k additions; RO needs 2k steps ([MX] Prop. A.1, Cor. 4.3)
+        ax2.set_title(f"k-copy LOO memorization cap (RO: $\\eta^*_{{2k}}$), pure $\\varepsilon$-DP "
+                      f"[{neighbors_label(rel)}]")
 
 
 def plot_boundary(path, *, epsilons=(1.0, 3.0), mu=1.0, tau=0.1, m=1, neighbors="add-remove",
@@ -121,7 +137,13 @@ def plot_boundary(path, *, epsilons=(1.0, 3.0), mu=1.0, tau=0.1, m=1, neighbors=
     m = validate.integer("m (list size)", m, minimum=1)
     tau = validate.in_open_unit("tau (risk level)", tau)
     copies = validate.integer("copies", copies, minimum=1)
-    fig, ax = _figure(width=6.4, height=4.6)
+    with style.style():
+        fig, ax = _figure(width=7.6, height=4.6)
+        _boundary_axes(ax, epsilons, mu, tau, m, rel, copies)
+    return _save(fig, path)
+
+
+def _boundary_axes(ax, epsilons, mu, tau, m, rel, copies):
     kap = np.logspace(-4, 0, 600)
     curves = [(pure(e, neighbors=rel), f"$f_\\varepsilon$, $\\varepsilon$ = {e:g}") for e in epsilons]
     curves.append((gdp(mu, neighbors=rel), f"$G_\\mu$, $\\mu$ = {mu:g}"))
@@ -149,7 +171,7 @@ def plot_boundary(path, *, epsilons=(1.0, 3.0), mu=1.0, tau=0.1, m=1, neighbors=
     ax.set_ylim(1e-4, 1.5)
     ax.set_xlabel(f"oblivious baseline $\\kappa_\\pi(m)$, m = {m}")
     ax.set_ylabel("extraction bound $1 - f(\\kappa)$")
-    ax.legend(fontsize=8, loc="lower right")
+    style.legend(ax, outside=True)
     # top axis: the baseline read as min-entropy, kappa = m 2^-H (uniform priors: exact)
     top = ax.twiny()
     top.set_xscale("log")
@@ -158,15 +180,14 @@ def plot_boundary(path, *, epsilons=(1.0, 3.0), mu=1.0, tau=0.1, m=1, neighbors=
     top.set_xticks([m * 2.0 ** (-h) for h in hs])
     top.set_xticklabels([str(h) for h in hs])
     top.minorticks_off()
-    top.set_xlabel("secret min-entropy $H_\\infty$ (bits)", fontsize=8)
+    top.set_xlabel("secret min-entropy $H_\\infty$ (bits)")
     e_last = epsilons[-1]
     hs_val = h_star(epsilon=e_last, m=m, tau=tau, neighbors=rel).bits
     title = f"Thm. 5.1 boundary [{neighbors_label(rel)}]; H* = {hs_val:.2f} bits at $\\varepsilon$ = {e_last:g}"
     if copies > 1:
         hk = h_star(epsilon=epsilons[0], m=m, tau=tau, neighbors=rel, copies=copies).bits
         title += f"; {copies} copies at $\\varepsilon$ = {epsilons[0]:g}: H* = {hk:.2f} bits (sufficient only)"
-    ax.set_title(title, fontsize=8)
-    return _save(fig, path)
+    ax.set_title(title)
 
 
 def plot_dpsgd(path, cur, *, tau: float = 0.1) -> Path:
@@ -180,8 +201,14 @@ def plot_dpsgd(path, cur, *, tau: float = 0.1) -> Path:
     tau = validate.in_open_unit("tau (risk level)", tau)
     f = cur.curve
     g = cur.epsilon_delta_curve()
+    with style.style():
+        fig, (ax1, ax2) = _figure(width=10.0, height=5.2, ncols=2)
+        _dpsgd_axes(ax1, ax2, cur, f, g, tau)
+    return _save(fig, path)
+
+
+def _dpsgd_axes(ax1, ax2, cur, f, g, tau):
     rel = neighbors_label(cur.neighbors)
-    fig, (ax1, ax2) = _figure(width=10.0, height=4.4, ncols=2)
     a = np.linspace(0.0, 1.0, 2001)
     ax1.plot(a, 1.0 - a, "k:", lw=0.8, label="$1 - \\alpha$ (no privacy loss)")
     e_f = eta(f)
@@ -190,15 +217,15 @@ def plot_dpsgd(path, cur, *, tau: float = 0.1) -> Path:
     if g is not None:
         e_g = eta(g)
         ax1.plot(a, g(a), color="C3", ls="--",
-                 label=f"(eps, delta) envelope, eps = {cur.route_epsilon:.3g}, delta = {cur.route_delta:g}: "
-                       f"$\\eta$ = {e_g.value:.3f}")
+                 label=f"($\\varepsilon, \\delta$) envelope, $\\varepsilon$ = {cur.route_epsilon:.3g}, "
+                       f"$\\delta$ = {cur.route_delta:g}: $\\eta$ = {e_g.value:.3f}")
         ax1.plot([e_g.alpha, e_g.alpha], [float(g(e_g.alpha)), 1.0 - e_g.alpha], color="C3", lw=2.5, alpha=0.6)
     ax1.set_xlim(0, 1)
     ax1.set_ylim(0, 1)
     ax1.set_xlabel("type-I error $\\alpha$")
     ax1.set_ylabel("type-II error $f(\\alpha)$")
-    ax1.legend(fontsize=7, loc="upper right")
-    ax1.set_title(f"{cur.mechanism()} [{rel}]\nthick: the advantage $\\eta$ (caps |mem|, Thm. 4.1)", fontsize=8)
+    style.legend(ax1, below=True)
+    ax1.set_title(f"{cur.mechanism()} [{rel}]\nthick: the advantage $\\eta$ (caps |mem|, Thm. 4.1)")
     kap = np.logspace(-8, 0, 600)
     ax2.plot(kap, f.power(kap), color="C0", label="$1 - f(\\kappa)$, DP-SGD curve")
     if g is not None:
@@ -217,24 +244,26 @@ def plot_dpsgd(path, cur, *, tau: float = 0.1) -> Path:
     ax2.set_ylim(kap[0], 1.5)
     ax2.set_xlabel("oblivious baseline $\\kappa_\\pi(m)$")
     ax2.set_ylabel("extraction bound $1 - f(\\kappa)$")
-    ax2.legend(fontsize=7, loc="lower right")
+    style.legend(ax2, below=True)
     grid = cur.grid().replace(", eps grid", ",\neps grid")
-    ax2.set_title(f"Thm. 5.1(i) boundary; triangles: $\\alpha^*(\\tau)$ at $\\tau$ = {tau:g}\n{grid}", fontsize=6)
-    return _save(fig, path)
+    ax2.set_title(f"Thm. 5.1(i) boundary [{rel}]; triangles: $\\alpha^*(\\tau)$ at $\\tau$ = {tau:g}\n{grid}",
+                  fontsize=7)
 
 
 def plot_all(out_dir, *, epsilon=1.0, delta=0.1, mu=1.0, copies=4, max_copies=8, tau=0.1, m=1,
              boundary_epsilons=(1.0, 3.0), neighbors="add-remove", dpsgd=None) -> list[Path]:
-    """Write fig2_advantage.png, fig3_staircase.png, fig4_boundary.png under ``out_dir``, and
-    fig5_dpsgd.png when ``dpsgd`` (a :class:`memclaim.privacy.pld.DpSgdCurve`) is given."""
+    """Write fig2_advantage, fig3_staircase, fig4_boundary (.png at 200 dpi and .pdf) under
+    ``out_dir``, and fig5_dpsgd when ``dpsgd`` (a :class:`memclaim.privacy.pld.DpSgdCurve`) is
+    given; every panel names the relation ``neighbors``. Returns every path written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [
         plot_advantage_curves(out / "fig2_advantage.png", epsilon=epsilon, delta=delta, mu=mu, neighbors=neighbors),
-        plot_staircase(out / "fig3_staircase.png", epsilon=epsilon, k=copies, max_copies=max_copies),
+        plot_staircase(out / "fig3_staircase.png", epsilon=epsilon, k=copies, max_copies=max_copies,
+                       neighbors=neighbors),
         plot_boundary(out / "fig4_boundary.png", epsilons=boundary_epsilons, mu=mu, tau=tau, m=m, neighbors=neighbors,
                       copies=copies),
     ]
     if dpsgd is not None:
         paths.append(plot_dpsgd(out / "fig5_dpsgd.png", dpsgd, tau=tau))
-    return paths
+    return [q for p in paths for q in (p, p.with_suffix(f".{style.VECTOR_FORMAT}"))]

@@ -88,12 +88,18 @@ def figure(*, width: float = 6.0, height: float = 3.8, nrows: int = 1, ncols: in
     return fig, axes
 
 
-def legend(ax, *, outside: bool = False, **kw):
-    """A legend placed off the data: the best free corner, or beside the axes with ``outside``."""
+def legend(ax, *, outside: bool = False, below: bool = False, **kw):
+    """A legend placed off the data: beside the axes (``outside``), under the axes' x label
+    (``below``: for panels side by side), or the best free corner. Constrained layout makes room
+    for a legend outside the axes, so it is never clipped."""
     kw.setdefault("fontsize", RC["legend.fontsize"])
     kw.setdefault("frameon", False)
     if outside:
-        return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+        return ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, **kw)
+    if below:
+        # anchored at the axes' bottom edge and pushed down past the tick labels and the x label
+        # (borderaxespad is in font-size units, so the gap holds at any figure size)
+        return ax.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), borderaxespad=4.2, **kw)
     return ax.legend(loc="best", **kw)
 
 
@@ -104,11 +110,57 @@ def colorbar(fig, mappable, ax, *, label: str):
     return cb
 
 
+def _wrap(text: str, width: int) -> str:
+    """``text`` wrapped at spaces to ``width`` characters, never inside a mathtext ``$...$``."""
+    import textwrap
+
+    parts = text.split("$")
+    for i in range(1, len(parts), 2):  # odd parts are math
+        parts[i] = parts[i].replace(" ", "\x00")
+    lines = []
+    for line in "$".join(parts).split("\n"):
+        lines += textwrap.wrap(line, max(12, width), break_long_words=False, break_on_hyphens=False) or [""]
+    return "\n".join(lines).replace("\x00", " ")
+
+
+def fit_titles(fig) -> None:
+    """Wrap every axes title (and the suptitle) that would run past the canvas, so a long title
+    is never clipped (constrained layout makes room for titles' height, not their width)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    if fig.canvas is None or type(fig.canvas).__name__ == "FigureCanvasBase":
+        FigureCanvasAgg(fig)
+    for _ in range(3):
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        W = fig.canvas.get_width_height()[0]
+        changed = False
+        texts = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
+        if getattr(fig, "_suptitle", None) is not None:
+            texts.append(fig._suptitle)
+        for t in texts:
+            s = t.get_text()
+            if not s:
+                continue
+            bb = t.get_window_extent(r)
+            if bb.x0 >= 0 and bb.x1 <= W:
+                continue
+            cx = 0.5 * (bb.x0 + bb.x1)
+            avail = 2 * min(cx, W - cx) if t.get_ha() == "center" else W - max(bb.x0, 0)
+            longest = max(len(x) for x in s.split("\n"))
+            t.set_text(_wrap(s.replace("\n", " "), int(longest * 0.95 * avail / max(bb.width, 1))))
+            changed = True
+        if not changed:
+            return
+
+
 def _render(fig, fmt: str, dpi: int | None) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     if fig.canvas is None or type(fig.canvas).__name__ == "FigureCanvasBase":
         FigureCanvasAgg(fig)
+    with style():
+        fit_titles(fig)
     buf = io.BytesIO()
     # no 'Software'/date metadata: the bytes depend only on the numbers and matplotlib's version
     meta = {"Software": None} if fmt == "png" else {"Creator": None, "Producer": None, "CreationDate": None}
