@@ -31,7 +31,7 @@ from ..decoding import Policy
 from ..errors import InputError
 from ..fsutil import sha256_file, cache_dir
 from ..models import load_model
-from ..models.loader import NAMED_MODELS
+from ..models.registry import named_models
 from ..scoring.prompts import PromptRule
 from ..scoring.results import load_run_scores
 from ..scoring.store import ScoreStore
@@ -102,7 +102,7 @@ def vocab_size(model) -> int:
 
 def model_record(model) -> dict:
     """What the JSON records about the model (no paths: they differ between machines)."""
-    return {"name": model.name, "description": NAMED_MODELS.get(model.name, model.name),
+    return {"name": model.name, "description": named_models().get(model.name, model.name),
             "fingerprint": model.fingerprint, "dtype": model.dtype, "vocab_size": vocab_size(model),
             "start_of_text": model.sot.to_dict()}
 
