@@ -222,8 +222,17 @@ def folder_fingerprint_v1(path: Path) -> str:
 
 
 # --------------------------------------------------------------------------- loaded model
-@dataclass
+@dataclass(frozen=True)
 class LoadedModel:
+    """A resolved model: name, source, folder, fingerprint, tokenizer and start-of-text rule; a
+    frozen value. The weights load on first use of :attr:`lm` (the one lazily filled cache,
+    with the legacy fingerprints; neither takes part in equality).
+
+    >>> m = load_model("toy")            # doctest: +SKIP
+    >>> m.weights_loaded, m.lm is m.lm   # doctest: +SKIP
+    (False, True)
+    """
+
     name: str
     source: str  # what the user asked for
     path: Path  # the HF folder actually loaded
@@ -234,8 +243,12 @@ class LoadedModel:
     allow_pickle: bool = False
     trust_remote_code: bool = False
     fingerprint_scheme: int = FINGERPRINT_SCHEME
-    _lm: object = field(default=None, repr=False)
-    _legacy: tuple | None = field(default=None, repr=False)
+    _lm: object = field(default=None, repr=False, compare=False)
+    _legacy: tuple | None = field(default=None, repr=False, compare=False)
+
+    def _remember(self, name: str, value) -> None:
+        # the one place a LoadedModel changes: its lazily computed caches
+        object.__setattr__(self, name, value)
 
     @property
     def sot_ids(self) -> list[int]:
@@ -244,7 +257,7 @@ class LoadedModel:
     @property
     def lm(self):
         if self._lm is None:
-            self._lm = _load_weights(self)
+            self._remember("_lm", _load_weights(self))
         return self._lm
 
     @property
@@ -263,9 +276,9 @@ class LoadedModel:
             try:
                 # only for the folder itself: a model derived from it (a gated release) is another model
                 same = folder_fingerprint(self.path) == self.fingerprint
-                self._legacy = (folder_fingerprint_v1(self.path),) if same else ()
+                self._remember("_legacy", (folder_fingerprint_v1(self.path),) if same else ())
             except (OSError, ModelLoadError):
-                self._legacy = ()
+                self._remember("_legacy", ())
         return self._legacy
 
     def describe(self) -> dict:

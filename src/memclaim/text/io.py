@@ -14,6 +14,7 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable, Sequence
 
 from ..errors import InputError, require
 from ..fsutil import sha256_bytes
@@ -89,8 +90,12 @@ def _decode(path: Path, data: bytes) -> str:
 
 
 def detect_format(path: str | Path, fmt: str | None = None) -> str:
-    """The input format: ``fmt`` when given (checked), ``datasets`` for a folder, else from the
-    file's extension (:data:`EXTENSIONS`)."""
+    """The input format of ``path``: ``fmt`` when given (checked), ``datasets`` for a folder, else
+    from the file's extension (:data:`EXTENSIONS`).
+
+    >>> detect_format("verses.ndjson"), detect_format("x.dat", "csv"), detect_format("book.feather")
+    ('jsonl', 'csv', 'arrow')
+    """
     if fmt:
         fmt = fmt.lower()
         if fmt not in FORMATS:
@@ -188,13 +193,13 @@ def read_datasets_folder(path: str | Path):
 def _table_rows(table, path, *, text_field, id_field, prefix_field, suffix_field, pair: bool):
     """(id, text or (prefix, suffix), where) rows of an Arrow table (Parquet, Arrow, datasets)."""
     cols = [str(c) for c in table.column_names]
-    idf = _pick(cols, id_field, ID_FIELDS, "id", path, False)
+    idf = pick_column(cols, id_field, ID_FIELDS, "id", path, required=False)
     if pair:
-        pf = _pick(cols, prefix_field, (), "prefix", path, True)
-        sf = _pick(cols, suffix_field, (), "suffix", path, True)
+        pf = pick_column(cols, prefix_field, (), "prefix", path, required=True)
+        sf = pick_column(cols, suffix_field, (), "suffix", path, required=True)
         texts = list(zip(table.column(pf).to_pylist(), table.column(sf).to_pylist()))
     else:
-        tf = _pick(cols, text_field, TEXT_FIELDS, "text", path, True)
+        tf = pick_column(cols, text_field, TEXT_FIELDS, "text", path, required=True)
         texts = table.column(tf).to_pylist()
     if not texts:
         raise InputError(f"{str(path)!r} has no rows", hint="pass a table with at least one text")
@@ -202,13 +207,25 @@ def _table_rows(table, path, *, text_field, id_field, prefix_field, suffix_field
     return [(None if i is None else str(i), t, f"row {n}") for n, (i, t) in enumerate(zip(ids, texts))]
 
 
-def _pick(fields, preferred: str | None, candidates, what: str, path: Path, required: bool):
+def pick_column(fields: Iterable[str], preferred: str | None, candidates: Sequence[str], what: str,
+                path: str | Path, *, required: bool = True, noun: str = "field") -> str | None:
+    """The field (or column) of a file that holds ``what``: ``preferred`` if given (it must
+    exist), else the first of ``candidates`` present; None when nothing fits and not ``required``.
+    ``noun`` is the word of the file's kind ("field" for records, "column" for tables): the
+    messages and the option they name (``--{what}-{noun}``) use it. The one column picker of
+    memclaim (input records here, score files too).
+
+    >>> pick_column(["id", "text"], None, ("text", "content"), "text", "in.jsonl")
+    'text'
+    >>> pick_column(["name", "logq"], "logq", ("score",), "score", "s.csv", noun="column")
+    'logq'
+    """
     fields = list(fields)
     if preferred:
         if preferred not in fields:
             raise InputError(
-                f"{str(path)!r} has no {what} field {preferred!r}; fields are {fields}",
-                hint=f"pass --{what}-field with one of {fields}",
+                f"{str(path)!r} has no {what} {noun} {preferred!r}; {noun}s are {fields}",
+                hint=f"pass --{what}-{noun} with one of {fields}",
             )
         return preferred
     for c in candidates:
@@ -216,8 +233,8 @@ def _pick(fields, preferred: str | None, candidates, what: str, path: Path, requ
             return c
     if required:
         raise InputError(
-            f"{str(path)!r}: cannot find a {what} field among {fields}",
-            hint=f"name it one of {list(candidates)} or pass --{what}-field",
+            f"{str(path)!r}: cannot find a {what} {noun} among {fields}",
+            hint=f"name it one of {list(candidates)} or pass --{what}-{noun}",
         )
     return None
 
@@ -232,7 +249,15 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
     gives its prefix and suffix: the record's text is prefix + suffix, ``suffix_start`` is
     len(prefix). A null or empty prefix is the empty prefix; a record whose suffix is null, empty
     or whitespace is skipped and counted as empty; a record without one of the fields, or a
-    non-string field, is an error naming the record."""
+    non-string field, is an error naming the record.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "in.jsonl"
+    >>> _ = p.write_text('{"id": "a", "text": "first"}\\n{"id": "b", "text": ""}\\n')
+    >>> ps = read_passages(p)
+    >>> [(r.id, r.text) for r in ps.records], ps.skipped_empty
+    ([('a', 'first')], 1)
+    """
     path = Path(path)
     fmt = detect_format(path, fmt)
     pair = check_fields(text_field=text_field, prefix_field=prefix_field, suffix_field=suffix_field)
@@ -299,11 +324,11 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
                                      hint="write records like {\"id\": ..., \"text\": ...}")
                 if tf is None:
                     if pair:
-                        tf = (_pick(obj.keys(), prefix_field, (), "prefix", path, True),
-                              _pick(obj.keys(), suffix_field, (), "suffix", path, True))
+                        tf = (pick_column(obj.keys(), prefix_field, (), "prefix", path, required=True),
+                              pick_column(obj.keys(), suffix_field, (), "suffix", path, required=True))
                     else:
-                        tf = _pick(obj.keys(), text_field, TEXT_FIELDS, "text", path, True)
-                    idf = _pick(obj.keys(), id_field, ID_FIELDS, "id", path, False)
+                        tf = pick_column(obj.keys(), text_field, TEXT_FIELDS, "text", path, required=True)
+                    idf = pick_column(obj.keys(), id_field, ID_FIELDS, "id", path, required=False)
                 rid = None if idf is None or obj.get(idf) is None else str(obj[idf])
                 if pair:
                     missing = [f for f in tf if f not in obj]
@@ -321,14 +346,14 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
             fieldnames, records_ = read_csv_records(path, text, tsv=path.suffix.lower() == ".tsv")
             if not fieldnames:
                 raise InputError(f"{str(path)!r}: CSV has no header row", hint="add a header with a 'text' column")
-            idf = _pick(fieldnames, id_field, ID_FIELDS, "id", path, False)
+            idf = pick_column(fieldnames, id_field, ID_FIELDS, "id", path, required=False)
             if pair:
-                pf = _pick(fieldnames, prefix_field, (), "prefix", path, True)
-                sf = _pick(fieldnames, suffix_field, (), "suffix", path, True)
+                pf = pick_column(fieldnames, prefix_field, (), "prefix", path, required=True)
+                sf = pick_column(fieldnames, suffix_field, (), "suffix", path, required=True)
                 for line, row in records_:
                     rows.append((row.get(idf) if idf else None, (row.get(pf), row.get(sf)), f"line {line}"))
             else:
-                tf = _pick(fieldnames, text_field, TEXT_FIELDS, "text", path, True)
+                tf = pick_column(fieldnames, text_field, TEXT_FIELDS, "text", path, required=True)
                 for line, row in records_:
                     rows.append((row.get(idf) if idf else None, row.get(tf), f"line {line}"))
     return passages_from_rows(rows, source=str(path), sha256=digest, prefix_field=prefix_field,
@@ -338,7 +363,11 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
 def read_csv_records(path: Path, text: str, *, tsv: bool = False) -> tuple[list[str], list[tuple[int, dict]]]:
     """(header, [(line where the record starts, {column: value})]) of a CSV/TSV text, read
     strictly: a quoted field left open (which would swallow every following row into one
-    field), a stray quote or a row with more fields than the header is an error naming the line."""
+    field), a stray quote or a row with more fields than the header is an error naming the line.
+
+    >>> read_csv_records(Path("in.csv"), 'id,text\\na,"one, two"\\n')
+    (['id', 'text'], [(2, {'id': 'a', 'text': 'one, two'})])
+    """
     reader = csv.reader(io.StringIO(text), dialect="excel-tab" if tsv else "excel", strict=True)
     out: list[tuple[int, dict]] = []
     header: list[str] = []
@@ -361,7 +390,14 @@ def read_csv_records(path: Path, text: str, *, tsv: bool = False) -> tuple[list[
 
 
 def read_document(path: str | Path) -> tuple[str, str]:
-    """Read one long UTF-8 document; returns (text, sha256 of the bytes)."""
+    """Read one long UTF-8 document; returns (text, sha256 of the bytes).
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "book.txt"
+    >>> _ = p.write_bytes(b"In the beginning")
+    >>> read_document(p)[0]
+    'In the beginning'
+    """
     path = Path(path)
     data = _read_bytes(path)
     return _decode(path, data), sha256_bytes(data)
@@ -370,7 +406,11 @@ def read_document(path: str | Path) -> tuple[str, str]:
 def check_fields(*, text_field: str | None = None, prefix_field: str | None = None,
                  suffix_field: str | None = None) -> bool:
     """Check the field options of a passage input; True when records give prefix and suffix
-    fields (both, different, and not with a text field)."""
+    fields (both, different, and not with a text field).
+
+    >>> check_fields(), check_fields(prefix_field="context", suffix_field="target")
+    (False, True)
+    """
     pair = prefix_field is not None or suffix_field is not None
     if pair:
         if prefix_field is None or suffix_field is None:
@@ -387,11 +427,16 @@ def check_fields(*, text_field: str | None = None, prefix_field: str | None = No
     return pair
 
 
-def passages_from_rows(rows, *, source: str, sha256: str, prefix_field: str | None = None,
+def passages_from_rows(rows: Sequence[tuple], *, source: str, sha256: str, prefix_field: str | None = None,
                        suffix_field: str | None = None) -> Passages:
     """Records from ``rows`` of (id or None, text or (prefix, suffix), where): ids default to
     ``rec<n>``, empty texts (or suffixes) are skipped and counted, a non-string text or a duplicate
-    id is an error naming ``source`` and the row."""
+    id is an error naming ``source`` and the row.
+
+    >>> p = passages_from_rows([(None, "x", "row 0"), ("k", "y", "row 1")], source="t", sha256="")
+    >>> [r.id for r in p.records]
+    ['rec0', 'k']
+    """
     path = source
     pair = prefix_field is not None or suffix_field is not None
     records: list[Record] = []

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..fsutil import sha256_bytes
-from .io import read_arrow_table, read_csv_records
+from .io import pick_column, read_arrow_table, read_csv_records
 
 __all__ = ["ID_COLUMNS", "SCORE_COLUMNS", "TEXT_COLUMNS", "ScoreFile", "read_score_file", "read_id_list"]
 
@@ -51,22 +51,6 @@ class ScoreFile:
                 "columns": self.columns}
 
 
-def _pick(fields, wanted, defaults, what, path, required=True):
-    fields = list(fields)
-    if wanted:
-        if wanted not in fields:
-            raise InputError(f"{str(path)!r} has no {what} column {wanted!r}; columns are {fields}",
-                             hint=f"pass --{what}-column with one of {fields}")
-        return wanted
-    for c in defaults:
-        if c in fields:
-            return c
-    if required:
-        raise InputError(f"{str(path)!r}: cannot find a {what} column among {fields}",
-                         hint=f"name it one of {list(defaults)} or pass --{what}-column")
-    return None
-
-
 def _to_float(v, path, where, col):
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return float(v)
@@ -80,10 +64,17 @@ def _to_float(v, path, where, col):
                          hint="scores must be numbers (use -inf for an exact zero probability)") from None
 
 
-def read_score_file(path, *, id_column: str | None = None, score_column: str | None = None,
+def read_score_file(path: str | Path, *, id_column: str | None = None, score_column: str | None = None,
                     text_column: str | None = None) -> ScoreFile:
     """Read an id column and a score column (and optionally a text column) from CSV/TSV/Parquet or
     an Arrow IPC/Feather file.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "scores.csv"
+    >>> _ = p.write_text("id,log_prob\\na,-3.5\\nb,-inf\\n")
+    >>> f = read_score_file(p)
+    >>> f.ids, f.scores.tolist(), f.columns["score"]
+    (('a', 'b'), [-3.5, -inf], 'log_prob')
 
     Columns are found by name (``id``/``doc_id``/..., ``score``/``log_prob``/...) unless given.
     Ids must be non-empty and unique; every score must be a number (``-inf`` for probability 0)."""
@@ -106,9 +97,9 @@ def read_score_file(path, *, id_column: str | None = None, score_column: str | N
         else:
             table = read_arrow_table(p, data)
         cols = table.column_names
-        ic = _pick(cols, id_column, ID_COLUMNS, "id", p)
-        sc = _pick(cols, score_column, SCORE_COLUMNS, "score", p)
-        tc = _pick(cols, text_column, TEXT_COLUMNS, "text", p, required=bool(text_column))
+        ic = pick_column(cols, id_column, ID_COLUMNS, "id", p, noun="column")
+        sc = pick_column(cols, score_column, SCORE_COLUMNS, "score", p, noun="column")
+        tc = pick_column(cols, text_column, TEXT_COLUMNS, "text", p, required=bool(text_column), noun="column")
         ids = [None if x is None else str(x) for x in table.column(ic).to_pylist()]
         raw = table.column(sc).to_pylist()
         texts = table.column(tc).to_pylist() if tc else None
@@ -123,9 +114,9 @@ def read_score_file(path, *, id_column: str | None = None, score_column: str | N
         if not header:
             raise InputError(f"{str(p)!r} has no header row", hint="add a header such as 'id,score'")
         cols = list(header)
-        ic = _pick(cols, id_column, ID_COLUMNS, "id", p)
-        sc = _pick(cols, score_column, SCORE_COLUMNS, "score", p)
-        tc = _pick(cols, text_column, TEXT_COLUMNS, "text", p, required=bool(text_column))
+        ic = pick_column(cols, id_column, ID_COLUMNS, "id", p, noun="column")
+        sc = pick_column(cols, score_column, SCORE_COLUMNS, "score", p, noun="column")
+        tc = pick_column(cols, text_column, TEXT_COLUMNS, "text", p, required=bool(text_column), noun="column")
         rows = [r for _, r in records]
         ids = [r.get(ic) for r in rows]
         raw = [r.get(sc) for r in rows]
@@ -148,7 +139,7 @@ def read_score_file(path, *, id_column: str | None = None, score_column: str | N
                      {"id": ic, "score": sc, "text": tc})
 
 
-def read_id_list(path) -> tuple[str, ...]:
+def read_id_list(path: str | Path) -> tuple[str, ...]:
     """One id per line (blank lines and lines starting with # ignored).
 
     >>> import tempfile, pathlib
