@@ -14,8 +14,7 @@ from .. import api
 from ..audits.attacks import describe_attacks
 from ..audits.table_spec import TABLE_SPEC_DOC
 from ..errors import InputError
-from ..text.io import FORMATS
-from .common import PASSAGE_INPUTS, print_json, stderr_log, trust_remote_code_option
+from .common import INPUT_FORMATS, PASSAGE_INPUTS, print_json, stderr_log, trust_remote_code_option
 from .progress import progress_bar
 
 EXAMPLES = """
@@ -110,7 +109,7 @@ def _comma_list(ctx, param, value):
 @click.option("--design-seed", type=int, default=0, show_default=True, help="Seed of the random halves.")
 @click.option("--text-field", default=None)
 @click.option("--id-field", default=None)
-@click.option("--format", "input_format", type=click.Choice(FORMATS), default=None,
+@click.option("--format", "input_format", type=click.Choice(INPUT_FORMATS), default=None,
               help="Input format (default: from the extension; a folder is a datasets folder).")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16", "float64"]), default="float32",
               show_default=True)

@@ -6,10 +6,10 @@ import sys
 
 import click
 
-from ..api._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, check_out_dir, set_threads  # noqa: F401
+from ..api._options import (DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, INPUT_FORMATS, check_out_dir,  # noqa: F401
+                            set_threads)
 from ..decoding import parse_policies
 from ..jsonutil import dumps
-from ..text.io import FORMATS
 
 #: what a passage input may be (the help of --input, --members, --controls, ...)
 PASSAGE_INPUTS = "JSONL/TXT/CSV/Parquet/Arrow file, or a folder written by datasets' save_to_disk"
@@ -59,7 +59,7 @@ def procedure_options(f):
                      help="Field holding each record's suffix, the target (with --prefix-field; the whole field "
                           "unless --suffix-tokens cuts it)."),
         click.option("--id-field", default=None, help="Field holding the record id."),
-        click.option("--format", "input_format", type=click.Choice(FORMATS), default=None,
+        click.option("--format", "input_format", type=click.Choice(INPUT_FORMATS), default=None,
                      help="Input format (default: from the extension; a folder is a datasets folder)."),
     ]
     for o in reversed(opts):
