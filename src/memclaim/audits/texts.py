@@ -29,7 +29,7 @@ class TextSet:
 
 
 def read_texts(source, *, label: str, text_field=None, id_field=None, fmt=None) -> TextSet:
-    """Records from a file (JSONL/TXT/CSV/Parquet, :func:`memclaim.text.io.read_passages`) or
+    """Records from a file or a datasets folder (JSONL/TXT/CSV/Parquet/Arrow, :func:`memclaim.text.io.read_passages`) or
     from a sequence of strings, dicts with ``text`` (and ``id``) or Records.
 
     >>> read_texts(["a member text", {"id": "m2", "text": "another"}], label="members").records[1]

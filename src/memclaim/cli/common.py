@@ -52,7 +52,7 @@ def procedure_options(f):
                      help="Aggregate over several prompts ([EM] Eq. 15)."),
         click.option("--text-field", default=None, help="Field holding the text (JSONL/CSV/Parquet/Arrow/datasets)."),
         click.option("--prefix-field", default=None,
-                     help="Field holding each record's prefix (JSONL/CSV/Parquet; with --suffix-field): prefix and "
+                     help="Field holding each record's prefix (JSONL/CSV/Parquet/Arrow/datasets; with --suffix-field): prefix and "
                           "suffix are tokenized together and cut where the suffix starts, so a target can start a "
                           "sentence."),
         click.option("--suffix-field", default=None,

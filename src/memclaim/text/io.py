@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from ..errors import InputError, require
-from ..fsutil import sha256_bytes
+from ..fsutil import sha256_bytes, sha256_file
 
 TEXT_FIELDS = ("text", "passage", "content", "document", "body")
 ID_FIELDS = ("id", "doc_id", "uid", "key", "name")
@@ -140,7 +140,7 @@ def _folder_digest(path: Path) -> str:
     of every regular file under it, in sorted order (a copy of the folder has the same digest)."""
     lines = []
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        lines.append(f"{f.relative_to(path).as_posix()}\0{sha256_bytes(f.read_bytes())}\n")
+        lines.append(f"{f.relative_to(path).as_posix()}\0{sha256_file(f)}\n")  # in chunks: shards can be large
     return sha256_bytes("".join(lines).encode("utf-8"))
 
 
