@@ -84,6 +84,17 @@ def test_every_block_that_is_not_run_says_why_and_the_tutorial_runs_all_of_its_c
         assert cmd in commands, cmd
 
 
+def _dicts(obj):
+    """Every dict inside a JSON value (depth first)."""
+    if isinstance(obj, dict):
+        yield obj
+        for v in obj.values():
+            yield from _dicts(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _dicts(v)
+
+
 @pytest.mark.real
 def test_the_tutorial_runs_as_written_and_gives_the_numbers_it_quotes(tmp_path):
     """Every block of docs/getting-started.md, in order, on tests/data and SmolLM2 (about 3 minutes
@@ -116,7 +127,9 @@ def test_the_tutorial_runs_as_written_and_gives_the_numbers_it_quotes(tmp_path):
     for value in ("0.462117", "0.632121", "0.761594", "8.20732"):
         assert value in dp_out
     audit = json.loads((t / "audit" / "report.json").read_text())
-    assert audit["results"], "the audit wrote no results"
+    loss = [d for d in _dicts(audit) if d.get("attack") == "loss" and isinstance(d.get("auc"), dict)]
+    assert loss, "the audit report has no loss attack"
+    assert loss[0]["auc"]["low"] > 0.5, loss[0]["auc"]  # the page: its AUC interval lies above 0.5
     assert (t / "census" / "report.html").is_file() and (t / "population" / "report.html").is_file()
     assert any("At target FPR alpha = 1/20" in o for o in outs)  # the Python block's headline
 
