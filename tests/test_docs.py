@@ -129,7 +129,10 @@ def test_the_tutorial_runs_as_written_and_gives_the_numbers_it_quotes(tmp_path):
     audit = json.loads((t / "audit" / "report.json").read_text())
     loss = [d for d in _dicts(audit) if d.get("attack") == "loss" and isinstance(d.get("auc"), dict)]
     assert loss, "the audit report has no loss attack"
-    assert loss[0]["auc"]["low"] > 0.5, loss[0]["auc"]  # the page: its AUC interval lies above 0.5
+    auc = loss[0]["auc"]
+    assert auc["low"] > 0.5, auc  # the page: its AUC interval lies above 0.5
+    quoted = f"AUC {auc['auc']:.2f} with the interval [{auc['low']:.2f}, {auc['high']:.2f}]"
+    assert quoted == "AUC 0.63 with the interval [0.56, 0.70]" and quoted in " ".join(text.split())
     assert (t / "census" / "report.html").is_file() and (t / "population" / "report.html").is_file()
     assert any("At target FPR alpha = 1/20" in o for o in outs)  # the Python block's headline
 
