@@ -1,13 +1,14 @@
 # memclaim: two commands on a fresh machine with Python 3.11.
 #   make demo   - set up .venv and run the main job on the embedded default
-#   make test   - set up .venv and run the test suite (unit, integration, real tier)
+#   make test   - set up .venv and run the test suite (unit, integration, real tier; it builds the docs too)
+#   make docs   - build the documentation site into site/ (mkdocs build --strict)
 PYTHON ?= python3.11
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test test-slow bench clean
+.PHONY: venv demo test test-slow bench docs docs-serve clean
 
 $(STAMP): pyproject.toml Makefile
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 2; }
@@ -35,5 +36,13 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_scoring.py
 
+# the documentation site (mkdocs.yml; the docs extra is part of [all]): site/ and a live preview.
+# CI builds it with --strict in tests/test_docs.py.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	$(VENV)/bin/mkdocs serve
+
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	rm -rf $(VENV) build site *.egg-info src/*.egg-info

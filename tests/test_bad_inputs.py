@@ -22,6 +22,11 @@ from memclaim.cli.main import main
 # the shared inputs are cut from the tiny GPT's corpus and its folder (trained once, cached)
 pytestmark = pytest.mark.integration
 LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc, which refuses any mkdir")
+try:
+    import datasets as _datasets  # noqa: F401
+    DATASETS = pytest.mark.skipif(False, reason="")
+except ImportError:
+    DATASETS = pytest.mark.skip(reason="the 'datasets' extra is not installed (pip install 'memclaim[datasets]')")
 
 
 def _write_gguf(path: Path, *, truncate: int = 0) -> Path:
@@ -92,6 +97,20 @@ def data(tmp_path_factory) -> Path:
     user = d / "users-folder"
     user.mkdir()
     (user / "thesis.tex").write_text("years of work")
+    # issue 15 item 7: Arrow files and datasets folders that are not what they should be
+    (d / "not.arrow").write_text("id,text\na,this is a CSV file named .arrow\n")
+    (d / "not.feather").write_bytes(b"FEA1 but then nothing")
+    (d / "plain-folder").mkdir()
+    (d / "plain-folder" / "notes.txt").write_text("a folder of notes, not a dataset")
+    try:
+        import datasets
+    except ImportError:  # the rows that need it are skipped (DATASETS below)
+        return d
+    datasets.disable_progress_bars()
+    datasets.Dataset.from_list([{"id": r["id"], "sentence": r["text"]} for r in mem]).save_to_disk(str(d / "ds-notext"))
+    ds = datasets.Dataset.from_list([{"id": r["id"], "text": r["text"]} for r in mem])
+    datasets.DatasetDict(train=ds, test=ds).save_to_disk(str(d / "ds-dict"))
+    datasets.enable_progress_bars()
     return d
 
 
@@ -153,6 +172,14 @@ CASES = [
     ("score-empty-input", "score toy --input {d}/empty.jsonl --out {store}", "is empty", 1),
     ("score-latin1", "score toy --input {d}/latin1.txt --out {store}", "not valid UTF-8", 1),
     ("score-unknown-format", "score toy --input {d}/notes.py --out {store}", "cannot tell the format", 1),
+    ("score-not-arrow", "score toy --input {d}/not.arrow --out {store}", "is not a readable Arrow file", 1),
+    ("score-not-feather", "score toy --input {d}/not.feather --out {store}", "is not a readable Arrow file", 1),
+    ("score-plain-folder", "score toy --input {d}/plain-folder --out {store}",
+     "is a folder, but not one written by datasets' save_to_disk", 1),
+    ("score-format-datasets-file", "score toy --input {d}/m.jsonl --format datasets --out {store}",
+     "--format datasets needs a folder", 1),
+    pytest.param("score-datasets-no-text", "score toy --input {d}/ds-notext --out {store}",
+                 "cannot find a text field among ['id', 'sentence']", 1, marks=DATASETS, id="score-datasets-no-text"),
     ("score-both-inputs", "score toy --input {d}/m.jsonl --document {d}/doc.txt --out {store}", "exactly one of", 0),
     ("score-no-stride", "score toy --document {d}/doc.txt --out {store}", "--document needs --stride", 1),
     ("score-stride-0", "score toy --document {d}/doc.txt --stride 0 --out {store}", "stride must be >= 1", 1),
@@ -175,6 +202,8 @@ CASES = [
     ("test-confidence-1", T + " --confidence 1", "--confidence must lie strictly between 0 and 1", 0),
     ("test-fdr-2", T + " --fdr 2", "--fdr must lie strictly between 0 and 1", 0),
     ("test-score-not-number", "test --candidates {d}/s_nan.csv --controls {d}/s2.csv --out {rep}", "is not a number", 0),
+    ("test-scores-not-arrow", "test --candidates {d}/not.feather --controls {d}/s2.csv --out {rep}",
+     "is not a readable Arrow file", 0),
     ("test-score-open-quote", "test --candidates {d}/s_open.csv --controls {d}/s2.csv --out {rep}",
      "malformed CSV", 0),
     ("test-store-and-file", TS + " --controls {d}/s2.csv --run members --out {rep}", "both be score stores", 0),
@@ -203,6 +232,11 @@ CASES = [
      "--prefix-tokens 200 --suffix-tokens 100 --out {new}", "more than the context", 1),
     ("population-budget", P + " --budget -5", "--budget must be a finite number", 0),
     ("population-alpha-0", P + " --alpha 0", "alpha must lie strictly between 0 and 1", 0),
+    pytest.param("population-datasets-dict", "population toy --members {d}/ds-dict --controls {d}/c.jsonl "
+                 "--prefix-tokens 8 --suffix-tokens 8 --out {rep}", "is a datasets DatasetDict with the splits "
+                 "['train', 'test']", 1, marks=DATASETS, id="population-datasets-dict"),
+    ("population-controls-not-arrow", "population toy --members {d}/m.jsonl --controls {d}/not.arrow "
+     "--prefix-tokens 8 --suffix-tokens 8 --out {rep}", "is not a readable Arrow file", 1),
     # ---- census
     ("census-budget", C + " --budget -5", "--budget must be a finite number", 0),
     ("census-same-text", "census toy --document {d}/doc.txt --control {d}/doc.txt --stride 8 --out {rep}",
@@ -246,6 +280,10 @@ CASES = [
     ("dp-baseline-no-model", "dp baseline --prefix abc --secret-length 2 --list-size 1",
      "MODEL, --prefix and --secret-length are required", 0),
     # ---- audit
+    ("audit-plain-folder", "audit toy --members {d}/plain-folder --nonmembers {d}/c.jsonl --out {rep}",
+     "is a folder, but not one written by datasets' save_to_disk", 1),
+    pytest.param("audit-datasets-no-text", "audit toy --members {d}/m.jsonl --nonmembers {d}/ds-notext --out {rep}",
+                 "cannot find a text field among ['id', 'sentence']", 1, marks=DATASETS, id="audit-datasets-no-text"),
     ("audit-overlap", "audit toy --members {d}/m.jsonl --nonmembers {d}/m.jsonl --out {rep}",
      "both members and non-members", 1),
     ("audit-shadows-3", A + " --shadows 3", "even number >= 4", 1),
@@ -277,6 +315,8 @@ CASES = [
      "--trust-remote-code", 0),
     ("train-finetune-dp-epsilon", "train finetune toy --data {d}/m.jsonl --out {new} --steps 1 --dp-epsilon 0",
      "target_epsilon must be finite and > 0", 0),
+    ("train-finetune-not-arrow", "train finetune toy --data {d}/not.arrow --out {new} --steps 1",
+     "is not a readable Arrow file", 0),
     ("train-finetune-missing-data", "train finetune toy --data {d}/nope.jsonl --out {new} --steps 1",
      "does not exist", 0),
     ("train-unlearn-seq-len", "train unlearn toy --forget {d}/forget.jsonl --retain {d}/m.jsonl --out {new} "

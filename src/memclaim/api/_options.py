@@ -7,8 +7,10 @@ import os
 from pathlib import Path
 
 from ..errors import InputError
+from ..text.io import FORMATS as INPUT_FORMATS  # the --format choices (text/io imports nothing heavy)
 
-__all__ = ["DEFAULT_PREFIX_TOKENS", "DEFAULT_SUFFIX_TOKENS", "window_lengths", "check_out_dir", "set_threads"]
+__all__ = ["DEFAULT_PREFIX_TOKENS", "DEFAULT_SUFFIX_TOKENS", "INPUT_FORMATS", "window_lengths", "check_out_dir",
+           "set_threads"]
 
 DEFAULT_PREFIX_TOKENS = 50
 DEFAULT_SUFFIX_TOKENS = 50

@@ -102,7 +102,8 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
 
     ``model``: a name, a path, a model from :func:`memclaim.load_model`, or a transformers model
     with its tokenizer as the pair ``(hf_model, tokenizer)``. ``texts``: a passage file (JSONL/TXT/CSV/
-    Parquet), a list of strings or of records (dicts with ``text``/``id``, or the
+    Parquet/Arrow) or a ``datasets`` folder (save_to_disk), a list of strings or of records (dicts with
+    ``text``/``id``, or the
     ``prefix_field``/``suffix_field`` pair), a pandas DataFrame, a pyarrow Table or a
     ``datasets.Dataset``; or ``document`` (a path or :class:`memclaim.Document`) cut into sliding
     windows every ``stride`` tokens. Windows are ``prefix_tokens`` + ``suffix_tokens`` tokens

@@ -36,7 +36,8 @@ class TextSet:
 def read_texts(source: "str | Path | TextSet | Sequence | pandas.DataFrame | pyarrow.Table | datasets.Dataset", *,
                label: str, text_field: str | None = None, id_field: str | None = None,
                fmt: str | None = None) -> TextSet:
-    """Records from a file (JSONL/TXT/CSV/Parquet, :func:`memclaim.text.io.read_passages`) or
+    """Records from a file or a datasets folder (JSONL/TXT/CSV/Parquet/Arrow,
+    :func:`memclaim.text.io.read_passages`) or
     from Python objects (a sequence of strings, dicts or Records, a pandas DataFrame, a pyarrow
     Table, a ``datasets.Dataset``: :func:`memclaim.text.tables.passages_from_object`, fields
     found by the same names); an item without an id is named ``LABEL-<n>``.

@@ -14,7 +14,7 @@ from .. import api
 from ..audits.attacks import describe_attacks
 from ..audits.table_spec import TABLE_SPEC_DOC
 from ..errors import InputError
-from .common import print_json, stderr_log, trust_remote_code_option
+from .common import INPUT_FORMATS, PASSAGE_INPUTS, print_json, stderr_log, trust_remote_code_option
 from .progress import progress_bar
 
 EXAMPLES = """
@@ -62,8 +62,8 @@ def _comma_list(ctx, param, value):
 @command.command("run", epilog=EXAMPLES, short_help="Audit MODEL on members vs non-members (the default).",
                  context_settings={"max_content_width": 100})
 @click.argument("model")
-@click.option("--members", required=True, type=click.Path(dir_okay=False), help="Member texts (JSONL/TXT/CSV/Parquet).")
-@click.option("--nonmembers", required=True, type=click.Path(dir_okay=False), help="Non-member texts, same format.")
+@click.option("--members", required=True, type=click.Path(), help=f"Member texts ({PASSAGE_INPUTS}).")
+@click.option("--nonmembers", required=True, type=click.Path(), help="Non-member texts, same format.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Output folder: score store, shadows, report (re-running reuses everything).")
 @click.option("--reference", default=None, help="Reference model for the reference attack.")
@@ -109,7 +109,8 @@ def _comma_list(ctx, param, value):
 @click.option("--design-seed", type=int, default=0, show_default=True, help="Seed of the random halves.")
 @click.option("--text-field", default=None)
 @click.option("--id-field", default=None)
-@click.option("--format", "input_format", type=click.Choice(["jsonl", "txt", "csv", "parquet"]), default=None)
+@click.option("--format", "input_format", type=click.Choice(INPUT_FORMATS), default=None,
+              help="Input format (default: from the extension; a folder is a datasets folder).")
 @click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16", "float64"]), default="float32",
               show_default=True)
 @click.option("--sot", default=None, help="Start-of-text rule (see memclaim score --help).")

@@ -6,9 +6,13 @@ import sys
 
 import click
 
-from ..api._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, check_out_dir, set_threads  # noqa: F401
+from ..api._options import (DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, INPUT_FORMATS, check_out_dir,  # noqa: F401
+                            set_threads)
 from ..decoding import parse_policies
 from ..jsonutil import dumps
+
+#: what a passage input may be (the help of --input, --members, --controls, ...)
+PASSAGE_INPUTS = "JSONL/TXT/CSV/Parquet/Arrow file, or a folder written by datasets' save_to_disk"
 
 
 def print_json(obj) -> None:
@@ -46,17 +50,17 @@ def procedure_options(f):
         click.option("--chat-template", is_flag=True, help="Wrap each prompt in the model's chat template."),
         click.option("--aggregate", type=click.Choice(["max", "mean"]), default="max", show_default=True,
                      help="Aggregate over several prompts ([EM] Eq. 15)."),
-        click.option("--text-field", default=None, help="Field holding the text (JSONL/CSV/Parquet)."),
+        click.option("--text-field", default=None, help="Field holding the text (JSONL/CSV/Parquet/Arrow/datasets)."),
         click.option("--prefix-field", default=None,
-                     help="Field holding each record's prefix (JSONL/CSV/Parquet; with --suffix-field): prefix and "
+                     help="Field holding each record's prefix (JSONL/CSV/Parquet/Arrow/datasets; with --suffix-field): prefix and "
                           "suffix are tokenized together and cut where the suffix starts, so a target can start a "
                           "sentence."),
         click.option("--suffix-field", default=None,
                      help="Field holding each record's suffix, the target (with --prefix-field; the whole field "
                           "unless --suffix-tokens cuts it)."),
         click.option("--id-field", default=None, help="Field holding the record id."),
-        click.option("--format", "input_format", type=click.Choice(["jsonl", "txt", "csv", "parquet"]), default=None,
-                     help="Input format (default: from the extension)."),
+        click.option("--format", "input_format", type=click.Choice(INPUT_FORMATS), default=None,
+                     help="Input format (default: from the extension; a folder is a datasets folder)."),
     ]
     for o in reversed(opts):
         f = o(f)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import click
 
 from .. import api
-from .common import (backend_options, claim_options, model_options, near_verbatim_options, print_json,
+from .common import (PASSAGE_INPUTS, backend_options, claim_options, model_options, near_verbatim_options, print_json,
                      procedure_options, run_options, stderr_log)
 from .progress import progress_bar
 from .test import print_claim
@@ -49,9 +49,9 @@ Examples (run from a checkout of the repository):
 @click.command("population", epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],
                                                                  "max_content_width": 100})
 @click.argument("model")
-@click.option("--members", "members_path", required=True, type=click.Path(dir_okay=False),
-              help="Candidate passages (JSONL/TXT/CSV/Parquet, one text per record, optional id).")
-@click.option("--controls", "controls_path", required=True, type=click.Path(dir_okay=False),
+@click.option("--members", "members_path", required=True, type=click.Path(),
+              help=f"Candidate passages ({PASSAGE_INPUTS}; one text per record, optional id).")
+@click.option("--controls", "controls_path", required=True, type=click.Path(),
               help="Matched non-member controls, same format (same source, length and style as the members).")
 @procedure_options
 @model_options

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .. import api
-from .common import (backend_options, model_options, near_verbatim_options, print_json, procedure_options,
+from .common import (PASSAGE_INPUTS, backend_options, model_options, near_verbatim_options, print_json, procedure_options,
                      run_options, stderr_log)
 from .progress import progress_bar
 
@@ -30,7 +30,7 @@ Examples:
 
 @click.command("score", epilog=EXAMPLES, context_settings={"max_content_width": 100})
 @click.argument("model")
-@click.option("--input", "input_path", type=click.Path(dir_okay=False), help="Passages: JSONL/TXT/CSV/Parquet, one text per record.")
+@click.option("--input", "input_path", type=click.Path(), help=f"Passages: {PASSAGE_INPUTS}; one text per record.")
 @click.option("--document", "document_path", type=click.Path(dir_okay=False), help="One long document for sliding windows.")
 @click.option("--stride", type=int, default=None, help="Sliding-window stride in tokens (with --document).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Store folder (created; re-running resumes).")

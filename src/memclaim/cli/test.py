@@ -50,7 +50,7 @@ Examples (run from a checkout of the repository; the first two need SmolLM2, see
 @click.command(name="test", epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],
                                                                 "max_content_width": 100})
 @click.option("--candidates", "candidates", required=True, type=click.Path(),
-              help="A score store (the --out folder of `memclaim score`), or a CSV/TSV/Parquet file with an id "
+              help="A score store (the --out folder of `memclaim score`), or a CSV/TSV/Parquet/Arrow file with an id "
                    "and a score column (higher = more memorized).")
 @click.option("--controls", "controls", required=True, type=click.Path(),
               help="Matched non-member controls: a store (may be the candidates' store) or a file, like --candidates.")

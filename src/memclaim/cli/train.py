@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from .. import api
-from .common import print_json, stderr_log, trust_remote_code_option
+from .common import PASSAGE_INPUTS, print_json, stderr_log, trust_remote_code_option
 
 EXAMPLES = """
 \b
@@ -64,7 +64,7 @@ def tiny(out_dir, duplicates, canaries, triggers, trigger_copies, steps, batch_s
 
 @command.command("finetune", epilog=EXAMPLES)
 @click.argument("model")
-@click.option("--data", required=True, type=click.Path(dir_okay=False), help="Training texts (JSONL/TXT/CSV/Parquet).")
+@click.option("--data", required=True, type=click.Path(), help=f"Training texts ({PASSAGE_INPUTS}).")
 @click.option("--plant", "plant_file", type=click.Path(dir_okay=False), default=None,
               help="JSONL of planted records: {id, kind: duplicate|canary|trigger, prefix, secret, copies, trigger}.")
 @click.option("--reserve-triggers", type=int, default=0, show_default=True,
@@ -105,7 +105,7 @@ def finetune(model, data, plant_file, reserve_triggers, out_dir, layout, epochs,
 @click.argument("model")
 @click.option("--forget", required=True, type=click.Path(dir_okay=False),
               help="JSONL of forget records {id, prefix, suffix|secret} (the content to erase).")
-@click.option("--retain", required=True, type=click.Path(dir_okay=False), help="Retain texts (JSONL/TXT/CSV/Parquet).")
+@click.option("--retain", required=True, type=click.Path(), help=f"Retain texts ({PASSAGE_INPUTS}).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
 @click.option("--method", type=click.Choice(["npo", "graddiff"]), default="npo", show_default=True)
 @click.option("--lr", type=float, default=7e-6, show_default=True, help="[MX] App. F.2: 7e-6.")

@@ -1,5 +1,6 @@
-"""Reading user inputs: passages (JSONL, TXT, CSV, Parquet; one text per record, optional id)
-and single long documents. Every failure names the file, the record and the fix.
+"""Reading user inputs: passages (JSONL, TXT, CSV, Parquet, Arrow IPC/Feather files, and folders
+written by HuggingFace ``datasets``' ``save_to_disk``; one text per record, optional id) and single
+long documents. Every failure names the file, the record and the fix.
 
 A record may give its prefix and suffix explicitly (``prefix_field`` and ``suffix_field``, for
 JSONL/CSV/Parquet): its text is then prefix + suffix and ``Record.suffix_start`` marks where the
@@ -15,12 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from ..errors import InputError
-from ..fsutil import sha256_bytes
+from ..errors import InputError, require
+from ..fsutil import sha256_bytes, sha256_file
 
 TEXT_FIELDS = ("text", "passage", "content", "document", "body")
 ID_FIELDS = ("id", "doc_id", "uid", "key", "name")
-FORMATS = ("jsonl", "txt", "csv", "parquet")
+#: input formats (``--format``): ``arrow`` is an Arrow IPC file or stream, or a Feather file (v1 or
+#: v2); ``datasets`` a folder written by ``datasets.Dataset.save_to_disk`` (the ``datasets`` extra)
+FORMATS = ("jsonl", "txt", "csv", "parquet", "arrow", "datasets")
+#: the formats a file's extension names (a folder is a ``datasets`` folder)
+EXTENSIONS = {"jsonl": "jsonl", "ndjson": "jsonl", "json": "jsonl", "txt": "txt", "text": "txt", "csv": "csv",
+              "tsv": "csv", "parquet": "parquet", "pq": "parquet", "arrow": "arrow", "feather": "arrow",
+              "ipc": "arrow", "arrows": "arrow"}
 
 
 @dataclass(frozen=True)
@@ -83,25 +90,121 @@ def _decode(path: Path, data: bytes) -> str:
 
 
 def detect_format(path: str | Path, fmt: str | None = None) -> str:
-    """The input format of ``path``: ``fmt`` when given (checked), else from the extension.
+    """The input format of ``path``: ``fmt`` when given (checked), ``datasets`` for a folder, else
+    from the file's extension (:data:`EXTENSIONS`).
 
-    >>> detect_format("verses.ndjson"), detect_format("x.dat", "csv")
-    ('jsonl', 'csv')
+    >>> detect_format("verses.ndjson"), detect_format("x.dat", "csv"), detect_format("book.feather")
+    ('jsonl', 'csv', 'arrow')
     """
     if fmt:
         fmt = fmt.lower()
         if fmt not in FORMATS:
             raise InputError(f"unknown input format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
         return fmt
+    if Path(path).is_dir():
+        return "datasets"
     suffix = Path(path).suffix.lower().lstrip(".")
-    mapping = {"jsonl": "jsonl", "ndjson": "jsonl", "json": "jsonl", "txt": "txt", "text": "txt",
-               "csv": "csv", "tsv": "csv", "parquet": "parquet", "pq": "parquet"}
-    if suffix not in mapping:
+    if suffix not in EXTENSIONS:
         raise InputError(
             f"cannot tell the format of {str(path)!r} from its extension {suffix!r}",
-            hint="use .jsonl/.txt/.csv/.parquet or pass --format",
+            hint="use .jsonl/.txt/.csv/.parquet/.arrow/.feather, a datasets folder (save_to_disk), or pass --format",
         )
-    return mapping[suffix]
+    return EXTENSIONS[suffix]
+
+
+def read_arrow_table(path: Path, data: bytes):
+    """A pyarrow Table from the bytes of an Arrow file: the IPC file format (which Feather v2 is),
+    the IPC stream format (what ``datasets`` writes as ``*.arrow``) or Feather v1, tried in that
+    order; anything else is an error naming the file."""
+    import pyarrow as pa
+    import pyarrow.feather as feather
+    import pyarrow.ipc as ipc
+
+    buf = pa.py_buffer(data)
+    errors = []
+    for kind, read in (("IPC file", lambda: ipc.open_file(buf).read_all()),
+                       ("IPC stream", lambda: ipc.open_stream(buf).read_all()),
+                       ("Feather", lambda: feather.read_table(pa.BufferReader(buf)))):
+        try:
+            return read()
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            errors.append(f"{kind}: {exc}")
+    raise InputError(f"{str(path)!r} is not a readable Arrow file (tried the IPC file and stream formats and "
+                     f"Feather: {errors[0]})",
+                     hint="write it with pyarrow.ipc.new_file / pyarrow.feather.write_feather, or pass "
+                          "--format for the format it is in")
+
+
+def _folder_digest(path: Path) -> str:
+    """sha256 naming a folder's contents: of the lines 'relative path NUL sha256 of the file's bytes'
+    of every regular file under it, in sorted order (a copy of the folder has the same digest)."""
+    lines = []
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        lines.append(f"{f.relative_to(path).as_posix()}\0{sha256_file(f)}\n")  # in chunks: shards can be large
+    return sha256_bytes("".join(lines).encode("utf-8"))
+
+
+def read_datasets_folder(path: str | Path):
+    """(pyarrow Table, sha256) of a folder written by ``datasets.Dataset.save_to_disk``, loaded with
+    ``datasets.load_from_disk`` (the ``datasets`` extra, imported only here). A ``DatasetDict``
+    folder (several splits) is refused with the split folders to pass instead; the sha256 is
+    :func:`_folder_digest` of the folder."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"input folder {str(path)!r} does not exist", hint="check the path")
+    if not path.is_dir():
+        raise InputError(f"--format datasets needs a folder written by Dataset.save_to_disk; {str(path)!r} is a file",
+                         hint="pass the folder, or drop --format to read the file by its extension")
+    dd = path / "dataset_dict.json"
+    if dd.is_file():
+        try:
+            splits = list(json.loads(dd.read_text(encoding="utf-8")).get("splits", []))
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+            splits = sorted(p.name for p in path.iterdir() if p.is_dir())
+        raise InputError(f"{str(path)!r} is a datasets DatasetDict with the splits {splits}: memclaim reads one "
+                         "set of texts per input",
+                         hint=f"pass one split's folder, e.g. {str(path / splits[0]) if splits else str(path / 'train')!r}")
+    if not (path / "state.json").is_file():
+        raise InputError(f"input {str(path)!r} is a folder, but not one written by datasets' save_to_disk "
+                         "(it has no state.json)",
+                         hint="pass a file (JSONL/TXT/CSV/Parquet/Arrow), or a folder written by "
+                              "Dataset.save_to_disk")
+    datasets = require("datasets", "datasets")
+    import pyarrow as pa
+
+    bars_were_off = datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()  # no "Loading dataset" bar of its own under memclaim's progress
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except (FileNotFoundError, ValueError, KeyError, TypeError, OSError, pa.ArrowException) as exc:
+        raise InputError(f"{str(path)!r} is not a readable datasets folder: {type(exc).__name__}: {exc}",
+                         hint="write it again with Dataset.save_to_disk, or check that no file in it was cut short "
+                              "or removed") from None
+    finally:
+        if not bars_were_off:
+            datasets.enable_progress_bars()
+    if not hasattr(ds, "with_format") or not hasattr(ds, "column_names") or isinstance(ds.column_names, dict):
+        raise InputError(f"{str(path)!r} holds a {type(ds).__name__}, not one Dataset",
+                         hint="pass one split's folder")
+    table = ds.with_format("arrow")[:]  # the rows in the dataset's order (indices mapping applied)
+    return table, _folder_digest(path)
+
+
+def _table_rows(table, path, *, text_field, id_field, prefix_field, suffix_field, pair: bool):
+    """(id, text or (prefix, suffix), where) rows of an Arrow table (Parquet, Arrow, datasets)."""
+    cols = [str(c) for c in table.column_names]
+    idf = pick_column(cols, id_field, ID_FIELDS, "id", path, required=False)
+    if pair:
+        pf = pick_column(cols, prefix_field, (), "prefix", path, required=True)
+        sf = pick_column(cols, suffix_field, (), "suffix", path, required=True)
+        texts = list(zip(table.column(pf).to_pylist(), table.column(sf).to_pylist()))
+    else:
+        tf = pick_column(cols, text_field, TEXT_FIELDS, "text", path, required=True)
+        texts = table.column(tf).to_pylist()
+    if not texts:
+        raise InputError(f"{str(path)!r} has no rows", hint="pass a table with at least one text")
+    ids = table.column(idf).to_pylist() if idf else [None] * len(texts)
+    return [(None if i is None else str(i), t, f"row {n}") for n, (i, t) in enumerate(zip(ids, texts))]
 
 
 def pick_column(fields: Iterable[str], preferred: str | None, candidates: Sequence[str], what: str,
@@ -162,27 +265,27 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
         if fmt == "txt":
             raise InputError(f"{str(path)!r} is plain text: it has no fields for --prefix-field/--suffix-field",
                              hint="give the records as JSONL, CSV or Parquet with a prefix and a suffix field")
+    fields = dict(text_field=text_field, id_field=id_field, prefix_field=prefix_field, suffix_field=suffix_field,
+                  pair=pair)
+    if fmt == "datasets":
+        table, digest = read_datasets_folder(path)
+        return passages_from_rows(_table_rows(table, path, **fields), source=str(path), sha256=digest,
+                                  prefix_field=prefix_field, suffix_field=suffix_field)
     data = _read_bytes(path)
     digest = sha256_bytes(data)
     rows: list[tuple[str | None, object, str]] = []  # (id, text or (prefix, suffix), where)
-    if fmt == "parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        try:
-            table = pq.read_table(io.BytesIO(data))
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise InputError(f"{str(path)!r} is not a readable Parquet file: {exc}", hint="check the file") from None
-        idf = pick_column(table.column_names, id_field, ID_FIELDS, "id", path, required=False)
-        if pair:
-            pf = pick_column(table.column_names, prefix_field, (), "prefix", path, required=True)
-            sf = pick_column(table.column_names, suffix_field, (), "suffix", path, required=True)
-            texts = list(zip(table.column(pf).to_pylist(), table.column(sf).to_pylist()))
+    if fmt in ("parquet", "arrow"):
+        if fmt == "arrow":
+            table = read_arrow_table(path, data)
         else:
-            tf = pick_column(table.column_names, text_field, TEXT_FIELDS, "text", path, required=True)
-            texts = table.column(tf).to_pylist()
-        ids = table.column(idf).to_pylist() if idf else [None] * len(texts)
-        rows = [(None if i is None else str(i), t, f"row {n}") for n, (i, t) in enumerate(zip(ids, texts))]
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            try:
+                table = pq.read_table(io.BytesIO(data))
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise InputError(f"{str(path)!r} is not a readable Parquet file: {exc}", hint="check the file") from None
+        rows = _table_rows(table, path, **fields)
     else:
         text = _decode(path, data)
         if fmt == "txt":

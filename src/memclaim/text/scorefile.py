@@ -1,5 +1,5 @@
 """Reading scores computed elsewhere ([EM] App. H.1: the same verify step applies to scores from
-another toolkit): a CSV/TSV/Parquet file with an id column and a score column (and optionally a
+another toolkit): a CSV/TSV/Parquet/Arrow file with an id column and a score column (and optionally a
 text column), and id lists (one id per line, e.g. controls verified as members, [EM] D.2).
 
 Every failure names the file, the row and the fix.
@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..fsutil import sha256_bytes
-from .io import pick_column, read_csv_records
+from .io import pick_column, read_arrow_table, read_csv_records
 
 __all__ = ["ID_COLUMNS", "SCORE_COLUMNS", "TEXT_COLUMNS", "ScoreFile", "read_score_file", "read_id_list"]
 
@@ -66,7 +66,8 @@ def _to_float(v, path, where, col):
 
 def read_score_file(path: str | Path, *, id_column: str | None = None, score_column: str | None = None,
                     text_column: str | None = None) -> ScoreFile:
-    """Read an id column and a score column (and optionally a text column) from CSV/TSV/Parquet.
+    """Read an id column and a score column (and optionally a text column) from CSV/TSV/Parquet or
+    an Arrow IPC/Feather file.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "scores.csv"
@@ -84,14 +85,17 @@ def read_score_file(path: str | Path, *, id_column: str | None = None, score_col
     if not data.strip():
         raise InputError(f"score file {str(p)!r} is empty", hint="pass a file with a header and one row per item")
     suffix = p.suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+    if suffix in (".parquet", ".pq", ".arrow", ".feather", ".ipc", ".arrows"):
+        if suffix in (".parquet", ".pq"):
+            import pyarrow as pa
+            import pyarrow.parquet as pq
 
-        try:
-            table = pq.read_table(io.BytesIO(data))
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise InputError(f"{str(p)!r} is not a readable Parquet file: {exc}") from None
+            try:
+                table = pq.read_table(io.BytesIO(data))
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise InputError(f"{str(p)!r} is not a readable Parquet file: {exc}") from None
+        else:
+            table = read_arrow_table(p, data)
         cols = table.column_names
         ic = pick_column(cols, id_column, ID_COLUMNS, "id", p, noun="column")
         sc = pick_column(cols, score_column, SCORE_COLUMNS, "score", p, noun="column")
@@ -120,7 +124,7 @@ def read_score_file(path: str | Path, *, id_column: str | None = None, score_col
         where = [f"line {line}" for line, _ in records]
     else:
         raise InputError(f"cannot tell the format of {str(p)!r} from its extension {suffix!r}",
-                         hint="use .csv, .tsv or .parquet")
+                         hint="use .csv, .tsv, .parquet or .arrow/.feather")
     if not ids:
         raise InputError(f"{str(p)!r} has a header but no rows", hint="add one row per scored item")
     scores = np.array([_to_float(v, p, w, sc) for v, w in zip(raw, where)], dtype=np.float64)
