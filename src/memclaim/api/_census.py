@@ -21,6 +21,7 @@ from ..fsutil import sha256_bytes, sha256_file
 from ..progress import LogCallback, ProgressCallback
 from ..report.census import census_headline, census_pairs_report
 from ..report.core import write_report
+from ..scoring.engine import CENSUS_STATS
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, run_scoring, scoring_pairs
 from ..text.io import read_document
@@ -234,7 +235,8 @@ def census(model, document=None, control=None, *, pairs: Sequence[tuple] = (), s
         runs[(i, role)] = run_scoring(m, windows, policies=pols, prefix_tokens=prefix_tokens,
                                       suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store,
                                       label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
-                                      progress=progress, near_verbatim=nv, backend=backend_obj, log=log)
+                                      progress=progress, near_verbatim=nv, backend=backend_obj, log=log,
+                                      stats=CENSUS_STATS)  # log q only: no full-softmax moments or ranks
 
     # --------------------------------------------------------------- the census
     census_inputs, inputs = [], []

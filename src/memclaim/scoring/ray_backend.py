@@ -173,10 +173,15 @@ class ScoringWorker:
 
     def score(self, unit: WorkUnit, store_root: str | None = None, token: str | None = None,
               fault: FaultHook | None = None, must_write: bool = False,
-              near_verbatim: dict | None = None) -> dict:
+              near_verbatim: dict | None = None, stats: str | None = None) -> dict:
         if self.error is not None:
             raise self.error
         from .runner import score_unit  # torch (the engine): only on the workers
+
+        if stats is not None and stats != self.engine.stats.spec:  # the run's statistics (run_stats)
+            from .engine import TeacherForcingEngine
+
+            self.engine = TeacherForcingEngine(self.engine.lm, self.engine.policies, stats=stats)
 
         t0 = time.perf_counter()
         ft, ur = self.engine.forward_tokens, self.engine.unembed_rows
@@ -310,6 +315,11 @@ class RayBackend:
         self._token: str | None = None
         self._stats: dict = {}
         self.weights_loaded = False  # set once a worker has scored (loaded the model)
+        self.stat_spec: str | None = None  # the run's statistics (set_stats); None: every statistic
+
+    def set_stats(self, stats) -> None:
+        """The statistics the next run computes (run_scoring calls it before ``run``)."""
+        self.stat_spec = None if stats is None else (stats if isinstance(stats, str) else stats.spec)
 
     # ------------------------------------------------------------------ pool
     @property
@@ -476,7 +486,7 @@ class RayBackend:
         def fill(slot: _Slot):
             while slot.alive and slot.inflight < self.depth and pending:
                 unit, att = pending.popleft()
-                ref = slot.actor.score.remote(unit, root, token, fault, must, near_verbatim)
+                ref = slot.actor.score.remote(unit, root, token, fault, must, near_verbatim, self.stat_spec)
                 inflight[ref] = (unit, slot, att)
                 slot.inflight += 1
 

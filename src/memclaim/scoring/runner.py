@@ -21,12 +21,20 @@ from ..jsonutil import ResultMixin
 from ..models.loader import config_max_positions
 from ..progress import LogCallback, ProgressCallback, Reporter
 from ..validate import integer
-from .engine import NEAR_TIE_MARGIN, BatchScores, TeacherForcingEngine
+from .engine import ALL_STATS, CENSUS_STATS, NEAR_TIE_MARGIN, BatchScores, StatSet, TeacherForcingEngine
 from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
 from .procedure import Procedure
 from .prompts import PromptRule, aggregate_logq
-from .store import ScoreStore, UnitResult
+from .store import ScoreStore, UnitResult, stat_names
 from .units import DEFAULT_UNIT_SIZE, UnitReceipt, WorkUnit, item_key, make_items, make_units
+
+
+def run_stats(stats=None) -> StatSet:
+    """The statistics a scoring run computes and stores: ``stats`` (default: every statistic) plus
+    :data:`CENSUS_STATS` (log q, greedy flag and margin), which every results table holds (the
+    greedy and near-tie columns cost one top-2 per row)."""
+    s = ALL_STATS if stats is None else StatSet.of(stats)
+    return StatSet(s.names | CENSUS_STATS.names)
 
 
 def nv_column(spec: str, epsilon: int) -> str:
@@ -80,7 +88,7 @@ def score_unit(engine, unit: WorkUnit, *, batch_size: int, near_verbatim: dict |
     return UnitResult(unit_id=unit.unit_id, procedure_key=unit.procedure_key,
                       policies=tuple(p.spec for p in engine.policies),
                       item_keys=tuple(it.key for it in items), prompt_len=tuple(len(it.prompt) for it in items),
-                      scores=scores, extra=extra)
+                      scores=scores, extra=extra, stats=engine.stats.spec)
 
 
 class LocalBackend:
@@ -89,16 +97,23 @@ class LocalBackend:
     name = "local"
 
     def __init__(self, lm_factory: Callable[[], object], policies: Sequence[Policy], *, batch_size: int = 16,
-                 near_verbatim: dict | None = None):
+                 near_verbatim: dict | None = None, stats=None):
         self.lm_factory = lm_factory
         self.policies = tuple(policies)
         self.batch_size = batch_size
         self.near_verbatim = near_verbatim
+        self.stat_set = run_stats(stats)
         self._engine = None
+
+    def set_stats(self, stats) -> None:
+        """The statistics the next run needs (run_scoring sets them before ``run``)."""
+        stats = StatSet.of(stats)
+        if stats != self.stat_set:
+            self.stat_set, self._engine = stats, None
 
     def engine(self):
         if self._engine is None:
-            self._engine = TeacherForcingEngine(self.lm_factory(), self.policies)
+            self._engine = TeacherForcingEngine(self.lm_factory(), self.policies, stats=self.stat_set)
         return self._engine
 
     def run(self, units: Iterable[WorkUnit]):
@@ -236,9 +251,13 @@ def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens:
                 prompt_rule: PromptRule, out_dir, label: str = "windows", inputs: dict | None = None,
                 batch_size: int = 16, unit_size: int = DEFAULT_UNIT_SIZE, progress: ProgressCallback | None = None,
                 backend=None, skipped_empty: int = 0, near_verbatim: dict | None = None,
-                log: LogCallback | None = None) -> RunSummary:
+                log: LogCallback | None = None, stats=None) -> RunSummary:
     """Score ``window_set`` with ``model`` (a LoadedModel) into the store at ``out_dir``.
 
+    ``stats``: the statistics to compute and store (a :class:`StatSet`, a spec such as
+    ``"census"`` or names; default every statistic, as ``score`` and ``population`` keep them for
+    the audits); log q, the greedy flag and the margin are always included (:func:`run_stats`).
+    A stored unit holding fewer statistics than asked is scored again.
     ``near_verbatim`` = {"epsilons": [...], "beams": [...]} adds the certified near-verbatim
     lower bounds ([EM] App. B.1 Eq. 2) for every window and policy, as part of the procedure.
     ``progress`` receives :class:`memclaim.progress.ProgressEvent` values (stage ``"score"``,
@@ -269,7 +288,7 @@ def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens:
         return _run_locked(store, held, model, procedure, windows, pairs, window_items, window_targets, window_set,
                            t0=t0, policies=policies, label=label, inputs=inputs, batch_size=batch_size,
                            unit_size=unit_size, progress=progress, backend=backend, skipped_empty=skipped_empty,
-                           near_verbatim=near_verbatim, log=log)
+                           near_verbatim=near_verbatim, log=log, stats=stats)
 
 
 def store_procedure_key(store: ScoreStore, procedure: Procedure, model) -> str:
@@ -293,7 +312,8 @@ def store_procedure_key(store: ScoreStore, procedure: Procedure, model) -> str:
 
 
 def _run_locked(store, held, model, procedure, windows, pairs, window_items, window_targets, window_set, *, t0, policies, label,
-                inputs, batch_size, unit_size, progress, backend, skipped_empty, near_verbatim, log) -> RunSummary:
+                inputs, batch_size, unit_size, progress, backend, skipped_empty, near_verbatim, log,
+                stats=None) -> RunSummary:
     pkey = store_procedure_key(store, procedure, model)
     items = make_items(pairs)
     units = make_units(items.values(), pkey, unit_size=unit_size)
@@ -303,7 +323,8 @@ def _run_locked(store, held, model, procedure, windows, pairs, window_items, win
            "n_windows": len(windows), "n_items": len(items), "units": [u.unit_id for u in units],
            "inputs": inputs or {}, "skipped_short": window_set.skipped_short,
            "skipped_short_ids": list(window_set.skipped_ids)[:1000], "skipped_empty": skipped_empty,
-           "total_chars": window_set.total_chars, "batch_size": batch_size, "unit_size": unit_size}
+           "total_chars": window_set.total_chars, "batch_size": batch_size, "unit_size": unit_size,
+           "stats": run_stats(stats).spec}
     if not held.enter_context(store.run_lock(run_id, blocking=False)):
         # two copies of one command: wait for the other, then score only what it left undone
         if log is not None:
@@ -313,7 +334,14 @@ def _run_locked(store, held, model, procedure, windows, pairs, window_items, win
     store.remove_temps(store.run_dir(run_id))  # only the run lock's holder writes there: these are dead writers'
     store.write_run(run_id, run, _windows_table(windows, window_items, label, window_targets))
     store.adopt_orphans(pkey, [u.unit_id for u in units])
-    todo = [u for u in units if not store.unit_done(pkey, u.unit_id)]
+    stat_set = run_stats(stats)
+    needs = stat_set.spec
+    for u in units:  # a unit re-scored with more statistics after the last manifest write
+        if u.unit_id in store.manifest["units"] and not store.unit_done(pkey, u.unit_id, needs=needs):
+            store.refresh_unit(pkey, u.unit_id)
+    # a unit stored with fewer statistics than this run needs (a census-only unit, for an audit)
+    # is scored again, with these statistics, and its file replaced
+    todo = [u for u in units if not store.unit_done(pkey, u.unit_id, needs=needs)]
     # a unit file that appeared since the first pass (a dead driver's Ray workers still
     # finishing) counts as done above: record it as well
     todo_ids = {u.unit_id for u in todo}
@@ -323,7 +351,10 @@ def _run_locked(store, held, model, procedure, windows, pairs, window_items, win
     if near_verbatim and todo and log is not None:
         log(near_verbatim_cost_message(todo, near_verbatim, len(policies), model))
     if backend is None:
-        backend = LocalBackend(lambda: model.lm, policies, batch_size=batch_size, near_verbatim=near_verbatim)
+        backend = LocalBackend(lambda: model.lm, policies, batch_size=batch_size, near_verbatim=near_verbatim,
+                               stats=stat_set)
+    elif hasattr(backend, "set_stats"):
+        backend.set_stats(stat_set)
     if hasattr(backend, "attach_store"):
         backend.attach_store(store)  # backends whose workers may write unit files themselves
     bar = Reporter(progress, stage="score", label=f"scoring {label}", total=sum(u.n_items for u in todo),
@@ -340,7 +371,8 @@ def _run_locked(store, held, model, procedure, windows, pairs, window_items, win
             else:
                 store.write_unit(res)
                 n_done = len(res.item_keys)
-            store.record_unit(pkey, res.unit_id, n_done)
+            store.record_unit(pkey, res.unit_id, n_done,
+                              stats=stat_set.spec if isinstance(res, UnitReceipt) else res.stats)
             store.write_manifest()
             scored += 1
             bar.advance(n_done, units_done=scored)
@@ -404,7 +436,10 @@ def results_table(store: ScoreStore, run_id: str):
             cols[name] = pa.array(units.column(name).to_numpy()[idx].sum(axis=1), pa.int64())
     if n_prompts == 1:
         take = pa.array(idx[:, 0])
-        for name in ["token_logprob", "token_mean", "token_std", "token_rank"] + [f"token_logq:{s}" for s in policies]:
+        held = stat_names(run.get("stats"))  # a run recorded before statistic sets: all of them
+        per_token = [n for n, stat in (("token_logprob", "token_logprob"), ("token_mean", "token_moments"),
+                                       ("token_std", "token_moments"), ("token_rank", "rank")) if stat in held]
+        for name in per_token + [f"token_logq:{s}" for s in policies]:
             cols[name] = units.column(name).take(take)
     table = pa.table(cols)
     meta = {"run_id": run_id, "procedure": run["procedure"], "policies": policies, "aggregate": agg}
