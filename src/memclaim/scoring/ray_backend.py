@@ -486,6 +486,8 @@ class RayBackend:
         def fill(slot: _Slot):
             while slot.alive and slot.inflight < self.depth and pending:
                 unit, att = pending.popleft()
+                if hasattr(unit, "materialize"):  # a streamed unit: its items, not the whole book, travel
+                    unit = unit.materialize()
                 ref = slot.actor.score.remote(unit, root, token, fault, must, near_verbatim, self.stat_spec)
                 inflight[ref] = (unit, slot, att)
                 slot.inflight += 1

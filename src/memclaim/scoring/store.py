@@ -449,6 +449,60 @@ class ScoreStore:
         self._manifest["runs"][run_id] = {k: run[k] for k in ("procedure", "created", "n_windows", "label")
                                           if k in run}
 
+    @contextlib.contextmanager
+    def parquet_writer(self, path: Path, schema_of_first=True):
+        """Write a Parquet file batch by batch, atomically: a temporary file beside ``path``
+        (``.NAME.*.tmp``, removed by the stale-temp sweep if the writer is killed), fsynced, then
+        renamed into place. Yields ``write(table)``; the first table's schema (with its
+        metadata) is the file's."""
+        import tempfile
+
+        pa, pq = _pa()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        state = {"writer": None}
+
+        def write(table):
+            if state["writer"] is None:
+                state["writer"] = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+            elif table.schema != state["writer"].schema:
+                table = table.cast(state["writer"].schema)
+            state["writer"].write_table(table)
+
+        try:
+            yield write
+            if state["writer"] is None:
+                raise StoreError(f"nothing to write to {str(path)!r}")
+            state["writer"].close()
+            state["writer"] = None
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise _disk_error(exc, path.name, self.root) from None
+        finally:
+            if state["writer"] is not None:
+                with contextlib.suppress(Exception):
+                    state["writer"].close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    def write_run_batches(self, run_id: str, run: dict, batches) -> None:
+        """:meth:`write_run` with the windows table given as an iterable of tables (row groups):
+        a book's windows are never one table in memory."""
+        with self.parquet_writer(self.run_dir(run_id) / "windows.parquet") as write:
+            for t in batches:
+                write(t)
+        try:
+            atomic_write_text(self.run_dir(run_id) / "run.json", json.dumps(run, indent=1, sort_keys=True))
+        except OSError as exc:
+            raise _disk_error(exc, "the run description", self.root) from None
+        self._manifest["runs"][run_id] = {k: run[k] for k in ("procedure", "created", "n_windows", "label")
+                                          if k in run}
+
     def runs(self) -> dict:
         return dict(self._manifest["runs"])
 

@@ -252,29 +252,165 @@ def passage_windows(records: Iterable, tokenizer: OffsetTokenizer, *, prefix_tok
     return WindowSet(tuple(out), n, len(skipped), tuple(skipped), chars, cut)
 
 
+# --------------------------------------------------------------------------- whole documents
+DOCUMENT_CHUNK_CHARS = 1 << 16  # a book is tokenized in slices of this many characters
+STITCH_TOKENS = 32  # tokens each slice extends beyond the point where the next one takes over
+STITCH_AGREE = 8  # tokens (ids and offsets) two slices must share where they are stitched
+
+
+def encode_document(tokenizer: OffsetTokenizer, text: str, *, chunk_chars: int = DOCUMENT_CHUNK_CHARS):
+    """The tokenization of the whole ``text`` as compact arrays ``(ids, starts, ends)`` (int32 ids,
+    int64 character offsets), computed slice by slice so memory follows the slice, not the book
+    (a tokenizer's Python lists of ids and offset tuples take ~150 bytes a token).
+
+    Each slice of ``chunk_chars`` characters is tokenized; its last STITCH_TOKENS tokens are
+    tokenized again at the start of the next slice, which takes over at the first token where the
+    two agree for STITCH_AGREE tokens (same ids, same offsets). The tokens kept from a slice are
+    thus confirmed by a second tokenization in a different context, which is what makes the
+    result equal the whole text's tokenization for local tokenizers (byte-level BPE,
+    SentencePiece, WordPiece: tests/test_text_books.py checks it against one-shot tokenization
+    with small slices); where no agreement is found the rest of the text is tokenized in one
+    piece (exact, at the memory cost of the rest). Hand-written: tokenizers have no streaming
+    encoder with offsets."""
+    import numpy as np
+
+    n = len(text)
+    ids_parts, s_parts, e_parts = [], [], []
+    a = 0
+    while True:
+        z = n if n - a <= chunk_chars else a + chunk_chars
+        ids, offs = tokenizer.encode_with_offsets(text[a:z])
+        ids = np.asarray(ids, dtype=np.int64)
+        offs = np.asarray(offs, dtype=np.int64).reshape(-1, 2) + a
+        if z == n or len(ids) <= 2 * STITCH_TOKENS:
+            if z < n:  # a slice with too few tokens to stitch: take the rest in one piece
+                ids, offs = tokenizer.encode_with_offsets(text[a:])
+                ids = np.asarray(ids, dtype=np.int64)
+                offs = np.asarray(offs, dtype=np.int64).reshape(-1, 2) + a
+            ids_parts.append(ids)
+            s_parts.append(offs[:, 0])
+            e_parts.append(offs[:, 1])
+            break
+        k = len(ids) - STITCH_TOKENS
+        # the next slice starts at a clean token boundary (no character shared with the token
+        # before, as a multi-byte character split over byte tokens would)
+        while k > 1 and offs[k, 0] < offs[k - 1, 1]:
+            k -= 1
+        b = int(offs[k, 0])
+        nids, noffs = tokenizer.encode_with_offsets(text[b:min(n, b + chunk_chars)])
+        nids = np.asarray(nids, dtype=np.int64)
+        noffs = np.asarray(noffs, dtype=np.int64).reshape(-1, 2) + b
+        cut = None  # (index in this slice, index in the next) of the first agreeing run
+        tail = len(ids) - STITCH_AGREE  # this slice's last tokens may be cut by its own end
+        pos = {int(offs[j, 0]): j for j in range(k, tail)}
+        for i in range(min(len(nids) - STITCH_AGREE, STITCH_TOKENS)):
+            j = pos.get(int(noffs[i, 0]))
+            if j is None or j + STITCH_AGREE > len(ids) - STITCH_AGREE // 2:
+                continue
+            if (np.array_equal(ids[j:j + STITCH_AGREE], nids[i:i + STITCH_AGREE])
+                    and np.array_equal(offs[j:j + STITCH_AGREE], noffs[i:i + STITCH_AGREE])):
+                cut = (j, i)
+                break
+        if cut is None:  # no agreement: the rest in one piece (exact)
+            rids, roffs = tokenizer.encode_with_offsets(text[b:])
+            ids_parts.append(ids[:k])
+            s_parts.append(offs[:k, 0])
+            e_parts.append(offs[:k, 1])
+            roffs = np.asarray(roffs, dtype=np.int64).reshape(-1, 2) + b
+            ids_parts.append(np.asarray(rids, dtype=np.int64))
+            s_parts.append(roffs[:, 0])
+            e_parts.append(roffs[:, 1])
+            break
+        j, _ = cut
+        ids_parts.append(ids[:j])
+        s_parts.append(offs[:j, 0])
+        e_parts.append(offs[:j, 1])
+        a = int(offs[j, 0])  # the next slice starts where the agreeing run starts
+    ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int64)
+    small = np.int32 if (ids.size == 0 or int(ids.max()) < 2**31) else np.int64
+    return ids.astype(small), np.concatenate(s_parts), np.concatenate(e_parts)
+
+
+class _LazyWindows(Sequence):
+    """The windows of a :class:`DocumentWindows`, made one at a time when asked for."""
+
+    def __init__(self, doc: "DocumentWindows"):
+        self._doc = doc
+
+    def __len__(self) -> int:
+        return len(self._doc)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._doc.window(j) for j in range(*i.indices(len(self)))]
+        return self._doc.window(i)
+
+    def __iter__(self):
+        for j in range(len(self)):
+            yield self._doc.window(j)
+
+
+class DocumentWindows:
+    """The sliding windows of one document ([EM] §5) as a WindowSet whose windows are made on
+    demand from one tokenization (:func:`encode_document`): memory is the text plus 16 bytes a
+    token, whatever the number of windows, so a census of a whole book streams its windows.
+    ``windows`` is a read-only sequence of :class:`Window` values equal to what cutting them all
+    at once gives."""
+
+    n_sources = 1
+    skipped_short = 0
+    skipped_ids: tuple = ()
+    cut = None
+
+    def __init__(self, text: str, ids, starts, ends, *, prefix_tokens: int, suffix_tokens: int, stride: int,
+                 source: str = "document"):
+        self.text, self.ids, self.starts, self.ends = text, ids, starts, ends
+        self.prefix_tokens, self.suffix_tokens, self.stride, self.source = prefix_tokens, suffix_tokens, stride, source
+        self.need = prefix_tokens + suffix_tokens
+        self.n_windows = (len(ids) - self.need) // stride + 1 if len(ids) >= self.need else 0
+        self.total_chars = {source: len(text)}
+
+    def __len__(self) -> int:
+        return self.n_windows
+
+    @property
+    def windows(self) -> _LazyWindows:
+        return _LazyWindows(self)
+
+    def token_start(self, i: int) -> int:
+        return i * self.stride
+
+    def window(self, i: int) -> Window:
+        if not -self.n_windows <= i < self.n_windows:
+            raise IndexError(f"window {i} of {self.n_windows}")
+        i %= self.n_windows
+        start, P, need = i * self.stride, self.prefix_tokens, self.need
+        p0 = int(self.starts[start])
+        p1 = int(self.ends[start:start + P].max()) if P else p0
+        s1 = max(int(self.ends[start + P:start + need].max()), p1)
+        return Window(source=self.source, index=i,
+                      prefix_ids=tuple(int(x) for x in self.ids[start:start + P]),
+                      suffix_ids=tuple(int(x) for x in self.ids[start + P:start + need]),
+                      prefix_span=(p0, p1), suffix_span=(p1, s1),
+                      prefix_text=self.text[p0:p1], suffix_text=self.text[p1:s1], token_start=start)
+
+
 def sliding_windows(text: str, tokenizer: OffsetTokenizer, *, prefix_tokens: int, suffix_tokens: int,
-                    stride: int, source: str = "document") -> WindowSet:
+                    stride: int, source: str = "document",
+                    chunk_chars: int = DOCUMENT_CHUNK_CHARS) -> DocumentWindows:
     """Sliding windows over one long document ([EM] §5, census): window = prefix + suffix tokens,
     advancing ``stride`` tokens; window i starts at token i*stride. The tail that does not fill a
-    whole window is not scored (reported via the coverage denominator, which is the whole text)."""
+    whole window is not scored (reported via the coverage denominator, which is the whole text).
+    The text is tokenized once (in slices, :func:`encode_document`) and the windows are made on
+    demand (:class:`DocumentWindows`)."""
     _check_lengths(prefix_tokens, suffix_tokens)
     integer("stride", stride, minimum=1)
     need = prefix_tokens + suffix_tokens
-    ids, offsets = tokenizer.encode_with_offsets(text)
+    ids, starts, ends = encode_document(tokenizer, text, chunk_chars=chunk_chars)
     if len(ids) < need:
         raise InputError(
             f"document {source!r} has {len(ids)} tokens, shorter than one window of {need} tokens",
             hint="use a longer document or smaller --prefix-tokens/--suffix-tokens",
         )
-    out = []
-    for i, start in enumerate(range(0, len(ids) - need + 1, stride)):
-        pspan, sspan = _spans(offsets, start, prefix_tokens, suffix_tokens, text)
-        out.append(Window(
-            source=source, index=i,
-            prefix_ids=tuple(ids[start:start + prefix_tokens]),
-            suffix_ids=tuple(ids[start + prefix_tokens:start + need]),
-            prefix_span=pspan, suffix_span=sspan,
-            prefix_text=text[pspan[0]:pspan[1]], suffix_text=text[sspan[0]:sspan[1]],
-            token_start=start,
-        ))
-    return WindowSet(tuple(out), 1, 0, (), {source: len(text)})
+    return DocumentWindows(text, ids, starts, ends, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
+                           stride=stride, source=source)
