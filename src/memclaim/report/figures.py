@@ -110,7 +110,7 @@ def census_ccdf(results, *, labels=None) -> bytes:
     return _png(fig)
 
 
-def heat_strip(heat_log10: np.ndarray, *, log10_tau: float, width: int = 400) -> bytes:
+def heat_strip(heat_log10: np.ndarray, *, log10_tau: float, width: int = 400, chars_per_cell: int = 1) -> bytes:
     """The whole document as rows of ``width`` characters, coloured by margin (grey: below tau
     or uncovered)."""
     from matplotlib import colormaps
@@ -134,7 +134,8 @@ def heat_strip(heat_log10: np.ndarray, *, log10_tau: float, width: int = 400) ->
     ax.imshow(img, aspect="auto", interpolation="nearest")
     ax.set_yticks([])
     ax.set_xticks([])
-    ax.set_title(f"Per-character heat ({L} characters, {width} per row; colour = margin above τ = 1e{log10_tau:g}, "
+    unit = "characters" if chars_per_cell == 1 else f"cells of {chars_per_cell} characters (largest heat in each)"
+    ax.set_title(f"Per-character heat ({L} {unit}, {width} per row; colour = margin above τ = 1e{log10_tau:g}, "
                  f"max Δ = {top:.3g})", fontsize=8)
     return _png(fig)
 

@@ -377,6 +377,10 @@ class DocumentWindows:
     def windows(self) -> _LazyWindows:
         return _LazyWindows(self)
 
+    def window_ids(self):
+        """The window ids, in order, without making the windows."""
+        return (f"{self.source}#{i}" for i in range(self.n_windows))
+
     def token_start(self, i: int) -> int:
         return i * self.stride
 
