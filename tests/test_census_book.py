@@ -126,3 +126,59 @@ def test_census_resumes_after_kill_9(tmp_path):
     assert sum(v["units_scored"] for v in scoring.values()) + on_disk == total  # each unit scored once
     assert _scores(out) == _scores(clean)
     assert json.loads(r2.stdout)["coverage"] == res["coverage"]
+
+
+# --------------------------------------------------------------------------- issue 15 item 4
+def test_progress_events_come_per_batch_with_units(tmp_path):
+    """The scoring run reports every batch (not only every unit), with units done/total."""
+    from memclaim.decoding import parse_policies
+    from memclaim.progress import ProgressEvent
+    from memclaim.scoring.prompts import PromptRule
+    from memclaim.scoring.runner import run_scoring
+
+    m = load_model(str(MODEL))
+    text = (DATA / "genesis_1_3.txt").read_text()[:2000]
+    ws = sliding_windows(text, m.tokenizer, prefix_tokens=8, suffix_tokens=8, stride=5, source="g")
+    events: list[ProgressEvent] = []
+    s = run_scoring(m, ws, policies=parse_policies(["full"]), prefix_tokens=8, suffix_tokens=8,
+                    prompt_rule=PromptRule(), out_dir=tmp_path / "s", unit_size=16, batch_size=4,
+                    progress=events.append)
+    steps = [e for e in events if not e.finished and e.done > 0]
+    assert len(steps) >= sum(-(-16 // 4) for _ in range(s.n_units - 1))  # at least one event per batch
+    assert all(b.done >= a.done for a, b in zip(events, events[1:]))
+    last = events[-1]
+    assert last.finished and last.done == s.n_items and last.extra["units_total"] == s.n_units
+    assert last.extra["units_done"] == s.n_units
+
+
+def test_ctrl_c_says_how_to_resume_and_exits_130(tmp_path):
+    """A real SIGINT to `memclaim census --json`: exit 130, "interrupted; re-run the same command
+    to resume (N of M units done)" with N units really stored, no library progress bars (--json),
+    and the same command then resumes."""
+    import re
+
+    doc = tmp_path / "book.txt"
+    doc.write_text((DATA / "genesis_1_3.txt").read_text())
+    out = tmp_path / "out"
+    cmd = _census_cmd(doc, DATA / "new_genesis_style.txt", out)
+    p = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    units = out / "store" / "units"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and p.poll() is None:
+        if units.exists() and sum(1 for _ in units.rglob("*.parquet")) >= 10:
+            break
+        time.sleep(0.05)
+    assert p.poll() is None, "the census finished before it could be interrupted"
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=120)
+    assert p.returncode == 130, stderr
+    m = re.search(r"interrupted; re-run the same command to resume \((\d+) of (\d+) units done\)", stderr)
+    assert m, stderr
+    n, total = int(m.group(1)), int(m.group(2))
+    assert 10 <= n < total
+    assert "aborted" not in stderr and "Loading weights" not in stderr and "Traceback" not in stderr
+    assert sum(1 for _ in units.rglob("*.parquet")) >= n
+    r = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "Loading weights" not in r.stderr
+    assert sum(v["units_reused"] for v in json.loads(r.stdout)["scoring"].values()) >= n

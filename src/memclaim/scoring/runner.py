@@ -458,6 +458,7 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
             store.record_unit(pkey, res.unit_id, n_done,
                               stats=stat_set.spec if isinstance(res, UnitReceipt) else res.stats)
             scored += 1
+            bar.extra["units_done"] = reused + scored  # the final event says it too
             # the unit file is on disk (atomic): a killed run adopts it, so the manifest is
             # rewritten at most every MANIFEST_EVERY_SECONDS (a book has thousands of units)
             if time.perf_counter() - last_manifest >= MANIFEST_EVERY_SECONDS:
