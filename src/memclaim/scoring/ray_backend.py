@@ -141,9 +141,12 @@ class ScoringWorker:
                 raise ValueError(f"policies {policy_specs} do not round-trip on this worker")
             lm = model_ref.load().lm
             if device and device != "cpu":
-                from ..models.device import DeviceLM
+                from ..models import device as device_mod
 
-                lm = DeviceLM(lm, device)
+                # the model on the accelerator, reporting that device: the engine then takes the
+                # batched schedule (statistics batched across windows, one host copy per batch),
+                # the same GPU path as a local run on that device
+                lm = device_mod.to_device(lm, device)
             self.engine = TeacherForcingEngine(lm, policies)
         except Exception as exc:  # noqa: BLE001 - re-raised from every call, see the class docstring
             self.error = exc
@@ -152,7 +155,10 @@ class ScoringWorker:
     def info(self) -> dict:
         import torch
 
+        engine = getattr(self, "engine", None)
         return {"pid": os.getpid(), "node": socket.gethostname(), "device": self.device,
+                "lm_device": None if engine is None else str(engine.lm.device),
+                "schedule": None if engine is None else engine.schedule,
                 "threads": torch.get_num_threads(), "load_seconds": self.load_seconds,
                 "error": None if self.error is None else f"{type(self.error).__name__}: {self.error}"}
 
@@ -222,6 +228,7 @@ class WorkerStats(ResultMixin):
     windows_per_second: float  # windows / busy_seconds: this worker's own rate
     load_seconds: float  # model load of the (last) process
     alive: bool
+    schedule: str = "?"  # the engine's schedule on the worker: "batched" on a GPU, "cpu-invariant" on the CPU
 
 
 @dataclass(frozen=True)
@@ -589,7 +596,8 @@ class RayBackend:
                                    restarts=s.restarts, units=s.units,
                                    windows=s.windows, busy_seconds=s.busy,
                                    windows_per_second=(s.windows / s.busy) if s.busy > 0 else 0.0,
-                                   load_seconds=float(info.get("load_seconds", float("nan"))), alive=s.alive))
+                                   load_seconds=float(info.get("load_seconds", float("nan"))), alive=s.alive,
+                                   schedule=str(info.get("schedule") or "?")))
         n_windows = sum(u.n_items for u in units)
         wall = t_end - t0
         steady = t_end - t_first  # windows finished after the first result, over the time after it
