@@ -13,6 +13,7 @@ import click
 
 from .. import __version__
 from ..errors import MemclaimError
+from .progress import TRACKER
 
 # subcommand name -> module under memclaim.cli
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -78,8 +79,6 @@ def _os_error_text(exc: BaseException) -> str:
 def _interrupted_text() -> str:
     """What Ctrl-C prints: every finished unit is in the store, so the same command resumes; the
     counts come from the scoring runs' progress events (memclaim.cli.progress.TRACKER)."""
-    from .progress import TRACKER
-
     counts = TRACKER.counts
     done = "" if counts is None else f" ({counts[0]} of {counts[1]} units done)"
     return f"interrupted; re-run the same command to resume{done}"
