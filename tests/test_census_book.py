@@ -182,3 +182,19 @@ def test_ctrl_c_says_how_to_resume_and_exits_130(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "Loading weights" not in r.stderr
     assert sum(v["units_reused"] for v in json.loads(r.stdout)["scoring"].values()) >= n
+
+
+class _NonMonotoneTok:
+    """One token per character, but an 'e' claims the next two characters too: end offsets
+    then decrease ('e' ends at i + 3, the next token at i + 2)."""
+
+    def encode_with_offsets(self, text):
+        return [ord(c) % 500 for c in text], [(i, i + 3 if c == "e" else i + 1) for i, c in enumerate(text)]
+
+
+def test_lazy_windows_with_decreasing_end_offsets_keep_every_offset():
+    text = (DATA / "genesis_1_3.txt").read_text()[:1500]
+    ws = sliding_windows(text, _NonMonotoneTok(), prefix_tokens=6, suffix_tokens=5, stride=4, source="g",
+                         chunk_chars=200)
+    assert not ws.monotone
+    assert list(ws.windows) == _eager(text, _NonMonotoneTok(), 6, 5, 4, "g")

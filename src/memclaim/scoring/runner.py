@@ -281,11 +281,11 @@ def index_windows(model, window_set, prompt_rule: PromptRule, *, what: str | Non
     for i, w in enumerate(window_set.windows):
         items = _checked_items(model, w, prompt_rule, label, limit)
         if keys is None:
-            keys = np.empty((W, len(items)), dtype="S32")
+            keys = np.empty((W, len(items)), dtype="S16")  # the 16 bytes of each item key
             plen = np.empty((W, len(items)), dtype=np.int32)
             tlen = np.empty((W, len(items)), dtype=np.int32)
         for j, (prompt, target) in enumerate(items):
-            keys[i, j] = item_key(prompt, target).encode("ascii")
+            keys[i, j] = bytes.fromhex(item_key(prompt, target))
             plen[i, j], tlen[i, j] = len(prompt), len(target)
     if keys is None:
         raise InputError("no windows to score", hint="pass texts at least prefix + suffix tokens long")
@@ -476,7 +476,7 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
         bar.close()
     n_scored_items = total
     elapsed_scoring = time.perf_counter() - t_score
-    near = write_results(store, run_id)
+    near = write_results(store, run_id, index)
     return RunSummary(store=str(store.root), run_id=run_id, procedure_key=pkey, n_windows=len(window_set),
                       n_items=index.n_items, n_units=len(units), units_scored=scored, units_reused=reused,
                       skipped_short=window_set.skipped_short, skipped_empty=skipped_empty,
@@ -492,7 +492,7 @@ _PER_TOKEN = (("token_logprob", "token_logprob"), ("token_mean", "token_moments"
               ("token_rank", "rank"))
 
 
-def write_results(store: ScoreStore, run_id: str) -> int:
+def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = None) -> int:
     """Write runs/<run>/scores.parquet, one row per window in window order: the windows table's
     columns (spans, texts, ids), the target tokens scored under each prompt, log q per policy
     aggregated over prompts ([EM] Eq. 15), the greedy and near-tie flags, near-verbatim bounds,
@@ -515,15 +515,19 @@ def write_results(store: ScoreStore, run_id: str) -> int:
     agg = (proc["prompt"].get("aggregate") or "max")
     held = stat_names(run.get("stats"))  # a run recorded before statistic sets: all of them
     wfile = pq.ParquetFile(store.run_dir(run_id) / "windows.parquet")
-    wk = [np.asarray(b.column(0).to_pylist(), dtype="S32") for b in
-          wfile.iter_batches(batch_size=WINDOW_BATCH, columns=["item_keys"])]
-    wkeys = np.concatenate(wk) if wk else np.empty((0, 1), "S32")  # [W, n_prompts]
-    W, n_prompts = wkeys.shape if wkeys.ndim == 2 else (0, 1)
-    uniq, inverse = np.unique(wkeys.reshape(-1), return_inverse=True)
-    inverse = inverse.reshape(W, n_prompts)
-    del wk, wkeys
+    if index is not None:  # the run's own index: the distinct items (16-byte keys) and each window's
+        uniq, inverse = index.uniq, index.inverse
+        W, n_prompts = inverse.shape
+    else:
+        wk = [np.asarray([[bytes.fromhex(k) for k in ks] for ks in b.column(0).to_pylist()], dtype="S16")
+              for b in wfile.iter_batches(batch_size=WINDOW_BATCH, columns=["item_keys"])]
+        wkeys = np.concatenate(wk) if wk else np.empty((0, 1), "S16")  # [W, n_prompts]
+        W, n_prompts = wkeys.shape if wkeys.ndim == 2 else (0, 1)
+        uniq, inverse = np.unique(wkeys.reshape(-1), return_inverse=True)
+        inverse = inverse.reshape(W, n_prompts)
+        del wk, wkeys
     n = len(uniq)
-    suffix_len = np.zeros(n, np.int64)
+    suffix_len = np.zeros(n, np.int32)
     logq = {spec: np.full(n, np.nan) for spec in policies}
     greedy = np.zeros(n, bool)
     margin = np.full(n, np.nan)
@@ -543,7 +547,7 @@ def write_results(store: ScoreStore, run_id: str) -> int:
                                      hint="re-run the scoring command to finish the run")
                 t = read_parquet(path, fix=f"delete {str(path)!r} and re-run the scoring command: the unit is "
                                            "scored again")
-                keys = np.asarray(t.column("item_key").to_pylist(), dtype="S32")
+                keys = np.asarray([bytes.fromhex(k) for k in t.column("item_key").to_pylist()], dtype="S16")
                 at = np.searchsorted(uniq, keys)
                 at = np.minimum(at, max(0, n - 1))
                 mine = uniq[at] == keys if n else np.zeros(len(keys), bool)
@@ -576,7 +580,7 @@ def write_results(store: ScoreStore, run_id: str) -> int:
                     fh.write(block.tobytes())
                     pos += block.nbytes
         if n and not seen.all():
-            k = uniq[np.flatnonzero(~seen)[0]].decode()
+            k = uniq[np.flatnonzero(~seen)[0]].ljust(16, b"\0").hex()
             raise StoreError(f"item {k[:12]} of run {run_id} is in none of its units",
                              hint="re-run the scoring command to finish the run")
         meta = {"run_id": run_id, "procedure": pkey, "policies": policies, "aggregate": agg}

@@ -112,22 +112,24 @@ class WindowIndex:
         import numpy as np
 
         self.window_set, self._item_fn = window_set, item_fn  # item_fn(window) -> [(prompt, target), ...]
-        self.keys, self.prompt_len, self.target_len = keys, prompt_len, target_len  # [W, n_prompts]
+        # keys: [W, n_prompts] 'S16', the 16 bytes the 32 hex digits of item_key spell (same order)
         self.n_windows, self.n_prompts = keys.shape
-        flat = keys.reshape(-1)
-        self.uniq, first, self.inverse = np.unique(flat, return_index=True, return_inverse=True)
-        self.first = first  # flat position (window * n_prompts + prompt) of each distinct item
-        self.inverse = self.inverse.reshape(self.n_windows, self.n_prompts)  # window, prompt -> item
+        self.uniq, first, inverse = np.unique(keys.reshape(-1), return_index=True, return_inverse=True)
+        small = np.int32 if len(self.uniq) < 2**31 else np.int64
+        self.first = first.astype(small)  # flat position (window * n_prompts + prompt) of each distinct item
+        self.inverse = inverse.astype(small).reshape(self.n_windows, self.n_prompts)  # window, prompt -> item
+        self.prompt_len = prompt_len.reshape(-1)[first]  # per distinct item
+        self.target_len = target_len.reshape(-1)[first]
 
     @property
     def n_items(self) -> int:
         return len(self.uniq)
 
     def key_str(self, k: int) -> str:
-        return self.uniq[k].decode("ascii")
+        return self.uniq[k].ljust(16, b"\0").hex()  # numpy strips trailing NUL bytes
 
     def window_keys(self, w: int) -> list[str]:
-        return [self.keys[w, j].decode("ascii") for j in range(self.n_prompts)]
+        return [self.key_str(int(self.inverse[w, j])) for j in range(self.n_prompts)]
 
     def items_of(self, window):
         """The (prompt, target) pairs of one window (made again, as when it was indexed)."""
@@ -148,8 +150,7 @@ class WindowIndex:
         import numpy as np
 
         integer("unit size", unit_size, minimum=1)
-        pl = self.prompt_len.reshape(-1)[self.first]
-        tl = self.target_len.reshape(-1)[self.first]
+        pl, tl = self.prompt_len, self.target_len
         order = np.lexsort((self.uniq, tl, pl))  # buckets by (prompt, target) length, then key
         units = []
         a = 0

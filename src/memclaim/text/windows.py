@@ -258,10 +258,11 @@ STITCH_TOKENS = 32  # tokens each slice extends beyond the point where the next 
 STITCH_AGREE = 8  # tokens (ids and offsets) two slices must share where they are stitched
 
 
-def encode_document(tokenizer: OffsetTokenizer, text: str, *, chunk_chars: int = DOCUMENT_CHUNK_CHARS):
-    """The tokenization of the whole ``text`` as compact arrays ``(ids, starts, ends)`` (int32 ids,
-    int64 character offsets), computed slice by slice so memory follows the slice, not the book
-    (a tokenizer's Python lists of ids and offset tuples take ~150 bytes a token).
+def encode_slices(tokenizer: OffsetTokenizer, text: str, *, chunk_chars: int = DOCUMENT_CHUNK_CHARS):
+    """The tokenization of the whole ``text``, slice by slice: yields ``(ids, starts, ends)``
+    int64 arrays whose concatenation is the whole text's tokenization, so memory follows the
+    slice, not the book (a tokenizer's Python lists of ids and offset tuples take ~150 bytes a
+    token).
 
     Each slice of ``chunk_chars`` characters is tokenized; its last STITCH_TOKENS tokens are
     tokenized again at the start of the next slice, which takes over at the first token where the
@@ -275,7 +276,6 @@ def encode_document(tokenizer: OffsetTokenizer, text: str, *, chunk_chars: int =
     import numpy as np
 
     n = len(text)
-    ids_parts, s_parts, e_parts = [], [], []
     a = 0
     while True:
         z = n if n - a <= chunk_chars else a + chunk_chars
@@ -287,10 +287,8 @@ def encode_document(tokenizer: OffsetTokenizer, text: str, *, chunk_chars: int =
                 ids, offs = tokenizer.encode_with_offsets(text[a:])
                 ids = np.asarray(ids, dtype=np.int64)
                 offs = np.asarray(offs, dtype=np.int64).reshape(-1, 2) + a
-            ids_parts.append(ids)
-            s_parts.append(offs[:, 0])
-            e_parts.append(offs[:, 1])
-            break
+            yield ids, offs[:, 0], offs[:, 1]
+            return
         k = len(ids) - STITCH_TOKENS
         # the next slice starts at a clean token boundary (no character shared with the token
         # before, as a multi-byte character split over byte tokens would)
@@ -312,23 +310,35 @@ def encode_document(tokenizer: OffsetTokenizer, text: str, *, chunk_chars: int =
                 cut = (j, i)
                 break
         if cut is None:  # no agreement: the rest in one piece (exact)
+            yield ids[:k], offs[:k, 0], offs[:k, 1]
+            del ids, offs, nids, noffs
             rids, roffs = tokenizer.encode_with_offsets(text[b:])
-            ids_parts.append(ids[:k])
-            s_parts.append(offs[:k, 0])
-            e_parts.append(offs[:k, 1])
             roffs = np.asarray(roffs, dtype=np.int64).reshape(-1, 2) + b
-            ids_parts.append(np.asarray(rids, dtype=np.int64))
-            s_parts.append(roffs[:, 0])
-            e_parts.append(roffs[:, 1])
-            break
+            yield np.asarray(rids, dtype=np.int64), roffs[:, 0], roffs[:, 1]
+            return
         j, _ = cut
-        ids_parts.append(ids[:j])
-        s_parts.append(offs[:j, 0])
-        e_parts.append(offs[:j, 1])
+        yield ids[:j], offs[:j, 0], offs[:j, 1]
         a = int(offs[j, 0])  # the next slice starts where the agreeing run starts
-    ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int64)
-    small = np.int32 if (ids.size == 0 or int(ids.max()) < 2**31) else np.int64
-    return ids.astype(small), np.concatenate(s_parts), np.concatenate(e_parts)
+
+
+def encode_document(tokenizer: OffsetTokenizer, text: str, *, chunk_chars: int = DOCUMENT_CHUNK_CHARS):
+    """The tokenization of the whole ``text`` as arrays ``(ids, starts, ends)`` (int64), from
+    :func:`encode_slices`."""
+    import numpy as np
+
+    parts = list(encode_slices(tokenizer, text, chunk_chars=chunk_chars))
+    if not parts:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+
+def _compact_ids(a):
+    import numpy as np
+
+    if a.size == 0 or (int(a.min()) >= 0 and int(a.max()) < 2**16):
+        return a.astype(np.uint16)
+    return a.astype(np.int32) if int(a.max()) < 2**31 else a
 
 
 class _LazyWindows(Sequence):
@@ -352,23 +362,72 @@ class _LazyWindows(Sequence):
 
 class DocumentWindows:
     """The sliding windows of one document ([EM] §5) as a WindowSet whose windows are made on
-    demand from one tokenization (:func:`encode_document`): memory is the text plus 16 bytes a
-    token, whatever the number of windows, so a census of a whole book streams its windows.
-    ``windows`` is a read-only sequence of :class:`Window` values equal to what cutting them all
-    at once gives."""
+    demand from one tokenization (:func:`encode_slices`): memory is the text, the token ids
+    (2 bytes a token for vocabularies below 65,536) and three character offsets per window,
+    whatever the book's length. ``windows`` is a read-only sequence of :class:`Window` values
+    equal to what cutting them all at once from the whole text's tokenization gives.
+
+    The offsets kept per window are the prefix start, the prefix end and the suffix end: a
+    span's end is the largest end offset of its tokens ([EM] Eq. 9), which is its last token's
+    when the tokenizer's end offsets never decrease (checked; otherwise every token's offsets
+    are kept, 8 bytes a token)."""
 
     n_sources = 1
     skipped_short = 0
     skipped_ids: tuple = ()
     cut = None
 
-    def __init__(self, text: str, ids, starts, ends, *, prefix_tokens: int, suffix_tokens: int, stride: int,
+    def __init__(self, text: str, slices, *, prefix_tokens: int, suffix_tokens: int, stride: int,
                  source: str = "document"):
-        self.text, self.ids, self.starts, self.ends = text, ids, starts, ends
-        self.prefix_tokens, self.suffix_tokens, self.stride, self.source = prefix_tokens, suffix_tokens, stride, source
-        self.need = prefix_tokens + suffix_tokens
-        self.n_windows = (len(ids) - self.need) // stride + 1 if len(ids) >= self.need else 0
+        import numpy as np
+
+        self.text, self.source = text, source
+        self.prefix_tokens, self.suffix_tokens, self.stride = prefix_tokens, suffix_tokens, stride
+        P, need = prefix_tokens, prefix_tokens + suffix_tokens
+        self.need = need
+        ids, p0, p1, s1 = [], [], [], []
+        g = 0  # global index of the slice's first token
+        last_end = -1
+        monotone = True
+        for a_ids, a_s, a_e in slices:
+            n = len(a_ids)
+            ids.append(_compact_ids(a_ids))
+            if n:
+                if monotone and (a_e[0] < last_end or (n > 1 and bool(np.any(np.diff(a_e) < 0)))):
+                    monotone = False
+                last_end = int(a_e[-1])
+            # tokens of this slice at positions t with t % stride == r, for window starts (r = 0),
+            # prefix ends (r = P - 1) and suffix ends (r = need - 1)
+            for out, arr, r in ((p0, a_s, 0), (p1, a_e, P - 1), (s1, a_e, need - 1)):
+                first = (r - g) % stride
+                out.append(arr[first::stride].astype(np.int64))
+            g += n
+        self.ids = np.concatenate(ids) if ids else np.zeros(0, np.uint16)
+        del ids
+        N = len(self.ids)
+        self.n_windows = (N - need) // stride + 1 if N >= need else 0
+        W = self.n_windows
+        self.monotone = monotone
+        self.starts = self.ends = None
+        self.p0 = self.p1 = self.s1 = None
+        if monotone:  # positions r, r + stride, ...: window k's is the (r // stride + k)-th
+            self.p0 = np.concatenate(p0)[:W]
+            self.p1 = np.concatenate(p1)[(P - 1) // stride:][:W] if P else self.p0
+            self.s1 = np.concatenate(s1)[(need - 1) // stride:][:W]
+        # else: DocumentWindows.from_text keeps every token's offsets instead
         self.total_chars = {source: len(text)}
+
+    @classmethod
+    def from_text(cls, text, tokenizer, *, prefix_tokens, suffix_tokens, stride, source="document",
+                  chunk_chars: int = DOCUMENT_CHUNK_CHARS) -> "DocumentWindows":
+        import numpy as np
+
+        d = cls(text, encode_slices(tokenizer, text, chunk_chars=chunk_chars), prefix_tokens=prefix_tokens,
+                suffix_tokens=suffix_tokens, stride=stride, source=source)
+        if not d.monotone:  # exact spans from every token's offsets (8 bytes a token)
+            ids, st, en = encode_document(tokenizer, text, chunk_chars=chunk_chars)
+            d.ids, d.starts, d.ends = _compact_ids(ids), st.astype(np.int64), en.astype(np.int64)
+        return d
 
     def __len__(self) -> int:
         return self.n_windows
@@ -381,17 +440,22 @@ class DocumentWindows:
         """The window ids, in order, without making the windows."""
         return (f"{self.source}#{i}" for i in range(self.n_windows))
 
-    def token_start(self, i: int) -> int:
-        return i * self.stride
+    def spans(self, i: int) -> tuple[int, int, int]:
+        """(prefix start, prefix end, suffix end) of window ``i`` (character offsets)."""
+        if self.monotone:
+            p0, p1, s1 = int(self.p0[i]), int(self.p1[i]), int(self.s1[i])
+            return p0, (p1 if self.prefix_tokens else p0), max(s1, p1 if self.prefix_tokens else p0)
+        start, P, need = i * self.stride, self.prefix_tokens, self.need
+        p0 = int(self.starts[start])
+        p1 = int(self.ends[start:start + P].max()) if P else p0
+        return p0, p1, max(int(self.ends[start + P:start + need].max()), p1)
 
     def window(self, i: int) -> Window:
         if not -self.n_windows <= i < self.n_windows:
             raise IndexError(f"window {i} of {self.n_windows}")
         i %= self.n_windows
         start, P, need = i * self.stride, self.prefix_tokens, self.need
-        p0 = int(self.starts[start])
-        p1 = int(self.ends[start:start + P].max()) if P else p0
-        s1 = max(int(self.ends[start + P:start + need].max()), p1)
+        p0, p1, s1 = self.spans(i)
         return Window(source=self.source, index=i,
                       prefix_ids=tuple(int(x) for x in self.ids[start:start + P]),
                       suffix_ids=tuple(int(x) for x in self.ids[start + P:start + need]),
@@ -410,11 +474,11 @@ def sliding_windows(text: str, tokenizer: OffsetTokenizer, *, prefix_tokens: int
     _check_lengths(prefix_tokens, suffix_tokens)
     integer("stride", stride, minimum=1)
     need = prefix_tokens + suffix_tokens
-    ids, starts, ends = encode_document(tokenizer, text, chunk_chars=chunk_chars)
-    if len(ids) < need:
+    d = DocumentWindows.from_text(text, tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
+                                  stride=stride, source=source, chunk_chars=chunk_chars)
+    if len(d.ids) < need:
         raise InputError(
-            f"document {source!r} has {len(ids)} tokens, shorter than one window of {need} tokens",
+            f"document {source!r} has {len(d.ids)} tokens, shorter than one window of {need} tokens",
             hint="use a longer document or smaller --prefix-tokens/--suffix-tokens",
         )
-    return DocumentWindows(text, ids, starts, ends, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
-                           stride=stride, source=source)
+    return d
