@@ -22,7 +22,10 @@ from memclaim.progress import Reporter
 def test_every_subcommand_module_has_its_command(name):
     mod = importlib.import_module(f"memclaim.cli.{SUBCOMMANDS[name][0]}")
     assert isinstance(mod.command, click.Command) and mod.command.name == name
-    assert mod.command.help and "Example" in mod.command.help or mod.command.commands  # a group lists its own
+    cmds = list(mod.command.commands.values()) if isinstance(mod.command, click.Group) else [mod.command]
+    for c in cmds:
+        assert c.help, f"{name} {c.name}: no help"  # what the command does
+        assert "Example" in (c.help or "") + (c.epilog or ""), f"{name} {c.name}: no example"  # how to call it
 
 
 def test_say_is_literal():
@@ -50,12 +53,23 @@ def test_progress_bar_draws_and_closes():
     Reporter(ProgressBar(file=buf), stage="s", label="empty", total=0).close()  # nothing to draw: no error
 
 
-def test_make_backend_local_refuses_ray_options():
-    from memclaim.errors import InputError
+def test_cli_modules_hold_no_library_logic():
+    """The CLI only parses options, calls memclaim.api and prints: no module of cli/ imports the
+    scoring runner, the claims or a reader of user files directly (those go through the API)."""
+    import ast
+    from pathlib import Path
 
-    assert common.make_backend(None, (), backend="local") is None
-    with pytest.raises(InputError, match="--workers"):
-        common.make_backend(None, (), backend="local", workers=2)
+    cli_dir = Path(importlib.import_module("memclaim.cli").__file__).parent
+    forbidden = ("scoring.runner", "scoring.results", "claims.", "text.io", "text.scorefile", "text.spans",
+                 "audits.run", "train.")
+    found = []
+    for f in sorted(cli_dir.glob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                mod = node.module
+                if any(mod.startswith(x) or f".{x}" in f".{mod}" for x in forbidden):
+                    found.append(f"{f.name}: from {'.' * node.level}{mod} import ...")
+    assert not found, "\n".join(found)
 
 
 def test_python_m_memclaim_cli():

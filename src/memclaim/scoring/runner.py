@@ -12,7 +12,8 @@ import hashlib
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -37,6 +38,10 @@ def run_stats(stats=None) -> StatSet:
     greedy and near-tie columns cost one top-2 per row)."""
     s = ALL_STATS if stats is None else StatSet.of(stats)
     return StatSet(s.names | CENSUS_STATS.names)
+
+if TYPE_CHECKING:  # the annotations' names only
+    from ..models.loader import LoadedModel
+    from ..text.windows import WindowSet
 
 
 def nv_column(spec: str, epsilon: int) -> str:
@@ -247,7 +252,8 @@ def _checked_items(model, w, prompt_rule: PromptRule, label: str, limit):
     return out
 
 
-def scoring_pairs(model, window_set, prompt_rule: PromptRule, *, what: str | None = None):
+def scoring_pairs(model: LoadedModel, window_set: WindowSet, prompt_rule: PromptRule, *,
+                  what: str | None = None) -> tuple:
     """The (prompt ids, target ids) pairs of every window under ``prompt_rule`` (one per prompt,
     each prompt with its own target ids: scoring/prompts.py), each window's item keys and target
     ids, after checking that the model can score them: every prompt has at least one token (the
@@ -255,7 +261,10 @@ def scoring_pairs(model, window_set, prompt_rule: PromptRule, *, what: str | Non
     refuses it), and no prompt + target is longer than the model's context. Raises
     :class:`InputError` naming the window otherwise, before any work; ``population`` and
     ``census`` call it (or :func:`index_windows`, which holds no token lists) for every input
-    before scoring the first."""
+    before scoring the first.
+
+    >>> pairs, window_items, window_targets = scoring_pairs(m, ws, PromptRule(), what="--members")  # doctest: +SKIP
+    """
     limit = _context_limit(model)
     label = f"{what}: " if what else ""
     pairs, window_items, window_targets = [], [], []
@@ -270,7 +279,8 @@ def scoring_pairs(model, window_set, prompt_rule: PromptRule, *, what: str | Non
     return pairs, window_items, window_targets
 
 
-def index_windows(model, window_set, prompt_rule: PromptRule, *, what: str | None = None) -> WindowIndex:
+def index_windows(model: LoadedModel, window_set: WindowSet, prompt_rule: PromptRule, *,
+                  what: str | None = None) -> WindowIndex:
     """The checks of :func:`scoring_pairs` in one streaming pass, keeping per window only its item
     keys and lengths (:class:`~memclaim.scoring.units.WindowIndex`): a whole book's windows
     (lazy, :class:`~memclaim.text.windows.DocumentWindows`) are never all in memory."""
@@ -292,8 +302,8 @@ def index_windows(model, window_set, prompt_rule: PromptRule, *, what: str | Non
     return WindowIndex(window_set, lambda w: prompt_rule.items(w, model.tokenizer, model.sot_ids), keys, plen, tlen)
 
 
-def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens: int, suffix_tokens: int,
-                prompt_rule: PromptRule, out_dir, label: str = "windows", inputs: dict | None = None,
+def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence[Policy], prefix_tokens: int, suffix_tokens: int,
+                prompt_rule: PromptRule, out_dir: str | Path, label: str = "windows", inputs: dict | None = None,
                 batch_size: int = 16, unit_size: int = DEFAULT_UNIT_SIZE, progress: ProgressCallback | None = None,
                 backend=None, skipped_empty: int = 0, near_verbatim: dict | None = None,
                 log: LogCallback | None = None, stats=None) -> RunSummary:
@@ -309,6 +319,16 @@ def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens:
     unit windows: items scored, extra ``run_id`` and ``units``); ``log`` receives one-line notes
     (a concurrent writer, the near-verbatim cost). Both None: silent. ``progress=False`` (the
     former boolean option) is read as None; the library draws no bars itself.
+    :func:`memclaim.score` is the public way in (it reads the inputs and cuts the windows).
+
+    >>> from memclaim.models import load_model                                       # doctest: +SKIP
+    >>> from memclaim.text.windows import passage_windows                            # doctest: +SKIP
+    >>> m = load_model("toy")                                                        # doctest: +SKIP
+    >>> ws = passage_windows(records, m.tokenizer, prefix_tokens=16, suffix_tokens=16)  # doctest: +SKIP
+    >>> s = run_scoring(m, ws, policies=parse_policies(["full"]), prefix_tokens=16, suffix_tokens=16,
+    ...                 prompt_rule=PromptRule(), out_dir="runs/toy")                # doctest: +SKIP
+    >>> s.n_windows, s.units_scored                                                  # doctest: +SKIP
+    (40, 1)
     """
     if progress is False:
         progress = None
