@@ -457,8 +457,8 @@ class DocumentWindows:
         start, P, need = i * self.stride, self.prefix_tokens, self.need
         p0, p1, s1 = self.spans(i)
         return Window(source=self.source, index=i,
-                      prefix_ids=tuple(int(x) for x in self.ids[start:start + P]),
-                      suffix_ids=tuple(int(x) for x in self.ids[start + P:start + need]),
+                      prefix_ids=tuple(self.ids[start:start + P].tolist()),
+                      suffix_ids=tuple(self.ids[start + P:start + need].tolist()),
                       prefix_span=(p0, p1), suffix_span=(p1, s1),
                       prefix_text=self.text[p0:p1], suffix_text=self.text[p1:s1], token_start=start)
 
