@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Whole-book census (issue 14 item 4): windows/s and peak RSS at 1x, 4x and 16x of a document.
 
-The document is the repository's own texts (tests/data) repeated to 1x = BASE characters
-(16x = 8,000,000 characters by default); the control is 1x. Stride 10, 50 + 50 tokens, policy
+The document is prose generated from the repository's own texts (tests/data; a word-bigram
+chain, seeded, so no window repeats and every window is scored) at 1x = BASE characters (16x =
+8,000,000 characters by default); the control is 1x. Stride 10, 50 + 50 tokens, policy
 "full", the census command's statistics (CENSUS_STATS), through the public API
 (memclaim.census: windows, scoring into the store, tau_doc, coverage, budget view, report with
 the book-scale heat strip). Each measurement runs in its own subprocess; peak RSS is the
@@ -41,15 +42,37 @@ DATA = ROOT / "tests" / "data"
 BASE = 500_000  # characters at 1x (16x = 8,000,000)
 
 
+def _markov(sources, chars: int, seed: int) -> str:
+    """``chars`` characters of prose from a word-bigram chain over ``sources`` (seeded): a
+    document that does not repeat, so its windows are distinct items (a repeated text would be
+    deduplicated by the store and scored once). Hand-written: a few lines, no library needed."""
+    import random
+
+    words = " ".join(sources).split()
+    follow: dict[str, list[str]] = {}
+    for a, b in zip(words, words[1:]):
+        follow.setdefault(a, []).append(b)
+    rng = random.Random(seed)
+    out, n, w = [], 0, words[0]
+    while n < chars:
+        out.append(w)
+        n += len(w) + 1
+        nxt = follow.get(w)
+        w = rng.choice(nxt) if nxt else rng.choice(words)
+        if w.endswith(".") and rng.random() < 0.15:
+            out.append(w + "\n\n")
+            n += len(w) + 2
+            w = rng.choice(words)
+    return " ".join(out)[:chars]
+
+
 def _text(chars: int) -> str:
-    parts = [(DATA / n).read_text() for n in ("genesis_1_3.txt", "new_genesis_style.txt", "new_heldout_style.txt")]
-    unit = "\n\n".join(parts) + "\n\n"
-    return (unit * (chars // len(unit) + 1))[:chars]
+    return _markov([(DATA / n).read_text() for n in ("genesis_1_3.txt", "new_genesis_style.txt")], chars, seed=1)
 
 
 def _control(chars: int) -> str:
-    unit = (DATA / "new_heldout_style.txt").read_text() + "\n\n" + (DATA / "new_genesis_style.txt").read_text() + "\n\n"
-    return (unit * (chars // len(unit) + 1))[:chars]
+    return _markov([(DATA / "new_heldout_style.txt").read_text(), (DATA / "new_genesis_style.txt").read_text()],
+                   chars, seed=2)
 
 
 class StubBackend:
