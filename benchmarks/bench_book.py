@@ -151,8 +151,12 @@ def one(series: str, scale: float, *, stride: int, base: int, batch: int) -> dic
     with tempfile.TemporaryDirectory(prefix="bench-book-") as d:
         d = Path(d)
         chars = int(base * scale)
-        (d / "book.txt").write_text(_text(chars))
-        (d / "control.txt").write_text(_control(base if series != "smollm2" else chars))
+        # the texts are generated in another process: this one's peak RSS is memclaim's alone
+        gen = ("import sys; sys.path.insert(0, sys.argv[1]); import bench_book as b; from pathlib import Path; "
+               "Path(sys.argv[2]).write_text(b._text(int(sys.argv[4]))); "
+               "Path(sys.argv[3]).write_text(b._control(int(sys.argv[5])))")
+        subprocess.run([sys.executable, "-c", gen, str(HERE), str(d / "book.txt"), str(d / "control.txt"), str(chars),
+                        str(base if series != "smollm2" else chars)], check=True)
         t0 = time.perf_counter()
         res = mc.census(model, str(d / "book.txt"), str(d / "control.txt"), stride=stride, prefix_tokens=50,
                         suffix_tokens=50, policies=["full"], out=str(d / "out"), batch_size=batch, threads=None)
