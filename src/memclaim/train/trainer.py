@@ -132,9 +132,26 @@ class TrainResult(ResultMixin):
     dp: object | None = None  # memclaim.train.dp.DPReport for a DP-SGD run
 
 
-def pack_documents(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequence[int]) -> torch.Tensor:
+def pack_documents(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequence[int],
+                   fill: bool = False) -> torch.Tensor:
     """Concatenate documents, each preceded by ``sep_ids`` (start-of-text), and cut the stream
-    into blocks of ``seq_len`` tokens -> LongTensor [n_blocks, seq_len]. The tail is dropped."""
+    into blocks of ``seq_len`` tokens -> LongTensor [n_blocks, seq_len]. The tail is dropped;
+    with ``fill`` a filler document of separator tokens first completes the stream to a whole
+    number of blocks, so no document falls in a dropped tail (the one home of that rule: the
+    planted corpora and the shadows' training data use it).
+
+    >>> pack_documents([[5, 6, 7], [8]], seq_len=3, sep_ids=[0]).tolist()
+    [[0, 5, 6], [7, 0, 8]]
+    >>> pack_documents([[5, 6, 7], [8, 9]], seq_len=3, sep_ids=[0], fill=True).tolist()
+    [[0, 5, 6], [7, 0, 8], [9, 0, 0]]
+    """
+    if fill:
+        docs = list(docs)
+        total = sum(len(sep_ids) + len(d) for d in docs)
+        missing = (-total) % seq_len
+        if missing:
+            n_fill = (missing - len(sep_ids)) % seq_len  # pack_documents puts len(sep) more before it
+            docs.append((list(sep_ids) * (n_fill // len(sep_ids) + 1))[:n_fill])
     stream: list[int] = []
     for d in docs:
         stream.extend(sep_ids)
@@ -151,7 +168,11 @@ def example_blocks(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequ
     """One block per document: ``sep_ids + doc``, right-padded with ``pad_id`` to ``seq_len``
     -> LongTensor [n_docs, seq_len]. Use with ``TrainConfig(pad_id=...)`` so padding is not
     trained on. One block per document is what makes a document one DP *example* (a document
-    planted k times is then k examples, a group of k under add/remove)."""
+    planted k times is then k examples, a group of k under add/remove).
+
+    >>> example_blocks([[5, 6], [7]], seq_len=4, sep_ids=[0], pad_id=9).tolist()
+    [[0, 5, 6, 9], [0, 7, 9, 9]]
+    """
     pad = integer("pad_id", pad_id, minimum=0)
     T = integer("seq_len", seq_len, minimum=2)
     sep = [int(t) for t in sep_ids]
@@ -171,12 +192,16 @@ def example_blocks(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequ
 
 
 def default_objective(config: TrainConfig) -> Callable:
-    """The training loss for ``config``: next-token NLL, pad targets ignored when ``config.pad_id`` is set."""
+    """The training loss for ``config``: next-token NLL, pad targets ignored when ``config.pad_id`` is set.
+
+    >>> callable(default_objective(TrainConfig(steps=1, pad_id=9)))
+    True
+    """
     return objective_for(config.pad_id)
 
 
 @torch.no_grad()
-def evaluate_nll(model, blocks: torch.Tensor, *, pad_id: int | None = None, batch_size: int = 32) -> float:
+def evaluate_nll(model: torch.nn.Module, blocks: torch.Tensor, *, pad_id: int | None = None, batch_size: int = 32) -> float:
     """Token-weighted mean next-token NLL (nats) of ``model`` over ``blocks`` [n, T]; exp of it
     is the perplexity. The model is put in eval mode (and left there)."""
     _check_blocks(blocks)
