@@ -23,6 +23,22 @@ Series:
     python benchmarks/bench_book.py --one --series toy --scale 4     # one measurement, JSON line
 
 Targets (issue 14): RSS at 16x within 15% of 1x; windows/s at 16x within 20% of 1x.
+
+Measured 2026-12-01 on the shared 2-core development machine (load average 5-7 from other
+jobs, so wall-clock rates are noisy; the per-CPU-second rate is the comparable one):
+
+    stub  1x    500,000 chars   36,350 windows  13,762 windows/CPU s  peak RSS 617.0 MB
+    stub  4x  2,000,000 chars  145,447 windows  13,667 windows/CPU s  peak RSS 620.9 MB
+    stub 16x  8,000,000 chars  581,683 windows  16,817 windows/CPU s  peak RSS 764.6 MB
+    -> 16x/1x: windows per CPU second 1.22 (target met); peak RSS 1.24 (target 1.15: missed)
+    toy   1x/4x/16x (31,250 / 125,000 / 500,000 chars, repeated text): 212.5 / 245.5 / 229.1
+          windows per CPU s, 104 / 107 / 91 windows/s wall, peak RSS 633 / 640 / 647 MB
+    smollm2 8,000 chars: 178 windows, 2.7 windows per CPU s (0.9 wall), peak RSS 1,279 MB
+
+Where the 16x run's extra ~150 MB go (RSS sampled per stage): reading and tokenizing the book
+and its windows (~55 MB: two copies of the text, token ids, three offsets per window, and the
+slices' arrays before they are joined), writing scores.parquet (~60 MB: per-item arrays and
+Arrow's memory pool), and the report (matplotlib; +60 MB at every scale, varying from run to run).
 """
 from __future__ import annotations
 
