@@ -48,7 +48,8 @@ def test_progress_bar_draws_and_closes():
     out = buf.getvalue()
     assert "scoring [bold]x.txt" in out and "3/3" in out and "windows/s" in out
     assert not bar._bars  # closed on the finished event
-    assert progress_bar(False) is None and isinstance(progress_bar(True), ProgressBar)
+    off = progress_bar(False)  # no bar, but units done are still recorded for Ctrl-C's message
+    assert isinstance(off, ProgressBar) and not off.draw and isinstance(progress_bar(True), ProgressBar)
     Reporter(ProgressBar(file=buf), stage="s", label="empty", total=0).close()  # nothing to draw: no error
 
 

@@ -22,8 +22,9 @@ from ..fsutil import sha256_bytes, sha256_file
 from ..progress import LogCallback, ProgressCallback
 from ..report.census import census_headline, census_pairs_report
 from ..report.core import write_report
+from ..scoring.engine import CENSUS_STATS
 from ..scoring.results import RunScores, load_run_scores
-from ..scoring.runner import RunSummary, run_scoring, scoring_pairs
+from ..scoring.runner import RunSummary, index_windows, run_scoring
 from ..text.io import read_document
 from ..text.spans import exclude_spans_from_lines, parse_exclude_spans
 from ..validate import in_open_unit, integer, query_budget
@@ -230,7 +231,7 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
             jobs.append((i, role, info, label, cut))
     prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
     for _, _, info, label, cut in jobs:  # every window fits the model, before any scoring
-        scoring_pairs(m, cut[0], prompt_rule, what=str(info[3] or info[2]))
+        index_windows(m, cut[0], prompt_rule, what=str(info[3] or info[2]))  # streaming: keys only
     nv = near_verbatim_settings(near_verbatim, beams)
     backend_obj = make_backend(m, pols, backend=backend, address=address, workers=workers,
                                gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,
@@ -242,7 +243,8 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
         runs[(i, role)] = run_scoring(m, windows, policies=pols, prefix_tokens=prefix_tokens,
                                       suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store,
                                       label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
-                                      progress=progress, near_verbatim=nv, backend=backend_obj, log=log)
+                                      progress=progress, near_verbatim=nv, backend=backend_obj, log=log,
+                                      stats=CENSUS_STATS)  # log q only: no full-softmax moments or ranks
 
     # --------------------------------------------------------------- the census
     census_inputs, inputs = [], []
@@ -250,7 +252,8 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
         entry = {"exclude_spans": exclusions[i]}
         for role, (text, digest, name, where) in (("document", dt), ("control", ct)):
             rs = load_run_scores(store, run=runs[(i, role)].run_id, policy=tested.spec,
-                                 near_verbatim=max(nv["epsilons"]) if nv else None)
+                                 near_verbatim=max(nv["epsilons"]) if nv else None,
+                                 texts=False)  # numbers and spans only: a book's texts stay on disk
             entry[role] = WindowScores.from_arrays(rs.logq, rs.suffix_spans[:, 0], rs.suffix_spans[:, 1],
                                                    doc_length=len(text), name=name)
             entry[f"{role}_text"] = text

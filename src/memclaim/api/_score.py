@@ -2,8 +2,10 @@
 
 Each window's prefix is the prompt (or the rendered prompt template), the suffix the target;
 one teacher-forced pass stores log q under every policy ([EM] Eq. 1), the greedy-match flag and
-per-token statistics. The store resumes after any interruption, and re-running finished work
-does no model work.
+per-token statistics: every statistic the engine computes (full-softmax log-probs, their mean
+and std, ranks), so the store serves the audits as well as the claims (``memclaim census``
+stores only what a census reads). The store resumes after any interruption, and re-running
+finished work does no model work.
 """
 from __future__ import annotations
 

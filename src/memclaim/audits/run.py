@@ -38,6 +38,10 @@ from ..scoring.procedure import Procedure, require_same_procedure
 from ..scoring.prompts import PromptRule
 from ..scoring.results import load_run_scores
 from ..scoring.runner import run_scoring, scoring_pairs
+
+# what the attacks read: per-token full-softmax log p (loss, zlib, min-k%, reference, LiRA) and its
+# moments (min-k%++); the target ranks are not read by any attack
+AUDIT_STATS = "greedy+margin+policy_logq+token_logprob+token_moments"
 from ..train.toy import toy_corpus
 from ..validate import in_unit, integer, positive
 from .attacks import ScoredTexts, available_attacks, evaluate_attack, get_attack
@@ -243,7 +247,8 @@ def run_audit(model, members, nonmembers, *, out_dir, settings: AuditSettings | 
     def score(lm_, ws, label, *, rule=None, inputs=None):
         summ = run_scoring(lm_, ws, policies=policies, prefix_tokens=settings.prefix_tokens,
                            suffix_tokens=settings.suffix_tokens, prompt_rule=rule or PromptRule(), out_dir=store,
-                           label=label, inputs=inputs or {}, batch_size=settings.batch_size, progress=progress)
+                           label=label, inputs=inputs or {}, batch_size=settings.batch_size, progress=progress,
+                           stats=AUDIT_STATS)
         scoring[label] = {"run_id": summ.run_id, "units_scored": summ.units_scored,
                           "units_reused": summ.units_reused, "n_windows": summ.n_windows}
         return load_run_scores(store, run=summ.run_id, policy="full")

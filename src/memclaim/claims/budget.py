@@ -352,9 +352,16 @@ class CensusBudgetView(ResultMixin):
     log10_budgets: np.ndarray  # log10 of ``budgets``, exact where a budget overflows a double (inf there)
 
 
-def census_budget_view(heat_log10, *, log10_tau: float, delta: float = 0.05, realistic_n: float = 1e5,
-                       budgets=None, log10_budgets=None) -> CensusBudgetView:
-    """``heat_log10``: per-character largest log10 window score (census ``heat_log10``)."""
+def census_budget_view(heat_log10=None, *, log10_tau: float, delta: float = 0.05, realistic_n: float = 1e5,
+                       budgets=None, log10_budgets=None, heat=None) -> CensusBudgetView:
+    """``heat_log10``: per-character largest log10 window score (census ``heat_log10``); or
+    ``heat``: the census's :class:`~memclaim.claims.census.HeatSegments` (the same numbers from
+    the heat's segments weighted by their lengths: a book is never one number per character)."""
+    if heat is not None:
+        h, wts = heat.weighted()
+        return _census_budget_view_weighted(np.asarray(h, np.float64), np.asarray(wts, np.int64), log10_tau=log10_tau,
+                                            delta=delta, realistic_n=realistic_n, budgets=budgets,
+                                            log10_budgets=log10_budgets)
     h = np.asarray(heat_log10, dtype=np.float64).ravel()
     if h.size == 0:
         raise InputError("empty heat array")
@@ -370,4 +377,28 @@ def census_budget_view(heat_log10, *, log10_tau: float, delta: float = 0.05, rea
     lr = min_log_prob_for_budget(n=realistic_n, delta=d) / LN10
     at_real = float(np.count_nonzero((h > log10_tau) & (h >= lr)) / hs.size)
     return CensusBudgetView(d, budgets, ext, ext_mem, float(above.size / hs.size), nt, float(realistic_n), at_real,
+                            log10_budgets)
+
+
+def _census_budget_view_weighted(h, wts, *, log10_tau, delta, realistic_n, budgets, log10_budgets) -> CensusBudgetView:
+    """:func:`census_budget_view` for heat values ``h`` held by ``wts`` characters each."""
+    L = int(wts.sum())
+    if L == 0:
+        raise InputError("empty heat array")
+    d = in_open_unit("delta", float(delta))
+    nt = queries_needed(log_p=float(log10_tau) * LN10, delta=d)
+    top = max(math.log10(realistic_n) + 1, nt.log10_n + 1 if math.isfinite(nt.log10_n) else 0)
+    budgets, log10_budgets = _budget_axis(budgets, log10_budgets, top)
+    lmin10 = np.asarray(min_log_prob_for_budget(log_n=log10_budgets * LN10, delta=d)) / LN10
+    order = np.argsort(h, kind="stable")
+    hs, ws = h[order], wts[order]
+    tail = np.concatenate([np.cumsum(ws[::-1])[::-1], [0]])  # tail[i]: characters of hs[i:]
+    ext = tail[np.searchsorted(hs, lmin10, side="left")] / L
+    up = hs > log10_tau
+    ha, wa = hs[up], ws[up]
+    tail_a = np.concatenate([np.cumsum(wa[::-1])[::-1], [0]])
+    ext_mem = tail_a[np.searchsorted(ha, lmin10, side="left")] / L
+    lr = min_log_prob_for_budget(n=realistic_n, delta=d) / LN10
+    at_real = float(ws[up & (hs >= lr)].sum() / L)
+    return CensusBudgetView(d, budgets, ext, ext_mem, float(wa.sum() / L), nt, float(realistic_n), at_real,
                             log10_budgets)

@@ -62,7 +62,7 @@ def census_of_pairs(pairs: Sequence[dict], *, use_global_threshold: bool = False
     for p, th in zip(pairs, ths):
         r = census(p["document"], p["control"], threshold=g if g is not None else th)
         results.append(r)
-        budgets.append(census_budget_view(r.heat_log10, log10_tau=r.log10_tau, delta=budget_delta,
+        budgets.append(census_budget_view(heat=r.heat, log10_tau=r.log10_tau, delta=budget_delta,
                                           realistic_n=realistic_budget) if budget_delta is not None else None)
         texts.append(p.get("document_text"))
         if p.get("control_text") is not None:

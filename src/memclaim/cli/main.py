@@ -13,6 +13,7 @@ import click
 
 from .. import __version__
 from ..errors import MemclaimError
+from .progress import TRACKER
 
 # subcommand name -> module under memclaim.cli
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -75,6 +76,14 @@ def _os_error_text(exc: BaseException) -> str:
     return f"{what}:{where}\n  fix: {fix}"
 
 
+def _interrupted_text() -> str:
+    """What Ctrl-C prints: every finished unit is in the store, so the same command resumes; the
+    counts come from the scoring runs' progress events (memclaim.cli.progress.TRACKER)."""
+    counts = TRACKER.counts
+    done = "" if counts is None else f" ({counts[0]} of {counts[1]} units done)"
+    return f"interrupted; re-run the same command to resume{done}"
+
+
 def main(argv=None) -> int:
     try:
         # standalone_mode=False: click returns a command's `raise click.exceptions.Exit(n)` as n
@@ -93,11 +102,15 @@ def main(argv=None) -> int:
                      "option's range)")
         click.echo(f"error: {text}", err=True)
         return 2
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+    except click.exceptions.Abort as exc:
+        # click turns Ctrl-C (KeyboardInterrupt) into Abort before it reaches us: tell them apart
+        if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+            click.echo(_interrupted_text(), err=True)
+        else:
+            click.echo("aborted", err=True)
         return 130
     except KeyboardInterrupt:
-        click.echo("interrupted; re-run the same command to resume", err=True)
+        click.echo(_interrupted_text(), err=True)
         return 130
     except click.ClickException as exc:
         exc.show()

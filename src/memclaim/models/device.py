@@ -13,7 +13,16 @@ import torch
 from .base import LanguageModel
 from .hf import HFLanguageModel
 
-__all__ = ["DeviceLM"]
+__all__ = ["DeviceLM", "to_device"]
+
+
+def to_device(lm: HFLanguageModel, device: str) -> HFLanguageModel:
+    """``lm``'s model moved to ``device`` as an :class:`HFLanguageModel` whose ``device`` is that
+    device (float32 unembedding, float64 for a float64 body): the scoring engine then builds its
+    inputs there and takes the batched schedule (a Ray GPU worker uses it; :class:`DeviceLM`
+    keeps the callers' tensors on the CPU instead)."""
+    return HFLanguageModel(lm.model.to(device), name=lm.name, fingerprint=lm.fingerprint(),
+                           unembed_dtype=torch.float64 if lm.body_dtype == torch.float64 else torch.float32)
 
 
 class DeviceLM(LanguageModel):

@@ -29,6 +29,18 @@ def heat_bins(heat_log10: np.ndarray, log10_tau: float) -> np.ndarray:
     return bins.astype(np.int64)
 
 
+HEAT_STRIP_CELLS = 400 * 150  # at book scale a cell holds several characters (the largest heat among them)
+
+
+def _heat_strip(r: CensusResult):
+    """The heat strip from the census's heat segments, binned to at most HEAT_STRIP_CELLS cells:
+    a book is never one number per character here."""
+    cells, per = r.heat.binned(HEAT_STRIP_CELLS)
+    if per == 1:
+        return figures.heat_strip(cells, log10_tau=r.log10_tau)
+    return figures.heat_strip(cells, log10_tau=r.log10_tau, chars_per_cell=per)
+
+
 def census_headline(r: CensusResult) -> str:
     th = r.threshold
     return (f"{r.document_name}: {pct(r.coverage)} of its {r.doc_length} characters are covered by window suffixes "
@@ -79,10 +91,10 @@ def build_census_doc(results: Sequence[CensusResult], *, title: str = "Single-do
                        "those that also clear tau_doc.", figures.census_budget_figure(bv), name=f"budget-{k + 1}")
         doc.figure(f"Per-character heat of {r.document_name}: each character takes the largest score among the "
                    "windows whose suffix covers it ([EM] Fig. 18).",
-                   figures.heat_strip(r.heat_log10, log10_tau=r.log10_tau), name=f"heat-{k + 1}")
+                   _heat_strip(r), name=f"heat-{k + 1}")
         text = document_texts[k] if k < len(document_texts) else None
         if text is not None and len(text) == r.doc_length:
-            bins = heat_bins(r.heat_log10, r.log10_tau)
+            bins = heat_bins(r.heat.array(0, HEAT_TEXT_MAX), r.log10_tau)
             n = min(len(text), HEAT_TEXT_MAX)
             doc.heat(HeatText(text[:n], bins[:n].tolist(), _LEGEND,
                               truncated_from=len(text) if n < len(text) else None))

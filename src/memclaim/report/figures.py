@@ -121,9 +121,10 @@ def census_ccdf(results, *, labels=None):
     return fig
 
 
-def heat_strip(heat_log10: np.ndarray, *, log10_tau: float, width: int = 400):
+def heat_strip(heat_log10: np.ndarray, *, log10_tau: float, width: int = 400, chars_per_cell: int = 1):
     """[EM] Fig. 18: the whole document as rows of ``width`` characters, coloured by margin above
-    tau (light grey: at or below tau; white: in no suffix), with a colorbar of the margin."""
+    tau (light grey: at or below tau; white: in no suffix), with a colorbar of the margin. A book is
+    drawn binned: each cell then holds ``chars_per_cell`` characters (the largest heat among them)."""
     from matplotlib import colormaps
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
@@ -148,7 +149,8 @@ def heat_strip(heat_log10: np.ndarray, *, log10_tau: float, width: int = 400):
         ax.imshow(img, aspect="auto", interpolation="nearest")
         ax.grid(False)
         ax.set_yticks([])
-        ax.set_xlabel(f"character within row ({width} per row; {L:,} characters)")
+        unit = "characters" if chars_per_cell == 1 else f"cells of {chars_per_cell:,} characters (largest heat in each)"
+        ax.set_xlabel(f"position within row ({width} per row; {L:,} {unit})")
         ax.set_ylabel("row")
         ax.set_title(rf"Per-character heat: margin above $\tau = 10^{{{log10_tau:g}}}$ (grey: at or below $\tau$)")
         style.colorbar(fig, ScalarMappable(norm=norm, cmap=cmap), ax,

@@ -141,9 +141,12 @@ class ScoringWorker:
                 raise ValueError(f"policies {policy_specs} do not round-trip on this worker")
             lm = model_ref.load().lm
             if device and device != "cpu":
-                from ..models.device import DeviceLM
+                from ..models import device as device_mod
 
-                lm = DeviceLM(lm, device)
+                # the model on the accelerator, reporting that device: the engine then takes the
+                # batched schedule (statistics batched across windows, one host copy per batch),
+                # the same GPU path as a local run on that device
+                lm = device_mod.to_device(lm, device)
             self.engine = TeacherForcingEngine(lm, policies)
         except Exception as exc:  # noqa: BLE001 - re-raised from every call, see the class docstring
             self.error = exc
@@ -152,7 +155,10 @@ class ScoringWorker:
     def info(self) -> dict:
         import torch
 
+        engine = getattr(self, "engine", None)
         return {"pid": os.getpid(), "node": socket.gethostname(), "device": self.device,
+                "lm_device": None if engine is None else str(engine.lm.device),
+                "schedule": None if engine is None else engine.schedule,
                 "threads": torch.get_num_threads(), "load_seconds": self.load_seconds,
                 "error": None if self.error is None else f"{type(self.error).__name__}: {self.error}"}
 
@@ -173,10 +179,15 @@ class ScoringWorker:
 
     def score(self, unit: WorkUnit, store_root: str | None = None, token: str | None = None,
               fault: FaultHook | None = None, must_write: bool = False,
-              near_verbatim: dict | None = None) -> dict:
+              near_verbatim: dict | None = None, stats: str | None = None) -> dict:
         if self.error is not None:
             raise self.error
         from .runner import score_unit  # torch (the engine): only on the workers
+
+        if stats is not None and stats != self.engine.stats.spec:  # the run's statistics (run_stats)
+            from .engine import TeacherForcingEngine
+
+            self.engine = TeacherForcingEngine(self.engine.lm, self.engine.policies, stats=stats)
 
         t0 = time.perf_counter()
         ft, ur = self.engine.forward_tokens, self.engine.unembed_rows
@@ -217,6 +228,7 @@ class WorkerStats(ResultMixin):
     windows_per_second: float  # windows / busy_seconds: this worker's own rate
     load_seconds: float  # model load of the (last) process
     alive: bool
+    schedule: str = "?"  # the engine's schedule on the worker: "batched" on a GPU, "cpu-invariant" on the CPU
 
 
 @dataclass(frozen=True)
@@ -310,6 +322,11 @@ class RayBackend:
         self._token: str | None = None
         self._stats: dict = {}
         self.weights_loaded = False  # set once a worker has scored (loaded the model)
+        self.stat_spec: str | None = None  # the run's statistics (set_stats); None: every statistic
+
+    def set_stats(self, stats) -> None:
+        """The statistics the next run computes (run_scoring calls it before ``run``)."""
+        self.stat_spec = None if stats is None else (stats if isinstance(stats, str) else stats.spec)
 
     # ------------------------------------------------------------------ pool
     @property
@@ -476,7 +493,9 @@ class RayBackend:
         def fill(slot: _Slot):
             while slot.alive and slot.inflight < self.depth and pending:
                 unit, att = pending.popleft()
-                ref = slot.actor.score.remote(unit, root, token, fault, must, near_verbatim)
+                if hasattr(unit, "materialize"):  # a streamed unit: its items, not the whole book, travel
+                    unit = unit.materialize()
+                ref = slot.actor.score.remote(unit, root, token, fault, must, near_verbatim, self.stat_spec)
                 inflight[ref] = (unit, slot, att)
                 slot.inflight += 1
 
@@ -577,7 +596,8 @@ class RayBackend:
                                    restarts=s.restarts, units=s.units,
                                    windows=s.windows, busy_seconds=s.busy,
                                    windows_per_second=(s.windows / s.busy) if s.busy > 0 else 0.0,
-                                   load_seconds=float(info.get("load_seconds", float("nan"))), alive=s.alive))
+                                   load_seconds=float(info.get("load_seconds", float("nan"))), alive=s.alive,
+                                   schedule=str(info.get("schedule") or "?")))
         n_windows = sum(u.n_items for u in units)
         wall = t_end - t0
         steady = t_end - t_first  # windows finished after the first result, over the time after it

@@ -41,7 +41,7 @@ class RunScores:
         return Policy.parse(self.policy).is_binary
 
     def __len__(self) -> int:
-        return len(self.window_ids)
+        return len(self.logq)
 
     def token_array(self, column: str) -> list[np.ndarray]:
         """Per-token arrays (e.g. 'token_logprob', 'token_mean', 'token_std', 'token_rank',
@@ -62,14 +62,21 @@ def list_runs(store_dir: str | Path) -> dict:
     return ScoreStore(store_dir, create=False).runs()
 
 
+WINDOW_COLUMNS = ("greedy_match", "near_tie", "prefix_start", "prefix_end", "suffix_start", "suffix_end")
+
+
 def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: str | None = None,
-                    near_verbatim: int | None = None, suffix_tokens: int | None = None) -> RunScores:
+                    near_verbatim: int | None = None, suffix_tokens: int | None = None,
+                    texts: bool = True) -> RunScores:
     """Load a run's window scores. ``run`` is a run id (or unique prefix) or a label; it may be
     omitted when the store holds one run. ``policy`` may be omitted when the run has one policy.
     ``near_verbatim`` = EPS selects the certified near-verbatim lower bound at token edit
     distance EPS as the score (the run must have been scored with --near-verbatim EPS).
     ``suffix_tokens`` = n scores only the first n suffix tokens, from the stored per-token log q
     by a cumulative sum, without another model pass ([EM] App. D.3: the 1-50 token sweep).
+    ``texts=False`` reads only the window-level numbers (scores, flags, spans): ``window_ids``,
+    ``sources``, ``prefix_texts`` and ``suffix_texts`` are None and ``table`` holds those columns
+    only (a census of a book reads ~50 bytes a window, not its texts and per-token arrays).
 
     >>> rs = load_run_scores("runs/smol", run="passages:members.jsonl", policy="top-k:40")  # doctest: +SKIP
     >>> rs.logq[:2], list(rs.sources[:2])                                                   # doctest: +SKIP
@@ -99,7 +106,17 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
     if not path.exists():
         raise StoreError(f"run {run_id} in {str(store_dir)!r} is unfinished (no scores.parquet)",
                          hint="re-run the scoring command to finish it")
-    table = read_parquet(path, fix="re-run the scoring command: it rewrites scores.parquet from the unit files")
+    fix = "re-run the scoring command: it rewrites scores.parquet from the unit files"
+    if texts:
+        table = read_parquet(path, fix=fix)
+    else:
+        import pyarrow.parquet as pq
+
+        names = pq.read_schema(path).names
+        cols = [c for c in names if c in WINDOW_COLUMNS or c.startswith(("logq:", "nv_logq:"))]
+        if suffix_tokens is not None:
+            cols += [c for c in names if c.startswith("token_logq:")]
+        table = read_parquet(path, fix=fix) if not cols else _read_columns(path, cols, fix)
     proc = st.procedure(meta["procedure"])
     policies = proc["policies"]
     if policy is None:
@@ -150,15 +167,30 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
                   else "target tokens as tokenized after the prompt")
         kind = f"{kind}, first {n} of {'the' if S is None else S} {target}"
     col = lambda n: table.column(n).to_pylist()  # noqa: E731
+
+    def num(name, dtype=None):  # a numeric column without a Python list of it
+        return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=dtype)
+
     return RunScores(
         store=str(st.root), run_id=run_id, label=meta.get("label", ""), procedure=proc,
         procedure_key=meta["procedure"], policy=spec, score_kind=kind,
-        window_ids=tuple(col("window_id")), sources=tuple(col("source")),
+        window_ids=tuple(col("window_id")) if texts else None, sources=tuple(col("source")) if texts else None,
         logq=logq,
-        greedy_match=np.asarray(col("greedy_match"), dtype=bool), near_tie=np.asarray(col("near_tie"), dtype=bool),
-        prefix_spans=np.stack([np.asarray(col("prefix_start")), np.asarray(col("prefix_end"))], axis=1),
-        suffix_spans=np.stack([np.asarray(col("suffix_start")), np.asarray(col("suffix_end"))], axis=1),
-        prefix_texts=tuple(col("prefix_text")), suffix_texts=tuple(col("suffix_text")),
+        greedy_match=num("greedy_match", bool), near_tie=num("near_tie", bool),
+        prefix_spans=np.stack([num("prefix_start"), num("prefix_end")], axis=1),
+        suffix_spans=np.stack([num("suffix_start"), num("suffix_end")], axis=1),
+        prefix_texts=tuple(col("prefix_text")) if texts else None,
+        suffix_texts=tuple(col("suffix_text")) if texts else None,
         inputs=meta.get("inputs", {}), total_chars=meta.get("total_chars", {}),
         skipped_short=int(meta.get("skipped_short", 0)), table=table,
     )
+
+
+def _read_columns(path, columns, fix):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path, columns=list(columns))
+    except (OSError, pa.ArrowException) as exc:
+        raise StoreError(f"{str(path)!r} is unreadable: {exc}", hint=fix) from None

@@ -8,6 +8,8 @@ run re-run does no model work (the weights are not even loaded).
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,12 +24,20 @@ from ..jsonutil import ResultMixin
 from ..models.loader import config_max_positions
 from ..progress import LogCallback, ProgressCallback, Reporter
 from ..validate import integer
-from .engine import NEAR_TIE_MARGIN, BatchScores, TeacherForcingEngine
+from .engine import ALL_STATS, CENSUS_STATS, NEAR_TIE_MARGIN, BatchScores, StatSet, TeacherForcingEngine
 from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
 from .procedure import Procedure
 from .prompts import PromptRule, aggregate_logq
-from .store import ScoreStore, UnitResult
-from .units import DEFAULT_UNIT_SIZE, UnitReceipt, WorkUnit, item_key, make_items, make_units
+from .store import ScoreStore, UnitResult, read_parquet, stat_names
+from .units import DEFAULT_UNIT_SIZE, UnitReceipt, WindowIndex, WorkUnit, item_key
+
+
+def run_stats(stats=None) -> StatSet:
+    """The statistics a scoring run computes and stores: ``stats`` (default: every statistic) plus
+    :data:`CENSUS_STATS` (log q, greedy flag and margin), which every results table holds (the
+    greedy and near-tie columns cost one top-2 per row)."""
+    s = ALL_STATS if stats is None else StatSet.of(stats)
+    return StatSet(s.names | CENSUS_STATS.names)
 
 if TYPE_CHECKING:  # the annotations' names only
     from ..models.loader import LoadedModel
@@ -72,20 +82,24 @@ def near_verbatim_columns(engine, items, scores: BatchScores, near_verbatim: dic
     return cols
 
 
-def score_unit(engine, unit: WorkUnit, *, batch_size: int, near_verbatim: dict | None = None) -> UnitResult:
+def score_unit(engine, unit: WorkUnit, *, batch_size: int, near_verbatim: dict | None = None,
+               on_batch: Callable[[int], None] | None = None) -> UnitResult:
     """Score one unit in batches of ``batch_size`` (equal lengths: no padding); with
-    ``near_verbatim`` settings, add the near-verbatim lower bounds for every item."""
+    ``near_verbatim`` settings, add the near-verbatim lower bounds for every item. ``on_batch``
+    is called with the number of windows of each batch once it is scored (progress)."""
     parts = []
     items = unit.items
     for a in range(0, len(items), batch_size):
         chunk = items[a:a + batch_size]
         parts.append(engine.score_batch([it.prompt for it in chunk], [it.suffix for it in chunk]))
+        if on_batch is not None:
+            on_batch(len(chunk))
     scores = BatchScores.concat(parts)
     extra = near_verbatim_columns(engine, items, scores, near_verbatim) if near_verbatim else {}
     return UnitResult(unit_id=unit.unit_id, procedure_key=unit.procedure_key,
                       policies=tuple(p.spec for p in engine.policies),
                       item_keys=tuple(it.key for it in items), prompt_len=tuple(len(it.prompt) for it in items),
-                      scores=scores, extra=extra)
+                      scores=scores, extra=extra, stats=engine.stats.spec)
 
 
 class LocalBackend:
@@ -94,21 +108,31 @@ class LocalBackend:
     name = "local"
 
     def __init__(self, lm_factory: Callable[[], object], policies: Sequence[Policy], *, batch_size: int = 16,
-                 near_verbatim: dict | None = None):
+                 near_verbatim: dict | None = None, stats=None):
         self.lm_factory = lm_factory
         self.policies = tuple(policies)
         self.batch_size = batch_size
         self.near_verbatim = near_verbatim
+        self.stat_set = run_stats(stats)
         self._engine = None
+
+    def set_stats(self, stats) -> None:
+        """The statistics the next run needs (run_scoring sets them before ``run``)."""
+        stats = StatSet.of(stats)
+        if stats != self.stat_set:
+            self.stat_set, self._engine = stats, None
 
     def engine(self):
         if self._engine is None:
-            self._engine = TeacherForcingEngine(self.lm_factory(), self.policies)
+            self._engine = TeacherForcingEngine(self.lm_factory(), self.policies, stats=self.stat_set)
         return self._engine
+
+    on_batch: Callable[[int], None] | None = None  # called with the windows of each scored batch
 
     def run(self, units: Iterable[WorkUnit]):
         for unit in units:
-            yield score_unit(self.engine(), unit, batch_size=self.batch_size, near_verbatim=self.near_verbatim)
+            yield score_unit(self.engine(), unit, batch_size=self.batch_size, near_verbatim=self.near_verbatim,
+                             on_batch=self.on_batch)
 
     def stats(self) -> dict:
         e = self._engine
@@ -201,6 +225,33 @@ def _windows_table(windows, window_items: list[list[str]], label: str, window_ta
     })
 
 
+def _context_limit(model):
+    limit = getattr(model, "max_positions", None)
+    if limit is None and getattr(model, "path", None) is not None:
+        limit = config_max_positions(model.path)
+    return limit
+
+
+def _checked_items(model, w, prompt_rule: PromptRule, label: str, limit):
+    """One window's (prompt, target) items, refused (InputError naming the window) where the
+    model cannot score them."""
+    out = prompt_rule.items(w, model.tokenizer, model.sot_ids)
+    for prompt, target in out:
+        if not prompt:
+            raise InputError(f"{label}window {w.window_id!r} has an empty prompt (no prefix tokens and no "
+                             f"start-of-text token; start-of-text rule {model.sot.rule!r}): the model has "
+                             "nothing to predict the first suffix token from",
+                             hint="use --prefix-tokens >= 1, or a start-of-text token (--sot auto/bos/eos)")
+        n = len(prompt) + len(target)
+        if limit is not None and n > limit:
+            raise InputError(f"{label}window {w.window_id!r} needs {n} positions (prompt {len(prompt)} + target "
+                             f"{len(target)} tokens), more than the context of {model.name} "
+                             f"({limit} positions)",
+                             hint="use a shorter --prefix-tokens/--suffix-tokens (or prompt template), or a model "
+                                  "with a longer context")
+    return out
+
+
 def scoring_pairs(model: LoadedModel, window_set: WindowSet, prompt_rule: PromptRule, *,
                   what: str | None = None) -> tuple:
     """The (prompt ids, target ids) pairs of every window under ``prompt_rule`` (one per prompt,
@@ -209,30 +260,17 @@ def scoring_pairs(model: LoadedModel, window_set: WindowSet, prompt_rule: Prompt
     first target token is predicted from it), no template cuts a token in two (PromptRule.items
     refuses it), and no prompt + target is longer than the model's context. Raises
     :class:`InputError` naming the window otherwise, before any work; ``population`` and
-    ``census`` call it for every input before scoring the first.
+    ``census`` call it (or :func:`index_windows`, which holds no token lists) for every input
+    before scoring the first.
 
     >>> pairs, window_items, window_targets = scoring_pairs(m, ws, PromptRule(), what="--members")  # doctest: +SKIP
     """
-    limit = getattr(model, "max_positions", None)
-    if limit is None and getattr(model, "path", None) is not None:
-        limit = config_max_positions(model.path)
+    limit = _context_limit(model)
     label = f"{what}: " if what else ""
     pairs, window_items, window_targets = [], [], []
     for w in window_set.windows:
         keys, targets = [], []
-        for prompt, target in prompt_rule.items(w, model.tokenizer, model.sot_ids):
-            if not prompt:
-                raise InputError(f"{label}window {w.window_id!r} has an empty prompt (no prefix tokens and no "
-                                 f"start-of-text token; start-of-text rule {model.sot.rule!r}): the model has "
-                                 "nothing to predict the first suffix token from",
-                                 hint="use --prefix-tokens >= 1, or a start-of-text token (--sot auto/bos/eos)")
-            n = len(prompt) + len(target)
-            if limit is not None and n > limit:
-                raise InputError(f"{label}window {w.window_id!r} needs {n} positions (prompt {len(prompt)} + target "
-                                 f"{len(target)} tokens), more than the context of {model.name} "
-                                 f"({limit} positions)",
-                                 hint="use a shorter --prefix-tokens/--suffix-tokens (or prompt template), or a model "
-                                      "with a longer context")
+        for prompt, target in _checked_items(model, w, prompt_rule, label, limit):
             pairs.append((prompt, target))
             keys.append(item_key(prompt, target))
             targets.append(list(target))
@@ -241,13 +279,40 @@ def scoring_pairs(model: LoadedModel, window_set: WindowSet, prompt_rule: Prompt
     return pairs, window_items, window_targets
 
 
+def index_windows(model: LoadedModel, window_set: WindowSet, prompt_rule: PromptRule, *,
+                  what: str | None = None) -> WindowIndex:
+    """The checks of :func:`scoring_pairs` in one streaming pass, keeping per window only its item
+    keys and lengths (:class:`~memclaim.scoring.units.WindowIndex`): a whole book's windows
+    (lazy, :class:`~memclaim.text.windows.DocumentWindows`) are never all in memory."""
+    limit = _context_limit(model)
+    label = f"{what}: " if what else ""
+    W = len(window_set)
+    keys = plen = tlen = None
+    for i, w in enumerate(window_set.windows):
+        items = _checked_items(model, w, prompt_rule, label, limit)
+        if keys is None:
+            keys = np.empty((W, len(items)), dtype="S16")  # the 16 bytes of each item key
+            plen = np.empty((W, len(items)), dtype=np.int32)
+            tlen = np.empty((W, len(items)), dtype=np.int32)
+        for j, (prompt, target) in enumerate(items):
+            keys[i, j] = bytes.fromhex(item_key(prompt, target))
+            plen[i, j], tlen[i, j] = len(prompt), len(target)
+    if keys is None:
+        raise InputError("no windows to score", hint="pass texts at least prefix + suffix tokens long")
+    return WindowIndex(window_set, lambda w: prompt_rule.items(w, model.tokenizer, model.sot_ids), keys, plen, tlen)
+
+
 def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence[Policy], prefix_tokens: int, suffix_tokens: int,
                 prompt_rule: PromptRule, out_dir: str | Path, label: str = "windows", inputs: dict | None = None,
                 batch_size: int = 16, unit_size: int = DEFAULT_UNIT_SIZE, progress: ProgressCallback | None = None,
                 backend=None, skipped_empty: int = 0, near_verbatim: dict | None = None,
-                log: LogCallback | None = None) -> RunSummary:
+                log: LogCallback | None = None, stats=None) -> RunSummary:
     """Score ``window_set`` with ``model`` (a LoadedModel) into the store at ``out_dir``.
 
+    ``stats``: the statistics to compute and store (a :class:`StatSet`, a spec such as
+    ``"census"`` or names; default every statistic, as ``score`` and ``population`` keep them for
+    the audits); log q, the greedy flag and the margin are always included (:func:`run_stats`).
+    A stored unit holding fewer statistics than asked is scored again.
     ``near_verbatim`` = {"epsilons": [...], "beams": [...]} adds the certified near-verbatim
     lower bounds ([EM] App. B.1 Eq. 2) for every window and policy, as part of the procedure.
     ``progress`` receives :class:`memclaim.progress.ProgressEvent` values (stage ``"score"``,
@@ -278,17 +343,17 @@ def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence
     procedure = build_procedure(model, policies=policies, prefix_tokens=prefix_tokens,
                                 suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, near_verbatim=near_verbatim,
                                 windows=getattr(window_set, "cut", None))
-    windows = window_set.windows
     # every window's (prompt, target) items before the store is touched: a template that cuts a
-    # token in two, an empty prompt or a window longer than the context is refused first
-    pairs, window_items, window_targets = scoring_pairs(model, window_set, prompt_rule)
+    # token in two, an empty prompt or a window longer than the context is refused first; one
+    # streaming pass that keeps only keys and lengths (a book's windows are made on demand)
+    index = index_windows(model, window_set, prompt_rule)
     store = ScoreStore(out_dir)
     with contextlib.ExitStack() as held:
         held.enter_context(store.writer())  # shared with other writers; alone, it first clears dead writers' temps
-        return _run_locked(store, held, model, procedure, windows, pairs, window_items, window_targets, window_set,
+        return _run_locked(store, held, model, procedure, index, window_set,
                            t0=t0, policies=policies, label=label, inputs=inputs, batch_size=batch_size,
                            unit_size=unit_size, progress=progress, backend=backend, skipped_empty=skipped_empty,
-                           near_verbatim=near_verbatim, log=log)
+                           near_verbatim=near_verbatim, log=log, stats=stats, prompt_rule=prompt_rule)
 
 
 def store_procedure_key(store: ScoreStore, procedure: Procedure, model) -> str:
@@ -311,18 +376,51 @@ def store_procedure_key(store: ScoreStore, procedure: Procedure, model) -> str:
     return store.add_procedure(procedure)
 
 
-def _run_locked(store, held, model, procedure, windows, pairs, window_items, window_targets, window_set, *, t0, policies, label,
-                inputs, batch_size, unit_size, progress, backend, skipped_empty, near_verbatim, log) -> RunSummary:
+WINDOW_BATCH = 4096  # windows per Parquet row group of windows.parquet and scores.parquet
+MANIFEST_EVERY_SECONDS = 2.0  # unit files are adopted after a kill: the manifest need not follow each unit
+
+
+def _window_ids(window_set):
+    if hasattr(window_set, "window_ids"):
+        return window_set.window_ids()
+    return (w.window_id for w in window_set.windows)
+
+
+def _run_id(pkey: str, label: str, units, window_set) -> str:
+    """sha256(pkey | label | unit ids | window ids)[:16], hashed as it streams (the same bytes as
+    one string joined in memory, so run ids are those of earlier versions)."""
+    h = hashlib.sha256()
+    h.update((pkey + "|" + label + "|").encode())
+    h.update(",".join(u.unit_id for u in units).encode())
+    h.update(b"|")
+    for i, wid in enumerate(_window_ids(window_set)):
+        h.update(((',' if i else '') + wid).encode())
+    return h.hexdigest()[:16]
+
+
+def _window_batches(window_set, index: WindowIndex, label: str):
+    """windows.parquet as record batches of WINDOW_BATCH windows (made on demand)."""
+    W = len(window_set)
+    windows = window_set.windows
+    for a in range(0, W, WINDOW_BATCH):
+        ws = windows[a:min(W, a + WINDOW_BATCH)]
+        keys = [index.window_keys(a + i) for i in range(len(ws))]
+        targets = [[list(t) for _, t in index.items_of(w)] for w in ws]
+        yield _windows_table(ws, keys, label, targets)
+
+
+def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *, t0, policies, label,
+                inputs, batch_size, unit_size, progress, backend, skipped_empty, near_verbatim, log,
+                stats=None, prompt_rule=None) -> RunSummary:
     pkey = store_procedure_key(store, procedure, model)
-    items = make_items(pairs)
-    units = make_units(items.values(), pkey, unit_size=unit_size)
-    run_id = sha256_bytes((pkey + "|" + label + "|" + ",".join(u.unit_id for u in units) + "|" +
-                           ",".join(w.window_id for w in windows)).encode())[:16]
+    units = index.units(pkey, unit_size=unit_size)
+    run_id = _run_id(pkey, label, units, window_set)
     run = {"run_id": run_id, "label": label, "procedure": pkey, "created": time.time(),
-           "n_windows": len(windows), "n_items": len(items), "units": [u.unit_id for u in units],
+           "n_windows": len(window_set), "n_items": index.n_items, "units": [u.unit_id for u in units],
            "inputs": inputs or {}, "skipped_short": window_set.skipped_short,
            "skipped_short_ids": list(window_set.skipped_ids)[:1000], "skipped_empty": skipped_empty,
-           "total_chars": window_set.total_chars, "batch_size": batch_size, "unit_size": unit_size}
+           "total_chars": window_set.total_chars, "batch_size": batch_size, "unit_size": unit_size,
+           "stats": run_stats(stats).spec}
     if not held.enter_context(store.run_lock(run_id, blocking=False)):
         # two copies of one command: wait for the other, then score only what it left undone
         if log is not None:
@@ -330,9 +428,16 @@ def _run_locked(store, held, model, procedure, windows, pairs, window_items, win
         held.enter_context(store.run_lock(run_id))
         store.refresh()
     store.remove_temps(store.run_dir(run_id))  # only the run lock's holder writes there: these are dead writers'
-    store.write_run(run_id, run, _windows_table(windows, window_items, label, window_targets))
+    store.write_run_batches(run_id, run, _window_batches(window_set, index, label))
     store.adopt_orphans(pkey, [u.unit_id for u in units])
-    todo = [u for u in units if not store.unit_done(pkey, u.unit_id)]
+    stat_set = run_stats(stats)
+    needs = stat_set.spec
+    for u in units:  # a unit re-scored with more statistics after the last manifest write
+        if u.unit_id in store.manifest["units"] and not store.unit_done(pkey, u.unit_id, needs=needs):
+            store.refresh_unit(pkey, u.unit_id)
+    # a unit stored with fewer statistics than this run needs (a census-only unit, for an audit)
+    # is scored again, with these statistics, and its file replaced
+    todo = [u for u in units if not store.unit_done(pkey, u.unit_id, needs=needs)]
     # a unit file that appeared since the first pass (a dead driver's Ray workers still
     # finishing) counts as done above: record it as well
     todo_ids = {u.unit_id for u in todo}
@@ -342,13 +447,24 @@ def _run_locked(store, held, model, procedure, windows, pairs, window_items, win
     if near_verbatim and todo and log is not None:
         log(near_verbatim_cost_message(todo, near_verbatim, len(policies), model))
     if backend is None:
-        backend = LocalBackend(lambda: model.lm, policies, batch_size=batch_size, near_verbatim=near_verbatim)
+        backend = LocalBackend(lambda: model.lm, policies, batch_size=batch_size, near_verbatim=near_verbatim,
+                               stats=stat_set)
+    elif hasattr(backend, "set_stats"):
+        backend.set_stats(stat_set)
     if hasattr(backend, "attach_store"):
         backend.attach_store(store)  # backends whose workers may write unit files themselves
-    bar = Reporter(progress, stage="score", label=f"scoring {label}", total=sum(u.n_items for u in todo),
-                   extra={"run_id": run_id, "units": len(todo)})
+    total = sum(u.n_items for u in todo)
+    # progress per batch (labelled: windows done/total, rate, ETA; units done/total for the
+    # "re-run to resume (N of M units done)" note): extra "units_done" counts every unit stored
+    # for this run (reused ones included), "units_total" the run's units
+    bar = Reporter(progress, stage="score", label=f"scoring {label}", total=total,
+                   extra={"run_id": run_id, "units": len(todo), "units_total": len(units), "units_done": reused})
     scored = 0
+    per_batch = hasattr(backend, "on_batch")
+    if per_batch:
+        backend.on_batch = lambda n: bar.advance(n, units_done=reused + scored)
     t_score = time.perf_counter()
+    last_manifest = time.perf_counter()
     try:
         for res in backend.run(todo):
             if isinstance(res, UnitReceipt):
@@ -359,19 +475,30 @@ def _run_locked(store, held, model, procedure, windows, pairs, window_items, win
             else:
                 store.write_unit(res)
                 n_done = len(res.item_keys)
-            store.record_unit(pkey, res.unit_id, n_done)
-            store.write_manifest()
+            store.record_unit(pkey, res.unit_id, n_done,
+                              stats=stat_set.spec if isinstance(res, UnitReceipt) else res.stats)
             scored += 1
-            bar.advance(n_done, units_done=scored)
+            bar.extra["units_done"] = reused + scored  # the final event says it too
+            # the unit file is on disk (atomic): a killed run adopts it, so the manifest is
+            # rewritten at most every MANIFEST_EVERY_SECONDS (a book has thousands of units)
+            if time.perf_counter() - last_manifest >= MANIFEST_EVERY_SECONDS:
+                store.write_manifest()
+                last_manifest = time.perf_counter()
+            if per_batch:
+                bar.update(bar.done, units_done=reused + scored)
+            else:
+                bar.advance(n_done, units_done=reused + scored)
     finally:
+        if per_batch:
+            backend.on_batch = None
+        if scored:
+            store.write_manifest()  # also on an interruption: what is done is recorded
         bar.close()
-    n_scored_items = sum(u.n_items for u in todo)
+    n_scored_items = total
     elapsed_scoring = time.perf_counter() - t_score
-    table = results_table(store, run_id)
-    store.write_scores(run_id, table)
-    near = int(np.sum(np.asarray(table.column("near_tie").to_pylist(), dtype=bool)))
-    return RunSummary(store=str(store.root), run_id=run_id, procedure_key=pkey, n_windows=len(windows),
-                      n_items=len(items), n_units=len(units), units_scored=scored, units_reused=reused,
+    near = write_results(store, run_id, index)
+    return RunSummary(store=str(store.root), run_id=run_id, procedure_key=pkey, n_windows=len(window_set),
+                      n_items=index.n_items, n_units=len(units), units_scored=scored, units_reused=reused,
                       skipped_short=window_set.skipped_short, skipped_empty=skipped_empty,
                       seconds=time.perf_counter() - t0,
                       windows_per_second=(n_scored_items / elapsed_scoring) if n_scored_items else 0.0,
@@ -381,52 +508,142 @@ def _run_locked(store, held, model, procedure, windows, pairs, window_items, win
                       backend_stats=backend.stats() if hasattr(backend, "stats") else {})
 
 
-def results_table(store: ScoreStore, run_id: str):
-    """One row per window: aggregated log q per policy, greedy flag, near-tie flag, spans, texts,
-    the target tokens scored under each prompt, and (for single-prompt procedures) the per-token
-    arrays (one entry per target token)."""
+_PER_TOKEN = (("token_logprob", "token_logprob"), ("token_mean", "token_moments"), ("token_std", "token_moments"),
+              ("token_rank", "rank"))
+
+
+def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = None) -> int:
+    """Write runs/<run>/scores.parquet, one row per window in window order: the windows table's
+    columns (spans, texts, ids), the target tokens scored under each prompt, log q per policy
+    aggregated over prompts ([EM] Eq. 15), the greedy and near-tie flags, near-verbatim bounds,
+    and (for single-prompt procedures) the per-token arrays of the statistics the run holds.
+
+    Streams: the units are read once, in unit order, into per-item arrays (a few numbers an
+    item) and a scratch file of per-token blocks; the file is then written WINDOW_BATCH windows
+    at a time, so memory does not grow with the per-token arrays of a book. Returns the number
+    of windows with a near-tie."""
+    import json
+    import tempfile
+
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     run = store.read_run(run_id)
-    proc = store.procedure(run["procedure"])
+    pkey = run["procedure"]
+    proc = store.procedure(pkey)
     policies = proc["policies"]
     agg = (proc["prompt"].get("aggregate") or "max")
-    units = store.read_units(run["procedure"], run["units"])
-    windows = store.read_windows(run_id)
-    index = {k: i for i, k in enumerate(units.column("item_key").to_pylist())}
-    wi = windows.column("item_keys").to_pylist()
-    rows = [[index[k] for k in keys] for keys in wi]
-    n_prompts = len(rows[0]) if rows else 1
-    idx = np.asarray(rows, dtype=np.int64).reshape(len(rows), n_prompts)  # [W, n_prompts]
-    cols = {name: windows.column(name) for name in windows.column_names if name != "item_keys"}
-    # target tokens scored under each prompt: a template's target is tokenized after its prompt,
-    # so its length can differ from the document's suffix length ([EM] Eq. 15 aggregates log q of
-    # the same text over prompts whatever the token counts)
-    tl = units.column("suffix_len").to_numpy()[idx]  # [W, n_prompts]
-    cols["target_tokens"] = pa.array(tl.tolist(), pa.list_(pa.int64()))
-    for spec in policies:
-        v = units.column(f"logq:{spec}").to_numpy()[idx]  # [W, n_prompts]
-        cols[f"logq:{spec}"] = pa.array(aggregate_logq(v, agg, axis=1), pa.float64())
-    gm = units.column("greedy_match").to_numpy(zero_copy_only=False)[idx]
-    mm = units.column("min_margin").to_numpy()[idx]
-    cols["greedy_match"] = pa.array(gm.any(axis=1))
-    cols["min_margin"] = pa.array(mm.min(axis=1), pa.float64())
-    cols["near_tie"] = pa.array(mm.min(axis=1) < NEAR_TIE_MARGIN)
-    for name in units.column_names:
-        if name.startswith("nv_logq:"):
-            v = units.column(name).to_numpy()[idx]
-            cols[name] = pa.array(aggregate_logq(v, agg, axis=1), pa.float64())
-        elif name.startswith("nv_exact:"):
-            v = units.column(name).to_numpy(zero_copy_only=False)[idx]
-            cols[name] = pa.array(v.all(axis=1))
-        elif name.startswith(("nv_found:", "nv_forward_rows:")):
-            cols[name] = pa.array(units.column(name).to_numpy()[idx].sum(axis=1), pa.int64())
-    if n_prompts == 1:
-        take = pa.array(idx[:, 0])
-        for name in ["token_logprob", "token_mean", "token_std", "token_rank"] + [f"token_logq:{s}" for s in policies]:
-            cols[name] = units.column(name).take(take)
-    table = pa.table(cols)
-    meta = {"run_id": run_id, "procedure": run["procedure"], "policies": policies, "aggregate": agg}
-    import json
-
-    return table.replace_schema_metadata({b"memclaim": json.dumps(meta).encode()})
+    held = stat_names(run.get("stats"))  # a run recorded before statistic sets: all of them
+    wfile = pq.ParquetFile(store.run_dir(run_id) / "windows.parquet")
+    if index is not None:  # the run's own index: the distinct items (16-byte keys) and each window's
+        uniq, inverse = index.uniq, index.inverse
+        W, n_prompts = inverse.shape
+    else:
+        wk = [np.asarray([[bytes.fromhex(k) for k in ks] for ks in b.column(0).to_pylist()], dtype="S16")
+              for b in wfile.iter_batches(batch_size=WINDOW_BATCH, columns=["item_keys"])]
+        wkeys = np.concatenate(wk) if wk else np.empty((0, 1), "S16")  # [W, n_prompts]
+        W, n_prompts = wkeys.shape if wkeys.ndim == 2 else (0, 1)
+        uniq, inverse = np.unique(wkeys.reshape(-1), return_inverse=True)
+        inverse = inverse.reshape(W, n_prompts)
+        del wk, wkeys
+    n = len(uniq)
+    suffix_len = np.zeros(n, np.int32)
+    logq = {spec: np.full(n, np.nan) for spec in policies}
+    greedy = np.zeros(n, bool)
+    margin = np.full(n, np.nan)
+    nv: dict[str, np.ndarray] = {}
+    per_token = ([name for name, stat in _PER_TOKEN if stat in held] + [f"token_logq:{p}" for p in policies]
+                 if n_prompts == 1 else [])
+    offset = np.zeros(n, np.int64)  # byte offset of each item's [n_cols, S] float64 block
+    seen = np.zeros(n, bool)
+    fd, scratch = tempfile.mkstemp(prefix=".scores-scratch.", suffix=".tmp", dir=store.run_dir(run_id))
+    try:
+        with os.fdopen(fd, "r+b", buffering=0) as fh:
+            pos = 0
+            for uid in run["units"]:
+                path = store.unit_path(pkey, uid)
+                if not path.exists():
+                    raise StoreError(f"unit {uid[:12]} is missing from {str(store.root)!r}",
+                                     hint="re-run the scoring command to finish the run")
+                t = read_parquet(path, fix=f"delete {str(path)!r} and re-run the scoring command: the unit is "
+                                           "scored again")
+                keys = np.asarray([bytes.fromhex(k) for k in t.column("item_key").to_pylist()], dtype="S16")
+                at = np.searchsorted(uniq, keys)
+                at = np.minimum(at, max(0, n - 1))
+                mine = uniq[at] == keys if n else np.zeros(len(keys), bool)
+                at, rows = at[mine], np.flatnonzero(mine)
+                if not len(at):
+                    continue
+                seen[at] = True
+                suffix_len[at] = t.column("suffix_len").to_numpy()[rows]
+                for spec in policies:
+                    logq[spec][at] = t.column(f"logq:{spec}").to_numpy()[rows]
+                greedy[at] = t.column("greedy_match").to_numpy(zero_copy_only=False)[rows]
+                margin[at] = t.column("min_margin").to_numpy()[rows]
+                for name in t.column_names:
+                    if name.startswith(("nv_logq:", "nv_exact:", "nv_found:", "nv_forward_rows:")):
+                        v = t.column(name).to_numpy(zero_copy_only=False)
+                        if name not in nv:
+                            nv[name] = np.zeros(n, dtype=v.dtype)
+                        nv[name][at] = v[rows]
+                if per_token:
+                    missing = [c for c in per_token if c not in t.column_names]
+                    if missing:
+                        raise StoreError(f"unit {uid[:12]} lacks {missing} (scored with fewer statistics than run "
+                                         f"{run_id} records)", hint="re-run the scoring command: it scores the unit "
+                                                                   "again with every statistic the run needs")
+                    S = int(t.column("suffix_len")[0].as_py())
+                    block = np.stack([t.column(c).combine_chunks().flatten().to_numpy(zero_copy_only=False)
+                                      .astype(np.float64).reshape(len(keys), S) for c in per_token], axis=1)
+                    block = np.ascontiguousarray(block[rows])  # [rows, n_cols, S]
+                    offset[at] = pos + np.arange(len(rows)) * block[0].nbytes
+                    fh.write(block.tobytes())
+                    pos += block.nbytes
+        if n and not seen.all():
+            k = uniq[np.flatnonzero(~seen)[0]].ljust(16, b"\0").hex()
+            raise StoreError(f"item {k[:12]} of run {run_id} is in none of its units",
+                             hint="re-run the scoring command to finish the run")
+        meta = {"run_id": run_id, "procedure": pkey, "policies": policies, "aggregate": agg}
+        near = 0
+        ncols = len(per_token)
+        with open(scratch, "rb") as sf, store.parquet_writer(store.run_dir(run_id) / "scores.parquet") as write:
+            a = 0
+            for batch in wfile.iter_batches(batch_size=WINDOW_BATCH):
+                tb = pa.Table.from_batches([batch])
+                idx = inverse[a:a + tb.num_rows]  # [w, n_prompts] item of each window and prompt
+                a += tb.num_rows
+                cols = {name: tb.column(name) for name in tb.column_names if name != "item_keys"}
+                # target tokens scored under each prompt: a template's target is tokenized after
+                # its prompt, so its length can differ from the document's suffix length ([EM]
+                # Eq. 15 aggregates log q of the same text over prompts whatever the token counts)
+                cols["target_tokens"] = pa.array(suffix_len[idx].tolist(), pa.list_(pa.int64()))
+                for spec in policies:
+                    cols[f"logq:{spec}"] = pa.array(aggregate_logq(logq[spec][idx], agg, axis=1), pa.float64())
+                mm = margin[idx].min(axis=1)
+                cols["greedy_match"] = pa.array(greedy[idx].any(axis=1))
+                cols["min_margin"] = pa.array(mm, pa.float64())
+                cols["near_tie"] = pa.array(mm < NEAR_TIE_MARGIN)
+                near += int(np.count_nonzero(mm < NEAR_TIE_MARGIN))
+                for name, v in nv.items():
+                    if name.startswith("nv_logq:"):
+                        cols[name] = pa.array(aggregate_logq(v[idx], agg, axis=1), pa.float64())
+                    elif name.startswith("nv_exact:"):
+                        cols[name] = pa.array(v[idx].all(axis=1))
+                    else:
+                        cols[name] = pa.array(v[idx].sum(axis=1), pa.int64())
+                if per_token:
+                    items = idx[:, 0]
+                    S = suffix_len[items]
+                    blocks = [np.frombuffer(os.pread(sf.fileno(), ncols * int(s_) * 8, int(o)), dtype=np.float64)
+                              .reshape(ncols, int(s_)) for o, s_ in zip(offset[items], S)]
+                    offs = pa.array(np.concatenate([[0], np.cumsum(S)]).astype(np.int32))
+                    for c, name in enumerate(per_token):
+                        flat = np.concatenate([b[c] for b in blocks]) if blocks else np.zeros(0)
+                        vals = pa.array(flat.astype(np.int64)) if name == "token_rank" else pa.array(flat)
+                        cols[name] = pa.ListArray.from_arrays(offs, vals)
+                table = pa.table(cols).replace_schema_metadata({b"memclaim": json.dumps(meta).encode()})
+                write(table)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(scratch)
+    return near

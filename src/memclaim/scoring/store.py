@@ -86,6 +86,25 @@ class UnitResult:
     prompt_len: tuple[int, ...]
     scores: object  # memclaim.scoring.engine.BatchScores, concatenated over the unit
     extra: dict = field(default_factory=dict)  # further per-item columns (e.g. near-verbatim bounds)
+    # the statistics the unit holds (memclaim.scoring.engine.StatSet.spec); None: every statistic
+    stats: str | None = None
+
+
+# Every statistic the engine computes (memclaim.scoring.engine.STAT_NAMES; repeated here so the
+# store needs no torch). A unit written before statistic sets existed (no "stats" in its
+# metadata or manifest entry) holds all of them.
+ALL_STAT_NAMES = frozenset(("policy_logq", "greedy", "margin", "token_logprob", "token_moments", "rank"))
+
+
+def stat_names(spec: str | None) -> frozenset:
+    """The statistic names of a stored spec ('greedy+margin+policy_logq'); None: all of them."""
+    return ALL_STAT_NAMES if spec is None else frozenset(x for x in str(spec).split("+") if x)
+
+
+def stats_cover(have: str | None, need: str | None) -> bool:
+    """Whether a unit holding statistics ``have`` serves a run that needs ``need`` (specs; None =
+    all): a census-only unit never serves an audit that needs the full-softmax statistics."""
+    return stat_names(need) <= stat_names(have)
 
 
 def _read_json(path: Path) -> dict:
@@ -294,9 +313,19 @@ class ScoreStore:
     def unit_path(self, procedure_key: str, unit_id: str) -> Path:
         return self.root / "units" / procedure_key[:16] / f"{unit_id}.parquet"
 
-    def unit_done(self, procedure_key: str, unit_id: str) -> bool:
+    def unit_stats(self, unit_id: str) -> str | None:
+        """The statistics a recorded unit holds (a spec; None = all, as every unit written before
+        statistic sets existed)."""
+        return (self._manifest["units"].get(unit_id) or {}).get("stats")
+
+    def unit_done(self, procedure_key: str, unit_id: str, *, needs: str | None = None) -> bool:
+        """Whether the unit is stored with at least the statistics ``needs`` (a spec; None = all).
+        A unit file on disk that the manifest does not know yet counts only after
+        :meth:`adopt_orphans` has read its metadata."""
         if unit_id in self._manifest["units"]:
-            return True
+            return stats_cover(self.unit_stats(unit_id), needs)
+        if needs is not None and stat_names(needs) != ALL_STAT_NAMES:
+            return False
         return self.unit_path(procedure_key, unit_id).exists()
 
     def adopt_orphans(self, procedure_key: str, unit_ids: Iterable[str]) -> int:
@@ -309,9 +338,27 @@ class ScoreStore:
                 except StoreError:
                     self.unit_path(procedure_key, uid).unlink()  # unreadable: score it again
                     continue
-                self._manifest["units"][uid] = {"procedure": procedure_key, "n_items": meta["n_items"]}
+                entry = {"procedure": procedure_key, "n_items": meta["n_items"]}
+                if meta.get("stats") is not None:
+                    entry["stats"] = meta["stats"]
+                self._manifest["units"][uid] = entry
                 n += 1
         return n
+
+    def refresh_unit(self, procedure_key: str, unit_id: str) -> None:
+        """Re-read the statistics of a recorded unit from its file (a run killed after replacing
+        the file with one holding more statistics, before the manifest said so)."""
+        path = self.unit_path(procedure_key, unit_id)
+        try:
+            meta = self._unit_meta(path)
+        except StoreError:
+            return
+        entry = dict(self._manifest["units"].get(unit_id) or {"procedure": procedure_key,
+                                                                "n_items": meta["n_items"]})
+        entry.pop("stats", None)
+        if meta.get("stats") is not None:
+            entry["stats"] = meta["stats"]
+        self._manifest["units"][unit_id] = entry
 
     def _unit_meta(self, path: Path) -> dict:
         pa, pq = _pa()
@@ -326,24 +373,33 @@ class ScoreStore:
         pa, pq = _pa()
         s = res.scores
         P = len(res.policies)
+        per_token = next(a for a in (s.token_logq, s.token_logprob, s.token_mean, s.token_rank) if a is not None)
         cols = {
             "item_key": pa.array(res.item_keys, pa.string()),
             "prompt_len": pa.array(res.prompt_len, pa.int32()),
-            "suffix_len": pa.array([s.token_logprob.shape[1]] * len(res.item_keys), pa.int32()),
-            "greedy_match": pa.array(s.greedy_match, pa.bool_()),
-            "min_margin": pa.array(s.min_margin, pa.float64()),
-            "token_logprob": pa.array(list(s.token_logprob), pa.list_(pa.float64())),
-            "token_mean": pa.array(list(s.token_mean), pa.list_(pa.float64())),
-            "token_std": pa.array(list(s.token_std), pa.list_(pa.float64())),
-            "token_rank": pa.array(list(s.token_rank.astype(np.int64)), pa.list_(pa.int64())),
+            "suffix_len": pa.array([per_token.shape[-1]] * len(res.item_keys), pa.int32()),
         }
-        for j, spec in enumerate(res.policies):
-            cols[f"logq:{spec}"] = pa.array(s.logq[:, j], pa.float64())
-            cols[f"token_logq:{spec}"] = pa.array(list(s.token_logq[:, j, :]), pa.list_(pa.float64()))
+        # only the statistics the unit was scored with (the others are None): the unit's
+        # metadata says which, so a unit never serves a run needing more (stats_cover)
+        if s.greedy_match is not None:
+            cols["greedy_match"] = pa.array(s.greedy_match, pa.bool_())
+        if s.min_margin is not None:
+            cols["min_margin"] = pa.array(s.min_margin, pa.float64())
+        for name in ("token_logprob", "token_mean", "token_std"):
+            if getattr(s, name) is not None:
+                cols[name] = pa.array(list(getattr(s, name)), pa.list_(pa.float64()))
+        if s.token_rank is not None:
+            cols["token_rank"] = pa.array(list(s.token_rank.astype(np.int64)), pa.list_(pa.int64()))
+        if s.logq is not None:
+            for j, spec in enumerate(res.policies):
+                cols[f"logq:{spec}"] = pa.array(s.logq[:, j], pa.float64())
+                cols[f"token_logq:{spec}"] = pa.array(list(s.token_logq[:, j, :]), pa.list_(pa.float64()))
         for name, arr in res.extra.items():
             cols[name] = pa.array(np.asarray(arr))
         meta = {"unit_id": res.unit_id, "procedure": res.procedure_key, "policies": list(res.policies),
                 "n_items": len(res.item_keys), "schema_version": SCHEMA_VERSION, "written": time.time()}
+        if res.stats is not None and stat_names(res.stats) != ALL_STAT_NAMES:
+            meta["stats"] = "+".join(sorted(stat_names(res.stats)))
         table = pa.table(cols).replace_schema_metadata({b"memclaim": json.dumps(meta).encode()})
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression="zstd")
@@ -354,8 +410,12 @@ class ScoreStore:
             raise _disk_error(exc, f"unit {res.unit_id[:12]}", self.root) from None
         return path
 
-    def record_unit(self, procedure_key: str, unit_id: str, n_items: int) -> None:
-        self._manifest["units"][unit_id] = {"procedure": procedure_key, "n_items": n_items}
+    def record_unit(self, procedure_key: str, unit_id: str, n_items: int, *, stats: str | None = None) -> None:
+        """Record a written unit (``stats``: the statistics it holds; None = all)."""
+        entry = {"procedure": procedure_key, "n_items": n_items}
+        if stats is not None and stat_names(stats) != ALL_STAT_NAMES:
+            entry["stats"] = "+".join(sorted(stat_names(stats)))
+        self._manifest["units"][unit_id] = entry
 
     def read_units(self, procedure_key: str, unit_ids: Iterable[str]):
         """Concatenate unit tables -> one pyarrow Table."""
@@ -384,6 +444,60 @@ class ScoreStore:
             pq.write_table(windows_table, sink, compression="zstd")
             atomic_write_bytes(d / "windows.parquet", sink.getvalue().to_pybytes())
             atomic_write_text(d / "run.json", json.dumps(run, indent=1, sort_keys=True))
+        except OSError as exc:
+            raise _disk_error(exc, "the run description", self.root) from None
+        self._manifest["runs"][run_id] = {k: run[k] for k in ("procedure", "created", "n_windows", "label")
+                                          if k in run}
+
+    @contextlib.contextmanager
+    def parquet_writer(self, path: Path, schema_of_first=True):
+        """Write a Parquet file batch by batch, atomically: a temporary file beside ``path``
+        (``.NAME.*.tmp``, removed by the stale-temp sweep if the writer is killed), fsynced, then
+        renamed into place. Yields ``write(table)``; the first table's schema (with its
+        metadata) is the file's."""
+        import tempfile
+
+        pa, pq = _pa()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        state = {"writer": None}
+
+        def write(table):
+            if state["writer"] is None:
+                state["writer"] = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+            elif table.schema != state["writer"].schema:
+                table = table.cast(state["writer"].schema)
+            state["writer"].write_table(table)
+
+        try:
+            yield write
+            if state["writer"] is None:
+                raise StoreError(f"nothing to write to {str(path)!r}")
+            state["writer"].close()
+            state["writer"] = None
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise _disk_error(exc, path.name, self.root) from None
+        finally:
+            if state["writer"] is not None:
+                with contextlib.suppress(Exception):
+                    state["writer"].close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
+    def write_run_batches(self, run_id: str, run: dict, batches) -> None:
+        """:meth:`write_run` with the windows table given as an iterable of tables (row groups):
+        a book's windows are never one table in memory."""
+        with self.parquet_writer(self.run_dir(run_id) / "windows.parquet") as write:
+            for t in batches:
+                write(t)
+        try:
+            atomic_write_text(self.run_dir(run_id) / "run.json", json.dumps(run, indent=1, sort_keys=True))
         except OSError as exc:
             raise _disk_error(exc, "the run description", self.root) from None
         self._manifest["runs"][run_id] = {k: run[k] for k in ("procedure", "created", "n_windows", "label")

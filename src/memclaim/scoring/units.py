@@ -91,3 +91,97 @@ class UnitReceipt:
     unit_id: str
     procedure_key: str
     n_items: int
+
+
+# --------------------------------------------------------------------------- streamed units
+class LazyUnit:
+    """A work unit whose items are made from the windows when it is scored (a whole book's
+    units are never all in memory). Same ``unit_id``, ``procedure_key``, ``n_items`` and
+    ``items`` as the :class:`WorkUnit` that :func:`make_units` makes from the same items;
+    :meth:`materialize` gives that WorkUnit (to send it to another process)."""
+
+    __slots__ = ("unit_id", "procedure_key", "_index", "_positions")
+
+    def __init__(self, unit_id: str, procedure_key: str, index: "WindowIndex", positions):
+        self.unit_id, self.procedure_key, self._index, self._positions = unit_id, procedure_key, index, positions
+
+    @property
+    def n_items(self) -> int:
+        return len(self._positions)
+
+    @property
+    def items(self) -> tuple[Item, ...]:
+        return self._index.items_at(self._positions)
+
+    def materialize(self) -> WorkUnit:
+        return WorkUnit(self.unit_id, self.procedure_key, self.items)
+
+
+class WindowIndex:
+    """Every window's items as compact arrays, made in one pass over the windows (which may be
+    lazy, :class:`memclaim.text.windows.DocumentWindows`): per window and prompt the item key
+    (32 hex digits, as bytes), the prompt and target lengths. Items are made again from the
+    windows when a unit is scored (:meth:`items_at`), so memory is ~60 bytes a window.
+
+    :meth:`units` cuts the same units, with the same ids, as :func:`make_units` on the same
+    items (deduplicated by key, bucketed by (prompt length, target length), sorted by key), so a
+    store written before streaming existed resumes and keeps its run ids."""
+
+    def __init__(self, window_set, item_fn, keys, prompt_len, target_len):
+        import numpy as np
+
+        self.window_set, self._item_fn = window_set, item_fn  # item_fn(window) -> [(prompt, target), ...]
+        # keys: [W, n_prompts] 'S16', the 16 bytes the 32 hex digits of item_key spell (same order)
+        self.n_windows, self.n_prompts = keys.shape
+        self.uniq, first, inverse = np.unique(keys.reshape(-1), return_index=True, return_inverse=True)
+        small = np.int32 if len(self.uniq) < 2**31 else np.int64
+        self.first = first.astype(small)  # flat position (window * n_prompts + prompt) of each distinct item
+        self.inverse = inverse.astype(small).reshape(self.n_windows, self.n_prompts)  # window, prompt -> item
+        self.prompt_len = prompt_len.reshape(-1)[first]  # per distinct item
+        self.target_len = target_len.reshape(-1)[first]
+
+    @property
+    def n_items(self) -> int:
+        return len(self.uniq)
+
+    def key_str(self, k: int) -> str:
+        return self.uniq[k].ljust(16, b"\0").hex()  # numpy strips trailing NUL bytes
+
+    def window_keys(self, w: int) -> list[str]:
+        return [self.key_str(int(self.inverse[w, j])) for j in range(self.n_prompts)]
+
+    def items_of(self, window):
+        """The (prompt, target) pairs of one window (made again, as when it was indexed)."""
+        return self._item_fn(window)
+
+    def items_at(self, positions) -> tuple[Item, ...]:
+        out, made = [], {}
+        for k in positions:
+            pos = int(self.first[k])
+            w, j = divmod(pos, self.n_prompts)
+            if w not in made:
+                made[w] = self._item_fn(self.window_set.windows[w])
+            prompt, target = made[w][j]
+            out.append(Item(self.key_str(k), tuple(prompt), tuple(target)))
+        return tuple(out)
+
+    def units(self, procedure_key: str, *, unit_size: int = DEFAULT_UNIT_SIZE) -> list[LazyUnit]:
+        import numpy as np
+
+        integer("unit size", unit_size, minimum=1)
+        pl, tl = self.prompt_len, self.target_len
+        order = np.lexsort((self.uniq, tl, pl))  # buckets by (prompt, target) length, then key
+        units = []
+        a = 0
+        n = len(order)
+        while a < n:
+            shape = (pl[order[a]], tl[order[a]])
+            b = a
+            while b < n and (pl[order[b]], tl[order[b]]) == shape:
+                b += 1
+            for c in range(a, b, unit_size):
+                pos = order[c:min(b, c + unit_size)]
+                uid = sha256_bytes((procedure_key + ":" + ",".join(self.key_str(k) for k in pos)).encode())[:32]
+                units.append(LazyUnit(uid, procedure_key, self, pos))
+            a = b
+        return units

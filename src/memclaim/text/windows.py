@@ -252,29 +252,233 @@ def passage_windows(records: Iterable, tokenizer: OffsetTokenizer, *, prefix_tok
     return WindowSet(tuple(out), n, len(skipped), tuple(skipped), chars, cut)
 
 
+# --------------------------------------------------------------------------- whole documents
+DOCUMENT_CHUNK_CHARS = 1 << 16  # a book is tokenized in slices of this many characters
+STITCH_TOKENS = 32  # tokens each slice extends beyond the point where the next one takes over
+STITCH_AGREE = 8  # tokens (ids and offsets) two slices must share where they are stitched
+
+
+def encode_slices(tokenizer: OffsetTokenizer, text: str, *, chunk_chars: int = DOCUMENT_CHUNK_CHARS):
+    """The tokenization of the whole ``text``, slice by slice: yields ``(ids, starts, ends)``
+    int64 arrays whose concatenation is the whole text's tokenization, so memory follows the
+    slice, not the book (a tokenizer's Python lists of ids and offset tuples take ~150 bytes a
+    token).
+
+    Each slice of ``chunk_chars`` characters is tokenized; its last STITCH_TOKENS tokens are
+    tokenized again at the start of the next slice, which takes over at the first token where the
+    two agree for STITCH_AGREE tokens (same ids, same offsets). The tokens kept from a slice are
+    thus confirmed by a second tokenization in a different context, which is what makes the
+    result equal the whole text's tokenization for local tokenizers (byte-level BPE,
+    SentencePiece, WordPiece: tests/test_text_books.py checks it against one-shot tokenization
+    with small slices); where no agreement is found the rest of the text is tokenized in one
+    piece (exact, at the memory cost of the rest). Hand-written: tokenizers have no streaming
+    encoder with offsets."""
+    import numpy as np
+
+    n = len(text)
+    a = 0
+    while True:
+        z = n if n - a <= chunk_chars else a + chunk_chars
+        ids, offs = tokenizer.encode_with_offsets(text[a:z])
+        ids = np.asarray(ids, dtype=np.int64)
+        offs = np.asarray(offs, dtype=np.int64).reshape(-1, 2) + a
+        if z == n or len(ids) <= 2 * STITCH_TOKENS:
+            if z < n:  # a slice with too few tokens to stitch: take the rest in one piece
+                ids, offs = tokenizer.encode_with_offsets(text[a:])
+                ids = np.asarray(ids, dtype=np.int64)
+                offs = np.asarray(offs, dtype=np.int64).reshape(-1, 2) + a
+            yield ids, offs[:, 0], offs[:, 1]
+            return
+        k = len(ids) - STITCH_TOKENS
+        # the next slice starts at a clean token boundary (no character shared with the token
+        # before, as a multi-byte character split over byte tokens would)
+        while k > 1 and offs[k, 0] < offs[k - 1, 1]:
+            k -= 1
+        b = int(offs[k, 0])
+        nids, noffs = tokenizer.encode_with_offsets(text[b:min(n, b + chunk_chars)])
+        nids = np.asarray(nids, dtype=np.int64)
+        noffs = np.asarray(noffs, dtype=np.int64).reshape(-1, 2) + b
+        cut = None  # (index in this slice, index in the next) of the first agreeing run
+        tail = len(ids) - STITCH_AGREE  # this slice's last tokens may be cut by its own end
+        pos = {int(offs[j, 0]): j for j in range(k, tail)}
+        for i in range(min(len(nids) - STITCH_AGREE, STITCH_TOKENS)):
+            j = pos.get(int(noffs[i, 0]))
+            if j is None or j + STITCH_AGREE > len(ids) - STITCH_AGREE // 2:
+                continue
+            if (np.array_equal(ids[j:j + STITCH_AGREE], nids[i:i + STITCH_AGREE])
+                    and np.array_equal(offs[j:j + STITCH_AGREE], noffs[i:i + STITCH_AGREE])):
+                cut = (j, i)
+                break
+        if cut is None:  # no agreement: the rest in one piece (exact)
+            yield ids[:k], offs[:k, 0], offs[:k, 1]
+            del ids, offs, nids, noffs
+            rids, roffs = tokenizer.encode_with_offsets(text[b:])
+            roffs = np.asarray(roffs, dtype=np.int64).reshape(-1, 2) + b
+            yield np.asarray(rids, dtype=np.int64), roffs[:, 0], roffs[:, 1]
+            return
+        j, _ = cut
+        yield ids[:j], offs[:j, 0], offs[:j, 1]
+        a = int(offs[j, 0])  # the next slice starts where the agreeing run starts
+
+
+def encode_document(tokenizer: OffsetTokenizer, text: str, *, chunk_chars: int = DOCUMENT_CHUNK_CHARS):
+    """The tokenization of the whole ``text`` as arrays ``(ids, starts, ends)`` (int64), from
+    :func:`encode_slices`."""
+    import numpy as np
+
+    parts = list(encode_slices(tokenizer, text, chunk_chars=chunk_chars))
+    if not parts:
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+
+def _compact_ids(a):
+    import numpy as np
+
+    if a.size == 0 or (int(a.min()) >= 0 and int(a.max()) < 2**16):
+        return a.astype(np.uint16)
+    return a.astype(np.int32) if int(a.max()) < 2**31 else a
+
+
+class _LazyWindows(Sequence):
+    """The windows of a :class:`DocumentWindows`, made one at a time when asked for."""
+
+    def __init__(self, doc: "DocumentWindows"):
+        self._doc = doc
+
+    def __len__(self) -> int:
+        return len(self._doc)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._doc.window(j) for j in range(*i.indices(len(self)))]
+        return self._doc.window(i)
+
+    def __iter__(self):
+        for j in range(len(self)):
+            yield self._doc.window(j)
+
+
+class DocumentWindows:
+    """The sliding windows of one document ([EM] §5) as a WindowSet whose windows are made on
+    demand from one tokenization (:func:`encode_slices`): memory is the text, the token ids
+    (2 bytes a token for vocabularies below 65,536) and three character offsets per window,
+    whatever the book's length. ``windows`` is a read-only sequence of :class:`Window` values
+    equal to what cutting them all at once from the whole text's tokenization gives.
+
+    The offsets kept per window are the prefix start, the prefix end and the suffix end: a
+    span's end is the largest end offset of its tokens ([EM] Eq. 9), which is its last token's
+    when the tokenizer's end offsets never decrease (checked; otherwise every token's offsets
+    are kept, 8 bytes a token)."""
+
+    n_sources = 1
+    skipped_short = 0
+    skipped_ids: tuple = ()
+    cut = None
+
+    def __init__(self, text: str, slices, *, prefix_tokens: int, suffix_tokens: int, stride: int,
+                 source: str = "document"):
+        import numpy as np
+
+        self.text, self.source = text, source
+        self.prefix_tokens, self.suffix_tokens, self.stride = prefix_tokens, suffix_tokens, stride
+        P, need = prefix_tokens, prefix_tokens + suffix_tokens
+        self.need = need
+        ids, p0, p1, s1 = [], [], [], []
+        g = 0  # global index of the slice's first token
+        last_end = -1
+        monotone = True
+        for a_ids, a_s, a_e in slices:
+            n = len(a_ids)
+            ids.append(_compact_ids(a_ids))
+            if n:
+                if monotone and (a_e[0] < last_end or (n > 1 and bool(np.any(np.diff(a_e) < 0)))):
+                    monotone = False
+                last_end = int(a_e[-1])
+            # tokens of this slice at positions t with t % stride == r, for window starts (r = 0),
+            # prefix ends (r = P - 1) and suffix ends (r = need - 1)
+            for out, arr, r in ((p0, a_s, 0), (p1, a_e, P - 1), (s1, a_e, need - 1)):
+                first = (r - g) % stride
+                out.append(arr[first::stride].astype(np.int64))
+            g += n
+        self.ids = np.concatenate(ids) if ids else np.zeros(0, np.uint16)
+        del ids
+        N = len(self.ids)
+        self.n_windows = (N - need) // stride + 1 if N >= need else 0
+        W = self.n_windows
+        self.monotone = monotone
+        self.starts = self.ends = None
+        self.p0 = self.p1 = self.s1 = None
+        if monotone:  # positions r, r + stride, ...: window k's is the (r // stride + k)-th
+            self.p0 = np.concatenate(p0)[:W]
+            self.p1 = np.concatenate(p1)[(P - 1) // stride:][:W] if P else self.p0
+            self.s1 = np.concatenate(s1)[(need - 1) // stride:][:W]
+        # else: DocumentWindows.from_text keeps every token's offsets instead
+        self.total_chars = {source: len(text)}
+
+    @classmethod
+    def from_text(cls, text, tokenizer, *, prefix_tokens, suffix_tokens, stride, source="document",
+                  chunk_chars: int = DOCUMENT_CHUNK_CHARS) -> "DocumentWindows":
+        import numpy as np
+
+        d = cls(text, encode_slices(tokenizer, text, chunk_chars=chunk_chars), prefix_tokens=prefix_tokens,
+                suffix_tokens=suffix_tokens, stride=stride, source=source)
+        if not d.monotone:  # exact spans from every token's offsets (8 bytes a token)
+            ids, st, en = encode_document(tokenizer, text, chunk_chars=chunk_chars)
+            d.ids, d.starts, d.ends = _compact_ids(ids), st.astype(np.int64), en.astype(np.int64)
+        return d
+
+    def __len__(self) -> int:
+        return self.n_windows
+
+    @property
+    def windows(self) -> _LazyWindows:
+        return _LazyWindows(self)
+
+    def window_ids(self):
+        """The window ids, in order, without making the windows."""
+        return (f"{self.source}#{i}" for i in range(self.n_windows))
+
+    def spans(self, i: int) -> tuple[int, int, int]:
+        """(prefix start, prefix end, suffix end) of window ``i`` (character offsets)."""
+        if self.monotone:
+            p0, p1, s1 = int(self.p0[i]), int(self.p1[i]), int(self.s1[i])
+            return p0, (p1 if self.prefix_tokens else p0), max(s1, p1 if self.prefix_tokens else p0)
+        start, P, need = i * self.stride, self.prefix_tokens, self.need
+        p0 = int(self.starts[start])
+        p1 = int(self.ends[start:start + P].max()) if P else p0
+        return p0, p1, max(int(self.ends[start + P:start + need].max()), p1)
+
+    def window(self, i: int) -> Window:
+        if not -self.n_windows <= i < self.n_windows:
+            raise IndexError(f"window {i} of {self.n_windows}")
+        i %= self.n_windows
+        start, P, need = i * self.stride, self.prefix_tokens, self.need
+        p0, p1, s1 = self.spans(i)
+        return Window(source=self.source, index=i,
+                      prefix_ids=tuple(self.ids[start:start + P].tolist()),
+                      suffix_ids=tuple(self.ids[start + P:start + need].tolist()),
+                      prefix_span=(p0, p1), suffix_span=(p1, s1),
+                      prefix_text=self.text[p0:p1], suffix_text=self.text[p1:s1], token_start=start)
+
+
 def sliding_windows(text: str, tokenizer: OffsetTokenizer, *, prefix_tokens: int, suffix_tokens: int,
-                    stride: int, source: str = "document") -> WindowSet:
+                    stride: int, source: str = "document",
+                    chunk_chars: int = DOCUMENT_CHUNK_CHARS) -> DocumentWindows:
     """Sliding windows over one long document ([EM] §5, census): window = prefix + suffix tokens,
     advancing ``stride`` tokens; window i starts at token i*stride. The tail that does not fill a
-    whole window is not scored (reported via the coverage denominator, which is the whole text)."""
+    whole window is not scored (reported via the coverage denominator, which is the whole text).
+    The text is tokenized once (in slices, :func:`encode_document`) and the windows are made on
+    demand (:class:`DocumentWindows`)."""
     _check_lengths(prefix_tokens, suffix_tokens)
     integer("stride", stride, minimum=1)
     need = prefix_tokens + suffix_tokens
-    ids, offsets = tokenizer.encode_with_offsets(text)
-    if len(ids) < need:
+    d = DocumentWindows.from_text(text, tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
+                                  stride=stride, source=source, chunk_chars=chunk_chars)
+    if len(d.ids) < need:
         raise InputError(
-            f"document {source!r} has {len(ids)} tokens, shorter than one window of {need} tokens",
+            f"document {source!r} has {len(d.ids)} tokens, shorter than one window of {need} tokens",
             hint="use a longer document or smaller --prefix-tokens/--suffix-tokens",
         )
-    out = []
-    for i, start in enumerate(range(0, len(ids) - need + 1, stride)):
-        pspan, sspan = _spans(offsets, start, prefix_tokens, suffix_tokens, text)
-        out.append(Window(
-            source=source, index=i,
-            prefix_ids=tuple(ids[start:start + prefix_tokens]),
-            suffix_ids=tuple(ids[start + prefix_tokens:start + need]),
-            prefix_span=pspan, suffix_span=sspan,
-            prefix_text=text[pspan[0]:pspan[1]], suffix_text=text[sspan[0]:sspan[1]],
-            token_start=start,
-        ))
-    return WindowSet(tuple(out), 1, 0, (), {source: len(text)})
+    return d
