@@ -2,7 +2,8 @@
 
 The test parses every module under src/memclaim (no import is executed) and collects every
 ``import``/``from ... import`` statement, at module level or inside a function, absolute or
-relative, including those under ``if TYPE_CHECKING:`` and ``try:``.
+relative, including those under ``if TYPE_CHECKING:`` and ``try:`` (a ``TYPE_CHECKING`` import
+must follow the layers too, but it loads nothing: it does not count as what a module pulls in).
 
 Rules (each a test below):
 
@@ -26,9 +27,7 @@ Rules (each a test below):
    matplotlib only under report/; no module outside cli/ calls ``print`` or writes to
    ``sys.stdout``/``sys.stderr``: library code reports through callbacks (memclaim.progress).
 
-:data:`PENDING_HALF_A` lists, one per line, violations in files that the other half of issue 13
-rewrites (the CLI, audits/runner.py, the demos, experiments/audit_table.py). It is temporary:
-the merge of both halves deletes it, and nothing else may be allow-listed.
+There is no allow-list: every rule holds for every module.
 """
 from __future__ import annotations
 
@@ -44,7 +43,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "memclaim"
 
 # issue 13 §3, lowest first; a module may import its own layer and the layers before it
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "validate", "fsutil", "jsonutil", "_version", "progress"),
+    ("errors", "validate", "fsutil", "jsonutil", "_version", "progress", "numeric"),
     ("decoding", "models"),
     ("text", "scoring", "privacy", "mechanisms"),
     ("claims", "train"),
@@ -73,112 +72,6 @@ IO_METHODS = frozenset({"read_text", "write_text", "read_bytes", "write_bytes", 
 CLI_ONLY = frozenset({"rich", "click"})
 REPORT_ONLY = frozenset({"matplotlib", "cycler"})
 
-# Temporary (issue 13 half A rewrites these files; the merge removes this list). One line per
-# violation: "importer -> imported (rule)".
-PENDING_HALF_A: frozenset[str] = frozenset({
-    "memclaim.audits.demo -> memclaim.audits.runner (local import of a module with no heavy stack)",
-    "memclaim.audits.demo -> memclaim.audits.shadows (local import of a module with no heavy stack)",
-    "memclaim.audits.demo -> memclaim.cli.console (against the layers)",
-    "memclaim.audits.demo -> memclaim.models.loader (local import of a module with no heavy stack)",
-    "memclaim.audits.demo -> memclaim.train.corpus (local import of a module with no heavy stack)",
-    "memclaim.audits.demo -> memclaim.train.toy (local import of a module with no heavy stack)",
-    "memclaim.audits.demo -> rich (console output belongs to cli/)",
-    "memclaim.audits.runner -> memclaim.audits.attacks (local import of a module with no heavy stack)",
-    "memclaim.audits.runner -> memclaim.audits.lira (local import of a module with no heavy stack)",
-    "memclaim.audits.runner -> memclaim.audits.table (local import of a module with no heavy stack)",
-    "memclaim.audits.runner -> memclaim.audits.verifier (local import of a module with no heavy stack)",
-    "memclaim.audits.runner -> memclaim.decoding (local import of a module with no heavy stack)",
-    "memclaim.audits.runner -> memclaim.models (local import of a module with no heavy stack)",
-    "memclaim.audits.runner -> memclaim.models.loader (local import of a module with no heavy stack)",
-    "memclaim.audits.runner -> memclaim.report.core (against the layers, local)",
-    "memclaim.audits.runner -> memclaim.report.core (local import of a module with no heavy stack)",
-    "memclaim.audits.runner -> memclaim.report.figures (against the layers, local)",
-    "memclaim.audits.runner -> memclaim.report.figures (local import of a module with no heavy stack)",
-    "memclaim.audits.runner -> memclaim.scoring.procedure (local import of a module with no heavy stack)",
-    "memclaim.audits.runner -> memclaim.scoring.prompts (local import of a module with no heavy stack)",
-    "memclaim.audits.runner -> memclaim.scoring.results (local import of a module with no heavy stack)",
-    "memclaim.audits.runner -> memclaim.text.io (local import of a module with no heavy stack)",
-    "memclaim.audits.runner -> memclaim.text.windows (local import of a module with no heavy stack)",
-    "memclaim.audits.runner -> memclaim.train.toy (local import of a module with no heavy stack)",
-    "memclaim.audits.runner -> memclaim.validate (local import of a module with no heavy stack)",
-    "memclaim.claims.demo -> memclaim.cli.console (against the layers)",
-    "memclaim.claims.demo -> memclaim.report.census (against the layers, local)",
-    "memclaim.claims.demo -> memclaim.report.census (local import of a module with no heavy stack)",
-    "memclaim.claims.demo -> memclaim.report.core (against the layers, local)",
-    "memclaim.claims.demo -> memclaim.report.core (local import of a module with no heavy stack)",
-    "memclaim.claims.demo -> memclaim.report.population (against the layers, local)",
-    "memclaim.claims.demo -> memclaim.report.population (local import of a module with no heavy stack)",
-    "memclaim.claims.demo -> memclaim.report.words (against the layers, local)",
-    "memclaim.claims.demo -> memclaim.report.words (local import of a module with no heavy stack)",
-    "memclaim.claims.demo -> pathlib (pure layer)",
-    "memclaim.cli.audit -> memclaim.models (local import of a module with no heavy stack)",
-    "memclaim.cli.audit -> memclaim.text.io (local import of a module with no heavy stack)",
-    "memclaim.cli.budget -> memclaim.cli.common (local import of a module with no heavy stack)",
-    "memclaim.cli.budget -> memclaim.jsonutil (local import of a module with no heavy stack)",
-    "memclaim.cli.budget -> memclaim.report.budget (local import of a module with no heavy stack)",
-    "memclaim.cli.budget -> memclaim.report.core (local import of a module with no heavy stack)",
-    "memclaim.cli.census -> memclaim.cli.test (local import of a module with no heavy stack)",
-    "memclaim.cli.census -> memclaim.fsutil (local import of a module with no heavy stack)",
-    "memclaim.cli.census -> memclaim.models (local import of a module with no heavy stack)",
-    "memclaim.cli.census -> memclaim.scoring.results (local import of a module with no heavy stack)",
-    "memclaim.cli.census -> memclaim.text.io (local import of a module with no heavy stack)",
-    "memclaim.cli.census -> memclaim.validate (local import of a module with no heavy stack)",
-    "memclaim.cli.common -> memclaim.decoding (local import of a module with no heavy stack)",
-    "memclaim.cli.common -> memclaim.jsonutil (local import of a module with no heavy stack)",
-    "memclaim.cli.common -> memclaim.scoring.prompts (local import of a module with no heavy stack)",
-    "memclaim.cli.common -> memclaim.scoring.ray_backend (local import of a module with no heavy stack)",
-    "memclaim.cli.common -> memclaim.text.io (local import of a module with no heavy stack)",
-    "memclaim.cli.common -> memclaim.text.windows (local import of a module with no heavy stack)",
-    "memclaim.cli.demo -> memclaim.cli.common (local import of a module with no heavy stack)",
-    "memclaim.cli.demo -> memclaim.decoding (local import of a module with no heavy stack)",
-    "memclaim.cli.demo -> memclaim.models (local import of a module with no heavy stack)",
-    "memclaim.cli.demo -> memclaim.scoring.prompts (local import of a module with no heavy stack)",
-    "memclaim.cli.demo -> memclaim.scoring.results (local import of a module with no heavy stack)",
-    "memclaim.cli.demo -> memclaim.text.io (local import of a module with no heavy stack)",
-    "memclaim.cli.demo -> memclaim.text.windows (local import of a module with no heavy stack)",
-    "memclaim.cli.demo -> memclaim.train.corpus (local import of a module with no heavy stack)",
-    "memclaim.cli.demo -> memclaim.train.toy (local import of a module with no heavy stack)",
-    "memclaim.cli.dp -> memclaim.cli.common (local import of a module with no heavy stack)",
-    "memclaim.cli.dp -> memclaim.models (local import of a module with no heavy stack)",
-    "memclaim.cli.population -> memclaim.cli.test (local import of a module with no heavy stack)",
-    "memclaim.cli.population -> memclaim.fsutil (local import of a module with no heavy stack)",
-    "memclaim.cli.population -> memclaim.models (local import of a module with no heavy stack)",
-    "memclaim.cli.population -> memclaim.scoring.results (local import of a module with no heavy stack)",
-    "memclaim.cli.reproduce -> memclaim.cli.common (local import of a module with no heavy stack)",
-    "memclaim.cli.reproduce -> memclaim.errors (local import of a module with no heavy stack)",
-    "memclaim.cli.reproduce -> memclaim.experiments (local import of a module with no heavy stack)",
-    "memclaim.cli.reproduce -> memclaim.experiments.common (local import of a module with no heavy stack)",
-    "memclaim.cli.reproduce -> memclaim.jsonutil (local import of a module with no heavy stack)",
-    "memclaim.cli.score -> memclaim.cli.common (local import of a module with no heavy stack)",
-    "memclaim.cli.score -> memclaim.models (local import of a module with no heavy stack)",
-    "memclaim.cli.test -> memclaim.cli.console (local import of a module with no heavy stack)",
-    "memclaim.cli.test -> memclaim.decoding (local import of a module with no heavy stack)",
-    "memclaim.cli.test -> memclaim.jsonutil (local import of a module with no heavy stack)",
-    "memclaim.cli.test -> memclaim.report.core (local import of a module with no heavy stack)",
-    "memclaim.cli.test -> memclaim.scoring.results (local import of a module with no heavy stack)",
-    "memclaim.cli.test -> memclaim.text.io (local import of a module with no heavy stack)",
-    "memclaim.cli.test -> memclaim.validate (local import of a module with no heavy stack)",
-    "memclaim.cli.train -> memclaim.cli.common (local import of a module with no heavy stack)",
-    "memclaim.cli.train -> memclaim.models.loader (local import of a module with no heavy stack)",
-    "memclaim.cli.train -> memclaim.text.io (local import of a module with no heavy stack)",
-    "memclaim.cli.train -> memclaim.train.finetune (local import of a module with no heavy stack)",
-    "memclaim.cli.train -> memclaim.train.planted (local import of a module with no heavy stack)",
-    "memclaim.experiments.audit_table -> memclaim.audits.attacks (local import of a module with no heavy stack)",
-    "memclaim.experiments.audit_table -> memclaim.audits.lira (local import of a module with no heavy stack)",
-    "memclaim.experiments.audit_table -> memclaim.audits.metrics (local import of a module with no heavy stack)",
-    "memclaim.experiments.audit_table -> memclaim.audits.shadows (local import of a module with no heavy stack)",
-    "memclaim.experiments.audit_table -> memclaim.audits.table (local import of a module with no heavy stack)",
-    "memclaim.experiments.audit_table -> memclaim.audits.verifier (local import of a module with no heavy stack)",
-    "memclaim.experiments.audit_table -> memclaim.errors (local import of a module with no heavy stack)",
-    "memclaim.experiments.audit_table -> memclaim.experiments.gated (local import of a module with no heavy stack)",
-    "memclaim.experiments.audit_table -> memclaim.mechanisms.camouflage (local import of a module with no heavy stack)",
-    "memclaim.experiments.audit_table -> memclaim.mechanisms.gated (local import of a module with no heavy stack)",
-    "memclaim.experiments.audit_table -> memclaim.mechanisms.trigger (local import of a module with no heavy stack)",
-    "memclaim.experiments.audit_table -> memclaim.privacy.baseline (local import of a module with no heavy stack)",
-    "memclaim.experiments.audit_table -> memclaim.train.finetune (local import of a module with no heavy stack)",
-})
-
-
 @dataclass(frozen=True)
 class Import:
     module: str  # the importing module
@@ -187,6 +80,7 @@ class Import:
     local: bool  # inside a function body
     line: int
     in_getattr: bool  # inside a module-level __getattr__ (the lazy face)
+    typing_only: bool = False  # under `if TYPE_CHECKING:` (never imported at run time)
 
 
 def module_name(path: Path) -> str:
@@ -230,29 +124,35 @@ def imports() -> dict[str, tuple[Import, ...]]:
     for m, tree in trees().items():
         found: list[Import] = []
 
-        def visit(node, local: bool, getattr_: bool):
+        def visit(node, local: bool, getattr_: bool, typing_: bool):
             for ch in ast.iter_child_nodes(node):
                 is_fn = isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
                 loc = local or is_fn
                 ga = getattr_ or (is_fn and not local and getattr(ch, "name", "") == "__getattr__")
+                tc = typing_ or (isinstance(ch, ast.If) and _is_type_checking(ch.test))
                 if isinstance(ch, ast.Import):
                     for a in ch.names:
                         top = a.name.split(".")[0]
                         internal = top == "memclaim"
-                        found.append(Import(m, a.name if internal else top, internal, loc, ch.lineno, ga))
+                        found.append(Import(m, a.name if internal else top, internal, loc, ch.lineno, ga, tc))
                 elif isinstance(ch, ast.ImportFrom):
                     base = _resolve(m, ch)
                     if base.split(".")[0] == "memclaim":
                         for a in ch.names:
                             sub = f"{base}.{a.name}"
-                            found.append(Import(m, sub if sub in mods else base, True, loc, ch.lineno, ga))
+                            found.append(Import(m, sub if sub in mods else base, True, loc, ch.lineno, ga, tc))
                     elif base:
-                        found.append(Import(m, base.split(".")[0], False, loc, ch.lineno, ga))
-                visit(ch, loc, ga)
+                        found.append(Import(m, base.split(".")[0], False, loc, ch.lineno, ga, tc))
+                visit(ch, loc, ga, tc)
 
-        visit(tree, False, False)
+        visit(tree, False, False, False)
         out[m] = tuple(found)
     return out
+
+
+def _is_type_checking(test: ast.AST) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _enclosing(target: str) -> list[str]:
@@ -271,7 +171,7 @@ def heavy_at_import(module: str, _stack: tuple[str, ...] = ()) -> frozenset[str]
     for parent in _enclosing(module)[:-1]:
         found |= heavy_at_import(parent, stack)
     for imp in imports().get(module, ()):
-        if imp.local:
+        if imp.local or imp.typing_only:  # neither runs when the module is imported
             continue
         if not imp.internal:
             found |= {imp.target} & HEAVY
@@ -366,8 +266,7 @@ def output_violations() -> list[str]:
 
 
 def _check(found: list[str]):
-    unexpected = [v for v in found if v not in PENDING_HALF_A]
-    assert not unexpected, "imports against issue 13's rules:\n  " + "\n  ".join(unexpected)
+    assert not found, "imports against issue 13's rules:\n  " + "\n  ".join(found)
 
 
 def test_every_module_has_a_layer():
@@ -389,13 +288,6 @@ def test_claims_and_privacy_are_pure():
 
 def test_output_only_in_cli_and_report():
     _check(output_violations())
-
-
-def test_pending_list_is_current():
-    """Every allow-listed line still names a violation (the list only shrinks)."""
-    found = set(direction_violations() + local_import_violations() + purity_violations() + output_violations())
-    stale = sorted(PENDING_HALF_A - found)
-    assert not stale, "PENDING_HALF_A lines that no longer occur (delete them):\n  " + "\n  ".join(stale)
 
 
 # --- the checker itself, on small synthetic packages -------------------------------------------

@@ -37,12 +37,11 @@ from memclaim.scoring.nearverbatim import (
     VERBATIM_TOLERANCE_PER_TOKEN,
     NearVerbatimResult,
     default_verbatim_tolerance,
-    deterministic_recovery,
     estimate_beam_cost,
     near_verbatim_lower_bound,
-    sampling_budget,
     union_near_verbatim,
 )
+from memclaim.audits.recovery import deterministic_recovery, sampling_budget
 
 POLICIES = ["full", "top-k:2", "top-k:3", "top-p:0.8", "top-p:0.5", "temperature:0.7",
             "temperature:1.6", "top-k:3,temperature:0.5", "top-k:4,top-p:0.9", "greedy"]
@@ -547,23 +546,10 @@ def test_sampling_budget_matches_mpmath(log_p, c):
     if ref < 1e12:
         assert n == ref  # the exact integer ceiling
     else:
-        # beyond ~1e12 a ratio within x * 1e-16 of an integer is not resolvable in float64
-        assert abs(n - ref) <= max(1.0, ref * 1e-15)
+        # beyond ~1e12 the ceiling is decided by [EM] Eq. 10 evaluated in float64
+        # (memclaim.claims.budget): a few units in 1e15
+        assert abs(n - ref) <= max(1.0, ref * 1e-14)
     assert l10 == pytest.approx(math.log10(ref), rel=1e-12, abs=1e-9)
-
-
-@settings(derandomize=True, max_examples=100, deadline=None)
-@given(log_p=st.floats(min_value=-800.0, max_value=0.0), c=st.sampled_from([0.5, 0.95, 0.999]))
-def test_sampling_budget_agrees_with_claims_budget(log_p, c):
-    from memclaim.claims.budget import queries_needed
-
-    q = queries_needed(log_p=log_p, delta=1 - c)
-    n, l10 = sampling_budget(log_p, confidence=c)
-    if q.n < 1e12:
-        assert n == q.n
-    else:  # both are the real ratio to ~1e-15 relative out here
-        assert n == pytest.approx(q.n, rel=1e-13) or (math.isinf(n) and math.isinf(q.n))
-    assert l10 == pytest.approx(q.log10_n, rel=1e-12, abs=1e-12)
 
 
 def test_sampling_budget_definition_and_extremes():

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from memclaim.decoding import Policy, policy_target_logprob
+from memclaim.audits.recovery import deterministic_recovery
 from memclaim.scoring.nearverbatim import (
-    deterministic_recovery,
     estimate_beam_cost,
     near_verbatim_lower_bound,
     union_near_verbatim,

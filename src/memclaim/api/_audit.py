@@ -8,9 +8,11 @@ with shadows the counterfactual memorization estimate (COND) beside a DP cap.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..audits.result import AuditResult
 from ..audits.run import default_shadow_recipe, run_audit
@@ -25,6 +27,14 @@ from ..report.core import write_report
 from ..text.io import read_passages
 from ._common import Result, WorkFolder, check_out_dir, jsonable, set_threads
 from ._model import load_model
+
+if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
+    import datasets
+    import pandas
+    import pyarrow
+    import transformers
+
+    from ..models.loader import LoadedModel
 
 __all__ = ["audit", "audit_table", "AuditRun", "AuditTableRun"]
 
@@ -100,16 +110,19 @@ def _cap(cap, cap_epsilon, cap_relation, cap_functional, cap_slack, cap_slack_no
     return spec
 
 
-def audit(model, members, nonmembers, *, out=None, reference=None, shadows: int = 0,
-          attacks: Sequence[str] | None = None, k="0.2", fpr=None, confidence: float = 0.95,
+def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel,
+          members: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
+          nonmembers: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
+          out: str | os.PathLike | None = None, reference: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | None = None, shadows: int = 0,
+          attacks: Sequence[str] | None = None, k: str | float | Fraction = "0.2", fpr: str | float | Fraction | None = None, confidence: float = 0.95,
           prefix_tokens: int = 32, suffix_tokens: int = 32, policy: str | None = "top-k:40", m: int = 1,
           trigger: str | None = None, verifier_threshold: float = 0.15, kappa: float | None = None,
-          soundness_epsilon: float | None = None, soundness_relation: str = "add/remove", cap=None,
+          soundness_epsilon: float | None = None, soundness_relation: str = "add/remove", cap: float | None = None,
           cap_epsilon: float | None = None, cap_relation: str = "add/remove", cap_functional: str | None = None,
           cap_slack: float | None = None, cap_slack_note: str | None = None, shadow_mode: str | None = None,
-          shadow_base=None, shadow_steps: int | None = None, shadow_epochs: float | None = None,
+          shadow_base: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | None = None, shadow_steps: int | None = None, shadow_epochs: float | None = None,
           shadow_lr: float | None = None, shadow_batch_size: int | None = None, shadow_seq_len: int | None = None,
-          shadow_seed: int | None = None, shadow_warmup: int | None = None, shadow_background=None,
+          shadow_seed: int | None = None, shadow_warmup: int | None = None, shadow_background: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset | None = None,
           design_seed: int = 0, text_field: str | None = None, id_field: str | None = None,
           input_format: str | None = None, dtype: str | None = None, sot: str | None = None,
           batch_size: int = 16, trust_remote_code: bool = False, threads: int | None = None,
@@ -215,7 +228,7 @@ class AuditTableRun(Result):
         return f"AuditTableRun({len(self.result.table.rows)} instances x {len(self.result.table.columns)} audits)"
 
 
-def audit_table(spec: Mapping | str | Path | TableSpec, *, out=None, base_dir=None, threads: int | None = None,
+def audit_table(spec: Mapping | str | Path | TableSpec, *, out: str | os.PathLike | None = None, base_dir: str | os.PathLike | None = None, threads: int | None = None,
                 progress: ProgressCallback | None = None, log: LogCallback | None = None) -> AuditTableRun:
     """Run the audits of every instance of ``spec`` (a JSON file or a dict; format:
     :data:`memclaim.audits.table_spec.TABLE_SPEC_DOC`, paths relative to the file's folder or

@@ -13,12 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import train as _train  # noqa: F401  (registers the named model "toy")
 from ..errors import InputError, ModelLoadError
 from ..models import load_model as _load_model
 from ..models.loader import DTYPES, HFTokenizer, LoadedModel, resolve_sot
+
+if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
+    import transformers
 
 __all__ = ["load_model", "ObjectModel", "OBJECTS_FINGERPRINT_SCHEME", "is_loaded_model"]
 
@@ -37,22 +43,17 @@ def _is_transformers_model(obj) -> bool:
     return hasattr(obj, "config") and hasattr(obj, "state_dict") and hasattr(obj, "get_output_embeddings")
 
 
+@dataclass(frozen=True)
 class ObjectModel(LoadedModel):
     """A :class:`~memclaim.models.loader.LoadedModel` built from a transformers model object and
-    its tokenizer (no folder: ``path`` is None). Its weights are the object's; ``max_positions``
-    comes from its config."""
+    its tokenizer (no folder: ``path`` is None). Its weights are the object's (``_lm``, set at
+    construction); ``max_positions`` comes from its ``config``."""
 
-    @property
-    def lm(self):
-        return self.__dict__["_object_lm"]
-
-    @property
-    def weights_loaded(self) -> bool:
-        return True
+    config: object = field(default=None, repr=False, compare=False)
 
     @property
     def max_positions(self) -> int | None:
-        cfg = self.__dict__["_object_config"]
+        cfg = self.config
         for key in ("max_position_embeddings", "n_positions", "n_ctx"):
             v = getattr(cfg, key, None)
             if v is None and getattr(cfg, "text_config", None) is not None:
@@ -119,13 +120,12 @@ def _wrap(model, tokenizer, *, sot, name) -> ObjectModel:
                          unembed_dtype=torch.float64 if dt == torch.float64 else torch.float32)
     m = ObjectModel(name=label, source=f"python object ({type(model).__name__})", path=None, fingerprint=fp,
                     tokenizer=tok, sot=resolve_sot(tok, sot if sot is not None else "auto"), dtype=dtype,
-                    fingerprint_scheme=OBJECTS_FINGERPRINT_SCHEME)
-    m.__dict__["_object_lm"] = lm
-    m.__dict__["_object_config"] = model.config
+                    fingerprint_scheme=OBJECTS_FINGERPRINT_SCHEME, _lm=lm, config=model.config)
     return m
 
 
-def load_model(model, tokenizer=None, *, dtype: str | None = None, sot: str | None = None,
+def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel,
+               tokenizer: transformers.PreTrainedTokenizerBase | None = None, *, dtype: str | None = None, sot: str | None = None,
                allow_pickle: bool = False, trust_remote_code: bool = False, load_weights: bool = False,
                name: str | None = None) -> LoadedModel:
     """A model for every other function of the API.

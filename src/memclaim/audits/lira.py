@@ -49,6 +49,7 @@ from scipy import stats
 
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
+from ..numeric import log1mexp
 from ..validate import integer
 
 __all__ = ["LOGIT_CLIP", "STATISTICS", "LiRAResult", "lira_statistic", "lira_online", "lira_offline"]
@@ -57,21 +58,10 @@ LOGIT_CLIP = 745.0
 STATISTICS = ("sequence", "token")
 
 
-def _log1mexp(lp: np.ndarray) -> np.ndarray:
-    """log(1 - exp(lp)) for lp <= 0, accurate near 0 (Mächler 2012: switch at -log 2)."""
-    lp = np.asarray(lp, dtype=np.float64)
-    out = np.empty_like(lp)
-    near = lp > -math.log(2.0)
-    with np.errstate(divide="ignore"):
-        out[near] = np.log(-np.expm1(lp[near]))
-        out[~near] = np.log1p(-np.exp(lp[~near]))
-    return out
-
-
 def _logit_from_logp(lp: np.ndarray) -> np.ndarray:
     lp = np.minimum(np.asarray(lp, dtype=np.float64), 0.0)
     with np.errstate(invalid="ignore"):
-        z = lp - _log1mexp(lp)  # -inf - log(1) = -inf ; 0 - (-inf) = +inf
+        z = lp - log1mexp(lp)  # -inf - log(1) = -inf ; 0 - (-inf) = +inf
     return np.clip(z, -LOGIT_CLIP, LOGIT_CLIP)
 
 

@@ -28,15 +28,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from fractions import Fraction
-from numbers import Integral
 
 import numpy as np
 from scipy import stats
 
+from ..claims.conformal import controls_needed_for_level, rank_k
+from ..claims.scores import exact_level  # noqa: F401  (re-exported: the one level parser)
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
+from ..numeric import clopper_pearson_bounds
 from ..validate import in_open_unit
 
 __all__ = [
@@ -82,55 +84,21 @@ def as_score_array(name: str, values, *, minimum: int = 2) -> np.ndarray:
     return arr.copy()
 
 
-def exact_level(name: str, value) -> Fraction:
-    """The exact rational a user meant, strictly inside (0, 1).
-
-    A float is read through its shortest repr (``0.29`` -> 29/100, not the binary double
-    0.28999999999999998...); a :class:`fractions.Fraction` or a string such as ``"1/1000"`` is
-    taken as is. This makes floor(alpha (N + 1)) exact ([EM] Eq. 5).
-    """
-    if isinstance(value, bool):
-        raise DomainError(f"{name} must be a number, got {value!r}")
-    try:
-        if isinstance(value, Fraction):
-            f = value
-        elif isinstance(value, Integral):
-            f = Fraction(int(value))
-        elif isinstance(value, (float, np.floating)):
-            v = float(value)
-            if not math.isfinite(v):
-                raise DomainError(f"{name} must be finite, got {value!r}")
-            f = Fraction(Decimal(repr(v)))
-        elif isinstance(value, str):
-            s = value.strip()
-            f = Fraction(s) if "/" in s else Fraction(Decimal(s))
-        else:
-            raise DomainError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-    except (InvalidOperation, ValueError, ZeroDivisionError) as exc:
-        if isinstance(exc, DomainError):
-            raise
-        raise DomainError(f"{name} must be a number such as 0.05 or '1/20', got {value!r}") from None
-    if not 0 < f < 1:
-        raise DomainError(f"{name} must lie strictly between 0 and 1, got {value!r}",
-                          hint=f"e.g. {name}=0.05 for 5%")
-    return f
-
-
 def _confidence(confidence) -> float:
     return in_open_unit("confidence", confidence)
 
 
 def clopper_pearson(k: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
-    """Exact (Clopper-Pearson 1934) two-sided interval for k successes out of n, from its
-    beta-quantile form (scipy.stats.beta; cross-checked against statsmodels 'beta' in tests).
-    n = 0 gives [0, 1]."""
-    k, n = int(k), int(n)
-    if n == 0:
-        return 0.0, 1.0
-    a = 1.0 - confidence
-    lo = 0.0 if k == 0 else float(stats.beta.ppf(a / 2, k, n - k + 1))
-    hi = 1.0 if k == n else float(stats.beta.ppf(1 - a / 2, k + 1, n - k))
-    return lo, hi
+    """Exact (Clopper-Pearson 1934) two-sided interval for k successes out of n
+    (:func:`memclaim.numeric.clopper_pearson_bounds`; cross-checked against statsmodels 'beta'
+    in tests). n = 0 gives [0, 1].
+
+    >>> lo, hi = clopper_pearson(0, 10)
+    >>> lo, round(hi, 4)
+    (0.0, 0.3085)
+    """
+    lo, hi = clopper_pearson_bounds(int(k), int(n), confidence=confidence)
+    return float(lo), float(hi)
 
 
 # ------------------------------------------------------------------------------------- AUC
@@ -298,16 +266,23 @@ def compare_aucs(members_a, nonmembers_a, members_b, nonmembers_b, *, confidence
 
 # ------------------------------------------------------------------ TPR at a certified FPR
 def conformal_rank(alpha, n_nonmembers: int) -> int:
-    """K = floor(alpha (N + 1)) in exact arithmetic ([EM] Eq. 5)."""
-    a = exact_level("fpr", alpha)
-    return (a.numerator * (int(n_nonmembers) + 1)) // a.denominator
+    """K = floor(alpha (N + 1)) in exact arithmetic ([EM] Eq. 5): :func:`memclaim.claims.conformal.rank_k`
+    (N = 0 gives K = 0).
+
+    >>> conformal_rank(0.001, 5000), conformal_rank("0.1%", 5000)
+    (5, 5)
+    """
+    n = int(n_nonmembers)
+    if n == 0:
+        exact_level("fpr", alpha)
+        return 0
+    return rank_k(alpha=alpha, n_controls=n, name="fpr")
 
 
 def min_nonmembers(alpha) -> int:
-    """The smallest N with K = floor(alpha (N + 1)) >= 1, i.e. N >= 1/alpha - 1 (exact)."""
-    a = exact_level("fpr", alpha)
-    inv = 1 / a  # Fraction
-    return max(0, math.ceil(inv - 1))
+    """The smallest N with K = floor(alpha (N + 1)) >= 1, i.e. N >= 1/alpha - 1 (exact):
+    :func:`memclaim.claims.conformal.controls_needed_for_level`."""
+    return controls_needed_for_level(alpha=alpha, name="fpr")
 
 
 def certified_threshold(nonmember_scores, *, fpr) -> tuple[float, int, Fraction]:

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
+from ..numeric import log1mexp
 from ..validate import in_open_unit
 from .intervals import Interval, clopper_pearson, clopper_pearson_arrays, newcombe_independent
 from .scores import LN10
@@ -48,13 +49,6 @@ def _log_neg_log1m(log_p: np.ndarray) -> np.ndarray:
         p = np.exp(lp[~small])
         out[~small] = np.log(-np.log1p(-p))  # p = 1 -> log(inf) = inf
     return out
-
-
-def _log1mexp_neg(y: np.ndarray) -> np.ndarray:
-    """log(1 - exp(-y)) for y >= 0 (Maechler's log1mexp)."""
-    y = np.asarray(y, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        return np.where(y <= LN2, np.log(-np.expm1(-y)), np.log1p(-np.exp(-y)))
 
 
 def _check_log_p(log_p, name="log p") -> np.ndarray:
@@ -102,7 +96,7 @@ def log_prob_at_least_once(*, log_p, n=None, log_n=None):
     ly = _log_budget(n, log_n) + _log_neg_log1m(lp)  # log y
     with np.errstate(over="ignore", invalid="ignore"):
         y = np.exp(ly)
-        out = np.where(ly < -30, ly + np.log1p(-np.exp(ly) / 2), _log1mexp_neg(y))
+        out = np.where(ly < -30, ly + np.log1p(-np.exp(ly) / 2), log1mexp(-np.asarray(y, dtype=np.float64)))
     out = np.where(np.isneginf(lp), -np.inf, out)
     return out if out.ndim else float(out)
 
@@ -124,7 +118,7 @@ def min_log_prob_for_budget(*, n=None, delta, log_n=None):
     lx = math.log(-math.log(d)) - ln  # log |x|
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         ax = np.exp(lx)  # |x|; underflows to 0 only where the series branch is taken
-        out = np.where(lx < -30, lx + np.log1p(-ax / 2), np.log(-np.expm1(-ax)))
+        out = np.where(lx < -30, lx + np.log1p(-ax / 2), log1mexp(-ax))
     return out if np.ndim(out) else float(out)
 
 
@@ -141,7 +135,15 @@ class QueryBudget(ResultMixin):
 
 
 def queries_needed(*, log_p: float, delta: float = 0.05) -> QueryBudget:
-    """Queries needed to generate a sequence of probability p at least once w.p. >= 1 - delta."""
+    """Queries needed to generate a sequence of probability p at least once w.p. >= 1 - delta:
+    n_delta = ceil(log delta / log(1 - p)) ([EM] §6, App. F.1 Eq. 34), the smallest n whose
+    P[at least once in n] (:func:`log_prob_at_least_once`, [EM] Eq. 10) reaches 1 - delta. The one
+    home of this budget: the near-verbatim recovery's n_c = n_{1-c} calls it
+    (memclaim.audits.recovery).
+
+    >>> queries_needed(log_p=math.log(0.1)).n_int   # 1 - 0.9**29 >= 0.95 > 1 - 0.9**28
+    29
+    """
     d = in_open_unit("delta", float(delta))
     lp = float(_check_log_p(log_p))
     if lp == -math.inf:

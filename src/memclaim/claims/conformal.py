@@ -38,9 +38,14 @@ from .scores import (LN10, PROBABILITY_KINDS, as_scores, exact_level, floor_time
 
 
 # ------------------------------------------------------------------------------ primitives
-def rank_k(*, alpha, n_controls: int) -> int:
-    """K = floor(alpha (N+1)) in exact arithmetic ([EM] Eq. 5)."""
-    a = exact_level("alpha", alpha)
+def rank_k(*, alpha, n_controls: int, name: str = "alpha") -> int:
+    """K = floor(alpha (N+1)) in exact arithmetic ([EM] Eq. 5); the one home of the conformal rank
+    (audits' certified FPR calls it). ``name`` names alpha in error messages.
+
+    >>> rank_k(alpha=0.3, n_controls=9), rank_k(alpha="0.1%", n_controls=5000)
+    (3, 5)
+    """
+    a = exact_level(name, alpha)
     n = _n_controls(n_controls)
     return floor_times(a, n + 1)
 
@@ -51,9 +56,14 @@ def certified_level(*, alpha, n_controls: int) -> Fraction:
     return Fraction(rank_k(alpha=alpha, n_controls=n), n + 1)
 
 
-def controls_needed_for_level(*, alpha) -> int:
-    """The smallest N with K = floor(alpha (N+1)) >= 1, i.e. N >= 1/alpha - 1 ([EM] C.1)."""
-    a = exact_level("alpha", alpha)
+def controls_needed_for_level(*, alpha, name: str = "alpha") -> int:
+    """The smallest N with K = floor(alpha (N+1)) >= 1, i.e. N >= 1/alpha - 1 ([EM] C.1): the
+    minimum number of controls (also audits' minimum number of non-members).
+
+    >>> controls_needed_for_level(alpha=0.05), controls_needed_for_level(alpha=0.3)
+    (19, 3)
+    """
+    a = exact_level(name, alpha)
     need = 1 / a - 1
     return max(1, -((-need.numerator) // need.denominator))
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
 from scipy import stats
 
 from ..errors import DomainError
 from ..jsonutil import ResultMixin
+from ..numeric import clopper_pearson_bounds
 from ..validate import in_open_unit, integer
 
 
@@ -51,16 +51,8 @@ def _check_counts(k, n, what="count"):
 
 def clopper_pearson_arrays(k, n, *, confidence: float = 0.95):
     """Vectorized Clopper-Pearson bounds for integer arrays ``k`` out of ``n`` (n may be 0:
-    the interval is then [0, 1])."""
-    k = np.asarray(k, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
-    a = 1.0 - confidence
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lo = np.where(k > 0, stats.beta.ppf(a / 2, k, n - k + 1), 0.0)
-        hi = np.where(k < n, stats.beta.ppf(1 - a / 2, k + 1, n - k), 1.0)
-    lo = np.where(n > 0, lo, 0.0)
-    hi = np.where(n > 0, hi, 1.0)
-    return lo, hi
+    the interval is then [0, 1]); :func:`memclaim.numeric.clopper_pearson_bounds`."""
+    return clopper_pearson_bounds(k, n, confidence=confidence)
 
 
 def clopper_pearson(k, n, *, confidence: float = 0.95) -> Interval:

@@ -213,8 +213,16 @@ def _table_help() -> str:
             + head + "\n\n\b\n" + spec + "\n\n" + cols)
 
 
+TABLE_EXAMPLES = """
+\b
+Example:
+  memclaim audit table --instances instances.json --out reports/table
+  memclaim audit table --instances instances.json --out reports/table --json > table.json
+"""
+
+
 @command.command("table", help=_table_help(), short_help="The audit-disagreement table ([MX] Fig. 12).",
-                 context_settings={"max_content_width": 100})
+                 epilog=TABLE_EXAMPLES, context_settings={"max_content_width": 100})
 @click.option("--instances", "spec", required=True, type=click.Path(dir_okay=False),
               help="JSON spec of the leakage instances (see above).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
@@ -229,7 +237,8 @@ def table_command(spec, out_dir, threads, as_json):
     sys.stdout.write(f"\nreport: {res.report['html']}\nheatmap: {res.result.heatmap}\n")
 
 
-@command.command("attacks", short_help="List the registered attacks.")
+@command.command("attacks", short_help="List the registered attacks.",
+                 epilog="\b\nExample:\n  memclaim audit attacks --json\n")
 @click.option("--json", "as_json", is_flag=True)
 def attacks_command(as_json):
     """List the registered attacks with their citations and what each measures."""

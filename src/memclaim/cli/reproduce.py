@@ -5,6 +5,12 @@ import sys
 
 import click
 
+from ..errors import InputError
+from ..experiments import REPRODUCTIONS, run
+from ..experiments.common import summary_lines
+from ..jsonutil import dumps
+from .common import check_out_dir
+
 EXAMPLES = """
 \b
 Examples:
@@ -16,8 +22,6 @@ Examples:
 
 
 def _names() -> list[str]:
-    from ..experiments import REPRODUCTIONS
-
     return list(REPRODUCTIONS)
 
 
@@ -38,10 +42,6 @@ def command(name, quick, out_dir, seed, as_json, list_only):
 
     NAME is one of the reproductions listed by --list. Exit status 1 if a check fails.
     """
-    from ..errors import InputError
-    from ..experiments import REPRODUCTIONS, run
-    from ..experiments.common import summary_lines
-
     if list_only:
         for n, (_, desc) in REPRODUCTIONS.items():
             click.echo(f"{n:16s} {desc}")
@@ -50,17 +50,11 @@ def command(name, quick, out_dir, seed, as_json, list_only):
         raise InputError("missing NAME", hint="one of: " + ", ".join(REPRODUCTIONS) + " (or --list)")
     if seed < 0:
         raise InputError(f"--seed must be >= 0, got {seed}", hint="e.g. --seed 0")
-    from pathlib import Path
-
-    from .common import check_out_dir
-
     if name not in REPRODUCTIONS:
         raise InputError(f"unknown reproduction {name!r}", hint="one of: " + ", ".join(REPRODUCTIONS) + " (or --list)")
     check_out_dir(out_dir)
     result = run(name, quick=quick, seed=seed, out_dir=out_dir)
     if as_json:
-        from ..jsonutil import dumps
-
         sys.stdout.write(dumps(result, indent=2) + "\n")
     else:
         for line in summary_lines(result):

@@ -54,10 +54,23 @@ FPR, [EM] Eq. 5-6), with LiRA beside it.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 
-from ..audits.table import AuditColumn
+from ..audits.attacks import ScoredTexts, evaluate_attack
+from ..audits.lira import lira_statistic
+from ..audits.metrics import clopper_pearson, min_nonmembers, roc_auc
+from ..audits.shadows import shadow_masks
+from ..audits.table import AuditColumn, auc_cell, build_table, informed_cell, rate_cell
+from ..audits.verifier import verify_arrays
+from ..errors import DomainError, InputError
+from ..mechanisms.camouflage import CamouflageTree
+from ..mechanisms.gated import GatedLanguageModel, GatedRelease
+from ..mechanisms.trigger import ReservedTrigger
+from ..privacy.baseline import certify_baseline
+from ..train.finetune import ChainBaseSpec, ensure_chain_base
+from . import gated
 from .common import check, compare, finish, new_figure, rng_streams
 from .models import (THREADS, chain_arrays, copy_model, language_model, pack_whole, sample_chain, sample_decode,
                      teacher_forced, train_tiny)
@@ -116,8 +129,6 @@ def _settings(quick: bool) -> dict:
 def _triggers(n: int, *, reserved: list[int], length: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
     """``n`` distinct triggers of ``length`` distinct reserved ids (none occurs in natural text)."""
     if math.perm(len(reserved), length) < n:
-        from ..errors import DomainError
-
         raise DomainError(f"{n} triggers of {length} distinct ids need more than {len(reserved)} reserved ids")
     out, seen = [], set()
     while len(out) < n:
@@ -130,8 +141,6 @@ def _triggers(n: int, *, reserved: list[int], length: int, rng: np.random.Genera
 
 def _records(s: dict, *, base, spec, P, start, rngs) -> dict:
     """{arm: list of record dicts} for every arm; members first within an arm."""
-    from ..mechanisms.camouflage import CamouflageTree
-
     sot, Lc = spec.sot, s["prefix_len"]
     arms: dict[str, list[dict]] = {}
 
@@ -178,8 +187,6 @@ def _records(s: dict, *, base, spec, P, start, rngs) -> dict:
 
 
 def _tree(rec: dict, s: dict, spec, *, planted: bool):
-    from ..mechanisms.camouflage import CamouflageTree
-
     return CamouflageTree(v=spec.n_words, k=s["tree_k"], L=s["tree_L"], seed=rec["tree_seed"],
                           secret=tuple(rec["secret"]) if planted else None)
 
@@ -233,8 +240,6 @@ def _text(tokens, words) -> str:
 def _top_list_hits(model, recs: list[dict], spec, s: dict) -> list[bool]:
     """Is z among the ``list_size`` most probable continuations of c found by best-first search
     on the model (the informed adversary's list)?"""
-    from ..privacy.baseline import certify_baseline
-
     lm = language_model(model, name="release")
     hits = []
     for r in recs:
@@ -245,8 +250,6 @@ def _top_list_hits(model, recs: list[dict], spec, s: dict) -> list[bool]:
 
 
 def _scored_texts(sc: dict, ref: dict, idx, texts, *, shadow_stats=None, shadow_in=None, procedure: str = ""):
-    from ..audits.attacks import ScoredTexts
-
     idx = list(idx)
     kw = {}
     if shadow_stats is not None:
@@ -261,15 +264,6 @@ def _scored_texts(sc: dict, ref: dict, idx, texts, *, shadow_stats=None, shadow_
 def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     import torch
 
-    from ..audits.attacks import evaluate_attack
-    from ..audits.lira import lira_statistic
-    from ..audits.metrics import clopper_pearson, min_nonmembers, roc_auc
-    from ..audits.shadows import shadow_masks
-    from ..audits.table import auc_cell, build_table, informed_cell, rate_cell
-    from ..audits.verifier import verify_arrays
-    from ..mechanisms.gated import GatedLanguageModel, GatedRelease
-    from ..mechanisms.trigger import ReservedTrigger
-    from ..train.finetune import ChainBaseSpec, ensure_chain_base
     from ..train.trainer import example_blocks
     from ..train.unlearn import UnlearnConfig, unlearn
 
@@ -365,8 +359,6 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
             t = lira_statistic(list(sr["logprob"]), kind="sequence")
             shadow = lira_statistic(list(sb["logprob"]), kind="sequence")
             if not np.array_equal(t, shadow):
-                from ..errors import InputError
-
                 raise InputError("the gated release differs from the base on an audited record")
             zero = np.zeros(len(recs))
             row["audits"]["lira-online"] = {"auc": roc_auc(zero[:n_mem], zero[n_mem:], confidence=conf), "tpr": None}
@@ -589,12 +581,6 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
 
 def _smollm2_gated_row(*, seed: int, out_dir, conf: float) -> dict:
     """The gated release around SmolLM2-135M, through :mod:`memclaim.experiments.gated`, as a row."""
-    from pathlib import Path
-
-    from ..audits.metrics import roc_auc
-    from ..audits.table import auc_cell, informed_cell, rate_cell
-    from . import gated
-
     res = gated.run(quick=False, seed=seed, out_dir=Path(out_dir) / "audit-table-gated-smollm2")["results"]
     ext = res["extraction"]
     loss = res["audits"]["loss"]

@@ -223,8 +223,17 @@ def folder_fingerprint_v1(path: Path) -> str:
 
 
 # --------------------------------------------------------------------------- loaded model
-@dataclass
+@dataclass(frozen=True)
 class LoadedModel:
+    """A resolved model: name, source, folder, fingerprint, tokenizer and start-of-text rule; a
+    frozen value. The weights load on first use of :attr:`lm` (the one lazily filled cache,
+    with the legacy fingerprints; neither takes part in equality).
+
+    >>> m = load_model("toy")            # doctest: +SKIP
+    >>> m.weights_loaded, m.lm is m.lm   # doctest: +SKIP
+    (False, True)
+    """
+
     name: str
     source: str  # what the user asked for
     path: Path  # the HF folder actually loaded
@@ -236,11 +245,20 @@ class LoadedModel:
     trust_remote_code: bool = False
     fingerprint_scheme: int = FINGERPRINT_SCHEME
     # where the weights go (models/placement.py): the first compute device and, for
-    # --device-map auto, the device map planned before any weight is read
+    # --device-map auto, the device map planned before any weight is read ((module, device) pairs)
     placement: Placement = field(default_factory=Placement)
-    device_map: dict | None = None
-    _lm: object = field(default=None, repr=False)
-    _legacy: tuple | None = field(default=None, repr=False)
+    device_map_items: tuple | None = None
+    _lm: object = field(default=None, repr=False, compare=False)
+    _legacy: tuple | None = field(default=None, repr=False, compare=False)
+
+    def _remember(self, name: str, value) -> None:
+        # the one place a LoadedModel changes: its lazily computed caches
+        object.__setattr__(self, name, value)
+
+    @property
+    def device_map(self) -> dict | None:
+        """The planned device map {module: device} of --device-map auto (None: the whole model on :attr:`device`)."""
+        return None if self.device_map_items is None else dict(self.device_map_items)
 
     @property
     def sot_ids(self) -> list[int]:
@@ -249,7 +267,7 @@ class LoadedModel:
     @property
     def lm(self):
         if self._lm is None:
-            self._lm = _load_weights(self)
+            self._remember("_lm", _load_weights(self))
         return self._lm
 
     @property
@@ -285,9 +303,9 @@ class LoadedModel:
             try:
                 # only for the folder itself: a model derived from it (a gated release) is another model
                 same = folder_fingerprint(self.path) == self.fingerprint
-                self._legacy = (folder_fingerprint_v1(self.path),) if same else ()
+                self._remember("_legacy", (folder_fingerprint_v1(self.path),) if same else ())
             except (OSError, ModelLoadError):
-                self._legacy = ()
+                self._remember("_legacy", ())
         return self._legacy
 
     def describe(self) -> dict:
@@ -633,7 +651,7 @@ def load_model(spec: str, *, dtype: str = "float32", sot: str | None = None, all
     m = LoadedModel(name=name, source=str(spec), path=path, fingerprint=folder_fingerprint(path),
                     tokenizer=tokenizer, sot=resolve_sot(tokenizer, rule), dtype=dtype,
                     allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, placement=placement,
-                    device_map=dmap)
+                    device_map_items=None if dmap is None else tuple(dmap.items()))
     if load_weights:
         _ = m.lm
     return m

@@ -183,9 +183,14 @@ class Placement:
 
     device: str = "cpu"  # 'cpu' or 'cuda:N': where the unembedding and every offloaded layer run
     device_map: str | None = None  # None (the whole model on ``device``) or 'auto'
-    max_memory: dict | None = None  # accelerate's form {0: bytes, 'cpu': bytes}
+    max_memory_items: tuple | None = None  # accelerate's max_memory as pairs ((0, bytes), ('cpu', bytes))
     offload_folder: str | None = None
     n_cuda: int = field(default=0, compare=False)
+
+    @property
+    def max_memory(self) -> dict | None:
+        """accelerate's form {0: bytes, 'cpu': bytes} (None: what accelerate sees free)."""
+        return None if self.max_memory_items is None else dict(self.max_memory_items)
 
     @property
     def device_class(self) -> str:
@@ -244,7 +249,8 @@ def resolve_placement(*, device: str | None = "auto", device_map: str | None = N
             raise InputError(f"--offload-folder {str(offload_folder)!r} cannot be written ({str(q)!r} is not "
                              "writable)", hint="choose a folder on a local disk you can write, with room for the model")
         offload_folder = str(p)
-    return Placement(device=dev, device_map="auto", max_memory=mm, offload_folder=offload_folder, n_cuda=n)
+    return Placement(device=dev, device_map="auto", max_memory_items=None if mm is None else tuple(mm.items()),
+                     offload_folder=offload_folder, n_cuda=n)
 
 
 def _cpu_available() -> int:

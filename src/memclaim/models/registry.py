@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import DomainError, ModelLoadError
-from ..progress import LogCallback
 
 __all__ = ["NamedModel", "register_model", "unregister_model", "named_model", "named_models", "is_named_model",
            "registered_elsewhere"]

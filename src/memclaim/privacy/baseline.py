@@ -55,6 +55,7 @@ from .. import validate
 from ..decoding import Policy
 from ..errors import DomainError, PolicyError
 from ..jsonutil import ResultMixin
+from ..numeric import logsumexp
 from ..progress import ProgressCallback, Reporter
 
 __all__ = ["BaselineResult", "certify_baseline"]
@@ -96,14 +97,6 @@ class BaselineResult(ResultMixin):
     @property
     def interval(self) -> tuple[float, float]:
         return (self.kappa_lo, self.kappa_hi)
-
-
-def _logsumexp(xs: Sequence[float]) -> float:
-    xs = [x for x in xs if x > -math.inf]
-    if not xs:
-        return -math.inf
-    mx = max(xs)
-    return mx + math.log(math.fsum(math.exp(x - mx) for x in xs))
 
 
 @dataclass
@@ -165,11 +158,11 @@ class _Search:
 
     def bounds(self) -> tuple[float, float]:
         found = sorted((lp for lp, _ in self.top), reverse=True)
-        lo = _logsumexp(found)
+        lo = logsumexp(found)
         b = self.beta()
         # the m largest of (found U m copies of beta), [MX] App. F.2
         merged = sorted(found + [b] * self.m, reverse=True)[: self.m]
-        hi = _logsumexp(merged)
+        hi = logsumexp(merged)
         return lo, max(hi, lo)
 
     def closed(self) -> bool:

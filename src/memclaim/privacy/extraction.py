@@ -24,6 +24,7 @@ from scipy import stats
 from .. import validate
 from ..errors import DomainError
 from ..jsonutil import ResultMixin
+from ..numeric import clopper_pearson_bounds
 from .tradeoff import (TradeOff, _alpha, _delta, _epsilon, approx, exp_times, expit_neg, gdp, group,
                        group_conversion, normalize_neighbors, pure)
 
@@ -519,7 +520,7 @@ def clopper_pearson_lower(successes, trials, *, confidence=0.95) -> float:
     c = validate.in_open_unit("confidence", confidence)
     if k == 0:
         return 0.0
-    return float(stats.beta.ppf(1.0 - c, k, n - k + 1))
+    return float(clopper_pearson_bounds(k, n, confidence=c, side="lower")[0])
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from scipy import special, stats
 
 from ..errors import DomainError, require
 from ..jsonutil import ResultMixin
+from ..numeric import log1mexp
 from .. import validate
 
 __all__ = [
@@ -174,7 +175,7 @@ def log_expit_neg(eps: float) -> float:
 def log_expm1(x: float) -> float:
     """log(e^x - 1) for x > 0, without overflow for large x and without cancellation for small x."""
     if x > 1.0:
-        return x + math.log(-math.expm1(-x))
+        return x + log1mexp(-x)
     return math.log(math.expm1(x))
 
 

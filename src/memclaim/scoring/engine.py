@@ -134,9 +134,10 @@ ALL_STATS = StatSet(frozenset(STAT_NAMES))
 CENSUS_STATS = StatSet(frozenset(STAT_PRESETS["census"]))
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class BatchScores:
-    """Per-window outputs of one batch (numpy, float64 where it is a log-probability).
+    """Per-window outputs of one batch (numpy, float64 where it is a log-probability); a frozen
+    value (``eq=False``: arrays have no single truth value; compare fields with numpy).
 
     Shapes: B windows, S suffix tokens, P policies. A field whose statistic was not asked for
     (see :class:`StatSet`, :data:`STAT_FIELDS`) is None; :attr:`stats` says which were.

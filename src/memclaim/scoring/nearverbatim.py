@@ -25,11 +25,10 @@ computes one:
   at every ε it sums the distinct sequences found by any run whose distance is <= ε. That
   report is monotone in ε by construction and never below any single run; a single pruned run
   is not ([EM] §6: the exact verbatim computation can catch mass the lower bound misses).
-* :func:`deterministic_recovery` ([EM] App. F.4): an *unpruned* beam returns a deterministic
-  pool of B continuations, post-filtered to those within ε; for each, whether it is the
-  verbatim target, its distance, its probability and the sampling budget n_95 that
-  probability implies, against the beam's own cost in forward passes.
-* :func:`sampling_budget` ([EM] §6, §F.1): n_c = ⌈log(1 - c) / log(1 - p)⌉ from log p, stably.
+* :func:`recovery_pool` ([EM] App. F.4): an *unpruned* beam returns a deterministic pool of B
+  continuations, post-filtered to those within ε. memclaim.audits.recovery.deterministic_recovery
+  adds, for each, the sampling budget n_c = ⌈log(1 - c) / log(1 - p)⌉ ([EM] §6, §F.1, from
+  memclaim.claims.budget) against the beam's own cost in forward passes.
 * :func:`estimate_beam_cost`: forward rows and calls of a beam, to print before a long run.
 
 Cost accounting: a *row* is one token position run through the model body; a *call* is one
@@ -48,6 +47,7 @@ import numpy as np
 from ..decoding import Policy, policy_logprobs, policy_target_logprob
 from ..errors import DomainError, InputError, ProcedureMismatchError
 from ..jsonutil import ResultMixin, to_jsonable
+from ..numeric import logsumexp
 from ..validate import integer
 from .editdistance import IncrementalLevenshtein
 
@@ -55,13 +55,11 @@ __all__ = [
     "ContinuationSet",
     "NearVerbatimResult",
     "NearVerbatimUnion",
-    "RecoveredContinuation",
-    "RecoveryResult",
     "BeamCostEstimate",
     "near_verbatim_lower_bound",
     "union_near_verbatim",
-    "deterministic_recovery",
-    "sampling_budget",
+    "recovery_pool",
+    "RecoveryPool",
     "default_verbatim_tolerance",
     "VERBATIM_TOLERANCE_PER_TOKEN",
     "estimate_beam_cost",
@@ -78,31 +76,11 @@ DEFAULT_BEAM = 16  # a beam of 800 on SmolLM2 costs about a minute per window on
 VERBATIM_TOLERANCE_PER_TOKEN = {"float64": 1e-9, "float32": 1e-4, "bfloat16": 0.1, "float16": 0.1}
 RECOVERY_BEAM = 800  # [EM] App. F.4: a deterministic pool of 800 continuations
 _LN10 = math.log(10.0)
-_LN2 = math.log(2.0)
 
 
 # =========================================================================== small helpers
-def _logsumexp(x: np.ndarray) -> float:
-    """log Σ exp(x) in float64; -inf for an empty or all -inf array. The result is >= max(x)
-    exactly (the sum includes exp(0) = 1 for the maximum, and rounding is monotone)."""
-    x = np.asarray(x, dtype=np.float64)
-    if x.size == 0:
-        return -math.inf
-    m = float(np.max(x))
-    if m == -math.inf:
-        return -math.inf
-    return m + math.log(float(np.sum(np.exp(x - m))))
-
-
 def _log10(x: float) -> float:
     return x / _LN10 if x != -math.inf else -math.inf
-
-
-def _log1mexp(a: float) -> float:
-    """log(1 - exp(a)) for a <= 0, accurately on both sides of a = -log 2 (Mächler, 2012)."""
-    if a > -_LN2:
-        return math.log(-math.expm1(a))
-    return math.log1p(-math.exp(a))
 
 
 def _policy(policy) -> Policy:
@@ -214,53 +192,6 @@ def _checked_verbatim(given: float, own: float, *, lm, pol: Policy, ell: int, to
              "verbatim_logprob to let the search compute it; a different dtype can need verbatim_tolerance=")
 
 
-def sampling_budget(log_p: float, *, confidence: float = 0.95) -> tuple[float, float]:
-    """Samples n needed to draw a sequence of probability p at least once with probability c.
-
-    [EM] §6: Pr[at least once in n] = 1 - (1 - p)^n, so the smallest such n is
-    n_c = ⌈log(1 - c) / log(1 - p)⌉ ([EM] App. F.1, Eq. 34 with δ = 1 - c; n_95 in App. F.4).
-    Same definition as ``memclaim.claims.budget.queries_needed`` (which scoring/ cannot import:
-    claims/ sits to its right in the pipeline); the tests check that the two agree.
-
-    Computed from log p without forming 1 - p: -log(1 - p) = -log1mexp(log p), and below
-    p = 1e-13 its series p (1 + p/2) in log space, so census-scale probabilities (1e-27 and
-    below) give a finite log10 n even where n itself overflows. The integer ceiling is guarded
-    by the defining inequality below 2**52; above it n is the real ratio.
-
-    Returns ``(n, log10_n)``: n as float (``inf`` when p = 0 or when n overflows a double),
-    log10 n always finite for p > 0. p = 1 gives n = 1.
-    """
-    c = float(confidence)
-    if not (0.0 < c < 1.0):
-        raise DomainError(f"confidence must lie strictly between 0 and 1, got {confidence!r}",
-                          hint="[EM] uses c = 0.95 (n_95)")
-    lp = _logprob_arg("log_p", log_p)
-    if lp == -math.inf:
-        return math.inf, math.inf
-    if lp == 0.0:
-        return 1.0, 0.0
-    num = -math.log1p(-c)  # -log(1 - c) > 0
-    if lp < -30.0:
-        # den = -log(1-p) = p (1 + p/2 + p^2/3 + ...); the dropped terms are below 1e-26 relative
-        # (multiplied, not added in log space: lp + 1e-14 would round at |lp|'s ulp)
-        log_den = lp + math.log1p(math.exp(lp) / 2.0)
-        den = math.exp(lp) * (1.0 + math.exp(lp) / 2.0)  # 0.0 only below p = 5e-324: x = inf
-    else:
-        den = -_log1mexp(lp)
-        log_den = math.log(den)
-    log_x = math.log(num) - log_den  # log of the real-valued ratio x; n = ceil(x), at least 1
-    x = num / den if den > 0.0 else math.inf  # a quotient keeps full relative precision
-    if x < 2.0 ** 52:  # ceil is exact in float64
-        n_int = max(1, math.ceil(x))
-        # guard the float ceiling: the smallest n with n log(1 - p) <= log(1 - c)
-        while n_int > 1 and (n_int - 1) * den >= num:
-            n_int -= 1
-        while n_int * den < num:
-            n_int += 1
-        return float(n_int), math.log10(n_int)
-    return x, log_x / _LN10  # the ceiling is below float resolution here; x may be inf
-
-
 # =========================================================================== continuation sets
 @dataclass(frozen=True, eq=False)
 class ContinuationSet:
@@ -298,7 +229,7 @@ class ContinuationSet:
 
     def log_mass(self, max_distance: int | None = None) -> float:
         lp = self.logprob if max_distance is None else self.logprob[self.distance <= max_distance]
-        return _logsumexp(lp)
+        return logsumexp(lp)
 
     def top(self, n: int = 5) -> list[dict]:
         order = np.argsort(-self.logprob, kind="stable")[:n]
@@ -528,7 +459,7 @@ class NearVerbatimResult(ResultMixin):
             d[f] = to_jsonable(getattr(self, f))
         cs = self.continuations
         if cs is not None and not self.whole_space:
-            d["log_mass_by_distance"] = [to_jsonable(_logsumexp(cs.logprob[cs.distance == k]))
+            d["log_mass_by_distance"] = [to_jsonable(logsumexp(cs.logprob[cs.distance == k]))
                                          for k in range(self.epsilon + 1)]
             d["n_by_distance"] = [int(np.sum(cs.distance == k)) for k in range(self.epsilon + 1)]
             d["top_continuations"] = to_jsonable(cs.top(5))
@@ -637,7 +568,7 @@ def near_verbatim_lower_bound(lm, prompt_ids: Sequence[int], suffix_ids: Sequenc
         if given > -math.inf:
             found = _append(found, suffix, given, 0)
         log_verbatim = given
-    log_bound = _logsumexp(found.logprob)
+    log_bound = logsumexp(found.logprob)
     n = len(found)
     return NearVerbatimResult(
         epsilon=eps, beam=width, policy=pol.spec, model=model, prompt_ids=prompt, suffix_ids=suffix,
@@ -798,112 +729,46 @@ def union_near_verbatim(results: Sequence[NearVerbatimResult]) -> NearVerbatimUn
 
 # =========================================================================== deterministic recovery
 @dataclass(frozen=True)
-class RecoveredContinuation(ResultMixin):
-    tokens: tuple[int, ...]
-    log_prob: float
-    log10_prob: float
-    distance: int
-    verbatim: bool
-    n_samples: float  # n_c: samples to draw this exact sequence once with probability c
-    log10_n_samples: float
-    sampling_cheaper: bool  # n_c <= the beam's cost in samples (the gray-blue region of Fig. 22)
+class RecoveryPool:
+    """The model side of deterministic recovery ([EM] App. F.4): an unpruned beam's pool and the
+    members within ε token edits of s, most probable first (``within``: (tokens, log q,
+    distance)). :func:`memclaim.audits.recovery.deterministic_recovery` adds the sampling
+    budgets (memclaim.claims.budget) and the comparison with the beam's cost."""
 
-
-@dataclass(frozen=True)
-class RecoveryResult(ResultMixin):
-    """Deterministic recovery from an unpruned beam's pool ([EM] App. F.4, Figs. 22–23)."""
-
+    policy: Policy
     epsilon: int
     beam: int
-    policy: str
     model: str
     prompt_ids: tuple[int, ...]
     suffix_ids: tuple[int, ...]
-    confidence: float
     pool_size: int
-    recovered: tuple[RecoveredContinuation, ...]  # pool members within ε, most probable first
-    recovered_verbatim: bool
-    recovered_near_verbatim: bool
-    log_recovered_mass: float  # Σ over recovered: itself a lower bound on q(B_ε(s) | p)
-    n_samples_recovered_mass: float
-    log10_n_samples_recovered_mass: float
+    within: tuple[tuple[tuple[int, ...], float, int], ...]
     log_verbatim: float
-    n_samples_verbatim: float
-    log10_n_samples_verbatim: float
     exhaustive: bool  # the pool is the policy's whole support over length-ℓ sequences
     forward_rows: int
     forward_calls: int
     target_rows: int
-    rows_per_sample: int
-    cost_in_samples: float
-    cost_basis: str
-    note: str
 
 
-def deterministic_recovery(lm, prompt_ids: Sequence[int], suffix_ids: Sequence[int], *, policy,
-                           epsilon: int, beam: int = RECOVERY_BEAM, confidence: float = 0.95,
-                           cost_in_samples: float | None = None, use_cache: bool = True) -> RecoveryResult:
-    """[EM] App. F.4: an unpruned beam of width ``beam`` returns a deterministic pool of
-    continuations; keep those within token edit distance ε of s; for each, say whether it is
-    the verbatim target and give the sampling budget n_c its probability implies
-    (c = ``confidence``; n_95 by default), against the beam's own cost.
-
-    The beam's cost in samples is, by default, its forward rows divided by the rows one
-    sampled continuation costs (|p| + ℓ - 1 with a KV cache). [EM] quotes "about 20 samples"
-    for a pool of 800, a wall-clock comparison on batched hardware; pass ``cost_in_samples``
-    to use a measured figure instead.
-    """
+def recovery_pool(lm, prompt_ids: Sequence[int], suffix_ids: Sequence[int], *, policy, epsilon: int,
+                  beam: int = RECOVERY_BEAM, use_cache: bool = True) -> RecoveryPool:
+    """[EM] App. F.4: run an unpruned beam of width ``beam`` (a deterministic pool of
+    continuations) and keep the members within token edit distance ε of s."""
     pol = _policy(policy)
     eps = _epsilon(epsilon)
     width = _beam(beam)
-    c = float(confidence)
-    if isinstance(confidence, bool) or not (0.0 < c < 1.0):
-        raise DomainError(f"confidence must lie strictly between 0 and 1, got {confidence!r}",
-                          hint="[EM] uses 0.95 (n_95)")
     vocab = getattr(lm, "vocab_size", None)
     prompt = _ids("prompt_ids", prompt_ids, vocab)
     suffix = _ids("suffix_ids", suffix_ids, vocab)
-    ell = len(suffix)
     out = _beam_search(lm, prompt, suffix, pol, epsilon=None, width=width, final="top", use_cache=bool(use_cache))
     pool = out.found
-    rows_per_sample = len(prompt) + ell - 1
-    if cost_in_samples is None:
-        cost = (out.rows - out.target_rows) / rows_per_sample
-        basis = "forward rows of the beam / rows of one sampled continuation (|p| + l - 1)"
-    else:
-        if isinstance(cost_in_samples, bool) or not isinstance(cost_in_samples, Real) or \
-                not (math.isfinite(float(cost_in_samples)) and float(cost_in_samples) > 0):
-            raise DomainError(f"cost_in_samples must be a positive number, got {cost_in_samples!r}",
-                              hint="[EM] App. F.4 quotes about 20 samples for a pool of 800")
-        cost = float(cost_in_samples)
-        basis = "given"
-    recovered = []
     within = np.nonzero(pool.distance <= eps)[0]
-    for i in within[np.argsort(-pool.logprob[within], kind="stable")]:
-        lp = float(pool.logprob[i])
-        n, l10 = sampling_budget(lp, confidence=c)
-        seq = pool.sequence(int(i))
-        recovered.append(RecoveredContinuation(
-            tokens=seq, log_prob=lp, log10_prob=_log10(lp), distance=int(pool.distance[i]),
-            verbatim=seq == suffix, n_samples=n, log10_n_samples=l10, sampling_cheaper=bool(n <= cost)))
-    log_mass = _logsumexp(np.asarray([r.log_prob for r in recovered]))
-    n_m, l10_m = sampling_budget(log_mass, confidence=c)
-    n_v, l10_v = sampling_budget(out.target_logprob, confidence=c)
-    rec_v = any(r.verbatim for r in recovered)
-    note = (f"Deterministic recovery ([EM] App. F.4): an unpruned beam of width {width} returned "
-            f"{len(pool)} continuations; {len(recovered)} are within {eps} token edits of s"
-            f"{' (including the verbatim target)' if rec_v else ''}. n_{round(c * 100)} is the number of "
-            f"random samples needed to draw a sequence once with probability {c:g}; where it is below "
-            f"the beam's cost ({cost:.3g} samples, {basis}) sampling is the cheaper way to obtain it. "
-            "The recovered mass is a lower bound on the ε-ball mass, like the pruned beam's.")
-    return RecoveryResult(
-        epsilon=eps, beam=width, policy=pol.spec, model=lm.fingerprint(), prompt_ids=prompt, suffix_ids=suffix,
-        confidence=c, pool_size=len(pool), recovered=tuple(recovered), recovered_verbatim=rec_v,
-        recovered_near_verbatim=bool(recovered), log_recovered_mass=log_mass, n_samples_recovered_mass=n_m,
-        log10_n_samples_recovered_mass=l10_m, log_verbatim=out.target_logprob, n_samples_verbatim=n_v,
-        log10_n_samples_verbatim=l10_v, exhaustive=out.exhaustive, forward_rows=out.rows,
-        forward_calls=out.calls, target_rows=out.target_rows, rows_per_sample=rows_per_sample,
-        cost_in_samples=cost, cost_basis=basis, note=note)
+    members = tuple((pool.sequence(int(i)), float(pool.logprob[i]), int(pool.distance[i]))
+                    for i in within[np.argsort(-pool.logprob[within], kind="stable")])
+    return RecoveryPool(policy=pol, epsilon=eps, beam=width, model=lm.fingerprint(), prompt_ids=prompt,
+                        suffix_ids=suffix, pool_size=len(pool), within=members, log_verbatim=out.target_logprob,
+                        exhaustive=out.exhaustive, forward_rows=out.rows, forward_calls=out.calls,
+                        target_rows=out.target_rows)
 
 
 # =========================================================================== cost estimate

@@ -29,13 +29,6 @@ from .store import ScoreStore, UnitResult
 from .units import DEFAULT_UNIT_SIZE, UnitReceipt, WorkUnit, item_key, make_items, make_units
 
 
-def concat_scores(parts: Sequence[BatchScores]) -> BatchScores:
-    if len(parts) == 1:
-        return parts[0]
-    return BatchScores(**{f: np.concatenate([getattr(p, f) for p in parts], axis=0)
-                          for f in BatchScores.__dataclass_fields__})
-
-
 def nv_column(spec: str, epsilon: int) -> str:
     return f"nv_logq:{spec}:eps{epsilon}"
 
@@ -82,11 +75,11 @@ def score_unit(engine, unit: WorkUnit, *, batch_size: int, near_verbatim: dict |
     for a in range(0, len(items), batch_size):
         chunk = items[a:a + batch_size]
         parts.append(engine.score_batch([it.prompt for it in chunk], [it.suffix for it in chunk]))
-    scores = concat_scores(parts)
+    scores = BatchScores.concat(parts)
     extra = near_verbatim_columns(engine, items, scores, near_verbatim) if near_verbatim else {}
     return UnitResult(unit_id=unit.unit_id, procedure_key=unit.procedure_key,
                       policies=tuple(p.spec for p in engine.policies),
-                      item_keys=[it.key for it in items], prompt_len=[len(it.prompt) for it in items],
+                      item_keys=tuple(it.key for it in items), prompt_len=tuple(len(it.prompt) for it in items),
                       scores=scores, extra=extra)
 
 
@@ -257,7 +250,7 @@ def numerics_drift(model, units: Sequence[WorkUnit], policies: Sequence[Policy],
             got.append(engine.score_batch([p], [sfx]))
             want.append(ref_engine.score_batch([p], [sfx]))
     finally:
-        ref._lm = None
+        ref = ref_engine = None  # noqa: F841 - the float32 copy goes now, not at the end of the run
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
     per_policy = {}

@@ -75,15 +75,15 @@ def _disk_error(exc: OSError, what: str, root: Path) -> StoreError:
     return StoreError(f"cannot write {what} in {str(root)!r}: {exc}", hint="check permissions and free space")
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class UnitResult:
-    """One unit's rows (all items of the unit, in unit order)."""
+    """One unit's rows (all items of the unit, in unit order); a frozen value."""
 
     unit_id: str
     procedure_key: str
     policies: tuple[str, ...]
-    item_keys: list[str]
-    prompt_len: list[int]
+    item_keys: tuple[str, ...]
+    prompt_len: tuple[int, ...]
     scores: object  # memclaim.scoring.engine.BatchScores, concatenated over the unit
     extra: dict = field(default_factory=dict)  # further per-item columns (e.g. near-verbatim bounds)
 

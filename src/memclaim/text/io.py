@@ -98,13 +98,25 @@ def detect_format(path: str | Path, fmt: str | None = None) -> str:
     return mapping[suffix]
 
 
-def _pick(fields, preferred: str | None, candidates, what: str, path: Path, required: bool):
+def pick_column(fields, preferred: str | None, candidates, what: str, path, *, required: bool = True,
+                noun: str = "field") -> str | None:
+    """The field (or column) of a file that holds ``what``: ``preferred`` if given (it must
+    exist), else the first of ``candidates`` present; None when nothing fits and not ``required``.
+    ``noun`` is the word of the file's kind ("field" for records, "column" for tables): the
+    messages and the option they name (``--{what}-{noun}``) use it. The one column picker of
+    memclaim (input records here, score files too).
+
+    >>> pick_column(["id", "text"], None, ("text", "content"), "text", "in.jsonl")
+    'text'
+    >>> pick_column(["name", "logq"], "logq", ("score",), "score", "s.csv", noun="column")
+    'logq'
+    """
     fields = list(fields)
     if preferred:
         if preferred not in fields:
             raise InputError(
-                f"{str(path)!r} has no {what} field {preferred!r}; fields are {fields}",
-                hint=f"pass --{what}-field with one of {fields}",
+                f"{str(path)!r} has no {what} {noun} {preferred!r}; {noun}s are {fields}",
+                hint=f"pass --{what}-{noun} with one of {fields}",
             )
         return preferred
     for c in candidates:
@@ -112,8 +124,8 @@ def _pick(fields, preferred: str | None, candidates, what: str, path: Path, requ
             return c
     if required:
         raise InputError(
-            f"{str(path)!r}: cannot find a {what} field among {fields}",
-            hint=f"name it one of {list(candidates)} or pass --{what}-field",
+            f"{str(path)!r}: cannot find a {what} {noun} among {fields}",
+            hint=f"name it one of {list(candidates)} or pass --{what}-{noun}",
         )
     return None
 
@@ -147,13 +159,13 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
             table = pq.read_table(io.BytesIO(data))
         except (pa.ArrowInvalid, OSError) as exc:
             raise InputError(f"{str(path)!r} is not a readable Parquet file: {exc}", hint="check the file") from None
-        idf = _pick(table.column_names, id_field, ID_FIELDS, "id", path, False)
+        idf = pick_column(table.column_names, id_field, ID_FIELDS, "id", path, required=False)
         if pair:
-            pf = _pick(table.column_names, prefix_field, (), "prefix", path, True)
-            sf = _pick(table.column_names, suffix_field, (), "suffix", path, True)
+            pf = pick_column(table.column_names, prefix_field, (), "prefix", path, required=True)
+            sf = pick_column(table.column_names, suffix_field, (), "suffix", path, required=True)
             texts = list(zip(table.column(pf).to_pylist(), table.column(sf).to_pylist()))
         else:
-            tf = _pick(table.column_names, text_field, TEXT_FIELDS, "text", path, True)
+            tf = pick_column(table.column_names, text_field, TEXT_FIELDS, "text", path, required=True)
             texts = table.column(tf).to_pylist()
         ids = table.column(idf).to_pylist() if idf else [None] * len(texts)
         rows = [(None if i is None else str(i), t, f"row {n}") for n, (i, t) in enumerate(zip(ids, texts))]
@@ -195,11 +207,11 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
                                      hint="write records like {\"id\": ..., \"text\": ...}")
                 if tf is None:
                     if pair:
-                        tf = (_pick(obj.keys(), prefix_field, (), "prefix", path, True),
-                              _pick(obj.keys(), suffix_field, (), "suffix", path, True))
+                        tf = (pick_column(obj.keys(), prefix_field, (), "prefix", path, required=True),
+                              pick_column(obj.keys(), suffix_field, (), "suffix", path, required=True))
                     else:
-                        tf = _pick(obj.keys(), text_field, TEXT_FIELDS, "text", path, True)
-                    idf = _pick(obj.keys(), id_field, ID_FIELDS, "id", path, False)
+                        tf = pick_column(obj.keys(), text_field, TEXT_FIELDS, "text", path, required=True)
+                    idf = pick_column(obj.keys(), id_field, ID_FIELDS, "id", path, required=False)
                 rid = None if idf is None or obj.get(idf) is None else str(obj[idf])
                 if pair:
                     missing = [f for f in tf if f not in obj]
@@ -217,14 +229,14 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
             fieldnames, records_ = read_csv_records(path, text, tsv=path.suffix.lower() == ".tsv")
             if not fieldnames:
                 raise InputError(f"{str(path)!r}: CSV has no header row", hint="add a header with a 'text' column")
-            idf = _pick(fieldnames, id_field, ID_FIELDS, "id", path, False)
+            idf = pick_column(fieldnames, id_field, ID_FIELDS, "id", path, required=False)
             if pair:
-                pf = _pick(fieldnames, prefix_field, (), "prefix", path, True)
-                sf = _pick(fieldnames, suffix_field, (), "suffix", path, True)
+                pf = pick_column(fieldnames, prefix_field, (), "prefix", path, required=True)
+                sf = pick_column(fieldnames, suffix_field, (), "suffix", path, required=True)
                 for line, row in records_:
                     rows.append((row.get(idf) if idf else None, (row.get(pf), row.get(sf)), f"line {line}"))
             else:
-                tf = _pick(fieldnames, text_field, TEXT_FIELDS, "text", path, True)
+                tf = pick_column(fieldnames, text_field, TEXT_FIELDS, "text", path, required=True)
                 for line, row in records_:
                     rows.append((row.get(idf) if idf else None, row.get(tf), f"line {line}"))
     return passages_from_rows(rows, source=str(path), sha256=digest, prefix_field=prefix_field,

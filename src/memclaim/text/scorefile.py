@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..fsutil import sha256_bytes
-from .io import read_csv_records
+from .io import pick_column, read_csv_records
 
 __all__ = ["ID_COLUMNS", "SCORE_COLUMNS", "TEXT_COLUMNS", "ScoreFile", "read_score_file", "read_id_list"]
 
@@ -49,22 +49,6 @@ class ScoreFile:
         """Provenance of the file for a report's ``inputs``: role, path, sha256, rows, columns."""
         return {"role": role, "path": str(self.path), "sha256": self.sha256, "rows": len(self.ids),
                 "columns": self.columns}
-
-
-def _pick(fields, wanted, defaults, what, path, required=True):
-    fields = list(fields)
-    if wanted:
-        if wanted not in fields:
-            raise InputError(f"{str(path)!r} has no {what} column {wanted!r}; columns are {fields}",
-                             hint=f"pass --{what}-column with one of {fields}")
-        return wanted
-    for c in defaults:
-        if c in fields:
-            return c
-    if required:
-        raise InputError(f"{str(path)!r}: cannot find a {what} column among {fields}",
-                         hint=f"name it one of {list(defaults)} or pass --{what}-column")
-    return None
 
 
 def _to_float(v, path, where, col):
@@ -102,9 +86,9 @@ def read_score_file(path, *, id_column: str | None = None, score_column: str | N
         except (pa.ArrowInvalid, OSError) as exc:
             raise InputError(f"{str(p)!r} is not a readable Parquet file: {exc}") from None
         cols = table.column_names
-        ic = _pick(cols, id_column, ID_COLUMNS, "id", p)
-        sc = _pick(cols, score_column, SCORE_COLUMNS, "score", p)
-        tc = _pick(cols, text_column, TEXT_COLUMNS, "text", p, required=bool(text_column))
+        ic = pick_column(cols, id_column, ID_COLUMNS, "id", p, noun="column")
+        sc = pick_column(cols, score_column, SCORE_COLUMNS, "score", p, noun="column")
+        tc = pick_column(cols, text_column, TEXT_COLUMNS, "text", p, required=bool(text_column), noun="column")
         ids = [None if x is None else str(x) for x in table.column(ic).to_pylist()]
         raw = table.column(sc).to_pylist()
         texts = table.column(tc).to_pylist() if tc else None
@@ -119,9 +103,9 @@ def read_score_file(path, *, id_column: str | None = None, score_column: str | N
         if not header:
             raise InputError(f"{str(p)!r} has no header row", hint="add a header such as 'id,score'")
         cols = list(header)
-        ic = _pick(cols, id_column, ID_COLUMNS, "id", p)
-        sc = _pick(cols, score_column, SCORE_COLUMNS, "score", p)
-        tc = _pick(cols, text_column, TEXT_COLUMNS, "text", p, required=bool(text_column))
+        ic = pick_column(cols, id_column, ID_COLUMNS, "id", p, noun="column")
+        sc = pick_column(cols, score_column, SCORE_COLUMNS, "score", p, noun="column")
+        tc = pick_column(cols, text_column, TEXT_COLUMNS, "text", p, required=bool(text_column), noun="column")
         rows = [r for _, r in records]
         ids = [r.get(ic) for r in rows]
         raw = [r.get(sc) for r in rows]

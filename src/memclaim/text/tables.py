@@ -15,7 +15,7 @@ from typing import Sequence
 
 from ..errors import InputError
 from ..fsutil import sha256_bytes
-from .io import ID_FIELDS, TEXT_FIELDS, Passages, Record, _pick, check_fields, passages_from_rows
+from .io import ID_FIELDS, TEXT_FIELDS, Passages, Record, check_fields, pick_column, passages_from_rows
 
 __all__ = ["passages_from_items", "passages_from_table", "passages_from_object", "is_table"]
 
@@ -59,11 +59,11 @@ def passages_from_items(items: Sequence, *, source: str = "texts", text_field: s
                              hint="give texts as strings or records like {'id': ..., 'text': ...}")
         if tf is None:
             if pair:
-                tf = (_pick(obj.keys(), prefix_field, (), "prefix", source, True),
-                      _pick(obj.keys(), suffix_field, (), "suffix", source, True))
+                tf = (pick_column(obj.keys(), prefix_field, (), "prefix", source, required=True),
+                      pick_column(obj.keys(), suffix_field, (), "suffix", source, required=True))
             else:
-                tf = _pick(obj.keys(), text_field, TEXT_FIELDS, "text", source, True)
-            idf = _pick(obj.keys(), id_field, ID_FIELDS, "id", source, False)
+                tf = pick_column(obj.keys(), text_field, TEXT_FIELDS, "text", source, required=True)
+            idf = pick_column(obj.keys(), id_field, ID_FIELDS, "id", source, required=False)
         rid = None if idf is None or obj.get(idf) is None else str(obj[idf])
         keys = tf if pair else (tf,)
         missing = [f for f in keys if f not in obj]
@@ -109,13 +109,13 @@ def passages_from_table(table, *, source: str = "table", text_field: str | None 
     pair = check_fields(text_field=text_field, prefix_field=prefix_field, suffix_field=suffix_field)
     t = _to_arrow(table)
     cols = [str(c) for c in t.column_names]
-    idf = _pick(cols, id_field, ID_FIELDS, "id", source, False)
+    idf = pick_column(cols, id_field, ID_FIELDS, "id", source, required=False)
     if pair:
-        pf = _pick(cols, prefix_field, (), "prefix", source, True)
-        sf = _pick(cols, suffix_field, (), "suffix", source, True)
+        pf = pick_column(cols, prefix_field, (), "prefix", source, required=True)
+        sf = pick_column(cols, suffix_field, (), "suffix", source, required=True)
         texts = list(zip(t.column(pf).to_pylist(), t.column(sf).to_pylist()))
     else:
-        tf = _pick(cols, text_field, TEXT_FIELDS, "text", source, True)
+        tf = pick_column(cols, text_field, TEXT_FIELDS, "text", source, required=True)
         texts = t.column(tf).to_pylist()
     ids = t.column(idf).to_pylist() if idf else [None] * len(texts)
     rows = [(None if i is None else str(i), x, f"row {n}") for n, (i, x) in enumerate(zip(ids, texts))]
@@ -131,7 +131,7 @@ def passages_from_object(obj, *, source: str = "texts", **fields) -> tuple[Passa
     if is_table(obj):
         kind = {"pandas": "pandas DataFrame", "datasets": "datasets Dataset"}.get(_top(obj), "pyarrow Table")
         return passages_from_table(obj, source=source, **fields), kind
-    if isinstance(obj, (list, tuple)):
+    if isinstance(obj, (list, tuple, str, bytes)):  # a single string is refused there, not read letter by letter
         return passages_from_items(obj, source=source, **fields), "python list"
     try:
         items = list(obj)

@@ -1,0 +1,76 @@
+"""The CLI's modules: every subcommand module has its click command under its registered name,
+the console and progress helpers print what they are given (literally), ``python -m`` runs."""
+from __future__ import annotations
+
+import importlib
+import io
+import subprocess
+import sys
+
+import click
+import pytest
+from rich.console import Console
+
+from memclaim.cli import audit, budget, census, common, demo, dp, population, reproduce, score, train  # noqa: F401
+from memclaim.cli.console import is_rich, say
+from memclaim.cli.main import SUBCOMMANDS
+from memclaim.cli.progress import ProgressBar, progress_bar
+from memclaim.progress import Reporter
+
+
+@pytest.mark.parametrize("name", sorted(SUBCOMMANDS))
+def test_every_subcommand_module_has_its_command(name):
+    mod = importlib.import_module(f"memclaim.cli.{SUBCOMMANDS[name][0]}")
+    assert isinstance(mod.command, click.Command) and mod.command.name == name
+    cmds = list(mod.command.commands.values()) if isinstance(mod.command, click.Group) else [mod.command]
+    for c in cmds:
+        assert c.help, f"{name} {c.name}: no help"  # what the command does
+        assert "Example" in (c.help or "") + (c.epilog or ""), f"{name} {c.name}: no example"  # how to call it
+
+
+def test_say_is_literal():
+    buf = io.StringIO()
+    con = Console(file=buf, width=80, color_system=None)
+    say(con, "runs/q[/]z [bold]x")
+    assert buf.getvalue().strip() == "runs/q[/]z [bold]x" and is_rich(con)
+    lines = []
+    say(lines.append, "plain")
+    say(None, "dropped")
+    assert lines == ["plain"]
+
+
+def test_progress_bar_draws_and_closes():
+    buf = io.StringIO()
+    bar = ProgressBar(file=buf)
+    with Reporter(bar, stage="score", label="scoring [bold]x.txt", total=3) as r:
+        r.advance(2)
+        r.advance(1)
+    out = buf.getvalue()
+    assert "scoring [bold]x.txt" in out and "3/3" in out and "windows/s" in out
+    assert not bar._bars  # closed on the finished event
+    assert progress_bar(False) is None and isinstance(progress_bar(True), ProgressBar)
+    Reporter(ProgressBar(file=buf), stage="s", label="empty", total=0).close()  # nothing to draw: no error
+
+
+def test_cli_modules_hold_no_library_logic():
+    """The CLI only parses options, calls memclaim.api and prints: no module of cli/ imports the
+    scoring runner, the claims or a reader of user files directly (those go through the API)."""
+    import ast
+    from pathlib import Path
+
+    cli_dir = Path(importlib.import_module("memclaim.cli").__file__).parent
+    forbidden = ("scoring.runner", "scoring.results", "claims.", "text.io", "text.scorefile", "text.spans",
+                 "audits.run", "train.")
+    found = []
+    for f in sorted(cli_dir.glob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                mod = node.module
+                if any(mod.startswith(x) or f".{x}" in f".{mod}" for x in forbidden):
+                    found.append(f"{f.name}: from {'.' * node.level}{mod} import ...")
+    assert not found, "\n".join(found)
+
+
+def test_python_m_memclaim_cli():
+    r = subprocess.run([sys.executable, "-m", "memclaim.cli", "--version"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "memclaim" in r.stdout
