@@ -141,7 +141,7 @@ def require_same_procedure(a: dict, b: dict, *, what=("candidates", "controls"),
     mixed = [d for d in diffs if d.split(":", 1)[0] in NUMERICS_FIELDS]
     if mixed and allow_mixed_numerics:
         diffs = [d for d in diffs if d not in mixed]
-    if mixed and not diffs and not allow_mixed_numerics:
+    elif mixed and len(mixed) == len(diffs):
         raise ProcedureMismatchError(
             f"{what[0]} and {what[1]} were scored with different numerics: " + "; ".join(mixed) + " (scores "
             "computed on another device class or in another dtype differ, so a threshold calibrated on one set does "
