@@ -363,3 +363,48 @@ def test_a_bfloat16_run_reports_its_drift_from_float32(llama_folder, tmp_path):
 
     env = ScoreStore(tmp_path / "f32").read_run(f32.run_id)["environment"]
     assert env["device"] == "cpu" and env["device_class"] == "cpu" and env["torch"] and "cuda" in env
+
+
+# --------------------------------------------------------------------------- hub ids
+def _fake_hub_cache(root: Path, repo: str, src: Path, commit: str = "0123456789abcdef0123456789abcdef01234567") -> Path:
+    """huggingface_hub's cache layout, built by hand: models--org--name/{refs/main, blobs/, snapshots/<commit>/}
+    with each snapshot file a symlink to its blob (as the hub client writes it)."""
+    base = root / ("models--" + repo.replace("/", "--"))
+    (base / "refs").mkdir(parents=True)
+    (base / "refs" / "main").write_text(commit)
+    snap = base / "snapshots" / commit
+    snap.mkdir(parents=True)
+    (base / "blobs").mkdir()
+    for f in src.iterdir():
+        blob = base / "blobs" / f"blob-{f.name}"
+        shutil.copy(f, blob)
+        (snap / f.name).symlink_to(blob)
+    return snap
+
+
+def test_a_hub_id_resolves_from_the_local_cache_without_downloading(tmp_path, monkeypatch):
+    from memclaim.models.loader import load_model, resolve_model_path
+
+    snap = _fake_hub_cache(tmp_path / "hub", "acme/tiny-gpt", FIXTURE_MODEL)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    name, folder = resolve_model_path("acme/tiny-gpt")
+    assert (name, folder) == ("acme/tiny-gpt", snap)
+    assert resolve_model_path("acme/tiny-gpt@main")[1] == snap
+    m = load_model("acme/tiny-gpt")
+    plain = load_model(str(FIXTURE_MODEL))
+    assert m.fingerprint == plain.fingerprint and m.name == "acme/tiny-gpt"  # the same files, the same model
+
+
+def test_a_hub_id_missing_from_the_cache_is_refused_with_how_to_fetch_it(tmp_path, monkeypatch):
+    from memclaim.models.loader import resolve_model_path
+
+    (tmp_path / "hub").mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    # no network is reached either way: local_files_only
+    with pytest.raises(ModelLoadError, match=r"'meta-llama/Llama-3.1-8B' .*not in the local HuggingFace cache") as e:
+        resolve_model_path("meta-llama/Llama-3.1-8B")
+    assert "huggingface-cli download meta-llama/Llama-3.1-8B" in e.value.hint and "never downloads" in e.value.hint
+    _fake_hub_cache(tmp_path / "hub", "acme/tiny-gpt", FIXTURE_MODEL)
+    with pytest.raises(ModelLoadError, match="not in the local HuggingFace cache"):
+        resolve_model_path("acme/tiny-gpt@v2")  # a revision the cache does not hold

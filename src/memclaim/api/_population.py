@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from ..claims.population import PopulationClaim, population_claim
-from ..claims.procedure import STORED_PROCEDURE_MAY_DIFFER, require_same_procedure
+from ..claims.procedure import NUMERICS_DECLARED, STORED_PROCEDURE_MAY_DIFFER, require_same_procedure
 from ..claims.scores import exact_level
 from ..decoding import Policy
 from ..errors import InputError
@@ -190,14 +190,18 @@ def claim_result(*, candidate_scores, control_scores, alpha, kind: str, candidat
                  confidence: float = 0.95, fdr_delta=None, fwer_delta=None, seed: int = 0,
                  budget_delta: float | None = None, realistic_budget: float = 1e5,
                  controls_description: str | None = None, command: str = "test",
-                 title: str = "Conformal population test", out=None) -> TestResult:
+                 title: str = "Conformal population test", out=None,
+                 allow_mixed_numerics: bool = False) -> TestResult:
     """Check the procedures, run the population claim on two score arrays plus metadata, and
     (with ``out``) write report.{json,md,html} there (all or nothing). Every entry point (files,
     stores, arrays, ``population``) ends here."""
     procedure = None
     if candidates_procedure is not None and controls_procedure is not None:
-        require_same_procedure(candidates_procedure, controls_procedure, ignore=tuple(procedure_ignore))
+        mixed = require_same_procedure(candidates_procedure, controls_procedure, ignore=tuple(procedure_ignore),
+                                       allow_mixed_numerics=allow_mixed_numerics)
         procedure = candidates_procedure
+        if mixed:  # the report states what --allow-mixed-numerics declared comparable
+            procedure = {**procedure, NUMERICS_DECLARED: mixed}
     else:
         procedure = candidates_procedure or controls_procedure
     claim = population_claim(candidate_scores=candidate_scores, control_scores=control_scores, alpha=alpha,
@@ -222,7 +226,8 @@ def store_test(*, candidates: RunScores, controls: RunScores, alpha, exclude_con
                binary: bool | None = None, confidence: float = 0.95, fdr_delta=None, fwer_delta=None,
                seed: int = 0, budget_delta: float | None = None, realistic_budget: float = 1e5,
                controls_description: str | None = None, extra_inputs: Sequence[dict] = (),
-               command: str = "test", title: str = "Conformal population test", out=None) -> TestResult:
+               command: str = "test", title: str = "Conformal population test", out=None,
+               allow_mixed_numerics: bool = False) -> TestResult:
     """The population test on two stored runs (:class:`~memclaim.scoring.results.RunScores`).
 
     Refuses runs scored under different procedures, naming every differing field ([EM] Def.
@@ -239,7 +244,7 @@ def store_test(*, candidates: RunScores, controls: RunScores, alpha, exclude_con
                          f"{digest[:16]}): a set tested against itself certifies nothing",
                          hint="score the matched non-member controls and pass that run as the controls")
     cproc, kproc = stored_test_procedure(candidates), stored_test_procedure(controls)
-    require_same_procedure(cproc, kproc, ignore=STORED_PROCEDURE_MAY_DIFFER)
+    require_same_procedure(cproc, kproc, ignore=STORED_PROCEDURE_MAY_DIFFER, allow_mixed_numerics=allow_mixed_numerics)
     if binary is not None and bool(binary) != candidates.is_binary:
         raise InputError(f"--{'' if binary else 'no-'}binary disagrees with the stored policy {candidates.policy!r}",
                          hint="drop --binary/--no-binary: a store knows whether its policy is greedy")
@@ -256,7 +261,7 @@ def store_test(*, candidates: RunScores, controls: RunScores, alpha, exclude_con
         inputs=inputs, exclude_control_ids=excl, binary=candidates.is_binary, confidence=confidence,
         fdr_delta=fdr_delta, fwer_delta=fwer_delta, seed=seed, budget_delta=budget_delta,
         realistic_budget=realistic_budget, controls_description=controls_description, command=command,
-        title=title, out=out)
+        title=title, out=out, allow_mixed_numerics=allow_mixed_numerics)
 
 
 # ------------------------------------------------------------------------------ memclaim.test
@@ -310,7 +315,8 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
          candidate_ids: Sequence[str] | None = None, control_ids: Sequence[str] | None = None,
          exclude_controls: str | os.PathLike | None = None, exclude_control_ids: Sequence[str] = (), fdr: str | float | Fraction | None = None, fwer: str | float | Fraction | None = None, seed: int = 0,
          budget_delta: float | None = None, realistic_budget: float = 1e5, confidence: float = 0.95,
-         controls_description: str | None = None, out: str | os.PathLike | None = None) -> TestResult:
+         controls_description: str | None = None, out: str | os.PathLike | None = None,
+         allow_mixed_numerics: bool = False) -> TestResult:
     """The conformal population test ([EM] §3, §4, App. C) of ``candidates`` against matched
     non-member ``controls`` at target FPR ``alpha`` (``memclaim test``).
 
@@ -360,7 +366,7 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
                          hint="score both with `memclaim score` under one procedure, or export both to CSV/Parquet")
     common = dict(alpha=alpha, exclude_control_ids=excl, confidence=confidence, fdr_delta=fdr, fwer_delta=fwer,
                   seed=seed, budget_delta=budget_delta, realistic_budget=realistic_budget,
-                  controls_description=controls_description, out=out)
+                  controls_description=controls_description, out=out, allow_mixed_numerics=allow_mixed_numerics)
     if stored[0]:
         file_only = {"--kind": kind not in (None, "log-prob"), "--id-column": id_column, "--score-column": score_column,
                      "--text-column": text_column, "--candidates-procedure": candidates_procedure,
@@ -454,6 +460,7 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                out: str | os.PathLike | None = None, batch_size: int = 16, unit_size: int = 64, backend: str = "local",
                address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0,
                threads_per_worker: int = 1, dtype: str | None = None, sot: str | None = None,
+               device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
                allow_pickle: bool = False, trust_remote_code: bool = False, threads: int | None = None,
                progress: ProgressCallback | None = None, log: LogCallback | None = None) -> PopulationResult:
     """Score ``members`` and ``controls`` with ``model`` under one extraction procedure ([EM] Def.
@@ -489,7 +496,7 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
     set_threads(threads)
     m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
-                   trust_remote_code=trust_remote_code)  # weights load only if scoring is needed
+                   trust_remote_code=trust_remote_code, device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)  # weights load only if scoring is needed
     cut = {}
     for label, src in ((MEMBERS_LABEL, members), (CONTROLS_LABEL, controls)):
         try:
@@ -529,7 +536,7 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     res = store_test(candidates=cand, controls=ctrl, alpha=alpha, exclude_control_ids=excl, confidence=confidence,
                      fdr_delta=fdr, fwer_delta=fwer, seed=seed, budget_delta=budget_delta,
                      realistic_budget=realistic_budget, controls_description=controls_description,
-                     extra_inputs=extra_inputs, command="population",
+                     extra_inputs=extra_inputs, command="population", allow_mixed_numerics=allow_mixed_numerics,
                      title=f"Population test: {name(members, 'members')} against {name(controls, 'controls')}",
                      out=out)
     return PopulationResult(**{f: getattr(res, f) for f in TestResult.__dataclass_fields__}, policy=tested,

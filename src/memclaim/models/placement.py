@@ -265,7 +265,7 @@ def _cpu_available() -> int:
 
 
 def _fmt_bytes(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
 
 
 def _module_bytes(module) -> int:
@@ -303,7 +303,8 @@ def plan_device_map(config, placement: Placement, dtype: str, *, path: str | Non
     if main not in mm:
         mm[main] = _cpu_available()
     what = str(path or getattr(config, "_name_or_path", "") or "the model")
-    need = sum(sizes.values()) if head.weight is not getattr(emb, "weight", None) else max(sizes.values())
+    tied = head.weight is getattr(emb, "weight", None) or bool(getattr(config, "tie_word_embeddings", False))
+    need = max(sizes.values()) if tied else sum(sizes.values())  # a tied matrix is held once
     if mm[main] <= need + extra:
         raise ModelLoadError(f"--max-memory gives the first compute device {placement.device} "
                              f"{_fmt_bytes(mm[main])}, less than the unembedding and embedding of {what} need there "
