@@ -408,3 +408,47 @@ def test_a_hub_id_missing_from_the_cache_is_refused_with_how_to_fetch_it(tmp_pat
     _fake_hub_cache(tmp_path / "hub", "acme/tiny-gpt", FIXTURE_MODEL)
     with pytest.raises(ModelLoadError, match="not in the local HuggingFace cache"):
         resolve_model_path("acme/tiny-gpt@v2")  # a revision the cache does not hold
+
+
+# --------------------------------------------------------------------------- the claim's report
+def test_a_test_on_mixed_numerics_is_refused_and_allowed_only_when_declared_and_then_stated(tmp_path):
+    import memclaim as mc
+
+    proc = {"model": {"name": "m", "fingerprint": "f" * 64, "dtype": "float32"}, "policy": "full",
+            "prefix_tokens": 8, "suffix_tokens": 8}  # recorded without a device class: the CPU
+    gpu = {**proc, "model": {**proc["model"], "dtype": "bfloat16", "device_class": "cuda"}}
+    cands, ctrls = [-2.0, -3.5, -1.0], [-9.0, -8.5, -7.0, -9.5, -8.0, -6.5, -7.7, -8.8, -9.9]
+    with pytest.raises(ProcedureMismatchError, match="different numerics"):
+        mc.test(cands, ctrls, alpha="0.1", candidates_procedure=proc, controls_procedure=gpu)
+    res = mc.test(cands, ctrls, alpha="0.1", candidates_procedure=proc, controls_procedure=gpu,
+                  allow_mixed_numerics=True, out=tmp_path / "rep")
+    declared = res.procedure["numerics_declared_comparable"]
+    assert declared == ["model.device_class: 'cpu' != 'cuda'", "model.dtype: 'float32' != 'bfloat16'"]
+    md = (tmp_path / "rep" / "report.md").read_text().replace("\\", "")  # Markdown escapes
+    assert "declared comparable with --allow-mixed-numerics" in md and "model.device_class: 'cpu' != 'cuda'" in md
+    rep = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert "numerics_declared_comparable" in json.dumps(rep)
+    same = mc.test(cands, ctrls, alpha="0.1", candidates_procedure=proc, controls_procedure=proc,
+                   allow_mixed_numerics=True)
+    assert "numerics_declared_comparable" not in same.procedure
+
+
+def test_every_model_loading_api_function_takes_the_placement_keywords():
+    import inspect
+
+    import memclaim as mc
+
+    for fn in (mc.load_model, mc.score, mc.population, mc.census, mc.audit, mc.dp_baseline):
+        params = inspect.signature(fn).parameters
+        missing = {"device", "device_map", "max_memory", "offload_folder", "dtype"} - set(params)
+        assert not missing, (fn.__name__, missing)
+    for fn in (mc.test, mc.population, mc.census, mc.audit):
+        assert "allow_mixed_numerics" in inspect.signature(fn).parameters, fn.__name__
+
+
+def test_a_loaded_model_cannot_be_placed_again(llama_folder):
+    import memclaim as mc
+
+    m = mc.load_model(str(llama_folder))
+    with pytest.raises(InputError, match="device, device_map .*cannot change it"):
+        mc.load_model(m, device="cpu", device_map="auto")
