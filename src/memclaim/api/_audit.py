@@ -143,6 +143,11 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel,
     shadows and report go there as the CLI writes them (re-running reuses everything);
     ``out=None`` works in a temporary folder and writes no report until ``save(folder)``.
 
+    ``device``, ``device_map``, ``max_memory``, ``offload_folder``, ``dtype``: where and in what
+    dtype the model runs (:func:`memclaim.load_model`; default: the first GPU in bfloat16, else
+    the CPU in float32); the device class and dtype are part of the procedure. ``allow_mixed_numerics``:
+    compare scores computed with different numerics (refused otherwise; the report says so).
+
     >>> import memclaim as mc
     >>> a = mc.audit("toy", member_texts, nonmember_texts, prefix_tokens=16, suffix_tokens=16,
     ...              fpr="0.05")                                              # doctest: +SKIP

@@ -166,6 +166,11 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
     ``save(folder)``). Everything is checked and every document cut into windows before the
     model is loaded.
 
+    ``device``, ``device_map``, ``max_memory``, ``offload_folder``, ``dtype``: where and in what
+    dtype the model runs (:func:`memclaim.load_model`; default: the first GPU in bfloat16, else
+    the CPU in float32); the device class and dtype are part of the procedure. ``allow_mixed_numerics``:
+    compare scores computed with different numerics (refused otherwise; the report says so).
+
     >>> import memclaim as mc
     >>> c = mc.census("toy", "book.txt", "new-book.txt", stride=32, prefix_tokens=32, suffix_tokens=32,
     ...               policies=["full"])                                       # doctest: +SKIP

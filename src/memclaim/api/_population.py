@@ -329,7 +329,8 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
     test (default: the run's first). ``alpha``, ``fdr``, ``fwer`` are read exactly ('0.001',
     '0.1%', '1/1000'). ``exclude_controls`` (an id-list file) and ``exclude_control_ids``: controls
     verified as members ([EM] D.2). ``out``: also write report.{json,md,html} there (else call
-    ``save(folder)``).
+    ``save(folder)``). ``allow_mixed_numerics``: compare scores computed on different device
+    classes or dtypes (refused otherwise; the report states the declared differences).
 
     >>> import memclaim as mc
     >>> res = mc.test([-2.0, -3.5, -1.0], [-9.0, -8.5, -7.0, -9.5, -8.0, -6.5, -7.7, -8.8, -9.9],
@@ -474,6 +475,11 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     them (re-running reuses the stored scores); ``out=None`` works in a temporary folder and
     writes no report until ``save(folder)``. Every option is checked and both inputs are cut into
     windows before the model is loaded.
+
+    ``device``, ``device_map``, ``max_memory``, ``offload_folder``, ``dtype``: where and in what
+    dtype the model runs (:func:`memclaim.load_model`; default: the first GPU in bfloat16, else
+    the CPU in float32); the device class and dtype are part of the procedure. ``allow_mixed_numerics``:
+    compare scores computed with different numerics (refused otherwise; the report says so).
 
     >>> import memclaim as mc
     >>> res = mc.population("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16,

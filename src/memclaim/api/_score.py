@@ -115,6 +115,10 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel,
     that lives as long as the result (``save(folder)`` keeps it). ``progress``/``log``:
     callbacks (:mod:`memclaim.progress`); None is silent.
 
+    ``device``, ``device_map``, ``max_memory``, ``offload_folder``, ``dtype``: where and in what
+    dtype the model runs (:func:`memclaim.load_model`; default: the first GPU in bfloat16, else
+    the CPU in float32); the device class and dtype are part of the procedure.
+
     >>> import memclaim as mc
     >>> run = mc.score("toy", ["A first passage of text ...", "a second ..."], prefix_tokens=8,
     ...                suffix_tokens=8, policies=["full", "greedy"])          # doctest: +SKIP

@@ -72,6 +72,14 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
             f"reused {summary.units_reused})  skipped: {summary.skipped_short} too short, {summary.skipped_empty} empty")
     if summary.units_scored:
         c.print(f"  {summary.windows_per_second:.1f} windows/s")
+        c.print(f"  device {escape(summary.device)}, body {summary.dtype} (unembedding float32+)")
+        drift = summary.numerics_drift
+        if drift and drift.get("measured"):
+            worst = max((v["max_abs_per_token"] or 0.0) for v in drift["per_policy"].values())
+            c.print(f"  {drift['dtype']} drift from float32 on {drift['windows']} windows: at most {worst:.3g} nats per "
+                    f"target token; {drift['greedy_flags_differing']} greedy flag(s) differ")
+        elif drift:
+            c.print(f"  {drift['dtype']} drift from float32 not measured: {escape(drift['reason'])}")
         bs = summary.backend_stats
         if summary.backend == "ray" and bs:
             c.print(f"  ray: {bs['workers']} worker(s) at {escape(str(bs['address']))}, {bs['windows_per_second']:.1f} windows/s "
