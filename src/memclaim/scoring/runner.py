@@ -210,8 +210,8 @@ def run_environment(model, procedure: Procedure) -> dict:
 DRIFT_SAMPLE = 8
 
 
-def numerics_drift(model, units: Sequence[WorkUnit], policies: Sequence[Policy], *, sample: int = DRIFT_SAMPLE,
-                   log: LogCallback | None = None) -> dict | None:
+def numerics_drift(model, units: Sequence[WorkUnit], policies: Sequence[Policy], *,
+                   sample: int = DRIFT_SAMPLE) -> dict | None:
     """A bfloat16/float16 body's drift from float32 ([EM] Def. B.2: the dtype is part of the
     procedure, so this is what changing it does to the numbers): the first ``sample`` scored
     windows scored again by a float32 copy of the model, when that copy fits in the memory of
@@ -264,9 +264,6 @@ def numerics_drift(model, units: Sequence[WorkUnit], policies: Sequence[Policy],
     greedy = sum(bool(g.greedy_match[0]) != bool(w.greedy_match[0]) for g, w in zip(got, want))
     record.update(measured=True, per_policy=per_policy, greedy_flags_differing=int(greedy),
                   unit="nats per target token, |log q(bf16) - log q(float32)| / suffix length")
-    if log is not None:
-        worst = max((v["max_abs_per_token"] or 0.0 for v in per_policy.values()), default=0.0)
-        log(f"{dtype} drift from float32 on {len(items)} windows: at most {worst:.3g} nats per token")
     return record
 
 
@@ -452,7 +449,7 @@ def _run_locked(store, held, model, procedure, windows, pairs, window_items, win
     near = int(np.sum(np.asarray(table.column("near_tie").to_pylist(), dtype=bool)))
     drift = None
     if scored and isinstance(backend, LocalBackend):
-        drift = numerics_drift(model, todo, policies, log=log)
+        drift = numerics_drift(model, todo, policies)
     return RunSummary(store=str(store.root), run_id=run_id, procedure_key=pkey, n_windows=len(windows),
                       n_items=len(items), n_units=len(units), units_scored=scored, units_reused=reused,
                       skipped_short=window_set.skipped_short, skipped_empty=skipped_empty,
