@@ -353,8 +353,8 @@ def _load_weights(m: LoadedModel):
         config = AutoConfig.from_pretrained(str(m.path), local_files_only=True, trust_remote_code=m.trust_remote_code)
         # the attention kernel is chosen at load time (models/hf.py: FAST_ATTENTION, eager where unsupported)
         kwargs["attn_implementation"] = attn_implementation(config)
-    except errors:
-        pass  # from_pretrained below reports an unreadable config
+    except Exception:  # noqa: BLE001 - advisory only: from_pretrained below reports an unreadable config
+        pass
     if m.device_map is not None:
         # accelerate's big-model inference with the map planned in load_model (models/placement.py)
         kwargs["device_map"] = m.device_map
