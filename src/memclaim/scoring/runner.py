@@ -234,10 +234,13 @@ def numerics_drift(model, units: Sequence[WorkUnit], policies: Sequence[Policy],
     need = 4 * n_params
     free = available_memory(lm.device)
     record = {"dtype": dtype, "reference": "float32", "windows": len(items), "device": str(lm.device)}
-    if getattr(model, "device_map", None) is not None or need > 0.8 * free:
-        record.update(measured=False, reason=f"the float32 copy ({need / 2**30:.2f} GiB) does not fit "
-                                             f"{'beside a sharded model' if model.device_map else 'the free memory'} "
-                                             f"({free / 2**30:.2f} GiB free on {lm.device})")
+    if getattr(model, "device_map", None) is not None:
+        record.update(measured=False, reason="the model is loaded with a device map (sharded or offloaded): memclaim "
+                                             "does not load a float32 copy beside it")
+        return record
+    if need > 0.8 * free:
+        record.update(measured=False, reason=f"the float32 copy ({need / 2**20:,.0f} MiB) does not fit the free memory "
+                                             f"({free / 2**20:,.0f} MiB free on {lm.device})")
         return record
     ref = dataclasses.replace(model, dtype="float32", _lm=None)
     try:
