@@ -180,8 +180,11 @@ def test_notebook_tables_datasets_and_transformers_objects_score_the_same(lab):
     got = mc.score(obj, lab["members"], policies=["full"], **W)
     np.testing.assert_allclose(got.scores("full").logq, ref.logq, rtol=1e-6)
     assert got.to_dict()["procedure_key"] != mc.score(m, lab["members"], policies=["full"], **W).to_dict()["procedure_key"]
+    pair = mc.score((hf, tok), lab["members"], policies=["full"], **W)  # the pair works wherever a model does
+    np.testing.assert_array_equal(pair.scores("full").logq, got.scores("full").logq)
+    assert pair.to_dict()["procedure_key"] == got.to_dict()["procedure_key"]
     with pytest.raises(InputError, match="needs its tokenizer"):
-        mc.load_model(hf)
+        mc.score(hf, lab["members"], **W)
 
 
 def test_notebook_population_census_audit_equal_the_cli(lab, tmp_path):

@@ -110,17 +110,17 @@ def _cap(cap, cap_epsilon, cap_relation, cap_functional, cap_slack, cap_slack_no
     return spec
 
 
-def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel,
+def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
           members: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
           nonmembers: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
-          out: str | os.PathLike | None = None, reference: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | None = None, shadows: int = 0,
+          out: str | os.PathLike | None = None, reference: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple | None = None, shadows: int = 0,
           attacks: Sequence[str] | None = None, k: str | float | Fraction = "0.2", fpr: str | float | Fraction | None = None, confidence: float = 0.95,
           prefix_tokens: int = 32, suffix_tokens: int = 32, policy: str | None = "top-k:40", m: int = 1,
           trigger: str | None = None, verifier_threshold: float = 0.15, kappa: float | None = None,
           soundness_epsilon: float | None = None, soundness_relation: str = "add/remove", cap: float | None = None,
           cap_epsilon: float | None = None, cap_relation: str = "add/remove", cap_functional: str | None = None,
           cap_slack: float | None = None, cap_slack_note: str | None = None, shadow_mode: str | None = None,
-          shadow_base: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | None = None, shadow_steps: int | None = None, shadow_epochs: float | None = None,
+          shadow_base: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple | None = None, shadow_steps: int | None = None, shadow_epochs: float | None = None,
           shadow_lr: float | None = None, shadow_batch_size: int | None = None, shadow_seq_len: int | None = None,
           shadow_seed: int | None = None, shadow_warmup: int | None = None, shadow_background: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset | None = None,
           design_seed: int = 0, text_field: str | None = None, id_field: str | None = None,

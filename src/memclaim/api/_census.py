@@ -137,7 +137,7 @@ def _exclusions(exclude_spans, control_specs):
     return exclude_spans_from_lines(list(exclude_spans), control_specs)
 
 
-def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel,
+def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
            document: str | os.PathLike | Document | None = None,
            control: str | os.PathLike | Document | None = None, *, pairs: Sequence[tuple] = (), stride: int,
            prefix_tokens: int | None = None, suffix_tokens: int | None = None,

@@ -105,7 +105,7 @@ def _wrap(model, tokenizer, *, sot, name) -> ObjectModel:
 
     if tokenizer is None:
         raise InputError(f"a transformers model ({type(model).__name__}) needs its tokenizer",
-                         hint="memclaim.load_model(model, tokenizer)")
+                         hint="memclaim.load_model(model, tokenizer), or pass the pair (model, tokenizer) as the model")
     tok = HFTokenizer(tokenizer)
     params = list(model.parameters())
     if not params:
@@ -126,7 +126,8 @@ def _wrap(model, tokenizer, *, sot, name) -> ObjectModel:
     return m
 
 
-def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel,
+def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
+               | tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase],
                tokenizer: transformers.PreTrainedTokenizerBase | None = None, *, dtype: str | None = None, sot: str | None = None,
                allow_pickle: bool = False, trust_remote_code: bool = False, load_weights: bool = False,
                name: str | None = None, device: str | None = None, device_map: str | None = None,
@@ -136,7 +137,9 @@ def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
 
     ``model`` is a named model (``"toy"``, ``"smollm2"``, ``"gemma3-270m"``), a path (a HF folder
     with safetensors, or a ``.gguf`` file), a model this function returned before (returned as
-    is), or a transformers causal LM object with its ``tokenizer`` (a fast tokenizer). ``dtype``
+    is), or a transformers causal LM object with its ``tokenizer`` (a fast tokenizer), given as
+    ``load_model(hf_model, tokenizer)`` or as the pair ``(hf_model, tokenizer)`` (the form every
+    other function of the API takes as its ``model``). ``dtype``
     (default float32) is the body dtype for names and paths; ``sot`` the start-of-text rule
     ('auto', 'none', 'bos', 'eos', a token or ids; default: per model). Weights load on first use
     unless ``load_weights``. ``name`` labels an object model in procedures and reports.
@@ -159,6 +162,11 @@ def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     >>> mc.load_model(hf, AutoTokenizer.from_pretrained(str(m.path))).fingerprint != m.fingerprint  # doctest: +SKIP
     True
     """
+    if isinstance(model, tuple) and len(model) == 2 and _is_transformers_model(model[0]):
+        if tokenizer is not None:
+            raise InputError("the tokenizer is given twice: in the (model, tokenizer) pair and as tokenizer=",
+                             hint="pass one of them")
+        model, tokenizer = model  # (transformers model, tokenizer): how score/test/... take an object model
     placed = (("device", device), ("device_map", device_map), ("max_memory", max_memory),
               ("offload_folder", offload_folder))
     if is_loaded_model(model):

@@ -447,7 +447,7 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
 
 
 # ------------------------------------------------------------------------------ memclaim.population
-def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel,
+def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
                members: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
                controls: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
                alpha: str | float | Fraction = "0.001", prefix_tokens: int | None = None,

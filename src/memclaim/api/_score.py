@@ -84,7 +84,7 @@ class ScoreResult(Result):
                 f"{s.store!r}{' (temporary)' if self.temporary else ''})")
 
 
-def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel,
+def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
           texts: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset | None = None, *,
           document: str | os.PathLike | Document | None = None, stride: int | None = None, prefix_tokens: int | None = None,
           suffix_tokens: int | None = None, policies: Sequence[str] | str | None = ("top-k:40",),
@@ -102,7 +102,7 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel,
     (``memclaim score``).
 
     ``model``: a name, a path, a model from :func:`memclaim.load_model`, or a transformers model
-    (then pass ``load_model(hf_model, tokenizer)``). ``texts``: a passage file (JSONL/TXT/CSV/
+    with its tokenizer as the pair ``(hf_model, tokenizer)``. ``texts``: a passage file (JSONL/TXT/CSV/
     Parquet), a list of strings or of records (dicts with ``text``/``id``, or the
     ``prefix_field``/``suffix_field`` pair), a pandas DataFrame, a pyarrow Table or a
     ``datasets.Dataset``; or ``document`` (a path or :class:`memclaim.Document`) cut into sliding

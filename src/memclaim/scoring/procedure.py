@@ -102,7 +102,12 @@ def _flatten(d, prefix=""):
 def procedure_differences(a: dict, b: dict, *, ignore: tuple[str, ...] = ()) -> list[str]:
     """Every flattened field (``model.fingerprint``, ``prompt.kind``, ...) whose value differs,
     as 'field: a != b'. Missing fields show as <absent>; values are compared with their types
-    (True is not 1), lists and tuples alike."""
+    (True is not 1), lists and tuples alike.
+
+    >>> procedure_differences({"model": {"fingerprint": "a"}, "policy": "full"},
+    ...                       {"model": {"fingerprint": "b"}, "policy": "full"})
+    ["model.fingerprint: 'a' != 'b'"]
+    """
     fa, fb = _flatten(a), _flatten(b)
     for f in (fa, fb):  # recorded before device classes were: computed on the CPU
         if "model.device_class" not in f and any(k.startswith("model.") for k in f):
@@ -125,18 +130,29 @@ def procedure_differences(a: dict, b: dict, *, ignore: tuple[str, ...] = ()) -> 
 
 
 def numerics_differences(a: dict, b: dict) -> list[str]:
-    """The differences of ``a`` and ``b`` in :data:`NUMERICS_FIELDS` (device class, dtype)."""
+    """The differences of ``a`` and ``b`` in :data:`NUMERICS_FIELDS` (device class, dtype).
+
+    >>> numerics_differences({"model": {"dtype": "float32"}}, {"model": {"dtype": "bfloat16", "device_class": "cuda"}})
+    ["model.device_class: 'cpu' != 'cuda'", "model.dtype: 'float32' != 'bfloat16'"]
+    """
     return [d for d in procedure_differences(a, b) if d.split(":", 1)[0] in NUMERICS_FIELDS]
 
 
-def require_same_procedure(a: dict, b: dict, *, what=("candidates", "controls"), ignore=("policies",),
-                           allow_mixed_numerics: bool = False) -> list[str]:
-    """Refuse to compare results from different procedures; name every difference.
+def require_same_procedure(a: dict, b: dict, *, what: tuple[str, str] = ("candidates", "controls"),
+                           ignore: tuple[str, ...] = ("policies",), allow_mixed_numerics: bool = False) -> list[str]:
+    """Refuse to compare results from different procedures ([EM] Def. B.2, C.2); name every
+    difference. ``ignore``: fields that may differ (flattened names, or their prefixes).
 
     Scores computed on different device classes (CPU, GPU) or body dtypes differ in their last
     bits and more (bfloat16 rounds every activation to 8 mantissa bits): they are refused too,
     unless ``allow_mixed_numerics`` declares them comparable. Returns the numerics differences
-    so declared (empty when there are none), which the claim's report then states."""
+    so declared (empty when there are none), which the claim's report then states.
+
+    >>> require_same_procedure({"policy": "full"}, {"policy": "greedy"})
+    Traceback (most recent call last):
+    memclaim.errors.ProcedureMismatchError: candidates and controls were scored under different procedures (1 field differ): policy: 'full' != 'greedy'
+      fix: score both with the same model, policy, prompt rule and window lengths
+    """
     diffs = procedure_differences(a, b, ignore=ignore)
     mixed = [d for d in diffs if d.split(":", 1)[0] in NUMERICS_FIELDS]
     if mixed and allow_mixed_numerics:
