@@ -135,7 +135,8 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     counterfactual memorization estimate (COND), compared with ``cap`` (a number, or
     ``cap_epsilon`` for a pure-DP cap) when given.
 
-    ``members``/``nonmembers``: text files or lists of texts / records. ``fpr``: the target FPR
+    ``members``/``nonmembers``: text files, lists of texts or records, or tables (pandas, pyarrow,
+    ``datasets.Dataset``), read as by :func:`memclaim.score`. ``fpr``: the target FPR
     (read exactly; default 0.01 when the non-members can certify it, else dropped with a note;
     given explicitly, an FPR the non-members cannot certify is refused). ``policy``: the
     sampling policy of the extraction audit (None: greedy only). ``kappa`` with
