@@ -22,7 +22,7 @@ from ..jsonutil import ResultMixin
 from ..models.loader import config_max_positions
 from ..progress import LogCallback, ProgressCallback, Reporter
 from ..validate import integer
-from .engine import NEAR_TIE_MARGIN, BatchScores, TeacherForcingEngine
+from .engine import NEAR_TIE_MARGIN, BatchScores, TeacherForcingEngine, available_memory
 from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
 from .procedure import Procedure
 from .prompts import PromptRule, aggregate_logq
@@ -228,8 +228,6 @@ def numerics_drift(model, units: Sequence[WorkUnit], policies: Sequence[Policy],
     import dataclasses
 
     import torch
-
-    from .engine import available_memory
 
     items = [it for u in units for it in u.items][:sample]
     if not items:
