@@ -280,8 +280,10 @@ def dp_baseline(model: str | os.PathLike | LoadedModel, prefix: str, *, secret_l
     True
     """
     placed = {"device": device, "device_map": device_map, "max_memory": max_memory, "offload_folder": offload_folder}
-    if is_loaded_model(model):
-        m = load_model(model, dtype=dtype, **placed)  # refuses options that cannot change a loaded model
+    # a loaded model, or anything with its scoring interface (.lm, .tokenizer, .sot_ids)
+    has_interface = hasattr(model, "lm") and hasattr(model, "tokenizer")
+    if is_loaded_model(model) or has_interface:
+        m = load_model(model, dtype=dtype, **placed) if is_loaded_model(model) else model  # refuses re-placing
     else:  # float32 unless told: the certified interval is about the model's probabilities
         m = load_model(model, trust_remote_code=trust_remote_code, dtype=dtype or "float32", **placed)
     ids = list(getattr(m, "sot_ids", []) or []) + list(m.tokenizer.encode(prefix))
