@@ -93,7 +93,7 @@ def test_cli_common_options_and_printing():
     assert r.exit_code == 0, r.output
     got = json.loads(r.output)
     assert got["prefix_tokens"] == 8 and got["suffix_tokens"] is None  # the API fills the default
-    assert got["policies"] == ["full"] and got["nv_eps"] == ["2"] and got["dtype"] == "float32"
+    assert got["policies"] == ["full"] and got["nv_eps"] == ["2"] and got["dtype"] == "auto"  # issue 14: auto
     r = CliRunner().invoke(cmd, [])
     assert json.loads(r.output)["policies"] == ["top-k:40"]
     buf = io.StringIO()

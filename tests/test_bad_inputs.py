@@ -21,6 +21,7 @@ from memclaim.cli.main import main
 
 # the shared inputs are cut from the tiny GPT's corpus and its folder (trained once, cached)
 pytestmark = pytest.mark.integration
+NO_GPU = pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without a GPU")
 LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc, which refuses any mkdir")
 try:
     import datasets as _datasets  # noqa: F401
@@ -71,6 +72,12 @@ def data(tmp_path_factory) -> Path:
     (d / "s1.csv").write_text("id,score\na,-1\nb,-2\nc,-3\n")
     (d / "s1_copy.csv").write_text("id,score\na,-1\nb,-2\nc,-3\n")
     (d / "s2.csv").write_text("id,score\nx,-1.5\ny,-2.5\nz,-3.5\n")
+    # procedure records of score files computed on the CPU in float32 and on a GPU in bfloat16 (issue 14)
+    proc = {"model": {"name": "m", "fingerprint": "f" * 64, "dtype": "float32", "device_class": "cpu"},
+            "policy": "full", "prefix_tokens": 8, "suffix_tokens": 8}
+    (d / "proc_cpu.json").write_text(json.dumps(proc))
+    (d / "proc_gpu.json").write_text(json.dumps({**proc, "model": {**proc["model"], "dtype": "bfloat16",
+                                                                   "device_class": "cuda"}}))
     (d / "s_nan.csv").write_text("id,score\nx,minus one\n")
     (d / "s_open.csv").write_text('id,score\n"x,-1\ny,-2\n')
     (d / "proc.json").write_text(json.dumps({"policy": "full"}))
@@ -326,6 +333,26 @@ CASES = [
     # ---- demo
     ("demo-alpha", "demo --alpha 2 --out {new}", "alpha must lie strictly between 0 and 1", 0),
     ("demo-out-file", "demo --out {file}", "is a file", 0),
+    # ---- device placement (issue 14): refused before any store, report or weight is touched
+    pytest.param("score-device-cuda-none", S + " --device cuda", "devices seen: cpu", 0, id="score-device-cuda-none",
+                 marks=NO_GPU),
+    ("score-device-bogus", S + " --device tpu:0", "is not a device memclaim can use", 0),
+    ("score-max-memory-form", S + " --device-map auto --max-memory cpu:1GB", "is not of the form DEVICE=SIZE", 0),
+    ("score-max-memory-size", S + " --device-map auto --max-memory cpu=lots", "'lots' is not a size", 0),
+    ("score-max-memory-gpu", S + " --device-map auto --max-memory cuda:7=1GB", "there is no GPU 7", 0),
+    ("score-max-memory-no-map", S + " --max-memory cpu=1GB", "needs --device-map auto", 0),
+    ("score-offload-no-map", S + " --offload-folder {new}", "needs --device-map auto", 0),
+    ("score-too-large-no-offload", S + " --device-map auto --max-memory cpu=1MB",
+     "does not fit the stated memory", 1),
+    ("population-too-large-no-offload", P + " --device-map auto --max-memory cpu=1MB", "does not fit the stated memory",
+     1),
+    pytest.param("census-device-cuda-none", C + " --device cuda:0", "devices seen: cpu", 0,
+                 id="census-device-cuda-none", marks=NO_GPU),
+    ("audit-max-memory-form", A + " --device-map auto --max-memory 20GB", "is not of the form DEVICE=SIZE", 0),
+    ("dp-baseline-max-memory", "dp baseline toy --prefix the --secret-length 2 --list-size 1 --device-map auto "
+     "--max-memory cpu=0", "more than 0 bytes", 0),
+    ("test-mixed-numerics", T + " --candidates-procedure {d}/proc_cpu.json --controls-procedure {d}/proc_gpu.json",
+     "different numerics: model.device_class: 'cpu' != 'cuda'", 0),
 ]
 
 

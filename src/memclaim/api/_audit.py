@@ -125,6 +125,7 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
           shadow_seed: int | None = None, shadow_warmup: int | None = None, shadow_background: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset | None = None,
           design_seed: int = 0, text_field: str | None = None, id_field: str | None = None,
           input_format: str | None = None, dtype: str | None = None, sot: str | None = None,
+          device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
           batch_size: int = 16, trust_remote_code: bool = False, threads: int | None = None,
           progress: ProgressCallback | None = None, log: LogCallback | None = None) -> AuditRun:
     """Audit ``model`` on ``members`` vs ``nonmembers`` (``memclaim audit``): AUC with DeLong
@@ -143,6 +144,11 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     shadows and report go there as the CLI writes them (re-running reuses everything);
     ``out=None`` works in a temporary folder and writes no report until ``save(folder)``.
 
+    ``device``, ``device_map``, ``max_memory``, ``offload_folder``, ``dtype``: where and in what
+    dtype the model runs (:func:`memclaim.load_model`; default: the first GPU in bfloat16, else
+    the CPU in float32); the device class and dtype are part of the procedure. ``allow_mixed_numerics``:
+    compare scores computed with different numerics (refused otherwise; the report says so).
+
     >>> import memclaim as mc
     >>> a = mc.audit("toy", member_texts, nonmember_texts, prefix_tokens=16, suffix_tokens=16,
     ...              fpr="0.05")                                              # doctest: +SKIP
@@ -160,7 +166,8 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
                              extraction_policy=None if policy is None or str(policy).lower() == "none" else policy,
                              m=m, trigger=trigger, verifier_threshold=verifier_threshold, batch_size=batch_size)
     cap_spec = _cap(cap, cap_epsilon, cap_relation, cap_functional, cap_slack, cap_slack_note, shadows)
-    m_loaded = load_model(model, dtype=dtype, sot=sot, trust_remote_code=trust_remote_code)
+    m_loaded = load_model(model, dtype=dtype, sot=sot, trust_remote_code=trust_remote_code,
+                          device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)
     recipe = None
     background = ()
     if shadows:
@@ -184,7 +191,8 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
                     shadows=shadows, shadow_recipe=recipe, shadow_background=background, design_seed=design_seed,
                     cap=cap_spec, kappa=kappa, soundness_epsilon=soundness_epsilon,
                     soundness_relation=soundness_relation, text_field=text_field, id_field=id_field,
-                    input_format=input_format, dtype=dtype or "float32", sot=sot, progress=progress, log=log,
+                    input_format=input_format, dtype=m_loaded.dtype, sot=sot,
+                    allow_mixed_numerics=allow_mixed_numerics, progress=progress, log=log,
                     strict_fpr=explicit_fpr, trust_remote_code=trust_remote_code)
     if out is not None:
         res = write_audit_report(res, out)

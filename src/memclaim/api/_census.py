@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..claims.census import WindowScores
 from ..claims.census_pairs import CensusOfPairs, census_of_pairs
@@ -149,6 +149,7 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
            controls_description: str | None = None, out: str | os.PathLike | None = None, batch_size: int = 16, unit_size: int = 64,
            backend: str = "local", address: str | None = None, workers: int | None = None,
            gpus_per_worker: float = 0.0, threads_per_worker: int = 1, dtype: str | None = None,
+           device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
            sot: str | None = None, allow_pickle: bool = False, trust_remote_code: bool = False,
            threads: int | None = None, progress: ProgressCallback | None = None,
            log: LogCallback | None = None) -> CensusRun:
@@ -165,6 +166,11 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
     report to OUT/report.{json,md,html}; ``out=None`` works in a temporary folder (report on
     ``save(folder)``). Everything is checked and every document cut into windows before the
     model is loaded.
+
+    ``device``, ``device_map``, ``max_memory``, ``offload_folder``, ``dtype``: where and in what
+    dtype the model runs (:func:`memclaim.load_model`; default: the first GPU in bfloat16, else
+    the CPU in float32); the device class and dtype are part of the procedure. ``allow_mixed_numerics``:
+    compare scores computed with different numerics (refused otherwise; the report says so).
 
     >>> import memclaim as mc
     >>> c = mc.census("toy", "book.txt", "new-book.txt", stride=32, prefix_tokens=32, suffix_tokens=32,
@@ -219,7 +225,7 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
     # --------------------------------------------------------------- windows, then scores
     set_threads(threads)
     m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
-                   trust_remote_code=trust_remote_code)  # weights load only if scoring is needed
+                   trust_remote_code=trust_remote_code, device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)  # weights load only if scoring is needed
     several = len(pair_items) > 1
     jobs = []  # (pair index, role, (text, sha, name, where), label, (windows, inputs, skipped_empty, label))
     for i, ((d, c), (dt, ct)) in enumerate(zip(pair_items, docs)):
@@ -273,7 +279,8 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
                        f"{name})", "sha256": digest})
     c = census_of_pairs(census_inputs, use_global_threshold=use_global, references=refs or None,
                         budget_delta=budget_delta, realistic_budget=realistic_budget,
-                        procedure_ignore=STORED_PROCEDURE_MAY_DIFFER, min_similarity=min_similarity)
+                        procedure_ignore=STORED_PROCEDURE_MAY_DIFFER, min_similarity=min_similarity,
+                        allow_mixed_numerics=allow_mixed_numerics)
     shown = tuple((str(dt[3] or dt[2]), str(ct[3] or ct[2])) for dt, ct in docs)
     res = CensusRun(census=c, pairs=shown, policy=tested.spec, store=str(store), use_global=bool(use_global),
                     runs=runs, inputs=tuple(inputs), controls_description=controls_description, work=work)

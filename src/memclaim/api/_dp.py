@@ -16,7 +16,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from ..errors import DomainError, InputError
 from ..models.loader import LoadedModel
@@ -268,8 +268,8 @@ def dp_account(*, noise_multiplier: float, sampling_rate: float, steps: int, del
 # ------------------------------------------------------------------ certified baselines
 def dp_baseline(model: str | os.PathLike | LoadedModel, prefix: str, *, secret_length: int, list_size: int,
                 temperature: float = 1.0, max_nodes: int = 100_000, time_limit: float | None = None,
-                batch_size: int = 64, trust_remote_code: bool = False,
-                progress: ProgressCallback | None = None) -> BaselineResult:
+                batch_size: int = 64, trust_remote_code: bool = False, dtype: str | None = None,
+                device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, progress: ProgressCallback | None = None) -> BaselineResult:
     """Certify kappa_pi(m), the top-``list_size`` prior mass of length-``secret_length``
     continuations of ``prefix`` under ``model`` at ``temperature`` ([MX] App. F.2) (``memclaim dp
     baseline``). ``model`` must be the PRIOR (the base before any canary was planted). The
@@ -281,7 +281,13 @@ def dp_baseline(model: str | os.PathLike | LoadedModel, prefix: str, *, secret_l
     >>> b.kappa_lo <= b.kappa_hi                                                        # doctest: +SKIP
     True
     """
-    m = load_model(model, trust_remote_code=trust_remote_code) if not is_loaded_model(model) else model
+    placed = {"device": device, "device_map": device_map, "max_memory": max_memory, "offload_folder": offload_folder}
+    # a loaded model, or anything with its scoring interface (.lm, .tokenizer, .sot_ids)
+    has_interface = hasattr(model, "lm") and hasattr(model, "tokenizer")
+    if is_loaded_model(model) or has_interface:
+        m = load_model(model, dtype=dtype, **placed) if is_loaded_model(model) else model  # refuses re-placing
+    else:  # float32 unless told: the certified interval is about the model's probabilities
+        m = load_model(model, trust_remote_code=trust_remote_code, dtype=dtype or "float32", **placed)
     ids = list(getattr(m, "sot_ids", []) or []) + list(m.tokenizer.encode(prefix))
     return certify_baseline(m.lm, ids, secret_length=secret_length, m=list_size, temperature=temperature,
                             max_nodes=max_nodes, time_limit=time_limit, batch_size=batch_size, progress=progress)

@@ -16,12 +16,13 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from .. import train as _train  # noqa: F401  (registers the named model "toy")
 from ..errors import InputError, ModelLoadError
-from ..models import load_model as _load_model
+from .. import models as _models
 from ..models.loader import DTYPES, HFTokenizer, LoadedModel, resolve_sot
+from ..models.placement import Placement
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
     import transformers
@@ -120,7 +121,8 @@ def _wrap(model, tokenizer, *, sot, name) -> ObjectModel:
                          unembed_dtype=torch.float64 if dt == torch.float64 else torch.float32)
     m = ObjectModel(name=label, source=f"python object ({type(model).__name__})", path=None, fingerprint=fp,
                     tokenizer=tok, sot=resolve_sot(tok, sot if sot is not None else "auto"), dtype=dtype,
-                    fingerprint_scheme=OBJECTS_FINGERPRINT_SCHEME, _lm=lm, config=model.config)
+                    fingerprint_scheme=OBJECTS_FINGERPRINT_SCHEME, _lm=lm, config=model.config,
+                    placement=Placement(device=str(lm.device) if lm.device.type != "cpu" else "cpu"))
     return m
 
 
@@ -128,7 +130,9 @@ def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                | tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase],
                tokenizer: transformers.PreTrainedTokenizerBase | None = None, *, dtype: str | None = None, sot: str | None = None,
                allow_pickle: bool = False, trust_remote_code: bool = False, load_weights: bool = False,
-               name: str | None = None) -> LoadedModel:
+               name: str | None = None, device: str | None = None, device_map: str | None = None,
+               max_memory: Mapping | Sequence[str] | str | None = None,
+               offload_folder: str | os.PathLike | None = None) -> LoadedModel:
     """A model for every other function of the API.
 
     ``model`` is a named model (``"toy"``, ``"smollm2"``, ``"gemma3-270m"``), a path (a HF folder
@@ -139,6 +143,15 @@ def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     (default float32) is the body dtype for names and paths; ``sot`` the start-of-text rule
     ('auto', 'none', 'bos', 'eos', a token or ids; default: per model). Weights load on first use
     unless ``load_weights``. ``name`` labels an object model in procedures and reports.
+
+    Placement (names and paths; the CLI's ``--device``, ``--device-map``, ``--max-memory``,
+    ``--offload-folder``): ``device`` 'auto' (None: the first GPU when one is present, else the
+    CPU), 'cpu', 'cuda' or 'cuda:N'; ``device_map='auto'`` shards the model over the visible GPUs
+    and offloads what does not fit to CPU memory, then to ``offload_folder`` (accelerate's
+    big-model inference), within ``max_memory`` ({'cuda:0': '20GiB', 'cpu': '64GB'} or
+    'DEVICE=SIZE' strings); the unembedding stays on the first compute device. ``dtype`` 'auto'
+    (None) is a bfloat16 body on a GPU and float32 on the CPU. The device class and dtype are
+    recorded in every procedure: scores computed on different ones are never mixed silently.
 
     >>> import memclaim as mc
     >>> m = mc.load_model("toy")                       # doctest: +SKIP
@@ -154,8 +167,11 @@ def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
             raise InputError("the tokenizer is given twice: in the (model, tokenizer) pair and as tokenizer=",
                              hint="pass one of them")
         model, tokenizer = model  # (transformers model, tokenizer): how score/test/... take an object model
+    placed = (("device", device), ("device_map", device_map), ("max_memory", max_memory),
+              ("offload_folder", offload_folder))
     if is_loaded_model(model):
-        given = [k for k, v in (("tokenizer", tokenizer), ("dtype", dtype), ("sot", sot), ("name", name)) if v is not None]
+        given = [k for k, v in (("tokenizer", tokenizer), ("dtype", dtype), ("sot", sot), ("name", name), *placed)
+                 if v is not None]
         if given:
             raise InputError(f"the model {getattr(model, 'name', model)!r} is loaded already; {', '.join(given)} "
                              "cannot change it", hint="pass the name or path to load_model with those options")
@@ -167,6 +183,10 @@ def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
         if allow_pickle or load_weights:
             raise InputError("allow_pickle and load_weights apply to a name or a path, not to a model object",
                              hint="drop them: the object's weights are loaded already")
+        given = [k for k, v in placed if v is not None]
+        if given:
+            raise InputError(f"{', '.join(given)} place a model loaded from a name or a path; a model object stays "
+                             "where it is", hint="move the object first (model.to('cuda')), or drop them")
         return _wrap(model, tokenizer, sot=sot, name=name)
     if tokenizer is not None:
         raise InputError(f"a tokenizer goes with a transformers model object, not with {type(model).__name__} "
@@ -176,5 +196,7 @@ def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     if not isinstance(model, (str, Path)):
         raise InputError(f"model must be a name, a path, a loaded model or a transformers model, got "
                          f"{type(model).__name__}", hint="e.g. memclaim.load_model('toy') or load_model('./my-model')")
-    return _load_model(str(model), dtype=dtype or "float32", sot=sot, allow_pickle=allow_pickle,
-                       trust_remote_code=trust_remote_code, load_weights=load_weights)
+    # through the package attribute, so that memclaim.models.load_model stays the one place to hook
+    return _models.load_model(str(model), dtype=dtype or "auto", sot=sot, allow_pickle=allow_pickle,
+                              trust_remote_code=trust_remote_code, load_weights=load_weights, device=device or "auto",
+                              device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from ..claims.population import PopulationClaim, population_claim
-from ..claims.procedure import STORED_PROCEDURE_MAY_DIFFER, require_same_procedure
+from ..claims.procedure import NUMERICS_DECLARED, STORED_PROCEDURE_MAY_DIFFER, require_same_procedure
 from ..claims.scores import exact_level
 from ..decoding import Policy
 from ..errors import InputError
@@ -190,14 +190,18 @@ def claim_result(*, candidate_scores, control_scores, alpha, kind: str, candidat
                  confidence: float = 0.95, fdr_delta=None, fwer_delta=None, seed: int = 0,
                  budget_delta: float | None = None, realistic_budget: float = 1e5,
                  controls_description: str | None = None, command: str = "test",
-                 title: str = "Conformal population test", out=None) -> TestResult:
+                 title: str = "Conformal population test", out=None,
+                 allow_mixed_numerics: bool = False) -> TestResult:
     """Check the procedures, run the population claim on two score arrays plus metadata, and
     (with ``out``) write report.{json,md,html} there (all or nothing). Every entry point (files,
     stores, arrays, ``population``) ends here."""
     procedure = None
     if candidates_procedure is not None and controls_procedure is not None:
-        require_same_procedure(candidates_procedure, controls_procedure, ignore=tuple(procedure_ignore))
+        mixed = require_same_procedure(candidates_procedure, controls_procedure, ignore=tuple(procedure_ignore),
+                                       allow_mixed_numerics=allow_mixed_numerics)
         procedure = candidates_procedure
+        if mixed:  # the report states what --allow-mixed-numerics declared comparable
+            procedure = {**procedure, NUMERICS_DECLARED: mixed}
     else:
         procedure = candidates_procedure or controls_procedure
     claim = population_claim(candidate_scores=candidate_scores, control_scores=control_scores, alpha=alpha,
@@ -222,7 +226,8 @@ def store_test(*, candidates: RunScores, controls: RunScores, alpha, exclude_con
                binary: bool | None = None, confidence: float = 0.95, fdr_delta=None, fwer_delta=None,
                seed: int = 0, budget_delta: float | None = None, realistic_budget: float = 1e5,
                controls_description: str | None = None, extra_inputs: Sequence[dict] = (),
-               command: str = "test", title: str = "Conformal population test", out=None) -> TestResult:
+               command: str = "test", title: str = "Conformal population test", out=None,
+               allow_mixed_numerics: bool = False) -> TestResult:
     """The population test on two stored runs (:class:`~memclaim.scoring.results.RunScores`).
 
     Refuses runs scored under different procedures, naming every differing field ([EM] Def.
@@ -239,7 +244,7 @@ def store_test(*, candidates: RunScores, controls: RunScores, alpha, exclude_con
                          f"{digest[:16]}): a set tested against itself certifies nothing",
                          hint="score the matched non-member controls and pass that run as the controls")
     cproc, kproc = stored_test_procedure(candidates), stored_test_procedure(controls)
-    require_same_procedure(cproc, kproc, ignore=STORED_PROCEDURE_MAY_DIFFER)
+    require_same_procedure(cproc, kproc, ignore=STORED_PROCEDURE_MAY_DIFFER, allow_mixed_numerics=allow_mixed_numerics)
     if binary is not None and bool(binary) != candidates.is_binary:
         raise InputError(f"--{'' if binary else 'no-'}binary disagrees with the stored policy {candidates.policy!r}",
                          hint="drop --binary/--no-binary: a store knows whether its policy is greedy")
@@ -256,7 +261,7 @@ def store_test(*, candidates: RunScores, controls: RunScores, alpha, exclude_con
         inputs=inputs, exclude_control_ids=excl, binary=candidates.is_binary, confidence=confidence,
         fdr_delta=fdr_delta, fwer_delta=fwer_delta, seed=seed, budget_delta=budget_delta,
         realistic_budget=realistic_budget, controls_description=controls_description, command=command,
-        title=title, out=out)
+        title=title, out=out, allow_mixed_numerics=allow_mixed_numerics)
 
 
 # ------------------------------------------------------------------------------ memclaim.test
@@ -310,7 +315,8 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
          candidate_ids: Sequence[str] | None = None, control_ids: Sequence[str] | None = None,
          exclude_controls: str | os.PathLike | None = None, exclude_control_ids: Sequence[str] = (), fdr: str | float | Fraction | None = None, fwer: str | float | Fraction | None = None, seed: int = 0,
          budget_delta: float | None = None, realistic_budget: float = 1e5, confidence: float = 0.95,
-         controls_description: str | None = None, out: str | os.PathLike | None = None) -> TestResult:
+         controls_description: str | None = None, out: str | os.PathLike | None = None,
+         allow_mixed_numerics: bool = False) -> TestResult:
     """The conformal population test ([EM] §3, §4, App. C) of ``candidates`` against matched
     non-member ``controls`` at target FPR ``alpha`` (``memclaim test``).
 
@@ -323,7 +329,8 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
     test (default: the run's first). ``alpha``, ``fdr``, ``fwer`` are read exactly ('0.001',
     '0.1%', '1/1000'). ``exclude_controls`` (an id-list file) and ``exclude_control_ids``: controls
     verified as members ([EM] D.2). ``out``: also write report.{json,md,html} there (else call
-    ``save(folder)``).
+    ``save(folder)``). ``allow_mixed_numerics``: compare scores computed on different device
+    classes or dtypes (refused otherwise; the report states the declared differences).
 
     >>> import memclaim as mc
     >>> res = mc.test([-2.0, -3.5, -1.0], [-9.0, -8.5, -7.0, -9.5, -8.0, -6.5, -7.7, -8.8, -9.9],
@@ -360,7 +367,7 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
                          hint="score both with `memclaim score` under one procedure, or export both to CSV/Parquet")
     common = dict(alpha=alpha, exclude_control_ids=excl, confidence=confidence, fdr_delta=fdr, fwer_delta=fwer,
                   seed=seed, budget_delta=budget_delta, realistic_budget=realistic_budget,
-                  controls_description=controls_description, out=out)
+                  controls_description=controls_description, out=out, allow_mixed_numerics=allow_mixed_numerics)
     if stored[0]:
         file_only = {"--kind": kind not in (None, "log-prob"), "--id-column": id_column, "--score-column": score_column,
                      "--text-column": text_column, "--candidates-procedure": candidates_procedure,
@@ -454,6 +461,7 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                out: str | os.PathLike | None = None, batch_size: int = 16, unit_size: int = 64, backend: str = "local",
                address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0,
                threads_per_worker: int = 1, dtype: str | None = None, sot: str | None = None,
+               device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
                allow_pickle: bool = False, trust_remote_code: bool = False, threads: int | None = None,
                progress: ProgressCallback | None = None, log: LogCallback | None = None) -> PopulationResult:
     """Score ``members`` and ``controls`` with ``model`` under one extraction procedure ([EM] Def.
@@ -467,6 +475,11 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     them (re-running reuses the stored scores); ``out=None`` works in a temporary folder and
     writes no report until ``save(folder)``. Every option is checked and both inputs are cut into
     windows before the model is loaded.
+
+    ``device``, ``device_map``, ``max_memory``, ``offload_folder``, ``dtype``: where and in what
+    dtype the model runs (:func:`memclaim.load_model`; default: the first GPU in bfloat16, else
+    the CPU in float32); the device class and dtype are part of the procedure. ``allow_mixed_numerics``:
+    compare scores computed with different numerics (refused otherwise; the report says so).
 
     >>> import memclaim as mc
     >>> res = mc.population("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16,
@@ -489,7 +502,7 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
     set_threads(threads)
     m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
-                   trust_remote_code=trust_remote_code)  # weights load only if scoring is needed
+                   trust_remote_code=trust_remote_code, device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)  # weights load only if scoring is needed
     cut = {}
     for label, src in ((MEMBERS_LABEL, members), (CONTROLS_LABEL, controls)):
         try:
@@ -529,7 +542,7 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     res = store_test(candidates=cand, controls=ctrl, alpha=alpha, exclude_control_ids=excl, confidence=confidence,
                      fdr_delta=fdr, fwer_delta=fwer, seed=seed, budget_delta=budget_delta,
                      realistic_budget=realistic_budget, controls_description=controls_description,
-                     extra_inputs=extra_inputs, command="population",
+                     extra_inputs=extra_inputs, command="population", allow_mixed_numerics=allow_mixed_numerics,
                      title=f"Population test: {name(members, 'members')} against {name(controls, 'controls')}",
                      out=out)
     return PopulationResult(**{f: getattr(res, f) for f in TestResult.__dataclass_fields__}, policy=tested,

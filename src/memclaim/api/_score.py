@@ -96,6 +96,7 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
           beams: Sequence[int] = (), out: str | os.PathLike | None = None, label: str | None = None, batch_size: int = 16,
           unit_size: int = 64, backend: str = "local", address: str | None = None, workers: int | None = None,
           gpus_per_worker: float = 0.0, threads_per_worker: int = 1, dtype: str | None = None,
+          device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, 
           sot: str | None = None, allow_pickle: bool = False, trust_remote_code: bool = False,
           threads: int | None = None, progress: ProgressCallback | None = None,
           log: LogCallback | None = None) -> ScoreResult:
@@ -117,6 +118,10 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     that lives as long as the result (``save(folder)`` keeps it). ``progress``/``log``:
     callbacks (:mod:`memclaim.progress`); None is silent.
 
+    ``device``, ``device_map``, ``max_memory``, ``offload_folder``, ``dtype``: where and in what
+    dtype the model runs (:func:`memclaim.load_model`; default: the first GPU in bfloat16, else
+    the CPU in float32); the device class and dtype are part of the procedure.
+
     >>> import memclaim as mc
     >>> run = mc.score("toy", ["A first passage of text ...", "a second ..."], prefix_tokens=8,
     ...                suffix_tokens=8, policies=["full", "greedy"])          # doctest: +SKIP
@@ -133,7 +138,8 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     if out is not None:
         check_out_dir(out)
     set_threads(threads)
-    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
+    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code,
+                   device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)
     scorer = make_backend(m, pols, backend=backend, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
                           threads_per_worker=threads_per_worker, batch_size=batch_size, log=log)
     windows, inputs, skipped_empty, label = cut_windows(

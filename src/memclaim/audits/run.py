@@ -60,12 +60,12 @@ __all__ = ["run_audit", "audit_runs", "scored_texts_from_run", "select_attacks",
            "default_shadow_recipe", "load_audited_model"]
 
 
-def load_audited_model(model, *, dtype="float32", sot=None, trust_remote_code: bool = False):
+def load_audited_model(model, *, dtype="float32", sot=None, trust_remote_code: bool = False, placement=None):
     """``model`` itself when it is a loaded model (tokenizer, fingerprint, start-of-text), else
     :func:`memclaim.models.load_model` of the spec."""
     if hasattr(model, "tokenizer") and hasattr(model, "fingerprint") and hasattr(model, "sot"):
         return model
-    return load_model(str(model), dtype=dtype, sot=sot, trust_remote_code=trust_remote_code)
+    return load_model(str(model), dtype=dtype, sot=sot, trust_remote_code=trust_remote_code, placement=placement)
 
 
 def _sot_rule(model) -> str:
@@ -113,8 +113,9 @@ def scored_texts_from_run(run, *, reference_run=None, shadow_runs=None, shadow_i
                              reference_procedure=ref_proc)
 
 
-def _check_same_procedure(a: dict, b: dict, what=("members", "non-members")) -> None:
-    require_same_procedure(a, b, what=what)
+def _check_same_procedure(a: dict, b: dict, what=("members", "non-members"), *,
+                          allow_mixed_numerics: bool = False) -> list[str]:
+    return require_same_procedure(a, b, what=what, allow_mixed_numerics=allow_mixed_numerics)
 
 
 def select_attacks(requested, *, have_reference: bool, have_shadows: bool) -> tuple[str, ...]:
@@ -180,7 +181,7 @@ def run_audit(model, members, nonmembers, *, out_dir, settings: AuditSettings | 
               soundness_relation: str = "add/remove", text_field=None, id_field=None, input_format=None,
               dtype: str = "float32", sot=None, progress: ProgressCallback | None = None,
               log: LogCallback | None = None, strict_fpr: bool = True,
-              trust_remote_code: bool = False) -> AuditResult:
+              trust_remote_code: bool = False, allow_mixed_numerics: bool = False) -> AuditResult:
     """Audit ``model`` on ``members`` vs ``nonmembers`` (files or sequences of texts).
 
     Scores both sets once per model through the scoring engine into ``out_dir/scores`` (re-runs
@@ -215,7 +216,8 @@ def run_audit(model, members, nonmembers, *, out_dir, settings: AuditSettings | 
         positive("--soundness-epsilon", soundness_epsilon)
     m = load_audited_model(model, dtype=dtype, sot=sot, trust_remote_code=trust_remote_code)
     # a bad --reference fails first
-    ref_model = (load_audited_model(reference, dtype=dtype, trust_remote_code=trust_remote_code)
+    ref_model = (load_audited_model(reference, dtype=m.dtype, trust_remote_code=trust_remote_code,
+                                    placement=getattr(m, "placement", None))
                  if reference is not None else None)
     mem = read_texts(members, label="members", text_field=text_field, id_field=id_field, fmt=input_format)
     non = read_texts(nonmembers, label="nonmembers", text_field=text_field, id_field=id_field, fmt=input_format)
@@ -258,7 +260,7 @@ def run_audit(model, members, nonmembers, *, out_dir, settings: AuditSettings | 
     emit_log(log, f"scoring {len(wm)} members and {len(wn)} non-members with {m.name}")
     run_m = score(m, wm, "members", inputs=mem.inputs)
     run_n = score(m, wn, "nonmembers", inputs=non.inputs)
-    _check_same_procedure(run_m.procedure, run_n.procedure)
+    _check_same_procedure(run_m.procedure, run_n.procedure, allow_mixed_numerics=allow_mixed_numerics)
 
     # reference model ------------------------------------------------------------------
     ref_runs = (None, None)
@@ -314,7 +316,9 @@ def run_audit(model, members, nonmembers, *, out_dir, settings: AuditSettings | 
         in_n = sset.in_mask(record_texts(non, wn), what="nonmembers")     # [S, n_nonmembers]
         shadow_m, shadow_n = [], []
         for i, path in enumerate(sset.paths):
-            sm = load_model(path, dtype=dtype, sot=_sot_rule(m), trust_remote_code=trust_remote_code)
+            # shadows are placed and computed like the audited model (same device class and dtype)
+            sm = load_model(path, dtype=m.dtype, sot=_sot_rule(m), trust_remote_code=trust_remote_code,
+                            placement=getattr(m, "placement", None))
             emit_log(log, f"scoring under shadow {i + 1}/{len(sset)}")
             shadow_m.append(score(sm, wm, f"shadow{i}:members"))
             shadow_n.append(score(sm, wn, f"shadow{i}:nonmembers"))
@@ -371,13 +375,14 @@ def _check_context(model, ws, what: str) -> None:
     scoring_pairs(model, ws, PromptRule(), what=what)
 
 
-def audit_runs(member_run, nonmember_run, *, settings: AuditSettings | None = None) -> AuditResult:
+def audit_runs(member_run, nonmember_run, *, settings: AuditSettings | None = None,
+               allow_mixed_numerics: bool = False) -> AuditResult:
     """Audit two already-scored runs (:class:`memclaim.scoring.results.RunScores`), e.g. read back
     with :func:`memclaim.scoring.results.load_run_scores`. Refuses runs scored under different
     procedures (model, start-of-text, window lengths, prompt rule) and fewer than two of either.
     Attacks: those the runs support (no reference, no shadows)."""
     settings = settings or AuditSettings()
-    _check_same_procedure(member_run.procedure, nonmember_run.procedure)
+    _check_same_procedure(member_run.procedure, nonmember_run.procedure, allow_mixed_numerics=allow_mixed_numerics)
     for r, what in ((member_run, "members"), (nonmember_run, "non-members")):
         if len(r) < 2:
             raise InputError(f"an audit needs at least two {what}; run {r.run_id} has {len(r)}")

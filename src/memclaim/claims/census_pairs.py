@@ -13,7 +13,7 @@ from ..jsonutil import ResultMixin
 from .budget import CensusBudgetView, census_budget_view
 from .census import CensusResult, CensusThreshold, FlaggedWindow, census, census_threshold, flag_near_verbatim, \
     global_threshold
-from .procedure import require_same_procedure
+from .procedure import NUMERICS_DECLARED, require_same_procedure
 
 __all__ = ["CensusOfPairs", "census_of_pairs"]
 
@@ -37,7 +37,7 @@ class CensusOfPairs(ResultMixin):
 
 def census_of_pairs(pairs: Sequence[dict], *, use_global_threshold: bool = False, references: dict | None = None,
                     budget_delta: float | None = 0.05, realistic_budget: float = 1e5, procedure_ignore=(),
-                    min_similarity: float = 90.0) -> CensusOfPairs:
+                    min_similarity: float = 90.0, allow_mixed_numerics: bool = False) -> CensusOfPairs:
     """Each pair is a dict with ``document`` and ``control`` (:class:`WindowScores`), optional
     ``document_text`` / ``control_text`` (for the heatmap text and near-verbatim flags),
     ``exclude_spans`` (verified quotations in the control, [EM] E.1), and ``procedure_document``
@@ -47,15 +47,20 @@ def census_of_pairs(pairs: Sequence[dict], *, use_global_threshold: bool = False
     if not pairs:
         raise InputError("no document pairs given", hint="pass at least one (document, control) pair")
     procedure = None
+    mixed: list[str] = []
     for p in pairs:
         pd_, pc_ = p.get("procedure_document"), p.get("procedure_control")
         if pd_ is not None and pc_ is not None:
-            require_same_procedure(pd_, pc_, ignore=tuple(procedure_ignore), what=("document", "control"))
+            mixed += require_same_procedure(pd_, pc_, ignore=tuple(procedure_ignore), what=("document", "control"),
+                                            allow_mixed_numerics=allow_mixed_numerics)
         if procedure is None:
             procedure = pd_ or pc_
         elif (pd_ or pc_) is not None:
-            require_same_procedure(procedure, pd_ or pc_, ignore=tuple(procedure_ignore),
-                                   what=("the first pair", "this pair"))
+            mixed += require_same_procedure(procedure, pd_ or pc_, ignore=tuple(procedure_ignore),
+                                            what=("the first pair", "this pair"),
+                                            allow_mixed_numerics=allow_mixed_numerics)
+    if mixed and procedure is not None:  # the report states what was declared comparable
+        procedure = {**procedure, NUMERICS_DECLARED: sorted(set(mixed))}
     ths = [census_threshold(p["control"], exclude_spans=p.get("exclude_spans", ())) for p in pairs]
     g = global_threshold(ths) if use_global_threshold else None
     results, budgets, flagged, texts = [], [], [], []

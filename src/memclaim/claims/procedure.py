@@ -10,7 +10,8 @@ fields of a *stored* procedure that describe but do not change the numbers.
 """
 from __future__ import annotations
 
-from ..scoring.procedure import procedure_differences, require_same_procedure  # noqa: F401
+from ..scoring.procedure import (NUMERICS_FIELDS, numerics_differences, procedure_differences,  # noqa: F401
+                                 require_same_procedure)
 
 # Fields of a procedure as the store records it (memclaim.scoring.procedure.Procedure.to_dict,
 # with the tested policy in "policy") that may differ between the candidates' and the controls'
@@ -20,4 +21,10 @@ from ..scoring.procedure import procedure_differences, require_same_procedure  #
 # (fingerprint, dtype, start-of-text rule, prompt rule, lengths, policy, memclaim version) must match.
 STORED_PROCEDURE_MAY_DIFFER = ("policies_scored", "model.name", "model.source", "model.fingerprint_v1", "verify")
 
-__all__ = ["procedure_differences", "require_same_procedure", "STORED_PROCEDURE_MAY_DIFFER"]
+# The field a claim's procedure record gains when --allow-mixed-numerics (allow_mixed_numerics=True)
+# declared scores computed on different device classes or dtypes comparable: the differences, as
+# 'model.device_class: 'cpu' != 'cuda''; the report shows it with the procedure.
+NUMERICS_DECLARED = "numerics_declared_comparable"
+
+__all__ = ["procedure_differences", "require_same_procedure", "numerics_differences", "NUMERICS_FIELDS",
+           "NUMERICS_DECLARED", "STORED_PROCEDURE_MAY_DIFFER"]

@@ -14,7 +14,8 @@ from .. import api
 from ..audits.attacks import describe_attacks
 from ..audits.table_spec import TABLE_SPEC_DOC
 from ..errors import InputError
-from .common import INPUT_FORMATS, PASSAGE_INPUTS, print_json, stderr_log, trust_remote_code_option
+from .common import (INPUT_FORMATS, PASSAGE_INPUTS, allow_mixed_numerics, numerics_option, placement_kwargs,
+                     placement_options, print_json, stderr_log, trust_remote_code_option)
 from .progress import progress_bar
 
 EXAMPLES = """
@@ -111,8 +112,11 @@ def _comma_list(ctx, param, value):
 @click.option("--id-field", default=None)
 @click.option("--format", "input_format", type=click.Choice(INPUT_FORMATS), default=None,
               help="Input format (default: from the extension; a folder is a datasets folder).")
-@click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16", "float64"]), default="float32",
-              show_default=True)
+@click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16", "float64"]), default="auto",
+              show_default=True, help="Body dtype; auto: bfloat16 on a GPU, float32 on the CPU (shadows and the "
+                                      "reference model too).")
+@placement_options
+@numerics_option
 @click.option("--sot", default=None, help="Start-of-text rule (see memclaim score --help).")
 @click.option("--threads", type=int, default=None)
 @click.option("--batch-size", type=int, default=16, show_default=True)
@@ -141,6 +145,7 @@ def run_command(ctx, model, members, nonmembers, out_dir, reference, shadows, at
                     shadow_seed=shadow_seed, shadow_warmup=shadow_warmup, shadow_background=shadow_background,
                     design_seed=design_seed, text_field=text_field, id_field=id_field, input_format=input_format,
                     dtype=dtype, sot=sot, batch_size=batch_size, trust_remote_code=trust_remote_code, threads=threads,
+                    **placement_kwargs(), allow_mixed_numerics=allow_mixed_numerics(),
                     progress=progress_bar(not no_progress and not as_json), log=stderr_log(not as_json))
     if as_json:
         print_json(res.to_dict())

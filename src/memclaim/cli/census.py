@@ -18,7 +18,7 @@ import click
 
 from .. import api
 from ..errors import InputError
-from .common import (backend_options, model_options, near_verbatim_options, print_json, procedure_options,
+from .common import (allow_mixed_numerics, numerics_option, placement_kwargs, backend_options, model_options, near_verbatim_options, print_json, procedure_options,
                      run_options, stderr_log)
 from .progress import progress_bar
 
@@ -64,6 +64,7 @@ Examples (run from a checkout of the repository):
 @click.option("--stride", type=int, required=True, help="Sliding-window stride in tokens.")
 @procedure_options
 @model_options
+@numerics_option
 @near_verbatim_options
 @backend_options
 @click.option("--exclude-spans", "exclude_file", type=click.Path(dir_okay=False), default=None,
@@ -115,6 +116,7 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
                      realistic_budget=realistic_budget, controls_description=controls_description, out=out_dir,
                      batch_size=batch_size, unit_size=unit_size, backend=backend, address=address, workers=workers,
                      gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
+                    **placement_kwargs(), allow_mixed_numerics=allow_mixed_numerics(),
                      allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
                      progress=progress_bar(not no_progress and not as_json), log=stderr_log(not as_json))
     if as_json:

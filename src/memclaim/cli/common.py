@@ -81,10 +81,80 @@ def trust_remote_code_option(f):
                              "flag. The code runs with your permissions: use only for code you trust.")(f)
 
 
+_PLACEMENT = "memclaim.placement"
+
+
+def _placement_value(name: str):
+    def store(ctx, param, value):
+        if name == "max_memory":
+            value = tuple(value) or None
+        ctx.meta.setdefault(_PLACEMENT, {})[name] = value
+        return value
+
+    return store
+
+
+def placement_options(f):
+    """--device --device-map --max-memory --offload-folder: where the model's weights live and run
+    (memclaim.models.placement). The values reach the command through :func:`placement_kwargs`, so
+    every model-loading command takes the same group and passes it to the API as it is."""
+    opts = [
+        click.option("--device", default="auto", show_default=True, expose_value=False,
+                     callback=_placement_value("device"),
+                     help="auto (the first GPU when one is present, else the CPU), cpu, cuda or cuda:N. The device "
+                          "class (cpu, cuda) and the dtype are part of the procedure: scores from different ones are "
+                          "never mixed silently."),
+        click.option("--device-map", type=click.Choice(["auto"]), default=None, expose_value=False,
+                     callback=_placement_value("device_map"),
+                     help="auto: shard the model over the visible GPUs and offload what does not fit to CPU memory, "
+                          "then to --offload-folder (accelerate's big-model inference); the unembedding stays on the "
+                          "first compute device."),
+        click.option("--max-memory", multiple=True, metavar="DEVICE=SIZE", expose_value=False,
+                     callback=_placement_value("max_memory"),
+                     help="With --device-map auto: the memory a device may hold, e.g. cuda:0=20GiB, 1=20GiB, "
+                          "cpu=64GB (repeatable)."),
+        click.option("--offload-folder", type=click.Path(file_okay=False), default=None, expose_value=False,
+                     callback=_placement_value("offload_folder"),
+                     help="With --device-map auto: a folder for the layers that fit neither the GPUs nor the CPU "
+                          "(memclaim writes them in a new subfolder there and removes it at exit). Without it, a "
+                          "model too large for --max-memory is refused before any scoring."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def placement_kwargs() -> dict:
+    """The placement options of the running command, as the API's keywords (device, device_map,
+    max_memory, offload_folder)."""
+    got = click.get_current_context().meta.get(_PLACEMENT, {})
+    return {k: got.get(k) for k in ("device", "device_map", "max_memory", "offload_folder")}
+
+
+def _numerics_value(ctx, param, value):
+    ctx.meta["memclaim.allow_mixed_numerics"] = bool(value)
+    return value
+
+
+def numerics_option(f):
+    """--allow-mixed-numerics: declare scores computed on different device classes or dtypes comparable."""
+    return click.option("--allow-mixed-numerics", is_flag=True, expose_value=False, callback=_numerics_value,
+                        help="Compare scores computed on different device classes (cpu, cuda) or dtypes, which are "
+                             "refused otherwise (their numerics differ); the report states it.")(f)
+
+
+def allow_mixed_numerics() -> bool:
+    """Whether the running command was given --allow-mixed-numerics."""
+    return bool(click.get_current_context().meta.get("memclaim.allow_mixed_numerics", False))
+
+
 def model_options(f):
     opts = [
-        click.option("--dtype", type=click.Choice(["float32", "bfloat16", "float16", "float64"]), default="float32",
-                     show_default=True, help="Body dtype (the unembedding and log-softmax always run in float32+)."),
+        click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16", "float64"]),
+                     default="auto", show_default=True,
+                     help="Body dtype; auto: bfloat16 on a GPU, float32 on the CPU (the unembedding and log-softmax "
+                          "always run in float32+)."),
+        placement_options,
         click.option("--sot", default=None,
                      help="Start-of-text rule: auto, none, bos, eos, a token or ids (default: per model; "
                           "smollm2 uses <|endoftext|>, gemma3-270m its <bos>)."),
@@ -132,6 +202,7 @@ def claim_options(f):
         click.option("--confidence", default=0.95, show_default=True, type=float, help="Confidence of the intervals."),
         click.option("--controls-description", default=None,
                      help="How the controls were chosen and matched (goes in the report)."),
+        numerics_option,
     ]
     for o in reversed(opts):
         f = o(f)

@@ -13,7 +13,7 @@ import click
 from .. import api
 from ..errors import DomainError
 from ..jsonutil import dumps
-from .common import trust_remote_code_option
+from .common import placement_kwargs, placement_options, trust_remote_code_option
 
 NEIGHBOR_CHOICE = click.Choice(["replace", "add-remove"])
 
@@ -215,6 +215,7 @@ def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, bep
 @click.option("--time-limit", type=float, default=None, help="seconds; the interval stays certified if cut short.")
 @click.option("--batch-size", type=int, default=64, show_default=True)
 @trust_remote_code_option
+@placement_options
 @click.option("--json", "as_json", is_flag=True)
 def baseline(model, prefix, L, m, corpus_samples, temperature, max_nodes, time_limit, batch_size, trust_remote_code,
              as_json):
@@ -252,7 +253,8 @@ def baseline(model, prefix, L, m, corpus_samples, temperature, max_nodes, time_l
     if model is None or prefix is None or L is None:
         raise DomainError("MODEL, --prefix and --secret-length are required (or --corpus-samples FILE)",
                           hint='e.g. memclaim dp baseline smollm2 --prefix "My PIN is" --secret-length 4 --list-size 1')
-    loaded = api.load_model(model, trust_remote_code=trust_remote_code)
+    # float32 (the certified interval is about the model's float32 probabilities) on the device asked for
+    loaded = api.load_model(model, trust_remote_code=trust_remote_code, dtype="float32", **placement_kwargs())
     con = _console(err=True)
     progress = None
     if not as_json and sys.stderr.isatty():

@@ -6,7 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from .. import api
-from .common import (PASSAGE_INPUTS, backend_options, model_options, near_verbatim_options, print_json, procedure_options,
+from .common import (PASSAGE_INPUTS, backend_options, model_options, near_verbatim_options, placement_kwargs,
+                     print_json, procedure_options,
                      run_options, stderr_log)
 from .progress import progress_bar
 
@@ -58,6 +59,7 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
                     input_format=input_format, near_verbatim=nv_eps, beams=nv_beams, out=out_dir,
                     batch_size=batch_size, unit_size=unit_size, backend=backend, address=address, workers=workers,
                     gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
+                    **placement_kwargs(),
                     allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
                     progress=progress_bar(not no_progress and not as_json), log=stderr_log(not as_json))
     summary = res.summary
@@ -71,6 +73,14 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
             f"reused {summary.units_reused})  skipped: {summary.skipped_short} too short, {summary.skipped_empty} empty")
     if summary.units_scored:
         c.print(f"  {summary.windows_per_second:.1f} windows/s")
+        c.print(f"  device {escape(summary.device)}, body {summary.dtype} (unembedding float32+)")
+        drift = summary.numerics_drift
+        if drift and drift.get("measured"):
+            worst = max((v["max_abs_per_token"] or 0.0) for v in drift["per_policy"].values())
+            c.print(f"  {drift['dtype']} drift from float32 on {drift['windows']} windows: at most {worst:.3g} nats per "
+                    f"target token; {drift['greedy_flags_differing']} greedy flag(s) differ")
+        elif drift:
+            c.print(f"  {drift['dtype']} drift from float32 not measured: {escape(drift['reason'])}")
         bs = summary.backend_stats
         if summary.backend == "ray" and bs:
             c.print(f"  ray: {bs['workers']} worker(s) at {escape(str(bs['address']))}, {bs['windows_per_second']:.1f} windows/s "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from .. import api
-from .common import claim_options, print_json
+from .common import allow_mixed_numerics, claim_options, print_json
 
 EXAMPLES = """
 Examples (run from a checkout of the repository; the first two need SmolLM2, see DEVELOPERS.md):
@@ -87,7 +87,8 @@ def command(candidates, controls, run, controls_run, kind, alpha, nv_eps, policy
                    text_column=text_column, candidates_procedure=candidates_procedure,
                    controls_procedure=controls_procedure, exclude_controls=exclude_file, exclude_control_ids=exclude_ids,
                    fdr=fdr, fwer=fwer, seed=seed, budget_delta=budget_delta, realistic_budget=realistic_budget,
-                   confidence=confidence, controls_description=controls_description, out=out_dir)
+                   confidence=confidence, controls_description=controls_description, out=out_dir,
+                   allow_mixed_numerics=allow_mixed_numerics())
     if as_json:
         print_json(res.to_dict())
         return

@@ -129,10 +129,13 @@ class HFLanguageModel(LanguageModel):
         if past is not None:
             kwargs[self._cache_kw] = past
         out = self.body(input_ids=input_ids, use_cache=use_cache, **kwargs)
+        h = out.last_hidden_state
+        if h.device != self._w.device:  # a sharded body (--device-map) ends on its last layer's device
+            h = h.to(self._w.device)
         if not use_cache:
-            return out.last_hidden_state, None
+            return h, None
         new = getattr(out, "cache", None) or getattr(out, "past_key_values", None) or past
-        return out.last_hidden_state, new
+        return h, new
 
     @torch.inference_mode()
     def logits(self, hidden):

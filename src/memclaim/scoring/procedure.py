@@ -14,6 +14,13 @@ from ..fsutil import sha256_bytes
 SCORE_NAME = "teacher-forced log q_{theta,phi}(suffix | prompt), natural log, float64"
 # fields that describe but do not change the numbers; excluded from the key
 _DISPLAY_ONLY = {("model", "name"), ("model", "source"), ("model", "fingerprint_v1")}
+# The numerics of a score: the class of the device that computed it and the body's dtype. Both
+# are in the key (a unit scored on a GPU is never adopted by a CPU run, nor the reverse), but a
+# CPU procedure leaves its device class out of the key, so every store written before device
+# classes were recorded (all CPU) keeps its keys. A procedure recorded without a device class
+# was computed on the CPU.
+NUMERICS_FIELDS = ("model.device_class", "model.dtype")
+DEFAULT_DEVICE_CLASS = "cpu"
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,8 @@ class Procedure:
     def keyed_dict(self) -> dict:
         d = self.to_dict()
         d["model"] = {k: v for k, v in d["model"].items() if ("model", k) not in _DISPLAY_ONLY}
+        if d["model"].get("device_class", DEFAULT_DEVICE_CLASS) == DEFAULT_DEVICE_CLASS:
+            d["model"].pop("device_class", None)  # CPU procedures keep the keys they had before
         d.pop("verify", None)
         d["policies"] = sorted(d["policies"])  # one pass scores them all: their order is not part of it
         if d.get("near_verbatim") is None:
@@ -100,6 +109,9 @@ def procedure_differences(a: dict, b: dict, *, ignore: tuple[str, ...] = ()) -> 
     ["model.fingerprint: 'a' != 'b'"]
     """
     fa, fb = _flatten(a), _flatten(b)
+    for f in (fa, fb):  # recorded before device classes were: computed on the CPU
+        if "model.device_class" not in f and any(k.startswith("model.") for k in f):
+            f["model.device_class"] = DEFAULT_DEVICE_CLASS
     diffs = []
 
     def norm(v):
@@ -117,10 +129,24 @@ def procedure_differences(a: dict, b: dict, *, ignore: tuple[str, ...] = ()) -> 
     return diffs
 
 
+def numerics_differences(a: dict, b: dict) -> list[str]:
+    """The differences of ``a`` and ``b`` in :data:`NUMERICS_FIELDS` (device class, dtype).
+
+    >>> numerics_differences({"model": {"dtype": "float32"}}, {"model": {"dtype": "bfloat16", "device_class": "cuda"}})
+    ["model.device_class: 'cpu' != 'cuda'", "model.dtype: 'float32' != 'bfloat16'"]
+    """
+    return [d for d in procedure_differences(a, b) if d.split(":", 1)[0] in NUMERICS_FIELDS]
+
+
 def require_same_procedure(a: dict, b: dict, *, what: tuple[str, str] = ("candidates", "controls"),
-                           ignore: tuple[str, ...] = ("policies",)) -> None:
+                           ignore: tuple[str, ...] = ("policies",), allow_mixed_numerics: bool = False) -> list[str]:
     """Refuse to compare results from different procedures ([EM] Def. B.2, C.2); name every
     difference. ``ignore``: fields that may differ (flattened names, or their prefixes).
+
+    Scores computed on different device classes (CPU, GPU) or body dtypes differ in their last
+    bits and more (bfloat16 rounds every activation to 8 mantissa bits): they are refused too,
+    unless ``allow_mixed_numerics`` declares them comparable. Returns the numerics differences
+    so declared (empty when there are none), which the claim's report then states.
 
     >>> require_same_procedure({"policy": "full"}, {"policy": "greedy"})
     Traceback (most recent call last):
@@ -128,6 +154,16 @@ def require_same_procedure(a: dict, b: dict, *, what: tuple[str, str] = ("candid
       fix: score both with the same model, policy, prompt rule and window lengths
     """
     diffs = procedure_differences(a, b, ignore=ignore)
+    mixed = [d for d in diffs if d.split(":", 1)[0] in NUMERICS_FIELDS]
+    if mixed and allow_mixed_numerics:
+        diffs = [d for d in diffs if d not in mixed]
+    elif mixed and len(mixed) == len(diffs):
+        raise ProcedureMismatchError(
+            f"{what[0]} and {what[1]} were scored with different numerics: " + "; ".join(mixed) + " (scores "
+            "computed on another device class or in another dtype differ, so a threshold calibrated on one set does "
+            "not carry over to the other)",
+            hint="score both on the same device class and dtype (--device, --dtype), or pass --allow-mixed-numerics "
+                 "(allow_mixed_numerics=True) to declare them comparable; the report then says so")
     if diffs:
         hint = "score both with the same model, policy, prompt rule and window lengths"
         schemes = [((d or {}).get("model") or {}).get("fingerprint_scheme") if isinstance(d, dict) else None
@@ -142,3 +178,4 @@ def require_same_procedure(a: dict, b: dict, *, what: tuple[str, str] = ("candid
             f"{'s' if len(diffs) > 1 else ''} differ): " + "; ".join(diffs),
             hint=hint,
         )
+    return mixed if allow_mixed_numerics else []

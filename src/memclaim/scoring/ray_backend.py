@@ -330,6 +330,12 @@ class RayBackend:
 
     # ------------------------------------------------------------------ pool
     @property
+    def device_class(self) -> str:
+        """The device class whose numerics the workers' scores have: 'cuda' with GPUs per worker
+        (their bodies run on a GPU, models/device.py), else 'cpu'. The procedure records it."""
+        return "cuda" if self.gpus > 0 else "cpu"
+
+    @property
     def actors(self) -> list:
         return [s.actor for s in self._slots]
 

@@ -24,7 +24,7 @@ from ..jsonutil import ResultMixin
 from ..models.loader import config_max_positions
 from ..progress import LogCallback, ProgressCallback, Reporter
 from ..validate import integer
-from .engine import ALL_STATS, CENSUS_STATS, NEAR_TIE_MARGIN, BatchScores, StatSet, TeacherForcingEngine
+from .engine import ALL_STATS, CENSUS_STATS, NEAR_TIE_MARGIN, BatchScores, StatSet, TeacherForcingEngine, available_memory
 from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
 from .procedure import Procedure
 from .prompts import PromptRule, aggregate_logq
@@ -157,6 +157,12 @@ class RunSummary(ResultMixin):
     near_ties: int
     backend: str = "local"
     backend_stats: dict = field(default_factory=dict)
+    device: str = "cpu"  # the first compute device of the run (models/placement.py)
+    dtype: str = "float32"  # the body's dtype (the unembedding and log-softmax are float32 or better)
+    device_class: str = "cpu"
+    # a half-precision body's drift from float32 on a sample of the scored windows
+    # (:func:`numerics_drift`); None for a float32/float64 body
+    numerics_drift: dict | None = None
 
 
 def normalize_near_verbatim(nv: dict | None, *, suffix_tokens: int) -> dict | None:
@@ -192,14 +198,108 @@ def near_verbatim_cost_message(units, nv: dict, n_policies: int, model) -> str:
 
 def build_procedure(model, *, policies: Sequence[Policy], prefix_tokens: int | None, suffix_tokens: int | None,
                     prompt_rule: PromptRule, near_verbatim: dict | None = None,
-                    windows: dict | None = None) -> Procedure:
+                    windows: dict | None = None, device_class: str | None = None) -> Procedure:
     desc = {"name": model.name, "source": model.source, "fingerprint": model.fingerprint, "dtype": model.dtype}
     if getattr(model, "fingerprint_scheme", None) is not None:
         desc["fingerprint_scheme"] = int(model.fingerprint_scheme)  # what the fingerprint hashes (models.loader)
+    # the class of the device whose numerics the scores have (models/placement.py); in the key
+    # unless it is the CPU (scoring/procedure.py), so CPU stores keep their keys
+    desc["device_class"] = str(device_class or getattr(model, "device_class", None) or "cpu")
     return Procedure(model=desc,
         start_of_text=model.sot.to_dict(), policies=tuple(p.spec for p in policies),
         prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, prompt=prompt_rule.to_dict(),
         near_verbatim=near_verbatim, windows=windows)
+
+
+def run_environment(model, procedure: Procedure) -> dict:
+    """What computed a run, for its record: torch, CUDA and transformers versions, the device,
+    the GPU names and, for a device map, how many modules each device held. Torch is imported
+    only if it is already (a run whose units are all stored loads no weights)."""
+    import platform
+    import sys
+
+    env = {"python": platform.python_version(), "device_class": procedure.model.get("device_class", "cpu")}
+    placement = getattr(model, "placement_record", None)
+    if callable(placement):
+        env.update(placement())
+    env.setdefault("device", env["device_class"])
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        env["torch"] = torch.__version__
+        env["cuda"] = torch.version.cuda  # None on a CPU build
+        if env["device_class"] == "cuda" and torch.cuda.is_available():
+            env["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    tf = sys.modules.get("transformers")
+    if tf is not None:
+        env["transformers"] = tf.__version__
+    return env
+
+
+# How many scored windows the half-precision drift is measured on (a few seconds of float32 work).
+DRIFT_SAMPLE = 8
+
+
+def numerics_drift(model, units: Sequence[WorkUnit], policies: Sequence[Policy], *,
+                   sample: int = DRIFT_SAMPLE) -> dict | None:
+    """A bfloat16/float16 body's drift from float32 ([EM] Def. B.2: the dtype is part of the
+    procedure, so this is what changing it does to the numbers): the first ``sample`` scored
+    windows scored again by a float32 copy of the model, when that copy fits in the memory of
+    the device (else a record saying why not). Reports per policy the largest and the mean
+    |delta log q| per target token, and how many greedy flags differ. None for a float32+ body."""
+    dtype = str(getattr(model, "dtype", "float32"))
+    if dtype not in ("bfloat16", "float16") or not hasattr(model, "path") or getattr(model, "path", None) is None:
+        return None
+    import dataclasses
+
+    import torch
+
+    items = []
+    for u in units:  # only the first units' items are made (a book's units are made on demand)
+        items.extend(u.items)
+        if len(items) >= sample:
+            break
+    items = items[:sample]
+    if not items:
+        return None
+    lm = model.lm
+    n_params = sum(p.numel() for p in lm.model.parameters())
+    need = 4 * n_params
+    free = available_memory(lm.device)
+    record = {"dtype": dtype, "reference": "float32", "windows": len(items), "device": str(lm.device)}
+    if getattr(model, "device_map", None) is not None:
+        record.update(measured=False, reason="the model is loaded with a device map (sharded or offloaded): memclaim "
+                                             "does not load a float32 copy beside it")
+        return record
+    if need > 0.8 * free:
+        record.update(measured=False, reason=f"the float32 copy ({need / 2**20:,.0f} MiB) does not fit the free memory "
+                                             f"({free / 2**20:,.0f} MiB free on {lm.device})")
+        return record
+    ref = dataclasses.replace(model, dtype="float32", _lm=None)
+    try:
+        ref_engine = TeacherForcingEngine(ref.lm, policies)
+        engine = TeacherForcingEngine(lm, policies)
+        prompts = [list(it.prompt) for it in items]
+        suffixes = [list(it.suffix) for it in items]
+        got, want = [], []
+        for p, sfx in zip(prompts, suffixes):  # one window at a time: windows differ in length
+            got.append(engine.score_batch([p], [sfx]))
+            want.append(ref_engine.score_batch([p], [sfx]))
+    finally:
+        ref = ref_engine = None  # noqa: F841 - the float32 copy goes now, not at the end of the run
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    per_policy = {}
+    for j, pol in enumerate(policies):
+        d = [abs(float(g.logq[0, j]) - float(w.logq[0, j])) / len(s) for g, w, s in zip(got, want, suffixes)
+             if np.isfinite(g.logq[0, j]) and np.isfinite(w.logq[0, j])]
+        inf_diff = sum(np.isfinite(g.logq[0, j]) != np.isfinite(w.logq[0, j]) for g, w in zip(got, want))
+        per_policy[pol.spec] = {"max_abs_per_token": max(d) if d else None,
+                                "mean_abs_per_token": float(np.mean(d)) if d else None,
+                                "finite_vs_zero_probability_disagreements": int(inf_diff)}
+    greedy = sum(bool(g.greedy_match[0]) != bool(w.greedy_match[0]) for g, w in zip(got, want))
+    record.update(measured=True, per_policy=per_policy, greedy_flags_differing=int(greedy),
+                  unit="nats per target token, |log q(bf16) - log q(float32)| / suffix length")
+    return record
 
 
 def _windows_table(windows, window_items: list[list[str]], label: str, window_targets: list[list[list[int]]]):
@@ -342,7 +442,8 @@ def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence
     near_verbatim = normalize_near_verbatim(near_verbatim, suffix_tokens=suffix_tokens)
     procedure = build_procedure(model, policies=policies, prefix_tokens=prefix_tokens,
                                 suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, near_verbatim=near_verbatim,
-                                windows=getattr(window_set, "cut", None))
+                                windows=getattr(window_set, "cut", None),
+                                device_class=getattr(backend, "device_class", None))
     # every window's (prompt, target) items before the store is touched: a template that cuts a
     # token in two, an empty prompt or a window longer than the context is refused first; one
     # streaming pass that keeps only keys and lengths (a book's windows are made on demand)
@@ -420,7 +521,7 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
            "inputs": inputs or {}, "skipped_short": window_set.skipped_short,
            "skipped_short_ids": list(window_set.skipped_ids)[:1000], "skipped_empty": skipped_empty,
            "total_chars": window_set.total_chars, "batch_size": batch_size, "unit_size": unit_size,
-           "stats": run_stats(stats).spec}
+           "stats": run_stats(stats).spec, "environment": run_environment(model, procedure)}
     if not held.enter_context(store.run_lock(run_id, blocking=False)):
         # two copies of one command: wait for the other, then score only what it left undone
         if log is not None:
@@ -497,6 +598,9 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
     n_scored_items = total
     elapsed_scoring = time.perf_counter() - t_score
     near = write_results(store, run_id, index)
+    drift = None
+    if scored and isinstance(backend, LocalBackend):
+        drift = numerics_drift(model, todo, policies)
     return RunSummary(store=str(store.root), run_id=run_id, procedure_key=pkey, n_windows=len(window_set),
                       n_items=index.n_items, n_units=len(units), units_scored=scored, units_reused=reused,
                       skipped_short=window_set.skipped_short, skipped_empty=skipped_empty,
@@ -505,7 +609,9 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
                       model_loaded=bool(getattr(model, "weights_loaded", True)
                                         or getattr(backend, "weights_loaded", False)), near_ties=near,
                       backend=getattr(backend, "name", "custom"),
-                      backend_stats=backend.stats() if hasattr(backend, "stats") else {})
+                      backend_stats=backend.stats() if hasattr(backend, "stats") else {},
+                      device=str(run["environment"].get("device", "cpu")), dtype=str(model.dtype),
+                      device_class=procedure.model["device_class"], numerics_drift=drift)
 
 
 _PER_TOKEN = (("token_logprob", "token_logprob"), ("token_mean", "token_moments"), ("token_std", "token_moments"),
