@@ -116,7 +116,7 @@ C = ("census toy --document {d}/doc.txt --control {d}/ctl.txt --stride 8 --prefi
      "--policy full --out {rep}")
 T = "test --candidates {d}/s1.csv --controls {d}/s2.csv --out {rep}"
 TS = "test --candidates {store} --controls {store}"
-A = "audit toy --members {d}/m.jsonl --nonmembers {d}/c.jsonl --prefix-tokens 8 --suffix-tokens 8 --out {rep}"
+A = "audit toy --members {d}/m.jsonl --controls {d}/c.jsonl --prefix-tokens 8 --suffix-tokens 8 --out {rep}"
 CASES = [
     # ---- score: the model and the windows
     ("score-empty-prompt", "score toy --input {d}/m.jsonl --prefix-tokens 0 --sot none --out {store}", "empty prompt", 1),
@@ -220,9 +220,9 @@ CASES = [
     ("budget-n-negative", "budget --p 0.5 --n -3", "finite number of queries >= 1", 0),
     # ---- dp
     ("dp-epsilon-negative", "dp bounds --epsilon -1 --neighbors replace", "epsilon must be finite and > 0", 0),
-    ("dp-copies-0", "dp bounds --epsilon 1 --neighbors replace --copies 0", "copies must be >= 1", 0),
+    ("dp-copies-0", "dp bounds --epsilon 1 --neighbors replace-one --copies 0", "copies must be >= 1", 0),
     ("dp-delta-1", "dp bounds --epsilon 1 --delta 1 --neighbors replace", "delta must lie in [0, 1)", 0),
-    ("dp-baseline-reversed", "dp bounds --epsilon 1 --neighbors replace --baseline 0.5,0.1 --list-size 1 --risk 0.1",
+    ("dp-baseline-reversed", "dp bounds --epsilon 1 --neighbors replace-one --baseline 0.5,0.1 --list-size 1 --risk 0.1",
      "interval is reversed", 0),
     ("dp-account-noise-0", "dp account --noise-multiplier 0 --sampling-rate 0.01 --steps 10 --delta 1e-5",
      "noise_multiplier must be finite and > 0", 0),
@@ -232,16 +232,16 @@ CASES = [
     ("dp-baseline-secret-0", "dp baseline toy --prefix abc --secret-length 0 --list-size 1",
      "secret_length must be >= 1", 1),
     # ---- audit
-    ("audit-overlap", "audit toy --members {d}/m.jsonl --nonmembers {d}/m.jsonl --out {rep}",
+    ("audit-overlap", "audit toy --members {d}/m.jsonl --controls {d}/m.jsonl --out {rep}",
      "both members and non-members", 1),
     ("audit-shadows-3", A + " --shadows 3", "even number >= 4", 1),
     ("audit-unknown-reference", A + " --reference nosuchmodel", "neither a named model", 1),
-    ("audit-empty-prompt", "audit toy --members {d}/m.jsonl --nonmembers {d}/c.jsonl --prefix-tokens 0 --sot none "
+    ("audit-empty-prompt", "audit toy --members {d}/m.jsonl --controls {d}/c.jsonl --prefix-tokens 0 --sot none "
      "--out {new}", "empty prompt", 1),
     ("audit-bad-attack", A + " --attacks nosuch", "unknown attack 'nosuch'", 1),
-    ("audit-kappa", "audit toy --members {d}/m.jsonl --nonmembers {d}/c.jsonl --kappa 2 --soundness-epsilon 1 "
+    ("audit-kappa", "audit toy --members {d}/m.jsonl --controls {d}/c.jsonl --kappa 2 --soundness-epsilon 1 "
      "--out {new}", "--kappa (the canaries' prior baseline) must lie in [0, 1]", 1),
-    ("audit-custom-code", "audit {d}/custom-code-model --members {d}/m.jsonl --nonmembers {d}/c.jsonl --out {rep}",
+    ("audit-custom-code", "audit {d}/custom-code-model --members {d}/m.jsonl --controls {d}/c.jsonl --out {rep}",
      "--trust-remote-code", 0),
     ("audit-table-missing", "audit table --instances {d}/nope.json --out {rep}", "does not exist", 0),
     ("audit-table-not-json", "audit table --instances {d}/inst.json --out {rep}", "not valid JSON", 0),

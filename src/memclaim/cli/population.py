@@ -14,6 +14,7 @@ import click
 from .. import api
 from .common import (backend_options, claim_options, model_options, near_verbatim_options, print_json,
                      procedure_options, run_options, stderr_log)
+from .options import Command
 from .progress import progress_bar
 from .test import print_claim
 
@@ -46,7 +47,7 @@ Examples (run from a checkout of the repository):
       --alpha 0.001 --exclude-controls verified_members.txt --out reports/mine
 """
 
-@click.command("population", epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],
+@click.command("population", cls=Command, epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],
                                                                  "max_content_width": 100})
 @click.argument("model")
 @click.option("--members", "members_path", required=True, type=click.Path(dir_okay=False),

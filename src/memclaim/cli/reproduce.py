@@ -10,6 +10,7 @@ from ..experiments import REPRODUCTIONS, run
 from ..experiments.common import summary_lines
 from ..jsonutil import dumps
 from .common import check_out_dir
+from .options import Command
 
 EXAMPLES = """
 \b
@@ -25,7 +26,8 @@ def _names() -> list[str]:
     return list(REPRODUCTIONS)
 
 
-@click.command("reproduce", epilog=EXAMPLES, context_settings={"max_content_width": 100})
+@click.command("reproduce", cls=Command, groups={"seed": "Procedure"}, epilog=EXAMPLES,
+               context_settings={"max_content_width": 100})
 @click.argument("name", required=False)
 @click.option("--quick", is_flag=True, help="Smaller Monte-Carlo sizes (seconds; what CI runs).")
 @click.option("--out", "out_dir", default="reproductions", show_default=True, type=click.Path(file_okay=False),

@@ -8,6 +8,7 @@ from rich.markup import escape
 from .. import api
 from .common import (backend_options, model_options, near_verbatim_options, print_json, procedure_options,
                      run_options, stderr_log)
+from .options import Command
 from .progress import progress_bar
 
 EXAMPLES = """
@@ -28,7 +29,7 @@ Examples:
 """
 
 
-@click.command("score", epilog=EXAMPLES, context_settings={"max_content_width": 100})
+@click.command("score", cls=Command, epilog=EXAMPLES, context_settings={"max_content_width": 100})
 @click.argument("model")
 @click.option("--input", "input_path", type=click.Path(dir_okay=False), help="Passages: JSONL/TXT/CSV/Parquet, one text per record.")
 @click.option("--document", "document_path", type=click.Path(dir_okay=False), help="One long document for sliding windows.")

@@ -11,6 +11,7 @@ import click
 
 from .. import api
 from .common import claim_options, print_json
+from .options import Command
 
 EXAMPLES = """
 Examples (run from a checkout of the repository; the first two need SmolLM2, see DEVELOPERS.md):
@@ -47,7 +48,7 @@ Examples (run from a checkout of the repository; the first two need SmolLM2, see
 """
 
 
-@click.command(name="test", epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],
+@click.command(name="test", cls=Command, epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],
                                                                 "max_content_width": 100})
 @click.option("--candidates", "candidates", required=True, type=click.Path(),
               help="A score store (the --out folder of `memclaim score`), or a CSV/TSV/Parquet file with an id "
@@ -68,23 +69,28 @@ Examples (run from a checkout of the repository; the first two need SmolLM2, see
               help="Store: the stored policy to test (needed when several were scored). Files: the policy the scores "
                    "were computed under (recorded); 'greedy' means binary scores.")
 @click.option("--binary/--no-binary", default=None, help="Force binary (greedy) reading of the scores; default: detect.")
-@click.option("--id-column", default=None, help="Files only.")
-@click.option("--score-column", default=None, help="Files only.")
-@click.option("--text-column", default=None, help="Files only: text column (checks controls identical to candidates).")
+@click.option("--id-field", "id_field", default=None,
+              help="Files only: the id column (default: the first of id, doc_id, uid, key, name).")
+@click.option("--score-field", "score_field", default=None,
+              help="Files only: the score column (default: the first of score, log_prob, logq, prob, ...).")
+@click.option("--text-field", "text_field", default=None,
+              help="Files only: the text column (checks controls identical to candidates).")
 @claim_options
 @click.option("--candidates-procedure", type=click.Path(dir_okay=False), default=None,
               help="Files only: JSON procedure record of the candidate scores (checked against the controls').")
-@click.option("--controls-procedure", type=click.Path(dir_okay=False), default=None, help="Files only.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Report folder.")
+@click.option("--controls-procedure", type=click.Path(dir_okay=False), default=None,
+              help="Files only: JSON procedure record of the control scores.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Report folder: report.{json,md,html}.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-def command(candidates, controls, run, controls_run, kind, alpha, nv_eps, policy, binary, id_column, score_column,
-            text_column, exclude_file, exclude_ids, fdr, fwer, seed, budget_delta, realistic_budget, confidence,
+def command(candidates, controls, run, controls_run, kind, alpha, nv_eps, policy, binary, id_field, score_field,
+            text_field, exclude_file, exclude_ids, fdr, fwer, seed, budget_delta, realistic_budget, confidence,
             controls_description, candidates_procedure, controls_procedure, out_dir, as_json):
     """Conformal population test ([EM] §3, §4, App. C) on two score stores or two score files
     ([EM] App. H.1: the same verify step applies to scores computed elsewhere)."""
     res = api.test(candidates, controls, alpha=alpha, policy=policy, run=run, controls_run=controls_run,
-                   near_verbatim=nv_eps, kind=kind, binary=binary, id_column=id_column, score_column=score_column,
-                   text_column=text_column, candidates_procedure=candidates_procedure,
+                   near_verbatim=nv_eps, kind=kind, binary=binary, id_field=id_field, score_field=score_field,
+                   text_field=text_field, candidates_procedure=candidates_procedure,
                    controls_procedure=controls_procedure, exclude_controls=exclude_file, exclude_control_ids=exclude_ids,
                    fdr=fdr, fwer=fwer, seed=seed, budget_delta=budget_delta, realistic_budget=realistic_budget,
                    confidence=confidence, controls_description=controls_description, out=out_dir)
