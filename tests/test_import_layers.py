@@ -2,7 +2,8 @@
 
 The test parses every module under src/memclaim (no import is executed) and collects every
 ``import``/``from ... import`` statement, at module level or inside a function, absolute or
-relative, including those under ``if TYPE_CHECKING:`` and ``try:``.
+relative, including those under ``if TYPE_CHECKING:`` and ``try:`` (a ``TYPE_CHECKING`` import
+must follow the layers too, but it loads nothing: it does not count as what a module pulls in).
 
 Rules (each a test below):
 
@@ -79,6 +80,7 @@ class Import:
     local: bool  # inside a function body
     line: int
     in_getattr: bool  # inside a module-level __getattr__ (the lazy face)
+    typing_only: bool = False  # under `if TYPE_CHECKING:` (never imported at run time)
 
 
 def module_name(path: Path) -> str:
@@ -122,29 +124,35 @@ def imports() -> dict[str, tuple[Import, ...]]:
     for m, tree in trees().items():
         found: list[Import] = []
 
-        def visit(node, local: bool, getattr_: bool):
+        def visit(node, local: bool, getattr_: bool, typing_: bool):
             for ch in ast.iter_child_nodes(node):
                 is_fn = isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
                 loc = local or is_fn
                 ga = getattr_ or (is_fn and not local and getattr(ch, "name", "") == "__getattr__")
+                tc = typing_ or (isinstance(ch, ast.If) and _is_type_checking(ch.test))
                 if isinstance(ch, ast.Import):
                     for a in ch.names:
                         top = a.name.split(".")[0]
                         internal = top == "memclaim"
-                        found.append(Import(m, a.name if internal else top, internal, loc, ch.lineno, ga))
+                        found.append(Import(m, a.name if internal else top, internal, loc, ch.lineno, ga, tc))
                 elif isinstance(ch, ast.ImportFrom):
                     base = _resolve(m, ch)
                     if base.split(".")[0] == "memclaim":
                         for a in ch.names:
                             sub = f"{base}.{a.name}"
-                            found.append(Import(m, sub if sub in mods else base, True, loc, ch.lineno, ga))
+                            found.append(Import(m, sub if sub in mods else base, True, loc, ch.lineno, ga, tc))
                     elif base:
-                        found.append(Import(m, base.split(".")[0], False, loc, ch.lineno, ga))
-                visit(ch, loc, ga)
+                        found.append(Import(m, base.split(".")[0], False, loc, ch.lineno, ga, tc))
+                visit(ch, loc, ga, tc)
 
-        visit(tree, False, False)
+        visit(tree, False, False, False)
         out[m] = tuple(found)
     return out
+
+
+def _is_type_checking(test: ast.AST) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _enclosing(target: str) -> list[str]:
@@ -163,7 +171,7 @@ def heavy_at_import(module: str, _stack: tuple[str, ...] = ()) -> frozenset[str]
     for parent in _enclosing(module)[:-1]:
         found |= heavy_at_import(parent, stack)
     for imp in imports().get(module, ()):
-        if imp.local:
+        if imp.local or imp.typing_only:  # neither runs when the module is imported
             continue
         if not imp.internal:
             found |= {imp.target} & HEAVY

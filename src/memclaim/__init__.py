@@ -10,7 +10,7 @@ imports neither torch nor numpy)::
     res.save("reports/members")
 
 Functions: load_model, score, test, population, census, audit, audit_table, dp_bounds, budget,
-and the training lab's train_tiny, finetune, unlearn (``help(memclaim.census)`` for each);
+dp_account, dp_baseline, dp_plots, and the training lab's train_tiny, finetune, unlearn (``help(memclaim.census)`` for each);
 results: ScoreResult, TestResult, PopulationResult, CensusRun, AuditRun, AuditTableRun, DPBounds,
 BudgetResult, TrainRun; Document for a text given in memory.
 """
@@ -29,7 +29,8 @@ from ._version import __version__  # noqa: E402  (after MKL_CBWR: see above)
 # the public API, re-exported lazily from memclaim.api (PEP 562)
 _API = ("load_model", "score", "test", "population", "census", "audit", "audit_table", "dp_bounds", "budget",
         "Document", "ScoreResult", "TestResult", "PopulationResult", "CensusRun", "AuditRun", "AuditTableRun",
-        "DPBounds", "BudgetResult", "train_tiny", "finetune", "unlearn", "TrainRun")
+        "DPBounds", "BudgetResult", "train_tiny", "finetune", "unlearn", "TrainRun",
+        "dp_account", "DPAccount", "dp_baseline", "dp_plots")
 
 __all__ = ["__version__", *_API]
 

@@ -37,8 +37,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
 
 from .errors import PolicyError
+
+if TYPE_CHECKING:  # the annotations' names only (torch is imported when a kernel runs)
+    import torch
 
 VALID_POLICY_HELP = (
     "valid policies: 'full', 'greedy', 'temperature:T' (T > 0), 'top-k:K' (integer K >= 1), "
@@ -132,8 +136,12 @@ class Policy:
                 "top_k": self.top_k, "top_p": self.top_p}
 
 
-def parse_policies(specs) -> tuple[Policy, ...]:
-    """Parse several policy strings; duplicates (same canonical spec) are dropped, order kept."""
+def parse_policies(specs: str | Policy | Sequence[str | Policy]) -> tuple[Policy, ...]:
+    """Parse several policy strings; duplicates (same canonical spec) are dropped, order kept.
+
+    >>> [p.spec for p in parse_policies(["top-k:40", "greedy", "top-k:40"])]
+    ['top-k:40', 'greedy']
+    """
     if isinstance(specs, str):
         specs = [specs]
     out: list[Policy] = []
@@ -157,12 +165,16 @@ def _torch():
     return torch
 
 
-def policy_logprobs(logits, policy: Policy):
-    """log q_{theta,phi}(v | context) for every vocabulary entry v.
+def policy_logprobs(logits: "torch.Tensor", policy: Policy) -> "torch.Tensor":
+    """log q_{theta,phi}(v | context) for every vocabulary entry v ([EM] Eq. 1).
 
     logits: float tensor [N, V] (any float dtype; computed in float32 or float64).
     Returns [N, V] in the computation dtype, ``-inf`` outside the policy's support.
     This materializes [N, V]; the scoring engine calls it on chunks of scored positions only.
+
+    >>> import torch
+    >>> policy_logprobs(torch.tensor([[2.0, 1.0, 0.0]], dtype=torch.float64), Policy.parse("top-k:2")).exp()
+    tensor([[0.7311, 0.2689, 0.0000]], dtype=torch.float64)
     """
     torch = _torch()
     x = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
@@ -194,7 +206,8 @@ def _warp(x, policy: Policy):
     return x
 
 
-def policy_target_logprob(logits, targets, policy: Policy, *, log_softmax_t1=None):
+def policy_target_logprob(logits: "torch.Tensor", targets: "torch.Tensor", policy: Policy, *,
+                          log_softmax_t1: "torch.Tensor | None" = None) -> "torch.Tensor":
     """log q_{theta,phi}(target_i | context_i) for each row i; [N, V] logits, [N] targets -> [N].
 
     Only the normalizer over the policy's support is needed, so top-k avoids building a masked
@@ -202,6 +215,12 @@ def policy_target_logprob(logits, targets, policy: Policy, *, log_softmax_t1=Non
     boundary, which equals the masked logsumexp of the HF rule. ``log_softmax_t1`` may pass an
     already computed ``log_softmax(logits)`` (the engine has it) for the untruncated T = 1 case.
     Row-wise log_softmax is used rather than logsumexp: on CPU it is one fused pass.
+
+    >>> import torch
+    >>> x = torch.tensor([[2.0, 1.0, 0.0]], dtype=torch.float64)
+    >>> fast = policy_target_logprob(x, torch.tensor([1]), Policy.parse("top-k:2"))
+    >>> bool(torch.isclose(fast, policy_logprobs(x, Policy.parse("top-k:2"))[:, 1], rtol=1e-15, atol=0))
+    True
     """
     torch = _torch()
     x = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
@@ -227,12 +246,17 @@ def policy_target_logprob(logits, targets, policy: Policy, *, log_softmax_t1=Non
     return lp.gather(1, t).view(-1)
 
 
-def topk_normalizer(x, k: int):
+def topk_normalizer(x: "torch.Tensor", k: int) -> "tuple[torch.Tensor, torch.Tensor]":
     """(K-th largest value [N, 1], log Z over the HF top-k support [N, 1]) of rows x [N, V].
 
     The support is every token >= the K-th largest (ties at the boundary kept, as in
     TopKLogitsWarper). topk(K+1) shows whether the boundary is tied; only rows where it is pay
     for an exact count of the tied tokens over the whole row.
+
+    >>> import torch
+    >>> kth, log_z = topk_normalizer(torch.tensor([[3.0, 1.0, 1.0, 0.0]], dtype=torch.float64), 2)
+    >>> float(kth), round(float(log_z.exp()), 4)  # the tie at the boundary is kept: e^3 + 2e
+    (1.0, 25.5221)
     """
     torch = _torch()
     V = x.shape[-1]

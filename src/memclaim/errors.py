@@ -5,6 +5,8 @@ traceback and exits with status 2. Input checks never use ``assert``.
 """
 from __future__ import annotations
 
+import types
+
 
 class MemclaimError(ValueError):
     """Base class: a problem the user can fix. ``hint`` says how."""
@@ -48,8 +50,16 @@ class MissingExtraError(MemclaimError, ImportError):
         )
 
 
-def require(module: str, extra: str):
-    """Import an optional module lazily; raise :class:`MissingExtraError` naming the extra."""
+def require(module: str, extra: str) -> "types.ModuleType":
+    """Import an optional module lazily; raise :class:`MissingExtraError` naming the extra.
+
+    >>> require("json", "core").dumps([1])
+    '[1]'
+    >>> require("no_such_module_x", "ray")
+    Traceback (most recent call last):
+    memclaim.errors.MissingExtraError: this feature needs the optional package 'no_such_module_x', which is not installed
+      fix: pip install 'memclaim[ray]'
+    """
     import importlib
 
     try:

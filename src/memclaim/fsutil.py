@@ -8,13 +8,21 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable, Iterator, Mapping
 
 from ._version import __version__
 from .errors import InputError
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see either the old file or the whole new one."""
+    """Write ``data`` to ``path`` so that readers see either the old file or the whole new one.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> atomic_write_bytes(d / "sub" / "x.bin", b"data")
+    >>> (d / "sub" / "x.bin").read_bytes()
+    b'data'
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -33,7 +41,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
-def write_files(folder: str | os.PathLike, files, *, owned) -> dict[str, Path]:
+def write_files(folder: str | os.PathLike, files: "Mapping[str, bytes]", *,
+                owned: "Callable[[Path], bool]") -> dict[str, Path]:
     """Write several files (``{name: bytes}``) into ``folder`` as one change: each is staged
     into a temporary file beside its target (written and fsynced: this is where a full disk
     fails, and then every staged file is removed and every previous file is left as it was),
@@ -41,7 +50,17 @@ def write_files(folder: str | os.PathLike, files, *, owned) -> dict[str, Path]:
 
     A file that already exists is replaced only if ``owned(path)`` says memclaim wrote it (e.g.
     the folder's report.json is a memclaim report); anything else is refused before any file is
-    written."""
+    written.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> sorted(write_files(d, {"a.txt": b"1", "b.txt": b"2"}, owned=lambda p: False))
+    ['a.txt', 'b.txt']
+    >>> write_files(d, {"a.txt": b"3"}, owned=lambda p: False)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    memclaim.errors.InputError: '.../a.txt' exists and memclaim did not write it; memclaim does not overwrite it
+      fix: choose another --out folder, or move the file away
+    """
     folder = Path(folder)
     for name in files:
         target = folder / name
@@ -100,14 +119,35 @@ def _umask() -> int:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """:func:`atomic_write_bytes` of ``text`` in UTF-8.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> atomic_write_text(d / "t.txt", "caf\u00e9")
+    >>> len((d / "t.txt").read_bytes())  # the e-acute takes two bytes in UTF-8
+    5
+    """
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def sha256_bytes(data: bytes) -> str:
+    """The hex sha256 of ``data``.
+
+    >>> sha256_bytes(b"")[:16]
+    'e3b0c44298fc1c14'
+    """
     return hashlib.sha256(data).hexdigest()
 
 
 def sha256_file(path: str | os.PathLike, *, chunk: int = 1 << 22) -> str:
+    """The hex sha256 of a file's bytes, read in ``chunk``-byte blocks.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "f").write_bytes(b"abc")
+    >>> sha256_file(d / "f", chunk=2) == sha256_bytes(b"abc")
+    True
+    """
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while True:
@@ -119,7 +159,12 @@ def sha256_file(path: str | os.PathLike, *, chunk: int = 1 << 22) -> str:
 
 
 def cache_dir() -> Path:
-    """Where memclaim caches converted models and the tiny GPT (``$MEMCLAIM_CACHE`` overrides)."""
+    """Where memclaim caches converted models and the tiny GPT (``$MEMCLAIM_CACHE`` overrides;
+    else ``$XDG_CACHE_HOME/memclaim`` or ``~/.cache/memclaim``); created if missing.
+
+    >>> cache_dir().is_dir()
+    True
+    """
     root = os.environ.get("MEMCLAIM_CACHE")
     if root:
         p = Path(root)
@@ -135,7 +180,14 @@ MARKER_FILE = ".memclaim-folder.json"
 
 
 def write_marker(folder: str | os.PathLike, *, kind: str) -> None:
-    """Record in ``folder`` that memclaim made it and which files it wrote (call last)."""
+    """Record in ``folder`` that memclaim made it and which files it wrote (call last).
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "model.bin").write_bytes(b"w")
+    >>> write_marker(d, kind="model")
+    >>> replaceable_folder(d)  # only memclaim's files: --overwrite may replace it
+    """
     import json
 
     folder = Path(folder)
@@ -157,7 +209,15 @@ def _marker(folder: Path) -> dict | None:
 def replaceable_folder(out: str | os.PathLike, *, option: str = "--out") -> None:
     """Raise unless the existing folder ``out`` may be replaced: memclaim made and marked it,
     it holds only the files memclaim wrote there, it is not a symbolic link, and it is neither
-    the current folder nor one of its parents. A missing or empty folder is always fine."""
+    the current folder nor one of its parents. A missing or empty folder is always fine.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "notes.txt").write_text("mine")
+    >>> replaceable_folder(d)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    memclaim.errors.InputError: --out '...' is a folder memclaim did not make (it has no .memclaim-folder.json); ...
+    """
     out = Path(out)
     if not out.exists() and not out.is_symlink():
         return
@@ -187,14 +247,23 @@ def replaceable_folder(out: str | os.PathLike, *, option: str = "--out") -> None
 
 
 @contextlib.contextmanager
-def atomic_directory(out: str | os.PathLike, *, tmp_prefix: str | None = None, replace: bool = False):
+def atomic_directory(out: str | os.PathLike, *, tmp_prefix: str | None = None,
+                     replace: bool = False) -> "Iterator[Path]":
     """Build a folder atomically: yields an empty temporary sibling of ``out``; when the block
     ends normally it is renamed to ``out``, otherwise it is deleted. Readers see the old folder,
     the complete new one, or nothing; a killed writer leaves only a hidden temp folder.
 
     An existing non-empty ``out`` is never deleted unless ``replace`` (the caller has checked
     that memclaim made it, :func:`replaceable_folder`); then it is first renamed aside, so a
-    failure leaves it whole, and removed only once the new folder is in place."""
+    failure leaves it whole, and removed only once the new folder is in place.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> with atomic_directory(d / "model") as tmp:
+    ...     _ = (tmp / "config.json").write_text("{}")
+    >>> sorted(p.name for p in (d / "model").iterdir())
+    ['config.json']
+    """
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix or f".{out.name}.", suffix=".tmp", dir=out.parent))
@@ -224,13 +293,20 @@ def atomic_directory(out: str | os.PathLike, *, tmp_prefix: str | None = None, r
 
 
 @contextlib.contextmanager
-def file_lock(path: str | os.PathLike, *, shared: bool = False, blocking: bool = True):
+def file_lock(path: str | os.PathLike, *, shared: bool = False, blocking: bool = True) -> "Iterator[bool]":
     """An advisory lock (flock) held for the block: exclusive by default, ``shared`` for many
     readers/writers at once. With ``blocking=False`` it yields False at once when another
     process holds a conflicting lock (and True when it got the lock).
 
     flock holds between processes on one machine and on local filesystems; it does not hold
-    between NFS clients (see docs/distributed.md)."""
+    between NFS clients (see docs/distributed.md).
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> with file_lock(d / ".lock") as got:
+    ...     got
+    True
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())

@@ -18,6 +18,13 @@ from .errors import InputError
 
 
 def to_jsonable(obj: Any) -> Any:
+    """Plain JSON data from results: dataclasses (through ``to_dict`` when they have one), numpy
+    scalars and arrays, tuples, paths, enums; non-finite floats as the strings "inf", "-inf",
+    "nan" (strict JSON has no such numbers).
+
+    >>> to_jsonable({"k": (1, float("-inf")), "x": np.float32(0.5)})
+    {'k': [1, '-inf'], 'x': 0.5}
+    """
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         if hasattr(obj, "to_dict"):
             return to_jsonable(obj.to_dict())
@@ -47,12 +54,22 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def from_jsonable_float(v: Any) -> float:
+    """A float back from :func:`to_jsonable`'s form.
+
+    >>> from_jsonable_float("-inf"), from_jsonable_float(2)
+    (-inf, 2.0)
+    """
     if isinstance(v, str):
         return {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}[v]
     return float(v)
 
 
 def dumps(obj: Any, **kw) -> str:
+    """``obj`` as strict JSON text (:func:`to_jsonable` first; ``kw`` go to :func:`json.dumps`).
+
+    >>> dumps({"p": 0.0, "log_p": float("-inf")})
+    '{"p": 0.0, "log_p": "-inf"}'
+    """
     return json.dumps(to_jsonable(obj), allow_nan=False, **kw)
 
 
@@ -63,8 +80,14 @@ class ResultMixin:
         return {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
-def read_json_object(path, what: str, *, hint: str | None = None) -> dict:
-    """The JSON object in file ``path`` (UTF-8); ``what`` names the file in the error messages."""
+def read_json_object(path: "str | Path", what: str, *, hint: str | None = None) -> dict:
+    """The JSON object in file ``path`` (UTF-8); ``what`` names the file in the error messages.
+
+    >>> read_json_object("missing.json", "procedure")
+    Traceback (most recent call last):
+    memclaim.errors.InputError: procedure file 'missing.json' does not exist
+      fix: check the path
+    """
     p = Path(path)
     try:
         d = json.loads(p.read_text(encoding="utf-8"))

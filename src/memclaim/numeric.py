@@ -14,6 +14,7 @@ True
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import numpy as np
 
@@ -24,12 +25,18 @@ __all__ = ["LN2", "logsumexp", "log1mexp", "clopper_pearson_bounds"]
 LN2 = math.log(2.0)
 
 
-def logsumexp(x) -> float:
+def logsumexp(x: "Sequence[float] | np.ndarray") -> float:
     """log sum exp(x) in float64 for a sequence or array of natural logs: max-shifted, each
     shifted exponential by ``math.exp`` (correctly rounded in practice, unlike a vectorized exp)
     and summed exactly (``math.fsum``). ``-inf`` for an empty or all ``-inf`` input. The result
     is >= max(x) exactly (the sum includes exp(0) = 1 and is correctly rounded). Hand-written:
-    scipy.special.logsumexp rounds its exponentials and its sum, and warns on all ``-inf``."""
+    scipy.special.logsumexp rounds its exponentials and its sum, and warns on all ``-inf``.
+
+    >>> logsumexp([math.log(0.25), math.log(0.5)]) == math.log(0.75)
+    True
+    >>> logsumexp([]), logsumexp([-math.inf])
+    (-inf, -inf)
+    """
     a = np.asarray(x, dtype=np.float64).ravel()
     if a.size == 0:
         return -math.inf
@@ -39,11 +46,17 @@ def logsumexp(x) -> float:
     return m + math.log(math.fsum(math.exp(v - m) for v in a.tolist()))
 
 
-def log1mexp(a):
+def log1mexp(a: "float | np.ndarray") -> "float | np.ndarray":
     """log(1 - exp(a)) for a <= 0, accurate on both sides of a = -log 2 (Maechler 2012,
     "Accurately computing log(1 - exp(-|a|))"): ``log(-expm1(a))`` near 0, ``log1p(-exp(a))``
     below. A Python float gives a float (computed with ``math``), an array an array; a = 0
-    gives -inf."""
+    gives -inf.
+
+    >>> log1mexp(math.log(0.25)) == math.log(0.75), log1mexp(0.0)
+    (True, -inf)
+    >>> log1mexp(-1e-20)  # log(1e-20): 1 - exp(a) computed directly would round to 0
+    -46.051701859880914
+    """
     if isinstance(a, (int, float)) and not isinstance(a, bool):
         a = float(a)
         if a == 0.0:
@@ -55,14 +68,22 @@ def log1mexp(a):
     return out if out.ndim else float(out)
 
 
-def clopper_pearson_bounds(k, n, *, confidence: float = 0.95, side: str = "two"):
+def clopper_pearson_bounds(k: "int | np.ndarray", n: "int | np.ndarray", *, confidence: float = 0.95,
+                           side: str = "two") -> "tuple[np.ndarray, np.ndarray]":
     """Exact (Clopper & Pearson 1934) confidence bounds for a binomial rate, from the beta
     quantiles (scipy.stats.beta), for integers or integer arrays ``k`` successes out of ``n``.
 
     ``side="two"``: the two-sided interval at ``confidence`` (tails (1 - confidence)/2 each);
     ``side="lower"``: the one-sided lower bound at ``confidence`` (upper end 1). k = 0 gives a
     lower end 0, k = n an upper end 1, n = 0 the interval [0, 1]. Returns (lo, hi) as float64
-    arrays (0-d for scalars). The caller checks its inputs (memclaim.validate)."""
+    arrays (0-d for scalars). The caller checks its inputs (memclaim.validate).
+
+    >>> lo, hi = clopper_pearson_bounds(0, 10)
+    >>> float(lo), round(float(hi), 4)
+    (0.0, 0.3085)
+    >>> round(float(clopper_pearson_bounds(10, 10, side="lower")[0]), 4)  # one-sided 95%: 0.05 ** (1/10)
+    0.7411
+    """
     from scipy import stats
 
     k = np.asarray(k, dtype=np.float64)

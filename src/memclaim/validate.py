@@ -7,7 +7,16 @@ from numbers import Integral, Real
 from .errors import DomainError
 
 
-def finite(name: str, value) -> float:
+def finite(name: str, value: float) -> float:
+    """``value`` as a float, refused unless a finite real number (not a bool).
+
+    >>> finite("alpha", 3)
+    3.0
+    >>> finite("alpha", float("nan"))
+    Traceback (most recent call last):
+    memclaim.errors.DomainError: alpha must be finite, got nan
+      fix: pass a finite number for alpha
+    """
     if isinstance(value, bool) or not isinstance(value, Real):
         raise DomainError(f"{name} must be a real number, got {value!r}", hint=f"pass {name} as a number")
     v = float(value)
@@ -16,7 +25,12 @@ def finite(name: str, value) -> float:
     return v
 
 
-def positive(name: str, value, *, allow_inf: bool = False) -> float:
+def positive(name: str, value: float, *, allow_inf: bool = False) -> float:
+    """``value`` > 0 as a float (finite unless ``allow_inf``).
+
+    >>> positive("epsilon", 1), positive("epsilon", float("inf"), allow_inf=True)
+    (1.0, inf)
+    """
     if isinstance(value, bool) or not isinstance(value, Real):
         raise DomainError(f"{name} must be a real number, got {value!r}", hint=f"pass {name} as a number")
     v = float(value)
@@ -26,15 +40,24 @@ def positive(name: str, value, *, allow_inf: bool = False) -> float:
     return v
 
 
-def nonneg(name: str, value) -> float:
+def nonneg(name: str, value: float) -> float:
+    """``value`` >= 0 and finite, as a float.
+
+    >>> nonneg("slack", 0)
+    0.0
+    """
     v = finite(name, value)
     if v < 0:
         raise DomainError(f"{name} must be >= 0, got {value!r}", hint=f"pass a number >= 0 for {name}")
     return v
 
 
-def in_open_unit(name: str, value) -> float:
-    """0 < value < 1."""
+def in_open_unit(name: str, value: float) -> float:
+    """0 < value < 1, as a float.
+
+    >>> in_open_unit("delta", 0.05)
+    0.05
+    """
     v = finite(name, value)
     if not 0.0 < v < 1.0:
         raise DomainError(f"{name} must lie strictly between 0 and 1, got {value!r}",
@@ -42,7 +65,12 @@ def in_open_unit(name: str, value) -> float:
     return v
 
 
-def in_unit(name: str, value, *, lo_open: bool = False, hi_open: bool = False) -> float:
+def in_unit(name: str, value: float, *, lo_open: bool = False, hi_open: bool = False) -> float:
+    """``value`` in [0, 1] (either end open on request), as a float.
+
+    >>> in_unit("rate", 1), in_unit("rate", 0.5, lo_open=True, hi_open=True)
+    (1.0, 0.5)
+    """
     v = finite(name, value)
     lo_ok = v > 0 if lo_open else v >= 0
     hi_ok = v < 1 if hi_open else v <= 1
@@ -53,8 +81,16 @@ def in_unit(name: str, value, *, lo_open: bool = False, hi_open: bool = False) -
     return v
 
 
-def integer(name: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
+def integer(name: str, value: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """``value`` as an int (a float with an integer value is accepted, a bool is not), within
+    [``minimum``, ``maximum``] when given.
+
+    >>> integer("--stride", 8.0, minimum=1)
+    8
+    """
+    if isinstance(value, bool):  # True is an Integral, and 1.0: never a count
+        raise DomainError(f"{name} must be an integer, got {value!r}", hint=f"pass a whole number for {name}")
+    if not isinstance(value, Integral):
         if isinstance(value, Real) and float(value).is_integer():
             value = int(value)
         else:
@@ -67,8 +103,12 @@ def integer(name: str, value, *, minimum: int | None = None, maximum: int | None
     return v
 
 
-def query_budget(name: str, value) -> float:
-    """A number of queries n: finite and >= 1 ([EM] §6: P[at least once in n])."""
+def query_budget(name: str, value: float) -> float:
+    """A number of queries n: finite and >= 1 ([EM] §6: P[at least once in n]).
+
+    >>> query_budget("--budget", 1e5)
+    100000.0
+    """
     if isinstance(value, bool) or not isinstance(value, Real) or math.isnan(float(value)) \
             or not math.isfinite(float(value)) or float(value) < 1:
         raise DomainError(f"{name} must be a finite number of queries >= 1, got {value!r}",

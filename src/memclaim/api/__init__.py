@@ -11,6 +11,9 @@ census             a single-document census against a matched control ([EM] §5)
 audit              membership-inference and extraction audits ([MX] §8.2)
 audit_table        the audit-disagreement table ([MX] Fig. 12)
 dp_bounds          what a DP guarantee caps ([MX] §3-5), incl. DP-SGD curves and k copies
+dp_account         epsilon of a DP-SGD run and its trade-off curve's caps
+dp_baseline        the certified prior baseline kappa_pi(m) of a canary ([MX] App. F.2)
+dp_plots           [MX] Figs. 2-4 (and a DP-SGD run's curve) as PNG
 budget             query budgets for a per-query probability ([EM] §6)
 train_tiny         the training lab: a tiny GPT with planted records ([MX] §8)
 finetune           fine-tuning with planted records, optionally DP-SGD ([MX] App. F.2)
@@ -32,6 +35,7 @@ _EXPORTS = {
     "Document": "_common", "ScoreResult": "_score", "TestResult": "_population", "PopulationResult": "_population",
     "CensusRun": "_census", "AuditRun": "_audit", "AuditTableRun": "_audit", "DPBounds": "_dp",
     "BudgetResult": "_budget", "train_tiny": "_train", "finetune": "_train", "unlearn": "_train", "TrainRun": "_train",
+    "dp_account": "_dp", "DPAccount": "_dp", "dp_baseline": "_dp", "dp_plots": "_dp",
 }
 
 __all__ = list(_EXPORTS)

@@ -8,9 +8,11 @@ with shadows the counterfactual memorization estimate (COND) beside a DP cap.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..audits.result import AuditResult
 from ..audits.run import default_shadow_recipe, run_audit
@@ -27,6 +29,14 @@ from ..privacy.tradeoff import neighbors_label
 from ._common import Result, WorkFolder, check_out_dir, jsonable, set_threads
 from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, renamed_keywords
 from ._model import load_model
+
+if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
+    import datasets
+    import pandas
+    import pyarrow
+    import transformers
+
+    from ..models.loader import LoadedModel
 
 __all__ = ["audit", "audit_table", "AuditRun", "AuditTableRun"]
 
@@ -105,17 +115,19 @@ def _cap(cap, cap_epsilon, cap_neighbors, cap_functional, cap_slack, cap_slack_n
 
 @renamed_keywords(nonmembers="controls", fpr="alpha", cap_relation="cap_neighbors",
                   soundness_relation="soundness_neighbors")
-def audit(model, members, controls, *, out=None, reference=None, shadows: int = 0,
-          attacks: Sequence[str] | None = None, k="0.2", alpha=None, confidence: float = 0.95,
-          prefix_tokens: int = DEFAULT_PREFIX_TOKENS, suffix_tokens: int = DEFAULT_SUFFIX_TOKENS,
-          policy: str | None = "top-k:40", m: int = 1,
+def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
+          members: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
+          controls: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
+          out: str | os.PathLike | None = None, reference: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple | None = None, shadows: int = 0,
+          attacks: Sequence[str] | None = None, k: str | float | Fraction = "0.2", alpha: str | float | Fraction | None = None, confidence: float = 0.95,
+          prefix_tokens: int = DEFAULT_PREFIX_TOKENS, suffix_tokens: int = DEFAULT_SUFFIX_TOKENS, policy: str | None = "top-k:40", m: int = 1,
           trigger: str | None = None, verifier_threshold: float = 0.15, kappa: float | None = None,
-          soundness_epsilon: float | None = None, soundness_neighbors: str = "add-remove", cap=None,
+          soundness_epsilon: float | None = None, soundness_neighbors: str = "add-remove", cap: float | None = None,
           cap_epsilon: float | None = None, cap_neighbors: str = "add-remove", cap_functional: str | None = None,
           cap_slack: float | None = None, cap_slack_note: str | None = None, shadow_mode: str | None = None,
-          shadow_base=None, shadow_steps: int | None = None, shadow_epochs: float | None = None,
+          shadow_base: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple | None = None, shadow_steps: int | None = None, shadow_epochs: float | None = None,
           shadow_lr: float | None = None, shadow_batch_size: int | None = None, shadow_seq_len: int | None = None,
-          shadow_seed: int | None = None, shadow_warmup: int | None = None, shadow_background=None,
+          shadow_seed: int | None = None, shadow_warmup: int | None = None, shadow_background: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset | None = None,
           design_seed: int = 0, text_field: str | None = None, id_field: str | None = None,
           input_format: str | None = None, dtype: str | None = None, sot: str | None = None,
           batch_size: int = 16, trust_remote_code: bool = False, threads: int | None = None,
@@ -224,7 +236,7 @@ class AuditTableRun(Result):
         return f"AuditTableRun({len(self.result.table.rows)} instances x {len(self.result.table.columns)} audits)"
 
 
-def audit_table(spec: Mapping | str | Path | TableSpec, *, out=None, base_dir=None, threads: int | None = None,
+def audit_table(spec: Mapping | str | Path | TableSpec, *, out: str | os.PathLike | None = None, base_dir: str | os.PathLike | None = None, threads: int | None = None,
                 progress: ProgressCallback | None = None, log: LogCallback | None = None) -> AuditTableRun:
     """Run the audits of every instance of ``spec`` (a JSON file or a dict; format:
     :data:`memclaim.audits.table_spec.TABLE_SPEC_DOC`, paths relative to the file's folder or

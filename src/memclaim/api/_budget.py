@@ -4,6 +4,7 @@ stably from log p (p reaches 1e-27 and below in a census; budgets beyond 1e308 f
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, replace
 
 from ..claims.budget import QueryBudget, log_prob_at_least_once, parse_probability, queries_needed
@@ -69,8 +70,8 @@ class BudgetResult(Result):
         return f"BudgetResult({self.statement!r})"
 
 
-def budget(*, p=None, log10_p=None, log_p=None, delta: float = 0.05, n: float | None = None,
-           log10_n: float | None = None, out=None) -> BudgetResult:
+def budget(*, p: float | str | None = None, log10_p: float | str | None = None, log_p: float | str | None = None, delta: float = 0.05, n: float | None = None,
+           log10_n: float | None = None, out: str | os.PathLike | None = None) -> BudgetResult:
     """Query budgets for a per-query probability (``memclaim budget``): exactly one of ``p``,
     ``log10_p`` (for p below 1e-308) or ``log_p`` (natural log); ``delta``: 1 - confidence of
     n_delta; ``n`` or ``log10_n``: a budget, for P[at least once in n]. ``out``: also write

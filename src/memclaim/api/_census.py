@@ -9,9 +9,10 @@ Exclusions remove *verified* quotations of earlier text from the control before 
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -33,6 +34,11 @@ from ._common import (Document, Result, WorkFolder, build_prompt_rule, check_out
                      make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
 from ._model import load_model
 from ._runs import store_input_record, stored_test_procedure
+
+if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
+    import transformers
+
+    from ..models.loader import LoadedModel
 
 __all__ = ["census", "CensusRun"]
 
@@ -134,13 +140,15 @@ def _exclusions(exclude_spans, control_specs):
     return exclude_spans_from_lines(list(exclude_spans), control_specs)
 
 
-def census(model, document=None, control=None, *, pairs: Sequence[tuple] = (), stride: int,
+def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
+           document: str | os.PathLike | Document | None = None,
+           control: str | os.PathLike | Document | None = None, *, pairs: Sequence[tuple] = (), stride: int,
            prefix_tokens: int | None = None, suffix_tokens: int | None = None,
            policies: Sequence[str] | str | None = ("top-k:40",), prompt_templates: Sequence[str] = (),
            chat_template: bool = False, aggregate: str = "max", near_verbatim: Sequence[int] = (),
-           beams: Sequence[int] = (), exclude_spans=None, references: Sequence = (), min_similarity: float = 90.0,
+           beams: Sequence[int] = (), exclude_spans: str | os.PathLike | Sequence[str] | None = None, references: Sequence[str | os.PathLike | Document] = (), min_similarity: float = 90.0,
            use_global: bool = False, budget_delta: float | None = 0.05, realistic_budget: float = 1e5,
-           controls_description: str | None = None, out=None, batch_size: int = 16, unit_size: int = 64,
+           controls_description: str | None = None, out: str | os.PathLike | None = None, batch_size: int = 16, unit_size: int = 64,
            backend: str = "local", address: str | None = None, workers: int | None = None,
            gpus_per_worker: float = 0.0, threads_per_worker: int = 1, dtype: str | None = None,
            sot: str | None = None, allow_pickle: bool = False, trust_remote_code: bool = False,

@@ -12,19 +12,28 @@ neighbouring relation and, for caps, its counterfactual functional.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
 
-from ..errors import DomainError
+from ..errors import DomainError, InputError
+from ..models.loader import LoadedModel
+from ..privacy.baseline import BaselineResult, certify_baseline
 from ..privacy.extraction import AuditSoundness, audit_soundness
-from ..privacy.pld import dpsgd_curve
+from ..privacy.pld import curve_caps, dpsgd_curve
 from ..privacy.summary import BoundsSummary
 from ..privacy.summary import dp_bounds as _dp_bounds
-from ..privacy.tradeoff import TradeOff, approx, gdp, pure
+from ..privacy.tradeoff import TradeOff, approx, dpsgd_epsilon, gdp, pure
+from ..progress import ProgressCallback
 from ..report.core import write_report
 from ..report.dp import dp_bounds_report
-from ._common import Result, jsonable
+from ..report.privacy import plot_all
+from ._common import Result, check_out_dir, jsonable
+from ._model import is_loaded_model, load_model
 
-__all__ = ["dp_bounds", "DPBounds", "parse_baseline", "guarantee_curve"]
+__all__ = ["dp_bounds", "DPBounds", "parse_baseline", "guarantee_curve", "dp_account", "DPAccount", "dp_baseline",
+           "dp_plots"]
 
 
 def parse_baseline(value) -> tuple[float, float] | None:
@@ -132,7 +141,7 @@ def _audit_complete(successes, trials, kappa, list_size) -> None:
 def dp_bounds(*, neighbors: str, epsilon: float | None = None, delta: float | None = None, mu: float | None = None,
               curve: TradeOff | None = None, noise_multiplier: float | None = None,
               sampling_rate: float | None = None, steps: int | None = None, pld_grid: float | None = None,
-              copies: int = 1, list_size: int | None = None, risk: float | None = None, baseline=None,
+              copies: int = 1, list_size: int | None = None, risk: float | None = None, baseline: float | tuple[float, float] | str | None = None,
               truncation: float | None = None, in_support_mass: float | None = None, dataset_size: int | None = None,
               frequency: float | None = None, successes: int | None = None, trials: int | None = None,
               confidence: float = 0.95, independence: str = "separate-runs") -> DPBounds:
@@ -195,3 +204,111 @@ def dp_bounds(*, neighbors: str, epsilon: float | None = None, delta: float | No
         audit = audit_soundness(f, successes=successes, trials=trials, m=list_size, kappa_interval=kap,
                                 confidence=confidence, independence=independence, copies=copies)
     return DPBounds(summary=summary, baseline_interval=kap, audit=audit)
+
+
+# ------------------------------------------------------------------ DP-SGD accounting
+@dataclass(frozen=True)
+class DPAccount(Result):
+    """epsilon of a DP-SGD run (``accounting``: dp_accounting's PLD or RDP accountant), the run's
+    trade-off curve (``curve``, from its privacy-loss distribution) and what the curve caps
+    (``caps``: the advantage eta(f), the LOO and RO memorization caps for each copy count, beside
+    the looser (epsilon, delta) route). ``to_dict()`` is what ``memclaim dp account --json``
+    prints."""
+
+    accounting: object
+    curve: object
+    caps: dict
+
+    @property
+    def epsilon(self) -> float:
+        return self.accounting.epsilon
+
+    def to_dict(self) -> dict:
+        out = self.accounting.to_dict()
+        out["from_curve"] = self.caps
+        out["curve"] = self.curve.to_dict()
+        return out
+
+    def to_pandas(self):
+        """One row per copy count: copies and the LOO and RO caps from the curve."""
+        import pandas as pd
+
+        return pd.DataFrame(jsonable(self.caps["caps"]))
+
+    def save(self, folder) -> dict:
+        raise InputError("dp account writes no report", hint="use to_dict() / --json")
+
+    def __repr__(self) -> str:
+        return f"DPAccount(epsilon={self.epsilon:.6g}, delta={self.accounting.delta:g}, {self.caps['neighbors']})"
+
+
+def dp_account(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float, accountant: str = "pld",
+               neighbors: str = "add-remove", copies: int = 1, pld_grid: float | None = None) -> DPAccount:
+    """epsilon of DP-SGD (Poisson-subsampled Gaussian) at ``delta`` via dp_accounting's PLD or RDP
+    ``accountant``, and the caps of the run's trade-off curve for 1 and ``copies`` copies ([MX]
+    §3-4, Cor. 4.3) (``memclaim dp account``). ``pld_grid``: the PLD's value discretization
+    (default 1e-4).
+
+    >>> import memclaim as mc
+    >>> a = mc.dp_account(noise_multiplier=1.1, sampling_rate=0.01, steps=100, delta=1e-5)
+    >>> a.epsilon < 1, a.caps["neighbors"]
+    (True, 'add/remove')
+    """
+    res = dpsgd_epsilon(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, delta=delta,
+                        accountant=accountant, neighbors=neighbors,
+                        **({} if pld_grid is None else {"pld_discretization": pld_grid}))
+    cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, neighbors=neighbors,
+                      route_delta=delta, value_discretization_interval=pld_grid)
+    caps = curve_caps(cur, copies=sorted({1, copies}), epsilon=res.epsilon, delta=res.delta)
+    return DPAccount(accounting=res, curve=cur, caps=caps)
+
+
+# ------------------------------------------------------------------ certified baselines
+def dp_baseline(model: str | os.PathLike | LoadedModel, prefix: str, *, secret_length: int, list_size: int,
+                temperature: float = 1.0, max_nodes: int = 100_000, time_limit: float | None = None,
+                batch_size: int = 64, trust_remote_code: bool = False,
+                progress: ProgressCallback | None = None) -> BaselineResult:
+    """Certify kappa_pi(m), the top-``list_size`` prior mass of length-``secret_length``
+    continuations of ``prefix`` under ``model`` at ``temperature`` ([MX] App. F.2) (``memclaim dp
+    baseline``). ``model`` must be the PRIOR (the base before any canary was planted). The
+    result's interval [kappa_lo, kappa_hi] is valid whenever the search stops (``max_nodes``
+    vocabulary rows, ``time_limit`` seconds) and closes to a point when it finishes.
+
+    >>> import memclaim as mc
+    >>> b = mc.dp_baseline("toy", "the", secret_length=2, list_size=1, max_nodes=50)   # doctest: +SKIP
+    >>> b.kappa_lo <= b.kappa_hi                                                        # doctest: +SKIP
+    True
+    """
+    m = load_model(model, trust_remote_code=trust_remote_code) if not is_loaded_model(model) else model
+    ids = list(getattr(m, "sot_ids", []) or []) + list(m.tokenizer.encode(prefix))
+    return certify_baseline(m.lm, ids, secret_length=secret_length, m=list_size, temperature=temperature,
+                            max_nodes=max_nodes, time_limit=time_limit, batch_size=batch_size, progress=progress)
+
+
+# ------------------------------------------------------------------ figures
+def dp_plots(out: str | os.PathLike, *, neighbors: str, epsilon: float = 1.0, delta: float = 0.1, mu: float = 1.0,
+             copies: int = 4, max_copies: int = 8, risk: float = 0.1, list_size: int = 1,
+             boundary_epsilons: Sequence[float] = (1.0, 3.0), noise_multiplier: float | None = None,
+             sampling_rate: float | None = None, steps: int | None = None,
+             dpsgd_delta: float = 1e-5) -> list[Path]:
+    """Draw [MX] Fig. 2 (advantage curves), Fig. 3 (staircase) and Fig. 4 (boundary vs baseline)
+    into ``out``; with DP-SGD settings (all three of ``noise_multiplier``, ``sampling_rate``,
+    ``steps``) also the run's trade-off curve against its (epsilon, ``dpsgd_delta``) envelope
+    (``memclaim dp plot``). Returns the PNG paths.
+
+    >>> import memclaim as mc
+    >>> [p.name for p in mc.dp_plots("figs", neighbors="add-remove")]              # doctest: +SKIP
+    ['fig2_advantage.png', 'fig3_staircase.png', 'fig4_boundary.png']
+    """
+    cur = None
+    given = [v is not None for v in (noise_multiplier, sampling_rate, steps)]
+    if any(given):
+        if not all(given):
+            missing = [o for o, v in zip(("--noise-multiplier", "--sampling-rate", "--steps"), given) if not v]
+            raise DomainError(f"DP-SGD settings are incomplete: missing {', '.join(missing)}",
+                              hint="give --noise-multiplier, --sampling-rate and --steps together")
+        cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
+                          neighbors=neighbors, route_delta=dpsgd_delta)
+    check_out_dir(out)
+    return plot_all(out, epsilon=epsilon, delta=delta, mu=mu, copies=copies, max_copies=max_copies, tau=risk,
+                    m=list_size, boundary_epsilons=tuple(boundary_epsilons), neighbors=neighbors, dpsgd=cur)

@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import train as _train  # noqa: F401  (registers the named model "toy")
 from ..errors import InputError, ModelLoadError
 from ..models import load_model as _load_model
 from ..models.loader import DTYPES, HFTokenizer, LoadedModel, resolve_sot
+
+if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
+    import transformers
 
 __all__ = ["load_model", "ObjectModel", "OBJECTS_FINGERPRINT_SCHEME", "is_loaded_model"]
 
@@ -99,7 +104,7 @@ def _wrap(model, tokenizer, *, sot, name) -> ObjectModel:
 
     if tokenizer is None:
         raise InputError(f"a transformers model ({type(model).__name__}) needs its tokenizer",
-                         hint="memclaim.load_model(model, tokenizer)")
+                         hint="memclaim.load_model(model, tokenizer), or pass the pair (model, tokenizer) as the model")
     tok = HFTokenizer(tokenizer)
     params = list(model.parameters())
     if not params:
@@ -119,14 +124,18 @@ def _wrap(model, tokenizer, *, sot, name) -> ObjectModel:
     return m
 
 
-def load_model(model, tokenizer=None, *, dtype: str | None = None, sot: str | None = None,
+def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
+               | tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase],
+               tokenizer: transformers.PreTrainedTokenizerBase | None = None, *, dtype: str | None = None, sot: str | None = None,
                allow_pickle: bool = False, trust_remote_code: bool = False, load_weights: bool = False,
                name: str | None = None) -> LoadedModel:
     """A model for every other function of the API.
 
     ``model`` is a named model (``"toy"``, ``"smollm2"``, ``"gemma3-270m"``), a path (a HF folder
     with safetensors, or a ``.gguf`` file), a model this function returned before (returned as
-    is), or a transformers causal LM object with its ``tokenizer`` (a fast tokenizer). ``dtype``
+    is), or a transformers causal LM object with its ``tokenizer`` (a fast tokenizer), given as
+    ``load_model(hf_model, tokenizer)`` or as the pair ``(hf_model, tokenizer)`` (the form every
+    other function of the API takes as its ``model``). ``dtype``
     (default float32) is the body dtype for names and paths; ``sot`` the start-of-text rule
     ('auto', 'none', 'bos', 'eos', a token or ids; default: per model). Weights load on first use
     unless ``load_weights``. ``name`` labels an object model in procedures and reports.
@@ -140,6 +149,11 @@ def load_model(model, tokenizer=None, *, dtype: str | None = None, sot: str | No
     >>> mc.load_model(hf, AutoTokenizer.from_pretrained(str(m.path))).fingerprint != m.fingerprint  # doctest: +SKIP
     True
     """
+    if isinstance(model, tuple) and len(model) == 2 and _is_transformers_model(model[0]):
+        if tokenizer is not None:
+            raise InputError("the tokenizer is given twice: in the (model, tokenizer) pair and as tokenizer=",
+                             hint="pass one of them")
+        model, tokenizer = model  # (transformers model, tokenizer): how score/test/... take an object model
     if is_loaded_model(model):
         given = [k for k, v in (("tokenizer", tokenizer), ("dtype", dtype), ("sot", sot), ("name", name)) if v is not None]
         if given:

@@ -11,9 +11,11 @@ false-positive rate certified at K/(N+1) relative to the controls' distribution.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
@@ -37,6 +39,15 @@ from ._model import load_model
 from ._options import renamed_keywords
 from ._runs import is_store, load_store_run, run_ids, store_input_record, stored_test_procedure
 from ._score import ScoreResult
+
+if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
+    import datasets
+    import numpy
+    import pandas
+    import pyarrow
+    import transformers
+
+    from ..models.loader import LoadedModel
 
 __all__ = ["test", "population", "TestResult", "PopulationResult", "validate_test_levels", "claim_result",
            "store_test"]
@@ -306,21 +317,25 @@ def _procedure_arg(p, what: str) -> dict | None:
 
 
 @renamed_keywords(id_column="id_field", score_column="score_field", text_column="text_field")
-def test(candidates, controls, *, alpha="0.001", policy: str | None = None, run: str | None = None,
+def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[float] | numpy.ndarray | pandas.Series,
+         controls: ScoreResult | RunScores | str | os.PathLike | Sequence[float] | numpy.ndarray | pandas.Series, *,
+         alpha: str | float | Fraction = "0.001", policy: str | None = None, run: str | None = None,
          controls_run: str | None = None, near_verbatim: int | None = None, kind: str | None = None,
          binary: bool | None = None, id_field: str | None = None, score_field: str | None = None,
-         text_field: str | None = None, candidates_procedure=None, controls_procedure=None,
+         text_field: str | None = None, candidates_procedure: dict | str | os.PathLike | None = None,
+         controls_procedure: dict | str | os.PathLike | None = None,
          candidate_ids: Sequence[str] | None = None, control_ids: Sequence[str] | None = None,
-         exclude_controls=None, exclude_control_ids: Sequence[str] = (), fdr=None, fwer=None, seed: int = 0,
+         exclude_controls: str | os.PathLike | None = None, exclude_control_ids: Sequence[str] = (), fdr: str | float | Fraction | None = None, fwer: str | float | Fraction | None = None, seed: int = 0,
          budget_delta: float | None = None, realistic_budget: float = 1e5, confidence: float = 0.95,
-         controls_description: str | None = None, out=None) -> TestResult:
+         controls_description: str | None = None, out: str | os.PathLike | None = None) -> TestResult:
     """The conformal population test ([EM] §3, §4, App. C) of ``candidates`` against matched
     non-member ``controls`` at target FPR ``alpha`` (``memclaim test``).
 
     Each side is a stored run (a :class:`ScoreResult` of :func:`memclaim.score`, or a
     :class:`~memclaim.scoring.results.RunScores`), a store folder (with ``run`` / ``controls_run``
     when it holds several), a CSV/TSV/Parquet score file ([EM] App. H.1; ``id_field``,
-    ``score_field``, ``text_field`` name its columns (``id_column`` etc. before 0.2), ``kind`` = 'log-prob', 'prob' or 'score'), or an array /
+    ``score_field``, ``text_field`` name its columns (``id_column`` etc. before 0.2), ``kind`` =
+    'log-prob', 'prob' or 'score'), or an array /
     list / pandas Series of scores (natural-log probabilities unless ``kind`` says otherwise;
     ``candidate_ids``/``control_ids``, or the Series' index). ``policy``: the stored policy to
     test (default: the run's first). ``alpha``, ``fdr``, ``fwer`` are read exactly ('0.001',
@@ -443,15 +458,18 @@ def test(candidates, controls, *, alpha="0.001", policy: str | None = None, run:
 
 
 # ------------------------------------------------------------------------------ memclaim.population
-def population(model, members, controls, *, alpha="0.001", prefix_tokens: int | None = None,
+def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
+               members: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
+               controls: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
+               alpha: str | float | Fraction = "0.001", prefix_tokens: int | None = None,
                suffix_tokens: int | None = None, policies: Sequence[str] | str | None = ("top-k:40",),
                prompt_templates: Sequence[str] = (), chat_template: bool = False, aggregate: str = "max",
                text_field: str | None = None, prefix_field: str | None = None, suffix_field: str | None = None,
                id_field: str | None = None, input_format: str | None = None, near_verbatim: Sequence[int] = (),
-               beams: Sequence[int] = (), exclude_controls=None, exclude_control_ids: Sequence[str] = (),
-               fdr=None, fwer=None, seed: int = 0, budget_delta: float | None = None,
+               beams: Sequence[int] = (), exclude_controls: str | os.PathLike | None = None, exclude_control_ids: Sequence[str] = (),
+               fdr: str | float | Fraction | None = None, fwer: str | float | Fraction | None = None, seed: int = 0, budget_delta: float | None = None,
                realistic_budget: float = 1e5, confidence: float = 0.95, controls_description: str | None = None,
-               out=None, batch_size: int = 16, unit_size: int = 64, backend: str = "local",
+               out: str | os.PathLike | None = None, batch_size: int = 16, unit_size: int = 64, backend: str = "local",
                address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0,
                threads_per_worker: int = 1, dtype: str | None = None, sot: str | None = None,
                allow_pickle: bool = False, trust_remote_code: bool = False, threads: int | None = None,

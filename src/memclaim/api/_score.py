@@ -7,9 +7,10 @@ does no model work.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..errors import InputError
 from ..progress import LogCallback, ProgressCallback
@@ -18,6 +19,15 @@ from ..scoring.runner import RunSummary, run_scoring
 from ._common import (Result, WorkFolder, build_prompt_rule, check_out_dir, copy_tree_into, cut_windows, jsonable,
                      make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
 from ._model import load_model
+
+if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
+    import datasets
+    import pandas
+    import pyarrow
+    import transformers
+
+    from ..models.loader import LoadedModel
+    from ._common import Document
 
 __all__ = ["score", "ScoreResult"]
 
@@ -74,12 +84,14 @@ class ScoreResult(Result):
                 f"{s.store!r}{' (temporary)' if self.temporary else ''})")
 
 
-def score(model, texts=None, *, document=None, stride: int | None = None, prefix_tokens: int | None = None,
+def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
+          texts: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset | None = None, *,
+          document: str | os.PathLike | Document | None = None, stride: int | None = None, prefix_tokens: int | None = None,
           suffix_tokens: int | None = None, policies: Sequence[str] | str | None = ("top-k:40",),
           prompt_templates: Sequence[str] = (), chat_template: bool = False, aggregate: str = "max",
           text_field: str | None = None, prefix_field: str | None = None, suffix_field: str | None = None,
           id_field: str | None = None, input_format: str | None = None, near_verbatim: Sequence[int] = (),
-          beams: Sequence[int] = (), out=None, label: str | None = None, batch_size: int = 16,
+          beams: Sequence[int] = (), out: str | os.PathLike | None = None, label: str | None = None, batch_size: int = 16,
           unit_size: int = 64, backend: str = "local", address: str | None = None, workers: int | None = None,
           gpus_per_worker: float = 0.0, threads_per_worker: int = 1, dtype: str | None = None,
           sot: str | None = None, allow_pickle: bool = False, trust_remote_code: bool = False,
@@ -89,7 +101,7 @@ def score(model, texts=None, *, document=None, stride: int | None = None, prefix
     (``memclaim score``).
 
     ``model``: a name, a path, a model from :func:`memclaim.load_model`, or a transformers model
-    (then pass ``load_model(hf_model, tokenizer)``). ``texts``: a passage file (JSONL/TXT/CSV/
+    with its tokenizer as the pair ``(hf_model, tokenizer)``. ``texts``: a passage file (JSONL/TXT/CSV/
     Parquet), a list of strings or of records (dicts with ``text``/``id``, or the
     ``prefix_field``/``suffix_field`` pair), a pandas DataFrame, a pyarrow Table or a
     ``datasets.Dataset``; or ``document`` (a path or :class:`memclaim.Document`) cut into sliding

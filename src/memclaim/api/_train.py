@@ -9,6 +9,7 @@ through memclaim's one trainer (:mod:`memclaim.train`), saves an ordinary HF fol
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -105,7 +106,8 @@ def _say(log):
     return log if log is not None else (lambda msg: None)
 
 
-def train_tiny(*, out, duplicates="1:8,8:8", canaries="", triggers: int = 8, trigger_copies: int = 16,
+def train_tiny(*, out: str | os.PathLike, duplicates: str | Sequence[tuple[int, int]] = "1:8,8:8",
+               canaries: str | Sequence[tuple[int, int]] = "", triggers: int = 8, trigger_copies: int = 16,
                steps: int = 800, batch_size: int = 16, lr: float = 3e-3, seed: int = 0, corpus_seed: int = 1,
                overwrite: bool = False, log: LogCallback | None = None) -> TrainRun:
     """Train a tiny GPT from scratch on a Markov-Zipf corpus with planted records ([MX] §8)
@@ -143,7 +145,8 @@ def train_tiny(*, out, duplicates="1:8,8:8", canaries="", triggers: int = 8, tri
     return TrainRun(str(path), manifest, lines)
 
 
-def finetune(model, data, *, out, plant_records=None, reserve_triggers: int = 0, layout: str = "pack",
+def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os.PathLike,
+             plant_records: str | os.PathLike | Sequence[dict] | None = None, reserve_triggers: int = 0, layout: str = "pack",
              epochs: float = 3.0, steps: int | None = None, lr: float = 5e-5, batch_size: int = 8, seq_len: int = 128,
              dp_epsilon: float | None = None, dp_delta: float | None = None, noise_multiplier: float | None = None,
              max_grad_norm: float = 1.0, physical_batch_size: int | None = None, seed: int = 0,
@@ -203,7 +206,8 @@ def finetune(model, data, *, out, plant_records=None, reserve_triggers: int = 0,
     return TrainRun(str(path), manifest, tuple(lines))
 
 
-def unlearn(model, forget, retain, *, out, method: str = "npo", lr: float = 7e-6, max_rounds: int = 14,
+def unlearn(model: str | os.PathLike, forget: str | os.PathLike | Sequence[dict], retain: str | os.PathLike, *,
+            out: str | os.PathLike, method: str = "npo", lr: float = 7e-6, max_rounds: int = 14,
             threshold: float = 0.15, seq_len: int = 128, batch_size: int = 8, seed: int = 0,
             threads: int | None = None, overwrite: bool = False, trust_remote_code: bool = False,
             log: LogCallback | None = None) -> TrainRun:

@@ -286,18 +286,26 @@ def _mean_logprob(lp: Sequence[np.ndarray]) -> np.ndarray:
     return _ragged_mean(lp)
 
 
-def loss_scores(token_logprobs) -> np.ndarray:
+def loss_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray]) -> np.ndarray:
     """Loss attack (Yeom et al. 2018, CSF, the threshold adversary of §3.2): the mean token
-    log-prob, i.e. minus the mean NLL. A text with a zero-probability token scores -inf."""
+    log-prob, i.e. minus the mean NLL. A text with a zero-probability token scores -inf.
+
+    >>> loss_scores([[-1.0, -3.0], [-0.5, -np.inf]]).tolist()
+    [-2.0, -inf]
+    """
     return _mean_logprob(_as_list(token_logprobs))
 
 
-def perplexity_scores(token_logprobs) -> np.ndarray:
+def perplexity_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray]) -> np.ndarray:
     """Perplexity attack (Carlini et al. 2021, USENIX Security, §5, the initial membership
     inference by perplexity): -exp(mean NLL).
 
     The same order as :func:`loss_scores` except where exp overflows (mean NLL > ~709 nats,
-    -inf) and ties there; kept as its own audit because [MX] App. F.2 reports both."""
+    -inf) and ties there; kept as its own audit because [MX] App. F.2 reports both.
+
+    >>> round(float(perplexity_scores([[-1.0, -3.0]])[0]), 4)  # -exp(2)
+    -7.3891
+    """
     nll = -_mean_logprob(_as_list(token_logprobs))
     with np.errstate(over="ignore"):
         return -np.exp(nll)
@@ -306,16 +314,24 @@ def perplexity_scores(token_logprobs) -> np.ndarray:
 def zlib_length(text: str) -> int:
     """Length in bytes of ``zlib.compress(text.encode('utf-8'))`` at the default level (6),
     the "zlib entropy" of Carlini et al. 2021 §6.2 (their code: ``len(zlib.compress(bytes(text,
-    'utf-8')))``). Always >= 8 (zlib header + checksum), so the ratio below is defined."""
+    'utf-8')))``). Always >= 8 (zlib header + checksum), so the ratio below is defined.
+
+    >>> zlib_length(""), zlib_length("ab" * 100) < zlib_length("the quick brown fox jumps over it")
+    (8, True)
+    """
     if not isinstance(text, str):
         raise InputError(f"zlib needs the text as a string, got {type(text).__name__}")
     return len(zlib.compress(text.encode("utf-8")))
 
 
-def zlib_scores(token_logprobs, texts: Sequence[str]) -> np.ndarray:
+def zlib_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray], texts: Sequence[str]) -> np.ndarray:
     """zlib ratio (Carlini et al. 2021 §6.2): -(mean NLL in nats) / zlib_length(text).
 
-    A text the model finds easy relative to how compressible it is scores high."""
+    A text the model finds easy relative to how compressible it is scores high.
+
+    >>> zlib_scores([[-1.0, -3.0]], [""]).tolist()  # -2 nats / 8 bytes
+    [-0.25]
+    """
     lp = _as_list(token_logprobs)
     texts = tuple(texts)
     if len(texts) != len(lp):
@@ -325,7 +341,8 @@ def zlib_scores(token_logprobs, texts: Sequence[str]) -> np.ndarray:
     return -nll / z
 
 
-def reference_scores(token_logprobs, reference_token_logprobs, *, per: str = "text") -> np.ndarray:
+def reference_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray], reference_token_logprobs: Sequence[Sequence[float] | np.ndarray], *,
+                     per: str = "text") -> np.ndarray:
     """Reference-model calibration (Carlini et al. 2021 §6.2, "comparing to other neural
     language models"; [MX] App. F.2): target loss minus reference loss, negated so that a text
     the target finds easier than the reference scores high.
@@ -372,7 +389,7 @@ def _exact_k(k) -> Fraction:
                           hint="e.g. k=0.2 for the 20% of [MX] App. F.2") from None
 
 
-def min_k_count(n_tokens: int, *, k=0.2) -> int:
+def min_k_count(n_tokens: int, *, k: float | str | Fraction = 0.2) -> int:
     """Tokens kept by min-k% for a text of ``n_tokens``: max(1, floor(k n)), k exact.
 
     k in (0, 1]; read as written (0.29 -> 29/100), so floor(0.29 x 100) = 29, where binary
@@ -392,9 +409,13 @@ def _min_k_mean(values: np.ndarray, k: Fraction) -> float:
     return float(np.mean(low))
 
 
-def min_k_scores(token_logprobs, *, k=0.2) -> np.ndarray:
+def min_k_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray], *, k: float | str | Fraction = 0.2) -> np.ndarray:
     """Min-k% Prob (Shi et al. 2024, ICLR, §3, Eq. 1): the mean of the ``min_k_count`` lowest
-    token log-probs of each text. k = 0.2 as in [MX] App. F.2."""
+    token log-probs of each text. k = 0.2 as in [MX] App. F.2.
+
+    >>> min_k_scores([[-1.0, -5.0, -3.0, -0.5]], k=0.5).tolist()  # the 2 lowest: (-5 - 3) / 2
+    [-4.0]
+    """
     kk = _exact_k(k)
     return np.array([_min_k_mean(a, kk) for a in _as_list(token_logprobs)], dtype=np.float64)
 
@@ -414,7 +435,8 @@ def min_k_plus_plus_token_scores(token_logprobs: np.ndarray, token_mean: np.ndar
     return z
 
 
-def min_k_plus_plus_scores(token_logprobs, token_mean, token_std, *, k=0.2) -> np.ndarray:
+def min_k_plus_plus_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray], token_mean: Sequence[Sequence[float] | np.ndarray], token_std: Sequence[Sequence[float] | np.ndarray], *,
+                           k: float | str | Fraction = 0.2) -> np.ndarray:
     """Min-K%++ (Zhang et al. 2024, arXiv:2404.02936, ICLR 2025, Eq. 3-4): min-k% over the
     standardized token scores (log p - mu) / sigma, mu and sigma the mean and standard deviation
     of log p(v) for v drawn from the model's own next-token distribution."""
@@ -435,7 +457,7 @@ def _as_list_free(values) -> tuple[np.ndarray, ...]:
     return tuple(np.asarray(v, dtype=np.float64).reshape(-1) for v in values)
 
 
-def token_mean_std(full_logprobs) -> tuple[np.ndarray, np.ndarray]:
+def token_mean_std(full_logprobs: "np.ndarray | Sequence[np.ndarray]") -> tuple[np.ndarray, np.ndarray]:
     """mu_t = sum_v p_t(v) log p_t(v) and sigma_t = sqrt(sum_v p_t(v) (log p_t(v) - mu_t)^2)
     from full next-token log-distributions [T, V] (0 log 0 = 0). A reference for the scoring
     engine's fused computation, and for tests."""

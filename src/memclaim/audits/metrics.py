@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
+from typing import Sequence
 
 import numpy as np
 from scipy import stats
@@ -62,8 +63,12 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------- input checks
-def as_score_array(name: str, values, *, minimum: int = 2) -> np.ndarray:
-    """A 1-D float64 copy of ``values``; NaN refused; at least ``minimum`` entries."""
+def as_score_array(name: str, values: Sequence[float] | np.ndarray, *, minimum: int = 2) -> np.ndarray:
+    """A 1-D float64 copy of ``values``; NaN refused; at least ``minimum`` entries.
+
+    >>> as_score_array("member_scores", [1, -np.inf]).tolist()
+    [1.0, -inf]
+    """
     try:
         arr = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
@@ -157,10 +162,14 @@ def _hoeffding_halfwidth(m: int, n: int, confidence: float) -> float:
     return math.sqrt(math.log(2.0 / (1.0 - confidence)) / (2.0 * min(m, n)))
 
 
-def roc_auc(member_scores, nonmember_scores, *, confidence: float = 0.95) -> AUCResult:
+def roc_auc(member_scores: Sequence[float] | np.ndarray, nonmember_scores: Sequence[float] | np.ndarray, *, confidence: float = 0.95) -> AUCResult:
     """ROC AUC of member vs non-member scores with a DeLong interval and the leak signal.
 
     Exact ties count one half. Needs at least two of each (DeLong's variance uses ddof = 1).
+
+    >>> r = roc_auc([3.0, 2.0, 0.5], [1.0, 0.5, -1.0])
+    >>> round(r.auc, 6)  # 7 of 9 pairs ordered, plus one tie counted one half: 7.5/9
+    0.833333
     """
     x = as_score_array("member_scores", member_scores)
     y = as_score_array("nonmember_scores", nonmember_scores)
@@ -185,8 +194,12 @@ def roc_auc(member_scores, nonmember_scores, *, confidence: float = 0.95) -> AUC
     )
 
 
-def roc_auc_slow(member_scores, nonmember_scores) -> float:
-    """The O(m n) definition sum_ij psi(X_i, Y_j) / (m n); a reference for tests."""
+def roc_auc_slow(member_scores: Sequence[float] | np.ndarray, nonmember_scores: Sequence[float] | np.ndarray) -> float:
+    """The O(m n) definition sum_ij psi(X_i, Y_j) / (m n); a reference for tests.
+
+    >>> roc_auc_slow([3.0, 2.0, 0.5], [1.0, 0.5, -1.0]) == roc_auc([3.0, 2.0, 0.5], [1.0, 0.5, -1.0]).auc
+    True
+    """
     x = as_score_array("member_scores", member_scores, minimum=1)
     y = as_score_array("nonmember_scores", nonmember_scores, minimum=1)
     total = 0.0
@@ -213,7 +226,8 @@ class AUCComparison(ResultMixin):
     interval_method: str
 
 
-def compare_aucs(members_a, nonmembers_a, members_b, nonmembers_b, *, confidence: float = 0.95,
+def compare_aucs(members_a: Sequence[float] | np.ndarray, nonmembers_a: Sequence[float] | np.ndarray, members_b: Sequence[float] | np.ndarray, nonmembers_b: Sequence[float] | np.ndarray, *,
+                 confidence: float = 0.95,
                  alternative: str = "two-sided") -> AUCComparison:
     """DeLong et al. (1988) §2 test of two correlated AUCs (two attacks, the same texts).
 
@@ -265,7 +279,7 @@ def compare_aucs(members_a, nonmembers_a, members_b, nonmembers_b, *, confidence
 
 
 # ------------------------------------------------------------------ TPR at a certified FPR
-def conformal_rank(alpha, n_nonmembers: int) -> int:
+def conformal_rank(alpha: str | float | Fraction, n_nonmembers: int) -> int:
     """K = floor(alpha (N + 1)) in exact arithmetic ([EM] Eq. 5): :func:`memclaim.claims.conformal.rank_k`
     (N = 0 gives K = 0).
 
@@ -279,17 +293,24 @@ def conformal_rank(alpha, n_nonmembers: int) -> int:
     return rank_k(alpha=alpha, n_controls=n, name="fpr")
 
 
-def min_nonmembers(alpha) -> int:
+def min_nonmembers(alpha: str | float | Fraction) -> int:
     """The smallest N with K = floor(alpha (N + 1)) >= 1, i.e. N >= 1/alpha - 1 (exact):
-    :func:`memclaim.claims.conformal.controls_needed_for_level`."""
+    :func:`memclaim.claims.conformal.controls_needed_for_level`.
+
+    >>> min_nonmembers("1%"), min_nonmembers(0.05)
+    (99, 19)
+    """
     return controls_needed_for_level(alpha=alpha, name="fpr")
 
 
-def certified_threshold(nonmember_scores, *, fpr) -> tuple[float, int, Fraction]:
+def certified_threshold(nonmember_scores: Sequence[float] | np.ndarray, *, fpr: str | float | Fraction) -> tuple[float, int, Fraction]:
     """(threshold, K, alpha_N): the K-th largest non-member score, K = floor(alpha (N + 1)),
     and the certified FPR alpha_N = K / (N + 1) <= alpha ([EM] Eq. 5-6).
 
     Refuses (DomainError) when K = 0: no threshold from N non-members certifies alpha.
+
+    >>> certified_threshold([float(i) for i in range(19)], fpr="10%")  # K = floor(0.1 * 20) = 2
+    (17.0, 2, Fraction(1, 10))
     """
     y = as_score_array("nonmember_scores", nonmember_scores)
     a = exact_level("fpr", fpr)
@@ -338,11 +359,16 @@ class TPRResult(ResultMixin):
     in_sample_fpr: float
 
 
-def tpr_at_fpr(member_scores, nonmember_scores, *, fpr=0.05, confidence: float = 0.95) -> TPRResult:
+def tpr_at_fpr(member_scores: Sequence[float] | np.ndarray, nonmember_scores: Sequence[float] | np.ndarray, *, fpr: str | float | Fraction = 0.05,
+               confidence: float = 0.95) -> TPRResult:
     """TPR of "score > tau" on the members, tau from the non-members by the conformal rank rule.
 
     Refuses (DomainError) when the non-member count cannot certify ``fpr`` and says how many
     are needed. Needs at least two members and two non-members.
+
+    >>> t = tpr_at_fpr([20.0, 18.0, 5.0, 30.0], [float(i) for i in range(19)], fpr="10%")
+    >>> t.threshold, t.tpr, t.certified_fpr  # scores strictly above the 2nd largest non-member
+    (17.0, 0.75, 0.1)
     """
     x = as_score_array("member_scores", member_scores)
     y = as_score_array("nonmember_scores", nonmember_scores)
@@ -396,7 +422,8 @@ class TPRComparison(ResultMixin):
     seed: int
 
 
-def compare_tprs(members_a, nonmembers_a, members_b, nonmembers_b, *, fpr=0.05,
+def compare_tprs(members_a: Sequence[float] | np.ndarray, nonmembers_a: Sequence[float] | np.ndarray, members_b: Sequence[float] | np.ndarray, nonmembers_b: Sequence[float] | np.ndarray, *,
+                 fpr: str | float | Fraction = 0.05,
                  alternative: str = "greater", confidence: float = 0.95, n_bootstrap: int = 2000,
                  paired_nonmembers: bool = True, seed: int = 0) -> TPRComparison:
     """Paired comparison of two attacks at the same certified FPR on the same members.

@@ -118,7 +118,7 @@ def min_log_prob_for_budget(*, n=None, delta, log_n=None):
     lx = math.log(-math.log(d)) - ln  # log |x|
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         ax = np.exp(lx)  # |x|; underflows to 0 only where the series branch is taken
-        out = np.where(lx < -30, lx + np.log1p(-ax / 2), np.log(-np.expm1(-ax)))
+        out = np.where(lx < -30, lx + np.log1p(-ax / 2), log1mexp(-ax))
     return out if np.ndim(out) else float(out)
 
 

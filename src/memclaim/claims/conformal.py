@@ -38,7 +38,7 @@ from .scores import (LN10, PROBABILITY_KINDS, as_scores, controls_at_atom_hint, 
 
 
 # ------------------------------------------------------------------------------ primitives
-def rank_k(*, alpha, n_controls: int, name: str = "alpha") -> int:
+def rank_k(*, alpha: str | float | Fraction, n_controls: int, name: str = "alpha") -> int:
     """K = floor(alpha (N+1)) in exact arithmetic ([EM] Eq. 5); the one home of the conformal rank
     (audits' certified FPR calls it). ``name`` names alpha in error messages.
 
@@ -50,13 +50,17 @@ def rank_k(*, alpha, n_controls: int, name: str = "alpha") -> int:
     return floor_times(a, n + 1)
 
 
-def certified_level(*, alpha, n_controls: int) -> Fraction:
-    """alpha_N = K/(N+1) as an exact fraction ([EM] Eq. 5)."""
+def certified_level(*, alpha: str | float | Fraction, n_controls: int) -> Fraction:
+    """alpha_N = K/(N+1) as an exact fraction ([EM] Eq. 5).
+
+    >>> certified_level(alpha="0.1", n_controls=40)
+    Fraction(4, 41)
+    """
     n = _n_controls(n_controls)
     return Fraction(rank_k(alpha=alpha, n_controls=n), n + 1)
 
 
-def controls_needed_for_level(*, alpha, name: str = "alpha") -> int:
+def controls_needed_for_level(*, alpha: str | float | Fraction, name: str = "alpha") -> int:
     """The smallest N with K = floor(alpha (N+1)) >= 1, i.e. N >= 1/alpha - 1 ([EM] C.1): the
     minimum number of controls (also audits' minimum number of non-members).
 
@@ -76,19 +80,32 @@ def _n_controls(n) -> int:
 
 
 def count_ge(candidates: np.ndarray, controls_sorted: np.ndarray) -> np.ndarray:
-    """#{i : Z_i >= s} for each candidate s (controls sorted ascending; -inf handled)."""
+    """#{i : Z_i >= s} for each candidate s (controls sorted ascending; -inf handled).
+
+    >>> count_ge(np.array([-2.0, -np.inf]), np.array([-np.inf, -3.0, -2.0])).tolist()
+    [1, 3]
+    """
     return controls_sorted.size - np.searchsorted(controls_sorted, candidates, side="left")
 
 
 def count_gt(values: np.ndarray, sorted_ref: np.ndarray) -> np.ndarray:
-    """#{i : ref_i > v} for each v (reference sorted ascending)."""
+    """#{i : ref_i > v} for each v (reference sorted ascending).
+
+    >>> count_gt(np.array([-2.0]), np.array([-3.0, -2.0, -1.0])).tolist()
+    [1]
+    """
     return sorted_ref.size - np.searchsorted(sorted_ref, values, side="right")
 
 
-def conformal_pvalues(candidate_scores, control_scores, *, kind: str = "log-prob") -> np.ndarray:
+def conformal_pvalues(candidate_scores: Sequence[float] | np.ndarray, control_scores: Sequence[float] | np.ndarray,
+                      *, kind: str = "log-prob") -> np.ndarray:
     """Conservative conformal p-values p(s) = (1 + #{Z_i >= s}) / (N+1) ([EM] Eq. 4, C.2).
 
-    Ties with controls count against the candidate, so the p-value is valid with atoms."""
+    Ties with controls count against the candidate, so the p-value is valid with atoms.
+
+    >>> conformal_pvalues([-1.0, -5.0], [-9.0, -5.0, -7.0]).tolist()  # a tie counts against
+    [0.25, 0.5]
+    """
     cand = as_scores(candidate_scores, kind=kind, name="candidate scores", allow_empty=True)
     ctrl = np.sort(as_scores(control_scores, kind=kind, name="control scores"))
     return (1 + count_ge(cand, ctrl)) / (ctrl.size + 1)
@@ -228,7 +245,8 @@ class PopulationTest(ResultMixin):
         return self.pvalue_numerators / (self.n_controls + 1)
 
 
-def population_test(candidate_scores, control_scores, *, alpha, kind: str = "log-prob",
+def population_test(candidate_scores: Sequence[float] | np.ndarray, control_scores: Sequence[float] | np.ndarray, *,
+                    alpha: str | float | Fraction, kind: str = "log-prob",
                     binary: bool | None = None, confidence: float = 0.95,
                     conditional_levels: Sequence[float] = (0.9, 0.95)) -> PopulationTest:
     """Run the conformal test at target FPR ``alpha`` ([EM] §3, App. C). See the module doc.
@@ -236,6 +254,10 @@ def population_test(candidate_scores, control_scores, *, alpha, kind: str = "log
     ``binary=None`` detects greedy-style scores (every score 0 or -inf in log space); pass
     True for a greedy policy. Raises InputError for empty inputs and for non-binary controls
     that all score -inf, DomainError for alpha outside (0, 1).
+
+    >>> t = population_test([-1.0, -2.0, -30.0], [-9.0, -8.0, -7.0, -6.0, -5.0, -4.0, -3.5, -10.0, -11.0], alpha="0.1")
+    >>> t.k, t.n_claimed, t.threshold, t.alpha_n  # alpha_N = K/(N+1) = 1/10
+    (1, 2, -3.5, 0.1)
     """
     kind = parse_kind(kind)
     a = exact_level("alpha", alpha)

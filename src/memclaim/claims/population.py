@@ -8,6 +8,7 @@ This is the one function commands call with two score arrays plus metadata
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
@@ -81,17 +82,26 @@ def _ids(ids, n, what) -> tuple[str, ...]:
     return ids
 
 
-def population_claim(*, candidate_scores, control_scores, alpha, kind: str = "log-prob",
+def population_claim(*, candidate_scores: Sequence[float] | np.ndarray, control_scores: Sequence[float] | np.ndarray,
+                     alpha: str | float | Fraction, kind: str = "log-prob",
                      candidate_ids: Sequence[str] | None = None, control_ids: Sequence[str] | None = None,
                      exclude_control_ids: Sequence[str] = (), binary: bool | None = None,
                      confidence: float = 0.95, conditional_levels: Sequence[float] = (0.9, 0.95),
-                     sweep: bool = True, fdr_delta=None, fwer_delta=None, seed: int = 0,
+                     sweep: bool = True, fdr_delta: str | float | Fraction | None = None,
+                     fwer_delta: str | float | Fraction | None = None, seed: int = 0,
                      budget_delta: float | None = None, realistic_budget: float = 1e5) -> PopulationClaim:
     """Run the conformal test on the full control pool and, when ``exclude_control_ids`` lists
     verified members among the controls, on the decontaminated pool too ([EM] D.2); the
     decontaminated pool is then the primary one. Multiple testing (``fdr_delta``: BH;
     ``fwer_delta``: Bonferroni) and the budget view (``budget_delta``, probability kinds only)
-    use the primary pool."""
+    use the primary pool.
+
+    >>> c = population_claim(candidate_scores=[-1.0, -2.0], control_scores=[-9.0, -1.5, -7.0, -6.0, -5.0,
+    ...                      -4.0, -3.5, -10.0, -11.0, -12.0], alpha="0.1", control_ids=[f"c{i}" for i in range(10)],
+    ...                      exclude_control_ids=["c1"])  # c1 verified as a member ([EM] D.2)
+    >>> c.primary, c.primary_test.n_controls, c.primary_test.threshold, c.primary_test.n_claimed
+    ('decontaminated', 9, -3.5, 2)
+    """
     kind = parse_kind(kind)
     cand = as_scores(candidate_scores, kind=kind, name="candidate scores")
     ctrl = as_scores(control_scores, kind=kind, name="control scores")

@@ -108,11 +108,14 @@ def as_scores(values, *, kind: str, name: str = "scores", allow_empty: bool = Fa
 
 
 # ------------------------------------------------------------------------------- exact levels
-def exact_fraction(name: str, value) -> Fraction:
+def exact_fraction(name: str, value: str | float | Fraction | Decimal) -> Fraction:
     """The exact rational a user meant: ``"0.29"``, ``0.29``, ``"0.1%"``, ``Fraction(1, 1000)``.
 
     A float is read through its shortest repr (``0.29`` -> 29/100), which is what the user
     typed, not the binary double (0.28999999999999998...).
+
+    >>> exact_fraction("alpha", 0.29), exact_fraction("alpha", "0.1%"), exact_fraction("alpha", "1/1000")
+    (Fraction(29, 100), Fraction(1, 1000), Fraction(1, 1000))
     """
     if isinstance(value, bool):
         raise DomainError(f"{name} must be a number, got {value!r}", hint=f"pass {name} as a number")
@@ -152,8 +155,15 @@ def exact_fraction(name: str, value) -> Fraction:
                       hint=f"write {name} as a decimal, a percentage or a fraction")
 
 
-def exact_level(name: str, value) -> Fraction:
-    """An exact level strictly between 0 and 1 (alpha, delta)."""
+def exact_level(name: str, value: str | float | Fraction | Decimal) -> Fraction:
+    """An exact level strictly between 0 and 1 (alpha, delta, FDR, FWER): the one parser of
+    every level memclaim reads (the claims and the audits alike).
+
+    >>> exact_level("alpha", "0.1%")
+    Fraction(1, 1000)
+    >>> exact_level("--fpr", "5%") == exact_level("--fpr", 0.05)
+    True
+    """
     f = exact_fraction(name, value)
     if not 0 < f < 1:
         raise DomainError(f"{name} must lie strictly between 0 and 1, got {value!r}",
@@ -162,14 +172,27 @@ def exact_level(name: str, value) -> Fraction:
 
 
 def floor_times(level: Fraction, m: int) -> int:
-    """floor(level * m) in exact integer arithmetic."""
+    """floor(level * m) in exact integer arithmetic.
+
+    >>> floor_times(Fraction(1, 10), 39), floor_times(Fraction(1, 10), 40)
+    (3, 4)
+    """
     return (level.numerator * m) // level.denominator
 
 
 def fraction_str(f: Fraction) -> str:
+    """'K/N', or the integer when the denominator is 1.
+
+    >>> fraction_str(Fraction(2, 41)), fraction_str(Fraction(3))
+    ('2/41', '3')
+    """
     return f"{f.numerator}/{f.denominator}" if f.denominator != 1 else str(f.numerator)
 
 
-def log10_or_none(log_value: float):
-    """Natural log -> log10 for humans (``-inf`` stays ``-inf``)."""
+def log10_or_none(log_value: float) -> float:
+    """Natural log -> log10 for humans (``-inf`` stays ``-inf``).
+
+    >>> log10_or_none(math.log(1e-5)), log10_or_none(-math.inf)
+    (-5.0, -inf)
+    """
     return float(log_value) / LN10

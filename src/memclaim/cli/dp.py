@@ -1,6 +1,6 @@
 """`memclaim dp`: what a differential-privacy guarantee does and does not say ([MX] §3-5, App. F.2).
 
-Thin: parse, call :mod:`memclaim.privacy`, print. Every printed number names its neighbouring
+Thin: parse, call :mod:`memclaim.api` (dp_bounds, dp_plots, dp_baseline, dp_account), print. Every printed number names its neighbouring
 relation and, for memorization caps, the counterfactual functional (RO, LOO, COND).
 """
 from __future__ import annotations
@@ -11,10 +11,8 @@ import sys
 import click
 
 from .. import api
-from ..errors import DomainError
 from ..jsonutil import dumps
-from ..models import load_model
-from .common import check_out_dir, print_json, trust_remote_code_option
+from .common import print_json, trust_remote_code_option
 from .options import NEIGHBORS, Group
 
 # one spelling per relation on every command ("replace" before 0.2: still read, with a note)
@@ -199,21 +197,9 @@ def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, bep
       memclaim dp plot --out figs --neighbors add-remove --epsilon 1
       memclaim dp plot --out figs --neighbors add-remove --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000
     """
-    from ..report.privacy import plot_all
-    cur = None
-    given = [v is not None for v in (sigma, q, steps)]
-    if any(given):
-        if not all(given):
-            missing = [o for o, v in zip(("--noise-multiplier", "--sampling-rate", "--steps"), given) if not v]
-            raise DomainError(f"DP-SGD settings are incomplete: missing {', '.join(missing)}",
-                              hint="give --noise-multiplier, --sampling-rate and --steps together")
-        from ..privacy.pld import dpsgd_curve
-
-        cur = dpsgd_curve(noise_multiplier=sigma, sampling_rate=q, steps=steps, neighbors=neighbors,
-                          route_delta=dpsgd_delta)
-    check_out_dir(out_dir)
-    paths = plot_all(out_dir, epsilon=epsilon, delta=delta, mu=mu, copies=copies, max_copies=max_copies, tau=tau,
-                     m=m, boundary_epsilons=tuple(beps), neighbors=neighbors, dpsgd=cur)
+    paths = api.dp_plots(out_dir, neighbors=neighbors, epsilon=epsilon, delta=delta, mu=mu, copies=copies,
+                         max_copies=max_copies, risk=tau, list_size=m, boundary_epsilons=tuple(beps),
+                         noise_multiplier=sigma, sampling_rate=q, steps=steps, dpsgd_delta=dpsgd_delta)
     if as_json:
         print_json({"files": [str(p) for p in paths], "neighbors": neighbors})
         return
@@ -245,10 +231,7 @@ def baseline(model, prefix, L, m, temperature, max_nodes, time_limit, batch_size
     Example:
       memclaim dp baseline smollm2 --prefix "The access code is" --secret-length 4 --list-size 1
     """
-    from ..privacy.baseline import certify_baseline
-
-    loaded = load_model(model, trust_remote_code=trust_remote_code)
-    ids = list(getattr(loaded, "sot_ids", []) or []) + list(loaded.tokenizer.encode(prefix))
+    loaded = api.load_model(model, trust_remote_code=trust_remote_code)
     con = _console(err=True)
     progress = None
     if not as_json and sys.stderr.isatty():
@@ -260,8 +243,8 @@ def baseline(model, prefix, L, m, temperature, max_nodes, time_limit, batch_size
                 status.update(f"nodes {event.done}  kappa in [{event.extra['kappa_lo']:.4g}, "
                               f"{event.extra['kappa_hi']:.4g}]")
     try:
-        res = certify_baseline(loaded.lm, ids, secret_length=L, m=m, temperature=temperature, max_nodes=max_nodes,
-                               time_limit=time_limit, batch_size=batch_size, progress=progress)
+        res = api.dp_baseline(loaded, prefix, secret_length=L, list_size=m, temperature=temperature,
+                              max_nodes=max_nodes, time_limit=time_limit, batch_size=batch_size, progress=progress)
     finally:
         if progress is not None:
             status.stop()
@@ -334,21 +317,12 @@ def account(noise_multiplier, sampling_rate, steps, delta, accountant, neighbors
     Example:
       memclaim dp account --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000 --delta 1e-5
     """
-    from ..privacy.pld import curve_caps, dpsgd_curve
-    from ..privacy.tradeoff import dpsgd_epsilon
-
-    res = dpsgd_epsilon(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, delta=delta,
-                        accountant=accountant, neighbors=neighbors,
-                        **({} if pld_grid is None else {"pld_discretization": pld_grid}))
-    cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, neighbors=neighbors,
-                      route_delta=delta, value_discretization_interval=pld_grid)
-    caps = curve_caps(cur, copies=sorted({1, copies}), epsilon=res.epsilon, delta=res.delta)
+    acc = api.dp_account(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, delta=delta,
+                         accountant=accountant, neighbors=neighbors, copies=copies, pld_grid=pld_grid)
     if as_json:
-        out = res.to_dict()
-        out["from_curve"] = caps
-        out["curve"] = cur.to_dict()
-        click.echo(dumps(out, indent=2))
+        click.echo(dumps(acc.to_dict(), indent=2))
         return
+    res, caps = acc.accounting, acc.caps
     click.echo(f"epsilon = {res.epsilon:.6g} at delta = {res.delta:g} [{neighbors}, {accountant.upper()} accountant; "
                f"sigma = {res.noise_multiplier:g}, q = {res.sampling_rate:g}, steps = {res.steps}]")
     route = caps["epsilon_delta_route"]

@@ -11,6 +11,8 @@ distributions of composed mechanisms, not with an arbitrary pair of pmfs.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from ..errors import DomainError
@@ -29,11 +31,15 @@ def _check_pmf(name: str, p) -> np.ndarray:
     return p
 
 
-def exact_tradeoff(p, q, alpha) -> np.ndarray:
+def exact_tradeoff(p: Sequence[float] | np.ndarray, q: Sequence[float] | np.ndarray, alpha: float | Sequence[float] | np.ndarray) -> np.ndarray:
     """T(P, Q)(alpha) for finite laws ``p`` and ``q`` on the same outcomes (vectorized in alpha).
 
     Type-I error is measured under P, type-II under Q (the convention of [MX] Lemma 3.1:
-    E_P[phi] <= 1 - f(E_Q[phi]) is equivalent to T(Q, P) >= f)."""
+    E_P[phi] <= 1 - f(E_Q[phi]) is equivalent to T(Q, P) >= f).
+
+    >>> exact_tradeoff([0.5, 0.5], [0.5, 0.5], [0.0, 0.25, 1.0]).tolist()  # identical laws: 1 - alpha
+    [1.0, 0.75, 0.0]
+    """
     p = _check_pmf("p", p)
     q = _check_pmf("q", q)
     if p.shape != q.shape:
@@ -56,9 +62,13 @@ def exact_tradeoff(p, q, alpha) -> np.ndarray:
     return np.clip(1.0 - power, 0.0, 1.0)
 
 
-def max_privacy_loss(p, q) -> float:
+def max_privacy_loss(p: Sequence[float] | np.ndarray, q: Sequence[float] | np.ndarray) -> float:
     """max over outcomes of |log P(o)/Q(o)| (inf if the supports differ): the smallest epsilon
-    for which the pair is epsilon-indistinguishable in both orders."""
+    for which the pair is epsilon-indistinguishable in both orders.
+
+    >>> round(max_privacy_loss([0.75, 0.25], [0.25, 0.75]), 6)  # log 3
+    1.098612
+    """
     p = _check_pmf("p", p)
     q = _check_pmf("q", q)
     if p.shape != q.shape:
@@ -71,8 +81,12 @@ def max_privacy_loss(p, q) -> float:
     return float(np.max(np.abs(np.log(p[both]) - np.log(q[both]))))
 
 
-def total_variation(p, q) -> float:
-    """TV(P, Q) = sum_o max(0, P(o) - Q(o))."""
+def total_variation(p: Sequence[float] | np.ndarray, q: Sequence[float] | np.ndarray) -> float:
+    """TV(P, Q) = sum_o max(0, P(o) - Q(o)).
+
+    >>> total_variation([0.75, 0.25], [0.25, 0.75])
+    0.5
+    """
     p = _check_pmf("p", p)
     q = _check_pmf("q", q)
     if p.shape != q.shape:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Sequence
+
 import numpy as np
 from scipy.special import expit
 
@@ -35,8 +37,13 @@ def _bits(name: str, bits) -> np.ndarray:
     return b.astype(np.int8)
 
 
-def binary_symmetric_channel(bits, *, gamma: float, rng: np.random.Generator) -> np.ndarray:
-    """Flip each bit independently with probability ``gamma`` in [0, 1/2] (BSC(gamma))."""
+def binary_symmetric_channel(bits: "Sequence[int] | np.ndarray", *, gamma: float,
+                             rng: np.random.Generator) -> np.ndarray:
+    """Flip each bit independently with probability ``gamma`` in [0, 1/2] (BSC(gamma)).
+
+    >>> binary_symmetric_channel([0, 1, 1], gamma=0.0, rng=np.random.default_rng(0)).tolist()
+    [0, 1, 1]
+    """
     g = in_unit("gamma", gamma)
     if g > 0.5:
         raise DomainError(f"gamma (the BSC crossover) must lie in [0, 0.5], got {gamma!r}",

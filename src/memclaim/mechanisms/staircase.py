@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import DomainError
 from ..jsonutil import ResultMixin
+from ..numeric import log1mexp
 from ..validate import integer, positive
 from .finite import exact_tradeoff
 
@@ -49,11 +50,11 @@ class BernoulliStaircase(ResultMixin):
         # (For odd k the step from b_h = c* is on the breakpoint, where both branches agree.)
         log_b = np.where(i <= h, log_cstar + eps * (i - h), np.nan)
         log_1mb = np.where(i >= h, log_1m_cstar + eps * (h - i), np.nan)
-        # Fill the complementary logs: log(1 - b) = log1p(-b), log b = log1p(-(1 - b)).
+        # Fill the complementary logs: log(1 - b) and log b = log(1 - (1 - b)) (memclaim.numeric.log1mexp).
         lo = i <= h
-        log_1mb[lo & (i < h)] = np.log1p(-np.exp(log_b[lo & (i < h)]))
+        log_1mb[lo & (i < h)] = log1mexp(log_b[lo & (i < h)])
         hi = i > h
-        log_b[hi] = np.log1p(-np.exp(log_1mb[hi]))
+        log_b[hi] = log1mexp(log_1mb[hi])
         return log_b, log_1mb
 
     def levels(self) -> np.ndarray:

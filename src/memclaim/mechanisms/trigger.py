@@ -49,7 +49,11 @@ def _tokens(name: str, seq, *, allow_empty: bool = True) -> tuple[int, ...]:
 
 
 def find_subsequence(tokens: Sequence[int], pattern: Sequence[int]) -> np.ndarray:
-    """Start positions of every (possibly overlapping) occurrence of ``pattern`` in ``tokens``."""
+    """Start positions of every (possibly overlapping) occurrence of ``pattern`` in ``tokens``.
+
+    >>> find_subsequence([1, 2, 1, 2, 1], [1, 2, 1]).tolist()
+    [0, 2]
+    """
     t = np.asarray(_tokens("tokens", tokens), dtype=np.int64)
     p = np.asarray(_tokens("pattern", pattern, allow_empty=False), dtype=np.int64)
     if t.size < p.size:
@@ -59,6 +63,11 @@ def find_subsequence(tokens: Sequence[int], pattern: Sequence[int]) -> np.ndarra
 
 
 def contains(tokens: Sequence[int], pattern: Sequence[int]) -> bool:
+    """Whether ``pattern`` occurs in ``tokens``.
+
+    >>> contains([5, 6, 7], [6, 7]), contains([5, 6, 7], [7, 6])
+    (True, False)
+    """
     return bool(find_subsequence(tokens, pattern).size)
 
 

@@ -53,7 +53,14 @@ def register_model(name: str, *, resolve: Callable[..., Path], description: str,
                    provider: str = "", replace: bool = False) -> NamedModel:
     """Register ``name`` (a model name that is not a path); returns the entry.
 
-    A second registration of a name raises :class:`DomainError` unless ``replace``."""
+    A second registration of a name raises :class:`DomainError` unless ``replace``.
+
+    >>> e = register_model("my-folder", resolve=lambda log=None: Path("/models/mine"), description="mine")
+    >>> named_model("my-folder").resolve(), is_named_model("my-folder")
+    (PosixPath('/models/mine'), True)
+    >>> unregister_model("my-folder"); is_named_model("my-folder")
+    False
+    """
     if not isinstance(name, str) or not name or "/" in name or name != name.strip():
         raise DomainError(f"a named model needs a plain non-empty name without '/', got {name!r}",
                           hint="use a short name such as 'toy' or 'smollm2'")
@@ -67,18 +74,29 @@ def register_model(name: str, *, resolve: Callable[..., Path], description: str,
 
 
 def unregister_model(name: str) -> None:
-    """Remove ``name`` from the registry (no error if it is not there)."""
+    """Remove ``name`` from the registry (no error if it is not there).
+
+    >>> unregister_model("never-registered")
+    """
     with _LOCK:
         _REGISTRY.pop(name, None)
 
 
 def is_named_model(name: str) -> bool:
-    """Whether ``name`` is registered."""
+    """Whether ``name`` is registered.
+
+    >>> is_named_model("smollm2")
+    True
+    """
     return name in _REGISTRY
 
 
 def named_models() -> dict[str, str]:
-    """{name: description} of every registered model, in registration order."""
+    """{name: description} of every registered model, in registration order.
+
+    >>> "gemma3-270m" in named_models()
+    True
+    """
     with _LOCK:
         return {k: v.description for k, v in _REGISTRY.items()}
 
@@ -94,7 +112,11 @@ def registered_elsewhere(name: str) -> str | None:
 
 
 def named_model(name: str) -> NamedModel:
-    """The registered entry for ``name``; :class:`ModelLoadError` naming the known ones otherwise."""
+    """The registered entry for ``name``; :class:`ModelLoadError` naming the known ones otherwise.
+
+    >>> named_model("smollm2").name
+    'smollm2'
+    """
     entry = _REGISTRY.get(name)
     if entry is not None:
         return entry

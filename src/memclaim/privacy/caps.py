@@ -54,19 +54,31 @@ FUNCTIONALS = ("RO", "LOO", "COND")
 
 
 # --------------------------------------------------------------------------- closed forms
-def eta_pure(epsilon) -> float:
-    """eta(f_eps) = tanh(eps/2), attained at alpha = 1/(e^eps + 1) ([MX] Lemma B.1)."""
+def eta_pure(epsilon: float) -> float:
+    """eta(f_eps) = tanh(eps/2), attained at alpha = 1/(e^eps + 1) ([MX] Lemma B.1).
+
+    >>> round(eta_pure(1.0), 6)
+    0.462117
+    """
     return math.tanh(_epsilon(epsilon) / 2.0)
 
 
-def eta_approx(epsilon, delta) -> float:
-    """eta(f_{eps,delta}) = delta + (1 - delta) tanh(eps/2), at alpha = (1-delta)/(e^eps+1) ([MX] Lemma B.2)."""
+def eta_approx(epsilon: float, delta: float) -> float:
+    """eta(f_{eps,delta}) = delta + (1 - delta) tanh(eps/2), at alpha = (1-delta)/(e^eps+1) ([MX] Lemma B.2).
+
+    >>> eta_approx(1.0, 0.0) == eta_pure(1.0), round(eta_approx(1.0, 0.1), 6)
+    (True, 0.515905)
+    """
     e, d = _epsilon(epsilon), _delta(delta)
     return d + (1.0 - d) * math.tanh(e / 2.0)
 
 
-def eta_gdp(mu) -> float:
-    """eta(G_mu) = 2 Phi(mu/2) - 1 = TV(N(0,1), N(mu,1)), at alpha = Phi(-mu/2) ([MX] Lemma B.3)."""
+def eta_gdp(mu: float) -> float:
+    """eta(G_mu) = 2 Phi(mu/2) - 1 = TV(N(0,1), N(mu,1)), at alpha = Phi(-mu/2) ([MX] Lemma B.3).
+
+    >>> round(eta_gdp(1.0), 6)
+    0.382925
+    """
     m = _mu(mu)
     # 2 Phi(mu/2) - 1 = Phi(mu/2) - Phi(-mu/2); erf avoids the cancellation at small mu.
     return math.erf(m / (2.0 * math.sqrt(2.0)))
@@ -173,8 +185,12 @@ def _golden_max(fun, lo: float, hi: float, *, xtol: float = 1e-15, maxiter: int 
 
 
 # --------------------------------------------------------------------------- the staircase
-def cap_map(b, *, epsilon):
-    """f-bar(b) = 1 - f_eps(b) = min(e^eps b, 1 - e^-eps (1 - b)) on [0, 1] ([MX] Lemma 4.4)."""
+def cap_map(b: float | np.ndarray, *, epsilon: float) -> float | np.ndarray:
+    """f-bar(b) = 1 - f_eps(b) = min(e^eps b, 1 - e^-eps (1 - b)) on [0, 1] ([MX] Lemma 4.4).
+
+    >>> round(float(cap_map(0.1, epsilon=1.0)), 6)  # e * 0.1
+    0.271828
+    """
     e = _epsilon(epsilon)
     x = np.asarray(b, dtype=np.float64)
     out = np.minimum(exp_times(e, x), -math.expm1(-e) + math.exp(-e) * x)
@@ -208,7 +224,7 @@ class Staircase(ResultMixin):
     reference: str = "[MX] Lemma 4.4 (App. B.5)"
 
 
-def geometric_shift_tv(*, epsilon, k) -> float:
+def geometric_shift_tv(*, epsilon: float, k: int) -> float:
     """TV between the two-sided geometric law p(n) = c r^|n| (r = e^-eps) and its shift by k.
 
     Computed from the mechanism's side ([MX] App. B.5), not from the staircase formula: the
@@ -225,8 +241,12 @@ def geometric_shift_tv(*, epsilon, k) -> float:
     return 0.5 * (tails + middle)
 
 
-def eta_star_k(*, epsilon, k) -> Staircase:
-    """eta*_k(eps): 1 - e^{-k eps/2} (k even), 1 - 2 e^{-(k-1) eps/2}/(e^eps + 1) (k odd) ([MX] Lemma 4.4)."""
+def eta_star_k(*, epsilon: float, k: int) -> Staircase:
+    """eta*_k(eps): 1 - e^{-k eps/2} (k even), 1 - 2 e^{-(k-1) eps/2}/(e^eps + 1) (k odd) ([MX] Lemma 4.4).
+
+    >>> round(eta_star_k(epsilon=1.0, k=2).value, 6)  # 1 - e^-1
+    0.632121
+    """
     e = _epsilon(epsilon)
     k = validate.integer("k (copies)", k, minimum=1)
     log_c_star = log_expit_neg(e)  # breakpoint c* = 1/(e^eps + 1) of f-bar ([MX] App. B.5), in log space
@@ -364,7 +384,7 @@ class TruncationPrice(ResultMixin):
     reference: str = "[MX] App. B.4: the linear price in M is attained (randomized-response canary)"
 
 
-def truncation_price(f: TradeOff | None = None, *, M, epsilon=None) -> TruncationPrice:
+def truncation_price(f: TradeOff | None = None, *, M: float, epsilon: float | None = None) -> TruncationPrice:
     """M eta(f) for a [0, M]-valued score such as log-loss truncated at M; pure eps-DP: M tanh(eps/2).
 
     Pass either a TradeOff ``f`` or ``epsilon`` (pure DP under replace-one). Unbounded scores
@@ -401,7 +421,7 @@ class InSupportDamping(ResultMixin):
     reference: str = "[MX] Remark B.7"
 
 
-def in_support_damping(f: TradeOff, *, omega, n) -> InSupportDamping:
+def in_support_damping(f: TradeOff, *, omega: float, n: int) -> InSupportDamping:
     """(1 - omega)^n eta(f) for a target of corpus mass omega in datasets of size n ([MX] Remark B.7)."""
     if not isinstance(f, TradeOff):
         raise DomainError(f"in_support_damping() takes a TradeOff, got {type(f).__name__}")

@@ -87,22 +87,34 @@ def _theorem_for(neighbors: str) -> str:
 
 
 # --------------------------------------------------------------------------- the bound 1 - f(kappa)
-def extraction_bound_pure(kappa, *, epsilon):
-    """Ext <= min{1, e^eps kappa, 1 - e^-eps (1 - kappa)} <= e^eps kappa ([MX] Thm. 5.1(i), pure)."""
+def extraction_bound_pure(kappa: float | np.ndarray, *, epsilon: float) -> float | np.ndarray:
+    """Ext <= min{1, e^eps kappa, 1 - e^-eps (1 - kappa)} <= e^eps kappa ([MX] Thm. 5.1(i), pure).
+
+    >>> round(extraction_bound_pure(0.01, epsilon=1.0), 6)  # e * 0.01
+    0.027183
+    """
     a, scalar = _kappa(kappa)
     out = pure(epsilon, neighbors="add-remove")._power_array(a)
     return float(out) if scalar else out
 
 
-def extraction_bound_approx(kappa, *, epsilon, delta):
-    """Ext <= min{1, delta + e^eps kappa, 1 - e^-eps (1 - delta - kappa)} ([MX] Thm. 5.1(i), (eps, delta))."""
+def extraction_bound_approx(kappa: float | np.ndarray, *, epsilon: float, delta: float) -> float | np.ndarray:
+    """Ext <= min{1, delta + e^eps kappa, 1 - e^-eps (1 - delta - kappa)} ([MX] Thm. 5.1(i), (eps, delta)).
+
+    >>> round(extraction_bound_approx(0.01, epsilon=1.0, delta=1e-3), 6)
+    0.028183
+    """
     a, scalar = _kappa(kappa)
     out = TradeOff("approx", "add-remove", epsilon=_epsilon(epsilon), delta=_delta(delta))._power_array(a)
     return float(out) if scalar else out
 
 
-def extraction_bound_gdp(kappa, *, mu):
-    """Ext <= Phi(Phi^-1(kappa) + mu) ([MX] Thm. 5.1(i), mu-GDP)."""
+def extraction_bound_gdp(kappa: float | np.ndarray, *, mu: float) -> float | np.ndarray:
+    """Ext <= Phi(Phi^-1(kappa) + mu) ([MX] Thm. 5.1(i), mu-GDP).
+
+    >>> round(extraction_bound_gdp(0.5, mu=1.0), 6)  # Phi(1)
+    0.841345
+    """
     a, scalar = _kappa(kappa)
     out = gdp(mu, neighbors="add-remove")._power_array(a)
     return float(out) if scalar else out
@@ -130,7 +142,7 @@ class ExtractionBound(ResultMixin):
     tight: bool = True   # attained on a dense set of baselines (one copy); False for k copies
 
 
-def extraction_bound(kappa, f: TradeOff, *, copies: int = 1) -> ExtractionBound:
+def extraction_bound(kappa: float, f: TradeOff, *, copies: int = 1) -> ExtractionBound:
     """1 - f(kappa) for guarantee f, with the special forms of [MX] Thm. 5.1(i).
 
     ``copies`` = k >= 2: the secret occurs k times in the training data, and the bound is
@@ -158,8 +170,12 @@ def extraction_bound(kappa, f: TradeOff, *, copies: int = 1) -> ExtractionBound:
 
 
 # --------------------------------------------------------------------------- alpha*(tau)
-def alpha_star_pure(tau, *, epsilon) -> float:
-    """alpha*(tau) = e^-eps tau if tau <= e^eps/(e^eps+1), else 1 - e^eps (1 - tau) ([MX] Thm. 5.1(iii), App. C.4)."""
+def alpha_star_pure(tau: float, *, epsilon: float) -> float:
+    """alpha*(tau) = e^-eps tau if tau <= e^eps/(e^eps+1), else 1 - e^eps (1 - tau) ([MX] Thm. 5.1(iii), App. C.4).
+
+    >>> round(alpha_star_pure(0.1, epsilon=1.0), 6)  # e^-1 * 0.1
+    0.036788
+    """
     e = _epsilon(epsilon)
     t = validate.in_open_unit("tau (risk level)", tau)
     return math.exp(_log_alpha_star_pure(t, e, 0.0)[0])
@@ -319,7 +335,7 @@ class AlphaStar(ResultMixin):
         return kappa == 0.0 or (kappa > 0 and math.log(kappa) <= self.log_value)
 
 
-def alpha_star(tau, f: TradeOff, *, copies: int = 1) -> AlphaStar:
+def alpha_star(tau: float, f: TradeOff, *, copies: int = 1) -> AlphaStar:
     """alpha*(tau) for guarantee f, with regime, exactness and (replace-one) the converse bracket.
 
     ``copies`` = k >= 2: alpha* of the k-fold group curve f^(k) ([MX] Cor. 4.3): every prior with
@@ -391,7 +407,7 @@ class HStar(ResultMixin):
     note: str = ""
 
 
-def h_star(*, epsilon, m, tau, neighbors="add-remove", copies: int = 1) -> HStar:
+def h_star(*, epsilon: float, m: int, tau: float, neighbors: str = "add-remove", copies: int = 1) -> HStar:
     """H* = eps log2 e + log2(m/tau) for pure eps-DP, list size m, risk tau ([MX] Thm. 5.1(iii)).
 
     ``copies`` = k >= 2 (the secret planted k times): H* = k eps log2 e + log2(m/tau), the form of
@@ -422,7 +438,7 @@ def h_star(*, epsilon, m, tau, neighbors="add-remove", copies: int = 1) -> HStar
                  first and rel == "add-remove", exact_bits, replace_bits, rel, group_curve_bits=exact_bits)
 
 
-def entropy_threshold(f: TradeOff, *, m, tau, copies: int = 1) -> float:
+def entropy_threshold(f: TradeOff, *, m: int, tau: float, copies: int = 1) -> float:
     """log2(m / alpha*_f(tau)) bits: min-entropy above which every prior is safe at risk tau.
 
     Sufficient for every prior (dictionary kappa_pi(m) <= m 2^-H_inf) and, for symmetric f
@@ -451,7 +467,7 @@ class EntropyVerdict(ResultMixin):
     copies: int = 1
 
 
-def entropy_verdict(*, min_entropy_bits, f: TradeOff, m, tau, copies: int = 1) -> EntropyVerdict:
+def entropy_verdict(*, min_entropy_bits: float, f: TradeOff, m: int, tau: float, copies: int = 1) -> EntropyVerdict:
     """Place a canary by min-entropy: above the threshold, Ext <= tau for every f-DP release.
 
     Below it nothing is certified: a successful extraction of such a canary may be the prior,
@@ -476,8 +492,12 @@ def entropy_verdict(*, min_entropy_bits, f: TradeOff, m, tau, copies: int = 1) -
     return EntropyVerdict(h, thr, above, h - thr, kap, ext, m, float(tau), g.describe(), f.neighbors, meaning, c)
 
 
-def uniform_prior_kappa(*, support_size, m) -> float:
-    """kappa_pi(m) = m/N for a uniform prior on N candidates (needs m < N; [MX] Lemma 5.2)."""
+def uniform_prior_kappa(*, support_size: int, m: int) -> float:
+    """kappa_pi(m) = m/N for a uniform prior on N candidates (needs m < N; [MX] Lemma 5.2).
+
+    >>> uniform_prior_kappa(support_size=10_000, m=4)
+    0.0004
+    """
     N = validate.integer("support size N", support_size, minimum=1)
     m = validate.integer("m (list size)", m, minimum=1)
     if m >= N:
@@ -488,11 +508,15 @@ def uniform_prior_kappa(*, support_size, m) -> float:
     return m / N
 
 
-def prior_is_safe(kappa, f: TradeOff, *, tau, copies: int = 1) -> bool:
+def prior_is_safe(kappa: float, f: TradeOff, *, tau: float, copies: int = 1) -> bool:
     """kappa <= alpha*(tau): every f-DP release keeps Ext <= tau under this prior ([MX] Thm. 5.1(iii) (<=)).
 
     ``copies`` = k >= 2: with the group curve f^(k) ([MX] Cor. 4.3); True is then a sufficient
     verdict, and False does not show that some f-DP release is unsafe (no converse for k copies).
+
+    >>> f = pure(1.0, neighbors="add-remove")
+    >>> prior_is_safe(0.03, f, tau=0.1), prior_is_safe(0.04, f, tau=0.1)  # alpha* = 0.0368
+    (True, False)
     """
     k = validate.in_unit("kappa (baseline)", kappa)
     return alpha_star(tau, f, copies=copies).admits(k)
@@ -513,8 +537,13 @@ INDEPENDENCE = {
 }
 
 
-def clopper_pearson_lower(successes, trials, *, confidence=0.95) -> float:
-    """One-sided exact (Clopper-Pearson) lower confidence bound on a binomial rate."""
+def clopper_pearson_lower(successes: int, trials: int, *, confidence: float = 0.95) -> float:
+    """One-sided exact (Clopper-Pearson) lower confidence bound on a binomial rate
+    (:func:`memclaim.numeric.clopper_pearson_bounds`).
+
+    >>> clopper_pearson_lower(0, 40), round(clopper_pearson_lower(40, 40), 4)  # 0.05 ** (1/40)
+    (0.0, 0.9278)
+    """
     n = validate.integer("trials", trials, minimum=1)
     k = validate.integer("successes", successes, minimum=0, maximum=n)
     c = validate.in_open_unit("confidence", confidence)
@@ -584,8 +613,9 @@ def _baseline_interval(kappa, kappa_interval, baseline, m) -> tuple[float, float
     return lo, hi
 
 
-def audit_soundness(f: TradeOff, *, successes, trials, m, kappa=None, kappa_interval=None, baseline=None,
-                    confidence=0.95, independence: str = "separate-runs", copies: int = 1) -> AuditSoundness:
+def audit_soundness(f: TradeOff, *, successes: int, trials: int, m: int, kappa: float | None = None,
+                    kappa_interval: tuple[float, float] | None = None, baseline: object = None,
+                    confidence: float = 0.95, independence: str = "separate-runs", copies: int = 1) -> AuditSoundness:
     """Check an extraction audit against a claimed guarantee f ([MX] Cor. 5.3).
 
     Give the canary baseline as ``kappa`` (known exactly, e.g. a uniform prior), a certified

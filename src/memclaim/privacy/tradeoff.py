@@ -25,6 +25,7 @@ from scipy import special, stats
 
 from ..errors import DomainError, require
 from ..jsonutil import ResultMixin
+from ..numeric import log1mexp
 from .. import validate
 
 __all__ = [
@@ -66,8 +67,12 @@ _NEIGHBOR_ALIASES = {
 }
 
 
-def normalize_neighbors(value) -> str:
-    """Canonical neighbouring relation: 'replace' (replace-one) or 'add-remove'."""
+def normalize_neighbors(value: str) -> str:
+    """Canonical neighbouring relation: 'replace' (replace-one) or 'add-remove'.
+
+    >>> normalize_neighbors("replace-one"), normalize_neighbors("add/remove")
+    ('replace', 'add-remove')
+    """
     key = str(value).strip().lower() if value is not None else ""
     if key not in _NEIGHBOR_ALIASES:
         raise DomainError(
@@ -78,8 +83,12 @@ def normalize_neighbors(value) -> str:
     return _NEIGHBOR_ALIASES[key]
 
 
-def neighbors_label(value) -> str:
-    """Human label: 'replace-one' or 'add/remove'."""
+def neighbors_label(value: str) -> str:
+    """Human label: 'replace-one' or 'add/remove'.
+
+    >>> neighbors_label("add-remove")
+    'add/remove'
+    """
     return {"replace": "replace-one", "add-remove": "add/remove"}[normalize_neighbors(value)]
 
 
@@ -174,21 +183,29 @@ def log_expit_neg(eps: float) -> float:
 def log_expm1(x: float) -> float:
     """log(e^x - 1) for x > 0, without overflow for large x and without cancellation for small x."""
     if x > 1.0:
-        return x + math.log(-math.expm1(-x))
+        return x + log1mexp(-x)
     return math.log(math.expm1(x))
 
 
 # --------------------------------------------------------------------------- canonical curves
-def f_eps(alpha, *, epsilon):
-    """Pure epsilon-DP trade-off f_eps(a) = max{0, 1 - e^eps a, e^-eps (1 - a)} ([MX] §3.1; Lemma B.1)."""
+def f_eps(alpha: float | Sequence[float] | np.ndarray, *, epsilon: float) -> float | np.ndarray:
+    """Pure epsilon-DP trade-off f_eps(a) = max{0, 1 - e^eps a, e^-eps (1 - a)} ([MX] §3.1; Lemma B.1).
+
+    >>> round(f_eps(0.1, epsilon=1.0), 6), f_eps([0.0, 1.0], epsilon=1.0).tolist()
+    (0.728172, [1.0, 0.0])
+    """
     eps = _epsilon(epsilon)
     a, scalar = _alpha(alpha)
     out = np.maximum(0.0, np.maximum(1.0 - exp_times(eps, a), math.exp(-eps) * (1.0 - a)))
     return _out(out, scalar)
 
 
-def f_eps_delta(alpha, *, epsilon, delta):
-    """(eps, delta)-DP trade-off max{0, 1 - delta - e^eps a, e^-eps (1 - delta - a)} ([MX] Lemma B.2)."""
+def f_eps_delta(alpha: float | Sequence[float] | np.ndarray, *, epsilon: float, delta: float) -> float | np.ndarray:
+    """(eps, delta)-DP trade-off max{0, 1 - delta - e^eps a, e^-eps (1 - delta - a)} ([MX] Lemma B.2).
+
+    >>> f_eps_delta(0.0, epsilon=1.0, delta=0.1)
+    0.9
+    """
     eps = _epsilon(epsilon)
     d = _delta(delta)
     a, scalar = _alpha(alpha)
@@ -196,8 +213,12 @@ def f_eps_delta(alpha, *, epsilon, delta):
     return _out(out, scalar)
 
 
-def f_gdp(alpha, *, mu):
-    """mu-GDP trade-off G_mu(a) = Phi(Phi^-1(1 - a) - mu) ([MX] §3.1)."""
+def f_gdp(alpha: float | Sequence[float] | np.ndarray, *, mu: float) -> float | np.ndarray:
+    """mu-GDP trade-off G_mu(a) = Phi(Phi^-1(1 - a) - mu) ([MX] §3.1).
+
+    >>> round(f_gdp(0.5, mu=1.0), 6)  # Phi(-1)
+    0.158655
+    """
     m = _mu(mu)
     a, scalar = _alpha(alpha)
     # norm.isf(a) = Phi^-1(1 - a) without forming 1 - a (exact at a = 0 and 1: +-inf).
@@ -366,21 +387,34 @@ class TradeOff(ResultMixin):
 
 
 # --------------------------------------------------------------------------- constructors
-def pure(epsilon, *, neighbors) -> TradeOff:
-    """Pure epsilon-DP, f_eps."""
+def pure(epsilon: float, *, neighbors: str) -> TradeOff:
+    """Pure epsilon-DP, f_eps, for the neighbouring relation it was proved for.
+
+    >>> f = pure(1.0, neighbors="add-remove")
+    >>> f.kind, round(float(f(0.1)), 6)
+    ('pure', 0.728172)
+    """
     return TradeOff("pure", neighbors, epsilon=_epsilon(epsilon))
 
 
-def approx(epsilon, delta, *, neighbors) -> TradeOff:
-    """(epsilon, delta)-DP, f_{eps,delta}; delta = 0 gives the pure curve (kind 'pure')."""
+def approx(epsilon: float, delta: float, *, neighbors: str) -> TradeOff:
+    """(epsilon, delta)-DP, f_{eps,delta}; delta = 0 gives the pure curve (kind 'pure').
+
+    >>> approx(1.0, 1e-5, neighbors="replace").kind, approx(1.0, 0.0, neighbors="replace").kind
+    ('approx', 'pure')
+    """
     e, d = _epsilon(epsilon), _delta(delta)
     if d == 0.0:
         return TradeOff("pure", neighbors, epsilon=e)
     return TradeOff("approx", neighbors, epsilon=e, delta=d)
 
 
-def gdp(mu, *, neighbors) -> TradeOff:
-    """mu-Gaussian DP, G_mu."""
+def gdp(mu: float, *, neighbors: str) -> TradeOff:
+    """mu-Gaussian DP, G_mu.
+
+    >>> round(float(gdp(1.0, neighbors="replace")(0.5)), 6)
+    0.158655
+    """
     return TradeOff("gdp", neighbors, mu=_mu(mu))
 
 
@@ -397,7 +431,7 @@ def _lower_convex_hull(x: np.ndarray, y: np.ndarray):
     return np.asarray(hx), np.asarray(hy)
 
 
-def from_points(alphas: Sequence[float], betas: Sequence[float], *, neighbors,
+def from_points(alphas: Sequence[float], betas: Sequence[float], *, neighbors: str,
                 convexify: bool = False, tol: float = 1e-12) -> TradeOff:
     """A trade-off curve given by vertices (alpha_i, f(alpha_i)), linearly interpolated.
 
@@ -405,6 +439,10 @@ def from_points(alphas: Sequence[float], betas: Sequence[float], *, neighbors,
     nonincreasing, f(alpha) <= 1 - alpha ([MX] App. B conventions). ``convexify=True`` replaces
     the points by their lower convex hull, which is still a valid (smaller) lower bound on the
     true trade-off; otherwise a non-convex input is an error.
+
+    >>> f = from_points([0.0, 0.5, 1.0], [1.0, 0.2, 0.0], neighbors="replace")
+    >>> round(float(f(0.25)), 6)
+    0.6
     """
     try:
         x = np.asarray(alphas, dtype=np.float64).ravel()
@@ -512,11 +550,15 @@ def _group_points(f: TradeOff, k: int) -> TradeOff:
                     label=label, k=k, symmetric=f.symmetric)
 
 
-def group_conversion(*, epsilon, delta, k) -> tuple[float, float]:
+def group_conversion(*, epsilon: float, delta: float, k: int) -> tuple[float, float]:
     """(eps, delta) -> (k eps, delta_k) with delta_k = delta (e^{k eps} - 1)/(e^eps - 1) ([MX] §8.2).
 
     A valid but lossy conversion: eta(f_{eps,delta}^(k)) <= eta(f_{k eps, delta_k}). Use
     :func:`group` for the exact group curve. delta_k may exceed 1 (then the guarantee is void).
+
+    >>> ke, dk = group_conversion(epsilon=1.0, delta=1e-5, k=2)
+    >>> ke, round(dk / 1e-5, 6)  # delta (e^2 - 1)/(e - 1) = delta (e + 1)
+    (2.0, 3.718282)
     """
     e, d = _epsilon(epsilon), _delta(delta)
     k = validate.integer("k (group size)", k, minimum=1)
@@ -652,11 +694,14 @@ def compose(*curves: TradeOff, exact: bool = False) -> TradeOff:
 
 
 # --------------------------------------------------------------------------- symmetry
-def generalized_inverse(f: TradeOff, y):
+def generalized_inverse(f: TradeOff, y: float | Sequence[float] | np.ndarray) -> float | np.ndarray:
     """f^-1(y) = inf{x in [0, 1] : f(x) <= y} ([MX] App. C), vectorized bisection.
 
     Bisection because f is an arbitrary monotone callable here (scipy's root finders need a
     sign change per point and are not vectorized); 64 halvings reach float resolution.
+
+    >>> round(float(generalized_inverse(pure(1.0, neighbors="replace"), 0.5)), 6)  # 1 - e a = 0.5
+    0.18394
     """
     yy, scalar = _alpha(y, "y")
     lo = np.zeros_like(yy)
@@ -735,8 +780,12 @@ def symmetrized(f: TradeOff) -> TradeOff:
 
 
 # --------------------------------------------------------------------------- GDP duality
-def gdp_delta(*, mu, epsilon) -> float:
-    """delta(eps) of mu-GDP: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) ([6] Cor. 2.13), exact."""
+def gdp_delta(*, mu: float, epsilon: float) -> float:
+    """delta(eps) of mu-GDP: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) ([6] Cor. 2.13), exact.
+
+    >>> round(gdp_delta(mu=1.0, epsilon=0.0), 6)  # eps = 0: the total variation 2 Phi(mu/2) - 1
+    0.382925
+    """
     m = _mu(mu)
     e = validate.nonneg("epsilon", epsilon)
     a = stats.norm.cdf(-e / m + m / 2)

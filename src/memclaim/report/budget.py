@@ -1,16 +1,23 @@
 """The report of ``memclaim budget`` ([EM] §6, App. F.1)."""
 from __future__ import annotations
 
+import math
+
+from ..jsonutil import from_jsonable_float
 from . import words
 from .core import Doc, ReportBundle, pct, render, sci_from_log10
 
 
 def budget_report(budget, *, procedure: dict | None = None, command: str = "budget") -> ReportBundle:
-    """A short report for ``memclaim budget`` (a QueryBudget plus P[at least once in n] values)."""
+    """A short report for ``memclaim budget`` (a QueryBudget plus P[at least once in n] values),
+    from its JSON summary (non-finite numbers as "inf"/"-inf" strings: p = 0 is log10 p = -inf)."""
     doc = Doc("Query budget")
     q = budget["queries_needed"]
     doc.callout(budget["statement"], "claim")
-    rows = [("probability p", f"{sci_from_log10(q['log10_p'], 6)} (log10 {q['log10_p']:.6g})"), ("confidence 1 - delta", pct(1 - q["delta"])),
+    log10_p = from_jsonable_float(q["log10_p"])
+    p_text = ("0 (never generated under the procedure)" if log10_p == -math.inf
+              else f"{sci_from_log10(log10_p, 6)} (log10 {log10_p:.6g})")
+    rows = [("probability p", p_text), ("confidence 1 - delta", pct(1 - q["delta"])),
             ("queries needed n_delta", budget["n_text"])]
     if budget.get("at_n") is not None:
         a = budget["at_n"]

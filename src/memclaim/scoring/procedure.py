@@ -93,7 +93,12 @@ def _flatten(d, prefix=""):
 def procedure_differences(a: dict, b: dict, *, ignore: tuple[str, ...] = ()) -> list[str]:
     """Every flattened field (``model.fingerprint``, ``prompt.kind``, ...) whose value differs,
     as 'field: a != b'. Missing fields show as <absent>; values are compared with their types
-    (True is not 1), lists and tuples alike."""
+    (True is not 1), lists and tuples alike.
+
+    >>> procedure_differences({"model": {"fingerprint": "a"}, "policy": "full"},
+    ...                       {"model": {"fingerprint": "b"}, "policy": "full"})
+    ["model.fingerprint: 'a' != 'b'"]
+    """
     fa, fb = _flatten(a), _flatten(b)
     diffs = []
 
@@ -112,8 +117,16 @@ def procedure_differences(a: dict, b: dict, *, ignore: tuple[str, ...] = ()) -> 
     return diffs
 
 
-def require_same_procedure(a: dict, b: dict, *, what=("candidates", "controls"), ignore=("policies",)) -> None:
-    """Refuse to compare results from different procedures; name every difference."""
+def require_same_procedure(a: dict, b: dict, *, what: tuple[str, str] = ("candidates", "controls"),
+                           ignore: tuple[str, ...] = ("policies",)) -> None:
+    """Refuse to compare results from different procedures ([EM] Def. B.2, C.2); name every
+    difference. ``ignore``: fields that may differ (flattened names, or their prefixes).
+
+    >>> require_same_procedure({"policy": "full"}, {"policy": "greedy"})
+    Traceback (most recent call last):
+    memclaim.errors.ProcedureMismatchError: candidates and controls were scored under different procedures (1 field differ): policy: 'full' != 'greedy'
+      fix: score both with the same model, policy, prompt rule and window lengths
+    """
     diffs = procedure_differences(a, b, ignore=ignore)
     if diffs:
         hint = "score both with the same model, policy, prompt rule and window lengths"

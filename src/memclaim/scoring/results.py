@@ -52,18 +52,29 @@ class RunScores:
         return [np.asarray(v, dtype=np.float64) for v in self.table.column(column).to_pylist()]
 
 
-def list_runs(store_dir) -> dict:
+def list_runs(store_dir: str | Path) -> dict:
+    """{run id: run record (label, procedure key, inputs, ...)} of a score store.
+
+    >>> runs = list_runs("runs/smol")                    # doctest: +SKIP
+    >>> [r["label"] for r in runs.values()]              # doctest: +SKIP
+    ['passages:members.jsonl', 'passages:controls.jsonl']
+    """
     return ScoreStore(store_dir, create=False).runs()
 
 
-def load_run_scores(store_dir, *, run: str | None = None, policy: str | None = None,
+def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: str | None = None,
                     near_verbatim: int | None = None, suffix_tokens: int | None = None) -> RunScores:
     """Load a run's window scores. ``run`` is a run id (or unique prefix) or a label; it may be
     omitted when the store holds one run. ``policy`` may be omitted when the run has one policy.
     ``near_verbatim`` = EPS selects the certified near-verbatim lower bound at token edit
     distance EPS as the score (the run must have been scored with --near-verbatim EPS).
     ``suffix_tokens`` = n scores only the first n suffix tokens, from the stored per-token log q
-    by a cumulative sum, without another model pass ([EM] App. D.3: the 1-50 token sweep)."""
+    by a cumulative sum, without another model pass ([EM] App. D.3: the 1-50 token sweep).
+
+    >>> rs = load_run_scores("runs/smol", run="passages:members.jsonl", policy="top-k:40")  # doctest: +SKIP
+    >>> rs.logq[:2], list(rs.sources[:2])                                                   # doctest: +SKIP
+    (array([-12.3, -48.1]), ['gen1', 'gen2'])
+    """
     if not Path(store_dir).exists():
         raise InputError(f"score store {str(store_dir)!r} does not exist",
                          hint="pass the --out folder of a `memclaim score` run")

@@ -58,14 +58,16 @@ class PolicyRows:
         self._beam_past = None
 
     # ------------------------------------------------------------------ caches
-    def _store_cache(self, past, nrows: int) -> int:
+    def _store_cache(self, past, nrows: int) -> int | None:
+        """Keep a batch's cache (evicting the least recently used ones beyond ``max_cache_rows``);
+        its handle id, or None when it did not fit (a handle never names an evicted cache)."""
         bid = next(self._batch_ids)
         self.caches[bid] = (past, nrows)
         self.cache_rows += nrows
         while self.cache_rows > self.max_cache_rows and self.caches:
             _, (_, r) = self.caches.popitem(last=False)  # least recently used batch
             self.cache_rows -= r
-        return bid
+        return bid if bid in self.caches else None
 
     def _get_cache(self, handle):
         if handle[0] == "prefix":

@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -27,6 +28,10 @@ from .procedure import Procedure
 from .prompts import PromptRule, aggregate_logq
 from .store import ScoreStore, UnitResult
 from .units import DEFAULT_UNIT_SIZE, UnitReceipt, WorkUnit, item_key, make_items, make_units
+
+if TYPE_CHECKING:  # the annotations' names only
+    from ..models.loader import LoadedModel
+    from ..text.windows import WindowSet
 
 
 def nv_column(spec: str, epsilon: int) -> str:
@@ -196,14 +201,18 @@ def _windows_table(windows, window_items: list[list[str]], label: str, window_ta
     })
 
 
-def scoring_pairs(model, window_set, prompt_rule: PromptRule, *, what: str | None = None):
+def scoring_pairs(model: LoadedModel, window_set: WindowSet, prompt_rule: PromptRule, *,
+                  what: str | None = None) -> tuple:
     """The (prompt ids, target ids) pairs of every window under ``prompt_rule`` (one per prompt,
     each prompt with its own target ids: scoring/prompts.py), each window's item keys and target
     ids, after checking that the model can score them: every prompt has at least one token (the
     first target token is predicted from it), no template cuts a token in two (PromptRule.items
     refuses it), and no prompt + target is longer than the model's context. Raises
     :class:`InputError` naming the window otherwise, before any work; ``population`` and
-    ``census`` call it for every input before scoring the first."""
+    ``census`` call it for every input before scoring the first.
+
+    >>> pairs, window_items, window_targets = scoring_pairs(m, ws, PromptRule(), what="--members")  # doctest: +SKIP
+    """
     limit = getattr(model, "max_positions", None)
     if limit is None and getattr(model, "path", None) is not None:
         limit = config_max_positions(model.path)
@@ -232,8 +241,8 @@ def scoring_pairs(model, window_set, prompt_rule: PromptRule, *, what: str | Non
     return pairs, window_items, window_targets
 
 
-def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens: int, suffix_tokens: int,
-                prompt_rule: PromptRule, out_dir, label: str = "windows", inputs: dict | None = None,
+def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence[Policy], prefix_tokens: int, suffix_tokens: int,
+                prompt_rule: PromptRule, out_dir: str | Path, label: str = "windows", inputs: dict | None = None,
                 batch_size: int = 16, unit_size: int = DEFAULT_UNIT_SIZE, progress: ProgressCallback | None = None,
                 backend=None, skipped_empty: int = 0, near_verbatim: dict | None = None,
                 log: LogCallback | None = None) -> RunSummary:
@@ -245,6 +254,16 @@ def run_scoring(model, window_set, *, policies: Sequence[Policy], prefix_tokens:
     unit windows: items scored, extra ``run_id`` and ``units``); ``log`` receives one-line notes
     (a concurrent writer, the near-verbatim cost). Both None: silent. ``progress=False`` (the
     former boolean option) is read as None; the library draws no bars itself.
+    :func:`memclaim.score` is the public way in (it reads the inputs and cuts the windows).
+
+    >>> from memclaim.models import load_model                                       # doctest: +SKIP
+    >>> from memclaim.text.windows import passage_windows                            # doctest: +SKIP
+    >>> m = load_model("toy")                                                        # doctest: +SKIP
+    >>> ws = passage_windows(records, m.tokenizer, prefix_tokens=16, suffix_tokens=16)  # doctest: +SKIP
+    >>> s = run_scoring(m, ws, policies=parse_policies(["full"]), prefix_tokens=16, suffix_tokens=16,
+    ...                 prompt_rule=PromptRule(), out_dir="runs/toy")                # doctest: +SKIP
+    >>> s.n_windows, s.units_scored                                                  # doctest: +SKIP
+    (40, 1)
     """
     if progress is False:
         progress = None

@@ -13,6 +13,7 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable, Sequence
 
 from ..errors import InputError
 from ..fsutil import sha256_bytes
@@ -82,6 +83,11 @@ def _decode(path: Path, data: bytes) -> str:
 
 
 def detect_format(path: str | Path, fmt: str | None = None) -> str:
+    """The input format of ``path``: ``fmt`` when given (checked), else from the extension.
+
+    >>> detect_format("verses.ndjson"), detect_format("x.dat", "csv")
+    ('jsonl', 'csv')
+    """
     if fmt:
         fmt = fmt.lower()
         if fmt not in FORMATS:
@@ -98,8 +104,8 @@ def detect_format(path: str | Path, fmt: str | None = None) -> str:
     return mapping[suffix]
 
 
-def pick_column(fields, preferred: str | None, candidates, what: str, path, *, required: bool = True,
-                noun: str = "field") -> str | None:
+def pick_column(fields: Iterable[str], preferred: str | None, candidates: Sequence[str], what: str,
+                path: str | Path, *, required: bool = True, noun: str = "field") -> str | None:
     """The field (or column) of a file that holds ``what``: ``preferred`` if given (it must
     exist), else the first of ``candidates`` present; None when nothing fits and not ``required``.
     ``noun`` is the word of the file's kind ("field" for records, "column" for tables): the
@@ -140,7 +146,15 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
     gives its prefix and suffix: the record's text is prefix + suffix, ``suffix_start`` is
     len(prefix). A null or empty prefix is the empty prefix; a record whose suffix is null, empty
     or whitespace is skipped and counted as empty; a record without one of the fields, or a
-    non-string field, is an error naming the record."""
+    non-string field, is an error naming the record.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "in.jsonl"
+    >>> _ = p.write_text('{"id": "a", "text": "first"}\\n{"id": "b", "text": ""}\\n')
+    >>> ps = read_passages(p)
+    >>> [(r.id, r.text) for r in ps.records], ps.skipped_empty
+    ([('a', 'first')], 1)
+    """
     path = Path(path)
     fmt = detect_format(path, fmt)
     pair = check_fields(text_field=text_field, prefix_field=prefix_field, suffix_field=suffix_field)
@@ -246,7 +260,11 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
 def read_csv_records(path: Path, text: str, *, tsv: bool = False) -> tuple[list[str], list[tuple[int, dict]]]:
     """(header, [(line where the record starts, {column: value})]) of a CSV/TSV text, read
     strictly: a quoted field left open (which would swallow every following row into one
-    field), a stray quote or a row with more fields than the header is an error naming the line."""
+    field), a stray quote or a row with more fields than the header is an error naming the line.
+
+    >>> read_csv_records(Path("in.csv"), 'id,text\\na,"one, two"\\n')
+    (['id', 'text'], [(2, {'id': 'a', 'text': 'one, two'})])
+    """
     reader = csv.reader(io.StringIO(text), dialect="excel-tab" if tsv else "excel", strict=True)
     out: list[tuple[int, dict]] = []
     header: list[str] = []
@@ -269,7 +287,14 @@ def read_csv_records(path: Path, text: str, *, tsv: bool = False) -> tuple[list[
 
 
 def read_document(path: str | Path) -> tuple[str, str]:
-    """Read one long UTF-8 document; returns (text, sha256 of the bytes)."""
+    """Read one long UTF-8 document; returns (text, sha256 of the bytes).
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "book.txt"
+    >>> _ = p.write_bytes(b"In the beginning")
+    >>> read_document(p)[0]
+    'In the beginning'
+    """
     path = Path(path)
     data = _read_bytes(path)
     return _decode(path, data), sha256_bytes(data)
@@ -278,7 +303,11 @@ def read_document(path: str | Path) -> tuple[str, str]:
 def check_fields(*, text_field: str | None = None, prefix_field: str | None = None,
                  suffix_field: str | None = None) -> bool:
     """Check the field options of a passage input; True when records give prefix and suffix
-    fields (both, different, and not with a text field)."""
+    fields (both, different, and not with a text field).
+
+    >>> check_fields(), check_fields(prefix_field="context", suffix_field="target")
+    (False, True)
+    """
     pair = prefix_field is not None or suffix_field is not None
     if pair:
         if prefix_field is None or suffix_field is None:
@@ -295,11 +324,16 @@ def check_fields(*, text_field: str | None = None, prefix_field: str | None = No
     return pair
 
 
-def passages_from_rows(rows, *, source: str, sha256: str, prefix_field: str | None = None,
+def passages_from_rows(rows: Sequence[tuple], *, source: str, sha256: str, prefix_field: str | None = None,
                        suffix_field: str | None = None) -> Passages:
     """Records from ``rows`` of (id or None, text or (prefix, suffix), where): ids default to
     ``rec<n>``, empty texts (or suffixes) are skipped and counted, a non-string text or a duplicate
-    id is an error naming ``source`` and the row."""
+    id is an error naming ``source`` and the row.
+
+    >>> p = passages_from_rows([(None, "x", "row 0"), ("k", "y", "row 1")], source="t", sha256="")
+    >>> [r.id for r in p.records]
+    ['rec0', 'k']
+    """
     path = source
     pair = prefix_field is not None or suffix_field is not None
     records: list[Record] = []

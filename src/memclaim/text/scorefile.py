@@ -64,9 +64,16 @@ def _to_float(v, path, where, col):
                          hint="scores must be numbers (use -inf for an exact zero probability)") from None
 
 
-def read_score_file(path, *, id_column: str | None = None, score_column: str | None = None,
+def read_score_file(path: str | Path, *, id_column: str | None = None, score_column: str | None = None,
                     text_column: str | None = None) -> ScoreFile:
     """Read an id column and a score column (and optionally a text column) from CSV/TSV/Parquet.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "scores.csv"
+    >>> _ = p.write_text("id,log_prob\\na,-3.5\\nb,-inf\\n")
+    >>> f = read_score_file(p)
+    >>> f.ids, f.scores.tolist(), f.columns["score"]
+    (('a', 'b'), [-3.5, -inf], 'log_prob')
 
     Columns are found by name (``id``/``doc_id``/..., ``score``/``log_prob``/...) unless given.
     Ids must be non-empty and unique; every score must be a number (``-inf`` for probability 0)."""
@@ -128,7 +135,7 @@ def read_score_file(path, *, id_column: str | None = None, score_column: str | N
                      {"id": ic, "score": sc, "text": tc})
 
 
-def read_id_list(path) -> tuple[str, ...]:
+def read_id_list(path: str | Path) -> tuple[str, ...]:
     """One id per line (blank lines and lines starting with # ignored).
 
     >>> import tempfile, pathlib

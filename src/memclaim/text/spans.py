@@ -30,9 +30,16 @@ SPANS_FORMAT = "lines 'text: QUOTE', 'START END' or 'CONTROL START END' (charact
 Control = tuple[str, str, str]  # (name as given, file name, text)
 
 
-def parse_exclude_spans(path, controls: Sequence[Control]) -> list[tuple[tuple[int, int], ...]]:
+def parse_exclude_spans(path: str | Path, controls: Sequence[Control]) -> list[tuple[tuple[int, int], ...]]:
     """Read an exclusion file (format in the module doc) into one tuple of [start, end) spans per
-    control (in the order of ``controls``)."""
+    control (in the order of ``controls``).
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "spans.txt"
+    >>> _ = p.write_text("# verified quotation\\ntext: two\\n")
+    >>> parse_exclude_spans(p, [("ctl.txt", "ctl.txt", "one two three two")])
+    [((4, 7), (14, 17))]
+    """
     p = Path(path)
     if not p.is_file():
         raise InputError(f"--exclude-spans file {str(p)!r} does not exist", hint="one span or 'text: ...' per line")
@@ -46,7 +53,11 @@ def parse_exclude_spans(path, controls: Sequence[Control]) -> list[tuple[tuple[i
 def exclude_spans_from_lines(lines: Sequence[str], controls: Sequence[Control], *,
                              what: str = "exclude_spans") -> list[tuple[tuple[int, int], ...]]:
     """The entries of an exclusion file given as strings (one entry each; format in the module
-    doc), e.g. from Python: ``["text: and the grass was burned like stubble"]``."""
+    doc), e.g. from Python: ``["text: and the grass was burned like stubble"]``.
+
+    >>> exclude_spans_from_lines(["ctl.txt 0 3"], [("a/ctl.txt", "ctl.txt", "one two")])
+    [((0, 3),)]
+    """
     if isinstance(lines, str):
         raise InputError(f"{what} must be a list of entries, got the string {lines[:60]!r}",
                          hint="pass a list such as ['text: QUOTE'], or the path of an exclusion file as a Path")

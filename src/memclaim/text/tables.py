@@ -11,11 +11,16 @@ counted, duplicate ids refused), with a content hash over the records in place o
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import InputError
 from ..fsutil import sha256_bytes
 from .io import ID_FIELDS, TEXT_FIELDS, Passages, Record, check_fields, pick_column, passages_from_rows
+
+if TYPE_CHECKING:  # the annotations' names only
+    import datasets
+    import pandas
+    import pyarrow
 
 __all__ = ["passages_from_items", "passages_from_table", "passages_from_object", "is_table"]
 
@@ -30,7 +35,12 @@ def passages_from_items(items: Sequence, *, source: str = "texts", text_field: s
                         suffix_field: str | None = None) -> Passages:
     """Records from a sequence of strings, dicts or Records (item ``n`` is named ``source[n]`` in
     errors). A dict's text field is found as in a JSONL file (``text``, ``passage``, ...) unless
-    ``text_field`` is given; with ``prefix_field``/``suffix_field`` each dict gives both."""
+    ``text_field`` is given; with ``prefix_field``/``suffix_field`` each dict gives both.
+
+    >>> p = passages_from_items([{"doc_id": "x", "body": "a text"}, {"doc_id": "y", "body": " "}])
+    >>> [(r.id, r.text) for r in p.records], p.skipped_ids
+    ([('x', 'a text')], ('y',))
+    """
     if isinstance(items, (str, bytes)):
         raise InputError(f"{source} must be a list of texts or records, got a single string {str(items)[:60]!r}",
                          hint="pass a list such as ['first text', 'second text'], or a file path")
@@ -77,8 +87,13 @@ def passages_from_items(items: Sequence, *, source: str = "texts", text_field: s
                               suffix_field=suffix_field)
 
 
-def is_table(obj) -> bool:
-    """A pandas DataFrame, a pyarrow Table or a HuggingFace Dataset (checked without importing them)."""
+def is_table(obj: object) -> bool:
+    """A pandas DataFrame, a pyarrow Table or a HuggingFace Dataset (checked without importing them).
+
+    >>> import pyarrow as pa
+    >>> is_table(pa.table({"text": ["x"]})), is_table(["x"])
+    (True, False)
+    """
     top = _top(obj)
     if top == "pandas":
         return hasattr(obj, "columns")
@@ -102,10 +117,15 @@ def _to_arrow(obj):
                      hint="pass a list, a pandas DataFrame, a pyarrow Table or a datasets.Dataset")
 
 
-def passages_from_table(table, *, source: str = "table", text_field: str | None = None, id_field: str | None = None,
+def passages_from_table(table: "pandas.DataFrame | pyarrow.Table | datasets.Dataset", *, source: str = "table", text_field: str | None = None, id_field: str | None = None,
                         prefix_field: str | None = None, suffix_field: str | None = None) -> Passages:
     """Records from the rows of a pandas DataFrame, a pyarrow Table or a ``datasets.Dataset``,
-    columns found as in a CSV/Parquet file (``text``/``passage``/..., ``id``/``doc_id``/...)."""
+    columns found as in a CSV/Parquet file (``text``/``passage``/..., ``id``/``doc_id``/...).
+
+    >>> import pyarrow as pa
+    >>> [r.id for r in passages_from_table(pa.table({"uid": [7, 8], "content": ["a", "b"]})).records]
+    ['7', '8']
+    """
     pair = check_fields(text_field=text_field, prefix_field=prefix_field, suffix_field=suffix_field)
     t = _to_arrow(table)
     cols = [str(c) for c in t.column_names]
@@ -125,9 +145,14 @@ def passages_from_table(table, *, source: str = "table", text_field: str | None 
                               suffix_field=suffix_field)
 
 
-def passages_from_object(obj, *, source: str = "texts", **fields) -> tuple[Passages, str]:
+def passages_from_object(obj: object, *, source: str = "texts", **fields: str | None) -> tuple[Passages, str]:
     """(records, kind) from a list or a table; ``kind`` says what the object was ("python list",
-    "pandas DataFrame", "pyarrow Table", "datasets Dataset")."""
+    "pandas DataFrame", "pyarrow Table", "datasets Dataset").
+
+    >>> p, kind = passages_from_object(("one", "two"))
+    >>> len(p), kind
+    (2, 'python list')
+    """
     if is_table(obj):
         kind = {"pandas": "pandas DataFrame", "datasets": "datasets Dataset"}.get(_top(obj), "pyarrow Table")
         return passages_from_table(obj, source=source, **fields), kind
