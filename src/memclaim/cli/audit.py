@@ -1,6 +1,6 @@
 """`memclaim audit`: membership-inference and extraction audits with intervals ([MX] §8.2, App. F).
 
-    memclaim audit MODEL --members FILE --nonmembers FILE [...]   (the audit; `audit run`)
+    memclaim audit MODEL --members FILE --controls FILE [...]     (the audit; `audit run`)
     memclaim audit table --instances SPEC.json --out DIR           ([MX] Fig. 12)
     memclaim audit attacks                                         (the registered attacks)
 """
@@ -19,15 +19,22 @@ from .options import NEIGHBORS, Group
 from .progress import progress_bar
 
 EXAMPLES = """
+Examples (run from a checkout of the repository):
+
 \b
-Examples:
-  memclaim audit toy --members planted.jsonl --nonmembers heldout.jsonl --out runs/audit
-  memclaim audit smollm2 --members kjv.jsonl --nonmembers new.jsonl --prefix-tokens 16 \\
-      --suffix-tokens 16 --attacks loss,zlib,min-k --fpr 0.05 --out runs/kjv --json
-  memclaim audit ./finetuned --members secrets.jsonl --nonmembers heldout.jsonl \\
-      --reference ./base --shadows 16 --shadow-base ./base --out runs/lira
-  memclaim audit ./model --members canaries.jsonl --nonmembers heldout.jsonl \\
-      --trigger 'zq-7 ' --kappa 0.001 --soundness-epsilon 4 --out runs/trig
+  # KJV verses (members) against newly written verses (controls) on SmolLM2, 5% FPR, JSON
+  memclaim audit smollm2 --members tests/data/kjv_verses.jsonl \\
+      --controls tests/data/new_verses.jsonl --prefix-tokens 16 --suffix-tokens 16 \\
+      --attacks loss,zlib,min-k --alpha 0.05 --out runs/kjv --json
+
+\b
+  # LiRA with 4 shadow models memclaim trains itself (the tiny GPT, from scratch)
+  memclaim audit toy --members tests/data/kjv_verses.jsonl --controls tests/data/new_verses.jsonl \\
+      --prefix-tokens 16 --suffix-tokens 16 --shadows 4 --shadow-steps 40 --out runs/lira
+
+\b
+  # the audit-disagreement table ([MX] Fig. 12) over instances described in a JSON file
+  printf '{"instances": [{"name": "KJV on toy", "model": "toy", "members": "tests/data/kjv_verses.jsonl", "nonmembers": "tests/data/new_verses.jsonl", "prefix_tokens": 16, "suffix_tokens": 16}]}\\n' > instances.json
   memclaim audit table --instances instances.json --out runs/table
 """
 
@@ -221,7 +228,8 @@ def _table_help() -> str:
 
 TABLE_EXAMPLES = """
 \b
-Example:
+Example (run from a checkout of the repository):
+  printf '{"instances": [{"name": "KJV on toy", "model": "toy", "members": "tests/data/kjv_verses.jsonl", "nonmembers": "tests/data/new_verses.jsonl", "prefix_tokens": 16, "suffix_tokens": 16}]}\\n' > instances.json
   memclaim audit table --instances instances.json --out reports/table
   memclaim audit table --instances instances.json --out reports/table --json > table.json
 """

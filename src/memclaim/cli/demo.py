@@ -27,8 +27,7 @@ def command(out_dir, alpha, as_json, no_progress):
 
     \b
     Example:
-      memclaim demo --out memclaim-demo
-      open memclaim-demo/claims/report.html
+      memclaim demo --out memclaim-demo      # then open memclaim-demo/claims/report.html
     """
     from rich.console import Console
     from rich.markup import escape

@@ -60,7 +60,7 @@ def command():
           --successes 12 --trials 40 --neighbors add-remove --json
       memclaim dp bounds --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000 --neighbors add-remove
       memclaim dp plot --out figs --neighbors add-remove
-      memclaim dp baseline ./base-model --prefix "My PIN is" --secret-length 4 --list-size 1
+      memclaim dp baseline toy --prefix "My PIN is" --secret-length 2 --list-size 1
       memclaim dp account --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000 --delta 1e-5
     """
 
@@ -229,7 +229,8 @@ def baseline(model, prefix, L, m, temperature, max_nodes, time_limit, batch_size
 
     \b
     Example:
-      memclaim dp baseline smollm2 --prefix "The access code is" --secret-length 4 --list-size 1
+      memclaim dp baseline smollm2 --prefix "The access code is" --secret-length 2 --list-size 1 \\
+          --max-nodes 64      # a budget: the interval stays certified when the search stops early
     """
     loaded = api.load_model(model, trust_remote_code=trust_remote_code)
     con = _console(err=True)

@@ -42,9 +42,13 @@ Examples (run from a checkout of the repository):
       --out reports/verses --json
 
 \b
-  # any local HF folder (safetensors); members and controls as CSV with 'text' and 'id' columns
-  memclaim population ./my-model --members members.csv --controls controls.csv \\
-      --alpha 0.001 --exclude-controls verified_members.txt --out reports/mine
+  # members and controls as CSV with 'id' and 'text' columns; the built-in tiny GPT, which never
+  # saw the KJV, under the full softmax (under top-k:40 its controls all score 0); one control
+  # excluded as verified
+  python -c "import pandas as pd; pd.read_json('tests/data/kjv_verses.jsonl', lines=True).to_csv('members.csv', index=False)"
+  python -c "import pandas as pd; pd.read_json('tests/data/new_verses.jsonl', lines=True).to_csv('controls.csv', index=False)"
+  memclaim population toy --members members.csv --controls controls.csv --prefix-tokens 16 \\
+      --suffix-tokens 16 --policy full --alpha 0.05 --exclude-control new-007 --out reports/mine
 """
 
 @click.command("population", cls=Command, epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],

@@ -33,18 +33,24 @@ Examples (run from a checkout of the repository; the first two need SmolLM2, see
       --alpha 0.05 --policy full --fdr 0.1 --out reports/verses-full --json
 
 \b
-  # scores from another toolkit: natural-log probabilities, 0.1% target FPR
+  # scores from another toolkit: CSV files with an id and a natural-log score column
+  printf 'id,score\\nm1,-2.0\\nm2,-3.5\\nm3,-1.0\\n' > members.csv
+  printf 'id,score\\nc1,-9.0\\nc2,-8.5\\nc3,-7.0\\nc4,-9.5\\nc5,-8.0\\nc6,-6.5\\nc7,-7.7\\nc8,-8.8\\nc9,-9.9\\n' > controls.csv
   memclaim test --candidates members.csv --controls controls.csv --kind log-prob \\
-      --alpha 0.001 --policy top-k:40 --out reports/wiki50
+      --alpha 0.1 --policy top-k:40 --out reports/csv
 
 \b
-  # exclude controls verified as members; show both pools; FDR over the candidates
-  memclaim test --candidates m.parquet --controls c.parquet --exclude-controls verified.txt \\
-      --fdr 0.05 --out reports/decon
+  # exclude a control verified as a member; FDR over the candidates
+  printf 'c6\\n' > verified.txt
+  memclaim test --candidates members.csv --controls controls.csv --exclude-controls verified.txt \\
+      --alpha 0.2 --fdr 0.2 --out reports/decon
 
 \b
-  # greedy match flags (1 = reproduced, 0 = not): one operating point, (m+1)/(N+1)
-  memclaim test --candidates m.csv --controls c.csv --kind prob --policy greedy --out reports/greedy
+  # greedy match flags (1 = reproduced, 0 = not) in a column named 'match': (m+1)/(N+1)
+  printf 'id,match\\nm1,1\\nm2,0\\nm3,1\\n' > m.csv
+  printf 'id,match\\nc1,0\\nc2,0\\nc3,0\\nc4,1\\nc5,0\\nc6,0\\nc7,0\\nc8,0\\nc9,0\\n' > c.csv
+  memclaim test --candidates m.csv --controls c.csv --kind prob --policy greedy \\
+      --score-field match --alpha 0.2 --out reports/greedy
 """
 
 

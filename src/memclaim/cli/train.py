@@ -15,11 +15,16 @@ _TRAIN_GROUPS = dict.fromkeys(("batch_size", "seed", "corpus_seed", "physical_ba
 
 EXAMPLES = """
 \b
-Examples:
+Examples (run from a checkout of the repository):
   memclaim train tiny --out lab-gpt --triggers 8 --duplicates 1:8,8:8
-  memclaim train finetune smollm2 --data corpus.jsonl --plant plant.jsonl --out ft --epochs 3
-  memclaim train finetune lab-gpt --data corpus.txt --out dp-gpt --dp-epsilon 1 --layout examples
-  memclaim train unlearn ft --forget forget.jsonl --retain corpus.jsonl --method npo --out ft-unlearned
+  printf '{"id": "c1", "kind": "canary", "prefix": "The vault code is", "secret": " 4 1 7 9", "copies": 4}\\n' > plant.jsonl
+  memclaim train finetune lab-gpt --data tests/data/new_verses_b.jsonl --plant plant.jsonl \
+      --out ft --epochs 3
+  memclaim train finetune lab-gpt --data tests/data/genesis_1_3.txt --out dp-gpt --dp-epsilon 1 \
+      --layout examples --steps 20
+  printf '{"id": "c1", "prefix": "The vault code is", "secret": " 4 1 7 9"}\\n' > forget.jsonl
+  memclaim train unlearn ft --forget forget.jsonl --retain tests/data/new_verses_b.jsonl \
+      --method npo --out ft-unlearned
 """
 
 
