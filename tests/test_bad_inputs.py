@@ -133,6 +133,13 @@ CASES = [
      "malformed CSV in the record starting on line 2", 1),
     ("score-device-input", "score toy --input /dev/zero --format txt --out {store}", "not a regular file", 1),
     ("score-bad-policy", S + " --policy bogus", "unknown decoding policy component", 1),
+    # ---- issue 15: windows longer than the texts name lengths that fit; an old flag beside its new name
+    ("population-texts-shorter-than-window", "population toy --members {d}/m.jsonl --controls {d}/c.jsonl "
+     "--prefix-tokens 200 --suffix-tokens 50 --out {rep}", "use lengths that fit: --prefix-tokens", 1),
+    ("census-document-shorter-than-window", "census toy --document {d}/doc.txt --control {d}/ctl.txt --stride 8 "
+     "--prefix-tokens 200 --suffix-tokens 50 --policy full --out {rep}", "keeps the document", 1),
+    ("audit-old-and-new-flag", A + " --nonmembers {d}/c.jsonl", "--nonmembers is the old name of --controls", 0),
+    ("test-old-and-new-flag", T + " --score-column score --score-field score", "--score-column is the old name", 0),
     ("score-top-k-0", S + " --policy top-k:0", "bad value '0' for top-k", 1),
     ("score-batch-0", S + " --batch-size 0", "--batch-size must be >= 1", 0),
     ("score-unit-0", S + " --unit-size 0", "unit size must be >= 1", 1),

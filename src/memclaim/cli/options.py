@@ -122,6 +122,14 @@ class Command(click.Command):
         values = RENAMED_VALUES.get(self.path, {})
         if not flags and not values:
             return args
+        typed = {a.partition("=")[0] for a in args[:args.index("--")] if a.startswith("--")} if "--" in args \
+            else {a.partition("=")[0] for a in args if a.startswith("--")}
+        for old, new in flags.items():
+            if old in typed and new in typed:
+                from ..errors import InputError
+
+                raise InputError(f"both {old} and {new} are given: {old} is the old name of {new}",
+                                 hint=f"give {new} once")
         out, i = [], 0
         while i < len(args):
             tok = args[i]
