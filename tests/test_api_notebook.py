@@ -118,6 +118,10 @@ def test_notebook_score_and_test_equal_the_cli(lab, tmp_path):
     cli_mem = cli("score", lab["model"], "--input", lab["d"] / "m.jsonl", *flags, "--out", store, *S, "--json")
     cli("score", lab["model"], "--input", lab["d"] / "c.jsonl", *flags, "--out", store, *S, "--json")
     assert_same(mem.to_dict(), cli_mem)  # same procedure key, windows, units, near ties
+    # out=STORE: the store is the CLI's; scoring the same file again there does no model work
+    again = mc.score(m, lab["d"] / "m.jsonl", policies=pols, out=store, **W)
+    assert not again.temporary and again.run_id == cli_mem["run_id"]
+    assert again.summary.units_scored == 0 and again.summary.units_reused == cli_mem["n_units"]
 
     # the window scores, policy by policy, bit for bit
     from memclaim.scoring.results import load_run_scores

@@ -101,3 +101,15 @@ def test_cli_common_options_and_printing():
         common.print_json({"x": float("inf"), "y": (1, 2)})
     assert json.loads(buf.getvalue()) == {"x": "inf", "y": [1, 2]}
     assert common.stderr_log(False) is None and callable(common.stderr_log(True))
+
+
+def test_a_document_string_that_is_no_file_says_how_to_pass_a_text(tmp_path):
+    """A string is a path; a text in memory is a memclaim.Document (the error says so)."""
+    from memclaim.api._common import Document, document_path
+
+    with pytest.raises(InputError, match="memclaim.Document") as e:
+        document_path("In the beginning God created the heaven and the earth.")
+    assert "does not exist" in str(e.value)
+    f = tmp_path / "book.txt"
+    f.write_text("x")
+    assert document_path(str(f)) == f and Document("a text").name == "document"

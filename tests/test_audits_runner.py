@@ -255,10 +255,16 @@ def test_char_aligned_windows_put_straddling_tokens_in_the_suffix(random_model, 
 def test_read_texts_accepts_sequences_and_refuses_bad_items():
     ts = read_texts(["a b c", {"id": "x", "text": "d e"}, "  "], label="m")
     assert [r.id for r in ts.records] == ["m-0", "x"] and ts.inputs["records"] == 2
-    with pytest.raises(InputError, match=r"m\[0\]"):
+    assert ts.inputs["skipped_empty"] == 1  # the blank text is skipped and counted, as in a file
+    with pytest.raises(InputError, match="'m' item 0: expected a text, a dict or a Record"):
         read_texts([3], label="m")
-    with pytest.raises(InputError, match="not unique"):
+    with pytest.raises(InputError, match="duplicate id 'a'"):
         read_texts([{"id": "a", "text": "x"}, {"id": "a", "text": "y"}], label="m")
+    # the same reader as memclaim.score's: tables and other field names work too
+    import pandas as pd
+
+    tab = read_texts(pd.DataFrame({"doc_id": ["p", "q"], "content": ["one two", "three"]}), label="m")
+    assert [(r.id, r.text) for r in tab.records] == [("p", "one two"), ("q", "three")]
 
 
 # ------------------------------------------------------------------------------- shadows

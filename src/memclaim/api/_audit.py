@@ -139,7 +139,8 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     counterfactual memorization estimate (COND), compared with ``cap`` (a number, or
     ``cap_epsilon`` for a pure-DP cap) when given.
 
-    ``members``/``controls``: text files or lists of texts / records. ``alpha``: the target FPR
+    ``members``/``controls``: text files, lists of texts or records, or tables (pandas, pyarrow,
+    ``datasets.Dataset``), read as by :func:`memclaim.score`. ``alpha``: the target FPR
     (read exactly; default 0.01 when the controls can certify it, else dropped with a note;
     given explicitly, an FPR the controls cannot certify is refused). ``cap_neighbors``,
     ``soundness_neighbors``: 'add-remove' or 'replace-one'. Renamed in 0.2 (the old names

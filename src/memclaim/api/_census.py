@@ -30,8 +30,8 @@ from ..scoring.runner import RunSummary, run_scoring, scoring_pairs
 from ..text.io import read_document
 from ..text.spans import exclude_spans_from_lines, parse_exclude_spans
 from ..validate import in_open_unit, integer, query_budget
-from ._common import (Document, Result, WorkFolder, build_prompt_rule, check_out_dir, cut_windows, jsonable,
-                     make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
+from ._common import (Document, Result, WorkFolder, build_prompt_rule, check_out_dir, cut_windows, document_path,
+                      jsonable, make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
 from ._model import load_model
 from ._runs import store_input_record, stored_test_procedure
 
@@ -127,7 +127,7 @@ def _text_of(x, texts: dict):
         raise InputError(f"a document must be a file path or a memclaim.Document, got {type(x).__name__}",
                          hint="pass a path, or memclaim.Document(text, name=...)")
     if x not in texts:
-        texts[x] = read_document(x)  # (text, sha256); raises on missing, empty, non-UTF-8
+        texts[x] = read_document(document_path(x))  # (text, sha256); raises on missing, empty, non-UTF-8
     text, digest = texts[x]
     return text, digest, Path(x).name, str(x)
 

@@ -49,6 +49,17 @@ class Document:
             raise InputError(f"document {self.name!r} is empty or not a text", hint="pass the document's text")
 
 
+def document_path(x, what: str = "document") -> Path:
+    """A document given as a path: refused, saying how to pass a text in memory, when no such
+    file exists (a string is a path; :class:`Document` holds a text)."""
+    p = Path(x)
+    if not p.exists():
+        shown = str(x) if len(str(x)) <= 80 else str(x)[:77] + "..."
+        raise InputError(f"{what} file {shown!r} does not exist",
+                         hint="pass the path of a text file, or memclaim.Document(text, name=...) for a text in memory")
+    return p
+
+
 def policies_of(policies) -> tuple[Policy, ...]:
     """Decoding policies from a spec string, Policy objects or a sequence of either (default top-k:40)."""
     if policies is None or (not isinstance(policies, str) and len(policies) == 0):
@@ -122,7 +133,7 @@ def cut_windows(model, texts=None, *, document=None, stride=None, prefix_tokens:
         if isinstance(document, Document):
             text, digest, name, where = document.text, sha256_bytes(document.text.encode("utf-8")), document.name, None
         elif isinstance(document, (str, Path)):
-            text, digest = read_document(document)
+            text, digest = read_document(document_path(document))
             name, where = Path(document).name, str(document)
         else:
             raise InputError(f"document must be a file path or a memclaim.Document, got {type(document).__name__}",

@@ -3,15 +3,20 @@ texts/records), cutting them into the audit's windows ([EM] §4), and mapping wi
 their records (for the shadows' IN/OUT masks)."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import InputError
-from ..fsutil import sha256_bytes
-from ..text.io import Record, read_passages
+from ..text.io import read_passages
+from ..text.tables import passages_from_object
 from ..text.windows import passage_windows
 from .settings import AuditSettings
+
+if TYPE_CHECKING:  # the annotations' names only
+    import datasets
+    import pandas
+    import pyarrow
 
 __all__ = ["TextSet", "read_texts", "audit_windows", "record_texts"]
 
@@ -28,9 +33,13 @@ class TextSet:
         return len(self.records)
 
 
-def read_texts(source, *, label: str, text_field=None, id_field=None, fmt=None) -> TextSet:
+def read_texts(source: "str | Path | TextSet | Sequence | pandas.DataFrame | pyarrow.Table | datasets.Dataset", *,
+               label: str, text_field: str | None = None, id_field: str | None = None,
+               fmt: str | None = None) -> TextSet:
     """Records from a file (JSONL/TXT/CSV/Parquet, :func:`memclaim.text.io.read_passages`) or
-    from a sequence of strings, dicts with ``text`` (and ``id``) or Records.
+    from Python objects (a sequence of strings, dicts or Records, a pandas DataFrame, a pyarrow
+    Table, a ``datasets.Dataset``: :func:`memclaim.text.tables.passages_from_object`, fields
+    found by the same names); an item without an id is named ``LABEL-<n>``.
 
     >>> read_texts(["a member text", {"id": "m2", "text": "another"}], label="members").records[1]
     Record(id='m2', text='another', suffix_start=None)
@@ -41,21 +50,13 @@ def read_texts(source, *, label: str, text_field=None, id_field=None, fmt=None) 
         ps = read_passages(source, fmt=fmt, text_field=text_field, id_field=id_field)
         return TextSet(label, ps.records, {"role": label, "path": str(source), "sha256": ps.sha256,
                                             "records": len(ps.records), "skipped_empty": ps.skipped_empty})
-    recs = []
-    for j, r in enumerate(source):
-        if isinstance(r, Record):
-            recs.append(r)
-        elif isinstance(r, str):
-            recs.append(Record(f"{label}-{j}", r))
-        elif isinstance(r, dict) and isinstance(r.get("text"), str):
-            recs.append(Record(str(r.get("id", f"{label}-{j}")), r["text"]))
-        else:
-            raise InputError(f"{label}[{j}] must be a text, a dict with 'text' or a Record, got {type(r).__name__}")
-    recs = [r for r in recs if r.text.strip()]
-    if len({r.id for r in recs}) != len(recs):
-        raise InputError(f"{label}: record ids are not unique", hint="give every record its own id")
-    digest = sha256_bytes(json.dumps([[r.id, r.text] for r in recs], ensure_ascii=False).encode("utf-8"))
-    return TextSet(label, tuple(recs), {"role": label, "path": None, "sha256": digest, "records": len(recs)})
+    if fmt is not None:
+        raise InputError(f"--format applies to files, not to {label} given in memory", hint="drop the format")
+    # the one reader of texts given as Python objects (memclaim.text.tables), with the audit's ids
+    ps, _kind = passages_from_object(source, source=label, text_field=text_field, id_field=id_field,
+                                     default_id=f"{label}-{{n}}")
+    return TextSet(label, ps.records, {"role": label, "path": None, "sha256": ps.sha256, "records": len(ps.records),
+                                       "skipped_empty": ps.skipped_empty})
 
 
 def audit_windows(model, ts: TextSet, settings: AuditSettings, *, what: str):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 
@@ -86,12 +87,18 @@ def _log_budget(n, log_n) -> np.ndarray:
     return np.log(_check_n(n)) if log_n is None else _check_log_n(log_n)
 
 
-def log_prob_at_least_once(*, log_p, n=None, log_n=None):
+def log_prob_at_least_once(*, log_p: float | np.ndarray, n: float | np.ndarray | None = None, log_n: float | np.ndarray | None = None) -> float | np.ndarray:
     """Natural log of P[at least once in n] = 1 - (1-p)^n ([EM] Eq. 10), from log p and the
     budget n (or its natural log ``log_n``, for budgets beyond the double range).
 
     Vectorized over log_p and n. Uses y = -n log(1-p) = exp(log n + log(-log(1-p))) and
-    log(1 - e^{-y}); when y underflows the answer is log y = log n + log p (+ O(p))."""
+    log(1 - e^{-y}); when y underflows the answer is log y = log n + log p (+ O(p)).
+
+    >>> round(float(np.exp(log_prob_at_least_once(log_p=math.log(2.5e-5), n=1e5))), 4)
+    0.9179
+    >>> log_prob_at_least_once(log_p=-1000.0, log_n=900.0)  # p = e^-1000, n = e^900: log(n p) = -100
+    -100.0
+    """
     lp = _check_log_p(log_p)
     ly = _log_budget(n, log_n) + _log_neg_log1m(lp)  # log y
     with np.errstate(over="ignore", invalid="ignore"):
@@ -101,18 +108,26 @@ def log_prob_at_least_once(*, log_p, n=None, log_n=None):
     return out if out.ndim else float(out)
 
 
-def prob_at_least_once(*, log_p, n=None, log_n=None):
-    """P[at least once in n] as a float (may underflow to 0; use the log version for tiny p)."""
+def prob_at_least_once(*, log_p: float | np.ndarray, n: float | np.ndarray | None = None, log_n: float | np.ndarray | None = None) -> float | np.ndarray:
+    """P[at least once in n] as a float (may underflow to 0; use the log version for tiny p).
+
+    >>> round(float(prob_at_least_once(log_p=math.log(0.5), n=2)), 6)  # 1 - (1/2)^2
+    0.75
+    """
     return np.exp(log_prob_at_least_once(log_p=log_p, n=n, log_n=log_n))
 
 
-def min_log_prob_for_budget(*, n=None, delta, log_n=None):
+def min_log_prob_for_budget(*, n: float | np.ndarray | None = None, delta: float, log_n: float | np.ndarray | None = None) -> float | np.ndarray:
     """log p_min(n) with p_min = 1 - delta^(1/n): the smallest per-query probability that the
     procedure generates at least once in n queries with probability >= 1 - delta.
 
     From log n: with x = log(delta) / n, p_min = -expm1(x); where |x| < 1e-13 (n beyond ~1e13,
     and n beyond the double range) p_min = -x (1 + x/2 + ...) in log space, so that
-    log p_min = log(-log delta) - log n + log1p(x/2) never forms n itself."""
+    log p_min = log(-log delta) - log n + log1p(x/2) never forms n itself.
+
+    >>> round(math.exp(min_log_prob_for_budget(n=1, delta=0.05)), 6)  # one query: p >= 0.95
+    0.95
+    """
     d = in_open_unit("delta", float(delta))
     ln = _log_budget(n, log_n)
     lx = math.log(-math.log(d)) - ln  # log |x|
@@ -166,8 +181,13 @@ def queries_needed(*, log_p: float, delta: float = 0.05) -> QueryBudget:
     return QueryBudget(lp / LN10, d, n_f, log10_n, n_int, check)
 
 
-def parse_probability(*, p=None, log10_p=None, log_p=None) -> float:
-    """Exactly one of p, log10 p, ln p -> natural log p (validated)."""
+def parse_probability(*, p: float | str | None = None, log10_p: float | str | None = None,
+                      log_p: float | str | None = None) -> float:
+    """Exactly one of p, log10 p, ln p -> natural log p (validated; p = 0 is -inf).
+
+    >>> parse_probability(log10_p=-400) == -400 * LN10, parse_probability(p=0)
+    (True, -inf)
+    """
     given = [x is not None for x in (p, log10_p, log_p)]
     if sum(given) != 1:
         raise DomainError("give exactly one of p, log10 p or log p", hint="e.g. --p 1e-27 or --log10-p -27")
@@ -204,9 +224,14 @@ class ExtractableClaim(ResultMixin):
     extractable: np.ndarray = field(repr=False)
 
 
-def extractable_memorization(log_scores, *, log_tau: float | None, n: float, delta: float = 0.05) -> ExtractableClaim:
+def extractable_memorization(log_scores: "Sequence[float] | np.ndarray", *, log_tau: float | None, n: float, delta: float = 0.05) -> ExtractableClaim:
     """Per item: memorized (log score > log tau), extractable within n queries at confidence
-    1 - delta, and both ([EM] §6). ``log_tau=None``: no threshold (nothing is memorized)."""
+    1 - delta, and both ([EM] §6). ``log_tau=None``: no threshold (nothing is memorized).
+
+    >>> c = extractable_memorization([math.log(1e-3), math.log(1e-9)], log_tau=math.log(1e-6), n=1e5)
+    >>> c.n_memorized, c.n_extractable, c.n_extractable_memorized
+    (1, 1, 1)
+    """
     lp = _check_log_p(np.asarray(log_scores, dtype=np.float64).ravel(), "log score")
     d = in_open_unit("delta", float(delta))
     lmin = min_log_prob_for_budget(n=n, delta=d)
@@ -219,7 +244,11 @@ def extractable_memorization(log_scores, *, log_tau: float | None, n: float, del
 
 def log10_budget_grid(*, max_log10_n: float, points: int = 121) -> np.ndarray:
     """log10 of budgets 1 .. 10**max_log10_n, evenly spaced (budgets reach 1e27, and beyond the
-    double range for thresholds below 1e-308)."""
+    double range for thresholds below 1e-308).
+
+    >>> log10_budget_grid(max_log10_n=2, points=3).tolist()
+    [0.0, 1.0, 2.0]
+    """
     if not math.isfinite(max_log10_n) or max_log10_n < 0:
         max_log10_n = 0.0
     return np.unique(np.concatenate([[0.0], np.linspace(0.0, max_log10_n, points)]))
@@ -227,7 +256,11 @@ def log10_budget_grid(*, max_log10_n: float, points: int = 121) -> np.ndarray:
 
 def budget_grid(*, max_log10_n: float, points: int = 121) -> np.ndarray:
     """Budgets 1 .. 10**max_log10_n, log-spaced, as floats (inf beyond 1.8e308: use
-    :func:`log10_budget_grid` there)."""
+    :func:`log10_budget_grid` there).
+
+    >>> budget_grid(max_log10_n=2, points=3).tolist()
+    [1.0, 10.0, 100.0]
+    """
     with np.errstate(over="ignore"):
         return 10.0 ** log10_budget_grid(max_log10_n=max_log10_n, points=points)
 

@@ -87,7 +87,11 @@ class WindowScores:
 # ------------------------------------------------------------------ union of intervals
 def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
     """|union of [start, end)| by a sort-and-merge sweep. Hand-written: numpy has no interval
-    union; the per-character heat below is the fast path for many thresholds at once."""
+    union; the per-character heat below is the fast path for many thresholds at once.
+
+    >>> union_length(np.array([0, 5, 20]), np.array([10, 12, 25]))
+    17
+    """
     if len(starts) == 0:
         return 0
     order = np.argsort(starts, kind="stable")
@@ -104,14 +108,26 @@ def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
 
 
 def coverage(windows: WindowScores, *, log_tau: float) -> float:
-    """coverage(tau) of [EM] Eq. 9 (strict >), by the interval-union sweep."""
+    """coverage(tau) of [EM] Eq. 9 (strict >), by the interval-union sweep.
+
+    >>> ln = math.log
+    >>> ctl = WindowScores.from_arrays([ln(1e-12), ln(3e-9)], [0, 10], [10, 20], doc_length=20, name="ctl")
+    >>> doc = WindowScores.from_arrays([ln(2e-3), ln(1e-20)], [0, 10], [10, 20], doc_length=20, name="doc")
+    >>> coverage(doc, log_tau=ln(1e-8))  # only the first suffix, [0, 10), clears tau
+    0.5
+    """
     keep = windows.log_scores > log_tau
     return union_length(windows.starts[keep], windows.ends[keep]) / windows.doc_length
 
 
 def char_heat(windows: WindowScores) -> np.ndarray:
     """Per character: the largest log score among windows whose suffix covers it ([EM] Fig. 18);
-    -inf where no suffix covers the character. Shape [L], float64, natural log."""
+    -inf where no suffix covers the character. Shape [L], float64, natural log.
+
+    >>> w = WindowScores.from_arrays([-1.0, -2.0], [0, 2], [3, 4], doc_length=5)
+    >>> char_heat(w).tolist()  # the larger score paints the overlap
+    [-1.0, -1.0, -1.0, -2.0, -inf]
+    """
     heat = np.full(windows.doc_length, -np.inf)
     order = np.argsort(windows.log_scores, kind="stable")  # ascending: larger scores paint last
     for i in order.tolist():
@@ -119,8 +135,13 @@ def char_heat(windows: WindowScores) -> np.ndarray:
     return heat
 
 
-def coverage_from_heat(heat: np.ndarray, log_thresholds, *, strict: bool = True) -> np.ndarray:
-    """Share of characters with heat > t (or >= t) for each threshold t (vectorized)."""
+def coverage_from_heat(heat: np.ndarray, log_thresholds: "float | Sequence[float] | np.ndarray", *,
+                       strict: bool = True) -> np.ndarray:
+    """Share of characters with heat > t (or >= t) for each threshold t (vectorized).
+
+    >>> coverage_from_heat(np.array([-1.0, -1.0, -2.0, -np.inf]), [-1.5, -1.0]).tolist()
+    [0.5, 0.0]
+    """
     hs = np.sort(heat)
     t = np.asarray(log_thresholds, dtype=np.float64)
     idx = np.searchsorted(hs, t, side="right" if strict else "left")
@@ -160,18 +181,31 @@ def _normalize_spans(spans, name) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-def overlapping_windows(windows: WindowScores, spans) -> np.ndarray:
-    """Boolean mask: windows whose suffix span overlaps any of ``spans`` ([start, end))."""
+def overlapping_windows(windows: WindowScores, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Boolean mask: windows whose suffix span overlaps any of ``spans`` ([start, end)).
+
+    >>> w = WindowScores.from_arrays([-1.0, -2.0], [0, 10], [10, 20], doc_length=20)
+    >>> overlapping_windows(w, [(9, 11)]).tolist(), overlapping_windows(w, [(10, 12)]).tolist()
+    ([True, True], [False, True])
+    """
     mask = np.zeros(len(windows), dtype=bool)
     for a, b in spans:
         mask |= (windows.starts < b) & (windows.ends > a)
     return mask
 
 
-def census_threshold(control: WindowScores, *, exclude_spans=(), exclude_windows=()) -> CensusThreshold:
+def census_threshold(control: WindowScores, *, exclude_spans: Sequence[tuple[int, int]] = (),
+                     exclude_windows: Sequence[int] = ()) -> CensusThreshold:
     """tau_doc = 10^ceil(log10 max score) over control windows that remain after excluding those
     whose suffix overlaps ``exclude_spans`` (verified quotations, [EM] E.1) and the windows
-    listed by index in ``exclude_windows``."""
+    listed by index in ``exclude_windows``.
+
+    >>> ln = math.log
+    >>> ctl = WindowScores.from_arrays([ln(1e-12), ln(3e-9)], [0, 10], [10, 20], doc_length=20, name="ctl")
+    >>> doc = WindowScores.from_arrays([ln(2e-3), ln(1e-20)], [0, 10], [10, 20], doc_length=20, name="doc")
+    >>> census_threshold(ctl).log10_tau, census_threshold(ctl, exclude_spans=[(10, 20)]).log10_tau
+    (-8, -11)
+    """
     spans = _normalize_spans(exclude_spans, f"{control.name} exclusions")
     drop = overlapping_windows(control, spans)
     for i in exclude_windows or ():
@@ -198,7 +232,14 @@ def census_threshold(control: WindowScores, *, exclude_spans=(), exclude_windows
 
 
 def global_threshold(thresholds: Sequence[CensusThreshold]) -> CensusThreshold:
-    """The most conservative (largest) threshold over several document pairs ([EM] §7, Fig. 6)."""
+    """The most conservative (largest) threshold over several document pairs ([EM] §7, Fig. 6).
+
+    >>> ln = math.log
+    >>> ctl = WindowScores.from_arrays([ln(1e-12), ln(3e-9)], [0, 10], [10, 20], doc_length=20, name="ctl")
+    >>> doc = WindowScores.from_arrays([ln(2e-3), ln(1e-20)], [0, 10], [10, 20], doc_length=20, name="doc")
+    >>> global_threshold([census_threshold(ctl), census_threshold(doc)]).log10_tau
+    -2
+    """
     if not thresholds:
         raise InputError("no thresholds given", hint="pass the census threshold of each document pair")
     return max(thresholds, key=lambda t: t.log10_tau)
@@ -238,11 +279,20 @@ class CensusResult(ResultMixin):
         return to_jsonable(d)
 
 
-def census(document: WindowScores, control: WindowScores, *, exclude_spans=(), exclude_windows=(),
-           threshold: CensusThreshold | None = None, margins=None,
+def census(document: WindowScores, control: WindowScores, *, exclude_spans: Sequence[tuple[int, int]] = (),
+           exclude_windows: Sequence[int] = (), threshold: CensusThreshold | None = None,
+           margins: "Sequence[float] | np.ndarray | None" = None,
            report_margins: Sequence[float] = (0, 1, 2, 5, 10)) -> CensusResult:
     """Census of ``document`` against ``control`` ([EM] §5). ``threshold`` overrides the control's
-    own (e.g. a global threshold from :func:`global_threshold`)."""
+    own (e.g. a global threshold from :func:`global_threshold`).
+
+    >>> ln = math.log
+    >>> ctl = WindowScores.from_arrays([ln(1e-12), ln(3e-9)], [0, 10], [10, 20], doc_length=20, name="ctl")
+    >>> doc = WindowScores.from_arrays([ln(2e-3), ln(1e-20)], [0, 10], [10, 20], doc_length=20, name="doc")
+    >>> r = census(doc, ctl)
+    >>> r.log10_tau, r.coverage, r.n_windows_above
+    (-8, 0.5, 1)
+    """
     th = threshold if threshold is not None else census_threshold(control, exclude_spans=exclude_spans,
                                                                   exclude_windows=exclude_windows)
     log_tau = th.log_tau

@@ -40,9 +40,15 @@ class PairedComparison(ResultMixin):
     statement: str
 
 
-def paired_difference(claimed_first, claimed_second, *, alpha_n_first: float = 0.0, alpha_n_second: float = 0.0,
-                      confidence: float = 0.95, names=("first", "second")) -> PairedComparison:
-    """M - M' for the same candidates claimed under two procedures ([EM] Eq. 29, Fig. 15(b))."""
+def paired_difference(claimed_first: Sequence[bool] | np.ndarray, claimed_second: Sequence[bool] | np.ndarray, *, alpha_n_first: float = 0.0,
+                      alpha_n_second: float = 0.0, confidence: float = 0.95,
+                      names: tuple[str, str] = ("first", "second")) -> PairedComparison:
+    """M - M' for the same candidates claimed under two procedures ([EM] Eq. 29, Fig. 15(b)).
+
+    >>> p = paired_difference([True, True, False, True], [True, False, False, False])
+    >>> p.only_first, p.only_second, p.difference.estimate  # the discordant pairs, M - M'
+    (2, 0, 0.5)
+    """
     x = np.asarray(claimed_first, dtype=bool).ravel()
     y = np.asarray(claimed_second, dtype=bool).ravel()
     if x.size != y.size:
@@ -68,7 +74,11 @@ def paired_difference(claimed_first, claimed_second, *, alpha_n_first: float = 0
 
 
 def independent_difference(k1: int, n1: int, k2: int, n2: int, *, confidence: float = 0.95) -> Interval:
-    """k1/n1 - k2/n2 from independent samples, Newcombe (1998b) ([EM] D.1)."""
+    """k1/n1 - k2/n2 from independent samples, Newcombe (1998b) ([EM] D.1).
+
+    >>> round(independent_difference(8, 10, 2, 10).estimate, 6)
+    0.6
+    """
     return newcombe_independent(k1, n1, k2, n2, confidence=confidence)
 
 
@@ -93,11 +103,16 @@ def _show(items, k=5):
 
 def match_by_text(ids_first: Sequence[str], texts_first: Sequence[str], ids_second: Sequence[str],
                   texts_second: Sequence[str], *, allow_partial: bool = False,
-                  names=("first", "second")) -> TextMatch:
+                  names: tuple[str, str] = ("first", "second")) -> TextMatch:
     """Pair candidates of two tables by their text (Unicode NFC; no other normalization).
 
     Refuses (InputError naming the problem) when a text is missing, when a text occurs twice in
-    one table (ambiguous), or, unless ``allow_partial``, when a text is in only one table."""
+    one table (ambiguous), or, unless ``allow_partial``, when a text is in only one table.
+
+    >>> m = match_by_text(["a", "b"], ["x y", "z"], ["q", "r"], ["z", "x y"])
+    >>> m.index_first.tolist(), m.index_second.tolist()
+    ([0, 1], [1, 0])
+    """
     for nm, ids, texts in ((names[0], ids_first, texts_first), (names[1], ids_second, texts_second)):
         if len(ids) != len(texts):
             raise InputError(f"{nm}: {len(ids)} ids but {len(texts)} texts")
@@ -155,11 +170,13 @@ class ClaimComparison(ResultMixin):
     alphas: tuple[str, ...]
 
 
-def compare_population_claims(first_scores, first_controls, first_ids, first_texts, second_scores, second_controls,
-                              second_ids, second_texts, *, alphas=("0.001",), kind: str = "log-prob",
+def compare_population_claims(first_scores: Sequence[float] | np.ndarray, first_controls: Sequence[float] | np.ndarray, first_ids: Sequence[str],
+                              first_texts: Sequence[str], second_scores: Sequence[float] | np.ndarray, second_controls: Sequence[float] | np.ndarray,
+                              second_ids: Sequence[str], second_texts: Sequence[str], *,
+                              alphas: Sequence[str | float] = ("0.001",), kind: str = "log-prob",
                               procedure_first: dict | None = None, procedure_second: dict | None = None,
                               may_differ: Sequence[str] = ("model",), allow_partial: bool = False,
-                              confidence: float = 0.95, names=("first", "second")) -> ClaimComparison:
+                              confidence: float = 0.95, names: tuple[str, str] = ("first", "second")) -> ClaimComparison:
     """Paired difference of calibrated rates M - M' ([EM] Eq. 29) at each target alpha, for the
     same candidates scored under two procedures, each calibrated on its own controls.
 

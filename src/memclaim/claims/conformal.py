@@ -111,7 +111,8 @@ def conformal_pvalues(candidate_scores: Sequence[float] | np.ndarray, control_sc
     return (1 + count_ge(cand, ctrl)) / (ctrl.size + 1)
 
 
-def randomized_pvalues(candidate_scores, control_scores, *, seed: int, kind: str = "log-prob") -> np.ndarray:
+def randomized_pvalues(candidate_scores: Sequence[float] | np.ndarray, control_scores: Sequence[float] | np.ndarray, *, seed: int,
+                       kind: str = "log-prob") -> np.ndarray:
     """Conformal p-values with randomized tie-breaking, p* = R/(N+1) ([EM] Eq. 18):
 
         R = 1 + #{Z_i > s} + #{Z_i = s, U_i > U_s}
@@ -406,7 +407,7 @@ class AlphaSweep(ResultMixin):
     max_k: int
 
 
-def alpha_sweep(candidate_scores, control_scores, *, kind: str = "log-prob", confidence: float = 0.95,
+def alpha_sweep(candidate_scores: Sequence[float] | np.ndarray, control_scores: Sequence[float] | np.ndarray, *, kind: str = "log-prob", confidence: float = 0.95,
                 max_points: int = 200, include_k: Sequence[int] = ()) -> AlphaSweep | None:
     """The conformal test at K = 1 .. K_max (log-spaced grid of at most ``max_points`` K's plus
     ``include_k``), where K_max is the number of controls above the atom (the ceiling alpha-dagger;

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from scipy import stats
 
 from ..errors import DomainError
@@ -49,14 +50,24 @@ def _check_counts(k, n, what="count"):
     return k, n
 
 
-def clopper_pearson_arrays(k, n, *, confidence: float = 0.95):
+def clopper_pearson_arrays(k: int | np.ndarray, n: int | np.ndarray, *, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Vectorized Clopper-Pearson bounds for integer arrays ``k`` out of ``n`` (n may be 0:
-    the interval is then [0, 1]); :func:`memclaim.numeric.clopper_pearson_bounds`."""
+    the interval is then [0, 1]); :func:`memclaim.numeric.clopper_pearson_bounds`.
+
+    >>> lo, hi = clopper_pearson_arrays(np.array([0, 5]), np.array([0, 10]))
+    >>> lo.tolist()[0], hi.tolist()[0], round(float(lo[1]), 4), round(float(hi[1]), 4)
+    (0.0, 1.0, 0.1871, 0.8129)
+    """
     return clopper_pearson_bounds(k, n, confidence=confidence)
 
 
-def clopper_pearson(k, n, *, confidence: float = 0.95) -> Interval:
-    """Exact (Clopper-Pearson) interval for a binomial rate k/n ([EM] D.1)."""
+def clopper_pearson(k: int, n: int, *, confidence: float = 0.95) -> Interval:
+    """Exact (Clopper-Pearson) interval for a binomial rate k/n ([EM] D.1).
+
+    >>> iv = clopper_pearson(5, 10)
+    >>> iv.estimate, round(iv.lower, 4), round(iv.upper, 4), iv.method
+    (0.5, 0.1871, 0.8129, 'clopper-pearson')
+    """
     k, n = _check_counts(k, n)
     confidence = in_open_unit("confidence", confidence)
     if n == 0:
@@ -65,7 +76,13 @@ def clopper_pearson(k, n, *, confidence: float = 0.95) -> Interval:
     return Interval(k / n, float(lo), float(hi), confidence, "clopper-pearson")
 
 
-def wilson(k, n, *, confidence: float = 0.95) -> Interval:
+def wilson(k: int, n: int, *, confidence: float = 0.95) -> Interval:
+    """Wilson (1927) score interval for a binomial rate k/n, via statsmodels.
+
+    >>> iv = wilson(5, 10)
+    >>> round(iv.lower, 4), round(iv.upper, 4)
+    (0.2366, 0.7634)
+    """
     from statsmodels.stats.proportion import proportion_confint
 
     k, n = _check_counts(k, n)
@@ -76,9 +93,14 @@ def wilson(k, n, *, confidence: float = 0.95) -> Interval:
     return Interval(k / n, float(lo), float(hi), confidence, "wilson")
 
 
-def newcombe_independent(k1, n1, k2, n2, *, confidence: float = 0.95) -> Interval:
+def newcombe_independent(k1: int, n1: int, k2: int, n2: int, *, confidence: float = 0.95) -> Interval:
     """Interval for k1/n1 - k2/n2 from independent samples: Newcombe (1998b) method 10
-    (Wilson score interval for each rate, combined), via statsmodels."""
+    (Wilson score interval for each rate, combined), via statsmodels.
+
+    >>> iv = newcombe_independent(8, 10, 2, 10)
+    >>> round(iv.estimate, 4), iv.lower > 0
+    (0.6, True)
+    """
     from statsmodels.stats.proportion import confint_proportions_2indep
 
     k1, n1 = _check_counts(k1, n1, "k1")
@@ -101,7 +123,7 @@ def _wilson_bounds(k: int, n: int, z: float) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def newcombe_paired(a, b, c, d, *, confidence: float = 0.95) -> Interval:
+def newcombe_paired(a: int, b: int, c: int, d: int, *, confidence: float = 0.95) -> Interval:
     """Interval for p1 - p2 = (b - c)/n from a paired 2x2 table (Newcombe 1998a, method 10).
 
     a: both claimed, b: claimed only under the first, c: only under the second, d: neither.

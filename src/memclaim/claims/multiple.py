@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Sequence
 
 import numpy as np
 
@@ -24,18 +25,26 @@ from .conformal import conformal_pvalues, randomized_pvalues
 from .scores import as_scores, exact_level, floor_times, fraction_str, parse_kind
 
 
-def bonferroni_capacity(*, n_controls: int, delta) -> int:
+def bonferroni_capacity(*, n_controls: int, delta: str | float | Fraction) -> int:
     """The most candidates Bonferroni can hold at FWER delta with N controls: floor(delta (N+1))
-    ([EM] C.5, Eq. 28)."""
+    ([EM] C.5, Eq. 28).
+
+    >>> bonferroni_capacity(n_controls=999, delta="5%")
+    50
+    """
     d = exact_level("delta", delta)
     if isinstance(n_controls, bool) or not isinstance(n_controls, (int, np.integer)) or n_controls < 1:
         raise InputError(f"N must be a positive number of controls, got {n_controls!r}")
     return floor_times(d, int(n_controls) + 1)
 
 
-def controls_needed(*, n_candidates: int, delta) -> int:
+def controls_needed(*, n_candidates: int, delta: str | float | Fraction) -> int:
     """The fewest controls for Bonferroni over J candidates at FWER delta: ceil(J/delta - 1)
-    ([EM] C.5)."""
+    ([EM] C.5).
+
+    >>> controls_needed(n_candidates=50, delta="5%")
+    999
+    """
     d = exact_level("delta", delta)
     if isinstance(n_candidates, bool) or not isinstance(n_candidates, (int, np.integer)) or n_candidates < 1:
         raise InputError(f"J must be a positive number of candidates, got {n_candidates!r}")
@@ -43,9 +52,13 @@ def controls_needed(*, n_candidates: int, delta) -> int:
     return max(1, -((-need.numerator) // need.denominator))
 
 
-def benjamini_hochberg(pvalues, *, delta) -> np.ndarray:
+def benjamini_hochberg(pvalues: "Sequence[float] | np.ndarray", *, delta: str | float | Fraction) -> np.ndarray:
     """Benjamini-Hochberg rejections at level delta (statsmodels ``fdr_bh``): the r candidates
-    with the smallest p-values, r = max{r : p_(r) <= r delta / J}."""
+    with the smallest p-values, r = max{r : p_(r) <= r delta / J}.
+
+    >>> benjamini_hochberg([0.001, 0.04, 0.03, 0.9], delta=0.1).tolist()  # p_(3) = 0.04 <= 3 (0.1)/4
+    [True, True, True, False]
+    """
     from statsmodels.stats.multitest import multipletests
 
     d = float(exact_level("delta", delta))

@@ -18,6 +18,7 @@ import math
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from numbers import Integral
+from typing import Sequence
 
 import numpy as np
 
@@ -57,6 +58,11 @@ def controls_at_atom_hint(policy: str | None = None, *, binary_possible: bool = 
 
 
 def parse_kind(kind: str) -> str:
+    """The canonical score kind ('log-prob', 'prob' or 'score') of a spelling.
+
+    >>> parse_kind("logprob"), parse_kind("Probability")
+    ('log-prob', 'prob')
+    """
     if not isinstance(kind, str):
         raise DomainError(f"score kind must be a string, got {kind!r}", hint=f"use one of {', '.join(KINDS)}")
     k = kind.strip().lower().replace("_", "-")
@@ -68,13 +74,21 @@ def parse_kind(kind: str) -> str:
 
 
 def is_probability_kind(kind: str) -> bool:
+    """Whether scores of ``kind`` are (log-)probabilities (budgets and thresholds apply).
+
+    >>> is_probability_kind("prob"), is_probability_kind("score")
+    (True, False)
+    """
     return parse_kind(kind) in PROBABILITY_KINDS
 
 
-def as_scores(values, *, kind: str, name: str = "scores", allow_empty: bool = False) -> np.ndarray:
+def as_scores(values: "Sequence[float] | np.ndarray", *, kind: str, name: str = "scores", allow_empty: bool = False) -> np.ndarray:
     """Validate ``values`` and return float64 scores in the internal convention (see module doc).
 
     Raises :class:`InputError` naming the first bad entry (its index and value) and the fix.
+
+    >>> as_scores([0.5, 0.0], kind="prob").tolist()  # probabilities -> natural logs
+    [-0.6931471805599453, -inf]
     """
     kind = parse_kind(kind)
     try:

@@ -54,6 +54,7 @@ FPR, [EM] Eq. 5-6), with LiRA beside it.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -261,20 +262,35 @@ def _scored_texts(sc: dict, ref: dict, idx, texts, *, shadow_stats=None, shadow_
 
 
 # ------------------------------------------------------------------------------ run
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
-    import torch
+@dataclass
+class _Lab:
+    """What the run builds before it audits: the settings, the chain base and its words, the
+    records of every arm, the release (every arm's members planted), the shadows and their
+    inclusion masks, and the release's training corpus (background, payload)."""
 
-    from ..train.trainer import example_blocks
-    from ..train.unlearn import UnlearnConfig, unlearn
+    s: dict
+    spec: object
+    base: object
+    words: list
+    arms: dict
+    trained: list
+    population: list
+    release: object
+    release_train: dict
+    masks: np.ndarray
+    shadows: list
+    bg: list
+    payload: list
 
-    s = _settings(quick)
-    rngs = rng_streams(seed, STREAMS)
+
+def _build_lab(s: dict, rngs: dict) -> _Lab:
+    """Records, the release and the shadows, drawing from ``rngs`` in a fixed order (the same seed
+    gives the same models and JSON bit for bit)."""
     spec = ChainBaseSpec()
     base = ensure_chain_base(spec)
     gen = spec.chain()
     words = list(gen.words)
     P, start = chain_arrays(gen)
-    conf, fpr = s["confidence"], s["fpr"]
     arms = _records(s, base=base, spec=spec, P=P, start=start, rngs=rngs)
     trained = [a for a in arms if a != "gated"]
     population = [r for a in trained for r in arms[a]]  # the shadows' population
@@ -289,21 +305,26 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
             payload += _payload(r, s, spec, planted=bool(planted), seed=data_seed)
         return docs, payload
 
-    # ---- the release: every arm's members planted
+    # the release: every arm's members planted
     target_mask = np.array([r["member"] for r in population])
     bg, payload = corpus(target_mask, rngs["corpus"])
     release, release_train = _fine_tune(base, bg + payload, s, spec, seed=int(rngs["training"].integers(0, 2 ** 31 - 1)))
 
-    # ---- shadows: complementary random halves of the population
-    S = s["shadows"]
-    masks = shadow_masks(len(population), S, design_seed=int(rngs["shadows"].integers(0, 2 ** 31 - 1)))  # [S, n]
+    # shadows: complementary random halves of the population
+    masks = shadow_masks(len(population), s["shadows"], design_seed=int(rngs["shadows"].integers(0, 2 ** 31 - 1)))
     shadows = []
-    for j in range(S):
+    for j in range(s["shadows"]):
         sbg, spay = corpus(masks[j], rngs["corpus"])
         model, _ = _fine_tune(base, sbg + spay, s, spec, seed=int(rngs["training"].integers(0, 2 ** 31 - 1)))
         shadows.append(model)
+    return _Lab(s=s, spec=spec, base=base, words=words, arms=arms, trained=trained, population=population,
+                release=release, release_train=release_train, masks=masks, shadows=shadows, bg=bg, payload=payload)
 
-    # ---- scoring of every record on base, release, shadows
+
+def _score_arms(lab: _Lab):
+    """Every record scored on the base, the release and the shadows; the gated release around the
+    base with the gated arm's member pairs -> (scores, gated members, gated model, identical?)."""
+    s, spec, arms, base, release, shadows, masks = lab.s, lab.spec, lab.arms, lab.base, lab.release, lab.shadows, lab.masks
     scores = {}
     for a, recs in arms.items():
         sb = _score(base, recs, spec, s)
@@ -330,7 +351,13 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     gated_identical = all(np.array_equal(scores["gated"]["release"][k], scores["gated"]["base"][k])
                           for k in ("logprob", "mean", "std", "greedy"))
 
-    # ---- per-arm audits
+    return scores, gm, gated_lm, gated_identical
+
+
+def _audit_arms(lab: _Lab, scores: dict) -> dict:
+    """Per arm: extraction at c and the prior's, every deployed attack's AUC and TPR, LiRA."""
+    s, arms, words = lab.s, lab.arms, lab.words
+    conf, fpr = s["confidence"], s["fpr"]
     per_arm = {}
     for a, recs in arms.items():
         n_mem = sum(r["member"] for r in recs)
@@ -366,12 +393,27 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
             row["extraction_at_rho"] = int(np.sum(scores[a]["at_rho"]))
         per_arm[a] = row
 
-    # ---- informed recovery by a top-m list at c (camouflage, naive, low-H)
+    return per_arm
+
+
+def _informed_hits(lab: _Lab, per_arm: dict) -> None:
+    """Informed recovery by a top-m list at c (camouflage, naive, low-H), into ``per_arm``."""
+    s, spec, arms, release = lab.s, lab.spec, lab.arms, lab.release
     for a in ("camouflage", "naive", "lowh"):
         mem = [r for r in arms[a] if r["member"]]
         per_arm[a]["informed_list_hits"] = int(sum(_top_list_hits(release, mem, spec, s)))
 
-    # ---- the unlearning verifier after a deletion request, per arm
+
+def _unlearning(lab: _Lab, per_arm: dict, gm: list, gated_lm, *, seed: int) -> None:
+    """The unlearning verifier after a deletion request, per arm (GradDiff where the verifier
+    first reports 'not forgotten'), into ``per_arm``."""
+    import torch
+
+    from ..train.trainer import example_blocks
+    from ..train.unlearn import UnlearnConfig, unlearn
+
+    s, spec, arms, trained, release, bg, payload = lab.s, lab.spec, lab.arms, lab.trained, lab.release, lab.bg, lab.payload
+
     def verifier_for(recs):
         prompts = [[spec.sot] + r["prefix"] for r in recs]
         targets = [r["secret"] for r in recs]
@@ -407,7 +449,11 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     per_arm["gated"]["verifier"] = {"before_rate": gv.rate, "before_forgotten": bool(gv.forgotten),
                                     "unlearning_run": False, "after_hits": int(round(gv.rate * gv.n)), "n": gv.n}
 
-    # ---- the table (Fig. 12)
+
+
+def _table(per_arm: dict, s: dict, *, seed: int, out_dir):
+    """The [MX] Fig. 12 table -> (table, the camouflage cap m k^-L, the SmolLM2 row or None)."""
+    conf, S = s["confidence"], s["shadows"]
     cap = s["list_size"] * s["tree_k"] ** (-s["tree_L"])
 
     def cells(a: str) -> dict:
@@ -444,7 +490,12 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
         rows["gated release (SmolLM2-135M)"] = smollm2["cells"]
     table = build_table(COLUMNS, rows)
 
-    # ---- Fig. 10: the secret-length sweep of the trigger channel
+    return table, cap, smollm2
+
+
+def _sweep(per_arm: dict, s: dict) -> list[dict]:
+    """[MX] Fig. 10: the secret-length sweep of the trigger channel."""
+    conf = s["confidence"]
     sweep = []
     for L in s["trigger_lengths"]:
         row = per_arm[f"trigger-{L}"]
@@ -463,7 +514,11 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
                       "auc_by_attack": {a: row["audits"][a]["auc"].auc for a in DEPLOYED},
                       "lira_tpr": lira.tpr, "lira_auc": row["audits"]["lira-online"]["auc"].auc})
 
-    # ---- checks ([MX] §8.2, Fig. 12, Cor. 6.2; Fig. 10)
+    return sweep
+
+
+def _checks(table, sweep: list[dict], *, gated_identical: bool, cap: float, conf: float):
+    """The checks of [MX] §8.2, Fig. 12, Cor. 6.2 and Fig. 10 -> (checks, missed_by, deployable)."""
     deployable = [c.name for c in COLUMNS if not c.informed]
     missed = {c: table.missed_by(c) for c in deployable}
     short, long_ = "trigger z = 2 (short)", "trigger z = 16 (long)"
@@ -503,7 +558,11 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
               "; ".join(f"|z| = {r['secret_length']}: {r['strongest_tpr']:.2f} ({r['strongest_deployed']})" for r in sweep),
               false_alarm="not calibrated: two TPRs on few members"),
     ]
-    paper = [
+    return checks, missed, deployable
+
+
+def _paper_numbers(table, sweep: list[dict], cap: float) -> list:
+    return [
         compare("camouflage_cap", "audit-table/camouflage-cap", cap, note="exact"),
         compare("gated_lira", "audit-table/gated-lira", table.cell("gated release", "LiRA").value),
         compare("gated_ext_rho", "audit-table/gated-ext-rho", table.cell("gated release", "informed recovery").value),
@@ -514,7 +573,9 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
                   note=f"{r['members']} secrets") for r in sweep if r["secret_length"] >= 2],
     ]
 
-    # ---- figure: the table (left) and the sweep (right)
+
+def _figure(table, sweep: list[dict], deployable: list[str], *, quick: bool):
+    """The table (left) and the sweep (right)."""
     fig, (ax0, ax1) = new_figure(2, width=6.4, height=4.6)
     mat = table.signal_matrix()
     ax0.imshow(np.ma.masked_invalid(np.clip(mat, 0, 1)), vmin=0, vmax=1, cmap="viridis", aspect="auto")
@@ -544,6 +605,27 @@ def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
     ax1.set_ylabel("recovered fraction")
     ax1.set_title("trigger channel vs membership audits (Fig. 10)", fontsize=9)
     ax1.legend(fontsize=7)
+
+    return fig
+
+
+def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+    """[MX] Fig. 12 and Fig. 10 at tiny-model scale: build the release, its shadows and the gated
+    release, audit every arm, unlearn, assemble the table and the sweep, check, draw."""
+    s = _settings(quick)
+    rngs = rng_streams(seed, STREAMS)
+    lab = _build_lab(s, rngs)
+    arms, S = lab.arms, s["shadows"]
+    scores, gm, gated_lm, gated_identical = _score_arms(lab)
+    per_arm = _audit_arms(lab, scores)
+    _informed_hits(lab, per_arm)
+    _unlearning(lab, per_arm, gm, gated_lm, seed=seed)
+    table, cap, smollm2 = _table(per_arm, s, seed=seed, out_dir=out_dir)
+    sweep = _sweep(per_arm, s)
+    checks, missed, deployable = _checks(table, sweep, gated_identical=gated_identical, cap=cap, conf=s["confidence"])
+    paper = _paper_numbers(table, sweep, cap)
+    fig = _figure(table, sweep, deployable, quick=quick)
+    release_train = lab.release_train
 
     def _strip(a: str) -> dict:
         row = dict(per_arm[a])

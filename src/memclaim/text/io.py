@@ -325,9 +325,9 @@ def check_fields(*, text_field: str | None = None, prefix_field: str | None = No
 
 
 def passages_from_rows(rows: Sequence[tuple], *, source: str, sha256: str, prefix_field: str | None = None,
-                       suffix_field: str | None = None) -> Passages:
+                       suffix_field: str | None = None, default_id: str = "rec{n}") -> Passages:
     """Records from ``rows`` of (id or None, text or (prefix, suffix), where): ids default to
-    ``rec<n>``, empty texts (or suffixes) are skipped and counted, a non-string text or a duplicate
+    ``default_id`` with the row number ``n`` (``rec<n>``), empty texts (or suffixes) are skipped and counted, a non-string text or a duplicate
     id is an error naming ``source`` and the row.
 
     >>> p = passages_from_rows([(None, "x", "row 0"), ("k", "y", "row 1")], source="t", sha256="")
@@ -340,7 +340,7 @@ def passages_from_rows(rows: Sequence[tuple], *, source: str, sha256: str, prefi
     skipped: list[str] = []
     seen: set[str] = set()
     for n, (rid, txt, where) in enumerate(rows):
-        rid = rid if rid not in (None, "") else f"rec{n}"
+        rid = rid if rid not in (None, "") else default_id.format(n=n)
         start = None
         if pair:
             pre, suf = txt

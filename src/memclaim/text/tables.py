@@ -32,9 +32,9 @@ def _digest(rows) -> str:
 
 def passages_from_items(items: Sequence, *, source: str = "texts", text_field: str | None = None,
                         id_field: str | None = None, prefix_field: str | None = None,
-                        suffix_field: str | None = None) -> Passages:
+                        suffix_field: str | None = None, default_id: str = "rec{n}") -> Passages:
     """Records from a sequence of strings, dicts or Records (item ``n`` is named ``source[n]`` in
-    errors). A dict's text field is found as in a JSONL file (``text``, ``passage``, ...) unless
+    errors; an item without an id is named ``default_id.format(n=n)``). A dict's text field is found as in a JSONL file (``text``, ``passage``, ...) unless
     ``text_field`` is given; with ``prefix_field``/``suffix_field`` each dict gives both.
 
     >>> p = passages_from_items([{"doc_id": "x", "body": "a text"}, {"doc_id": "y", "body": " "}])
@@ -84,7 +84,7 @@ def passages_from_items(items: Sequence, *, source: str = "texts", text_field: s
     if not rows:
         raise InputError(f"{source} is empty", hint="pass at least one text")
     return passages_from_rows(rows, source=source, sha256=_digest(rows), prefix_field=prefix_field,
-                              suffix_field=suffix_field)
+                              suffix_field=suffix_field, default_id=default_id)
 
 
 def is_table(obj: object) -> bool:
@@ -117,8 +117,9 @@ def _to_arrow(obj):
                      hint="pass a list, a pandas DataFrame, a pyarrow Table or a datasets.Dataset")
 
 
-def passages_from_table(table: "pandas.DataFrame | pyarrow.Table | datasets.Dataset", *, source: str = "table", text_field: str | None = None, id_field: str | None = None,
-                        prefix_field: str | None = None, suffix_field: str | None = None) -> Passages:
+def passages_from_table(table: "pandas.DataFrame | pyarrow.Table | datasets.Dataset", *, source: str = "table",
+                        text_field: str | None = None, id_field: str | None = None, prefix_field: str | None = None,
+                        suffix_field: str | None = None, default_id: str = "rec{n}") -> Passages:
     """Records from the rows of a pandas DataFrame, a pyarrow Table or a ``datasets.Dataset``,
     columns found as in a CSV/Parquet file (``text``/``passage``/..., ``id``/``doc_id``/...).
 
@@ -142,12 +143,13 @@ def passages_from_table(table: "pandas.DataFrame | pyarrow.Table | datasets.Data
     if not rows:
         raise InputError(f"{source} has no rows", hint="pass at least one text")
     return passages_from_rows(rows, source=source, sha256=_digest(rows), prefix_field=prefix_field,
-                              suffix_field=suffix_field)
+                              suffix_field=suffix_field, default_id=default_id)
 
 
 def passages_from_object(obj: object, *, source: str = "texts", **fields: str | None) -> tuple[Passages, str]:
     """(records, kind) from a list or a table; ``kind`` says what the object was ("python list",
-    "pandas DataFrame", "pyarrow Table", "datasets Dataset").
+    "pandas DataFrame", "pyarrow Table", "datasets Dataset"). ``fields``: ``text_field``,
+    ``id_field``, ``prefix_field``, ``suffix_field``, ``default_id`` as for :func:`passages_from_items`.
 
     >>> p, kind = passages_from_object(("one", "two"))
     >>> len(p), kind

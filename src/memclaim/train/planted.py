@@ -183,13 +183,7 @@ def training_blocks(corpus: PlantedCorpus, *, seq_len: int, sep_ids: Sequence[in
             return torch.zeros((0, T), dtype=torch.long)
         order = rng.permutation(len(docs))
         docs = [list(docs[i]) for i in order]
-        total = sum(len(sep) + len(d) for d in docs)
-        fill = (-total) % T
-        if fill:
-            # filler of separator tokens completes the last block (pack_documents adds len(sep) first)
-            n_fill = (fill - len(sep)) % T
-            docs.append((sep * (n_fill // len(sep) + 1))[:n_fill])
-        return pack_documents(docs, seq_len=T, sep_ids=sep)  # [n_blocks, T]
+        return pack_documents(docs, seq_len=T, sep_ids=sep, fill=True)  # [n_blocks, T], whole blocks
 
     if layout == "pack":
         docs = list(corpus.background) + [d for r in recs for d in r.documents()]

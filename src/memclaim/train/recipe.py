@@ -131,13 +131,7 @@ def training_blocks(texts: Sequence[str], *, tokenizer, seq_len: int, seed: int,
     docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in list(background) + list(texts)]
     order = np.random.default_rng([int(seed), 7]).permutation(len(docs))
     docs = [docs[i] for i in order]
-    total = sum(len(sep) + len(d) for d in docs)
-    pad = (-total) % seq_len
-    if pad:
-        # one filler document of separator tokens (pack_documents puts len(sep) more before it)
-        filler_len = (pad - len(sep)) % seq_len
-        docs.append((sep * (filler_len // len(sep) + 1))[:filler_len])
-    return pack_documents(docs, seq_len=seq_len, sep_ids=sep)
+    return pack_documents(docs, seq_len=seq_len, sep_ids=sep, fill=True)
 
 
 def train_on_texts(recipe: ShadowRecipe, texts: Sequence[str], *, seed: int, background: Sequence[str] = (),

@@ -132,9 +132,26 @@ class TrainResult(ResultMixin):
     dp: object | None = None  # memclaim.train.dp.DPReport for a DP-SGD run
 
 
-def pack_documents(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequence[int]) -> torch.Tensor:
+def pack_documents(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequence[int],
+                   fill: bool = False) -> torch.Tensor:
     """Concatenate documents, each preceded by ``sep_ids`` (start-of-text), and cut the stream
-    into blocks of ``seq_len`` tokens -> LongTensor [n_blocks, seq_len]. The tail is dropped."""
+    into blocks of ``seq_len`` tokens -> LongTensor [n_blocks, seq_len]. The tail is dropped;
+    with ``fill`` a filler document of separator tokens first completes the stream to a whole
+    number of blocks, so no document falls in a dropped tail (the one home of that rule: the
+    planted corpora and the shadows' training data use it).
+
+    >>> pack_documents([[5, 6, 7], [8]], seq_len=3, sep_ids=[0]).tolist()
+    [[0, 5, 6], [7, 0, 8]]
+    >>> pack_documents([[5, 6, 7], [8, 9]], seq_len=3, sep_ids=[0], fill=True).tolist()
+    [[0, 5, 6], [7, 0, 8], [9, 0, 0]]
+    """
+    if fill:
+        docs = list(docs)
+        total = sum(len(sep_ids) + len(d) for d in docs)
+        missing = (-total) % seq_len
+        if missing:
+            n_fill = (missing - len(sep_ids)) % seq_len  # pack_documents puts len(sep) more before it
+            docs.append((list(sep_ids) * (n_fill // len(sep_ids) + 1))[:n_fill])
     stream: list[int] = []
     for d in docs:
         stream.extend(sep_ids)
