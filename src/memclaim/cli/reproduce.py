@@ -14,11 +14,11 @@ from .options import Command
 
 EXAMPLES = """
 \b
-Examples:
-  memclaim reproduce staircase --quick
-  memclaim reproduce entropy-sweep --out figs --seed 7
-  memclaim reproduce per-instance --json > per-instance.json
+Examples (--quick: small Monte-Carlo sizes, seconds; drop it for the paper's sizes, minutes):
   memclaim reproduce --list
+  memclaim reproduce staircase --quick
+  memclaim reproduce entropy-sweep --quick --out figs --seed 7
+  memclaim reproduce per-instance --quick --json > per-instance.json
 """
 
 
