@@ -100,6 +100,7 @@ def test_texts_shorter_than_a_window_name_lengths_that_fit(files, tmp_path, caps
     err = " ".join(capsys.readouterr().err.split())
     assert rc == 2 and not (tmp_path / "p").exists()
     assert "shorter than prefix + suffix = 250 tokens (200 + 50): the texts have" in err
+    assert err.count("fix:") == 1 and err.startswith("error: --members: all 8 texts")  # one fix, the right one
     import re
 
     m = re.search(r"--prefix-tokens (\d+) --suffix-tokens (\d+) keeps every text", err)

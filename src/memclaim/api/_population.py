@@ -515,7 +515,10 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                                      text_field=text_field, id_field=id_field, input_format=input_format, label=label,
                                      prefix_field=prefix_field, suffix_field=suffix_field, what=label)
         except InputError as exc:
-            raise InputError(f"--{label}: {exc}") from None
+            msg = str(exc)
+            if exc.hint is not None:  # keep the fix as the fix (one "fix:" line, not two)
+                msg = msg[:-len(f"\n  fix: {exc.hint}")]
+            raise InputError(f"--{label}: {msg}", hint=exc.hint) from None
     if cut[MEMBERS_LABEL][1]["sha256"] == cut[CONTROLS_LABEL][1]["sha256"]:
         where = (f" {str(members)!r}" if isinstance(members, (str, Path)) else "",
                  f" {str(controls)!r}" if isinstance(controls, (str, Path)) else "")
