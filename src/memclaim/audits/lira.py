@@ -66,7 +66,11 @@ def _logit_from_logp(lp: np.ndarray) -> np.ndarray:
 
 
 def lira_statistic(token_logprobs: Sequence[np.ndarray], *, kind: str = "sequence") -> np.ndarray:
-    """The logit-scaled confidence phi of each text (see module docstring). [n] float64."""
+    """The logit-scaled confidence phi of each text (see module docstring). [n] float64.
+
+    >>> lira_statistic([np.log([0.5, 0.5])]).tolist()  # p_bar = 1/2: logit 0
+    [0.0]
+    """
     if kind not in STATISTICS:
         raise DomainError(f"unknown LiRA statistic {kind!r}", hint=f"use one of {STATISTICS}")
     arrays = [np.asarray(lp, dtype=np.float64).reshape(-1) for lp in token_logprobs]
@@ -164,13 +168,19 @@ def _variance_arg(variance: str, min_per_example) -> tuple[str, int]:
     return variance, integer("min_per_example", min_per_example, minimum=2)
 
 
-def lira_online(target_stats, shadow_stats, shadow_in, *, variance: str = "auto",
+def lira_online(target_stats: Sequence[float] | np.ndarray, shadow_stats: np.ndarray, shadow_in: np.ndarray, *, variance: str = "auto",
                 min_per_example: int = 32) -> LiRAResult:
     """Online LiRA (Carlini et al. 2022, Alg. 1): IN and OUT Gaussians per example.
 
     ``target_stats`` [n]: phi of each text under the audited model; ``shadow_stats``
     [S, n]: phi under each shadow; ``shadow_in`` [S, n]: True where text j was in shadow s's
     training set. Every example needs at least one IN and one OUT shadow.
+
+    >>> shadow = np.array([[2.0, 0.0], [2.2, 0.1], [0.0, 2.0], [0.1, 2.1]])  # [S = 4, n = 2]
+    >>> inside = np.array([[True, False], [True, False], [False, True], [False, True]])
+    >>> r = lira_online([2.1, 0.05], shadow, inside, variance="global")
+    >>> bool(r.scores[0] > 0 > r.scores[1])  # text 0 looks IN, text 1 looks OUT
+    True
     """
     variance, min_per_example = _variance_arg(variance, min_per_example)
     t, s, m = _check_shadows(target_stats, shadow_stats, shadow_in)
@@ -192,11 +202,16 @@ def lira_online(target_stats, shadow_stats, shadow_in, *, variance: str = "auto"
                       global_sd_in=g_in, global_sd_out=g_out, used_global_in=u_in, used_global_out=u_out)
 
 
-def lira_offline(target_stats, shadow_stats, shadow_in, *, variance: str = "auto",
+def lira_offline(target_stats: Sequence[float] | np.ndarray, shadow_stats: np.ndarray, shadow_in: np.ndarray, *, variance: str = "auto",
                  min_per_example: int = 32) -> LiRAResult:
     """Offline LiRA (Carlini et al. 2022, §IV): OUT Gaussians only; score = z-score of phi.
 
     IN shadows (if any) are ignored. Every example needs at least one OUT shadow.
+
+    >>> shadow = np.array([[0.0, 0.0], [0.2, 0.1], [0.1, 0.2]])
+    >>> r = lira_offline([3.0, 0.1], shadow, np.zeros((3, 2), dtype=bool), variance="global")
+    >>> bool(r.scores[0] > r.scores[1])
+    True
     """
     variance, min_per_example = _variance_arg(variance, min_per_example)
     t, s, m = _check_shadows(target_stats, shadow_stats, shadow_in)

@@ -22,7 +22,7 @@ beyond its own flag. :class:`VerifierResult` says both in ``statement``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from ..train import toy as _toy  # noqa: F401  (registers the named model "toy")
 from ..validate import in_open_unit, in_unit, integer
 from .extraction import list_success_logprob, pair_windows
 from .metrics import clopper_pearson
+
+if TYPE_CHECKING:  # the annotations' names only
+    from ..scoring.results import RunScores
 
 __all__ = ["DEFAULT_THRESHOLD", "VerifierResult", "verify", "verify_arrays", "verify_run", "score_windows"]
 
@@ -77,11 +80,17 @@ class VerifierResult(ResultMixin):
         return "forgotten" if self.forgotten else "not forgotten"
 
 
-def verify_arrays(*, greedy_match=None, log_q=None, policy: str = "greedy", m: int = 1,
-                  threshold: float = DEFAULT_THRESHOLD, record_ids: Sequence[str] | None = None, near_tie=None,
-                  confidence: float = 0.95) -> VerifierResult:
+def verify_arrays(*, greedy_match: "Sequence[float] | np.ndarray | None" = None, log_q: "Sequence[float] | np.ndarray | None" = None, policy: str = "greedy", m: int = 1,
+                  threshold: float = DEFAULT_THRESHOLD, record_ids: Sequence[str] | None = None,
+                  near_tie: "Sequence[float] | np.ndarray | None" = None, confidence: float = 0.95) -> VerifierResult:
     """The verifier's decision from per-record greedy flags (``policy="greedy"``) or from exact
-    log q under a sampling policy with list budget ``m``."""
+    log q under a sampling policy with list budget ``m`` ([MX] App. F.2: forgotten when the
+    recovered fraction is below ``threshold``, 0.15).
+
+    >>> v = verify_arrays(greedy_match=[True, False, False, False, False, False, False, False])
+    >>> v.rate, v.forgotten, v.decisions[:2]
+    (0.125, True, ('retained', 'forgotten'))
+    """
     thr = in_unit("threshold", threshold, lo_open=True)
     conf = in_open_unit("confidence", confidence)
     mm = integer("m (list budget)", m, minimum=1)
@@ -123,7 +132,7 @@ def verify_arrays(*, greedy_match=None, log_q=None, policy: str = "greedy", m: i
                           confidence=conf, forgotten=bool(forgotten), near_ties=nt, statement=statement)
 
 
-def verify_run(run, *, policy: str = "greedy", m: int = 1, threshold: float = DEFAULT_THRESHOLD,
+def verify_run(run: "RunScores", *, policy: str = "greedy", m: int = 1, threshold: float = DEFAULT_THRESHOLD,
                confidence: float = 0.95) -> VerifierResult:
     """The verifier on a stored run (natural-prefix prompts) of the forget-set records."""
     if run.procedure.get("prompt", {}).get("kind") not in (None, "natural-prefix"):
@@ -140,7 +149,8 @@ def verify_run(run, *, policy: str = "greedy", m: int = 1, threshold: float = DE
                          record_ids=run.window_ids, near_tie=run.near_tie, confidence=confidence)
 
 
-def score_windows(model, windows, *, policies, prompt_rule=None, batch_size: int = 16) -> dict:
+def score_windows(model: object, windows: object, *, policies: Sequence[Policy], prompt_rule: PromptRule | None = None,
+                  batch_size: int = 16) -> dict:
     """Score windows with the teacher-forcing engine directly (no store): for in-memory models,
     e.g. between unlearning rounds. ``model`` needs ``.lm``, ``.tokenizer`` and ``.sot_ids``.
     Returns {"greedy_match" [n], "near_tie" [n], "logq": {policy spec: [n]}, "token_logprob": list}."""
@@ -189,7 +199,7 @@ def _as_model(model):
     return load_model(str(model))
 
 
-def verify(model, records, *, prefix_tokens: int | None = None, suffix_tokens: int | None = None,
+def verify(model: object, records: object, *, prefix_tokens: int | None = None, suffix_tokens: int | None = None,
            threshold: float = DEFAULT_THRESHOLD, policy: str = "greedy", m: int = 1, batch_size: int = 16,
            confidence: float = 0.95) -> VerifierResult:
     """Run the verifier on a model and its forget set.

@@ -100,8 +100,13 @@ class CurveCheck(ResultMixin):
         return out
 
 
-def check_curve(alphas, betas, *, tol: float = CHECK_TOL) -> CurveCheck:
-    """Check vertices (alpha_i, f(alpha_i)) of a piecewise-linear curve (sorted by alpha)."""
+def check_curve(alphas: Sequence[float] | np.ndarray, betas: Sequence[float] | np.ndarray, *, tol: float = CHECK_TOL) -> CurveCheck:
+    """Check vertices (alpha_i, f(alpha_i)) of a piecewise-linear curve (sorted by alpha):
+    convex, nonincreasing, f(alpha) <= 1 - alpha, within ``tol``.
+
+    >>> check_curve([0.0, 0.5, 1.0], [1.0, 0.2, 0.0]).valid, check_curve([0.0, 0.5, 1.0], [1.0, 0.7, 0.0]).valid
+    (True, False)
+    """
     x = np.asarray(alphas, dtype=np.float64)
     y = np.asarray(betas, dtype=np.float64)
     if x.ndim != 1 or x.shape != y.shape or x.size < 2 or np.any(np.diff(x) <= 0):
@@ -161,7 +166,7 @@ def _upper_envelope(slopes: np.ndarray, b: np.ndarray, c: np.ndarray, steep: np.
     return slopes[h], b[h], c[h], np.array(hx), h
 
 
-def curve_from_profile(epsilons, deltas, *, neighbors, slack: float = FLOAT_SLACK, label: str = "",
+def curve_from_profile(epsilons: Sequence[float] | np.ndarray, deltas: Sequence[float] | np.ndarray, *, neighbors: str, slack: float = FLOAT_SLACK, label: str = "",
                        note: str = "", tol: float = CHECK_TOL, mass_excess: float = 0.0) -> tuple[TradeOff, CurveCheck]:
     """The trade-off curve sup_i f_{eps_i, delta_i} of a privacy profile ([6] Prop. 2.12).
 
@@ -358,8 +363,9 @@ def _history(noise_multiplier, sampling_rate, steps, history) -> tuple[tuple[flo
              validate.integer("steps", steps, minimum=1)),)
 
 
-def dpsgd_curve(*, noise_multiplier=None, sampling_rate=None, steps=None, history: Sequence | None = None,
-                neighbors="add-remove", value_discretization_interval: float | None = None,
+def dpsgd_curve(*, noise_multiplier: float | None = None, sampling_rate: float | None = None,
+                steps: int | None = None, history: Sequence | None = None,
+                neighbors: str = "add-remove", value_discretization_interval: float | None = None,
                 epsilon_step: float = DEFAULT_EPSILON_STEP, route_delta: float | None = 1e-5) -> DpSgdCurve:
     """The certified trade-off curve of DP-SGD ([MX] §3.1, §8.2; issue 18). See the module docstring.
 

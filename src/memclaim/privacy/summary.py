@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 from .. import validate
 from ..errors import DomainError
@@ -222,8 +223,9 @@ def _extraction_rows_k_copies(f: TradeOff, rel: str, k: int, *, m, tau, kappa) -
 
 
 # --------------------------------------------------------------------------- the public entry point
-def dp_bounds(f: TradeOff | None = None, *, noise_multiplier=None, sampling_rate=None, steps=None, history=None,
-              neighbors=None, delta: float | None = None, copies: int = 1, m: int | None = None,
+def dp_bounds(f: TradeOff | None = None, *, noise_multiplier: float | None = None,
+              sampling_rate: float | None = None, steps: int | None = None, history: Sequence | None = None,
+              neighbors: str | None = None, delta: float | None = None, copies: int = 1, m: int | None = None,
               tau: float | None = None, kappa: float | None = None, truncation: float | None = None,
               omega: float | None = None, n: int | None = None, frequency: float | None = None,
               gdp_epsilon: float | None = None, pld_grid: float | None = None) -> BoundsSummary:

@@ -38,6 +38,9 @@ def levenshtein(a: Sequence[int], b: Sequence[int]) -> int:
     """Token-level Levenshtein distance d(a, b) between two sequences of token ids ([EM] Eq. 2).
 
     Unit costs for insertion, deletion and substitution, on token ids (not characters).
+
+    >>> levenshtein([1, 2, 3], [1, 3]), levenshtein([1, 2, 3], [1, 9, 3, 4])
+    (1, 2)
     """
     from rapidfuzz.distance import Levenshtein
 

@@ -162,7 +162,12 @@ class PromptRule:
 
 def aggregate_logq(values: np.ndarray, how: str, axis: int = -1) -> np.ndarray:
     """[EM] Eq. 15: score(s) = agg over prompts of score_p(s), on log q values.
-    'max' is the max; 'mean' is log(mean of q) = logsumexp - log n (stable for -inf)."""
+    'max' is the max; 'mean' is log(mean of q) = logsumexp - log n (stable for -inf).
+
+    >>> q = np.log([[0.2, 0.4]])  # one candidate, two prompts
+    >>> np.exp(aggregate_logq(q, "max")).round(6).tolist(), np.exp(aggregate_logq(q, "mean")).round(6).tolist()
+    ([0.4], [0.3])
+    """
     values = np.asarray(values, dtype=np.float64)
     if how == "max":
         return values.max(axis=axis)

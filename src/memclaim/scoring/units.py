@@ -19,6 +19,12 @@ DEFAULT_UNIT_SIZE = 64
 
 
 def item_key(prompt: Sequence[int], suffix: Sequence[int]) -> str:
+    """The content address of one (prompt ids, suffix ids) pair: equal pairs share one key, so a
+    store scores each pair once whatever window or run it came from.
+
+    >>> item_key([1, 2], [3]) == item_key((1, 2), (3,)), item_key([1, 2], [3]) == item_key([1], [2, 3])
+    (True, False)
+    """
     return sha256_bytes(("p" + ",".join(map(str, prompt)) + "|s" + ",".join(map(str, suffix))).encode())[:32]
 
 
@@ -41,6 +47,11 @@ class WorkUnit:
 
 
 def make_items(pairs: Iterable[tuple[Sequence[int], Sequence[int]]]) -> dict[str, Item]:
+    """{key: Item} of the distinct pairs, in first-seen order (a repeated pair is scored once).
+
+    >>> len(make_items([([1, 2], [3]), ([1, 2], [3]), ([4], [5])]))
+    2
+    """
     out: dict[str, Item] = {}
     for prompt, suffix in pairs:
         k = item_key(prompt, suffix)
@@ -50,6 +61,14 @@ def make_items(pairs: Iterable[tuple[Sequence[int], Sequence[int]]]) -> dict[str
 
 
 def make_units(items: Iterable[Item], procedure_key: str, *, unit_size: int = DEFAULT_UNIT_SIZE) -> list[WorkUnit]:
+    """The work units of a run: items grouped by (prompt length, suffix length) so a unit needs
+    no padding, sorted by key and cut into units of at most ``unit_size``; a unit's id hashes the
+    procedure key and its items, so the same work is the same unit in every run.
+
+    >>> units = make_units(make_items([([1, 2], [3]), ([4, 5], [6]), ([7], [8, 9])]).values(), "pk", unit_size=1)
+    >>> [len(u.items) for u in units], len({u.unit_id for u in units})
+    ([1, 1, 1], 3)
+    """
     integer("unit size", unit_size, minimum=1)
     buckets: dict[tuple[int, int], list[Item]] = {}
     for it in items:
