@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import click
 
+from ..errors import InputError
+
 GROUPS = ("Inputs", "Procedure", "Claim", "Output", "Execution")
 
 # option destination name -> help group (options not listed: the command's default_group)
@@ -126,8 +128,6 @@ class Command(click.Command):
             else {a.partition("=")[0] for a in args if a.startswith("--")}
         for old, new in flags.items():
             if old in typed and new in typed:
-                from ..errors import InputError
-
                 raise InputError(f"both {old} and {new} are given: {old} is the old name of {new}",
                                  hint=f"give {new} once")
         out, i = [], 0
