@@ -356,3 +356,23 @@ def test_checker_purity_and_output(fake):
     assert "memclaim.scoring.runner -> sys.stderr.write() (library code reports through callbacks)" in out
     assert "memclaim.audits.table -> matplotlib (figures belong to report/)" in out
     assert not any(v.startswith("memclaim.cli.") for v in out)
+
+
+# --- the face is lazy: `import memclaim` loads no heavy stack -----------------------------------
+def test_import_memclaim_loads_no_heavy_stack():
+    """``import memclaim`` (and ``memclaim.api``) imports none of numpy, torch, transformers,
+    pandas, pyarrow, scipy, rich or click: the public API is re-exported lazily (PEP 562), so a
+    script or notebook pays for a stack only when it uses it. Checked in a fresh interpreter."""
+    import subprocess
+
+    heavy = ("numpy", "torch", "transformers", "pandas", "pyarrow", "scipy", "rich", "click", "datasets")
+    code = ("import sys, memclaim, memclaim.api; "
+            f"print(','.join(m for m in {heavy!r} if m in sys.modules)); "
+            "print(memclaim.__version__, len(memclaim.__all__))")
+    env = {k: v for k, v in __import__("os").environ.items()}
+    env["PYTHONPATH"] = str(SRC.parent) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    loaded, rest = r.stdout.splitlines()
+    assert loaded == "", f"import memclaim loaded {loaded}"
+    assert int(rest.split()[1]) > 10  # the API names are there, just not imported yet

@@ -149,7 +149,11 @@ class DPReport(ResultMixin):
 
 
 def default_delta(n_examples: int) -> float:
-    """delta = 1/(10 N) for N training examples ([MX] App. F.2)."""
+    """delta = 1/(10 N) for N training examples ([MX] App. F.2).
+
+    >>> default_delta(1000)
+    0.0001
+    """
     return 1.0 / (10.0 * integer("number of training examples", n_examples, minimum=1))
 
 

@@ -65,7 +65,11 @@ def new_gpt2(*, vocab_size: int, n_positions: int = 128, n_embd: int = 64, n_lay
 
 
 def epochs_to_steps(epochs: float, n_blocks: int, batch_size: int) -> int:
-    """Steps for ``epochs`` passes over ``n_blocks`` at ``batch_size`` (at least one)."""
+    """Steps for ``epochs`` passes over ``n_blocks`` at ``batch_size`` (at least one).
+
+    >>> epochs_to_steps(3, 100, 8), epochs_to_steps(0.01, 10, 8)
+    (38, 1)
+    """
     return max(1, math.ceil(positive("epochs", epochs) * n_blocks / batch_size))
 
 

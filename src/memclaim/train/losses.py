@@ -13,7 +13,7 @@ from ..validate import integer
 __all__ = ["next_token_loss", "per_example_nll", "masked_next_token_loss", "objective_for", "poisson_rate"]
 
 
-def next_token_loss(model, batch: torch.Tensor) -> torch.Tensor:
+def next_token_loss(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
     """Mean next-token cross-entropy of a causal LM on a [B, T] batch."""
     logits = model(input_ids=batch).logits  # [B, T, V]
     return torch.nn.functional.cross_entropy(
@@ -22,7 +22,7 @@ def next_token_loss(model, batch: torch.Tensor) -> torch.Tensor:
     )
 
 
-def per_example_nll(model, batch: torch.Tensor, *, pad_id: int | None = None,
+def per_example_nll(model: torch.nn.Module, batch: torch.Tensor, *, pad_id: int | None = None,
                     reduce: str = "mean") -> torch.Tensor:
     """Each example's own next-token NLL -> [B]: the mean (``reduce="mean"``) or the sum
     (``"sum"``, = -log p(sequence)) over its targets, targets equal to ``pad_id`` ignored."""
@@ -58,7 +58,11 @@ def objective_for(pad_id: int | None) -> Callable:
 
 def poisson_rate(n: int, batch_size: int) -> float:
     """Opacus's sampling rate for ``n`` examples and expected batch ``batch_size``:
-    1 / ceil(n / batch_size) (``DPDataLoader.from_data_loader``: 1 / len(data_loader))."""
+    1 / ceil(n / batch_size) (``DPDataLoader.from_data_loader``: 1 / len(data_loader)).
+
+    >>> poisson_rate(1000, 64)  # 16 batches
+    0.0625
+    """
     n = integer("number of examples", n, minimum=1)
     b = integer("batch_size", batch_size, minimum=1)
     return 1.0 / math.ceil(n / b)

@@ -168,7 +168,11 @@ def example_blocks(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequ
     """One block per document: ``sep_ids + doc``, right-padded with ``pad_id`` to ``seq_len``
     -> LongTensor [n_docs, seq_len]. Use with ``TrainConfig(pad_id=...)`` so padding is not
     trained on. One block per document is what makes a document one DP *example* (a document
-    planted k times is then k examples, a group of k under add/remove)."""
+    planted k times is then k examples, a group of k under add/remove).
+
+    >>> example_blocks([[5, 6], [7]], seq_len=4, sep_ids=[0], pad_id=9).tolist()
+    [[0, 5, 6, 9], [0, 7, 9, 9]]
+    """
     pad = integer("pad_id", pad_id, minimum=0)
     T = integer("seq_len", seq_len, minimum=2)
     sep = [int(t) for t in sep_ids]
@@ -188,12 +192,16 @@ def example_blocks(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequ
 
 
 def default_objective(config: TrainConfig) -> Callable:
-    """The training loss for ``config``: next-token NLL, pad targets ignored when ``config.pad_id`` is set."""
+    """The training loss for ``config``: next-token NLL, pad targets ignored when ``config.pad_id`` is set.
+
+    >>> callable(default_objective(TrainConfig(steps=1, pad_id=9)))
+    True
+    """
     return objective_for(config.pad_id)
 
 
 @torch.no_grad()
-def evaluate_nll(model, blocks: torch.Tensor, *, pad_id: int | None = None, batch_size: int = 32) -> float:
+def evaluate_nll(model: torch.nn.Module, blocks: torch.Tensor, *, pad_id: int | None = None, batch_size: int = 32) -> float:
     """Token-weighted mean next-token NLL (nats) of ``model`` over ``blocks`` [n, T]; exp of it
     is the perplexity. The model is put in eval mode (and left there)."""
     _check_blocks(blocks)
