@@ -101,7 +101,8 @@ def test_cli_reuses_the_library_run(toy_audit, toy_sets, tmp_path, capsys):
         (tmp_path / f"{name}.jsonl").write_text("\n".join(json.dumps({"id": r["id"], "text": r["text"]})
                                                          for r in rows) + "\n")
     rc = cli_main(["audit", "toy", "--members", str(tmp_path / "m.jsonl"), "--controls", str(tmp_path / "c.jsonl"),
-                   "--out", str(out), "--attacks", "loss,min-k++", "--json"])
+                   "--out", str(out), "--attacks", "loss,min-k++", "--prefix-tokens", "32", "--suffix-tokens", "32",
+                   "--json"])  # the library run's AuditSettings windows (the CLI's default is 50 + 50 since 0.2)
     cap = capsys.readouterr()
     assert rc == 0, cap.err
     d = json.loads(cap.out)
