@@ -352,7 +352,7 @@ def test_a_worker_refuses_a_different_model(toy):
             w.score(unit)
     ok = ScoringWorker(ModelRef.from_loaded(toy), [p.spec for p in POL], batch_size=4, threads=1)
     out = ok.score(unit)  # no store given: the scores come back to the driver
-    assert out["written"] is False and out["result"].item_keys == [unit.items[0].key]
+    assert out["written"] is False and out["result"].item_keys == (unit.items[0].key,)  # a frozen value
 
 
 @pytest.mark.integration

@@ -279,7 +279,9 @@ def dp_baseline(model: str | os.PathLike | LoadedModel, prefix: str, *, secret_l
     >>> b.kappa_lo <= b.kappa_hi                                                        # doctest: +SKIP
     True
     """
-    m = load_model(model, trust_remote_code=trust_remote_code) if not is_loaded_model(model) else model
+    # a loaded model, or anything with its scoring interface (.lm, .tokenizer, .sot_ids)
+    has_interface = hasattr(model, "lm") and hasattr(model, "tokenizer")
+    m = model if (is_loaded_model(model) or has_interface) else load_model(model, trust_remote_code=trust_remote_code)
     ids = list(getattr(m, "sot_ids", []) or []) + list(m.tokenizer.encode(prefix))
     return certify_baseline(m.lm, ids, secret_length=secret_length, m=list_size, temperature=temperature,
                             max_nodes=max_nodes, time_limit=time_limit, batch_size=batch_size, progress=progress)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from .. import train as _train  # noqa: F401  (registers the named model "toy")
 from ..errors import InputError, ModelLoadError
-from ..models import load_model as _load_model
+from .. import models as _models
 from ..models.loader import DTYPES, HFTokenizer, LoadedModel, resolve_sot
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
@@ -176,5 +176,6 @@ def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     if not isinstance(model, (str, Path)):
         raise InputError(f"model must be a name, a path, a loaded model or a transformers model, got "
                          f"{type(model).__name__}", hint="e.g. memclaim.load_model('toy') or load_model('./my-model')")
-    return _load_model(str(model), dtype=dtype or "float32", sot=sot, allow_pickle=allow_pickle,
+    # through the package attribute, so that memclaim.models.load_model stays the one place to hook
+    return _models.load_model(str(model), dtype=dtype or "float32", sot=sot, allow_pickle=allow_pickle,
                        trust_remote_code=trust_remote_code, load_weights=load_weights)

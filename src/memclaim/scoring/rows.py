@@ -70,6 +70,8 @@ class PolicyRows:
         return bid if bid in self.caches else None
 
     def _get_cache(self, handle):
+        if handle is None:  # a node whose cache was not kept: recomputed from the prefix cache
+            return None
         if handle[0] == "prefix":
             return self.prefix_past
         entry = self.caches.get(handle[0])
