@@ -223,8 +223,8 @@ def test_notebook_population_census_audit_equal_the_cli(lab, tmp_path):
     assert_same(a["procedure"], b["procedure"])
     assert_same(a["results"], b["results"])
 
-    aud = mc.audit(m, lab["members"], lab["controls"], fpr="0.1", **W)
-    cli_aud = cli("audit", lab["model"], "--members", d / "m.jsonl", "--nonmembers", d / "c.jsonl", "--fpr", "0.1",
+    aud = mc.audit(m, lab["members"], lab["controls"], alpha="0.1", **W)
+    cli_aud = cli("audit", lab["model"], "--members", d / "m.jsonl", "--controls", d / "c.jsonl", "--alpha", "0.1",
                   "--out", tmp_path / "cli-audit", *S, "--json")
     assert_same({k: v for k, v in aud.to_dict().items() if k not in ("procedure", "procedure_key")},
                 {k: v for k, v in cli_aud.items() if k not in ("procedure", "procedure_key")})

@@ -633,7 +633,7 @@ def _cli(capsys, *args):
 
 
 def test_cli_audit_json_and_reuse(random_model_dir, files, tmp_path, capsys):
-    args = ["audit", str(random_model_dir), "--members", str(files / "members.jsonl"), "--nonmembers",
+    args = ["audit", str(random_model_dir), "--members", str(files / "members.jsonl"), "--controls",
             str(files / "nonmembers.jsonl"), "--prefix-tokens", "4", "--suffix-tokens", "8", "--out",
             str(tmp_path / "o"), "--attacks", "loss,zlib", "--kappa", "0.5", "--soundness-epsilon", "1", "--json"]
     rc, cap = _cli(capsys, *args)
@@ -647,7 +647,7 @@ def test_cli_audit_json_and_reuse(random_model_dir, files, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--fpr", "0.01"], "at least 99 non-members"),
+    (["--alpha", "0.01"], "at least 99 non-members"),
     (["--shadows", "3"], "even number >= 4"),
     (["--cap", "0.2"], "needs --shadows"),
     (["--kappa", "0.1"], "both the baseline kappa and the claimed epsilon"),
@@ -656,7 +656,7 @@ def test_cli_audit_json_and_reuse(random_model_dir, files, tmp_path, capsys):
     (["--policy", "top-k:0"], "top-k"),
 ])
 def test_cli_bad_options_exit_2(random_model_dir, files, tmp_path, capsys, extra, message):
-    rc, cap = _cli(capsys, "audit", str(random_model_dir), "--members", str(files / "members.jsonl"), "--nonmembers",
+    rc, cap = _cli(capsys, "audit", str(random_model_dir), "--members", str(files / "members.jsonl"), "--controls",
                    str(files / "nonmembers.jsonl"), "--prefix-tokens", "4", "--suffix-tokens", "8", "--out",
                    str(tmp_path / "o"), *extra)
     assert rc == 2 and "error:" in cap.err and message in cap.err
@@ -664,12 +664,12 @@ def test_cli_bad_options_exit_2(random_model_dir, files, tmp_path, capsys, extra
 
 def test_cli_bad_inputs_exit_2(random_model_dir, files, tmp_path, capsys):
     base = ["audit", str(random_model_dir), "--out", str(tmp_path / "o"), "--prefix-tokens", "4", "--suffix-tokens", "8"]
-    rc, cap = _cli(capsys, *base, "--members", str(files / "members.jsonl"), "--nonmembers", str(files / "one.jsonl"))
+    rc, cap = _cli(capsys, *base, "--members", str(files / "members.jsonl"), "--controls", str(files / "one.jsonl"))
     assert rc == 2 and "at least two non-members" in cap.err
-    rc, cap = _cli(capsys, *base, "--members", str(tmp_path / "missing.jsonl"), "--nonmembers",
+    rc, cap = _cli(capsys, *base, "--members", str(tmp_path / "missing.jsonl"), "--controls",
                    str(files / "nonmembers.jsonl"))
     assert rc == 2 and "does not exist" in cap.err
-    rc, cap = _cli(capsys, "audit", str(tmp_path / "no-model"), "--members", "a", "--nonmembers", "b", "--out", "o")
+    rc, cap = _cli(capsys, "audit", str(tmp_path / "no-model"), "--members", "a", "--controls", "b", "--out", "o")
     assert rc == 2 and "neither a named model nor an existing path" in cap.err
     rc, cap = _cli(capsys, "audit", "table", "--instances", str(tmp_path / "none.json"), "--out", str(tmp_path / "t"))
     assert rc == 2 and "does not exist" in cap.err

@@ -145,7 +145,7 @@ C = ("census toy --document {d}/doc.txt --control {d}/ctl.txt --stride 8 --prefi
      "--policy full --out {rep}")
 T = "test --candidates {d}/s1.csv --controls {d}/s2.csv --out {rep}"
 TS = "test --candidates {store} --controls {store}"
-A = "audit toy --members {d}/m.jsonl --nonmembers {d}/c.jsonl --prefix-tokens 8 --suffix-tokens 8 --out {rep}"
+A = "audit toy --members {d}/m.jsonl --controls {d}/c.jsonl --prefix-tokens 8 --suffix-tokens 8 --out {rep}"
 CASES = [
     # ---- score: the model and the windows
     ("score-empty-prompt", "score toy --input {d}/m.jsonl --prefix-tokens 0 --sot none --out {store}", "empty prompt", 1),
@@ -162,6 +162,13 @@ CASES = [
      "malformed CSV in the record starting on line 2", 1),
     ("score-device-input", "score toy --input /dev/zero --format txt --out {store}", "not a regular file", 1),
     ("score-bad-policy", S + " --policy bogus", "unknown decoding policy component", 1),
+    # ---- issue 15: windows longer than the texts name lengths that fit; an old flag beside its new name
+    ("population-texts-shorter-than-window", "population toy --members {d}/m.jsonl --controls {d}/c.jsonl "
+     "--prefix-tokens 200 --suffix-tokens 50 --out {rep}", "use lengths that fit: --prefix-tokens", 1),
+    ("census-document-shorter-than-window", "census toy --document {d}/doc.txt --control {d}/ctl.txt --stride 8 "
+     "--prefix-tokens 200 --suffix-tokens 50 --policy full --out {rep}", "keeps the document", 1),
+    ("audit-old-and-new-flag", A + " --nonmembers {d}/c.jsonl", "--nonmembers is the old name of --controls", 0),
+    ("test-old-and-new-flag", T + " --score-column score --score-field score", "--score-column is the old name", 0),
     ("score-top-k-0", S + " --policy top-k:0", "bad value '0' for top-k", 1),
     ("score-batch-0", S + " --batch-size 0", "--batch-size must be >= 1", 0),
     ("score-unit-0", S + " --unit-size 0", "unit size must be >= 1", 1),
@@ -264,9 +271,9 @@ CASES = [
     ("budget-n-negative", "budget --p 0.5 --n -3", "finite number of queries >= 1", 0),
     # ---- dp
     ("dp-epsilon-negative", "dp bounds --epsilon -1 --neighbors replace", "epsilon must be finite and > 0", 0),
-    ("dp-copies-0", "dp bounds --epsilon 1 --neighbors replace --copies 0", "copies must be >= 1", 0),
+    ("dp-copies-0", "dp bounds --epsilon 1 --neighbors replace-one --copies 0", "copies must be >= 1", 0),
     ("dp-delta-1", "dp bounds --epsilon 1 --delta 1 --neighbors replace", "delta must lie in [0, 1)", 0),
-    ("dp-baseline-reversed", "dp bounds --epsilon 1 --neighbors replace --baseline 0.5,0.1 --list-size 1 --risk 0.1",
+    ("dp-baseline-reversed", "dp bounds --epsilon 1 --neighbors replace-one --baseline 0.5,0.1 --list-size 1 --risk 0.1",
      "interval is reversed", 0),
     ("dp-account-noise-0", "dp account --noise-multiplier 0 --sampling-rate 0.01 --steps 10 --delta 1e-5",
      "noise_multiplier must be finite and > 0", 0),
@@ -287,20 +294,20 @@ CASES = [
     ("dp-baseline-no-model", "dp baseline --prefix abc --secret-length 2 --list-size 1",
      "MODEL, --prefix and --secret-length are required", 0),
     # ---- audit
-    ("audit-plain-folder", "audit toy --members {d}/plain-folder --nonmembers {d}/c.jsonl --out {rep}",
+    ("audit-plain-folder", "audit toy --members {d}/plain-folder --controls {d}/c.jsonl --out {rep}",
      "is a folder, but not one written by datasets' save_to_disk", 1),
-    pytest.param("audit-datasets-no-text", "audit toy --members {d}/m.jsonl --nonmembers {d}/ds-notext --out {rep}",
+    pytest.param("audit-datasets-no-text", "audit toy --members {d}/m.jsonl --controls {d}/ds-notext --out {rep}",
                  "cannot find a text field among ['id', 'sentence']", 1, marks=DATASETS, id="audit-datasets-no-text"),
-    ("audit-overlap", "audit toy --members {d}/m.jsonl --nonmembers {d}/m.jsonl --out {rep}",
+    ("audit-overlap", "audit toy --members {d}/m.jsonl --controls {d}/m.jsonl --out {rep}",
      "both members and non-members", 1),
     ("audit-shadows-3", A + " --shadows 3", "even number >= 4", 1),
     ("audit-unknown-reference", A + " --reference nosuchmodel", "neither a named model", 1),
-    ("audit-empty-prompt", "audit toy --members {d}/m.jsonl --nonmembers {d}/c.jsonl --prefix-tokens 0 --sot none "
+    ("audit-empty-prompt", "audit toy --members {d}/m.jsonl --controls {d}/c.jsonl --prefix-tokens 0 --sot none "
      "--out {new}", "empty prompt", 1),
     ("audit-bad-attack", A + " --attacks nosuch", "unknown attack 'nosuch'", 1),
-    ("audit-kappa", "audit toy --members {d}/m.jsonl --nonmembers {d}/c.jsonl --kappa 2 --soundness-epsilon 1 "
+    ("audit-kappa", "audit toy --members {d}/m.jsonl --controls {d}/c.jsonl --kappa 2 --soundness-epsilon 1 "
      "--out {new}", "--kappa (the canaries' prior baseline) must lie in [0, 1]", 1),
-    ("audit-custom-code", "audit {d}/custom-code-model --members {d}/m.jsonl --nonmembers {d}/c.jsonl --out {rep}",
+    ("audit-custom-code", "audit {d}/custom-code-model --members {d}/m.jsonl --controls {d}/c.jsonl --out {rep}",
      "--trust-remote-code", 0),
     ("audit-table-missing", "audit table --instances {d}/nope.json --out {rep}", "does not exist", 0),
     ("audit-table-not-json", "audit table --instances {d}/inst.json --out {rep}", "not valid JSON", 0),

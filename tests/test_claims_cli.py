@@ -63,7 +63,7 @@ def test_cli_greedy_flags(tmp_path, capsys):
     _write_csv(tmp_path / "m.csv", [f"m{i}" for i in range(50)], [1.0] * 10 + [0.0] * 40, score_col="match")
     _write_csv(tmp_path / "c.csv", [f"c{i}" for i in range(200)], [1.0] * 2 + [0.0] * 198, score_col="match")
     rc = main(["test", "--candidates", str(tmp_path / "m.csv"), "--controls", str(tmp_path / "c.csv"),
-               "--kind", "prob", "--policy", "greedy", "--score-column", "match", "--alpha", "0.02",
+               "--kind", "prob", "--policy", "greedy", "--score-field", "match", "--alpha", "0.02",
                "--out", str(tmp_path / "r"), "--json"])
     assert rc == 0
     s = json.loads(capsys.readouterr().out)

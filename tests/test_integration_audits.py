@@ -100,8 +100,9 @@ def test_cli_reuses_the_library_run(toy_audit, toy_sets, tmp_path, capsys):
     for name, rows in (("m", members), ("c", controls)):
         (tmp_path / f"{name}.jsonl").write_text("\n".join(json.dumps({"id": r["id"], "text": r["text"]})
                                                          for r in rows) + "\n")
-    rc = cli_main(["audit", "toy", "--members", str(tmp_path / "m.jsonl"), "--nonmembers", str(tmp_path / "c.jsonl"),
-                   "--out", str(out), "--attacks", "loss,min-k++", "--json"])
+    rc = cli_main(["audit", "toy", "--members", str(tmp_path / "m.jsonl"), "--controls", str(tmp_path / "c.jsonl"),
+                   "--out", str(out), "--attacks", "loss,min-k++", "--prefix-tokens", "32", "--suffix-tokens", "32",
+                   "--json"])  # the library run's AuditSettings windows (the CLI's default is 50 + 50 since 0.2)
     cap = capsys.readouterr()
     assert rc == 0, cap.err
     d = json.loads(cap.out)
@@ -193,8 +194,8 @@ def test_shadows_and_scores_are_reused_on_rerun(micro, capsys):
     assert again.attack("lira-online").auc.auc == first.attack("lira-online").auc.auc
     # the CLI with the same recipe reuses them too
     r = ms.recipe
-    rc = cli_main(["audit", ms.target, "--members", ms.members, "--nonmembers", ms.nonmembers, "--out", str(out),
-                   "--sot", "bos", "--prefix-tokens", "1", "--suffix-tokens", "12", "--policy", "none", "--fpr", FPR,
+    rc = cli_main(["audit", ms.target, "--members", ms.members, "--controls", ms.nonmembers, "--out", str(out),
+                   "--sot", "bos", "--prefix-tokens", "1", "--suffix-tokens", "12", "--policy", "none", "--alpha", FPR,
                    "--shadows", str(N_SHADOWS), "--shadow-mode", "scratch", "--shadow-base", r.base,
                    "--shadow-steps", str(r.steps), "--shadow-lr", str(r.lr), "--shadow-batch-size", str(r.batch_size),
                    "--shadow-seq-len", str(r.seq_len), "--shadow-warmup", str(r.warmup_steps),

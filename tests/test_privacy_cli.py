@@ -48,7 +48,7 @@ def test_bounds_json_pure_add_remove():
 
 
 def test_bounds_table_names_relation_and_functional():
-    res = _invoke(["dp", "bounds", "--epsilon", "1", "--neighbors", "replace", "--copies", "2"])
+    res = _invoke(["dp", "bounds", "--epsilon", "1", "--neighbors", "replace-one", "--copies", "2"])
     assert res.exit_code == 0, res.output
     assert "replace-one" in res.output and "RO" in res.output and "not implied" in res.output
     assert "0.632121" in res.output and "0.761594" in res.output   # eta*_2(1) vs tanh(1)
@@ -74,7 +74,7 @@ def test_bounds_gdp_and_audit():
     (["--epsilon", "1", "--successes", "3"], "together"),
 ])
 def test_bounds_bad_input_exits_2_with_the_value(args, match, capsys):
-    rc = main(["dp", "bounds", "--neighbors", "replace", *args])
+    rc = main(["dp", "bounds", "--neighbors", "replace-one", *args])
     assert rc == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and match in err

@@ -140,7 +140,7 @@ def test_a_retrained_model_keeps_its_fingerprint(tmp_path):
     for name in ("one", "two"):
         out = tmp_path / name
         assert main(["train", "tiny", "--out", str(out), "--steps", "2", "--triggers", "1", "--duplicates", "1:1",
-                     "--quiet"]) == 0
+                     "--no-progress"]) == 0
         outs.append(out)
     a, b = outs
     assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()

@@ -19,7 +19,7 @@ def run(args, capsys):
 def lab(tmp_path_factory):
     d = tmp_path_factory.mktemp("lab") / "tiny"
     code = main(["train", "tiny", "--out", str(d), "--steps", "3", "--triggers", "2", "--duplicates", "2:2",
-                 "--canaries", "1:1", "--quiet"])
+                 "--canaries", "1:1", "--no-progress"])
     assert code == 0
     return d
 
@@ -50,7 +50,7 @@ def test_finetune_with_dp_then_unlearn(lab, tmp_path, capsys):
     ft = tmp_path / "ft"
     code, out, err = run(["train", "finetune", str(lab), "--data", str(corpus), "--plant", str(plant), "--out", str(ft),
                           "--steps", "2", "--batch-size", "2", "--seq-len", "32", "--layout", "examples",
-                          "--dp-epsilon", "4", "--lr", "1e-3", "--json", "--quiet"], capsys)
+                          "--dp-epsilon", "4", "--lr", "1e-3", "--json", "--no-progress"], capsys)
     assert code == 0, err
     manifest = json.loads(out)
     dp = manifest["result"]["dp"]
@@ -94,7 +94,7 @@ def test_default_tiny_lab_model_memorizes_what_it_plants(tmp_path):
     single copies are not, trigger secrets come out through rho and never through their own prefix
     (tolerances from the measured 7/8, 0/8, 5/8 and 0/8 of seed 0, with room for other stacks)."""
     out = tmp_path / "lab"
-    assert main(["train", "tiny", "--out", str(out), "--quiet"]) == 0
+    assert main(["train", "tiny", "--out", str(out), "--no-progress"]) == 0
     recs = json.loads((out / "memclaim_train.json").read_text())["records"]
 
     def count(prefix, key):

@@ -20,7 +20,7 @@ def _tree(root: Path) -> dict:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-TINY = ["--steps", "1", "--triggers", "1", "--duplicates", "1:1", "--quiet"]
+TINY = ["--steps", "1", "--triggers", "1", "--duplicates", "1:1", "--no-progress"]
 
 
 def test_overwrite_refuses_a_folder_memclaim_did_not_make(tmp_path, capsys):

@@ -25,7 +25,9 @@ from ..progress import LogCallback, ProgressCallback
 from ..report.audit import audit_report, write_audit_report, write_table_report
 from ..report.core import write_report
 from ..text.io import read_passages
+from ..privacy.tradeoff import neighbors_label
 from ._common import Result, WorkFolder, check_out_dir, jsonable, set_threads
+from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, renamed_keywords
 from ._model import load_model
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
@@ -89,7 +91,7 @@ class AuditRun(Result):
         return f"AuditRun({self.result.headline()!r})"
 
 
-def _cap(cap, cap_epsilon, cap_relation, cap_functional, cap_slack, cap_slack_note, shadows) -> CapSpec | None:
+def _cap(cap, cap_epsilon, cap_neighbors, cap_functional, cap_slack, cap_slack_note, shadows) -> CapSpec | None:
     """The cap on |mem_h| the counterfactual estimate is compared with: a :class:`CapSpec`, a
     number (``cap``), or the cap of pure ``cap_epsilon``-DP ([MX] Thm. 4.1)."""
     if cap is not None and cap_epsilon is not None:
@@ -97,6 +99,7 @@ def _cap(cap, cap_epsilon, cap_relation, cap_functional, cap_slack, cap_slack_no
     if (cap is not None or cap_epsilon is not None) and not shadows:
         raise InputError("a cap is compared with the counterfactual estimate, which needs --shadows N")
     spec = None
+    cap_relation = neighbors_label(cap_neighbors)  # 'replace-one' or 'add/remove', whichever spelling was given
     if isinstance(cap, CapSpec):
         spec = cap
     elif cap_epsilon is not None:
@@ -110,15 +113,17 @@ def _cap(cap, cap_epsilon, cap_relation, cap_functional, cap_slack, cap_slack_no
     return spec
 
 
+@renamed_keywords(nonmembers="controls", fpr="alpha", cap_relation="cap_neighbors",
+                  soundness_relation="soundness_neighbors")
 def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
           members: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
-          nonmembers: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
+          controls: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
           out: str | os.PathLike | None = None, reference: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple | None = None, shadows: int = 0,
-          attacks: Sequence[str] | None = None, k: str | float | Fraction = "0.2", fpr: str | float | Fraction | None = None, confidence: float = 0.95,
-          prefix_tokens: int = 32, suffix_tokens: int = 32, policy: str | None = "top-k:40", m: int = 1,
+          attacks: Sequence[str] | None = None, k: str | float | Fraction = "0.2", alpha: str | float | Fraction | None = None, confidence: float = 0.95,
+          prefix_tokens: int = DEFAULT_PREFIX_TOKENS, suffix_tokens: int = DEFAULT_SUFFIX_TOKENS, policy: str | None = "top-k:40", m: int = 1,
           trigger: str | None = None, verifier_threshold: float = 0.15, kappa: float | None = None,
-          soundness_epsilon: float | None = None, soundness_relation: str = "add/remove", cap: float | None = None,
-          cap_epsilon: float | None = None, cap_relation: str = "add/remove", cap_functional: str | None = None,
+          soundness_epsilon: float | None = None, soundness_neighbors: str = "add-remove", cap: float | None = None,
+          cap_epsilon: float | None = None, cap_neighbors: str = "add-remove", cap_functional: str | None = None,
           cap_slack: float | None = None, cap_slack_note: str | None = None, shadow_mode: str | None = None,
           shadow_base: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple | None = None, shadow_steps: int | None = None, shadow_epochs: float | None = None,
           shadow_lr: float | None = None, shadow_batch_size: int | None = None, shadow_seq_len: int | None = None,
@@ -128,17 +133,20 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
           device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
           batch_size: int = 16, trust_remote_code: bool = False, threads: int | None = None,
           progress: ProgressCallback | None = None, log: LogCallback | None = None) -> AuditRun:
-    """Audit ``model`` on ``members`` vs ``nonmembers`` (``memclaim audit``): AUC with DeLong
+    """Audit ``model`` on ``members`` vs non-member ``controls`` (``memclaim audit``): AUC with DeLong
     interval and leak signal 2 AUC - 1 for every attack, TPR at a certified FPR with a
     Clopper-Pearson interval, greedy and sampled extraction from each record's own prefix (and
     ``trigger``), the unlearning verifier, and with ``shadows`` (even, >= 4) LiRA and the
     counterfactual memorization estimate (COND), compared with ``cap`` (a number, or
     ``cap_epsilon`` for a pure-DP cap) when given.
 
-    ``members``/``nonmembers``: text files, lists of texts or records, or tables (pandas, pyarrow,
-    ``datasets.Dataset``), read as by :func:`memclaim.score`. ``fpr``: the target FPR
-    (read exactly; default 0.01 when the non-members can certify it, else dropped with a note;
-    given explicitly, an FPR the non-members cannot certify is refused). ``policy``: the
+    ``members``/``controls``: text files, lists of texts or records, or tables (pandas, pyarrow,
+    ``datasets.Dataset``), read as by :func:`memclaim.score`. ``alpha``: the target FPR
+    (read exactly; default 0.01 when the controls can certify it, else dropped with a note;
+    given explicitly, an FPR the controls cannot certify is refused). ``cap_neighbors``,
+    ``soundness_neighbors``: 'add-remove' or 'replace-one'. Renamed in 0.2 (the old names
+    still work, with a DeprecationWarning): nonmembers -> controls, fpr -> alpha,
+    cap_relation -> cap_neighbors, soundness_relation -> soundness_neighbors. ``policy``: the
     sampling policy of the extraction audit (None: greedy only). ``kappa`` with
     ``soundness_epsilon``: the canary soundness check ([MX] Cor. 5.3). ``out``: the score store,
     shadows and report go there as the CLI writes them (re-running reuses everything);
@@ -150,22 +158,22 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     compare scores computed with different numerics (refused otherwise; the report says so).
 
     >>> import memclaim as mc
-    >>> a = mc.audit("toy", member_texts, nonmember_texts, prefix_tokens=16, suffix_tokens=16,
-    ...              fpr="0.05")                                              # doctest: +SKIP
+    >>> a = mc.audit("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16,
+    ...              alpha="0.05")                                            # doctest: +SKIP
     >>> a.attack("loss").auc.auc                                              # doctest: +SKIP
     0.97
     """
     set_threads(threads)
     if out is not None:
         check_out_dir(out)
-    explicit_fpr = fpr is not None
+    explicit_fpr = alpha is not None
     if isinstance(attacks, str):
         attacks = tuple(a.strip() for a in attacks.split(",") if a.strip())
     settings = AuditSettings(prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, attacks=attacks, k=k,
-                             fpr=fpr if explicit_fpr else "0.01", confidence=confidence,
+                             fpr=alpha if explicit_fpr else "0.01", confidence=confidence,
                              extraction_policy=None if policy is None or str(policy).lower() == "none" else policy,
                              m=m, trigger=trigger, verifier_threshold=verifier_threshold, batch_size=batch_size)
-    cap_spec = _cap(cap, cap_epsilon, cap_relation, cap_functional, cap_slack, cap_slack_note, shadows)
+    cap_spec = _cap(cap, cap_epsilon, cap_neighbors, cap_functional, cap_slack, cap_slack_note, shadows)
     m_loaded = load_model(model, dtype=dtype, sot=sot, trust_remote_code=trust_remote_code,
                           device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)
     recipe = None
@@ -187,10 +195,10 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
             else:
                 background = tuple(shadow_background)
     work = WorkFolder(out, prefix="memclaim-audit-")
-    res = run_audit(m_loaded, members, nonmembers, out_dir=work.path, settings=settings, reference=reference,
+    res = run_audit(m_loaded, members, controls, out_dir=work.path, settings=settings, reference=reference,
                     shadows=shadows, shadow_recipe=recipe, shadow_background=background, design_seed=design_seed,
                     cap=cap_spec, kappa=kappa, soundness_epsilon=soundness_epsilon,
-                    soundness_relation=soundness_relation, text_field=text_field, id_field=id_field,
+                    soundness_relation=neighbors_label(soundness_neighbors), text_field=text_field, id_field=id_field,
                     input_format=input_format, dtype=m_loaded.dtype, sot=sot,
                     allow_mixed_numerics=allow_mixed_numerics, progress=progress, log=log,
                     strict_fpr=explicit_fpr, trust_remote_code=trust_remote_code)

@@ -14,9 +14,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+import numpy as np
+
 from ..claims.census import WindowScores
 from ..claims.census_pairs import CensusOfPairs, census_of_pairs
 from ..claims.procedure import STORED_PROCEDURE_MAY_DIFFER
+from ..claims.scores import controls_at_atom_hint
 from ..errors import InputError
 from ..fsutil import sha256_bytes, sha256_file
 from ..progress import LogCallback, ProgressCallback
@@ -244,13 +247,24 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
                                batch_size=batch_size, log=log)
     work = WorkFolder(out, prefix="memclaim-census-")
     store = work.path / "store"
-    runs: dict[tuple, RunSummary] = {}
-    for i, role, _, label, (windows, inputs, _, _) in jobs:
-        runs[(i, role)] = run_scoring(m, windows, policies=pols, prefix_tokens=prefix_tokens,
-                                      suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store,
-                                      label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
-                                      progress=progress, near_verbatim=nv, backend=backend_obj, log=log,
-                                      stats=CENSUS_STATS)  # log q only: no full-softmax moments or ranks
+    scored: dict[tuple, RunSummary] = {}
+    nv_tested = max(nv["epsilons"]) if nv else None
+    # every control first: a control whose every window sits at the atom (-inf, e.g. under top-k)
+    # leaves no threshold ([EM] C.4.4, Eq. 31); stop before scoring the documents, with the fix
+    for i, role, info, label, (windows, inputs, _, _) in sorted(jobs, key=lambda j: j[1] != "control"):
+        scored[(i, role)] = run_scoring(m, windows, policies=pols, prefix_tokens=prefix_tokens,
+                                        suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store,
+                                        label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
+                                        progress=progress, near_verbatim=nv, backend=backend_obj, log=log,
+                                        stats=CENSUS_STATS)  # log q only: no full-softmax moments or ranks
+        if role == "control":
+            rs = load_run_scores(store, run=scored[(i, role)].run_id, policy=tested.spec, near_verbatim=nv_tested)
+            if np.all(np.isneginf(np.asarray(rs.logq, dtype=float))):
+                raise InputError(f"control {str(info[3] or info[2])!r}: all {len(rs.logq)} control windows score -inf "
+                                 f"(probability 0) under {tested.spec}, so there is no threshold to calibrate "
+                                 "([EM] C.4.4); stopped before scoring the documents",
+                                 hint=controls_at_atom_hint(tested.spec, binary_possible=False))
+    runs = {(i, role): scored[(i, role)] for i, role, *_ in jobs}
 
     # --------------------------------------------------------------- the census
     census_inputs, inputs = [], []

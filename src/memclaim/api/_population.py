@@ -21,7 +21,7 @@ import numpy as np
 
 from ..claims.population import PopulationClaim, population_claim
 from ..claims.procedure import NUMERICS_DECLARED, STORED_PROCEDURE_MAY_DIFFER, require_same_procedure
-from ..claims.scores import exact_level
+from ..claims.scores import controls_at_atom_hint, exact_level
 from ..decoding import Policy
 from ..errors import InputError
 from ..fsutil import sha256_bytes
@@ -36,6 +36,7 @@ from ..validate import in_open_unit, query_budget
 from ._common import (Result, WorkFolder, build_prompt_rule, check_out_dir, cut_windows, jsonable, make_backend,
                      near_verbatim_settings, policies_of, set_threads, window_lengths)
 from ._model import load_model
+from ._options import renamed_keywords
 from ._runs import is_store, load_store_run, run_ids, store_input_record, stored_test_procedure
 from ._score import ScoreResult
 
@@ -222,6 +223,20 @@ def claim_result(*, candidate_scores, control_scores, alpha, kind: str, candidat
     return res
 
 
+def require_generable_controls(controls: RunScores, *, before: str | None = None) -> None:
+    """Refuse, with the fix, a control run whose every score is -inf (probability 0) under its
+    policy: no threshold can be calibrated ([EM] C.4.4). ``population`` calls it on the controls
+    before scoring the members (``before``), ``test`` on stored runs; the words and the hint are
+    those of the claim itself (:func:`memclaim.claims.scores.controls_at_atom_hint`)."""
+    s = np.asarray(controls.logq, dtype=float)
+    if controls.is_binary or s.size == 0 or not np.all(np.isneginf(s)):
+        return
+    stop = f"; stopped before scoring the {before}" if before else ""
+    raise InputError(f"all {s.size} control scores are -inf (probability 0) under {controls.policy}: the procedure "
+                     "cannot generate any control, so the threshold would be 0 and every generable candidate would "
+                     f"be claimed ([EM] C.4.4){stop}", hint=controls_at_atom_hint(controls.policy))
+
+
 def store_test(*, candidates: RunScores, controls: RunScores, alpha, exclude_control_ids: Sequence[str] = (),
                binary: bool | None = None, confidence: float = 0.95, fdr_delta=None, fwer_delta=None,
                seed: int = 0, budget_delta: float | None = None, realistic_budget: float = 1e5,
@@ -245,6 +260,7 @@ def store_test(*, candidates: RunScores, controls: RunScores, alpha, exclude_con
                          hint="score the matched non-member controls and pass that run as the controls")
     cproc, kproc = stored_test_procedure(candidates), stored_test_procedure(controls)
     require_same_procedure(cproc, kproc, ignore=STORED_PROCEDURE_MAY_DIFFER, allow_mixed_numerics=allow_mixed_numerics)
+    require_generable_controls(controls)
     if binary is not None and bool(binary) != candidates.is_binary:
         raise InputError(f"--{'' if binary else 'no-'}binary disagrees with the stored policy {candidates.policy!r}",
                          hint="drop --binary/--no-binary: a store knows whether its policy is greedy")
@@ -305,12 +321,13 @@ def _procedure_arg(p, what: str) -> dict | None:
     return read_json_object(p, "procedure")
 
 
+@renamed_keywords(id_column="id_field", score_column="score_field", text_column="text_field")
 def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[float] | numpy.ndarray | pandas.Series,
          controls: ScoreResult | RunScores | str | os.PathLike | Sequence[float] | numpy.ndarray | pandas.Series, *,
          alpha: str | float | Fraction = "0.001", policy: str | None = None, run: str | None = None,
          controls_run: str | None = None, near_verbatim: int | None = None, kind: str | None = None,
-         binary: bool | None = None, id_column: str | None = None, score_column: str | None = None,
-         text_column: str | None = None, candidates_procedure: dict | str | os.PathLike | None = None,
+         binary: bool | None = None, id_field: str | None = None, score_field: str | None = None,
+         text_field: str | None = None, candidates_procedure: dict | str | os.PathLike | None = None,
          controls_procedure: dict | str | os.PathLike | None = None,
          candidate_ids: Sequence[str] | None = None, control_ids: Sequence[str] | None = None,
          exclude_controls: str | os.PathLike | None = None, exclude_control_ids: Sequence[str] = (), fdr: str | float | Fraction | None = None, fwer: str | float | Fraction | None = None, seed: int = 0,
@@ -322,8 +339,9 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
 
     Each side is a stored run (a :class:`ScoreResult` of :func:`memclaim.score`, or a
     :class:`~memclaim.scoring.results.RunScores`), a store folder (with ``run`` / ``controls_run``
-    when it holds several), a CSV/TSV/Parquet score file ([EM] App. H.1; ``id_column``,
-    ``score_column``, ``text_column``, ``kind`` = 'log-prob', 'prob' or 'score'), or an array /
+    when it holds several), a CSV/TSV/Parquet score file ([EM] App. H.1; ``id_field``,
+    ``score_field``, ``text_field`` name its columns (``id_column`` etc. before 0.2), ``kind`` =
+    'log-prob', 'prob' or 'score'), or an array /
     list / pandas Series of scores (natural-log probabilities unless ``kind`` says otherwise;
     ``candidate_ids``/``control_ids``, or the Series' index). ``policy``: the stored policy to
     test (default: the run's first). ``alpha``, ``fdr``, ``fwer`` are read exactly ('0.001',
@@ -369,8 +387,8 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
                   seed=seed, budget_delta=budget_delta, realistic_budget=realistic_budget,
                   controls_description=controls_description, out=out, allow_mixed_numerics=allow_mixed_numerics)
     if stored[0]:
-        file_only = {"--kind": kind not in (None, "log-prob"), "--id-column": id_column, "--score-column": score_column,
-                     "--text-column": text_column, "--candidates-procedure": candidates_procedure,
+        file_only = {"--kind": kind not in (None, "log-prob"), "--id-field": id_field, "--score-field": score_field,
+                     "--text-field": text_field, "--candidates-procedure": candidates_procedure,
                      "--controls-procedure": controls_procedure, "candidate_ids": candidate_ids,
                      "control_ids": control_ids}
         bad = [k for k, v in file_only.items() if v]
@@ -395,13 +413,13 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
     if sides[0] == "path":
         if candidate_ids is not None or control_ids is not None:
             raise InputError("candidate_ids/control_ids apply to arrays of scores; a score file has an id column",
-                             hint="drop them, or pass --id-column")
+                             hint="drop them, or pass --id-field")
         if Path(candidates).resolve() == Path(controls).resolve():
             raise InputError(f"--candidates and --controls are the same file {str(candidates)!r}: a set tested "
                              "against itself certifies nothing",
                              hint="pass the matched non-member controls' scores with --controls")
-        cf = read_score_file(candidates, id_column=id_column, score_column=score_column, text_column=text_column)
-        kf = read_score_file(controls, id_column=id_column, score_column=score_column, text_column=text_column)
+        cf = read_score_file(candidates, id_column=id_field, score_column=score_field, text_column=text_field)
+        kf = read_score_file(controls, id_column=id_field, score_column=score_field, text_column=text_field)
         if cf.sha256 == kf.sha256:
             raise InputError(f"--candidates {str(candidates)!r} and --controls {str(controls)!r} have identical "
                              f"contents (sha256 {cf.sha256[:16]}): a set tested against itself certifies nothing",
@@ -410,8 +428,8 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
         inputs = [cf.input_record("candidates"), kf.input_record("controls")]
         source = "external score files"
     else:
-        bad = [k for k, v in (("--id-column", id_column), ("--score-column", score_column),
-                              ("--text-column", text_column)) if v]
+        bad = [k for k, v in (("--id-field", id_field), ("--score-field", score_field),
+                              ("--text-field", text_field)) if v]
         if bad:
             raise InputError(f"{', '.join(bad)} appl{'y' if len(bad) > 1 else 'ies'} to score files, not to arrays",
                              hint="pass candidate_ids/control_ids with the arrays")
@@ -510,7 +528,10 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                                      text_field=text_field, id_field=id_field, input_format=input_format, label=label,
                                      prefix_field=prefix_field, suffix_field=suffix_field, what=label)
         except InputError as exc:
-            raise InputError(f"--{label}: {exc}") from None
+            msg = str(exc)
+            if exc.hint is not None:  # keep the fix as the fix (one "fix:" line, not two)
+                msg = msg[:-len(f"\n  fix: {exc.hint}")]
+            raise InputError(f"--{label}: {msg}", hint=exc.hint) from None
     if cut[MEMBERS_LABEL][1]["sha256"] == cut[CONTROLS_LABEL][1]["sha256"]:
         where = (f" {str(members)!r}" if isinstance(members, (str, Path)) else "",
                  f" {str(controls)!r}" if isinstance(controls, (str, Path)) else "")
@@ -526,18 +547,23 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                                batch_size=batch_size, log=log)
     work = WorkFolder(out, prefix="memclaim-population-")
     store = work.path / "store"
-    runs: dict[str, RunSummary] = {}
-    for label in (MEMBERS_LABEL, CONTROLS_LABEL):
-        windows, inputs, skipped_empty, _ = cut[label]
-        runs[label] = run_scoring(m, windows, policies=pols, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
-                                  prompt_rule=prompt_rule, out_dir=store, label=label, inputs=inputs,
-                                  batch_size=batch_size, unit_size=unit_size, progress=progress,
-                                  skipped_empty=skipped_empty, near_verbatim=nv, backend=backend_obj, log=log)
     tested = pols[0].spec
     # with near_verbatim, the test runs on the lower bound at the largest epsilon ([EM] §6)
     nv_eps_tested = max(nv["epsilons"]) if nv else None
+    scored: dict[str, RunSummary] = {}
+    # the controls first: when every one sits at the atom (-inf, e.g. under top-k) there is no
+    # threshold ([EM] C.4.4), and the run stops before the members' scoring, with the fix
+    for label in (CONTROLS_LABEL, MEMBERS_LABEL):
+        windows, inputs, skipped_empty, _ = cut[label]
+        scored[label] = run_scoring(m, windows, policies=pols, prefix_tokens=prefix_tokens,
+                                    suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store, label=label,
+                                    inputs=inputs, batch_size=batch_size, unit_size=unit_size, progress=progress,
+                                    skipped_empty=skipped_empty, near_verbatim=nv, backend=backend_obj, log=log)
+        if label == CONTROLS_LABEL:
+            ctrl = load_run_scores(store, run=scored[label].run_id, policy=tested, near_verbatim=nv_eps_tested)
+            require_generable_controls(ctrl, before="members")
+    runs = {label: scored[label] for label in (MEMBERS_LABEL, CONTROLS_LABEL)}
     cand = load_run_scores(store, run=runs[MEMBERS_LABEL].run_id, policy=tested, near_verbatim=nv_eps_tested)
-    ctrl = load_run_scores(store, run=runs[CONTROLS_LABEL].run_id, policy=tested, near_verbatim=nv_eps_tested)
     name = lambda x, what: Path(x).name if isinstance(x, (str, Path)) else what  # noqa: E731
     res = store_test(candidates=cand, controls=ctrl, alpha=alpha, exclude_control_ids=excl, confidence=confidence,
                      fdr_delta=fdr, fwer_delta=fwer, seed=seed, budget_delta=budget_delta,

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..jsonutil import ResultMixin, to_jsonable
-from .scores import LN10
+from .scores import LN10, controls_at_atom_hint
 
 
 @dataclass(frozen=True)
@@ -329,8 +329,7 @@ def census_threshold(control: WindowScores, *, exclude_spans: Sequence[tuple[int
     if np.all(np.isneginf(s)):
         raise InputError(f"{control.name}: all {int(keep.sum())} remaining control windows score -inf (probability 0), "
                          "so there is no threshold to calibrate ([EM] C.4.4)",
-                         hint="check the decoding policy and tokenization of the control, or use a policy with "
-                              "full support (e.g. 'full')")
+                         hint=controls_at_atom_hint(None, binary_possible=False))
     i = int(np.argmax(s))
     top10 = float(s[i]) / LN10
     # [EM] Eq. 31: discard the mantissa, round up to the next decade. ceil of a float log10 that

@@ -33,8 +33,8 @@ from ..jsonutil import ResultMixin
 from ..validate import in_open_unit
 from .intervals import (BetaLaw, Interval, beta_fpr_law, clopper_pearson, clopper_pearson_arrays,
                         newcombe_independent)
-from .scores import (LN10, PROBABILITY_KINDS, as_scores, exact_level, floor_times, fraction_str,
-                     parse_kind)
+from .scores import (LN10, PROBABILITY_KINDS, as_scores, controls_at_atom_hint, exact_level, floor_times,
+                     fraction_str, parse_kind)
 
 
 # ------------------------------------------------------------------------------ primitives
@@ -286,8 +286,7 @@ def population_test(candidate_scores: Sequence[float] | np.ndarray, control_scor
         raise InputError(
             f"all {n} control scores are -inf (probability 0): the procedure cannot generate any control, "
             "so the threshold would be 0 and every generable candidate would be claimed ([EM] C.4.4)",
-            hint="check the decoding policy, prompts and tokenization of the controls; "
-                 "if the score is a greedy (binary) match, declare it binary")
+            hint=controls_at_atom_hint(None))
 
     k = floor_times(a, n + 1)  # [EM] Eq. 5, exact
     alpha_n = Fraction(k, n + 1)

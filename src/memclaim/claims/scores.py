@@ -32,6 +32,31 @@ LN10 = math.log(10.0)
 _LOGPROB_SLACK = 1e-6
 
 
+def controls_at_atom_hint(policy: str | None = None, *, binary_possible: bool = True) -> str:
+    """The one fix memclaim gives when every control scores -inf (probability 0) under the tested
+    policy, so no threshold can be calibrated ([EM] C.4.4): ``memclaim test``, ``population`` and
+    ``census`` (and their API functions) all say this. ``policy``: the policy spec, when known.
+
+    >>> "--policy full" in controls_at_atom_hint("top-k:40"), "larger top-k than 40" in controls_at_atom_hint("top-k:40")
+    (True, True)
+    """
+    spec = str(policy) if policy is not None else ""
+    larger = ""
+    for part in spec.split(","):
+        name, _, val = part.partition(":")
+        if name == "top-k":
+            larger = f" or a larger top-k than {val}"
+        elif name == "top-p":
+            larger = f" or a larger top-p than {val}"
+    fix = (f"score under a policy that gives every token some probability, e.g. --policy full (the full "
+           f"softmax){larger}: under {spec or 'the tested policy'} no control's suffix can "
+           "be generated; if the prompts or tokenization of the controls are wrong (a template, the start-of-text "
+           "rule), fix those first")
+    if binary_possible:
+        fix += "; a greedy (binary) match score is read with --policy greedy or --binary"
+    return fix
+
+
 def parse_kind(kind: str) -> str:
     """The canonical score kind ('log-prob', 'prob' or 'score') of a spelling.
 

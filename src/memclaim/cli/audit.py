@@ -1,6 +1,6 @@
 """`memclaim audit`: membership-inference and extraction audits with intervals ([MX] §8.2, App. F).
 
-    memclaim audit MODEL --members FILE --nonmembers FILE [...]   (the audit; `audit run`)
+    memclaim audit MODEL --members FILE --controls FILE [...]     (the audit; `audit run`)
     memclaim audit table --instances SPEC.json --out DIR           ([MX] Fig. 12)
     memclaim audit attacks                                         (the registered attacks)
 """
@@ -14,25 +14,34 @@ from .. import api
 from ..audits.attacks import describe_attacks
 from ..audits.table_spec import TABLE_SPEC_DOC
 from ..errors import InputError
-from .common import (INPUT_FORMATS, PASSAGE_INPUTS, allow_mixed_numerics, numerics_option, placement_kwargs,
-                     placement_options, print_json, stderr_log, trust_remote_code_option)
+from .common import (DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, INPUT_FORMATS, PASSAGE_INPUTS, allow_mixed_numerics,
+                     numerics_option, placement_kwargs, placement_options, print_json, stderr_log,
+                     trust_remote_code_option)
+from .options import NEIGHBORS, Group
 from .progress import progress_bar
 
 EXAMPLES = """
+Examples (run from a checkout of the repository):
+
 \b
-Examples:
-  memclaim audit toy --members planted.jsonl --nonmembers heldout.jsonl --out runs/audit
-  memclaim audit smollm2 --members kjv.jsonl --nonmembers new.jsonl --prefix-tokens 16 \\
-      --suffix-tokens 16 --attacks loss,zlib,min-k --fpr 0.05 --out runs/kjv --json
-  memclaim audit ./finetuned --members secrets.jsonl --nonmembers heldout.jsonl \\
-      --reference ./base --shadows 16 --shadow-base ./base --out runs/lira
-  memclaim audit ./model --members canaries.jsonl --nonmembers heldout.jsonl \\
-      --trigger 'zq-7 ' --kappa 0.001 --soundness-epsilon 4 --out runs/trig
+  # KJV verses (members) against newly written verses (controls) on SmolLM2, 5% FPR, JSON
+  memclaim audit smollm2 --members tests/data/kjv_verses.jsonl \\
+      --controls tests/data/new_verses.jsonl --prefix-tokens 16 --suffix-tokens 16 \\
+      --attacks loss,zlib,min-k --alpha 0.05 --out runs/kjv --json
+
+\b
+  # LiRA with 4 shadow models memclaim trains itself (the tiny GPT, from scratch)
+  memclaim audit toy --members tests/data/kjv_verses.jsonl --controls tests/data/new_verses.jsonl \\
+      --prefix-tokens 16 --suffix-tokens 16 --shadows 4 --shadow-steps 40 --out runs/lira
+
+\b
+  # the audit-disagreement table ([MX] Fig. 12) over instances described in a JSON file
+  printf '{"instances": [{"name": "KJV on toy", "model": "toy", "members": "tests/data/kjv_verses.jsonl", "nonmembers": "tests/data/new_verses.jsonl", "prefix_tokens": 16, "suffix_tokens": 16}]}\\n' > instances.json
   memclaim audit table --instances instances.json --out runs/table
 """
 
 
-class AuditGroup(click.Group):
+class AuditGroup(Group):
     """`memclaim audit MODEL ...` runs the audit (the `run` subcommand); `table` and `attacks`
     are subcommands. A model folder literally named like a subcommand: write ./table."""
 
@@ -64,7 +73,8 @@ def _comma_list(ctx, param, value):
                  context_settings={"max_content_width": 100})
 @click.argument("model")
 @click.option("--members", required=True, type=click.Path(), help=f"Member texts ({PASSAGE_INPUTS}).")
-@click.option("--nonmembers", required=True, type=click.Path(), help="Non-member texts, same format.")
+@click.option("--controls", "controls", required=True, type=click.Path(),
+              help="Non-member controls: texts the model cannot have seen, same format and source as the members.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Output folder: score store, shadows, report (re-running reuses everything).")
 @click.option("--reference", default=None, help="Reference model for the reference attack.")
@@ -72,12 +82,14 @@ def _comma_list(ctx, param, value):
               help="Shadow models for LiRA and the counterfactual estimate (even, >= 4; 0 = none).")
 @click.option("--attacks", callback=_comma_list, default=None,
               help="Comma-separated attacks (default: every registered attack whose inputs are available).")
-@click.option("--k", "k", default="0.2", show_default=True, help="Fraction of tokens for min-k%% and min-k%%++.")
-@click.option("--fpr", default=None,
-              help="Target FPR for the TPR at a certified FPR (default 0.01 when the non-members can certify it).")
-@click.option("--confidence", type=float, default=0.95, show_default=True)
-@click.option("--prefix-tokens", type=int, default=32, show_default=True, help="Natural-prefix length in tokens.")
-@click.option("--suffix-tokens", type=int, default=32, show_default=True, help="Scored suffix length in tokens.")
+@click.option("--k", "k", default="0.2", show_default=True, help="Fraction of tokens for min-k% and min-k%++.")
+@click.option("--alpha", default=None,
+              help="Target FPR alpha for the TPR at a certified FPR (default 0.01 when the controls can certify it).")
+@click.option("--confidence", type=float, default=0.95, show_default=True, help="Confidence of the intervals.")
+@click.option("--prefix-tokens", type=int, default=DEFAULT_PREFIX_TOKENS, show_default=True,
+              help="Natural-prefix length in tokens.")
+@click.option("--suffix-tokens", type=int, default=DEFAULT_SUFFIX_TOKENS, show_default=True,
+              help="Scored suffix length in tokens.")
 @click.option("--policy", "extraction_policy", default="top-k:40", show_default=True,
               help="Sampling policy of the extraction audit ('none' for greedy only).")
 @click.option("--m", "m", type=int, default=1, show_default=True, help="List budget: samples per record.")
@@ -86,13 +98,14 @@ def _comma_list(ctx, param, value):
               help="Unlearning verifier: 'forgotten' iff the recovered fraction is below this ([MX] App. F.2).")
 @click.option("--kappa", type=float, default=None, help="Prior baseline kappa of the canaries (soundness check).")
 @click.option("--soundness-epsilon", type=float, default=None, help="Claimed pure epsilon for the soundness check.")
-@click.option("--soundness-relation", type=click.Choice(["add/remove", "replace-one"]), default="add/remove",
-              show_default=True)
+@click.option("--soundness-neighbors", type=click.Choice(NEIGHBORS), default="add-remove", show_default=True,
+              help="Relation the claimed --soundness-epsilon was proved for.")
 @click.option("--cap", "cap_value", type=float, default=None, help="A cap on |mem_h| to compare with (with --shadows).")
 @click.option("--cap-epsilon", type=float, default=None, help="Compute the cap from pure epsilon-DP instead.")
-@click.option("--cap-relation", type=click.Choice(["add/remove", "replace-one"]), default="add/remove", show_default=True)
+@click.option("--cap-neighbors", type=click.Choice(NEIGHBORS), default="add-remove", show_default=True,
+              help="Relation the cap's DP guarantee was proved for.")
 @click.option("--cap-functional", type=click.Choice(["RO", "LOO"]), default=None,
-              help="Functional the cap bounds (default: LOO for add/remove, RO for replace-one).")
+              help="Functional the cap bounds (default: LOO for add-remove, RO for replace-one).")
 @click.option("--cap-slack", type=float, default=None, help="COND-vs-cap conversion slack (e.g. 4np, [MX] Prop. A.2).")
 @click.option("--cap-slack-note", default=None, help="Why the slack holds.")
 @click.option("--shadow-mode", type=click.Choice(["scratch", "finetune"]), default=None,
@@ -100,45 +113,45 @@ def _comma_list(ctx, param, value):
 @click.option("--shadow-base", default=None, help="Base checkpoint for the shadows (default: the audited model).")
 @click.option("--shadow-steps", type=int, default=None, help="Training steps per shadow.")
 @click.option("--shadow-epochs", type=float, default=None, help="Training epochs per shadow (fine-tuning default 3).")
-@click.option("--shadow-lr", type=float, default=None)
-@click.option("--shadow-batch-size", type=int, default=None)
-@click.option("--shadow-seq-len", type=int, default=None)
-@click.option("--shadow-seed", type=int, default=None)
+@click.option("--shadow-lr", type=float, default=None, help="Learning rate of each shadow (default: the recipe's).")
+@click.option("--shadow-batch-size", type=int, default=None, help="Batch size of each shadow (default: the recipe's).")
+@click.option("--shadow-seq-len", type=int, default=None, help="Sequence length of each shadow (default: the recipe's).")
+@click.option("--shadow-seed", type=int, default=None, help="Seed of the shadows' training (default: the recipe's).")
 @click.option("--shadow-warmup", type=int, default=None, help="Warmup steps per shadow.")
 @click.option("--shadow-background", type=click.Path(dir_okay=False), default=None,
               help="Texts every shadow trains on besides its half of the population.")
 @click.option("--design-seed", type=int, default=0, show_default=True, help="Seed of the random halves.")
-@click.option("--text-field", default=None)
-@click.option("--id-field", default=None)
+@click.option("--text-field", default=None, help="Field holding the text (JSONL/CSV/Parquet/Arrow/datasets).")
+@click.option("--id-field", default=None, help="Field holding the record id.")
 @click.option("--format", "input_format", type=click.Choice(INPUT_FORMATS), default=None,
               help="Input format (default: from the extension; a folder is a datasets folder).")
 @click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16", "float64"]), default="auto",
               show_default=True, help="Body dtype; auto: bfloat16 on a GPU, float32 on the CPU (shadows and the "
-                                      "reference model too).")
+                                      "reference model too; the unembedding and log-softmax always run in float32+).")
 @placement_options
 @numerics_option
 @click.option("--sot", default=None, help="Start-of-text rule (see memclaim score --help).")
-@click.option("--threads", type=int, default=None)
-@click.option("--batch-size", type=int, default=16, show_default=True)
+@click.option("--threads", type=int, default=None, help="Torch CPU threads.")
+@click.option("--batch-size", type=int, default=16, show_default=True, help="Windows per forward pass.")
 @trust_remote_code_option
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
-@click.option("--no-progress", is_flag=True)
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.pass_context
-def run_command(ctx, model, members, nonmembers, out_dir, reference, shadows, attacks, k, fpr, confidence,
+def run_command(ctx, model, members, controls, out_dir, reference, shadows, attacks, k, alpha, confidence,
                 prefix_tokens, suffix_tokens, extraction_policy, m, trigger, verifier_threshold, kappa,
-                soundness_epsilon, soundness_relation, cap_value, cap_epsilon, cap_relation, cap_functional, cap_slack,
+                soundness_epsilon, soundness_neighbors, cap_value, cap_epsilon, cap_neighbors, cap_functional, cap_slack,
                 cap_slack_note, shadow_mode, shadow_base, shadow_steps, shadow_epochs, shadow_lr, shadow_batch_size,
                 shadow_seq_len, shadow_seed, shadow_warmup, shadow_background, design_seed, text_field, id_field, input_format, dtype,
                 sot, threads, batch_size, trust_remote_code, as_json, no_progress):
-    """Audit MODEL on --members vs --nonmembers: AUC with DeLong interval and leak signal
+    """Audit MODEL on --members vs --controls (non-members): AUC with DeLong interval and leak signal
     2 AUC - 1 for every attack, TPR at a certified FPR with a Clopper-Pearson interval, greedy and
     sampled extraction from each record's own prefix (and --trigger), the unlearning verifier,
     and with --shadows LiRA and the counterfactual memorization estimate (COND)."""
-    res = api.audit(model, members, nonmembers, out=out_dir, reference=reference, shadows=shadows, attacks=attacks,
-                    k=k, fpr=fpr, confidence=confidence, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
+    res = api.audit(model, members, controls, out=out_dir, reference=reference, shadows=shadows, attacks=attacks,
+                    k=k, alpha=alpha, confidence=confidence, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
                     policy=extraction_policy, m=m, trigger=trigger, verifier_threshold=verifier_threshold,
-                    kappa=kappa, soundness_epsilon=soundness_epsilon, soundness_relation=soundness_relation,
-                    cap=cap_value, cap_epsilon=cap_epsilon, cap_relation=cap_relation, cap_functional=cap_functional,
+                    kappa=kappa, soundness_epsilon=soundness_epsilon, soundness_neighbors=soundness_neighbors,
+                    cap=cap_value, cap_epsilon=cap_epsilon, cap_neighbors=cap_neighbors, cap_functional=cap_functional,
                     cap_slack=cap_slack, cap_slack_note=cap_slack_note, shadow_mode=shadow_mode,
                     shadow_base=shadow_base, shadow_steps=shadow_steps, shadow_epochs=shadow_epochs,
                     shadow_lr=shadow_lr, shadow_batch_size=shadow_batch_size, shadow_seq_len=shadow_seq_len,
@@ -221,7 +234,8 @@ def _table_help() -> str:
 
 TABLE_EXAMPLES = """
 \b
-Example:
+Example (run from a checkout of the repository):
+  printf '{"instances": [{"name": "KJV on toy", "model": "toy", "members": "tests/data/kjv_verses.jsonl", "nonmembers": "tests/data/new_verses.jsonl", "prefix_tokens": 16, "suffix_tokens": 16}]}\\n' > instances.json
   memclaim audit table --instances instances.json --out reports/table
   memclaim audit table --instances instances.json --out reports/table --json > table.json
 """
@@ -231,9 +245,10 @@ Example:
                  epilog=TABLE_EXAMPLES, context_settings={"max_content_width": 100})
 @click.option("--instances", "spec", required=True, type=click.Path(dir_okay=False),
               help="JSON spec of the leakage instances (see above).")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
-@click.option("--threads", type=int, default=None)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Output folder: report.{json,md,html}, table.md and disagreement.png.")
+@click.option("--threads", type=int, default=None, help="Torch CPU threads.")
+@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
 def table_command(spec, out_dir, threads, as_json):
     res = api.audit_table(spec, out=out_dir, threads=threads, log=stderr_log(not as_json))
     if as_json:
@@ -245,7 +260,7 @@ def table_command(spec, out_dir, threads, as_json):
 
 @command.command("attacks", short_help="List the registered attacks.",
                  epilog="\b\nExample:\n  memclaim audit attacks --json\n")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def attacks_command(as_json):
     """List the registered attacks with their citations and what each measures."""
     rows = describe_attacks()

@@ -5,6 +5,7 @@ import click
 
 from .. import api
 from .common import print_json
+from .options import Command
 
 EXAMPLES = """
 Examples:
@@ -17,7 +18,8 @@ Examples:
 """
 
 
-@click.command(name="budget", epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(name="budget", cls=Command, default_group="Inputs", groups={"delta": "Claim"}, epilog=EXAMPLES,
+               context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--p", "p", default=None, help="Per-query probability p in [0, 1].")
 @click.option("--log10-p", "log10_p", default=None, help="log10 of p (for p below 1e-308, or for convenience).")
 @click.option("--n", "n", default=None, type=float, help="A query budget n: report P[at least once in n].")

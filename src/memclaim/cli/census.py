@@ -20,6 +20,7 @@ from .. import api
 from ..errors import InputError
 from .common import (allow_mixed_numerics, numerics_option, placement_kwargs, backend_options, model_options, near_verbatim_options, print_json, procedure_options,
                      run_options, stderr_log)
+from .options import Command
 from .progress import progress_bar
 
 EXAMPLES = """
@@ -52,7 +53,7 @@ Examples (run from a checkout of the repository):
 
 
 # ------------------------------------------------------------------------------ the command
-@click.command("census", epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],
+@click.command("census", cls=Command, epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],
                                                              "max_content_width": 100})
 @click.argument("model")
 @click.option("--document", "documents", multiple=True, type=click.Path(dir_okay=False),

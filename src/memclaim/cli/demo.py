@@ -12,22 +12,22 @@ import click
 
 from .common import print_json
 from .console import say
+from .options import Command
 from .progress import progress_bar
 
 
-@click.command("demo")
+@click.command("demo", cls=Command)
 @click.option("--out", "out_dir", default="memclaim-demo", show_default=True, type=click.Path(file_okay=False),
               help="Where the store and reports go (re-running reuses the store).")
 @click.option("--alpha", default="0.05", show_default=True, help="Target FPR of the population test.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-@click.option("--no-progress", is_flag=True)
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
 def command(out_dir, alpha, as_json, no_progress):
     """Run the end-to-end demo on the built-in tiny GPT.
 
     \b
     Example:
-      memclaim demo --out memclaim-demo
-      open memclaim-demo/claims/report.html
+      memclaim demo --out memclaim-demo      # then open memclaim-demo/claims/report.html
     """
     from rich.console import Console
     from rich.markup import escape

@@ -13,9 +13,11 @@ import click
 from .. import api
 from ..errors import DomainError
 from ..jsonutil import dumps
-from .common import placement_kwargs, placement_options, trust_remote_code_option
+from .common import placement_kwargs, placement_options, print_json, trust_remote_code_option
+from .options import NEIGHBORS, Group
 
-NEIGHBOR_CHOICE = click.Choice(["replace", "add-remove"])
+# one spelling per relation on every command ("replace" before 0.2: still read, with a note)
+NEIGHBOR_CHOICE = click.Choice(NEIGHBORS)
 
 
 def _console(err: bool = False):
@@ -47,24 +49,25 @@ def _fmt(v) -> str:
     return str(v)
 
 
-@click.group(name="dp")
+@click.group(name="dp", cls=Group)
 def command():
     """Differential-privacy bounds on memorization and extraction ([MX] §3-5, App. F.2).
 
     \b
     Examples:
-      memclaim dp bounds --epsilon 1 --neighbors replace --copies 2
+      memclaim dp bounds --epsilon 1 --neighbors replace-one --copies 2
       memclaim dp bounds --epsilon 1 --list-size 4 --risk 0.1 --baseline 0.355 --neighbors add-remove
       memclaim dp bounds --epsilon 4 --delta 1e-5 --list-size 1 --risk 0.1 --baseline 0.001 \\
           --successes 12 --trials 40 --neighbors add-remove --json
       memclaim dp bounds --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000 --neighbors add-remove
       memclaim dp plot --out figs --neighbors add-remove
-      memclaim dp baseline ./base-model --prefix "My PIN is" --secret-length 4 --list-size 1
+      memclaim dp baseline toy --prefix "My PIN is" --secret-length 2 --list-size 1
       memclaim dp account --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000 --delta 1e-5
     """
 
 
-@command.command("bounds", short_help="Every memorization cap and extraction quantity for a guarantee.")
+@command.command("bounds", short_help="Every memorization cap and extraction quantity for a guarantee.",
+                 default_group="Inputs", groups=dict.fromkeys(("m", "tau", "baseline", "truncation", "omega", "n", "frequency", "successes", "trials", "confidence", "independence"), "Claim"))
 @click.option("--epsilon", type=float, default=None, help="epsilon of the guarantee (pure, or with --delta).")
 @click.option("--delta", type=float, default=None,
               help="delta of an (epsilon, delta) guarantee, in [0, 1); with DP-SGD settings, the delta of the "
@@ -79,7 +82,7 @@ def command():
               help="DP-SGD: the PLD's value discretization [default 1e-4, then 1e-3 if that PLD is numerically "
                    "invalid]; coarser is faster and more pessimistic.")
 @click.option("--neighbors", type=NEIGHBOR_CHOICE, required=True,
-              help="relation the guarantee was proved for: replace(-one) or add-remove.")
+              help="relation the guarantee was proved for: replace-one or add-remove.")
 @click.option("--copies", type=int, default=1, show_default=True,
               help="k: copies of the target (duplication); memorization caps and every extraction quantity then "
                    "use the k-fold group curve ([MX] Cor. 4.3), sufficient conditions only.")
@@ -108,7 +111,7 @@ def bounds(epsilon, delta, mu, sigma, q, steps, pld_grid, neighbors, copies, m, 
 
     \b
     Examples:
-      memclaim dp bounds --epsilon 1 --neighbors replace --copies 2
+      memclaim dp bounds --epsilon 1 --neighbors replace-one --copies 2
       memclaim dp bounds --mu 1 --epsilon 1 --list-size 4 --risk 0.1 --neighbors add-remove --json
       memclaim dp bounds --noise-multiplier 1.1 --sampling-rate 0.01 --steps 3000 --neighbors add-remove
     """
@@ -164,16 +167,17 @@ def bounds(epsilon, delta, mu, sigma, q, steps, pld_grid, neighbors, copies, m, 
         con.print(t)
 
 
-@command.command("plot", short_help="Draw [MX] Figs. 2-4 (advantage curves, staircase, boundary) as PNG.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="directory for the PNG files.")
+@command.command("plot", short_help="Draw [MX] Figs. 2-4 (advantage curves, staircase, boundary) as PNG.",
+                 default_group="Inputs", groups=dict.fromkeys(("copies", "max_copies", "tau", "m", "beps"), "Claim"))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Folder for the PNG files.")
 @click.option("--neighbors", type=NEIGHBOR_CHOICE, required=True, help="relation the guarantee is for.")
-@click.option("--epsilon", type=float, default=1.0, show_default=True)
+@click.option("--epsilon", type=float, default=1.0, show_default=True, help="epsilon of the curves in Figs. 2-3.")
 @click.option("--delta", type=float, default=0.1, show_default=True, help="delta of the approximate-DP curve in Fig. 2.")
-@click.option("--mu", type=float, default=1.0, show_default=True)
+@click.option("--mu", type=float, default=1.0, show_default=True, help="mu of the Gaussian-DP curve in Fig. 2.")
 @click.option("--copies", type=int, default=4, show_default=True, help="k of the cobweb orbit in Fig. 3.")
-@click.option("--max-copies", type=int, default=8, show_default=True)
-@click.option("--risk", "tau", type=float, default=0.1, show_default=True)
-@click.option("--list-size", "m", type=int, default=1, show_default=True)
+@click.option("--max-copies", type=int, default=8, show_default=True, help="Largest k of the staircase in Fig. 3.")
+@click.option("--risk", "tau", type=float, default=0.1, show_default=True, help="tau: extraction risk level (Fig. 4).")
+@click.option("--list-size", "m", type=int, default=1, show_default=True, help="m: candidate-list budget (Fig. 4).")
 @click.option("--boundary-epsilon", "beps", type=float, multiple=True, default=(1.0, 3.0), show_default=True,
               help="epsilons drawn in Fig. 4 (repeat the option).")
 @click.option("--noise-multiplier", "sigma", type=float, default=None,
@@ -183,7 +187,9 @@ def bounds(epsilon, delta, mu, sigma, q, steps, pld_grid, neighbors, copies, m, 
 @click.option("--steps", type=int, default=None, help="DP-SGD: number of steps T.")
 @click.option("--dpsgd-delta", type=float, default=1e-5, show_default=True,
               help="DP-SGD: delta of the (epsilon, delta) envelope drawn beside the curve.")
-def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, beps, sigma, q, steps, dpsgd_delta):
+@click.option("--json", "as_json", is_flag=True, help="Print the files written as JSON.")
+def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, beps, sigma, q, steps, dpsgd_delta,
+         as_json):
     """Draw [MX] Fig. 2 (advantage curves), Fig. 3 (staircase) and Fig. 4 (boundary vs baseline);
     with DP-SGD settings also the run's trade-off curve against its (epsilon, delta) envelope.
 
@@ -195,11 +201,15 @@ def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, bep
     paths = api.dp_plots(out_dir, neighbors=neighbors, epsilon=epsilon, delta=delta, mu=mu, copies=copies,
                          max_copies=max_copies, risk=tau, list_size=m, boundary_epsilons=tuple(beps),
                          noise_multiplier=sigma, sampling_rate=q, steps=steps, dpsgd_delta=dpsgd_delta)
+    if as_json:
+        print_json({"files": [str(p) for p in paths], "neighbors": neighbors})
+        return
     for p in paths:
         click.echo(str(p))
 
 
-@command.command("baseline", short_help="Certify the prior baseline kappa_pi(m) of a canary (App. F.2).")
+@command.command("baseline", short_help="Certify the prior baseline kappa_pi(m) of a canary (App. F.2).",
+                 default_group="Inputs", groups={"temperature": "Procedure"})
 @click.argument("model", required=False)
 @click.option("--prefix", default=None, help="the canary's public prefix c (text; required with MODEL).")
 @click.option("--secret-length", "L", type=int, default=None, help="L: secret length in tokens (required with MODEL).")
@@ -213,10 +223,10 @@ def plot(out_dir, neighbors, epsilon, delta, mu, copies, max_copies, tau, m, bep
               help="temperature the canaries were sampled at.")
 @click.option("--max-nodes", type=int, default=100_000, show_default=True, help="budget of vocabulary rows.")
 @click.option("--time-limit", type=float, default=None, help="seconds; the interval stays certified if cut short.")
-@click.option("--batch-size", type=int, default=64, show_default=True)
+@click.option("--batch-size", type=int, default=64, show_default=True, help="Prefixes per forward pass.")
 @trust_remote_code_option
 @placement_options
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the interval as JSON.")
 def baseline(model, prefix, L, m, corpus_samples, temperature, max_nodes, time_limit, batch_size, trust_remote_code,
              as_json):
     """Certify kappa_pi(m), the top-m prior mass of length-L continuations ([MX] App. F.2).
@@ -231,8 +241,8 @@ def baseline(model, prefix, L, m, corpus_samples, temperature, max_nodes, time_l
 
     \b
     Examples:
-      memclaim dp baseline smollm2 --prefix "The access code is" --secret-length 4 --list-size 1
-      memclaim dp baseline --corpus-samples draws.jsonl --list-size 1 --json
+      memclaim dp baseline smollm2 --prefix "The access code is" --secret-length 2 --list-size 1 \\
+          --max-nodes 64      # a budget: the interval stays certified when the search stops early
     """
     if corpus_samples is not None:
         if model is not None or prefix is not None or L is not None:
@@ -328,17 +338,20 @@ def print_baseline(res, *, tokenizer=None, console=None) -> None:
         con.print(tt)
 
 
-@command.command("account", short_help="epsilon of DP-SGD via dp_accounting (PLD or RDP).")
-@click.option("--noise-multiplier", type=float, required=True)
+@command.command("account", short_help="epsilon of DP-SGD via dp_accounting (PLD or RDP).",
+                 default_group="Inputs", groups={"accountant": "Procedure", "pld_grid": "Procedure", "copies": "Claim"})
+@click.option("--noise-multiplier", type=float, required=True, help="DP-SGD: noise multiplier sigma.")
 @click.option("--sampling-rate", type=float, required=True, help="Poisson sampling probability q.")
-@click.option("--steps", type=int, required=True)
-@click.option("--delta", type=float, required=True)
-@click.option("--accountant", type=click.Choice(["pld", "rdp"]), default="pld", show_default=True)
-@click.option("--neighbors", type=NEIGHBOR_CHOICE, default="add-remove", show_default=True)
+@click.option("--steps", type=int, required=True, help="DP-SGD: number of steps T.")
+@click.option("--delta", type=float, required=True, help="delta at which epsilon is reported.")
+@click.option("--accountant", type=click.Choice(["pld", "rdp"]), default="pld", show_default=True,
+              help="dp_accounting's privacy-loss-distribution (tight) or Renyi (looser) accountant.")
+@click.option("--neighbors", type=NEIGHBOR_CHOICE, default="add-remove", show_default=True,
+              help="relation the guarantee is for: replace-one or add-remove.")
 @click.option("--copies", type=int, default=1, show_default=True,
               help="also give the caps for a record planted k times (group curves from the curve).")
 @click.option("--pld-grid", type=float, default=None, help="the PLD's value discretization [default 1e-4].")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print epsilon and the caps as JSON.")
 def account(noise_multiplier, sampling_rate, steps, delta, accountant, neighbors, copies, pld_grid, as_json):
     """epsilon of DP-SGD (Poisson-subsampled Gaussian) via dp_accounting's PLD or RDP accountant,
     and what the run's trade-off curve (from its privacy-loss distribution) caps: the advantage

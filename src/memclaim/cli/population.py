@@ -15,6 +15,7 @@ from .. import api
 from .common import (PASSAGE_INPUTS, allow_mixed_numerics, backend_options, claim_options, model_options,
                      near_verbatim_options, placement_kwargs, print_json,
                      procedure_options, run_options, stderr_log)
+from .options import Command
 from .progress import progress_bar
 from .test import print_claim
 
@@ -42,12 +43,16 @@ Examples (run from a checkout of the repository):
       --out reports/verses --json
 
 \b
-  # any local HF folder (safetensors); members and controls as CSV with 'text' and 'id' columns
-  memclaim population ./my-model --members members.csv --controls controls.csv \\
-      --alpha 0.001 --exclude-controls verified_members.txt --out reports/mine
+  # members and controls as CSV with 'id' and 'text' columns; the built-in tiny GPT, which never
+  # saw the KJV, under the full softmax (under top-k:40 its controls all score 0); one control
+  # excluded as verified
+  python -c "import pandas as pd; pd.read_json('tests/data/kjv_verses.jsonl', lines=True).to_csv('members.csv', index=False)"
+  python -c "import pandas as pd; pd.read_json('tests/data/new_verses.jsonl', lines=True).to_csv('controls.csv', index=False)"
+  memclaim population toy --members members.csv --controls controls.csv --prefix-tokens 16 \\
+      --suffix-tokens 16 --policy full --alpha 0.05 --exclude-control new-007 --out reports/mine
 """
 
-@click.command("population", epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],
+@click.command("population", cls=Command, epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],
                                                                  "max_content_width": 100})
 @click.argument("model")
 @click.option("--members", "members_path", required=True, type=click.Path(),

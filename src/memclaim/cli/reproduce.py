@@ -10,15 +10,15 @@ from ..experiments import REPRODUCTIONS, run
 from ..experiments.common import summary_lines
 from ..jsonutil import dumps
 from .common import check_out_dir
+from .options import Command
 
 EXAMPLES = """
 \b
-Examples:
-  memclaim reproduce staircase --quick
-  memclaim reproduce entropy-sweep --out figs --seed 7
-  memclaim reproduce per-instance --json > per-instance.json
-  memclaim reproduce alpha-sweep --quick --out figs
+Examples (--quick: small Monte-Carlo sizes, seconds; drop it for the paper's sizes, minutes):
   memclaim reproduce --list
+  memclaim reproduce staircase --quick
+  memclaim reproduce entropy-sweep --quick --out figs --seed 7
+  memclaim reproduce per-instance --quick --json > per-instance.json
 """
 
 
@@ -26,7 +26,8 @@ def _names() -> list[str]:
     return list(REPRODUCTIONS)
 
 
-@click.command("reproduce", epilog=EXAMPLES, context_settings={"max_content_width": 100})
+@click.command("reproduce", cls=Command, groups={"seed": "Procedure"}, epilog=EXAMPLES,
+               context_settings={"max_content_width": 100})
 @click.argument("name", required=False)
 @click.option("--quick", is_flag=True, help="Smaller Monte-Carlo sizes (seconds; what CI runs).")
 @click.option("--out", "out_dir", default="reproductions", show_default=True, type=click.Path(file_okay=False),

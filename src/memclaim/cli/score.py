@@ -9,27 +9,47 @@ from .. import api
 from .common import (PASSAGE_INPUTS, backend_options, model_options, near_verbatim_options, placement_kwargs,
                      print_json, procedure_options,
                      run_options, stderr_log)
+from .options import Command
 from .progress import progress_bar
 
 EXAMPLES = """
+Examples (run from a checkout of the repository):
+
 \b
-Examples:
-  memclaim score toy --input passages.jsonl --prefix-tokens 32 --suffix-tokens 32 \\
+  # KJV verses on the built-in tiny GPT: 16-token prefix and suffix, two policies, one pass
+  memclaim score toy --input tests/data/kjv_verses.jsonl --prefix-tokens 16 --suffix-tokens 16 \\
       --policy top-k:40 --policy greedy --out runs/toy
-  memclaim score smollm2 --input verses.txt --prefix-tokens 50 --suffix-tokens 50 \\
-      --policy top-k:40,temperature:0.7 --out runs/smol --json
-  memclaim score ./my-hf-model --document book.txt --stride 10 --prefix-tokens 50 \\
-      --suffix-tokens 50 --policy top-k:40 --out runs/book
-  memclaim score smollm2 --input verses.jsonl --prompt-template 'Repeat after me: {suffix}\\n' \\
-      --chat-template --policy greedy --out runs/parrot
-  memclaim score smollm2 --input pairs.jsonl --prefix-field context --suffix-field verse \\
-      --prompt-template 'Repeat after me: {suffix}' --chat-template --policy greedy --out runs/parrot2
-  memclaim score smollm2 --dtype bfloat16 --input verses.jsonl --out runs/smol \\
-      --backend ray --gpus-per-worker 1          # one Ray worker per GPU (docs/distributed.md)
+
+\b
+  # SmolLM2 under a combined policy (HuggingFace's order), JSON summary
+  memclaim score smollm2 --input tests/data/new_verses_b.jsonl --prefix-tokens 16 \\
+      --suffix-tokens 16 --policy top-k:40,temperature:0.7 --out runs/smol --json
+
+\b
+  # every sliding window of a document, stride 10 tokens
+  memclaim score toy --document tests/data/genesis_1_3.txt --stride 10 --prefix-tokens 32 \\
+      --suffix-tokens 32 --policy top-k:40 --out runs/book
+
+\b
+  # a prompt template in the model's chat template: the target is the suffix as the answer
+  memclaim score smollm2 --input tests/data/new_verses_b.jsonl --prefix-tokens 16 \\
+      --suffix-tokens 16 --prompt-template 'Repeat after me: {suffix}\\n' --chat-template \\
+      --policy greedy --out runs/parrot
+
+\b
+  # records with an explicit prefix and suffix (a target can start a sentence)
+  printf '{"id": "g1", "context": "In the beginning", "verse": " God created the heaven."}\\n' > pairs.jsonl
+  memclaim score toy --input pairs.jsonl --prefix-field context --suffix-field verse \\
+      --policy greedy --out runs/fields
+
+\b
+  # one Ray worker per GPU (needs GPUs; docs/distributed.md)
+  memclaim score smollm2 --dtype bfloat16 --input tests/data/kjv_verses.jsonl --out runs/smol \\
+      --backend ray --gpus-per-worker 1
 """
 
 
-@click.command("score", epilog=EXAMPLES, context_settings={"max_content_width": 100})
+@click.command("score", cls=Command, epilog=EXAMPLES, context_settings={"max_content_width": 100})
 @click.argument("model")
 @click.option("--input", "input_path", type=click.Path(), help=f"Passages: {PASSAGE_INPUTS}; one text per record.")
 @click.option("--document", "document_path", type=click.Path(dir_okay=False), help="One long document for sliding windows.")

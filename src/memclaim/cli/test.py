@@ -11,6 +11,7 @@ import click
 
 from .. import api
 from .common import allow_mixed_numerics, claim_options, print_json
+from .options import Command
 
 EXAMPLES = """
 Examples (run from a checkout of the repository; the first two need SmolLM2, see DEVELOPERS.md):
@@ -32,22 +33,28 @@ Examples (run from a checkout of the repository; the first two need SmolLM2, see
       --alpha 0.05 --policy full --fdr 0.1 --out reports/verses-full --json
 
 \b
-  # scores from another toolkit: natural-log probabilities, 0.1% target FPR
+  # scores from another toolkit: CSV files with an id and a natural-log score column
+  printf 'id,score\\nm1,-2.0\\nm2,-3.5\\nm3,-1.0\\n' > members.csv
+  printf 'id,score\\nc1,-9.0\\nc2,-8.5\\nc3,-7.0\\nc4,-9.5\\nc5,-8.0\\nc6,-6.5\\nc7,-7.7\\nc8,-8.8\\nc9,-9.9\\n' > controls.csv
   memclaim test --candidates members.csv --controls controls.csv --kind log-prob \\
-      --alpha 0.001 --policy top-k:40 --out reports/wiki50
+      --alpha 0.1 --policy top-k:40 --out reports/csv
 
 \b
-  # exclude controls verified as members; show both pools; FDR over the candidates
-  memclaim test --candidates m.parquet --controls c.parquet --exclude-controls verified.txt \\
-      --fdr 0.05 --out reports/decon
+  # exclude a control verified as a member; FDR over the candidates
+  printf 'c6\\n' > verified.txt
+  memclaim test --candidates members.csv --controls controls.csv --exclude-controls verified.txt \\
+      --alpha 0.2 --fdr 0.2 --out reports/decon
 
 \b
-  # greedy match flags (1 = reproduced, 0 = not): one operating point, (m+1)/(N+1)
-  memclaim test --candidates m.csv --controls c.csv --kind prob --policy greedy --out reports/greedy
+  # greedy match flags (1 = reproduced, 0 = not) in a column named 'match': (m+1)/(N+1)
+  printf 'id,match\\nm1,1\\nm2,0\\nm3,1\\n' > m.csv
+  printf 'id,match\\nc1,0\\nc2,0\\nc3,0\\nc4,1\\nc5,0\\nc6,0\\nc7,0\\nc8,0\\nc9,0\\n' > c.csv
+  memclaim test --candidates m.csv --controls c.csv --kind prob --policy greedy \\
+      --score-field match --alpha 0.2 --out reports/greedy
 """
 
 
-@click.command(name="test", epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],
+@click.command(name="test", cls=Command, epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],
                                                                 "max_content_width": 100})
 @click.option("--candidates", "candidates", required=True, type=click.Path(),
               help="A score store (the --out folder of `memclaim score`), or a CSV/TSV/Parquet/Arrow file with an id "
@@ -68,23 +75,28 @@ Examples (run from a checkout of the repository; the first two need SmolLM2, see
               help="Store: the stored policy to test (needed when several were scored). Files: the policy the scores "
                    "were computed under (recorded); 'greedy' means binary scores.")
 @click.option("--binary/--no-binary", default=None, help="Force binary (greedy) reading of the scores; default: detect.")
-@click.option("--id-column", default=None, help="Files only.")
-@click.option("--score-column", default=None, help="Files only.")
-@click.option("--text-column", default=None, help="Files only: text column (checks controls identical to candidates).")
+@click.option("--id-field", "id_field", default=None,
+              help="Files only: the id column (default: the first of id, doc_id, uid, key, name).")
+@click.option("--score-field", "score_field", default=None,
+              help="Files only: the score column (default: the first of score, log_prob, logq, prob, ...).")
+@click.option("--text-field", "text_field", default=None,
+              help="Files only: the text column (checks controls identical to candidates).")
 @claim_options
 @click.option("--candidates-procedure", type=click.Path(dir_okay=False), default=None,
               help="Files only: JSON procedure record of the candidate scores (checked against the controls').")
-@click.option("--controls-procedure", type=click.Path(dir_okay=False), default=None, help="Files only.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Report folder.")
+@click.option("--controls-procedure", type=click.Path(dir_okay=False), default=None,
+              help="Files only: JSON procedure record of the control scores.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Report folder: report.{json,md,html}.")
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-def command(candidates, controls, run, controls_run, kind, alpha, nv_eps, policy, binary, id_column, score_column,
-            text_column, exclude_file, exclude_ids, fdr, fwer, seed, budget_delta, realistic_budget, confidence,
+def command(candidates, controls, run, controls_run, kind, alpha, nv_eps, policy, binary, id_field, score_field,
+            text_field, exclude_file, exclude_ids, fdr, fwer, seed, budget_delta, realistic_budget, confidence,
             controls_description, candidates_procedure, controls_procedure, out_dir, as_json):
     """Conformal population test ([EM] §3, §4, App. C) on two score stores or two score files
     ([EM] App. H.1: the same verify step applies to scores computed elsewhere)."""
     res = api.test(candidates, controls, alpha=alpha, policy=policy, run=run, controls_run=controls_run,
-                   near_verbatim=nv_eps, kind=kind, binary=binary, id_column=id_column, score_column=score_column,
-                   text_column=text_column, candidates_procedure=candidates_procedure,
+                   near_verbatim=nv_eps, kind=kind, binary=binary, id_field=id_field, score_field=score_field,
+                   text_field=text_field, candidates_procedure=candidates_procedure,
                    controls_procedure=controls_procedure, exclude_controls=exclude_file, exclude_control_ids=exclude_ids,
                    fdr=fdr, fwer=fwer, seed=seed, budget_delta=budget_delta, realistic_budget=realistic_budget,
                    confidence=confidence, controls_description=controls_description, out=out_dir,

@@ -212,7 +212,7 @@ def pick_column(fields: Iterable[str], preferred: str | None, candidates: Sequen
     """The field (or column) of a file that holds ``what``: ``preferred`` if given (it must
     exist), else the first of ``candidates`` present; None when nothing fits and not ``required``.
     ``noun`` is the word of the file's kind ("field" for records, "column" for tables): the
-    messages and the option they name (``--{what}-{noun}``) use it. The one column picker of
+    messages use it; the option they name is ``--{what}-field`` for both (one name per concept). The one column picker of
     memclaim (input records here, score files too).
 
     >>> pick_column(["id", "text"], None, ("text", "content"), "text", "in.jsonl")
@@ -225,7 +225,7 @@ def pick_column(fields: Iterable[str], preferred: str | None, candidates: Sequen
         if preferred not in fields:
             raise InputError(
                 f"{str(path)!r} has no {what} {noun} {preferred!r}; {noun}s are {fields}",
-                hint=f"pass --{what}-{noun} with one of {fields}",
+                hint=f"pass --{what}-field with one of {fields}",
             )
         return preferred
     for c in candidates:
@@ -234,7 +234,7 @@ def pick_column(fields: Iterable[str], preferred: str | None, candidates: Sequen
     if required:
         raise InputError(
             f"{str(path)!r}: cannot find a {what} {noun} among {fields}",
-            hint=f"name it one of {list(candidates)} or pass --{what}-{noun}",
+            hint=f"name it one of {list(candidates)} or pass --{what}-field",
         )
     return None
 

@@ -171,6 +171,42 @@ def _check_lengths(prefix_tokens: int, suffix_tokens: int):
     integer("suffix tokens", suffix_tokens, minimum=1)
 
 
+def _length_summary(lengths) -> str:
+    if not lengths:
+        return ""
+    ls = sorted(lengths)
+    if len(ls) == 1:
+        return f": the text has {ls[0]} tokens"
+    return f": the texts have {ls[0]} to {ls[-1]} tokens, median {ls[len(ls) // 2]}"
+
+
+def _split(total: int, prefix_tokens: int, suffix_tokens: int) -> tuple[int, int]:
+    """``total`` tokens split in the asked prefix:suffix ratio, suffix >= 1."""
+    p = (total * prefix_tokens) // max(1, prefix_tokens + suffix_tokens)
+    p = min(p, total - 1)
+    return p, total - p
+
+
+def lengths_that_fit(lengths, prefix_tokens: int, suffix_tokens: int, *, what: str = "every text") -> str:
+    """The fix for texts shorter than one window: prefix/suffix lengths (in the asked ratio) that
+    keep every text, and half of them, given their token counts ``lengths``."""
+    ls = sorted(int(x) for x in lengths)
+    if not ls or ls[-1] < 2:
+        return "use longer texts (each needs at least 2 tokens: a prefix of 1 and a suffix of 1)"
+    shortest, median = ls[0], ls[len(ls) // 2]
+    out = []
+    if shortest >= 2:
+        p, q = _split(shortest, prefix_tokens, suffix_tokens)
+        out.append(f"--prefix-tokens {p} --suffix-tokens {q} keeps {what}")
+    if median >= 2 and median != shortest and len(ls) > 1:
+        p, q = _split(median, prefix_tokens, suffix_tokens)
+        out.append(f"--prefix-tokens {p} --suffix-tokens {q} keeps {sum(x >= median for x in ls)} of {len(ls)}")
+    if not out:
+        p, q = _split(ls[-1], prefix_tokens, suffix_tokens)
+        out.append(f"--prefix-tokens {p} --suffix-tokens {q} keeps the longest")
+    return "use lengths that fit: " + "; ".join(out) + " (or use longer texts)"
+
+
 def passage_windows(records: Iterable, tokenizer: OffsetTokenizer, *, prefix_tokens: int | None,
                     suffix_tokens: int | None) -> WindowSet:
     """One window per passage: the first ``prefix_tokens`` tokens are the natural prefix, the next
@@ -203,6 +239,7 @@ def passage_windows(records: Iterable, tokenizer: OffsetTokenizer, *, prefix_tok
         _check_lengths(prefix_tokens, suffix_tokens)
     out: list[Window] = []
     skipped: list[str] = []
+    short_lengths: list[int] = []  # token counts of the texts too short for the window (exact: < need)
     chars: dict = {}
     for rec in recs:
         chars[rec.id] = len(rec.text)
@@ -226,6 +263,7 @@ def passage_windows(records: Iterable, tokenizer: OffsetTokenizer, *, prefix_tok
         _, _, ids, offsets, _ = cut_tokens(tokenizer, rec.text, at=0, before=0, after=need, what=f"record {rec.id!r}")
         if len(ids) < need:
             skipped.append(rec.id)
+            short_lengths.append(len(ids))
             continue
         pspan, sspan = _spans(offsets, 0, prefix_tokens, suffix_tokens, rec.text)
         out.append(Window(
@@ -244,8 +282,9 @@ def passage_windows(records: Iterable, tokenizer: OffsetTokenizer, *, prefix_tok
                 "None = the whole field)",
                 hint="use smaller --prefix-tokens/--suffix-tokens, or omit them to take the whole fields")
         raise InputError(
-            f"all {n} texts are shorter than prefix + suffix = {prefix_tokens + suffix_tokens} tokens",
-            hint="use longer texts or smaller --prefix-tokens/--suffix-tokens",
+            f"all {n} texts are shorter than prefix + suffix = {prefix_tokens + suffix_tokens} tokens ({prefix_tokens} + "
+            f"{suffix_tokens}){_length_summary(short_lengths)}",
+            hint=lengths_that_fit(short_lengths, prefix_tokens, suffix_tokens),
         )
     cut = {"prefix": "field" if prefix_tokens is None else "field, last prefix_tokens tokens",
            "suffix": "field" if suffix_tokens is None else "field, first suffix_tokens tokens"} if fields else None
@@ -478,7 +517,8 @@ def sliding_windows(text: str, tokenizer: OffsetTokenizer, *, prefix_tokens: int
                                   stride=stride, source=source, chunk_chars=chunk_chars)
     if len(d.ids) < need:
         raise InputError(
-            f"document {source!r} has {len(d.ids)} tokens, shorter than one window of {need} tokens",
-            hint="use a longer document or smaller --prefix-tokens/--suffix-tokens",
+            f"document {source!r} has {len(d.ids)} tokens, shorter than one window of {need} tokens ({prefix_tokens} + "
+            f"{suffix_tokens})",
+            hint=lengths_that_fit([len(d.ids)], prefix_tokens, suffix_tokens, what="the document"),
         )
     return d
