@@ -37,12 +37,13 @@ for _group, _names in {
     "Claim": (
         "alpha", "fdr", "fwer", "seed", "budget_delta", "realistic_budget", "confidence", "controls_description",
         "use_global", "verifier_threshold", "kappa", "soundness_epsilon", "soundness_neighbors", "cap_value",
-        "cap_epsilon", "cap_neighbors", "cap_functional", "cap_slack", "cap_slack_note",
+        "cap_epsilon", "cap_neighbors", "cap_functional", "cap_slack", "cap_slack_note", "allow_mixed_numerics",
     ),
     "Output": ("out_dir", "as_json", "no_progress", "overwrite", "quick"),
     "Execution": (
         "batch_size", "unit_size", "backend", "address", "workers", "gpus_per_worker", "threads_per_worker",
         "threads", "allow_pickle", "trust_remote_code", "physical_batch_size", "time_limit", "max_nodes",
+        "device", "device_map", "max_memory", "offload_folder",
     ),
 }.items():
     for _n in _names:
