@@ -47,7 +47,13 @@ def test_cli_test_writes_report(files, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert summary["pool"] == "decontaminated" and summary["n_controls"] == 398
     assert summary["k"] == math.floor(0.01 * 399)
-    assert {p.name for p in out.iterdir()} == {"report.json", "report.md", "report.html"}
+    names = {p.name for p in out.iterdir()}
+    figs = names - {"report.json", "report.md", "report.html"}
+    assert {"report.json", "report.md", "report.html"} <= names
+    # besides the reports only figure files, each as PNG and its vector PDF (issue 15 item 5)
+    assert figs and {n.rsplit(".", 1)[1] for n in figs} == {"png", "pdf"}
+    assert {n.rsplit(".", 1)[0] for n in figs if n.endswith(".png")} == {n.rsplit(".", 1)[0] for n in figs
+                                                                          if n.endswith(".pdf")}
     rep = json.loads((out / "report.json").read_text())
     assert rep["schema_version"] and rep["command"] == "test" and rep["procedure"]["policy"] == "top-k:40"
     assert [i["role"] for i in rep["inputs"]][:2] == ["candidates", "controls"] and len(rep["inputs"][0]["sha256"]) == 64

@@ -186,7 +186,13 @@ def test_population_end_to_end_and_resume(random_model_dir, data, tmp_path, caps
     assert {r["label"] for r in list_runs(out / "store").values()} == {"members", "controls"}
     ctrl = load_run_scores(out / "store", run="controls", policy="full").logq
     assert s["threshold"] == np.sort(ctrl)[::-1][s["k"] - 1]
-    assert {p.name for p in out.iterdir()} == {"store", "report.json", "report.md", "report.html"}
+    names = {p.name for p in out.iterdir()}
+    figs = names - {"store", "report.json", "report.md", "report.html"}
+    assert {"store", "report.json", "report.md", "report.html"} <= names
+    # besides the store and the reports only figure files, each as PNG and its vector PDF
+    assert figs and {n.rsplit(".", 1)[1] for n in figs} == {"png", "pdf"}
+    assert {n.rsplit(".", 1)[0] for n in figs if n.endswith(".png")} == {n.rsplit(".", 1)[0] for n in figs
+                                                                          if n.endswith(".pdf")}
     rep = json.loads((out / "report.json").read_text())
     assert rep["command"] == "population" and rep["results"]["population"]["fdr"] is not None
     # the same command again: everything comes from the store, the weights are never loaded

@@ -335,7 +335,7 @@ def read_kappa_samples(path: str | os.PathLike, m: int) -> tuple[list[float], li
     return lo, hi
 
 
-def dp_corpus_baseline(samples, *, list_size: int, confidence: float = 0.95,
+def dp_corpus_baseline(samples: "str | os.PathLike | Sequence[float] | Sequence[tuple[float, float]]", *, list_size: int, confidence: float = 0.95,
                        method: str = "betting") -> CorpusBaseline:
     """The corpus-conditional baseline kappa-bar of [MX] Prop. C.2(b) with a certified interval
     (``memclaim dp baseline --corpus-samples FILE``). ``samples``: a JSONL path (see
