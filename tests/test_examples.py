@@ -32,7 +32,10 @@ import click
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# pages whose every block (bash and python, in order, in a fresh folder) tests/test_docs.py runs
+# as written, checking the numbers the page quotes: not run a second time here
+RUN_BY_TEST_DOCS = {"getting-started.md", "inputs.md"}
+DOCS = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in RUN_BY_TEST_DOCS)]
 
 SETUP = ("make", "pip", "open", "xdg-open")  # first words of lines a newcomer types once, not examples
 SHELL = ("printf", "python", "cat", "echo", "mkdir", "ls", "ray")
