@@ -190,8 +190,9 @@ def read_datasets_folder(path: str | Path):
     return table, _folder_digest(path)
 
 
-def _table_rows(table, path, *, text_field, id_field, prefix_field, suffix_field, pair: bool):
-    """(id, text or (prefix, suffix), where) rows of an Arrow table (Parquet, Arrow, datasets)."""
+def table_rows(table, path, *, text_field, id_field, prefix_field, suffix_field, pair: bool):
+    """(id, text or (prefix, suffix), where) rows of an Arrow table (Parquet, Arrow, datasets, a
+    pyarrow/pandas table given in Python): the one column picking for tables."""
     cols = [str(c) for c in table.column_names]
     idf = pick_column(cols, id_field, ID_FIELDS, "id", path, required=False)
     if pair:
@@ -269,7 +270,7 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
                   pair=pair)
     if fmt == "datasets":
         table, digest = read_datasets_folder(path)
-        return passages_from_rows(_table_rows(table, path, **fields), source=str(path), sha256=digest,
+        return passages_from_rows(table_rows(table, path, **fields), source=str(path), sha256=digest,
                                   prefix_field=prefix_field, suffix_field=suffix_field)
     data = _read_bytes(path)
     digest = sha256_bytes(data)
@@ -285,7 +286,7 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
                 table = pq.read_table(io.BytesIO(data))
             except (pa.ArrowInvalid, OSError) as exc:
                 raise InputError(f"{str(path)!r} is not a readable Parquet file: {exc}", hint="check the file") from None
-        rows = _table_rows(table, path, **fields)
+        rows = table_rows(table, path, **fields)
     else:
         text = _decode(path, data)
         if fmt == "txt":

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from ..errors import InputError
 from ..fsutil import sha256_bytes
-from .io import ID_FIELDS, TEXT_FIELDS, Passages, Record, check_fields, pick_column, passages_from_rows
+from .io import ID_FIELDS, TEXT_FIELDS, Passages, Record, check_fields, passages_from_rows, pick_column, table_rows
 
 if TYPE_CHECKING:  # the annotations' names only
     import datasets
@@ -128,20 +128,8 @@ def passages_from_table(table: "pandas.DataFrame | pyarrow.Table | datasets.Data
     ['7', '8']
     """
     pair = check_fields(text_field=text_field, prefix_field=prefix_field, suffix_field=suffix_field)
-    t = _to_arrow(table)
-    cols = [str(c) for c in t.column_names]
-    idf = pick_column(cols, id_field, ID_FIELDS, "id", source, required=False)
-    if pair:
-        pf = pick_column(cols, prefix_field, (), "prefix", source, required=True)
-        sf = pick_column(cols, suffix_field, (), "suffix", source, required=True)
-        texts = list(zip(t.column(pf).to_pylist(), t.column(sf).to_pylist()))
-    else:
-        tf = pick_column(cols, text_field, TEXT_FIELDS, "text", source, required=True)
-        texts = t.column(tf).to_pylist()
-    ids = t.column(idf).to_pylist() if idf else [None] * len(texts)
-    rows = [(None if i is None else str(i), x, f"row {n}") for n, (i, x) in enumerate(zip(ids, texts))]
-    if not rows:
-        raise InputError(f"{source} has no rows", hint="pass at least one text")
+    rows = table_rows(_to_arrow(table), source, text_field=text_field, id_field=id_field, prefix_field=prefix_field,
+                      suffix_field=suffix_field, pair=pair)
     return passages_from_rows(rows, source=source, sha256=_digest(rows), prefix_field=prefix_field,
                               suffix_field=suffix_field, default_id=default_id)
 
