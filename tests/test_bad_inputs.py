@@ -284,6 +284,7 @@ CASES = [
      "secret_length must be >= 1", 1),
     ("dp-corpus-samples-missing", "dp baseline --corpus-samples {new} --list-size 1", "does not exist", 0),
     ("dp-corpus-samples-empty", "dp baseline --corpus-samples {d}/empty.jsonl --list-size 1", "holds no draws", 0),
+    ("dp-corpus-samples-not-utf8", "dp baseline --corpus-samples {d}/latin1.txt --list-size 1", "is not valid UTF-8", 0),
     ("dp-corpus-samples-out-of-range", "dp baseline --corpus-samples {d}/kappa_bad.jsonl --list-size 1",
      "line 2: kappa = 1.5 is not in [0, 1]", 0),
     ("dp-corpus-samples-other-m", "dp baseline --corpus-samples {d}/kappa_m3.jsonl --list-size 1",

@@ -302,7 +302,12 @@ def read_kappa_samples(path: str | os.PathLike, m: int) -> tuple[list[float], li
     if not p.is_file():
         raise InputError(f"--corpus-samples file {str(path)!r} does not exist", hint="check the path")
     lo, hi = [], []
-    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"--corpus-samples file {str(path)!r} is not valid UTF-8 (byte {exc.start}: "
+                         f"{exc.object[exc.start:exc.start + 1]!r})", hint="write the JSONL file as UTF-8") from None
+    for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
