@@ -640,7 +640,10 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
     policies = proc["policies"]
     agg = (proc["prompt"].get("aggregate") or "max")
     held = stat_names(run.get("stats"))  # a run recorded before statistic sets: all of them
-    wfile = pq.ParquetFile(store.run_dir(run_id) / "windows.parquet")
+    # pre_buffer=False: with Arrow's default read-ahead, iterating a file's row groups keeps the
+    # buffers of every group read so far (measured: +135 MB of RSS over a 16x book's windows.parquet,
+    # flat without it; benchmarks/bench_book.py)
+    wfile = pq.ParquetFile(store.run_dir(run_id) / "windows.parquet", pre_buffer=False)
     if index is not None:  # the run's own index: the distinct items (16-byte keys) and each window's
         uniq, inverse = index.uniq, index.inverse
         W, n_prompts = inverse.shape
