@@ -83,6 +83,8 @@ def data(tmp_path_factory) -> Path:
     (d / "proc.json").write_text(json.dumps({"policy": "full"}))
     (d / "forget.jsonl").write_text(json.dumps({"id": "f", "prefix": "ab", "suffix": " cd"}) + "\n")
     (d / "inst.json").write_text("[1, 2")
+    (d / "table.json").write_text(json.dumps({"instances": [{"name": "toy", "model": "toy", "members": "m.jsonl",
+                                                             "nonmembers": "c.jsonl"}]}))
     (d / "afile").write_text("a file, not a folder")
     (d / "kappa.jsonl").write_text('{"kappa": 0.1}\n{"kappa": 0.2}\n')
     (d / "kappa_bad.jsonl").write_text('{"kappa": 0.1}\n{"kappa": 1.5}\n{kappa: 0.1}\n')
@@ -359,6 +361,16 @@ CASES = [
     ("audit-max-memory-form", A + " --device-map auto --max-memory 20GB", "is not of the form DEVICE=SIZE", 0),
     ("dp-baseline-max-memory", "dp baseline toy --prefix the --secret-length 2 --list-size 1 --device-map auto "
      "--max-memory cpu=0", "more than 0 bytes", 0),
+    pytest.param("train-tiny-device-cuda-none", "train tiny --out {new} --steps 1 --device cuda", "devices seen: cpu", 0,
+                 id="train-tiny-device-cuda-none", marks=NO_GPU),
+    pytest.param("train-finetune-device-cuda-none", "train finetune toy --data {d}/m.jsonl --out {new} --steps 1 "
+                 "--device cuda:0", "devices seen: cpu", 0, id="train-finetune-device-cuda-none", marks=NO_GPU),
+    ("train-unlearn-device-bogus", "train unlearn toy --forget {d}/forget.jsonl --retain {d}/m.jsonl --out {new} "
+     "--device gpu", "is not a device memclaim can use", 0),
+    ("audit-table-max-memory-form", "audit table --instances {d}/table.json --out {new} --device-map auto "
+     "--max-memory 20GB", "is not of the form DEVICE=SIZE", 0),
+    pytest.param("audit-table-device-cuda-none", "audit table --instances {d}/table.json --out {new} --device cuda:1",
+                 "devices seen: cpu", 0, id="audit-table-device-cuda-none", marks=NO_GPU),
     ("test-mixed-numerics", T + " --candidates-procedure {d}/proc_cpu.json --controls-procedure {d}/proc_gpu.json",
      "different numerics: model.device_class: 'cpu' != 'cuda'", 0),
 ]

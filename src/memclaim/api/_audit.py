@@ -25,6 +25,7 @@ from ..progress import LogCallback, ProgressCallback
 from ..report.audit import audit_report, write_audit_report, write_table_report
 from ..report.core import write_report
 from ..text.io import read_passages
+from ..models.placement import resolve_dtype, resolve_placement
 from ..privacy.tradeoff import neighbors_label
 from ._common import Result, WorkFolder, check_out_dir, jsonable, set_threads
 from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, renamed_keywords
@@ -246,13 +247,20 @@ class AuditTableRun(Result):
 
 
 def audit_table(spec: Mapping | str | Path | TableSpec, *, out: str | os.PathLike | None = None, base_dir: str | os.PathLike | None = None, threads: int | None = None,
-                progress: ProgressCallback | None = None, log: LogCallback | None = None) -> AuditTableRun:
+                dtype: str | None = None, device: str | None = None, device_map: str | None = None,
+                max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None,
+                allow_mixed_numerics: bool = False, progress: ProgressCallback | None = None,
+                log: LogCallback | None = None) -> AuditTableRun:
     """Run the audits of every instance of ``spec`` (a JSON file or a dict; format:
     :data:`memclaim.audits.table_spec.TABLE_SPEC_DOC`, paths relative to the file's folder or
     ``base_dir``) and assemble the audit-disagreement table (``memclaim audit table``). Every
     instance is checked before any model work. ``out``: each instance's store and report under
     OUT/instances, the table's report.{json,md,html}, table.md and disagreement.png in OUT;
-    ``out=None`` works in a temporary folder (reports on ``save(folder)``).
+    ``out=None`` works in a temporary folder (reports on ``save(folder)``). ``device``,
+    ``device_map``, ``max_memory``, ``offload_folder``, ``dtype``: where and in what dtype every
+    model of the table runs, as for :func:`memclaim.audit` (shadows train and score there too);
+    checked before any instance runs. ``allow_mixed_numerics``: an instance may compare scores
+    computed with different numerics (refused otherwise; its report says so).
 
     >>> import memclaim as mc
     >>> t = mc.audit_table("spec.json")                                       # doctest: +SKIP
@@ -263,8 +271,12 @@ def audit_table(spec: Mapping | str | Path | TableSpec, *, out: str | os.PathLik
     if out is not None:
         check_out_dir(out)
     checked = spec if isinstance(spec, TableSpec) else read_table_spec(spec, base_dir=base_dir)
+    placement = resolve_placement(device=device, device_map=device_map, max_memory=max_memory,
+                                  offload_folder=offload_folder)  # a device that is not there: refused now
+    body = resolve_dtype(dtype, placement.device)
     work = WorkFolder(out, prefix="memclaim-audit-table-")
-    res = run_audit_table(checked, out_dir=work.path, log=log, progress=progress)
+    res = run_audit_table(checked, out_dir=work.path, log=log, progress=progress, dtype=body, placement=placement,
+                          allow_mixed_numerics=allow_mixed_numerics)
     if out is not None:
         res = write_table_report(res, out)
     return AuditTableRun(result=res, work=work)

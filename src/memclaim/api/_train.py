@@ -21,6 +21,7 @@ from ..errors import InputError
 from ..progress import LogCallback
 from ..models.hf import HFLanguageModel
 from ..models.loader import HFTokenizer
+from ..models.placement import resolve_device
 from ..text.io import read_passages
 from ..train.dp import DPConfig
 from ..train.finetune import (TinyLabSpec, check_output_folder, epochs_to_steps, finetune as run_finetune, load_trainable,
@@ -109,11 +110,13 @@ def _say(log):
 def train_tiny(*, out: str | os.PathLike, duplicates: str | Sequence[tuple[int, int]] = "1:8,8:8",
                canaries: str | Sequence[tuple[int, int]] = "", triggers: int = 8, trigger_copies: int = 16,
                steps: int = 800, batch_size: int = 16, lr: float = 3e-3, seed: int = 0, corpus_seed: int = 1,
-               overwrite: bool = False, log: LogCallback | None = None) -> TrainRun:
+               overwrite: bool = False, device: str | None = None, log: LogCallback | None = None) -> TrainRun:
     """Train a tiny GPT from scratch on a Markov-Zipf corpus with planted records ([MX] §8)
     (``memclaim train tiny``): ``duplicates`` and ``canaries`` as 'K:N' (N records K times each),
     ``triggers`` reserved-trigger pairs rho||z with ``trigger_copies`` copies each. ``out``: the
-    model folder (``overwrite`` replaces one memclaim wrote, nothing else).
+    model folder (``overwrite`` replaces one memclaim wrote, nothing else). ``device``: auto (the
+    first GPU when one is present, else the CPU), cpu, cuda or cuda:N; recorded in the manifest
+    (the same seeds give a different model on a GPU's numerics).
 
     >>> import memclaim as mc
     >>> run = mc.train_tiny(out="lab-gpt", steps=200)                # doctest: +SKIP
@@ -122,10 +125,11 @@ def train_tiny(*, out: str | os.PathLike, duplicates: str | Sequence[tuple[int, 
     """
     check_out_dir(out)
     check_output_folder(out, overwrite=overwrite)  # before training: never after minutes of work
+    dev = resolve_device(device)  # a device that is not there is refused before any work
     spec = TinyLabSpec(duplicates=parse_pairs(duplicates, "--duplicates"), canaries=parse_pairs(canaries, "--canaries"),
                        triggers=triggers, trigger_copies=trigger_copies, steps=steps, batch_size=batch_size, lr=lr,
                        train_seed=seed, corpus_seed=corpus_seed)
-    model, tok, manifest = tiny_lab_model(spec, log=_say(log))
+    model, tok, manifest = tiny_lab_model(spec, log=_say(log), device=dev)
     path = save_trained(model, tok, out, manifest=manifest, overwrite=overwrite)
     t = manifest["train"]
     by: dict[str, list[int]] = {}
@@ -151,14 +155,17 @@ def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os
              dp_epsilon: float | None = None, dp_delta: float | None = None, noise_multiplier: float | None = None,
              max_grad_norm: float = 1.0, physical_batch_size: int | None = None, seed: int = 0,
              threads: int | None = None, overwrite: bool = False, trust_remote_code: bool = False,
-             log: LogCallback | None = None) -> TrainRun:
+             device: str | None = None, log: LogCallback | None = None) -> TrainRun:
     """Fine-tune ``model`` (a folder, .gguf or named model) on the texts of ``data`` with planted
     records (``memclaim train finetune``; [MX] App. F.2: AdamW, lr 5e-5, 3 epochs).
 
     ``plant_records``: a JSONL file or a list of records {id, kind: duplicate|canary|trigger,
     prefix, secret, copies, trigger}; ``reserve_triggers`` adds N reserved tokens. ``layout``:
     'pack' (one token stream) or 'examples' (each planted copy its own block: a DP example).
-    ``dp_epsilon`` (add/remove) or ``noise_multiplier``: DP-SGD through Opacus.
+    ``dp_epsilon`` (add/remove) or ``noise_multiplier``: DP-SGD through Opacus. ``device``: where
+    the model trains (auto: the first GPU when one is present, else the CPU; cpu, cuda, cuda:N),
+    in float32; recorded in the manifest. A model that does not fit one device is not sharded
+    for training (accelerate's big-model inference does not train).
 
     >>> import memclaim as mc
     >>> run = mc.finetune("lab-gpt", "corpus.txt", out="dp-gpt", dp_epsilon=1.0,
@@ -170,6 +177,7 @@ def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os
     say = _say(log)
     check_out_dir(out)
     check_output_folder(out, overwrite=overwrite)
+    dev = resolve_device(device)
     dp = None
     if dp_epsilon is not None or noise_multiplier is not None:  # options are checked before any work
         dp = DPConfig(target_epsilon=dp_epsilon, noise_multiplier=noise_multiplier, delta=dp_delta,
@@ -181,7 +189,7 @@ def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os
         plant_specs = read_records(plant_records)
     else:
         plant_specs = list(plant_records)
-    m, tok, sot, loaded = load_trainable(model, seq_len=seq_len, trust_remote_code=trust_remote_code)
+    m, tok, sot, loaded = load_trainable(model, seq_len=seq_len, trust_remote_code=trust_remote_code, device=dev)
     reserved = add_reserved_tokens(m, tok, reserve_triggers) if reserve_triggers else []
     background = [list(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
     records = [tokenize_record(tok, spec) for spec in plant_specs]
@@ -193,11 +201,11 @@ def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os
     n_steps = steps if steps is not None else epochs_to_steps(epochs, n_blocks, batch_size)
     cfg = TrainConfig(steps=n_steps, batch_size=batch_size, seq_len=seq_len, lr=lr, warmup_steps=0, seed=seed,
                       dp=dp, pad_id=pad, physical_batch_size=physical_batch_size, threads=threads)
-    say(f"fine-tuning {loaded.name} on {n_blocks} blocks of {seq_len} tokens for {n_steps} steps"
+    say(f"fine-tuning {loaded.name} on {n_blocks} blocks of {seq_len} tokens for {n_steps} steps on {dev}"
         + (" with DP-SGD" if dp else ""))
     res = run_finetune(m, corpus, cfg, sep_ids=sot, layout=layout, pad_id=pad)
     manifest = {"kind": "finetune", "base": loaded.describe(), "data": str(data), "reserved_tokens": reserved,
-                "result": res.to_dict()}
+                "device": dev, "result": res.to_dict()}
     path = save_trained(m, tok, out, manifest=manifest, overwrite=overwrite)
     lines = [f"fine-tuned {res.train['steps']} steps: loss {res.train['first_loss']:.3f} -> {res.train['final_loss']:.3f}"]
     if res.dp:
@@ -210,11 +218,13 @@ def unlearn(model: str | os.PathLike, forget: str | os.PathLike | Sequence[dict]
             out: str | os.PathLike, method: str = "npo", lr: float = 7e-6, max_rounds: int = 14,
             threshold: float = 0.15, seq_len: int = 128, batch_size: int = 8, seed: int = 0,
             threads: int | None = None, overwrite: bool = False, trust_remote_code: bool = False,
-            log: LogCallback | None = None) -> TrainRun:
+            device: str | None = None, log: LogCallback | None = None) -> TrainRun:
     """Unlearn the ``forget`` records (a JSONL file or a list of {id, prefix, suffix|secret}) from
     ``model`` with GradDiff or NPO ([MX] App. F.2: lr 7e-6, up to 14 rounds) until memclaim's
     unlearning verifier reports them forgotten (recovered fraction below ``threshold``); the
-    retain perplexity before and after is in the manifest (``memclaim train unlearn``).
+    retain perplexity before and after is in the manifest (``memclaim train unlearn``). ``device``:
+    where the model is unlearned and verified (auto: the first GPU when one is present, else the
+    CPU; cpu, cuda, cuda:N); recorded in the manifest.
 
     >>> import memclaim as mc
     >>> run = mc.unlearn("ft", "forget.jsonl", "corpus.jsonl", out="ft-unlearned")   # doctest: +SKIP
@@ -225,9 +235,10 @@ def unlearn(model: str | os.PathLike, forget: str | os.PathLike | Sequence[dict]
         raise InputError(f"unknown unlearning method {method!r}", hint=f"one of {', '.join(UNLEARN_METHODS)}")
     check_out_dir(out)
     check_output_folder(out, overwrite=overwrite)
+    dev = resolve_device(device)
     recs = read_records(forget) if isinstance(forget, (str, Path)) else list(forget)  # before the weights are read
     retain_texts = _texts(retain)
-    m, tok, sot, loaded = load_trainable(model, seq_len=seq_len, trust_remote_code=trust_remote_code)
+    m, tok, sot, loaded = load_trainable(model, seq_len=seq_len, trust_remote_code=trust_remote_code, device=dev)
     htok = HFTokenizer(tok)
     ws = pair_windows(recs, htok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else sot[0]
@@ -246,7 +257,7 @@ def unlearn(model: str | os.PathLike, forget: str | os.PathLike | Sequence[dict]
                       on_round=lambda r: say(f"round {r.round}: recovered fraction {r.rate:.3f}"
                                              + (" -> forgotten" if r.forgotten else "")))
     manifest = {"kind": "unlearn", "base": loaded.describe(), "forget": str(forget), "retain": str(retain),
-                "result": res.to_dict()}
+                "device": dev, "result": res.to_dict()}
     path = save_trained(m, tok, out, manifest=manifest, overwrite=overwrite)
     lines = (f"{method}: {res.rounds} rounds, {res.steps} steps; verifier: "
              f"{'forgotten' if res.forgotten else 'NOT forgotten'} (recovered fraction {res.before['rate']:.3f} -> "

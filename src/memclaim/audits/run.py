@@ -166,6 +166,9 @@ def default_shadow_recipe(model, *, base=None, mode: str | None = None, **overri
     for every other model."""
     is_toy = getattr(model, "name", "") == "toy" and base is None
     mode = mode or ("scratch" if is_toy else "finetune")
+    placement = getattr(model, "placement", None)
+    if placement is not None and "device" not in overrides:
+        overrides["device"] = placement.device  # shadows train where the audited model computes
     base_path = Path(model.path) if base is None else Path(load_audited_model(base).path)
     fp = folder_fingerprint(base_path)
     if mode == "scratch":

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..jsonutil import ResultMixin
+from ..models.placement import Placement
 from ..progress import LogCallback, ProgressCallback, emit_log
 from ..scoring.results import load_run_scores
 from ..text.io import read_passages
@@ -49,14 +50,20 @@ def _instance_settings(inst: dict, gs: dict) -> AuditSettings:
                          extraction_policy=None, attacks=None)
 
 
-def instance_folder(out_dir, name: str, j: int) -> Path:
-    """Where instance ``j`` keeps its score store, shadows and report: OUT/instances/SLUG."""
+def instance_folder(out_dir: str | Path, name: str, j: int) -> Path:
+    """Where instance ``j`` keeps its score store, shadows and report: OUT/instances/SLUG.
+
+    >>> instance_folder("runs/table", "naive duplicate", 0).as_posix()
+    'runs/table/instances/naive-duplicate-0'
+    """
     slug = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in name)[:60] + f"-{j}"
     return Path(out_dir) / "instances" / slug
 
 
-def _run_instance(spec: TableSpec, j: int, inst: dict, *, out_dir, log, progress):
-    """One instance's audit: (AuditResult, verifier result, folder or None for pre-scored runs)."""
+def _run_instance(spec: TableSpec, j: int, inst: dict, *, out_dir, log, progress, dtype: str = "auto",
+                  placement=None, allow_mixed_numerics: bool = False):
+    """One instance's audit: (AuditResult, verifier result, folder or None for pre-scored runs).
+    Its model (and its verifier model) are loaded with the table's ``dtype`` and ``placement``."""
     name = inst["name"]
     settings = _instance_settings(inst, spec.settings)
     if "members_run" in inst or "nonmembers_run" in inst:
@@ -64,21 +71,23 @@ def _run_instance(spec: TableSpec, j: int, inst: dict, *, out_dir, log, progress
                              policy=inst["members_run"].get("policy", "full"))
         nr = load_run_scores(spec.path(inst["nonmembers_run"]["store"]), run=inst["nonmembers_run"].get("run"),
                              policy=inst["nonmembers_run"].get("policy", "full"))
-        res = audit_runs(mr, nr, settings=replace(settings, attacks=("loss",)))
+        res = audit_runs(mr, nr, settings=replace(settings, attacks=("loss",)), allow_mixed_numerics=allow_mixed_numerics)
         return res, res.verifier, None
     n_sh = int(inst.get("shadows", spec.settings.get("shadows", 0)))
     attacks = ("loss",) + (("lira-online",) if n_sh else ())
     model = inst["model"]
     mp = spec.path(model)
     folder = instance_folder(out_dir, name, j)
-    res = run_audit(str(mp) if mp.exists() else model, spec.path(inst["members"]), spec.path(inst["nonmembers"]),
+    loaded = load_audited_model(str(mp) if mp.exists() else model, dtype=dtype, placement=placement)
+    res = run_audit(loaded, spec.path(inst["members"]), spec.path(inst["nonmembers"]),
                     out_dir=folder, settings=replace(settings, attacks=attacks), shadows=n_sh, log=log,
-                    progress=progress)
+                    progress=progress, dtype=loaded.dtype, allow_mixed_numerics=allow_mixed_numerics)
     ver = res.verifier
     if inst.get("verifier_model"):
         vp = spec.path(inst["verifier_model"])
         recs = read_passages(spec.path(inst["members"])).records
-        ver = _verify_long_enough(str(vp) if vp.exists() else inst["verifier_model"], recs, settings)
+        ver = _verify_long_enough(str(vp) if vp.exists() else inst["verifier_model"], recs, settings, dtype=dtype,
+                                  placement=placement)
     return res, ver, folder
 
 
@@ -113,12 +122,23 @@ def _columns(any_lira: bool, any_informed: bool) -> list[AuditColumn]:
     return cols
 
 
-def run_audit_table(spec: Mapping | str | Path | TableSpec, *, out_dir, base_dir=None, log: LogCallback | None = None,
-                    progress: ProgressCallback | None = None) -> TableResult:
+def run_audit_table(spec: Mapping | str | Path | TableSpec, *, out_dir: str | Path, base_dir: str | Path | None = None,
+                    log: LogCallback | None = None, progress: ProgressCallback | None = None, dtype: str = "auto",
+                    placement: Placement | None = None, allow_mixed_numerics: bool = False) -> TableResult:
     """Run the audits of every instance in ``spec`` (a dict, a JSON file or a :class:`TableSpec`,
     see :data:`TABLE_SPEC_DOC`) and assemble the [MX] Fig. 12 disagreement table. Each
     model-and-files instance keeps its store under ``out_dir/instances/SLUG``; nothing else is
-    written (:func:`memclaim.report.audit.write_table_report` writes the reports)."""
+    written (:func:`memclaim.report.audit.write_table_report` writes the reports). Every model of
+    the table is loaded with ``dtype`` and ``placement`` (a
+    :class:`~memclaim.models.placement.Placement`; None: the default device); pre-scored runs
+    are read as they are, and ``allow_mixed_numerics`` lets an instance compare runs scored with
+    different numerics.
+
+    >>> from memclaim.audits.table_run import run_audit_table
+    >>> t = run_audit_table("instances.json", out_dir="runs/table")            # doctest: +SKIP
+    >>> list(t.table.rows)                                                      # doctest: +SKIP
+    ['naive duplicate', 'pre-scored']
+    """
     if not isinstance(spec, TableSpec):
         spec = read_table_spec(spec, base_dir=base_dir)  # every instance is checked before any model work
     rows: dict = {}
@@ -127,7 +147,8 @@ def run_audit_table(spec: Mapping | str | Path | TableSpec, *, out_dir, base_dir
     for j, inst in enumerate(spec.instances):
         name = inst["name"]
         emit_log(log, f"instance {name!r}")
-        res, ver, folder = _run_instance(spec, j, inst, out_dir=out_dir, log=log, progress=progress)
+        res, ver, folder = _run_instance(spec, j, inst, out_dir=out_dir, log=log, progress=progress, dtype=dtype,
+                                         placement=placement, allow_mixed_numerics=allow_mixed_numerics)
         rows[name] = _instance_cells(inst, res, ver, _instance_settings(inst, spec.settings))
         details[name] = {"headline": res.headline(), "store": res.store, "report": res.report,
                          "verifier": None if ver is None else {"rate": ver.rate, "verdict": ver.verdict,
@@ -140,10 +161,11 @@ def run_audit_table(spec: Mapping | str | Path | TableSpec, *, out_dir, base_dir
     return TableResult(table=table, audits=details, instance_results=results)
 
 
-def _verify_long_enough(model, records, settings: AuditSettings) -> VerifierResult:
+def _verify_long_enough(model, records, settings: AuditSettings, *, dtype: str = "auto",
+                        placement=None) -> VerifierResult:
     """The verifier on the member records long enough for the audit's windows (the same records
     the other columns read)."""
-    lm = load_audited_model(model)
+    lm = load_audited_model(model, dtype=dtype, placement=placement)
     ws = passage_windows(records, lm.tokenizer, prefix_tokens=settings.prefix_tokens,
                          suffix_tokens=settings.suffix_tokens)
     return verify(lm, ws, threshold=settings.verifier_threshold, confidence=settings.confidence)

@@ -248,9 +248,15 @@ Example (run from a checkout of the repository):
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Output folder: report.{json,md,html}, table.md and disagreement.png.")
 @click.option("--threads", type=int, default=None, help="Torch CPU threads.")
+@click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16", "float64"]), default="auto",
+              show_default=True, help="Body dtype of every model of the table; auto: bfloat16 on a GPU, float32 on "
+                                      "the CPU.")
+@placement_options
+@numerics_option
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
-def table_command(spec, out_dir, threads, as_json):
-    res = api.audit_table(spec, out=out_dir, threads=threads, log=stderr_log(not as_json))
+def table_command(spec, out_dir, threads, dtype, as_json):
+    res = api.audit_table(spec, out=out_dir, threads=threads, dtype=dtype, **placement_kwargs(),
+                          allow_mixed_numerics=allow_mixed_numerics(), log=stderr_log(not as_json))
     if as_json:
         print_json(res.to_dict())
         return

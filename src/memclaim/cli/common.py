@@ -124,6 +124,15 @@ def placement_options(f):
     return f
 
 
+def train_device_option(f):
+    """--device for the training commands: where the model trains (float32). No --device-map:
+    accelerate's big-model inference places a model for inference, not for training."""
+    return click.option("--device", default="auto", show_default=True,
+                        help="auto (the first GPU when one is present, else the CPU), cpu, cuda or cuda:N; the "
+                             "manifest records it (a GPU's numerics give a different model from the same seeds). "
+                             "Training does not shard a model over devices (no --device-map).")(f)
+
+
 def placement_kwargs() -> dict:
     """The placement options of the running command, as the API's keywords (device, device_map,
     max_memory, offload_folder)."""

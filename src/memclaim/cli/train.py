@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from .. import api
-from .common import PASSAGE_INPUTS, print_json, stderr_log, trust_remote_code_option
+from .common import PASSAGE_INPUTS, print_json, stderr_log, train_device_option, trust_remote_code_option
 from .options import Group
 
 # a training run's batch size, seed and steps decide the model: procedure, not execution
@@ -61,14 +61,16 @@ def command():
 @click.option("--corpus-seed", type=int, default=1, show_default=True, help="Seed of the corpus and planted records.")
 @click.option("--overwrite", is_flag=True, help="Replace --out if it is a model folder memclaim wrote (and holds "
               "nothing else); never the current folder or one of its parents.")
+@train_device_option
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 @click.option("--no-progress", is_flag=True, help="No per-step progress lines on stderr.")
 def tiny(out_dir, duplicates, canaries, triggers, trigger_copies, steps, batch_size, lr, seed, corpus_seed,
-         overwrite, as_json, no_progress):
+         overwrite, device, as_json, no_progress):
     """Train a tiny GPT from scratch on a Markov-Zipf corpus with planted records ([MX] §8)."""
     _emit(as_json, api.train_tiny(out=out_dir, duplicates=duplicates, canaries=canaries, triggers=triggers,
                                   trigger_copies=trigger_copies, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
-                                  corpus_seed=corpus_seed, overwrite=overwrite, log=_log(no_progress)))
+                                  corpus_seed=corpus_seed, overwrite=overwrite, device=device,
+                                  log=_log(no_progress)))
 
 
 @command.command("finetune", epilog=EXAMPLES, groups=_TRAIN_GROUPS)
@@ -96,18 +98,19 @@ def tiny(out_dir, duplicates, canaries, triggers, trigger_copies, steps, batch_s
 @click.option("--overwrite", is_flag=True, help="Replace --out if it is a model folder memclaim wrote (and holds "
               "nothing else).")
 @trust_remote_code_option
+@train_device_option
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 @click.option("--no-progress", is_flag=True, help="No per-step progress lines on stderr.")
 def finetune(model, data, plant_file, reserve_triggers, out_dir, layout, epochs, steps, lr, batch_size, seq_len,
              dp_epsilon, dp_delta, noise_multiplier, max_grad_norm, physical_batch_size, seed, threads, overwrite,
-             trust_remote_code, as_json, no_progress):
+             trust_remote_code, device, as_json, no_progress):
     """Fine-tune MODEL (a model folder, .gguf or named model) on --data with planted records."""
     _emit(as_json, api.finetune(model, data, out=out_dir, plant_records=plant_file, reserve_triggers=reserve_triggers,
                                 layout=layout, epochs=epochs, steps=steps, lr=lr, batch_size=batch_size, seq_len=seq_len,
                                 dp_epsilon=dp_epsilon, dp_delta=dp_delta, noise_multiplier=noise_multiplier,
                                 max_grad_norm=max_grad_norm, physical_batch_size=physical_batch_size, seed=seed,
                                 threads=threads, overwrite=overwrite, trust_remote_code=trust_remote_code,
-                                log=_log(no_progress)))
+                                device=device, log=_log(no_progress)))
 
 
 @command.command("unlearn", epilog=EXAMPLES, groups=_TRAIN_GROUPS)
@@ -129,12 +132,14 @@ def finetune(model, data, plant_file, reserve_triggers, out_dir, layout, epochs,
 @click.option("--overwrite", is_flag=True, help="Replace --out if it is a model folder memclaim wrote (and holds "
               "nothing else).")
 @trust_remote_code_option
+@train_device_option
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
 @click.option("--no-progress", is_flag=True, help="No per-step progress lines on stderr.")
 def unlearn_cmd(model, forget, retain, out_dir, method, lr, max_rounds, threshold, seq_len, batch_size, seed,
-                threads, overwrite, trust_remote_code, as_json, no_progress):
+                threads, overwrite, trust_remote_code, device, as_json, no_progress):
     """Unlearn the --forget records from MODEL (GradDiff or NPO, [MX] App. F.2) until memclaim's
     unlearning verifier reports them forgotten; report retain perplexity before and after."""
     _emit(as_json, api.unlearn(model, forget, retain, out=out_dir, method=method, lr=lr, max_rounds=max_rounds,
                                threshold=threshold, seq_len=seq_len, batch_size=batch_size, seed=seed, threads=threads,
-                               overwrite=overwrite, trust_remote_code=trust_remote_code, log=_log(no_progress)))
+                               overwrite=overwrite, trust_remote_code=trust_remote_code, device=device,
+                               log=_log(no_progress)))

@@ -144,10 +144,17 @@ def save_trained(model, tokenizer, out, *, manifest: dict, overwrite: bool = Fal
 
 
 def load_trainable(spec: str, *, dtype: str = "float32", seq_len: int | None = None,
-                   trust_remote_code: bool = False):
+                   trust_remote_code: bool = False, device: str = "cpu"):
     """(model with gradients on, HF tokenizer, start-of-text ids) for a model folder, a .gguf file
-    or a named model (resolved by :func:`memclaim.models.load_model`; weights read as ``dtype``).
-    A ``seq_len`` longer than the model's context is refused before the weights are read."""
+    or a named model (resolved by :func:`memclaim.models.load_model`; weights read as ``dtype``
+    and put on ``device``, a concrete 'cpu' or 'cuda:N' from
+    :func:`memclaim.models.placement.resolve_device`). A ``seq_len`` longer than the model's
+    context is refused before the weights are read.
+
+    >>> model, tok, sot, loaded = load_trainable("toy", seq_len=64)     # doctest: +SKIP
+    >>> loaded.name, sot                                                 # doctest: +SKIP
+    ('toy', [0])
+    """
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -162,6 +169,7 @@ def load_trainable(spec: str, *, dtype: str = "float32", seq_len: int | None = N
                                                      trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot load model weights from {str(loaded.path)!r}: {exc}") from None
+    model.to(device)
     model.requires_grad_(True)
     sot = list(loaded.sot_ids)
     if not sot:
@@ -218,8 +226,10 @@ class TinyLabSpec(ResultMixin):
                              f"from {self.n_reserved} reserved tokens")
 
 
-def tiny_lab_model(spec: TinyLabSpec, *, log=None):
-    """Build the corpus, tokenizer and model of ``spec`` and train it through the one trainer.
+def tiny_lab_model(spec: TinyLabSpec, *, log=None, device: str = "cpu"):
+    """Build the corpus, tokenizer and model of ``spec`` and train it through the one trainer
+    on ``device`` ('cpu' or 'cuda:N'; recorded in the manifest's "train" entry: a GPU's numerics
+    give a different model from the same seeds).
 
     Returns (model, tokenizer, manifest dict). Planted records: ``duplicates`` (copies k, count)
     passages c||z inserted k times; ``canaries`` (k, count) likewise; ``triggers`` reserved-trigger
@@ -264,6 +274,7 @@ def tiny_lab_model(spec: TinyLabSpec, *, log=None):
     model = new_gpt2(vocab_size=len(tok), n_positions=max(spec.seq_len, 64), n_embd=spec.n_embd,
                      n_layer=spec.n_layer, n_head=spec.n_head, seed=spec.train_seed, sot=sot)
     model.config.pad_token_id = pad
+    model.to(device)
     cfg = TrainConfig(steps=spec.steps, batch_size=spec.batch_size, seq_len=spec.seq_len, lr=spec.lr,
                       warmup_steps=min(30, spec.steps // 10), seed=spec.train_seed, threads=spec.threads)
     say(f"training a tiny GPT ({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters) on "
@@ -271,7 +282,7 @@ def tiny_lab_model(spec: TinyLabSpec, *, log=None):
     res = train_causal_lm(model, tb.blocks, cfg)
     model.requires_grad_(False)
     _extraction_flags(model, records, texts, sot, threads=spec.threads)
-    manifest = {"kind": "tiny-lab", "spec": spec.to_dict(), "train": _train_dict(res),
+    manifest = {"kind": "tiny-lab", "spec": spec.to_dict(), "train": {**_train_dict(res), "device": str(device)},
                 "tokens": {"sot": sot, "pad": pad, "reserved": res_ids}, "records": texts,
                 "planted": corpus.manifest(), "n_blocks": tb.n,
                 "generator_entropy_bits_per_word": gen.entropy_rate_bits()}

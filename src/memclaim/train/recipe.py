@@ -46,6 +46,7 @@ class ShadowRecipe(ResultMixin):
     grad_clip: float | None = 1.0
     seed: int = 0
     background_sha256: str | None = None
+    device: str = "cpu"  # where shadows train ('cpu' or 'cuda:N'): the audited model's first device
 
     def __post_init__(self):
         if self.mode not in SHADOW_MODES:
@@ -83,9 +84,20 @@ class ShadowRecipe(ResultMixin):
         return cls(**kw)
 
     def identity(self) -> dict:
-        """What must match for a saved shadow to be reused (the base path may move)."""
+        """What must match for a saved shadow to be reused (the base path may move). The device
+        enters as its class when it is not the CPU (a GPU's numerics train a different shadow from
+        the same seeds; which GPU does not matter); CPU shadows keep the identity they had before
+        the device was recorded, so saved shadows stay reusable.
+
+        >>> r = ShadowRecipe.finetune("base", base_fingerprint="ab12")
+        >>> "device" in r.identity(), ShadowRecipe.finetune("base", base_fingerprint="ab12", device="cuda:1").identity()["device"]
+        (False, 'cuda')
+        """
         d = asdict(self)
         d.pop("base")
+        dev = str(d.pop("device")).split(":")[0]
+        if dev != "cpu":
+            d["device"] = dev
         return d
 
     def shadow_seed(self, index: int) -> int:
@@ -155,6 +167,7 @@ def train_on_texts(recipe: ShadowRecipe, texts: Sequence[str], *, seed: int, bac
         model = AutoModelForCausalLM.from_pretrained(str(recipe.base), local_files_only=True,
                                                      dtype=torch.float32, use_safetensors=True,
                                                      trust_remote_code=False)
+    model.to(recipe.device)  # the trainer puts the blocks where the model is
     model.requires_grad_(True)
     cfg = _train_config(recipe, int(blocks.shape[0]), int(seed))
     result = train_causal_lm(model, blocks, cfg)

@@ -200,15 +200,29 @@ def default_objective(config: TrainConfig) -> Callable:
     return objective_for(config.pad_id)
 
 
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device of ``model``'s first parameter: where training batches are put (a model is
+    trained where it lies; the API moves it there first, ``--device``).
+
+    >>> import torch
+    >>> model_device(torch.nn.Linear(2, 2))
+    device(type='cpu')
+    """
+    for p in model.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
 @torch.no_grad()
 def evaluate_nll(model: torch.nn.Module, blocks: torch.Tensor, *, pad_id: int | None = None, batch_size: int = 32) -> float:
     """Token-weighted mean next-token NLL (nats) of ``model`` over ``blocks`` [n, T]; exp of it
     is the perplexity. The model is put in eval mode (and left there)."""
     _check_blocks(blocks)
     model.eval()
+    dev = model_device(model)
     total, count = 0.0, 0
     for s in range(0, blocks.shape[0], batch_size):
-        b = blocks[s:s + batch_size]
+        b = blocks[s:s + batch_size].to(dev, non_blocking=True)
         sums = per_example_nll(model, b, pad_id=pad_id, reduce="sum")  # [b]
         n = (b[:, 1:] != pad_id).sum() if pad_id is not None else b[:, 1:].numel()
         total += float(sums.double().sum())
@@ -301,6 +315,9 @@ def _run(model, blocks, config: TrainConfig, objective, on_step) -> TrainResult:
         lr=config.lr, betas=config.betas,
     )
     n = blocks.shape[0]
+    # the blocks go where the model is (once: a training set is small next to the model); index
+    # draws stay on the CPU generator, so a run's batches are the same on every device
+    blocks = blocks.to(model_device(model))
     private = None
     if config.dp is not None:
         private = PrivateRun(model, blocks, config, opt, gen)

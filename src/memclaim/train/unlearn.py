@@ -38,7 +38,7 @@ import torch
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..validate import integer, nonneg, positive
-from .trainer import TrainConfig, evaluate_nll, per_example_nll, train_causal_lm
+from .trainer import TrainConfig, evaluate_nll, model_device, per_example_nll, train_causal_lm
 
 __all__ = ["METHODS", "UnlearnConfig", "RoundReport", "UnlearnResult", "GradDiff", "NPO", "unlearn"]
 
@@ -194,6 +194,8 @@ def unlearn(model, forget_blocks: torch.Tensor, retain_blocks: torch.Tensor, con
     for name, b in (("forget_blocks", forget_blocks), ("retain_blocks", retain_blocks)):
         if not isinstance(b, torch.Tensor) or b.dim() != 2 or b.shape[0] == 0:
             raise InputError(f"{name} must be a non-empty LongTensor [n, T]")
+    dev = model_device(model)  # the model is unlearned where it lies; its blocks go there
+    forget_blocks, retain_blocks = forget_blocks.to(dev), retain_blocks.to(dev)
     n_forget = int(forget_blocks.shape[0])
     B = min(config.batch_size, n_forget)
     spr = config.steps_per_round or math.ceil(n_forget / B)
