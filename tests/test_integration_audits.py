@@ -66,7 +66,7 @@ def toy_audit(toy, toy_sets, toy_reference, tmp_path_factory):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small models: threads only add contention on a busy CPU
     try:
-        res = run_audit(toy, members, controls, out_dir=out, settings=AuditSettings(fpr="0.01"),
+        res = run_audit(toy, members, controls, out_dir=out, settings=AuditSettings(prefix_tokens=32, suffix_tokens=32, fpr="0.01"),
                         reference=toy_reference)
     finally:
         torch.set_num_threads(threads)
@@ -102,7 +102,7 @@ def test_cli_reuses_the_library_run(toy_audit, toy_sets, tmp_path, capsys):
                                                          for r in rows) + "\n")
     rc = cli_main(["audit", "toy", "--members", str(tmp_path / "m.jsonl"), "--controls", str(tmp_path / "c.jsonl"),
                    "--out", str(out), "--attacks", "loss,min-k++", "--prefix-tokens", "32", "--suffix-tokens", "32",
-                   "--json"])  # the library run's AuditSettings windows (the CLI's default is 50 + 50 since 0.2)
+                   "--json"])  # the library run's windows (the default is 50 + 50 since 0.2)
     cap = capsys.readouterr()
     assert rc == 0, cap.err
     d = json.loads(cap.out)
@@ -117,7 +117,8 @@ def test_trigger_extraction_is_a_second_prompt_rule(toy, toy_sets, toy_audit):
     out, _ = toy_audit
     members, controls = toy_sets
     res = run_audit(toy, members, controls[:20], out_dir=out,
-                    settings=AuditSettings(trigger="zzq {not a template} ", attacks=("loss",)))
+                    settings=AuditSettings(prefix_tokens=32, suffix_tokens=32, trigger="zzq {not a template} ",
+                                           attacks=("loss",)))
     assert res.trigger_extraction.prompt == "trigger" and res.trigger_extraction.greedy_successes == 0
     assert res.extraction.greedy_successes > 0
     assert res.scoring["members"]["units_scored"] == 0 and "trigger:members" in res.scoring
@@ -235,7 +236,8 @@ def test_disagreement_table_with_a_model_instance(toy, toy_sets, tmp_path):
     for name, rows in (("m", members), ("c", controls[:60])):
         (tmp_path / f"{name}.jsonl").write_text("\n".join(json.dumps({"id": r["id"], "text": r["text"]})
                                                          for r in rows) + "\n")
-    spec = {"instances": [{"name": "toy k=16", "model": "toy", "members": "m.jsonl", "nonmembers": "c.jsonl",
+    spec = {"settings": {"prefix_tokens": 32, "suffix_tokens": 32},  # toy texts: 71-82 tokens (default 50 + 50)
+            "instances": [{"name": "toy k=16", "model": "toy", "members": "m.jsonl", "nonmembers": "c.jsonl",
                            "verifier_model": "toy", "baseline": {"kappa": 0.01},
                            "informed": {"successes": 16, "trials": 16}}]}
     (tmp_path / "spec.json").write_text(json.dumps(spec))

@@ -10,13 +10,11 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..text.io import FORMATS as INPUT_FORMATS  # the --format choices (text/io imports nothing heavy)
+from ..text.windows import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS  # [EM] §4: 50 + 50, one home
 
 __all__ = ["DEFAULT_PREFIX_TOKENS", "DEFAULT_SUFFIX_TOKENS", "INPUT_FORMATS", "window_lengths", "check_out_dir",
            "set_threads", "renamed_keywords"]
 
-# one default for every command and API function that cuts windows ([EM] §4: 50-token prefix and suffix)
-DEFAULT_PREFIX_TOKENS = 50
-DEFAULT_SUFFIX_TOKENS = 50
 
 
 def renamed_keywords(**renamed: str):

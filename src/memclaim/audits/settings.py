@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from ..decoding import Policy
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
+from ..text.windows import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
 from ..validate import in_open_unit, integer
 from .attacks import _exact_k
 from .metrics import exact_level
@@ -30,8 +31,8 @@ class AuditSettings(ResultMixin):
     'top-k:40'
     """
 
-    prefix_tokens: int = 32
-    suffix_tokens: int = 32
+    prefix_tokens: int = DEFAULT_PREFIX_TOKENS  # [EM] §4: 50 + 50, as every command (32 + 32 before 0.2)
+    suffix_tokens: int = DEFAULT_SUFFIX_TOKENS
     attacks: tuple[str, ...] | None = None
     k: object = "0.2"
     fpr: object = None

@@ -14,7 +14,7 @@ from ..models.placement import Placement
 from ..progress import LogCallback, ProgressCallback, emit_log
 from ..scoring.results import load_run_scores
 from ..text.io import read_passages
-from ..text.windows import passage_windows
+from ..text.windows import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, passage_windows
 from .result import AuditResult
 from .run import audit_runs, load_audited_model, run_audit
 from .settings import AuditSettings
@@ -43,8 +43,8 @@ class TableResult(ResultMixin):
 
 
 def _instance_settings(inst: dict, gs: dict) -> AuditSettings:
-    return AuditSettings(prefix_tokens=int(inst.get("prefix_tokens", gs.get("prefix_tokens", 32))),
-                         suffix_tokens=int(inst.get("suffix_tokens", gs.get("suffix_tokens", 32))),
+    return AuditSettings(prefix_tokens=int(inst.get("prefix_tokens", gs.get("prefix_tokens", DEFAULT_PREFIX_TOKENS))),
+                         suffix_tokens=int(inst.get("suffix_tokens", gs.get("suffix_tokens", DEFAULT_SUFFIX_TOKENS))),
                          confidence=float(gs.get("confidence", 0.95)), k=gs.get("k", "0.2"),
                          verifier_threshold=float(gs.get("verifier_threshold", DEFAULT_THRESHOLD)),
                          extraction_policy=None, attacks=None)

@@ -16,8 +16,9 @@ TABLE_SPEC_DOC = """\
 SPEC.json for `memclaim audit table` (paths relative to the file's folder):
 
 {
-  "settings": {"prefix_tokens": 32, "suffix_tokens": 32, "confidence": 0.95,
-               "verifier_threshold": 0.15, "shadows": 0},            (all optional)
+  "settings": {"prefix_tokens": 50, "suffix_tokens": 50, "confidence": 0.95,
+               "verifier_threshold": 0.15, "shadows": 0},            (all optional; these
+                                                                      are the defaults)
   "instances": [
     {"name": "naive duplicate",                                      (row label, unique)
      "model": "runs/model-a",                                        (model spec or folder)

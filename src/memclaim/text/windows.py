@@ -85,6 +85,10 @@ def _spans(offsets: Sequence[tuple[int, int]], start: int, n_prefix: int, n_suff
 
 
 # --------------------------------------------------------------------------- stable cuts
+# one default window for every command, API function and audit that cuts windows ([EM] §4:
+# 50-token prefix and suffix); memclaim.api re-exports them
+DEFAULT_PREFIX_TOKENS = 50
+DEFAULT_SUFFIX_TOKENS = 50
 GUARD_TOKENS = 8  # tokens a slice must extend beyond the window on each cut side
 SLICE_CHARS_PER_TOKEN = 8  # first slice: this many characters per token needed (English BPE: ~4)
 SLICE_MIN_CHARS = 256
