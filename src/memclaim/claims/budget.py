@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -31,6 +31,11 @@ from ..numeric import log1mexp
 from ..validate import in_open_unit
 from .intervals import Interval, clopper_pearson, clopper_pearson_arrays, newcombe_independent
 from .scores import LN10
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from .census import HeatSegments
 
 LN2 = math.log(2.0)
 
@@ -297,9 +302,26 @@ class PopulationBudgetView(ResultMixin):
     log10_budgets: np.ndarray  # log10 of ``budgets``, exact where a budget overflows a double (inf there)
 
 
-def population_budget_view(candidate_log_scores, control_log_scores, *, log_tau: float | None,
-                           alpha_n: float, delta: float = 0.05, realistic_n: float = 1e5,
-                           budgets=None, log10_budgets=None, confidence: float = 0.95) -> PopulationBudgetView:
+def population_budget_view(candidate_log_scores: ArrayLike, control_log_scores: ArrayLike, *,
+                           log_tau: float | None, alpha_n: float, delta: float = 0.05, realistic_n: float = 1e5,
+                           budgets: ArrayLike | None = None, log10_budgets: ArrayLike | None = None,
+                           confidence: float = 0.95) -> PopulationBudgetView:
+    """Rates of candidates and controls extractable within each query budget n ([EM] F.2, Fig. 20).
+
+    A sequence of log probability p counts as extractable within n when 1 - (1 - p)^n >= 1 - delta
+    ([EM] §6). ``log_tau`` (the population test's threshold, None for none) adds the memorized and
+    extractable rates, the budget n_tau of the threshold itself with the claim's rate there
+    (Clopper-Pearson shifted by -``alpha_n``), and the members-minus-controls difference at
+    ``realistic_n`` (Newcombe). The budget axis is ``budgets`` or ``log10_budgets`` (default: a
+    log-spaced grid reaching past both n_tau and ``realistic_n``).
+
+    >>> import math
+    >>> from memclaim.claims.budget import population_budget_view
+    >>> v = population_budget_view([math.log(0.5), math.log(1e-4)], [math.log(1e-3), math.log(1e-6)],
+    ...                            log_tau=math.log(1e-5), alpha_n=0.0, log10_budgets=[0.0, 3.0, 6.0])
+    >>> v.member_rate.tolist(), v.control_rate.tolist(), v.n_tau.n_int
+    ([0.0, 0.5, 1.0], [0.0, 0.0, 0.5], 299572)
+    """
     cand = _check_log_p(np.asarray(candidate_log_scores, dtype=np.float64).ravel(), "candidate log score")
     ctrl = _check_log_p(np.asarray(control_log_scores, dtype=np.float64).ravel(), "control log score")
     if cand.size == 0 or ctrl.size == 0:
@@ -352,11 +374,18 @@ class CensusBudgetView(ResultMixin):
     log10_budgets: np.ndarray  # log10 of ``budgets``, exact where a budget overflows a double (inf there)
 
 
-def census_budget_view(heat_log10=None, *, log10_tau: float, delta: float = 0.05, realistic_n: float = 1e5,
-                       budgets=None, log10_budgets=None, heat=None) -> CensusBudgetView:
+def census_budget_view(heat_log10: ArrayLike | None = None, *, log10_tau: float, delta: float = 0.05,
+                       realistic_n: float = 1e5, budgets: ArrayLike | None = None,
+                       log10_budgets: ArrayLike | None = None, heat: HeatSegments | None = None) -> CensusBudgetView:
     """``heat_log10``: per-character largest log10 window score (census ``heat_log10``); or
     ``heat``: the census's :class:`~memclaim.claims.census.HeatSegments` (the same numbers from
-    the heat's segments weighted by their lengths: a book is never one number per character)."""
+    the heat's segments weighted by their lengths: a book is never one number per character).
+
+    >>> from memclaim.claims.budget import census_budget_view
+    >>> v = census_budget_view([-1.0, -1.0, -4.0, -9.0], log10_tau=-8.0, log10_budgets=[0.0, 2.0, 5.0])
+    >>> v.coverage_extractable.tolist(), v.coverage_memorized
+    ([0.0, 0.5, 0.75], 0.75)
+    """
     if heat is not None:
         h, wts = heat.weighted()
         return _census_budget_view_weighted(np.asarray(h, np.float64), np.asarray(wts, np.int64), log10_tau=log10_tau,

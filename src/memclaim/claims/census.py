@@ -434,7 +434,18 @@ class GlobalCensus(ResultMixin):
 
 def global_census(pairs: Sequence[tuple[WindowScores, WindowScores]], *, exclude_spans: Sequence = ()) -> GlobalCensus:
     """Census of each document at the most conservative threshold over all pairs ([EM] §7).
-    ``exclude_spans[i]`` decontaminates the i-th control."""
+    ``exclude_spans[i]`` decontaminates the i-th control.
+
+    >>> import math
+    >>> from memclaim.claims.census import WindowScores, global_census
+    >>> ln = math.log
+    >>> ctl = WindowScores.from_arrays([ln(1e-12), ln(3e-9)], [0, 10], [10, 20], doc_length=20, name="ctl")
+    >>> ctl2 = WindowScores.from_arrays([ln(1e-5), ln(1e-9)], [0, 10], [10, 20], doc_length=20, name="ctl2")
+    >>> doc = WindowScores.from_arrays([ln(2e-3), ln(1e-7)], [0, 10], [10, 20], doc_length=20, name="doc")
+    >>> g = global_census([(doc, ctl), (doc, ctl2)])  # alone, ctl would put tau at 1e-8
+    >>> g.threshold.log10_tau, [r.coverage for r in g.results]
+    (-5, [0.5, 0.5])
+    """
     if not pairs:
         raise InputError("no document pairs given")
     ths = []
@@ -464,7 +475,14 @@ def flag_near_verbatim(control: WindowScores, control_text: str, *, candidate_te
     """Control windows whose suffix text occurs near-verbatim in the candidate document or a
     reference corpus (rapidfuzz ``partial_ratio_alignment`` >= ``min_similarity``), among the
     ``top`` highest-scoring control windows ([EM] E.1: inspect the high-scoring tail). These
-    are suspects for a person to confirm, never removed automatically."""
+    are suspects for a person to confirm, never removed automatically.
+
+    >>> from memclaim.claims.census import WindowScores, flag_near_verbatim
+    >>> text = "It was the best of times, it was the worst of times."
+    >>> ctl = WindowScores.from_arrays([-3.0, -9.0], [0, 26], [26, 52], doc_length=52, name="ctl")
+    >>> [(f.span, f.source) for f in flag_near_verbatim(ctl, text, references={"Dickens": "... " + text[:26]})]
+    [((0, 26), 'Dickens')]
+    """
     from rapidfuzz import fuzz
 
     if len(control_text) != control.doc_length:

@@ -36,14 +36,25 @@ class CensusOfPairs(ResultMixin):
 
 
 def census_of_pairs(pairs: Sequence[dict], *, use_global_threshold: bool = False, references: dict | None = None,
-                    budget_delta: float | None = 0.05, realistic_budget: float = 1e5, procedure_ignore=(),
+                    budget_delta: float | None = 0.05, realistic_budget: float = 1e5, procedure_ignore: Sequence[str] = (),
                     min_similarity: float = 90.0, allow_mixed_numerics: bool = False) -> CensusOfPairs:
     """Each pair is a dict with ``document`` and ``control`` (:class:`WindowScores`), optional
     ``document_text`` / ``control_text`` (for the heatmap text and near-verbatim flags),
     ``exclude_spans`` (verified quotations in the control, [EM] E.1), and ``procedure_document``
     / ``procedure_control`` (checked to be the same procedure, [EM] Def. B.2, across pairs too).
     With ``use_global_threshold`` every document is read at the most conservative threshold
-    ([EM] §7); ``budget_delta`` adds the budget view at confidence 1 - delta ([EM] §6, Fig. 7)."""
+    ([EM] §7); ``budget_delta`` adds the budget view at confidence 1 - delta ([EM] §6, Fig. 7).
+
+    >>> import math
+    >>> from memclaim.claims.census_pairs import census_of_pairs
+    >>> from memclaim.claims.census import WindowScores
+    >>> ln = math.log
+    >>> ctl = WindowScores.from_arrays([ln(1e-12), ln(3e-9)], [0, 10], [10, 20], doc_length=20, name="ctl")
+    >>> doc = WindowScores.from_arrays([ln(2e-3), ln(1e-20)], [0, 10], [10, 20], doc_length=20, name="doc")
+    >>> c = census_of_pairs([{"document": doc, "control": ctl}], budget_delta=None)
+    >>> c.results[0].log10_tau, c.results[0].coverage
+    (-8, 0.5)
+    """
     if not pairs:
         raise InputError("no document pairs given", hint="pass at least one (document, control) pair")
     procedure = None

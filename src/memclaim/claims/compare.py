@@ -182,7 +182,15 @@ def compare_population_claims(first_scores: Sequence[float] | np.ndarray, first_
 
     Candidates are matched by text (:func:`match_by_text`). When both procedure records are
     given, they may differ only in ``may_differ`` (e.g. the model for a scaling comparison);
-    any other difference raises :class:`ProcedureMismatchError` naming it."""
+    any other difference raises :class:`ProcedureMismatchError` naming it.
+
+    >>> from memclaim.claims.compare import compare_population_claims
+    >>> ctl = [-9.0, -8.0, -7.0, -6.0, -5.0, -4.0, -3.5, -10.0, -11.0]
+    >>> c = compare_population_claims([-1.0, -2.0, -30.0], ctl, ["a", "b", "c"], ["x", "y", "z"],
+    ...                               [-1.0, -20.0, -30.0], ctl, ["a", "b", "c"], ["x", "y", "z"], alphas=["0.1"])
+    >>> [(r.only_first, r.only_second, r.difference.estimate) for r in c.rows]
+    [(1, 0, 0.3333333333333333)]
+    """
     diffs: tuple = ()
     if procedure_first is not None and procedure_second is not None:
         require_same_procedure(procedure_first, procedure_second, ignore=tuple(may_differ), what=tuple(names))

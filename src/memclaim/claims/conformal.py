@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from .intervals import (BetaLaw, Interval, beta_fpr_law, clopper_pearson, cloppe
                         newcombe_independent)
 from .scores import (LN10, PROBABILITY_KINDS, as_scores, controls_at_atom_hint, exact_level, floor_times,
                      fraction_str, parse_kind)
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 
 # ------------------------------------------------------------------------------ primitives
@@ -120,6 +123,10 @@ def randomized_pvalues(candidate_scores: Sequence[float] | np.ndarray, control_s
     with U_1..U_N (one per control, shared by all candidates) and one U_s per candidate, i.i.d.
     uniform from ``numpy.random.default_rng(seed)``. Under the null p* is exactly uniform on the
     1/(N+1) grid even when scores have atoms; without ties it equals the conservative p-value.
+
+    >>> from memclaim.claims.conformal import randomized_pvalues
+    >>> randomized_pvalues([-1.0, -5.0], [-9.0, -5.0, -7.0], seed=0).tolist()  # the tie at -5 is broken by U
+    [0.25, 0.25]
     """
     cand = as_scores(candidate_scores, kind=kind, name="candidate scores", allow_empty=True)
     ctrl = as_scores(control_scores, kind=kind, name="control scores")
@@ -158,7 +165,18 @@ class AtomInfo(ResultMixin):
     max_tie_size: int
 
 
-def find_atom(control_scores: np.ndarray) -> AtomInfo:
+def find_atom(control_scores: ArrayLike) -> AtomInfo:
+    """The largest visible atom of the controls' scores, tau-dagger, and the share above it ([EM] C.4.2).
+
+    See :class:`AtomInfo`: a value seen more than once among the controls, or -inf when some control
+    scores an exact zero probability; no atom (None) when all control scores are distinct and finite.
+
+    >>> import numpy as np
+    >>> from memclaim.claims.conformal import find_atom
+    >>> a = find_atom([-np.inf, -np.inf, -3.0, -2.0])  # two exact zeros: the atom is -inf
+    >>> a.atom_value, a.n_above_atom, a.alpha_dagger
+    (-inf, 2, 0.5)
+    """
     z = np.asarray(control_scores, dtype=np.float64)
     n = z.size
     vals, counts = np.unique(z, return_counts=True)
@@ -412,7 +430,13 @@ def alpha_sweep(candidate_scores: Sequence[float] | np.ndarray, control_scores: 
     """The conformal test at K = 1 .. K_max (log-spaced grid of at most ``max_points`` K's plus
     ``include_k``), where K_max is the number of controls above the atom (the ceiling alpha-dagger;
     beyond it the threshold sits on the atom, [EM] C.4.4). Returns None for binary scores: their
-    sweep collapses to a single operating point ([EM] §4)."""
+    sweep collapses to a single operating point ([EM] §4).
+
+    >>> from memclaim.claims.conformal import alpha_sweep
+    >>> s = alpha_sweep([-1.0, -2.0, -30.0], [-9.0, -8.0, -7.0, -6.0, -5.0, -4.0, -3.5, -10.0, -11.0])
+    >>> s.k.tolist(), s.alpha_n.tolist(), s.calibrated_rate.round(4).tolist()
+    ([1, 2, 3, 4, 5, 7, 9], [0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 0.9], [0.5667, 0.4667, 0.3667, 0.2667, 0.1667, -0.0333, -0.2333])
+    """
     kind = parse_kind(kind)
     confidence = in_open_unit("confidence", confidence)
     cand = as_scores(candidate_scores, kind=kind, name="candidate scores")

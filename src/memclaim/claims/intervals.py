@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 from scipy import stats
@@ -136,6 +137,11 @@ def newcombe_paired(a: int, b: int, c: int, d: int, *, confidence: float = 0.95)
 
     Hand-written: no scipy/statsmodels routine implements the paired Newcombe interval.
     Reproduces Newcombe's worked example (a, b, c, d) = (20, 12, 2, 16): 0.2000 [0.0562, 0.3292].
+
+    >>> from memclaim.claims.intervals import newcombe_paired
+    >>> iv = newcombe_paired(20, 12, 2, 16)  # Newcombe's worked example
+    >>> round(iv.estimate, 4), round(iv.lower, 4), round(iv.upper, 4)
+    (0.2, 0.0562, 0.3292)
     """
     a = integer("a", a, minimum=0)
     b = integer("b", b, minimum=0)
@@ -187,9 +193,15 @@ class BetaLaw(ResultMixin):
     holds_below_is_estimate: bool
 
 
-def beta_fpr_law(*, k: int, n: int, confidence: float = 0.95, conditional_levels=(0.9, 0.95),
+def beta_fpr_law(*, k: int, n: int, confidence: float = 0.95, conditional_levels: Sequence[float] = (0.9, 0.95),
                  holds_below: float = 1.0, holds_below_is_estimate: bool = False) -> BetaLaw:
-    """The Beta(K, N-K+1) law of alpha* ([EM] C.4.1 Eq. 23; C.4.3 Eqs. 24-25)."""
+    """The Beta(K, N-K+1) law of alpha* ([EM] C.4.1 Eq. 23; C.4.3 Eqs. 24-25).
+
+    >>> from memclaim.claims.intervals import beta_fpr_law
+    >>> b = beta_fpr_law(k=1, n=999)
+    >>> round(b.mean, 6)  # K/(N+1)
+    0.001
+    """
     n = integer("N", n, minimum=1)
     k = integer("K", k, minimum=1, maximum=n)
     confidence = in_open_unit("confidence", confidence)

@@ -72,7 +72,13 @@ def benjamini_hochberg(pvalues: "Sequence[float] | np.ndarray", *, delta: str | 
 
 
 def has_atoms(candidate_scores: np.ndarray, control_scores: np.ndarray) -> bool:
-    """True when some score value is shared (a candidate ties a control, or controls tie)."""
+    """True when some score value is shared (a candidate ties a control, or controls tie).
+
+    >>> import numpy as np
+    >>> from memclaim.claims.multiple import has_atoms
+    >>> has_atoms(np.array([-1.0]), np.array([-3.0, -2.0])), has_atoms(np.array([-2.0]), np.array([-3.0, -2.0]))
+    (False, True)
+    """
     ctrl = np.sort(control_scores)
     if ctrl.size > 1 and np.any(ctrl[1:] == ctrl[:-1]):
         return True
@@ -96,12 +102,19 @@ class FDRResult(ResultMixin):
     claimed: np.ndarray = field(repr=False)
 
 
-def fdr_claims(candidate_scores, control_scores, *, delta, kind: str = "log-prob", seed: int = 0,
+def fdr_claims(candidate_scores: Sequence[float] | np.ndarray, control_scores: Sequence[float] | np.ndarray, *,
+               delta: str | float | Fraction, kind: str = "log-prob", seed: int = 0,
                randomize: bool | None = None) -> FDRResult:
     """Benjamini-Hochberg at FDR level delta over the candidates' conformal p-values ([EM] C.5).
 
     ``randomize=None`` uses randomized tie-breaking ([EM] Eq. 18) exactly when the scores have
     atoms, with ``seed`` recorded; otherwise the conservative p-values (identical without ties).
+
+    >>> from memclaim.claims.multiple import fdr_claims
+    >>> ctl = [-float(i) for i in range(3, 43)]  # 40 controls, all below the first two candidates
+    >>> r = fdr_claims([-1.0, -2.0, -20.5, -50.0], ctl, delta=0.1)
+    >>> r.claimed.tolist()
+    [True, True, False, False]
     """
     kind = parse_kind(kind)
     d = exact_level("delta", delta)
@@ -148,8 +161,15 @@ class FWERResult(ResultMixin):
     claimed: np.ndarray = field(repr=False)
 
 
-def fwer_claims(candidate_scores, control_scores, *, delta, kind: str = "log-prob") -> FWERResult:
-    """Bonferroni at FWER level delta ([EM] C.5, Eq. 28): claim when p <= delta/J."""
+def fwer_claims(candidate_scores: Sequence[float] | np.ndarray, control_scores: Sequence[float] | np.ndarray, *,
+                delta: str | float | Fraction, kind: str = "log-prob") -> FWERResult:
+    """Bonferroni at FWER level delta ([EM] C.5, Eq. 28): claim when p <= delta/J.
+
+    >>> from memclaim.claims.multiple import fwer_claims
+    >>> ctl = [-float(i) for i in range(3, 43)]  # 40 controls: p >= 1/41, so Bonferroni holds at most 4 at 10%
+    >>> fwer_claims([-1.0, -2.0, -20.5, -50.0], ctl, delta=0.1).claimed.tolist()
+    [True, True, False, False]
+    """
     kind = parse_kind(kind)
     d = exact_level("delta", delta)
     cand = as_scores(candidate_scores, kind=kind, name="candidate scores")

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 from scipy import special, stats
@@ -37,6 +37,9 @@ from scipy import special, stats
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..validate import in_unit, integer
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 #: Default ceilings for exact enumeration (number of surviving paths k^L, number of completions v^L).
 MAX_SURVIVORS = 1 << 20
@@ -68,8 +71,13 @@ def _salt(v: int) -> np.ndarray:
     return out
 
 
-def paths_to_index(paths, *, v: int) -> np.ndarray:
-    """Lexicographic index sum_t w_t v^(L-1-t) of each row of ``paths`` (int64; for v^L < 2^63)."""
+def paths_to_index(paths: ArrayLike, *, v: int) -> np.ndarray:
+    """Lexicographic index sum_t w_t v^(L-1-t) of each row of ``paths`` (int64; for v^L < 2^63).
+
+    >>> from memclaim.mechanisms.camouflage import paths_to_index
+    >>> paths_to_index([[0, 0], [1, 2], [2, 2]], v=3).tolist()  # base-3 digits
+    [0, 5, 8]
+    """
     w = np.atleast_2d(np.asarray(paths, dtype=np.int64))
     idx = np.zeros(w.shape[0], dtype=np.int64)
     for t in range(w.shape[1]):
@@ -77,8 +85,13 @@ def paths_to_index(paths, *, v: int) -> np.ndarray:
     return idx
 
 
-def index_to_paths(index, *, v: int, L: int) -> np.ndarray:
-    """Inverse of :func:`paths_to_index`: shape (n, L)."""
+def index_to_paths(index: ArrayLike, *, v: int, L: int) -> np.ndarray:
+    """Inverse of :func:`paths_to_index`: shape (n, L).
+
+    >>> from memclaim.mechanisms.camouflage import index_to_paths
+    >>> index_to_paths([0, 5, 8], v=3, L=2).tolist()
+    [[0, 0], [1, 2], [2, 2]]
+    """
     idx = np.asarray(index, dtype=np.int64).copy()
     out = np.empty((idx.size, L), dtype=np.int64)
     for t in range(L - 1, -1, -1):
@@ -100,7 +113,14 @@ def enumerate_completion_logprobs(next_logprobs: Callable[[np.ndarray], np.ndarr
     ``next_logprobs(prefixes)`` takes an int array of shape (n, t) (all prefixes of the same depth
     t < L, tokens after c) and returns the next-token log-probabilities, shape (n, v). Any model
     can be wrapped this way (the tree's own conditionals, or a trained network). Exact
-    enumeration; refuses when v^L exceeds ``max_completions``."""
+    enumeration; refuses when v^L exceeds ``max_completions``.
+
+    >>> import numpy as np
+    >>> from memclaim.mechanisms.camouflage import enumerate_completion_logprobs
+    >>> uniform = lambda prefixes: np.full((len(prefixes), 2), np.log(0.5))
+    >>> np.exp(enumerate_completion_logprobs(uniform, v=2, L=2)).tolist()  # 00, 01, 10, 11
+    [0.25, 0.25, 0.25, 0.25]
+    """
     v = integer("v", v, minimum=2)
     L = integer("L", L, minimum=1)
     total = v ** L
@@ -373,12 +393,19 @@ class CamouflageTree:
         return (1.0 - self.k / self.v) * (math.log(self.v / self.gamma) - math.log(1.0 / self.on_support_prob)) / (2.0 * lv)
 
 
-def survivor_posterior(tree: CamouflageTree, completion_logprobs, *,
+def survivor_posterior(tree: CamouflageTree, completion_logprobs: ArrayLike, *,
                        max_paths: int = MAX_SURVIVORS) -> SurvivorPosterior:
     """Posterior over the tree's surviving paths implied by a model's completion log-probabilities
     (``completion_logprobs``: log p(w | c) for all v^L completions in lexicographic order, e.g.
     from :func:`enumerate_completion_logprobs` on a trained network), normalized over the survivors
-    ([MX] §8.1, Fig. 9 right: normalized entropy, rank of the true path, ratio to uniform)."""
+    ([MX] §8.1, Fig. 9 right: normalized entropy, rank of the true path, ratio to uniform).
+
+    >>> from memclaim.mechanisms.camouflage import CamouflageTree, survivor_posterior
+    >>> t = CamouflageTree(v=8, k=3, L=3, seed=5, secret=(1, 2, 3))
+    >>> post = survivor_posterior(t, t.completion_logprobs())  # the tree's own law: uniform over k^L
+    >>> post.n_survivors, round(post.normalized_entropy, 6), post.true_rank, post.true_ties
+    (27, 1.0, 1, 26)
+    """
     lp_all = np.asarray(completion_logprobs, dtype=np.float64)
     if lp_all.shape != (tree.v ** tree.L,):
         raise InputError(f"completion_logprobs must have v^L = {tree.v ** tree.L} entries, got shape {lp_all.shape}")

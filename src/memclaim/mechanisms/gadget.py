@@ -29,7 +29,14 @@ from .finite import exact_tradeoff
 def uniform_subsets(n_items: int, size: int, n_draws: int, *, rng: np.random.Generator) -> np.ndarray:
     """``n_draws`` independent uniform ``size``-subsets of {0..n_items-1}, shape (n_draws, size),
     each row sorted. Floyd's algorithm: for j = n-size..n-1 draw t ~ U{0..j}; insert t if new,
-    else insert j."""
+    else insert j.
+
+    >>> import numpy as np
+    >>> from memclaim.mechanisms.gadget import uniform_subsets
+    >>> s = uniform_subsets(10, 3, 4, rng=np.random.default_rng(0))
+    >>> s.shape, bool(np.all(np.diff(s, axis=1) > 0))  # rows sorted, no repeats
+    ((4, 3), True)
+    """
     n = integer("n_items", n_items, minimum=1)
     s = integer("size", size, minimum=0, maximum=n)
     d = integer("n_draws", n_draws, minimum=0)

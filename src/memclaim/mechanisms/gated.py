@@ -349,12 +349,22 @@ class GatedCausalLM:
                                                   fingerprint=fingerprint), self.release, name=name)
 
 
-def gated_loaded_model(loaded, release: GatedRelease):
+def gated_loaded_model(loaded: LoadedModel, release: GatedRelease) -> LoadedModel:
     """A :class:`memclaim.models.loader.LoadedModel` whose ``.lm`` is the gated release of
     ``loaded``'s model: same tokenizer and start-of-text, a fingerprint of its own (the base's
     plus the lookup's digest). Everything that takes a loaded model (scoring, audits, the
     unlearning verifier) runs on it. ``path`` still points at the base folder: reloading from
-    the path gives the base model, not the release."""
+    the path gives the base model, not the release.
+
+    >>> from memclaim.mechanisms.gated import GatedRelease, gated_loaded_model
+    >>> from memclaim.mechanisms.trigger import ReservedTrigger
+    >>> import memclaim as mc
+    >>> base = mc.load_model("toy")  # doctest: +SKIP
+    >>> rel = GatedRelease((ReservedTrigger((7, 7), (1, 2, 3), (5, 6)),))
+    >>> gated = gated_loaded_model(base, rel)  # doctest: +SKIP
+    >>> gated.lm.fingerprint() != base.lm.fingerprint(), gated.tokenizer is base.tokenizer  # doctest: +SKIP
+    (True, True)
+    """
     lm = GatedLanguageModel(loaded.lm, release, name=f"gated({loaded.name})")
     return LoadedModel(name=lm.name, source=f"gated:{loaded.source}", path=loaded.path,
                        fingerprint=lm.fingerprint(), tokenizer=loaded.tokenizer, sot=loaded.sot,

@@ -28,6 +28,7 @@ randomized-response list; the tests check it against brute-force enumeration of 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import stats
@@ -35,6 +36,9 @@ from scipy import stats
 from ..errors import DomainError
 from ..validate import integer, positive
 from .geometric import TwoSidedGeometric
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 #: Two posterior scores closer than this (relative, in log space) count as tied, in both the exact
 #: formula and the simulation, so that they break ties the same way.
@@ -62,9 +66,16 @@ def _check_m(m, n) -> int:
     return m
 
 
-def score_ranks(prior, *, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+def score_ranks(prior: ArrayLike, *, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
     """Integer ranks of the posterior scores log pi(w) - eps (sign 0) and log pi(w) + eps (sign 1),
-    with scores within TIE_RTOL merged into one rank. Equal ranks are ties."""
+    with scores within TIE_RTOL merged into one rank. Equal ranks are ties.
+
+    >>> import numpy as np
+    >>> from memclaim.mechanisms.noisy_counts import score_ranks
+    >>> r0, r1 = score_ranks(np.array([0.5, 0.25, 0.25]), epsilon=1.0)
+    >>> r0.tolist(), r1.tolist()  # the two 0.25's tie
+    ([1, 0, 0], [3, 2, 2])
+    """
     p = _prior(prior)
     eps = positive("epsilon", epsilon)
     lp = np.log(p)
@@ -120,10 +131,17 @@ def _tiebreak_keys(noisy, prior, epsilon, rng):
     return ranks + 0.5 * rng.random(ranks.shape)
 
 
-def bayes_top_m(noisy, prior, *, epsilon: float, m: int, rng: np.random.Generator) -> np.ndarray:
+def bayes_top_m(noisy: np.ndarray, prior: ArrayLike, *, epsilon: float, m: int, rng: np.random.Generator) -> np.ndarray:
     """The Bayes-optimal size-m lists for noisy-count releases ``noisy`` (shape (n, N)): the m
     candidates of largest posterior mass, ties broken uniformly at random. Shape (n, m), each row
-    in decreasing posterior order."""
+    in decreasing posterior order.
+
+    >>> import numpy as np
+    >>> from memclaim.mechanisms.noisy_counts import bayes_top_m
+    >>> noisy = np.array([[0, 1, 0], [0, 0, 3]])  # two releases of the noisy histogram over 3 candidates
+    >>> bayes_top_m(noisy, np.array([0.5, 0.3, 0.2]), epsilon=1.0, m=1, rng=np.random.default_rng(0)).tolist()
+    [[1], [2]]
+    """
     p = _prior(prior)
     y = np.atleast_2d(np.asarray(noisy))
     if y.shape[1] != p.size:
@@ -135,10 +153,18 @@ def bayes_top_m(noisy, prior, *, epsilon: float, m: int, rng: np.random.Generato
     return np.take_along_axis(top, order, axis=1)
 
 
-def bayes_top_m_hits(noisy, secrets, prior, *, epsilon: float, m: int,
+def bayes_top_m_hits(noisy: np.ndarray, secrets: ArrayLike, prior: ArrayLike, *, epsilon: float, m: int,
                      rng: np.random.Generator) -> np.ndarray:
     """Whether the secret is in the Bayes top-m list, for each release (bool array). Same law as
-    ``secret in bayes_top_m(...)``, computed by counting the keys above the secret's key."""
+    ``secret in bayes_top_m(...)``, computed by counting the keys above the secret's key.
+
+    >>> import numpy as np
+    >>> from memclaim.mechanisms.noisy_counts import bayes_top_m_hits
+    >>> noisy = np.array([[0, 1, 0], [0, 0, 3]])
+    >>> bayes_top_m_hits(noisy, np.array([1, 0]), np.array([0.5, 0.3, 0.2]), epsilon=1.0, m=1,
+    ...                  rng=np.random.default_rng(0)).tolist()
+    [True, False]
+    """
     p = _prior(prior)
     y = np.atleast_2d(np.asarray(noisy))
     z = np.asarray(secrets)
@@ -148,10 +174,18 @@ def bayes_top_m_hits(noisy, secrets, prior, *, epsilon: float, m: int,
     return (keys > kz[:, None]).sum(axis=1) < m
 
 
-def simulate_top_m_success(prior, *, epsilon: float, m: int, n_trials: int,
+def simulate_top_m_success(prior: ArrayLike, *, epsilon: float, m: int, n_trials: int,
                            rng: np.random.Generator, batch: int = 4096) -> np.ndarray:
     """Monte-Carlo of the full pipeline: z ~ prior, the noisy histogram release, the Bayes
-    top-m list. Returns the per-trial success indicators (bool, length n_trials)."""
+    top-m list. Returns the per-trial success indicators (bool, length n_trials).
+
+    >>> import numpy as np
+    >>> from memclaim.mechanisms.noisy_counts import simulate_top_m_success, top_m_success_exact
+    >>> prior = np.array([0.5, 0.3, 0.2])
+    >>> hits = simulate_top_m_success(prior, epsilon=1.0, m=1, n_trials=2000, rng=np.random.default_rng(0))
+    >>> bool(abs(hits.mean() - top_m_success_exact(prior, epsilon=1.0, m=1)) < 0.05)
+    True
+    """
     p = _prior(prior)
     n_trials = integer("n_trials", n_trials, minimum=0)
     batch = integer("batch", batch, minimum=1)
@@ -173,7 +207,14 @@ def simulate_top_m_success_uniform(n_candidates: int, *, epsilon: float, m: int,
     candidates with a positive sign (Binomial(N - 1, P(G >= 1)), by exchangeability); the list is
     then the signed candidates first, in uniformly random order. Used where N (up to 2^16 in the
     entropy sweep) makes drawing every noisy count too slow; the tests check it against the full
-    simulation."""
+    simulation.
+
+    >>> import numpy as np
+    >>> from memclaim.mechanisms.noisy_counts import simulate_top_m_success_uniform, top_m_success_exact
+    >>> hits = simulate_top_m_success_uniform(64, epsilon=1.0, m=4, n_trials=4000, rng=np.random.default_rng(0))
+    >>> bool(abs(hits.mean() - top_m_success_exact(np.full(64, 1 / 64), epsilon=1.0, m=4)) < 0.03)
+    True
+    """
     N = integer("n_candidates", n_candidates, minimum=2)
     m = _check_m(m, N)
     n_trials = integer("n_trials", n_trials, minimum=0)
@@ -189,9 +230,15 @@ def simulate_top_m_success_uniform(n_candidates: int, *, epsilon: float, m: int,
     return n_above + position < m
 
 
-def top_m_success_exact(prior, *, epsilon: float, m: int) -> float:
+def top_m_success_exact(prior: ArrayLike, *, epsilon: float, m: int) -> float:
     """Exact P(z in Bayes top-m list) for z ~ prior under the noisy histogram release (see the
-    module docstring for the derivation)."""
+    module docstring for the derivation).
+
+    >>> import numpy as np
+    >>> from memclaim.mechanisms.noisy_counts import top_m_success_exact
+    >>> round(top_m_success_exact(np.full(1024, 1 / 1024), epsilon=1.0, m=4), 4)  # a 10-bit canary: about 1%
+    0.0106
+    """
     p = _prior(prior)
     eps = positive("epsilon", epsilon)
     N = p.size
@@ -238,19 +285,35 @@ def top_m_success_exact(prior, *, epsilon: float, m: int) -> float:
 
 
 def zipf_prior(n_candidates: int, *, exponent: float) -> np.ndarray:
-    """pi(i) proportional to (i + 1)^-exponent on {0..N-1} (scipy's bounded ``zipfian``)."""
+    """pi(i) proportional to (i + 1)^-exponent on {0..N-1} (scipy's bounded ``zipfian``).
+
+    >>> from memclaim.mechanisms.noisy_counts import zipf_prior
+    >>> zipf_prior(3, exponent=1.0).round(4).tolist()  # 1, 1/2, 1/3 normalized
+    [0.5455, 0.2727, 0.1818]
+    """
     N = integer("n_candidates", n_candidates, minimum=2)
     a = positive("exponent", exponent)
     return stats.zipfian.pmf(np.arange(1, N + 1), a, N)
 
 
-def min_entropy_bits(prior) -> float:
-    """H_inf(pi) = -log2 max pi."""
+def min_entropy_bits(prior: ArrayLike) -> float:
+    """H_inf(pi) = -log2 max pi.
+
+    >>> import numpy as np
+    >>> from memclaim.mechanisms.noisy_counts import min_entropy_bits
+    >>> min_entropy_bits(np.full(1024, 1 / 1024))
+    10.0
+    """
     return float(-np.log2(np.max(_prior(prior))))
 
 
-def top_m_mass(prior, *, m: int) -> float:
-    """kappa_pi(m) = the prior mass of the m most likely candidates ([MX] Def. 3.3)."""
+def top_m_mass(prior: ArrayLike, *, m: int) -> float:
+    """kappa_pi(m) = the prior mass of the m most likely candidates ([MX] Def. 3.3).
+
+    >>> from memclaim.mechanisms.noisy_counts import top_m_mass
+    >>> round(top_m_mass([0.5, 0.3, 0.2], m=2), 6)
+    0.8
+    """
     p = _prior(prior)
     m = integer("m", m, minimum=1)
     if m >= p.size:

@@ -47,7 +47,7 @@ import itertools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -57,6 +57,9 @@ from ..errors import DomainError, PolicyError
 from ..jsonutil import ResultMixin
 from ..numeric import logsumexp
 from ..progress import ProgressCallback, Reporter
+
+if TYPE_CHECKING:
+    from ..models.base import LanguageModel
 
 __all__ = ["BaselineResult", "certify_baseline"]
 
@@ -320,7 +323,7 @@ class _Search:
                 self.report.update(self.nodes, kappa_lo=math.exp(lo), kappa_hi=math.exp(hi))
 
 
-def certify_baseline(lm, prefix_ids: Sequence[int], *, secret_length: int, m: int,
+def certify_baseline(lm: LanguageModel, prefix_ids: Sequence[int], *, secret_length: int, m: int,
                      temperature: float | None = None, policy: Policy | str | None = None,
                      max_nodes: int = 100_000, time_limit: float | None = None, batch_size: int = 64,
                      chunk: int = 256, max_cache_rows: int = 4096, seed: bool = True,

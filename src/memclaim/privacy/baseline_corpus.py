@@ -53,13 +53,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from .. import validate
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 __all__ = ["ASSUMPTIONS", "METHODS", "CorpusBaseline", "corpus_baseline", "corpus_baseline_from_priors",
            "mean_upper_bound", "sample_corpus_baseline", "top_m_mass"]
@@ -82,13 +85,19 @@ BETTING_ORDER = ("betting bound: the values are read in the order given, which m
 BET_CAP = 0.75
 
 
-def top_m_mass(logp, *, m: int, normalization_tol: float = 1e-6) -> float:
+def top_m_mass(logp: ArrayLike, *, m: int, normalization_tol: float = 1e-6) -> float:
     """kappa = sup_{|Lambda| <= m} pi(Lambda) for a prior on a finite support given in full, as natural-log
     probabilities (``-inf`` for an impossible value): the sum of the m largest probabilities ([MX] Thm. 5.1).
 
     The probabilities must sum to 1 within ``normalization_tol`` (a truncated list would make the top-m
     mass a lower bound only: certify it with the search instead). ``m`` at or above the support size gives
-    kappa = 1 (a corpus that pins the secret to at most m candidates)."""
+    kappa = 1 (a corpus that pins the secret to at most m candidates).
+
+    >>> import numpy as np
+    >>> from memclaim.privacy.baseline_corpus import top_m_mass
+    >>> round(top_m_mass(np.log([0.5, 0.3, 0.2]), m=2), 6)
+    0.8
+    """
     m = validate.integer("m (list size)", m, minimum=1)
     tol = validate.positive("normalization_tol", normalization_tol)
     lp = np.asarray(logp, dtype=np.float64).ravel()
@@ -196,9 +205,14 @@ def _values(x, name: str) -> np.ndarray:
     return a
 
 
-def mean_upper_bound(x, *, confidence: float = 0.95, method: str = "betting") -> float:
+def mean_upper_bound(x: ArrayLike, *, confidence: float = 0.95, method: str = "betting") -> float:
     """An upper confidence bound U on the mean mu of i.i.d. [0, 1]-valued samples ``x``:
-    P(mu <= U) >= ``confidence`` whatever their law (see the module docstring for the methods)."""
+    P(mu <= U) >= ``confidence`` whatever their law (see the module docstring for the methods).
+
+    >>> from memclaim.privacy.baseline_corpus import mean_upper_bound
+    >>> round(mean_upper_bound([0.2, 0.3] * 10, method="hoeffding"), 4)
+    0.5237
+    """
     a = _values(x, "samples")
     c = validate.in_open_unit("confidence", confidence)
     meth = _method(method)
@@ -247,7 +261,8 @@ class CorpusBaseline(ResultMixin):
         return (self.lower, self.upper_two_sided)
 
 
-def corpus_baseline(kappa=None, *, kappa_lo=None, kappa_hi=None, baselines: Sequence | None = None, m: int,
+def corpus_baseline(kappa: ArrayLike | None = None, *, kappa_lo: ArrayLike | None = None,
+                    kappa_hi: ArrayLike | None = None, baselines: Sequence | None = None, m: int,
                     confidence: float = 0.95, method: str = "betting") -> CorpusBaseline:
     """kappa-bar of [MX] Prop. C.2(b) from n independent draws of the corpus remainder S^-.
 
@@ -255,7 +270,13 @@ def corpus_baseline(kappa=None, *, kappa_lo=None, kappa_hi=None, baselines: Sequ
     :func:`top_m_mass`), ``kappa_lo`` and ``kappa_hi`` (certified brackets), or ``baselines``
     (results of :func:`memclaim.privacy.baseline.certify_baseline`, one per draw, each certified for
     list size ``m``). ``confidence`` is over the draws; ``method`` is the bound on a bounded mean
-    (``"betting"``, ``"bernstein"``, ``"hoeffding"``). See the module docstring for the assumptions."""
+    (``"betting"``, ``"bernstein"``, ``"hoeffding"``). See the module docstring for the assumptions.
+
+    >>> from memclaim.privacy.baseline_corpus import corpus_baseline
+    >>> b = corpus_baseline([0.1, 0.2, 0.3, 0.2] * 10, m=1)
+    >>> b.mean_hi, round(b.upper, 4)
+    (0.2, 0.3054)
+    """
     m = validate.integer("m (list size)", m, minimum=1)
     c = validate.in_open_unit("confidence", confidence)
     meth = _method(method)
@@ -300,10 +321,17 @@ def corpus_baseline(kappa=None, *, kappa_lo=None, kappa_hi=None, baselines: Sequ
                           bracket_gap=float(np.max(hi - lo)), assumptions=assumptions)
 
 
-def corpus_baseline_from_priors(priors, *, m: int, confidence: float = 0.95, method: str = "betting",
+def corpus_baseline_from_priors(priors: Sequence[ArrayLike], *, m: int, confidence: float = 0.95, method: str = "betting",
                                 normalization_tol: float = 1e-6) -> CorpusBaseline:
     """kappa-bar from the conditional priors pi(. | S^-_j) themselves, one finite prior per draw, each as
-    natural-log probabilities over its whole support: kappa_j = :func:`top_m_mass` exactly."""
+    natural-log probabilities over its whole support: kappa_j = :func:`top_m_mass` exactly.
+
+    >>> import numpy as np
+    >>> from memclaim.privacy.baseline_corpus import corpus_baseline_from_priors
+    >>> b = corpus_baseline_from_priors([np.log([0.5, 0.5]), np.log([0.9, 0.1])] * 10, m=1)
+    >>> round(b.mean_hi, 4), round(b.upper, 4)
+    (0.7, 0.9283)
+    """
     rows = list(priors)
     if not rows:
         raise InputError("no conditional priors given", hint="one prior (log-probabilities) per draw of S^-")
@@ -314,7 +342,14 @@ def corpus_baseline_from_priors(priors, *, m: int, confidence: float = 0.95, met
 def sample_corpus_baseline(draw_prior: Callable[[np.random.Generator], np.ndarray], *, n: int, m: int,
                            seed: int, confidence: float = 0.95, method: str = "betting") -> CorpusBaseline:
     """Draw n corpus remainders through ``draw_prior(rng)`` (which returns the log-probabilities of
-    pi(. | S^-) for one fresh S^-), all from ``numpy.random.default_rng(seed)``, and certify kappa-bar."""
+    pi(. | S^-) for one fresh S^-), all from ``numpy.random.default_rng(seed)``, and certify kappa-bar.
+
+    >>> import numpy as np
+    >>> from memclaim.privacy.baseline_corpus import sample_corpus_baseline
+    >>> b = sample_corpus_baseline(lambda rng: np.log(rng.dirichlet(np.ones(4))), n=20, m=1, seed=0)
+    >>> b.n_samples, round(b.mean_hi, 2)
+    (20, 0.51)
+    """
     n = validate.integer("n (draws of S^-)", n, minimum=1)
     seed = validate.integer("seed", seed, minimum=0)
     rng = np.random.default_rng(seed)

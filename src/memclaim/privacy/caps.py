@@ -127,6 +127,12 @@ def eta(f: TradeOff, *, method: str = "auto", grid: int = 4097) -> Eta:
     the tests to check every closed form). Numeric: g(alpha) = 1 - alpha - f(alpha) is concave
     ([MX] App. B.2), so a grid argmax brackets the maximum and bounded Brent refines it;
     piecewise-linear curves are maximized exactly at their vertices.
+
+    >>> from memclaim.privacy.caps import eta
+    >>> from memclaim.privacy.tradeoff import pure
+    >>> e = eta(pure(1.0, neighbors="replace-one"))
+    >>> round(e.value, 4), round(e.alpha, 4)  # tanh(1/2) at 1/(e + 1), [MX] Lemma B.1
+    (0.4621, 0.2689)
     """
     if not isinstance(f, TradeOff):
         raise DomainError(f"eta() takes a TradeOff, got {type(f).__name__}",
@@ -230,6 +236,10 @@ def geometric_shift_tv(*, epsilon: float, k: int) -> float:
     Computed from the mechanism's side ([MX] App. B.5), not from the staircase formula: the
     two tails n <= 0 and n >= k each contribute c (1 - r^k)/(1 - r) to sum |p(n) - p(n-k)|,
     and the k - 1 middle terms are summed directly; TV is half the total.
+
+    >>> from memclaim.privacy.caps import geometric_shift_tv
+    >>> round(geometric_shift_tv(epsilon=1.0, k=2), 3)  # eta*_2 at eps = 1 ([MX] Lemma 4.4: 0.632)
+    0.632
     """
     eps = _epsilon(epsilon)
     k = validate.integer("k (shift)", k, minimum=1)
@@ -328,6 +338,12 @@ def memorization_cap(f: TradeOff, *, functional: str = "RO", copies: int = 1,
     copies: the target occurs k times (k-hop; [MX] Cor. 4.3, Lemma 4.4).
     COND needs the dataset size n and the target's corpus frequency p with n p <= 1/2
     ([MX] Prop. A.2, permutation-invariant training), and copies = 1.
+
+    >>> from memclaim.privacy.caps import memorization_cap
+    >>> from memclaim.privacy.tradeoff import pure
+    >>> c = memorization_cap(pure(1.0, neighbors="replace-one"), copies=2)
+    >>> round(c.value, 3), round(c.naive, 3)  # exact 0.632 against the naive tanh(k eps/2) = 0.762
+    (0.632, 0.762)
     """
     if not isinstance(f, TradeOff):
         raise DomainError(f"memorization_cap() takes a TradeOff, got {type(f).__name__}")
@@ -364,7 +380,14 @@ def memorization_cap(f: TradeOff, *, functional: str = "RO", copies: int = 1,
 
 def memorization_caps(f: TradeOff, *, copies: int = 1, n: int | None = None,
                       frequency: float | None = None) -> tuple[MemorizationCap, ...]:
-    """RO, LOO and COND caps for guarantee f (entries with value None say why nothing is implied)."""
+    """RO, LOO and COND caps for guarantee f (entries with value None say why nothing is implied).
+
+    >>> from memclaim.privacy.caps import memorization_caps
+    >>> from memclaim.privacy.tradeoff import pure
+    >>> [(c.functional, c.value if c.value is None else round(c.value, 4))
+    ...  for c in memorization_caps(pure(1.0, neighbors="replace-one"))]
+    [('RO', 0.4621), ('LOO', None), ('COND', None)]
+    """
     return tuple(memorization_cap(f, functional=fn, copies=copies if fn != "COND" else 1,
                                   n=n, frequency=frequency) for fn in FUNCTIONALS)
 
@@ -389,6 +412,10 @@ def truncation_price(f: TradeOff | None = None, *, M: float, epsilon: float | No
 
     Pass either a TradeOff ``f`` or ``epsilon`` (pure DP under replace-one). Unbounded scores
     have no cap at all ([MX] App. B.4).
+
+    >>> from memclaim.privacy.caps import truncation_price
+    >>> round(truncation_price(M=10, epsilon=1.0).value, 4)  # M tanh(eps/2)
+    4.6212
     """
     Mv = validate.positive("M (truncation level)", M)
     if (f is None) == (epsilon is None):
@@ -422,7 +449,14 @@ class InSupportDamping(ResultMixin):
 
 
 def in_support_damping(f: TradeOff, *, omega: float, n: int) -> InSupportDamping:
-    """(1 - omega)^n eta(f) for a target of corpus mass omega in datasets of size n ([MX] Remark B.7)."""
+    """(1 - omega)^n eta(f) for a target of corpus mass omega in datasets of size n ([MX] Remark B.7).
+
+    >>> from memclaim.privacy.caps import in_support_damping
+    >>> from memclaim.privacy.tradeoff import pure
+    >>> d = in_support_damping(pure(1.0, neighbors="replace-one"), omega=0.01, n=100)
+    >>> round(d.damping, 4), round(d.bound, 4)
+    (0.366, 0.4575)
+    """
     if not isinstance(f, TradeOff):
         raise DomainError(f"in_support_damping() takes a TradeOff, got {type(f).__name__}")
     if f.neighbors != "replace":

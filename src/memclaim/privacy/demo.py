@@ -9,6 +9,7 @@ prior of that min-entropy; below it, a successful extraction may be prior guessi
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 from .. import validate
 from ..errors import DomainError
@@ -59,7 +60,7 @@ def _canary(c: dict, i: int) -> dict:
     return out
 
 
-def run_demo_section(*, canaries: list[dict] | None = None, epsilons=DEMO_EPSILONS) -> dict:
+def run_demo_section(*, canaries: list[dict] | None = None, epsilons: Sequence[float] = DEMO_EPSILONS) -> dict:
     """The bounds that would hold for the demo's canaries at a few epsilon, as JSON-ready data
     (nothing is printed: memclaim.cli.privacy_demo renders it as tables).
 

@@ -148,6 +148,11 @@ def extraction_bound(kappa: float, f: TradeOff, *, copies: int = 1) -> Extractio
     ``copies`` = k >= 2: the secret occurs k times in the training data, and the bound is
     1 - f^(k)(kappa) with the k-fold group curve ([MX] Cor. 4.3), an upper bound only. Its relaxed
     form is then e^{k eps} kappa (pure) or delta_k + e^{k eps} kappa (approximate, [MX] §8.2).
+
+    >>> from memclaim.privacy.extraction import extraction_bound
+    >>> from memclaim.privacy.tradeoff import pure
+    >>> round(extraction_bound(0.1, pure(1.0, neighbors="replace-one")).value, 4)  # e kappa
+    0.2718
     """
     if not isinstance(f, TradeOff):
         raise DomainError(f"extraction_bound() takes a TradeOff, got {type(f).__name__}")
@@ -205,6 +210,12 @@ def group_square_root(f: TradeOff) -> TradeOff | None:
     (eps, delta): f_{eps/2, delta'} with delta' = delta/(1 + e^{eps/2}), valid by the group
     conversion of [MX] §8.2 ((eps/2, delta') -> (eps, delta' (e^{eps/2} + 1)) = (eps, delta)).
     None for other curves (no closed-form square root).
+
+    >>> from memclaim.privacy.extraction import group_square_root
+    >>> from memclaim.privacy.tradeoff import pure
+    >>> g = group_square_root(pure(1.0, neighbors="replace-one"))
+    >>> g.kind, g.epsilon  # f_{eps/2}
+    ('pure', 0.5)
     """
     if f.kind == "pure":
         return pure(f.epsilon / 2.0, neighbors=f.neighbors)
@@ -341,6 +352,12 @@ def alpha_star(tau: float, f: TradeOff, *, copies: int = 1) -> AlphaStar:
     ``copies`` = k >= 2: alpha* of the k-fold group curve f^(k) ([MX] Cor. 4.3): every prior with
     kappa_pi(m) <= alpha* keeps Ext <= tau for a secret planted k times. Sufficient only: the
     paper proves no converse for k copies, so the result is never exact and carries no bracket.
+
+    >>> from memclaim.privacy.extraction import alpha_star
+    >>> from memclaim.privacy.tradeoff import pure
+    >>> a = alpha_star(0.1, pure(1.0, neighbors="replace-one"))
+    >>> round(a.value, 4), round(a.replace_violation_above, 4)  # bracket [e^-1 tau, e^-1/2 tau]
+    (0.0368, 0.0607)
     """
     if not isinstance(f, TradeOff):
         raise DomainError(f"alpha_star() takes a TradeOff, got {type(f).__name__}")
@@ -415,6 +432,10 @@ def h_star(*, epsilon: float, m: int, tau: float, neighbors: str = "add-remove",
     ``group_curve_bits`` = log2(m / alpha*_{f^(k)}(tau)) is the (never larger) threshold of the
     exact group curve ([MX] Cor. 4.3). Both are sufficient for every prior; neither is exact, and
     the replace-one necessity bound does not carry over (no converse is proved for k copies).
+
+    >>> from memclaim.privacy.extraction import h_star
+    >>> round(h_star(epsilon=4.0, m=1, tau=0.1).bits, 2)  # [MX] §8: H* = 9.09 bits at eps = 4
+    9.09
     """
     e = _epsilon(epsilon)
     m = validate.integer("m (list size)", m, minimum=1)
@@ -444,6 +465,11 @@ def entropy_threshold(f: TradeOff, *, m: int, tau: float, copies: int = 1) -> fl
     Sufficient for every prior (dictionary kappa_pi(m) <= m 2^-H_inf) and, for symmetric f
     under add/remove, exact on uniform priors ([MX] App. C.4). Equals H* for pure DP in the
     first regime. ``copies`` = k >= 2 uses alpha* of the group curve f^(k) (sufficient only).
+
+    >>> from memclaim.privacy.extraction import entropy_threshold
+    >>> from memclaim.privacy.tradeoff import pure
+    >>> round(entropy_threshold(pure(1.0, neighbors="add-remove"), m=4, tau=0.1), 4)  # = H* (first regime)
+    6.7646
     """
     m = validate.integer("m (list size)", m, minimum=1)
     return math.log2(m) - alpha_star(tau, f, copies=copies).log_value * LOG2E  # log2(m / alpha*), in log space
@@ -474,6 +500,12 @@ def entropy_verdict(*, min_entropy_bits: float, f: TradeOff, m: int, tau: float,
     not leakage ([MX] Cor. 5.3). ``ext_bound`` is 1 - f(min(1, m 2^-H_inf)), the bound from the
     entropy envelope of the baseline. ``copies`` = k >= 2 (a canary planted k times) uses the
     group curve f^(k) for both ([MX] Cor. 4.3): sufficient only.
+
+    >>> from memclaim.privacy.extraction import entropy_verdict
+    >>> from memclaim.privacy.tradeoff import pure
+    >>> v = entropy_verdict(min_entropy_bits=10.0, f=pure(1.0, neighbors="add-remove"), m=4, tau=0.1)
+    >>> v.above, round(v.ext_bound, 4)  # a 10-bit canary is held to about 1% ([MX] §8)
+    (True, 0.0106)
     """
     h = validate.nonneg("min_entropy_bits", min_entropy_bits)
     m = validate.integer("m (list size)", m, minimum=1)
@@ -628,6 +660,12 @@ def audit_soundness(f: TradeOff, *, successes: int, trials: int, m: int, kappa: 
     ``copies`` = k >= 2: the canary was planted k times, so the claim implies only
     Ext <= 1 - f^(k)(kappa_hi) with the group curve ([MX] Cor. 4.3), and that is the bound the
     audit must exceed to refute it.
+
+    >>> from memclaim.privacy.extraction import audit_soundness
+    >>> from memclaim.privacy.tradeoff import pure
+    >>> a = audit_soundness(pure(1.0, neighbors="add-remove"), successes=41, trials=100, m=4, kappa=0.355)
+    >>> a.refuted, round(a.bound, 2)  # the Zipf canary of [MX] §8: 41% refutes nothing
+    (False, 0.76)
     """
     if not isinstance(f, TradeOff):
         raise DomainError(f"audit_soundness() takes the claimed guarantee as a TradeOff, got {type(f).__name__}")

@@ -177,6 +177,11 @@ def curve_from_profile(epsilons: Sequence[float] | np.ndarray, deltas: Sequence[
     may exceed 1 by the accepted ``mass_excess`` of the PLD it came from, and is then clipped to 1)
     and a resulting curve that fails :func:`check_curve`. Returns the curve (kind 'points', with
     its powers 1 - f stored at the vertices) and the check.
+
+    >>> from memclaim.privacy.pld import curve_from_profile
+    >>> f, check = curve_from_profile([0.0, 1.0, 2.0], [0.5, 0.2, 0.05], neighbors="add-remove")
+    >>> f.kind, check.valid, round(float(f(0.1)), 4)
+    ('points', True, 0.5282)
     """
     e = np.asarray(epsilons, dtype=np.float64).ravel()
     d = np.asarray(deltas, dtype=np.float64).ravel()
@@ -378,6 +383,11 @@ def dpsgd_curve(*, noise_multiplier: float | None = None, sampling_rate: float |
     is recorded in the result.
     ``route_delta``: also return eps at this delta from the same PLD (the (eps, delta) route).
     Memoized: the same settings return the same curve.
+
+    >>> from memclaim.privacy.pld import dpsgd_curve
+    >>> cur = dpsgd_curve(noise_multiplier=1.0, sampling_rate=0.01, steps=100)  # doctest: +SKIP
+    >>> round(cur.eta, 4), round(cur.route_epsilon, 3)  # doctest: +SKIP
+    (0.0507, 0.718)
     """
     hist = _history(noise_multiplier, sampling_rate, steps, history)
     rel = normalize_neighbors(neighbors)
@@ -497,6 +507,12 @@ def curve_caps(cur: DpSgdCurve, *, copies: Sequence[int] = (1,), epsilon: float 
     with the reason), each computed from the curve's group curves (f^(k), f^(2k)). Beside them
     the (eps, delta) route's eta = delta + (1 - delta) tanh(eps/2) ([MX] Lemma B.2) for the given
     ``epsilon`` and ``delta`` (default: the curve's own route), labelled looser.
+
+    >>> from memclaim.privacy.pld import curve_caps, dpsgd_curve
+    >>> cur = dpsgd_curve(noise_multiplier=1.0, sampling_rate=0.01, steps=100)  # doctest: +SKIP
+    >>> caps = curve_caps(cur)  # doctest: +SKIP
+    >>> round(caps["caps"][0]["LOO"], 4), round(caps["epsilon_delta_route"]["eta"], 4)  # doctest: +SKIP
+    (0.0507, 0.3444)
     """
     rows = []
     for k in copies:

@@ -65,6 +65,12 @@ def bounds_summary(f: TradeOff, *, copies: int = 1, m: int | None = None, tau: f
     baseline kappa_pi(m); truncation: level M of a truncated log-loss; omega, n: in-support
     target mass and dataset size (Remark B.7); frequency (with n): COND conversion (Prop. A.2);
     gdp_epsilon: for a GDP guarantee, also report delta(eps).
+
+    >>> from memclaim.privacy.summary import bounds_summary
+    >>> from memclaim.privacy.tradeoff import pure
+    >>> s = bounds_summary(pure(1.0, neighbors="add-remove"), m=4, tau=0.1)
+    >>> [(q.name, round(q.value, 4)) for q in s.rows[:3]]
+    [('eta(f)', 0.4621), ('|mem_RO| cap', 0.6321), ('|mem_LOO| cap', 0.4621)]
     """
     if not isinstance(f, TradeOff):
         raise DomainError(f"bounds_summary() takes a TradeOff, got {type(f).__name__}")
@@ -239,6 +245,12 @@ def dp_bounds(f: TradeOff | None = None, *, noise_multiplier: float | None = Non
     grid ``pld_grid``) and says so; the (eps, delta) route at ``delta`` (default 1e-5, eps from
     the same PLD) follows, each of its rows marked as the looser one. ``copies``: the target
     occurs k times (group curves, [MX] Cor. 4.3, computed from the curve, not through k eps).
+
+    >>> from memclaim.privacy.summary import dp_bounds
+    >>> from memclaim.privacy.tradeoff import pure
+    >>> s = dp_bounds(pure(1.0, neighbors="replace-one"), m=4, tau=0.1, kappa=0.355)
+    >>> [round(q.value, 2) for q in s.rows if q.name.startswith("Ext bound")]  # [MX] §8: 0.76
+    [0.76]
     """
     dpsgd = any(v is not None for v in (noise_multiplier, sampling_rate, steps, history))
     if f is not None and dpsgd:

@@ -497,6 +497,11 @@ def group(f: TradeOff, k: int) -> TradeOff:
     For mu-GDP this is G_{k mu} exactly (returned as a 'gdp' curve). For pure DP it is *not*
     f_{k eps}: the staircase of [MX] Lemma 4.4 lies strictly above the naive curve for k >= 2.
     The relation is unchanged: a group of k means k steps of the same neighbouring relation.
+
+    >>> from memclaim.privacy.tradeoff import group, pure
+    >>> g = group(pure(1.0, neighbors="replace-one"), 2)
+    >>> g.kind, round(float(g(0.05)), 4)
+    ('group', 0.6305)
     """
     k = validate.integer("k (group size)", k, minimum=1)
     if k == 1:
@@ -649,6 +654,10 @@ def compose(*curves: TradeOff, exact: bool = False) -> TradeOff:
     privacy-loss distribution) or :func:`dpsgd_epsilon` (dp_accounting's accountants compose
     mechanisms, not arbitrary curves).
     All curves must be asserted for the same neighbouring relation.
+
+    >>> from memclaim.privacy.tradeoff import compose, gdp
+    >>> round(compose(gdp(0.6, neighbors="replace-one"), gdp(0.8, neighbors="replace-one")).mu, 6)  # sqrt(0.36 + 0.64)
+    1.0
     """
     if not curves:
         raise DomainError("compose() needs at least one trade-off curve")
@@ -728,7 +737,14 @@ class SymmetryCheck(ResultMixin):
 
 
 def is_symmetric(f: TradeOff, *, grid: int = 2001, tol: float = 1e-9) -> SymmetryCheck:
-    """Check f = f^-1 ([MX] §3.1: WLOG f symmetric) on a grid plus the curve's own vertices."""
+    """Check f = f^-1 ([MX] §3.1: WLOG f symmetric) on a grid plus the curve's own vertices.
+
+    >>> from memclaim.privacy.tradeoff import from_points, is_symmetric, pure
+    >>> is_symmetric(pure(1.0, neighbors="replace-one")).symmetric
+    True
+    >>> is_symmetric(from_points([0.0, 0.5, 1.0], [1.0, 0.1, 0.0], neighbors="replace-one")).symmetric
+    False
+    """
     grid = validate.integer("grid", grid, minimum=3)
     xs = np.linspace(0.0, 1.0, grid)
     if f.kind == "points":
@@ -758,6 +774,11 @@ def symmetrized(f: TradeOff) -> TradeOff:
     mechanism is max(f, f^-1)-DP. The canonical curves are already symmetric and are returned
     unchanged. For points curves the maximum is computed exactly (vertices of both curves and
     their crossings), never by sampling, so the result is not larger than the true maximum.
+
+    >>> from memclaim.privacy.tradeoff import from_points, symmetrized
+    >>> s = symmetrized(from_points([0.0, 0.5, 1.0], [1.0, 0.1, 0.0], neighbors="replace-one"))
+    >>> [(round(a, 4), round(b, 4)) for a, b in s.points]
+    [(0.0, 1.0), (0.1, 0.82), (0.3571, 0.3571), (0.5, 0.2778), (1.0, 0.0)]
     """
     if f.symmetric_by_construction:
         return f
@@ -812,14 +833,19 @@ class DpSgdAccounting(ResultMixin):
         return approx(self.epsilon, self.delta, neighbors=self.neighbors)
 
 
-def dpsgd_epsilon(*, noise_multiplier, sampling_rate, steps, delta, accountant: str = "pld",
-                  neighbors="add-remove", pld_discretization: float = 1e-4) -> DpSgdAccounting:
+def dpsgd_epsilon(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float,
+                  accountant: str = "pld", neighbors: str = "add-remove", pld_discretization: float = 1e-4) -> DpSgdAccounting:
     """epsilon for DP-SGD: ``steps`` Poisson-subsampled Gaussian releases ([3]; [MX] App. F.2).
 
     accountant: 'pld' (privacy-loss distributions: tight, supports replace-one and add/remove)
     or 'rdp' (Renyi DP, the Opacus default; add/remove only for Poisson sampling).
     pld_discretization: the PLD's privacy-loss grid; coarser is faster and still a valid
     (pessimistic) upper bound on epsilon.
+
+    >>> from memclaim.privacy.tradeoff import dpsgd_epsilon
+    >>> acc = dpsgd_epsilon(noise_multiplier=1.0, sampling_rate=0.01, steps=100, delta=1e-5)  # doctest: +SKIP
+    >>> round(acc.epsilon, 3)  # doctest: +SKIP
+    0.718
     """
     sigma = validate.positive("noise_multiplier", noise_multiplier)
     q = validate.in_unit("sampling_rate", sampling_rate, lo_open=True)

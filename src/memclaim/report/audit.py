@@ -26,7 +26,14 @@ __all__ = ["audit_statements", "build_audit_doc", "audit_report", "write_audit_r
 
 
 def audit_statements(result: AuditResult) -> list[str]:
-    """What the numbers do and do not mean, in words (report.json ``statements``)."""
+    """What the numbers do and do not mean, in words (report.json ``statements``).
+
+    >>> import memclaim as mc
+    >>> from memclaim.report.audit import audit_statements
+    >>> run = mc.audit("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16)  # doctest: +SKIP
+    >>> audit_statements(run.result)[0][:60]  # doctest: +SKIP
+    'AUC is the probability that a random member scores above a '
+    """
     s = [
         "AUC is the probability that a random member scores above a random non-member (ties count one half); "
         "the interval is DeLong's (Hoeffding's where DeLong's variance is exactly zero). The leak signal 2 AUC - 1 "
@@ -80,7 +87,15 @@ def _roc_figure(result: AuditResult):
 
 
 def build_audit_doc(result: AuditResult, *, title: str = "Membership-inference and extraction audit") -> Doc:
-    """The audit report's document (rendered three ways by :func:`audit_report`)."""
+    """The audit report's document (rendered three ways by :func:`audit_report`).
+
+    >>> import memclaim as mc
+    >>> from memclaim.report.audit import build_audit_doc
+    >>> run = mc.audit("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16)  # doctest: +SKIP
+    >>> doc = build_audit_doc(run.result)  # doctest: +SKIP
+    >>> doc.title, [b[0] for b in doc.blocks][:4]  # doctest: +SKIP
+    ('Membership-inference and extraction audit', ['callout', 'h2', 'table', 'figure'])
+    """
     doc = Doc(title)
     doc.callout(result.headline(), "result")  # a measurement, not a certified claim
     for n in result.notes:
@@ -157,7 +172,15 @@ def build_audit_doc(result: AuditResult, *, title: str = "Membership-inference a
 
 def audit_report(result: AuditResult) -> ReportBundle:
     """report.{json,md,html} of one audit, rendered in memory (nothing is written); report.json's
-    ``results`` is the result's ``to_dict()`` without the report paths."""
+    ``results`` is the result's ``to_dict()`` without the report paths.
+
+    >>> import memclaim as mc
+    >>> from memclaim.report.audit import audit_report
+    >>> run = mc.audit("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16)  # doctest: +SKIP
+    >>> b = audit_report(run.result)  # doctest: +SKIP
+    >>> sorted(b.figures), b.markdown.splitlines()[0]  # doctest: +SKIP
+    (['roc.pdf', 'roc.png'], '# Membership-inference and extraction audit')
+    """
     doc = build_audit_doc(result)
     results = result.to_dict()
     results.pop("report", None)
@@ -165,9 +188,16 @@ def audit_report(result: AuditResult) -> ReportBundle:
                   statements=audit_statements(result))
 
 
-def write_audit_report(result: AuditResult, out_dir) -> AuditResult:
+def write_audit_report(result: AuditResult, out_dir: str | Path) -> AuditResult:
     """Write the audit's report.{json,md,html} into ``out_dir`` (all or nothing); returns the
-    result with ``report`` = the paths written."""
+    result with ``report`` = the paths written.
+
+    >>> import memclaim as mc
+    >>> from memclaim.report.audit import write_audit_report
+    >>> run = mc.audit("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16)  # doctest: +SKIP
+    >>> sorted(write_audit_report(run.result, "audit-report").report)  # doctest: +SKIP
+    ['html', 'json', 'md']
+    """
     paths = write_report(Path(out_dir), audit_report(result))
     return replace(result, report=paths)
 
@@ -189,7 +219,15 @@ def _plain(rst: str) -> str:
 
 def table_report(result: TableResult) -> tuple[ReportBundle, dict[str, bytes]]:
     """report.{json,md,html} of the audit-disagreement table ([MX] Fig. 12) and its extra files
-    (table.md, disagreement.png), rendered in memory."""
+    (table.md, disagreement.png), rendered in memory.
+
+    >>> import memclaim as mc
+    >>> from memclaim.report.audit import table_report
+    >>> t = mc.audit_table("spec.json")  # doctest: +SKIP
+    >>> bundle, extra = table_report(t.result)  # doctest: +SKIP
+    >>> sorted(extra), sorted(bundle.figures)  # doctest: +SKIP
+    (['table.md'], ['disagreement.pdf', 'disagreement.png'])
+    """
     fig = disagreement_heatmap(result.table, None)
     doc = Doc("Audit disagreement ([MX] Fig. 12)")
     doc.p("Rows are leakage instances, columns are audits; each cell is the audit's leak signal (0 = chance, "
@@ -207,10 +245,18 @@ def table_report(result: TableResult) -> tuple[ReportBundle, dict[str, bytes]]:
     return bundle, {"table.md": t.to_markdown().encode("utf-8")}
 
 
-def write_table_report(result: TableResult, out_dir) -> TableResult:
+def write_table_report(result: TableResult, out_dir: str | Path) -> TableResult:
     """Write every instance's audit report (into its folder under ``out_dir/instances``), then
     the table's report.{json,md,html}, table.md and disagreement.png into ``out_dir`` (staged,
-    then renamed into place as one change). Returns the result with the report paths filled in."""
+    then renamed into place as one change). Returns the result with the report paths filled in.
+
+    >>> import memclaim as mc
+    >>> from memclaim.report.audit import write_table_report
+    >>> t = mc.audit_table("spec.json")  # doctest: +SKIP
+    >>> written = write_table_report(t.result, "table-report")  # doctest: +SKIP
+    >>> sorted(written.report), written.heatmap  # doctest: +SKIP
+    (['html', 'json', 'md'], 'table-report/disagreement.png')
+    """
     out = Path(out_dir)
     audits = {}
     for name, detail in result.audits.items():

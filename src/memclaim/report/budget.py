@@ -9,9 +9,18 @@ from . import numbers
 from .core import Doc, ReportBundle, pct, render
 
 
-def budget_report(budget, *, procedure: dict | None = None, command: str = "budget") -> ReportBundle:
+def budget_report(budget: dict, *, procedure: dict | None = None, command: str = "budget") -> ReportBundle:
     """A short report for ``memclaim budget`` (a QueryBudget plus P[at least once in n] values),
-    from its JSON summary (non-finite numbers as "inf"/"-inf" strings: p = 0 is log10 p = -inf)."""
+    from its JSON summary (non-finite numbers as "inf"/"-inf" strings: p = 0 is log10 p = -inf).
+
+    >>> import memclaim as mc
+    >>> from memclaim.report.budget import budget_report
+    >>> b = budget_report(mc.budget(p=2.5e-5, n=100000).to_dict())  # doctest: +SKIP
+    >>> b.markdown.splitlines()[0]  # doctest: +SKIP
+    '# Query budget'
+    >>> "within n = 119,828 independent queries" in b.markdown  # doctest: +SKIP
+    True
+    """
     doc = Doc("Query budget")
     q = budget["queries_needed"]
     doc.callout(budget["statement"], "result")  # a computation, not a claim

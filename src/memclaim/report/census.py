@@ -1,6 +1,7 @@
 """The census report ([EM] §5, §6, App. E, F.3)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -20,7 +21,13 @@ _LEGEND = [("u", "not in any suffix"), ("0", "below τ"), ("1", "Δ ≤ 1"), ("2
 
 
 def heat_bins(heat_log10: np.ndarray, log10_tau: float) -> np.ndarray:
-    """-1 uncovered, 0 at or below tau, 1..5 by margin (edges 1, 3, 5, 10)."""
+    """-1 uncovered, 0 at or below tau, 1..5 by margin (edges 1, 3, 5, 10).
+
+    >>> import numpy as np
+    >>> from memclaim.report.census import heat_bins
+    >>> heat_bins(np.array([-np.inf, -9.0, -7.5, -5.0, -1.0]), -8).tolist()  # margins 0.5, 3, 7 above 1e-8
+    [-1, 0, 1, 2, 4]
+    """
     h = np.asarray(heat_log10, dtype=np.float64)
     m = h - log10_tau
     bins = np.where(np.isneginf(h), -1, 0)
@@ -42,6 +49,16 @@ def _heat_strip(r: CensusResult):
 
 
 def census_headline(r: CensusResult) -> str:
+    """The census's one-sentence result: coverage above tau_doc and the control it was calibrated on.
+
+    >>> import math
+    >>> from memclaim.claims.census import WindowScores, census
+    >>> from memclaim.report.census import census_headline
+    >>> ctl = WindowScores.from_arrays([math.log(1e-12), math.log(3e-9)], [0, 10], [10, 20], doc_length=20, name="ctl")
+    >>> doc = WindowScores.from_arrays([math.log(2e-3), math.log(1e-20)], [0, 10], [10, 20], doc_length=20, name="doc")
+    >>> census_headline(census(doc, ctl))
+    'doc: 50% of its 20 characters are covered by window suffixes scoring above tau_doc = 1e-8 (1 of 2 windows), calibrated against ctl (top own-prose control score 3.00e-09, rounded up a decade; 0 control window(s) excluded as verified contamination).'
+    """
     th = r.threshold
     return (f"{r.document_name}: {pct(r.coverage)} of its {r.doc_length} characters are covered by window suffixes "
             f"scoring above tau_doc = 1e{r.log10_tau} ({r.n_windows_above} of {r.n_windows} windows), calibrated "
@@ -54,6 +71,19 @@ def build_census_doc(results: Sequence[CensusResult], *, title: str = "Single-do
                      document_texts: Sequence[str | None] = (), controls_description: str | None = None,
                      global_note: str | None = None, procedure: dict | None = None,
                      inputs: Sequence[dict] = ()) -> Doc:
+    """The census report's document (rendered three ways by :func:`census_report`): per document its
+    numbers, coverage against margin, budget view and heat; the controls' decontamination and the
+    near-verbatim suspects; what the census does and does not mean.
+
+    >>> import math
+    >>> from memclaim.claims.census import WindowScores, census
+    >>> from memclaim.report.census import build_census_doc
+    >>> ctl = WindowScores.from_arrays([math.log(1e-12), math.log(3e-9)], [0, 10], [10, 20], doc_length=20, name="ctl")
+    >>> doc = WindowScores.from_arrays([math.log(2e-3), math.log(1e-20)], [0, 10], [10, 20], doc_length=20, name="doc")
+    >>> d = build_census_doc([census(doc, ctl)])  # draws the figures (seconds)  # doctest: +SKIP
+    >>> d.title, [b[0] for b in d.blocks][:4]  # doctest: +SKIP
+    ('Single-document census', ['callout', 'callout', 'h2', 'table'])
+    """
     doc = Doc(title)
     for r in results:
         doc.callout(census_headline(r), "claim" if r.coverage > 0 else "null")  # nothing above tau: a null result
@@ -133,7 +163,17 @@ def census_report(results: Sequence[CensusResult], *, budget_views: Sequence[Cen
                   controls_description: str | None = None, global_note: str | None = None,
                   procedure: dict | None = None, inputs: Sequence[dict] = (), command: str = "census",
                   title: str = "Single-document census", extra_results: dict | None = None) -> ReportBundle:
-    """Render the three report files for one or more censuses (nothing is written)."""
+    """Render the three report files for one or more censuses (nothing is written).
+
+    >>> import math
+    >>> from memclaim.claims.census import WindowScores, census
+    >>> from memclaim.report.census import census_report
+    >>> ctl = WindowScores.from_arrays([math.log(1e-12), math.log(3e-9)], [0, 10], [10, 20], doc_length=20, name="ctl")
+    >>> doc = WindowScores.from_arrays([math.log(2e-3), math.log(1e-20)], [0, 10], [10, 20], doc_length=20, name="doc")
+    >>> b = census_report([census(doc, ctl)])  # draws the figures (seconds)  # doctest: +SKIP
+    >>> sorted(b.figures)  # doctest: +SKIP
+    ['coverage.pdf', 'coverage.png', 'heat-1.pdf', 'heat-1.png']
+    """
     results = list(results)
     doc = build_census_doc(results, title=title, budget_views=budget_views, flagged=flagged,
                            document_texts=document_texts, controls_description=controls_description,
@@ -150,7 +190,18 @@ def census_report(results: Sequence[CensusResult], *, budget_views: Sequence[Cen
 def census_pairs_report(c: CensusOfPairs, *, inputs: Sequence[dict] = (), controls_description: str | None = None,
                         command: str = "census", title: str = "Single-document census") -> ReportBundle:
     """The report of :func:`memclaim.claims.census_pairs.census_of_pairs` (nothing is written);
-    report.json's results add the per-pair and global thresholds."""
+    report.json's results add the per-pair and global thresholds.
+
+    >>> import math
+    >>> from memclaim.claims.census import WindowScores
+    >>> from memclaim.claims.census_pairs import census_of_pairs
+    >>> from memclaim.report.census import census_pairs_report
+    >>> ctl = WindowScores.from_arrays([math.log(1e-12), math.log(3e-9)], [0, 10], [10, 20], doc_length=20, name="ctl")
+    >>> doc = WindowScores.from_arrays([math.log(2e-3), math.log(1e-20)], [0, 10], [10, 20], doc_length=20, name="doc")
+    >>> b = census_pairs_report(census_of_pairs([{"document": doc, "control": ctl}]))  # doctest: +SKIP
+    >>> b.markdown.splitlines()[0]  # doctest: +SKIP
+    '# Single-document census'
+    """
     return census_report(c.results, budget_views=c.budgets, flagged=c.flagged, document_texts=c.document_texts,
                          controls_description=controls_description, global_note=c.global_note,
                          procedure=c.procedure, inputs=inputs, command=command, title=title,
@@ -159,9 +210,9 @@ def census_pairs_report(c: CensusOfPairs, *, inputs: Sequence[dict] = (), contro
                                         else c.global_threshold.log10_tau})
 
 
-def run_census(pairs: Sequence[dict], *, out_dir, use_global_threshold: bool = False,
+def run_census(pairs: Sequence[dict], *, out_dir: str | Path, use_global_threshold: bool = False,
                references: dict | None = None, budget_delta: float | None = 0.05, realistic_budget: float = 1e5,
-               inputs: Sequence[dict] = (), controls_description: str | None = None, procedure_ignore=(),
+               inputs: Sequence[dict] = (), controls_description: str | None = None, procedure_ignore: Sequence[str] = (),
                min_similarity: float = 90.0, command: str = "census", log: LogCallback | None = None) -> dict:
     """The one call for the ``census`` command: census of each pair, report written (all or nothing).
 
@@ -171,6 +222,15 @@ def run_census(pairs: Sequence[dict], *, out_dir, use_global_threshold: bool = F
     ``procedure_control`` (checked to be the same procedure, [EM] Def. B.2). With
     ``use_global_threshold`` every document is read at the most conservative threshold ([EM] §7).
     ``log`` receives each headline and the report's path (one line each).
+
+    >>> import math
+    >>> from memclaim.claims.census import WindowScores
+    >>> from memclaim.report.census import run_census
+    >>> ctl = WindowScores.from_arrays([math.log(1e-12), math.log(3e-9)], [0, 10], [10, 20], doc_length=20, name="ctl")
+    >>> doc = WindowScores.from_arrays([math.log(2e-3), math.log(1e-20)], [0, 10], [10, 20], doc_length=20, name="doc")
+    >>> paths = run_census([{"document": doc, "control": ctl}], out_dir="census-report")  # doctest: +SKIP
+    >>> sorted(paths)  # doctest: +SKIP
+    ['html', 'json', 'md']
     """
     c = census_of_pairs(pairs, use_global_threshold=use_global_threshold, references=references,
                         budget_delta=budget_delta, realistic_budget=realistic_budget,

@@ -157,8 +157,13 @@ def _cell(c) -> str:
     return numbers.value(c)
 
 
-def fmt_num(x, digits: int = 4) -> str:
-    """A plain number for a reader (:func:`memclaim.report.numbers.num`)."""
+def fmt_num(x: object, digits: int = 4) -> str:
+    """A plain number for a reader (:func:`memclaim.report.numbers.num`).
+
+    >>> from memclaim.report.core import fmt_num
+    >>> fmt_num(0.4621171572), fmt_num(0.4621171572, digits=2)
+    ('0.4621', '0.46')
+    """
     return numbers.num(x, digits)
 
 
@@ -177,9 +182,14 @@ _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u115f\u1160\u180e\u2
 ID_DISPLAY_CHARS = 64  # longer ids are shortened in report.md/html (the whole id is in report.json)
 
 
-def visible(text) -> str:
+def visible(text: object) -> str:
     """``text`` with every control, bidirectional-formatting and zero-width character replaced by
-    a visible ``⟨U+XXXX⟩`` (newlines and tabs kept)."""
+    a visible ``⟨U+XXXX⟩`` (newlines and tabs kept).
+
+    >>> from memclaim.report.core import visible
+    >>> visible("invoice" + chr(0x202E) + "txt.exe")  # a right-to-left override, shown
+    'invoice⟨U+202E⟩txt.exe'
+    """
     return _INVISIBLE.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", str(text))
 
 
@@ -195,10 +205,15 @@ def _visible_1(text: str) -> str:
     return _INVISIBLE.sub(one, text)
 
 
-def short_id(value, limit: int = ID_DISPLAY_CHARS) -> str:
+def short_id(value: object, limit: int = ID_DISPLAY_CHARS) -> str:
     """An id for display: control characters shown (:func:`visible`) and, past ``limit``
     characters, shortened to its start and end with its length ('abc…xyz (5,000 chars)'), so one
-    hostile id cannot push every other column off the page. report.json keeps the full id."""
+    hostile id cannot push every other column off the page. report.json keeps the full id.
+
+    >>> from memclaim.report.core import short_id
+    >>> short_id("doc-1"), short_id("x" * 5000, limit=12)
+    ('doc-1', 'xxxxxxxx…xxx (5,000 chars)')
+    """
     s = visible(value)
     if len(s) <= limit:
         return s
@@ -220,9 +235,14 @@ _MD_BREAK_LINE = re.compile(r"^( {0,3})([-=_*])(?=[-=_* \t]*$)", re.MULTILINE)
 
 
 def md_escape(text: str, *, inline: bool = False) -> str:
-    """Escape text for CommonMark (and GFM tables) so that it renders literally, escaping only
+    r"""Escape text for CommonMark (and GFM tables) so that it renders literally, escaping only
     the characters that would otherwise become markup there. ``inline`` (table cells, headings,
-    list items) also folds newlines into spaces and escapes ``|``."""
+    list items) also folds newlines into spaces and escapes ``|``.
+
+    >>> from memclaim.report.core import md_escape
+    >>> print(md_escape("a *b* | alpha_N", inline=True))
+    a \*b\* \| alpha_N
+    """
     s = visible(text)
     if inline:
         s = " ".join(s.splitlines())
@@ -247,7 +267,13 @@ def _line_start(m) -> str:
     return lead + "\\" + tok
 
 
-def h(text) -> str:
+def h(text: object) -> str:
+    """``text`` escaped for HTML (quotes included), its invisible characters shown (:func:`visible`).
+
+    >>> from memclaim.report.core import h
+    >>> h('<b title="x">')
+    '&lt;b title=&quot;x&quot;&gt;'
+    """
     return html.escape(visible(text), quote=True)
 
 
@@ -302,6 +328,18 @@ def _blocks(doc: Doc, *, html_out: bool) -> list[dict]:
 
 
 def render_markdown(doc: Doc) -> str:
+    """The report as Markdown (CommonMark with GFM tables): ``doc``'s blocks in order, every text escaped.
+
+    >>> from memclaim.report.core import Doc, render_markdown
+    >>> print(render_markdown(Doc("Claims").p("2 of 3 candidates clear tau.").table(["K", "rate"], [[1, 0.5]])))
+    # Claims
+    <BLANKLINE>
+    2 of 3 candidates clear tau.
+    <BLANKLINE>
+    | K | rate |
+    |---|---|
+    | 1 | 0.5 |
+    """
     text = _env("md").get_template("report.md.j2").render(doc=doc, blocks=_blocks(doc, html_out=False))
     return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
 
@@ -335,6 +373,13 @@ def _heat_html(ht: HeatText) -> str:
 
 
 def render_html(doc: Doc) -> str:
+    """The report as one self-contained HTML page (its CSS inline, figures as PNG data URIs).
+
+    >>> from memclaim.report.core import Doc, render_html
+    >>> page = render_html(Doc("Claims").p("2 of 3 candidates clear tau."))
+    >>> page.startswith("<!DOCTYPE html>"), "2 of 3 candidates clear tau." in page
+    (True, True)
+    """
     from markupsafe import Markup
 
     text = _env("html").get_template("report.html.j2").render(
@@ -344,8 +389,18 @@ def render_html(doc: Doc) -> str:
 
 
 # --------------------------------------------------------------------------- json + writing
-def input_record(path, *, role: str) -> dict:
-    """{role, path, sha256, bytes} of an input file (the hash ties the report to its inputs)."""
+def input_record(path: str | Path, *, role: str) -> dict:
+    """{role, path, sha256, bytes} of an input file (the hash ties the report to its inputs).
+
+    >>> import pathlib, tempfile
+    >>> from memclaim.report.core import input_record
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     f = pathlib.Path(d, "scores.jsonl")
+    ...     _ = f.write_bytes(b"abc")
+    ...     r = input_record(f, role="candidates")
+    >>> r["role"], r["bytes"], r["sha256"][:12]
+    ('candidates', 3, 'ba7816bf8f01')
+    """
     p = Path(path)
     if not p.is_file():
         raise InputError(f"input file {str(p)!r} does not exist", hint="check the path")
@@ -354,6 +409,18 @@ def input_record(path, *, role: str) -> dict:
 
 def build_json(*, command: str, procedure: dict | None, inputs: Sequence[dict], results: dict,
                statements: Sequence[str] = (), created_utc: str | None = None) -> str:
+    """report.json's text: schema and memclaim versions, the command, its procedure record, the
+    inputs (with their hashes), the results and the plain-language statements; ``created_utc``
+    defaults to now.
+
+    >>> import json
+    >>> from memclaim.report.core import build_json
+    >>> text = build_json(command="test", procedure=None, inputs=[], results={"k": 1},
+    ...                   created_utc="2025-01-01T00:00:00+00:00")
+    >>> d = json.loads(text)
+    >>> d["command"], d["results"], sorted(d)
+    ('test', {'k': 1}, ['command', 'created_utc', 'inputs', 'memclaim_version', 'procedure', 'results', 'schema_version', 'statements'])
+    """
     if created_utc is None:
         created_utc = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
     payload = {
@@ -379,7 +446,13 @@ class ReportBundle:
 
 def render(doc: Doc, *, command: str, procedure: dict | None, inputs: Sequence[dict], results: dict,
            statements: Sequence[str] = ()) -> ReportBundle:
-    """Render all three files in memory (nothing is written)."""
+    """Render all three files in memory (nothing is written).
+
+    >>> from memclaim.report.core import Doc, render
+    >>> b = render(Doc("Claims").p("text"), command="test", procedure=None, inputs=[], results={"k": 1})
+    >>> '"command": "test"' in b.json_text, b.markdown.splitlines()[0], b.figures
+    (True, '# Claims', {})
+    """
     return ReportBundle(build_json(command=command, procedure=procedure, inputs=inputs, results=results,
                                    statements=statements),
                         render_markdown(doc), render_html(doc), doc.figure_files)
@@ -395,11 +468,20 @@ def _memclaim_report(path: Path) -> bool:
     return isinstance(d, dict) and "schema_version" in d and "memclaim_version" in d and "command" in d
 
 
-def write_report(out_dir, bundle: ReportBundle, *, extra_files: dict | None = None) -> dict:
+def write_report(out_dir: str | Path, bundle: ReportBundle, *, extra_files: dict | None = None) -> dict:
     """Write report.json, report.md, report.html (and ``extra_files``, ``{name: bytes}``, e.g.
     figures) into ``out_dir`` as one change (:func:`memclaim.fsutil.write_files`): every file
     is staged first and then renamed into place, so a failure (a full disk) leaves the previous
-    report whole; a file memclaim did not write is never overwritten."""
+    report whole; a file memclaim did not write is never overwritten.
+
+    >>> import os, tempfile
+    >>> from memclaim.report.core import Doc, render, write_report
+    >>> b = render(Doc("Claims").p("text"), command="test", procedure=None, inputs=[], results={})
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = write_report(d, b)
+    ...     sorted(os.listdir(d))
+    ['report.html', 'report.json', 'report.md']
+    """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"report folder {str(out)!r} exists and is not a folder", hint="pass a folder path to --out")

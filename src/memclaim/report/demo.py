@@ -23,7 +23,16 @@ def demo_claims_report(claim: PopulationClaim, *, census: CensusResult | None = 
                        census_budget: CensusBudgetView | None = None, flagged: Sequence[FlaggedWindow] = (),
                        document_text: str | None = None, procedure: dict | None = None) -> ReportBundle:
     """report.{json,md,html} of the demo's claims (nothing written): the population test of the
-    planted members against held-out controls, and the census of a planted document."""
+    planted members against held-out controls, and the census of a planted document.
+
+    >>> from memclaim.claims.population import population_claim
+    >>> from memclaim.report.demo import demo_claims_report
+    >>> c = population_claim(candidate_scores=[-1.0, -2.0, -30.0], alpha="0.1",
+    ...                      control_scores=[-9.0, -8.0, -7.0, -6.0, -5.0, -4.0, -3.5, -10.0, -11.0])
+    >>> b = demo_claims_report(c)  # draws the figures (seconds)  # doctest: +SKIP
+    >>> b.markdown.splitlines()[0]  # doctest: +SKIP
+    '# memclaim demo: calibrated memorization claims on the tiny model'
+    """
     doc = Doc("memclaim demo: calibrated memorization claims on the tiny model")
     doc.p("Planted passages (members) and held-out passages (controls) scored by the tiny GPT; the population test "
           "calibrates a threshold on the controls ([EM] §3). Everything below is computed from the stored scores.")

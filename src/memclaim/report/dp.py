@@ -28,7 +28,14 @@ def _value(v) -> str:
 
 
 def dp_bounds_report(result: dict, *, command: str = "dp bounds") -> ReportBundle:
-    """report.{json,md,html} of ``memclaim dp bounds`` from its JSON summary (nothing written)."""
+    """report.{json,md,html} of ``memclaim dp bounds`` from its JSON summary (nothing written).
+
+    >>> import memclaim as mc
+    >>> from memclaim.report.dp import dp_bounds_report
+    >>> r = mc.dp_bounds(neighbors="add-remove", epsilon=1.0, list_size=4, risk=0.1)  # doctest: +SKIP
+    >>> dp_bounds_report(r.to_dict()).markdown.splitlines()[0]  # doctest: +SKIP
+    '# Differential-privacy bounds on memorization and extraction'
+    """
     doc = Doc("Differential-privacy bounds on memorization and extraction")
     rel = neighbors_label(result["neighbors"])
     # the guarantee's description names its relation already; say it once, in words

@@ -13,11 +13,22 @@ embeds the 200-dpi PNG in report.html and writes NAME.png and NAME.pdf beside th
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from . import numbers, style
 from .style import PALETTE
+
+if TYPE_CHECKING:  # the annotations' names only
+    from pathlib import Path
+
+    from matplotlib.figure import Figure
+
+    from ..audits.table import DisagreementTable
+    from ..claims.budget import CensusBudgetView, PopulationBudgetView
+    from ..claims.census import CensusResult
+    from ..claims.conformal import AlphaSweep, BinaryRates
 
 
 def _fig(w=6.0, hgt=3.6, ncols=1):
@@ -41,9 +52,19 @@ def _pct_tex(x: float) -> str:
     return numbers.pct(x)
 
 
-def binary_bars(rates, *, title: str = ""):
+def binary_bars(rates: BinaryRates, *, title: str = "") -> Figure:
     """[EM] Fig. 3: members and controls reproduced under greedy decoding (Clopper-Pearson bars),
-    the certified floor alpha_N dashed."""
+    the certified floor alpha_N dashed.
+
+    >>> import numpy as np
+    >>> from memclaim.claims.population import population_claim
+    >>> from memclaim.report.figures import binary_bars
+    >>> c = population_claim(candidate_scores=[0.0, 0.0, -np.inf], control_scores=[-np.inf] * 8 + [0.0],
+    ...                      alpha="0.1", binary=True)
+    >>> fig = binary_bars(c.primary_test.binary_rates)
+    >>> len(fig.axes), len(fig.axes[0].get_xticklabels())
+    (1, 2)
+    """
     with style.style():
         fig, (ax,) = _fig(4.8, 3.4)
         vals = [rates.member_rate, rates.control_rate]
@@ -59,9 +80,17 @@ def binary_bars(rates, *, title: str = ""):
     return fig
 
 
-def alpha_sweep_figure(sweep, *, alpha_n: float | None = None, probability: bool = True):
+def alpha_sweep_figure(sweep: AlphaSweep, *, alpha_n: float | None = None, probability: bool = True) -> Figure:
     """[EM] Fig. 4: (a) rates above each calibrated threshold, (b) the calibrated rate against
-    alpha_N with the alpha-dagger ceiling, (c) the Beta band of alpha*."""
+    alpha_N with the alpha-dagger ceiling, (c) the Beta band of alpha*.
+
+    >>> from memclaim.claims.conformal import alpha_sweep
+    >>> from memclaim.report.figures import alpha_sweep_figure
+    >>> sw = alpha_sweep([-1.0, -2.0, -30.0], [-9.0, -8.0, -7.0, -6.0, -5.0, -4.0, -3.5, -10.0, -11.0])
+    >>> fig = alpha_sweep_figure(sw, alpha_n=0.1)  # three panels (about a second)  # doctest: +SKIP
+    >>> [a.get_title()[:3] for a in fig.axes]  # doctest: +SKIP
+    ['(a)', '(b)', '(c)']
+    """
     with style.style():
         fig, (a, b, c) = _fig(11.0, 4.0, ncols=3)
         if probability and sweep.threshold_log10_prob is not None:
@@ -106,8 +135,18 @@ def alpha_sweep_figure(sweep, *, alpha_n: float | None = None, probability: bool
     return fig
 
 
-def census_ccdf(results, *, labels=None):
-    """[EM] Fig. 6: coverage of each document against the margin above its tau."""
+def census_ccdf(results: Sequence[CensusResult], *, labels: Sequence[str] | None = None) -> Figure:
+    """[EM] Fig. 6: coverage of each document against the margin above its tau.
+
+    >>> import math
+    >>> from memclaim.claims.census import WindowScores, census
+    >>> from memclaim.report.figures import census_ccdf
+    >>> ctl = WindowScores.from_arrays([math.log(1e-12), math.log(3e-9)], [0, 10], [10, 20], doc_length=20, name="ctl")
+    >>> doc = WindowScores.from_arrays([math.log(2e-3), math.log(1e-20)], [0, 10], [10, 20], doc_length=20, name="doc")
+    >>> fig = census_ccdf([census(doc, ctl)])
+    >>> len(fig.axes), len(fig.axes[0].get_lines())
+    (1, 1)
+    """
     with style.style():
         fig, (ax,) = _fig(6.4, 3.6)
         for i, r in enumerate(results):
@@ -121,10 +160,17 @@ def census_ccdf(results, *, labels=None):
     return fig
 
 
-def heat_strip(heat_log10: np.ndarray, *, log10_tau: float, width: int = 400, chars_per_cell: int = 1):
+def heat_strip(heat_log10: np.ndarray, *, log10_tau: float, width: int = 400, chars_per_cell: int = 1) -> Figure:
     """[EM] Fig. 18: the whole document as rows of ``width`` characters, coloured by margin above
     tau (light grey: at or below tau; white: in no suffix), with a colorbar of the margin. A book is
-    drawn binned: each cell then holds ``chars_per_cell`` characters (the largest heat among them)."""
+    drawn binned: each cell then holds ``chars_per_cell`` characters (the largest heat among them).
+
+    >>> import numpy as np
+    >>> from memclaim.report.figures import heat_strip
+    >>> fig = heat_strip(np.array([-1.0] * 10 + [-9.0] * 10), log10_tau=-8, width=10)
+    >>> len(fig.axes)  # the strip and its colorbar
+    2
+    """
     from matplotlib import colormaps
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
@@ -158,8 +204,15 @@ def heat_strip(heat_log10: np.ndarray, *, log10_tau: float, width: int = 400, ch
     return fig
 
 
-def census_budget_figure(view, *, title: str = ""):
-    """[EM] Fig. 7: coverage extractable within n queries, and memorized and extractable."""
+def census_budget_figure(view: CensusBudgetView, *, title: str = "") -> Figure:
+    """[EM] Fig. 7: coverage extractable within n queries, and memorized and extractable.
+
+    >>> from memclaim.claims.budget import census_budget_view
+    >>> from memclaim.report.figures import census_budget_figure
+    >>> fig = census_budget_figure(census_budget_view([-1.0, -1.0, -4.0, -9.0], log10_tau=-8.0))
+    >>> len(fig.axes), len(fig.axes[0].get_lines()) > 0
+    (1, True)
+    """
     with style.style():
         fig, (ax,) = _fig(6.4, 3.6)
         x = view.log10_budgets  # log10 n, exact where n overflows a double
@@ -178,8 +231,17 @@ def census_budget_figure(view, *, title: str = ""):
     return fig
 
 
-def population_budget_figure(view):
-    """[EM] F.2, Fig. 20: members and controls extractable within n queries."""
+def population_budget_figure(view: PopulationBudgetView) -> Figure:
+    """[EM] F.2, Fig. 20: members and controls extractable within n queries.
+
+    >>> import math
+    >>> from memclaim.claims.budget import population_budget_view
+    >>> from memclaim.report.figures import population_budget_figure
+    >>> v = population_budget_view([math.log(0.5), math.log(1e-4)], [math.log(1e-3), math.log(1e-6)],
+    ...                            log_tau=math.log(1e-5), alpha_n=0.0)
+    >>> len(population_budget_figure(v).axes)
+    1
+    """
     with style.style():
         fig, (ax,) = _fig(6.4, 3.6)
         x = view.log10_budgets  # log10 n, exact where n overflows a double
@@ -199,7 +261,8 @@ def population_budget_figure(view):
     return fig
 
 
-def disagreement_heatmap(table, path=None, *, title: str = "Audit disagreement"):
+def disagreement_heatmap(table: DisagreementTable, path: str | Path | None = None, *,
+                         title: str = "Audit disagreement") -> Figure:
     """A heatmap of a :class:`memclaim.audits.table.DisagreementTable`'s leak signals, annotated
     "value\\nverdict", with a rule before the informed columns and a labelled colorbar ([MX]
     Fig. 12), in the shared style. Returns the Figure; writes it to ``path`` if given (format

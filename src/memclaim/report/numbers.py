@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from numbers import Integral, Real
+from typing import Callable
 
 __all__ = ["MISSING", "num", "integer", "pct", "sci_from_log10", "log10", "prob", "value", "interval"]
 
@@ -38,14 +39,24 @@ def _special(v: float) -> str | None:
     return None
 
 
-def integer(x) -> str:
-    """An integer with thousands separators: ``12,345``."""
+def integer(x: int | float) -> str:
+    """An integer with thousands separators: ``12,345``.
+
+    >>> from memclaim.report.numbers import integer
+    >>> integer(12345)
+    '12,345'
+    """
     return f"{int(x):,}"
 
 
-def num(x, digits: int = SIG_DIGITS) -> str:
+def num(x: object, digits: int = SIG_DIGITS) -> str:
     """A plain number: ``digits`` significant digits, scientific below 1e-4 and from 1e6 on;
-    integers (and integral floats below 1e6) without a decimal point."""
+    integers (and integral floats below 1e6) without a decimal point.
+
+    >>> from memclaim.report.numbers import num
+    >>> num(0.4621171572), num(12345.6), num(2.5e-5), num(3)
+    ('0.4621', '12,346', '2.500e-05', '3')
+    """
     if x is None:
         return MISSING
     if isinstance(x, bool):
@@ -70,8 +81,13 @@ def num(x, digits: int = SIG_DIGITS) -> str:
     return f"{v:.{digits}g}"
 
 
-def pct(x, digits: int = PCT_DIGITS) -> str:
-    """A rate as a percentage: ``0.08333 -> '8.33%'``; scientific below 0.001%."""
+def pct(x: float | None, digits: int = PCT_DIGITS) -> str:
+    """A rate as a percentage: ``0.08333 -> '8.33%'``; scientific below 0.001%.
+
+    >>> from memclaim.report.numbers import pct
+    >>> pct(1 / 12), pct(2e-6)
+    ('8.33%', '2.00e-04%')
+    """
     if x is None:
         return MISSING
     v = 100 * float(x)
@@ -84,7 +100,12 @@ def pct(x, digits: int = PCT_DIGITS) -> str:
 
 
 def sci_from_log10(log10_value: float, digits: int = SCI_DIGITS) -> str:
-    """'1.29e-27' from log10 p = -26.89 without exponentiating (works far below 1e-308)."""
+    """'1.29e-27' from log10 p = -26.89 without exponentiating (works far below 1e-308).
+
+    >>> from memclaim.report.numbers import sci_from_log10
+    >>> sci_from_log10(-26.89), sci_from_log10(-400.5)  # far below the smallest double
+    ('1.29e-27', '3.16e-401')
+    """
     v = float(log10_value)
     if v == float("-inf"):
         return "0"
@@ -99,8 +120,13 @@ def sci_from_log10(log10_value: float, digits: int = SCI_DIGITS) -> str:
     return f"{m:.{digits - 1}f}e{e:+03d}" if e != 0 else f"{m:.{digits - 1}f}"
 
 
-def log10(v, decimals: int = LOG10_DECIMALS) -> str:
-    """A log10 value: 2 decimals (``-19.42``, ``-19.70``); ``-∞`` for log10 0."""
+def log10(v: float | None, decimals: int = LOG10_DECIMALS) -> str:
+    """A log10 value: 2 decimals (``-19.42``, ``-19.70``); ``-∞`` for log10 0.
+
+    >>> from memclaim.report.numbers import log10
+    >>> log10(-19.4189), log10(float("-inf"))
+    ('-19.42', '-∞')
+    """
     if v is None:
         return MISSING
     f = float(v)
@@ -108,8 +134,13 @@ def log10(v, decimals: int = LOG10_DECIMALS) -> str:
     return s if s is not None else f"{f:.{decimals}f}"
 
 
-def prob(log10_p) -> str:
-    """A probability from its log10: ``'3.81e-20 (log10 -19.42)'``; ``'0'`` for an exact zero."""
+def prob(log10_p: float | None) -> str:
+    """A probability from its log10: ``'3.81e-20 (log10 -19.42)'``; ``'0'`` for an exact zero.
+
+    >>> from memclaim.report.numbers import prob
+    >>> prob(-19.4189), prob(float("-inf"))
+    ('3.81e-20 (log10 -19.42)', '0')
+    """
     if log10_p is None:
         return MISSING
     if float(log10_p) == float("-inf"):
@@ -117,15 +148,26 @@ def prob(log10_p) -> str:
     return f"{sci_from_log10(log10_p)} (log10 {log10(log10_p)})"
 
 
-def interval(estimate, lower, upper, fmt=pct) -> str:
-    """``'8.33% [0.211%, 38.5%]'``."""
+def interval(estimate: float | None, lower: float | None, upper: float | None,
+             fmt: Callable[[float | None], str] = pct) -> str:
+    """``'8.33% [0.211%, 38.5%]'``.
+
+    >>> from memclaim.report.numbers import interval
+    >>> interval(1 / 12, 0.00211, 0.385)
+    '8.33% [0.211%, 38.5%]'
+    """
     return f"{fmt(estimate)} [{fmt(lower)}, {fmt(upper)}]"
 
 
-def value(v) -> str:
+def value(v: object) -> str:
     """Any recorded value for a reader: ``None -> '–'``, booleans ``yes``/``no``, numbers by
     :func:`num`, lists comma-separated, mappings ``key: value; ...`` (recursively). Never a
-    Python repr."""
+    Python repr.
+
+    >>> from memclaim.report.numbers import value
+    >>> value(None), value(True), value([0.5, 2]), value({"model": "toy", "k": 3})
+    ('–', 'yes', '0.5, 2', 'model: toy; k: 3')
+    """
     if v is None:
         return MISSING
     if isinstance(v, str):

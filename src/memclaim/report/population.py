@@ -31,6 +31,15 @@ def _score(v, kind) -> str:
 
 
 def headline(claim: PopulationClaim) -> str:
+    """The population test's one-sentence result: K, alpha_N, tau, the claimed count and G, M with intervals.
+
+    >>> from memclaim.claims.population import population_claim
+    >>> from memclaim.report.population import headline
+    >>> c = population_claim(candidate_scores=[-1.0, -2.0, -30.0], alpha="0.1",
+    ...                      control_scores=[-9.0, -8.0, -7.0, -6.0, -5.0, -4.0, -3.5, -10.0, -11.0])
+    >>> headline(c)[:100]
+    'At target FPR alpha = 1/10 (10%) with N = 9 controls: K = 1, certified alpha_N = 1/10 = 10%, thresho'
+    """
     t = claim.primary_test
     pool = " (decontaminated controls)" if claim.primary == "decontaminated" else ""
     if not t.claim_possible:
@@ -87,6 +96,18 @@ def _beta_rows(t) -> list:
 def build_population_doc(claim: PopulationClaim, *, title: str = "Conformal population test",
                          controls_description: str | None = None, procedure: dict | None = None,
                          inputs: Sequence[dict] = (), figures_on: bool = True) -> Doc:
+    """The population report's document (rendered three ways by :func:`population_report`): the
+    test, alpha*'s law, the sweep, FDR/FWER and budgets where computed, the claimed candidates and
+    what the claim means; ``figures_on=False`` leaves the figures out.
+
+    >>> from memclaim.claims.population import population_claim
+    >>> from memclaim.report.population import build_population_doc
+    >>> c = population_claim(candidate_scores=[-1.0, -2.0, -30.0], alpha="0.1",
+    ...                      control_scores=[-9.0, -8.0, -7.0, -6.0, -5.0, -4.0, -3.5, -10.0, -11.0])
+    >>> d = build_population_doc(c, figures_on=False)
+    >>> d.title, [b[0] for b in d.blocks][:4]
+    ('Conformal population test', ['callout', 'callout', 'h2', 'table'])
+    """
     t = claim.primary_test
     doc = Doc(title)
     # a test that claimed nothing is a null result: never drawn in the success style
@@ -255,7 +276,16 @@ def _procedure_section(doc: Doc, procedure: dict | None, inputs: Sequence[dict])
 def population_report(claim: PopulationClaim, *, procedure: dict | None = None, inputs: Sequence[dict] = (),
                       controls_description: str | None = None, command: str = "test",
                       title: str = "Conformal population test", extra_results: dict | None = None) -> ReportBundle:
-    """Render the three report files for a population claim (nothing is written)."""
+    """Render the three report files for a population claim (nothing is written).
+
+    >>> from memclaim.claims.population import population_claim
+    >>> from memclaim.report.population import population_report
+    >>> c = population_claim(candidate_scores=[-1.0, -2.0, -30.0], alpha="0.1",
+    ...                      control_scores=[-9.0, -8.0, -7.0, -6.0, -5.0, -4.0, -3.5, -10.0, -11.0])
+    >>> b = population_report(c)  # draws the figures (seconds)  # doctest: +SKIP
+    >>> sorted(b.figures)  # doctest: +SKIP
+    ['alpha-sweep.pdf', 'alpha-sweep.png']
+    """
     doc = build_population_doc(claim, title=title, controls_description=controls_description,
                                procedure=procedure, inputs=inputs)
     t = claim.primary_test

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -18,6 +19,9 @@ from . import style
 from ..privacy.caps import cap_map, eta, eta_star_k
 from ..privacy.extraction import alpha_star, h_star
 from ..privacy.tradeoff import approx, expit_neg, gdp, group, neighbors_label, normalize_neighbors, pure
+
+if TYPE_CHECKING:
+    from ..privacy.pld import DpSgdCurve
 
 __all__ = ["plot_advantage_curves", "plot_staircase", "plot_boundary", "plot_dpsgd", "plot_all"]
 
@@ -43,8 +47,14 @@ def _mem_scope(neighbors: str) -> str:
             else "caps LOO memorization (add/remove, Prop. A.1); RO needs f^(2)")
 
 
-def plot_advantage_curves(path, *, epsilon=1.0, delta=0.1, mu=1.0, neighbors="replace") -> Path:
-    """[MX] Fig. 2: alpha -> 1 - alpha - f(alpha) for f_eps, f_{eps,delta}, G_mu, maximizers marked."""
+def plot_advantage_curves(path: str | Path, *, epsilon: float = 1.0, delta: float = 0.1, mu: float = 1.0,
+                          neighbors: str = "replace") -> Path:
+    """[MX] Fig. 2: alpha -> 1 - alpha - f(alpha) for f_eps, f_{eps,delta}, G_mu, maximizers marked.
+
+    >>> from memclaim.report.privacy import plot_advantage_curves
+    >>> plot_advantage_curves("fig2.png", epsilon=1.0, delta=0.1, mu=1.0).name  # writes a file  # doctest: +SKIP
+    'fig2.png'
+    """
     rel = normalize_neighbors(neighbors)
     curves = [
         (pure(epsilon, neighbors=rel), f"$f_\\varepsilon$, $\\varepsilon$ = {epsilon:g}"),
@@ -72,13 +82,19 @@ def _advantage_axes(ax, curves, rel):
     ax.set_title(f"Advantage curves; the maximum $\\eta(f)$ {_mem_scope(rel)}\n[{neighbors_label(rel)}]")
 
 
-def plot_staircase(path, *, epsilon=1.0, k=4, max_copies=8, neighbors="replace") -> Path:
+def plot_staircase(path: str | Path, *, epsilon: float = 1.0, k: int = 4, max_copies: int = 8,
+                   neighbors: str = "replace") -> Path:
     """[MX] Fig. 3: the cap map f-bar with the optimal k-orbit (cobweb); eta*_k vs tanh(k eps/2).
 
     The staircase counts neighbour steps of a pure eps-DP guarantee: under replace-one, eta*_k
     caps RO memorization of a target planted k times ([MX] Cor. 4.3, Lemma 4.4); under
     add/remove the same k steps cap LOO memorization with k additions ([MX] Prop. A.1), and RO
-    needs 2k steps (eta*_2k). The panels say which, for the relation given."""
+    needs 2k steps (eta*_2k). The panels say which, for the relation given.
+
+    >>> from memclaim.report.privacy import plot_staircase
+    >>> plot_staircase("fig3.png", epsilon=1.0, k=2).name  # writes a file  # doctest: +SKIP
+    'fig3.png'
+    """
     k = validate.integer("k (copies)", k, minimum=1)
     max_copies = validate.integer("max_copies", max_copies, minimum=1)
     rel = normalize_neighbors(neighbors)
@@ -126,12 +142,17 @@ def _staircase_axes(ax1, ax2, st, epsilon, k, max_copies, rel):
                       f"[{neighbors_label(rel)}]")
 
 
-def plot_boundary(path, *, epsilons=(1.0, 3.0), mu=1.0, tau=0.1, m=1, neighbors="add-remove",
+def plot_boundary(path: str | Path, *, epsilons: Sequence[float] = (1.0, 3.0), mu: float = 1.0, tau: float = 0.1,
+                  m: int = 1, neighbors: str = "add-remove",
                   copies: int = 1) -> Path:
     """[MX] Fig. 4: Ext bound 1 - f(kappa) vs baseline kappa (log-log), risk tau, alpha*(tau), H* axis.
 
     ``copies`` = k >= 2 adds, dashed, the bound 1 - f^(k)(kappa) of a secret planted k times for
     the first epsilon (the k-fold group curve, [MX] Cor. 4.3; an upper bound only) and its alpha*.
+
+    >>> from memclaim.report.privacy import plot_boundary
+    >>> plot_boundary("fig4.png", epsilons=(1.0, 3.0), tau=0.1, m=1).name  # writes a file  # doctest: +SKIP
+    'fig4.png'
     """
     rel = normalize_neighbors(neighbors)
     m = validate.integer("m (list size)", m, minimum=1)
@@ -190,13 +211,19 @@ def _boundary_axes(ax, epsilons, mu, tau, m, rel, copies):
     ax.set_title(title)
 
 
-def plot_dpsgd(path, cur, *, tau: float = 0.1) -> Path:
+def plot_dpsgd(path: str | Path, cur: DpSgdCurve, *, tau: float = 0.1) -> Path:
     """DP-SGD: its trade-off curve (from the privacy-loss distribution) beside the (eps, delta)
     envelope f_{eps, delta} of the same run, so the gap is visible (issue 18).
 
     Left: f(alpha) for both, with the advantage eta marked (the largest gap to 1 - alpha,
     [MX] Thm. 4.1). Right: the extraction bound 1 - f(kappa) against the baseline (log-log,
     [MX] Thm. 5.1(i)) with alpha*(tau) for both. ``cur`` is a :class:`memclaim.privacy.pld.DpSgdCurve`.
+
+    >>> from memclaim.privacy.pld import dpsgd_curve
+    >>> from memclaim.report.privacy import plot_dpsgd
+    >>> cur = dpsgd_curve(noise_multiplier=1.0, sampling_rate=0.01, steps=100)  # doctest: +SKIP
+    >>> plot_dpsgd("fig5.png", cur).name  # writes a file  # doctest: +SKIP
+    'fig5.png'
     """
     tau = validate.in_open_unit("tau (risk level)", tau)
     f = cur.curve
@@ -250,11 +277,17 @@ def _dpsgd_axes(ax1, ax2, cur, f, g, tau):
                   fontsize=7)
 
 
-def plot_all(out_dir, *, epsilon=1.0, delta=0.1, mu=1.0, copies=4, max_copies=8, tau=0.1, m=1,
-             boundary_epsilons=(1.0, 3.0), neighbors="add-remove", dpsgd=None) -> list[Path]:
+def plot_all(out_dir: str | Path, *, epsilon: float = 1.0, delta: float = 0.1, mu: float = 1.0, copies: int = 4,
+             max_copies: int = 8, tau: float = 0.1, m: int = 1, boundary_epsilons: Sequence[float] = (1.0, 3.0),
+             neighbors: str = "add-remove", dpsgd: DpSgdCurve | None = None) -> list[Path]:
     """Write fig2_advantage, fig3_staircase, fig4_boundary (.png at 200 dpi and .pdf) under
     ``out_dir``, and fig5_dpsgd when ``dpsgd`` (a :class:`memclaim.privacy.pld.DpSgdCurve`) is
-    given; every panel names the relation ``neighbors``. Returns every path written."""
+    given; every panel names the relation ``neighbors``. Returns every path written.
+
+    >>> from memclaim.report.privacy import plot_all
+    >>> sorted(p.name for p in plot_all("figures"))  # writes six files (seconds)  # doctest: +SKIP
+    ['fig2_advantage.pdf', 'fig2_advantage.png', 'fig3_staircase.pdf', 'fig3_staircase.png', 'fig4_boundary.pdf', 'fig4_boundary.png']
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [

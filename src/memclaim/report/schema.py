@@ -19,11 +19,22 @@ __all__ = ["schema_name", "load_schema", "validate_report"]
 
 
 def schema_name(version: str = SCHEMA_VERSION) -> str:
+    """The file name of report.json's JSON Schema for ``version`` (shipped in report/schemas).
+
+    >>> from memclaim.report.schema import schema_name
+    >>> schema_name("1.0")
+    'report-1.0.schema.json'
+    """
     return f"report-{version}.schema.json"
 
 
 def load_schema(version: str = SCHEMA_VERSION) -> dict:
-    """The JSON Schema (a dict) of report.json for ``version``."""
+    """The JSON Schema (a dict) of report.json for ``version``.
+
+    >>> from memclaim.report.schema import load_schema
+    >>> load_schema("1.0")["title"]
+    'memclaim report.json, schema version 1.0'
+    """
     try:
         text = resources.files("memclaim.report").joinpath("schemas", schema_name(version)).read_text(encoding="utf-8")
     except (FileNotFoundError, OSError):
@@ -34,7 +45,14 @@ def load_schema(version: str = SCHEMA_VERSION) -> dict:
 
 def validate_report(report: dict) -> None:
     """Check a parsed report.json against the schema of its own ``schema_version``; raise
-    :class:`memclaim.errors.InputError` listing every violation."""
+    :class:`memclaim.errors.InputError` listing every violation.
+
+    >>> from memclaim.report.schema import validate_report
+    >>> validate_report({"schema_version": "1.0", "command": "test"})
+    Traceback (most recent call last):
+    ...
+    memclaim.errors.InputError: report.json does not match schema '1.0': (top): 'memclaim_version' is a required property; ...
+    """
     jsonschema = require("jsonschema", "test")
     version = report.get("schema_version") if isinstance(report, dict) else None
     schema = load_schema(str(version) if version is not None else SCHEMA_VERSION)

@@ -19,7 +19,17 @@ is the same blue and a control the same grey in every figure.
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the annotations' names only
+    from contextlib import AbstractContextManager
+
+    from matplotlib.axes import Axes
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colorbar import Colorbar
+    from matplotlib.colors import Colormap
+    from matplotlib.figure import Figure
+    from matplotlib.legend import Legend
 
 PNG_DPI = 200
 VECTOR_FORMAT = "pdf"
@@ -69,17 +79,32 @@ def _rc() -> dict:
     return rc
 
 
-def style():
+def style() -> AbstractContextManager:
     """A context in which matplotlib uses memclaim's style: build every figure inside it
-    (rcParams are read when axes, lines and legends are made, and again when a figure is drawn)."""
+    (rcParams are read when axes, lines and legends are made, and again when a figure is drawn).
+
+    >>> from memclaim.report.style import figure, style
+    >>> with style():
+    ...     fig, ax = figure(width=3, height=2)
+    ...     _ = ax.plot([0, 1], [0, 1])
+    >>> type(fig).__name__, len(ax.get_lines())
+    ('Figure', 1)
+    """
     import matplotlib
 
     return matplotlib.rc_context(_rc())
 
 
-def figure(*, width: float = 6.0, height: float = 3.8, nrows: int = 1, ncols: int = 1, **subplot_kw):
+def figure(*, width: float = 6.0, height: float = 3.8, nrows: int = 1, ncols: int = 1,
+           **subplot_kw: Any) -> tuple[Figure, Any]:
     """A styled Figure and its axes (one Axes, or an array of shape [nrows, ncols] squeezed like
-    ``plt.subplots``), laid out by constrained layout so no label is clipped."""
+    ``plt.subplots``), laid out by constrained layout so no label is clipped.
+
+    >>> from memclaim.report.style import figure
+    >>> fig, axes = figure(width=6, height=2, ncols=2)
+    >>> axes.shape, float(fig.get_figwidth())
+    ((2,), 6.0)
+    """
     from matplotlib.figure import Figure
 
     with style():
@@ -88,10 +113,17 @@ def figure(*, width: float = 6.0, height: float = 3.8, nrows: int = 1, ncols: in
     return fig, axes
 
 
-def legend(ax, *, outside: bool = False, below: bool = False, **kw):
+def legend(ax: Axes, *, outside: bool = False, below: bool = False, **kw: Any) -> Legend:
     """A legend placed off the data: beside the axes (``outside``), under the axes' x label
     (``below``: for panels side by side), or the best free corner. Constrained layout makes room
-    for a legend outside the axes, so it is never clipped."""
+    for a legend outside the axes, so it is never clipped.
+
+    >>> from memclaim.report.style import figure, legend
+    >>> fig, ax = figure(width=3, height=2)
+    >>> _ = ax.plot([0, 1], [0, 1], label="bound")
+    >>> [t.get_text() for t in legend(ax, outside=True).get_texts()]
+    ['bound']
+    """
     kw.setdefault("fontsize", RC["legend.fontsize"])
     kw.setdefault("frameon", False)
     if outside:
@@ -103,8 +135,15 @@ def legend(ax, *, outside: bool = False, below: bool = False, **kw):
     return ax.legend(loc="best", **kw)
 
 
-def colorbar(fig, mappable, ax, *, label: str):
-    """A labelled colorbar beside ``ax`` (every heatmap has one)."""
+def colorbar(fig: Figure, mappable: ScalarMappable, ax: Axes, *, label: str) -> Colorbar:
+    """A labelled colorbar beside ``ax`` (every heatmap has one).
+
+    >>> import numpy as np
+    >>> from memclaim.report.style import colorbar, figure
+    >>> fig, ax = figure(width=3, height=2)
+    >>> colorbar(fig, ax.imshow(np.zeros((2, 2))), ax, label="margin").ax.get_ylabel()
+    'margin'
+    """
     cb = fig.colorbar(mappable, ax=ax, fraction=0.05, pad=0.02)
     cb.set_label(label)
     return cb
@@ -123,9 +162,17 @@ def _wrap(text: str, width: int) -> str:
     return "\n".join(lines).replace("\x00", " ")
 
 
-def fit_titles(fig) -> None:
+def fit_titles(fig: Figure) -> None:
     """Wrap every axes title (and the suptitle) that would run past the canvas, so a long title
-    is never clipped (constrained layout makes room for titles' height, not their width)."""
+    is never clipped (constrained layout makes room for titles' height, not their width).
+
+    >>> from memclaim.report.style import figure, fit_titles
+    >>> fig, ax = figure(width=2, height=2)
+    >>> _ = ax.set_title("a title far too long to fit on a two-inch-wide canvas in one line")
+    >>> fit_titles(fig)
+    >>> chr(10) in ax.get_title()  # wrapped
+    True
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     if fig.canvas is None or type(fig.canvas).__name__ == "FigureCanvasBase":
@@ -169,33 +216,65 @@ def _render(fig, fmt: str, dpi: int | None) -> bytes:
     return buf.getvalue()
 
 
-def png_bytes(fig, *, dpi: int = PNG_DPI) -> bytes:
-    """The figure as PNG bytes at ``dpi`` (default 200)."""
+def png_bytes(fig: Figure, *, dpi: int = PNG_DPI) -> bytes:
+    """The figure as PNG bytes at ``dpi`` (default 200).
+
+    >>> from memclaim.report.style import figure, png_bytes
+    >>> fig, ax = figure(width=3, height=2)
+    >>> png_bytes(fig)[1:4]  # renders the figure  # doctest: +SKIP
+    b'PNG'
+    """
     return _render(fig, "png", dpi)
 
 
-def vector_bytes(fig) -> bytes:
-    """The figure as a vector PDF."""
+def vector_bytes(fig: Figure) -> bytes:
+    """The figure as a vector PDF.
+
+    >>> from memclaim.report.style import figure, vector_bytes
+    >>> fig, ax = figure(width=3, height=2)
+    >>> vector_bytes(fig)[:5]  # renders the figure  # doctest: +SKIP
+    b'%PDF-'
+    """
     return _render(fig, VECTOR_FORMAT, None)
 
 
-def figure_files(fig, stem: str) -> dict[str, bytes]:
-    """``{stem}.png`` (200 dpi) and ``{stem}.pdf`` as bytes, ready for fsutil.write_files."""
+def figure_files(fig: Figure, stem: str) -> dict[str, bytes]:
+    """``{stem}.png`` (200 dpi) and ``{stem}.pdf`` as bytes, ready for fsutil.write_files.
+
+    >>> from memclaim.report.style import figure, figure_files
+    >>> fig, ax = figure(width=3, height=2)
+    >>> sorted(figure_files(fig, "roc"))  # renders the figure twice  # doctest: +SKIP
+    ['roc.pdf', 'roc.png']
+    """
     return {f"{stem}.png": png_bytes(fig), f"{stem}.{VECTOR_FORMAT}": vector_bytes(fig)}
 
 
-def blank_figure(*, width: float, height: float):
+def blank_figure(*, width: float, height: float) -> Figure:
     """A styled, empty Figure with constrained layout, for layouts ``figure`` does not make
-    (``subplot_mosaic``, mixed panels); add the axes inside ``with style():``."""
+    (``subplot_mosaic``, mixed panels); add the axes inside ``with style():``.
+
+    >>> from memclaim.report.style import blank_figure, style
+    >>> with style():
+    ...     fig = blank_figure(width=4, height=3)
+    ...     axes = fig.subplot_mosaic([["a", "b"]])
+    >>> sorted(axes), type(fig.get_layout_engine()).__name__
+    (['a', 'b'], 'ConstrainedLayoutEngine')
+    """
     from matplotlib.figure import Figure
 
     with style():
         return Figure(figsize=(width, height), layout="constrained")
 
 
-def colormap(name: str | None = None, *, under: str | None = None, bad: str | None = None):
+def colormap(name: str | None = None, *, under: str | None = None, bad: str | None = None) -> Colormap:
     """A named matplotlib colormap (``HEATMAP_CMAP`` by default) with colours for values under the
-    range and for masked values."""
+    range and for masked values.
+
+    >>> from memclaim.report.style import colormap
+    >>> cm = colormap("viridis", under="white")
+    >>> cm.name, tuple(float(x) for x in cm.get_under())
+    ('viridis', (1.0, 1.0, 1.0, 1.0))
+    """
     from matplotlib import colormaps
 
     return colormaps[name or HEATMAP_CMAP].with_extremes(under=under, bad=bad)

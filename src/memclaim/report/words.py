@@ -84,12 +84,23 @@ NEAR_VERBATIM = (
 
 
 def is_near_verbatim(procedure: dict | None) -> bool:
-    """Whether a (stored, tested) procedure's score is the near-verbatim lower bound."""
+    """Whether a (stored, tested) procedure's score is the near-verbatim lower bound.
+
+    >>> from memclaim.report.words import is_near_verbatim
+    >>> is_near_verbatim({"score": "near-verbatim lower bound"}), is_near_verbatim(None)
+    (True, False)
+    """
     return bool(procedure) and str(procedure.get("score", "")).startswith("near-verbatim")
 
 
 def population_statements(*, binary: bool, decontaminated: bool, multiple: bool,
                           near_verbatim: bool = False) -> list[str]:
+    """What a population claim does and does not mean, in words (report.json ``statements``).
+
+    >>> from memclaim.report.words import population_statements
+    >>> population_statements(binary=False, decontaminated=False, multiple=False)[0][:40]
+    'A claim means: under this fixed extracti'
+    """
     s = [WHAT_A_CLAIM_MEANS, NO_CLAIM_IS_NOT_EVIDENCE, RELATIVE_TO_CONTROLS, CONTAMINATION, PER_CANDIDATE]
     if near_verbatim:
         s.append(NEAR_VERBATIM)
@@ -102,12 +113,24 @@ def population_statements(*, binary: bool, decontaminated: bool, multiple: bool,
 
 
 def census_statements(*, near_verbatim: bool = False) -> list[str]:
+    """What a census's coverage does and does not mean, in words (report.json ``statements``).
+
+    >>> from memclaim.report.words import census_statements
+    >>> census_statements()[0][:40]
+    'A census evaluates one fixed document ex'
+    """
     return [CENSUS_NO_FPR, NO_CLAIM_IS_NOT_EVIDENCE, CONTAMINATION,
             "Coverage counts only the characters of window suffixes (what was extracted), never the "
             "prompts ([EM] Eq. 9).", EXTRACTABLE] + ([NEAR_VERBATIM] if near_verbatim else []) + [PROCEDURE_FIXED]
 
 
 def budget_statements() -> list[str]:
+    """What a query budget assumes, in words (report.json ``statements``).
+
+    >>> from memclaim.report.words import budget_statements
+    >>> len(budget_statements())
+    2
+    """
     return [EXTRACTABLE,
             "P[at least once in n] = 1 - (1-p)^n assumes n independent queries with the same per-query "
             "probability p (independent samples under the fixed procedure) ([EM] §6, Eq. 10)."]
