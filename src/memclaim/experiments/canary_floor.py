@@ -37,6 +37,7 @@ and secrets; ours are measured on the tiny model and reported beside them, not m
 from __future__ import annotations
 
 import math
+import os
 import warnings
 
 import numpy as np
@@ -136,7 +137,18 @@ def _bucket(bits_lo: float, bits_hi: float, h: float) -> str:
     return "unplaced"
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[MX] §8.2, Cor. 5.3: canaries bucketed by certified kappa below/above H*; guessing vs DP.
+
+    Writes ``canary-floor.json``, ``canary-floor.png`` and ``canary-floor.pdf`` into ``out_dir`` (created)
+    and returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim reproduce
+    canary-floor`` runs.
+
+    >>> from memclaim.experiments.canary_floor import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('canary-floor', True)
+    """
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)
     spec = ChainBaseSpec()

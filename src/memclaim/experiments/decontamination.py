@@ -32,6 +32,7 @@ from the seed's "plant" stream.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -156,7 +157,18 @@ def _pool_row(t, label: str) -> dict:
             "claim": bool(t.claim_possible and t.calibrated_rate.lower > 0), "no_claim_reason": t.no_claim_reason}
 
 
-def run(*, quick: bool, seed: int, out_dir) -> dict:
+def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
+    """[EM] App. D.2, §5: planted KJV quotations in the controls; census and test with/without.
+
+    Writes ``decontamination.json``, ``decontamination.png`` and ``decontamination.pdf`` into ``out_dir``
+    (created) and returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim
+    reproduce decontamination`` runs.
+
+    >>> from memclaim.experiments.decontamination import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('decontamination', True)
+    """
     rng = rng_streams(seed, STREAMS)["plant"]
     s = _settings(quick)
     m = rt.load(s["model"])

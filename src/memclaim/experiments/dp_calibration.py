@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 
 import numpy as np
 
@@ -116,7 +117,18 @@ def _paper_grid_facts() -> dict:
             "cap_eps_0.05_k_1": conservative_cap(epsilon=0.05, delta=PAPER_DELTA, k=1)[0]}
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[MX] §8.2: DP-SGD over an eps grid, LOO memorization of k-copy canaries vs the caps.
+
+    Writes ``dp-calibration.json``, ``dp-calibration.png`` and ``dp-calibration.pdf`` into ``out_dir``
+    (created) and returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim
+    reproduce dp-calibration`` runs.
+
+    >>> from memclaim.experiments.dp_calibration import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('dp-calibration', True)
+    """
     from ..audits.counterfactual import compare_to_cap, counterfactual_memorization
     from ..privacy.caps import eta_star_k
     from ..train.dp import DPConfig

@@ -31,6 +31,7 @@ exactly 0.500 for it); the reference-model audit is the same argument made exact
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -108,7 +109,17 @@ def _triggers(tokenizer, template: str, n: int, rng) -> list[tuple[int, ...]]:
     return out
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[MX] §8.2: the gated release; reference/loss audits at chance, extraction through rho = 1.
+
+    Writes ``gated.json``, ``gated.png`` and ``gated.pdf`` into ``out_dir`` (created) and returns the JSON-
+    ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim reproduce gated`` runs.
+
+    >>> from memclaim.experiments.gated import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('gated', True)
+    """
     import torch
 
     from ..audits import ScoredTexts, evaluate_attack

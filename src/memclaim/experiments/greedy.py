@@ -17,6 +17,7 @@ after a 16-token prefix, with 3 and 16 tokens as the contrast (em_verses.LENGTH_
 """
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -145,7 +146,17 @@ def _plot(blocks, quick, pops, differences, claims):
     return fig
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[EM] Fig. 3: greedy binary scores at a short and a long suffix; floor alpha_N = (m+1)/(N+1).
+
+    Writes ``greedy.json``, ``greedy.png`` and ``greedy.pdf`` into ``out_dir`` (created) and returns the
+    JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim reproduce greedy`` runs.
+
+    >>> from memclaim.experiments.greedy import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('greedy', True)
+    """
     pops, entries = ev.natural_runs(quick, out_dir)
     blocks = [_model_block(e) for e in entries]
     claims = [c for b in blocks for c in claims_for(b, b["model"]["name"])]

@@ -21,6 +21,7 @@ template, so this reproduction runs on SmolLM2 only.
 """
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -178,8 +179,17 @@ def _plot(b, differences, claims):
     return fig
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[EM] Fig. 1, App. A.1: 'Repeat after me' on an instruct model; member and control rates, no claim.
 
+    Writes ``parrot.json``, ``parrot.png`` and ``parrot.pdf`` into ``out_dir`` (created) and returns the
+    JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim reproduce parrot`` runs.
+
+    >>> from memclaim.experiments.parrot import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('parrot', True)
+    """
     pops = ev.populations(quick, every=QUICK_EVERY if quick else None)
     model = load_model(MODEL)
     rule = PromptRule(templates=(TEMPLATE,), chat=True)
