@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Any
 
 import numpy as np
 
@@ -243,7 +244,17 @@ def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
                   differences=differences)
 
 
-def topk_census_summary(topk, topk_census) -> str:
+def topk_census_summary(topk: dict[str, WindowScores], topk_census: dict) -> str:
+    """One line on the census under top-k:40 ([EM] §5's policy): how many control windows score
+    exactly 0, and the threshold and coverage it gives (or why it gives none, [EM] C.4.4).
+
+    >>> import numpy as np
+    >>> from memclaim.claims.census import WindowScores
+    >>> from memclaim.experiments.book_census import topk_census_summary
+    >>> ctl = WindowScores.from_arrays([-np.inf, -np.inf, -3.0], [0, 5, 10], [5, 10, 15], doc_length=15, name="control")
+    >>> topk_census_summary({"control": ctl}, {"log10_tau": -1.3, "coverage": 0.25})
+    '2 of 3 control windows score 0; tau = 1e-1.3, coverage 0.250'
+    """
     z = int(np.count_nonzero(np.isneginf(topk["control"].log_scores)))
     n = len(topk["control"])
     if topk_census["log10_tau"] is None:
@@ -253,10 +264,20 @@ def topk_census_summary(topk, topk_census) -> str:
 
 
 # ------------------------------------------------------------------------------ figure
-def heat_image(ax, heat_log10: np.ndarray, *, log10_tau: float, width: int = HEAT_WIDTH, cmap: str | None = None):
+def heat_image(ax: Any, heat_log10: np.ndarray, *, log10_tau: float, width: int = HEAT_WIDTH,
+               cmap: str | None = None) -> Any:
     """The document as rows of ``width`` characters, each coloured by its heat (log10 of the best
     covering window's score, [EM] Fig. 18); at or below tau light grey, in no suffix white.
-    Returns the image (for the colorbar)."""
+    Returns the image (for the colorbar). ``ax`` is a matplotlib Axes and the image an AxesImage
+    (typed ``Any``: matplotlib is imported only under report/).
+
+    >>> import numpy as np
+    >>> from memclaim.experiments.book_census import heat_image
+    >>> from memclaim.experiments.common import new_figure
+    >>> fig, ax = new_figure()
+    >>> heat_image(ax, np.array([-1.0, -2.0, -np.inf]), log10_tau=-3.0, width=2).get_array().mask.tolist()
+    [[False, False], [True, True]]
+    """
 
     h = np.asarray(heat_log10, dtype=np.float64)
     rows = math.ceil(h.size / width)

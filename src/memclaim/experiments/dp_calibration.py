@@ -91,7 +91,13 @@ def _eps(v) -> float:
 
 def conservative_cap(*, epsilon: float, delta: float, k: int) -> tuple[float, float, float]:
     """(cap, k eps, delta_k): delta_k + (1 - delta_k) tanh(k eps/2) from the (k eps, delta_k)
-    group conversion ([MX] §8.2); 1 when delta_k >= 1 or eps = inf (nothing is implied)."""
+    group conversion ([MX] §8.2); 1 when delta_k >= 1 or eps = inf (nothing is implied).
+
+    >>> from memclaim.experiments.dp_calibration import conservative_cap
+    >>> cap, k_eps, delta_k = conservative_cap(epsilon=1.0, delta=1e-5, k=2)
+    >>> round(cap, 4), k_eps, f"{delta_k:.3g}"  # tanh(1) = 0.7616
+    (0.7616, 2.0, '3.72e-05')
+    """
     from ..privacy.caps import eta_approx
     from ..privacy.tradeoff import group_conversion
 

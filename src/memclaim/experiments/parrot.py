@@ -30,7 +30,7 @@ from ..models import load_model
 from ..report.style import PALETTE, figure, legend, style
 from ..scoring.prompts import PromptRule
 from . import em_verses as ev
-from .common import check, compare, finish, paper_claim, paper_footer
+from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer
 
 NAME = "parrot"
 TITLE = "'Repeat after me': member and control repeat rates under a parrot prompt ([EM] Fig. 1, App. A.1)"
@@ -44,7 +44,14 @@ FIRST_TOKENS = 10  # the quote's first 10 tokens, reported beside the whole vers
 
 
 def binary_test(mem: np.ndarray, ctl: np.ndarray) -> dict:
-    """The conformal test on greedy match flags: the operating point alpha_N = (m+1)/(N+1) and fixed levels."""
+    """The conformal test on greedy match flags: the operating point alpha_N = (m+1)/(N+1) and fixed levels.
+
+    >>> import numpy as np
+    >>> from memclaim.experiments.parrot import binary_test
+    >>> t = binary_test(np.array([True] * 7 + [False] * 3), np.array([True] * 6 + [False] * 4))
+    >>> t["alpha_n_exact"], t["at_alpha_n"]["n_claimed"], [lv["n_claimed"] for lv in t["levels"]]
+    ('7/11', 7, [0, 0, 0])
+    """
     from ..claims.conformal import population_test
 
     n, m = ctl.size, int(ctl.sum())
@@ -107,7 +114,15 @@ def _block(runs) -> dict:
     }
 
 
-def claims_for(b: dict) -> list:
+def claims_for(b: dict) -> list[PaperClaim]:
+    """The four qualitative claims of [EM] Fig. 1 / App. A.1 on the run's block (``run(...)["results"]``),
+    each held or not by a rule fixed in advance.
+
+    >>> from memclaim.experiments.parrot import claims_for, run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> [c.held for c in claims_for(res["results"])]  # doctest: +SKIP
+    [False, True, True, True]
+    """
     w = b["whole_verse"]
     m, c = w["member"], w["control"]
     at = w["test"].get("at_alpha_n", {}).get("calibrated_rate", {})
