@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from ..report.style import PALETTE, blank_figure, colorbar, colormap, legend, st
 from . import real_text as rt
 from .common import check, compare, finish, paper_claim, paper_footer, rng_streams
 from .paper import PAPER
+
+if TYPE_CHECKING:  # the annotations' names only
+    from ..claims.census import WindowScores
 
 NAME = "book-census"
 TITLE = "Single-document census of Genesis 1-3 against a matched new control ([EM] §5, Figs. 5, 6, 18)"

@@ -170,7 +170,7 @@ class Scored:
     text: str | None
     n_windows: int
 
-    def scores(self, policy: str, *, near_verbatim: int | None = None):
+    def scores(self, policy: str, *, near_verbatim: int | None = None) -> RunScores:
         """The run's :class:`~memclaim.scoring.results.RunScores` under ``policy`` (the certified
         near-verbatim lower bound at ``near_verbatim`` token edits when given)."""
         return load_run_scores(store_dir(), run=self.run_id, policy=policy, near_verbatim=near_verbatim)
