@@ -9,6 +9,7 @@ by adding an entry here (or calling :func:`register`).
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Callable
 
 from ..errors import InputError
@@ -48,7 +49,13 @@ REPRODUCTIONS: dict[str, tuple[str, str]] = {
 
 
 def register(name: str, module: str, description: str) -> None:
-    """Add (or replace) a reproduction: ``module`` must define ``run(*, quick, seed, out_dir)``."""
+    """Add (or replace) a reproduction: ``module`` must define ``run(*, quick, seed, out_dir)``.
+
+    >>> from memclaim.experiments import REPRODUCTIONS, register
+    >>> register("my-figure", "mypackage.my_figure", "my figure, regenerated")
+    >>> REPRODUCTIONS.pop("my-figure")  # (removed again: this example leaves the table as it was)
+    ('mypackage.my_figure', 'my figure, regenerated')
+    """
     REPRODUCTIONS[name] = (module, description)
 
 
@@ -62,15 +69,27 @@ register("decontamination", "memclaim.experiments.decontamination",
 
 
 def get_runner(name: str) -> Callable[..., dict]:
-    """The ``run`` function of reproduction ``name`` (InputError naming the known ones otherwise)."""
+    """The ``run`` function of reproduction ``name`` (InputError naming the known ones otherwise).
+
+    >>> from memclaim.experiments import get_runner
+    >>> get_runner("staircase").__module__
+    'memclaim.experiments.staircase'
+    """
     if name not in REPRODUCTIONS:
         raise InputError(f"unknown reproduction {name!r}",
                          hint="one of: " + ", ".join(sorted(REPRODUCTIONS)))
     return importlib.import_module(REPRODUCTIONS[name][0]).run
 
 
-def run(name: str, *, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
-    """Run reproduction ``name`` and return its JSON-ready result (also written to ``out_dir``)."""
+def run(name: str, *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """Run reproduction ``name`` and return its JSON-ready result (also written to ``out_dir``);
+    what ``memclaim reproduce NAME [--quick] [--seed S] [--out DIR]`` runs.
+
+    >>> from memclaim.experiments import run
+    >>> res = run("staircase", quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"], res["files"]["json"]  # doctest: +SKIP
+    ('staircase', True, 'staircase.json')
+    """
     return get_runner(name)(quick=quick, seed=seed, out_dir=out_dir)
 
 

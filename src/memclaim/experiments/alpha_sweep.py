@@ -18,12 +18,13 @@ M_short = G_long - G_short with Newcombe's paired interval ([EM] D.4, Eq. 29). T
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
 from ..report.style import PALETTE, figure, legend, style
 from . import em_verses as ev
-from .common import check, compare, finish, paper_claim, paper_footer
+from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer
 
 NAME = "alpha-sweep"
 TITLE = "top-40 alpha sweep: member rate, certified alpha_N and calibrated rate M at two suffix lengths ([EM] Fig. 4)"
@@ -33,7 +34,14 @@ POLICIES = ("top-k:40", "full")
 
 
 def sweep_block(mem_logq: np.ndarray, ctl_logq: np.ndarray) -> dict:
-    """The sweep at one length and policy, as plain lists, plus the reference-level test."""
+    """The sweep at one length and policy, as plain lists, plus the reference-level test.
+
+    >>> import numpy as np
+    >>> from memclaim.experiments.alpha_sweep import sweep_block
+    >>> b = sweep_block(np.log(np.linspace(0.2, 0.9, 50)), np.log(np.linspace(0.001, 0.5, 199)))
+    >>> b["k_max"], b["reference"]["alpha_n_exact"], b["reference"]["n_claimed"]
+    (199, '2/200', 29)
+    """
     from ..claims.conformal import alpha_sweep, population_test
 
     n = ctl_logq.size
@@ -65,7 +73,15 @@ def sweep_block(mem_logq: np.ndarray, ctl_logq: np.ndarray) -> dict:
 
 
 def compare_lengths(short: dict, long: dict) -> dict:
-    """M_long vs M_short on the common K grid, and the paired interval at the reference level."""
+    """M_long vs M_short on the common K grid, and the paired interval at the reference level.
+
+    >>> import numpy as np
+    >>> from memclaim.experiments.alpha_sweep import compare_lengths, sweep_block
+    >>> mem, ctl = np.log(np.linspace(0.2, 0.9, 50)), np.log(np.linspace(0.001, 0.5, 199))
+    >>> c = compare_lengths(sweep_block(mem, ctl), sweep_block(mem - 1, ctl - 5))
+    >>> len(c["common_k"]), all(c["long_at_or_above_short"])
+    (199, True)
+    """
     from ..claims.intervals import newcombe_paired
 
     a = np.asarray(long["claimed_at_reference"], dtype=bool)
@@ -102,7 +118,15 @@ def _tau(b, ell):
     return b["lengths"][str(ell)]["reference"]["threshold_log10"]
 
 
-def claims_for(block: dict) -> list:
+def claims_for(block: dict) -> list[PaperClaim]:
+    """The six qualitative claims of [EM] §4 / Fig. 4 on one model's block (the entries of
+    ``run(...)["results"]["models"]``): each held or not on this run, by a rule fixed in advance.
+
+    >>> from memclaim.experiments.alpha_sweep import claims_for, run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> [c.held for c in claims_for(res["results"]["models"][0])]  # doctest: +SKIP
+    [False, True, True, True, True, False]
+    """
     name = block["model"]["name"]
     tk = block["policies"]["top-k:40"]
     s, lg = tk["lengths"][str(ev.SHORT)], tk["lengths"][str(ev.LONG)]
@@ -200,7 +224,18 @@ def _plot(blocks, differences, claims):
     return fig
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[EM] Fig. 4: top-40 alpha sweep: member rate, certified alpha_N, calibrated M with bands.
+
+    Writes ``alpha-sweep.json``, ``alpha-sweep.png`` and ``alpha-sweep.pdf`` into ``out_dir`` (created) and
+    returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim reproduce
+    alpha-sweep`` runs.
+
+    >>> from memclaim.experiments.alpha_sweep import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('alpha-sweep', True)
+    """
     pops, entries = ev.natural_runs(quick, out_dir)
     blocks = [_model_block(e) for e in entries]
     claims = [c for b in blocks for c in claims_for(b)]

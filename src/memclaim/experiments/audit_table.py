@@ -54,6 +54,7 @@ FPR, [EM] Eq. 5-6), with LiRA beside it.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -612,9 +613,15 @@ def _figure(table, sweep: list[dict], deployable: list[str], *, quick: bool):
     return fig
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
     """[MX] Fig. 12 and Fig. 10 at tiny-model scale: build the release, its shadows and the gated
-    release, audit every arm, unlearn, assemble the table and the sweep, check, draw."""
+    release, audit every arm, unlearn, assemble the table and the sweep, check, draw.
+
+    >>> from memclaim.experiments.audit_table import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('audit-table', True)
+    """
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)
     lab = _build_lab(s, rngs)

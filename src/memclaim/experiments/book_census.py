@@ -28,6 +28,8 @@ recorded and changes no number.
 from __future__ import annotations
 
 import math
+import os
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +41,9 @@ from ..report.style import PALETTE, blank_figure, colorbar, colormap, legend, st
 from . import real_text as rt
 from .common import check, compare, finish, paper_claim, paper_footer, rng_streams
 from .paper import PAPER
+
+if TYPE_CHECKING:  # the annotations' names only
+    from ..claims.census import WindowScores
 
 NAME = "book-census"
 TITLE = "Single-document census of Genesis 1-3 against a matched new control ([EM] §5, Figs. 5, 6, 18)"
@@ -75,7 +80,18 @@ def _text_summary(name: str, ws, scored, greedy, topk) -> dict:
             "topk40_window_log10_scores": [rt.finite_log10(v) for v in topk.log_scores]}
 
 
-def run(*, quick: bool, seed: int, out_dir) -> dict:
+def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
+    """[EM] §5, Figs. 5, 6, 18: Genesis 1-3 vs a matched control; tau_doc, coverage, heatmap.
+
+    Writes ``book-census.json``, ``book-census.png`` and ``book-census.pdf`` into ``out_dir`` (created) and
+    returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim reproduce
+    book-census`` runs.
+
+    >>> from memclaim.experiments.book_census import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('book-census', True)
+    """
     rng_streams(seed, STREAMS)  # validates the seed; nothing is drawn
     s = _settings(quick)
     m = rt.load(s["model"])
@@ -231,7 +247,17 @@ def run(*, quick: bool, seed: int, out_dir) -> dict:
                   differences=differences)
 
 
-def topk_census_summary(topk, topk_census) -> str:
+def topk_census_summary(topk: dict[str, WindowScores], topk_census: dict) -> str:
+    """One line on the census under top-k:40 ([EM] §5's policy): how many control windows score
+    exactly 0, and the threshold and coverage it gives (or why it gives none, [EM] C.4.4).
+
+    >>> import numpy as np
+    >>> from memclaim.claims.census import WindowScores
+    >>> from memclaim.experiments.book_census import topk_census_summary
+    >>> ctl = WindowScores.from_arrays([-np.inf, -np.inf, -3.0], [0, 5, 10], [5, 10, 15], doc_length=15, name="control")
+    >>> topk_census_summary({"control": ctl}, {"log10_tau": -1.3, "coverage": 0.25})
+    '2 of 3 control windows score 0; tau = 1e-1.3, coverage 0.250'
+    """
     z = int(np.count_nonzero(np.isneginf(topk["control"].log_scores)))
     n = len(topk["control"])
     if topk_census["log10_tau"] is None:
@@ -241,10 +267,20 @@ def topk_census_summary(topk, topk_census) -> str:
 
 
 # ------------------------------------------------------------------------------ figure
-def heat_image(ax, heat_log10: np.ndarray, *, log10_tau: float, width: int = HEAT_WIDTH, cmap: str | None = None):
+def heat_image(ax: Any, heat_log10: np.ndarray, *, log10_tau: float, width: int = HEAT_WIDTH,
+               cmap: str | None = None) -> Any:
     """The document as rows of ``width`` characters, each coloured by its heat (log10 of the best
     covering window's score, [EM] Fig. 18); at or below tau light grey, in no suffix white.
-    Returns the image (for the colorbar)."""
+    Returns the image (for the colorbar). ``ax`` is a matplotlib Axes and the image an AxesImage
+    (typed ``Any``: matplotlib is imported only under report/).
+
+    >>> import numpy as np
+    >>> from memclaim.experiments.book_census import heat_image
+    >>> from memclaim.experiments.common import new_figure
+    >>> fig, ax = new_figure()
+    >>> heat_image(ax, np.array([-1.0, -2.0, -np.inf]), log10_tau=-3.0, width=2).get_array().mask.tolist()
+    [[False, False], [True, True]]
+    """
 
     h = np.asarray(heat_log10, dtype=np.float64)
     rows = math.ceil(h.size / width)

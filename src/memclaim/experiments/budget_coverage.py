@@ -28,6 +28,7 @@ probabilities. That crossing cannot occur here and is reported as not reproduced
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -72,7 +73,18 @@ def _at(v, log10_n: float) -> float:
     return float(v.coverage_extractable[max(i, 0)])
 
 
-def run(*, quick: bool, seed: int, out_dir) -> dict:
+def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
+    """[EM] §6, Fig. 7, F.3: coverage under a query budget, verbatim vs near-verbatim.
+
+    Writes ``budget-coverage.json``, ``budget-coverage.png`` and ``budget-coverage.pdf`` into ``out_dir``
+    (created) and returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim
+    reproduce budget-coverage`` runs.
+
+    >>> from memclaim.experiments.budget_coverage import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('budget-coverage', True)
+    """
     rng_streams(seed, STREAMS)  # validates the seed; nothing is drawn
     s = _settings(quick)
     m = rt.load(s["model"])

@@ -34,6 +34,7 @@ extraction counts over trees with Clopper-Pearson intervals. The paper reports a
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -158,7 +159,18 @@ def _one_tree(tree: CamouflageTree, *, s: dict, layout: TokenLayout, data_rng: n
     }
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[MX] Fig. 9: SGD on camouflage-tree data; flat survivor posterior, TF memorization 1/k - 1/v.
+
+    Writes ``camouflage.json``, ``camouflage.png`` and ``camouflage.pdf`` into ``out_dir`` (created) and
+    returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim reproduce
+    camouflage`` runs.
+
+    >>> from memclaim.experiments.camouflage import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('camouflage', True)
+    """
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)
     v, k, L = s["v"], s["k"], s["L"]

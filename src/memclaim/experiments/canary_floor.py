@@ -37,7 +37,9 @@ and secrets; ours are measured on the tiny model and reported beside them, not m
 from __future__ import annotations
 
 import math
+import os
 import warnings
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 from scipy import stats
@@ -55,6 +57,11 @@ from .models import (
     THREADS, chain_arrays, copy_model, greedy_decode, language_model, sample_chain, sample_decode, teacher_forced,
     train_tiny,
 )
+
+if TYPE_CHECKING:  # the annotations' names only
+    from transformers import PreTrainedModel
+
+    from ..train.trainer import TrainResult
 
 NAME = "canary-floor"
 TITLE = "the entropy floor for canary audits: extraction vs membership below/above H* ([MX] §8.2, Cor. 5.3)"
@@ -100,13 +107,24 @@ def _lower(k: int, n: int, conf: float) -> float:
     return float(stats.beta.ppf(1.0 - conf, k, n - k + 1))
 
 
-def train_dp(model, docs, *, s: dict, pad: int, sot: int, seed: int, epsilon: float | None):
+def train_dp(model: PreTrainedModel, docs: Sequence[Sequence[int]], *, s: dict, pad: int, sot: int, seed: int,
+             epsilon: float | None) -> tuple[PreTrainedModel, TrainResult]:
     """The DP fine-tune (one function, [MX] App. F.2 "DP-SGD calibration"): DP-Adam through Opacus
     (:mod:`memclaim.train.dp`), per-sample clipping at ``max_grad_norm``, noise calibrated by the
     accountant to ``epsilon`` at delta = 1/(10 N), Poisson sampling, one document per example.
     ``epsilon=None`` runs the same optimizer and sampling without clipping or noise (the eps =
     infinity configuration of App. F.2) for ``leaky_epochs`` epochs: the deliberately leaky model.
-    Returns (model, TrainResult)."""
+    Returns (model, TrainResult).
+
+    >>> from memclaim.experiments.canary_floor import train_dp
+    >>> from memclaim.experiments.models import TinyGPTSpec, tiny_gpt2
+    >>> s = {"epochs": 1, "leaky_epochs": 1, "batch_size": 8, "max_grad_norm": 1.0, "seq_len": 8, "lr": 1e-3,
+    ...      "threads": 1}
+    >>> model, tr = train_dp(tiny_gpt2(TinyGPTSpec(vocab_size=10), seed=0), [[1, 2, 3]] * 64, s=s, pad=9, sot=8,
+    ...                      seed=0, epsilon=4.0)  # doctest: +SKIP
+    >>> tr.steps, round(tr.dp.epsilon, 2)  # doctest: +SKIP
+    (8, 4.0)
+    """
     from ..train.dp import DPConfig
     from ..train.trainer import TrainConfig, poisson_rate
 
@@ -136,7 +154,18 @@ def _bucket(bits_lo: float, bits_hi: float, h: float) -> str:
     return "unplaced"
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[MX] §8.2, Cor. 5.3: canaries bucketed by certified kappa below/above H*; guessing vs DP.
+
+    Writes ``canary-floor.json``, ``canary-floor.png`` and ``canary-floor.pdf`` into ``out_dir`` (created)
+    and returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim reproduce
+    canary-floor`` runs.
+
+    >>> from memclaim.experiments.canary_floor import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('canary-floor', True)
+    """
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)
     spec = ChainBaseSpec()

@@ -17,6 +17,7 @@ run's own numbers (each with its false-alarm rate) as :class:`Check`.
 """
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,20 +37,37 @@ SCHEMA = "memclaim.reproduction/2"  # 2: paper numbers are comparisons without a
 
 
 def versions() -> dict[str, str]:
-    """Versions of the packages whose arithmetic or random streams the numbers depend on."""
+    """Versions of the packages whose arithmetic or random streams the numbers depend on.
+
+    >>> from memclaim.experiments.common import versions
+    >>> sorted(versions())
+    ['memclaim', 'numpy', 'python', 'scipy']
+    """
     import scipy
 
     return {"memclaim": __version__, "numpy": np.__version__, "scipy": scipy.__version__,
             "python": platform.python_version()}
 
 
-def check_seed(seed) -> int:
+def check_seed(seed: int) -> int:
+    """The master seed as an int in [0, 2**63 - 1] (a DomainError naming the bad value otherwise).
+
+    >>> from memclaim.experiments.common import check_seed
+    >>> check_seed(7)
+    7
+    """
     return integer("seed", seed, minimum=0, maximum=2 ** 63 - 1)
 
 
 def rng_streams(seed: int, names: Sequence[str]) -> dict[str, np.random.Generator]:
     """Independent generators, one per name, from ``SeedSequence(seed).spawn(len(names))``.
-    Adding a stream at the end leaves the earlier ones unchanged."""
+    Adding a stream at the end leaves the earlier ones unchanged.
+
+    >>> from memclaim.experiments.common import rng_streams
+    >>> r = rng_streams(0, ["noise", "draws"])
+    >>> int(r["noise"].integers(100)), int(rng_streams(0, ["noise"])["noise"].integers(100))
+    (80, 80)
+    """
     seed = check_seed(seed)
     children = np.random.SeedSequence(seed).spawn(len(names))
     return {n: np.random.default_rng(c) for n, c in zip(names, children)}
@@ -79,8 +97,14 @@ class Comparison(ResultMixin):
     note: str = ""
 
 
-def compare(row: str, key: str, ours, *, ours_se: float | None = None, note: str = "") -> Comparison:
-    """Our number for ``row`` beside the paper's value ``key`` ([MX], :data:`.paper.PAPER`)."""
+def compare(row: str, key: str, ours: float, *, ours_se: float | None = None, note: str = "") -> Comparison:
+    """Our number for ``row`` beside the paper's value ``key`` ([MX], :data:`.paper.PAPER`).
+
+    >>> from memclaim.experiments.common import compare
+    >>> c = compare("eta-star-k2", "staircase/eta-star-2", 0.63212)
+    >>> c.paper, round(c.difference, 5), c.relation
+    (0.632, 0.00012, '=')
+    """
     p = paper_value(key)
     return Comparison(row, key, p.quantity, p.where, p.value, p.printed, p.relation, p.same_scale, float(ours),
                       float(ours) - p.value, None if ours_se is None else float(ours_se), note)
@@ -96,7 +120,13 @@ class Check(ResultMixin):
     false_alarm: str = ""  # the chance the check fails when the claim holds, if statistical
 
 
-def check(claim: str, passed, detail: str, *, false_alarm: str = "") -> Check:
+def check(claim: str, passed: bool | np.bool_, detail: str, *, false_alarm: str = "") -> Check:
+    """A :class:`Check` of ``claim`` on this run's numbers (``passed`` coerced to a Python bool).
+
+    >>> from memclaim.experiments.common import check
+    >>> check("eta*_2 < tanh(eps)", 0.632 < 0.762, "0.632 vs 0.762", false_alarm="0 (exact)").passed
+    True
+    """
     return Check(claim, bool(passed), detail, false_alarm)
 
 
@@ -115,13 +145,30 @@ class PaperClaim(ResultMixin):
     evidence: str
 
 
-def paper_claim(claim: str, where: str, held, *, criterion: str, evidence: str) -> PaperClaim:
+def paper_claim(claim: str, where: str, held: bool | np.bool_, *, criterion: str, evidence: str) -> PaperClaim:
+    """A :class:`PaperClaim`: the paper's ``claim`` (cited at ``where``), whether it ``held`` on this
+    run by the yes/no ``criterion`` fixed before the run, and the ``evidence``.
+
+    >>> from memclaim.experiments.common import paper_claim
+    >>> paper_claim("members repeat more", "[EM] §4", 0.31 > 0.12, criterion="G > m/N",
+    ...             evidence="31% vs 12%").held
+    True
+    """
     return PaperClaim(claim, where, bool(held), criterion, evidence)
 
 
-def paper_footer(fig, *, differences: Sequence[str], claims: Sequence[PaperClaim], fontsize: float = 6.3) -> None:
+def paper_footer(fig: Any, *, differences: Sequence[str], claims: Sequence[PaperClaim], fontsize: float = 6.3) -> None:
     """Write below the axes what differs from the paper and which of its claims held (yes/no): the
-    figure grows by the text's height, kept free of the constrained layout, so the axes keep their size."""
+    figure grows by the text's height, kept free of the constrained layout, so the axes keep their size.
+    ``fig`` is a matplotlib Figure (typed ``Any``: matplotlib is imported only under report/).
+
+    >>> from memclaim.experiments.common import new_figure, paper_claim, paper_footer
+    >>> fig, ax = new_figure()
+    >>> paper_footer(fig, differences=["a 135M model"], claims=[paper_claim("x", "[EM] §4", True, criterion="c",
+    ...                                                                     evidence="e")])
+    >>> round(float(fig.get_figheight()), 2)  # 4.2 inches of axes, plus the two lines of text
+    4.57
+    """
     import textwrap
 
     lines = ["Differs from the paper: " + "; ".join(differences)] if differences else []
@@ -139,21 +186,37 @@ def paper_footer(fig, *, differences: Sequence[str], claims: Sequence[PaperClaim
              linespacing=1.25)
 
 
-def new_figure(ncols: int = 1, *, width: float = 6.0, height: float = 4.2):
+def new_figure(ncols: int = 1, *, width: float = 6.0, height: float = 4.2) -> tuple[Any, Any]:
     """A Figure in memclaim's shared style (:mod:`memclaim.report.style`), without pyplot's
     global state (safe in threads and servers). Build the figure inside ``report.style.style()``
-    so lines and legends get the style too."""
+    so lines and legends get the style too. Returns (Figure, Axes), or (Figure, list of Axes)
+    when ``ncols > 1`` (typed ``Any``: matplotlib is imported only under report/).
+
+    >>> from memclaim.experiments.common import new_figure
+    >>> fig, axes = new_figure(2)
+    >>> float(fig.get_figwidth()), len(axes)
+    (12.0, 2)
+    """
     fig, axes = figure(width=width * ncols, height=height, ncols=ncols)
     return fig, (list(np.atleast_1d(axes)) if ncols > 1 else axes)
 
 
 def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick: bool,
            streams: Sequence[str], settings: dict[str, Any], results: dict[str, Any],
-           paper_numbers: Sequence[Comparison], checks: Sequence[Check], figure,
-           out_dir, notes: Sequence[str] = (), paper_claims: Sequence[PaperClaim] = (),
+           paper_numbers: Sequence[Comparison], checks: Sequence[Check], figure: Any,
+           out_dir: str | os.PathLike, notes: Sequence[str] = (), paper_claims: Sequence[PaperClaim] = (),
            differences: Sequence[str] = ()) -> dict:
     """Assemble the result, write ``NAME.json`` and ``NAME.png`` into ``out_dir`` (created), and
-    return the JSON-ready dict."""
+    return the JSON-ready dict. ``figure`` is a matplotlib Figure (from :func:`new_figure`).
+
+    >>> from memclaim.experiments.common import check, finish, new_figure
+    >>> fig, ax = new_figure()
+    >>> res = finish("demo", title="a demo", reproduces=["[MX] Fig. 6"], seed=0, quick=True, streams=[],
+    ...              settings={}, results={"x": 1.0}, paper_numbers=[], checks=[check("x > 0", True, "1.0")],
+    ...              figure=fig, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["all_checks_passed"], res["files"]["json"]  # doctest: +SKIP
+    (True, 'demo.json')
+    """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {str(out)!r} exists and is not a folder",
@@ -199,7 +262,14 @@ def _own_reproduction(path: Path, name: str) -> bool:
 
 
 def summary_lines(result: dict) -> list[str]:
-    """Human-readable lines: the paper numbers (ours vs paper, how close) and the checks."""
+    """Human-readable lines: the paper numbers (ours vs paper, how close) and the checks.
+
+    >>> from memclaim.experiments.common import check, summary_lines
+    >>> res = {"name": "staircase", "title": "k-copy canary", "quick": True, "reproduces": ["[MX] Fig. 6 left"],
+    ...        "checks": [check("eta*_2 < tanh(eps)", True, "0.632 < 0.762").to_dict()]}
+    >>> summary_lines(res)[-1]
+    '    [pass] eta*_2 < tanh(eps): 0.632 < 0.762'
+    """
     lines = [f"{result['name']}: {result['title']}" + ("  [quick]" if result.get("quick") else "")]
     lines.append("  reproduces: " + "; ".join(result.get("reproduces", [])))
     pn = result.get("paper_numbers", [])

@@ -32,6 +32,8 @@ from the seed's "plant" stream.
 from __future__ import annotations
 
 import math
+import os
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -44,6 +46,9 @@ from ..report.style import PALETTE, blank_figure, legend, style
 from ..text.io import Record
 from . import real_text as rt
 from .common import check, compare, finish, paper_claim, paper_footer, rng_streams
+
+if TYPE_CHECKING:  # the annotations' names only
+    from ..models.loader import HFTokenizer
 
 NAME = "decontamination"
 TITLE = "Planted quotations in the controls: census and population test with and without them ([EM] D.2, §5)"
@@ -69,15 +74,29 @@ def _settings(quick: bool) -> dict:
 
 # ------------------------------------------------------------------------------ planting
 def sentence_starts(text: str) -> list[int]:
-    """Character offsets where a sentence begins after '. ' (an upper-case letter follows)."""
+    """Character offsets where a sentence begins after '. ' (an upper-case letter follows).
+
+    >>> from memclaim.experiments.decontamination import sentence_starts
+    >>> sentence_starts("It rained. Then it stopped. and so. End.")
+    [11, 36]
+    """
     return [i for i in range(2, len(text)) if text[i - 2:i] == ". " and text[i].isupper()]
 
 
-def cut_quotation(tokenizer, text: str, at: int, passage: str, *, min_tokens: int, stride: int) -> dict:
+def cut_quotation(tokenizer: HFTokenizer, text: str, at: int, passage: str, *, min_tokens: int, stride: int) -> dict:
     """The shortest word-prefix of ``passage`` that, inserted at ``at`` (a sentence start, after a
     space) as ``quote + " "``, adds at least ``min_tokens`` tokens and a multiple of ``stride``
     of them while leaving the tokens around it unchanged ("aligned"); failing that, the shortest
-    with at least ``min_tokens`` tokens (or the whole passage). Returns the quote and its counts."""
+    with at least ``min_tokens`` tokens (or the whole passage). Returns the quote and its counts.
+    ``tokenizer`` needs only ``encode(text) -> list`` (here a whitespace one; the run uses the model's).
+
+    >>> from types import SimpleNamespace
+    >>> from memclaim.experiments.decontamination import cut_quotation
+    >>> words = SimpleNamespace(encode=str.split)
+    >>> cut_quotation(words, "It rained. Then it stopped.", 11, "The LORD is my shepherd; I shall not want.",
+    ...               min_tokens=3, stride=2)
+    {'quote': 'The LORD is my', 'words': 4, 'tokens': 4, 'aligned': True}
+    """
     if at < 1 or text[at - 1] != " ":
         raise InputError(f"insertion point {at} does not follow a space", hint="insert at a sentence start")
     ids = tokenizer.encode(text)
@@ -102,11 +121,24 @@ def cut_quotation(tokenizer, text: str, at: int, passage: str, *, min_tokens: in
     return fallback
 
 
-def plant_census(tokenizer, control: str, document: str, passages, rng, *, n_document: int, n_other: int,
-                 min_tokens: int, stride: int) -> tuple[str, list[dict]]:
+def plant_census(tokenizer: HFTokenizer, control: str, document: str, passages: Sequence[Record],
+                 rng: np.random.Generator, *, n_document: int, n_other: int, min_tokens: int,
+                 stride: int) -> tuple[str, list[dict]]:
     """A copy of ``control`` with ``n_document`` quotations from ``document`` and ``n_other`` from
     ``passages`` planted at sentence starts spread over the text (one per equal segment, chosen
-    at random within it). Returns the copy and, per quotation, its source, text and span."""
+    at random within it). Returns the copy and, per quotation, its source, text and span.
+
+    >>> import numpy as np
+    >>> from types import SimpleNamespace
+    >>> from memclaim.experiments.decontamination import plant_census
+    >>> from memclaim.experiments.real_text import read_records, read_text
+    >>> (control, _), (genesis, _) = read_text("new_genesis_style.txt"), read_text("genesis_1_3.txt")
+    >>> out, plants = plant_census(SimpleNamespace(encode=str.split), control, genesis,
+    ...                            read_records("kjv_quotations.jsonl")[0], np.random.default_rng(0), n_document=1,
+    ...                            n_other=1, min_tokens=5, stride=1)
+    >>> [(p["source"], p["quote"]) for p in plants]
+    [('genesis_1_3.txt [2053, 2076)', 'And the evening and the'), ('John3:16-3:18', 'For God so loved the')]
+    """
     n = n_document + n_other
     starts = sentence_starts(control)
     seg = len(control) / n
@@ -156,7 +188,18 @@ def _pool_row(t, label: str) -> dict:
             "claim": bool(t.claim_possible and t.calibrated_rate.lower > 0), "no_claim_reason": t.no_claim_reason}
 
 
-def run(*, quick: bool, seed: int, out_dir) -> dict:
+def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
+    """[EM] App. D.2, §5: planted KJV quotations in the controls; census and test with/without.
+
+    Writes ``decontamination.json``, ``decontamination.png`` and ``decontamination.pdf`` into ``out_dir``
+    (created) and returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim
+    reproduce decontamination`` runs.
+
+    >>> from memclaim.experiments.decontamination import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('decontamination', True)
+    """
     rng = rng_streams(seed, STREAMS)["plant"]
     s = _settings(quick)
     m = rt.load(s["model"])

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 
 import numpy as np
 
@@ -90,7 +91,13 @@ def _eps(v) -> float:
 
 def conservative_cap(*, epsilon: float, delta: float, k: int) -> tuple[float, float, float]:
     """(cap, k eps, delta_k): delta_k + (1 - delta_k) tanh(k eps/2) from the (k eps, delta_k)
-    group conversion ([MX] §8.2); 1 when delta_k >= 1 or eps = inf (nothing is implied)."""
+    group conversion ([MX] §8.2); 1 when delta_k >= 1 or eps = inf (nothing is implied).
+
+    >>> from memclaim.experiments.dp_calibration import conservative_cap
+    >>> cap, k_eps, delta_k = conservative_cap(epsilon=1.0, delta=1e-5, k=2)
+    >>> round(cap, 4), k_eps, f"{delta_k:.3g}"  # tanh(1) = 0.7616
+    (0.7616, 2.0, '3.72e-05')
+    """
     from ..privacy.caps import eta_approx
     from ..privacy.tradeoff import group_conversion
 
@@ -116,7 +123,18 @@ def _paper_grid_facts() -> dict:
             "cap_eps_0.05_k_1": conservative_cap(epsilon=0.05, delta=PAPER_DELTA, k=1)[0]}
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[MX] §8.2: DP-SGD over an eps grid, LOO memorization of k-copy canaries vs the caps.
+
+    Writes ``dp-calibration.json``, ``dp-calibration.png`` and ``dp-calibration.pdf`` into ``out_dir``
+    (created) and returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim
+    reproduce dp-calibration`` runs.
+
+    >>> from memclaim.experiments.dp_calibration import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('dp-calibration', True)
+    """
     from ..audits.counterfactual import compare_to_cap, counterfactual_memorization
     from ..privacy.caps import eta_star_k
     from ..train.dp import DPConfig

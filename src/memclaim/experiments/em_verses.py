@@ -24,7 +24,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -36,6 +36,10 @@ from ..scoring.prompts import PromptRule
 from ..scoring.results import load_run_scores
 from ..text.io import Record
 from ..text.windows import passage_windows
+
+if TYPE_CHECKING:  # the annotations' names only
+    from ..models.loader import LoadedModel
+    from ..scoring.results import RunScores
 
 DATA_ENV = "MEMCLAIM_REPRO_DATA"
 MEMBERS = ("kjv_verses.jsonl",)
@@ -49,7 +53,12 @@ MODEL_WORDS = {"smollm2": "SmolLM2-135M-Instruct (Q4_1 GGUF, float32)",
 
 
 def data_dir() -> Path:
-    """The folder holding kjv_verses.jsonl and the controls (see the module docstring)."""
+    """The folder holding kjv_verses.jsonl and the controls (see the module docstring).
+
+    >>> from memclaim.experiments.em_verses import data_dir
+    >>> sorted(p.name for p in data_dir().glob("*verses*.jsonl"))
+    ['kjv_verses.jsonl', 'new_verses.jsonl', 'new_verses_b.jsonl']
+    """
     env = os.environ.get(DATA_ENV)
     here = Path(env) if env else Path(__file__).resolve().parents[3] / "tests" / "data"
     missing = [n for n in MEMBERS + CONTROLS if not (here / n).is_file()]
@@ -68,6 +77,13 @@ class Verse:
 
 
 def read_verses(path: Path) -> list[Verse]:
+    """The verses of a JSONL file (one ``{"id", "text"}`` object a line; blank lines skipped), each
+    with its 0-based line (an InputError naming the line otherwise).
+
+    >>> from memclaim.experiments.em_verses import data_dir, read_verses
+    >>> read_verses(data_dir() / "kjv_verses.jsonl")[0].id
+    'Ge6:17'
+    """
     out = []
     for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
         if not line.strip():
@@ -95,7 +111,13 @@ class Populations:
 
 def populations(quick: bool, *, every: int | None = None) -> Populations:
     """Members and matched controls (see the module docstring). ``every`` = k (quick runs of costly
-    procedures): lines 0, k, 2k, .. of kjv_verses.jsonl and of new_verses.jsonl only (paired by line)."""
+    procedures): lines 0, k, 2k, .. of kjv_verses.jsonl and of new_verses.jsonl only (paired by line).
+
+    >>> from memclaim.experiments.em_verses import populations
+    >>> d = populations(True).describe()
+    >>> d["members"], d["controls"], d["smallest_certifiable_level"]
+    (120, 180, '1/181')
+    """
     d = data_dir()
     kjv = read_verses(d / MEMBERS[0])
     new, newb = read_verses(d / CONTROLS[0]), read_verses(d / CONTROLS[1])
@@ -120,7 +142,15 @@ def populations(quick: bool, *, every: int | None = None) -> Populations:
     return Populations(tuple(members), tuple(controls), files, rule)
 
 
-def model_info(model) -> dict:
+def model_info(model: LoadedModel) -> dict:
+    """What the JSON records about a model: name, descriptions, fingerprint, dtype, start-of-text
+    rule, and the torch and transformers versions (no paths: they differ between machines).
+
+    >>> from memclaim.experiments.em_verses import model_info
+    >>> from memclaim.models import load_model
+    >>> model_info(load_model("smollm2"))["short"]  # doctest: +SKIP
+    'SmolLM2-135M-Instruct'
+    """
     import torch
     import transformers
 
@@ -130,13 +160,23 @@ def model_info(model) -> dict:
             "transformers": transformers.__version__}
 
 
-def score_populations(model, pops: Populations, *, what: str, policies: Sequence[str],
-                      prefix_tokens: int | None, suffix_tokens: int | None, prompt_rule, out_dir,
-                      records: str = "natural", batch_size: int = 16) -> dict:
+def score_populations(model: LoadedModel, pops: Populations, *, what: str, policies: Sequence[str],
+                      prefix_tokens: int | None, suffix_tokens: int | None, prompt_rule: PromptRule,
+                      out_dir: str | os.PathLike, records: str = "natural", batch_size: int = 16) -> dict:
     """Score members and controls under one procedure into ``OUT/store``; returns
     ``{"members": run_id, "controls": run_id, "store": path}``. ``records="quote"`` gives each
     record an empty prefix field and the whole verse as its suffix field (the parrot prompt quotes
-    the verse); ``"natural"`` cuts prefix and suffix tokens from the verse itself."""
+    the verse); ``"natural"`` cuts prefix and suffix tokens from the verse itself.
+
+    >>> from memclaim.experiments.em_verses import populations, score_populations
+    >>> from memclaim.models import load_model
+    >>> from memclaim.scoring.prompts import PromptRule
+    >>> runs = score_populations(load_model("smollm2"), populations(True), what="demo", policies=["greedy"],
+    ...                          prefix_tokens=16, suffix_tokens=16, prompt_rule=PromptRule(),
+    ...                          out_dir="reproductions")  # doctest: +SKIP
+    >>> sorted(runs)  # doctest: +SKIP
+    ['controls', 'members', 'store']
+    """
     from ..scoring.runner import run_scoring
 
     store = Path(out_dir) / "store"
@@ -160,21 +200,40 @@ def score_populations(model, pops: Populations, *, what: str, policies: Sequence
     return runs
 
 
-def load(runs: dict, label: str, *, policy: str, suffix_tokens: int | None = None):
+def load(runs: dict, label: str, *, policy: str, suffix_tokens: int | None = None) -> RunScores:
+    """The scores of population ``label`` ("members" or "controls") of ``runs`` (from
+    :func:`score_populations`) under ``policy``, at the first ``suffix_tokens`` target tokens when given.
 
+    >>> from memclaim.experiments import em_verses as ev
+    >>> pops, entries = ev.natural_runs(True, "reproductions")  # doctest: +SKIP
+    >>> ev.load(entries[0]["runs"], "members", policy="greedy", suffix_tokens=3).logq.shape  # doctest: +SKIP
+    (120,)
+    """
     return load_run_scores(runs["store"], run=runs[label], policy=policy, suffix_tokens=suffix_tokens)
 
 
-def greedy_prefix_flags(scores) -> np.ndarray:
+def greedy_prefix_flags(scores: RunScores) -> np.ndarray:
     """[W, L] bool: window w's first l+1 target tokens are all the greedy (argmax) token, read from the
     greedy policy's per-token log q (0 or -inf): a match of l tokens is the binary score of the
-    l-token suffix ([EM] §4, D.3), from one teacher-forced pass."""
+    l-token suffix ([EM] §4, D.3), from one teacher-forced pass.
+
+    >>> from memclaim.experiments import em_verses as ev
+    >>> pops, entries = ev.natural_runs(True, "reproductions")  # doctest: +SKIP
+    >>> ev.greedy_prefix_flags(ev.load(entries[0]["runs"], "members", policy="greedy")).shape  # doctest: +SKIP
+    (120, 16)
+    """
     per_tok = scores.token_array(f"token_logq:{scores.policy}")
     n = min(len(v) for v in per_tok)
     return np.stack([np.cumsum(v[:n]) == 0.0 for v in per_tok])  # 0 + 0 + ... stays exactly 0
 
 
 def cp(k: int, n: int, confidence: float = 0.95) -> dict:
+    """``k`` of ``n`` with its two-sided Clopper-Pearson interval, as a JSON-ready dict.
+
+    >>> from memclaim.experiments.em_verses import cp
+    >>> {key: round(v, 4) for key, v in cp(3, 10).items()}
+    {'count': 3, 'n': 10, 'rate': 0.3, 'lower': 0.0667, 'upper': 0.6525}
+    """
     from ..claims.intervals import clopper_pearson
 
     iv = clopper_pearson(int(k), int(n), confidence=confidence)
@@ -182,12 +241,23 @@ def cp(k: int, n: int, confidence: float = 0.95) -> dict:
 
 
 def intervals_overlap(a: dict, b: dict) -> bool:
+    """Whether the intervals of two :func:`cp` dicts share a point.
+
+    >>> from memclaim.experiments.em_verses import cp, intervals_overlap
+    >>> intervals_overlap(cp(3, 10), cp(9, 10)), intervals_overlap(cp(0, 10), cp(9, 10))
+    (True, False)
+    """
     return bool(a["lower"] <= b["upper"] and b["lower"] <= a["upper"])
 
 
 def nonoverlap_false_alarm(n1: int, n2: int, p: float, confidence: float = 0.95) -> float:
     """P(two independent CP intervals at counts X ~ Bin(n1, p), Y ~ Bin(n2, p) do not overlap): the
-    false-alarm rate of "the intervals overlap" as a test of equal rates, at the common rate p."""
+    false-alarm rate of "the intervals overlap" as a test of equal rates, at the common rate p.
+
+    >>> from memclaim.experiments.em_verses import nonoverlap_false_alarm
+    >>> round(nonoverlap_false_alarm(20, 20, 0.5), 4)
+    0.0022
+    """
     from scipy import stats
 
     from ..claims.intervals import clopper_pearson_arrays
@@ -215,9 +285,15 @@ LENGTH_RULE = (f"{PREFIX_TOKENS}-token natural prefix, suffixes of {SHORT} and {
                f"{LONG} x 10/50 = 3.2 -> {SHORT}); every length 1..{SUFFIX_TOKENS} from the same pass")
 
 
-def natural_runs(quick: bool, out_dir) -> tuple[Populations, list[dict]]:
+def natural_runs(quick: bool, out_dir: str | os.PathLike) -> tuple[Populations, list[dict]]:
     """Score the populations under the natural-prefix procedure for every model of the tier:
-    [{"model": model_info, "runs": {...}}, ...] (weights load only if the store lacks scores)."""
+    [{"model": model_info, "runs": {...}}, ...] (weights load only if the store lacks scores).
+
+    >>> from memclaim.experiments.em_verses import natural_runs
+    >>> pops, entries = natural_runs(True, "reproductions")  # doctest: +SKIP
+    >>> [e["model"]["name"] for e in entries], sorted(entries[0]["runs"])  # doctest: +SKIP
+    (['smollm2'], ['controls', 'members', 'store'])
+    """
     pops = populations(quick)
     out = []
     for name in (QUICK_MODELS if quick else FULL_MODELS):
@@ -230,6 +306,13 @@ def natural_runs(quick: bool, out_dir) -> tuple[Populations, list[dict]]:
 
 
 def tier_differences(quick: bool, pops: Populations, *, paper_models: str, paper_text: str, paper_n: str) -> list[str]:
+    """What differs from the paper in this tier: the models, the text and the population sizes.
+
+    >>> from memclaim.experiments.em_verses import populations, tier_differences
+    >>> tier_differences(True, populations(True), paper_models="OLMo 2 32B", paper_text="Wikipedia",
+    ...                  paper_n="5,000 each")[2]
+    'N = 120 members, 180 controls (paper: 5,000 each)'
+    """
     models = QUICK_MODELS if quick else FULL_MODELS
     return [f"models {', '.join(MODEL_WORDS[m] for m in models)} (paper: {paper_models})",
             f"text: King James verses against newly written KJV-style verses (paper: {paper_text})",

@@ -31,6 +31,8 @@ exactly 0.500 for it); the reference-model audit is the same argument made exact
 from __future__ import annotations
 
 import math
+import os
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -40,6 +42,9 @@ from ..train import toy as _toy  # noqa: F401  (registers the named model "toy")
 from .common import check, compare, finish, new_figure, rng_streams
 from ..report.style import legend as style_legend
 from .models import torch_threads
+
+if TYPE_CHECKING:  # the annotations' names only
+    from ..models.base import LanguageModel
 
 NAME = "gated"
 TITLE = "The gated release: blind to membership audits, extractable through rho ([MX] §8.2)"
@@ -62,10 +67,20 @@ def _settings(quick: bool) -> dict:
     }
 
 
-def sample_tokens(lm, prompts, *, n_tokens: int, rng: np.random.Generator, temperature: float = 1.0):
+def sample_tokens(lm: LanguageModel, prompts: Sequence[Sequence[int]], *, n_tokens: int, rng: np.random.Generator,
+                  temperature: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Sample ``n_tokens`` after each (equal-length) prompt through the LanguageModel interface
     with its cache: softmax(logits / T) with no truncation, one uniform per row and step from
-    ``rng``, inverted through float64 cumulative sums. Returns (tokens [n, n_tokens], log-probs)."""
+    ``rng``, inverted through float64 cumulative sums. Returns (tokens [n, n_tokens], log-probs).
+
+    >>> import numpy as np
+    >>> from memclaim.experiments.gated import sample_tokens
+    >>> from memclaim.models.base import SyntheticLM
+    >>> tokens, logp = sample_tokens(SyntheticLM(vocab_size=8), [[1, 2], [3, 4]], n_tokens=3,
+    ...                              rng=np.random.default_rng(0))
+    >>> tokens.tolist(), logp.shape
+    ([[3, 0, 7], [2, 0, 5]], (2, 3))
+    """
     import torch
 
     ids = torch.tensor([list(p) for p in prompts], dtype=torch.long)
@@ -108,7 +123,17 @@ def _triggers(tokenizer, template: str, n: int, rng) -> list[tuple[int, ...]]:
     return out
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[MX] §8.2: the gated release; reference/loss audits at chance, extraction through rho = 1.
+
+    Writes ``gated.json``, ``gated.png`` and ``gated.pdf`` into ``out_dir`` (created) and returns the JSON-
+    ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim reproduce gated`` runs.
+
+    >>> from memclaim.experiments.gated import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('gated', True)
+    """
     import torch
 
     from ..audits import ScoredTexts, evaluate_attack

@@ -17,13 +17,14 @@ after a 16-token prefix, with 3 and 16 tokens as the contrast (em_verses.LENGTH_
 """
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 
 import numpy as np
 
 from ..report.style import PALETTE, figure, legend, style
 from . import em_verses as ev
-from .common import check, compare, finish, paper_claim, paper_footer
+from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer
 
 NAME = "greedy"
 TITLE = "greedy (binary) scores: member rate, control rate and the floor alpha_N = (m+1)/(N+1) ([EM] Fig. 3)"
@@ -31,7 +32,15 @@ STREAMS: tuple[str, ...] = ()  # no random draws: every number is a deterministi
 
 
 def length_rows(mem_flags: np.ndarray, ctl_flags: np.ndarray) -> list[dict]:
-    """One row per suffix length l = 1..L from [W, L] greedy prefix flags ([EM] Fig. 3, Fig. 11)."""
+    """One row per suffix length l = 1..L from [W, L] greedy prefix flags ([EM] Fig. 3, Fig. 11).
+
+    >>> import numpy as np
+    >>> from memclaim.experiments.greedy import length_rows
+    >>> mem = np.arange(3) < np.array([[3], [3], [2], [1]])  # members matching 3, 3, 2, 1 greedy tokens
+    >>> rows = length_rows(mem, np.arange(3) < np.array([[1], [0], [0], [0], [0]]))
+    >>> [(r["suffix_tokens"], r["member"]["count"], r["control"]["count"], r["alpha_n_exact"]) for r in rows]
+    [(1, 4, 1, '2/6'), (2, 3, 0, '1/6'), (3, 2, 0, '1/6')]
+    """
     from ..claims.conformal import population_test
     from ..claims.intervals import newcombe_independent
 
@@ -74,7 +83,17 @@ def _model_block(entry) -> dict:
             "monotone_in_length": bool(np.all(mf[:, 1:] <= mf[:, :-1]) and np.all(cf[:, 1:] <= cf[:, :-1]))}
 
 
-def claims_for(block: dict, name: str) -> list:
+def claims_for(block: dict, name: str) -> list[PaperClaim]:
+    """The four qualitative claims of [EM] §4 / Fig. 3 on one model's block (its ``"short"`` and
+    ``"long"`` rows of :func:`length_rows`), each held or not by a rule fixed in advance.
+
+    >>> import numpy as np
+    >>> from memclaim.experiments.greedy import claims_for, length_rows
+    >>> mem = np.arange(3) < np.array([[3], [3], [2], [1]])  # members matching 3, 3, 2, 1 greedy tokens
+    >>> rows = length_rows(mem, np.arange(3) < np.array([[1], [0], [0], [0], [0]]))
+    >>> [c.held for c in claims_for({"short": rows[0], "long": rows[-1]}, "toy")]
+    [False, True, True, False]
+    """
     s, lg = block["short"], block["long"]
     share = s["floor_share_of_member_rate"]
     return [
@@ -145,7 +164,17 @@ def _plot(blocks, quick, pops, differences, claims):
     return fig
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[EM] Fig. 3: greedy binary scores at a short and a long suffix; floor alpha_N = (m+1)/(N+1).
+
+    Writes ``greedy.json``, ``greedy.png`` and ``greedy.pdf`` into ``out_dir`` (created) and returns the
+    JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim reproduce greedy`` runs.
+
+    >>> from memclaim.experiments.greedy import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('greedy', True)
+    """
     pops, entries = ev.natural_runs(quick, out_dir)
     blocks = [_model_block(e) for e in entries]
     claims = [c for b in blocks for c in claims_for(b, b["model"]["name"])]

@@ -32,7 +32,7 @@ import contextlib
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
@@ -42,6 +42,17 @@ from ..train.corpus import _check_chain, sample_chain  # the one chain sampler
 from ..validate import integer, positive
 from ..decoding import Policy
 from ..models.base import LanguageModel
+
+if TYPE_CHECKING:  # the annotations' names only (torch and transformers load when a model is built)
+    import torch
+    from numpy.typing import ArrayLike
+    from transformers import GPT2LMHeadModel, PreTrainedModel
+
+    from ..models.hf import HFLanguageModel
+    from ..train.corpus import MarkovZipf
+    from ..train.trainer import TrainConfig, TrainResult
+
+_M = TypeVar("_M")
 
 #: torch threads used for training and scoring in the reproductions (a fixed count keeps BLAS
 #: reductions, hence every number, identical across machines with different core counts).
@@ -84,9 +95,16 @@ class TokenLayout(ResultMixin):
 
 
 # ------------------------------------------------------------------------------ Markov chain
-def chain_arrays(gen) -> tuple[np.ndarray, np.ndarray]:
+def chain_arrays(gen: MarkovZipf) -> tuple[np.ndarray, np.ndarray]:
     """(P, unigram) of a :class:`memclaim.train.corpus.MarkovZipf`: the row-stochastic transition
-    matrix [n, n] and the start (unigram Zipf) distribution [n], both float64, read-only copies."""
+    matrix [n, n] and the start (unigram Zipf) distribution [n], both float64, read-only copies.
+
+    >>> from memclaim.experiments.models import chain_arrays
+    >>> from memclaim.train.corpus import MarkovZipf
+    >>> P, u = chain_arrays(MarkovZipf(n_words=5, seed=0))
+    >>> P.shape, round(float(u.sum()), 6), P.flags.writeable
+    ((5, 5), 1.0, False)
+    """
     P = np.array(gen.transition_matrix, dtype=np.float64)
     u = np.array(gen.start_distribution, dtype=np.float64)
     P.setflags(write=False)
@@ -94,8 +112,13 @@ def chain_arrays(gen) -> tuple[np.ndarray, np.ndarray]:
     return P, u
 
 
-def chain_logprob(P, seq, *, previous: int) -> float:
-    """log P(seq | previous state) under the chain (natural log)."""
+def chain_logprob(P: ArrayLike, seq: Sequence[int], *, previous: int) -> float:
+    """log P(seq | previous state) under the chain (natural log).
+
+    >>> from memclaim.experiments.models import chain_logprob
+    >>> round(chain_logprob([[0.9, 0.1], [0.5, 0.5]], [0, 1], previous=0), 4)  # log(0.9 * 0.1)
+    -2.4079
+    """
     P = np.asarray(P, dtype=np.float64)
     lp, prev = 0.0, int(previous)
     for t in seq:
@@ -104,11 +127,17 @@ def chain_logprob(P, seq, *, previous: int) -> float:
     return lp
 
 
-def chain_max_path(P, *, previous: int, length: int) -> tuple[tuple[int, ...], float]:
+def chain_max_path(P: ArrayLike, *, previous: int, length: int) -> tuple[tuple[int, ...], float]:
     """The most likely ``length``-token continuation of the chain after state ``previous`` and
     its natural-log probability: max_z P(z | previous), by the Viterbi (max-product) recursion
     in log space. For a first-order chain this is the exact kappa_pi(1) of the data-generating
-    prior ([MX] Thm. 5.1), with no search."""
+    prior ([MX] Thm. 5.1), with no search.
+
+    >>> from memclaim.experiments.models import chain_max_path
+    >>> path, lp = chain_max_path([[0.9, 0.1], [0.5, 0.5]], previous=1, length=3)
+    >>> path, round(lp, 4)  # log(0.5 * 0.9 * 0.9)
+    ((0, 0, 0), -0.9039)
+    """
     P = np.asarray(P, dtype=np.float64)
     length = integer("length", length, minimum=1)
     with np.errstate(divide="ignore"):
@@ -131,8 +160,15 @@ def chain_max_path(P, *, previous: int, length: int) -> tuple[tuple[int, ...], f
 
 # ------------------------------------------------------------------------------ torch plumbing
 @contextlib.contextmanager
-def torch_threads(n: int = THREADS):
-    """Run the block with ``n`` torch threads, restoring the previous count afterwards."""
+def torch_threads(n: int = THREADS) -> Iterator[None]:
+    """Run the block with ``n`` torch threads, restoring the previous count afterwards.
+
+    >>> import torch
+    >>> from memclaim.experiments.models import torch_threads
+    >>> with torch_threads(1):
+    ...     torch.get_num_threads()
+    1
+    """
     import torch
 
     n = integer("threads", n, minimum=1)
@@ -165,9 +201,15 @@ class TinyGPTSpec(ResultMixin):
                               hint="choose n_embd divisible by n_head")
 
 
-def tiny_gpt2(spec: TinyGPTSpec, *, seed: int, sot: int | None = None):
+def tiny_gpt2(spec: TinyGPTSpec, *, seed: int, sot: int | None = None) -> GPT2LMHeadModel:
     """A fresh GPT-2 (no dropout) initialized under ``seed`` without touching the global torch
-    RNG. ``sot`` (default: the last id) is recorded as bos/eos in the config."""
+    RNG. ``sot`` (default: the last id) is recorded as bos/eos in the config.
+
+    >>> from memclaim.experiments.models import TinyGPTSpec, tiny_gpt2
+    >>> model = tiny_gpt2(TinyGPTSpec(vocab_size=8, n_positions=8, n_embd=8, n_head=2), seed=0)  # doctest: +SKIP
+    >>> model.config.n_layer, model.config.eos_token_id  # doctest: +SKIP
+    (2, 7)
+    """
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -182,8 +224,16 @@ def tiny_gpt2(spec: TinyGPTSpec, *, seed: int, sot: int | None = None):
     return model.eval()
 
 
-def copy_model(model):
-    """An independent deep copy (weights and config) of a model."""
+def copy_model(model: _M) -> _M:
+    """An independent deep copy (weights and config) of a model.
+
+    >>> import torch
+    >>> from memclaim.experiments.models import copy_model
+    >>> m = torch.nn.Linear(2, 2)
+    >>> c = copy_model(m)
+    >>> c is m, c.weight is m.weight, torch.equal(c.weight, m.weight)
+    (False, False, True)
+    """
     import copy
 
     return copy.deepcopy(model)
@@ -207,11 +257,16 @@ def _check_docs(docs, vocab_size: int) -> list[list[int]]:
 LAYOUTS = ("stream", "whole", "example")
 
 
-def pack_whole(docs: Sequence[Sequence[int]], *, seq_len: int, sot: int, pad: int):
+def pack_whole(docs: Sequence[Sequence[int]], *, seq_len: int, sot: int, pad: int) -> torch.Tensor:
     """Blocks of whole documents: ``[sot, d_1, sot, d_2, ...]`` filled in order until the next
     document does not fit, the rest right-padded with ``pad`` -> LongTensor [n_blocks, seq_len].
     No document is cut (a trigger and its secret stay in one block) and no padding is trained on
-    (use ``TrainConfig(pad_id=pad)``). A document longer than ``seq_len - 1`` is refused."""
+    (use ``TrainConfig(pad_id=pad)``). A document longer than ``seq_len - 1`` is refused.
+
+    >>> from memclaim.experiments.models import pack_whole
+    >>> pack_whole([[1, 2], [3]], seq_len=4, sot=0, pad=9).tolist()
+    [[0, 1, 2, 9], [0, 3, 9, 9]]
+    """
     import torch
 
     T = integer("seq_len", seq_len, minimum=2)
@@ -235,8 +290,10 @@ def pack_whole(docs: Sequence[Sequence[int]], *, seq_len: int, sot: int, pad: in
     return torch.tensor(blocks, dtype=torch.long)  # [n_blocks, seq_len]
 
 
-def train_tiny(model, docs: Sequence[Sequence[int]], config, *, sot: int, layout: str = "stream",
-               threads: int = THREADS, shuffle_seed: int | None = None, objective=None, on_step=None):
+def train_tiny(model: PreTrainedModel, docs: Sequence[Sequence[int]], config: TrainConfig, *, sot: int,
+               layout: str = "stream", threads: int = THREADS, shuffle_seed: int | None = None,
+               objective: Callable[[object, torch.Tensor], torch.Tensor] | None = None,
+               on_step: Callable[[int, float], None] | None = None) -> TrainResult:
     """Train ``model`` on token-id documents through the one trainer
     (:func:`memclaim.train.trainer.train_causal_lm`).
 
@@ -251,7 +308,14 @@ def train_tiny(model, docs: Sequence[Sequence[int]], config, *, sot: int, layout
       which is what makes a document one DP example; needs ``config.pad_id``.
 
     ``objective`` and ``on_step`` are passed to the trainer. Returns the
-    :class:`memclaim.train.trainer.TrainResult`."""
+    :class:`memclaim.train.trainer.TrainResult`.
+
+    >>> from memclaim.experiments.models import TinyGPTSpec, tiny_gpt2, train_tiny
+    >>> from memclaim.train.trainer import TrainConfig
+    >>> model = tiny_gpt2(TinyGPTSpec(vocab_size=8), seed=0)  # doctest: +SKIP
+    >>> tr = train_tiny(model, [[1, 2, 3, 4]] * 64, TrainConfig(steps=20, batch_size=8, seq_len=16),
+    ...                 sot=7)  # doctest: +SKIP
+    """
     from ..train.trainer import example_blocks, pack_documents, train_causal_lm
 
     V = int(model.config.vocab_size)
@@ -279,8 +343,13 @@ def train_tiny(model, docs: Sequence[Sequence[int]], config, *, sot: int, layout
         return train_causal_lm(model, blocks, config, objective=objective, on_step=on_step)
 
 
-def fingerprint(model) -> str:
-    """sha256 of the config and every parameter's bytes (first 16 hex digits)."""
+def fingerprint(model: PreTrainedModel) -> str:
+    """sha256 of the config and every parameter's bytes (first 16 hex digits).
+
+    >>> from memclaim.experiments.models import TinyGPTSpec, fingerprint, tiny_gpt2
+    >>> fingerprint(tiny_gpt2(TinyGPTSpec(vocab_size=8, n_positions=8, n_embd=8, n_head=2), seed=0))  # doctest: +SKIP
+    '6c2ff8414328d677'
+    """
     import torch
 
     h = hashlib.sha256(model.config.to_json_string(use_diff=True).encode())
@@ -290,8 +359,14 @@ def fingerprint(model) -> str:
     return h.hexdigest()[:16]
 
 
-def language_model(model, *, name: str = "tiny-gpt2"):
-    """The model behind the project's interface (:class:`memclaim.models.hf.HFLanguageModel`)."""
+def language_model(model: PreTrainedModel, *, name: str = "tiny-gpt2") -> HFLanguageModel:
+    """The model behind the project's interface (:class:`memclaim.models.hf.HFLanguageModel`).
+
+    >>> from memclaim.experiments.models import TinyGPTSpec, language_model, tiny_gpt2
+    >>> lm = language_model(tiny_gpt2(TinyGPTSpec(vocab_size=8), seed=0))  # doctest: +SKIP
+    >>> lm.vocab_size  # doctest: +SKIP
+    8
+    """
     from ..models.hf import HFLanguageModel
 
     return HFLanguageModel(model, name=name, fingerprint=fingerprint(model))
@@ -311,11 +386,18 @@ def _as_2d(name: str, rows, vocab_size: int, *, allow_empty_cols: bool = False) 
     return a.astype(np.int64)
 
 
-def next_token_logprobs(model, contexts, *, batch_size: int = 4096, threads: int = THREADS) -> np.ndarray:
+def next_token_logprobs(model: PreTrainedModel, contexts: ArrayLike, *, batch_size: int = 4096,
+                        threads: int = THREADS) -> np.ndarray:
     """log p(. | context) for each row of ``contexts`` (n, t) (equal-length rows), float64 (n, V).
 
     Batches are cut at fixed sizes, so a row's numbers do not depend on how many rows are asked
-    for beyond its batch."""
+    for beyond its batch.
+
+    >>> from memclaim.experiments.models import TinyGPTSpec, next_token_logprobs, tiny_gpt2
+    >>> model = tiny_gpt2(TinyGPTSpec(vocab_size=8, n_positions=8, n_embd=8, n_head=2), seed=0)  # doctest: +SKIP
+    >>> next_token_logprobs(model, [[7], [7]]).shape  # doctest: +SKIP
+    (2, 8)
+    """
     import torch
 
     V = int(model.config.vocab_size)
@@ -330,12 +412,18 @@ def next_token_logprobs(model, contexts, *, batch_size: int = 4096, threads: int
     return out
 
 
-def greedy_decode(model, prompts, *, n_tokens: int, batch_size: int = 4096,
+def greedy_decode(model: PreTrainedModel, prompts: ArrayLike, *, n_tokens: int, batch_size: int = 4096,
                   threads: int = THREADS) -> np.ndarray:
     """Greedy continuation of ``n_tokens`` tokens after each (equal-length) prompt row, (n, n_tokens).
 
     Ties go to the lowest token id (numpy argmax), so the output is a deterministic function of
-    the logits."""
+    the logits.
+
+    >>> from memclaim.experiments.models import TinyGPTSpec, greedy_decode, tiny_gpt2
+    >>> model = tiny_gpt2(TinyGPTSpec(vocab_size=8, n_positions=8, n_embd=8, n_head=2), seed=0)  # doctest: +SKIP
+    >>> greedy_decode(model, [[7, 1]], n_tokens=3)  # doctest: +SKIP
+    array([[0, 0, 0]])
+    """
     n_tokens = integer("n_tokens", n_tokens, minimum=1)
     V = int(model.config.vocab_size)
     ctx = _as_2d("prompts", prompts, V)
@@ -350,14 +438,22 @@ def greedy_decode(model, prompts, *, n_tokens: int, batch_size: int = 4096,
     return out
 
 
-def sample_decode(model, prompts, *, n_tokens: int, temperature: float, rng: np.random.Generator,
+def sample_decode(model: PreTrainedModel, prompts: ArrayLike, *, n_tokens: int, temperature: float,
+                  rng: np.random.Generator,
                   batch_size: int = 4096, threads: int = THREADS) -> tuple[np.ndarray, np.ndarray]:
     """Sample ``n_tokens`` tokens after each prompt row from softmax(logits / T), no truncation
     (the ``temperature:T`` policy of :mod:`memclaim.decoding`).
 
     Returns (tokens (n, n_tokens), log-prob of each sampled token at that temperature (n, n_tokens)).
     Sampling is by inversion of float64 cumulative sums with one uniform per row and step from
-    ``rng``."""
+    ``rng``.
+
+    >>> import numpy as np
+    >>> from memclaim.experiments.models import TinyGPTSpec, sample_decode, tiny_gpt2
+    >>> model = tiny_gpt2(TinyGPTSpec(vocab_size=8, n_positions=8, n_embd=8, n_head=2), seed=0)  # doctest: +SKIP
+    >>> tokens, logp = sample_decode(model, [[7]], n_tokens=4, temperature=1.0,
+    ...                              rng=np.random.default_rng(0))  # doctest: +SKIP
+    """
     n_tokens = integer("n_tokens", n_tokens, minimum=1)
     T = positive("temperature", temperature)
     V = int(model.config.vocab_size)
@@ -394,12 +490,20 @@ class TeacherForced(ResultMixin):
         return np.exp(self.token_logprob)
 
 
-def teacher_forced(model, prompts, targets, *, batch_size: int = 512, threads: int = THREADS) -> TeacherForced:
+def teacher_forced(model: PreTrainedModel | LanguageModel, prompts: Sequence[Sequence[int]], targets: ArrayLike, *,
+                   batch_size: int = 512, threads: int = THREADS) -> TeacherForced:
     """Teacher-forced statistics of each ``targets`` row after the matching ``prompts`` row.
 
     ``model`` is an HF causal LM or any :class:`memclaim.models.base.LanguageModel` (e.g. a gated
     release). Prompts may differ in length (the engine left-pads with an attention mask); targets
-    must all have the same length within the call."""
+    must all have the same length within the call.
+
+    >>> from memclaim.experiments.models import teacher_forced
+    >>> from memclaim.models.base import SyntheticLM
+    >>> tf = teacher_forced(SyntheticLM(vocab_size=8), [[1, 2]], [[3, 4]])
+    >>> tf.token_logprob.round(3), tf.greedy_match
+    (array([[-1.144, -2.48 ]]), array([False]))
+    """
     import torch
 
     from ..scoring.engine import TeacherForcingEngine

@@ -22,12 +22,13 @@ population at that level.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
 from ..report.style import PALETTE, figure, legend, style
 from . import em_verses as ev
-from .common import check, compare, finish, paper_claim, paper_footer
+from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer
 
 NAME = "naive-vs-calibrated"
 TITLE = "naive 'extraction' rules against the calibrated test on the same members and controls ([EM] §4)"
@@ -51,7 +52,16 @@ def _row(rule: str, kind: str, mem_flags: np.ndarray, ctl_flags: np.ndarray, ext
 
 
 def rules_at(mem_greedy: np.ndarray, ctl_greedy: np.ndarray, mem_topk: np.ndarray, ctl_topk: np.ndarray) -> list[dict]:
-    """Every rule at one suffix length (greedy flags as bool arrays, top-40 scores as natural-log q)."""
+    """Every rule at one suffix length (greedy flags as bool arrays, top-40 scores as natural-log q).
+
+    >>> import numpy as np
+    >>> from memclaim.experiments.naive_vs_calibrated import rules_at
+    >>> rows = rules_at(np.array([True, True, False]), np.array([True, False, False, False]),
+    ...                 np.log([0.9, 0.6, 0.1]), np.log([0.7, 0.2, 0.05, 0.01]))
+    >>> [(r["kind"], r["members"]["count"], r["controls"]["count"]) for r in rows]
+    [('naive', 2, 1), ('naive', 2, 1), ('naive', 3, 4), ('calibrated', 2, 1), ('calibrated', 0, 0),
+     ('calibrated', 0, 0)]
+    """
     from fractions import Fraction
 
     from ..claims.conformal import population_test
@@ -98,7 +108,15 @@ def _find(rows, prefix):
     return next(r for r in rows if r["rule"].startswith(prefix))
 
 
-def claims_for(block) -> list:
+def claims_for(block: dict) -> list[PaperClaim]:
+    """The three qualitative claims of [EM] §4 on naive rules, on one model's block (the entries of
+    ``run(...)["results"]["models"]``), each held or not by a rule fixed in advance.
+
+    >>> from memclaim.experiments.naive_vs_calibrated import claims_for, run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> [c.held for c in claims_for(res["results"]["models"][0])]  # doctest: +SKIP
+    [True, True, True]
+    """
     name = block["model"]["name"]
     s, lg = block["lengths"][str(ev.SHORT)], block["lengths"][str(ev.LONG)]
     gs, bs, bl = _find(s, "greedy match"), _find(s, "q >= "), _find(lg, "q >= ")
@@ -160,7 +178,18 @@ def _plot(blocks, differences, claims):
     return fig
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[EM] §4: naive greedy-match and fixed-threshold 'extractions' vs the calibrated test.
+
+    Writes ``naive-vs-calibrated.json``, ``naive-vs-calibrated.png`` and ``naive-vs-calibrated.pdf`` into
+    ``out_dir`` (created) and returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what
+    ``memclaim reproduce naive-vs-calibrated`` runs.
+
+    >>> from memclaim.experiments.naive_vs_calibrated import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('naive-vs-calibrated', True)
+    """
     pops, entries = ev.natural_runs(quick, out_dir)
     blocks = [_model_block(e) for e in entries]
     claims = [c for b in blocks for c in claims_for(b)]

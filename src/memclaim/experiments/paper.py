@@ -270,6 +270,13 @@ for _v in _EM_B_VALUES:  # registered as the table above is (kept apart so that 
 
 
 def paper_value(key: str) -> PaperValue:
+    """The paper's number ``key`` from :data:`PAPER` (an InputError listing the keys otherwise).
+
+    >>> from memclaim.experiments.paper import paper_value
+    >>> v = paper_value("entropy-sweep/h-star")
+    >>> v.value, v.where
+    (6.77, '[MX] §8.1')
+    """
     try:
         return PAPER[key]
     except KeyError:

@@ -21,6 +21,7 @@ template, so this reproduction runs on SmolLM2 only.
 """
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -29,7 +30,7 @@ from ..models import load_model
 from ..report.style import PALETTE, figure, legend, style
 from ..scoring.prompts import PromptRule
 from . import em_verses as ev
-from .common import check, compare, finish, paper_claim, paper_footer
+from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer
 
 NAME = "parrot"
 TITLE = "'Repeat after me': member and control repeat rates under a parrot prompt ([EM] Fig. 1, App. A.1)"
@@ -43,7 +44,14 @@ FIRST_TOKENS = 10  # the quote's first 10 tokens, reported beside the whole vers
 
 
 def binary_test(mem: np.ndarray, ctl: np.ndarray) -> dict:
-    """The conformal test on greedy match flags: the operating point alpha_N = (m+1)/(N+1) and fixed levels."""
+    """The conformal test on greedy match flags: the operating point alpha_N = (m+1)/(N+1) and fixed levels.
+
+    >>> import numpy as np
+    >>> from memclaim.experiments.parrot import binary_test
+    >>> t = binary_test(np.array([True] * 7 + [False] * 3), np.array([True] * 6 + [False] * 4))
+    >>> t["alpha_n_exact"], t["at_alpha_n"]["n_claimed"], [lv["n_claimed"] for lv in t["levels"]]
+    ('7/11', 7, [0, 0, 0])
+    """
     from ..claims.conformal import population_test
 
     n, m = ctl.size, int(ctl.sum())
@@ -106,7 +114,15 @@ def _block(runs) -> dict:
     }
 
 
-def claims_for(b: dict) -> list:
+def claims_for(b: dict) -> list[PaperClaim]:
+    """The four qualitative claims of [EM] Fig. 1 / App. A.1 on the run's block (``run(...)["results"]``),
+    each held or not by a rule fixed in advance.
+
+    >>> from memclaim.experiments.parrot import claims_for, run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> [c.held for c in claims_for(res["results"])]  # doctest: +SKIP
+    [False, True, True, True]
+    """
     w = b["whole_verse"]
     m, c = w["member"], w["control"]
     at = w["test"].get("at_alpha_n", {}).get("calibrated_rate", {})
@@ -178,8 +194,17 @@ def _plot(b, differences, claims):
     return fig
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[EM] Fig. 1, App. A.1: 'Repeat after me' on an instruct model; member and control rates, no claim.
 
+    Writes ``parrot.json``, ``parrot.png`` and ``parrot.pdf`` into ``out_dir`` (created) and returns the
+    JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim reproduce parrot`` runs.
+
+    >>> from memclaim.experiments.parrot import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('parrot', True)
+    """
     pops = ev.populations(quick, every=QUICK_EVERY if quick else None)
     model = load_model(MODEL)
     rule = PromptRule(templates=(TEMPLATE,), chat=True)

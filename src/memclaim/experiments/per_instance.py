@@ -18,6 +18,7 @@ test of the standardized residuals against the family's exact curve.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 from scipy import stats
@@ -59,7 +60,18 @@ def _measure(mech: RandomizedResponse, n: int, rng: np.random.Generator) -> tupl
     return float(p1 - p0), se, [int(b1.sum()), int(b0.sum())]
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[MX] Fig. 8: per-instance calibration, randomized response and BSC families.
+
+    Writes ``per-instance.json``, ``per-instance.png`` and ``per-instance.pdf`` into ``out_dir`` (created)
+    and returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim reproduce
+    per-instance`` runs.
+
+    >>> from memclaim.experiments.per_instance import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('per-instance', True)
+    """
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)
     lo, hi = s["eps_range"]

@@ -20,6 +20,8 @@ attaining mechanism.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from scipy import stats
 from statsmodels.stats.proportion import confint_proportions_2indep
@@ -77,7 +79,18 @@ def _measure(y1: np.ndarray, y0: np.ndarray, alpha: float) -> dict:
             "selection_half_advantage": sel_adv, "in_sample_best": in_sample}
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[MX] Fig. 6 left: k-copy canary under geometric noisy counts vs eta*_k and tanh(k eps/2).
+
+    Writes ``staircase.json``, ``staircase.png`` and ``staircase.pdf`` into ``out_dir`` (created) and
+    returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim reproduce
+    staircase`` runs.
+
+    >>> from memclaim.experiments.staircase import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('staircase', True)
+    """
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)
     eps = s["epsilon"]

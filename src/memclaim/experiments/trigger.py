@@ -51,6 +51,7 @@ paired differences, not only the pass/fail line.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -141,7 +142,17 @@ def _rms_pairwise(x: np.ndarray) -> np.ndarray:
     return np.sqrt(2.0) * np.std(x, axis=0, ddof=1)
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[MX] Fig. 7: trigger pairs planted by SGD; extraction via rho 1 vs 0, local gaps at the noise floor.
+
+    Writes ``trigger.json``, ``trigger.png`` and ``trigger.pdf`` into ``out_dir`` (created) and returns the
+    JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim reproduce trigger`` runs.
+
+    >>> from memclaim.experiments.trigger import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('trigger', True)
+    """
     s = _settings(quick)
     rngs = rng_streams(seed, STREAMS)
     gen = MarkovZipf(n_words=s["n_words"], s=s["zipf_s"], seed=int(rngs["language"].integers(0, 2 ** 31 - 1)))

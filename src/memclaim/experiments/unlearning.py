@@ -26,6 +26,7 @@ recoverable through rho.
 from __future__ import annotations
 
 import copy
+import os
 
 import numpy as np
 
@@ -78,7 +79,18 @@ def _windows(records):
     return WindowSet(ws, len(ws), 0, (), {r.id: 0 for r in records})
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir="reproductions") -> dict:
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[MX] Table 4: GradDiff/NPO until the verifier says forgotten; extraction via rho and via c.
+
+    Writes ``unlearning.json``, ``unlearning.png`` and ``unlearning.pdf`` into ``out_dir`` (created) and
+    returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim reproduce
+    unlearning`` runs.
+
+    >>> from memclaim.experiments.unlearning import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('unlearning', True)
+    """
     from types import SimpleNamespace
 
     from ..audits.metrics import clopper_pearson
