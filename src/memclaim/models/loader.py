@@ -517,9 +517,9 @@ def check_gguf(gguf_path: Path) -> None:
     its size, before any conversion.
 
     >>> check_gguf(named_model_gguf("smollm2"))  # doctest: +SKIP
-    >>> check_gguf(Path("cut.gguf"))  # doctest: +SKIP
+    >>> check_gguf(Path("cut.gguf"))  # its first 30 MB  # doctest: +SKIP
     Traceback (most recent call last):
-    memclaim.errors.ModelLoadError: GGUF file 'cut.gguf' is truncated: its tensors need ...
+    memclaim.errors.ModelLoadError: 'cut.gguf' (30,000,000 bytes) is not a readable GGUF file (truncated or corrupt?): ...
     """
     import gguf
 
