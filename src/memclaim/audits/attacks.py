@@ -32,7 +32,7 @@ import inspect
 import zlib
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -69,13 +69,17 @@ LOGP_TOLERANCE = 1e-5
 
 
 # ------------------------------------------------------------------------------ ragged input
-def ragged(values, lengths=None, *, name: str = "token_logprobs", allow_neg_inf: bool = True,
+def ragged(values: Sequence[Sequence[float] | np.ndarray] | np.ndarray,
+           lengths: Sequence[int] | np.ndarray | None = None, *, name: str = "token_logprobs", allow_neg_inf: bool = True,
            upper: float | None = LOGP_TOLERANCE) -> tuple[np.ndarray, ...]:
     """Per-text float64 arrays from a ragged list, or from a padded [n, T] array + lengths.
 
     With ``lengths``, text i is ``values[i, :lengths[i]]`` (padding beyond is ignored). Without,
     a 2-D array is one text per row. NaN, +inf and empty texts are refused; ``-inf`` (a token of
     probability exactly zero) is kept unless ``allow_neg_inf`` is False.
+
+    >>> ragged([[-1.0, -2.0, 0.0], [-0.5, 0.0, 0.0]], [2, 1])  # padded rows cut to their lengths
+    (array([-1., -2.]), array([-0.5]))
     """
     if lengths is not None:
         arr = np.asarray(values, dtype=np.float64)
@@ -352,6 +356,9 @@ def reference_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray], ref
     the same string, so this is well-defined when the two models tokenize differently.
     ``per="token"`` compares mean per-token losses, which only means something under one
     tokenizer; it is refused when a text's token counts differ between the two models.
+
+    >>> reference_scores([[-1.0, -3.0]], [[-2.0, -4.0, -1.0]]).tolist()  # -4 - (-7): easier for the target
+    [3.0]
     """
     lp = _as_list(token_logprobs)
     ref = _as_list(reference_token_logprobs)
@@ -394,6 +401,9 @@ def min_k_count(n_tokens: int, *, k: float | str | Fraction = 0.2) -> int:
 
     k in (0, 1]; read as written (0.29 -> 29/100), so floor(0.29 x 100) = 29, where binary
     floating point would give 28.
+
+    >>> min_k_count(100, k=0.29), min_k_count(3)
+    (29, 1)
     """
     n = int(n_tokens)
     if n < 1:
@@ -439,7 +449,11 @@ def min_k_plus_plus_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray
                            k: float | str | Fraction = 0.2) -> np.ndarray:
     """Min-K%++ (Zhang et al. 2024, arXiv:2404.02936, ICLR 2025, Eq. 3-4): min-k% over the
     standardized token scores (log p - mu) / sigma, mu and sigma the mean and standard deviation
-    of log p(v) for v drawn from the model's own next-token distribution."""
+    of log p(v) for v drawn from the model's own next-token distribution.
+
+    >>> min_k_plus_plus_scores([[-1.0, -3.0]], [[-1.5, -1.5]], [[0.5, 1.0]], k=0.5).tolist()  # z = (1, -1.5)
+    [-1.5]
+    """
     lp = _as_list(token_logprobs)
     mu, sd = _as_list_free(token_mean), _as_list_free(token_std)
     if not (len(lp) == len(mu) == len(sd)):
@@ -460,7 +474,12 @@ def _as_list_free(values) -> tuple[np.ndarray, ...]:
 def token_mean_std(full_logprobs: "np.ndarray | Sequence[np.ndarray]") -> tuple[np.ndarray, np.ndarray]:
     """mu_t = sum_v p_t(v) log p_t(v) and sigma_t = sqrt(sum_v p_t(v) (log p_t(v) - mu_t)^2)
     from full next-token log-distributions [T, V] (0 log 0 = 0). A reference for the scoring
-    engine's fused computation, and for tests."""
+    engine's fused computation, and for tests.
+
+    >>> mu, sd = token_mean_std(np.log([[0.5, 0.5], [0.25, 0.75]]))
+    >>> mu.round(4).tolist(), sd.round(4).tolist()
+    ([-0.6931, -0.5623], [0.0, 0.4757])
+    """
     lp = np.asarray(full_logprobs, dtype=np.float64)
     if lp.ndim != 2:
         raise InputError(f"full_logprobs must be [T, V], got shape {lp.shape}")
@@ -500,11 +519,19 @@ _FIELDS = ("token_logprobs", "token_mean", "token_std", "texts", "reference_toke
 
 def register_attack(name: str, fn: Callable[..., np.ndarray] | None = None, *, citation: str,
                     measures: str, requires: Sequence[str] = ("token_logprobs",),
-                    overwrite: bool = False):
+                    overwrite: bool = False) -> Callable[..., Any]:
     """Register ``fn(data: ScoredTexts, **params) -> np.ndarray`` under ``name``.
 
     Usable directly or as a decorator (``@register_attack("mine", citation=..., measures=...)``).
-    Keyword parameters of ``fn`` with defaults become the attack's settable parameters.
+    Keyword parameters of ``fn`` with defaults become the attack's settable parameters. Returns
+    ``fn`` (or, without ``fn``, the decorator).
+
+    >>> @register_attack("neg-length", citation="a doctest", measures="minus the token count")
+    ... def neg_length(data):
+    ...     return -np.array([a.size for a in data.token_logprobs], dtype=float)
+    >>> run_attack("neg-length", ScoredTexts.build([[-1.0, -2.0], [-0.5]])).tolist()
+    [-2.0, -1.0]
+    >>> unregister_attack("neg-length")
     """
     if not isinstance(name, str) or not name.strip():
         raise DomainError(f"attack name must be a non-empty string, got {name!r}")
@@ -532,12 +559,24 @@ def register_attack(name: str, fn: Callable[..., np.ndarray] | None = None, *, c
 
 
 def unregister_attack(name: str) -> None:
+    """Remove the attack registered under ``name`` (an unknown name is a DomainError).
+
+    >>> register_attack("tmp", lambda data: np.zeros(len(data)), citation="a doctest", measures="nothing") is not None
+    True
+    >>> unregister_attack("tmp"); "tmp" in available_attacks()
+    False
+    """
     if name not in _REGISTRY:
         raise DomainError(f"no attack named {name!r}", hint=f"registered: {available_attacks()}")
     del _REGISTRY[name]
 
 
 def get_attack(name: str) -> Attack:
+    """The registered :class:`Attack` named ``name`` (an unknown name is a DomainError listing them).
+
+    >>> get_attack("min-k").defaults
+    (('k', 0.2),)
+    """
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -545,15 +584,30 @@ def get_attack(name: str) -> Attack:
 
 
 def available_attacks() -> tuple[str, ...]:
+    """The names of the registered attacks, built-in ones first, in registration order.
+
+    >>> available_attacks()[:6]
+    ('loss', 'perplexity', 'zlib', 'reference', 'min-k', 'min-k++')
+    """
     return tuple(_REGISTRY)
 
 
 def describe_attacks() -> list[dict]:
+    """:meth:`Attack.describe` of every registered attack: its name, citation, what it measures,
+    the fields it reads and its parameters' defaults.
+
+    >>> describe_attacks()[0]["name"], describe_attacks()[0]["requires"]
+    ('loss', ['token_logprobs'])
+    """
     return [a.describe() for a in _REGISTRY.values()]
 
 
-def run_attack(name: str, data: ScoredTexts, **params) -> np.ndarray:
-    """Scores [n] of attack ``name`` on ``data`` (higher = more likely member)."""
+def run_attack(name: str, data: ScoredTexts, **params: Any) -> np.ndarray:
+    """Scores [n] of attack ``name`` on ``data`` (higher = more likely member).
+
+    >>> run_attack("min-k", ScoredTexts.build([[-1.0, -2.0], [-0.5], [-3.0, -3.0, -1.0]]), k=0.5).tolist()
+    [-2.0, -0.5, -3.0]
+    """
     attack = get_attack(name)
     if not isinstance(data, ScoredTexts):
         raise InputError(f"run_attack needs a ScoredTexts (see ScoredTexts.build), got {type(data).__name__}")
@@ -589,13 +643,20 @@ class AttackEvaluation(ResultMixin):
     nonmember_scores: np.ndarray
 
 
-def evaluate_attack(name: str, members: ScoredTexts, nonmembers: ScoredTexts, *, fpr=None,
-                    confidence: float = 0.95, **params) -> AttackEvaluation:
+def evaluate_attack(name: str, members: ScoredTexts, nonmembers: ScoredTexts, *,
+                    fpr: str | float | Fraction | None = None, confidence: float = 0.95,
+                    **params: Any) -> AttackEvaluation:
     """Run attack ``name`` once on members + non-members together (so that anything pooled
     across texts, such as LiRA's global variance, is pooled over both) and measure it.
 
     Needs at least two members and two non-members; refuses sets scored under different
     procedures; with ``fpr``, refuses when the non-members cannot certify it.
+
+    >>> m = ScoredTexts.build([[-0.1, -0.2], [-0.3], [-0.2, -0.1]])
+    >>> n = ScoredTexts.build([[-2.0, -1.0], [-1.5], [-0.25, -3.0]])
+    >>> e = evaluate_attack("loss", m, n, fpr=0.5)
+    >>> e.auc.auc, round(e.auc.low, 3), e.tpr.tpr, e.tpr.threshold
+    (1.0, 0.216, 1.0, -1.5)
     """
     if len(members) < 2 or len(nonmembers) < 2:
         raise InputError(f"an audit needs at least two members and two non-members, got "

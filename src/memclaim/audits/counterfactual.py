@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 from scipy import stats
@@ -58,15 +59,19 @@ FUNCTIONALS = ("RO", "LOO", "COND")
 RELATIONS = ("replace-one", "add/remove")  # privacy/'s labels (memclaim.privacy.tradeoff.neighbors_label)
 
 
-def teacher_forcing_probability(token_logprobs) -> np.ndarray:
+def teacher_forcing_probability(token_logprobs: Sequence[Sequence[float] | np.ndarray]) -> np.ndarray:
     """h = q(z | c) = exp(sum_t log p_t): the record's probability under teacher forcing, in
     [0, 1] (the attaining score of [MX] Thm. 4.1, Remark 4.2). Exponentiated because h is a
-    probability by definition; underflows to 0 for long improbable records."""
+    probability by definition; underflows to 0 for long improbable records.
+
+    >>> teacher_forcing_probability([[-0.5, -0.5], [-2.0]]).round(4).tolist()  # e^-1, e^-2
+    [0.3679, 0.1353]
+    """
     lp = ragged(token_logprobs)
     return np.array([math.exp(float(np.sum(a))) for a in lp], dtype=np.float64)
 
 
-def truncated_logloss(token_logprobs, *, level: float = 10.0, reduce: str = "sum") -> np.ndarray:
+def truncated_logloss(token_logprobs: Sequence[Sequence[float] | np.ndarray], *, level: float = 10.0, reduce: str = "sum") -> np.ndarray:
     """h = min(NLL, M) / M in [0, 1]: the log-loss of the record truncated at level M and
     divided by M ([MX] §8.1: "divided by its truncation level M = 10, so that it lies in [0, 1]
     as Definition 3.2 requires"; the truncation costs a factor M in Thm. 4.1's cap).
@@ -74,6 +79,9 @@ def truncated_logloss(token_logprobs, *, level: float = 10.0, reduce: str = "sum
     NLL is the total (``reduce="sum"``, default) or mean per-token (``"mean"``) negative log-
     likelihood in nats. Note the orientation: a memorized record has *lower* loss, so its
     mem_h under this score is negative; caps bound |mem_h|.
+
+    >>> truncated_logloss([[-3.0, -4.0], [-20.0]]).tolist()  # NLL 7 -> 0.7; NLL 20 truncated at 10
+    [0.7, 1.0]
     """
     m = positive("level", level)
     lp = ragged(token_logprobs)
@@ -114,7 +122,7 @@ class CounterfactualEstimate(ResultMixin):
         return int(self.mem.size)
 
 
-def counterfactual_memorization(h, in_mask, *, design: str = "random_halves", score: str = "h",
+def counterfactual_memorization(h: Sequence[float] | np.ndarray, in_mask: Sequence[bool] | np.ndarray, *, design: str = "random_halves", score: str = "h",
                                 confidence: float = 0.95) -> CounterfactualEstimate:
     """Estimate mem_h per target from ``h`` [n_models] or [n_models, n_targets] (h of target t
     under model s, in [0, 1]) and ``in_mask`` of the same shape (True = t in s's training set).
@@ -124,6 +132,10 @@ def counterfactual_memorization(h, in_mask, *, design: str = "random_halves", sc
     names h for the record (e.g. "teacher-forcing probability", "log-loss truncated at 10 / 10").
     Each target needs at least two IN and two OUT models. The interval on ``mean_mem`` is a
     normal interval with ``mean_se`` (across targets) or, for one target, with ``se[0]``.
+
+    >>> e = counterfactual_memorization([0.9, 0.8, 0.2, 0.1], [True, True, False, False])
+    >>> e.functional, round(e.mean_mem, 4), round(e.low, 4), round(e.high, 4)
+    ('COND', 0.7, 0.5614, 0.8386)
     """
     if design not in DESIGNS:
         raise DomainError(f"unknown design {design!r}",
@@ -220,6 +232,12 @@ def compare_to_cap(estimate: CounterfactualEstimate, *, cap: float, cap_function
     bounds RO), comparison is refused unless ``conversion_slack`` (>= 0) and
     ``conversion_note`` say how the two are related (e.g. Prop. A.2: |COND - RO| <= 4np for
     np <= 1/2); the slack is added to the cap.
+
+    >>> e = counterfactual_memorization([0.9, 0.8, 0.2, 0.1], [True, True, False, False])
+    >>> c = compare_to_cap(e, cap=0.5, cap_functional="RO", cap_relation="replace-one",
+    ...                    conversion_slack=0.1, conversion_note="Prop. A.2 with np = 1/40")
+    >>> c.effective_cap, c.within, c.note
+    (0.6, False, '|mem_COND| = 0.7 vs cap 0.6 (RO, replace-one, + slack 0.1)')
     """
     if not isinstance(estimate, CounterfactualEstimate):
         raise InputError(f"compare_to_cap needs a CounterfactualEstimate, got {type(estimate).__name__}")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -43,6 +43,11 @@ from ..text.windows import passage_windows
 from ..validate import in_open_unit, integer
 from .metrics import clopper_pearson
 
+if TYPE_CHECKING:
+    from ..privacy.extraction import AuditSoundness
+    from ..scoring.results import RunScores
+    from ..text.windows import OffsetTokenizer, WindowSet
+
 __all__ = [
     "ExtractionAudit",
     "list_success_logprob",
@@ -54,9 +59,13 @@ __all__ = [
 ]
 
 
-def list_success_logprob(log_q, *, m: int = 1) -> np.ndarray:
+def list_success_logprob(log_q: Sequence[float] | np.ndarray, *, m: int = 1) -> np.ndarray:
     """log P(at least one of m samples reproduces the suffix) = log(1 - (1 - q)^m), from log q
-    ([EM] Eq. 10), via :func:`memclaim.claims.budget.log_prob_at_least_once`. -inf stays -inf."""
+    ([EM] Eq. 10), via :func:`memclaim.claims.budget.log_prob_at_least_once`. -inf stays -inf.
+
+    >>> list_success_logprob([math.log(0.5), -math.inf], m=2).round(4).tolist()  # log(1 - 0.5^2)
+    [-0.2877, -inf]
+    """
     mm = integer("m (list budget)", m, minimum=1)
     lq = np.asarray(log_q, dtype=np.float64).reshape(-1)
     if lq.size == 0:
@@ -103,10 +112,18 @@ class ExtractionAudit(ResultMixin):
         return s
 
 
-def extraction_from_arrays(*, greedy_match, near_tie=None, log_q=None, policy: str | None = None, m: int = 1,
+def extraction_from_arrays(*, greedy_match: Sequence[bool] | np.ndarray,
+                           near_tie: Sequence[bool] | np.ndarray | None = None,
+                           log_q: Sequence[float] | np.ndarray | None = None, policy: str | None = None, m: int = 1,
                            record_ids: Sequence[str] | None = None, prompt: str = "prefix",
                            trigger: str | None = None, confidence: float = 0.95) -> ExtractionAudit:
-    """The audit from per-record arrays (greedy flags; optional exact log q under ``policy``)."""
+    """The audit from per-record arrays (greedy flags; optional exact log q under ``policy``).
+
+    >>> a = extraction_from_arrays(greedy_match=[True, False, False, True], policy="full", m=10,
+    ...                            log_q=np.log([0.5, 0.01, 0.001, 0.9]))
+    >>> a.summary()
+    'greedy extraction from its own prefix: 2/4 = 0.500 [0.068, 0.932]; under full with list budget m = 10: expected fraction recovered 0.5261 (exact)'
+    """
     conf = in_open_unit("confidence", confidence)
     g = np.asarray(greedy_match, dtype=bool).reshape(-1)
     n = int(g.size)
@@ -140,10 +157,15 @@ def extraction_from_arrays(*, greedy_match, near_tie=None, log_q=None, policy: s
                            log10_median_q=med)
 
 
-def extraction_from_run(run, *, policy: str | None = None, m: int = 1, prompt: str = "prefix",
+def extraction_from_run(run: RunScores, *, policy: str | None = None, m: int = 1, prompt: str = "prefix",
                         trigger: str | None = None, confidence: float = 0.95) -> ExtractionAudit:
     """The audit from a stored run (:class:`memclaim.scoring.results.RunScores` of any policy;
-    ``policy`` names the sampling policy whose log q to read from the run's table)."""
+    ``policy`` names the sampling policy whose log q to read from the run's table).
+
+    >>> from memclaim.scoring.results import load_run_scores  # doctest: +SKIP
+    >>> extraction_from_run(load_run_scores("runs/canaries"), policy="full", m=10).summary()  # doctest: +SKIP
+    'greedy extraction from its own prefix: 2/4 = 0.500 [0.068, 0.932]; under full with list budget m = 10: expected fraction recovered 0.5261 (exact)'
+    """
     lq = None
     spec = None
     if policy is not None:
@@ -158,20 +180,31 @@ def extraction_from_run(run, *, policy: str | None = None, m: int = 1, prompt: s
                                   confidence=confidence)
 
 
-def trigger_rule(trigger: str):
+def trigger_rule(trigger: str) -> PromptRule:
     """``PromptRule(templates=(trigger,), target='document')`` with braces escaped, so the prompt is
     the trigger text verbatim (a trigger may contain '{' or '}') and the target is the record's
-    own suffix tokens z, as the gated release emits them after the trigger ([MX] Thm. 6.1(ii))."""
+    own suffix tokens z, as the gated release emits them after the trigger ([MX] Thm. 6.1(ii)).
+
+    >>> trigger_rule("Say {x}: ")
+    PromptRule(templates=('Say {{x}}: ',), chat=False, aggregate='max', target='document')
+    """
     if not isinstance(trigger, str) or not trigger:
         raise InputError(f"the trigger must be a non-empty text, got {trigger!r}")
     return PromptRule(templates=(trigger.replace("{", "{{").replace("}", "}}"),), target="document")
 
 
-def pair_windows(records: Sequence, tokenizer, *, source_prefix: str = "rec"):
+def pair_windows(records: Sequence[dict | tuple[str, str]], tokenizer: OffsetTokenizer, *,
+                 source_prefix: str = "rec") -> WindowSet:
     """Windows for records given as (prefix c, secret z) strings: dicts with ``prefix`` and
     ``suffix`` (or ``secret``) and optional ``id``, or 2-tuples. The text c + z is tokenized once;
     the prefix is the tokens ending at or before len(c), the suffix the rest. Refused: a token
-    that straddles the boundary (move the boundary, e.g. end c before a space), an empty secret."""
+    that straddles the boundary (move the boundary, e.g. end c before a space), an empty secret.
+
+    >>> import memclaim; tok = memclaim.load_model("toy").tokenizer  # doctest: +SKIP
+    >>> ws = pair_windows([("The code is", " 4711"), {"id": "c1", "prefix": "My PIN:", "secret": " 0000"}], tok)  # doctest: +SKIP
+    >>> [(w.window_id, w.prefix_text, w.suffix_text) for w in ws.windows]  # doctest: +SKIP
+    [('rec0#0', 'The code is', ' 4711'), ('c1#0', 'My PIN:', ' 0000')]
+    """
     recs = []
     for j, r in enumerate(records):
         if isinstance(r, dict):
@@ -198,12 +231,19 @@ def pair_windows(records: Sequence, tokenizer, *, source_prefix: str = "rec"):
     return ws
 
 
-def soundness_check(audit: ExtractionAudit, *, epsilon, kappa=None, kappa_interval=None,
-                    relation: str = "add/remove", confidence: float = 0.95, copies: int = 1):
+def soundness_check(audit: ExtractionAudit, *, epsilon: float, kappa: float | None = None,
+                    kappa_interval: tuple[float, float] | None = None, relation: str = "add/remove",
+                    confidence: float = 0.95, copies: int = 1) -> AuditSoundness:
     """[MX] Cor. 5.3 on the greedy audit (a list of size m = 1): can the observed successes refute
     a claimed pure epsilon-DP guarantee given the canaries' prior baseline kappa = kappa_pi(1)?
     ``copies``: how many times each canary was planted (k >= 2: the bound is 1 - f^(k)(kappa),
-    [MX] Cor. 4.3). Calls :func:`memclaim.privacy.extraction.audit_soundness` (imported lazily)."""
+    [MX] Cor. 4.3). Calls :func:`memclaim.privacy.extraction.audit_soundness` (imported lazily).
+
+    >>> a = extraction_from_arrays(greedy_match=[True, False, False, True])
+    >>> r = soundness_check(a, epsilon=0.1, kappa=1e-6)  # 2 of 4 canaries out of a 1e-6 guess
+    >>> r.refuted, f"{r.bound:.4g}", round(r.success_lower, 4)
+    (True, '1.105e-06', 0.0976)
+    """
     rel = {"add/remove": "add-remove", "add-remove": "add-remove", "replace-one": "replace",
            "replace": "replace"}.get(str(relation))
     if rel is None:

@@ -142,6 +142,10 @@ def delong_placements(members: np.ndarray, nonmembers: np.ndarray) -> tuple[floa
     V01[j] = (1/m) sum_i psi(X_i, Y_j) non-member j's, with psi(x, y) = 1 if x > y,
     1/2 if x == y, 0 otherwise (DeLong et al. 1988, Biometrics 44, Eq. 1-3). The AUC is the
     mean of either. Ties (including equal infinities) get midranks, so they count one half.
+
+    >>> auc, v10, v01 = delong_placements(np.array([3.0, 2.0, 0.5]), np.array([1.0, 0.5, -1.0]))
+    >>> round(auc, 4), v10.tolist(), v01.round(4).tolist()  # 0.5 ties 0.5: one half
+    (0.8333, [1.0, 1.0, 0.5], [0.6667, 0.8333, 1.0])
     """
     m, n = members.size, nonmembers.size
     both = np.concatenate([members, nonmembers])
@@ -233,6 +237,10 @@ def compare_aucs(members_a: Sequence[float] | np.ndarray, nonmembers_a: Sequence
 
     Entry i of ``members_a`` and ``members_b`` must be the same member text (likewise for
     non-members). ``alternative``: "two-sided", "greater" (AUC_a > AUC_b) or "less".
+
+    >>> c = compare_aucs([3.0, 2.0, 0.5, 1.5], [1.0, 0.5, -1.0, 0.0], [0.2, 2.0, 0.1, 1.0], [1.0, 0.5, -1.0, 0.3])
+    >>> c.auc_a, c.auc_b, round(c.se, 4), round(c.p_value, 4)
+    (0.90625, 0.59375, 0.1976, 0.1138)
     """
     xa = as_score_array("members_a", members_a)
     ya = as_score_array("nonmembers_a", nonmembers_a)
@@ -435,6 +443,12 @@ def compare_tprs(members_a: Sequence[float] | np.ndarray, nonmembers_a: Sequence
     tests H1: TPR_a > TPR_b (e.g. online LiRA beats the loss attack); "less" and "two-sided" as
     in ``scipy.stats.binomtest``. With no discordant member the McNemar p-value is 1. The
     bootstrap is seeded (``seed``) so a result reproduces exactly.
+
+    >>> nonmembers = [0.9, 0.8, 0.7, 0.6, 0.4, 0.2, 0.0]
+    >>> c = compare_tprs([3.0, 2.5, 2.0, 1.5, 1.0, 0.5], nonmembers, [3.0, 0.1, 2.0, 0.2, 1.0, 0.3], nonmembers,
+    ...                  fpr=0.25, n_bootstrap=200)
+    >>> round(c.tpr_a.tpr, 4), c.tpr_b.tpr, c.only_a, c.only_b, c.p_value  # McNemar on 2 discordant members
+    (0.8333, 0.5, 2, 0, 0.25)
     """
     if alternative not in ("two-sided", "greater", "less"):
         raise DomainError(f"alternative must be 'two-sided', 'greater' or 'less', got {alternative!r}")

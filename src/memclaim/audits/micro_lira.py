@@ -26,7 +26,11 @@ __all__ = ["varied_difficulty_texts", "MicroSetup", "micro_recipe", "build_micro
 
 def varied_difficulty_texts(n: int, *, seed: int = 0, words: int = 8, n_words: int = 150) -> list[str]:
     """``n`` distinct short records of three difficulties, in rotation: a short cycle of 2-3
-    frequent words (easy), a Markov-Zipf passage (medium), uniform word salad (hard)."""
+    frequent words (easy), a Markov-Zipf passage (medium), uniform word salad (hard).
+
+    >>> varied_difficulty_texts(3, words=4)
+    ['deaseaki lea deaseaki lea.', 'nebabe totai keathu bideatochi.', 'moudu tethomai vekisuse gamaifoume.']
+    """
     n = integer("n", n, minimum=3)
     w = integer("words", words, minimum=2)
     gen = MarkovZipf(n_words=n_words, seed=seed + 5)
@@ -62,18 +66,32 @@ class MicroSetup(ResultMixin):
     n_nonmembers: int
 
 
-def micro_recipe(base, *, steps: int = 80, batch_size: int = 64, lr: float = 1e-2, seed: int = 0):
-    """The micro recipe: from scratch, ``steps`` AdamW steps of ``batch_size`` x 32 tokens at ``lr``."""
+def micro_recipe(base: str | Path, *, steps: int = 80, batch_size: int = 64, lr: float = 1e-2,
+                 seed: int = 0) -> ShadowRecipe:
+    """The micro recipe: from scratch, ``steps`` AdamW steps of ``batch_size`` x 32 tokens at ``lr``.
+
+    >>> import tempfile
+    >>> base = Path(tempfile.mkdtemp())
+    >>> _ = (base / "config.json").write_text("{}")  # a model folder (only its fingerprint is read)
+    >>> r = micro_recipe(base, steps=10)
+    >>> r.mode, r.steps, r.seq_len, r.base_fingerprint[:12]
+    ('scratch', 10, 32, '8ef2fb2b00c4')
+    """
     return ShadowRecipe(mode="scratch", base=str(base), base_fingerprint=folder_fingerprint(Path(base)), steps=steps,
                         epochs=None, batch_size=batch_size, seq_len=32, lr=lr, warmup_steps=5, seed=seed)
 
 
-def build_micro_lira(out_dir, *, n_population: int = 400, steps: int = 80, batch_size: int = 64, lr: float = 1e-2,
+def build_micro_lira(out_dir: str | Path, *, n_population: int = 400, steps: int = 80, batch_size: int = 64, lr: float = 1e-2,
                      seed: int = 0, words: int = 12, n_embd: int = 32, n_layer: int = 1) -> MicroSetup:
     """Build (or reuse, if already built with these arguments) the micro LiRA set-up in ``out_dir``:
     a BPE tokenizer and an untrained 1-layer GPT-2 (``base/``), the population split in random
     halves (members planted once each in the target's training set), and the target trained on the
-    members by :func:`micro_recipe` (``target/``)."""
+    members by :func:`micro_recipe` (``target/``).
+
+    >>> s = build_micro_lira("runs/micro", n_population=40, steps=10)  # trains for a few seconds  # doctest: +SKIP
+    >>> s.n_members, s.n_nonmembers, Path(s.target).name  # doctest: +SKIP
+    (20, 20, 'target')
+    """
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 

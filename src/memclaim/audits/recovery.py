@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from numbers import Real
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..claims.budget import queries_needed
 from ..claims.scores import log10_or_none
@@ -17,6 +17,10 @@ from ..errors import DomainError
 from ..jsonutil import ResultMixin
 from ..numeric import logsumexp
 from ..scoring.nearverbatim import RECOVERY_BEAM, recovery_pool
+
+if TYPE_CHECKING:
+    from ..decoding import Policy
+    from ..models.base import LanguageModel
 
 __all__ = ["RecoveredContinuation", "RecoveryResult", "deterministic_recovery", "sampling_budget"]
 
@@ -75,7 +79,8 @@ class RecoveryResult(ResultMixin):
     note: str
 
 
-def deterministic_recovery(lm, prompt_ids: Sequence[int], suffix_ids: Sequence[int], *, policy,
+def deterministic_recovery(lm: LanguageModel, prompt_ids: Sequence[int], suffix_ids: Sequence[int], *,
+                           policy: Policy | str,
                            epsilon: int, beam: int = RECOVERY_BEAM, confidence: float = 0.95,
                            cost_in_samples: float | None = None, use_cache: bool = True) -> RecoveryResult:
     """[EM] App. F.4: an unpruned beam of width ``beam`` returns a deterministic pool of
@@ -87,6 +92,11 @@ def deterministic_recovery(lm, prompt_ids: Sequence[int], suffix_ids: Sequence[i
     sampled continuation costs (|p| + ℓ - 1 with a KV cache). [EM] quotes "about 20 samples"
     for a pool of 800, a wall-clock comparison on batched hardware; pass ``cost_in_samples``
     to use a measured figure instead.
+
+    >>> from memclaim.models.base import SyntheticLM
+    >>> r = deterministic_recovery(SyntheticLM(), [1, 2], [3, 4, 5], policy="top-k:4", epsilon=1, beam=4)
+    >>> [(c.tokens, c.distance, c.n_samples) for c in r.recovered], r.n_samples_verbatim, r.cost_in_samples
+    ([((0, 4, 5), 1, 21.0)], 191.0, 2.5)
     """
     c = float(confidence) if isinstance(confidence, Real) and not isinstance(confidence, bool) else math.nan
     if not (0.0 < c < 1.0):

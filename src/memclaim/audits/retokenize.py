@@ -2,15 +2,25 @@
 reference attack compares likelihoods of the same text under two models)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Iterable
+
 from ..errors import InputError
 from ..text.windows import Window, WindowSet
+
+if TYPE_CHECKING:
+    from ..models.loader import LoadedModel
 
 __all__ = ["same_tokenization", "char_aligned_windows"]
 
 
-def same_tokenization(a, b, windows) -> bool:
+def same_tokenization(a: LoadedModel, b: LoadedModel, windows: Iterable[Window]) -> bool:
     """True iff b's tokenizer gives the same ids as a's on every window's full text (prefix +
-    suffix characters) -- the operational meaning of "same tokenizer" for these texts."""
+    suffix characters) -- the operational meaning of "same tokenizer" for these texts.
+
+    >>> toy, smol = memclaim.load_model("toy"), memclaim.load_model("smollm2")  # doctest: +SKIP
+    >>> same_tokenization(toy, toy, ws.windows), same_tokenization(toy, smol, ws.windows)  # doctest: +SKIP
+    (True, False)
+    """
     for w in windows:
         text = w.prefix_text + w.suffix_text
         if a.tokenizer.encode(text) != b.tokenizer.encode(text):
@@ -18,11 +28,16 @@ def same_tokenization(a, b, windows) -> bool:
     return True
 
 
-def char_aligned_windows(ws, ref):
+def char_aligned_windows(ws: WindowSet, ref: LoadedModel) -> tuple[WindowSet, int]:
     """The same characters as the target's windows, re-tokenized whole (prefix + suffix text)
     by the reference tokenizer and split at the character boundary; a reference token that
     straddles the boundary goes to the suffix (so the reference scores at least every suffix
-    character). Returns (WindowSet, number of straddling boundaries)."""
+    character). Returns (WindowSet, number of straddling boundaries).
+
+    >>> ref_ws, straddles = char_aligned_windows(ws, memclaim.load_model("smollm2"))  # 8 toy windows  # doctest: +SKIP
+    >>> len(ref_ws), straddles, ref_ws.windows[0].prefix_ids[:5]  # doctest: +SKIP
+    (8, 0, (50, 3232, 89, 10168, 4390))
+    """
     out, straddles = [], 0
     for w in ws.windows:
         text = w.prefix_text + w.suffix_text

@@ -134,7 +134,12 @@ class Population(ResultMixin):
 def population_from_texts(*groups: Sequence, names: Sequence[str] | None = None) -> Population:
     """A population from groups of records (``memclaim.text.io.Record``, dicts with id/text, or
     strings), in order. A text that occurs twice, within or across groups, is refused: a record
-    cannot be both a member and a non-member, and duplicate rows would double its weight."""
+    cannot be both a member and a non-member, and duplicate rows would double its weight.
+
+    >>> p = population_from_texts(["a cat", "a dog"], [{"id": "x", "text": "a bird"}], names=["members", "nonmembers"])
+    >>> p.ids
+    ('members:members:0', 'members:members:1', 'nonmembers:x')
+    """
     ids, texts, where = [], [], {}
     for g, group in enumerate(groups):
         gname = names[g] if names else f"group {g}"
@@ -165,6 +170,9 @@ def shadow_masks(n_population: int, n_shadows: int, *, design_seed: int = 0) -> 
 
     Pair j permutes the population with ``default_rng([design_seed, j])``; shadow 2j keeps the
     first floor(n/2) records of the permutation, shadow 2j+1 the rest. n_shadows must be even.
+
+    >>> shadow_masks(4, 4).astype(int).tolist()  # rows 0/1 and 2/3 are complementary
+    [[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 1], [0, 1, 1, 0]]
     """
     n = integer("population size", n_population, minimum=2)
     s = integer("number of shadows", n_shadows, minimum=2)
@@ -272,7 +280,7 @@ def _write_population(root: Path, population: Population) -> None:
     atomic_write_text(p, "\n".join(lines) + "\n")
 
 
-def ensure_shadows(shadow_dir, *, population: Population, n_shadows: int, recipe: ShadowRecipe,
+def ensure_shadows(shadow_dir: str | Path, *, population: Population, n_shadows: int, recipe: ShadowRecipe,
                    design_seed: int = 0, background: Sequence[str] = (), sep_ids: Sequence[int] | None = None,
                    log: Callable[[str], None] | None = None) -> ShadowSet:
     """Train the missing shadows among 0..n_shadows-1 under ``shadow_dir`` and return all of them.
@@ -280,6 +288,12 @@ def ensure_shadows(shadow_dir, *, population: Population, n_shadows: int, recipe
     Finished shadows are reused after checking population hash, mask and recipe (a mismatch is
     refused with :class:`ProcedureMismatchError`); half-trained ones (temporary folders of a
     killed run) are deleted and trained again.
+
+    >>> from memclaim.audits.micro_lira import micro_recipe, varied_difficulty_texts
+    >>> pop = population_from_texts(varied_difficulty_texts(12))
+    >>> ss = ensure_shadows("runs/shadows", population=pop, n_shadows=2, recipe=micro_recipe("runs/micro/base", steps=5))  # doctest: +SKIP
+    >>> len(ss), ss.trained, ss.reused, ss.masks.sum(axis=1).tolist()  # doctest: +SKIP
+    (2, (0, 1), (), [6, 6])
     """
     if not isinstance(population, Population):
         raise InputError(f"population must be a Population (see population_from_texts), got {type(population).__name__}")
@@ -368,7 +382,7 @@ class CapSpec(ResultMixin):
     source: str = ""
 
 
-def cap_from_epsilon(epsilon, *, relation: str = "add/remove", functional: str | None = None,
+def cap_from_epsilon(epsilon: float, *, relation: str = "add/remove", functional: str | None = None,
                      copies: int = 1) -> CapSpec:
     """The cap pure epsilon-DP puts on a functional ([MX] Thm. 4.1, Prop. A.1, Lemma 4.4), via
     :func:`memclaim.privacy.caps.memorization_cap`. ``functional`` defaults to the one the
@@ -416,7 +430,7 @@ SCORES = {
 }
 
 
-def counterfactual_from_shadows(shadow_token_logprobs: Sequence[Sequence[np.ndarray]], in_mask, *,
+def counterfactual_from_shadows(shadow_token_logprobs: Sequence[Sequence[np.ndarray]], in_mask: np.ndarray, *,
                                 score: str = "teacher-forcing", level: float = 10.0, groups: dict | None = None,
                                 confidence: float = 0.95, cap: CapSpec | None = None) -> ShadowCounterfactual:
     """mem_h(x) = E[h | x in] - E[h | x out] for each audited text from its scores under N
@@ -424,7 +438,14 @@ def counterfactual_from_shadows(shadow_token_logprobs: Sequence[Sequence[np.ndar
     ``in_mask`` [N, n] from complementary pairs (rows 2j, 2j+1 complementary). Named COND
     (random halves). ``groups`` maps a name to the column indices to summarize (e.g. members,
     non-members). With ``cap``, compared by :func:`compare_to_cap`; a comparison the rules refuse
-    (e.g. a COND estimate against an RO cap without the Prop. A.2 slack) is reported as refused."""
+    (e.g. a COND estimate against an RO cap without the Prop. A.2 slack) is reported as refused.
+
+    >>> mask = shadow_masks(2, 4)  # 4 shadows, 2 texts; a text scores higher where it was trained on
+    >>> lp = [[np.array([-0.1, -0.2]) if mask[s, j] else np.array([-2.0, -1.0]) for j in range(2)] for s in range(4)]
+    >>> c = counterfactual_from_shadows(lp, mask)
+    >>> c.functional, c.estimate.mem.round(4).tolist()  # e^-0.3 - e^-3
+    ('COND', [0.691, 0.691])
+    """
     conf = in_open_unit("confidence", confidence)
     mask = np.asarray(in_mask, dtype=bool)
     S = len(shadow_token_logprobs)

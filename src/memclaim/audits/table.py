@@ -100,7 +100,12 @@ def _check_counts(successes, trials) -> tuple[int, int]:
 
 
 def auc_cell(auc: AUCResult, *, note: str = "") -> AuditCell:
-    """A cell from an AUC result: signal 2 AUC - 1 ([MX] Fig. 12 caption)."""
+    """A cell from an AUC result: signal 2 AUC - 1 ([MX] Fig. 12 caption).
+
+    >>> from memclaim.audits.metrics import roc_auc
+    >>> auc_cell(roc_auc([3.0, 2.0, 2.5, 1.0], [0.0, 1.0, -1.0, 0.5])).label()  # AUC 0.96875
+    '0.94 leak'
+    """
     if not isinstance(auc, AUCResult):
         raise InputError(f"auc_cell needs an AUCResult (from roc_auc), got {type(auc).__name__}")
     if auc.leak_low > 0:
@@ -115,7 +120,13 @@ def auc_cell(auc: AUCResult, *, note: str = "") -> AuditCell:
 
 
 def tpr_cell(tpr: TPRResult, *, note: str = "") -> AuditCell:
-    """A cell from a TPR at a certified FPR: the rate enters directly, chance = alpha_N."""
+    """A cell from a TPR at a certified FPR: the rate enters directly, chance = alpha_N.
+
+    >>> from memclaim.audits.metrics import tpr_at_fpr
+    >>> c = tpr_cell(tpr_at_fpr([3.0, 2.0, 2.5, 1.0], [0.0, 1.0, -1.0, 0.5, 0.2, 0.1, -0.3], fpr=0.25))
+    >>> c.label(), c.chance, c.note
+    ('1.00 leak', 0.25, 'at certified FPR 0.25')
+    """
     if not isinstance(tpr, TPRResult):
         raise InputError(f"tpr_cell needs a TPRResult (from tpr_at_fpr), got {type(tpr).__name__}")
     verdict = "leak" if tpr.low > tpr.certified_fpr else "blind"
@@ -132,6 +143,9 @@ def rate_cell(successes: int, trials: int, *, baseline: float | None = None,
     The baseline is the rate a decoder that never saw the model achieves from the prior alone
     ([MX] Cor. 5.3, Fig. 12 "guessed"): either an exact ``baseline`` (e.g. a certified kappa) or
     a measured one, ``baseline_successes`` out of ``baseline_trials`` (Clopper-Pearson bounds).
+
+    >>> rate_cell(9, 10, baseline=0.01).label(), rate_cell(1, 10, baseline_successes=1, baseline_trials=10).label()
+    ('0.90 leak', '0.10 guessed')
     """
     conf = in_open_unit("confidence", confidence)
     k, n = _check_counts(successes, trials)
@@ -166,7 +180,11 @@ def rate_cell(successes: int, trials: int, *, baseline: float | None = None,
 
 def informed_cell(successes: int, trials: int, *, cap: float | None = None, chance: float = 0.0,
                   confidence: float = 0.95, note: str = "") -> AuditCell:
-    """A cell for the informed-recovery column (ground truth, not an audit)."""
+    """A cell for the informed-recovery column (ground truth, not an audit).
+
+    >>> informed_cell(10, 10).label(), informed_cell(1, 10, cap=0.2).label()
+    ('1.00 recovered', '0.10 capped')
+    """
     conf = in_open_unit("confidence", confidence)
     k, n = _check_counts(successes, trials)
     lo, hi = clopper_pearson(k, n, confidence=conf)
@@ -242,7 +260,13 @@ def _md_escape(s: str) -> str:
 
 def build_table(columns: Sequence[AuditColumn | str], rows: Mapping[str, Mapping[str, AuditCell]]) -> DisagreementTable:
     """Assemble a table from ``{instance: {audit name: cell}}``, checking that every cell names
-    a known column and that informed cells sit only in informed columns (and vice versa)."""
+    a known column and that informed cells sit only in informed columns (and vice versa).
+
+    >>> t = build_table(["verifier", AuditColumn("recovery", informed=True)],
+    ...                 {"canary": {"verifier": rate_cell(9, 10, baseline=0.01), "recovery": informed_cell(10, 10)}})
+    >>> t.to_markdown(rules=False).splitlines()[2]
+    '| canary | 0.90 [0.55, 1.00] leak | 1.00 [0.69, 1.00] recovered |'
+    """
     cols = tuple(c if isinstance(c, AuditColumn) else AuditColumn(str(c)) for c in columns)
     names = [c.name for c in cols]
     if not cols:

@@ -61,7 +61,11 @@ class TableSpec:
 
 
 def baseline_kwargs(spec: dict | None, name: str) -> dict:
-    """An instance's prior baseline as the rate cells' keyword arguments ([MX] Cor. 5.3)."""
+    """An instance's prior baseline as the rate cells' keyword arguments ([MX] Cor. 5.3).
+
+    >>> baseline_kwargs({"kappa": 0.32}, "a"), baseline_kwargs({"successes": 15, "trials": 48}, "b")
+    ({'baseline': 0.32}, {'baseline_successes': 15, 'baseline_trials': 48})
+    """
     if not spec:
         return {}
     if not isinstance(spec, dict):
@@ -73,10 +77,16 @@ def baseline_kwargs(spec: dict | None, name: str) -> dict:
     raise InputError(f"instance {name!r}: baseline needs 'kappa' or 'successes' and 'trials', got {spec!r}")
 
 
-def read_table_spec(spec: Mapping | str | Path, *, base_dir=None) -> TableSpec:
+def read_table_spec(spec: Mapping | str | Path, *, base_dir: str | Path | None = None) -> TableSpec:
     """Read (a JSON file) and check a spec (:data:`TABLE_SPEC_DOC`) before any model work: unknown
     settings, a missing or duplicate name, an instance without a model and texts or pre-scored
-    runs, a malformed baseline or ground truth are refused, naming the instance."""
+    runs, a malformed baseline or ground truth are refused, naming the instance.
+
+    >>> s = read_table_spec({"instances": [{"name": "dup", "model": "toy", "members": "m.jsonl",
+    ...                                     "nonmembers": "n.jsonl"}]}, base_dir="specs")
+    >>> s.instances[0]["name"], s.path("m.jsonl")
+    ('dup', PosixPath('specs/m.jsonl'))
+    """
     if isinstance(spec, (str, Path)):
         p = Path(spec)
         data = read_json_object(p, "instances", hint=TABLE_SPEC_DOC)

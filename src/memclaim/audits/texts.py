@@ -18,6 +18,9 @@ if TYPE_CHECKING:  # the annotations' names only
     import pandas
     import pyarrow
 
+    from ..models.loader import LoadedModel
+    from ..text.windows import WindowSet
+
 __all__ = ["TextSet", "read_texts", "audit_windows", "record_texts"]
 
 
@@ -60,9 +63,15 @@ def read_texts(source: "str | Path | TextSet | Sequence | pandas.DataFrame | pya
                                        "skipped_empty": ps.skipped_empty})
 
 
-def audit_windows(model, ts: TextSet, settings: AuditSettings, *, what: str):
+def audit_windows(model: LoadedModel, ts: TextSet, settings: AuditSettings, *, what: str) -> WindowSet:
     """The audit's windows of one side (``prefix_tokens`` + ``suffix_tokens`` from each record's
-    start); refuses fewer than two windows, saying how many texts were too short."""
+    start); refuses fewer than two windows, saying how many texts were too short.
+
+    >>> ts = read_texts(members, label="members")  # 8 texts  # doctest: +SKIP
+    >>> ws = audit_windows(memclaim.load_model("toy"), ts, AuditSettings(prefix_tokens=16, suffix_tokens=16), what="members")  # doctest: +SKIP
+    >>> len(ws), ws.windows[0].window_id  # doctest: +SKIP
+    (8, 'members-0#0')
+    """
     one = what[:-1]  # "members" -> "member"
     if not ts.records:
         raise InputError(f"the {what} set is empty", hint=f"give at least two {what}")
@@ -79,7 +88,11 @@ def audit_windows(model, ts: TextSet, settings: AuditSettings, *, what: str):
     return ws
 
 
-def record_texts(ts: TextSet, ws) -> list[str]:
-    """The full record text behind each window (windows are cut from records by id)."""
+def record_texts(ts: TextSet, ws: WindowSet) -> list[str]:
+    """The full record text behind each window (windows are cut from records by id).
+
+    >>> record_texts(ts, ws)[0][:30]  # the ts, ws of audit_windows  # doctest: +SKIP
+    'Boudi queacheachou naidea loun'
+    """
     by_id = {r.id: r.text for r in ts.records}
     return [by_id[w.source] for w in ws.windows]

@@ -134,7 +134,13 @@ def verify_arrays(*, greedy_match: "Sequence[float] | np.ndarray | None" = None,
 
 def verify_run(run: "RunScores", *, policy: str = "greedy", m: int = 1, threshold: float = DEFAULT_THRESHOLD,
                confidence: float = 0.95) -> VerifierResult:
-    """The verifier on a stored run (natural-prefix prompts) of the forget-set records."""
+    """The verifier on a stored run (natural-prefix prompts) of the forget-set records.
+
+    >>> from memclaim.scoring.results import load_run_scores  # doctest: +SKIP
+    >>> v = verify_run(load_run_scores("runs/audit/scores", run="a2500695b69ca895", policy="full"))  # doctest: +SKIP
+    >>> v.rate, v.forgotten, v.decisions[:2]  # doctest: +SKIP
+    (0.0, True, ('forgotten', 'forgotten'))
+    """
     if run.procedure.get("prompt", {}).get("kind") not in (None, "natural-prefix"):
         raise InputError(f"run {run.run_id} was scored with prompt rule {run.procedure['prompt'].get('kind')!r}",
                          hint="the verifier reads extraction from the record's own prefix: score with the natural prefix")
@@ -153,7 +159,12 @@ def score_windows(model: object, windows: object, *, policies: Sequence[Policy],
                   batch_size: int = 16) -> dict:
     """Score windows with the teacher-forcing engine directly (no store): for in-memory models,
     e.g. between unlearning rounds. ``model`` needs ``.lm``, ``.tokenizer`` and ``.sot_ids``.
-    Returns {"greedy_match" [n], "near_tie" [n], "logq": {policy spec: [n]}, "token_logprob": list}."""
+    Returns {"greedy_match" [n], "near_tie" [n], "logq": {policy spec: [n]}, "token_logprob": list}.
+
+    >>> s = score_windows(memclaim.load_model("toy"), ws, policies=parse_policies(["greedy", "full"]))  # doctest: +SKIP
+    >>> s["greedy_match"][:2], s["logq"]["full"][:2].round(3), s["window_ids"][:2]  # doctest: +SKIP
+    (array([False, False]), array([-68.949, -62.589]), ['members-0#0', 'members-1#0'])
+    """
     from ..scoring.engine import NEAR_TIE_MARGIN, TeacherForcingEngine
 
     rule = prompt_rule or PromptRule()
@@ -210,6 +221,12 @@ def verify(model: object, records: object, *, prefix_tokens: int | None = None, 
     ``records``: (prefix c, secret z) pairs (dicts with ``prefix``/``suffix`` or 2-tuples, cut by
     :func:`memclaim.audits.extraction.pair_windows`), or texts (strings, dicts with ``text``,
     Records) cut into ``prefix_tokens`` + ``suffix_tokens`` (both required then), or a WindowSet.
+
+    >>> canary = {"id": "c0", "prefix": "Boudi queacheachou naidea louni silosi sukafeabea mouchefai fefabope",
+    ...           "suffix": " boukegili fuko quo facheavounea"}  # a record planted once in the tiny GPT
+    >>> v = verify("toy", [canary])  # doctest: +SKIP
+    >>> v.rate, v.forgotten, v.decisions  # doctest: +SKIP
+    (0.0, True, ('forgotten',))
     """
     lm = _as_model(model)
     spec = Policy.parse(policy).spec

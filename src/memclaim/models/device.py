@@ -20,7 +20,12 @@ def to_device(lm: HFLanguageModel, device: str) -> HFLanguageModel:
     """``lm``'s model moved to ``device`` as an :class:`HFLanguageModel` whose ``device`` is that
     device (float32 unembedding, float64 for a float64 body): the scoring engine then builds its
     inputs there and takes the batched schedule (a Ray GPU worker uses it; :class:`DeviceLM`
-    keeps the callers' tensors on the CPU instead)."""
+    keeps the callers' tensors on the CPU instead).
+
+    >>> import memclaim  # doctest: +SKIP
+    >>> to_device(memclaim.load_model("toy").lm, "cuda").device  # doctest: +SKIP
+    device(type='cuda', index=0)
+    """
     return HFLanguageModel(lm.model.to(device), name=lm.name, fingerprint=lm.fingerprint(),
                            unembed_dtype=torch.float64 if lm.body_dtype == torch.float64 else torch.float32)
 

@@ -8,11 +8,14 @@ unembedding matrix so that scored logits are not rounded to bfloat16's 8 mantiss
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .base import LanguageModel
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 
 # On CPU the [N, D] x [D, V] unembedding runs over vocabulary tiles of W, so a tile stays in
@@ -33,9 +36,16 @@ VOCAB_TILES = (2048, 1024, 512, 256)
 FAST_ATTENTION = "sdpa"
 
 
-def attn_implementation(config=None) -> str:
+def attn_implementation(config: PretrainedConfig | None = None) -> str:
     """The ``attn_implementation`` to load a model with: :data:`FAST_ATTENTION` unless the model
-    class says it cannot use it (``_supports_sdpa`` False), then "eager"."""
+    class says it cannot use it (``_supports_sdpa`` False), then "eager".
+
+    >>> attn_implementation()
+    'sdpa'
+    >>> from transformers import GPT2Config  # doctest: +SKIP
+    >>> attn_implementation(GPT2Config())  # doctest: +SKIP
+    'sdpa'
+    """
     if config is not None:
         try:
             from transformers import AutoModelForCausalLM
@@ -49,12 +59,24 @@ def attn_implementation(config=None) -> str:
 
 
 def vocab_tile(vocab: int) -> int | None:
-    """The unembedding tile for a vocabulary of this size, or None for one call."""
+    """The unembedding tile for a vocabulary of this size, or None for one call.
+
+    >>> vocab_tile(49152), vocab_tile(50257)  # SmolLM2's vocabulary is tiled, GPT-2's is not
+    (2048, None)
+    """
     return next((t for t in VOCAB_TILES if vocab > t and vocab % t == 0), None)
 
 
-def unembed(h, w, *, tile: int | None = None):
-    """h [N, D] @ w[V, D].T -> [N, V], tiled over the vocabulary on CPU (default tile: vocab_tile(V))."""
+def unembed(h: torch.Tensor, w: torch.Tensor, *, tile: int | None = None) -> torch.Tensor:
+    """h [N, D] @ w[V, D].T -> [N, V], tiled over the vocabulary on CPU (default tile: vocab_tile(V)).
+
+    >>> h, w = torch.arange(6.).reshape(2, 3), torch.arange(12.).reshape(4, 3)
+    >>> unembed(h, w, tile=2)
+    tensor([[  5.,  14.,  23.,  32.],
+            [ 14.,  50.,  86., 122.]])
+    >>> torch.equal(unembed(h, w, tile=2), h @ w.T)
+    True
+    """
     V = w.shape[0]
     tile = tile or vocab_tile(V)
     if h.device.type == "cuda" and h.dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":

@@ -14,6 +14,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable, Mapping
 
 from .._version import __version__
 from ..errors import InputError, ModelLoadError
@@ -101,6 +102,14 @@ class StartOfText:
 
 
 def resolve_sot(tokenizer: HFTokenizer, rule: str) -> StartOfText:
+    """The start-of-text ids put before every scored text, from ``rule``: 'auto' (what the
+    tokenizer itself adds, e.g. Gemma's <bos>), 'none', 'bos', 'eos', a token string, or
+    comma-separated ids; a token or id the vocabulary lacks is refused.
+
+    >>> tok = load_model("smollm2").tokenizer  # doctest: +SKIP
+    >>> resolve_sot(tok, "auto"), resolve_sot(tok, "<|endoftext|>")  # doctest: +SKIP
+    (StartOfText(rule='auto', ids=(), tokens=()), StartOfText(rule='<|endoftext|>', ids=(0,), tokens=('<|endoftext|>',)))
+    """
     tok = tokenizer.tok
     rule = (rule or "auto").strip()
     if rule == "none":
@@ -193,7 +202,14 @@ def folder_fingerprint(path: Path) -> str:
     and sha256 of each weights, tokenizer and code file, and of config.json without the fields
     that record who wrote it (``_CONFIG_NOT_SCORED``). Files that change no score (training
     records with wall times, generation defaults, docs: ``_NOT_SCORED``) are left out, so a model
-    retrained to bit-identical weights and tokenizer has the same fingerprint."""
+    retrained to bit-identical weights and tokenizer has the same fingerprint.
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "config.json").write_text('{"n_positions": 1024, "transformers_version": "5.0.0"}')
+    >>> folder_fingerprint(d)[:12]  # the same without the writer's transformers_version
+    '20d7fbe013f3'
+    """
     path = Path(path)
     parts = [f"memclaim-fingerprint:{FINGERPRINT_SCHEME}"]
     for f in sorted(path.iterdir()):
@@ -210,7 +226,11 @@ def folder_fingerprint_v1(path: Path) -> str:
     """The fingerprint memclaim 0.1.0 recorded (scheme 1): sha256 over (name, sha256) of every
     file but hidden ones, memclaim.json and .md/.txt (merges.txt kept). Kept only to recognise
     stores written then (:mod:`memclaim.scoring.store` migration); it hashed files that change no
-    score, such as the tiny GPT's record of its training wall time."""
+    score, such as the tiny GPT's record of its training wall time.
+
+    >>> folder_fingerprint_v1(load_model("smollm2").path)[:12]  # doctest: +SKIP
+    'a2e19b5d562f'
+    """
     parts = []
     for f in sorted(Path(path).iterdir()):
         if not f.is_file() or f.name.startswith(".") or f.suffix in (".md", ".txt") and f.name != "merges.txt":
@@ -316,7 +336,14 @@ class LoadedModel:
 
 
 def config_max_positions(path: Path) -> int | None:
-    """The context length in a model folder's config.json (None if it does not say)."""
+    """The context length in a model folder's config.json (None if it does not say).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "config.json").write_text('{"n_positions": 1024}')
+    >>> config_max_positions(d), config_max_positions(d / "missing")
+    (1024, None)
+    """
     try:
         cfg = json.loads((Path(path) / "config.json").read_text())
     except (OSError, ValueError, TypeError):
@@ -487,7 +514,13 @@ def _load_tokenizer(path: Path, *, trust_remote_code: bool = False) -> HFTokeniz
 def check_gguf(gguf_path: Path) -> None:
     """Read a GGUF file's header and tensor table (memory-mapped; no tensor data is decoded) and
     check that every tensor lies inside the file: a truncated or corrupt file is refused with
-    its size, before any conversion."""
+    its size, before any conversion.
+
+    >>> check_gguf(named_model_gguf("smollm2"))  # doctest: +SKIP
+    >>> check_gguf(Path("cut.gguf"))  # its first 30 MB  # doctest: +SKIP
+    Traceback (most recent call last):
+    memclaim.errors.ModelLoadError: 'cut.gguf' (30,000,000 bytes) is not a readable GGUF file (truncated or corrupt?): ...
+    """
     import gguf
 
     size = gguf_path.stat().st_size
@@ -509,7 +542,11 @@ def convert_gguf(gguf_path: Path, *, label: str = "gguf") -> Path:
     """Convert a GGUF file once into a cached float32 safetensors folder; return the folder.
 
     One process converts at a time (a lock beside the folder); a folder once published is never
-    replaced, so a process reading it is never disturbed by a later conversion."""
+    replaced, so a process reading it is never disturbed by a later conversion.
+
+    >>> convert_gguf(named_model_gguf("smollm2"), label="smollm2")  # doctest: +SKIP
+    PosixPath('/root/.cache/memclaim/models/smollm2-b179c9523d0e6a0f')
+    """
     gguf_path = Path(gguf_path)
     if not gguf_path.is_file():
         raise ModelLoadError(f"GGUF file {str(gguf_path)!r} does not exist or is not a file", hint="check the path")
@@ -557,7 +594,11 @@ def _convert_gguf_into(gguf_path: Path, out: Path, digest: str) -> None:
 
 
 def named_model_gguf(name: str) -> Path:
-    """The GGUF file of a real model shipped on PyPI (``smollm2``, ``gemma3-270m``)."""
+    """The GGUF file of a real model shipped on PyPI (``smollm2``, ``gemma3-270m``).
+
+    >>> named_model_gguf("smollm2").name  # doctest: +SKIP
+    'SmolLM2-135M-Instruct.Q4_1.gguf'
+    """
     import importlib.metadata as md
 
     if name == "smollm2":
@@ -602,7 +643,11 @@ HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?")
 
 def hub_cache_dir() -> Path:
     """The HuggingFace hub cache memclaim reads (HF_HUB_CACHE, else HF_HOME/hub, else
-    huggingface_hub's default), looked up at call time."""
+    huggingface_hub's default), looked up at call time.
+
+    >>> hub_cache_dir()  # neither HF_HUB_CACHE nor HF_HOME set  # doctest: +SKIP
+    PosixPath('/root/.cache/huggingface/hub')
+    """
     import os
 
     if os.environ.get("HF_HUB_CACHE"):
@@ -617,7 +662,11 @@ def hub_cache_dir() -> Path:
 def hub_cache_folder(spec: str) -> Path:
     """The snapshot folder of hub id ``spec`` ('org/name' or 'org/name@revision') in the local
     HuggingFace cache (huggingface_hub's layout, ``models--org--name/snapshots/<commit>``), found
-    with ``snapshot_download(local_files_only=True)``: memclaim never downloads a model."""
+    with ``snapshot_download(local_files_only=True)``: memclaim never downloads a model.
+
+    >>> hub_cache_folder("HuggingFaceTB/SmolLM2-135M")  # doctest: +SKIP
+    PosixPath('/root/.cache/huggingface/hub/models--HuggingFaceTB--SmolLM2-135M/snapshots/...')
+    """
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
@@ -638,7 +687,11 @@ def resolve_model_path(spec: str, *, allow_pickle: bool = False, trust_remote_co
                        log: LogCallback | None = None) -> tuple[str, Path]:
     """MODEL argument -> (display name, HF folder to load): a registered name
     (:mod:`memclaim.models.registry`), a .gguf file, a model folder, or a hub id ('org/name',
-    'org/name@revision') found in the local HuggingFace cache (never downloaded)."""
+    'org/name@revision') found in the local HuggingFace cache (never downloaded).
+
+    >>> resolve_model_path("smollm2")  # doctest: +SKIP
+    ('smollm2', PosixPath('/root/.cache/memclaim/models/smollm2-b179c9523d0e6a0f'))
+    """
     spec = str(spec)
     if is_named_model(spec):
         return spec, named_model(spec).resolve(log)
@@ -668,7 +721,9 @@ def resolve_model_path(spec: str, *, allow_pickle: bool = False, trust_remote_co
 
 def load_model(spec: str, *, dtype: str = "float32", sot: str | None = None, allow_pickle: bool = False,
                trust_remote_code: bool = False, load_weights: bool = False, device: str | None = "cpu",
-               device_map: str | None = None, max_memory=None, offload_folder=None,
+               device_map: str | None = None,
+               max_memory: str | Iterable[str] | Mapping[str | int, int | str] | None = None,
+               offload_folder: str | Path | None = None,
                placement: Placement | None = None, log: LogCallback | None = None) -> LoadedModel:
     """Resolve and load a model. Weights load lazily (``.lm``) unless ``load_weights``; their
     files' headers are checked now, so a truncated file fails before any work.
@@ -681,7 +736,12 @@ def load_model(spec: str, *, dtype: str = "float32", sot: str | None = None, all
 
     ``trust_remote_code``: allow a folder whose config maps its classes to its own Python code
     (auto_map) to run it; refused otherwise (transformers would ask on a terminal). ``log``
-    receives the progress lines of a first GGUF conversion or toy build (None: silent)."""
+    receives the progress lines of a first GGUF conversion or toy build (None: silent).
+
+    >>> m = load_model("smollm2")  # doctest: +SKIP
+    >>> m.name, m.fingerprint[:12], m.sot.ids, m.weights_loaded  # doctest: +SKIP
+    ('smollm2', 'a423af5e5d9f', (0,), False)
+    """
     if placement is None:
         placement = resolve_placement(device=device, device_map=device_map, max_memory=max_memory,
                                       offload_folder=offload_folder)

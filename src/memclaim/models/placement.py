@@ -26,8 +26,12 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from ..errors import InputError, ModelLoadError
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 __all__ = ["Placement", "resolve_placement", "resolve_device", "resolve_dtype", "parse_max_memory",
            "visible_devices", "cuda_device_count", "plan_device_map", "DEVICE_CHOICES", "DEVICE_MAPS", "DTYPE_CHOICES"]
@@ -39,7 +43,11 @@ _SIZE_FORM = "DEVICE=SIZE, e.g. cuda:0=20GiB, 0=20GiB or cpu=64GB (units B, KB, 
 
 
 def cuda_device_count() -> int:
-    """The CUDA devices PyTorch sees (0 without a GPU or without a CUDA build)."""
+    """The CUDA devices PyTorch sees (0 without a GPU or without a CUDA build).
+
+    >>> cuda_device_count()  # on a machine without a GPU  # doctest: +SKIP
+    0
+    """
     import torch
 
     try:
@@ -49,7 +57,11 @@ def cuda_device_count() -> int:
 
 
 def visible_devices(n_cuda: int | None = None) -> list[str]:
-    """['cpu', 'cuda:0', ...]: what a ``--device`` may name here."""
+    """['cpu', 'cuda:0', ...]: what a ``--device`` may name here.
+
+    >>> visible_devices(2)
+    ['cpu', 'cuda:0', 'cuda:1']
+    """
     n = cuda_device_count() if n_cuda is None else int(n_cuda)
     return ["cpu"] + [f"cuda:{i}" for i in range(n)]
 
@@ -63,7 +75,11 @@ def _seen(n_cuda: int) -> str:
 
 def resolve_device(spec: str | None, *, n_cuda: int | None = None) -> str:
     """``auto``/``cpu``/``cuda``/``cuda:N`` -> a concrete device ('cpu' or 'cuda:N'); refuses a
-    device that is not there, naming the devices it sees."""
+    device that is not there, naming the devices it sees.
+
+    >>> resolve_device("auto", n_cuda=0), resolve_device("cuda", n_cuda=2)
+    ('cpu', 'cuda:0')
+    """
     n = cuda_device_count() if n_cuda is None else int(n_cuda)
     s = "auto" if spec is None else str(spec).strip().lower()
     if s == "auto":
@@ -92,7 +108,11 @@ def device_class(device: str) -> str:
 def resolve_dtype(dtype: str | None, device: str, *, bf16_supported: bool | None = None) -> str:
     """``auto``: a bfloat16 body on a GPU that supports it (float32 on one that does not), float32 on
     the CPU; any other name is returned as given (checked by the loader). The unembedding and
-    log-softmax stay float32 or better whatever the body (:mod:`memclaim.models.hf`)."""
+    log-softmax stay float32 or better whatever the body (:mod:`memclaim.models.hf`).
+
+    >>> resolve_dtype("auto", "cuda:0", bf16_supported=True), resolve_dtype("auto", "cpu")
+    ('bfloat16', 'float32')
+    """
     d = "auto" if dtype is None else str(dtype)
     if d != "auto":
         if d not in DTYPE_CHOICES:
@@ -126,10 +146,15 @@ def _parse_size(text: str, entry: str) -> int:
         raise InputError(f"--max-memory {entry!r}: {text.strip()!r} is not a size", hint=f"write {_SIZE_FORM}") from None
 
 
-def parse_max_memory(entries, *, n_cuda: int | None = None) -> dict | None:
+def parse_max_memory(entries: str | Iterable[str] | Mapping[str | int, int | str] | None, *,
+                     n_cuda: int | None = None) -> dict | None:
     """``--max-memory`` entries ('cuda:0=20GiB', '1=20GiB', 'cpu=64GB'; or a dict) -> accelerate's
     ``max_memory`` ({0: bytes, 'cpu': bytes}). Refuses a malformed entry with the expected form, a
-    size of zero, a device named twice and a GPU that is not there."""
+    size of zero, a device named twice and a GPU that is not there.
+
+    >>> parse_max_memory(["cuda:0=20GiB", "cpu=64GB"], n_cuda=1)
+    {0: 21474836480, 'cpu': 64000000000}
+    """
     if entries is None:
         return None
     if isinstance(entries, dict):
@@ -205,9 +230,15 @@ class Placement:
         return d
 
 
-def resolve_placement(*, device: str | None = "auto", device_map: str | None = None, max_memory=None,
-                      offload_folder=None, n_cuda: int | None = None) -> Placement:
-    """Check and resolve the placement options (no model is read)."""
+def resolve_placement(*, device: str | None = "auto", device_map: str | None = None,
+                      max_memory: str | Iterable[str] | Mapping[str | int, int | str] | None = None,
+                      offload_folder: str | Path | None = None, n_cuda: int | None = None) -> Placement:
+    """Check and resolve the placement options (no model is read).
+
+    >>> resolve_placement(device="cuda", device_map="auto", max_memory=["0=20GiB", "cpu=8GiB"], n_cuda=1)
+    Placement(device='cuda:0', device_map='auto', max_memory_items=((0, 21474836480), ('cpu', 8589934592)),
+              offload_folder=None, n_cuda=1)
+    """
     n = cuda_device_count() if n_cuda is None else int(n_cuda)
     dev = resolve_device(device, n_cuda=n)
     if device_map is not None and device_map not in DEVICE_MAPS:
@@ -272,12 +303,18 @@ def _module_bytes(module) -> int:
     return sum(p.numel() * p.element_size() for p in module.parameters())
 
 
-def plan_device_map(config, placement: Placement, dtype: str, *, path: str | None = None) -> dict:
+def plan_device_map(config: PretrainedConfig, placement: Placement, dtype: str, *, path: str | None = None) -> dict:
     """The device map of ``placement`` (device_map 'auto') for a model of ``config`` in ``dtype``:
     transformers' own ``get_balanced_memory`` + ``infer_auto_device_map`` on an empty (meta) model,
     with room reserved on the first compute device for the unembedding and the input embedding,
     which are then put there. Refuses, before any weight is read, a map that needs the disk when
-    there is no offload folder, and a first device too small for the unembedding."""
+    there is no offload folder, and a first device too small for the unembedding.
+
+    >>> from transformers import AutoConfig  # doctest: +SKIP
+    >>> config = AutoConfig.from_pretrained(memclaim.load_model("toy").path)  # doctest: +SKIP
+    >>> plan_device_map(config, resolve_placement(device="cpu", device_map="auto", max_memory=["cpu=8GiB"]), "float32")  # doctest: +SKIP
+    {'': 'cpu'}
+    """
     import torch
     from accelerate import init_empty_weights
     from transformers import AutoModelForCausalLM

@@ -37,13 +37,16 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 import torch
 
 from ..decoding import Policy, _warp, policy_target_logprob
 from ..errors import InputError
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 NEAR_TIE_MARGIN = 1e-5  # [EM] App. A.2: argmax flips under numeric noise below this margin
 # Measured with MKL on this project's CPUs (tests/test_engine.py): sgemm results for a row
@@ -188,7 +191,7 @@ AUTO_BATCH_CPU = 16  # CPU: throughput is flat beyond ~16 windows (measured, ben
 AUTO_BATCH_MAX = 512  # a GPU is saturated long before: ~50k tokens per forward at T = 100
 
 
-def window_activation_bytes(config, *, seq_len: int, dtype_bytes: int, attention_scores: bool) -> int:
+def window_activation_bytes(config: PretrainedConfig, *, seq_len: int, dtype_bytes: int, attention_scores: bool) -> int:
     """Peak bytes one window of ``seq_len`` tokens adds inside the body's forward pass (no cache,
     inference mode). Per token, in the body's dtype: 5 x hidden (residual stream, its normed
     copy, the attention projection's output, the residual sum, the last hidden state kept for the
@@ -197,7 +200,13 @@ def window_activation_bytes(config, *, seq_len: int, dtype_bytes: int, attention
     MLP's activation, up projection and their product), and one row of the [T, T] attention
     mask; with ``attention_scores`` (a math/CPU attention) also the [heads, T, T] scores and
     their softmax in float32. Layer temporaries are freed between layers, so the peak is one
-    layer's worth."""
+    layer's worth.
+
+    >>> import types
+    >>> cfg = types.SimpleNamespace(hidden_size=64, num_attention_heads=4, intermediate_size=256)
+    >>> window_activation_bytes(cfg, seq_len=60, dtype_bytes=4, attention_scores=False)
+    398400
+    """
     d = int(config.hidden_size)
     heads = int(config.num_attention_heads)
     head_dim = int(getattr(config, "head_dim", None) or d // heads)
@@ -208,7 +217,7 @@ def window_activation_bytes(config, *, seq_len: int, dtype_bytes: int, attention
     return int(seq_len * (per_token + scores))
 
 
-def auto_batch_size(config, *, seq_len: int, suffix_len: int, dtype_bytes: int, free_bytes: int, vocab: int,
+def auto_batch_size(config: PretrainedConfig, *, seq_len: int, suffix_len: int, dtype_bytes: int, free_bytes: int, vocab: int,
                     logit_chunk_bytes: int, attention_scores: bool = False, safety: float = 0.8,
                     max_batch: int = AUTO_BATCH_MAX) -> int:
     """The largest batch (windows) whose forward pass fits ``safety * free_bytes``.
@@ -218,6 +227,12 @@ def auto_batch_size(config, *, seq_len: int, suffix_len: int, dtype_bytes: int, 
     (:func:`window_activation_bytes`) and its scored rows' hidden states and float64 results.
     Clamped to [1, max_batch]; 1 when even one window does not fit (the run then fails loudly
     at allocation rather than silently doing nothing).
+
+    >>> import types
+    >>> cfg = types.SimpleNamespace(hidden_size=64, num_attention_heads=4, intermediate_size=256)
+    >>> auto_batch_size(cfg, seq_len=60, suffix_len=10, dtype_bytes=4, free_bytes=2**30, vocab=512,
+    ...                 logit_chunk_bytes=2**24)  # a tiny model: the cap AUTO_BATCH_MAX
+    512
     """
     rows = _chunk_rows(vocab, logit_chunk_bytes)
     logits_ws = LOGIT_WORKSET * min(rows, max(1, max_batch * suffix_len)) * 4 * vocab
@@ -228,9 +243,13 @@ def auto_batch_size(config, *, seq_len: int, suffix_len: int, dtype_bytes: int, 
     return int(min(max_batch, max(1, room // per_window)))
 
 
-def available_memory(device) -> int:
+def available_memory(device: str | torch.device) -> int:
     """Bytes free for tensors on ``device``: on CUDA the driver's free memory plus what PyTorch's
-    caching allocator holds but does not use; on the CPU MemAvailable from /proc/meminfo."""
+    caching allocator holds but does not use; on the CPU MemAvailable from /proc/meminfo.
+
+    >>> available_memory("cpu") > 0
+    True
+    """
     device = torch.device(device)
     if device.type == "cuda":
         free, _total = torch.cuda.mem_get_info(device)
@@ -257,7 +276,8 @@ def _needs_top2(policies: Sequence[Policy], stats: StatSet) -> bool:
     return "greedy" in stats or "margin" in stats or ("policy_logq" in stats and any(p.greedy for p in policies))
 
 
-def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[Policy], stats: StatSet = ALL_STATS):
+def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[Policy],
+               stats: StatSet = ALL_STATS) -> dict[str, torch.Tensor]:
     """The CPU schedule's per-position statistics for [n, V] logits and [n] targets (float32 or
     better): a dict with the entries ``stats`` asks for (token_lp, mean, std, rank, margin,
     greedy, pol [P, n]).
@@ -265,7 +285,14 @@ def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[P
     Each entry is computed by the same operations whatever else is asked for (a census's log q
     has the bits of a full run's). Passes over the [n, V] block are shared between outputs
     (one fused log-softmax, one exp, dot products without temporaries); CPU logsumexp is avoided
-    (several passes)."""
+    (several passes).
+
+    >>> from memclaim.decoding import Policy
+    >>> x = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0]], dtype=torch.float64)
+    >>> r = score_rows(x, torch.tensor([0, 2]), [Policy.parse("greedy"), Policy.parse("top-k:2")], StatSet.of("all"))
+    >>> r["rank"].tolist(), r["greedy"].tolist(), r["pol"].numpy().round(4).tolist()
+    ([1, 2], [True, False], [[0.0, -inf], [-0.3133, -2.1269]])
+    """
     x = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
     t = targets.view(-1, 1)
     out = {}
@@ -311,7 +338,9 @@ def _logsumexp(x):
     return (x - m).exp_().sum(dim=-1).log_().add_(m.view(-1))
 
 
-def batched_policy_logprob(x, targets, xt, policy: Policy, *, lp1_t=None, amax=None, scaled=None):
+def batched_policy_logprob(x: torch.Tensor, targets: torch.Tensor, xt: torch.Tensor, policy: Policy, *,
+                           lp1_t: torch.Tensor | None = None, amax: torch.Tensor | None = None,
+                           scaled: dict[float, torch.Tensor] | None = None) -> torch.Tensor:
     """log q_{theta,phi}(target_i | context_i) for [n, V] logits, branch-free (no host sync).
 
     The rules are :func:`memclaim.decoding.policy_target_logprob`'s (HF warper order, every tie
@@ -319,7 +348,13 @@ def batched_policy_logprob(x, targets, xt, policy: Policy, *, lp1_t=None, amax=N
     instead of log-softmax, and the top-k boundary's extra ties counted for every row (one
     compare-and-sum pass) instead of only for the rows found tied on the host. ``xt``: the
     targets' logits [n]; ``lp1_t``: their full-softmax log-probs when already computed; ``amax``:
-    the rows' argmax (greedy); ``scaled``: a dict caching x / T between policies."""
+    the rows' argmax (greedy); ``scaled``: a dict caching x / T between policies.
+
+    >>> from memclaim.decoding import Policy
+    >>> x, t = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0]], dtype=torch.float64), torch.tensor([0, 2])
+    >>> batched_policy_logprob(x, t, x.gather(1, t.view(-1, 1)).view(-1), Policy.parse("top-k:2"))
+    tensor([-0.3133, -2.1269], dtype=torch.float64)
+    """
     if policy.greedy:
         # [EM] §4: all mass on the argmax (torch.argmax: the first maximal index, as transformers)
         return torch.where(amax == targets, 0.0, -math.inf).to(x.dtype)
@@ -350,9 +385,17 @@ def batched_policy_logprob(x, targets, xt, policy: Policy, *, lp1_t=None, amax=N
     return torch.where(yt >= kth, yt - log_z, -math.inf)
 
 
-def batched_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[Policy], stats: StatSet):
+def batched_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[Policy],
+                 stats: StatSet) -> dict[str, torch.Tensor]:
     """The batched schedule's per-position statistics for [n, V] logits (any n): the same dict as
-    :func:`score_rows`, computed for all rows at once without host synchronization."""
+    :func:`score_rows`, computed for all rows at once without host synchronization.
+
+    >>> from memclaim.decoding import Policy
+    >>> x = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0]], dtype=torch.float64)
+    >>> r = batched_rows(x, torch.tensor([0, 2]), [Policy.parse("greedy"), Policy.parse("top-k:2")], StatSet.of("all"))
+    >>> r["rank"].tolist(), r["greedy"].tolist(), r["pol"].numpy().round(4).tolist()
+    ([1, 2], [True, False], [[0.0, -inf], [-0.3133, -2.1269]])
+    """
     x = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
     t = targets.view(-1, 1)
     xt = x.gather(1, t).view(-1)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from numbers import Integral, Real
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -50,6 +50,9 @@ from ..jsonutil import ResultMixin, to_jsonable
 from ..numeric import logsumexp
 from ..validate import integer
 from .editdistance import IncrementalLevenshtein
+
+if TYPE_CHECKING:
+    from ..models.base import LanguageModel
 
 __all__ = [
     "ContinuationSet",
@@ -154,10 +157,15 @@ def _logprob_arg(name: str, value) -> float | None:
     return v
 
 
-def default_verbatim_tolerance(lm, suffix_len: int) -> float:
+def default_verbatim_tolerance(lm: LanguageModel, suffix_len: int) -> float:
     """The largest accepted |caller's log q - beam's own log q| in nats for a target of
     ``suffix_len`` tokens on ``lm`` (see :data:`VERBATIM_TOLERANCE_PER_TOKEN`; an unknown body
-    dtype gets the float32 limit)."""
+    dtype gets the float32 limit).
+
+    >>> from memclaim.models.base import SyntheticLM
+    >>> default_verbatim_tolerance(SyntheticLM(), 10)  # no body dtype: the float32 limit
+    0.001
+    """
     dt = str(getattr(lm, "body_dtype", "float32")).replace("torch.", "")
     return VERBATIM_TOLERANCE_PER_TOKEN.get(dt, VERBATIM_TOLERANCE_PER_TOKEN["float32"]) * max(1, int(suffix_len))
 
@@ -499,7 +507,8 @@ def _note(*, epsilon: int, ell: int, beam: int, policy: Policy, exhaustive: bool
     return s + _CLAIM_NOTE
 
 
-def near_verbatim_lower_bound(lm, prompt_ids: Sequence[int], suffix_ids: Sequence[int], *, policy,
+def near_verbatim_lower_bound(lm: LanguageModel, prompt_ids: Sequence[int], suffix_ids: Sequence[int], *,
+                              policy: Policy | str,
                               epsilon: int, beam: int = DEFAULT_BEAM, verbatim_logprob: float | None = None,
                               verbatim_tolerance: float | None = None,
                               use_cache: bool = True, keep_sequences: bool = True) -> NearVerbatimResult:
@@ -522,6 +531,11 @@ def near_verbatim_lower_bound(lm, prompt_ids: Sequence[int], suffix_ids: Sequenc
     Edge cases: ε >= ℓ returns log 1 = 0 exactly (the ball is the whole space); greedy returns
     log 1 or -inf (the greedy continuation is or is not within ε); tokens outside a top-k/top-p
     support are pruned, never summed.
+
+    >>> from memclaim.models.base import SyntheticLM
+    >>> r = near_verbatim_lower_bound(SyntheticLM(), [1, 2], [3, 4, 5], policy="top-k:4", epsilon=1, beam=4)
+    >>> round(r.log_bound, 4), round(r.log_verbatim, 4), r.n_continuations, r.exhaustive
+    (-1.7598, -4.1587, 6, False)
     """
     pol = _policy(policy)
     eps = _epsilon(epsilon)
@@ -650,6 +664,13 @@ def union_near_verbatim(results: Sequence[NearVerbatimResult]) -> NearVerbatimUn
     Report this, not a single pruned run, when several (ε, beam) settings were run: it is
     monotone in ε by construction. Monotonicity of a *single* run in ε or width is claimed only
     when its beam was exhaustive (then it is the exact mass).
+
+    >>> from memclaim.models.base import SyntheticLM
+    >>> runs = [near_verbatim_lower_bound(SyntheticLM(), [1, 2], [3, 4, 5], policy="top-k:4", epsilon=1, beam=b)
+    ...         for b in (4, 16)]
+    >>> u = union_near_verbatim(runs)
+    >>> u.epsilons, [round(b, 4) for b in u.log_bounds], u.exact
+    ((0, 1), [-4.1587, -1.7567], (True, True))
     """
     results = list(results)
     if not results:
@@ -750,10 +771,17 @@ class RecoveryPool:
     target_rows: int
 
 
-def recovery_pool(lm, prompt_ids: Sequence[int], suffix_ids: Sequence[int], *, policy, epsilon: int,
+def recovery_pool(lm: LanguageModel, prompt_ids: Sequence[int], suffix_ids: Sequence[int], *,
+                  policy: Policy | str, epsilon: int,
                   beam: int = RECOVERY_BEAM, use_cache: bool = True) -> RecoveryPool:
     """[EM] App. F.4: run an unpruned beam of width ``beam`` (a deterministic pool of
-    continuations) and keep the members within token edit distance ε of s."""
+    continuations) and keep the members within token edit distance ε of s.
+
+    >>> from memclaim.models.base import SyntheticLM
+    >>> pool = recovery_pool(SyntheticLM(), [1, 2], [3, 4, 5], policy="top-k:4", epsilon=1, beam=4)
+    >>> pool.pool_size, [(seq, round(lq, 4), d) for seq, lq, d in pool.within]
+    (4, [((0, 4, 5), -1.9851, 1)])
+    """
     pol = _policy(policy)
     eps = _epsilon(epsilon)
     width = _beam(beam)
@@ -805,6 +833,10 @@ def estimate_beam_cost(*, prompt_len: int, suffix_len: int, beam: int, vocab_siz
     one window, before running it. Step t (1..ℓ-1) runs at most min(B + 1, V^t) rows (the
     beam plus the target-path row, never more than the V^t distinct prefixes); the last
     position needs no forward pass. Without the KV cache each row recomputes |p| + t positions.
+
+    >>> c = estimate_beam_cost(prompt_len=50, suffix_len=50, beam=10, vocab_size=49152)
+    >>> c.forward_rows_max, c.forward_calls, c.peak_batch_rows
+    (589, 50, 11)
     """
     p = integer("prompt_len", prompt_len, minimum=1)
     ell = integer("suffix_len", suffix_len, minimum=1)

@@ -40,7 +40,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 from ..decoding import Policy, parse_policies
 from ..errors import InputError, MemclaimError, ModelLoadError, StoreError, require
@@ -52,6 +52,9 @@ from ..validate import integer, nonneg
 from .store import ScoreStore
 from .units import UnitReceipt, WorkUnit
 
+if TYPE_CHECKING:
+    from types import ModuleType
+
 WRITE_MODES = ("auto", "worker", "driver")
 WAIT_NOTE_SECONDS = 30.0  # say why nothing happens when workers wait this long for resources
 PROBE_PREFIX = ".ray-probe-"
@@ -61,8 +64,12 @@ class WorkerError(MemclaimError):
     """Distributed workers failed in a way that retries could not absorb."""
 
 
-def require_ray():
-    """Import Ray lazily; a missing install raises MissingExtraError naming ``memclaim[ray]``."""
+def require_ray() -> ModuleType:
+    """Import Ray lazily; a missing install raises MissingExtraError naming ``memclaim[ray]``.
+
+    >>> require_ray().__name__  # doctest: +SKIP
+    'ray'
+    """
     return require("ray", "ray")
 
 

@@ -32,30 +32,52 @@ from .store import ScoreStore, UnitResult, read_parquet, stat_names
 from .units import DEFAULT_UNIT_SIZE, UnitReceipt, WindowIndex, WorkUnit, item_key
 
 
-def run_stats(stats=None) -> StatSet:
+def run_stats(stats: StatSet | str | Iterable[str] | None = None) -> StatSet:
     """The statistics a scoring run computes and stores: ``stats`` (default: every statistic) plus
     :data:`CENSUS_STATS` (log q, greedy flag and margin), which every results table holds (the
-    greedy and near-tie columns cost one top-2 per row)."""
+    greedy and near-tie columns cost one top-2 per row).
+
+    >>> run_stats("greedy").spec
+    'greedy+margin+policy_logq'
+    """
     s = ALL_STATS if stats is None else StatSet.of(stats)
     return StatSet(s.names | CENSUS_STATS.names)
 
 if TYPE_CHECKING:  # the annotations' names only
     from ..models.loader import LoadedModel
     from ..text.windows import WindowSet
+    from .ray_backend import RayBackend
+    from .units import Item
 
 
 def nv_column(spec: str, epsilon: int) -> str:
+    """The results column of the near-verbatim bound of policy ``spec`` at ``epsilon`` token edits.
+
+    >>> nv_column("top-k:40", 1)
+    'nv_logq:top-k:40:eps1'
+    """
     return f"nv_logq:{spec}:eps{epsilon}"
 
 
-def near_verbatim_columns(engine, items, scores: BatchScores, near_verbatim: dict) -> dict:
+def near_verbatim_columns(engine: TeacherForcingEngine, items: Sequence[Item], scores: BatchScores,
+                          near_verbatim: dict) -> dict[str, np.ndarray]:
     """[EM] App. B.1 Eq. 2: for every item and policy, the union over the (epsilon, beam)
     settings of the certified lower bounds on the epsilon-ball mass, per epsilon; the target's
     term is the engine's teacher-forced log q, checked against the beam's own within the stated
     rounding tolerance (refused beyond it), so the bound is never below the verbatim score.
     Each item's ball is centred on its own target ids (a templated procedure tokenizes the
     target after each prompt, so two prompts may centre their balls on different token
-    sequences of the same text); the bounds are aggregated over prompts like log q ([EM] Eq. 15)."""
+    sequences of the same text); the bounds are aggregated over prompts like log q ([EM] Eq. 15).
+
+    >>> from memclaim.decoding import parse_policies
+    >>> from memclaim.models.base import SyntheticLM
+    >>> from memclaim.scoring.units import Item
+    >>> engine = TeacherForcingEngine(SyntheticLM(), parse_policies(["full"]))
+    >>> scores = engine.score_batch([[1, 2]], [[3, 4, 5]])
+    >>> cols = near_verbatim_columns(engine, [Item("a", (1, 2), (3, 4, 5))], scores, {"epsilons": [1], "beams": [4]})
+    >>> cols["nv_logq:full:eps1"].round(4), cols["nv_found:full"]
+    (array([-1.9272]), array([12]))
+    """
     eps = sorted(int(e) for e in near_verbatim["epsilons"])
     beams = sorted(int(b) for b in near_verbatim["beams"])
     cols: dict[str, np.ndarray] = {}
@@ -82,11 +104,21 @@ def near_verbatim_columns(engine, items, scores: BatchScores, near_verbatim: dic
     return cols
 
 
-def score_unit(engine, unit: WorkUnit, *, batch_size: int, near_verbatim: dict | None = None,
+def score_unit(engine: TeacherForcingEngine, unit: WorkUnit, *, batch_size: int, near_verbatim: dict | None = None,
                on_batch: Callable[[int], None] | None = None) -> UnitResult:
     """Score one unit in batches of ``batch_size`` (equal lengths: no padding); with
     ``near_verbatim`` settings, add the near-verbatim lower bounds for every item. ``on_batch``
-    is called with the number of windows of each batch once it is scored (progress)."""
+    is called with the number of windows of each batch once it is scored (progress).
+
+    >>> from memclaim.decoding import parse_policies
+    >>> from memclaim.models.base import SyntheticLM
+    >>> from memclaim.scoring.units import Item
+    >>> engine = TeacherForcingEngine(SyntheticLM(), parse_policies(["full", "greedy"]))
+    >>> unit = WorkUnit("u0", "pk", (Item("a", (1, 2), (3, 4, 5)), Item("b", (2, 1), (5, 4, 3))))
+    >>> r = score_unit(engine, unit, batch_size=2)
+    >>> r.item_keys, r.scores.logq.round(4).tolist()
+    (('a', 'b'), [[-4.3957, -inf], [-9.0922, -inf]])
+    """
     parts = []
     items = unit.items
     for a in range(0, len(items), batch_size):
@@ -166,7 +198,11 @@ class RunSummary(ResultMixin):
 
 
 def normalize_near_verbatim(nv: dict | None, *, suffix_tokens: int) -> dict | None:
-    """Validate near-verbatim settings: integer epsilons >= 0 and beams >= 1, sorted, unique."""
+    """Validate near-verbatim settings: integer epsilons >= 0 and beams >= 1, sorted, unique.
+
+    >>> normalize_near_verbatim({"epsilons": [2, 1, 1]}, suffix_tokens=10)
+    {'epsilons': [1, 2], 'beams': [16]}
+    """
     if not nv:
         return None
     eps = sorted({int(e) for e in nv.get("epsilons", ())})
@@ -181,7 +217,15 @@ def normalize_near_verbatim(nv: dict | None, *, suffix_tokens: int) -> dict | No
     return {"epsilons": eps, "beams": beams}
 
 
-def near_verbatim_cost_message(units, nv: dict, n_policies: int, model) -> str:
+def near_verbatim_cost_message(units: Iterable[WorkUnit], nv: dict, n_policies: int, model: LoadedModel) -> str:
+    """The log line announcing a near-verbatim run's cost: at most how many forward rows the beams
+    take (:func:`~memclaim.scoring.nearverbatim.estimate_beam_cost`), in all and per window-policy.
+
+    >>> from memclaim.scoring.units import Item
+    >>> units = [WorkUnit("u0", "pk", (Item("a", (1, 2) * 4, (3,) * 8),))]
+    >>> near_verbatim_cost_message(units, {"epsilons": [1], "beams": [16]}, 2, load_model("toy"))  # doctest: +SKIP
+    'near-verbatim lower bounds (epsilon [1], beam [16]): at most 254 forward rows for 1 windows x 2 policies (~127 per window-policy); a beam of 800 on SmolLM2 costs about a minute per window on 2 CPU cores'
+    """
     rows = 0
     n = 0
     for u in units:
@@ -196,9 +240,18 @@ def near_verbatim_cost_message(units, nv: dict, n_policies: int, model) -> str:
             "a beam of 800 on SmolLM2 costs about a minute per window on 2 CPU cores")
 
 
-def build_procedure(model, *, policies: Sequence[Policy], prefix_tokens: int | None, suffix_tokens: int | None,
+def build_procedure(model: LoadedModel, *, policies: Sequence[Policy], prefix_tokens: int | None, suffix_tokens: int | None,
                     prompt_rule: PromptRule, near_verbatim: dict | None = None,
                     windows: dict | None = None, device_class: str | None = None) -> Procedure:
+    """The scoring procedure of a run ([EM] Def. B.2): the model (name, fingerprint, dtype, device
+    class), start of text, policies, window lengths, prompt rule and near-verbatim settings; its
+    key names the store's units.
+
+    >>> p = build_procedure(load_model("toy"), policies=parse_policies(["full", "greedy"]), prefix_tokens=8,
+    ...                     suffix_tokens=8, prompt_rule=PromptRule())  # doctest: +SKIP
+    >>> p.key[:12], p.model["device_class"]  # doctest: +SKIP
+    ('b329182bc562', 'cpu')
+    """
     desc = {"name": model.name, "source": model.source, "fingerprint": model.fingerprint, "dtype": model.dtype}
     if getattr(model, "fingerprint_scheme", None) is not None:
         desc["fingerprint_scheme"] = int(model.fingerprint_scheme)  # what the fingerprint hashes (models.loader)
@@ -211,10 +264,14 @@ def build_procedure(model, *, policies: Sequence[Policy], prefix_tokens: int | N
         near_verbatim=near_verbatim, windows=windows)
 
 
-def run_environment(model, procedure: Procedure) -> dict:
+def run_environment(model: LoadedModel, procedure: Procedure) -> dict:
     """What computed a run, for its record: torch, CUDA and transformers versions, the device,
     the GPU names and, for a device map, how many modules each device held. Torch is imported
-    only if it is already (a run whose units are all stored loads no weights)."""
+    only if it is already (a run whose units are all stored loads no weights).
+
+    >>> run_environment(m, procedure)  # doctest: +SKIP
+    {'python': '3.11.7', 'device_class': 'cpu', 'device': 'cpu', 'torch': '2.13.0+cpu', 'cuda': None, 'transformers': '5.24.0'}
+    """
     import platform
     import sys
 
@@ -239,13 +296,17 @@ def run_environment(model, procedure: Procedure) -> dict:
 DRIFT_SAMPLE = 8
 
 
-def numerics_drift(model, units: Sequence[WorkUnit], policies: Sequence[Policy], *,
+def numerics_drift(model: LoadedModel, units: Sequence[WorkUnit], policies: Sequence[Policy], *,
                    sample: int = DRIFT_SAMPLE) -> dict | None:
     """A bfloat16/float16 body's drift from float32 ([EM] Def. B.2: the dtype is part of the
     procedure, so this is what changing it does to the numbers): the first ``sample`` scored
     windows scored again by a float32 copy of the model, when that copy fits in the memory of
     the device (else a record saying why not). Reports per policy the largest and the mean
-    |delta log q| per target token, and how many greedy flags differ. None for a float32+ body."""
+    |delta log q| per target token, and how many greedy flags differ. None for a float32+ body.
+
+    >>> numerics_drift(load_model("toy"), units, parse_policies(["full"])) is None  # float32  # doctest: +SKIP
+    True
+    """
     dtype = str(getattr(model, "dtype", "float32"))
     if dtype not in ("bfloat16", "float16") or not hasattr(model, "path") or getattr(model, "path", None) is None:
         return None
@@ -383,7 +444,12 @@ def index_windows(model: LoadedModel, window_set: WindowSet, prompt_rule: Prompt
                   what: str | None = None) -> WindowIndex:
     """The checks of :func:`scoring_pairs` in one streaming pass, keeping per window only its item
     keys and lengths (:class:`~memclaim.scoring.units.WindowIndex`): a whole book's windows
-    (lazy, :class:`~memclaim.text.windows.DocumentWindows`) are never all in memory."""
+    (lazy, :class:`~memclaim.text.windows.DocumentWindows`) are never all in memory.
+
+    >>> index = index_windows(load_model("toy"), ws, PromptRule())  # 2 windows  # doctest: +SKIP
+    >>> index.n_windows, index.n_prompts, index.n_items  # doctest: +SKIP
+    (2, 1, 2)
+    """
     limit = _context_limit(model)
     label = f"{what}: " if what else ""
     W = len(window_set)
@@ -405,8 +471,9 @@ def index_windows(model: LoadedModel, window_set: WindowSet, prompt_rule: Prompt
 def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence[Policy], prefix_tokens: int, suffix_tokens: int,
                 prompt_rule: PromptRule, out_dir: str | Path, label: str = "windows", inputs: dict | None = None,
                 batch_size: int = 16, unit_size: int = DEFAULT_UNIT_SIZE, progress: ProgressCallback | None = None,
-                backend=None, skipped_empty: int = 0, near_verbatim: dict | None = None,
-                log: LogCallback | None = None, stats=None) -> RunSummary:
+                backend: LocalBackend | RayBackend | None = None, skipped_empty: int = 0,
+                near_verbatim: dict | None = None, log: LogCallback | None = None,
+                stats: StatSet | str | Iterable[str] | None = None) -> RunSummary:
     """Score ``window_set`` with ``model`` (a LoadedModel) into the store at ``out_dir``.
 
     ``stats``: the statistics to compute and store (a :class:`StatSet`, a spec such as
@@ -457,11 +524,15 @@ def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence
                            near_verbatim=near_verbatim, log=log, stats=stats, prompt_rule=prompt_rule)
 
 
-def store_procedure_key(store: ScoreStore, procedure: Procedure, model) -> str:
+def store_procedure_key(store: ScoreStore, procedure: Procedure, model: LoadedModel) -> str:
     """The key under which ``store`` holds ``procedure``'s units. A store written before the
     model fingerprint changed (schema 1, fingerprint scheme 1) holds the same procedure under
     the old fingerprint: its key is reused, so a run started then resumes without rescoring,
-    and the store learns which current fingerprint the old one names."""
+    and the store learns which current fingerprint the old one names.
+
+    >>> store_procedure_key(ScoreStore("runs/toy"), procedure, m) == procedure.key  # a current store  # doctest: +SKIP
+    True
+    """
     key = procedure.key
     legacy = ()
     if store.has_legacy_procedures() and hasattr(model, "legacy_fingerprints"):
@@ -627,7 +698,11 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
     Streams: the units are read once, in unit order, into per-item arrays (a few numbers an
     item) and a scratch file of per-token blocks; the file is then written WINDOW_BATCH windows
     at a time, so memory does not grow with the per-token arrays of a book. Returns the number
-    of windows with a near-tie."""
+    of windows with a near-tie.
+
+    >>> write_results(ScoreStore("runs/toy"), summary.run_id)  # writes runs/toy/runs/<run>/scores.parquet  # doctest: +SKIP
+    0
+    """
     import json
     import tempfile
 

@@ -40,13 +40,16 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
 from ..errors import StoreError
 from ..fsutil import atomic_write_bytes, atomic_write_text, file_lock
 from .procedure import Procedure
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SCHEMA_VERSION = 2
 READABLE_SCHEMAS = (1, 2)  # 1: memclaim 0.1.0 (model fingerprint scheme 1), migrated on the next write
@@ -96,14 +99,22 @@ class UnitResult:
 ALL_STAT_NAMES = frozenset(("policy_logq", "greedy", "margin", "token_logprob", "token_moments", "rank"))
 
 
-def stat_names(spec: str | None) -> frozenset:
-    """The statistic names of a stored spec ('greedy+margin+policy_logq'); None: all of them."""
+def stat_names(spec: str | None) -> frozenset[str]:
+    """The statistic names of a stored spec ('greedy+margin+policy_logq'); None: all of them.
+
+    >>> sorted(stat_names("greedy+margin")), len(stat_names(None))
+    (['greedy', 'margin'], 6)
+    """
     return ALL_STAT_NAMES if spec is None else frozenset(x for x in str(spec).split("+") if x)
 
 
 def stats_cover(have: str | None, need: str | None) -> bool:
     """Whether a unit holding statistics ``have`` serves a run that needs ``need`` (specs; None =
-    all): a census-only unit never serves an audit that needs the full-softmax statistics."""
+    all): a census-only unit never serves an audit that needs the full-softmax statistics.
+
+    >>> stats_cover(None, "greedy+margin"), stats_cover("greedy+margin+policy_logq", None)
+    (True, False)
+    """
     return stat_names(need) <= stat_names(have)
 
 
@@ -118,8 +129,16 @@ def _read_json(path: Path) -> dict:
     return d
 
 
-def read_parquet(path: Path, *, fix: str = "re-run the scoring command to write it again"):
-    """A Parquet file of the store; a damaged one (truncated, bit rot) is a StoreError naming it."""
+def read_parquet(path: Path, *, fix: str = "re-run the scoring command to write it again") -> pa.Table:
+    """A Parquet file of the store; a damaged one (truncated, bit rot) is a StoreError naming it.
+
+    >>> import tempfile
+    >>> p = Path(tempfile.mkdtemp()) / "windows.parquet"
+    >>> _ = p.write_bytes(b"PAR1 cut short")
+    >>> read_parquet(p)
+    Traceback (most recent call last):
+    memclaim.errors.StoreError: '...windows.parquet' is unreadable: ... Parquet magic bytes not found in footer. ...
+    """
     pa, pq = _pa()
     try:
         return pq.read_table(path)

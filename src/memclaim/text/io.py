@@ -14,10 +14,13 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from ..errors import InputError, require
 from ..fsutil import sha256_bytes, sha256_file
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 TEXT_FIELDS = ("text", "passage", "content", "document", "body")
 ID_FIELDS = ("id", "doc_id", "uid", "key", "name")
@@ -112,10 +115,17 @@ def detect_format(path: str | Path, fmt: str | None = None) -> str:
     return EXTENSIONS[suffix]
 
 
-def read_arrow_table(path: Path, data: bytes):
+def read_arrow_table(path: Path, data: bytes) -> pa.Table:
     """A pyarrow Table from the bytes of an Arrow file: the IPC file format (which Feather v2 is),
     the IPC stream format (what ``datasets`` writes as ``*.arrow``) or Feather v1, tried in that
-    order; anything else is an error naming the file."""
+    order; anything else is an error naming the file.
+
+    >>> import pyarrow as pa, pyarrow.ipc as ipc
+    >>> t, sink = pa.table({"id": ["a", "b"], "text": ["one", "two"]}), pa.BufferOutputStream()
+    >>> with ipc.new_stream(sink, t.schema) as w: w.write_table(t)
+    >>> read_arrow_table(Path("x.arrow"), sink.getvalue().to_pybytes()).to_pydict()
+    {'id': ['a', 'b'], 'text': ['one', 'two']}
+    """
     import pyarrow as pa
     import pyarrow.feather as feather
     import pyarrow.ipc as ipc
@@ -144,11 +154,18 @@ def _folder_digest(path: Path) -> str:
     return sha256_bytes("".join(lines).encode("utf-8"))
 
 
-def read_datasets_folder(path: str | Path):
+def read_datasets_folder(path: str | Path) -> tuple[pa.Table, str]:
     """(pyarrow Table, sha256) of a folder written by ``datasets.Dataset.save_to_disk``, loaded with
     ``datasets.load_from_disk`` (the ``datasets`` extra, imported only here). A ``DatasetDict``
     folder (several splits) is refused with the split folders to pass instead; the sha256 is
-    :func:`_folder_digest` of the folder."""
+    :func:`_folder_digest` of the folder.
+
+    >>> import datasets  # doctest: +SKIP
+    >>> datasets.Dataset.from_dict({"text": ["one", "two"]}).save_to_disk("ds")  # doctest: +SKIP
+    >>> table, sha = read_datasets_folder("ds")  # doctest: +SKIP
+    >>> table.num_rows, table.column_names, sha[:12]  # doctest: +SKIP
+    (2, ['text'], 'cc6240885d70')
+    """
     path = Path(path)
     if not path.exists():
         raise InputError(f"input folder {str(path)!r} does not exist", hint="check the path")
@@ -190,9 +207,17 @@ def read_datasets_folder(path: str | Path):
     return table, _folder_digest(path)
 
 
-def table_rows(table, path, *, text_field, id_field, prefix_field, suffix_field, pair: bool):
+def table_rows(table: pa.Table, path: str | Path, *, text_field: str | None, id_field: str | None,
+               prefix_field: str | None, suffix_field: str | None,
+               pair: bool) -> list[tuple[str | None, Any, str]]:
     """(id, text or (prefix, suffix), where) rows of an Arrow table (Parquet, Arrow, datasets, a
-    pyarrow/pandas table given in Python): the one column picking for tables."""
+    pyarrow/pandas table given in Python): the one column picking for tables.
+
+    >>> import pyarrow as pa
+    >>> t = pa.table({"id": ["a", "b"], "text": ["one", "two"]})
+    >>> table_rows(t, "x.parquet", text_field=None, id_field=None, prefix_field=None, suffix_field=None, pair=False)
+    [('a', 'one', 'row 0'), ('b', 'two', 'row 1')]
+    """
     cols = [str(c) for c in table.column_names]
     idf = pick_column(cols, id_field, ID_FIELDS, "id", path, required=False)
     if pair:

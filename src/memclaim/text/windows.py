@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Protocol, Sequence
 
 from ..errors import InputError
 from ..validate import integer
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class OffsetTokenizer(Protocol):
@@ -99,7 +102,11 @@ def split_at_char(ids: Sequence[int], offsets: Sequence[tuple[int, int]], bounda
     """The number k of tokens that end at or before character ``boundary``: tokens [:k] lie
     before it and tokens [k:] at or after it. A token that straddles the boundary is refused
     (InputError naming ``what``, the token and the boundary): the two sides cannot then be cut
-    apart in token space ([EM] §4: prefix and suffix are cut from one tokenization)."""
+    apart in token space ([EM] §4: prefix and suffix are cut from one tokenization).
+
+    >>> split_at_char([1, 2, 3], [(0, 2), (2, 6), (6, 16)], 6, text="In the beginning", what="x")
+    2
+    """
     k = 0
     while k < len(offsets) and offsets[k][1] <= boundary and (offsets[k][0] < boundary or offsets[k][1] == offsets[k][0]):
         k += 1
@@ -125,7 +132,8 @@ def _encode_slice(tokenizer, text: str, a: int, z: int):
 
 
 def cut_tokens(tokenizer: OffsetTokenizer, text: str, *, at: int = 0, before: int | None = 0,
-               after: int | None = None, what: str = "text"):
+               after: int | None = None, what: str = "text",
+               ) -> tuple[list[int], list[tuple[int, int]], list[int], list[tuple[int, int]], int | None]:
     """The tokens around character ``at`` as in the tokenization of the whole ``text``: the last
     ``before`` tokens that end at or before ``at`` and the first ``after`` tokens that start at or
     after it (None: all of them; fewer where the text has fewer), as
@@ -143,6 +151,10 @@ def cut_tokens(tokenizer: OffsetTokenizer, text: str, *, at: int = 0, before: in
     different distances that agree are taken as the whole text's tokens; tests/test_text.py
     checks this against full tokenization. A hand-written search: tokenizers have no API for
     "the first n tokens of a text".
+
+    >>> import memclaim; tok = memclaim.load_model("toy").tokenizer  # doctest: +SKIP
+    >>> cut_tokens(tok, "In the beginning was the word", at=16, before=2, after=3)  # doctest: +SKIP
+    ([78, 71], [(14, 15), (15, 16)], [221, 87, 65], [(16, 17), (17, 18), (18, 19)], 9)
     """
     n = len(text)
     want_l = 0 if before is None else before
@@ -191,9 +203,13 @@ def _split(total: int, prefix_tokens: int, suffix_tokens: int) -> tuple[int, int
     return p, total - p
 
 
-def lengths_that_fit(lengths, prefix_tokens: int, suffix_tokens: int, *, what: str = "every text") -> str:
+def lengths_that_fit(lengths: Iterable[int], prefix_tokens: int, suffix_tokens: int, *, what: str = "every text") -> str:
     """The fix for texts shorter than one window: prefix/suffix lengths (in the asked ratio) that
-    keep every text, and half of them, given their token counts ``lengths``."""
+    keep every text, and half of them, given their token counts ``lengths``.
+
+    >>> lengths_that_fit([12, 30, 40], 50, 10)
+    'use lengths that fit: --prefix-tokens 10 --suffix-tokens 2 keeps every text; --prefix-tokens 25 --suffix-tokens 5 keeps 2 of 3 (or use longer texts)'
+    """
     ls = sorted(int(x) for x in lengths)
     if not ls or ls[-1] < 2:
         return "use longer texts (each needs at least 2 tokens: a prefix of 1 and a suffix of 1)"
@@ -223,7 +239,14 @@ def passage_windows(records: Iterable, tokenizer: OffsetTokenizer, *, prefix_tok
     ``suffix_tokens`` tokens; a side shorter than asked is skipped and counted as short.
 
     Each record is tokenized only around its window (:func:`cut_tokens`), so memory follows the
-    window, not the record."""
+    window, not the record.
+
+    >>> import memclaim; tok = memclaim.load_model("toy").tokenizer  # doctest: +SKIP
+    >>> from memclaim.text.io import Record
+    >>> w = passage_windows([Record("a", "In the beginning was the word")], tok, prefix_tokens=4, suffix_tokens=3)  # doctest: +SKIP
+    >>> w.windows[0].prefix_text, w.windows[0].suffix_text  # doctest: +SKIP
+    ('In the', ' begi')
+    """
     recs = list(records)
     split = [getattr(r, "suffix_start", None) is not None for r in recs]
     fields = bool(recs) and all(split)
@@ -301,7 +324,8 @@ STITCH_TOKENS = 32  # tokens each slice extends beyond the point where the next 
 STITCH_AGREE = 8  # tokens (ids and offsets) two slices must share where they are stitched
 
 
-def encode_slices(tokenizer: OffsetTokenizer, text: str, *, chunk_chars: int = DOCUMENT_CHUNK_CHARS):
+def encode_slices(tokenizer: OffsetTokenizer, text: str, *,
+                  chunk_chars: int = DOCUMENT_CHUNK_CHARS) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The tokenization of the whole ``text``, slice by slice: yields ``(ids, starts, ends)``
     int64 arrays whose concatenation is the whole text's tokenization, so memory follows the
     slice, not the book (a tokenizer's Python lists of ids and offset tuples take ~150 bytes a
@@ -315,7 +339,12 @@ def encode_slices(tokenizer: OffsetTokenizer, text: str, *, chunk_chars: int = D
     SentencePiece, WordPiece: tests/test_text_books.py checks it against one-shot tokenization
     with small slices); where no agreement is found the rest of the text is tokenized in one
     piece (exact, at the memory cost of the rest). Hand-written: tokenizers have no streaming
-    encoder with offsets."""
+    encoder with offsets.
+
+    >>> import memclaim; tok = memclaim.load_model("toy").tokenizer  # doctest: +SKIP
+    >>> [len(ids) for ids, starts, ends in encode_slices(tok, "In the beginning " * 2000, chunk_chars=8192)]  # doctest: +SKIP
+    [5750, 5750, 5751, 5751, 998]
+    """
     import numpy as np
 
     n = len(text)
@@ -364,9 +393,16 @@ def encode_slices(tokenizer: OffsetTokenizer, text: str, *, chunk_chars: int = D
         a = int(offs[j, 0])  # the next slice starts where the agreeing run starts
 
 
-def encode_document(tokenizer: OffsetTokenizer, text: str, *, chunk_chars: int = DOCUMENT_CHUNK_CHARS):
+def encode_document(tokenizer: OffsetTokenizer, text: str, *,
+                    chunk_chars: int = DOCUMENT_CHUNK_CHARS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The tokenization of the whole ``text`` as arrays ``(ids, starts, ends)`` (int64), from
-    :func:`encode_slices`."""
+    :func:`encode_slices`.
+
+    >>> import memclaim; tok = memclaim.load_model("toy").tokenizer  # doctest: +SKIP
+    >>> ids, starts, ends = encode_document(tok, "In the beginning")  # doctest: +SKIP
+    >>> ids[:5], starts[:5], ends[:5]  # doctest: +SKIP
+    (array([ 41,  78, 275,  69, 273]), array([0, 1, 2, 5, 6]), array([1, 2, 5, 6, 8]))
+    """
     import numpy as np
 
     parts = list(encode_slices(tokenizer, text, chunk_chars=chunk_chars))
@@ -513,7 +549,13 @@ def sliding_windows(text: str, tokenizer: OffsetTokenizer, *, prefix_tokens: int
     advancing ``stride`` tokens; window i starts at token i*stride. The tail that does not fill a
     whole window is not scored (reported via the coverage denominator, which is the whole text).
     The text is tokenized once (in slices, :func:`encode_document`) and the windows are made on
-    demand (:class:`DocumentWindows`)."""
+    demand (:class:`DocumentWindows`).
+
+    >>> import memclaim; tok = memclaim.load_model("toy").tokenizer  # doctest: +SKIP
+    >>> d = sliding_windows("In the beginning was the word", tok, prefix_tokens=4, suffix_tokens=3, stride=4)  # doctest: +SKIP
+    >>> len(d), d.window(1).prefix_text, d.window(1).suffix_text  # doctest: +SKIP
+    (4, ' begin', 'ning')
+    """
     _check_lengths(prefix_tokens, suffix_tokens)
     integer("stride", stride, minimum=1)
     need = prefix_tokens + suffix_tokens
