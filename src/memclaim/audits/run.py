@@ -21,6 +21,7 @@ Re-running the same audit re-uses everything in ``scores/`` and ``shadows/`` (no
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -62,6 +63,7 @@ if TYPE_CHECKING:  # the annotations' names only
     import pyarrow
 
     from ..models.loader import LoadedModel
+    from ..models.placement import Placement
     from ..scoring.results import RunScores
     from .texts import TextSet
 
@@ -69,9 +71,16 @@ __all__ = ["run_audit", "audit_runs", "scored_texts_from_run", "select_attacks",
            "default_shadow_recipe", "load_audited_model"]
 
 
-def load_audited_model(model, *, dtype="float32", sot=None, trust_remote_code: bool = False, placement=None):
+def load_audited_model(model: str | os.PathLike | LoadedModel, *, dtype: str = "float32", sot: str | None = None,
+                       trust_remote_code: bool = False, placement: Placement | None = None) -> LoadedModel:
     """``model`` itself when it is a loaded model (tokenizer, fingerprint, start-of-text), else
-    :func:`memclaim.models.load_model` of the spec."""
+    :func:`memclaim.models.load_model` of the spec (``dtype`` 'auto' resolves on ``placement``'s
+    device: bfloat16 on a GPU, float32 on the CPU).
+
+    >>> m = load_audited_model("toy")                          # doctest: +SKIP
+    >>> load_audited_model(m) is m, m.name, m.dtype            # doctest: +SKIP
+    (True, 'toy', 'float32')
+    """
     if hasattr(model, "tokenizer") and hasattr(model, "fingerprint") and hasattr(model, "sot"):
         return model
     return load_model(str(model), dtype=dtype, sot=sot, trust_remote_code=trust_remote_code, placement=placement)
