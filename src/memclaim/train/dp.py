@@ -326,6 +326,9 @@ def per_sample_gradients(model, batch, *, objective=None, pad_id: int | None = N
     require("opacus", "dp")
     from opacus import GradSampleModule
 
+    if not any(p.requires_grad for p in model.parameters()):
+        # a frozen model (as finetune and load_model leave it) has no gradient to sample
+        raise InputError("the model has no trainable parameters", hint="call model.requires_grad_(True) first")
     obj = objective or objective_for(pad_id)
     was_training = model.training
     model.train()  # Opacus records activations only in training mode

@@ -85,7 +85,9 @@ def toy_corpus(spec: ToySpec = DEFAULT_SPEC):
 
 
 def build_toy_model(spec: ToySpec, out: Path, *, log: LogCallback | None = None) -> Path:
-    """Generate the corpus, train tokenizer and model, save an HF folder at ``out``."""
+    """Generate the corpus, train tokenizer and model, save an HF folder at ``out``. ``log``
+    receives the build's progress lines (None: silent)."""
+    log = log or (lambda msg: None)
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
