@@ -76,6 +76,16 @@ def test_per_sample_gradients_on_a_llama_architecture():
         torch.testing.assert_close(fast[name], ref[name], atol=1e-6, rtol=1e-4, msg=name)
 
 
+def test_per_sample_gradients_refuse_a_frozen_model():
+    """A model as finetune / load_model leave it (no parameter requires grad) has no gradient to
+    sample: refused with memclaim's error and its fix, not torch's RuntimeError from backward."""
+    model = tiny_gpt2().requires_grad_(False)
+    with pytest.raises(InputError, match="no trainable parameters") as err:
+        per_sample_gradients(model, blocks(2, 6))
+    assert "requires_grad_(True)" in err.value.hint
+    assert all(p.grad is None and not p.requires_grad for p in model.parameters())
+
+
 def test_explicit_positions_do_not_change_the_forward():
     model = tiny_gpt2().eval()
     x = blocks(3, 12)

@@ -127,3 +127,14 @@ def test_blocks_and_bad_input():
         with pytest.raises(DomainError):
             TrainConfig(**bad)
     assert math.isnan(train_causal_lm(gpt2(), data(), TrainConfig(steps=0, batch_size=2, seq_len=8)).first_loss)
+
+
+def test_build_toy_model_without_a_log(tmp_path):
+    """build_toy_model's ``log`` defaults to None (silent), as ensure_toy_model's does; it used to
+    call the None. A toy-sized spec, two steps, into a temporary folder."""
+    from memclaim.train.toy import ToySpec, build_toy_model
+
+    spec = ToySpec(n_words=40, n_background=6, passage_words=20, copies=((1, 2),), n_held_out=2, document_words=30,
+                   document_copies=1, vocab_size=300, n_embd=16, n_positions=32, steps=2, batch_size=2, seq_len=32)
+    out = build_toy_model(spec, tmp_path / "toy")
+    assert (out / "toy_data.json").is_file() and (out / "model.safetensors").is_file()

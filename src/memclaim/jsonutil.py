@@ -64,7 +64,7 @@ def from_jsonable_float(v: Any) -> float:
     return float(v)
 
 
-def dumps(obj: Any, **kw) -> str:
+def dumps(obj: Any, **kw: Any) -> str:
     """``obj`` as strict JSON text (:func:`to_jsonable` first; ``kw`` go to :func:`json.dumps`).
 
     >>> dumps({"p": 0.0, "log_p": float("-inf")})

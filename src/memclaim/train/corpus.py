@@ -11,11 +11,15 @@ Everything is a deterministic function of the seed (numpy ``default_rng``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import InputError
 from ..validate import integer, positive
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 _CONSONANTS = list("bdfgklmnprstvz") + ["ch", "sh", "th", "qu"]
 _VOWELS = list("aeiou") + ["ai", "ou", "ea"]
@@ -135,7 +139,14 @@ def build_planted_corpus(gen: MarkovZipf, *, n_background: int, passage_words: i
                          extra_held_out: list[dict] | None = None) -> PlantedCorpus:
     """``copies`` maps duplication count k -> number of records planted k times ([MX] §8.2's
     k-copy canaries). ``extra_planted``/``extra_held_out`` add caller-made records (e.g. long
-    documents for a census, trigger pairs) with their own ``copies``."""
+    documents for a census, trigger pairs) with their own ``copies``.
+
+    >>> from memclaim.train.corpus import MarkovZipf, build_planted_corpus
+    >>> c = build_planted_corpus(MarkovZipf(n_words=20), n_background=3, passage_words=5, copies={2: 1},
+    ...                          n_held_out=1, seed=0)
+    >>> len(c.documents), c.planted[0]["id"], c.documents.count(c.planted[0]["text"]), c.held_out[0]["id"]
+    (5, 'member-k2-0', 2, 'control-0')
+    """
     integer("n_background", n_background, minimum=0)
     rng = np.random.default_rng(seed)
     background = [gen.passage(rng, n_words=passage_words) for _ in range(n_background)]
@@ -167,15 +178,24 @@ def _check_chain(P, start) -> tuple[np.ndarray, np.ndarray]:
     return P, s
 
 
-def sample_chain(P, start, rng: np.random.Generator, *, n: int, length: int,
-                 first=None) -> np.ndarray:
+def sample_chain(P: ArrayLike, start: ArrayLike, rng: np.random.Generator, *, n: int, length: int,
+                 first: ArrayLike | None = None) -> np.ndarray:
     """``n`` independent chain paths of ``length`` tokens, shape (n, length), int64.
 
     The first token is drawn from ``start`` unless ``first`` (one state per path, or a scalar)
     is given, in which case each path *continues* from that state (its first token is drawn from
     the row P[first]). Vectorized over paths: one uniform per path and step, inverted through the
     row's cumulative sums (numpy's Generator.choice takes one distribution per call, which would
-    cost a Python call per token)."""
+    cost a Python call per token).
+
+    >>> import numpy as np
+    >>> from memclaim.train.corpus import sample_chain
+    >>> P = [[0.0, 1.0], [1.0, 0.0]]  # a chain that alternates between its two states
+    >>> sample_chain(P, [1.0, 0.0], np.random.default_rng(0), n=2, length=4).tolist()
+    [[0, 1, 0, 1], [0, 1, 0, 1]]
+    >>> sample_chain(P, [1.0, 0.0], np.random.default_rng(0), n=2, length=3, first=[0, 1]).tolist()
+    [[1, 0, 1], [0, 1, 0]]
+    """
     P, s = _check_chain(P, start)
     n = integer("n", n, minimum=0)
     length = integer("length", length, minimum=1)

@@ -37,6 +37,7 @@ import functools
 import math
 import warnings
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -157,15 +158,20 @@ def default_delta(n_examples: int) -> float:
     return 1.0 / (10.0 * integer("number of training examples", n_examples, minimum=1))
 
 
-def calibrate_noise_multiplier(*, target_epsilon, delta, sampling_rate, steps, accountant: str = "rdp",
-                               epsilon_tolerance: float = 0.01) -> float:
+def calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sampling_rate: float, steps: int,
+                               accountant: str = "rdp", epsilon_tolerance: float = 0.01) -> float:
     """The smallest noise multiplier (to ``epsilon_tolerance``) whose epsilon after ``steps``
     Poisson-sampled steps at rate ``sampling_rate`` is at most ``target_epsilon`` at ``delta``.
 
     Opacus's own search (``opacus.accountants.utils.get_noise_multiplier``) runs first on the
     integer Renyi orders (fast, conservative); for the RDP accountant a bisection on the full
     reported order grid (:data:`REPORT_ORDERS`) then tightens it until the reported epsilon is within
-    the tolerance below the target. The result's epsilon never exceeds the target. Memoized."""
+    the tolerance below the target. The result's epsilon never exceeds the target. Memoized.
+
+    >>> from memclaim.train.dp import calibrate_noise_multiplier
+    >>> calibrate_noise_multiplier(target_epsilon=1.0, delta=1e-5, sampling_rate=0.01, steps=1000)  # doctest: +SKIP
+    1.5234375
+    """
     e = positive("target_epsilon", target_epsilon)
     d = in_open_unit("delta", delta)
     q = positive("sampling_rate", sampling_rate)
@@ -316,16 +322,29 @@ class ExplicitPositions(torch.nn.Module):
         return self.model(input_ids=input_ids, **kwargs)
 
 
-def per_sample_gradients(model, batch, *, objective=None, pad_id: int | None = None,
-                         grad_sample_mode: str = "hooks") -> dict:
+def per_sample_gradients(model: torch.nn.Module, batch: torch.Tensor, *,
+                         objective: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] | None = None,
+                         pad_id: int | None = None, grad_sample_mode: str = "hooks") -> dict[str, torch.Tensor]:
     """Per-example gradients of the training loss by Opacus's ``GradSampleModule`` exactly as a
     DP-SGD run computes them (before clipping): {parameter name: tensor [B, *shape]}.
 
     ``objective(model, batch)`` is the batch-mean loss (default: next-token NLL, per-example mean
-    with ``pad_id`` targets ignored). The model's parameters keep no gradient state afterwards."""
+    with ``pad_id`` targets ignored). The model's parameters keep no gradient state afterwards.
+
+    >>> import torch
+    >>> from memclaim.train.dp import per_sample_gradients
+    >>> from memclaim.train.finetune import new_gpt2
+    >>> model = new_gpt2(vocab_size=16, n_positions=8, n_embd=8, n_head=2)  # doctest: +SKIP
+    >>> g = per_sample_gradients(model, torch.tensor([[0, 1, 2, 3], [0, 4, 5, 6]]))  # doctest: +SKIP
+    >>> len(g), tuple(g["transformer.wte.weight"].shape)  # doctest: +SKIP
+    (28, (2, 16, 8))
+    """
     require("opacus", "dp")
     from opacus import GradSampleModule
 
+    if not any(p.requires_grad for p in model.parameters()):
+        # a frozen model (as finetune and load_model leave it) has no gradient to sample
+        raise InputError("the model has no trainable parameters", hint="call model.requires_grad_(True) first")
     obj = objective or objective_for(pad_id)
     was_training = model.training
     model.train()  # Opacus records activations only in training mode

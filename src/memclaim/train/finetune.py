@@ -22,7 +22,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -37,6 +37,15 @@ from .corpus import MarkovZipf, sample_chain
 from .planted import PlantedRecord, plant, training_blocks
 from .toy import SOT, _train_tokenizer
 
+if TYPE_CHECKING:
+    import torch
+    from transformers import GPT2LMHeadModel, PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+    from ..models.loader import HFTokenizer, LoadedModel
+    from ..progress import LogCallback
+    from .planted import PlantedCorpus
+    from .trainer import TrainConfig
+
 __all__ = ["TRAIN_FILE", "new_gpt2", "TinyLabSpec", "tiny_lab_model", "load_trainable", "FinetuneResult",
            "finetune", "save_trained", "epochs_to_steps"]
 
@@ -46,8 +55,14 @@ RESERVED = "<|reserved_{}|>"
 
 
 def new_gpt2(*, vocab_size: int, n_positions: int = 128, n_embd: int = 64, n_layer: int = 2, n_head: int = 4,
-             seed: int = 0, sot: int = 0):
-    """A fresh GPT-2 (no dropout) initialized under ``seed`` (the global torch RNG is left alone)."""
+             seed: int = 0, sot: int = 0) -> GPT2LMHeadModel:
+    """A fresh GPT-2 (no dropout) initialized under ``seed`` (the global torch RNG is left alone).
+
+    >>> from memclaim.train.finetune import new_gpt2
+    >>> model = new_gpt2(vocab_size=16, n_positions=8, n_embd=8, n_head=2)  # doctest: +SKIP
+    >>> model.config.n_layer, sum(p.numel() for p in model.parameters())  # doctest: +SKIP
+    (2, 1952)
+    """
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -89,11 +104,23 @@ def _train_dict(result) -> dict:
     return d
 
 
-def finetune(model, corpus, config, *, sep_ids: Sequence[int], layout: str = "pack", pad_id: int | None = None,
-             include: Sequence[str] | None = None, on_step=None) -> FinetuneResult:
+def finetune(model: torch.nn.Module, corpus: PlantedCorpus, config: TrainConfig, *, sep_ids: Sequence[int],
+             layout: str = "pack", pad_id: int | None = None, include: Sequence[str] | None = None,
+             on_step: Callable[[int, float], None] | None = None) -> FinetuneResult:
     """Train ``model`` (in place) on a :class:`memclaim.train.planted.PlantedCorpus` through the
     one trainer. ``config`` is a :class:`memclaim.train.trainer.TrainConfig` (its ``pad_id`` is
-    set from ``pad_id`` for the ``examples`` layout)."""
+    set from ``pad_id`` for the ``examples`` layout).
+
+    >>> from memclaim.train.finetune import finetune, new_gpt2
+    >>> from memclaim.train.planted import PlantedRecord, plant
+    >>> from memclaim.train.trainer import TrainConfig
+    >>> corpus = plant([[1, 2, 3, 4]] * 8, [PlantedRecord("r1", "canary", (5, 6), (7, 8), copies=2)])
+    >>> model = new_gpt2(vocab_size=16, n_positions=8, n_embd=8, n_head=2)  # doctest: +SKIP
+    >>> config = TrainConfig(steps=3, batch_size=2, seq_len=8, warmup_steps=0)
+    >>> res = finetune(model, corpus, config, sep_ids=[0])  # doctest: +SKIP
+    >>> res.n_blocks, res.layout, res.train["steps"]  # doctest: +SKIP
+    (7, 'pack', 3)
+    """
     from dataclasses import replace
 
     from .trainer import train_causal_lm
@@ -127,12 +154,19 @@ def check_output_folder(out, *, overwrite: bool = False, option: str = "--out") 
     return out
 
 
-def save_trained(model, tokenizer, out, *, manifest: dict, overwrite: bool = False) -> Path:
+def save_trained(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | HFTokenizer, out: str | Path, *,
+                 manifest: dict, overwrite: bool = False) -> Path:
     """Write an HF folder (safetensors + tokenizer + ``memclaim_train.json``) atomically: into a
     temporary sibling, renamed into place when complete, and marked as memclaim's. An existing
     non-empty folder is refused unless ``overwrite``, and even then unless memclaim made it and
     it holds nothing else (:func:`check_output_folder`); the old folder stays whole until the
-    new one is in place."""
+    new one is in place.
+
+    >>> from memclaim.train.finetune import TinyLabSpec, save_trained, tiny_lab_model
+    >>> model, tok, manifest = tiny_lab_model(TinyLabSpec(steps=20))  # doctest: +SKIP
+    >>> save_trained(model, tok, "lab-model", manifest=manifest)  # doctest: +SKIP
+    PosixPath('lab-model')
+    """
     out = check_output_folder(out, overwrite=overwrite)
     with atomic_directory(out, replace=overwrite) as tmp:
         model.save_pretrained(str(tmp), safe_serialization=True)
@@ -144,7 +178,8 @@ def save_trained(model, tokenizer, out, *, manifest: dict, overwrite: bool = Fal
 
 
 def load_trainable(spec: str, *, dtype: str = "float32", seq_len: int | None = None,
-                   trust_remote_code: bool = False, device: str = "cpu"):
+                   trust_remote_code: bool = False,
+                   device: str = "cpu") -> tuple[PreTrainedModel, PreTrainedTokenizerFast, list[int], LoadedModel]:
     """(model with gradients on, HF tokenizer, start-of-text ids) for a model folder, a .gguf file
     or a named model (resolved by :func:`memclaim.models.load_model`; weights read as ``dtype``
     and put on ``device``, a concrete 'cpu' or 'cuda:N' from
@@ -226,7 +261,8 @@ class TinyLabSpec(ResultMixin):
                              f"from {self.n_reserved} reserved tokens")
 
 
-def tiny_lab_model(spec: TinyLabSpec, *, log=None, device: str = "cpu"):
+def tiny_lab_model(spec: TinyLabSpec, *, log: LogCallback | None = None,
+                   device: str = "cpu") -> tuple[GPT2LMHeadModel, PreTrainedTokenizerFast, dict]:
     """Build the corpus, tokenizer and model of ``spec`` and train it through the one trainer
     on ``device`` ('cpu' or 'cuda:N'; recorded in the manifest's "train" entry: a GPU's numerics
     give a different model from the same seeds).
@@ -235,7 +271,14 @@ def tiny_lab_model(spec: TinyLabSpec, *, log=None, device: str = "cpu"):
     passages c||z inserted k times; ``canaries`` (k, count) likewise; ``triggers`` reserved-trigger
     pairs rho||z inserted ``trigger_copies`` times with c||z never inserted. Secrets are
     ``secret_words`` words drawn uniformly from the vocabulary (not from the chain), prefixes are
-    fresh chain passages of ``prefix_words`` words."""
+    fresh chain passages of ``prefix_words`` words.
+
+    >>> from memclaim.train.finetune import TinyLabSpec, tiny_lab_model
+    >>> spec = TinyLabSpec(n_background=20, duplicates=((1, 2),), triggers=2, vocab_size=300, steps=20)
+    >>> model, tok, manifest = tiny_lab_model(spec)  # doctest: +SKIP
+    >>> manifest["n_blocks"], [r["id"] for r in manifest["records"]]  # doctest: +SKIP
+    (82, ['duplicate-k1-0', 'duplicate-k1-1', 'trigger-0', 'trigger-1'])
+    """
     from .trainer import TrainConfig, train_causal_lm
 
     say = log or (lambda m: None)

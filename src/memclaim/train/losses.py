@@ -14,7 +14,15 @@ __all__ = ["next_token_loss", "per_example_nll", "masked_next_token_loss", "obje
 
 
 def next_token_loss(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy of a causal LM on a [B, T] batch."""
+    """Mean next-token cross-entropy of a causal LM on a [B, T] batch.
+
+    >>> import torch
+    >>> from types import SimpleNamespace
+    >>> from memclaim.train.losses import next_token_loss
+    >>> uniform = lambda input_ids: SimpleNamespace(logits=torch.zeros(*input_ids.shape, 16))  # p = 1/16 each
+    >>> round(float(next_token_loss(uniform, torch.tensor([[0, 5, 6, 7]]))), 4)  # log 16
+    2.7726
+    """
     logits = model(input_ids=batch).logits  # [B, T, V]
     return torch.nn.functional.cross_entropy(
         logits[:, :-1].reshape(-1, logits.shape[-1]).float(),  # [(B*(T-1)), V]
@@ -25,7 +33,15 @@ def next_token_loss(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor
 def per_example_nll(model: torch.nn.Module, batch: torch.Tensor, *, pad_id: int | None = None,
                     reduce: str = "mean") -> torch.Tensor:
     """Each example's own next-token NLL -> [B]: the mean (``reduce="mean"``) or the sum
-    (``"sum"``, = -log p(sequence)) over its targets, targets equal to ``pad_id`` ignored."""
+    (``"sum"``, = -log p(sequence)) over its targets, targets equal to ``pad_id`` ignored.
+
+    >>> import torch
+    >>> from types import SimpleNamespace
+    >>> from memclaim.train.losses import per_example_nll
+    >>> uniform = lambda input_ids: SimpleNamespace(logits=torch.zeros(*input_ids.shape, 16))  # p = 1/16 each
+    >>> per_example_nll(uniform, torch.tensor([[0, 5, 6, 9], [0, 7, 9, 9]]), pad_id=9, reduce="sum")  # 2 and 1 targets
+    tensor([5.5452, 2.7726])
+    """
     logits = model(input_ids=batch).logits  # [B, T, V]
     targets = batch[:, 1:]  # [B, T-1]
     nll = torch.nn.functional.cross_entropy(
@@ -38,8 +54,16 @@ def per_example_nll(model: torch.nn.Module, batch: torch.Tensor, *, pad_id: int 
     return total if reduce == "sum" else total / keep.sum(1).clamp_min(1.0)
 
 
-def masked_next_token_loss(model, batch: torch.Tensor, *, pad_id: int) -> torch.Tensor:
-    """Mean over examples of each example's mean token NLL, pad targets ignored."""
+def masked_next_token_loss(model: torch.nn.Module, batch: torch.Tensor, *, pad_id: int) -> torch.Tensor:
+    """Mean over examples of each example's mean token NLL, pad targets ignored.
+
+    >>> import torch
+    >>> from types import SimpleNamespace
+    >>> from memclaim.train.losses import masked_next_token_loss
+    >>> uniform = lambda input_ids: SimpleNamespace(logits=torch.zeros(*input_ids.shape, 16))  # p = 1/16 each
+    >>> masked_next_token_loss(uniform, torch.tensor([[0, 5, 6, 9], [0, 7, 9, 9]]), pad_id=9)  # log 16
+    tensor(2.7726)
+    """
     return per_example_nll(model, batch, pad_id=pad_id).mean()
 
 

@@ -22,13 +22,18 @@ a group of k under add/remove). Everything is a deterministic function of the se
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..validate import integer
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from ..models.loader import HFTokenizer
 
 __all__ = ["KINDS", "LAYOUTS", "PlantedRecord", "PlantedCorpus", "TrainingBlocks", "plant", "training_blocks",
            "tokenize_record", "add_reserved_tokens"]
@@ -102,7 +107,17 @@ class PlantedCorpus(ResultMixin):
 
 def plant(background: Sequence[Sequence[int]], records: Sequence[PlantedRecord], *, seed: int = 0) -> PlantedCorpus:
     """Validate and bundle. Refused: duplicate ids; a trigger that occurs in a background document
-    or in another record's inserted document or record (it would not be reserved)."""
+    or in another record's inserted document or record (it would not be reserved).
+
+    >>> from memclaim.train.planted import PlantedRecord, plant
+    >>> plant([[1, 2, 3], [4, 5]], [PlantedRecord("r1", "duplicate", (6, 7), (8, 9), copies=2)]).manifest()
+    {'seed': 0, 'n_background': 2,
+     'records': [{'id': 'r1', 'kind': 'duplicate', 'prefix': [6, 7], 'secret': [8, 9], 'copies': 2, 'trigger': []}]}
+    >>> plant([[1, 2, 3]], [PlantedRecord("t", "trigger", (4,), (5,), copies=2, trigger=(2, 3))])
+    Traceback (most recent call last):
+    memclaim.errors.InputError: trigger (2, 3) of record 't' occurs in background document 0 at token 1
+      fix: reserve a trigger that occurs in no training text
+    """
     seed = integer("seed", seed, minimum=0)
     bg = tuple(_ids(f"background document {i}", d, allow_empty=False) for i, d in enumerate(background))
     recs = tuple(records)
@@ -159,7 +174,14 @@ def training_blocks(corpus: PlantedCorpus, *, seq_len: int, sep_ids: Sequence[in
     corpus seed and packed with ``sep_ids`` between documents; the stream is completed with
     separator tokens to a whole number of blocks so no document falls in a dropped tail.
     ``examples``: the background packed the same way, then one padded block per planted copy
-    (needs ``pad_id``; train with ``TrainConfig(pad_id=pad_id)``)."""
+    (needs ``pad_id``; train with ``TrainConfig(pad_id=pad_id)``).
+
+    >>> from memclaim.train.planted import PlantedRecord, plant, training_blocks
+    >>> corpus = plant([[1, 2, 3], [4, 5]], [PlantedRecord("r1", "duplicate", (6, 7), (8, 9), copies=2)])
+    >>> tb = training_blocks(corpus, seq_len=5, sep_ids=[0], layout="examples", pad_id=15)
+    >>> tb.blocks.tolist(), tb.record_blocks
+    ([[0, 1, 2, 3, 0], [4, 5, 0, 0, 0], [0, 6, 7, 8, 9], [0, 6, 7, 8, 9]], {'r1': (2, 3)})
+    """
     import torch
 
     from .trainer import example_blocks, pack_documents
@@ -203,12 +225,20 @@ def training_blocks(corpus: PlantedCorpus, *, seq_len: int, sep_ids: Sequence[in
     return TrainingBlocks(torch.cat([bg, ex], dim=0), "examples", int(pad_id), index, int(bg.shape[0]))
 
 
-def tokenize_record(tokenizer, spec: dict) -> PlantedRecord:
+def tokenize_record(tokenizer: PreTrainedTokenizerBase | HFTokenizer, spec: dict) -> PlantedRecord:
     """A :class:`PlantedRecord` from a text spec: {"id", "kind", "prefix", "secret", "copies",
     "trigger"} (kind defaults to "duplicate", copies to 1; "text" alone means a duplicate with an
     empty prefix). ``prefix`` and ``secret`` are tokenized separately (no special tokens), so the
     record's token boundary is exactly between them; ``trigger`` may be a text or a list of ids.
-    ``tokenizer`` is a HF fast tokenizer or :class:`memclaim.models.loader.HFTokenizer`."""
+    ``tokenizer`` is a HF fast tokenizer or :class:`memclaim.models.loader.HFTokenizer`.
+
+    >>> from memclaim.models import load_model
+    >>> from memclaim.train.planted import tokenize_record
+    >>> tok = load_model("toy").tokenizer  # doctest: +SKIP
+    >>> rec = tokenize_record(tok, {"id": "r1", "prefix": "Ba be", "secret": " bi bo", "copies": 4})  # doctest: +SKIP
+    >>> rec.kind, rec.copies, rec.prefix, rec.secret  # doctest: +SKIP
+    ('duplicate', 4, (34, 65, 273, 69), (538, 448))
+    """
     enc = tokenizer.encode if hasattr(tokenizer, "encode_with_offsets") else (
         lambda t: list(tokenizer(t, add_special_tokens=False)["input_ids"]))
     if not isinstance(spec, dict):
@@ -232,11 +262,22 @@ def tokenize_record(tokenizer, spec: dict) -> PlantedRecord:
                          int(spec.get("copies", 1)), tuple(trig))
 
 
-def add_reserved_tokens(model, tokenizer, n: int, *, stem: str = "<|memclaim_reserved_") -> list[int]:
+def add_reserved_tokens(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | HFTokenizer, n: int, *,
+                        stem: str = "<|memclaim_reserved_") -> list[int]:
     """Add ``n`` special tokens that occur in no natural text to a HF tokenizer and resize the
     model's embeddings (new rows as transformers initializes them). Returns their ids: reserved
     triggers for an HF model ([MX] App. D.2: "a reserved token that occurs neither in natural
-    text nor in c")."""
+    text nor in c").
+
+    >>> from memclaim.train.finetune import new_gpt2
+    >>> from memclaim.train.planted import add_reserved_tokens
+    >>> from memclaim.train.recipe import load_hf_tokenizer
+    >>> from memclaim.train.toy import ensure_toy_model
+    >>> tok = load_hf_tokenizer(ensure_toy_model())  # doctest: +SKIP
+    >>> model = new_gpt2(vocab_size=len(tok))  # doctest: +SKIP
+    >>> add_reserved_tokens(model, tok, 2), model.get_input_embeddings().weight.shape[0]  # doctest: +SKIP
+    ([1024, 1025], 1026)
+    """
     n = integer("number of reserved tokens", n, minimum=1)
     tok = getattr(tokenizer, "tok", tokenizer)
     names = [f"{stem}{i}|>" for i in range(n)]

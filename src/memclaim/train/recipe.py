@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -19,6 +19,12 @@ from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..validate import integer, nonneg, positive
 from .toy import DEFAULT_SPEC as S
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from .trainer import TrainResult
 
 __all__ = ["SHADOW_MODES", "ShadowRecipe", "training_blocks", "train_on_texts", "save_model_folder",
            "load_hf_tokenizer"]
@@ -113,8 +119,15 @@ def _train_config(recipe: ShadowRecipe, n_blocks: int, seed: int):
                        weight_decay=recipe.weight_decay, grad_clip=recipe.grad_clip, seed=seed)
 
 
-def load_hf_tokenizer(path):
-    """The fast tokenizer of a local model folder (its custom code never runs)."""
+def load_hf_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    """The fast tokenizer of a local model folder (its custom code never runs).
+
+    >>> from memclaim.train.recipe import load_hf_tokenizer
+    >>> from memclaim.train.toy import ensure_toy_model
+    >>> tok = load_hf_tokenizer(ensure_toy_model())  # doctest: +SKIP
+    >>> tok.is_fast, tok.eos_token, len(tok)  # doctest: +SKIP
+    (True, '<|endoftext|>', 1024)
+    """
     from transformers import AutoTokenizer
 
     # shadows are memclaim's own GPT-style models: a base folder's custom code is never run here
@@ -131,12 +144,19 @@ def _separator(tok, sep_ids: Sequence[int] | None) -> list[int]:
                      hint="pass a start-of-text rule (--sot) that names a token")
 
 
-def training_blocks(texts: Sequence[str], *, tokenizer, seq_len: int, seed: int, background: Sequence[str] = (),
-                    sep_ids: Sequence[int] | None = None):
+def training_blocks(texts: Sequence[str], *, tokenizer: PreTrainedTokenizerBase, seq_len: int, seed: int,
+                    background: Sequence[str] = (), sep_ids: Sequence[int] | None = None) -> torch.Tensor:
     """The packed training blocks [n_blocks, seq_len] of ``background`` + ``texts``: documents
     tokenized once, shuffled under ``seed``, each preceded by the separator, packed by
     :func:`memclaim.train.trainer.pack_documents`, with a filler of separator tokens so the
-    stream fills whole blocks (no record falls in a dropped tail)."""
+    stream fills whole blocks (no record falls in a dropped tail).
+
+    >>> from memclaim.train.recipe import load_hf_tokenizer, training_blocks
+    >>> from memclaim.train.toy import ensure_toy_model
+    >>> tok = load_hf_tokenizer(ensure_toy_model())  # doctest: +SKIP
+    >>> training_blocks(["Ba be bi bo.", "Tu ta."], tokenizer=tok, seq_len=16, seed=0).shape  # doctest: +SKIP
+    torch.Size([1, 16])
+    """
     from .trainer import pack_documents
 
     sep = _separator(tokenizer, sep_ids)
@@ -147,10 +167,19 @@ def training_blocks(texts: Sequence[str], *, tokenizer, seq_len: int, seed: int,
 
 
 def train_on_texts(recipe: ShadowRecipe, texts: Sequence[str], *, seed: int, background: Sequence[str] = (),
-                   sep_ids: Sequence[int] | None = None, tokenizer=None):
+                   sep_ids: Sequence[int] | None = None, tokenizer: PreTrainedTokenizerBase | None = None,
+                   ) -> tuple[PreTrainedModel, TrainResult, PreTrainedTokenizerBase]:
     """Train one model by ``recipe`` on ``background`` + ``texts`` (one document each) through
     the one trainer. Returns (model in eval mode, TrainResult, tokenizer). Used for every shadow,
-    and by tests and benchmarks to train a *target* by exactly the shadows' recipe."""
+    and by tests and benchmarks to train a *target* by exactly the shadows' recipe.
+
+    >>> from memclaim.train.recipe import ShadowRecipe, train_on_texts
+    >>> from memclaim.train.toy import ensure_toy_model
+    >>> recipe = ShadowRecipe.toy(ensure_toy_model(), base_fingerprint="toy", steps=2)  # doctest: +SKIP
+    >>> model, result, tok = train_on_texts(recipe, ["Ba be bi bo.", "Tu ta."], seed=1)  # doctest: +SKIP
+    >>> type(model).__name__, result.steps, model.training  # doctest: +SKIP
+    ('GPT2LMHeadModel', 2, False)
+    """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -175,8 +204,14 @@ def train_on_texts(recipe: ShadowRecipe, texts: Sequence[str], *, seed: int, bac
     return model, result, tok
 
 
-def save_model_folder(model, tokenizer, out) -> Path:
-    """save_pretrained (safetensors) + the tokenizer: a folder memclaim.models.load_model reads."""
+def save_model_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, out: str | Path) -> Path:
+    """save_pretrained (safetensors) + the tokenizer: a folder memclaim.models.load_model reads.
+
+    >>> from memclaim.train.recipe import save_model_folder, train_on_texts
+    >>> model, result, tok = train_on_texts(recipe, ["Ba be bi bo.", "Tu ta."], seed=1)  # doctest: +SKIP
+    >>> save_model_folder(model, tok, "shadow-1")  # doctest: +SKIP
+    PosixPath('shadow-1')
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out), safe_serialization=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..fsutil import atomic_directory, cache_dir, file_lock, sha256_bytes
 from ..models.registry import register_model
 from ..progress import LogCallback
-from .corpus import MarkovZipf, build_planted_corpus
+from .corpus import MarkovZipf, PlantedCorpus, build_planted_corpus
 
 SOT = "<|endoftext|>"
 
@@ -65,10 +65,16 @@ def _train_tokenizer(texts, vocab_size: int):
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=SOT, eos_token=SOT, unk_token=SOT)
 
 
-def toy_corpus(spec: ToySpec = DEFAULT_SPEC):
+def toy_corpus(spec: ToySpec = DEFAULT_SPEC) -> tuple[MarkovZipf, PlantedCorpus]:
     """(generator, corpus) of the tiny GPT, regenerated deterministically from its spec: the
     exact training documents (``corpus.documents``), the background alone
-    (``corpus.background``), the planted records and the held-out controls."""
+    (``corpus.background``), the planted records and the held-out controls.
+
+    >>> from memclaim.train.toy import toy_corpus
+    >>> gen, corpus = toy_corpus()  # doctest: +SKIP
+    >>> gen.n_words, len(corpus.documents), len(corpus.planted), len(corpus.held_out)  # doctest: +SKIP
+    (300, 740, 49, 401)
+    """
     import numpy as np
 
     gen = MarkovZipf(n_words=spec.n_words, s=spec.zipf_s, seed=spec.corpus_seed)
@@ -85,7 +91,17 @@ def toy_corpus(spec: ToySpec = DEFAULT_SPEC):
 
 
 def build_toy_model(spec: ToySpec, out: Path, *, log: LogCallback | None = None) -> Path:
-    """Generate the corpus, train tokenizer and model, save an HF folder at ``out``."""
+    """Generate the corpus, train tokenizer and model, save an HF folder at ``out``. ``log``
+    receives the build's progress lines (None: silent).
+
+    >>> from pathlib import Path
+    >>> from memclaim.train.toy import ToySpec, build_toy_model
+    >>> out = build_toy_model(ToySpec(steps=2, n_background=10, n_held_out=2), Path("toy-model"))  # doctest: +SKIP
+    >>> sorted(p.name for p in out.iterdir())  # doctest: +SKIP
+    ['config.json', 'generation_config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json',
+     'toy_data.json']
+    """
+    log = log or (lambda msg: None)
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -122,12 +138,23 @@ def build_toy_model(spec: ToySpec, out: Path, *, log: LogCallback | None = None)
 
 
 def toy_model_dir(spec: ToySpec = DEFAULT_SPEC) -> Path:
+    """Where the tiny GPT of ``spec`` is cached: ``<cache>/toy/<spec hash>`` (not built here).
+
+    >>> from memclaim.train.toy import DEFAULT_SPEC, toy_model_dir
+    >>> toy_model_dir().parent.name, toy_model_dir().name == DEFAULT_SPEC.key()
+    ('toy', True)
+    """
     return cache_dir() / "toy" / spec.key()
 
 
 def ensure_toy_model(spec: ToySpec = DEFAULT_SPEC, *, log: LogCallback | None = None) -> Path:
     """Return the cached tiny-GPT folder, building it first if needed (once, under a lock; about a
-    minute on two CPU cores). ``log`` receives the build's progress lines (None: silent)."""
+    minute on two CPU cores). ``log`` receives the build's progress lines (None: silent).
+
+    >>> from memclaim.train.toy import ensure_toy_model
+    >>> (ensure_toy_model() / "toy_data.json").is_file()  # doctest: +SKIP
+    True
+    """
     log = log or (lambda msg: None)
     out = toy_model_dir(spec)
     if (out / "toy_data.json").exists():
@@ -141,6 +168,14 @@ def ensure_toy_model(spec: ToySpec = DEFAULT_SPEC, *, log: LogCallback | None = 
 
 
 def toy_data(spec: ToySpec = DEFAULT_SPEC) -> dict:
+    """The tiny GPT's ``toy_data.json`` (built first if needed): planted members with their copy
+    counts, held-out controls, the spec and the training summary.
+
+    >>> from memclaim.train.toy import toy_data
+    >>> d = toy_data()  # doctest: +SKIP
+    >>> sorted(d)[:4], d["planted"][0]["id"], d["planted"][0]["copies"]  # doctest: +SKIP
+    (['generator_entropy_bits_per_word', 'held_out', 'n_documents', 'planted'], 'member-k1-0', 1)
+    """
     return json.loads((ensure_toy_model(spec) / "toy_data.json").read_text())
 
 

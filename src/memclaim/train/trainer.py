@@ -216,7 +216,16 @@ def model_device(model: torch.nn.Module) -> torch.device:
 @torch.no_grad()
 def evaluate_nll(model: torch.nn.Module, blocks: torch.Tensor, *, pad_id: int | None = None, batch_size: int = 32) -> float:
     """Token-weighted mean next-token NLL (nats) of ``model`` over ``blocks`` [n, T]; exp of it
-    is the perplexity. The model is put in eval mode (and left there)."""
+    is the perplexity. The model is put in eval mode (and left there).
+
+    >>> import torch
+    >>> from types import SimpleNamespace
+    >>> from memclaim.train.trainer import evaluate_nll
+    >>> class Uniform(torch.nn.Module):  # p = 1/16 for every next token
+    ...     def forward(self, input_ids): return SimpleNamespace(logits=torch.zeros(*input_ids.shape, 16))
+    >>> round(evaluate_nll(Uniform(), torch.tensor([[0, 5, 6, 9]]), pad_id=9), 4)  # log 16: perplexity 16
+    2.7726
+    """
     _check_blocks(blocks)
     model.eval()
     dev = model_device(model)
@@ -283,8 +292,8 @@ def _chunks(batch: torch.Tensor, size: int | None) -> list[torch.Tensor]:
     return list(batch.split(size))
 
 
-def train_causal_lm(model, blocks: torch.Tensor, config: TrainConfig, *,
-                    objective: Callable[[object, torch.Tensor], torch.Tensor] | None = None,
+def train_causal_lm(model: torch.nn.Module, blocks: torch.Tensor, config: TrainConfig, *,
+                    objective: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] | None = None,
                     on_step: Callable[[int, float], None] | None = None) -> TrainResult:
     """AdamW with warmup + decay over ``config.steps`` steps on ``blocks`` [n, T].
 
@@ -293,6 +302,15 @@ def train_causal_lm(model, blocks: torch.Tensor, config: TrainConfig, *,
     computes per-example gradients of exactly that). ``on_step(step, loss)`` is called after
     every step (progress bars, verifiers, early stopping by raising StopIteration). See the
     module docstring for sampling, DP-SGD, padding, accumulation and schedules.
+
+    >>> from memclaim.train.finetune import new_gpt2
+    >>> from memclaim.train.trainer import TrainConfig, pack_documents, train_causal_lm
+    >>> blocks = pack_documents([[1, 2, 3, 4, 5, 6, 7]] * 8, seq_len=8, sep_ids=[0])
+    >>> model = new_gpt2(vocab_size=16, n_positions=8, n_embd=8, n_head=2)  # doctest: +SKIP
+    >>> config = TrainConfig(steps=30, batch_size=4, seq_len=8, lr=1e-2, warmup_steps=0)
+    >>> res = train_causal_lm(model, blocks, config)  # doctest: +SKIP
+    >>> res.steps, round(res.first_loss, 2), round(res.final_loss, 2)  # doctest: +SKIP
+    (30, 2.79, 1.69)
     """
     _check_blocks(blocks)
     objective = objective or default_objective(config)

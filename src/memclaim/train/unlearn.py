@@ -179,7 +179,7 @@ def _summary(v) -> dict:
             "threshold": float(getattr(v, "threshold", math.nan))}
 
 
-def unlearn(model, forget_blocks: torch.Tensor, retain_blocks: torch.Tensor, config: UnlearnConfig, *,
+def unlearn(model: torch.nn.Module, forget_blocks: torch.Tensor, retain_blocks: torch.Tensor, config: UnlearnConfig, *,
             verifier: Callable[[object], object], pad_id: int | None = None,
             on_round: Callable[[RoundReport], None] | None = None) -> UnlearnResult:
     """Unlearn ``forget_blocks`` (one padded block per forget document) from ``model`` in place,
@@ -188,7 +188,17 @@ def unlearn(model, forget_blocks: torch.Tensor, retain_blocks: torch.Tensor, con
     ``verifier(model)`` returns an object with ``.forgotten`` and ``.rate`` (e.g.
     :func:`memclaim.audits.verifier.verify` bound to the forget records; the model is in eval
     mode during the call). Retain perplexity is exp of the token-weighted mean NLL on
-    ``retain_blocks``."""
+    ``retain_blocks``.
+
+    >>> from memclaim.audits.verifier import verify_arrays
+    >>> from memclaim.train.unlearn import UnlearnConfig, unlearn
+    >>> # extracted(m): per forget record, does greedy decoding from its prefix give its secret?
+    >>> verifier = lambda m: verify_arrays(greedy_match=extracted(m))  # doctest: +SKIP
+    >>> config = UnlearnConfig(method="npo", lr=5e-3, batch_size=3, threads=1)
+    >>> res = unlearn(model, forget, retain, config, verifier=verifier, pad_id=PAD)  # doctest: +SKIP
+    >>> res.forgotten, res.stopped, res.rounds, res.before["rate"], res.after["rate"]  # doctest: +SKIP
+    (True, 'verifier', 7, 1.0, 0.0)
+    """
     if not isinstance(config, UnlearnConfig):
         raise InputError(f"config must be an UnlearnConfig, got {type(config).__name__}")
     for name, b in (("forget_blocks", forget_blocks), ("retain_blocks", retain_blocks)):
