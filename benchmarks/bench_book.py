@@ -24,21 +24,30 @@ Series:
 
 Targets (issue 14): RSS at 16x within 15% of 1x; windows/s at 16x within 20% of 1x.
 
-Measured 2026-12-01 on the shared 2-core development machine (load average 5-7 from other
-jobs, so wall-clock rates are noisy; the per-CPU-second rate is the comparable one):
+Measured 2026-12-01 on the shared 2-core development machine (other jobs share it, so wall-clock
+rates are noisy; the per-CPU-second rate is the comparable one, and it still moves with the
+load: caches and the turbo clock are shared too).
 
-    stub  1x    500,000 chars   36,350 windows  13,762 windows/CPU s  peak RSS 617.0 MB
-    stub  4x  2,000,000 chars  145,447 windows  13,667 windows/CPU s  peak RSS 620.9 MB
-    stub 16x  8,000,000 chars  581,683 windows  16,817 windows/CPU s  peak RSS 764.6 MB
-    -> 16x/1x: windows per CPU second 1.22 (target met); peak RSS 1.24 (target 1.15: missed)
-    toy   1x/4x/16x (31,250 / 125,000 / 500,000 chars, repeated text): 212.5 / 245.5 / 229.1
-          windows per CPU s, 104 / 107 / 91 windows/s wall, peak RSS 633 / 640 / 647 MB
-    smollm2 8,000 chars: 178 windows, 2.7 windows per CPU s (0.9 wall), peak RSS 1,279 MB
+After write_results stopped reading windows.parquet with Arrow's read-ahead (pre_buffer: it kept
+every row group's buffers, +135 MB over a 16x book; commit 6c67ecc):
 
-Where the 16x run's extra ~150 MB go (RSS sampled per stage): reading and tokenizing the book
-and its windows (~55 MB: two copies of the text, token ids, three offsets per window, and the
-slices' arrays before they are joined), writing scores.parquet (~60 MB: per-item arrays and
-Arrow's memory pool), and the report (matplotlib; +60 MB at every scale, varying from run to run).
+    stub  1x    500,000 chars   36,350 windows  21,266 windows/CPU s  peak RSS 759.4 MB  (machine quiet)
+    stub 16x  8,000,000 chars  581,683 windows  23,397 windows/CPU s  peak RSS 801.5 MB
+    -> 16x/1x: RSS 1.055 (target 1.15: met), windows per CPU second 1.10 (target 0.8-1.2: met)
+    stub  1x/4x/16x with three other jobs running: 18,142 / 26,253 / 13,342 windows/CPU s,
+          peak RSS 759.3 / 751.0 / 773.5 MB -> RSS 1.019 (met); rate 0.74 (missed under that load)
+
+Before that fix: stub 1x/4x/16x 617.0 / 620.9 / 764.6 MB (RSS 1.24: missed), 13,762 / 13,667 /
+16,817 windows/CPU s; toy 1x/4x/16x (31,250 / 125,000 / 500,000 chars, repeated text): 212.5 /
+245.5 / 229.1 windows per CPU s, peak RSS 633 / 640 / 647 MB; smollm2 8,000 chars: 178 windows,
+2.7 windows per CPU s (0.9 wall), peak RSS 1,279 MB.
+
+The 1x peak (~760 MB) is torch, the tiny model, Arrow and the report's matplotlib figures (the
+report adds up to ~120 MB at 1x, where it is the peak, and little at 16x, where it reuses what
+scoring freed). What still grows with the book (16x - 1x, RSS sampled per stage): the text, its
+token ids (2 bytes a token) and three offsets per window (~50 MB), the window index built before
+scoring (16-byte item keys and lengths per window, ~35 MB, transiently ~55 MB while checked),
+and write_results' per-item arrays (~30 bytes a window).
 """
 from __future__ import annotations
 

@@ -40,3 +40,36 @@ def test_public_api_is_documented(name):
         missing = [p for p, v in sig.parameters.items() if v.annotation is inspect.Parameter.empty]
         assert not missing, f"memclaim.{name}: parameters without a type hint: {missing}"
         assert sig.return_annotation is not inspect.Signature.empty, f"memclaim.{name} has no return type"
+
+
+def _public_modules() -> list[str]:
+    """memclaim's public modules: no underscore component (memclaim.api's implementation modules
+    are checked through memclaim.__all__ above) and not the CLI (documented by --help)."""
+    return [n for n in MODULES if not any(p.startswith("_") for p in n.split(".")[1:])
+            and not n.startswith("memclaim.cli")]
+
+
+@pytest.mark.parametrize("name", _public_modules())
+def test_every_public_function_has_an_example_and_type_hints(name):
+    """issue 13 item 6: every public function (a module's __all__, else its non-underscore names;
+    functions defined there) has a docstring with an example and a type hint on every parameter
+    and its return value."""
+    mod = importlib.import_module(name)
+    names = getattr(mod, "__all__", None) or [n for n in vars(mod) if not n.startswith("_")]
+    bad = []
+    for n in names:
+        obj = getattr(mod, n, None)
+        if not inspect.isfunction(obj) or obj.__module__ != name:
+            continue
+        why = []
+        if ">>>" not in (inspect.getdoc(obj) or ""):
+            why.append("no example")
+        sig = inspect.signature(obj)
+        miss = [p for p, v in sig.parameters.items() if v.annotation is inspect.Parameter.empty]
+        if miss:
+            why.append(f"parameters without a type hint: {miss}")
+        if sig.return_annotation is inspect.Signature.empty:
+            why.append("no return type")
+        if why:
+            bad.append(f"{n}: {'; '.join(why)}")
+    assert not bad, f"{name}: " + " | ".join(bad)
