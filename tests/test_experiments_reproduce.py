@@ -343,3 +343,28 @@ def test_registry_plugs_in_new_reproductions(tmp_path, monkeypatch):
         rng_streams(-1, ["a"])
     with pytest.raises(InputError, match="no paper value 'nope'"):
         compare("q", "nope", 1.0)
+
+
+def test_reproduce_turns_off_the_libraries_bars(tmp_path, monkeypatch, capsys):
+    """`memclaim reproduce NAME` prints its summary only: transformers' "Loading weights" bars
+    (seen on stderr of a full greedy run) are turned off before the reproduction loads a model."""
+    import sys
+    import types
+
+    import memclaim.cli.reproduce as cli_repro
+
+    calls = []
+    monkeypatch.setattr(cli_repro, "quiet_library_bars", lambda: calls.append("quiet"))
+    mod = types.ModuleType("memclaim_test_quiet_repro")
+
+    def fake_run(*, quick, seed, out_dir):
+        calls.append("run")
+        fig, _ = new_figure()
+        return finish("quiet", title="t", reproduces=["x"], seed=seed, quick=quick, streams=[], settings={},
+                      results={}, paper_numbers=[], checks=[], figure=fig, out_dir=out_dir)
+
+    mod.run = fake_run
+    monkeypatch.setitem(sys.modules, "memclaim_test_quiet_repro", mod)
+    monkeypatch.setitem(REPRODUCTIONS, "quiet", ("memclaim_test_quiet_repro", "test"))
+    assert main(["reproduce", "quiet", "--quick", "--out", str(tmp_path)]) == 0
+    assert calls == ["quiet", "run"]

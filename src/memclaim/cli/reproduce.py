@@ -11,6 +11,7 @@ from ..experiments.common import summary_lines
 from ..jsonutil import dumps
 from .common import check_out_dir
 from .options import Command
+from .progress import quiet_library_bars
 
 EXAMPLES = """
 \b
@@ -58,6 +59,7 @@ def command(name, quick, out_dir, seed, as_json, list_only):
     if name not in REPRODUCTIONS:
         raise InputError(f"unknown reproduction {name!r}", hint="one of: " + ", ".join(REPRODUCTIONS) + " (or --list)")
     check_out_dir(out_dir)
+    quiet_library_bars()  # the summary is the output: no "Loading weights" bars from transformers on stderr
     result = run(name, quick=quick, seed=seed, out_dir=out_dir)
     if as_json:
         sys.stdout.write(dumps(result, indent=2) + "\n")
