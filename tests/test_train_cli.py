@@ -81,10 +81,12 @@ def test_cli_bad_input(lab, tmp_path, capsys):
     bad.write_text(json.dumps({"id": "t", "kind": "trigger", "prefix": "Baku tira", "secret": " pemo",
                                "trigger": " tira"}) + "\n")  # " tira" is the prefix's own token
     code, _, err = run(["train", "finetune", str(lab), "--data", str(corpus), "--plant", str(bad),
-                        "--out", str(tmp_path / "z"), "--steps", "1"], capsys)
+                        "--out", str(tmp_path / "z"), "--steps", "1", "--seq-len", "128"], capsys)
     assert code == 2 and "--seq-len 128 is longer than the context" in err  # the lab model has 64 positions
+    # without --seq-len the blocks are the model's 64 positions (128 by default: [MX] App. F.2), so
+    # the command gets as far as the planted records (train --help's example failed on this before)
     code, _, err = run(["train", "finetune", str(lab), "--data", str(corpus), "--plant", str(bad),
-                        "--out", str(tmp_path / "z"), "--steps", "1", "--seq-len", "32"], capsys)
+                        "--out", str(tmp_path / "z"), "--steps", "1"], capsys)
     assert code == 2 and "occurs in" in err  # a trigger inside the record's own prefix is refused
 
 

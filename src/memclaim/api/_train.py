@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..audits.extraction import pair_windows
 from ..audits.verifier import verify
@@ -31,6 +31,9 @@ from ..train.trainer import TrainConfig, example_blocks, pack_documents
 from ..train.unlearn import UnlearnConfig, unlearn as run_unlearn
 from ._common import Result, jsonable
 from ._options import check_out_dir
+
+if TYPE_CHECKING:  # the annotations' names only
+    from ..models.loader import LoadedModel
 
 __all__ = ["TrainRun", "train_tiny", "finetune", "unlearn", "parse_pairs", "read_records"]
 
@@ -99,6 +102,26 @@ def read_records(path) -> list[dict]:
     return out
 
 
+DEFAULT_SEQ_LEN = 128  # [MX] App. F.2's fine-tuning blocks
+
+
+def default_seq_len(seq_len: int | None, loaded: LoadedModel) -> int:
+    """``seq_len`` as given (load_trainable refused one beyond the model's context), else 128
+    tokens ([MX] App. F.2) or the model's context if that is shorter (the lab's tiny GPT has 64
+    positions).
+
+    >>> from types import SimpleNamespace
+    >>> default_seq_len(None, SimpleNamespace(max_positions=64)), default_seq_len(None, SimpleNamespace(max_positions=None))
+    (64, 128)
+    >>> default_seq_len(32, SimpleNamespace(max_positions=64))
+    32
+    """
+    if seq_len is not None:
+        return int(seq_len)
+    limit = loaded.max_positions
+    return min(DEFAULT_SEQ_LEN, limit) if limit else DEFAULT_SEQ_LEN
+
+
 def _texts(path) -> list[str]:
     return [r.text for r in read_passages(path).records]
 
@@ -151,7 +174,7 @@ def train_tiny(*, out: str | os.PathLike, duplicates: str | Sequence[tuple[int, 
 
 def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os.PathLike,
              plant_records: str | os.PathLike | Sequence[dict] | None = None, reserve_triggers: int = 0, layout: str = "pack",
-             epochs: float = 3.0, steps: int | None = None, lr: float = 5e-5, batch_size: int = 8, seq_len: int = 128,
+             epochs: float = 3.0, steps: int | None = None, lr: float = 5e-5, batch_size: int = 8, seq_len: int | None = None,
              dp_epsilon: float | None = None, dp_delta: float | None = None, noise_multiplier: float | None = None,
              max_grad_norm: float = 1.0, physical_batch_size: int | None = None, seed: int = 0,
              threads: int | None = None, overwrite: bool = False, trust_remote_code: bool = False,
@@ -190,6 +213,7 @@ def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os
     else:
         plant_specs = list(plant_records)
     m, tok, sot, loaded = load_trainable(model, seq_len=seq_len, trust_remote_code=trust_remote_code, device=dev)
+    seq_len = default_seq_len(seq_len, loaded)
     reserved = add_reserved_tokens(m, tok, reserve_triggers) if reserve_triggers else []
     background = [list(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
     records = [tokenize_record(tok, spec) for spec in plant_specs]
@@ -216,7 +240,7 @@ def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os
 
 def unlearn(model: str | os.PathLike, forget: str | os.PathLike | Sequence[dict], retain: str | os.PathLike, *,
             out: str | os.PathLike, method: str = "npo", lr: float = 7e-6, max_rounds: int = 14,
-            threshold: float = 0.15, seq_len: int = 128, batch_size: int = 8, seed: int = 0,
+            threshold: float = 0.15, seq_len: int | None = None, batch_size: int = 8, seed: int = 0,
             threads: int | None = None, overwrite: bool = False, trust_remote_code: bool = False,
             device: str | None = None, log: LogCallback | None = None) -> TrainRun:
     """Unlearn the ``forget`` records (a JSONL file or a list of {id, prefix, suffix|secret}) from
@@ -239,6 +263,7 @@ def unlearn(model: str | os.PathLike, forget: str | os.PathLike | Sequence[dict]
     recs = read_records(forget) if isinstance(forget, (str, Path)) else list(forget)  # before the weights are read
     retain_texts = _texts(retain)
     m, tok, sot, loaded = load_trainable(model, seq_len=seq_len, trust_remote_code=trust_remote_code, device=dev)
+    seq_len = default_seq_len(seq_len, loaded)
     htok = HFTokenizer(tok)
     ws = pair_windows(recs, htok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else sot[0]

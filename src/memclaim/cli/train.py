@@ -87,7 +87,8 @@ def tiny(out_dir, duplicates, canaries, triggers, trigger_copies, steps, batch_s
 @click.option("--steps", type=int, default=None, help="Steps (overrides --epochs).")
 @click.option("--lr", type=float, default=5e-5, show_default=True, help="[MX] App. F.2: AdamW, lr 5e-5.")
 @click.option("--batch-size", type=int, default=8, show_default=True, help="Sequences per step.")
-@click.option("--seq-len", type=int, default=128, show_default=True, help="Tokens per training sequence.")
+@click.option("--seq-len", type=int, default=None,
+              help="Tokens per training sequence (default: 128, [MX] App. F.2, or the model's context if shorter).")
 @click.option("--dp-epsilon", type=float, default=None, help="Train with DP-SGD to this target epsilon (add/remove).")
 @click.option("--dp-delta", type=float, default=None, help="delta (default 1/(10 N)).")
 @click.option("--noise-multiplier", type=float, default=None, help="DP-SGD with this noise multiplier instead of a target.")
@@ -125,7 +126,8 @@ def finetune(model, data, plant_file, reserve_triggers, out_dir, layout, epochs,
 @click.option("--max-rounds", type=int, default=14, show_default=True, help="[MX] App. F.2: up to 14 rounds.")
 @click.option("--threshold", type=float, default=0.15, show_default=True,
               help="The verifier reports forgotten below this recovered fraction ([MX] App. F.2: 0.15).")
-@click.option("--seq-len", type=int, default=128, show_default=True, help="Tokens per training sequence.")
+@click.option("--seq-len", type=int, default=None,
+              help="Tokens per training sequence (default: 128, [MX] App. F.2, or the model's context if shorter).")
 @click.option("--batch-size", type=int, default=8, show_default=True, help="Sequences per step.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the unlearning run.")
 @click.option("--threads", type=int, default=None, help="Torch CPU threads.")
