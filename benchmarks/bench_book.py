@@ -37,6 +37,11 @@ every row group's buffers, +135 MB over a 16x book; commit 6c67ecc):
     stub  1x/4x/16x with three other jobs running: 18,142 / 26,253 / 13,342 windows/CPU s,
           peak RSS 759.3 / 751.0 / 773.5 MB -> RSS 1.019 (met); rate 0.74 (missed under that load)
 
+    toy   1x/4x/16x (--base 31250: 31,250 / 125,000 / 500,000 chars, 2,264 / 9,065 / 36,350 windows):
+          173.2 / 175.6 / 179.8 windows per CPU s (504 / 387 / 422 wall), peak RSS 718.5 / 778.0 /
+          772.7 MB -> 16x/1x RSS 1.075, rate 1.04 (both met)
+    smollm2 8,000 chars (machine loaded): 178 windows, 1.5 windows per CPU s (1.4 wall), peak RSS 1,275 MB
+
 Before that fix: stub 1x/4x/16x 617.0 / 620.9 / 764.6 MB (RSS 1.24: missed), 13,762 / 13,667 /
 16,817 windows/CPU s; toy 1x/4x/16x (31,250 / 125,000 / 500,000 chars, repeated text): 212.5 /
 245.5 / 229.1 windows per CPU s, peak RSS 633 / 640 / 647 MB; smollm2 8,000 chars: 178 windows,
