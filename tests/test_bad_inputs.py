@@ -369,6 +369,10 @@ CASES = [
      "--device gpu", "is not a device memclaim can use", 0),
     ("audit-table-max-memory-form", "audit table --instances {d}/table.json --out {new} --device-map auto "
      "--max-memory 20GB", "is not of the form DEVICE=SIZE", 0),
+    ("audit-table-offload-no-map", "audit table --instances {d}/table.json --out {new} --offload-folder {new}",
+     "needs --device-map auto", 0),
+    ("audit-table-dtype", "audit table --instances {d}/table.json --out {new} --dtype int8", "Invalid value for '--dtype'",
+     0),
     pytest.param("audit-table-device-cuda-none", "audit table --instances {d}/table.json --out {new} --device cuda:1",
                  "devices seen: cpu", 0, id="audit-table-device-cuda-none", marks=NO_GPU),
     ("test-mixed-numerics", T + " --candidates-procedure {d}/proc_cpu.json --controls-procedure {d}/proc_gpu.json",
