@@ -609,6 +609,12 @@ def test_table_from_prescored_runs_and_informed_counts(audited, tmp_path):
     assert "verifier:" in t.table.cell("random model", "unlearning verifier").note
     for f in ("report.html", "report.json", "table.md", "disagreement.png"):
         assert (tmp_path / "table" / f).is_file()
+    # the verdict rules read as paragraphs and list items, not the docstring's broken lines
+    html = (tmp_path / "table" / "report.html").read_text(encoding="utf-8")
+    rules = html[html.index("Verdict rules</h2>"):]
+    assert rules.count("<li>") == 6, rules[:2000]
+    assert "the unlearning verifier, optionally with" in rules  # one line where a role was cut out
+    assert ":func:" not in rules and "``" not in rules and "\n, " not in rules
 
 
 def test_table_spec_errors(tmp_path):

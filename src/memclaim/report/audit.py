@@ -217,6 +217,36 @@ def _plain(rst: str) -> str:
     return re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*(?![\w*])", r"\1", s)
 
 
+def rule_blocks(text: str) -> list[tuple[str, str | list[str]]]:
+    """Plain-text rules (paragraphs, and ``  - `` items whose lines wrap) as report blocks: each
+    paragraph and each item one line of words, so the page reflows them instead of keeping the
+    docstring's line breaks.
+
+    >>> rule_blocks("Rules:\\n\\nGroup A\\n  - one\\n    wrapped , here;\\n  - two")
+    [('p', 'Rules:'), ('p', 'Group A'), ('ul', ['one wrapped, here;', 'two'])]
+    """
+    blocks: list[tuple[str, str | list[str]]] = []
+    for para in re.split(r"\n\s*\n", text.strip()):
+        head, items = [], []
+        for line in para.splitlines():
+            stripped = line.strip()
+            if stripped.startswith("- "):
+                items.append([stripped[2:]])
+            elif items:
+                items[-1].append(stripped)
+            else:
+                head.append(stripped)
+
+        def words(parts: list[str]) -> str:
+            return re.sub(r"\s+([,;:.)])", r"\1", " ".join(p for p in parts if p))
+
+        if head:
+            blocks.append(("p", words(head)))
+        if items:
+            blocks.append(("ul", [words(i) for i in items]))
+    return blocks
+
+
 def table_report(result: TableResult) -> tuple[ReportBundle, dict[str, bytes]]:
     """report.{json,md,html} of the audit-disagreement table ([MX] Fig. 12) and its extra files
     (table.md, disagreement.png), rendered in memory.
@@ -239,7 +269,8 @@ def table_report(result: TableResult) -> tuple[ReportBundle, dict[str, bytes]]:
                                 for c in row] for r, row in zip(t.rows, t.cells)])
     doc.figure("Audit disagreement heatmap", fig, name="disagreement")
     doc.h2("Verdict rules")
-    doc.p(_plain(t.rules))
+    for kind, block in rule_blocks(_plain(t.rules)):
+        doc.bullets(block) if kind == "ul" else doc.p(block)
     bundle = render(doc, command="audit table", procedure=None, inputs=(), results=result.to_dict(),
                     statements=["No single audit suffices: read each column for what it misses ([MX] Cor. 6.2)."])
     return bundle, {"table.md": t.to_markdown().encode("utf-8")}
