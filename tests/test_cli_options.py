@@ -182,3 +182,24 @@ def test_api_old_keywords_warn_and_work(tmp_path):
         warnings.simplefilter("error")
         mc.test(str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), alpha="0.1", id_field="key", score_field="s")
     assert inspect.signature(mc.audit).parameters.keys() >= {"controls", "alpha", "cap_neighbors", "soundness_neighbors"}
+
+
+@pytest.mark.parametrize("argv, phrase, path", [
+    (["dp", "bounds", "--noise-multiplier", "1.1"], "Missing option '--neighbors'. Choose from: replace-one, add-remove",
+     "memclaim dp bounds"),
+    (["score", "--bogus"], "No such option '--bogus'", "memclaim score"),
+    (["dp", "bounds", "--epsilon", "abc", "--neighbors", "add-remove"], "'abc' is not a valid float", "memclaim dp bounds"),
+    (["census", "smollm2", "--stride", "ten"], "'ten' is not a valid integer", "memclaim census"),
+    (["nosuch"], "No such command 'nosuch'", "memclaim"),
+])
+def test_click_parse_errors_print_error_and_fix_and_exit_2(argv, phrase, path, capsys):
+    """click's own parse errors read like every other bad input: the usage line, `error:` naming
+    the option and value on one line, `fix:` pointing to the command's help, exit status 2."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith(f"Usage: {path} ")
+    assert lines[1].startswith("error: ") and phrase in lines[1], err
+    assert lines[2] == f"  fix: `{path} --help` lists " + ("the commands" if path == "memclaim" else
+                                                            "every option and the values it takes")
+    assert "Error:" not in err and len(lines) == 3

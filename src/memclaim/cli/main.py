@@ -84,6 +84,23 @@ def _interrupted_text() -> str:
     return f"interrupted; re-run the same command to resume{done}"
 
 
+def usage_error_text(exc: click.UsageError) -> str:
+    """A click parse error as memclaim prints every bad input: the command's usage line, ``error:``
+    with click's message on one line (it names the option and the value), and ``fix:``.
+
+    >>> print(usage_error_text(click.UsageError("Missing option '--neighbors'. Choose from:\\n\\treplace-one,\\n\\tadd-remove")))
+    error: Missing option '--neighbors'. Choose from: replace-one, add-remove
+      fix: `memclaim COMMAND --help` lists every option and the values it takes
+    """
+    ctx = exc.ctx
+    path = ctx.command_path if ctx is not None else "memclaim COMMAND"
+    message = " ".join(exc.format_message().split())
+    usage = (ctx.get_usage() + "\n") if ctx is not None else ""
+    what = ("the commands" if ctx is not None and isinstance(ctx.command, click.Group)
+            else "every option and the values it takes")
+    return f"{usage}error: {message}\n  fix: `{path} --help` lists {what}"
+
+
 def main(argv=None) -> int:
     try:
         # standalone_mode=False: click returns a command's `raise click.exceptions.Exit(n)` as n
@@ -112,6 +129,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         click.echo(_interrupted_text(), err=True)
         return 130
+    except click.UsageError as exc:
+        # click's own parse errors (unknown option, missing or invalid value) in memclaim's form:
+        # the usage line, then `error:` naming the value and `fix:`, exit 2
+        click.echo(usage_error_text(exc), err=True)
+        return 2
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
