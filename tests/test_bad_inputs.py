@@ -172,7 +172,9 @@ CASES = [
     ("audit-old-and-new-flag", A + " --nonmembers {d}/c.jsonl", "--nonmembers is the old name of --controls", 0),
     ("test-old-and-new-flag", T + " --score-column score --score-field score", "--score-column is the old name", 0),
     ("score-top-k-0", S + " --policy top-k:0", "bad value '0' for top-k", 1),
-    ("score-batch-0", S + " --batch-size 0", "--batch-size must be >= 1", 0),
+    ("score-batch-0", S + " --batch-size 0", "Invalid value for '--batch-size': '0' is not a whole number >= 1 or 'auto'", 0),
+    ("score-batch-word", S + " --batch-size lots", "'lots' is not a whole number >= 1 or 'auto'", 0),
+    ("audit-batch-negative", A + " --batch-size -4", "'-4' is not a whole number >= 1 or 'auto'", 1),
     ("score-unit-0", S + " --unit-size 0", "unit size must be >= 1", 1),
     ("score-threads-0", S + " --threads 0", "--threads must be >= 1", 0),
     ("score-threads-absurd", S + " --threads 100000", "threads per CPU core", 0),
@@ -424,9 +426,9 @@ def test_bad_input_stops_cleanly_and_changes_nothing(argv, phrase, data, previou
     assert rc == 2, err
     assert "Traceback" not in err
     assert phrase in " ".join(err.split()), err
-    assert "error:" in err or "Error:" in err  # memclaim's own message, or click's usage error
-    if "error:" in err:
-        assert "fix:" in err.split("error:", 1)[1], err
+    assert "error:" in err, err  # click's parse errors too (cli/main.usage_error_text), never click's 'Error:' form
+    assert not [line for line in err.splitlines() if line.startswith("Error:")], err
+    assert "fix:" in err.split("error:", 1)[1], err
     assert _snapshot(rep) == before["rep"]  # the previous store and report are untouched
     assert _snapshot(data) == before["data"]  # so are the inputs and every other folder
     assert _snapshot(tmp_path / "cwd") == before["cwd"]

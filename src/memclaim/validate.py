@@ -103,6 +103,21 @@ def integer(name: str, value: int, *, minimum: int | None = None, maximum: int |
     return v
 
 
+def batch_size(value: int | str, *, name: str = "--batch-size") -> int | str:
+    """A batch size: a whole number >= 1, or ``"auto"`` (the engine picks it from free memory:
+    on a GPU the largest batch whose activations fit 80% of it, on the CPU 16 windows).
+
+    >>> batch_size(8), batch_size("auto"), batch_size("AUTO")
+    (8, 'auto', 'auto')
+    """
+    if isinstance(value, str):
+        if value.strip().lower() == "auto":
+            return "auto"
+        raise DomainError(f"{name} must be a whole number >= 1 or 'auto', got {value!r}",
+                          hint=f"e.g. {name} 16, or {name} auto to size batches from free memory")
+    return integer(name, value, minimum=1)
+
+
 def query_budget(name: str, value: float) -> float:
     """A number of queries n: finite and >= 1 ([EM] §6: P[at least once in n]).
 

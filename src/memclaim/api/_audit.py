@@ -132,7 +132,7 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
           design_seed: int = 0, text_field: str | None = None, id_field: str | None = None,
           input_format: str | None = None, dtype: str | None = None, sot: str | None = None,
           device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
-          batch_size: int = 16, trust_remote_code: bool = False, threads: int | None = None,
+          batch_size: int | str = 16, trust_remote_code: bool = False, threads: int | None = None,
           progress: ProgressCallback | None = None, log: LogCallback | None = None) -> AuditRun:
     """Audit ``model`` on ``members`` vs non-member ``controls`` (``memclaim audit``): AUC with DeLong
     interval and leak signal 2 AUC - 1 for every attack, TPR at a certified FPR with a

@@ -30,7 +30,7 @@ from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, index_windows, run_scoring
 from ..text.io import read_document
 from ..text.spans import exclude_spans_from_lines, parse_exclude_spans
-from ..validate import in_open_unit, integer, query_budget
+from ..validate import batch_size as check_batch_size, in_open_unit, integer, query_budget
 from ._common import (Document, Result, WorkFolder, build_prompt_rule, check_out_dir, cut_windows, document_path,
                       jsonable, make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
 from ._model import load_model
@@ -149,7 +149,7 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
            chat_template: bool = False, aggregate: str = "max", near_verbatim: Sequence[int] = (),
            beams: Sequence[int] = (), exclude_spans: str | os.PathLike | Sequence[str] | None = None, references: Sequence[str | os.PathLike | Document] = (), min_similarity: float = 90.0,
            use_global: bool = False, budget_delta: float | None = 0.05, realistic_budget: float = 1e5,
-           controls_description: str | None = None, out: str | os.PathLike | None = None, batch_size: int = 16, unit_size: int = 64,
+           controls_description: str | None = None, out: str | os.PathLike | None = None, batch_size: int | str = 16, unit_size: int = 64,
            backend: str = "local", address: str | None = None, workers: int | None = None,
            gpus_per_worker: float = 0.0, threads_per_worker: int = 1, dtype: str | None = None,
            device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
@@ -197,8 +197,7 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
         in_open_unit("--budget-delta", budget_delta)
     if not 0 <= min_similarity <= 100:
         raise InputError(f"--min-similarity must lie in [0, 100], got {min_similarity!r}", hint="e.g. 90")
-    if batch_size < 1:
-        raise InputError(f"--batch-size must be >= 1, got {batch_size}", hint="e.g. --batch-size 16")
+    batch_size = check_batch_size(batch_size)
     query_budget("--budget", realistic_budget)
     pols = policies_of(policies)
     tested = pols[0]

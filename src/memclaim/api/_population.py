@@ -32,7 +32,7 @@ from ..report.population import headline, population_report
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, run_scoring, scoring_pairs
 from ..text.scorefile import read_id_list, read_score_file
-from ..validate import in_open_unit, query_budget
+from ..validate import batch_size as check_batch_size, in_open_unit, query_budget
 from ._common import (Result, WorkFolder, build_prompt_rule, check_out_dir, cut_windows, jsonable, make_backend,
                      near_verbatim_settings, policies_of, set_threads, window_lengths)
 from ._model import load_model
@@ -476,7 +476,7 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                beams: Sequence[int] = (), exclude_controls: str | os.PathLike | None = None, exclude_control_ids: Sequence[str] = (),
                fdr: str | float | Fraction | None = None, fwer: str | float | Fraction | None = None, seed: int = 0, budget_delta: float | None = None,
                realistic_budget: float = 1e5, confidence: float = 0.95, controls_description: str | None = None,
-               out: str | os.PathLike | None = None, batch_size: int = 16, unit_size: int = 64, backend: str = "local",
+               out: str | os.PathLike | None = None, batch_size: int | str = 16, unit_size: int = 64, backend: str = "local",
                address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0,
                threads_per_worker: int = 1, dtype: str | None = None, sot: str | None = None,
                device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
@@ -507,8 +507,7 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     """
     validate_test_levels(alpha=alpha, fdr=fdr, fwer=fwer, budget_delta=budget_delta, confidence=confidence,
                          realistic_budget=realistic_budget)
-    if batch_size < 1:
-        raise InputError(f"--batch-size must be >= 1, got {batch_size}", hint="e.g. --batch-size 16")
+    batch_size = check_batch_size(batch_size)
     pols = policies_of(policies)
     if out is not None:
         check_out_dir(out)

@@ -18,6 +18,7 @@ from ..errors import InputError
 from ..progress import LogCallback, ProgressCallback
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, run_scoring
+from ..validate import batch_size as check_batch_size
 from ._common import (Result, WorkFolder, build_prompt_rule, check_out_dir, copy_tree_into, cut_windows, jsonable,
                      make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
 from ._model import load_model
@@ -93,7 +94,7 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
           prompt_templates: Sequence[str] = (), chat_template: bool = False, aggregate: str = "max",
           text_field: str | None = None, prefix_field: str | None = None, suffix_field: str | None = None,
           id_field: str | None = None, input_format: str | None = None, near_verbatim: Sequence[int] = (),
-          beams: Sequence[int] = (), out: str | os.PathLike | None = None, label: str | None = None, batch_size: int = 16,
+          beams: Sequence[int] = (), out: str | os.PathLike | None = None, label: str | None = None, batch_size: int | str = 16,
           unit_size: int = 64, backend: str = "local", address: str | None = None, workers: int | None = None,
           gpus_per_worker: float = 0.0, threads_per_worker: int = 1, dtype: str | None = None,
           device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, 
@@ -131,8 +132,7 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     if (texts is None) == (document is None):
         raise InputError("give exactly one of --input (passages) or --document (sliding windows)",
                          hint="memclaim score MODEL --input FILE ... or --document FILE --stride S ...")
-    if batch_size < 1:
-        raise InputError(f"--batch-size must be >= 1, got {batch_size}", hint="e.g. --batch-size 16")
+    batch_size = check_batch_size(batch_size)
     pols = policies_of(policies)
     prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
     if out is not None:

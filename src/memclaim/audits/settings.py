@@ -7,7 +7,7 @@ from ..decoding import Policy
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..text.windows import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
-from ..validate import in_open_unit, integer
+from ..validate import batch_size as check_batch_size, in_open_unit, integer
 from .attacks import _exact_k
 from .metrics import exact_level
 from .shadows import SCORES
@@ -45,7 +45,7 @@ class AuditSettings(ResultMixin):
     verifier_m: int = 1
     lira_statistic: str = "sequence"
     counterfactual_scores: tuple = ("teacher-forcing", "logloss")
-    batch_size: int = 16
+    batch_size: int | str = 16
 
     def __post_init__(self):
         integer("prefix tokens", self.prefix_tokens, minimum=0)
@@ -53,7 +53,7 @@ class AuditSettings(ResultMixin):
         in_open_unit("confidence", self.confidence)
         integer("m (list budget)", self.m, minimum=1)
         integer("verifier m", self.verifier_m, minimum=1)
-        integer("batch size", self.batch_size, minimum=1)
+        object.__setattr__(self, "batch_size", check_batch_size(self.batch_size))
         if self.fpr is not None:
             exact_level("fpr", self.fpr)
         _exact_k(self.k)

@@ -14,7 +14,8 @@ from .. import api
 from ..audits.attacks import describe_attacks
 from ..audits.table_spec import TABLE_SPEC_DOC
 from ..errors import InputError
-from .common import (DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, INPUT_FORMATS, PASSAGE_INPUTS, allow_mixed_numerics,
+from .common import (BATCH_SIZE, BATCH_SIZE_HELP, DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, INPUT_FORMATS,
+                     PASSAGE_INPUTS, allow_mixed_numerics,
                      numerics_option, placement_kwargs, placement_options, print_json, stderr_log,
                      trust_remote_code_option)
 from .options import NEIGHBORS, Group
@@ -132,7 +133,7 @@ def _comma_list(ctx, param, value):
 @numerics_option
 @click.option("--sot", default=None, help="Start-of-text rule (see memclaim score --help).")
 @click.option("--threads", type=int, default=None, help="Torch CPU threads.")
-@click.option("--batch-size", type=int, default=16, show_default=True, help="Windows per forward pass.")
+@click.option("--batch-size", type=BATCH_SIZE, default=16, show_default=True, help=BATCH_SIZE_HELP)
 @trust_remote_code_option
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")

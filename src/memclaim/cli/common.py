@@ -218,11 +218,36 @@ def claim_options(f):
     return f
 
 
+class BatchSizeType(click.ParamType):
+    """--batch-size: a whole number >= 1 or 'auto' (validate.batch_size says what each means)."""
+
+    name = "N|auto"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        text = str(value).strip()
+        if text.lower() == "auto":
+            return "auto"
+        try:
+            n = int(text)
+        except ValueError:
+            n = 0
+        if n < 1:
+            self.fail(f"{value!r} is not a whole number >= 1 or 'auto'", param, ctx)
+        return n
+
+
+BATCH_SIZE = BatchSizeType()
+BATCH_SIZE_HELP = ("Windows per forward pass, or 'auto': on a GPU the largest batch whose activations fit 80% of "
+                   "its free memory, on the CPU 16 (scores are the same at every batch size on the CPU).")
+
+
 def run_options(f):
     """--batch-size --unit-size --json --no-progress: how a scoring run is cut and reported
     (score, population, census)."""
     opts = [
-        click.option("--batch-size", type=int, default=16, show_default=True, help="Windows per forward pass."),
+        click.option("--batch-size", type=BATCH_SIZE, default=16, show_default=True, help=BATCH_SIZE_HELP),
         click.option("--unit-size", type=int, default=64, show_default=True,
                      help="Windows per work unit (the unit of resume and of distribution)."),
         click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary."),

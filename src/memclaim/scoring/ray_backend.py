@@ -48,7 +48,7 @@ from ..fsutil import atomic_write_text
 from ..jsonutil import ResultMixin
 from ..models.loader import load_model
 from ..progress import LogCallback, emit_log
-from ..validate import integer, nonneg
+from ..validate import batch_size as check_batch_size, integer, nonneg
 from .store import ScoreStore
 from .units import UnitReceipt, WorkUnit
 
@@ -306,7 +306,7 @@ class RayBackend:
                  init_kwargs: dict | None = None, log: LogCallback | None = None):
         self.model_ref = model if isinstance(model, ModelRef) else ModelRef.from_loaded(model)
         self.policies = tuple(policies)
-        self.batch_size = integer("batch size", batch_size, minimum=1)
+        self.batch_size = check_batch_size(batch_size)
         self.workers = None if workers is None else integer("--workers", workers, minimum=1)
         self.threads = integer("--threads-per-worker", threads_per_worker, minimum=1)
         self.gpus = nonneg("--gpus-per-worker", gpus_per_worker)

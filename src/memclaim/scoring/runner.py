@@ -23,7 +23,7 @@ from ..fsutil import sha256_bytes
 from ..jsonutil import ResultMixin
 from ..models.loader import config_max_positions
 from ..progress import LogCallback, ProgressCallback, Reporter
-from ..validate import integer
+from ..validate import batch_size as check_batch_size, integer
 from .engine import ALL_STATS, CENSUS_STATS, NEAR_TIE_MARGIN, BatchScores, StatSet, TeacherForcingEngine, available_memory
 from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
 from .procedure import Procedure
@@ -104,9 +104,10 @@ def near_verbatim_columns(engine: TeacherForcingEngine, items: Sequence[Item], s
     return cols
 
 
-def score_unit(engine: TeacherForcingEngine, unit: WorkUnit, *, batch_size: int, near_verbatim: dict | None = None,
-               on_batch: Callable[[int], None] | None = None) -> UnitResult:
-    """Score one unit in batches of ``batch_size`` (equal lengths: no padding); with
+def score_unit(engine: TeacherForcingEngine, unit: WorkUnit, *, batch_size: int | str,
+               near_verbatim: dict | None = None, on_batch: Callable[[int], None] | None = None) -> UnitResult:
+    """Score one unit in batches of ``batch_size`` (equal lengths: no padding; ``"auto"``: the
+    engine sizes them from free memory for the unit's longest window); with
     ``near_verbatim`` settings, add the near-verbatim lower bounds for every item. ``on_batch``
     is called with the number of windows of each batch once it is scored (progress).
 
@@ -121,6 +122,9 @@ def score_unit(engine: TeacherForcingEngine, unit: WorkUnit, *, batch_size: int,
     """
     parts = []
     items = unit.items
+    if batch_size == "auto":
+        batch_size = engine.resolve_batch_size("auto", max(len(it.prompt) + len(it.suffix) for it in items) - 1,
+                                               max(len(it.suffix) for it in items))
     for a in range(0, len(items), batch_size):
         chunk = items[a:a + batch_size]
         parts.append(engine.score_batch([it.prompt for it in chunk], [it.suffix for it in chunk]))
@@ -505,7 +509,7 @@ def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence
                                                 "function, or None")
     t0 = time.perf_counter()
     integer("unit size", unit_size, minimum=1)  # option domains fail before the store is touched
-    integer("batch size", batch_size, minimum=1)
+    batch_size = check_batch_size(batch_size)
     near_verbatim = normalize_near_verbatim(near_verbatim, suffix_tokens=suffix_tokens)
     procedure = build_procedure(model, policies=policies, prefix_tokens=prefix_tokens,
                                 suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, near_verbatim=near_verbatim,
