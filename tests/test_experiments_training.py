@@ -168,9 +168,13 @@ def _dp_accountants(r):
 def _dp_cap(eps, delta, k):
     """The (k eps, delta_k) group conversion ([MX] Cor. 4.3 / Lemma B.2, delta_k = delta sum_{j<k}
     e^{j eps}) and the LOO cap of (eps', delta')-DP, delta' + (1 - delta') tanh(eps'/2) ([MX]
-    Prop. A.1), written out here; at most 1."""
+    Prop. A.1), written out here; at most 1. Written as 1 - (1 - delta_k)(1 - tanh): the form
+    delta_k + (1 - delta_k) tanh cancels to 0 once delta_k is huge (eps = 16, k = 8: delta_k ~ 1e43),
+    and delta_k >= 1 is no guarantee at all (cap 1)."""
     dk = delta * math.fsum(math.exp(j * eps) for j in range(k))
-    return min(1.0, dk + (1 - dk) * math.tanh(k * eps / 2))
+    if dk >= 1.0:
+        return 1.0
+    return min(1.0, 1.0 - (1.0 - dk) * (1.0 - math.tanh(k * eps / 2)))
 
 
 def _dp_cells(r):

@@ -588,13 +588,26 @@ def test_bad_seed_refused(name, tmp_path):
 KNOWN_OFF = {
     "trigger": {"truncated log-loss gap on x*'s own prefixes inside the seed-to-seed noise floor":
                 "full run: 4.3 floor units (attenuation, not vanishing; [MX] §8.2 reports the same at LM scale)"},
+    "audit-table": {"the naive duplicate is caught by extraction at c and by loss-MIA (positive control)":
+                    "full run: greedy extraction at c 1/24 [0.001, 0.211] is not above the prior decoder's 0/24 "
+                    "(8 copies among 1,500 background documents; the quick run's 200 keep it extractable); loss-MIA "
+                    "and LiRA AUC 1.000 catch it, the informed top-16 list recovers 8/24"},
 }
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", NAMES)
-def test_full_reproduction(name, tmp_path):
-    r = run(name, quick=False, seed=0, out_dir=tmp_path)
+# Paper numbers that the quick run matches and the full run does not, with the full run's numbers:
+# the full test asserts that they still disagree (so a change shows and the record is updated, never
+# the tolerance).
+FULL_RUN_DISAGREES = {
+    "camouflage": {"normalized_entropy": "full run (6 trees, 20,000 documents each, 8 epochs, a 64-wide network): "
+                   "0.9941 on tree 1 (0.9926-0.9945 over the 6 trees) against the paper's 0.984 +- 0.0009; our "
+                   "survivors' posterior is flatter than the paper's network's (the paper gives neither its data size "
+                   "nor its training length)"},
+}
+
+
+def check_full_run(name: str, r: dict) -> None:
+    """Every verdict of a full run, from its result (``r``, the reproduction's JSON)."""
     off = KNOWN_OFF.get(name, {})
     failed = [c["claim"] + ": " + c["detail"] for c in r["checks"] if not c["passed"] and c["claim"] not in off]
     assert not failed
@@ -604,6 +617,17 @@ def test_full_reproduction(name, tmp_path):
             TC.assert_theory(r, claim, THEORY[name])
     assert_covers(r, AGREEMENT[name])
     rows = {p["row"] for p in r["paper_numbers"]}
+    disagrees = FULL_RUN_DISAGREES.get(name, {})
     for row, spec in AGREEMENT[name].items():  # the quick run's recorded disagreements are re-judged here too
         if row in rows and isinstance(spec, (Agree, Disagrees)):
-            assert_agrees(r, row, spec)
+            if row in disagrees:
+                with pytest.raises(AssertionError):
+                    assert_agrees(r, row, spec)
+            else:
+                assert_agrees(r, row, spec)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_full_reproduction(name, tmp_path):
+    check_full_run(name, run(name, quick=False, seed=0, out_dir=tmp_path))

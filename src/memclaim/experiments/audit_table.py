@@ -50,6 +50,13 @@ Audits (columns), each on the arm's records (c, z) of the audited release:
 Fig. 10: for every trigger length, extraction at rho and at c, and the strongest deployed
 membership audit (max over loss, zlib, reference, min-k%, min-k%++ of the TPR at a certified 5%
 FPR, [EM] Eq. 5-6), with LiRA beside it.
+
+What the full run does not reproduce (seed 0, measured on this code and on 72bd0be alike): the
+positive control "the naive duplicate is caught by extraction at c". Its 8 copies among 1,500
+background documents (200 in ``--quick``, where it holds) are reproduced greedily from c for 1 of
+24 members (Clopper-Pearson 95% [0.001, 0.211]), which does not exceed the prior decoder's 0 of
+24 (upper bound 0.14), so the cell reads "blind". Loss-MIA and LiRA do catch it (AUC 1.000), and
+the informed top-16 list recovers 8 of 24. The check is reported as failed, not retuned.
 """
 from __future__ import annotations
 
