@@ -498,6 +498,8 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     dtype the model runs (:func:`memclaim.load_model`; default: the first GPU in bfloat16, else
     the CPU in float32); the device class and dtype are part of the procedure. ``allow_mixed_numerics``:
     compare scores computed with different numerics (refused otherwise; the report says so).
+    ``batch_size``: windows per forward pass, or ``"auto"`` (on a GPU the largest batch whose
+    activations fit 80% of free memory, on the CPU 16; CPU scores are the same at every size).
 
     >>> import memclaim as mc
     >>> res = mc.population("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16,

@@ -122,6 +122,8 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     ``device``, ``device_map``, ``max_memory``, ``offload_folder``, ``dtype``: where and in what
     dtype the model runs (:func:`memclaim.load_model`; default: the first GPU in bfloat16, else
     the CPU in float32); the device class and dtype are part of the procedure.
+    ``batch_size``: windows per forward pass, or ``"auto"`` (on a GPU the largest batch whose
+    activations fit 80% of free memory, on the CPU 16; CPU scores are the same at every size).
 
     >>> import memclaim as mc
     >>> run = mc.score("toy", ["A first passage of text ...", "a second ..."], prefix_tokens=8,
