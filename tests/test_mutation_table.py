@@ -33,4 +33,4 @@ def test_list_and_unknown_names():
     p = run("--list")
     assert p.returncode == 0 and len(p.stdout.splitlines()) == len(mutation_check.MUTATIONS)
     p = run("--only", "no-such-mutant")
-    assert p.returncode == 2 and "error: unknown mutation(s) no-such-mutant" in p.stderr and "fix:" in p.stderr
+    assert p.returncode == 2 and "error: unknown mutation(s) 'no-such-mutant'" in p.stderr and "fix:" in p.stderr

@@ -99,11 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the mutations and exit")
     args = ap.parse_args(argv)
     chosen = list(MUTATIONS)
-    if args.only:
+    if args.only is not None:
         names = args.only.split(",")
         unknown = sorted(set(names) - {m.name for m in MUTATIONS})
         if unknown:
-            print(f"error: unknown mutation(s) {', '.join(unknown)}\nfix: one of "
+            print(f"error: unknown mutation(s) {', '.join(map(repr, unknown))}\nfix: one of "
                   f"{', '.join(m.name for m in MUTATIONS)}", file=sys.stderr)
             return 2
         chosen = [m for m in MUTATIONS if m.name in names]

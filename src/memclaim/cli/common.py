@@ -10,6 +10,7 @@ from ..api._options import (DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, INPUT_
                             set_threads)
 from ..decoding import parse_policies
 from ..jsonutil import dumps
+from ..validate import batch_size as check_batch_size
 
 #: what a passage input may be (the help of --input, --members, --controls, ...)
 PASSAGE_INPUTS = "JSONL/TXT/CSV/Parquet/Arrow file, or a folder written by datasets' save_to_disk"
@@ -224,18 +225,11 @@ class BatchSizeType(click.ParamType):
     name = "N|auto"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
         text = str(value).strip()
-        if text.lower() == "auto":
-            return "auto"
-        try:
-            n = int(text)
+        try:  # validate.batch_size decides; a DomainError and int()'s error are both ValueErrors
+            return check_batch_size(text if text.lower() == "auto" else int(text))
         except ValueError:
-            n = 0
-        if n < 1:
             self.fail(f"{value!r} is not a whole number >= 1 or 'auto'", param, ctx)
-        return n
 
 
 BATCH_SIZE = BatchSizeType()

@@ -225,6 +225,9 @@ def rule_blocks(text: str) -> list[tuple[str, str | list[str]]]:
     >>> rule_blocks("Rules:\\n\\nGroup A\\n  - one\\n    wrapped , here;\\n  - two")
     [('p', 'Rules:'), ('p', 'Group A'), ('ul', ['one wrapped, here;', 'two'])]
     """
+    def words(parts: list[str]) -> str:
+        return re.sub(r"\s+([,;:.)])", r"\1", " ".join(p for p in parts if p))
+
     blocks: list[tuple[str, str | list[str]]] = []
     for para in re.split(r"\n\s*\n", text.strip()):
         head, items = [], []
@@ -236,10 +239,6 @@ def rule_blocks(text: str) -> list[tuple[str, str | list[str]]]:
                 items[-1].append(stripped)
             else:
                 head.append(stripped)
-
-        def words(parts: list[str]) -> str:
-            return re.sub(r"\s+([,;:.)])", r"\1", " ".join(p for p in parts if p))
-
         if head:
             blocks.append(("p", words(head)))
         if items:
