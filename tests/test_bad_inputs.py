@@ -176,6 +176,10 @@ CASES = [
     ("score-batch-word", S + " --batch-size lots", "'lots' is not a whole number >= 1 or 'auto'", 0),
     ("audit-batch-negative", A + " --batch-size -4", "'-4' is not a whole number >= 1 or 'auto'", 1),
     ("score-unit-0", S + " --unit-size 0", "unit size must be >= 1", 1),
+    # ---- issue 30: the statistics a scoring command computes
+    ("score-stats-unknown", S + " --stats loss", "unknown statistic(s) ['loss']", 1),
+    ("score-stats-dangling-plus", S + " --stats 'rank+'", "malformed statistics 'rank+'", 1),
+    ("population-stats-unknown", P + " --stats census+entropy", "unknown statistic(s) ['entropy']", 1),
     ("score-threads-0", S + " --threads 0", "--threads must be >= 1", 0),
     ("score-threads-absurd", S + " --threads 100000", "threads per CPU core", 0),
     ("score-template-field", S + " --prompt-template '{{bad}}'", "unknown fields ['bad']", 1),

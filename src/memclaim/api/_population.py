@@ -30,7 +30,7 @@ from ..progress import LogCallback, ProgressCallback
 from ..report.core import write_report
 from ..report.population import headline, population_report
 from ..scoring.results import RunScores, load_run_scores
-from ..scoring.runner import RunSummary, run_scoring, scoring_pairs
+from ..scoring.runner import RunSummary, run_scoring, run_stats, scoring_pairs
 from ..text.scorefile import read_id_list, read_score_file
 from ..validate import batch_size as check_batch_size, in_open_unit, query_budget
 from ._common import (Result, WorkFolder, build_prompt_rule, check_out_dir, cut_windows, jsonable, make_backend,
@@ -481,6 +481,7 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                threads_per_worker: int = 1, dtype: str | None = None, sot: str | None = None,
                device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
                allow_pickle: bool = False, trust_remote_code: bool = False, threads: int | None = None,
+               stats: str | Sequence[str] | None = "census",
                progress: ProgressCallback | None = None, log: LogCallback | None = None) -> PopulationResult:
     """Score ``members`` and ``controls`` with ``model`` under one extraction procedure ([EM] Def.
     B.2), then run the conformal population test ([EM] §3, §4) (``memclaim population``).
@@ -500,6 +501,9 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     compare scores computed with different numerics (refused otherwise; the report says so).
     ``batch_size``: windows per forward pass, or ``"auto"`` (on a GPU the largest batch whose
     activations fit 80% of free memory, on the CPU 16; CPU scores are the same at every size).
+    ``stats``: the statistics to compute and store; the test reads log q only, so the default
+    is ``"census"`` (log q, greedy flag, margin); ``"all"`` adds the per-token full-softmax
+    statistics the audits use (see :func:`memclaim.score`).
 
     >>> import memclaim as mc
     >>> res = mc.population("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16,
@@ -510,6 +514,7 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     validate_test_levels(alpha=alpha, fdr=fdr, fwer=fwer, budget_delta=budget_delta, confidence=confidence,
                          realistic_budget=realistic_budget)
     batch_size = check_batch_size(batch_size)
+    stat_set = run_stats(stats)  # a bad name is refused before any work
     pols = policies_of(policies)
     if out is not None:
         check_out_dir(out)
@@ -559,7 +564,8 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
         scored[label] = run_scoring(m, windows, policies=pols, prefix_tokens=prefix_tokens,
                                     suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store, label=label,
                                     inputs=inputs, batch_size=batch_size, unit_size=unit_size, progress=progress,
-                                    skipped_empty=skipped_empty, near_verbatim=nv, backend=backend_obj, log=log)
+                                    skipped_empty=skipped_empty, near_verbatim=nv, backend=backend_obj, log=log,
+                                    stats=stat_set)
         if label == CONTROLS_LABEL:
             ctrl = load_run_scores(store, run=scored[label].run_id, policy=tested, near_verbatim=nv_eps_tested)
             require_generable_controls(ctrl, before="members")

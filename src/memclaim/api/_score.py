@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from ..errors import InputError
 from ..progress import LogCallback, ProgressCallback
 from ..scoring.results import RunScores, load_run_scores
-from ..scoring.runner import RunSummary, run_scoring
+from ..scoring.runner import RunSummary, run_scoring, run_stats
 from ..validate import batch_size as check_batch_size
 from ._common import (Result, WorkFolder, build_prompt_rule, check_out_dir, copy_tree_into, cut_windows, jsonable,
                      make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
@@ -99,7 +99,7 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
           gpus_per_worker: float = 0.0, threads_per_worker: int = 1, dtype: str | None = None,
           device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, 
           sot: str | None = None, allow_pickle: bool = False, trust_remote_code: bool = False,
-          threads: int | None = None, progress: ProgressCallback | None = None,
+          threads: int | None = None, stats: str | Sequence[str] | None = "all", progress: ProgressCallback | None = None,
           log: LogCallback | None = None) -> ScoreResult:
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store
     (``memclaim score``).
@@ -124,6 +124,9 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     the CPU in float32); the device class and dtype are part of the procedure.
     ``batch_size``: windows per forward pass, or ``"auto"`` (on a GPU the largest batch whose
     activations fit 80% of free memory, on the CPU 16; CPU scores are the same at every size).
+    ``stats``: the statistics to compute and store (``"all"``, ``"census"`` or names joined with
+    ``+``, :class:`memclaim.scoring.engine.StatSet`); log q, the greedy flag and the margin are
+    always kept. What each costs: ``memclaim score --help`` and docs/store.md.
 
     >>> import memclaim as mc
     >>> run = mc.score("toy", ["A first passage of text ...", "a second ..."], prefix_tokens=8,
@@ -135,6 +138,7 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
         raise InputError("give exactly one of --input (passages) or --document (sliding windows)",
                          hint="memclaim score MODEL --input FILE ... or --document FILE --stride S ...")
     batch_size = check_batch_size(batch_size)
+    stat_set = run_stats(stats)  # a bad name is refused before any work
     pols = policies_of(policies)
     prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
     if out is not None:
@@ -154,5 +158,5 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
                           suffix_tokens=suffix_tokens, prompt_rule=build_prompt_rule(prompt_templates, chat_template,
                                                                                      aggregate),
                           out_dir=work.path, label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
-                          progress=progress, skipped_empty=skipped_empty, backend=scorer)
+                          progress=progress, skipped_empty=skipped_empty, backend=scorer, stats=stat_set)
     return ScoreResult(summary=summary, policies=tuple(p.spec for p in pols), near_verbatim=nv, work=work)
