@@ -182,16 +182,21 @@ def _chunk_rows(vocab: int, logit_chunk_bytes: int) -> int:
     return max(1, logit_chunk_bytes // (4 * vocab))
 
 
-# The CPU schedule's statistics run over blocks of rows whose [rows, V] float32 logits take about
-# this many bytes, so that the dozen passes over them (log-softmax, exp, products, compares,
-# top-k) read cache, not memory. Measured on 2-core AMD EPYC (benchmarks/profile_scoring.py):
-# Gemma 3 (V = 262,144), default statistics, 16 windows of 50 scored rows: 6.5 CPU-s window by
-# window (52 MB per pass), 2.5 CPU-s in blocks of 8 rows; SmolLM2 (V = 49,152): 0.80 -> 0.45.
-STAT_BLOCK_BYTES = 8 << 20
+# The CPU schedule's statistics run over blocks of STAT_BLOCK_ROWS rows, fewer where their
+# [rows, V] float32 logits would pass STAT_BLOCK_BYTES, so that the dozen passes over them
+# (log-softmax, exp, products, compares, top-k) read cache, not memory, and each torch call
+# still has rows enough to pay for itself. Measured on a 2-core AMD EPYC (Zen 3, 32 MB L3;
+# benchmarks/profile_scoring.py), 16 windows of 50 scored rows, CPU seconds, default / census
+# statistics: Gemma 3 (V = 262,144) window by window (52 MB per pass) 6.0 / 1.5, blocks of 4
+# rows 2.3 / 0.95, 8 rows 2.2 / 0.83, 16 rows 2.2 / 0.78, 32 rows 4.3 / 1.0; SmolLM2
+# (V = 49,152) window by window 0.80 / 0.37, 16 rows 0.47 / 0.17, 42 rows 0.51 / 0.17, 80 rows
+# 0.53 / 0.24.
+STAT_BLOCK_ROWS = 16
+STAT_BLOCK_BYTES = 16 << 20
 
 
 def _stat_block_rows(vocab: int, block_bytes: int) -> int:
-    return max(2, block_bytes // (4 * vocab))
+    return max(2, min(STAT_BLOCK_ROWS, block_bytes // (4 * vocab)))
 
 
 def stat_blocks(c0: int, c1: int, sub: int, block: int) -> list[tuple[int, int]]:
