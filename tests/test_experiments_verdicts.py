@@ -371,6 +371,212 @@ def test_reports_show_sentence_test_numbers_and_verdict():
     assert "For $10$-token suffixes" in page.replace("\\$", "$") and "not testable here" in page
 
 
+# ================================================================== [MX]: the checks quote the sentences they test
+MX_MODULES = ("staircase", "entropy_sweep", "per_instance", "camouflage", "trigger", "gated", "dp_calibration",
+              "canary_floor", "unlearning", "audit_table")
+
+
+@pytest.mark.parametrize("mod_name", MX_MODULES)
+def test_every_mx_quote_is_in_the_paper_verbatim(mod_name):
+    text = _paper_text("MX")
+    if text is None:
+        pytest.skip("the papers are not on this machine (set MEMCLAIM_PAPERS)")
+    quotes = _module_quotes(mod_name)
+    assert quotes, mod_name
+    for key, q in quotes.items():
+        assert _in_paper(q, text, ordered=False), f"{mod_name}.{key} is not in [MX] verbatim: {q!r}"
+
+
+def _passed(checks):
+    return [c.passed for c in checks]
+
+
+def _quoted(checks):
+    """Each check either quotes a sentence of the paper or says where it comes from instead."""
+    assert all(c.where for c in checks), [c.claim for c in checks if not c.where]
+    return [bool(c.quote) for c in checks]
+
+
+def test_staircase_checks():
+    from memclaim.experiments.staircase import checks_for
+
+    def row(k, lo, hi, tv=0.5, loss=1.0):
+        return {"k": k, "eta_star": 0.5, "group_bound_tanh": 0.6, "geometric_exact_tv": tv,
+                "staircase_privacy_loss": loss, "geometric": {"ci_low": lo, "ci_high": hi},
+                "bernoulli_staircase": {"ci_low": 0.45, "ci_high": 0.55}}
+
+    ok = checks_for([row(1, 0.45, 0.55), row(2, 0.47, 0.58)], epsilon=1.0, family_confidence=0.99)
+    assert _passed(ok) == [True] * 5 and _quoted(ok) == [True, True, True, True, False]
+    # the measured interval misses eta*_2 and reaches the group bound: "matches" and "strictly below" fail
+    bad = checks_for([row(1, 0.45, 0.55), row(2, 0.52, 0.61, tv=0.51, loss=1.01)], epsilon=1.0,
+                     family_confidence=0.99)
+    assert _passed(bad) == [False, False, True, False, False]
+
+
+def test_entropy_sweep_checks():
+    from memclaim.experiments.entropy_sweep import checks_for
+
+    row = {"topm_ci": [0.1, 0.2], "topm_predicted": 0.15, "frontier": 0.16, "gadget_ci": [0.15, 0.17]}
+    cr = {"frontier_crossing_bits": 6.7646, "h_star_bits": 6.7646, "frontier_crossing_between_n": [108, 109],
+          "topm_predicted_crossing_between_n": [108, 109], "topm_predicted_minus_frontier_at_crossing": -1e-9,
+          "topm_predicted_crossing_bits": 6.76, "topm_measured_crossing_bits": 6.77, "topm_measured_crossing_se": 0.01}
+    can = {"predicted": 0.414, "bound": 0.76, "measured": 0.41, "ci_check": [0.39, 0.43]}
+    st = {"confidence": 0.99, "canary_check_confidence": 0.999}
+    ok = checks_for({"sweep": [row] * 3, "crossing": cr, "canaries": {"zipf": can, "uniform10": can}}, st)
+    assert _passed(ok) == [True] * 7 and all(_quoted(ok))
+    off = {**cr, "topm_predicted_crossing_between_n": [112, 113], "frontier_crossing_bits": 6.9}
+    bad = checks_for({"sweep": [row, {**row, "gadget_ci": [0.17, 0.19]}], "crossing": off,
+                      "canaries": {"zipf": {**can, "ci_check": [0.42, 0.45]}, "uniform10": can}}, st)
+    assert _passed(bad) == [True, True, False, False, False, False, True]
+
+
+def test_per_instance_checks():
+    from memclaim.experiments.per_instance import checks_for
+
+    fam = {"violations_at_sigma": 0, "max_z_over_bound": 1.2, "fit_chi2": 500.0, "fit_dof": 500, "fit_p_value": 0.5,
+           "predicted_max_gap_to_bound": -0.01, "pooled_z_vs_bound": -30.0}
+    st = {"n_instances": 500, "fit_test_level": 0.001}
+    ok = checks_for({"rr": fam, "bsc": fam}, st)
+    assert _passed(ok) == [True] * 4 and all(_quoted(ok))
+    bad = checks_for({"rr": {**fam, "violations_at_sigma": 2}, "bsc": {**fam, "fit_p_value": 1e-6,
+                                                                       "predicted_max_gap_to_bound": 0.0}}, st)
+    assert _passed(bad) == [False, True, False, False]
+
+
+def test_camouflage_check():
+    from memclaim.experiments.camouflage import checks_for
+
+    summ = {"trees": 6, "greedy_successes": 0, "greedy_interval": [0.0, 0.46], "list_successes": 1,
+            "list_interval": [0.004, 0.64], "list_cap": 0.0625}
+    assert _passed(checks_for(summ, {"k": 4, "L": 4})) == [True]
+    assert _passed(checks_for({**summ, "greedy_successes": 3, "greedy_interval": [0.12, 0.88]}, {"k": 4, "L": 4})) \
+        == [False]
+
+
+def test_trigger_checks():
+    from memclaim.experiments.trigger import checks_for
+
+    sc = {"abs_mem": 0.001, "noise_floor": 0.002, "gap_in_floor_units": 0.5}
+    res = {"extraction_at_rho": {"poisoned": 3, "clean": 0, "runs_per_condition": 3},
+           "extraction_at_c": {"poisoned": 0, "clean": 0}, "local_scores": {"h_tf": sc, "h_ll": sc}}
+    ok = checks_for(res)
+    assert _passed(ok) == [True] * 5 and all(_quoted(ok))
+    bad = {**res, "extraction_at_c": {"poisoned": 1, "clean": 0},
+           "local_scores": {"h_tf": {**sc, "abs_mem": 0.01, "gap_in_floor_units": 5.0}, "h_ll": sc}}
+    assert _passed(checks_for(bad)) == [True, True, False, False, True]
+
+
+def test_gated_checks():
+    from memclaim.experiments.gated import checks_for
+
+    chance = {"auc": 0.52, "low": 0.4, "high": 0.64, "excludes_chance": False}
+    res = {"identical_logits": [True] * 4, "engine_identical": True,
+           "audits": {"reference": {"auc": 0.5, "member_scores": [0.0, 0.0], "nonmember_scores": [0.0]},
+                      "loss": chance, "zlib": chance},
+           "extraction": {"via_rho": {"hits": 4, "n": 4, "generate_agrees": 4}, "via_rho_on_base": {"hits": 0}}}
+    ok = checks_for(res, {"family_confidence": 0.95})
+    assert _passed(ok) == [True] * 5 and _quoted(ok) == [True, True, True, True, False]
+    bad = {**res, "audits": {**res["audits"], "reference": {"auc": 0.55, "member_scores": [0.1, 0.0],
+                                                            "nonmember_scores": [0.0]}},
+           "extraction": {"via_rho": {"hits": 3, "n": 4, "generate_agrees": 4}, "via_rho_on_base": {"hits": 1}}}
+    assert _passed(checks_for(bad, {"family_confidence": 0.95})) == [True, False, True, False, False]
+
+
+def test_dp_calibration_checks():
+    from memclaim.experiments.dp_calibration import checks_for
+
+    dp = {"epsilon": 0.9, "target_epsilon": 1.0, "epsilon_rdp_dp_accounting": 0.9, "epsilon_pld_dp_accounting": 0.8}
+
+    def cell(k, mem, p=0.4, label="visible", curve=0.09):
+        return {"k": k, "mem": mem, "se": 0.01, "violation_p": p, "violation_p_curve": p, "cap_conservative": 0.1,
+                "cap_curve": curve, "label": label}
+
+    rows = [{"epsilon": 1.0, "models": [{"dp": dp}], "cells": [cell(1, 0.0), cell(8, 0.01)]},
+            {"epsilon": "inf", "models": [], "cells": [cell(1, 0.01), cell(8, 0.5)]}]
+    ok = checks_for(rows)
+    assert _passed(ok) == [True] * 7 and _quoted(ok) == [False, False, True, True, True, True, True]
+    over = {**dp, "epsilon": 1.2, "epsilon_rdp_dp_accounting": 1.5}
+    rows = [{"epsilon": 1.0, "models": [{"dp": over}], "cells": [cell(1, 0.3, p=1e-5, curve=0.2), cell(8, 0.0)]},
+            {"epsilon": "inf", "models": [], "cells": [cell(1, 0.01), cell(8, 0.02)]}]
+    assert _passed(checks_for(rows)) == [False, False, False, False, False, True, False]
+
+
+def test_canary_floor_checks():
+    from memclaim.experiments.canary_floor import checks_for
+
+    def g(k, n, lo, hi):
+        return {"successes": k, "trials": n, "lower": lo, "upper": hi}
+
+    def b(pg, auc_low=0.8, members=3):
+        return {"members": members, "non_members": 3, "prior_guessing": pg, "extraction_dp": g(0, 3, 0.0, 0.6),
+                "mean_dp_bound": 0.4, "auc_reference_leaky": {"auc": 0.95, "low": auc_low, "high": 1.0}}
+
+    res = {"h_star": {"bits": 9.09}, "buckets": {"below": b(g(9, 20, 0.2, 0.6)), "above": b(g(0, 20, 0.0, 0.14))},
+           "certificate": {"every_below_closed": True, "every_unclosed_outside_below": True, "closed_fraction": 0.85,
+                           "unplaced": 0}}
+    ok = checks_for(res)
+    assert _passed(ok) == [True] * 6 and _quoted(ok) == [False, True, True, False, True, True]
+    res["buckets"] = {"below": b(g(0, 20, 0.0, 0.14), members=1), "above": b(g(0, 20, 0.0, 0.14), auc_low=0.45)}
+    assert _passed(checks_for(res)) == [False, False, True, True, False, True]
+
+
+def test_unlearning_checks():
+    from memclaim.experiments.unlearning import checks_for
+
+    def ex(r, lo):
+        return {"hits": int(r * 8), "n": 8, "rate": r, "interval": [lo, 1.0]}
+
+    before = {"naive_via_c": ex(1.0, 0.6), "trigger_via_rho": ex(1.0, 0.6), "trigger_via_c": ex(0.0, 0.0)}
+
+    def run_(rho, forgotten=True):
+        return {"forgotten": forgotten, "forgotten_before": True,
+                "after": {"naive_via_c": ex(0.0, 0.0), "trigger_via_rho": ex(rho, 0.6 if rho > 0.5 else 0.01)}}
+
+    runs = {f"{m}/{r}": run_(1.0) for m in ("graddiff", "npo") for r in ("naive", "trigger", "both")}
+    table = {m: {"naive_c_ext_after_naive_request": 0.0, "rho_ext_after_trigger_request": 1.0}
+             for m in ("graddiff", "npo")}
+    st = {"unlearn": {"threshold": 0.15}}
+    ok = checks_for({"before": before, "runs": runs, "table4": table}, st)
+    assert _passed(ok) == [True] * 5 and _quoted(ok) == [False, True, False, True, True]
+    runs["graddiff/naive"] = run_(1.0, forgotten=False)
+    runs["graddiff/trigger"] = run_(0.1)
+    before["naive_via_c"] = ex(0.375, 0.08)
+    assert _passed(checks_for({"before": before, "runs": runs, "table4": table}, st)) == [False, False, True, False,
+                                                                                          False]
+
+
+def test_audit_table_checks():
+    from types import SimpleNamespace
+
+    from memclaim.experiments.audit_table import COLUMNS, checks_for
+
+    cols = [c.name for c in COLUMNS]
+    verdicts = {"gated release": ["blind", "blind", "blind", "blind", "recovered"],
+                "trigger z = 2 (short)": ["blind", "blind", "leak", "blind", "recovered"],
+                "trigger z = 16 (long)": ["blind", "leak", "leak", "blind", "recovered"],
+                "camouflage": ["blind", "leak", "leak", "blind", "capped"],
+                "naive duplicate": ["leak", "leak", "leak", "blind", "recovered"]}
+
+    def table(v):
+        cell = lambda r, c: SimpleNamespace(verdict=v[r][cols.index(c)], value=0.5 if c == "LiRA" else 1.0)  # noqa
+        return SimpleNamespace(cell=cell, missed_by=lambda c: [r for r in v if v[r][cols.index(c)] != "leak"])
+
+    sweep = [{"secret_length": L, "extraction_at_rho": 1.0, "extraction_at_c": 0.0, "strongest_tpr": t,
+              "strongest_deployed": "loss"} for L, t in ((1, 0.05), (2, 0.1), (16, 0.9))]
+    ok, _, _ = checks_for(table(verdicts), sweep, gated_identical=True, cap=0.0625, conf=0.95)
+    assert _passed(ok) == [True] * 9 and all(_quoted(ok))
+    # the full run's recorded miss (KNOWN_OFF): the naive duplicate not caught by extraction at c
+    off = {**verdicts, "naive duplicate": ["blind", "leak", "leak", "blind", "recovered"]}
+    sweep[1]["extraction_at_c"] = 0.02
+    bad, missed, _ = checks_for(table(off), sweep, gated_identical=True, cap=0.0625, conf=0.95)
+    assert _passed(bad) == [True, True, True, True, True, False, True, False, True]
+    assert "naive duplicate" in missed["extraction at prefix c"]
+    # every deployable audit column catches everything: "no single audit suffices" fails
+    caught = {r: ["leak", "leak", "leak", "leak", v[4]] for r, v in verdicts.items()}
+    worst, _, _ = checks_for(table(caught), sweep[:1], gated_identical=True, cap=0.0625, conf=0.95)
+    assert _passed(worst)[:3] == [False, False, False]
+
+
 def test_finish_writes_the_report_and_replaces_only_its_own_files(tmp_path):
     """NAME.md and NAME.html join NAME.json/png/pdf as one change; a folder written by the previous schema
     (memclaim.reproduction/2) is replaced, a NAME.md that memclaim did not write is not (nothing written)."""
