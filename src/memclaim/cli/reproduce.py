@@ -39,13 +39,14 @@ def _names() -> list[str]:
 @click.option("--list", "list_only", is_flag=True, help="List the available reproductions and exit.")
 def command(name, quick, out_dir, seed, as_json, list_only):
     """Regenerate a figure of [MX] §8 or [EM] §4: writes NAME.json (every number, seeds, versions, our
-    numbers beside the paper's, and the checks of the theory's predictions), NAME.png and NAME.pdf, and
-    prints our numbers beside the paper's (no verdict: agreement with the paper is judged by the test
-    suite, with the tolerances and their reasons stated there). The [EM] reproductions also say what
-    differs from the paper and which of its qualitative claims held on this run.
+    numbers beside the paper's, and the checks of the theory's predictions, each quoting the sentence it
+    tests), NAME.png and NAME.pdf, and the report NAME.md and NAME.html, and prints our numbers beside
+    the paper's (no verdict: agreement with the paper is judged by the test suite, with the tolerances
+    and their reasons stated there). The [EM] reproductions also say what differs from the paper and
+    judge each of its sentences on this run: held, not held, or not testable here (with the reason).
 
-    NAME is one of the reproductions listed by --list. Exit status 1 if a check fails (a paper claim
-    that did not hold is a finding and leaves it 0).
+    NAME is one of the reproductions listed by --list. Exit status 1 if a check fails (a sentence that
+    does not hold is a finding and leaves it 0).
     """
     if list_only:
         width = max(map(len, REPRODUCTIONS))  # the longest name sets the column ("naive-vs-calibrated")
