@@ -31,6 +31,7 @@ from ..progress import ProgressCallback
 from ..report.core import write_report
 from ..report.dp import dp_bounds_report
 from ..report.privacy import plot_all
+from ..text.io import split_lines
 from ._common import Result, check_out_dir, jsonable
 from ._model import is_loaded_model, load_model
 
@@ -307,7 +308,7 @@ def read_kappa_samples(path: str | os.PathLike, m: int) -> tuple[list[float], li
     except UnicodeDecodeError as exc:
         raise InputError(f"--corpus-samples file {str(path)!r} is not valid UTF-8 (byte {exc.start}: "
                          f"{exc.object[exc.start:exc.start + 1]!r})", hint="write the JSONL file as UTF-8") from None
-    for i, line in enumerate(text.splitlines(), 1):
+    for i, line in enumerate(split_lines(text), 1):
         if not line.strip():
             continue
         try:

@@ -22,7 +22,7 @@ from ..progress import LogCallback
 from ..models.hf import HFLanguageModel
 from ..models.loader import HFTokenizer
 from ..models.placement import resolve_device
-from ..text.io import read_passages
+from ..text.io import read_passages, split_lines
 from ..train.dp import DPConfig
 from ..train.finetune import (TinyLabSpec, check_output_folder, epochs_to_steps, finetune as run_finetune, load_trainable,
                               save_trained, tiny_lab_model)
@@ -90,7 +90,7 @@ def read_records(path) -> list[dict]:
     if not p.is_file():
         raise InputError(f"{str(p)!r} does not exist", hint="pass a JSONL file, one JSON object per line")
     out = []
-    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    for i, line in enumerate(split_lines(p.read_text(encoding="utf-8")), 1):
         if not line.strip():
             continue
         try:
