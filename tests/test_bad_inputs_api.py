@@ -68,6 +68,36 @@ def _ray_silent(c):
     mc.score("toy", _m(c), prefix_tokens=8, suffix_tokens=8, backend="ray", address=_silent_server(c), out=c.new)
 
 
+def _dp_out_of_memory(c):
+    """The memory the estimates cannot foresee (another process took it): a bare MemoryError
+    inside dp_bounds becomes a DomainError naming the options that ask for less."""
+    import memclaim.api._dp as dp
+
+    def boom(*a, **k):
+        raise MemoryError
+
+    c.monkeypatch.setattr(dp, "_dp_bounds", boom)
+    mc.dp_bounds(epsilon=1, neighbors="add-remove")
+
+
+def _score_files_reordered(c):
+    """The candidates' score file again, its rows in another order and with CRLF line endings."""
+    rows = (c.d / "s1.csv").read_text().splitlines()
+    other = c.tmp / "s1-reordered.csv"
+    other.write_bytes(("\r\n".join([rows[0]] + rows[:0:-1]) + "\r\n").encode())
+    mc.test(c.d / "s1.csv", other)
+
+
+def _store_same_texts(c):
+    """Two runs of one store scored from the same texts in another order under other ids."""
+    texts = _texts(4)
+    store = c.tmp / "same-texts-store"
+    mc.score("toy", texts, prefix_tokens=3, suffix_tokens=3, policies=["full"], out=store, label="a")
+    mc.score("toy", [{"id": f"other-{i}", "text": t["text"]} for i, t in enumerate(reversed(texts))], prefix_tokens=3,
+             suffix_tokens=3, policies=["full"], out=store, label="b")
+    mc.test(store, store, run="a", controls_run="b", alpha="0.5")
+
+
 def _datasets(kind):
     import datasets
 
@@ -250,6 +280,9 @@ ROWS = [
     ("test-seed-huge", lambda c: mc.test(c.d / "s1.csv", c.d / "s2.csv", seed=1e23), "got 1e+23"),
     ("test-same-file", lambda c: mc.test(c.d / "s1.csv", c.d / "s1.csv"), "are the same file"),
     ("test-identical-files", lambda c: mc.test(c.d / "s1.csv", c.d / "s1_copy.csv"), "identical contents"),
+    ("test-store-same-texts", _store_same_texts, "hold the same window texts (from inputs in another order"),
+    ("test-same-scores-reordered", _score_files_reordered,
+     "hold the same ids and scores (in another order, format or line endings)"),
     ("test-missing-file", lambda c: mc.test(c.d / "nope.csv", c.d / "s2.csv"), "does not exist"),
     ("test-score-word", lambda c: mc.test(c.d / "s_nan.csv", c.d / "s2.csv"), "is not a number"),
     ("test-store-and-file", lambda c: mc.test(c.store, c.d / "s2.csv", run="members"), "both be score stores"),
@@ -379,6 +412,7 @@ ROWS = [
     ("dp-neighbors", lambda c: mc.dp_bounds(epsilon=1, neighbors="sideways"), "sideways"),
     ("dp-audit-incomplete", lambda c: mc.dp_bounds(epsilon=1, neighbors="replace", successes=3),
      "needs --successes, --trials, --baseline and --list-size together"),
+    ("dp-out-of-memory", _dp_out_of_memory, "memclaim dp bounds ran out of memory"),
     ("dp-account-noise-0", lambda c: mc.dp_account(noise_multiplier=0, sampling_rate=0.01, steps=10, delta=1e-5),
      "noise_multiplier must be finite and > 0"),
     ("dp-account-noise-tiny", lambda c: mc.dp_account(noise_multiplier=1e-6, sampling_rate=0.01, steps=10, delta=1e-5),

@@ -11,6 +11,7 @@ neighbouring relation and, for caps, its counterfactual functional.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -161,12 +162,28 @@ def _pld_options(exc: PldTooLarge, *, grid_option: bool) -> PldTooLarge:
                        grid_needed=exc.grid_needed)
 
 
+def _memory_guard(command: str, fix: str):
+    """Decorator: a MemoryError the cost estimates did not foresee is a DomainError naming the
+    command and the options that ask for less (issue 25: the API raised a bare MemoryError)."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except MemoryError:
+                raise DomainError(f"memclaim {command} ran out of memory ({available_memory() / 2 ** 30:.3g} GiB "
+                                  "available here)", hint=fix) from None
+        return inner
+    return wrap
+
+
 def _audit_complete(successes, trials, kappa, list_size) -> None:
     if successes is None or trials is None or kappa is None or list_size is None:
         raise DomainError("the audit check needs --successes, --trials, --baseline and --list-size together",
                           hint="pass all four, or none")
 
 
+@_memory_guard("dp bounds", "a coarser --pld-grid, fewer --steps or fewer --copies")
 def dp_bounds(*, neighbors: str, epsilon: float | None = None, delta: float | None = None, mu: float | None = None,
               curve: TradeOff | None = None, noise_multiplier: float | None = None,
               sampling_rate: float | None = None, steps: int | None = None, pld_grid: float | None = None,
@@ -282,6 +299,7 @@ class DPAccount(Result):
         return f"DPAccount(epsilon={self.epsilon:.6g}, delta={self.accounting.delta:g}, {self.caps['neighbors']})"
 
 
+@_memory_guard("dp account", "a coarser --pld-grid, --accountant rdp, or fewer --copies")
 def dp_account(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float, accountant: str = "pld",
                neighbors: str = "add-remove", copies: int = 1, pld_grid: float | None = None) -> DPAccount:
     """epsilon of DP-SGD (Poisson-subsampled Gaussian) at ``delta`` via dp_accounting's PLD or RDP
@@ -409,6 +427,7 @@ def dp_corpus_baseline(samples: "str | os.PathLike | Sequence[float] | Sequence[
 
 
 # ------------------------------------------------------------------ figures
+@_memory_guard("dp plot", "fewer --steps, --copies or --max-copies")
 def dp_plots(out: str | os.PathLike, *, neighbors: str, epsilon: float = 1.0, delta: float = 0.1, mu: float = 1.0,
              copies: int = 4, max_copies: int = 8, risk: float = 0.1, list_size: int = 1,
              boundary_epsilons: Sequence[float] = (1.0, 3.0), noise_multiplier: float | None = None,

@@ -31,7 +31,7 @@ from ..report.core import write_report
 from ..report.population import headline, population_report
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, run_scoring, scoring_pairs
-from ..text.io import record_id
+from ..text.io import record_id, text_key
 from ..text.scorefile import read_id_list, read_score_file
 from ..validate import batch_size as check_batch_size, in_open_unit, query_budget, seed as check_seed
 from ._common import (Result, WorkFolder, build_prompt_rule, check_out_dir, cut_windows, jsonable, make_backend,
@@ -279,6 +279,13 @@ def store_test(*, candidates: RunScores, controls: RunScores, alpha, exclude_con
                          f"{controls.run_id}, {controls.label!r}) were scored from identical inputs (sha256 "
                          f"{digest[:16]}): a set tested against itself certifies nothing",
                          hint="score the matched non-member controls and pass that run as the controls")
+    window_keys = lambda rs: sorted(text_key(a + b) for a, b in zip(rs.prefix_texts, rs.suffix_texts))  # noqa: E731
+    if len(candidates) == len(controls) and candidates.prefix_texts is not None and controls.prefix_texts is not None \
+            and window_keys(candidates) == window_keys(controls):
+        raise InputError(f"the candidates (run {candidates.run_id}, {candidates.label!r}) and the controls (run "
+                         f"{controls.run_id}, {controls.label!r}) hold the same window texts (from inputs in another "
+                         "order, format or under other ids): a set tested against itself certifies nothing",
+                         hint="score the matched non-member controls and pass that run as the controls")
     cproc, kproc = stored_test_procedure(candidates), stored_test_procedure(controls)
     require_same_procedure(cproc, kproc, ignore=STORED_PROCEDURE_MAY_DIFFER, allow_mixed_numerics=allow_mixed_numerics)
     require_generable_controls(controls)
@@ -466,6 +473,10 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
             raise InputError(f"--candidates {str(candidates)!r} and --controls {str(controls)!r} have identical "
                              f"contents (sha256 {cf.sha256[:16]}): a set tested against itself certifies nothing",
                              hint="pass the matched non-member controls' scores with --controls")
+        if sorted(zip(cf.ids, cf.scores.tolist())) == sorted(zip(kf.ids, kf.scores.tolist())):
+            raise InputError(f"--candidates {str(candidates)!r} and --controls {str(controls)!r} hold the same ids "
+                             "and scores (in another order, format or line endings): a set tested against itself "
+                             "certifies nothing", hint="pass the matched non-member controls' scores with --controls")
         cs, ks, cids, kids, ctexts, ktexts = cf.scores, kf.scores, cf.ids, kf.ids, cf.texts, kf.texts
         inputs = [cf.input_record("candidates"), kf.input_record("controls")]
         source = "external score files"
