@@ -142,7 +142,8 @@ def run_all(root: Path) -> dict:
 # Keys added since the fixture was recorded, each by a named change; everything recorded before
 # stays, with its value. Issue 14: the device and numerics of a run (RunSummary.device, .dtype,
 # .device_class, .numerics_drift) and the procedure's model.device_class (not in a CPU key).
-ADDED_SINCE_FIXTURE = {"device", "dtype", "device_class", "numerics_drift"}
+ADDED_SINCE_FIXTURE = {"device", "dtype", "device_class", "numerics_drift",
+                       "guarantee_note"}  # issue 25: how --epsilon beside --mu is read
 
 
 def _compare(a, b, where="") -> list[str]:

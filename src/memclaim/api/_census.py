@@ -28,7 +28,7 @@ from ..report.core import write_report
 from ..scoring.engine import CENSUS_STATS
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, index_windows, run_scoring
-from ..text.io import read_document
+from ..text.io import read_document, text_key
 from ..text.spans import exclude_spans_from_lines, parse_exclude_spans
 from ..validate import batch_size as check_batch_size, in_open_unit, integer, query_budget
 from ._common import (Document, Result, WorkFolder, build_prompt_rule, check_out_dir, cut_windows, document_path,
@@ -193,7 +193,7 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
         raise InputError("no document to census", hint="pass --document BOOK --control BOOK (or --pair DOC CTRL)")
     if any(len(p) != 2 for p in pair_items):
         raise InputError("every pair is (document, control)", hint="e.g. pairs=[('a.txt', 'a-control.txt')]")
-    integer("--stride", stride, minimum=1)
+    stride = integer("--stride", stride, minimum=1)  # 8.0 is the stride 8 (sliding_windows slices by it)
     prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens)
     if budget_delta is not None:
         in_open_unit("--budget-delta", budget_delta)
@@ -202,6 +202,8 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
     batch_size = check_batch_size(batch_size)
     query_budget("--budget", realistic_budget)
     pols = policies_of(policies)
+    nv = near_verbatim_settings(near_verbatim, beams)  # every option is checked before the model loads
+    prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
     tested = pols[0]
     if tested.is_binary:
         raise InputError(f"the census needs a probability score, but the first --policy is {tested.spec!r} "
@@ -214,12 +216,23 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
     for d, c in pair_items:
         docs.append((_text_of(d, files), _text_of(c, files)))
     refs_read = [_text_of(r, files) for r in references]
-    for (d, c), (dt, ct) in zip(pair_items, docs):
+    seen_pairs: dict[tuple[str, str], int] = {}
+    for i, ((d, c), (dt, ct)) in enumerate(zip(pair_items, docs)):
         same_path = dt[3] is not None and ct[3] is not None and Path(d).resolve() == Path(c).resolve()
-        if same_path or dt[1] == ct[1]:
+        # the same text whatever its line endings, wrapping or Unicode normal form (issue 25)
+        dkey, ckey = text_key(dt[0]), text_key(ct[0])
+        if same_path or dt[1] == ct[1] or dkey == ckey:
+            how = "" if same_path or dt[1] == ct[1] else " (once line endings, whitespace and Unicode form are ignored)"
             raise InputError(f"the document {str(dt[3] or dt[2])!r} and its control {str(ct[3] or ct[2])!r} are the "
-                             "same text: a document censused against itself sets tau_doc from its own scores",
+                             f"same text{how}: a document censused against itself sets tau_doc from its own scores",
                              hint="pass a matched control the model cannot have seen (same author, genre, length)")
+        if (dkey, ckey) in seen_pairs:
+            j = seen_pairs[(dkey, ckey)]
+            raise InputError(f"pair {i + 1} ({str(dt[3] or dt[2])!r}, {str(ct[3] or ct[2])!r}) repeats pair {j + 1} "
+                             f"({str(docs[j][0][3] or docs[j][0][2])!r}, {str(docs[j][1][3] or docs[j][1][2])!r}): the "
+                             "same document and control would be censused and reported twice",
+                             hint="give each (document, control) pair once")
+        seen_pairs[(dkey, ckey)] = i
     control_specs = [(ct[3] or ct[2], ct[2], ct[0]) for _, ct in docs]
     exclusions = _exclusions(exclude_spans, control_specs)
     refs = {}
@@ -239,10 +252,8 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
             cut = cut_windows(m, document=arg, stride=stride, prefix_tokens=prefix_tokens,
                               suffix_tokens=suffix_tokens, label=label)
             jobs.append((i, role, info, label, cut))
-    prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
     for _, _, info, label, cut in jobs:  # every window fits the model, before any scoring
         index_windows(m, cut[0], prompt_rule, what=str(info[3] or info[2]))  # streaming: keys only
-    nv = near_verbatim_settings(near_verbatim, beams)
     backend_obj = make_backend(m, pols, backend=backend, address=address, workers=workers,
                                gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,
                                batch_size=batch_size, log=log)
@@ -252,7 +263,7 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
     nv_tested = max(nv["epsilons"]) if nv else None
     # every control first: a control whose every window sits at the atom (-inf, e.g. under top-k)
     # leaves no threshold ([EM] C.4.4, Eq. 31); stop before scoring the documents, with the fix
-    for i, role, info, label, (windows, inputs, _, _) in sorted(jobs, key=lambda j: j[1] != "control"):
+    for i, role, info, label, (windows, inputs, *_) in sorted(jobs, key=lambda j: j[1] != "control"):
         scored[(i, role)] = run_scoring(m, windows, policies=pols, prefix_tokens=prefix_tokens,
                                         suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store,
                                         label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,

@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..decoding import Policy, parse_policies
-from ..errors import InputError
+from ..errors import InputError, PolicyError
 from ..fsutil import sha256_bytes
 from ..jsonutil import dumps, to_jsonable
 from ..scoring.prompts import PromptRule
 from ..scoring.ray_backend import RayBackend, require_ray
 from ..scoring.runner import normalize_near_verbatim
-from ..text.io import read_document, read_passages
+from ..text.io import check_unicode, read_document, read_passages, text_key
 from ..text.tables import passages_from_object
 from ..text.windows import passage_windows, sliding_windows
+from ..validate import integer
 from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, check_out_dir, set_threads, window_lengths
 
 __all__ = ["Document", "DEFAULT_PREFIX_TOKENS", "DEFAULT_SUFFIX_TOKENS", "DEFAULT_POLICY", "window_lengths",
@@ -45,8 +46,13 @@ class Document:
     name: str = "document"
 
     def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise InputError(f"a Document's name must be a non-empty string, got {self.name!r}",
+                             hint="e.g. Document(text, name='genesis')")
+        check_unicode(self.name, "the document's name")
         if not isinstance(self.text, str) or not self.text.strip():
             raise InputError(f"document {self.name!r} is empty or not a text", hint="pass the document's text")
+        check_unicode(self.text, "the text", f"document {self.name!r}")
 
 
 def document_path(x, what: str = "document") -> Path:
@@ -61,18 +67,59 @@ def document_path(x, what: str = "document") -> Path:
 
 
 def policies_of(policies) -> tuple[Policy, ...]:
-    """Decoding policies from a spec string, Policy objects or a sequence of either (default top-k:40)."""
-    if policies is None or (not isinstance(policies, str) and len(policies) == 0):
+    """Decoding policies from a spec string, Policy objects or a sequence of either; None is the
+    default (top-k:40). An empty sequence names no policy and is refused: it must not silently
+    mean the default (issue 25).
+
+    >>> [p.spec for p in policies_of(["full", "greedy"])], policies_of(None)[0].spec
+    (['full', 'greedy'], 'top-k:40')
+    """
+    if policies is None:
         policies = (DEFAULT_POLICY,)
+    elif isinstance(policies, (str, Policy)):
+        policies = (policies,)
+    else:
+        try:
+            policies = list(policies)
+        except TypeError:
+            raise PolicyError(f"policies must be a policy string or a list of them, got {type(policies).__name__} "
+                              f"{policies!r}", hint="e.g. policies=['top-k:40', 'greedy']") from None
+        if not policies:
+            raise PolicyError("policies=[] names no decoding policy",
+                              hint=f"name at least one, e.g. policies=['top-k:40'], or leave policies out for "
+                                   f"the default {DEFAULT_POLICY}")
+    bad = [p for p in policies if not isinstance(p, (str, Policy))]
+    if bad:
+        raise PolicyError(f"a decoding policy is a string such as 'top-k:40', got {type(bad[0]).__name__} {bad[0]!r}",
+                          hint="e.g. policies=['full', 'greedy', 'temperature:0.7']")
     return parse_policies(policies)
 
 
+def _edit_counts(value, what: str) -> tuple[int, ...]:
+    """Whole numbers given as one int or a sequence of ints; a string is not a sequence of ints
+    ('12' is not [1, 2]), nor is a bool or a float with a fraction."""
+    if isinstance(value, (str, bytes)):
+        raise InputError(f"{what} must be whole numbers, got the string {value!r}",
+                         hint=f"pass a list of integers, e.g. {what}=[1, 2] (a string is read as nothing else)")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = (value,)
+    try:
+        items = list(value)
+    except TypeError:
+        raise InputError(f"{what} must be whole numbers, got {type(value).__name__} {value!r}",
+                         hint=f"e.g. {what}=[1, 2]") from None
+    return tuple(integer(what, v) for v in items)
+
+
 def near_verbatim_settings(nv_eps: Sequence[int] = (), nv_beams: Sequence[int] = ()) -> dict | None:
-    """Near-verbatim epsilons and beams ([EM] App. B.1 Eq. 2, §6) as run_scoring's argument."""
-    if isinstance(nv_eps, int):
-        nv_eps = (nv_eps,)
-    if isinstance(nv_beams, int):
-        nv_beams = (nv_beams,)
+    """Near-verbatim epsilons and beams ([EM] App. B.1 Eq. 2, §6) as run_scoring's argument: each
+    a whole number or a list of them (a string such as '12' is refused, not read as [1, 2]).
+
+    >>> near_verbatim_settings([2, 1], 8)
+    {'epsilons': [1, 2], 'beams': [8]}
+    """
+    nv_eps = _edit_counts(nv_eps if nv_eps is not None else (), "near_verbatim")
+    nv_beams = _edit_counts(nv_beams if nv_beams is not None else (), "beams")
     if nv_beams and not nv_eps:
         raise InputError("--beam applies to --near-verbatim", hint="add --near-verbatim EPS")
     if not nv_eps:
@@ -115,14 +162,22 @@ def build_prompt_rule(templates=(), chat: bool = False, aggregate: str = "max") 
     """The prompt rule f_P: the natural prefix, or templates filled with {prefix}/{suffix} ([EM] Eq. 15)."""
     if isinstance(templates, str):
         templates = (templates,)
-    return PromptRule(templates=tuple(templates or ()), chat=bool(chat), aggregate=aggregate)
+    try:
+        templates = tuple(templates or ())
+    except TypeError:
+        raise InputError(f"prompt_templates must be a template string or a list of them, got "
+                         f"{type(templates).__name__} {templates!r}",
+                         hint="e.g. prompt_templates=['Continue: {prefix}']") from None
+    return PromptRule(templates=templates, chat=bool(chat), aggregate=aggregate)
 
 
 def cut_windows(model, texts=None, *, document=None, stride=None, prefix_tokens: int | None,
                 suffix_tokens: int | None, text_field=None, id_field=None, input_format=None, label=None,
                 prefix_field=None, suffix_field=None, what: str = "texts"):
     """Read passages (a file path, a list of texts or records, a table) or a document (a path or a
-    :class:`Document`) and cut windows -> (WindowSet, inputs dict, skipped_empty, label).
+    :class:`Document`) and cut windows -> (WindowSet, inputs dict, skipped_empty, label, text key).
+    The text key names the texts whatever their file, order, ids, line endings or whitespace
+    (:func:`memclaim.text.io.text_key`): a set tested against its own copy is refused with it.
     ``prefix_tokens``/``suffix_tokens`` None (with prefix/suffix fields): the whole field."""
     if document is not None:
         if prefix_field is not None or suffix_field is not None:
@@ -142,7 +197,7 @@ def cut_windows(model, texts=None, *, document=None, stride=None, prefix_tokens:
                              stride=stride, source=name)
         inputs = {"document": where if where is not None else f"(text in memory: {name})", "sha256": digest,
                   "stride": stride, "chars": len(text)}
-        return ws, inputs, 0, label or f"document:{name}"
+        return ws, inputs, 0, label or f"document:{name}", text_key(text)
     if stride is not None:
         raise InputError("--stride applies to --document only", hint="drop --stride, or pass --document FILE")
     if texts is None:
@@ -160,7 +215,8 @@ def cut_windows(model, texts=None, *, document=None, stride=None, prefix_tokens:
     inputs = {"passages": where, "sha256": ps.sha256, "records": len(ps.records) + ps.skipped_empty}
     if prefix_field is not None:
         inputs.update(prefix_field=prefix_field, suffix_field=suffix_field)
-    return ws, inputs, ps.skipped_empty, label or default_label
+    key = sha256_bytes("\n".join(sorted(text_key(r.text) for r in ps.records)).encode("ascii"))
+    return ws, inputs, ps.skipped_empty, label or default_label, key
 
 
 # ------------------------------------------------------------------------------ results

@@ -31,8 +31,9 @@ from ..report.core import write_report
 from ..report.population import headline, population_report
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, run_scoring, scoring_pairs
+from ..text.io import record_id, text_key
 from ..text.scorefile import read_id_list, read_score_file
-from ..validate import batch_size as check_batch_size, in_open_unit, query_budget
+from ..validate import batch_size as check_batch_size, in_open_unit, query_budget, seed as check_seed
 from ._common import (Result, WorkFolder, build_prompt_rule, check_out_dir, cut_windows, jsonable, make_backend,
                      near_verbatim_settings, policies_of, set_threads, window_lengths)
 from ._model import load_model
@@ -155,11 +156,12 @@ class PopulationResult(TestResult):
 
 # ------------------------------------------------------------------------------ checks
 def validate_test_levels(*, alpha, fdr=None, fwer=None, budget_delta=None, confidence=0.95,
-                         realistic_budget=1e5) -> None:
+                         realistic_budget=1e5, seed=0) -> None:
     """Check the levels a population test will use before any scoring or reading is done, so a
     typo fails at once (exit 2) instead of after the model work."""
     query_budget("--budget", realistic_budget)
     exact_level("alpha", alpha)
+    check_seed("--seed", seed)
     if fdr is not None:
         exact_level("--fdr", fdr)
     if fwer is not None:
@@ -169,11 +171,30 @@ def validate_test_levels(*, alpha, fdr=None, fwer=None, budget_delta=None, confi
     in_open_unit("--confidence", confidence)
 
 
+def id_list(ids, what: str) -> list[str]:
+    """Ids given in Python (a string, or a sequence of strings or integers) as memclaim stores them:
+    True, a float such as nan, a list or None is refused, naming it (:func:`memclaim.text.io.record_id`)."""
+    if ids is None:
+        return []
+    if isinstance(ids, (str, int)) and not isinstance(ids, bool):
+        ids = (ids,)
+    try:
+        items = list(ids)
+    except TypeError:
+        raise InputError(f"{what} must be a list of ids, got {type(ids).__name__} {ids!r}",
+                         hint="e.g. ['c-3', 'c-7']") from None
+    out = []
+    for i, x in enumerate(items):
+        rid = record_id(x, f"{what} item {i}")
+        if rid is None:
+            raise InputError(f"{what} item {i} is empty ({x!r})", hint="give every id as a non-empty string")
+        out.append(rid)
+    return out
+
+
 def _exclusions(exclude_controls, exclude_control_ids) -> tuple[list, list]:
     """(ids to exclude, provenance records) from an id-list file and ids given directly."""
-    if isinstance(exclude_control_ids, str):
-        exclude_control_ids = (exclude_control_ids,)
-    excl = [str(x) for x in exclude_control_ids]
+    excl = id_list(exclude_control_ids, "--exclude-control")
     extra_inputs = []
     if exclude_controls:
         excl += list(read_id_list(exclude_controls))
@@ -258,6 +279,13 @@ def store_test(*, candidates: RunScores, controls: RunScores, alpha, exclude_con
                          f"{controls.run_id}, {controls.label!r}) were scored from identical inputs (sha256 "
                          f"{digest[:16]}): a set tested against itself certifies nothing",
                          hint="score the matched non-member controls and pass that run as the controls")
+    window_keys = lambda rs: sorted(text_key(a + b) for a, b in zip(rs.prefix_texts, rs.suffix_texts))  # noqa: E731
+    if len(candidates) == len(controls) and candidates.prefix_texts is not None and controls.prefix_texts is not None \
+            and window_keys(candidates) == window_keys(controls):
+        raise InputError(f"the candidates (run {candidates.run_id}, {candidates.label!r}) and the controls (run "
+                         f"{controls.run_id}, {controls.label!r}) hold the same window texts (from inputs in another "
+                         "order, format or under other ids): a set tested against itself certifies nothing",
+                         hint="score the matched non-member controls and pass that run as the controls")
     cproc, kproc = stored_test_procedure(candidates), stored_test_procedure(controls)
     require_same_procedure(cproc, kproc, ignore=STORED_PROCEDURE_MAY_DIFFER, allow_mixed_numerics=allow_mixed_numerics)
     require_generable_controls(controls)
@@ -266,7 +294,10 @@ def store_test(*, candidates: RunScores, controls: RunScores, alpha, exclude_con
                          hint="drop --binary/--no-binary: a store knows whether its policy is greedy")
     cids, _ = run_ids(candidates)
     kids, aliases = run_ids(controls)
-    excl = [aliases.get(str(x), str(x)) for x in exclude_control_ids]
+    # an id that is a control's own id names that control; only other strings are read as the
+    # window id 'source#i' of a passage (a record named 'x#0' is not the window x#0 of record x)
+    known = set(kids)
+    excl = [x if x in known else aliases.get(x, x) for x in id_list(exclude_control_ids, "--exclude-control")]
     texts = lambda rs: [a + b for a, b in zip(rs.prefix_texts, rs.suffix_texts)]  # noqa: E731
     inputs = [store_input_record(candidates, "candidates"), store_input_record(controls, "controls"),
               *extra_inputs]
@@ -308,17 +339,35 @@ def _array(x, what: str):
             ids = [str(i) for i in idx]
         x = x.to_numpy()
     try:
-        a = np.asarray(x, dtype=np.float64).reshape(-1)
+        raw = np.asarray(x)
+        a = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError):
         raise InputError(f"{what} must be scores (numbers), a stored run, a store folder or a score file; got "
                          f"{type(x).__name__}", hint="e.g. a list of natural-log probabilities") from None
+    if a.ndim != 1:
+        raise InputError(f"{what} must be one score per item (a 1-D array), got {'a single number' if a.ndim == 0 else f'an array of shape {a.shape}'}",
+                         hint="pass a list or 1-D array of natural-log probabilities (np.ravel it yourself if "
+                              "its rows really are one set of scores)")
+    if raw.dtype == bool or (raw.dtype == object and any(isinstance(v, (bool, np.bool_)) for v in raw)):
+        raise InputError(f"{what} holds True/False values, not scores: {raw[:5].tolist()}",
+                         hint="pass natural-log probabilities (0/1 flags are a greedy policy's scores: pass them as "
+                              "0.0 / -inf with kind='log-prob', or binary=True with numbers)")
     return a, ids
 
 
 def _procedure_arg(p, what: str) -> dict | None:
     if p is None or isinstance(p, dict):
         return p
-    return read_json_object(p, "procedure")
+    if not isinstance(p, (str, os.PathLike)):
+        raise InputError(f"--{what}-procedure must be the procedure record (a dict) or the path of its JSON file, "
+                         f"got a {type(p).__name__}: {str(p)[:60]}",
+                         hint="pass the 'procedure' object of the run that computed the scores, e.g. "
+                              "json.load(open('procedure.json'))")
+    if Path(p).is_dir():
+        raise InputError(f"--{what}-procedure {str(p)!r} is a folder, not a JSON file",
+                         hint="pass the JSON file of the procedure record")
+    return read_json_object(p, f"--{what}-procedure",
+                            hint="the file must hold the procedure record as one JSON object {...}")
 
 
 @renamed_keywords(id_column="id_field", score_column="score_field", text_column="text_field")
@@ -362,7 +411,7 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
         raise InputError("--near-verbatim selects a stored near-verbatim score; it needs score stores on both sides",
                          hint="score with `memclaim score ... --near-verbatim EPS --out STORE`")
     validate_test_levels(alpha=alpha, fdr=fdr, fwer=fwer, budget_delta=budget_delta, confidence=confidence,
-                         realistic_budget=realistic_budget)
+                         realistic_budget=realistic_budget, seed=seed)
     for x, opt, s in ((candidates, "--candidates", sides[0]), (controls, "--controls", sides[1])):
         if s == "path" and not Path(x).exists():
             raise InputError(f"{opt} {str(x)!r} does not exist",
@@ -424,6 +473,10 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
             raise InputError(f"--candidates {str(candidates)!r} and --controls {str(controls)!r} have identical "
                              f"contents (sha256 {cf.sha256[:16]}): a set tested against itself certifies nothing",
                              hint="pass the matched non-member controls' scores with --controls")
+        if sorted(zip(cf.ids, cf.scores.tolist())) == sorted(zip(kf.ids, kf.scores.tolist())):
+            raise InputError(f"--candidates {str(candidates)!r} and --controls {str(controls)!r} hold the same ids "
+                             "and scores (in another order, format or line endings): a set tested against itself "
+                             "certifies nothing", hint="pass the matched non-member controls' scores with --controls")
         cs, ks, cids, kids, ctexts, ktexts = cf.scores, kf.scores, cf.ids, kf.ids, cf.texts, kf.texts
         inputs = [cf.input_record("candidates"), kf.input_record("controls")]
         source = "external score files"
@@ -435,8 +488,8 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
                              hint="pass candidate_ids/control_ids with the arrays")
         cs, cids0 = _array(candidates, "candidates")
         ks, kids0 = _array(controls, "controls")
-        cids = candidate_ids if candidate_ids is not None else cids0
-        kids = control_ids if control_ids is not None else kids0
+        cids = id_list(candidate_ids, "candidate_ids") if candidate_ids is not None else cids0
+        kids = id_list(control_ids, "control_ids") if control_ids is not None else kids0
         ctexts = ktexts = None
         if cs.size == ks.size and np.array_equal(cs, ks, equal_nan=True) and \
                 (cids is None or kids is None or list(map(str, cids)) == list(map(str, kids))):
@@ -508,9 +561,11 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     'At target FPR alpha = 1/10 (10%) with N = 40 controls: K = 4, ...'
     """
     validate_test_levels(alpha=alpha, fdr=fdr, fwer=fwer, budget_delta=budget_delta, confidence=confidence,
-                         realistic_budget=realistic_budget)
+                         realistic_budget=realistic_budget, seed=seed)
     batch_size = check_batch_size(batch_size)
     pols = policies_of(policies)
+    nv = near_verbatim_settings(near_verbatim, beams)  # every option is checked before the model loads
+    prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
     if out is not None:
         check_out_dir(out)
     if isinstance(members, (str, Path)) and isinstance(controls, (str, Path)) and \
@@ -533,16 +588,16 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
             if exc.hint is not None:  # keep the fix as the fix (one "fix:" line, not two)
                 msg = msg[:-len(f"\n  fix: {exc.hint}")]
             raise InputError(f"--{label}: {msg}", hint=exc.hint) from None
-    if cut[MEMBERS_LABEL][1]["sha256"] == cut[CONTROLS_LABEL][1]["sha256"]:
+    same_bytes = cut[MEMBERS_LABEL][1]["sha256"] == cut[CONTROLS_LABEL][1]["sha256"]
+    if same_bytes or cut[MEMBERS_LABEL][4] == cut[CONTROLS_LABEL][4]:
         where = (f" {str(members)!r}" if isinstance(members, (str, Path)) else "",
                  f" {str(controls)!r}" if isinstance(controls, (str, Path)) else "")
-        raise InputError(f"--members{where[0]} and --controls{where[1]} have identical "
-                         "contents: a set tested against itself certifies nothing",
-                         hint="pass matched non-member texts with --controls")
-    prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
+        how = ("identical contents" if same_bytes else
+               "the same texts (in another order, format, ids, line endings or whitespace)")
+        raise InputError(f"--members{where[0]} and --controls{where[1]} have {how}: a set tested against itself "
+                         "certifies nothing", hint="pass matched non-member texts with --controls")
     for label in (MEMBERS_LABEL, CONTROLS_LABEL):  # every window fits the model, before any scoring
         scoring_pairs(m, cut[label][0], prompt_rule, what=f"--{label}")
-    nv = near_verbatim_settings(near_verbatim, beams)
     backend_obj = make_backend(m, pols, backend=backend, address=address, workers=workers,
                                gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,
                                batch_size=batch_size, log=log)
@@ -555,7 +610,7 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     # the controls first: when every one sits at the atom (-inf, e.g. under top-k) there is no
     # threshold ([EM] C.4.4), and the run stops before the members' scoring, with the fix
     for label in (CONTROLS_LABEL, MEMBERS_LABEL):
-        windows, inputs, skipped_empty, _ = cut[label]
+        windows, inputs, skipped_empty, *_ = cut[label]
         scored[label] = run_scoring(m, windows, policies=pols, prefix_tokens=prefix_tokens,
                                     suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store, label=label,
                                     inputs=inputs, batch_size=batch_size, unit_size=unit_size, progress=progress,

@@ -136,6 +136,8 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
                          hint="memclaim score MODEL --input FILE ... or --document FILE --stride S ...")
     batch_size = check_batch_size(batch_size)
     pols = policies_of(policies)
+    nv = near_verbatim_settings(near_verbatim, beams)  # every option is checked before the model loads
+    prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
     prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
     if out is not None:
         check_out_dir(out)
@@ -144,15 +146,13 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
                    device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)
     scorer = make_backend(m, pols, backend=backend, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
                           threads_per_worker=threads_per_worker, batch_size=batch_size, log=log)
-    windows, inputs, skipped_empty, label = cut_windows(
+    windows, inputs, skipped_empty, label, _ = cut_windows(
         m, texts, document=document, stride=stride, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
         text_field=text_field, id_field=id_field, input_format=input_format, prefix_field=prefix_field,
         suffix_field=suffix_field, label=label)
-    nv = near_verbatim_settings(near_verbatim, beams)
     work = WorkFolder(out, prefix="memclaim-store-")
     summary = run_scoring(m, windows, near_verbatim=nv, log=log, policies=pols, prefix_tokens=prefix_tokens,
-                          suffix_tokens=suffix_tokens, prompt_rule=build_prompt_rule(prompt_templates, chat_template,
-                                                                                     aggregate),
+                          suffix_tokens=suffix_tokens, prompt_rule=prompt_rule,
                           out_dir=work.path, label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
                           progress=progress, skipped_empty=skipped_empty, backend=scorer)
     return ScoreResult(summary=summary, policies=tuple(p.spec for p in pols), near_verbatim=nv, work=work)

@@ -22,13 +22,14 @@ from ..progress import LogCallback
 from ..models.hf import HFLanguageModel
 from ..models.loader import HFTokenizer
 from ..models.placement import resolve_device
-from ..text.io import read_passages
+from ..text.io import read_passages, split_lines
 from ..train.dp import DPConfig
 from ..train.finetune import (TinyLabSpec, check_output_folder, epochs_to_steps, finetune as run_finetune, load_trainable,
                               save_trained, tiny_lab_model)
 from ..train.planted import add_reserved_tokens, plant, tokenize_record, training_blocks
 from ..train.trainer import TrainConfig, example_blocks, pack_documents
 from ..train.unlearn import UnlearnConfig, unlearn as run_unlearn
+from ..validate import seed as check_seed
 from ._common import Result, jsonable
 from ._options import check_out_dir
 
@@ -90,7 +91,7 @@ def read_records(path) -> list[dict]:
     if not p.is_file():
         raise InputError(f"{str(p)!r} does not exist", hint="pass a JSONL file, one JSON object per line")
     out = []
-    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    for i, line in enumerate(split_lines(p.read_text(encoding="utf-8")), 1):
         if not line.strip():
             continue
         try:
@@ -146,6 +147,8 @@ def train_tiny(*, out: str | os.PathLike, duplicates: str | Sequence[tuple[int, 
     >>> run.manifest["train"]["steps"]                               # doctest: +SKIP
     200
     """
+    check_seed("--seed", seed)
+    check_seed("--corpus-seed", corpus_seed)
     check_out_dir(out)
     check_output_folder(out, overwrite=overwrite)  # before training: never after minutes of work
     dev = resolve_device(device)  # a device that is not there is refused before any work
@@ -197,6 +200,7 @@ def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os
     """
     if layout not in LAYOUTS:
         raise InputError(f"unknown layout {layout!r}", hint=f"one of {', '.join(LAYOUTS)}")
+    check_seed("--seed", seed)
     say = _say(log)
     check_out_dir(out)
     check_output_folder(out, overwrite=overwrite)
@@ -257,6 +261,7 @@ def unlearn(model: str | os.PathLike, forget: str | os.PathLike | Sequence[dict]
     """
     if method not in UNLEARN_METHODS:
         raise InputError(f"unknown unlearning method {method!r}", hint=f"one of {', '.join(UNLEARN_METHODS)}")
+    check_seed("--seed", seed)
     check_out_dir(out)
     check_output_folder(out, overwrite=overwrite)
     dev = resolve_device(device)

@@ -140,6 +140,8 @@ def bounds(epsilon, delta, mu, sigma, q, steps, pld_grid, neighbors, copies, m, 
         table.add_column(col, overflow="fold")
     for r in summary.rows:
         table.add_row(*(_e(x) for x in (r.name, _fmt(r.value), r.relation, r.functional, r.reference, r.note)))
+    if res.guarantee_note is not None:
+        con.print(_e(f"note: {res.guarantee_note}"))
     con.print(table)
     if summary.mechanism is not None:
         con.print(_e("rows without a tag come from the DP-SGD trade-off curve (never above the true curve); rows "

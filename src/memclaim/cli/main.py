@@ -59,12 +59,48 @@ def cli():
     extracted from it ([EM], [MX]). Run `memclaim COMMAND --help` for examples."""
 
 
-def _os_error_text(exc: BaseException) -> str:
+#: options that make a command ask for less memory at once, in the order they are suggested
+MEMORY_KNOBS = {"--batch-size": "a smaller --batch-size", "--unit-size": "a smaller --unit-size",
+                "--pld-grid": "a coarser --pld-grid", "--max-nodes": "a smaller --max-nodes",
+                "--physical-batch-size": "a smaller --physical-batch-size"}
+
+
+def _command_of(argv) -> tuple[click.Command | None, str]:
+    """The subcommand ``argv`` runs and its words (``dp bounds ...`` -> the bounds command,
+    'dp bounds'), or (None, 'COMMAND')."""
+    cmd: click.Command = cli
+    ctx = click.Context(cli)
+    words = []
+    for word in list(argv or []):
+        if not isinstance(cmd, click.Group) or word.startswith("-"):
+            break
+        sub = cmd.get_command(ctx, word)
+        if sub is None:
+            break
+        cmd = sub
+        words.append(word)
+    return (None, "COMMAND") if cmd is cli else (cmd, " ".join(words))
+
+
+def _memory_text(argv) -> str:
+    """What a MemoryError prints: the knobs the command has (issue 25: `dp bounds` was told to
+    lower --batch-size, an option it does not have)."""
+    cmd, path = _command_of(argv)
+    opts = {o for p in (cmd.params if cmd is not None else ()) for o in getattr(p, "opts", ())}
+    knobs = [how for k, how in MEMORY_KNOBS.items() if k in opts]
+    inputs = any(o in opts for o in ("--input", "--members", "--document", "--data", "--candidates"))
+    if knobs:
+        return (f"out of memory\n  fix: ask for less at a time: {', or '.join(knobs)}"
+                + (", and check that every input is a regular file of reasonable size" if inputs else ""))
+    return (f"out of memory\n  fix: ask for less work (`memclaim {path} --help` lists the options that set its "
+            "size), or run it on a machine with more memory")
+
+
+def _os_error_text(exc: BaseException, argv=None) -> str:
     import errno
 
     if isinstance(exc, MemoryError):
-        return ("out of memory\n  fix: score fewer or shorter windows at a time (--batch-size, --unit-size), "
-                "or check that the input is a regular file of reasonable size")
+        return _memory_text(argv if argv is not None else sys.argv[1:])
     where = f" {exc.filename!r}" if getattr(exc, "filename", None) else ""
     what = exc.strerror or str(exc)
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -141,7 +177,7 @@ def main(argv=None) -> int:
         # a file that cannot be read or written (permission, read-only filesystem, disk full, a
         # path that vanished): say which and stop; every memclaim write is atomic, so nothing
         # half-written is left behind
-        click.echo(f"error: {_os_error_text(exc)}", err=True)
+        click.echo(f"error: {_os_error_text(exc, argv)}", err=True)
         return 2
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -77,8 +77,18 @@ class HFTokenizer:
         if not getattr(self.tok, "chat_template", None):
             raise InputError("this model's tokenizer has no chat template",
                              hint="use --prompt-template instead of --chat-template")
-        text = self.tok.apply_chat_template([{"role": "user", "content": user_text}],
-                                            add_generation_prompt=True, tokenize=False)
+        import jinja2
+
+        try:
+            text = self.tok.apply_chat_template([{"role": "user", "content": user_text}],
+                                                add_generation_prompt=True, tokenize=False)
+        except jinja2.TemplateError as exc:  # SecurityError (the sandbox refused), raise_exception, syntax
+            what = ("the sandbox refused it" if isinstance(exc, jinja2.exceptions.SecurityError)
+                    else "it failed")
+            raise ModelLoadError(f"this model's chat template cannot be rendered: {what}: {type(exc).__name__}: "
+                                 f"{str(exc)[:200]}",
+                                 hint="use --prompt-template instead of --chat-template, or fix the chat_template of "
+                                      "the model's tokenizer_config.json (chat_template.jinja)") from None
         if not isinstance(text, str):
             raise ModelLoadError(f"the chat template rendered {type(text).__name__}, not text",
                                  hint="use a tokenizer whose chat template renders one conversation to a string")
@@ -374,7 +384,11 @@ def _load_weights(m: LoadedModel):
     from safetensors import SafetensorError
 
     dtype = _torch_dtype(m.dtype)
-    errors = Exception if m.trust_remote_code else (OSError, ValueError, RuntimeError, SafetensorError)
+    import pickle
+
+    # a bad pickle (--allow-pickle) fails in torch.load with UnpicklingError or EOFError
+    errors = Exception if m.trust_remote_code else (OSError, ValueError, RuntimeError, SafetensorError,
+                                                    pickle.UnpicklingError, EOFError)
     kwargs = {}
     try:
         config = AutoConfig.from_pretrained(str(m.path), local_files_only=True, trust_remote_code=m.trust_remote_code)
@@ -466,6 +480,36 @@ def _check_weights(path: Path) -> None:
             raise ModelLoadError(f"weights file {str(f)!r} ({f.stat().st_size:,} bytes) is corrupt or truncated: {exc}",
                                  hint="copy or download the model again (compare the file's size and sha256 with "
                                       "the source), or re-save it with save_pretrained") from None
+
+
+def _check_pickles(path: Path) -> None:
+    """With --allow-pickle and no safetensors: open each pickle checkpoint as transformers will
+    (``torch.load(weights_only=True)``, memory-mapped: the tensors are not read), so that a file
+    that is not a checkpoint is refused here, before any store or report is touched, and not as a
+    traceback from the lazy weight load (issue 25). A checkpoint in torch's legacy (non-zip)
+    format cannot be memory-mapped: it is left to the load itself, whose error is a
+    ModelLoadError too."""
+    import pickle
+    import zipfile
+
+    import torch
+
+    for f in sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(PICKLE_SUFFIXES)
+                    and p.name != "training_args.bin"):
+        legacy = not zipfile.is_zipfile(f)
+        try:
+            if legacy:
+                with open(f, "rb") as fh:  # a legacy checkpoint starts with a pickle protocol marker
+                    head = fh.read(2)
+                if len(head) < 2 or head[0] != 0x80:
+                    raise pickle.UnpicklingError(f"not a torch checkpoint (starts with {head!r})")
+                continue
+            torch.load(str(f), map_location="cpu", weights_only=True, mmap=True)
+        except (pickle.UnpicklingError, EOFError, RuntimeError, OSError, ValueError, zipfile.BadZipFile) as exc:
+            raise ModelLoadError(f"pickle checkpoint {str(f)!r} ({f.stat().st_size:,} bytes) cannot be read as "
+                                 f"weights: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                                 hint="copy the model again, or convert it to safetensors with the library that "
+                                      "wrote it (model.save_pretrained(folder, safe_serialization=True))") from None
 
 
 def _check_folder(path: Path, allow_pickle: bool, trust_remote_code: bool = False) -> None:
@@ -750,6 +794,8 @@ def load_model(spec: str, *, dtype: str = "float32", sot: str | None = None, all
     name, path = resolve_model_path(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, log=log)
     _check_folder(path, allow_pickle, trust_remote_code)
     _check_weights(path)
+    if allow_pickle and not any(path.glob("*.safetensors")):
+        _check_pickles(path)
     tokenizer = _load_tokenizer(path, trust_remote_code=trust_remote_code)
     rule = sot if sot is not None else (named_model(name).sot if is_named_model(name) else "auto")
     dmap = _plan(path, placement, dtype, trust_remote_code)

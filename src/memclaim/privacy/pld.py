@@ -51,10 +51,11 @@ from .. import validate
 from ..errors import DomainError, require
 from ..jsonutil import ResultMixin
 from .caps import eta_approx, memorization_cap
-from .tradeoff import TradeOff, approx, neighbors_label, normalize_neighbors
+from .tradeoff import TradeOff, approx, check_group_cost, neighbors_label, normalize_neighbors
 
 __all__ = ["CurveCheck", "check_curve", "curve_from_profile", "DpSgdCurve", "dpsgd_curve", "curve_caps",
-           "DEFAULT_PLD_GRID", "DEFAULT_EPSILON_STEP"]
+           "DEFAULT_PLD_GRID", "DEFAULT_EPSILON_STEP", "MAX_PLD_POINTS", "PLD_BYTES_PER_POINT", "PldTooLarge",
+           "pld_points", "check_pld_size", "check_dpsgd_size"]
 
 #: dp_accounting's default value_discretization_interval; coarser is faster and still pessimistic.
 DEFAULT_PLD_GRID = 1e-4
@@ -67,6 +68,153 @@ FLOAT_SLACK = 1e-12
 MAX_MASS_ERROR = 1e-3
 #: tolerance of the profile and curve checks (round-off, not modelling error)
 CHECK_TOL = 1e-9
+#: the most points one direction of a PLD may hold, single or composed (issue 25: --steps 1e9 was
+#: killed at 19 GB, --noise-multiplier 1e-6 asked for 35 PiB). dp_accounting composes T steps by
+#: one FFT of the composed length: measured 34 s and 2.4 GB RSS for 3.1e7 points on one core of
+#: the development machine (AMD EPYC), so 2^25 points is about a minute and 2.7 GB per direction.
+MAX_PLD_POINTS = 2 ** 25
+#: bytes per point of that FFT (complex128 transform, its power and inverse; measured ~79)
+PLD_BYTES_PER_POINT = 80
+#: dp_accounting's defaults that decide the PLD's size: the Gaussian's truncated tail (log mass)
+#: and the tail mass self_compose may drop
+_LOG_MASS_TRUNCATION = -50.0
+_TAIL_MASS_TRUNCATION = 1e-15
+
+
+class PldTooLarge(DomainError):
+    """A PLD that would not fit the point budget: ``points`` it would hold at ``grid``, the
+    ``limit`` it had to fit, and ``grid_needed``, the coarsest power-of-ten grid that would (None
+    when no sensible grid would: the noise is too small for any accounting to mean anything)."""
+
+    def __init__(self, message: str, *, hint: str, points: int, grid: float, limit: int,
+                 grid_needed: float | None):
+        super().__init__(message, hint=hint)
+        self.points, self.grid, self.limit, self.grid_needed = points, grid, limit, grid_needed
+
+
+def _adjacencies(dpa, rel: str):
+    plm = dpa.pld.privacy_loss_mechanism
+    if rel == "add-remove":
+        return (plm.AdjacencyType.REMOVE, plm.AdjacencyType.ADD)
+    return (plm.AdjacencyType.REPLACE,)
+
+
+def _single_points(dpa, sigma: float, q: float, rel: str, d: float) -> int:
+    """Points of one step's PLD (the larger direction), from the mechanism's connect-the-dots
+    bounds alone (nothing is discretized): what from_gaussian_mechanism would allocate."""
+    plm = dpa.pld.privacy_loss_mechanism
+    n = 0
+    for adj in _adjacencies(dpa, rel):
+        pl = plm.GaussianPrivacyLoss(sigma, sensitivity=1.0, pessimistic_estimate=True,
+                                     log_mass_truncation_bound=_LOG_MASS_TRUNCATION, sampling_prob=q,
+                                     adjacency_type=adj)
+        b = pl.connect_dots_bounds()
+        n = max(n, math.ceil(b.epsilon_upper / d) - math.floor(b.epsilon_lower / d) + 1)
+    return n
+
+
+def _composed_points(pld, steps: int) -> int:
+    """Points of ``pld`` composed ``steps`` times (the larger direction): dp_accounting's own
+    Chernoff bounds of the self-convolution (``common.compute_self_convolve_bounds``), which
+    decide the length of its FFT."""
+    from dp_accounting.pld import common
+
+    n = 0
+    for pmf in (pld._pmf_remove, pld._pmf_add):  # private, but the only way to the probabilities
+        if pmf is None:
+            continue
+        probs = np.asarray(pmf.to_dense_pmf()._probs)
+        lo, hi = common.compute_self_convolve_bounds(probs, steps, _TAIL_MASS_TRUNCATION)
+        n = max(n, hi - lo + 1, probs.size)
+    return n
+
+
+def _too_large(points: int, *, d: float, limit: int, what: str, single: bool = False) -> PldTooLarge:
+    # the PLD's length scales as 1/grid: the coarsest power of ten that fits; beyond a grid of 1
+    # (a loss resolution of one nat) no accounting is worth having
+    need = d * points / limit
+    grid_needed = 10.0 ** math.ceil(math.log10(need)) if need > 0 else d
+    gib = points * PLD_BYTES_PER_POINT / 2 ** 30
+    why = ("memclaim composes in one command (about a minute)" if limit >= MAX_PLD_POINTS
+           else "this machine's available memory holds")
+    msg = (f"{what} would hold {points:.3g} points at the PLD grid {d:g} (about {gib:.3g} GiB), more than the "
+           f"{limit:.3g} points ({limit * PLD_BYTES_PER_POINT / 2 ** 30:.2g} GiB) {why}")
+    if grid_needed > 1.0:
+        return PldTooLarge(msg, points=points, grid=d, limit=limit, grid_needed=None,
+                           hint="the noise is far too small for the run to be private at all: use a realistic noise "
+                                "multiplier (DP-SGD uses about 0.5 to 10)" + ("" if single else " or fewer steps"))
+    return PldTooLarge(msg, points=points, grid=d, limit=limit, grid_needed=grid_needed,
+                       hint=f"a coarser PLD grid, {grid_needed:g} (pessimistic: the bounds stay valid, only looser)"
+                            + ("" if single else ", or fewer steps"))
+
+
+def check_dpsgd_size(*, noise_multiplier: float, sampling_rate: float, steps: int, neighbors: str = "add-remove",
+                     grid: float | None = None, max_points: int | None = None) -> None:
+    """:func:`check_pld_size` for one DP-SGD run given as its settings (checked first): what
+    ``dp account`` asks dp_accounting's PLD accountant to compose (``grid`` None: 1e-4).
+
+    >>> check_dpsgd_size(noise_multiplier=1e-6, sampling_rate=0.01, steps=10)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    memclaim.privacy.pld.PldTooLarge: one step of DP-SGD (sigma = 1e-06, q = 0.01): its privacy-loss distribution would hold 5e+15 points at the PLD grid 0.0001 (about 3.73e+08 GiB), more than ...
+      fix: the noise is far too small for the run to be private at all: use a realistic noise multiplier (DP-SGD uses about 0.5 to 10)
+    """
+    hist = _history(noise_multiplier, sampling_rate, steps, None)
+    d = DEFAULT_PLD_GRID if grid is None else validate.positive("value_discretization_interval", grid)
+    check_pld_size(hist, normalize_neighbors(neighbors), float(d), max_points)
+
+
+def pld_points(*, noise_multiplier: float, sampling_rate: float, steps: int, neighbors: str = "add-remove",
+               grid: float = DEFAULT_PLD_GRID) -> int:
+    """Points of the composed DP-SGD PLD's larger direction at ``grid`` (what the memory and the
+    time of the accounting grow with), computed without composing it: the single step's size from
+    its bounds, the composition's from dp_accounting's Chernoff bounds ([MX] §8.2; issue 25).
+
+    >>> pld_points(noise_multiplier=1.1, sampling_rate=0.01, steps=3000) > 10 ** 5  # doctest: +SKIP
+    True
+    """
+    dpa = require("dp_accounting", "dp")
+    rel = normalize_neighbors(neighbors)
+    single = _single_points(dpa, noise_multiplier, sampling_rate, rel, grid)
+    if steps <= 1 or single > MAX_PLD_POINTS:
+        return single
+    return _composed_points(_single_pld(dpa, noise_multiplier, sampling_rate, rel, grid), steps)
+
+
+def check_pld_size(hist: Sequence[tuple[float, float, int]], rel: str, d: float, max_points: int | None = None) -> None:
+    """Refuse, before any PLD is built or composed, DP-SGD settings ``hist`` ((sigma, q, steps)
+    blocks, composed) whose PLD at grid ``d`` would hold more than ``max_points`` points
+    (default and at most :data:`MAX_PLD_POINTS`; the API lowers it to what this machine's free
+    memory holds): :class:`PldTooLarge`, naming the coarser grid that fits.
+
+    >>> check_pld_size(((1.1, 0.01, 10 ** 9),), "add-remove", 1e-4)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    memclaim.privacy.pld.PldTooLarge: DP-SGD over 1,000,000,000 steps (sigma = 1.1, q = 0.01): the composed privacy-loss distribution would hold 2.77e+08 points at the PLD grid 0.0001 ...
+      fix: a coarser PLD grid, 0.001 (pessimistic: the bounds stay valid, only looser), or fewer steps
+    """
+    limit = MAX_PLD_POINTS if max_points is None else max(1, min(int(max_points), MAX_PLD_POINTS))
+    dpa = require("dp_accounting", "dp")
+    total = 0
+    for sigma, q, steps in hist:
+        single = _single_points(dpa, sigma, q, rel, d)
+        if single > limit:
+            raise _too_large(single, d=d, limit=limit, single=True,
+                             what=f"one step of DP-SGD (sigma = {sigma:g}, q = {q:g}): its privacy-loss distribution")
+        n = _composed_points(_single_pld(dpa, sigma, q, rel, d), steps) if steps > 1 else single
+        total += n
+        if total > limit:
+            raise _too_large(total, d=d, limit=limit,
+                             what=f"DP-SGD over {steps:,} steps (sigma = {sigma:g}, q = {q:g}): the composed "
+                                  "privacy-loss distribution")
+
+
+@functools.lru_cache(maxsize=2)
+def _single_pld(dpa, sigma: float, q: float, rel: str, d: float):
+    """One step's PLD (cached: the size check and the composition build the same one)."""
+    rel_enum = (dpa.NeighboringRelation.ADD_OR_REMOVE_ONE if rel == "add-remove"
+                else dpa.NeighboringRelation.REPLACE_ONE)
+    return dpa.pld.privacy_loss_distribution.from_gaussian_mechanism(
+        standard_deviation=sigma, sensitivity=1.0, pessimistic_estimate=True, value_discretization_interval=d,
+        sampling_prob=q, use_connect_dots=True, neighboring_relation=rel_enum)
 
 
 # --------------------------------------------------------------------------- checks
@@ -332,12 +480,10 @@ class DpSgdCurve(ResultMixin):
         return d
 
 
-def _pld_for(dpa, history, rel_enum, d):
+def _pld_for(dpa, history, rel, d):
     pld = None
     for sigma, q, steps in history:
-        one = dpa.pld.privacy_loss_distribution.from_gaussian_mechanism(
-            standard_deviation=sigma, sensitivity=1.0, pessimistic_estimate=True, value_discretization_interval=d,
-            sampling_prob=q, use_connect_dots=True, neighboring_relation=rel_enum)
+        one = _single_pld(dpa, sigma, q, rel, d)
         if steps > 1:
             one = one.self_compose(steps)
         pld = one if pld is None else pld.compose(one)
@@ -371,7 +517,8 @@ def _history(noise_multiplier, sampling_rate, steps, history) -> tuple[tuple[flo
 def dpsgd_curve(*, noise_multiplier: float | None = None, sampling_rate: float | None = None,
                 steps: int | None = None, history: Sequence | None = None,
                 neighbors: str = "add-remove", value_discretization_interval: float | None = None,
-                epsilon_step: float = DEFAULT_EPSILON_STEP, route_delta: float | None = 1e-5) -> DpSgdCurve:
+                epsilon_step: float = DEFAULT_EPSILON_STEP, route_delta: float | None = 1e-5,
+                max_points: int | None = None) -> DpSgdCurve:
     """The certified trade-off curve of DP-SGD ([MX] §3.1, §8.2; issue 18). See the module docstring.
 
     ``noise_multiplier`` sigma, ``sampling_rate`` q (Poisson), ``steps`` T, or a ``history`` of
@@ -382,6 +529,9 @@ def dpsgd_curve(*, noise_multiplier: float | None = None, sampling_rate: float |
     (long runs: the add direction's float error grows with the number of steps); the grid used
     is recorded in the result.
     ``route_delta``: also return eps at this delta from the same PLD (the (eps, delta) route).
+    ``max_points``: the most points the PLD may hold (default :data:`MAX_PLD_POINTS`); settings
+    that need more are refused before any is computed (:class:`PldTooLarge` names the grid that
+    fits), not found out by running out of memory.
     Memoized: the same settings return the same curve.
 
     >>> from memclaim.privacy.pld import dpsgd_curve
@@ -395,8 +545,10 @@ def dpsgd_curve(*, noise_multiplier: float | None = None, sampling_rate: float |
     rd = None if route_delta is None else validate.in_open_unit("route_delta", route_delta)
     if value_discretization_interval is not None:
         d = validate.positive("value_discretization_interval", value_discretization_interval)
+        check_pld_size(hist, rel, float(d), max_points)
         return _dpsgd_curve(hist, rel, float(d), float(step), rd)
     for d in (DEFAULT_PLD_GRID, 1e-3, 1e-2):   # coarser stays pessimistic, only looser
+        check_pld_size(hist, rel, d, max_points)  # too large is refused with the grid that fits
         try:
             return _dpsgd_curve(hist, rel, d, float(step), rd)
         except _InvalidPld:
@@ -413,9 +565,7 @@ class _InvalidPld(DomainError):
 def _dpsgd_curve(hist, rel, d, step, rd) -> DpSgdCurve:
     t0 = time.perf_counter()
     dpa = require("dp_accounting", "dp")
-    rel_enum = (dpa.NeighboringRelation.ADD_OR_REMOVE_ONE if rel == "add-remove"
-                else dpa.NeighboringRelation.REPLACE_ONE)
-    pld = _pld_for(dpa, hist, rel_enum, d)
+    pld = _pld_for(dpa, hist, rel, d)
     # total mass of the heavier direction (delta at eps = -inf) and the tail mass (delta at +inf)
     mass = float(pld.get_delta_for_epsilon(-math.inf))
     tail = float(pld.get_delta_for_epsilon(math.inf))
@@ -514,9 +664,10 @@ def curve_caps(cur: DpSgdCurve, *, copies: Sequence[int] = (1,), epsilon: float 
     >>> round(caps["caps"][0]["LOO"], 4), round(caps["epsilon_delta_route"]["eta"], 4)  # doctest: +SKIP
     (0.0507, 0.3444)
     """
+    copies = [validate.integer("copies", k, minimum=1) for k in copies]
+    check_group_cost(cur.curve, max(copies))  # before any group curve is composed
     rows = []
     for k in copies:
-        k = validate.integer("copies", k, minimum=1)
         row = {"copies": k}
         for fn in ("LOO", "RO"):
             c = memorization_cap(cur.curve, functional=fn, copies=k)

@@ -18,7 +18,7 @@ from ..jsonutil import ResultMixin
 from .caps import eta, eta_star_k, in_support_damping, memorization_cap, truncation_price
 from .extraction import alpha_star, entropy_threshold, extraction_bound, h_star
 from .pld import dpsgd_curve
-from .tradeoff import TradeOff, gdp_delta, group_conversion, neighbors_label
+from .tradeoff import TradeOff, check_group_cost, gdp_delta, group_conversion, neighbors_label
 
 __all__ = ["Quantity", "BoundsSummary", "bounds_summary", "dp_bounds"]
 
@@ -75,6 +75,7 @@ def bounds_summary(f: TradeOff, *, copies: int = 1, m: int | None = None, tau: f
     if not isinstance(f, TradeOff):
         raise DomainError(f"bounds_summary() takes a TradeOff, got {type(f).__name__}")
     copies = validate.integer("copies", copies, minimum=1)
+    check_group_cost(f, copies)  # k-fold group curves cost ~k: refused before, not found out after hours
     rel = neighbors_label(f.neighbors)
     rows: list[Quantity] = []
 
@@ -234,7 +235,8 @@ def dp_bounds(f: TradeOff | None = None, *, noise_multiplier: float | None = Non
               neighbors: str | None = None, delta: float | None = None, copies: int = 1, m: int | None = None,
               tau: float | None = None, kappa: float | None = None, truncation: float | None = None,
               omega: float | None = None, n: int | None = None, frequency: float | None = None,
-              gdp_epsilon: float | None = None, pld_grid: float | None = None) -> BoundsSummary:
+              gdp_epsilon: float | None = None, pld_grid: float | None = None,
+              max_points: int | None = None) -> BoundsSummary:
     """Every memorization cap and extraction quantity for a guarantee (``memclaim dp bounds``).
 
     Give the guarantee as a trade-off curve ``f`` (:func:`~memclaim.privacy.tradeoff.pure`,
@@ -272,7 +274,8 @@ def dp_bounds(f: TradeOff | None = None, *, noise_multiplier: float | None = Non
         raise DomainError("gdp_epsilon applies to a Gaussian-DP guarantee, not to DP-SGD settings")
     rd = 1e-5 if delta is None else validate.in_open_unit("delta (of the (eps, delta) route)", delta)
     cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, history=history,
-                      neighbors=neighbors, value_discretization_interval=pld_grid, route_delta=rd)
+                      neighbors=neighbors, value_discretization_interval=pld_grid, route_delta=rd,
+                      max_points=max_points)
     kw = dict(copies=copies, m=m, tau=tau, kappa=kappa, truncation=truncation, omega=omega, n=n, frequency=frequency)
     main = bounds_summary(cur.curve, **kw)
     src = f"trade-off curve of {cur.mechanism()}: {cur.grid()}; never above the true curve"

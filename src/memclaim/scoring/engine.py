@@ -35,7 +35,6 @@ Two schedules compute the same quantities (``schedule=``):
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -44,6 +43,7 @@ import torch
 
 from ..decoding import Policy, _warp, policy_target_logprob
 from ..errors import InputError
+from ..fsutil import available_memory as cpu_available_memory
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -254,14 +254,7 @@ def available_memory(device: str | torch.device) -> int:
     if device.type == "cuda":
         free, _total = torch.cuda.mem_get_info(device)
         return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:  # not Linux
-        pass
-    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    return cpu_available_memory()
 
 
 # --------------------------------------------------------------------------- CPU statistics

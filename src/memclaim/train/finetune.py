@@ -32,7 +32,7 @@ from ..errors import InputError, ModelLoadError
 from ..fsutil import atomic_directory, cache_dir, file_lock, replaceable_folder, sha256_bytes, write_marker
 from ..jsonutil import ResultMixin, to_jsonable
 from ..models import load_model
-from ..validate import integer, positive
+from ..validate import integer, positive, seed as check_seed
 from .corpus import MarkovZipf, sample_chain
 from .planted import PlantedRecord, plant, training_blocks
 from .toy import SOT, _train_tokenizer
@@ -74,7 +74,7 @@ def new_gpt2(*, vocab_size: int, n_positions: int = 128, n_embd: int = 64, n_lay
     cfg = GPT2Config(vocab_size=vocab_size, n_positions=n_positions, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
                      bos_token_id=sot, eos_token_id=sot, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(integer("seed", seed, minimum=0))
+        torch.manual_seed(check_seed("seed", seed))
         model = GPT2LMHeadModel(cfg)
     return model
 
@@ -252,6 +252,8 @@ class TinyLabSpec(ResultMixin):
             integer(name, getattr(self, name), minimum=1)
         integer("triggers", self.triggers, minimum=0)
         integer("trigger_copies", self.trigger_copies, minimum=1)
+        check_seed("--seed", self.train_seed)
+        check_seed("--corpus-seed", self.corpus_seed)
         need = self.triggers * self.trigger_tokens
         if need and self.trigger_tokens == 1 and self.triggers > self.n_reserved:
             raise InputError(f"{self.triggers} single-token triggers need {self.triggers} reserved tokens, "

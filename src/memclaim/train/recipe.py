@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
-from ..validate import integer, nonneg, positive
+from ..validate import integer, nonneg, positive, seed as check_seed
 from .toy import DEFAULT_SPEC as S
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class ShadowRecipe(ResultMixin):
         positive("shadow lr", self.lr)
         integer("shadow warmup steps", self.warmup_steps, minimum=0)
         nonneg("shadow weight decay", self.weight_decay)
-        integer("shadow seed", self.seed, minimum=0)
+        check_seed("shadow seed", self.seed)
 
     @classmethod
     def toy(cls, base, *, base_fingerprint: str, **overrides) -> "ShadowRecipe":

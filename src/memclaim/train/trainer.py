@@ -44,7 +44,7 @@ import torch
 
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
-from ..validate import integer, nonneg, positive
+from ..validate import integer, nonneg, positive, seed as check_seed
 from .dp import DPConfig, PrivateRun
 from .losses import masked_next_token_loss, next_token_loss, objective_for, per_example_nll, poisson_rate  # noqa: F401
 
@@ -80,7 +80,7 @@ class TrainConfig:
         nonneg("weight_decay", self.weight_decay)
         integer("warmup_steps", self.warmup_steps, minimum=0)
         nonneg("min_lr_ratio", self.min_lr_ratio)
-        integer("seed", self.seed, minimum=0)
+        check_seed("seed", self.seed)
         if self.grad_clip is not None:
             positive("grad_clip", self.grad_clip)
         if self.schedule not in SCHEDULES:
