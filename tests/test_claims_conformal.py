@@ -259,6 +259,21 @@ def test_greedy_calibrated_rate_subtracts_the_floor_everywhere():
     assert t.rate_alpha_n == t.alpha_n == 0.1 and t.calibrated_rate.estimate == pytest.approx(2 / 3 - 0.1)
 
 
+def test_sweep_beta_band_is_the_beta_k_n_minus_k_plus_1_law_by_hand():
+    """Issue 24 item 4 ([EM] Prop. 2, C.4.1): the sweep's band on alpha* is the central interval of
+    Beta(K, N-K+1). At K = 1 it is Beta(1, N): P(alpha* <= x) = 1 - (1 - x)^N, so its u-quantile is
+    1 - (1 - u)^(1/N); at K = N it is Beta(N, 1): x^N, quantile u^(1/N). (Beta(K, N-K) would give
+    exponent 1/(N-1) at K = 1.) Its mean K/(N+1) lies inside the band at every K."""
+    n = 19
+    ctrl = -np.arange(1.0, n + 1.0)              # distinct: no atom, the law holds at every K
+    sw = alpha_sweep([-0.5, -30.0], ctrl, confidence=0.9, include_k=range(1, n + 1))
+    assert sw.k.tolist() == list(range(1, n + 1))
+    lo, hi = sw.beta_lower, sw.beta_upper
+    assert lo[0] == pytest.approx(1 - 0.95 ** (1 / n), rel=1e-12) and hi[0] == pytest.approx(1 - 0.05 ** (1 / n), rel=1e-12)
+    assert lo[-1] == pytest.approx(0.05 ** (1 / n), rel=1e-12) and hi[-1] == pytest.approx(0.95 ** (1 / n), rel=1e-12)
+    assert np.all((lo < sw.alpha_n) & (sw.alpha_n < hi))
+
+
 def test_sweep_matches_single_tests():
     rng = np.random.default_rng(2)
     ctrl = np.where(rng.random(400) < 0.5, -np.inf, -rng.exponential(10, 400))
