@@ -307,6 +307,12 @@ def test_cli_account_json_returns_more_than_epsilon():
     fc = out["from_curve"]
     assert HEADLINE_TV[0] <= fc["eta"] <= HEADLINE_TV[1]
     assert fc["caps"][0]["LOO"] == pytest.approx(fc["eta"]) and fc["caps"][0]["RO"] > fc["eta"]
+    # issue 24: the certified accuracy beside every eta and cap
+    assert fc["eta_optimistic"] <= fc["eta"] and fc["eta_accuracy"] == pytest.approx(fc["eta"] - fc["eta_optimistic"])
+    assert fc["caps"][0]["LOO_optimistic"] <= fc["caps"][0]["LOO"] and fc["caps"][0]["RO_optimistic"] <= fc["caps"][0]["RO"]
+    text = CliRunner().invoke(cli, ["dp", "account", "--noise-multiplier", "1.1", "--sampling-rate", "0.01", "--steps",
+                                    "3000", "--delta", "1e-5"], catch_exceptions=False).output
+    assert "exact value within [0.240697, 0.240702]" in text and "exact within [" in text
     assert fc["epsilon_delta_route"]["eta"] == pytest.approx(0.871, abs=5e-4) and fc["neighbors"] == "add/remove"
     assert out["curve"]["curve"]["n_vertices"] > 100 and out["epsilon"] == pytest.approx(2.6755, abs=1e-3)
     text = CliRunner().invoke(cli, ["dp", "account", "--noise-multiplier", "1.1", "--sampling-rate", "0.01",

@@ -379,10 +379,13 @@ def account(noise_multiplier, sampling_rate, steps, delta, accountant, neighbors
     click.echo(f"epsilon = {res.epsilon:.6g} at delta = {res.delta:g} [{neighbors}, {accountant.upper()} accountant; "
                f"sigma = {res.noise_multiplier:g}, q = {res.sampling_rate:g}, steps = {res.steps}]")
     route = caps["epsilon_delta_route"]
-    click.echo(f"advantage eta from the trade-off curve = {caps['eta']:.6g} [{caps['neighbors']}]; via (epsilon, delta): "
+    click.echo(f"advantage eta from the trade-off curve = {caps['eta']:.6g} [{caps['neighbors']}] (exact value within "
+               f"[{caps['eta_optimistic']:.6g}, {caps['eta']:.6g}]); via (epsilon, delta): "
                f"{route['eta']:.6g} (looser, x{caps['eta_ratio_route_over_curve']:.3g})")
     for row in caps["caps"]:
         k = row["copies"]
-        cap = ", ".join(f"|mem_{fn}| <= {_fmt(row[fn])}" for fn in ("LOO", "RO"))
+        cap = ", ".join(f"|mem_{fn}| <= {_fmt(row[fn])}"
+                        + (f" (exact within [{_fmt(row[fn + '_optimistic'])}, {_fmt(row[fn])}])"
+                           if row.get(fn + "_optimistic") is not None else "") for fn in ("LOO", "RO"))
         click.echo(f"  {k} cop{'y' if k == 1 else 'ies'}: {cap}  (from the curve)")
     click.echo(f"  curve: {caps['source']}")
