@@ -126,6 +126,8 @@ def test_the_tutorial_runs_as_written_and_gives_the_numbers_it_quotes(tmp_path):
     dp_out = next(o for o in outs if "eta(f)" in o)
     for value in ("0.462117", "0.632121", "0.761594", "8.20732"):
         assert value in dp_out
+    sgd = next(o for o in outs if "DP-SGD" in o and "eta(f)" in o)   # the certified accuracy the page quotes
+    assert "[0.240697, 0.240702]" in sgd and "0.240702" in text and "0.240697" in text
     audit = json.loads((t / "audit" / "report.json").read_text())
     loss = [d for d in _dicts(audit) if d.get("attack") == "loss" and isinstance(d.get("auc"), dict)]
     assert loss, "the audit report has no loss attack"

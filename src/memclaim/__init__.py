@@ -17,9 +17,10 @@ BudgetResult, TrainRun; Document for a text given in memory.
 import os as _os
 
 # MKL's strict conditional-numerical-reproducibility mode: with it a row of a float32 matmul
-# has the same bits whatever the number of rows and threads of the call, on every CPU tried
-# (without it, on AVX-512/AMX Xeons a row's product depends on the call's row count, so a
-# window's score would depend on its batch). MKL reads this at its first call, so it is set
+# has the same bits whatever the number of rows of the call, at a given thread count, on every
+# CPU tried (without it, on AVX-512/AMX Xeons a row's product depends on the call's row count, so
+# a window's score would depend on its batch); across thread counts MKL promises the same bits
+# only on Intel's AVX2/AVX-512 branches (an AMD EPYC differs at 3 threads: docs/reproducibility.md). MKL reads this at its first call, so it is set
 # here, before memclaim runs any matmul; a value the user set is kept ("AUTO" restores MKL's
 # default). Measured: 70-77 GFLOP/s with it against 73 without on a 2048^2 sgemm, 2 threads.
 _os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")

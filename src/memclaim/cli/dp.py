@@ -79,8 +79,8 @@ def command():
 @click.option("--sampling-rate", "q", type=float, default=None, help="DP-SGD: Poisson sampling rate q.")
 @click.option("--steps", type=int, default=None, help="DP-SGD: number of steps T.")
 @click.option("--pld-grid", type=float, default=None,
-              help="DP-SGD: the PLD's value discretization [default 1e-4, then 1e-3 if that PLD is numerically "
-                   "invalid]; coarser is faster and more pessimistic.")
+              help="DP-SGD: the PLD's value discretization, used as given [default: 1e-4, halved (at most twice) "
+                   "while the certified accuracy of eta is worse than 0.5%]; coarser is faster and looser.")
 @click.option("--neighbors", type=NEIGHBOR_CHOICE, required=True,
               help="relation the guarantee was proved for: replace-one or add-remove.")
 @click.option("--copies", type=int, default=1, show_default=True,
@@ -136,16 +136,25 @@ def bounds(epsilon, delta, mu, sigma, q, steps, pld_grid, neighbors, copies, m, 
         title += (f"; target planted {copies} times: extraction rows use the {copies}-fold group curve "
                   "([MX] Cor. 4.3), sufficient conditions only")
     table = Table(title=_e(title), title_justify="left")
-    for col in ("quantity", "value", "relation", "functional", "reference", "note"):
+    brackets = summary.mechanism is not None
+    cols = ("quantity", "value") + (("exact value within",) if brackets else ()) + ("relation", "functional",
+                                                                                     "reference", "note")
+    for col in cols:
         table.add_column(col, overflow="fold")
     for r in summary.rows:
-        table.add_row(*(_e(x) for x in (r.name, _fmt(r.value), r.relation, r.functional, r.reference, r.note)))
+        cells = [r.name, _fmt(r.value)]
+        if brackets:
+            b = r.bracket
+            cells.append("" if b is None else f"[{_fmt(b[0])}, {_fmt(b[1])}]")
+        table.add_row(*(_e(x) for x in (*cells, r.relation, r.functional, r.reference, r.note)))
+    con.print(table)
     if res.guarantee_note is not None:
         con.print(_e(f"note: {res.guarantee_note}"))
-    con.print(table)
-    if summary.mechanism is not None:
-        con.print(_e("rows without a tag come from the DP-SGD trade-off curve (never above the true curve); rows "
-                     "tagged [(eps, delta) route, looser] convert the same PLD to (eps, delta) first."))
+    if brackets:
+        con.print(_e("rows without a tag come from the DP-SGD trade-off curve (never above the true curve); 'exact "
+                     "value within' is the certified accuracy: the same quantity from an optimistic curve (never "
+                     "below the true one) is the other end; rows tagged [(eps, delta) route, looser] convert the "
+                     "same PLD to (eps, delta) first."))
     if kap is not None and kap[0] != kap[1]:
         con.print(f"baseline is a certified interval [{kap[0]:.6g}, {kap[1]:.6g}]; bounds use the upper end.")
     if audit is not None:
@@ -372,10 +381,13 @@ def account(noise_multiplier, sampling_rate, steps, delta, accountant, neighbors
     click.echo(f"epsilon = {res.epsilon:.6g} at delta = {res.delta:g} [{neighbors}, {accountant.upper()} accountant; "
                f"sigma = {res.noise_multiplier:g}, q = {res.sampling_rate:g}, steps = {res.steps}]")
     route = caps["epsilon_delta_route"]
-    click.echo(f"advantage eta from the trade-off curve = {caps['eta']:.6g} [{caps['neighbors']}]; via (epsilon, delta): "
+    click.echo(f"advantage eta from the trade-off curve = {caps['eta']:.6g} [{caps['neighbors']}] (exact value within "
+               f"[{caps['eta_optimistic']:.6g}, {caps['eta']:.6g}]); via (epsilon, delta): "
                f"{route['eta']:.6g} (looser, x{caps['eta_ratio_route_over_curve']:.3g})")
     for row in caps["caps"]:
         k = row["copies"]
-        cap = ", ".join(f"|mem_{fn}| <= {_fmt(row[fn])}" for fn in ("LOO", "RO"))
+        cap = ", ".join(f"|mem_{fn}| <= {_fmt(row[fn])}"
+                        + (f" (exact within [{_fmt(row[fn + '_optimistic'])}, {_fmt(row[fn])}])"
+                           if row.get(fn + "_optimistic") is not None else "") for fn in ("LOO", "RO"))
         click.echo(f"  {k} cop{'y' if k == 1 else 'ies'}: {cap}  (from the curve)")
     click.echo(f"  curve: {caps['source']}")

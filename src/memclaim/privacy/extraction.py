@@ -229,7 +229,9 @@ def group_square_root(f: TradeOff) -> TradeOff | None:
 def _check_tau(tau, f: TradeOff) -> float:
     t = validate.in_open_unit("tau (risk level)", tau)
     floor = float(f.power(0.0))
-    if t < floor:
+    if t < floor and not f.no_floor:
+        # (a curve marked no_floor: its 1 - f(0) is numerical slack, the mechanism's floor is 0;
+        # alpha* is then 0 at this resolution, said so by _alpha_star_value, not refused)
         hint = ("under this guarantee even a baseline of 0 allows Ext up to 1 - f(0) (for (eps, delta)-DP: "
                 "delta), so no risk level below it can be certified ([MX] Thm. 5.1(iii), Remark C.6)")
         if _is_k_copy(f):
@@ -293,6 +295,10 @@ def _alpha_star_value(tau: float, f: TradeOff) -> tuple[float, float, str, float
         xs, _ = f._xy()
         ps = f.vertex_powers()
         i = int(np.searchsorted(ps, tau, side="right")) - 1
+        if i < 0:   # tau below 1 - f(0): only a no_floor curve gets here (_check_tau refuses the others)
+            return 0.0, -math.inf, (f"not resolved: 1 - f(0) = {ps[0]:.3g} of this curve is numerical slack (the "
+                                    "mechanism's floor is 0), above tau, so it certifies no alpha > 0; a finer "
+                                    "curve would"), None
         if i >= len(xs) - 1:
             v = 1.0
         else:

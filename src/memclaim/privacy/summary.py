@@ -38,6 +38,16 @@ class Quantity(ResultMixin):
     exact: bool | None = None
     copies: int = 1
     source: str = ""   # where the number comes from: a closed form, the DP-SGD curve and its grid, ...
+    # DP-SGD rows from the curve: the same quantity from the optimistic curve (never below the true
+    # one), so the exact value lies between ``value`` and ``optimistic``: the certified accuracy
+    optimistic: float | None = None
+
+    @property
+    def bracket(self) -> tuple[float, float] | None:
+        """(low, high) around the exact value, for a DP-SGD row computed from both curves."""
+        if self.optimistic is None or not isinstance(self.value, float):
+            return None
+        return (min(self.value, self.optimistic), max(self.value, self.optimistic))
 
 
 @dataclass(frozen=True)
@@ -201,8 +211,9 @@ def _extraction_rows_k_copies(f: TradeOff, rel: str, k: int, *, m, tau, kappa) -
                              eb.theorem, note + ("; vacuous" if eb.vacuous else ""), False, k))
     if tau is not None:
         a = alpha_star(tau, f, copies=k)
+        unresolved = f"; {a.regime}" if a.value == 0.0 and a.regime.startswith("not resolved") else ""
         rows.append(Quantity(f"alpha*(tau){sfx}, tau = {a.tau:g}", a.value, rel, "Ext", a.theorem,
-                             f"alpha* = (fbar^-1)^(o {k})(tau); {why}", False, k))
+                             f"alpha* = (fbar^-1)^(o {k})(tau); {why}{unresolved}", False, k))
         rows.append(Quantity(f"log10 alpha*(tau){sfx}, tau = {a.tau:g}", a.log10_value, rel, "Ext", a.theorem,
                              "the same threshold in log space", False, k))
         if m is not None:
@@ -278,10 +289,18 @@ def dp_bounds(f: TradeOff | None = None, *, noise_multiplier: float | None = Non
                       max_points=max_points)
     kw = dict(copies=copies, m=m, tau=tau, kappa=kappa, truncation=truncation, omega=omega, n=n, frequency=frequency)
     main = bounds_summary(cur.curve, **kw)
+    # the same quantities from the optimistic curve (never below the true one): the exact value of
+    # each numeric row lies between the two (the certified accuracy of the row)
+    try:
+        other = {r.name: r.value for r in bounds_summary(cur.optimistic, **kw).rows}
+    except DomainError:
+        other = {}
     src = f"trade-off curve of {cur.mechanism()}: {cur.grid()}; never above the true curve"
     rows = [Quantity(r.name, r.value, r.relation, r.functional, r.reference,
                      ("from the curve; " + r.note) if r.note else "from the curve",
-                     r.exact, r.copies, src) for r in main.rows]
+                     r.exact, r.copies, src,
+                     float(other[r.name]) if isinstance(r.value, float) and isinstance(other.get(r.name), float)
+                     else None) for r in main.rows]
     eta_curve = main.value("eta(f)")
     g = cur.epsilon_delta_curve()
     rel = neighbors_label(cur.neighbors)

@@ -275,6 +275,9 @@ class TradeOff(ResultMixin):
     powers: tuple[float, ...] | None = field(default=None, repr=False, compare=False)
     label: str = ""   # replaces the generic description of a points curve (e.g. its mechanism)
     symmetric: bool = False   # points curves only: built symmetric (f = f^-1), e.g. from a privacy profile
+    # points curves only: the mechanism has no floor (its true 1 - f(0) is 0, e.g. DP-SGD's Gaussian
+    # noise: no infinite privacy loss); the curve's own 1 - f(0) > 0 is numerical slack, not a floor
+    no_floor: bool = False
 
     def __post_init__(self):
         if self.kind not in _KINDS:
@@ -371,8 +374,12 @@ class TradeOff(ResultMixin):
             inner = self.base.describe().split(" [")[0]
             s = f"{self.k}-fold group curve 1-(1-f)^{self.k} of {inner} [{rel}]"
         if not self.exact:
-            # a labelled points curve is a mechanism's certified lower bound (e.g. DP-SGD from its PLD)
-            s += " (certified lower bound)" if (self.kind == "points" and self.label) else " (loose)"
+            # a labelled points curve is a mechanism's certified lower bound (e.g. DP-SGD from its PLD),
+            # or, labelled optimistic, the other end of its certified bracket (never below the true curve)
+            if self.kind == "points" and "optimistic" in self.label:
+                s += " (optimistic: never below the true curve; a bracket's end, not a guarantee)"
+            else:
+                s += " (certified lower bound)" if (self.kind == "points" and self.label) else " (loose)"
         return s
 
     def __str__(self) -> str:  # pragma: no cover - trivial
@@ -626,7 +633,7 @@ def _group_points(f: TradeOff, k: int) -> TradeOff:
     # k-fold chain of the same symmetric pair)
     return TradeOff("points", f.neighbors, points=pts, exact=f.exact,
                     note=f"{k}-fold group curve of a points curve, exact ([MX] Cor. 4.3)", powers=tuple(q.tolist()),
-                    label=label, k=k, symmetric=f.symmetric)
+                    label=label, k=k, symmetric=f.symmetric, no_floor=f.no_floor)
 
 
 def group_conversion(*, epsilon: float, delta: float, k: int) -> tuple[float, float]:

@@ -49,7 +49,8 @@ def headline(claim: PopulationClaim) -> str:
         return (f"Greedy (binary) score: {b.member_count} of {b.n_candidates} candidates reproduced verbatim "
                 f"({_iv(b.member_rate)}) against {b.m} of {b.n_controls} controls ({_iv(b.control_rate)}); "
                 f"certified floor alpha_N = (m+1)/(N+1) = {pct(b.alpha_n)}. At target alpha = {t.alpha} "
-                f"(K = {t.k}), {t.n_claimed} candidates are claimed memorized{pool}.")
+                f"(K = {t.k}), {t.n_claimed} candidates are claimed memorized{pool}: calibrated rate "
+                f"M = G - (m+1)/(N+1) = {_iv(t.calibrated_rate)}.")
     return (f"At target FPR alpha = {t.alpha} ({pct(t.alpha_float)}) with N = {t.n_controls} controls{pool}: "
             f"K = {t.k}, certified alpha_N = {t.alpha_n_exact} = {pct(t.alpha_n)}, threshold tau = "
             f"{_score(t.threshold, t.kind)}. {t.n_claimed} of {t.n_candidates} candidates score strictly above tau "
@@ -71,7 +72,8 @@ def _test_rows(t) -> list:
         ("controls equal to tau (incl. the K-th)", t.controls_tied_at_threshold, "ties count against candidates"),
         ("candidates claimed", t.n_claimed, ""),
         ("generation rate G", _iv(t.generation_rate), "Clopper-Pearson ([EM] D.1)"),
-        ("calibrated rate M = G - alpha_N", _iv(t.calibrated_rate), "CP shifted by alpha_N ([EM] Eq. 8)"),
+        ("calibrated rate M = G - alpha_N", _iv(t.calibrated_rate),
+         "CP shifted by the floor (m+1)/(N+1) ([EM] D.3)" if t.binary else "CP shifted by alpha_N ([EM] Eq. 8)"),
         ("ceiling alpha-dagger (controls above the atom)",
          f"{t.atom.n_above_atom}/{t.n_controls} = {pct(t.atom.alpha_dagger)}" if t.atom.atom_value is not None
          else "no atom seen (all control scores distinct)", "largest attainable alpha_N ([EM] C.4.4)"),
