@@ -23,9 +23,39 @@ NEIGHBOR_CHOICE = click.Choice(NEIGHBORS)
 def _console(err: bool = False):
     from rich.console import Console
 
-    stream = sys.stderr if err else sys.stdout
-    # tables carry long references and notes: do not squeeze them to 80 columns in a pipe
-    return Console(stderr=err, highlight=False, width=None if stream.isatty() else 160)
+    # the terminal's width (80 columns when not a terminal, unless COLUMNS says otherwise): the
+    # bounds table adapts to it (bounds_table), every other table wraps its cells at spaces
+    return Console(stderr=err, highlight=False)
+
+
+WIDE = 140  # columns from which the bounds table shows reference and note in columns of their own
+
+
+def bounds_table(rows, width: int, title: str = ""):
+    """The bounds table for a console ``width`` columns wide: (table, footnotes). Wide: quantity,
+    value, relation, functional, reference, note. Narrow (below :data:`WIDE`): quantity, value,
+    relation and functional in one column, and a footnote number; each footnote holds a row's
+    reference and note, printed below the table (rows with the same text share a number). Words
+    are never cut: every column is wide enough for its longest word, and wraps at spaces."""
+    from rich.table import Table
+
+    table = Table(title=_e(title) if title else None, title_justify="left")
+    if width >= WIDE:
+        for col in ("quantity", "value", "relation", "functional", "reference", "note"):
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            table.add_row(*(_e(x) for x in (r.name, _fmt(r.value), r.relation, r.functional, r.reference, r.note)))
+        return table, []
+    notes: dict[str, int] = {}
+    table.add_column("quantity", ratio=3, overflow="fold")
+    table.add_column("value", no_wrap=True)
+    table.add_column("relation, functional", ratio=1, overflow="fold")
+    table.add_column("see", no_wrap=True)
+    for r in rows:
+        text = r.reference + (f": {r.note}" if r.note else "")
+        k = notes.setdefault(text, len(notes) + 1)
+        table.add_row(_e(r.name), _e(_fmt(r.value)), _e(f"{r.relation}, {r.functional}"), f"[{k}]")
+    return table, [f"[{k}] {text}" for text, k in notes.items()]
 
 
 def _e(text) -> str:
@@ -135,12 +165,11 @@ def bounds(epsilon, delta, mu, sigma, q, steps, pld_grid, neighbors, copies, m, 
     if copies > 1:
         title += (f"; target planted {copies} times: extraction rows use the {copies}-fold group curve "
                   "([MX] Cor. 4.3), sufficient conditions only")
-    table = Table(title=_e(title), title_justify="left")
-    for col in ("quantity", "value", "relation", "functional", "reference", "note"):
-        table.add_column(col, overflow="fold")
-    for r in summary.rows:
-        table.add_row(*(_e(x) for x in (r.name, _fmt(r.value), r.relation, r.functional, r.reference, r.note)))
+    con.print(_e(title))
+    table, notes = bounds_table(summary.rows, con.width)
     con.print(table)
+    for line in notes:
+        con.print(_e(line))
     if summary.mechanism is not None:
         con.print(_e("rows without a tag come from the DP-SGD trade-off curve (never above the true curve); rows "
                      "tagged [(eps, delta) route, looser] convert the same PLD to (eps, delta) first."))

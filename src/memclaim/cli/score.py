@@ -64,7 +64,7 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
             prompt_templates, chat_template, aggregate, text_field, prefix_field, suffix_field, id_field,
             input_format, dtype, sot, allow_pickle, trust_remote_code, threads, nv_eps, nv_beams, batch_size,
             unit_size, backend, address, workers, gpus_per_worker,
-            threads_per_worker, as_json, no_progress):
+            threads_per_worker, as_json, no_progress, limit):
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store.
 
     MODEL is a local HF folder (safetensors), a .gguf file, a named model (smollm2,
@@ -76,7 +76,7 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
                     suffix_tokens=suffix_tokens, policies=policies, prompt_templates=prompt_templates,
                     chat_template=chat_template, aggregate=aggregate, text_field=text_field,
                     prefix_field=prefix_field, suffix_field=suffix_field, id_field=id_field,
-                    input_format=input_format, near_verbatim=nv_eps, beams=nv_beams, out=out_dir,
+                    input_format=input_format, limit=limit, near_verbatim=nv_eps, beams=nv_beams, out=out_dir,
                     batch_size=batch_size, unit_size=unit_size, backend=backend, address=address, workers=workers,
                     gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
                     **placement_kwargs(),
@@ -116,3 +116,5 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
         c.print(f"  [yellow]{summary.near_ties} window(s) have a top-2 logit margin below 1e-5 at some suffix "
                 "position: their greedy flag may differ from generate() ([EM] App. A.2); see column near_tie[/]")
     c.print(f"  results: {summary.store}/runs/{summary.run_id}/scores.parquet", markup=False)
+    if res.limited:
+        c.print(f"  note: {res.limited}", markup=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import click
 
 from .. import api
+from .progress import progress_bar
 from .common import PASSAGE_INPUTS, print_json, stderr_log, train_device_option, trust_remote_code_option
 from .options import Group
 
@@ -70,7 +71,7 @@ def tiny(out_dir, duplicates, canaries, triggers, trigger_copies, steps, batch_s
     _emit(as_json, api.train_tiny(out=out_dir, duplicates=duplicates, canaries=canaries, triggers=triggers,
                                   trigger_copies=trigger_copies, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
                                   corpus_seed=corpus_seed, overwrite=overwrite, device=device,
-                                  log=_log(no_progress)))
+                                  log=_log(no_progress), progress=progress_bar(not no_progress and not as_json)))
 
 
 @command.command("finetune", epilog=EXAMPLES, groups=_TRAIN_GROUPS)
@@ -111,7 +112,7 @@ def finetune(model, data, plant_file, reserve_triggers, out_dir, layout, epochs,
                                 dp_epsilon=dp_epsilon, dp_delta=dp_delta, noise_multiplier=noise_multiplier,
                                 max_grad_norm=max_grad_norm, physical_batch_size=physical_batch_size, seed=seed,
                                 threads=threads, overwrite=overwrite, trust_remote_code=trust_remote_code,
-                                device=device, log=_log(no_progress)))
+                                device=device, log=_log(no_progress), progress=progress_bar(not no_progress and not as_json)))
 
 
 @command.command("unlearn", epilog=EXAMPLES, groups=_TRAIN_GROUPS)
@@ -144,4 +145,4 @@ def unlearn_cmd(model, forget, retain, out_dir, method, lr, max_rounds, threshol
     _emit(as_json, api.unlearn(model, forget, retain, out=out_dir, method=method, lr=lr, max_rounds=max_rounds,
                                threshold=threshold, seq_len=seq_len, batch_size=batch_size, seed=seed, threads=threads,
                                overwrite=overwrite, trust_remote_code=trust_remote_code, device=device,
-                               log=_log(no_progress)))
+                               log=_log(no_progress), progress=progress_bar(not no_progress and not as_json)))
