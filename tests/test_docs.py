@@ -183,7 +183,8 @@ def test_api_reference_documents_every_public_name():
             continue
         module = dict(ref.api_names())[name]
         assert f"\n::: {module}.{name}\n" in page, name
-        assert f"[`mc.{name}`](#{module}.{name})" in page, name
+        assert f"[`mc.{name}`](#memclaim.{name})" in page, name  # anchored under its public name
+        assert f"[](){{#memclaim.{name}}}" in page and f"heading: memclaim.{name}" in page, name
     assert "::: memclaim.errors" in page and "::: memclaim.progress" in page
 
 
