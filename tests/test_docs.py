@@ -258,9 +258,14 @@ def test_citation_schema_check_rejects_what_cff_forbids():
 
 
 def test_changelog_keeps_the_marked_section_for_renamed_options():
+    """The renames are released as the version memclaim says it is (and the docs name: 0.2)."""
+    from memclaim import __version__
+
     text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
-    unreleased = text.split("## [Unreleased]", 1)[1].split("\n## [", 1)[0]
-    section = unreleased.split("### Renamed options", 1)[1].split("\n### ", 1)[0]
+    assert "## [Unreleased]" in text
+    assert re.search(rf"^## \[{re.escape(__version__)}\] - \d{{4}}-\d{{2}}-\d{{2}}$", text, re.M), __version__
+    released = text.split(f"## [{__version__}]", 1)[1].split("\n## [", 1)[0]
+    section = released.split("### Renamed options", 1)[1].split("\n### ", 1)[0]
     assert "RENAMES-PLACEHOLDER" in section or re.search(r"`--[a-z-]+`.*->|→", section), \
         "the renamed-options section lost both its placeholder and its renames"
     assert "## [0.1.0]" in text

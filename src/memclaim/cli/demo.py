@@ -55,7 +55,8 @@ def command(out_dir, alpha, as_json, no_progress):
     for col in ("set", "n", "median log10 q (top-k:40)", "share q > 0 (top-k:40)", "greedy match"):
         t.add_column(col)
     for name, row in scored["scoring"].items():
-        label = "held-out controls" if name == "controls" else f"members, {name.split('=')[1]} copies"
+        k = name.split("=")[-1]
+        label = "held-out controls" if name == "controls" else f"members, {k} cop{'y' if k == '1' else 'ies'}"
         t.add_row(label, str(row["n"]), f"{row['median_log10_q']:.1f}", f"{row['share_nonzero']:.2f}",
                   f"{row['greedy_match']:.2f}")
     con.print(t)

@@ -50,7 +50,7 @@ def bounds_table(rows, width: int, title: str = ""):
     table.add_column("quantity", ratio=3, overflow="fold")
     table.add_column("value", no_wrap=True)
     table.add_column("relation, functional", ratio=1, overflow="fold")
-    table.add_column("see", no_wrap=True)
+    table.add_column("note", no_wrap=True)
     for r in rows:
         text = r.reference + (f": {r.note}" if r.note else "")
         k = notes.setdefault(text, len(notes) + 1)
