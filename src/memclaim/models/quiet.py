@@ -28,8 +28,9 @@ from ..progress import ProgressCallback, Reporter
 
 __all__ = ["ReporterBar", "library_bars", "quiet_libraries"]
 
-# libraries whose warnings are theirs to give, not memclaim's output
-_QUIET_MODULES = r"(transformers|huggingface_hub|tokenizers|accelerate|safetensors|gguf)(\.|$)"
+# libraries whose warnings are theirs to give, not memclaim's output (tqdm: 'IProgress not found' in a
+# notebook without ipywidgets, where memclaim's bar falls back to text on its own)
+_QUIET_MODULES = r"(transformers|huggingface_hub|tokenizers|accelerate|safetensors|gguf|tqdm)(\.|$)"
 
 
 class ReporterBar:
