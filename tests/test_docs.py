@@ -218,6 +218,11 @@ def test_mkdocs_build_strict(tmp_path):
     assert "memclaim census" in cli and "--stride" in cli
     api = (site / "api.html").read_text(encoding="utf-8")
     assert 'id="memclaim.api._score.score"' in api and "Score texts under an extraction procedure" in api
+    # issue 28: each name under its public name, its parameters as a table, search from disk
+    assert 'id="memclaim.census"' in api and 'href="#memclaim.census"' in api
+    census = api.split('id="memclaim.census"', 1)[1][:60000]
+    assert "<th>parameter</th>" in census and "<code>stride</code>" in census
+    assert (site / "search" / "search_index.js").is_file()  # Material's offline plugin: search on file://
     assert "&gt;&gt;&gt;" in api and "<blockquote>" not in api.split('id="memclaim.api._score.score"', 1)[1][:20000]
     changelog = (site / "changelog.html").read_text(encoding="utf-8")
     assert "Renamed options" in changelog

@@ -130,7 +130,7 @@ class _Op:
     def update(self, event: ProgressEvent, now: float) -> None:
         done = self.reused + int(event.done)
         if done > self.done and self.first is None:
-            self.first = (now, self.done)
+            self.first = (now, done)  # the first finished batch: the rate counts what follows it
         self.done = done
         if event.total is not None:
             self.total = int(event.total) + self.reused

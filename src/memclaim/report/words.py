@@ -5,6 +5,8 @@ HTML). They are part of the evidence: a number without them is easy to misread.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 NO_CLAIM_IS_NOT_EVIDENCE = (
     "No claim is not evidence against memorization. The test bounds false positives and says "
     "nothing about false negatives: a candidate that does not clear the threshold may still be "
@@ -191,7 +193,7 @@ def procedure_phrase(procedure: dict | None = None, *, policy: str | None = None
     return text
 
 
-def limit_note(inputs) -> str | None:
+def limit_note(inputs: Sequence[dict] | None) -> str | None:
     """The warning a report of a ``--limit`` run opens with (None when nothing was limited): which
     inputs were cut to their first N texts or windows, of how many.
 
