@@ -131,7 +131,7 @@ def test_notebook_score_and_test_equal_the_cli(lab, tmp_path):
         np.testing.assert_array_equal(mem.scores(p).logq, cli_rs.logq)
         assert list(mem.scores(p).sources) == list(cli_rs.sources)
 
-    res = mc.test(mem, ctl, alpha="0.1", policy="full", fdr="0.2", budget_delta=0.05,
+    res = mc.test(mem, ctl, alpha="0.1", policies="full", fdr="0.2", budget_delta=0.05,
                   exclude_control_ids=[lab["controls"][0]["id"]])
     cli_res = cli("test", "--candidates", store, "--run", "passages:m.jsonl", "--controls", store, "--controls-run",
                   "passages:c.jsonl", "--policy", "full", "--alpha", "0.1", "--fdr", "0.2", "--budget-delta", "0.05",

@@ -488,3 +488,19 @@ def test_version_is_the_one_the_docs_and_the_changelog_name():
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert "version" in pyproject["project"]["dynamic"]
     assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "memclaim._version.__version__"}
+
+
+def test_output_gaps_tool_times_a_commands_silences():
+    """tools/output_gaps.py (how `make demo`'s time to first progress and longest silence were
+    measured) times each line of both streams."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("output_gaps", ROOT / "tools" / "output_gaps.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    res = tool.run([sys.executable, "-c", "import sys, time; print('a', flush=True); time.sleep(0.6); "
+                    "print('b', file=sys.stderr, flush=True)"])
+    assert res["returncode"] == 0 and res["lines"] == 2
+    assert [x["stream"] for x in res["timeline"]] == ["out", "err"]
+    assert res["longest_silence_s"] >= 0.5 and res["first_line_s"] < res["total_s"]

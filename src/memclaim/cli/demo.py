@@ -64,17 +64,22 @@ def command(out_dir, alpha, as_json, no_progress):
     sections = {}
     con.rule("[bold]Calibrated claims[/] ([EM] §3-§6)")
     con.print(f"policy for the claims: {demo.CLAIM_POLICY} (untruncated softmax)")
-    sections["claims"] = demo.demo_claims_of(scored, out_dir=out / "claims", alpha=alpha, log=log)
+    # the stages' own steps report their progress; these say what runs between them (the tests,
+    # drawing the figures, writing the reports), so the demo is never silent for long
+    with Reporter(bar, stage="demo", label="calibrated claims: the test, the census and their report", total=None):
+        sections["claims"] = demo.demo_claims_of(scored, out_dir=out / "claims", alpha=alpha, log=log)
 
     con.rule("[bold]Privacy bounds[/] ([MX] §4-§5)")
     # the caps and canary tables are in the privacy report; the console gets one line per canary
-    sections["privacy"] = demo.demo_privacy(scored, out_dir=out / "privacy", log=log)
+    with Reporter(bar, stage="demo", label="privacy bounds and their report", total=None):
+        sections["privacy"] = demo.demo_privacy(scored, out_dir=out / "privacy", log=log)
 
     con.rule("[bold]Membership-inference audits[/] ([MX] §8.2)")
     copies = scored["copies"]
     strong = [r for r in scored["members"] if r["copies"] == max(copies.values())]
-    sections["audits"] = a = demo.demo_audits(model=scored["model"], members=strong, nonmembers=scored["controls"],
-                                              out_dir=out / "audits", progress=bar)
+    with Reporter(bar, stage="demo", label="membership-inference audit and its report", total=None):
+        sections["audits"] = a = demo.demo_audits(model=scored["model"], members=strong,
+                                                  nonmembers=scored["controls"], out_dir=out / "audits", progress=bar)
     print_audit_section(a, con)
 
     con.rule("[bold]Reports[/]")

@@ -32,7 +32,7 @@ import time
 from ..progress import ProgressCallback, ProgressEvent
 
 SHOW_AFTER = 1.0  # seconds an operation must last before it is shown
-PLAIN_EVERY = 10.0  # seconds between plain lines of one operation (non-terminal output)
+PLAIN_EVERY = 8.0  # seconds between plain lines of one operation (non-terminal output): under 10 with the tick
 TICK = 0.5  # seconds between the background thread's updates
 
 

@@ -26,6 +26,11 @@ Examples (run from a checkout of the repository):
       --suffix-tokens 16 --policy top-k:40,temperature:0.7 --out runs/smol --json
 
 \b
+  # a quick look at a big input: only the first 20 verses (the run is labelled [:20])
+  memclaim score toy --input tests/data/kjv_verses.jsonl --prefix-tokens 16 --suffix-tokens 16 \\
+      --limit 20 --out runs/quick
+
+\b
   # every sliding window of a document, stride 10 tokens
   memclaim score toy --document tests/data/genesis_1_3.txt --stride 10 --prefix-tokens 32 \\
       --suffix-tokens 32 --policy top-k:40 --out runs/book
