@@ -124,6 +124,29 @@ def test_the_ticker_shows_a_silent_step_within_a_second():
     assert buf.getvalue().startswith("loading PyTorch: 0:01 so far"), buf.getvalue()
 
 
+def test_the_startup_shows_until_the_first_operation_and_every_bar_closes_at_the_end():
+    """The CLI creates its bar before the API imports torch (tens of seconds on a cold machine):
+    that shows as 'starting', ended by the first real operation; main() closes every bar."""
+    import time
+
+    from memclaim.cli.progress import STARTUP, _LIVE, close_all, progress_bar
+
+    buf = io.StringIO()
+    bar = progress_bar(True, file=buf)
+    deadline = time.monotonic() + 10
+    while STARTUP not in buf.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with Reporter(bar, stage="score", label="scoring x", total=2) as r:
+        r.advance(2)
+    lines = buf.getvalue().splitlines()
+    assert lines[0].startswith(f"{STARTUP}: 0:01 so far") and lines[1].startswith(f"{STARTUP}: done in "), lines
+    silent = progress_bar(True, file=io.StringIO())
+    assert silent in _LIVE
+    close_all()  # an error before any operation: the startup is dropped without a 'done' line
+    assert silent not in _LIVE and not silent._ops and silent._startup is None
+    assert progress_bar(False)._startup is None  # --no-progress / --json: nothing at all
+
+
 # ------------------------------------------------------------------------------ ambient progress
 def test_ambient_callbacks_reach_steps_without_a_parameter():
     seen, lines = [], []
@@ -186,7 +209,10 @@ def test_transformers_bars_become_memclaim_events_and_warnings_stay_quiet():
 
         for _ in gguf_utils.tqdm(range(2), desc="Converting and de-quantizing GGUF tensors..."):
             pass
-    assert [(e.done, e.total) for e in seen if e.finished] == [(4, 4), (2, 2)]
+    # the whole block is one operation from its start (from_pretrained's seconds before its loop show
+    # too), given a count by transformers' bars; the block's own end comes last
+    assert (seen[0].done, seen[0].total) == (0, None)
+    assert [(e.done, e.total) for e in seen if e.finished] == [(4, 4), (2, 2), (0, None)]
     assert all(e.label == "loading the weights of x" for e in seen)
     before = hf_logging.get_verbosity()
     with warnings.catch_warnings(record=True) as got:

@@ -92,6 +92,9 @@ class NotebookProgress:
             bar = self._factory()(total=total, initial=reused, desc=event.label, unit=f" {event.unit}",
                                   delay=1.0, leave=True, dynamic_ncols=True)
             self._bars[key] = bar
+        if event.total is not None and bar.total != event.total + reused:  # a size learnt after the start
+            bar.total = event.total + reused
+            bar.refresh()
         bar.update(max(0, event.done + reused - bar.n))
         if event.finished:
             bar.close()

@@ -149,6 +149,7 @@ def run_command(ctx, model, members, controls, out_dir, reference, shadows, atta
     2 AUC - 1 for every attack, TPR at a certified FPR with a Clopper-Pearson interval, greedy and
     sampled extraction from each record's own prefix (and --trigger), the unlearning verifier,
     and with --shadows LiRA and the counterfactual memorization estimate (COND)."""
+    bar = progress_bar(not no_progress and not as_json)  # before the API loads torch: it shows that too
     res = api.audit(model, members, controls, out=out_dir, reference=reference, shadows=shadows, attacks=attacks,
                     k=k, alpha=alpha, confidence=confidence, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
                     policies=extraction_policy, m=m, trigger=trigger, verifier_threshold=verifier_threshold,
@@ -162,7 +163,7 @@ def run_command(ctx, model, members, controls, out_dir, reference, shadows, atta
                     limit=limit,
                     dtype=dtype, sot=sot, batch_size=batch_size, trust_remote_code=trust_remote_code, threads=threads,
                     **placement_kwargs(), allow_mixed_numerics=allow_mixed_numerics(),
-                    progress=progress_bar(not no_progress and not as_json), log=stderr_log(not as_json))
+                    progress=bar, log=stderr_log(not as_json))
     if as_json:
         print_json(res.to_dict())
         return

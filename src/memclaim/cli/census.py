@@ -110,6 +110,7 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
     if bad:
         raise InputError(f"{', '.join(bad)} appl{'y' if len(bad) > 1 else 'ies'} to passage files, not to documents",
                          hint="a census reads each document as one plain text")
+    bar = progress_bar(not no_progress and not as_json)  # before the API loads torch: it shows that too
     res = api.census(model, pairs=list(zip(documents, controls)) + [tuple(p) for p in pairs], stride=stride,
                      prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, policies=policies,
                      prompt_templates=prompt_templates, chat_template=chat_template, aggregate=aggregate,
@@ -120,7 +121,7 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
                      gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
                     **placement_kwargs(), allow_mixed_numerics=allow_mixed_numerics(),
                      allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
-                     progress=progress_bar(not no_progress and not as_json), log=stderr_log(not as_json))
+                     progress=bar, log=stderr_log(not as_json))
     if as_json:
         print_json(res.to_dict())
         return

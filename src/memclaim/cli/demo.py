@@ -37,7 +37,7 @@ def command(out_dir, alpha, as_json, no_progress):
     con = Console(stderr=as_json, highlight=False)
     # the first line within a second of starting; then every step shows its progress
     con.rule("[bold]memclaim demo[/]: the tiny GPT")
-    bar = progress_bar(not no_progress and not as_json)
+    bar = progress_bar(not no_progress and not as_json, startup=None)  # its own first step below
     with Reporter(bar, stage="start", label="loading PyTorch and transformers", total=None, unit="steps"):
         from rich.markup import escape
         from rich.table import Table

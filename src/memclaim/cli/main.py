@@ -15,7 +15,7 @@ from .. import __version__
 from ..api._public import cli_invocation
 from ..errors import MemclaimError
 from ..report.core import invoked_as
-from .progress import TRACKER
+from .progress import TRACKER, close_all
 
 # subcommand name -> module under memclaim.cli
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -149,6 +149,8 @@ def main(argv=None) -> int:
         return 2
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    finally:
+        close_all()  # no progress line left open (or ticking) after the command, whatever happened
     return 0
 
 

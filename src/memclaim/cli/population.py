@@ -82,6 +82,7 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
     test uses the first --policy; every --policy is stored, so `memclaim test` on OUT/store
     tests the others without the model. Re-running the same command reuses the stored scores.
     """
+    bar = progress_bar(not no_progress and not as_json)  # before the API loads torch: it shows that too
     res = api.population(model, members_path, controls_path, alpha=alpha, prefix_tokens=prefix_tokens,
                          suffix_tokens=suffix_tokens, policies=policies, prompt_templates=prompt_templates,
                          chat_template=chat_template, aggregate=aggregate, text_field=text_field,
@@ -94,7 +95,7 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
                          gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
                     **placement_kwargs(), allow_mixed_numerics=allow_mixed_numerics(),
                          allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
-                         progress=progress_bar(not no_progress and not as_json), log=stderr_log(not as_json))
+                         progress=bar, log=stderr_log(not as_json))
     if as_json:
         print_json(res.to_dict())
         return

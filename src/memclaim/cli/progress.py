@@ -28,6 +28,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 
 from ..progress import ProgressCallback, ProgressEvent
 
@@ -179,7 +180,8 @@ class ProgressBar:
     (:data:`TRACKER`)."""
 
     def __init__(self, file=None, *, draw: bool = True, tracker: UnitTracker | None = None,
-                 plain: bool | None = None, width: int | None = None, clock=time.monotonic):
+                 plain: bool | None = None, width: int | None = None, clock=time.monotonic,
+                 startup: str | None = None):
         self.file = file
         self.draw = draw
         self.tracker = TRACKER if tracker is None else tracker
@@ -191,6 +193,14 @@ class ProgressBar:
         self._console = None
         self._progress = None
         self._thread: threading.Thread | None = None
+        self._startup: tuple[str, str] | None = None
+        _LIVE.add(self)
+        if startup and draw:
+            # what runs before the first operation reports (importing torch and transformers: seconds
+            # to tens of seconds on a cold machine) shows as an operation of its own, ended by the
+            # first event of any other one
+            self._startup = ("start", startup)
+            self(ProgressEvent(stage="start", label=startup, done=0, total=None, unit="steps"))
 
     # ---------------------------------------------------------------- output
     @property
@@ -270,6 +280,9 @@ class ProgressBar:
             return
         key = (event.stage, event.label)
         with self._lock:
+            if self._startup is not None and key != self._startup:
+                startup, self._startup = self._startup, None
+                self(ProgressEvent(stage=startup[0], label=startup[1], done=0, total=None, finished=True))
             now = self._clock()
             op = self._ops.get(key)
             if op is None:
@@ -328,16 +341,33 @@ class ProgressBar:
                     self._maybe_show(op, now)
 
     def close(self) -> None:
-        """End every open operation's line (an interrupted command leaves none half-drawn)."""
+        """Drop every open operation without a final line (a command that stopped on an error or an
+        interruption leaves no bar half-drawn and no line saying 'done')."""
         with self._lock:
             self._ops.clear()
+            self._startup = None
             self._stop()
+        _LIVE.discard(self)
 
 
-def progress_bar(enabled: bool = True, *, file=None) -> ProgressCallback:
+_LIVE: "weakref.WeakSet[ProgressBar]" = weakref.WeakSet()
+
+
+def close_all() -> None:
+    """Close every progress sink of this process (the CLI's last step, whatever happened)."""
+    for bar in list(_LIVE):
+        bar.close()
+
+
+STARTUP = "starting: loading PyTorch and transformers"
+
+
+def progress_bar(enabled: bool = True, *, file=None, startup: str | None = STARTUP) -> ProgressCallback:
     """The CLI's progress sink: bars (or plain lines off a terminal) when ``enabled`` (not
     ``--no-progress`` and not ``--json``); otherwise nothing is drawn (the libraries' own bars
-    are off too) but units done are still recorded for the interruption message."""
+    are off too) but units done are still recorded for the interruption message. Create it
+    before the API call: ``startup`` names what happens until the first operation reports
+    (importing the model stack), shown once it has lasted a second."""
     if not enabled:
         quiet_library_bars()
-    return ProgressBar(file, draw=enabled)
+    return ProgressBar(file, draw=enabled, startup=startup)

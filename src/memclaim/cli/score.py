@@ -77,6 +77,7 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
     rendered --prompt-template), the suffix is the target; the store gets log q under every
     --policy, the greedy-match flag and per-token statistics from one teacher-forced pass.
     """
+    bar = progress_bar(not no_progress and not as_json)  # before the API loads torch: it shows that too
     res = api.score(model, input_path, document=document_path, stride=stride, prefix_tokens=prefix_tokens,
                     suffix_tokens=suffix_tokens, policies=policies, prompt_templates=prompt_templates,
                     chat_template=chat_template, aggregate=aggregate, text_field=text_field,
@@ -86,7 +87,7 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
                     gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
                     **placement_kwargs(),
                     allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
-                    progress=progress_bar(not no_progress and not as_json), log=stderr_log(not as_json))
+                    progress=bar, log=stderr_log(not as_json))
     summary = res.summary
     if as_json:
         print_json(res.to_dict())

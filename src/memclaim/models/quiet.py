@@ -112,9 +112,14 @@ def library_bars(progress: ProgressCallback | None, *, stage: str, label: str, u
     old_tqdm = getattr(gguf_mod, "tqdm", None) if gguf_mod is not None else None
     if old_tqdm is not None:
         gguf_mod.tqdm = gguf_bar
+    # the whole block is the operation (from_pretrained spends seconds before its loop: reading the
+    # config and a GGUF file's metadata, building the model); transformers' bar, under the same
+    # stage and label, gives it a count and closes it
+    whole = Reporter(progress, stage=stage, label=label, total=None, unit=unit)
     try:
         yield
     finally:
+        whole.close()
         if set_hook is not None:
             set_hook(previous)
         if old_tqdm is not None:
