@@ -177,6 +177,11 @@ CASES = [
     ("score-batch-word", S + " --batch-size lots", "'lots' is not a whole number >= 1 or 'auto'", 0),
     ("audit-batch-negative", A + " --batch-size -4", "'-4' is not a whole number >= 1 or 'auto'", 1),
     ("score-unit-0", S + " --unit-size 0", "unit size must be >= 1", 1),
+    # ---- issue 28: --limit N (the first N texts, or a document's first N windows)
+    ("score-limit-0", S + " --limit 0", "Invalid value for '--limit': 0 is not in the range x>=1", 0),
+    ("population-limit-word", P + " --limit some", "'some' is not a valid integer", 0),
+    ("census-limit-negative", C + " --limit -3", "Invalid value for '--limit': -3 is not in the range x>=1", 0),
+    ("audit-limit-0", A + " --limit 0", "Invalid value for '--limit': 0 is not in the range x>=1", 0),
     ("score-threads-0", S + " --threads 0", "--threads must be >= 1", 0),
     ("score-threads-absurd", S + " --threads 100000", "threads per CPU core", 0),
     ("score-template-field", S + " --prompt-template '{{bad}}'", "unknown fields ['bad']", 1),

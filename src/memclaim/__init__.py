@@ -1,8 +1,9 @@
 """memclaim: calibrated claims about memorization and extraction in language models.
 
-The pipeline (see DESIGN.md): text -> windows -> scoring -> store -> claims -> report. The public
-API is this package's namespace, loaded on first use so that ``import memclaim`` stays fast (it
-imports neither torch nor numpy)::
+The pipeline: text -> windows -> scoring -> store -> claims -> report (the repository's README.md,
+"The pipeline"; DEVELOPERS.md describes each package). The public API is this package's
+namespace, loaded on first use so that ``import memclaim`` stays fast (it imports neither torch
+nor numpy)::
 
     import memclaim as mc
     run = mc.score("toy", ["a text ...", "another ..."], prefix_tokens=16, suffix_tokens=16)
@@ -10,9 +11,10 @@ imports neither torch nor numpy)::
     res.save("reports/members")
 
 Functions: load_model, score, test, population, census, audit, audit_table, dp_bounds, budget,
-dp_account, dp_baseline, dp_plots, and the training lab's train_tiny, finetune, unlearn (``help(memclaim.census)`` for each);
-results: ScoreResult, TestResult, PopulationResult, CensusRun, AuditRun, AuditTableRun, DPBounds,
-BudgetResult, TrainRun; Document for a text given in memory.
+dp_account, dp_baseline, dp_plots, and the training lab's train_tiny, finetune, unlearn
+(``help(memclaim.census)`` for each); results: ScoreResult, TestResult, PopulationResult,
+CensusRun, AuditRun, AuditTableRun, DPBounds, BudgetResult, TrainRun; Document for a text given
+in memory. The documentation site (``make docs``) has a tutorial and the full reference.
 """
 import os as _os
 

@@ -13,6 +13,7 @@ from ..errors import DomainError
 from ..report.budget import budget_report
 from ..report.core import sci_from_log10, write_report
 from ._common import Result, check_out_dir, jsonable
+from ._public import public
 
 __all__ = ["budget", "BudgetResult"]
 
@@ -38,7 +39,7 @@ def _n_text(q: QueryBudget) -> str:
     return f"{sci_from_log10(q.log10_n, 4)} (log10 n = {q.log10_n:.6g})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class BudgetResult(Result):
     """The budget of one per-query probability: ``queries`` (the
     :class:`~memclaim.claims.budget.QueryBudget` n_delta), the statement in words, and with a
@@ -74,6 +75,7 @@ class BudgetResult(Result):
         return f"BudgetResult({self.statement!r})"
 
 
+@public
 def budget(*, p: float | str | None = None, log10_p: float | str | None = None, log_p: float | str | None = None, delta: float = 0.05, n: float | None = None,
            log10_n: float | None = None, out: str | os.PathLike | None = None) -> BudgetResult:
     """Query budgets for a per-query probability (``memclaim budget``): exactly one of ``p``,

@@ -37,6 +37,7 @@ from ..report.privacy import plot_all
 from ..text.io import split_lines
 from ._common import Result, check_out_dir, jsonable
 from ._model import is_loaded_model, load_model
+from ._public import public
 
 __all__ = ["dp_bounds", "DPBounds", "parse_baseline", "guarantee_curve", "dp_account", "DPAccount", "dp_baseline",
            "dp_plots"]
@@ -94,7 +95,7 @@ def guarantee_curve(*, epsilon=None, delta=None, mu=None, neighbors) -> TradeOff
     return pure(epsilon, neighbors=neighbors)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class DPBounds(Result):
     """Every cap and extraction quantity of one guarantee (``summary``:
     :class:`~memclaim.privacy.summary.BoundsSummary`, one labelled row per quantity), the
@@ -183,6 +184,7 @@ def _audit_complete(successes, trials, kappa, list_size) -> None:
                           hint="pass all four, or none")
 
 
+@public
 @_memory_guard("dp bounds", "a coarser --pld-grid, fewer --steps or fewer --copies")
 def dp_bounds(*, neighbors: str, epsilon: float | None = None, delta: float | None = None, mu: float | None = None,
               curve: TradeOff | None = None, noise_multiplier: float | None = None,
@@ -264,7 +266,7 @@ def dp_bounds(*, neighbors: str, epsilon: float | None = None, delta: float | No
 
 
 # ------------------------------------------------------------------ DP-SGD accounting
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class DPAccount(Result):
     """epsilon of a DP-SGD run (``accounting``: dp_accounting's PLD or RDP accountant), the run's
     trade-off curve (``curve``, from its privacy-loss distribution) and what the curve caps
@@ -299,6 +301,7 @@ class DPAccount(Result):
         return f"DPAccount(epsilon={self.epsilon:.6g}, delta={self.accounting.delta:g}, {self.caps['neighbors']})"
 
 
+@public
 @_memory_guard("dp account", "a coarser --pld-grid, --accountant rdp, or fewer --copies")
 def dp_account(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float, accountant: str = "pld",
                neighbors: str = "add-remove", copies: int = 1, pld_grid: float | None = None) -> DPAccount:
@@ -329,10 +332,11 @@ def dp_account(*, noise_multiplier: float, sampling_rate: float, steps: int, del
 
 
 # ------------------------------------------------------------------ certified baselines
+@public
 def dp_baseline(model: str | os.PathLike | LoadedModel, prefix: str, *, secret_length: int, list_size: int,
                 temperature: float = 1.0, max_nodes: int = 100_000, time_limit: float | None = None,
                 batch_size: int = 64, trust_remote_code: bool = False, dtype: str | None = None,
-                device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, progress: ProgressCallback | None = None) -> BaselineResult:
+                device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, progress: bool | ProgressCallback = True) -> BaselineResult:
     """Certify kappa_pi(m), the top-``list_size`` prior mass of length-``secret_length``
     continuations of ``prefix`` under ``model`` at ``temperature`` ([MX] App. F.2) (``memclaim dp
     baseline``). ``model`` must be the PRIOR (the base before any canary was planted). The
@@ -403,6 +407,7 @@ def read_kappa_samples(path: str | os.PathLike, m: int) -> tuple[list[float], li
     return lo, hi
 
 
+@public
 def dp_corpus_baseline(samples: "str | os.PathLike | Sequence[float] | Sequence[tuple[float, float]]", *, list_size: int, confidence: float = 0.95,
                        method: str = "betting") -> CorpusBaseline:
     """The corpus-conditional baseline kappa-bar of [MX] Prop. C.2(b) with a certified interval
@@ -427,6 +432,7 @@ def dp_corpus_baseline(samples: "str | os.PathLike | Sequence[float] | Sequence[
 
 
 # ------------------------------------------------------------------ figures
+@public
 @_memory_guard("dp plot", "fewer --steps, --copies or --max-copies")
 def dp_plots(out: str | os.PathLike, *, neighbors: str, epsilon: float = 1.0, delta: float = 0.1, mu: float = 1.0,
              copies: int = 4, max_copies: int = 8, risk: float = 0.1, list_size: int = 1,

@@ -356,7 +356,8 @@ def _train_shadow(i, folder, *, population, masks, recipe, design_seed, bg, sep_
     say(f"training shadow {i + 1}/{len(masks)} ({recipe.mode}, {in_idx.size} of {len(population)} records IN)")
     with atomic_directory(folder, tmp_prefix=f".{i}.tmp-") as tmp:
         model, result, _ = train_on_texts(recipe, [population.texts[j] for j in in_idx], seed=seed,
-                                          background=bg, sep_ids=sep_ids, tokenizer=tok)
+                                          background=bg, sep_ids=sep_ids, tokenizer=tok,
+                                          label=f"training shadow {i + 1} of {len(masks)}")
         save_model_folder(model, tok, tmp)
         meta = {"schema": MEMBERSHIP_SCHEMA, "index": i, "pair": i // 2, "side": i % 2, "design": DESIGN,
                 "design_seed": int(design_seed), "population_sha256": population.sha256,

@@ -23,9 +23,50 @@ NEIGHBOR_CHOICE = click.Choice(NEIGHBORS)
 def _console(err: bool = False):
     from rich.console import Console
 
-    stream = sys.stderr if err else sys.stdout
-    # tables carry long references and notes: do not squeeze them to 80 columns in a pipe
-    return Console(stderr=err, highlight=False, width=None if stream.isatty() else 160)
+    # the terminal's width (80 columns when not a terminal, unless COLUMNS says otherwise): the
+    # bounds table adapts to it (bounds_table), every other table wraps its cells at spaces
+    return Console(stderr=err, highlight=False)
+
+
+WIDE = 140  # columns from which the bounds table shows reference and note in columns of their own
+
+
+def bounds_table(rows, width: int, title: str = "", *, brackets: bool = False):
+    """The bounds table for a console ``width`` columns wide: (table, footnotes). Wide: quantity,
+    value, [exact value within,] relation, functional, reference, note. Narrow (below
+    :data:`WIDE`): quantity, value (with its certified bracket on a second line when ``brackets``),
+    relation and functional in one column, and a footnote number; each footnote holds a row's
+    reference and note, printed below the table (rows with the same text share a number). Words
+    are never cut: every column is wide enough for its longest word, and wraps at spaces.
+    ``brackets``: a DP-SGD curve's rows carry the certified accuracy [optimistic, pessimistic]
+    (issue 24), shown beside every value."""
+    from rich.table import Table
+
+    def bracket(r) -> str:
+        b = r.bracket
+        return "" if b is None else f"[{_fmt(b[0])}, {_fmt(b[1])}]"
+
+    table = Table(title=_e(title) if title else None, title_justify="left")
+    if width >= WIDE:
+        cols = ("quantity", "value") + (("exact value within",) if brackets else ()) + (
+            "relation", "functional", "reference", "note")
+        for col in cols:
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            cells = [r.name, _fmt(r.value)] + ([bracket(r)] if brackets else [])
+            table.add_row(*(_e(x) for x in (*cells, r.relation, r.functional, r.reference, r.note)))
+        return table, []
+    notes: dict[str, int] = {}
+    table.add_column("quantity", ratio=3, overflow="fold")
+    table.add_column("value (exact within)" if brackets else "value", no_wrap=True)
+    table.add_column("relation, functional", ratio=1, overflow="fold")
+    table.add_column("note", no_wrap=True)
+    for r in rows:
+        text = r.reference + (f": {r.note}" if r.note else "")
+        k = notes.setdefault(text, len(notes) + 1)
+        value = _fmt(r.value) + (f"\n{bracket(r)}" if brackets and r.bracket is not None else "")
+        table.add_row(_e(r.name), _e(value), _e(f"{r.relation}, {r.functional}"), f"[{k}]")
+    return table, [f"[{k}] {text}" for text, k in notes.items()]
 
 
 def _e(text) -> str:
@@ -135,19 +176,12 @@ def bounds(epsilon, delta, mu, sigma, q, steps, pld_grid, neighbors, copies, m, 
     if copies > 1:
         title += (f"; target planted {copies} times: extraction rows use the {copies}-fold group curve "
                   "([MX] Cor. 4.3), sufficient conditions only")
-    table = Table(title=_e(title), title_justify="left")
+    con.print(_e(title))
     brackets = summary.mechanism is not None
-    cols = ("quantity", "value") + (("exact value within",) if brackets else ()) + ("relation", "functional",
-                                                                                     "reference", "note")
-    for col in cols:
-        table.add_column(col, overflow="fold")
-    for r in summary.rows:
-        cells = [r.name, _fmt(r.value)]
-        if brackets:
-            b = r.bracket
-            cells.append("" if b is None else f"[{_fmt(b[0])}, {_fmt(b[1])}]")
-        table.add_row(*(_e(x) for x in (*cells, r.relation, r.functional, r.reference, r.note)))
+    table, notes = bounds_table(summary.rows, con.width, brackets=brackets)
     con.print(table)
+    for line in notes:
+        con.print(_e(line))
     if res.guarantee_note is not None:
         con.print(_e(f"note: {res.guarantee_note}"))
     if brackets:

@@ -12,8 +12,10 @@ import sys
 import click
 
 from .. import __version__
+from ..api._public import cli_invocation
 from ..errors import MemclaimError
-from .progress import TRACKER
+from ..report.core import invoked_as
+from .progress import TRACKER, close_all
 
 # subcommand name -> module under memclaim.cli
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -24,7 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "budget": ("budget", "Query budgets: P[at least once in n], n for confidence 1-delta."),
     "dp": ("dp", "Differential-privacy bounds on memorization and extraction."),
     "audit": ("audit", "Membership-inference and extraction audits with intervals."),
-    "reproduce": ("reproduce", "Regenerate a figure of [MX] §8 (numbers + plot)."),
+    "reproduce": ("reproduce", "Regenerate a figure of [MX] §8 or [EM] §3-§6 (numbers + plot)."),
     "train": ("train", "The training lab: tiny GPT, fine-tuning, planted records, DP-SGD."),
     "demo": ("demo", "Run the end-to-end demo on the built-in tiny GPT."),
 }
@@ -138,16 +140,18 @@ def usage_error_text(exc: click.UsageError) -> str:
 
 
 def main(argv=None) -> int:
+    args = list(argv if argv is not None else sys.argv[1:])
     try:
         # standalone_mode=False: click returns a command's `raise click.exceptions.Exit(n)` as n
-        # instead of raising it (`reproduce` exits 1 when a check fails)
-        rv = cli.main(args=argv, prog_name="memclaim", standalone_mode=False)
+        # instead of raising it (`reproduce` exits 1 when a check fails); every report written
+        # records this command line (memclaim.report.core.invoked_as)
+        with invoked_as(cli_invocation(args)):
+            rv = cli.main(args=args, prog_name="memclaim", standalone_mode=False)
         if isinstance(rv, int) and not isinstance(rv, bool) and rv != 0:
             return rv
     except MemclaimError as exc:
         text = str(exc)
         if getattr(exc, "hint", None) is None:  # every error says how to fix it
-            args = list(argv if argv is not None else sys.argv[1:])
             groups = {"dp": ("bounds", "account", "plot", "baseline"), "audit": ("run", "table", "attacks"),
                       "train": ("tiny", "finetune", "unlearn")}
             cmd = " ".join(args[:2] if len(args) > 1 and args[1] in groups.get(args[0], ()) else args[:1])
@@ -181,6 +185,8 @@ def main(argv=None) -> int:
         return 2
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    finally:
+        close_all()  # no progress line left open (or ticking) after the command, whatever happened
     return 0
 
 

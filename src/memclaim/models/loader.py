@@ -20,7 +20,8 @@ from .._version import __version__
 from ..errors import InputError, ModelLoadError
 from ..fsutil import (MARKER_FILE, atomic_directory, atomic_write_text, cache_dir, file_lock, sha256_bytes,
                       sha256_file)
-from ..progress import LogCallback
+from ..progress import LogCallback, ProgressCallback, Reporter, ambient, ambient_log, emit_log
+from .quiet import library_bars
 from .placement import Placement, map_summary, plan_device_map, resolve_dtype, resolve_placement
 from .registry import is_named_model, named_model, named_models, register_model, registered_elsewhere
 
@@ -282,6 +283,21 @@ class LoadedModel:
     _lm: object = field(default=None, repr=False, compare=False)
     _legacy: tuple | None = field(default=None, repr=False, compare=False)
 
+    def __repr__(self) -> str:
+        where = self.device if self.device_map is None else "a device map"
+        return (f"{type(self).__name__}({self.name!r}, fingerprint {self.fingerprint[:12]}, {self.dtype} on {where}, "
+                f"weights {'loaded' if self.weights_loaded else 'not loaded yet'})")
+
+    def _repr_html_(self) -> str:
+        import html as _html
+
+        rows = [("name", self.name), ("source", self.source), ("folder", str(self.path)),
+                ("fingerprint", self.fingerprint), ("dtype / device", f"{self.dtype} / {self.device}"),
+                ("start of text", ", ".join(self.sot.tokens) or "(none)"),
+                ("weights", "loaded" if self.weights_loaded else "load on first use")]
+        body = "".join(f"<tr><th>{_html.escape(k)}</th><td>{_html.escape(str(v))}</td></tr>" for k, v in rows)
+        return f"<table><caption>memclaim model</caption>{body}</table>"
+
     def _remember(self, name: str, value) -> None:
         # the one place a LoadedModel changes: its lazily computed caches
         object.__setattr__(self, name, value)
@@ -404,10 +420,12 @@ def _load_weights(m: LoadedModel):
     elif m.device_class != "cpu":
         kwargs["device_map"] = {"": m.device}  # straight onto the GPU, no CPU copy of the weights
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            str(m.path), dtype=dtype, use_safetensors=None if m.allow_pickle else True,
-            local_files_only=True, low_cpu_mem_usage=True, trust_remote_code=m.trust_remote_code, **kwargs,
-        )
+        # transformers' "Loading weights" bar reports to memclaim's progress instead (models/quiet.py)
+        with library_bars(ambient(), stage="load", label=f"loading the weights of {m.name}", unit="tensors"):
+            model = AutoModelForCausalLM.from_pretrained(
+                str(m.path), dtype=dtype, use_safetensors=None if m.allow_pickle else True,
+                local_files_only=True, low_cpu_mem_usage=True, trust_remote_code=m.trust_remote_code, **kwargs,
+            )
     except errors as exc:
         raise ModelLoadError(f"cannot load model weights from {str(m.path)!r}: {exc}",
                              hint="check that the folder was saved completely (save_pretrained) and is not truncated"
@@ -582,11 +600,13 @@ def check_gguf(gguf_path: Path) -> None:
                              f"has {size:,}", hint="download it again and compare its size and sha256 with the source")
 
 
-def convert_gguf(gguf_path: Path, *, label: str = "gguf") -> Path:
+def convert_gguf(gguf_path: Path, *, label: str = "gguf", progress: ProgressCallback | None = None) -> Path:
     """Convert a GGUF file once into a cached float32 safetensors folder; return the folder.
 
     One process converts at a time (a lock beside the folder); a folder once published is never
-    replaced, so a process reading it is never disturbed by a later conversion.
+    replaced, so a process reading it is never disturbed by a later conversion. ``progress``
+    (default: the ambient callback of :func:`memclaim.progress.reporting`) gets the conversion's
+    events, stage "convert": the tokenizer, then one count per de-quantized tensor, then the save.
 
     >>> convert_gguf(named_model_gguf("smollm2"), label="smollm2")  # doctest: +SKIP
     PosixPath('/root/.cache/memclaim/models/smollm2-b179c9523d0e6a0f')
@@ -599,25 +619,45 @@ def convert_gguf(gguf_path: Path, *, label: str = "gguf") -> Path:
     if (out / "memclaim.json").exists():
         return out
     check_gguf(gguf_path)
-    with file_lock(out.parent / f".{out.name}.lock"):
-        if (out / "memclaim.json").exists():  # another process published it while we waited
+    progress = progress or ambient()
+    lock = out.parent / f".{out.name}.lock"
+    with file_lock(lock, blocking=False) as got:
+        if got:
+            _convert_locked(gguf_path, out, digest, label, progress)
             return out
-        if out.exists():
-            raise ModelLoadError(f"the conversion cache folder {str(out)!r} exists but is not a finished conversion "
-                                 "(no memclaim.json)", hint=f"remove {str(out)!r} and run again")
-        _convert_gguf_into(gguf_path, out, digest)
+    emit_log(ambient_log(), f"another process is converting {label}; waiting for it to finish")
+    with Reporter(progress, stage="convert", label=f"waiting for another process's {label} conversion", total=None,
+                  unit="tensors"), file_lock(lock):
+        _convert_locked(gguf_path, out, digest, label, progress)
     return out
 
 
-def _convert_gguf_into(gguf_path: Path, out: Path, digest: str) -> None:
+def _convert_locked(gguf_path: Path, out: Path, digest: str, label: str, progress) -> None:
+    if (out / "memclaim.json").exists():  # another process published it while we waited
+        return
+    if out.exists():
+        raise ModelLoadError(f"the conversion cache folder {str(out)!r} exists but is not a finished conversion "
+                             "(no memclaim.json)", hint=f"remove {str(out)!r} and run again")
+    _convert_gguf_into(gguf_path, out, digest, label=label, progress=progress)
+
+
+def _convert_gguf_into(gguf_path: Path, out: Path, digest: str, *, label: str = "gguf",
+                       progress: ProgressCallback | None = None) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, fname = str(gguf_path.parent), gguf_path.name
+    what = f"converting {label} from GGUF (first use only)"
+    # the tokenizer (seconds) shows as an operation of its own, then transformers' de-quantization
+    # bar reports each tensor to `progress` (models/quiet.py), then the save
     try:
-        tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname, local_files_only=True, trust_remote_code=False)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=torch.float32,
-                                                     local_files_only=True, trust_remote_code=False)
+        with Reporter(progress, stage="convert", label=f"{label}: reading the GGUF tokenizer (first use only)",
+                      total=None, unit="steps"):
+            tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname, local_files_only=True,
+                                                trust_remote_code=False)
+        with library_bars(progress, stage="convert", label=what, unit="tensors"):
+            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=torch.float32,
+                                                         local_files_only=True, trust_remote_code=False)
     except Exception as exc:  # transformers raises many types here
         raise ModelLoadError(f"cannot convert GGUF file {str(gguf_path)!r}: {exc}",
                              hint="check that the file is a complete GGUF model of an architecture transformers "
@@ -627,7 +667,9 @@ def _convert_gguf_into(gguf_path: Path, out: Path, digest: str) -> None:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    with atomic_directory(out) as tmp:  # never replaces a published folder (the caller holds the lock)
+    with atomic_directory(out) as tmp, \
+            Reporter(progress, stage="convert", label=f"{label}: writing the float32 safetensors (first use only)",
+                     total=None, unit="steps"):  # never replaces a published folder (the caller holds the lock)
         model.save_pretrained(str(tmp), safe_serialization=True)
         tok.save_pretrained(str(tmp))
         import transformers
@@ -667,8 +709,8 @@ def named_model_gguf(name: str) -> Path:
 
 
 def _gguf_resolver(name: str):
-    def resolve(log: LogCallback | None = None) -> Path:
-        return convert_gguf(named_model_gguf(name), label=name)
+    def resolve(log: LogCallback | None = None, progress: ProgressCallback | None = None) -> Path:
+        return convert_gguf(named_model_gguf(name), label=name, progress=progress)
 
     return resolve
 

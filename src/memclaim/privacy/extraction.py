@@ -29,6 +29,7 @@ from .tradeoff import (TradeOff, _alpha, _delta, _epsilon, approx, exp_times, ex
                        group_conversion, normalize_neighbors, pure)
 
 __all__ = [
+    "group_curve_words",
     "extraction_bound_pure",
     "extraction_bound_approx",
     "extraction_bound_gdp",
@@ -430,6 +431,18 @@ class HStar(ResultMixin):
     note: str = ""
 
 
+def group_curve_words(bits: float, group_bits: float) -> str:
+    """What the exact k-fold group curve says next to H* = k eps log2 e + log2(m/tau): it needs
+    fewer bits, or (within display precision) the same number.
+
+    >>> group_curve_words(8.207316, 8.207316), group_curve_words(9.1, 7.25)
+    ('not exact in general; here the exact group curve needs the same 8.20732 bits', 'not exact; the exact group curve needs only 7.25 bits')
+    """
+    if math.isclose(bits, group_bits, rel_tol=1e-6, abs_tol=1e-9) or f"{bits:.6g}" == f"{group_bits:.6g}":
+        return f"not exact in general; here the exact group curve needs the same {group_bits:.6g} bits"
+    return f"not exact; the exact group curve needs only {group_bits:.6g} bits"
+
+
 def h_star(*, epsilon: float, m: int, tau: float, neighbors: str = "add-remove", copies: int = 1) -> HStar:
     """H* = eps log2 e + log2(m/tau) for pure eps-DP, list size m, risk tau ([MX] Thm. 5.1(iii)).
 
@@ -454,7 +467,7 @@ def h_star(*, epsilon: float, m: int, tau: float, neighbors: str = "add-remove",
         gbits = math.log2(m) - _log_alpha_star_group(t, e, 0.0, c) * LOG2E
         return HStar(bits, e, m, t, "first" if first else "second", tau_c, True, False, None, None, rel,
                      "[MX] remark after Thm. 5.1 (group privacy), Cor. 4.3", c, gbits,
-                     K_COPY_NOTE.format(k=c) + f"; the exact group curve needs only {gbits:.6g} bits")
+                     K_COPY_NOTE.format(k=c) + "; " + group_curve_words(bits, gbits))
     bits = e * LOG2E + math.log2(m / t)
     la, first, tau_c = _log_alpha_star_pure(t, e, 0.0)
     exact_bits = math.log2(m) - la * LOG2E       # log2(m / alpha*), from log alpha* (no underflow)

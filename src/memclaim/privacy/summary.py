@@ -16,7 +16,7 @@ from .. import validate
 from ..errors import DomainError
 from ..jsonutil import ResultMixin
 from .caps import eta, eta_star_k, in_support_damping, memorization_cap, truncation_price
-from .extraction import alpha_star, entropy_threshold, extraction_bound, h_star
+from .extraction import alpha_star, entropy_threshold, extraction_bound, group_curve_words, h_star
 from .pld import dpsgd_curve
 from .tradeoff import TradeOff, check_group_cost, gdp_delta, group_conversion, neighbors_label
 
@@ -63,6 +63,7 @@ class BoundsSummary(ResultMixin):
             if r.name == name:
                 return r.value
         raise KeyError(name)
+
 
 
 def bounds_summary(f: TradeOff, *, copies: int = 1, m: int | None = None, tau: float | None = None,
@@ -222,8 +223,7 @@ def _extraction_rows_k_copies(f: TradeOff, rel: str, k: int, *, m, tau, kappa) -
                 hs = h_star(epsilon=f.epsilon, m=mm, tau=tau, neighbors=f.neighbors, copies=k)
                 rows.append(Quantity(f"H* = k eps log2 e + log2(m/tau) (bits){sfx}, m = {mm}", hs.bits, rel, "Ext",
                                      hs.reference, "sufficient for every prior (group privacy eps -> k eps); "
-                                     f"not exact; the exact group curve needs only {hs.group_curve_bits:.6g} bits",
-                                     False, k))
+                                     + group_curve_words(hs.bits, hs.group_curve_bits), False, k))
             rows.append(Quantity(f"entropy threshold log2(m/alpha*_(f^({k}))) (bits){sfx}, m = {mm}",
                                  entropy_threshold(f, m=mm, tau=tau, copies=k), rel, "Ext",
                                  "[MX] Thm. 5.1(iii) (sufficiency), Cor. 4.3", "sufficient for every prior; " + why,

@@ -313,12 +313,19 @@ class ScoreStore:
         """The key of a procedure recorded under an older fingerprint of the same model folder
         that is otherwise ``procedure`` (same policies, prompt rule, lengths, version...), or None."""
         d = procedure.to_dict()
+        # the memclaim version is part of a procedure's key: a legacy procedure was recorded by the
+        # version that wrote it (0.1.0), which this one still resumes
+        versions = [d["memclaim_version"]] + sorted({str(p.get("memclaim_version")) for p in
+                                                     self._manifest["procedures"].values()
+                                                     if "fingerprint_scheme" not in (p.get("model") or {})
+                                                     and p.get("memclaim_version")} - {d["memclaim_version"]})
         for fp in legacy_fingerprints:
             old = dict(d["model"], fingerprint=fp)
             old.pop("fingerprint_scheme", None)
-            key = Procedure.from_dict({**d, "model": old}).key
-            if key in self._manifest["procedures"] or (self.root / "procedures" / f"{key}.json").exists():
-                return key
+            for version in versions:
+                key = Procedure.from_dict({**d, "model": old, "memclaim_version": version}).key
+                if key in self._manifest["procedures"] or (self.root / "procedures" / f"{key}.json").exists():
+                    return key
         return None
 
     def learn_fingerprint(self, old: str, new: str, scheme: int) -> None:

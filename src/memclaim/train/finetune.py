@@ -130,7 +130,7 @@ def finetune(model: torch.nn.Module, corpus: PlantedCorpus, config: TrainConfig,
     if layout == "examples" and config.pad_id is None:
         config = replace(config, pad_id=pad_id)
     model.requires_grad_(True)
-    res = train_causal_lm(model, tb.blocks, config, on_step=on_step)
+    res = train_causal_lm(model, tb.blocks, config, on_step=on_step, label="fine-tuning")
     model.requires_grad_(False)
     cfg = {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in asdict(config).items()}
     return FinetuneResult(_train_dict(res), to_jsonable(cfg), tb.n, tb.layout, corpus.manifest(),
@@ -324,7 +324,7 @@ def tiny_lab_model(spec: TinyLabSpec, *, log: LogCallback | None = None,
                       warmup_steps=min(30, spec.steps // 10), seed=spec.train_seed, threads=spec.threads)
     say(f"training a tiny GPT ({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters) on "
         f"{tb.n} blocks of {spec.seq_len} tokens for {spec.steps} steps")
-    res = train_causal_lm(model, tb.blocks, cfg)
+    res = train_causal_lm(model, tb.blocks, cfg, label="training the lab's tiny GPT")
     model.requires_grad_(False)
     _extraction_flags(model, records, texts, sot, threads=spec.threads)
     manifest = {"kind": "tiny-lab", "spec": spec.to_dict(), "train": {**_train_dict(res), "device": str(device)},
@@ -446,7 +446,7 @@ def _build_chain_base(spec: ChainBaseSpec, *, log=None):
         f"{spec.steps} steps); cached afterwards")
     cfg = TrainConfig(steps=spec.steps, batch_size=spec.batch_size, seq_len=spec.seq_len, lr=spec.lr,
                       warmup_steps=min(30, spec.steps // 10), seed=spec.seed, threads=spec.threads)
-    res = train_causal_lm(model, blocks, cfg)
+    res = train_causal_lm(model, blocks, cfg, label="pre-training the chain base (first use only)")
     model.requires_grad_(False)
     return model, {"spec": spec.to_dict(), "train": _train_dict(res),
                    "entropy_rate_bits_per_word": gen.entropy_rate_bits()}

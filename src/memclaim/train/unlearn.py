@@ -245,7 +245,8 @@ def unlearn(model: torch.nn.Module, forget_blocks: torch.Tensor, retain_blocks: 
     flags = [p.requires_grad for p in model.parameters()]
     model.requires_grad_(True)
     try:
-        res = train_causal_lm(model, forget_blocks, tc, objective=objective, on_step=on_step)
+        res = train_causal_lm(model, forget_blocks, tc, objective=objective, on_step=on_step,
+                              label="unlearning (stops when the verifier reports forgotten)")
     finally:
         for p, f in zip(model.parameters(), flags):
             p.requires_grad_(f)
