@@ -181,6 +181,7 @@ CASES = [
     ("score-stats-unknown", S + " --stats loss", "unknown statistic(s) ['loss']", 1),
     ("score-stats-dangling-plus", S + " --stats 'rank+'", "malformed statistics 'rank+'", 1),
     ("population-stats-unknown", P + " --stats census+entropy", "unknown statistic(s) ['entropy']", 1),
+    ("score-stats-empty", S + " --stats ''", "malformed statistics ''", 1),
     # ---- issue 28: --limit N (the first N texts, or a document's first N windows)
     ("score-limit-0", S + " --limit 0", "Invalid value for '--limit': 0 is not in the range x>=1", 0),
     ("population-limit-word", P + " --limit some", "'some' is not a valid integer", 0),

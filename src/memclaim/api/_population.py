@@ -617,7 +617,7 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     activations fit 80% of free memory, on the CPU 16; CPU scores are the same at every size).
     ``stats``: the statistics to compute and store; the test reads log q only, so the default
     is ``"census"`` (log q, greedy flag, margin); ``"all"`` adds the per-token full-softmax
-    statistics the audits use (see :func:`memclaim.score`).
+    statistics the audits use (None: every statistic, as ``"all"``; see :func:`memclaim.score`).
 
     >>> import memclaim as mc
     >>> res = mc.population("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16,

@@ -152,9 +152,9 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     the CPU in float32); the device class and dtype are part of the procedure.
     ``batch_size``: windows per forward pass, or ``"auto"`` (on a GPU the largest batch whose
     activations fit 80% of free memory, on the CPU 16; CPU scores are the same at every size).
-    ``stats``: the statistics to compute and store (``"all"``, ``"census"`` or names joined with
-    ``+``, :class:`memclaim.scoring.engine.StatSet`); log q, the greedy flag and the margin are
-    always kept. What each costs: ``memclaim score --help`` and docs/store.md.
+    ``stats``: the statistics to compute and store (``"all"`` or None: every one; ``"census"``;
+    names joined with ``+`` or a list of names; a :class:`memclaim.scoring.engine.StatSet`);
+    log q, the greedy flag and the margin are always kept. What each costs: ``memclaim score --help`` and docs/store.md.
 
     >>> import memclaim as mc
     >>> run = mc.score("toy", ["A first passage of text ...", "a second ..."], prefix_tokens=8,

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -99,6 +99,9 @@ class StatSet:
             return stats
         if isinstance(stats, str):
             return cls.parse(stats)
+        if isinstance(stats, (bytes, Mapping)) or not isinstance(stats, Iterable):  # stats=5, True, b"rank"
+            raise InputError(f"stats={stats!r} is not a set of statistics (got {type(stats).__name__})",
+                             hint=STAT_HELP)
         names: set[str] = set()
         for s in stats:
             if not isinstance(s, str):
