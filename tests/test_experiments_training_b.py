@@ -414,6 +414,43 @@ THEORY = {
 }
 
 
+# ---------------------------------------------------------------- the paper's sentences, re-derived
+def _cf_near_one(r):
+    """[MX] §8.2 "reading AUC near 1 on both sides": per bucket, the reference-model scores of the leaky model,
+    the AUC's 95% interval (DeLong from statsmodels; Hoeffding's half-width sqrt(log(2/0.05) / (2 min(m, n)))
+    at complete separation, where DeLong's variance is 0) against 0.9; not testable with fewer than k members
+    or non-members where 0.9^k > 2.5% (k < 36: an AUC of 0.9 separates them completely that often)."""
+    cs, _, conf = _cf(r)
+    out, k = {}, {}
+    for b in ("below", "above"):
+        m = [c["reference_score_leaky"] for c in _cf_bucket(cs, b, True)]
+        n = [c["reference_score_leaky"] for c in _cf_bucket(cs, b, False)]
+        k[b] = min(len(m), len(n))
+        a, lo, hi = TC.delong(m, n, conf)
+        if lo == hi:
+            h = math.sqrt(math.log(2 / (1 - conf)) / (2 * k[b]))
+            lo, hi = a - h, a + h
+        out[b] = (a, max(lo, 0.0), min(hi, 1.0))
+    detail = f"{out}, {k} of each"
+    one_sided = 1 - (1 + conf) / 2
+    if any(hi < 0.9 for _, _, hi in out.values()):
+        return "not held", detail
+    if 0.9 ** min(k.values()) > one_sided:
+        return "not testable here", detail
+    return ("held" if all(lo >= 0.9 for _, lo, _ in out.values()) else "not held"), detail
+
+
+CLAIMS = {"canary-floor": {"auc-near-1": _cf_near_one}}
+# what the runs found (issue 24 item 2: "reading AUC near 1 on both sides", tested as stated, where the check asks
+# only for an interval above 1/2)
+CLAIMS_QUICK = {"canary-floor": {"auc-near-1": TC.NotTestable(
+    "24 members and 24 non-members a side: even complete separation cannot show AUC >= 0.9 at the interval's "
+    "one-sided 97.5% (36 of each needed); AUC 0.901 [0.811, 0.991] below, 0.896 [0.808, 0.983] above")}}
+CLAIMS_FULL = {"canary-floor": {"auc-near-1": TC.NotHeld(
+    "full run (90 members and 90 non-members a side): AUC 0.831 [0.774, 0.889] below H*, 0.811 [0.749, 0.873] above: "
+    "both intervals below 0.9 (the check's 'above 1/2' holds on both sides)")}}
+
+
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("reproduce-training-b")
@@ -463,6 +500,18 @@ def test_theory_check_holds_on_the_raw_numbers(quick, name, claim):
     """The claim's verdict from the run's raw numbers (not the report's flag), which the report's
     own check must match."""
     TC.assert_theory(quick[1][name], claim, THEORY[name])
+
+
+@pytest.mark.parametrize("name", list(CLAIMS))
+def test_every_paper_claim_is_rederived(quick, name):
+    TC.assert_claims_cover(quick[1][name], CLAIMS[name])
+    assert set(CLAIMS_QUICK[name]) == set(CLAIMS[name]) == set(CLAIMS_FULL[name])
+
+
+@pytest.mark.parametrize("name, key", TC.claim_params(CLAIMS_QUICK))
+def test_paper_claims_quick(quick, name, key):
+    """The paper's sentences as the quick run judged them, re-derived from the raw numbers."""
+    TC.assert_claim(quick[1][name], key, CLAIMS[name], CLAIMS_QUICK[name][key])
 
 
 def test_trigger_numbers(quick):
@@ -625,6 +674,10 @@ def check_full_run(name: str, r: dict) -> None:
                     assert_agrees(r, row, spec)
             else:
                 assert_agrees(r, row, spec)
+    if name in CLAIMS:  # the paper's sentences as the full run judged them (the record, not the rule, is updated)
+        TC.assert_claims_cover(r, CLAIMS[name])
+        for key, expect in CLAIMS_FULL[name].items():
+            TC.assert_claim(r, key, CLAIMS[name], expect)
 
 
 @pytest.mark.slow

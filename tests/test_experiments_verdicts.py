@@ -520,6 +520,78 @@ def test_canary_floor_checks():
     assert _passed(checks_for(res)) == [False, False, True, True, False, True]
 
 
+def test_canary_floor_auc_near_one_is_tested_as_stated():
+    """"reading AUC near 1 on both sides": the interval at or above 0.9 on both sides (held), below 0.9 on a
+    side (not held), or too few canaries for any outcome to show 0.9 at the interval's one-sided 97.5%."""
+    from memclaim.experiments.canary_floor import NEAR_ONE, QUOTE_NEAR_ONE, claims_for, near_one_claim
+
+    def b(n, auc, lo, hi, non=None):
+        return {"members": n, "non_members": n if non is None else non,
+                "auc_reference_leaky": {"auc": auc, "low": lo, "high": hi}}
+
+    held = near_one_claim({"below": b(90, 0.97, 0.94, 0.99), "above": b(40, 1.0, 0.90, 1.0)})
+    assert held.verdict == "held" and held.quote == QUOTE_NEAR_ONE and held.numbers["fewest_of_each_for_near_one"] == 36
+    # the colleague's rule (interval above 1/2) passed these: near 1 on one side only, and 0.80 on both
+    assert near_one_claim({"below": b(90, 0.97, 0.94, 0.99), "above": b(90, 0.91, 0.87, 0.95)}).verdict == "not held"
+    assert near_one_claim({"below": b(90, 0.80, 0.71, 0.89), "above": b(90, 0.80, 0.71, 0.89)}).verdict == "not held"
+    # refuted at any size: an interval entirely below 0.9 (a quick run's 24 of each)
+    assert near_one_claim({"below": b(24, 0.75, 0.6, 0.88), "above": b(24, 1.0, 0.72, 1.0)}).verdict == "not held"
+    # the quick run's numbers: 24 members and 24 non-members a side, AUC 0.90 [0.81, 0.99] and 0.90 [0.81, 0.98]
+    quick = near_one_claim({"below": b(24, 0.901, 0.811, 0.991), "above": b(24, 0.896, 0.808, 0.983)})
+    assert quick.verdict == "not testable here" and "36 needed" in quick.evidence
+    # even complete separation of 24 and 24 (Hoeffding's interval) cannot show it; the smaller group decides
+    assert near_one_claim({"below": b(24, 1.0, 0.72, 1.0), "above": b(24, 1.0, 0.72, 1.0)}).verdict == \
+        "not testable here"
+    assert near_one_claim({"below": b(90, 0.97, 0.94, 0.99, non=35), "above": b(90, 0.97, 0.94, 0.99)}).verdict == \
+        "not testable here"
+    # the threshold for "not testable": 0.9^k is the chance that an AUC of exactly 0.9 separates k of k completely
+    assert NEAR_ONE ** 35 > 0.025 >= NEAR_ONE ** 36
+    none = near_one_claim({"below": {"members": 1, "non_members": 5, "auc_reference_leaky": None},
+                           "above": b(40, 1.0, 0.9, 1.0)})
+    assert none.verdict == "not testable here"
+    both = {"below": b(90, 0.97, 0.94, 0.99), "above": b(90, 0.97, 0.94, 0.99)}
+    assert [(c.key, c.verdict) for c in claims_for({"buckets": both})] == [("auc-near-1", "held")]
+
+
+def test_unlearning_survives_intact_is_tested_as_stated():
+    """"survives intact, with extraction through rho still at 1.00 [...] on three of the four family-method
+    pairs and 0.81 on the fourth": most pairs at 1.00 as printed, told apart from the fourth pair's 0.81, and
+    none below 0.81 (held); a pair below 0.81 or half the pairs below 1.00 (not held); too few secrets to tell
+    1.00 from 0.81 (not testable)."""
+    from memclaim.experiments.unlearning import ATTENUATED, QUOTE_SURVIVES, claims_for, survives_intact_claim
+
+    two = lambda a, b=None: {"graddiff": a, "npo": a if b is None else b}  # noqa: E731
+    held = survives_intact_claim(two((32, 32, 32)))
+    assert held.verdict == "held" and held.quote == QUOTE_SURVIVES and held.numbers["secrets_needed"] == 15
+    assert held.numbers["npo"]["one_sided_lower_after"] == pytest.approx(0.05 ** (1 / 32))
+    # the paper's own Table 4 holds (three pairs at 1.00, the fourth at 0.81), were each pair 48 secrets
+    paper = {"pythia/npo": (39, 48, 48), "pythia/graddiff": (48, 48, 48), "qwen/npo": (48, 48, 48),
+             "qwen/graddiff": (48, 48, 48)}
+    assert survives_intact_claim(paper).verdict == "held"
+    # the full run: 19 of 32 after (22 before) on both methods, which the check's rule (lower bound above the
+    # verifier's 0.15) holds: below even the paper's 0.81
+    full = survives_intact_claim(two((19, 32, 22)))
+    assert full.verdict == "not held" and "below the paper's lowest" in full.evidence
+    # the quick run: 8 of 10 after, [0.444, 0.975]: below 1.00 on both pairs, refuted with 10 secrets
+    quick = survives_intact_claim(two((8, 10, 9)))
+    assert quick.verdict == "not held" and "not at 1.00 on most pairs" in quick.evidence
+    # one pair at 1.00, the other at the paper's 0.81: 1.00 on half the pairs only, not "three of four"
+    assert survives_intact_claim(two((32, 32, 32), (26, 32, 32))).verdict == "not held"
+    # one secret lost of 32 does not print as 1.00, though the interval reaches 0.995: every pair decided
+    assert survives_intact_claim(two((31, 32, 32))).verdict == "not held"
+    # 10 of 10 cannot tell 1.00 from 0.81 (lower bound 0.741); 14 of 14 neither (0.807); 15 of 15 can (0.819)
+    for n, verdict in ((10, "not testable here"), (14, "not testable here"), (15, "held")):
+        assert survives_intact_claim(two((n, n, n))).verdict == verdict, n
+    assert 0.05 ** (1 / 14) <= ATTENUATED < 0.05 ** (1 / 15)
+    assert survives_intact_claim(two((9, 10, 10))).verdict == "not testable here"  # [0.555, 0.997]: undecided
+    # a large run that loses one secret in 200 still prints 1.00 (0.995)
+    assert survives_intact_claim(two((199, 200, 200))).verdict == "held"
+    ex = lambda h, n=32: {"hits": h, "n": n}  # noqa: E731
+    res = {"before": {"trigger_via_rho": ex(32)}, "runs": {"graddiff/trigger": {"after": {"trigger_via_rho": ex(32)}},
+                                                          "npo/trigger": {"after": {"trigger_via_rho": ex(19)}}}}
+    assert [(c.key, c.verdict) for c in claims_for(res)] == [("survives-intact", "not held")]
+
+
 def test_unlearning_checks():
     from memclaim.experiments.unlearning import checks_for
 
