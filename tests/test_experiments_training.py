@@ -290,13 +290,31 @@ def _unl_survives_intact(r):
     return ("not testable here" if undecided else "not held"), detail
 
 
-CLAIMS = {"unlearning": {"survives-intact": _unl_survives_intact}}
+def _dp_climbs(r):
+    """[MX] §8.2 "At eps = inf memorization returns and climbs with duplication": on the eps = inf row, each k's
+    memorization the mean of its canaries' (re-derived), rising at every step of the k grid, the largest k above
+    the smallest by > 3 SE (one-sided normal) and above 0 by > 3 SE."""
+    inf = next(row for row in r["results"]["rows"] if row["epsilon"] == "inf")
+    cells = sorted(inf["cells"], key=lambda c: c["k"])
+    for c in cells:
+        assert c["mem"] == pytest.approx(float(np.mean(c["mem_per_canary"])), abs=1e-12)
+    mem = [c["mem"] for c in cells]
+    lo, hi = cells[0], cells[-1]
+    z_climb = (hi["mem"] - lo["mem"]) / math.hypot(hi["se"], lo["se"])
+    ok = all(b > a for a, b in zip(mem, mem[1:])) and z_climb > 3 and hi["mem"] / hi["se"] > 3
+    return ("held" if ok else "not held"), f"mem by k {dict(zip([c['k'] for c in cells], mem))}, z {z_climb:.2f}"
+
+
+CLAIMS = {"unlearning": {"survives-intact": _unl_survives_intact},
+          "dp-calibration": {"climbs-with-duplication": _dp_climbs}}
 # what the runs found (issue 24 item 2: "survives intact, with extraction through rho still at 1.00", tested as
 # stated, where the check asks only for a lower bound above the verifier's 0.15)
-CLAIMS_QUICK = {"unlearning": {"survives-intact": TC.NotHeld(
+# quick run: mem 0.005, 0.035, 0.158, 0.321 (SE 0.003 to 0.052) at k = 1, 2, 4, 8; k = 8 above k = 1 by z = 6.0
+CLAIMS_QUICK = {"dp-calibration": {"climbs-with-duplication": True}, "unlearning": {"survives-intact": TC.NotHeld(
     "8 of 10 trigger secrets recovered through rho after the request on both methods, 95% CP [0.444, 0.975]: below "
     "1.00 on both pairs (9 of 10 before: the channel is below 1.00 at this scale even before unlearning)")}}
-CLAIMS_FULL = {"unlearning": {"survives-intact": TC.NotHeld(
+# full run: mem 0.003, 0.014, 0.119, 0.334 (SE 0.002 to 0.022) at k = 1, 2, 4, 8; k = 8 above k = 1 by z = 15.2
+CLAIMS_FULL = {"dp-calibration": {"climbs-with-duplication": True}, "unlearning": {"survives-intact": TC.NotHeld(
     "full run (32 secrets): 19 of 32 recovered through rho after the request on both methods, 95% CP [0.406, 0.763], "
     "below even the paper's 0.81 (22 of 32 before)")}}
 
