@@ -188,6 +188,20 @@ def paper_claim(key: str, claim: str, *, quote: str, where: str, test: str, held
     return PaperClaim(key, claim, quote, where, test, verdict_of(held), held, evidence, dict(numbers or {}))
 
 
+def paper_caption(*, differences: Sequence[str], claims: Sequence[PaperClaim]) -> str:
+    """What differs from the paper and each judged sentence's verdict, as a figure's caption
+    (recorded in NAME.json, :func:`finish`), instead of text drawn into the image.
+
+    >>> from memclaim.experiments.common import paper_caption, paper_claim
+    >>> paper_caption(differences=["a 135M model"], claims=[paper_claim(
+    ...     "x", "x", quote="x", where="[EM] §4", test="c", held=True, evidence="e")])
+    'Differs from the paper: a 135M model. held: x (e).'
+    """
+    parts = (["Differs from the paper: " + "; ".join(differences) + "."] if differences else [])
+    parts += [f"{c.verdict}: {c.claim} ({c.evidence})." for c in claims]
+    return " ".join(parts)
+
+
 def paper_footer(fig: Any, *, differences: Sequence[str], claims: Sequence[PaperClaim], fontsize: float = 6.3) -> None:
     """Write below the axes what differs from the paper and each judged sentence's verdict: the
     figure grows by the text's height, kept free of the constrained layout, so the axes keep their size.
@@ -236,9 +250,11 @@ def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick
            streams: Sequence[str], settings: dict[str, Any], results: dict[str, Any],
            paper_numbers: Sequence[Comparison], checks: Sequence[Check], figure: Any,
            out_dir: str | os.PathLike, notes: Sequence[str] = (), paper_claims: Sequence[PaperClaim] = (),
-           differences: Sequence[str] = ()) -> dict:
+           differences: Sequence[str] = (), caption: str | None = None) -> dict:
     """Assemble the result, write ``NAME.json`` and ``NAME.png`` into ``out_dir`` (created), and
-    return the JSON-ready dict. ``figure`` is a matplotlib Figure (from :func:`new_figure`).
+    return the JSON-ready dict. ``figure`` is a matplotlib Figure (from :func:`new_figure`);
+    ``caption`` (the words that go under the figure, kept out of the image) is recorded in the
+    JSON.
 
     >>> from memclaim.experiments.common import check, finish, new_figure
     >>> fig, ax = new_figure()
@@ -271,6 +287,7 @@ def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick
             "paper_claims_verdicts": {v: sum(c.verdict == v for c in paper_claims) for v in VERDICTS},
             "differences_from_paper": list(differences)} if paper_claims or differences else {}),
         "notes": list(notes),
+        **({"caption": caption} if caption else {}),
         "files": {"json": f"{name}.json", "png": f"{name}.png", "vector": f"{name}.pdf", "markdown": f"{name}.md",
                   "html": f"{name}.html"},
     }
@@ -297,6 +314,23 @@ def _own_reproduction(path: Path, name: str) -> bool:
     return isinstance(d, dict) and d.get("name") == name and d.get("schema") in KNOWN_SCHEMAS
 
 
+def _ours_and_paper(p: dict, rel: str, se: str) -> str:
+    """Ours, the paper's and their difference in one unit: the paper's printed percent makes all
+    three percents (the difference in percentage points), else all are plain numbers.
+
+    >>> _ours_and_paper({"ours": 0.6932, "paper_printed": "70.1%", "difference": -0.0078}, "", "")
+    'ours 69.3%, paper 70.1% (diff -0.8 percentage points)'
+    >>> _ours_and_paper({"ours": 0.63212, "paper_printed": "0.632", "difference": 0.00012}, "", "")
+    'ours 0.63212, paper 0.632 (diff +0.00012)'
+    """
+    if str(p["paper_printed"]).strip().endswith("%"):
+        pse = se.replace(" +- ", "") if se else ""
+        se_pct = f" +- {100 * float(pse):.2g} pp" if pse else ""
+        return (f"ours {100 * p['ours']:.1f}%{se_pct}, paper {rel}{p['paper_printed']} "
+                f"(diff {100 * p['difference']:+.1f} percentage points)")
+    return f"ours {p['ours']:.6g}{se}, paper {rel}{p['paper_printed']} (diff {p['difference']:+.2g})"
+
+
 def summary_lines(result: dict) -> list[str]:
     """Human-readable lines: the paper numbers (ours vs paper, how close), the checks (with the
     paper's sentence where a check tests one), and each judged sentence of the paper: its verdict,
@@ -317,8 +351,7 @@ def summary_lines(result: dict) -> list[str]:
             rel = {"=": "", ">=": ">= ", "<=": "<= "}[p["relation"]]
             se = f" +- {p['ours_se']:.2g}" if p.get("ours_se") is not None else ""
             side = "" if p["same_scale"] else "  [side by side: the paper's number is from other models]"
-            lines.append(f"    {p['quantity']} ({p['where']}): ours {p['ours']:.6g}{se}, paper {rel}{p['paper_printed']} "
-                         f"(diff {p['difference']:+.2g}){side}")
+            lines.append(f"    {p['quantity']} ({p['where']}): {_ours_and_paper(p, rel, se)}{side}")
             if p.get("note"):
                 lines.append(f"          {p['note']}")
     ch = result.get("checks", [])

@@ -29,10 +29,10 @@ import numpy as np
 from ..claims.conformal import population_test
 from ..claims.intervals import newcombe_independent
 from ..models import load_model
-from ..report.style import PALETTE, figure, legend, style
+from ..report.style import PALETTE, TEXT_WIDTH, figure, legend, style
 from ..scoring.prompts import PromptRule
 from . import em_verses as ev
-from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer
+from .common import PaperClaim, check, compare, finish, paper_caption, paper_claim
 from .verdicts import fmt_interval
 
 NAME = "parrot"
@@ -241,7 +241,8 @@ def claims_for(b: dict) -> list[PaperClaim]:
 def _plot(b, differences, claims):
 
     with style():
-        fig, (a1, a2) = figure(width=10.0, height=3.6, ncols=2, gridspec_kw={"width_ratios": [1, 1.6]})
+        # a paper's text width; the words about the paper go in the caption (parrot.json), not the image
+        fig, (a1, a2) = figure(width=TEXT_WIDTH, height=3.2, ncols=2, gridspec_kw={"width_ratios": [1, 1.6]})
         w = b["whole_verse"]
         for x, key, role, lab in ((0, "member", "member", "members (KJV verses)"),
                                   (1, "control", "control", "controls (new verses)")):
@@ -267,7 +268,6 @@ def _plot(b, differences, claims):
         a2.set_ylabel("share repeated verbatim")
         a2.set_title("repeat rate of the quote's first l tokens")
         legend(a2)
-        paper_footer(fig, differences=differences, claims=claims)
     return fig
 
 
@@ -319,6 +319,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
                                                   "[EM] §3 'Revisiting parrot prompts'"],
                   seed=seed, quick=quick, streams=STREAMS, settings=settings, results=b, paper_numbers=paper,
                   checks=checks, figure=fig, out_dir=out_dir, paper_claims=claims, differences=differences,
+                  caption=paper_caption(differences=differences, claims=claims),
                   notes=["each verse is one success/failure trial (teacher-forced greedy match of the whole verse), so "
                          "each rate is a binomial proportion with a 95% Clopper-Pearson interval ([EM] App. A.1)",
                          f"'intervals overlap' as a test of equal rates fails with probability "
