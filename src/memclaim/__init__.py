@@ -10,9 +10,9 @@ imports neither torch nor numpy)::
     res.save("reports/members")
 
 Functions: load_model, score, test, population, census, audit, audit_table, dp_bounds, budget,
-dp_account, dp_baseline, dp_plots, and the training lab's train_tiny, finetune, unlearn (``help(memclaim.census)`` for each);
+dp_account, dp_baseline, dp_plots, acr, and the training lab's train_tiny, finetune, unlearn (``help(memclaim.census)`` for each);
 results: ScoreResult, TestResult, PopulationResult, CensusRun, AuditRun, AuditTableRun, DPBounds,
-BudgetResult, TrainRun; Document for a text given in memory.
+BudgetResult, TrainRun, ACRResult; Document for a text given in memory.
 """
 import os as _os
 
@@ -30,7 +30,7 @@ from ._version import __version__  # noqa: E402  (after MKL_CBWR: see above)
 _API = ("load_model", "score", "test", "population", "census", "audit", "audit_table", "dp_bounds", "budget",
         "Document", "ScoreResult", "TestResult", "PopulationResult", "CensusRun", "AuditRun", "AuditTableRun",
         "DPBounds", "BudgetResult", "train_tiny", "finetune", "unlearn", "TrainRun",
-        "dp_account", "DPAccount", "dp_baseline", "dp_corpus_baseline", "dp_plots")
+        "dp_account", "DPAccount", "dp_baseline", "dp_corpus_baseline", "dp_plots", "acr", "ACRResult")
 
 __all__ = ["__version__", *_API]
 
