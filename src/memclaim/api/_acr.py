@@ -12,7 +12,6 @@ a target already searched is read back), the report to ``OUT/report.{json,md,htm
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -21,14 +20,14 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from ..claims.acr import ACRComparison, Verdict, acr_comparison, succeeds_on_both
 from ..claims.scores import exact_level
 from ..errors import InputError
-from ..progress import LogCallback, ProgressCallback, Reporter, emit_log
+from ..progress import LogCallback, ProgressCallback
 from ..report.acr import acr_report, headline
 from ..report.core import write_report
-from ..scoring.acr import ACRStore, LengthSearch, SearchSummary, TargetResult, acr_procedure, search_target
-from ..scoring.gcg import ACR_STEPS, GCG_BATCH_SIZE, GCG_TOP_K, Criterion, GCGSettings, PromptSearchModel
+from ..scoring.acr import LengthSearch, TargetResult, search_sides
+from ..scoring.gcg import ACR_STEPS, GCG_BATCH_SIZE, GCG_TOP_K, Criterion, GCGSettings
 from ..text.io import read_passages
 from ..text.tables import passages_from_object
-from ..validate import in_open_unit
+from ..validate import in_open_unit, integer
 from ._common import Result, WorkFolder, check_out_dir, jsonable, set_threads
 from ._model import load_model
 
@@ -129,7 +128,8 @@ class ACRResult(Result):
         return f"<p>{html.escape(self.headline)}</p><table>{body}</table>"
 
 
-def _read_targets(model, src, *, label: str, text_field, id_field, input_format) -> tuple[list, dict]:
+def _read_targets(model, src, *, label: str, text_field, id_field, input_format,
+                  limit: int | None = None) -> tuple[list, dict]:
     """[(id, text, token ids)] and the input's provenance record, before any model work."""
     fields = dict(text_field=text_field, id_field=id_field)
     if isinstance(src, (str, Path)):
@@ -143,7 +143,7 @@ def _read_targets(model, src, *, label: str, text_field, id_field, input_format)
     if not ps.records:
         raise InputError(f"--{label} holds no text", hint="give at least one non-empty text")
     seen, rows = set(), []
-    for r in ps.records:
+    for r in ps.records[:limit]:
         if r.id in seen:
             raise InputError(f"--{label}: the id {r.id!r} appears twice", hint="give every record a unique id")
         seen.add(r.id)
@@ -152,7 +152,10 @@ def _read_targets(model, src, *, label: str, text_field, id_field, input_format)
             raise InputError(f"--{label}: target {r.id!r} has {len(ids)} token(s); ACR needs a prompt shorter than "
                              "the target, so a target of at least 2 tokens", hint="drop the record or give a longer text")
         rows.append((r.id, r.text, ids))
-    return rows, {"role": label, "path": where, "sha256": ps.sha256, "records": len(ps.records) + ps.skipped_empty}
+    rec = {"role": label, "path": where, "sha256": ps.sha256, "records": len(ps.records) + ps.skipped_empty}
+    if limit is not None:
+        rec["targets_used"] = len(rows)
+    return rows, rec
 
 
 def acr(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
@@ -161,10 +164,12 @@ def acr(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | 
         criterion: str = "prob:0.9", top_k: int = GCG_TOP_K, search_batch: int = GCG_BATCH_SIZE,
         steps: int = ACR_STEPS, seed: int = 0, token_filter: str = "ascii", retokenize: bool = True,
         start_tokens: int = 5, max_prompt_tokens: int | None = None, alpha: str | float | Fraction = "0.05",
-        confidence: float = 0.95, text_field: str | None = None, id_field: str | None = None,
-        input_format: str | None = None, controls_description: str | None = None,
+        confidence: float = 0.95, limit: int | None = None, text_field: str | None = None,
+        id_field: str | None = None, input_format: str | None = None, controls_description: str | None = None,
         out: str | os.PathLike | None = None, dtype: str | None = None, sot: str | None = None,
-        device: str | None = None, allow_pickle: bool = False, trust_remote_code: bool = False,
+        device: str | None = None, device_map: str | None = None,
+        max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None,
+        allow_pickle: bool = False, trust_remote_code: bool = False,
         threads: int | None = None, progress: ProgressCallback | None = None,
         log: LogCallback | None = None) -> ACRResult:
     """The ACR procedure on ``members`` and matched non-member ``controls`` with ``model``, and the
@@ -179,11 +184,14 @@ def acr(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | 
     geometric-mean per-token probability >= b; ``prob`` is b = 0.9). Every optimized prompt is also
     evaluated under the other two. ``token_filter``: ``ascii`` (GCG's: no special, non-printable or
     non-ASCII tokens) or ``none``; ``retokenize``: keep only prompts whose text encodes back to them.
-    ``alpha``: the level of the binary conformal test on the extraction flags ([EM] D.3).
+    ``alpha``: the level of the binary conformal test on the extraction flags ([EM] D.3). ``limit``:
+    only the first ``limit`` targets of each side (in input order, so line-matched pairs stay pairs).
 
     ``out``: searches go to OUT/searches as they finish and the report to OUT/report.{json,md,html};
     re-running resumes (a target already searched is read back, never searched again).
     ``out=None`` works in a temporary folder and writes no report until ``save(folder)``.
+    ``device``, ``device_map``, ``max_memory``, ``offload_folder``, ``dtype``: where and in what dtype
+    the model runs (:func:`memclaim.load_model`); the device class and dtype are in the procedure.
 
     >>> import memclaim as mc
     >>> res = mc.acr("toy", member_texts, control_texts, search_batch=64, top_k=32, steps=20)  # doctest: +SKIP
@@ -196,6 +204,8 @@ def acr(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | 
     lengths = LengthSearch(start=start_tokens, max_prompt_tokens=max_prompt_tokens)
     exact_level("alpha", alpha)
     in_open_unit("--confidence", confidence)
+    if limit is not None:
+        limit = integer("--limit", limit, minimum=1)
     if out is not None:
         check_out_dir(out)
     if isinstance(members, (str, Path)) and isinstance(controls, (str, Path)) and \
@@ -204,11 +214,12 @@ def acr(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | 
                          "shows nothing", hint="pass matched non-member texts with --controls")
     set_threads(threads)
     m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code,
-                   device=device)  # the weights load only if a search has to run
+                   device=device, device_map=device_map, max_memory=max_memory,
+                   offload_folder=offload_folder)  # the weights load only if a search has to run
     targets, inputs = {}, []
     for label, src in (("members", members), ("controls", controls)):
         targets[label], rec = _read_targets(m, src, label=label, text_field=text_field, id_field=id_field,
-                                            input_format=input_format)
+                                            input_format=input_format, limit=limit)
         inputs.append(rec)
     if inputs[0]["sha256"] == inputs[1]["sha256"]:
         raise InputError("--members and --controls have identical contents: a set compared with itself shows nothing",
@@ -223,42 +234,8 @@ def acr(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | 
                                  f"{lengths.cap(len(ids))} tokens needs {need} positions, more than the context of "
                                  f"{m.name} ({ctx} positions)", hint="use shorter texts or --max-prompt-tokens")
     work = WorkFolder(out, prefix="memclaim-acr-")
-    store = ACRStore(work.path)
-    procedure = acr_procedure(m, criterion=crit, gcg=gcg, lengths=lengths)
-    folder = store.procedure_folder(procedure)
-    holder: dict = {}
-
-    def get_psm() -> PromptSearchModel:
-        if "psm" not in holder:
-            emit_log(log, f"loading {m.name} for the GCG search")
-            holder["psm"] = PromptSearchModel(m.lm, m.tokenizer, token_filter=token_filter)
-        return holder["psm"]
-
-    results: dict[str, list[TargetResult]] = {}
-    searches: dict[str, SearchSummary] = {}
-    for label in SIDES:
-        rows = targets[label]
-        t0 = time.perf_counter()
-        fresh_count = 0
-        out_rows = []
-        with Reporter(progress, stage="acr", label=f"ACR search: {label}", total=len(rows), unit="targets") as rep:
-            for i, (rid, text, ids) in enumerate(rows):
-                def on_step(step, loss, _i=i, _rid=rid):
-                    rep.update(_i, target=_rid, step=step, loss=loss)
-
-                def on_length(n, s, ok, _rid=rid):
-                    emit_log(log, f"{label[:-1]} {_rid}: {n}-token prompt, {s} steps: "
-                                  f"{'met' if ok else 'not met'} ({crit.spec})")
-
-                res, fresh = search_target(get_psm, record_id=rid, text=text, prefix_ids=prefix, target_ids=ids,
-                                           criterion=crit, gcg=gcg, lengths=lengths, tokenizer=m.tokenizer,
-                                           store=store, folder=folder, on_step=on_step, on_length=on_length)
-                fresh_count += int(fresh)
-                out_rows.append(res)
-                rep.update(i + 1, target=rid)
-        results[label] = out_rows
-        searches[label] = SearchSummary(label, len(rows), fresh_count, len(rows) - fresh_count,
-                                        time.perf_counter() - t0)
+    procedure, results, searches = search_sides(m, targets, criterion=crit, gcg=gcg, lengths=lengths,
+                                                store_root=work.path, progress=progress, log=log)
     mem, ctl = results["members"], results["controls"]
     cmp = acr_comparison(member_extracted=[r.extracted for r in mem], control_extracted=[r.extracted for r in ctl],
                          member_acr=[r.acr for r in mem], control_acr=[r.acr for r in ctl], criterion=crit.spec,

@@ -279,8 +279,11 @@ def summary_lines(result: dict) -> list[str]:
             rel = {"=": "", ">=": ">= ", "<=": "<= "}[p["relation"]]
             se = f" +- {p['ours_se']:.2g}" if p.get("ours_se") is not None else ""
             side = "" if p["same_scale"] else "  [side by side: the paper's number is from other models]"
-            lines.append(f"    {p['quantity']} ({p['where']}): ours {p['ours']:.6g}{se}, paper {rel}{p['paper_printed']} "
-                         f"(diff {p['difference']:+.2g}){side}")
+            # a number read back from JSON may be the string "nan" (ours undefined on this run, e.g. no
+            # target extracted): printed as it is
+            g = lambda x, f: format(x, f) if isinstance(x, (int, float)) else str(x)  # noqa: E731
+            lines.append(f"    {p['quantity']} ({p['where']}): ours {g(p['ours'], '.6g')}{se}, paper {rel}"
+                         f"{p['paper_printed']} (diff {g(p['difference'], '+.2g')}){side}")
             if p.get("note"):
                 lines.append(f"          {p['note']}")
     ch = result.get("checks", [])

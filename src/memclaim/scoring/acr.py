@@ -106,7 +106,9 @@ def length_search(target_len: int, rule: LengthSearch, steps: int,
             hi, nxt = n, n - 1
         else:
             lo, nxt = n, min(n + rule.grow, cap)
-            steps = int(steps * rule.step_growth)  # ACR release: num_steps *= 1.2 after a failure
+            # the ACR release: num_steps = int(num_steps * 1.2) after a failure; at least one step more,
+            # so small budgets grow too (int(4 * 1.2) = 4; from 100 steps on the two agree)
+            steps = max(int(steps * rule.step_growth), steps + 1)
         if nxt >= hi or nxt <= lo:
             return out
         n = nxt
@@ -417,3 +419,64 @@ class SearchSummary(ResultMixin):
     reused: int
     seconds: float
     extra: dict = field(default_factory=dict)
+
+
+def search_sides(model, sides: "dict[str, Sequence[tuple[str, str, Sequence[int]]]]", *, criterion: "Criterion | str",
+                 gcg: GCGSettings, lengths: LengthSearch, store_root: str | os.PathLike,
+                 progress=None, log=None) -> tuple[dict, dict, dict]:
+    """The ACR search on every target of every side (``{"members": [(id, text, ids)], ...}``) with
+    ``model`` (a :class:`memclaim.models.loader.LoadedModel`), stored under ``store_root``
+    (:class:`ACRStore`; resumable). The weights load only when some target is not in the store.
+    ``progress`` receives a :class:`memclaim.progress.ProgressEvent` per GCG step and per target
+    (stage "acr", unit "targets"); ``log`` one line per prompt length tried.
+    Returns (procedure, {side: [TargetResult]}, {side: SearchSummary}).
+
+    >>> import memclaim.train
+    >>> from memclaim.models import load_model
+    >>> proc, res, summ = search_sides(load_model("toy"), {"members": [("m", "text", [300, 301, 302])],
+    ...                                "controls": [("c", "text", [400, 401, 402])]}, criterion="argmax",
+    ...                                gcg=GCGSettings(steps=5), lengths=LengthSearch(),
+    ...                                store_root="acr-searches")  # doctest: +SKIP
+    >>> summ["members"].searched  # doctest: +SKIP
+    1
+    """
+    from ..progress import Reporter, emit_log
+
+    crit = Criterion.parse(criterion)
+    store = ACRStore(store_root)
+    procedure = acr_procedure(model, criterion=crit, gcg=gcg, lengths=lengths)
+    folder = store.procedure_folder(procedure)
+    prefix = list(model.sot_ids)
+    holder: dict = {}
+
+    def get_psm() -> PromptSearchModel:
+        if "psm" not in holder:
+            emit_log(log, f"loading {model.name} for the GCG search")
+            holder["psm"] = PromptSearchModel(model.lm, model.tokenizer, token_filter=gcg.token_filter)
+        return holder["psm"]
+
+    results: dict = {}
+    summaries: dict = {}
+    for label, rows in sides.items():
+        t0 = time.perf_counter()
+        fresh_count = 0
+        out_rows = []
+        with Reporter(progress, stage="acr", label=f"ACR search: {label}", total=len(rows), unit="targets") as rep:
+            for i, (rid, text, ids) in enumerate(rows):
+                def on_step(step, loss, _i=i, _rid=rid):
+                    rep.update(_i, target=_rid, step=step, loss=loss)
+
+                def on_length(n, s, ok, _rid=rid):
+                    emit_log(log, f"{label} {_rid}: {n}-token prompt, {s} steps: {'met' if ok else 'not met'} "
+                                  f"({crit.spec})")
+
+                res, fresh = search_target(get_psm, record_id=rid, text=text, prefix_ids=prefix, target_ids=ids,
+                                           criterion=crit, gcg=gcg, lengths=lengths, tokenizer=model.tokenizer,
+                                           store=store, folder=folder, on_step=on_step, on_length=on_length)
+                fresh_count += int(fresh)
+                out_rows.append(res)
+                rep.update(i + 1, target=rid)
+        results[label] = out_rows
+        summaries[label] = SearchSummary(label, len(rows), fresh_count, len(rows) - fresh_count,
+                                         time.perf_counter() - t0)
+    return procedure, results, summaries
