@@ -34,6 +34,7 @@ from .._version import __version__
 from ..errors import InputError, StoreError
 from ..fsutil import atomic_write_text, file_lock, sha256_bytes
 from ..jsonutil import ResultMixin
+from ..progress import LogCallback, ProgressCallback, Reporter, emit_log
 from ..validate import integer, positive
 from .gcg import Criterion, GCGOutcome, GCGSettings, PromptSearchModel, gcg_search
 
@@ -423,7 +424,7 @@ class SearchSummary(ResultMixin):
 
 def search_sides(model, sides: "dict[str, Sequence[tuple[str, str, Sequence[int]]]]", *, criterion: "Criterion | str",
                  gcg: GCGSettings, lengths: LengthSearch, store_root: str | os.PathLike,
-                 progress=None, log=None) -> tuple[dict, dict, dict]:
+                 progress: ProgressCallback | None = None, log: LogCallback | None = None) -> tuple[dict, dict, dict]:
     """The ACR search on every target of every side (``{"members": [(id, text, ids)], ...}``) with
     ``model`` (a :class:`memclaim.models.loader.LoadedModel`), stored under ``store_root``
     (:class:`ACRStore`; resumable). The weights load only when some target is not in the store.
@@ -440,8 +441,6 @@ def search_sides(model, sides: "dict[str, Sequence[tuple[str, str, Sequence[int]
     >>> summ["members"].searched  # doctest: +SKIP
     1
     """
-    from ..progress import Reporter, emit_log
-
     crit = Criterion.parse(criterion)
     store = ACRStore(store_root)
     procedure = acr_procedure(model, criterion=crit, gcg=gcg, lengths=lengths)

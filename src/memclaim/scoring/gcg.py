@@ -43,7 +43,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from ..errors import InputError
+from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..validate import in_open_unit, integer
 from .engine import NEAR_TIE_MARGIN, StatSet, _chunk_rows, batched_rows
@@ -131,7 +131,7 @@ class Criterion:
                              hint="write prob:B with 0 < B < 1, e.g. prob:0.9") from None
         try:
             b = in_open_unit("the criterion's b", b)
-        except InputError as exc:
+        except DomainError as exc:
             raise InputError(f"criterion {spec!r}: b must lie strictly between 0 and 1",
                              hint="write prob:B with 0 < B < 1, e.g. prob:0.9") from exc
         return cls("prob", b)
@@ -370,7 +370,8 @@ class PromptSearchModel:
     # -------------------------------------------------------------- gradient
     def loss_and_grad(self, prefix: Sequence[int], prompt: Sequence[int],
                       target: Sequence[int]) -> tuple[float, bool, torch.Tensor]:
-        """(loss, argmax at every target position, grad [P, V] float32 on the CPU): GCG's mean
+        """(loss, argmax at every target position, grad [P, V] on the CPU, float32 or float64 as the
+        model): GCG's mean
         cross-entropy of ``target`` after ``prefix + prompt`` and its gradient with respect to the
         one-hot encoding of ``prompt``, from one forward and one backward pass."""
         S, P, T = len(prefix), len(prompt), len(target)
@@ -382,12 +383,13 @@ class PromptSearchModel:
             h = hidden[0, S + P - 1:S + P - 1 + T]  # [T, D]: position S+P-1+j predicts target token j
             if h.device != self.lm._w.device:
                 h = h.to(self.lm._w.device)
-            z = self.lm.differentiable_logits(h).float()  # [T, V]
+            z = self.lm.differentiable_logits(h)  # [T, V] float32 (float64 for a float64 model)
             loss = torch.nn.functional.cross_entropy(z, tgt.to(z.device))  # mean over the target (GCG's loss)
             (de,) = torch.autograd.grad(loss, e)
         argmax_all = bool((z.detach().argmax(-1) == tgt.to(z.device)).all())
         # d loss / d onehot[i, v] = <d loss / d e_i, scale * E_v>
-        g = (de[0, S:S + P].float() @ self.W.float().T) * self.scale  # [P, V]
+        gd = torch.float64 if self.W.dtype == torch.float64 else torch.float32
+        g = (de[0, S:S + P].to(gd) @ self.W.to(gd).T) * self.scale  # [P, V]
         return float(loss.detach()), argmax_all, g.cpu()
 
     # -------------------------------------------------------------- candidates
