@@ -72,7 +72,7 @@ class LengthSearch(ResultMixin):
     max_prompt_tokens: int | None = None
 
     def __post_init__(self):
-        integer("the first prompt length", self.start, minimum=1)
+        integer("--start-tokens", self.start, minimum=1)
         integer("the length step after a failure", self.grow, minimum=1)
         positive("the step-budget growth", self.step_growth)
         if self.max_prompt_tokens is not None:
