@@ -117,3 +117,26 @@ def test_cli_prints_the_apis_numbers(tmp_path, monkeypatch):
     assert "read back" in out and "report: cli" in out and "'the procedure succeeds on members and on non-members'" in out
     with pytest.raises(InputError):
         mc.acr("toy", "m.jsonl", "m.jsonl", **SMALL)
+
+
+def test_report_document_says_what_the_comparison_means():
+    """The report's document (no model): the headline is a result (not a claim's style), the
+    paper's sentence with its verdict, the criteria table, every statement."""
+    from memclaim.claims.acr import acr_comparison, succeeds_on_both
+    from memclaim.report.acr import acr_statements, build_acr_doc, headline
+    from memclaim.report.core import render_markdown
+
+    c = acr_comparison(member_extracted=[True, False], control_extracted=[True, False], member_acr=[2.0, None],
+                       control_acr=[1.5, None], criterion="prob:0.9")
+    v = succeeds_on_both(members_extracted=1, n_members=2, controls_extracted=1, n_controls=2)
+    row = {"id": "m", "target_len": 10, "prompt_len": 5, "acr": 2.0, "extracted": True, "met": True,
+           "argmax": True, "greedy": False, "prob": True, "log_q": -0.5, "argmax_margin": 1e-6,
+           "prompt_text": "a\x1b[2Jb", "shared_words": ["lord"], "argmax_without_greedy": True, "near_tie": True,
+           "leaks": True}
+    doc = build_acr_doc(c, members=[row], controls=[], verdict=v, figures_on=False)
+    assert doc.blocks[0] == ("callout", headline(c), "result")
+    md = render_markdown(doc)
+    assert "| 'the procedure succeeds on members and on non-members' | held |" in md
+    assert "| members | 1 | 1 | 1 | 0 | 1 | 1 | 1 | 1 |" in md  # met, argmax, greedy, prob, flags
+    assert "\x1b" not in md and "[2Jb" in md  # a control character in a prompt is shown, not obeyed
+    assert all(s.split(":")[0][:40] in md for s in acr_statements())

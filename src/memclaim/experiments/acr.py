@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,6 +39,9 @@ from ..train.toy import toy_data  # also registers the tiny GPT "toy" (the quick
 from .common import check, compare, finish, new_figure, paper_claim, paper_footer
 from .em_verses import model_info
 from .real_text import read_records
+
+if TYPE_CHECKING:  # the annotations' names only
+    from ..models.loader import LoadedModel
 
 NAME = "acr"
 TITLE = "Adversarial compression (ACR) on members and matched non-members ([EM] App. A.2)"
@@ -63,7 +67,7 @@ def settings_for(quick: bool) -> dict:
     return dict(QUICK if quick else FULL)
 
 
-def targets(model, quick: bool) -> tuple[dict, dict]:
+def targets(model: "LoadedModel", quick: bool) -> tuple[dict, dict]:
     """({"members": [(id, text, ids)], "controls": [...]}, provenance) for the tier.
 
     >>> import memclaim.train

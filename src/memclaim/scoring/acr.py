@@ -26,7 +26,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from ..jsonutil import ResultMixin
 from ..progress import LogCallback, ProgressCallback, Reporter, emit_log
 from ..validate import integer, positive
 from .gcg import Criterion, GCGOutcome, GCGSettings, PromptSearchModel, gcg_search
+
+if TYPE_CHECKING:  # the annotations' names only
+    from ..models.loader import HFTokenizer, LoadedModel
 
 ALGORITHM_VERSION = 1  # bump when a change to the search changes what it finds (part of the key)
 #: the released ACR code's MiniPrompt: start at 5 tokens, +5 after a failure, x1.2 steps
@@ -116,7 +119,7 @@ def length_search(target_len: int, rule: LengthSearch, steps: int,
 
 
 # --------------------------------------------------------------------------- the procedure
-def acr_procedure(model, *, criterion: "Criterion | str", gcg: GCGSettings, lengths: LengthSearch) -> dict:
+def acr_procedure(model: "LoadedModel", *, criterion: "Criterion | str", gcg: GCGSettings, lengths: LengthSearch) -> dict:
     """The ACR extraction procedure as a record ([EM] Def. B.2): model identity and numerics,
     start-of-text, criterion, GCG and length-search settings. Its key names the store folder.
 
@@ -344,7 +347,7 @@ def _result(record_id: str, text: str, target: Sequence[int], crit: Criterion, o
 
 def search_target(psm: "PromptSearchModel | Callable[[], PromptSearchModel]", *, record_id: str, text: str,
                   prefix_ids: Sequence[int], target_ids: Sequence[int], criterion: "Criterion | str", gcg: GCGSettings,
-                  lengths: LengthSearch, tokenizer=None, store: ACRStore | None = None, folder: Path | None = None,
+                  lengths: LengthSearch, tokenizer: "HFTokenizer | None" = None, store: ACRStore | None = None, folder: Path | None = None,
                   on_step: Callable[[int, float], None] | None = None,
                   on_length: Callable[[int, int, bool], None] | None = None) -> tuple[TargetResult, bool]:
     """The ACR search on one target (module docstring); returns (result, whether it was searched
@@ -422,7 +425,7 @@ class SearchSummary(ResultMixin):
     extra: dict = field(default_factory=dict)
 
 
-def search_sides(model, sides: "dict[str, Sequence[tuple[str, str, Sequence[int]]]]", *, criterion: "Criterion | str",
+def search_sides(model: "LoadedModel", sides: "dict[str, Sequence[tuple[str, str, Sequence[int]]]]", *, criterion: "Criterion | str",
                  gcg: GCGSettings, lengths: LengthSearch, store_root: str | os.PathLike,
                  progress: ProgressCallback | None = None, log: LogCallback | None = None) -> tuple[dict, dict, dict]:
     """The ACR search on every target of every side (``{"members": [(id, text, ids)], ...}``) with

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 import torch
@@ -47,6 +47,11 @@ from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..validate import in_open_unit, integer
 from .engine import NEAR_TIE_MARGIN, StatSet, _chunk_rows, batched_rows
+
+if TYPE_CHECKING:  # the annotations' names only
+    from transformers import PreTrainedTokenizerBase
+
+    from ..models.loader import HFTokenizer
 
 #: GCG's defaults (Zou et al. 2023, llm-attacks: topk=256, batch_size=512)
 GCG_TOP_K = 256
@@ -269,7 +274,7 @@ class GCGOutcome(ResultMixin):
 
 
 # --------------------------------------------------------------------------- the model side
-def allowed_token_mask(tokenizer, vocab_size: int, *, token_filter: str = "ascii") -> np.ndarray:
+def allowed_token_mask(tokenizer: "HFTokenizer | PreTrainedTokenizerBase", vocab_size: int, *, token_filter: str = "ascii") -> np.ndarray:
     """[vocab_size] bool: the token ids GCG may propose (see the module docstring).
 
     ``tokenizer``: a :class:`memclaim.models.loader.HFTokenizer` (or a transformers fast tokenizer).
