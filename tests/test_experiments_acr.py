@@ -86,3 +86,18 @@ def test_full_run(tmp_path_factory):
     got = {"verdict": b["verdict"]["status"], "members_extracted": b["members"]["extracted"],
            "controls_extracted": b["controls"]["extracted"]}
     assert got == FULL_RUN, got
+
+
+def test_member_lines_are_verbatim_kjv_and_controls_are_matched():
+    """tests/data/README.md: every member line is cut verbatim from the committed KJV texts; the
+    controls are paired by line, within one word of their member, and are not KJV text."""
+    from memclaim.experiments.real_text import read_records, read_text
+
+    mem, _ = read_records("kjv_famous_lines.jsonl")
+    ctl, _ = read_records("new_famous_style_lines.jsonl")
+    sources = [r.text for r in read_records("kjv_quotations.jsonl")[0]] + [read_text("genesis_1_11.txt")[0]]
+    assert len(mem) == len(ctl) == 16
+    for m, c in zip(mem, ctl):
+        assert any(m.text in s for s in sources), m.id
+        assert not any(c.text in s for s in sources), c.id
+        assert abs(len(m.text.split()) - len(c.text.split())) <= 1, (m.id, c.id)
