@@ -29,9 +29,8 @@ the ACR release's 100 steps per prompt length):
       --controls tests/data/new_famous_style_lines.jsonl --limit 3 --criterion prob:0.5 \\
       --top-k 32 --search-batch 64 --steps 3 --max-prompt-tokens 8 --out reports/acr-toy --json
 
-\b
-  # the reproduction of [EM] App. A.2 ('the procedure succeeds on members and on non-members')
-  memclaim reproduce acr --quick
+The reproduction of [EM] App. A.2 ('the procedure succeeds on members and on non-members') is
+`memclaim reproduce acr`; docs/acr.md explains the criteria and how to read the comparison.
 """
 
 

@@ -50,8 +50,8 @@ CRITERION = "prob:0.9"  # [EM] App. A.2: geometric-mean per-token probability >=
 MEMBERS_FILE, CONTROLS_FILE = "kjv_famous_lines.jsonl", "new_famous_style_lines.jsonl"
 #: the CI tier: the tiny GPT, 6 + 6 targets of 8 tokens, a small search
 QUICK = {"model": "toy", "pairs": 6, "target_tokens": 8, "top_k": 64, "search_batch": 96, "steps": 15}
-#: the slow tier on two CPU cores: SmolLM2, the first 6 line pairs, a search far below the paper's
-FULL = {"model": "smollm2", "pairs": 6, "target_tokens": None, "top_k": 64, "search_batch": 64, "steps": 8}
+#: the slow tier on two CPU cores: SmolLM2, the first 4 line pairs, a search far below the paper's (about 25 min of CPU)
+FULL = {"model": "smollm2", "pairs": 4, "target_tokens": None, "top_k": 64, "search_batch": 64, "steps": 8}
 #: [EM]'s run of the ACR release ([EM] App. A.2; the release's config for Llama 2 13B): top-k 250,
 #: batch 100, 200 steps; GCG's own defaults are top-k 256, batch 512
 PAPER_SEARCH = "top-k 250, batch 100, 200 steps per length (the ACR release as [EM] ran it; GCG: 256, 512)"
