@@ -225,31 +225,40 @@ def test_token_filter_excludes_special_and_non_ascii(toy):
 @pytest.mark.integration
 def test_linearized_swap_change_predicts_exact_swaps(toy):
     """GCG's premise on the tiny GPT: the one-hot gradient's linearized loss change of a swap,
-    g[i, b] - g[i, a], is positively rank-correlated with the exact change over random swaps, and
-    the top-k swaps by gradient lower the loss more than random swaps on average."""
+    g[i, b] - g[i, a], ranks 300 random swaps in the order of their exact loss change (Spearman),
+    and the gradient's top-k swaps lower the loss more than random swaps do. Over 6 prompt/target
+    pairs (the first 3 planted and 3 held-out passages: 6-token prompt, 8-token target) the median
+    rank correlation exceeds 0.3 (measured 0.47; the per-pair values spread from 0.00 to 0.63, a
+    linearization of jumps between tokens) and top-k beats random in every pair. A gradient of the
+    wrong sign gives negative correlations and top-k swaps worse than random."""
     from scipy.stats import spearmanr
 
+    import memclaim.train.toy as toymod
+
     m, psm = toy
-    ids = m.tokenizer.encode("Quushe gono buchu paigufaga toukai navushoma deasho quevumara theachoufi")
-    prompt, target = ids[:6], ids[6:14]
-    loss, _, g = psm.loss_and_grad([0], prompt, target)
-    rng = np.random.default_rng(0)
+    td = toymod.toy_data()
     allowed = psm.allowed_ids.numpy()
-    rows, lin = [], []
-    for _ in range(300):
-        i, b = int(rng.integers(6)), int(rng.choice(allowed))
-        c = list(prompt)
-        c[i] = b
-        rows.append(c)
-        lin.append(float(g[i, b] - g[i, prompt[i]]))
-    lp, _ = psm.candidate_scores([0], torch.tensor(rows), target)
-    exact = (-lp.double().mean(1)).numpy() - loss
-    rho = spearmanr(lin, exact).statistic
-    assert rho > 0.2, rho
-    top = sample_candidates(torch.tensor(prompt), g, psm.allowed, top_k=16, batch_size=300,
-                            generator=torch.Generator().manual_seed(0))
-    lt, _ = psm.candidate_scores([0], top, target)
-    assert float((-lt.double().mean(1)).mean()) < float((-lp.double().mean(1)).mean())
+    rhos = []
+    for rec in td["planted"][:3] + td["held_out"][:3]:
+        ids = m.tokenizer.encode(rec["text"])
+        prompt, target = ids[:6], ids[6:14]
+        loss, _, g = psm.loss_and_grad([0], prompt, target)
+        rng = np.random.default_rng(0)
+        rows, lin = [], []
+        for _ in range(300):
+            i, b = int(rng.integers(6)), int(rng.choice(allowed))
+            c = list(prompt)
+            c[i] = b
+            rows.append(c)
+            lin.append(float(g[i, b] - g[i, prompt[i]]))
+        lp, _ = psm.candidate_scores([0], torch.tensor(rows), target)
+        exact = (-lp.double().mean(1)).numpy() - loss
+        rhos.append(spearmanr(lin, exact).statistic)
+        top = sample_candidates(torch.tensor(prompt), g, psm.allowed, top_k=16, batch_size=300,
+                                generator=torch.Generator().manual_seed(0))
+        lt, _ = psm.candidate_scores([0], top, target)
+        assert float((-lt.double().mean(1)).mean()) < float((-lp.double().mean(1)).mean()), rec["id"]
+    assert float(np.median(rhos)) > 0.3, rhos
 
 
 @pytest.mark.integration
