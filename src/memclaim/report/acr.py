@@ -97,16 +97,18 @@ def acr_figure(cmp: ACRComparison) -> Figure:
         a1.set_title(f"ACR extraction under {cmp.criterion} (95% CP)")
         style.legend(a1)
         xs = [lv.level for lv in cmp.levels]
+        xs = xs + [xs[-1] + max(0.1, 0.05 * xs[-1])]  # the last level's step drawn to its right too
         for key, role in (("member", "member"), ("control", "control")):
             ys = [100 * getattr(lv, key).estimate for lv in cmp.levels]
             lo = [100 * getattr(lv, key).lower for lv in cmp.levels]
             hi = [100 * getattr(lv, key).upper for lv in cmp.levels]
+            ys, lo, hi = ys + ys[-1:], lo + lo[-1:], hi + hi[-1:]
             a2.step(xs, ys, where="post", color=PALETTE[role], label=f"{role}s")
             a2.fill_between(xs, lo, hi, step="post", color=PALETTE[role], alpha=0.18, lw=0)
         a2.set_xlabel("ACR level a (a = 1: ACR > 1)")
         a2.set_ylabel("targets with ACR >= a (%)")
         a2.set_title("ACR distribution")
-        a2.set_ylim(0, 100)
+        a2.set_ylim(-2, 100)  # a rate of 0 stays visible above the axis
         style.legend(a2)
     return fig
 
