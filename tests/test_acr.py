@@ -176,8 +176,10 @@ def test_a_search_killed_with_sigkill_resumes_where_it_stopped(tmp_path):
     _run(killed, kill_after="searches/*/*/result.json")
     done = list(killed.glob("searches/*/*/result.json"))
     assert 1 <= len(done) < 6
-    assert not list(killed.rglob("*.tmp"))  # atomic writes: a killed writer leaves no half file
+    for f in killed.rglob("*.json"):  # atomic writes: a file is whole or absent (a kill may leave a .tmp)
+        json.loads(f.read_text())
     resumed = _run(killed)
+    assert not list(killed.rglob("*.tmp"))  # the next writer, finding no other, removed what the kill left
     assert sum(resumed["searched"].values()) == 6 - len(done)
     fresh = _run(tmp_path / "fresh")
     strip = lambda d: {k: [{f: v for f, v in r.items() if f != "seconds"} for r in rs]  # noqa: E731

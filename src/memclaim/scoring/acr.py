@@ -19,6 +19,7 @@ waits and reads the result.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -240,6 +241,24 @@ class ACRStore:
     def lock(self, folder: Path, tkey: str):
         return file_lock(folder / tkey / ".lock")
 
+    @contextlib.contextmanager
+    def writing(self):
+        """Held while a process searches into the store (a shared lock on ``.writers.lock``). A
+        process that finds no other writer first deletes the temporary files a killed writer left
+        (``.NAME.XXXX.tmp`` from :func:`memclaim.fsutil.atomic_write_bytes`), as the score store does."""
+        lockfile = self.root / ".writers.lock"
+        try:
+            with file_lock(lockfile, blocking=False) as alone:
+                if alone:
+                    for tmp in (self.root / "searches").rglob(".*.tmp"):
+                        if tmp.is_file():
+                            tmp.unlink(missing_ok=True)
+            with file_lock(lockfile, shared=True):
+                yield self
+        except OSError as exc:
+            raise StoreError(f"cannot use the search store in {str(self.root)!r}: {exc.strerror or exc}",
+                             hint="choose an --out folder you can write, with free space") from None
+
 
 # --------------------------------------------------------------------------- one target
 @dataclass(frozen=True)
@@ -447,7 +466,6 @@ def search_sides(model: "LoadedModel", sides: "dict[str, Sequence[tuple[str, str
     crit = Criterion.parse(criterion)
     store = ACRStore(store_root)
     procedure = acr_procedure(model, criterion=crit, gcg=gcg, lengths=lengths)
-    folder = store.procedure_folder(procedure)
     prefix = list(model.sot_ids)
     holder: dict = {}
 
@@ -459,26 +477,34 @@ def search_sides(model: "LoadedModel", sides: "dict[str, Sequence[tuple[str, str
 
     results: dict = {}
     summaries: dict = {}
-    for label, rows in sides.items():
-        t0 = time.perf_counter()
-        fresh_count = 0
-        out_rows = []
-        with Reporter(progress, stage="acr", label=f"ACR search: {label}", total=len(rows), unit="targets") as rep:
-            for i, (rid, text, ids) in enumerate(rows):
-                def on_step(step, loss, _i=i, _rid=rid):
-                    rep.update(_i, target=_rid, step=step, loss=loss)
-
-                def on_length(n, s, ok, _rid=rid):
-                    emit_log(log, f"{label} {_rid}: {n}-token prompt, {s} steps: {'met' if ok else 'not met'} "
-                                  f"({crit.spec})")
-
-                res, fresh = search_target(get_psm, record_id=rid, text=text, prefix_ids=prefix, target_ids=ids,
-                                           criterion=crit, gcg=gcg, lengths=lengths, tokenizer=model.tokenizer,
-                                           store=store, folder=folder, on_step=on_step, on_length=on_length)
-                fresh_count += int(fresh)
-                out_rows.append(res)
-                rep.update(i + 1, target=rid)
-        results[label] = out_rows
-        summaries[label] = SearchSummary(label, len(rows), fresh_count, len(rows) - fresh_count,
-                                         time.perf_counter() - t0)
+    with store.writing():  # every write below happens under the writers' lock (temp-file cleanup)
+        folder = store.procedure_folder(procedure)
+        for label, rows in sides.items():
+            results[label], summaries[label] = _search_side(label, rows, crit=crit, gcg=gcg, lengths=lengths,
+                                                            store=store, folder=folder, prefix=prefix,
+                                                            get_psm=get_psm, model=model, progress=progress, log=log)
     return procedure, results, summaries
+
+
+def _search_side(label: str, rows, *, crit: Criterion, gcg: GCGSettings, lengths: LengthSearch, store: ACRStore,
+                 folder: Path, prefix: list, get_psm, model, progress, log) -> tuple[list, SearchSummary]:
+    """One side of :func:`search_sides`: (results, summary)."""
+    t0 = time.perf_counter()
+    fresh_count = 0
+    out_rows = []
+    with Reporter(progress, stage="acr", label=f"ACR search: {label}", total=len(rows), unit="targets") as rep:
+        for i, (rid, text, ids) in enumerate(rows):
+            def on_step(step, loss, _i=i, _rid=rid):
+                rep.update(_i, target=_rid, step=step, loss=loss)
+
+            def on_length(n, s, ok, _rid=rid):
+                emit_log(log, f"{label} {_rid}: {n}-token prompt, {s} steps: {'met' if ok else 'not met'} "
+                              f"({crit.spec})")
+
+            res, fresh = search_target(get_psm, record_id=rid, text=text, prefix_ids=prefix, target_ids=ids,
+                                       criterion=crit, gcg=gcg, lengths=lengths, tokenizer=model.tokenizer,
+                                       store=store, folder=folder, on_step=on_step, on_length=on_length)
+            fresh_count += int(fresh)
+            out_rows.append(res)
+            rep.update(i + 1, target=rid)
+    return out_rows, SearchSummary(label, len(rows), fresh_count, len(rows) - fresh_count, time.perf_counter() - t0)
