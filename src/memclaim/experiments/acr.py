@@ -34,7 +34,7 @@ from ..claims.acr import HELD, NOT_HELD, NOT_TESTABLE, acr_comparison, succeeds_
 from ..models import load_model
 from ..report.style import PALETTE, style
 from ..scoring.acr import LengthSearch, search_sides
-from ..scoring.gcg import GCG_BATCH_SIZE, GCG_TOP_K, GCGSettings
+from ..scoring.gcg import GCGSettings
 from ..train.toy import toy_data  # also registers the tiny GPT "toy" (the quick tier's model)
 from .common import check, compare, finish, new_figure, paper_claim, paper_footer
 from .em_verses import model_info
@@ -246,5 +246,4 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
                   notes=notes)
 
 
-__all__ = ["run", "targets", "settings_for", "claims_for", "HELD", "NOT_HELD", "NOT_TESTABLE",
-           "GCG_TOP_K", "GCG_BATCH_SIZE"]
+__all__ = ["run", "targets", "settings_for", "claims_for"]
