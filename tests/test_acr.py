@@ -54,7 +54,10 @@ def test_length_search_finds_the_shortest_length_of_a_monotone_search(T, n0, sta
 def test_shared_words_ignore_function_words_and_case():
     assert shared_words("the LORD said unto", "The LORD is my shepherd") == ("lord",)
     assert shared_words("xq zz", "The LORD") == ()
-    assert shared_words("Shepherds", "shepherd") == ()  # whole words only
+    assert shared_words("Shepherds", "shepherd") == ("shepherd",)  # an inflection of a 4+ letter word
+    assert shared_words("gone", "goats") == () and shared_words("goa", "goats") == ()  # not a shared start
+    assert shared_words("spreadsEqual heavens", "the heaven and the earth") == ("heaven",)
+    assert shared_words("sheep", "the LORD is my shepherd") == ()
 
 
 # --------------------------------------------------------------------------- on a model

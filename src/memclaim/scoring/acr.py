@@ -325,16 +325,23 @@ class TargetResult(ResultMixin):
 
 def shared_words(prompt_text: str, target_text: str) -> tuple[str, ...]:
     """Words of the target (case-insensitive, >= 3 letters, not in :data:`STOPWORDS`) that the
-    prompt contains as words ([EM] App. A.2: optimized prompts often hand the model the target).
+    prompt contains ([EM] App. A.2: optimized prompts often hand the model the target): as a word of
+    the prompt (split at non-letters and at lower-to-upper case changes, so "shepherdHeaven" is two
+    words), or, for words of 4 letters or more, as the start of one or with one as its start
+    ("heavens" for "heaven").
 
-    >>> shared_words("urgesTOBE quote! LORD shepherdHeaven", "The LORD is my shepherd; I shall not want.")
-    ('lord',)
+    >>> shared_words("urgesTOBE quote! LORD shepherdsHeavens", "The LORD is my shepherd; in the heaven")
+    ('heaven', 'lord', 'shepherd')
     """
-    def words(s):
-        return set(re.findall(r"[a-z]+", s.lower()))
+    def words(s, split_case):
+        parts = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", s) if split_case else re.findall(r"[A-Za-z]+", s)
+        return {w.lower() for w in parts}
 
-    tw = {w for w in words(target_text) if len(w) >= 3 and w not in STOPWORDS}
-    return tuple(sorted(tw & words(prompt_text)))
+    tw = {w for w in words(target_text, False) if len(w) >= 3 and w not in STOPWORDS}
+    pw = words(prompt_text, True)
+    hit = {w for w in tw if w in pw or (len(w) >= 4 and any(len(p) >= 4 and (p.startswith(w) or w.startswith(p))
+                                                             for p in pw))}
+    return tuple(sorted(hit))
 
 
 def _result(record_id: str, text: str, target: Sequence[int], crit: Criterion, outcomes: list[tuple[int, GCGOutcome]],
@@ -400,10 +407,9 @@ def search_target(psm: "PromptSearchModel | Callable[[], PromptSearchModel]", *,
         if stored:
             prev = store.load_result(folder, tkey)
             if prev is not None:
-                r = TargetResult.from_dict(prev)
-                if r.id != str(record_id) or r.text != text:  # the same tokens under another id or text
-                    r = TargetResult.from_dict({**prev, "id": str(record_id), "text": text,
-                                                "shared_words": list(shared_words(r.prompt_text, text))})
+                # the same tokens may come under another id or text; the leakage rule is re-applied
+                r = TargetResult.from_dict({**prev, "id": str(record_id), "text": text,
+                                            "shared_words": list(shared_words(prev["prompt_text"], text))})
                 return r, False
         t0 = time.perf_counter()
         outcomes: list[tuple[int, GCGOutcome]] = []
