@@ -313,12 +313,19 @@ class ScoreStore:
         """The key of a procedure recorded under an older fingerprint of the same model folder
         that is otherwise ``procedure`` (same policies, prompt rule, lengths, version...), or None."""
         d = procedure.to_dict()
+        # the memclaim version is part of a procedure's key: a legacy procedure was recorded by the
+        # version that wrote it (0.1.0), which this one still resumes
+        versions = [d["memclaim_version"]] + sorted({str(p.get("memclaim_version")) for p in
+                                                     self._manifest["procedures"].values()
+                                                     if "fingerprint_scheme" not in (p.get("model") or {})
+                                                     and p.get("memclaim_version")} - {d["memclaim_version"]})
         for fp in legacy_fingerprints:
             old = dict(d["model"], fingerprint=fp)
             old.pop("fingerprint_scheme", None)
-            key = Procedure.from_dict({**d, "model": old}).key
-            if key in self._manifest["procedures"] or (self.root / "procedures" / f"{key}.json").exists():
-                return key
+            for version in versions:
+                key = Procedure.from_dict({**d, "model": old, "memclaim_version": version}).key
+                if key in self._manifest["procedures"] or (self.root / "procedures" / f"{key}.json").exists():
+                    return key
         return None
 
     def learn_fingerprint(self, old: str, new: str, scheme: int) -> None:
@@ -348,14 +355,23 @@ class ScoreStore:
         return self.unit_path(procedure_key, unit_id).exists()
 
     def adopt_orphans(self, procedure_key: str, unit_ids: Iterable[str]) -> int:
-        """Record unit files finished after the last manifest write (driver died in between)."""
+        """Record unit files finished after the last manifest write (driver died in between).
+
+        An orphan is adopted only if all of it reads back (footer and every data page, as many
+        rows as its metadata says): a file whose footer survived but whose data did not (a torn
+        copy, bit rot) is removed and its unit scored again, never recorded as done."""
         n = 0
         for uid in unit_ids:
-            if uid not in self._manifest["units"] and self.unit_path(procedure_key, uid).exists():
+            path = self.unit_path(procedure_key, uid)
+            if uid not in self._manifest["units"] and path.exists():
+                if not path.is_file():
+                    raise StoreError(f"{str(path)!r} is in the way of unit {uid[:12]}: it is not a file memclaim wrote",
+                                     hint="move it out of the store and re-run; the unit is then scored again")
                 try:
-                    meta = self._unit_meta(self.unit_path(procedure_key, uid))
+                    meta = self._unit_meta(path)
+                    self._check_unit_body(path, meta)   # the data pages too, not only the footer
                 except StoreError:
-                    self.unit_path(procedure_key, uid).unlink()  # unreadable: score it again
+                    path.unlink()  # unreadable: score it again
                     continue
                 entry = {"procedure": procedure_key, "n_items": meta["n_items"]}
                 if meta.get("stats") is not None:
@@ -386,6 +402,13 @@ class ScoreStore:
             return json.loads(md[b"memclaim"].decode())
         except Exception as exc:  # noqa: BLE001 - any parse failure means an unusable file
             raise StoreError(f"unit file {str(path)!r} is unreadable: {exc}") from None
+
+    @staticmethod
+    def _check_unit_body(path: Path, meta: dict) -> None:
+        """Read every page of a unit file: StoreError unless it decodes to ``meta['n_items']`` rows."""
+        rows = read_parquet(path).num_rows
+        if rows != meta.get("n_items"):
+            raise StoreError(f"unit file {str(path)!r} holds {rows} rows, its metadata says {meta.get('n_items')}")
 
     def write_unit(self, res: UnitResult) -> Path:
         """Serialize one unit to Parquet and rename it into place (atomic)."""
