@@ -36,9 +36,11 @@ def test_acr_result_faces_and_report(model, tmp_path):
     assert c.members.n == 3 and c.controls.n == 3 and c.criterion == "prob:0.3"
     assert res.verdict.status in ("held", "not held")
     r = repr(res)
-    assert r.startswith("ACRResult(prob:0.3: members ") and len(r) < 300 and res.verdict.status in r
-    html = res._repr_html_()
-    assert "<table>" in html and "no signal about memorization" in html
+    assert r.startswith("ACRResult(prob:0.3: members ") and len(r) <= 240 and "\n" not in r
+    assert res.verdict.status in r
+    html = res._repr_html_()  # the report's template: its headline and comparison table, and the call that made it
+    assert html.startswith('<div class="memclaim-result">') and "callout" in html and "<html" not in html
+    assert "<table>" in html and "no signal about memorization" in html and "made by memclaim.acr(" in html
     d = json.loads(res.to_json())
     assert d["criterion"] == "prob:0.3" and len(d["targets"]) == 6 and d["verdict"]["status"] == res.verdict.status
     assert d["flags"]["members"].keys() == {"argmax_without_greedy", "leaks"}
@@ -51,6 +53,8 @@ def test_acr_result_faces_and_report(model, tmp_path):
         assert t.criterion == "prob:0.3" and (t.acr is None) == (not t.met)
     rep = json.loads((tmp_path / "out" / "report.json").read_text())
     assert rep["command"] == "acr" and validate_report(rep) is None
+    assert rep["invocation"]["api"].startswith("memclaim.acr(<model ") and "criterion='prob:0.3'" in \
+        rep["invocation"]["api"]
     assert rep["results"]["comparison"]["criterion"] == "prob:0.3"
     assert {p.name for p in (tmp_path / "out").iterdir()} >= {"report.json", "report.md", "report.html", "acr.png",
                                                              "acr.pdf", "searches"}
@@ -66,6 +70,18 @@ def test_acr_result_faces_and_report(model, tmp_path):
     assert tmp.report is None and Path(tmp.store).is_dir()
     paths = tmp.save(tmp_path / "saved")
     assert Path(paths["html"]).is_file()
+
+
+def test_acr_is_a_public_function(model):
+    """issue 28: an unknown keyword names the closest one, before any search; a result saved later
+    still names the call that made it."""
+    from memclaim.api._public import KeywordError
+
+    with pytest.raises(KeywordError, match="did you mean criterion="):
+        mc.acr(model, MEMBERS, CONTROLS, critrion="argmax", **SMALL)
+    res = mc.acr(model, MEMBERS[:1], CONTROLS[:1], criterion="argmax", progress=False, **SMALL)
+    assert res._invocation["api"].startswith("memclaim.acr(")
+    assert json.loads(res.bundle().json_text)["invocation"]["api"] == res._invocation["api"]
 
 
 def test_acr_limit_keeps_the_first_pairs(model):

@@ -21,7 +21,7 @@ from ..claims.acr import ACRComparison, Verdict, acr_comparison, succeeds_on_bot
 from ..claims.scores import exact_level
 from ..errors import InputError
 from ..progress import LogCallback, ProgressCallback
-from ..report.acr import acr_report, headline
+from ..report.acr import acr_report, acr_summary_doc, headline
 from ..report.core import write_report
 from ..scoring.acr import LengthSearch, TargetResult, search_sides
 from ..scoring.gcg import ACR_STEPS, GCG_BATCH_SIZE, GCG_TOP_K, Criterion, GCGSettings
@@ -30,6 +30,7 @@ from ..text.tables import passages_from_object
 from ..validate import in_open_unit, integer
 from ._common import Result, WorkFolder, check_out_dir, jsonable, set_threads
 from ._model import load_model
+from ._public import public
 
 if TYPE_CHECKING:  # the annotations' names only
     import datasets
@@ -110,22 +111,9 @@ class ACRResult(Result):
                 f"[{100 * c.difference.lower:+.1f}, {100 * c.difference.upper:+.1f}]; '{self.verdict.sentence}': "
                 f"{self.verdict.status})")
 
-    def _repr_html_(self) -> str:  # a notebook shows the comparison, not the dataclass
-        import html
-
-        c = self.comparison
-        rows = [("criterion", c.criterion),
-                ("members extracted", f"{c.members.extracted}/{c.members.n} = {100 * c.member_rate.estimate:.1f}% "
-                                      f"[{100 * c.member_rate.lower:.1f}%, {100 * c.member_rate.upper:.1f}%]"),
-                ("controls extracted", f"{c.controls.extracted}/{c.controls.n} = {100 * c.control_rate.estimate:.1f}% "
-                                       f"[{100 * c.control_rate.lower:.1f}%, {100 * c.control_rate.upper:.1f}%]"),
-                ("difference (Newcombe)", f"{100 * c.difference.estimate:+.1f} points [{100 * c.difference.lower:+.1f},"
-                                          f" {100 * c.difference.upper:+.1f}]"),
-                ("no signal about memorization", "yes" if c.no_signal else "no"),
-                (self.verdict.sentence, self.verdict.status)]
-        body = "".join(f"<tr><th style='text-align:left'>{html.escape(a)}</th><td>{html.escape(str(b))}</td></tr>"
-                       for a, b in rows)
-        return f"<p>{html.escape(self.headline)}</p><table>{body}</table>"
+    def _view(self):
+        """The notebook view: the report's headline and its comparison table (the report's template)."""
+        return acr_summary_doc(self.comparison, self.verdict)
 
 
 def _read_targets(model, src, *, label: str, text_field, id_field, input_format,
@@ -158,6 +146,7 @@ def _read_targets(model, src, *, label: str, text_field, id_field, input_format,
     return rows, rec
 
 
+@public
 def acr(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
         members: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
         controls: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
@@ -170,7 +159,7 @@ def acr(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | 
         device: str | None = None, device_map: str | None = None,
         max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None,
         allow_pickle: bool = False, trust_remote_code: bool = False,
-        threads: int | None = None, progress: ProgressCallback | None = None,
+        threads: int | None = None, progress: bool | ProgressCallback = True,
         log: LogCallback | None = None) -> ACRResult:
     """The ACR procedure on ``members`` and matched non-member ``controls`` with ``model``, and the
     matched comparison of the two ([EM] §3, App. A.2; ``memclaim acr``).

@@ -8,6 +8,7 @@ import click
 from .. import api
 from ..api._options import INPUT_FORMATS
 from .common import PASSAGE_INPUTS, model_options, placement_kwargs, print_json, stderr_log
+from .console import echo
 from .options import Command
 from .progress import progress_bar
 
@@ -95,26 +96,27 @@ def command(model, members_path, controls_path, limit, text_field, id_field, inp
     succeed by the argmax but are not reproduced by greedy generation, and prompts containing words of
     the target, are flagged.
     """
+    bar = progress_bar(not no_progress and not as_json)  # before the API loads torch: it shows that too
     res = api.acr(model, members_path, controls_path, criterion=criterion, top_k=top_k, search_batch=search_batch,
                   steps=steps, seed=seed, token_filter=token_filter, retokenize=not no_retokenize,
                   start_tokens=start_tokens, max_prompt_tokens=max_prompt_tokens, alpha=alpha, confidence=confidence,
                   limit=limit, text_field=text_field, id_field=id_field, input_format=input_format,
                   controls_description=controls_description, out=out_dir, dtype=dtype, sot=sot,
                   **placement_kwargs(), allow_pickle=allow_pickle, trust_remote_code=trust_remote_code,
-                  threads=threads, progress=progress_bar(not no_progress and not as_json),
+                  threads=threads, progress=bar,
                   log=stderr_log(not as_json and not no_progress))
     if as_json:
         print_json(res.to_dict())
         return
-    click.echo(res.headline)
+    echo(res.headline)
     v = res.verdict
-    click.echo(f"'{v.sentence}': {v.status} ({v.reason})")
+    echo(f"'{v.sentence}': {v.status} ({v.reason})")
     fl = res.comparison.flags
-    click.echo(f"argmax successes that greedy generation does not reproduce: members "
+    echo(f"argmax successes that greedy generation does not reproduce: members "
                f"{fl['members']['argmax_without_greedy']}, controls {fl['controls']['argmax_without_greedy']}; "
                f"prompts with words of the target: members {fl['members']['leaks']}, controls "
                f"{fl['controls']['leaks']}")
     s = res.searches
-    click.echo(f"searches: {res.store}  members: {s['members'].searched} searched, {s['members'].reused} read back; "
+    echo(f"searches: {res.store}  members: {s['members'].searched} searched, {s['members'].reused} read back; "
                f"controls: {s['controls'].searched} searched, {s['controls'].reused} read back")
-    click.echo(f"report: {res.report['html']}")
+    echo(f"report: {res.report['html']}")

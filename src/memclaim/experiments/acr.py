@@ -36,9 +36,10 @@ from ..report.style import PALETTE, style
 from ..scoring.acr import LengthSearch, search_sides
 from ..scoring.gcg import GCGSettings
 from ..train.toy import toy_data  # also registers the tiny GPT "toy" (the quick tier's model)
-from .common import check, compare, finish, new_figure, paper_claim, paper_footer
+from .common import PaperClaim, check, compare, finish, new_figure, paper_claim, paper_footer
 from .em_verses import model_info
 from .real_text import read_records
+from .verdicts import rate
 
 if TYPE_CHECKING:  # the annotations' names only
     from ..models.loader import LoadedModel
@@ -150,23 +151,45 @@ def _plot(b: dict, differences, claims):
     return fig
 
 
-def claims_for(b: dict) -> list:
-    """The paper's sentence as a PaperClaim (held iff the verdict is 'held'; the evidence says which
-    of held / not held / not testable here), and the App. A.2 flags as findings.
+#: [EM] App. A.2, the sentence "the procedure succeeds on members and on non-members" stands for
+QUOTE_BOTH = "We were able to achieve success for both training and non-training data"
 
-    >>> from memclaim.experiments.acr import claims_for
+
+def succeeds_claim(b: dict) -> PaperClaim:
+    """[EM] App. A.2: "the procedure succeeds on members and on non-members", judged on the run's
+    block as stated (``b["verdict"]`` from :func:`memclaim.claims.acr.succeeds_on_both`): held when
+    at least one member and at least one matched non-member are extracted (ACR > 1), not held when
+    a side has none, not testable here when a side has no target or a search did not finish.
+    The numbers are each side's extraction rate with its 95% Clopper-Pearson interval.
+
+    >>> from memclaim.experiments.acr import succeeds_claim
     >>> b = {"verdict": {"sentence": "s", "status": "not held", "reason": "members 1/6, non-members 0/6"},
-    ...      "flags": {"members": {"argmax_without_greedy": 0, "leaks": 1},
-    ...                "controls": {"argmax_without_greedy": 0, "leaks": 0}}}
-    >>> [c.held for c in claims_for(b)]
-    [False]
+    ...      "members": {"n": 6, "extracted": 1}, "controls": {"n": 6, "extracted": 0}}
+    >>> c = succeeds_claim(b)
+    >>> c.verdict, c.numbers["member_rate"]["count"], round(c.numbers["control_rate"]["upper"], 3)
+    ('not held', 1, 0.459)
     """
     v = b["verdict"]
-    return [paper_claim(v["sentence"], "[EM] App. A.2, §1", v["status"] == HELD,
-                        criterion="held: >= 1 member and >= 1 matched non-member extracted (ACR > 1 under "
-                                  f"{CRITERION}); not held: a side without success; not testable here: a side "
-                                  "without targets or unfinished searches",
-                        evidence=f"{v['status']}: {v['reason']}")]
+    held = None if v["status"] == NOT_TESTABLE else v["status"] == HELD
+    numbers = {f"{role}_rate": rate(b[side]["extracted"], b[side]["n"]) if b[side]["n"] else None
+               for side, role in (("members", "member"), ("controls", "control"))}
+    return paper_claim("succeeds-on-both", v["sentence"], quote=QUOTE_BOTH, where="[EM] App. A.2 (and §1)",
+                       test=f"held: >= 1 member and >= 1 matched non-member extracted (ACR > 1 under {CRITERION}); "
+                            "not held: a side without success; not testable here: a side without targets or a "
+                            "search that did not finish", held=held, evidence=v["reason"], numbers=numbers)
+
+
+def claims_for(b: dict) -> list[PaperClaim]:
+    """The sentences of [EM] App. A.2 judged on the run's block (``run(...)["results"]``), each by a
+    rule fixed before the run (:func:`succeeds_claim`).
+
+    >>> from memclaim.experiments.acr import claims_for
+    >>> b = {"verdict": {"sentence": "s", "status": "held", "reason": "members 2/6, non-members 1/6"},
+    ...      "members": {"n": 6, "extracted": 2}, "controls": {"n": 6, "extracted": 1}}
+    >>> [(c.key, c.verdict) for c in claims_for(b)]
+    [('succeeds-on-both', 'held')]
+    """
+    return [succeeds_claim(b)]
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
@@ -246,4 +269,4 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
                   notes=notes)
 
 
-__all__ = ["run", "targets", "settings_for", "claims_for"]
+__all__ = ["run", "targets", "settings_for", "succeeds_claim", "claims_for", "QUOTE_BOTH"]

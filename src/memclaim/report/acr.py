@@ -135,23 +135,10 @@ def _target_rows(side: str, rows: Sequence[dict]) -> list:
     return out
 
 
-def build_acr_doc(cmp: ACRComparison, *, members: Sequence[dict], controls: Sequence[dict], verdict: Verdict,
-                  title: str = "Adversarial compression (ACR) under the matched comparison",
-                  controls_description: str | None = None, procedure: dict | None = None,
-                  inputs: Sequence[dict] = (), figures_on: bool = True) -> Doc:
-    """The ACR report's document (rendered three ways by :func:`acr_report`).
-
-    >>> from memclaim.claims.acr import acr_comparison, succeeds_on_both
-    >>> c = acr_comparison(member_extracted=[True], control_extracted=[False], member_acr=[1.5], control_acr=[None],
-    ...                    criterion="argmax")
-    >>> v = succeeds_on_both(members_extracted=1, n_members=1, controls_extracted=0, n_controls=1)
-    >>> d = build_acr_doc(c, members=[], controls=[], verdict=v, figures_on=False)
-    >>> [b[0] for b in d.blocks][:3]
-    ['callout', 'h2', 'table']
-    """
+def _comparison(doc: Doc, cmp: ACRComparison, verdict: Verdict) -> None:
+    """The headline and the matched comparison's table (the report's first blocks and the notebook view)."""
     b = cmp.population.primary_test.binary_rates
     t = cmp.population.primary_test
-    doc = Doc(title)
     doc.callout(headline(cmp), "result")
     doc.h2("The matched comparison ([EM] §3, App. A.2)")
     doc.table(["quantity", "value", "meaning"], [
@@ -167,8 +154,43 @@ def build_acr_doc(cmp: ACRComparison, *, members: Sequence[dict], controls: Sequ
          else "no claim possible", t.no_claim_reason or "binary score: claims iff extracted and alpha_N <= alpha"),
         (f"'{verdict.sentence}'", verdict.status, verdict.reason),
     ])
+
+
+def acr_summary_doc(cmp: ACRComparison, verdict: Verdict,
+                    title: str = "Adversarial compression (ACR) under the matched comparison") -> Doc:
+    """A result's notebook view: the report's headline and its comparison table, nothing else.
+
+    >>> from memclaim.claims.acr import acr_comparison, succeeds_on_both
+    >>> c = acr_comparison(member_extracted=[True], control_extracted=[False], member_acr=[1.5], control_acr=[None],
+    ...                    criterion="argmax")
+    >>> v = succeeds_on_both(members_extracted=1, n_members=1, controls_extracted=0, n_controls=1)
+    >>> [blk[0] for blk in acr_summary_doc(c, v).blocks]
+    ['callout', 'h2', 'table']
+    """
+    doc = Doc(title)
+    _comparison(doc, cmp, verdict)
+    return doc
+
+
+def build_acr_doc(cmp: ACRComparison, *, members: Sequence[dict], controls: Sequence[dict], verdict: Verdict,
+                  title: str = "Adversarial compression (ACR) under the matched comparison",
+                  controls_description: str | None = None, procedure: dict | None = None,
+                  inputs: Sequence[dict] = (), figures_on: bool = True) -> Doc:
+    """The ACR report's document (rendered three ways by :func:`acr_report`).
+
+    >>> from memclaim.claims.acr import acr_comparison, succeeds_on_both
+    >>> c = acr_comparison(member_extracted=[True], control_extracted=[False], member_acr=[1.5], control_acr=[None],
+    ...                    criterion="argmax")
+    >>> v = succeeds_on_both(members_extracted=1, n_members=1, controls_extracted=0, n_controls=1)
+    >>> d = build_acr_doc(c, members=[], controls=[], verdict=v, figures_on=False)
+    >>> [b[0] for b in d.blocks][:3]
+    ['callout', 'h2', 'table']
+    """
+    doc = Doc(title)
+    _comparison(doc, cmp, verdict)
     doc.p(ACR_NO_SIGNAL)
     doc.h2("ACR distribution")
+    b = cmp.population.primary_test.binary_rates
     doc.table(["ACR level a", "members with ACR >= a", "controls with ACR >= a", "difference (Newcombe)"],
               [("> 1" if lv.level == 1.0 else f">= {lv.level:.3g}", f"{lv.member_count}/{b.n_candidates} = "
                 f"{_iv(lv.member)}", f"{lv.control_count}/{b.n_controls} = {_iv(lv.control)}", _diff(lv.difference))
