@@ -20,13 +20,14 @@ def test_registered_with_the_papers_sentence():
 
 
 def test_the_verdict_comes_out_not_held_when_a_side_never_succeeds():
-    """claims_for turns the verdict into the paper claim: held only when the verdict is 'held'."""
-    flags = {"members": {"argmax_without_greedy": 0, "leaks": 0}, "controls": {"argmax_without_greedy": 0, "leaks": 0}}
-    for status, held in (("held", True), ("not held", False), ("not testable here", False)):
+    """claims_for turns the verdict into the paper claim in issue 24's three-way form (the rules on
+    made-up counts are in tests/test_experiments_verdicts.py::test_acr_rules)."""
+    sides = {"members": {"n": 6, "extracted": 2}, "controls": {"n": 6, "extracted": 0}}
+    for status, held in (("held", True), ("not held", False), ("not testable here", None)):
         b = {"verdict": {"sentence": "the procedure succeeds on members and on non-members", "status": status,
-                         "reason": "r"}, "flags": flags}
+                         "reason": "r"}, **sides}
         (c,) = claims_for(b)
-        assert c.held is held and c.evidence.startswith(status)
+        assert c.held is held and c.verdict == status and c.evidence == "r"
 
 
 @pytest.mark.real
