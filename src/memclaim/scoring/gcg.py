@@ -90,7 +90,9 @@ class GCGSettings(ResultMixin):
         if self.token_filter not in TOKEN_FILTERS:
             raise InputError(f"unknown token filter {self.token_filter!r}", hint=f"one of {', '.join(TOKEN_FILTERS)}")
         if not isinstance(self.retokenize, bool):
-            raise InputError(f"retokenize must be True or False, got {self.retokenize!r}")
+            raise InputError(f"retokenize must be True or False, got {self.retokenize!r}",
+                             hint="retokenize=True keeps only prompts whose text encodes back to them "
+                                  "(--no-retokenize on the CLI is False)")
 
 
 @dataclass(frozen=True)
