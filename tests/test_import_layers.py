@@ -45,7 +45,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "memclaim"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "validate", "fsutil", "jsonutil", "_version", "progress", "numeric"),
     ("decoding", "models"),
-    ("text", "scoring", "privacy", "mechanisms"),
+    ("text", "scoring", "privacy", "mechanisms", "decode"),
     ("claims", "train"),
     ("audits",),
     ("report",),
