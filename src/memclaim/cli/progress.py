@@ -24,7 +24,6 @@ done (:data:`TRACKER`), so an interrupted command can say how far it got. Labels
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
