@@ -472,6 +472,15 @@ ROWS = [
     ("acr-keyword", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "c.jsonl", out=c.new, critrion="argmax"),
      "did you mean criterion="),
     ("acr-same-file", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "m.jsonl", out=c.new), "are the same file"),
+    # ---- reproduce (issue 26: the CLI's `reproduce` through the API)
+    ("reproduce-unknown", lambda c: mc.reproduce("nosuch", out_dir=c.new), "unknown reproduction 'nosuch'"),
+    ("reproduce-name-not-text", lambda c: mc.reproduce(3, out_dir=c.new), "unknown reproduction 3"),
+    ("reproduce-seed", lambda c: mc.reproduce("staircase", quick=True, seed=-1, out_dir=c.new),
+     "--seed must be >= 0, got -1"),
+    ("reproduce-seed-huge", lambda c: mc.reproduce("staircase", quick=True, seed=2 ** 64, out_dir=c.new),
+     "seed must be"),
+    ("reproduce-out-file", lambda c: mc.reproduce("staircase", quick=True, out_dir=c.file / "sub"),
+     "is a file, not a folder"),
 ]
 
 

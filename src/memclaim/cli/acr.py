@@ -6,8 +6,7 @@ from __future__ import annotations
 import click
 
 from .. import api
-from ..api._options import INPUT_FORMATS
-from .common import PASSAGE_INPUTS, model_options, placement_kwargs, print_json, stderr_log
+from .common import INPUT_FORMATS, PASSAGE_INPUTS, model_options, placement_kwargs, print_json, stderr_log
 from .console import echo
 from .options import Command
 from .progress import progress_bar
