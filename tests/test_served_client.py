@@ -30,7 +30,9 @@ from memclaim.errors import InputError  # noqa: E402
 from memclaim.scoring.results import load_run_scores  # noqa: E402
 from memclaim.scoring.served import client as client_mod  # noqa: E402
 from memclaim.scoring.served.client import Client, HTTPStatusError, RetryPolicy, ServerError, read_api_key  # noqa: E402
+from memclaim.scoring.served.backend import exact_column, lower_column, upper_column  # noqa: E402
 from memclaim.scoring.served.exactness import EXACT, policy_scores  # noqa: E402
+from memclaim.scoring.served.model import served_model  # noqa: E402
 from memclaim.decoding import Policy  # noqa: E402
 from memclaim.scoring.served.protocols import Window, parse_vllm, vllm_request  # noqa: E402
 
@@ -184,9 +186,12 @@ def test_score_through_the_recorded_server_equals_local_float32_scoring(recordin
         served = s.procedure["model"]["served"]
         assert served["exactness"][p] == EXACT and served["server"] == "vllm" and served["version"] == "0.32.0"
         assert served["top_logprobs"] == 41 and served["model_id"] == "smollm2"
-        assert s.table.column(f"logq_exact:{p}").to_pylist() == [True] * len(s.window_ids)
+        assert s.table.column(exact_column(p)).to_pylist() == [True] * len(s.window_ids)
+        lo, hi = s.table.column(lower_column(p)).to_numpy(), s.table.column(upper_column(p)).to_numpy()
+        assert np.array_equal(lo[fin], s.logq[fin]) and np.array_equal(hi[fin], s.logq[fin])  # exact: lower = upper
     # the tokenizer's fingerprint is in the procedure, and the key differs from the local run's
-    assert len(served["tokenizer_fingerprint"]) == 64
+    tok = served_model("smollm2")
+    assert served["tokenizer_fingerprint"] == tok.fingerprint and not tok.weights_loaded
     assert s.procedure_key != loc.procedure_key
 
 

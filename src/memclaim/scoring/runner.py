@@ -522,6 +522,10 @@ def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence
                                 windows=getattr(window_set, "cut", None),
                                 device_class=getattr(backend, "device_class", None),
                                 describe_model=getattr(backend, "describe_model", None))
+    # The backend seam (issue 27): a backend object has run(units) -> UnitResults and may have
+    # supports(procedure, stats) -> reason or None, computable_stats(), describe_model(desc),
+    # set_stats(), on_batch and stats(). LocalBackend, RayBackend and the served OpenAIBackend
+    # meet it; the Backend protocol of issue 26 item 3 (branch i26a) is to name these methods.
     if hasattr(backend, "supports"):  # what the backend cannot compute exactly is refused before any work
         why = backend.supports(procedure, run_stats(stats))
         if why:

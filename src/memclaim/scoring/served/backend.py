@@ -73,10 +73,20 @@ def exact_column(spec: str) -> str:
 
 
 def lower_column(spec: str) -> str:
+    """The column of a window's certified lower bound on log q under ``spec``.
+
+    >>> lower_column("temperature:0.7")
+    'logq_lower:temperature:0.7'
+    """
     return f"logq_lower:{spec}"
 
 
 def upper_column(spec: str) -> str:
+    """The column of a window's certified upper bound on log q under ``spec``.
+
+    >>> upper_column("temperature:0.7")
+    'logq_upper:temperature:0.7'
+    """
     return f"logq_upper:{spec}"
 
 

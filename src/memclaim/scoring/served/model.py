@@ -15,6 +15,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...errors import ModelLoadError
 from ...models.loader import (HUB_ID, HFTokenizer, StartOfText, _custom_code, _load_tokenizer, config_max_positions,
@@ -22,12 +23,15 @@ from ...models.loader import (HUB_ID, HFTokenizer, StartOfText, _custom_code, _l
 from ...models.registry import is_named_model, named_model, named_models, registered_elsewhere
 from ...progress import LogCallback
 
+if TYPE_CHECKING:  # the annotation's name only
+    import transformers
+
 __all__ = ["ServedModel", "served_model", "tokenizer_fingerprint", "TOKENIZER_FINGERPRINT_SCHEME"]
 
 TOKENIZER_FINGERPRINT_SCHEME = "tokenizer-1"
 
 
-def tokenizer_fingerprint(tok) -> str:
+def tokenizer_fingerprint(tok: "transformers.PreTrainedTokenizerBase") -> str:
     """sha256 of what decides a fast tokenizer's ids: its tokenizer.json (the backend's JSON), its
     special tokens and chat template.
 
@@ -122,7 +126,7 @@ def _folder(spec: str, log: LogCallback | None) -> tuple[str, Path]:
                               f"HuggingFace cache (org/name), or one of: {', '.join(named_models())}")
 
 
-def served_model(spec, *, sot: str | None = None, trust_remote_code: bool = False,
+def served_model(spec: str | Path, *, sot: str | None = None, trust_remote_code: bool = False,
                  log: LogCallback | None = None) -> ServedModel:
     """The tokenizer side of a served model: ``spec`` is a named model, a folder (weights not
     needed) or a hub id in the local cache; ``sot`` the start-of-text rule (default: the named

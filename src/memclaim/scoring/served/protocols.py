@@ -66,7 +66,7 @@ def check_log_probs(values: Sequence[float], where: str) -> None:
     >>> check_log_probs([-0.1, -2.5], "probe")
     >>> check_log_probs([3.2, 1.0], "probe")
     Traceback (most recent call last):
-    memclaim.scoring.served.protocols.ServerResponseError: the server's values at probe are not log-probabilities at T = 1: largest 3.2, total probability 2.8e+01
+    memclaim.scoring.served.protocols.ServerResponseError: the server's values at probe are not log-probabilities at T = 1: largest 3.2, total probability 27
       fix: start the server so that it returns log-probabilities of the model's own distribution (vLLM: --logprobs-mode raw_logprobs, the default; SGLang: leave input log-probs at temperature 1)
     """
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
@@ -173,7 +173,7 @@ def sglang_request(windows: Sequence[Window], k: int) -> dict:
             "top_logprobs_num": int(k), "return_text_in_logprobs": False}
 
 
-def parse_sglang(body, windows: Sequence[Window], k: int, vocab_size: int) -> list[TopK]:
+def parse_sglang(body: dict | list, windows: Sequence[Window], k: int, vocab_size: int) -> list[TopK]:
     """TopK per window from SGLang's ``meta_info.input_token_logprobs`` / ``input_top_logprobs``.
 
     >>> body = [{"text": "", "meta_info": {"input_token_logprobs": [[-0.2, 7, None]],
