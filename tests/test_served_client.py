@@ -331,3 +331,37 @@ def test_the_served_page_runs_as_written(tmp_path):
     text = " ".join(r.stdout.split())
     assert "served by vllm 0.32.0" in text and "full: exact" in text and "top-k:40: exact" in text
     assert len(load_run_scores(tmp_path / "runs" / "served", policy="full").window_ids) == 8
+
+
+@pytest.mark.real
+def test_llamacpp_echo_answers_score_the_same_windows(tmp_path, capsys):
+    """llama-cpp-python 0.3.36's recorded answers (tests/data/served/llamacpp_smollm2.json, SmolLM2
+    Q4_1 as shipped, the start-of-text id overridden to 0): text prompts, the window's first token
+    not echoed, alternatives keyed by token string. Full is exact everywhere; top-k:40 is exact
+    only where no alternative was lost to a shared spelling (else NaN and bounds); the values
+    agree with memclaim's dequantized float32 SmolLM2 as quantized arithmetic allows (measured:
+    per token median 0.052, max 0.55 nats on 8 windows)."""
+    meta = json.loads((DATA / "served" / "llamacpp_smollm2.json").read_text())
+    assert len(meta["commands"]) == 1
+    args = ["--input", str(DATA / "kjv_verses.jsonl"), "--prefix-tokens", "16", "--suffix-tokens", "16", "--limit",
+            "4", "--policy", "full", "--policy", "greedy", "--policy", "top-k:40", "--no-progress"]
+    with ReplayServer(load_recording(DATA / "served" / "llamacpp_smollm2.json")) as srv:
+        rc = main(["score", "smollm2", "--backend", "openai", "--url", srv.url, "--max-concurrency", "1", *args,
+                   "--out", str(tmp_path / "s")])
+        assert rc == 0, capsys.readouterr().err
+        assert not srv.missing
+    assert main(["score", "smollm2", "--dtype", "float32", *args, "--out", str(tmp_path / "l")]) == 0
+    s, loc = load_run_scores(tmp_path / "s", policy="full"), load_run_scores(tmp_path / "l", policy="full")
+    served = s.procedure["model"]["served"]
+    assert served["server"] == "llama-cpp-python" and served["api"] == "echo"
+    assert s.table.column(exact_column("full")).to_pylist() == [True] * 4
+    tx = np.stack(s.table.column("token_logq:full").to_numpy(zero_copy_only=False))
+    ty = np.stack(loc.table.column("token_logq:full").to_numpy(zero_copy_only=False))
+    d = np.abs(tx - ty)
+    assert np.median(d) < 0.2 and d.max() < 1.0
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(next((tmp_path / "s" / "runs").glob("*/scores.parquet")))
+    topk_exact = np.array(t.column(exact_column("top-k:40")).to_pylist())
+    topk = np.array(t.column("logq:top-k:40").to_pylist(), dtype=float)
+    assert (np.isnan(topk) == ~topk_exact).all()

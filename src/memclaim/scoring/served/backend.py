@@ -434,49 +434,22 @@ class OpenAIBackend:
             self._add_client_time(time.perf_counter() - t)
             return (views, ()) if with_prefix else views
         views = []
-        prefix = tuple(info.prefix_ids)
         for w in windows:
             ids = list(w.prompt) + list(w.target)
-            if with_prefix:
-                prefix = self._server_prefix(w, info)
-            if tuple(ids[:len(prefix)]) != prefix:
-                raise InputError(f"the server puts {list(prefix)} before every prompt, window {w.key[:12]} starts with "
-                                 f"{ids[:len(prefix)]}",
-                                 hint=f"use the start-of-text rule the server applies (--sot {','.join(map(str, prefix))}"
-                                      " or --sot bos)")
-            text = self.model.tokenizer.decode(ids[len(prefix):])
+            # the whole window as text, its start-of-text token's text included (servers parse
+            # special tokens in a text prompt: llama-cpp-python does); the echoed tokens are then
+            # aligned by their count (echo_alignment) and each checked against memclaim's
+            text = self.model.tokenizer.decode(ids)
             body = c.post("/v1/completions", echo_request(info.model_id, text, k), retry=retry, cancel=stop)
+            offset = echo_alignment(body, w)
             pieces = [self._piece(i) for i in ids]
-            # the echoed tokens are the server's prefix (its BOS: memclaim's first ids, checked
-            # above), then the window's other ids, each checked
-            views.append(parse_echo(body, w, k, V, pieces=pieces, skip=len(prefix),
+            views.append(parse_echo(body, w, k, V, pieces=pieces, offset=offset, skip=max(1, -offset),
                                     piece_ids=None if _token_ids_keyed(body) else self._ids_of_piece))
-        return (views, prefix) if with_prefix else views
+        return (views, ()) if with_prefix else views
 
     def _add_client_time(self, seconds: float) -> None:
         with self._lock:
             self._client_time += seconds
-
-    def _server_prefix(self, w: Window, info: ServerInfo) -> tuple[int, ...]:
-        """The ids a text-prompt server puts in front (its BOS), found by echoing the probe's
-        text: the echoed tokens before memclaim's own."""
-        ids = list(w.prompt) + list(w.target)
-        start = len(self.model.sot_ids)
-        text = self.model.tokenizer.decode(ids[start:])
-        body = self.client.post("/v1/completions", echo_request(info.model_id, text, 1), retry=CONNECT_RETRY,
-                                cancel=self._stop)
-        try:
-            toks = body["choices"][0]["logprobs"]["tokens"]
-        except (KeyError, IndexError, TypeError):
-            raise ServerResponseError("the server returned no echoed tokens (logprobs.tokens)",
-                                      hint="the server must echo the prompt with log-probs (echo: true)") from None
-        extra = len(toks) - 1 - len(ids[start:])  # one generated token at the end
-        if extra < 0:
-            raise ServerResponseError(f"the server echoed {len(toks)} tokens for a prompt of {len(ids) - start}")
-        head = [self._ids_of_piece(str(t)) if not str(t).startswith("token_id:") else [int(str(t)[9:])]
-                for t in toks[:extra]]
-        prefix = tuple(min(h) if h else -1 for h in head)
-        return prefix
 
     # ------------------------------------------------------------------ the run
     def run(self, units: Iterable[WorkUnit]):
@@ -606,6 +579,33 @@ class OpenAIBackend:
     def close(self) -> None:
         self._stop.set()
         self.client.close()
+
+
+def echo_alignment(body: dict, w: Window) -> int:
+    """Where a window's ids sit in an echoed completion's tokens: 0 when the server echoes every
+    prompt token, then the one generated (the OpenAI format); -1 when it leaves out the prompt's
+    first token (llama-cpp-python takes it for a BOS: its echo starts at the second token, whose
+    log-prob is null). Anything else means the server tokenized the text otherwise.
+
+    >>> body = {"choices": [{"logprobs": {"tokens": ["In", " the", " end", "."]}}]}
+    >>> echo_alignment(body, Window("w", (0, 7, 8), (9,)))
+    -1
+    """
+    try:
+        n_echoed = len(body["choices"][0]["logprobs"]["tokens"])
+    except (KeyError, IndexError, TypeError):
+        raise ServerResponseError("the server returned no echoed tokens (choices[0].logprobs.tokens)",
+                                  hint="the server must echo the prompt with log-probs (echo: true, logprobs: K); "
+                                       "docs/served.md") from None
+    n = len(w.prompt) + len(w.target)
+    offset = n_echoed - 1 - n  # one generated token (max_tokens 1)
+    if offset not in (0, -1):
+        raise ServerResponseError(
+            f"window {w.key[:12]}: the server echoed {n_echoed} tokens for a window of {n} (and one generated): it "
+            "tokenized the text otherwise than memclaim",
+            hint="use the server's own tokenizer (the same model folder or name), or a server that takes token ids "
+                 "(vLLM, SGLang); docs/served.md")
+    return offset
 
 
 def _token_ids_keyed(body) -> bool:
