@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...errors import ModelLoadError
-from ...models.loader import (HUB_ID, HFTokenizer, StartOfText, _custom_code, _load_tokenizer, config_max_positions,
-                              hub_cache_folder, resolve_sot)
+from ...models.hub import HUB_ID, hub_cache_folder
+from ...models.loader import config_max_positions
+from ...models.start_of_text import StartOfText, resolve_sot
+from ...models.tokenizer import HFTokenizer, _load_tokenizer
+from ...models.weights import _custom_code
 from ...models.registry import is_named_model, named_model, named_models, registered_elsewhere
 from ...progress import LogCallback
 
