@@ -37,7 +37,7 @@ from ..text.scorefile import read_id_list, read_score_file
 from ..validate import batch_size as check_batch_size, in_open_unit, query_budget, seed as check_seed
 from ._common import (Result, WorkFolder, build_prompt_rule, check_limit, check_out_dir, cut_windows, jsonable,
                       make_backend, near_verbatim_settings, one_policy, policies_of, set_threads, window_lengths)
-from ._model import load_model
+from ._model import load_model, scoring_model
 from ._runs import is_store, load_store_run, run_ids, store_input_record, stored_test_procedure
 from ._score import ScoreResult
 from ._public import public
@@ -591,7 +591,9 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                realistic_budget: float = 1e5, confidence: float = 0.95, controls_description: str | None = None,
                out: str | os.PathLike | None = None, batch_size: int | str = 16, unit_size: int = 64, backend: str = "local",
                address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0,
-               threads_per_worker: int = 1, dtype: str | None = None, sot: str | None = None,
+               threads_per_worker: int = 1, url: str | None = None, api_key_env: str | None = None,
+               api_key_file: str | os.PathLike | None = None, served_model: str | None = None,
+               max_concurrency: int | None = None, dtype: str | None = None, sot: str | None = None,
                device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
                allow_pickle: bool = False, trust_remote_code: bool = False, threads: int | None = None,
                stats: str | Sequence[str] | None = "census",
@@ -642,8 +644,9 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     excl, extra_inputs = _exclusions(exclude_controls, exclude_control_ids)
     prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
     set_threads(threads)
-    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
-                   trust_remote_code=trust_remote_code, device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)  # weights load only if scoring is needed
+    m = scoring_model(model, backend=backend, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
+                      trust_remote_code=trust_remote_code, device=device, device_map=device_map, max_memory=max_memory,
+                      offload_folder=offload_folder)  # weights load only if scoring is needed
     cut = {}
     for label, src in ((MEMBERS_LABEL, members), (CONTROLS_LABEL, controls)):
         try:
@@ -667,7 +670,8 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
         scoring_pairs(m, cut[label][0], prompt_rule, what=f"--{label}")
     backend_obj = make_backend(m, pols, backend=backend, address=address, workers=workers,
                                gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,
-                               batch_size=batch_size, log=log)
+                               batch_size=batch_size, log=log, url=url, api_key_env=api_key_env,
+                               api_key_file=api_key_file, served_model=served_model, max_concurrency=max_concurrency)
     work = WorkFolder(out, prefix="memclaim-population-")
     store = work.path / "store"
     tested = pols[0].spec

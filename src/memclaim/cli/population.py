@@ -12,7 +12,7 @@ from __future__ import annotations
 import click
 
 from .. import api
-from .common import (PASSAGE_INPUTS, allow_mixed_numerics, backend_options, claim_options, model_options,
+from .common import (served_kwargs, PASSAGE_INPUTS, allow_mixed_numerics, backend_options, claim_options, model_options,
                      near_verbatim_options, placement_kwargs, print_json,
                      procedure_options, run_options, stats_option, stderr_log)
 from .console import echo
@@ -94,7 +94,7 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
                          controls_description=controls_description, out=out_dir, batch_size=batch_size,
                          unit_size=unit_size, backend=backend, address=address, workers=workers,
                          gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
-                    **placement_kwargs(), allow_mixed_numerics=allow_mixed_numerics(),
+                    **placement_kwargs(), **served_kwargs(), allow_mixed_numerics=allow_mixed_numerics(),
                          allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
                          stats=stats, progress=bar, log=stderr_log(not as_json))
     if as_json:
