@@ -162,11 +162,22 @@ def cut_tokens(tokenizer: OffsetTokenizer, text: str, *, at: int = 0, before: in
     grow_l = SLICE_MIN_CHARS + SLICE_CHARS_PER_TOKEN * (want_l + GUARD_TOKENS)
     grow_r = SLICE_MIN_CHARS + SLICE_CHARS_PER_TOKEN * (want_r + GUARD_TOKENS)
     prev = None
+    straddled = False
     while True:
         a = 0 if before is None else max(0, at - grow_l)
         z = n if after is None else min(n, at + grow_r)
         ids, offs = _encode_slice(tokenizer, text, a, z)
-        k = split_at_char(ids, offs, at, text=text, what=what) if at else 0
+        try:
+            k = split_at_char(ids, offs, at, text=text, what=what) if at else 0
+        except InputError:
+            # a token across ``at`` in a slice may be the slice's own (a word cut by the slice's
+            # end merges differently): refused where the whole text or two slices in a row say so
+            if (a == 0 and z == n) or straddled:
+                raise
+            straddled, prev = True, None
+            grow_l, grow_r = grow_l * 2, grow_r * 2
+            continue
+        straddled = False
         left_ok = a == 0 or k >= want_l + GUARD_TOKENS
         right_ok = z == n or len(ids) - k >= want_r + GUARD_TOKENS
         if left_ok and right_ok:
