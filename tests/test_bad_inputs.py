@@ -47,6 +47,30 @@ def _write_gguf(path: Path, *, truncate: int = 0) -> Path:
     return path
 
 
+def _broken_models(d: Path, toy: Path) -> None:
+    """Issue 25 item 2: copies of the tiny GPT whose weights do not match the config (a tensor
+    left out or added, a layer more in config.json, no tensors at all) or hold NaN."""
+    from safetensors.torch import load_file, save_file
+
+    sd = load_file(str(toy / "model.safetensors"))
+    variants = {
+        "missing-tensor-model": ({k: v for k, v in sd.items() if k != "transformer.h.1.mlp.c_fc.weight"}, {}),
+        "extra-tensor-model": ({**sd, "transformer.h.9.mlp.c_fc.weight": sd["transformer.h.1.mlp.c_fc.weight"].clone()}, {}),
+        "extra-layer-model": (None, {"n_layer": 3}),
+        "empty-weights-model": ({}, {}),
+        "nan-model": ({k: (v.clone().fill_(float("nan")) if k.endswith("ln_f.weight") else v)
+                       for k, v in sd.items()}, {}),
+    }
+    for name, (tensors, cfg) in variants.items():
+        shutil.copytree(toy, d / name)
+        if tensors is not None:
+            save_file(tensors, str(d / name / "model.safetensors"), metadata={"format": "pt"})
+        if cfg:
+            c = json.loads((d / name / "config.json").read_text())
+            c.update(cfg)
+            (d / name / "config.json").write_text(json.dumps(c))
+
+
 @pytest.fixture(scope="session")
 def data(tmp_path_factory) -> Path:
     """Inputs, good and bad, shared by every case (none of them is ever written by a case)."""
@@ -111,6 +135,7 @@ def data(tmp_path_factory) -> Path:
     (d / "not.feather").write_bytes(b"FEA1 but then nothing")
     (d / "plain-folder").mkdir()
     (d / "plain-folder" / "notes.txt").write_text("a folder of notes, not a dataset")
+    _broken_models(d, toy)
     try:
         import datasets
     except ImportError:  # the rows that need it are skipped (DATASETS below)
@@ -379,6 +404,19 @@ CASES = [
                  "devices seen: cpu", 0, id="audit-table-device-cuda-none", marks=NO_GPU),
     ("test-mixed-numerics", T + " --candidates-procedure {d}/proc_cpu.json --controls-procedure {d}/proc_gpu.json",
      "different numerics: model.device_class: 'cpu' != 'cuda'", 0),
+    # ---- issue 25 (items 1, 2, 3, 5, 8): broken model folders, out-of-domain policies, stores
+    # edited by hand, --out folders memclaim did not make
+    ("score-weights-missing-tensor", "score {d}/missing-tensor-model --input {d}/m.jsonl --prefix-tokens 8 "
+     "--suffix-tokens 8 --out {store}", "1 parameter is missing from the weights", 0),
+    ("score-weights-extra-tensor", "score {d}/extra-tensor-model --input {d}/m.jsonl --prefix-tokens 8 "
+     "--suffix-tokens 8 --out {new}", "not used by the architecture: transformer.h.9.mlp.c_fc.weight", 0),
+    ("score-config-layer-more", "score {d}/extra-layer-model --input {d}/m.jsonl --prefix-tokens 8 --suffix-tokens 8 "
+     "--out {store}", "12 parameters are missing from the weights", 0),
+    ("population-config-layer-more", "population {d}/extra-layer-model --members {d}/m.jsonl --controls {d}/c.jsonl "
+     "--prefix-tokens 8 --suffix-tokens 8 --out {rep}", "do not match its config.json", 0),
+    ("census-weights-missing-tensor", "census {d}/missing-tensor-model --document {d}/doc.txt --control {d}/ctl.txt "
+     "--stride 8 --prefix-tokens 8 --suffix-tokens 8 --policy full --out {new}", "missing from the weights", 0),
+    ("score-weights-empty", "score {d}/empty-weights-model --input {d}/m.jsonl --out {store}", "hold no tensors", 0),
 ]
 
 

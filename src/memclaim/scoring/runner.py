@@ -519,6 +519,11 @@ def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence
     # token in two, an empty prompt or a window longer than the context is refused first; one
     # streaming pass that keeps only keys and lengths (a book's windows are made on demand)
     index = index_windows(model, window_set, prompt_rule)
+    if backend is None and not getattr(model, "weights_loaded", True) and _work_left(
+            out_dir, procedure, model, index, unit_size=unit_size, needs=run_stats(stats).spec):
+        # the weights load (and a folder whose weights do not match its config is refused:
+        # models.loader.check_loading_info) before the store is touched
+        _ = model.lm
     store = ScoreStore(out_dir)
     with contextlib.ExitStack() as held:
         held.enter_context(store.writer())  # shared with other writers; alone, it first clears dead writers' temps
@@ -526,6 +531,37 @@ def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence
                            t0=t0, policies=policies, label=label, inputs=inputs, batch_size=batch_size,
                            unit_size=unit_size, progress=progress, backend=backend, skipped_empty=skipped_empty,
                            near_verbatim=near_verbatim, log=log, stats=stats, prompt_rule=prompt_rule)
+
+
+def _work_left(out_dir, procedure: Procedure, model, index: WindowIndex, *, unit_size: int, needs: str) -> bool:
+    """Whether a run would score anything: read-only, from the store's manifest as it is (no
+    store, or one that cannot be read: yes; the run itself then says why). A run whose units are
+    all stored loads no weights."""
+    root = Path(out_dir)
+    if not (root / "manifest.json").is_file():
+        return True
+    try:
+        store = ScoreStore(root, create=False)
+    except StoreError:
+        return True
+    key = procedure.key
+    if key not in store.manifest["procedures"] and store.has_legacy_procedures() and hasattr(model,
+                                                                                          "legacy_fingerprints"):
+        key = store.find_legacy_procedure(procedure, tuple(model.legacy_fingerprints())) or key
+    return any(not store.unit_done(key, u.unit_id, needs=needs) for u in index.units(key, unit_size=unit_size))
+
+
+def _windows_of(index: WindowIndex, window_set, key: str) -> str:
+    """The windows holding item ``key`` (hex), for an error message: "window 'a#0'" (and how many others)."""
+    k = int(np.searchsorted(index.uniq, bytes.fromhex(key)))
+    if k >= len(index.uniq) or index.key_str(k) != key:
+        return f"item {key[:12]}"
+    ws = np.flatnonzero((index.inverse == k).any(axis=1))
+    if not len(ws):
+        return f"item {key[:12]}"
+    first = window_set.windows[int(ws[0])].window_id
+    more = f" (and {len(ws) - 1} other window{'s' if len(ws) > 2 else ''} with the same text)" if len(ws) > 1 else ""
+    return f"window {first!r}{more}"
 
 
 def store_procedure_key(store: ScoreStore, procedure: Procedure, model: LoadedModel) -> str:
@@ -649,7 +685,7 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
                                      f"{str(store.root)!r}", hint="put the store on a filesystem every worker sees")
                 n_done = res.n_items
             else:
-                store.write_unit(res)
+                store.write_unit(res, where=lambda key: _windows_of(index, window_set, key))
                 n_done = len(res.item_keys)
             store.record_unit(pkey, res.unit_id, n_done,
                               stats=stat_set.spec if isinstance(res, UnitReceipt) else res.stats)

@@ -40,11 +40,11 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
 
-from ..errors import StoreError
+from ..errors import NumericsError, StoreError
 from ..fsutil import atomic_write_bytes, atomic_write_text, file_lock
 from .procedure import Procedure
 
@@ -116,6 +116,72 @@ def stats_cover(have: str | None, need: str | None) -> bool:
     (True, False)
     """
     return stat_names(need) <= stat_names(have)
+
+
+# Unit columns that are natural-log probabilities (or their mean): finite or -inf, never NaN or
+# +inf; the other float columns (the std of log-probabilities, the top-1/top-2 logit margin) may
+# be +inf but never NaN.
+_LOGPROB_FIELDS = ("logq", "token_logq", "token_logprob", "token_mean")
+_FLOAT_FIELDS = ("token_std", "min_margin")
+
+
+def first_out_of_domain(res: UnitResult) -> tuple[str, int, float] | None:
+    """The first value of a unit that no score can take, as ``(column, row, value)``: NaN
+    anywhere, or +inf in a log-probability column (log q under a policy, per-token log-probs and
+    their mean, near-verbatim bounds); None when every value is in its domain.
+
+    >>> from memclaim.decoding import parse_policies
+    >>> from memclaim.models.base import SyntheticLM
+    >>> from memclaim.scoring.engine import TeacherForcingEngine
+    >>> s = TeacherForcingEngine(SyntheticLM(), parse_policies(["full"])).score_batch([[1, 2]], [[3, 4]])
+    >>> unit = UnitResult("u", "pk", ("full",), ("a",), (2,), s)
+    >>> first_out_of_domain(unit) is None
+    True
+    >>> s.logq[0, 0] = float("nan")
+    >>> first_out_of_domain(unit)
+    ('logq:full', 0, nan)
+    """
+    s = res.scores
+
+    def rows(a, bad):  # per row: any bad value in it
+        a = np.asarray(a, dtype=np.float64)
+        return bad(a).reshape(len(a), -1).any(axis=1) if a.size else np.zeros(len(a), bool)
+
+    def first(name, a, bad):
+        a = np.asarray(a, dtype=np.float64)
+        r = rows(a, bad)
+        if r.any():
+            i = int(np.flatnonzero(r)[0])
+            v = a[i].reshape(-1)
+            return name, i, float(v[bad(v)][0])
+        return None
+
+    def nan_or_pinf(a):
+        return np.isnan(a) | np.isposinf(a)
+
+    checks = []
+    for f in _LOGPROB_FIELDS:
+        a = getattr(s, f, None)
+        if a is None:
+            continue
+        if f in ("logq", "token_logq"):
+            for j, spec in enumerate(res.policies):
+                checks.append((f"{'logq' if f == 'logq' else 'token_logq'}:{spec}", a[:, j], nan_or_pinf))
+        else:
+            checks.append((f, a, nan_or_pinf))
+    for f in _FLOAT_FIELDS:
+        a = getattr(s, f, None)
+        if a is not None:
+            checks.append((f, a, np.isnan))
+    for name, a in res.extra.items():
+        arr = np.asarray(a)
+        if arr.dtype.kind == "f":
+            checks.append((name, arr, nan_or_pinf if name.startswith("nv_logq:") else np.isnan))
+    for name, a, bad in checks:
+        hit = first(name, a, bad)
+        if hit is not None:
+            return hit
+    return None
 
 
 def _read_json(path: Path) -> dict:
@@ -387,8 +453,21 @@ class ScoreStore:
         except Exception as exc:  # noqa: BLE001 - any parse failure means an unusable file
             raise StoreError(f"unit file {str(path)!r} is unreadable: {exc}") from None
 
-    def write_unit(self, res: UnitResult) -> Path:
-        """Serialize one unit to Parquet and rename it into place (atomic)."""
+    def write_unit(self, res: UnitResult, *, where: Callable[[str], str] | None = None) -> Path:
+        """Serialize one unit to Parquet and rename it into place (atomic). A unit holding a
+        value no score can take (:func:`first_out_of_domain`) is refused with a NumericsError
+        naming it (``where(item_key)`` says which window an item is), and nothing is written."""
+        bad = first_out_of_domain(res)
+        if bad is not None:
+            column, row, value = bad
+            key = res.item_keys[row]
+            what = where(key) if where is not None else f"item {key[:12]}"
+            raise NumericsError(
+                f"unit {res.unit_id[:12]}: {column} is {value} for {what}; a score is a log-probability, finite or "
+                "-inf (an exact zero), so nothing of this unit was stored",
+                hint="the model computes NaN or infinity: check its weights for NaN/inf (a damaged or diverged "
+                     "checkpoint) and run it in float32 (--dtype float32); if one decoding policy's columns are the "
+                     "bad ones, change that policy's parameter")
         pa, pq = _pa()
         s = res.scores
         P = len(res.policies)
