@@ -417,6 +417,8 @@ CASES = [
     ("census-weights-missing-tensor", "census {d}/missing-tensor-model --document {d}/doc.txt --control {d}/ctl.txt "
      "--stride 8 --prefix-tokens 8 --suffix-tokens 8 --policy full --out {new}", "missing from the weights", 0),
     ("score-weights-empty", "score {d}/empty-weights-model --input {d}/m.jsonl --out {store}", "hold no tensors", 0),
+    ("score-temperature-below-float64", S + " --policy temperature:1e-300", "is below 4e-270", 1),
+    ("population-temperature-below-float64", P + " --policy top-k:40,temperature:3e-270", "is below 4e-270", 0),
 ]
 
 
