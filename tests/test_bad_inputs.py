@@ -136,6 +136,12 @@ def data(tmp_path_factory) -> Path:
     (d / "plain-folder").mkdir()
     (d / "plain-folder" / "notes.txt").write_text("a folder of notes, not a dataset")
     _broken_models(d, toy)
+    # issue 25 item 8: folders memclaim did not make, one with the user's own temporary file
+    (user / ".thesis.tex.swp.tmp").write_text("an editor's temporary file")
+    (d / "foreign-report").mkdir()
+    (d / "foreign-report" / "report.html").write_text("<p>someone else's report</p>")
+    (d / "foreign-store" / "store").mkdir(parents=True)
+    (d / "foreign-store" / "store" / "notes.txt").write_text("not a store")
     try:
         import datasets
     except ImportError:  # the rows that need it are skipped (DATASETS below)
@@ -419,6 +425,27 @@ CASES = [
     ("score-weights-empty", "score {d}/empty-weights-model --input {d}/m.jsonl --out {store}", "hold no tensors", 0),
     ("score-temperature-below-float64", S + " --policy temperature:1e-300", "is below 4e-270", 1),
     ("population-temperature-below-float64", P + " --policy top-k:40,temperature:3e-270", "is below 4e-270", 0),
+    ("score-nan-weights-into-a-store", "score {d}/nan-model --input {d}/m.jsonl --prefix-tokens 8 --suffix-tokens 8 "
+     "--policy full --out {store}", "logq:full is nan for window", 0),
+    ("population-nan-weights-new-out", "population {d}/nan-model --members {d}/m.jsonl --controls {d}/c.jsonl "
+     "--prefix-tokens 8 --suffix-tokens 8 --policy full --out {new}", "is nan for window", 0),
+    ("census-nan-weights-new-out", "census {d}/nan-model --document {d}/doc.txt --control {d}/ctl.txt --stride 8 "
+     "--prefix-tokens 8 --suffix-tokens 8 --policy full --out {new}", "is nan for window", 0),
+    ("score-out-users-folder", "score toy --input {d}/m.jsonl --prefix-tokens 8 --suffix-tokens 8 --out "
+     "{d}/users-folder", "is a folder memclaim did not make: it holds '.thesis.tex.swp.tmp', 'thesis.tex'", 0),
+    ("score-out-dot", "score toy --input {d}/m.jsonl --prefix-tokens 8 --suffix-tokens 8 --out .",
+     "--out '.' is a folder memclaim did not make: it holds 'mine.txt'", 0),
+    ("score-out-empty", "score toy --input {d}/m.jsonl --out ''", "--out '' is empty", 0),
+    ("population-foreign-report-before-scoring", "population toy --members {d}/m.jsonl --controls {d}/c.jsonl "
+     "--prefix-tokens 8 --suffix-tokens 8 --policy full --out {d}/foreign-report",
+     "report.html' exists and memclaim did not write it", 0),
+    ("census-foreign-report-before-scoring", C.replace("{rep}", "{d}/foreign-report"),
+     "report.html' exists and memclaim did not write it", 0),
+    ("population-store-not-a-store", "population toy --members {d}/m.jsonl --controls {d}/c.jsonl --prefix-tokens 8 "
+     "--suffix-tokens 8 --policy full --out {d}/foreign-store", "is a folder memclaim did not make: it holds 'notes.txt'",
+     0),
+    ("audit-foreign-report-before-scoring", "audit toy --members {d}/m.jsonl --controls {d}/c.jsonl --prefix-tokens 8 "
+     "--suffix-tokens 8 --out {d}/foreign-report", "report.html' exists and memclaim did not write it", 0),
 ]
 
 

@@ -27,7 +27,7 @@ from ..report.core import write_report
 from ..text.io import read_passages
 from ..models.placement import resolve_dtype, resolve_placement
 from ..privacy.tradeoff import neighbors_label
-from ._common import Result, WorkFolder, check_out_dir, jsonable, set_threads
+from ._common import Result, WorkFolder, check_out, check_out_dir, jsonable, set_threads
 from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, renamed_keywords
 from ._model import load_model
 
@@ -167,8 +167,8 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     0.97
     """
     set_threads(threads)
-    if out is not None:
-        check_out_dir(out)
+    if out is not None:  # OUT/scores and the report: refused now, not after scoring
+        check_out(out, store="scores", report=True)
     explicit_fpr = alpha is not None
     if isinstance(attacks, str):
         attacks = tuple(a.strip() for a in attacks.split(",") if a.strip())

@@ -33,8 +33,8 @@ from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, run_scoring, scoring_pairs
 from ..text.scorefile import read_id_list, read_score_file
 from ..validate import batch_size as check_batch_size, in_open_unit, query_budget
-from ._common import (Result, WorkFolder, build_prompt_rule, check_out_dir, cut_windows, jsonable, make_backend,
-                     near_verbatim_settings, policies_of, set_threads, window_lengths)
+from ._common import (Result, WorkFolder, build_prompt_rule, check_out, cut_windows, jsonable, make_backend,
+                      near_verbatim_settings, policies_of, set_threads, window_lengths)
 from ._model import load_model
 from ._options import renamed_keywords
 from ._runs import is_store, load_store_run, run_ids, store_input_record, stored_test_procedure
@@ -368,7 +368,7 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
             raise InputError(f"{opt} {str(x)!r} does not exist",
                              hint="pass a score store folder (memclaim score --out) or a CSV/TSV/Parquet score file")
     if out is not None:
-        check_out_dir(out)
+        check_out(out, report=True)
     if (candidates_procedure is None) != (controls_procedure is None):
         given, missing = (("--candidates-procedure", "--controls-procedure") if candidates_procedure is not None
                           else ("--controls-procedure", "--candidates-procedure"))
@@ -511,8 +511,8 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                          realistic_budget=realistic_budget)
     batch_size = check_batch_size(batch_size)
     pols = policies_of(policies)
-    if out is not None:
-        check_out_dir(out)
+    if out is not None:  # OUT/store and the report: refused now, not after scoring
+        check_out(out, store="store", report=True)
     if isinstance(members, (str, Path)) and isinstance(controls, (str, Path)) and \
             Path(members).resolve() == Path(controls).resolve():
         raise InputError(f"--members and --controls are the same file {str(members)!r}: a set tested against "

@@ -19,7 +19,7 @@ from ..progress import LogCallback, ProgressCallback
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, run_scoring
 from ..validate import batch_size as check_batch_size
-from ._common import (Result, WorkFolder, build_prompt_rule, check_out_dir, copy_tree_into, cut_windows, jsonable,
+from ._common import (Result, WorkFolder, build_prompt_rule, check_out, copy_tree_into, cut_windows, jsonable,
                      make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
 from ._model import load_model
 
@@ -138,7 +138,7 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     pols = policies_of(policies)
     prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
     if out is not None:
-        check_out_dir(out)
+        check_out(out, store="")  # the store itself: new, empty or memclaim's
     set_threads(threads)
     m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code,
                    device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)

@@ -61,11 +61,48 @@ _SECTIONS = ("procedures", "units", "runs", "fingerprints")
 _TEMP_NAME = re.compile(r"^\..+\.tmp$")
 
 
+# What a store folder holds at its top (see the layout above) besides memclaim's temporary files.
+STORE_ENTRIES = frozenset(("manifest.json", "units", "procedures", "runs", MANIFEST_LOCK, WRITERS_LOCK))
+
+
+def foreign_entries(root: str | os.PathLike) -> list[str]:
+    """The entries of folder ``root`` that say it is not a memclaim store, sorted: none for a
+    path that does not exist, an empty folder, or a folder with memclaim's manifest.json; else
+    its manifest.json when that is not memclaim's, or every entry a store does not hold. A store
+    killed before its first manifest write holds only store entries, and is one.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> foreign_entries(d), foreign_entries(d / "new")
+    ([], [])
+    >>> _ = (d / "thesis.tex").write_text("years of work"); (d / "runs").mkdir()
+    >>> foreign_entries(d)
+    ['thesis.tex']
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    manifest = root / "manifest.json"
+    if manifest.is_file():
+        try:
+            m = json.loads(manifest.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return ["manifest.json"]
+        return [] if isinstance(m, dict) and "schema_version" in m else ["manifest.json"]
+    return sorted(e.name for e in root.iterdir() if e.name not in STORE_ENTRIES and not (
+        _TEMP_NAME.match(e.name) and e.name.startswith(".manifest.json.")) and not e.name.startswith(".ray-probe-"))
+
+
 def _pa():
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     return pa, pq
+
+
+def _shown(names: list[str], n: int = 3) -> str:
+    shown = ", ".join(repr(x) for x in names[:n])
+    return shown + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 def _disk_error(exc: OSError, what: str, root: Path) -> StoreError:
@@ -218,6 +255,11 @@ class ScoreStore:
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"store path {str(self.root)!r} exists and is not a folder",
                              hint="pass a folder for --out")
+        if create and (foreign := foreign_entries(self.root)):
+            # never write (or sweep temporary files) in a folder memclaim did not make
+            raise StoreError(f"{str(self.root)!r} is not a memclaim score store and not empty: it holds "
+                             f"{_shown(foreign)}", hint="choose a new or empty folder for --out, or the --out folder "
+                                                         "of an earlier memclaim run")
         if create:
             try:
                 (self.root / "units").mkdir(parents=True, exist_ok=True)
@@ -282,6 +324,35 @@ class ScoreStore:
             self._manifest = merged
             # under the lock no one else is writing the manifest: its temp files are dead writers'
             self.remove_temps(self.root, prefix=".manifest.json.")
+
+    def forget_run(self, run_id: str, *, procedure_key: str | None = None) -> None:
+        """Take back a run this process added and stored nothing for (a command that failed
+        before its first unit): its folder and manifest entry, and ``procedure_key``'s record
+        when this run added it and nothing else uses it, so that the store is as it was and no
+        later command finds an unfinished run it never asked for."""
+        import shutil
+
+        with self.manifest_lock():
+            merged = self._merged_with_disk()
+            merged["runs"].pop(run_id, None)
+            self._manifest["runs"].pop(run_id, None)
+            unused = procedure_key is not None and not any(
+                (r or {}).get("procedure") == procedure_key for r in merged["runs"].values()) and not any(
+                (u or {}).get("procedure") == procedure_key for u in merged["units"].values())
+            if unused:
+                merged["procedures"].pop(procedure_key, None)
+                self._manifest["procedures"].pop(procedure_key, None)
+            try:
+                atomic_write_text(self.root / "manifest.json", json.dumps(merged, indent=1, sort_keys=True))
+            except OSError as exc:
+                raise _disk_error(exc, "manifest.json", self.root) from None
+            self._manifest = merged
+        shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
+        if unused:
+            with contextlib.suppress(FileNotFoundError):
+                (self.root / "procedures" / f"{procedure_key}.json").unlink()
+            with contextlib.suppress(OSError):  # only if empty: another run's units stay
+                (self.root / "units" / procedure_key[:16]).rmdir()
 
     def refresh(self) -> None:
         """Re-read the manifest (units and runs other processes recorded), keeping this process's entries."""
