@@ -446,7 +446,43 @@ CASES = [
      0),
     ("audit-foreign-report-before-scoring", "audit toy --members {d}/m.jsonl --controls {d}/c.jsonl --prefix-tokens 8 "
      "--suffix-tokens 8 --out {d}/foreign-report", "report.html' exists and memclaim did not write it", 0),
+    ("test-store-labels-swapped", "test --candidates {swapped} --run members --controls {swapped} --controls-run "
+     "controls --policy full --out {new}", "in manifest.json but", 0),
+    ("test-store-procedure-edited", "test --candidates {edited_proc} --run members --controls {edited_proc} "
+     "--controls-run controls --policy full --out {new}", "does not match the sha256 recorded", 0),
+    ("test-store-scores-edited", "test --candidates {edited_scores} --run members --controls {edited_scores} "
+     "--controls-run controls --policy full --out {new}", "scores.parquet of run", 0),
 ]
+
+
+def _swap_labels(store: Path) -> None:
+    m = json.loads((store / "manifest.json").read_text())
+    a, b = sorted(m["runs"])
+    m["runs"][a]["label"], m["runs"][b]["label"] = m["runs"][b]["label"], m["runs"][a]["label"]
+    (store / "manifest.json").write_text(json.dumps(m, indent=1, sort_keys=True))
+
+
+def _edit_procedure(store: Path) -> None:
+    (p,) = (store / "procedures").iterdir()
+    rec = json.loads(p.read_text())
+    rec["suffix_tokens"] = 4
+    p.write_text(json.dumps(rec, indent=1, sort_keys=True))
+
+
+def _edit_scores(store: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    m = json.loads((store / "manifest.json").read_text())
+    rid = next(r for r, e in m["runs"].items() if e["label"] == "controls")
+    path = store / "runs" / rid / "scores.parquet"
+    t = pq.read_table(path)
+    col = t.column_names.index("logq:full")
+    t = t.set_column(col, "logq:full", pa.array([-1e9] * t.num_rows, pa.float64()))
+    pq.write_table(t, path)
+
+
+EDITED_STORES = {"swapped": _swap_labels, "edited_proc": _edit_procedure, "edited_scores": _edit_scores}
 
 
 def _case(c):
@@ -485,8 +521,13 @@ def test_bad_input_stops_cleanly_and_changes_nothing(argv, phrase, data, previou
         for rid, r in runs.items():
             f = damaged / "runs" / rid / ("run.json" if r["label"] == "members" else "scores.parquet")
             f.write_bytes(f.read_bytes()[:40])
+    edited = {name: tmp_path / name for name in EDITED_STORES if "{" + name + "}" in argv}
+    for name, path in edited.items():  # issue 25 item 5: stores edited by hand after memclaim wrote them
+        shutil.copytree(previous / "store", path)
+        EDITED_STORES[name](path)
     before = {"rep": _snapshot(rep), "data": _snapshot(data), "cwd": _snapshot(tmp_path / "cwd")}
-    args = shlex.split(argv.format(d=data, rep=rep, store=rep / "store", new=new, file=afile, damaged=damaged))
+    args = shlex.split(argv.format(d=data, rep=rep, store=rep / "store", new=new, file=afile, damaged=damaged,
+                                   **edited))
     capsys.readouterr()
     rc = main(args)
     err = capsys.readouterr().err

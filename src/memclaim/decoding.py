@@ -224,8 +224,11 @@ def scale_logits(x: "torch.Tensor", temperature: float) -> "torch.Tensor":
 
     >>> import torch
     >>> x = torch.tensor([[2.0, 1.0, 0.0]])
-    >>> scale_logits(x, 0.5).tolist(), scale_logits(x, 1e-45).tolist()
-    ([[4.0, 2.0, 0.0]], [[0.0, -1e+45, -2e+45]])
+    >>> scale_logits(x, 0.5).tolist()
+    [[4.0, 2.0, 0.0]]
+    >>> y = scale_logits(x, 1e-45)  # float32 would give [[inf, inf, 0]] and NaN log-probabilities
+    >>> y.dtype, y[0, 0].item(), bool(torch.isfinite(y).all()), round(y[0, 1].item() / 1e45, 12)
+    (torch.float64, 0.0, True, -1.0)
     """
     torch = _torch()
     T = float(temperature)

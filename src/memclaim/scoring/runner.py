@@ -29,7 +29,7 @@ from .engine import ALL_STATS, CENSUS_STATS, NEAR_TIE_MARGIN, BatchScores, StatS
 from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
 from .procedure import Procedure
 from .prompts import PromptRule, aggregate_logq
-from .store import WRITERS_LOCK, ScoreStore, UnitResult, read_parquet, stat_names
+from .store import WRITERS_LOCK, ScoreStore, UnitResult, read_parquet, run_id_of, stat_names
 from .units import DEFAULT_UNIT_SIZE, UnitReceipt, WindowIndex, WorkUnit, item_key
 
 
@@ -643,15 +643,8 @@ def _window_ids(window_set):
 
 
 def _run_id(pkey: str, label: str, units, window_set) -> str:
-    """sha256(pkey | label | unit ids | window ids)[:16], hashed as it streams (the same bytes as
-    one string joined in memory, so run ids are those of earlier versions)."""
-    h = hashlib.sha256()
-    h.update((pkey + "|" + label + "|").encode())
-    h.update(",".join(u.unit_id for u in units).encode())
-    h.update(b"|")
-    for i, wid in enumerate(_window_ids(window_set)):
-        h.update(((',' if i else '') + wid).encode())
-    return h.hexdigest()[:16]
+    """The run's id (:func:`~memclaim.scoring.store.run_id_of`), its windows' ids streamed."""
+    return run_id_of(pkey, label, (u.unit_id for u in units), _window_ids(window_set))
 
 
 def _window_batches(window_set, index: WindowIndex, label: str):
@@ -805,6 +798,9 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
 
     run = store.read_run(run_id)
     pkey = run["procedure"]
+    store.check_procedure(pkey)
+    store.check_file(store.run_dir(run_id) / "windows.parquet", run.get("windows_sha256"),
+                     f"windows.parquet of run {run_id}")
     proc = store.procedure(pkey)
     policies = proc["policies"]
     agg = (proc["prompt"].get("aggregate") or "max")
@@ -843,6 +839,7 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
                 if not path.exists():
                     raise StoreError(f"unit {uid[:12]} is missing from {str(store.root)!r}",
                                      hint="re-run the scoring command to finish the run")
+                store.check_unit(pkey, uid)  # scores are rebuilt only from the units memclaim sealed
                 t = read_parquet(path, fix=f"delete {str(path)!r} and re-run the scoring command: the unit is "
                                            "scored again")
                 keys = np.asarray([bytes.fromhex(k) for k in t.column("item_key").to_pylist()], dtype="S16")
@@ -884,7 +881,9 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
         meta = {"run_id": run_id, "procedure": pkey, "policies": policies, "aggregate": agg}
         near = 0
         ncols = len(per_token)
-        with open(scratch, "rb") as sf, store.parquet_writer(store.run_dir(run_id) / "scores.parquet") as write:
+        with open(scratch, "rb") as sf, store.parquet_writer(
+                store.run_dir(run_id) / "scores.parquet",
+                before_replace=lambda digest: store.seal_scores(run_id, digest)) as write:
             a = 0
             for batch in wfile.iter_batches(batch_size=WINDOW_BATCH):
                 tb = pa.Table.from_batches([batch])
@@ -921,6 +920,7 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
                         cols[name] = pa.ListArray.from_arrays(offs, vals)
                 table = pa.table(cols).replace_schema_metadata({b"memclaim": json.dumps(meta).encode()})
                 write(table)
+        store.scores_sealed(run_id)  # the new scores.parquet is in place: its sha256 alone is recorded
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(scratch)

@@ -28,7 +28,15 @@ hashed every file of the model folder. 2: fingerprint scheme 2 (what determines 
 ``fingerprints`` maps a scheme-1 fingerprint to the scheme-2 one of the same folder, learned when
 a run with the model finds a procedure recorded under the old one; such a procedure keeps its
 key and its units (so a run started before the upgrade resumes without rescoring), and reads
-back with the current fingerprint (``model.fingerprint_v1`` keeps the old one).
+back with the current fingerprint (``model.fingerprint_v1`` keeps the old one). 3: seals. The
+manifest records the sha256 of every procedure file (``procedure_files``), unit file
+(``units.<id>.sha256``), run.json (``runs.<id>.run_sha256``) and finished scores.parquet
+(``runs.<id>.scores_sha256``), and run.json the sha256 of its windows.parquet, so a label is tied
+to its procedure, inputs, windows and scores; :meth:`ScoreStore.verify_run` checks them (and
+that the run's label, procedure and id agree everywhere) before a run is read, and a unit or
+windows file is checked before scores.parquet is rebuilt from it. A store of schema 1 or 2 is
+sealed as it is on its first write by this version; until then (and for what it held before)
+only the agreements are checked.
 """
 from __future__ import annotations
 
@@ -45,18 +53,19 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import numpy as np
 
 from ..errors import NumericsError, StoreError
-from ..fsutil import atomic_write_bytes, atomic_write_text, file_lock
+from ..fsutil import atomic_write_bytes, atomic_write_text, file_lock, sha256_bytes, sha256_file
 from .procedure import Procedure
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-SCHEMA_VERSION = 2
-READABLE_SCHEMAS = (1, 2)  # 1: memclaim 0.1.0 (model fingerprint scheme 1), migrated on the next write
+SCHEMA_VERSION = 3
+# 1: memclaim 0.1.0 (model fingerprint scheme 1), 2: no seals; both migrated on the next write
+READABLE_SCHEMAS = (1, 2, 3)
 MANIFEST_LOCK = ".manifest.lock"
 WRITERS_LOCK = ".writers.lock"
 RUN_LOCK = ".lock"
-_SECTIONS = ("procedures", "units", "runs", "fingerprints")
+_SECTIONS = ("procedures", "units", "runs", "fingerprints", "procedure_files")
 # what atomic_write_bytes leaves when killed mid-write: ".<name>.<random>.tmp"
 _TEMP_NAME = re.compile(r"^\..+\.tmp$")
 
@@ -221,6 +230,33 @@ def first_out_of_domain(res: UnitResult) -> tuple[str, int, float] | None:
     return None
 
 
+def run_id_of(procedure_key: str, label: str, unit_ids: Iterable[str], window_ids: Iterable[str]) -> str:
+    """A run's id: sha256(procedure key | label | unit ids | window ids)[:16], hashed as it
+    streams (the same bytes as one string joined in memory, so run ids are those of every
+    earlier version). It ties the label to what was scored: a label moved to another run's
+    folder no longer gives that folder's id.
+
+    >>> run_id_of("pk", "members", ["u1", "u2"], ["a#0", "b#0"])
+    'c51c2f16e4e31f7b'
+    """
+    import hashlib
+
+    h = hashlib.sha256()
+    h.update((procedure_key + "|" + label + "|").encode())
+    h.update(",".join(unit_ids).encode())
+    h.update(b"|")
+    for i, wid in enumerate(window_ids):
+        h.update(((',' if i else '') + wid).encode())
+    return h.hexdigest()[:16]
+
+
+def _edited(what: str, detail: str) -> StoreError:
+    return StoreError(f"{what} {detail}: the store was changed after memclaim wrote it (edited by hand?), so its "
+                      "labels, procedures and scores cannot be trusted together",
+                      hint="restore the store from a copy, or score again into a new --out folder (re-running the "
+                           "same scoring command rewrites a run's scores.parquet from its checked unit files)")
+
+
 def _read_json(path: Path) -> dict:
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
@@ -271,6 +307,7 @@ class ScoreStore:
             raise StoreError(f"{str(self.root)!r} is not a memclaim score store (no manifest.json)",
                              hint="pass the --out folder of a `memclaim score` run")
         self._manifest = self._read_manifest()
+        self._written: dict[str, str] = {}  # unit id -> sha256 of the file this process just wrote
 
     # ------------------------------------------------------------------ manifest
     def _read_manifest(self) -> dict:
@@ -316,6 +353,7 @@ class ScoreStore:
         under the manifest lock: concurrent writers of one store are all recorded."""
         with self.manifest_lock():
             merged = self._merged_with_disk()
+            self._seal(merged)  # a store written before seals: sealed as it is (schema 3)
             merged["schema_version"] = SCHEMA_VERSION
             try:
                 atomic_write_text(self.root / "manifest.json", json.dumps(merged, indent=1, sort_keys=True))
@@ -324,6 +362,27 @@ class ScoreStore:
             self._manifest = merged
             # under the lock no one else is writing the manifest: its temp files are dead writers'
             self.remove_temps(self.root, prefix=".manifest.json.")
+
+    def _seal(self, m: dict) -> None:
+        """Record in manifest ``m`` the hashes it lacks: the procedure files, run.json and
+        scores.parquet of runs recorded without them, and unit files (every entry of a store
+        written before seals; everything this version writes is sealed as it is written)."""
+        for key in m["procedures"]:
+            f = self.root / "procedures" / f"{key}.json"
+            if key not in m["procedure_files"] and f.is_file():
+                m["procedure_files"][key] = sha256_file(f)
+        for rid, entry in list(m["runs"].items()):
+            d = self.run_dir(rid)
+            if "run_sha256" not in entry and (d / "run.json").is_file():
+                entry = dict(entry, run_sha256=sha256_file(d / "run.json"))
+                if (d / "scores.parquet").is_file():
+                    entry["scores_sha256"] = sha256_file(d / "scores.parquet")
+                m["runs"][rid] = entry
+        for uid, entry in list(m["units"].items()):
+            if "sha256" not in entry:
+                f = self.unit_path((entry or {}).get("procedure", ""), uid)
+                if f.is_file():
+                    m["units"][uid] = dict(entry, sha256=sha256_file(f))
 
     def forget_run(self, run_id: str, *, procedure_key: str | None = None) -> None:
         """Take back a run this process added and stored nothing for (a command that failed
@@ -342,6 +401,8 @@ class ScoreStore:
             if unused:
                 merged["procedures"].pop(procedure_key, None)
                 self._manifest["procedures"].pop(procedure_key, None)
+                merged["procedure_files"].pop(procedure_key, None)
+                self._manifest["procedure_files"].pop(procedure_key, None)
             try:
                 atomic_write_text(self.root / "manifest.json", json.dumps(merged, indent=1, sort_keys=True))
             except OSError as exc:
@@ -417,12 +478,13 @@ class ScoreStore:
     def add_procedure(self, procedure) -> str:
         key = procedure.key
         if key not in self._manifest["procedures"]:
+            text = json.dumps(procedure.to_dict(), indent=1, sort_keys=True)
             try:
-                atomic_write_text(self.root / "procedures" / f"{key}.json",
-                                  json.dumps(procedure.to_dict(), indent=1, sort_keys=True))
+                atomic_write_text(self.root / "procedures" / f"{key}.json", text)
             except OSError as exc:
                 raise _disk_error(exc, "a procedure file", self.root) from None
             self._manifest["procedures"][key] = procedure.to_dict()
+            self._manifest["procedure_files"][key] = sha256_bytes(text.encode("utf-8"))
         return key
 
     def procedure(self, key: str) -> dict:
@@ -494,7 +556,8 @@ class ScoreStore:
                 except StoreError:
                     self.unit_path(procedure_key, uid).unlink()  # unreadable: score it again
                     continue
-                entry = {"procedure": procedure_key, "n_items": meta["n_items"]}
+                entry = {"procedure": procedure_key, "n_items": meta["n_items"],
+                         "sha256": sha256_file(self.unit_path(procedure_key, uid))}
                 if meta.get("stats") is not None:
                     entry["stats"] = meta["stats"]
                 self._manifest["units"][uid] = entry
@@ -514,6 +577,7 @@ class ScoreStore:
         entry.pop("stats", None)
         if meta.get("stats") is not None:
             entry["stats"] = meta["stats"]
+        entry["sha256"] = sha256_file(path)
         self._manifest["units"][unit_id] = entry
 
     def _unit_meta(self, path: Path) -> dict:
@@ -573,10 +637,12 @@ class ScoreStore:
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression="zstd")
         path = self.unit_path(res.procedure_key, res.unit_id)
+        data = sink.getvalue().to_pybytes()
         try:
-            atomic_write_bytes(path, sink.getvalue().to_pybytes())
+            atomic_write_bytes(path, data)
         except OSError as exc:
             raise _disk_error(exc, f"unit {res.unit_id[:12]}", self.root) from None
+        self._written[res.unit_id] = sha256_bytes(data)  # record_unit seals the unit with it
         return path
 
     def record_unit(self, procedure_key: str, unit_id: str, n_items: int, *, stats: str | None = None) -> None:
@@ -584,6 +650,8 @@ class ScoreStore:
         entry = {"procedure": procedure_key, "n_items": n_items}
         if stats is not None and stat_names(stats) != ALL_STAT_NAMES:
             entry["stats"] = "+".join(sorted(stat_names(stats)))
+        digest = self._written.pop(unit_id, None)  # written here; else a worker wrote the file
+        entry["sha256"] = digest if digest is not None else sha256_file(self.unit_path(procedure_key, unit_id))
         self._manifest["units"][unit_id] = entry
 
     def read_units(self, procedure_key: str, unit_ids: Iterable[str]):
@@ -611,19 +679,31 @@ class ScoreStore:
         try:
             sink = pa.BufferOutputStream()
             pq.write_table(windows_table, sink, compression="zstd")
-            atomic_write_bytes(d / "windows.parquet", sink.getvalue().to_pybytes())
-            atomic_write_text(d / "run.json", json.dumps(run, indent=1, sort_keys=True))
+            data = sink.getvalue().to_pybytes()
+            atomic_write_bytes(d / "windows.parquet", data)
         except OSError as exc:
             raise _disk_error(exc, "the run description", self.root) from None
-        self._manifest["runs"][run_id] = {k: run[k] for k in ("procedure", "created", "n_windows", "label")
-                                          if k in run}
+        self._write_run_json(run_id, dict(run, windows_sha256=sha256_bytes(data)))
+
+    def _write_run_json(self, run_id: str, run: dict) -> None:
+        """run.json (with its windows.parquet's sha256) and the manifest entry that seals it."""
+        text = json.dumps(run, indent=1, sort_keys=True)
+        try:
+            atomic_write_text(self.run_dir(run_id) / "run.json", text)
+        except OSError as exc:
+            raise _disk_error(exc, "the run description", self.root) from None
+        entry = {k: run[k] for k in ("procedure", "created", "n_windows", "label") if k in run}
+        entry["run_sha256"] = sha256_bytes(text.encode("utf-8"))
+        self._manifest["runs"][run_id] = entry
 
     @contextlib.contextmanager
-    def parquet_writer(self, path: Path, schema_of_first=True):
+    def parquet_writer(self, path: Path, schema_of_first=True, *,
+                       before_replace: Callable[[str], None] | None = None):
         """Write a Parquet file batch by batch, atomically: a temporary file beside ``path``
         (``.NAME.*.tmp``, removed by the stale-temp sweep if the writer is killed), fsynced, then
         renamed into place. Yields ``write(table)``; the first table's schema (with its
-        metadata) is the file's."""
+        metadata) is the file's. ``before_replace`` is called with the finished file's sha256
+        before it is renamed into place (to seal it first)."""
         import tempfile
 
         pa, pq = _pa()
@@ -649,6 +729,8 @@ class ScoreStore:
             with open(tmp, "rb") as fh:
                 os.fsync(fh.fileno())
             os.chmod(tmp, 0o644)
+            if before_replace is not None:
+                before_replace(sha256_file(tmp))
             os.replace(tmp, path)
         except OSError as exc:
             raise _disk_error(exc, path.name, self.root) from None
@@ -662,15 +744,103 @@ class ScoreStore:
     def write_run_batches(self, run_id: str, run: dict, batches) -> None:
         """:meth:`write_run` with the windows table given as an iterable of tables (row groups):
         a book's windows are never one table in memory."""
-        with self.parquet_writer(self.run_dir(run_id) / "windows.parquet") as write:
+        digest = {}
+        with self.parquet_writer(self.run_dir(run_id) / "windows.parquet",
+                                 before_replace=lambda d: digest.setdefault("sha256", d)) as write:
             for t in batches:
                 write(t)
-        try:
-            atomic_write_text(self.run_dir(run_id) / "run.json", json.dumps(run, indent=1, sort_keys=True))
-        except OSError as exc:
-            raise _disk_error(exc, "the run description", self.root) from None
-        self._manifest["runs"][run_id] = {k: run[k] for k in ("procedure", "created", "n_windows", "label")
-                                          if k in run}
+        self._write_run_json(run_id, dict(run, windows_sha256=digest["sha256"]))
+
+    def seal_scores(self, run_id: str, digest: str) -> None:
+        """Record the sha256 of the scores.parquet about to replace the run's (written to the
+        manifest first: a kill between the two leaves both hashes recorded, the one on disk
+        among them); :meth:`scores_sealed` then drops the previous one."""
+        entry = dict(self._manifest["runs"].get(run_id) or {})
+        old = entry.get("scores_sha256")
+        entry["scores_sha256"] = digest
+        if old is not None and old != digest:
+            entry["scores_sha256_previous"] = old
+        self._manifest["runs"][run_id] = entry
+        self.write_manifest()
+
+    def scores_sealed(self, run_id: str) -> None:
+        entry = self._manifest["runs"].get(run_id) or {}
+        if "scores_sha256_previous" in entry:
+            self._manifest["runs"][run_id] = {k: v for k, v in entry.items() if k != "scores_sha256_previous"}
+            self.write_manifest()
+
+    def check_file(self, path: Path, recorded: str | None, what: str) -> None:
+        """Refuse ``path`` when a sha256 is recorded for it and the file's differs."""
+        if recorded is not None and path.is_file() and sha256_file(path) != recorded:
+            raise _edited(what, f"({str(path)!r}) does not match the sha256 recorded for it")
+
+    def check_unit(self, procedure_key: str, unit_id: str) -> None:
+        """A unit file must be the one the manifest sealed (before scores are rebuilt from it)."""
+        self.check_file(self.unit_path(procedure_key, unit_id),
+                        (self._manifest["units"].get(unit_id) or {}).get("sha256"), f"unit {unit_id[:12]}")
+
+    def check_procedure(self, key: str) -> None:
+        """The procedure file and the manifest's record of ``key`` are what was written: the file
+        matches its recorded sha256, each record hashes to its key (the key is the procedure's
+        content address), and the two records agree."""
+        f = self.root / "procedures" / f"{key}.json"
+        self.check_file(f, self._manifest["procedure_files"].get(key), f"the procedure file of {key[:16]}")
+        records = []
+        if key in self._manifest["procedures"]:
+            records.append(("the manifest's record of procedure", self._manifest["procedures"][key]))
+        if f.is_file():
+            records.append(("the procedure file", _read_json(f)))
+        for what, rec in records:
+            try:
+                got = Procedure.from_dict(rec).key
+            except (KeyError, TypeError, ValueError, AttributeError):
+                got = None
+            if got != key:
+                raise _edited(f"{what} {key[:16]}", "does not hash to its key (a field was changed)")
+        if len(records) == 2 and records[0][1] != records[1][1]:
+            raise _edited(f"procedure {key[:16]}", "differs between procedures/ and manifest.json")
+
+    def verify_run(self, run_id: str) -> dict:
+        """Check that run ``run_id`` is what memclaim wrote before it is read, and return its
+        run.json: the manifest's label and procedure are run.json's, and run.json, its procedure
+        and its scores.parquet match the sha256s the manifest sealed them with (schema 3). A
+        StoreError names what differs (:meth:`check_run_id` adds the run id's own check).
+
+        >>> ScoreStore("runs/toy", create=False).verify_run("4e5dc3e9a378a94a")["label"]  # doctest: +SKIP
+        'members'
+        """
+        entry = self._manifest["runs"].get(run_id) or {}
+        path = self.run_dir(run_id) / "run.json"
+        if not path.exists():
+            raise StoreError(f"run {run_id} is not in the store {str(self.root)!r}",
+                             hint=f"runs in this store: {', '.join(self._manifest['runs']) or 'none'}")
+        run = _read_json(path)  # a damaged (cut, unparsable) file says so first
+        self.check_file(path, entry.get("run_sha256"), f"run.json of run {run_id}")
+        for field_ in ("label", "procedure"):
+            if field_ in entry and entry[field_] != run.get(field_):
+                raise _edited(f"run {run_id}", f"is {field_} {entry[field_]!r} in manifest.json but "
+                                               f"{run.get(field_)!r} in its run.json")
+        if run.get("run_id", run_id) != run_id:
+            raise _edited(f"the run.json in runs/{run_id}", f"is run {run.get('run_id')!r}")
+        self.check_procedure(run["procedure"])
+        scores = self.run_dir(run_id) / "scores.parquet"
+        sealed = [h for h in (entry.get("scores_sha256"), entry.get("scores_sha256_previous")) if h]
+        if sealed and scores.is_file() and sha256_file(scores) not in sealed:
+            # a damaged (cut, unreadable) file says so first
+            read_parquet(scores, fix="re-run the scoring command: it rewrites scores.parquet from the unit files")
+            raise _edited(f"scores.parquet of run {run_id} ({run.get('label')!r})",
+                          "does not match the sha256 recorded when memclaim wrote it")
+        return run
+
+    @staticmethod
+    def check_run_id(run_id: str, run: dict, window_ids: Iterable[str]) -> None:
+        """The run's id is the hash of its procedure, label, units and ``window_ids`` (its
+        scores.parquet's, in order; :func:`run_id_of`): a label moved to another run fails here
+        even where every file was rehashed to match."""
+        if isinstance(run.get("units"), list) and isinstance(run.get("procedure"), str):
+            again = run_id_of(run["procedure"], str(run.get("label", "")), run["units"], window_ids)
+            if again != run_id:
+                raise _edited(f"run {run_id}", f"holds the label, procedure, units and windows of run {again}")
 
     def runs(self) -> dict:
         return dict(self._manifest["runs"])
