@@ -240,3 +240,20 @@ def test_v1_store_is_sealed_on_its_first_write(old):
     man = json.loads((old / "store" / "manifest.json").read_text())
     assert man["schema_version"] == 3 and all("sha256" in u for u in man["units"].values())
     assert load_run_scores("store", run="members", policy="full").logq.tolist() == EXPECTED["logq_full"]
+
+
+def test_v2_store_resumes_under_a_later_memclaim_version(v2, monkeypatch):
+    """The version is part of a procedure's key: a run started by the version that wrote the
+    store resumes under a later one (its procedure is found under the version that recorded it)
+    instead of scoring everything again under a new key."""
+    import functools
+
+    from memclaim.scoring import runner
+    from memclaim.scoring.procedure import Procedure
+
+    monkeypatch.setattr(runner, "Procedure", functools.partial(Procedure, memclaim_version="9.9.9"))
+    m = load_model("model")
+    resumed = _score(m, "controls.jsonl", "controls")
+    assert resumed.procedure_key == EXPECTED_V2["procedure_key"] and resumed.run_id == EXPECTED_V2["controls_run"]
+    assert (resumed.units_reused, resumed.units_scored) == (1, EXPECTED_V2["controls_units"] - 1)
+    assert len(list((v2 / "store" / "procedures").iterdir())) == 2  # no procedure under 9.9.9

@@ -223,3 +223,18 @@ def test_a_census_rerun_rewrites_its_own_labels_and_refuses_an_edited_unit(tmp_p
     p.write_bytes(p.read_bytes() + b"\0")
     with pytest.raises(StoreError, match=f"unit {uid[:12]} .* does not match the sha256"):
         census(str(MODEL), document=str(doc), control=str(ctl), **kw)
+
+
+def test_a_writer_does_not_put_back_an_entry_another_writer_sealed_since(store):
+    """Two processes on one store: B seals a run's new scores.parquet while A, which read the
+    manifest before, records something else; A's write keeps B's seal (A's stale copy of the
+    run's entry put the old hash back, and the run then read as edited)."""
+    d, runs = store
+    a, b = ScoreStore(d), ScoreStore(d)
+    rid = runs["members"]
+    b.seal_scores(rid, "f" * 64)
+    b.scores_sealed(rid)
+    a.learn_fingerprint("0" * 64, "1" * 64, 2)
+    a.write_manifest()
+    m = _manifest(d)
+    assert m["runs"][rid]["scores_sha256"] == "f" * 64 and "0" * 64 in m["fingerprints"]

@@ -589,9 +589,10 @@ def _work_left(out_dir, procedure: Procedure, model, index: WindowIndex, *, unit
     except StoreError:
         return True
     key = procedure.key
-    if key not in store.manifest["procedures"] and store.has_legacy_procedures() and hasattr(model,
-                                                                                          "legacy_fingerprints"):
-        key = store.find_legacy_procedure(procedure, tuple(model.legacy_fingerprints())) or key
+    if key not in store.manifest["procedures"]:
+        legacy = (tuple(model.legacy_fingerprints()) if store.has_legacy_procedures()
+                  and hasattr(model, "legacy_fingerprints") else ())
+        key = store.find_procedure(procedure, legacy) or key
     return any(not store.unit_done(key, u.unit_id, needs=needs) for u in index.units(key, unit_size=unit_size))
 
 
@@ -612,7 +613,9 @@ def store_procedure_key(store: ScoreStore, procedure: Procedure, model: LoadedMo
     """The key under which ``store`` holds ``procedure``'s units. A store written before the
     model fingerprint changed (schema 1, fingerprint scheme 1) holds the same procedure under
     the old fingerprint: its key is reused, so a run started then resumes without rescoring,
-    and the store learns which current fingerprint the old one names.
+    and the store learns which current fingerprint the old one names. A procedure recorded by
+    another memclaim version (the version is part of the key) is reused the same way
+    (:meth:`~memclaim.scoring.store.ScoreStore.find_procedure`).
 
     >>> store_procedure_key(ScoreStore("runs/toy"), procedure, m) == procedure.key  # a current store  # doctest: +SKIP
     True
@@ -625,8 +628,9 @@ def store_procedure_key(store: ScoreStore, procedure: Procedure, model: LoadedMo
             fp = (rec.get("model") or {}).get("fingerprint")
             if fp in legacy and "fingerprint_scheme" not in rec.get("model", {}):
                 store.learn_fingerprint(fp, model.fingerprint, model.fingerprint_scheme)
-    if key not in store.manifest["procedures"] and legacy:
-        old = store.find_legacy_procedure(procedure, legacy)
+    if key not in store.manifest["procedures"]:
+        # the same procedure recorded by an earlier memclaim version, or under the old fingerprint
+        old = store.find_procedure(procedure, legacy)
         if old is not None:
             return old
     return store.add_procedure(procedure)

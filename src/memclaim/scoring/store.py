@@ -41,6 +41,7 @@ only the agreements are checked.
 from __future__ import annotations
 
 import contextlib
+import copy
 import errno
 import json
 import os
@@ -66,6 +67,7 @@ MANIFEST_LOCK = ".manifest.lock"
 WRITERS_LOCK = ".writers.lock"
 RUN_LOCK = ".lock"
 _SECTIONS = ("procedures", "units", "runs", "fingerprints", "procedure_files")
+_UNSEEN = object()
 # what atomic_write_bytes leaves when killed mid-write: ".<name>.<random>.tmp"
 _TEMP_NAME = re.compile(r"^\..+\.tmp$")
 
@@ -307,6 +309,7 @@ class ScoreStore:
             raise StoreError(f"{str(self.root)!r} is not a memclaim score store (no manifest.json)",
                              hint="pass the --out folder of a `memclaim score` run")
         self._manifest = self._read_manifest()
+        self._synced = copy.deepcopy(self._manifest)  # the manifest as last read or written
         self._written: dict[str, str] = {}  # unit id -> sha256 of the file this process just wrote
 
     # ------------------------------------------------------------------ manifest
@@ -340,13 +343,21 @@ class ScoreStore:
             raise _disk_error(exc, "the manifest lock", self.root) from None
 
     def _merged_with_disk(self) -> dict:
-        """What is on disk now, plus every entry this process has added (call under the lock).
-        Entries are only ever added, so the union loses no writer's work."""
+        """What is on disk now, plus every entry this process has added or changed since it last
+        read or wrote the manifest (call under the lock): the union loses no writer's work, and
+        an entry another writer changed meanwhile (a run it finished and sealed) is not put back
+        as this process last saw it."""
         disk = self._read_manifest()
         merged = {**disk, **{k: v for k, v in self._manifest.items() if k not in _SECTIONS}}
         for k in _SECTIONS:
-            merged[k] = {**disk.get(k, {}), **self._manifest.get(k, {})}
+            seen = self._synced.get(k, {})
+            mine = {key: v for key, v in self._manifest.get(k, {}).items() if seen.get(key, _UNSEEN) != v}
+            merged[k] = {**disk.get(k, {}), **mine}
         return merged
+
+    def _synced_to(self, merged: dict) -> None:
+        self._manifest = merged
+        self._synced = copy.deepcopy(merged)
 
     def write_manifest(self) -> None:
         """Merge this process's entries into the manifest on disk and write it, atomically and
@@ -359,7 +370,7 @@ class ScoreStore:
                 atomic_write_text(self.root / "manifest.json", json.dumps(merged, indent=1, sort_keys=True))
             except OSError as exc:
                 raise _disk_error(exc, "manifest.json", self.root) from None
-            self._manifest = merged
+            self._synced_to(merged)
             # under the lock no one else is writing the manifest: its temp files are dead writers'
             self.remove_temps(self.root, prefix=".manifest.json.")
 
@@ -407,7 +418,7 @@ class ScoreStore:
                 atomic_write_text(self.root / "manifest.json", json.dumps(merged, indent=1, sort_keys=True))
             except OSError as exc:
                 raise _disk_error(exc, "manifest.json", self.root) from None
-            self._manifest = merged
+            self._synced_to(merged)
         shutil.rmtree(self.run_dir(run_id), ignore_errors=True)
         if unused:
             with contextlib.suppress(FileNotFoundError):
@@ -418,7 +429,7 @@ class ScoreStore:
     def refresh(self) -> None:
         """Re-read the manifest (units and runs other processes recorded), keeping this process's entries."""
         with self.manifest_lock():
-            self._manifest = self._merged_with_disk()
+            self._synced_to(self._merged_with_disk())
 
     # ------------------------------------------------------------------ locks and stale temp files
     def run_lock(self, run_id: str, *, blocking: bool = True):
@@ -508,17 +519,36 @@ class ScoreStore:
              "fingerprint_v1": model.get("fingerprint")}
         return {**rec, "model": m}
 
+    def find_procedure(self, procedure, legacy_fingerprints: Iterable[str] = ()) -> str | None:
+        """The key of a procedure the store holds that is ``procedure`` recorded by another
+        memclaim version (the version is part of a procedure's key, and a store written by an
+        earlier version resumes: store_v1 and store_v2 were written by 0.1.0) or under one of
+        ``legacy_fingerprints``, older fingerprints of the same model folder (schema 1), or
+        None. ``procedure``'s own key is not looked for.
+
+        >>> ScoreStore("runs/old", create=False).find_procedure(procedure)  # written by 0.1.0  # doctest: +SKIP
+        'b314a29f159cc4e34bf2adbc231522d275431f38a625cf581859beabf1fa5797'
+        """
+        d = procedure.to_dict()
+        versions = [d["memclaim_version"]] + sorted(
+            {str(p.get("memclaim_version")) for p in self._manifest["procedures"].values()
+             if isinstance(p, dict) and p.get("memclaim_version")} - {d["memclaim_version"]})
+        bare = {k: v for k, v in d["model"].items() if k != "fingerprint_scheme"}
+        models = [d["model"]] + [dict(bare, fingerprint=fp) for fp in legacy_fingerprints]
+        for i, model in enumerate(models):
+            for j, version in enumerate(versions):
+                if i == 0 and j == 0:
+                    continue  # the procedure itself
+                key = Procedure.from_dict({**d, "model": model, "memclaim_version": version}).key
+                if key in self._manifest["procedures"] or (self.root / "procedures" / f"{key}.json").exists():
+                    return key
+        return None
+
     def find_legacy_procedure(self, procedure, legacy_fingerprints: Iterable[str]) -> str | None:
         """The key of a procedure recorded under an older fingerprint of the same model folder
-        that is otherwise ``procedure`` (same policies, prompt rule, lengths, version...), or None."""
-        d = procedure.to_dict()
-        for fp in legacy_fingerprints:
-            old = dict(d["model"], fingerprint=fp)
-            old.pop("fingerprint_scheme", None)
-            key = Procedure.from_dict({**d, "model": old}).key
-            if key in self._manifest["procedures"] or (self.root / "procedures" / f"{key}.json").exists():
-                return key
-        return None
+        that is otherwise ``procedure`` (same policies, prompt rule, lengths; any memclaim version
+        :meth:`find_procedure` accepts), or None."""
+        return self.find_procedure(procedure, legacy_fingerprints)
 
     def learn_fingerprint(self, old: str, new: str, scheme: int) -> None:
         """Record that fingerprint ``old`` (scheme 1) and ``new`` name the same model folder."""
