@@ -131,7 +131,7 @@ def test_notebook_score_and_test_equal_the_cli(lab, tmp_path):
         np.testing.assert_array_equal(mem.scores(p).logq, cli_rs.logq)
         assert list(mem.scores(p).sources) == list(cli_rs.sources)
 
-    res = mc.test(mem, ctl, alpha="0.1", policy="full", fdr="0.2", budget_delta=0.05,
+    res = mc.test(mem, ctl, alpha="0.1", policies="full", fdr="0.2", budget_delta=0.05,
                   exclude_control_ids=[lab["controls"][0]["id"]])
     cli_res = cli("test", "--candidates", store, "--run", "passages:m.jsonl", "--controls", store, "--controls-run",
                   "passages:c.jsonl", "--policy", "full", "--alpha", "0.1", "--fdr", "0.2", "--budget-delta", "0.05",
@@ -146,7 +146,8 @@ def test_notebook_score_and_test_equal_the_cli(lab, tmp_path):
     df = res.to_pandas()  # one row per candidate, as report.json lists them
     cands = report_of(tmp_path / "cli-test")["results"]["population"]["candidates"]
     assert list(df["id"]) == [c["id"] for c in cands]
-    np.testing.assert_allclose(df["score"].to_numpy(float), [float(c["score"]) for c in cands], rtol=1e-12)
+    np.testing.assert_allclose(df["logq_nats"].to_numpy(float), [float(c["score"]) for c in cands], rtol=1e-12)
+    np.testing.assert_allclose(df["log10_q"].to_numpy(float), df["logq_nats"].to_numpy(float) / np.log(10), rtol=1e-12)
     run_df = mem.to_pandas()
     assert len(run_df) == cli_mem["n_windows"] and "logq:full" in run_df.columns
 

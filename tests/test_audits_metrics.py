@@ -218,6 +218,25 @@ def test_compare_tprs_mcnemar():
         M.compare_tprs(strong, non[:10], weak, non[:10])
 
 
+def test_compare_tprs_bootstrap_counts_tied_replicates_against_the_alternative():
+    """Issue 24 item 4: the bootstrap p-value is (1 + #{d* <= 0}) / (B + 1) for 'greater' (a tie is
+    no evidence for TPR_a > TPR_b). Two identical attacks tie in every replicate: p = 1 for every
+    alternative (counting only d* < 0 gave 1/2001 = 0.0005, a false 'significant')."""
+    rng = np.random.default_rng(3)
+    non, sig = rng.normal(0, 1, 99), rng.normal(2, 1, 60)
+    for alt in ("greater", "less", "two-sided"):
+        c = M.compare_tprs(sig, non, sig, non, fpr=0.05, n_bootstrap=2000, alternative=alt)
+        assert c.difference == 0.0 and c.diff_low == c.diff_high == 0.0
+        assert c.bootstrap_p == 1.0, alt
+    # b loses one member a flags: d* >= 0 in every replicate, > 0 only where that member was drawn
+    weak = sig.copy()
+    i = int(np.argmax(sig))
+    weak[i] = -10.0
+    c = M.compare_tprs(sig, non, weak, non, fpr=0.05, n_bootstrap=2000, seed=1)
+    assert c.diff_low >= 0.0 and c.bootstrap_p > 0.2      # about P(member i never drawn) = (59/60)^60 = 0.36
+    assert M.compare_tprs(sig, non, weak, non, fpr=0.05, n_bootstrap=2000, seed=1, alternative="less").bootstrap_p == 1.0
+
+
 def test_mcnemar_false_alarm_rate_under_its_conditional_null():
     """McNemar's null is conditional on the thresholds. With the same calibration non-member
     scores for both attacks (identical thresholds) and exchangeable member scores, the two flag

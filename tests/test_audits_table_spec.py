@@ -30,7 +30,7 @@ def test_a_good_spec_from_a_mapping_and_a_file(tmp_path):
     ({"settings": {"alpha": 1}, "instances": GOOD["instances"]}, r"unknown settings \['alpha'\]"),
     ({"instances": [{"model": "toy"}]}, "instance 0 needs a 'name'"),
     ({"instances": [GOOD["instances"][0], GOOD["instances"][0]]}, "duplicate instance name 'a'"),
-    ({"instances": [{"name": "x", "model": "toy", "members": "m"}]}, "instance 'x' lacks 'nonmembers'"),
+    ({"instances": [{"name": "x", "model": "toy", "members": "m"}]}, "instance 'x' lacks 'controls'"),
     ({"instances": [{"name": "x", "members_run": {"run": "m"}, "nonmembers_run": {"store": "s"}}]},
      "members_run needs 'store'"),
     ({"instances": [{**GOOD["instances"][0], "baseline": {"k": 1}}]}, "baseline needs 'kappa'"),

@@ -142,6 +142,7 @@ def data(tmp_path_factory) -> Path:
     (d / "foreign-report" / "report.html").write_text("<p>someone else's report</p>")
     (d / "foreign-store" / "store").mkdir(parents=True)
     (d / "foreign-store" / "store" / "notes.txt").write_text("not a store")
+    issue25_inputs(d, toy, mem, ctl)
     try:
         import datasets
     except ImportError:  # the rows that need it are skipped (DATASETS below)
@@ -207,6 +208,11 @@ CASES = [
     ("score-batch-word", S + " --batch-size lots", "'lots' is not a whole number >= 1 or 'auto'", 0),
     ("audit-batch-negative", A + " --batch-size -4", "'-4' is not a whole number >= 1 or 'auto'", 1),
     ("score-unit-0", S + " --unit-size 0", "unit size must be >= 1", 1),
+    # ---- issue 28: --limit N (the first N texts, or a document's first N windows)
+    ("score-limit-0", S + " --limit 0", "Invalid value for '--limit': 0 is not in the range x>=1", 0),
+    ("population-limit-word", P + " --limit some", "'some' is not a valid integer", 0),
+    ("census-limit-negative", C + " --limit -3", "Invalid value for '--limit': -3 is not in the range x>=1", 0),
+    ("audit-limit-0", A + " --limit 0", "Invalid value for '--limit': 0 is not in the range x>=1", 0),
     ("score-threads-0", S + " --threads 0", "--threads must be >= 1", 0),
     ("score-threads-absurd", S + " --threads 100000", "threads per CPU core", 0),
     ("score-template-field", S + " --prompt-template '{{bad}}'", "unknown fields ['bad']", 1),
@@ -452,6 +458,52 @@ CASES = [
      "--controls-run controls --policy full --out {new}", "does not match the sha256 recorded", 0),
     ("test-store-scores-edited", "test --candidates {edited_scores} --run members --controls {edited_scores} "
      "--controls-run controls --policy full --out {new}", "scores.parquet of run", 0),
+    # ---- issue 25 (items 4, 6, 7, 9, 10; inputs written by issue25_inputs below): input reading,
+    # identity on normalized text, costs estimated before the work, no traceback
+    ("score-i25-csv-row-without-text", "score toy --input {d}/i25_csv_short_row.csv --prefix-tokens 2 --suffix-tokens 2 "
+     "--out {store}", "line 3: record has no 'text' field (the row has 1 of the header's 2 fields)", 1),
+    ("score-i25-id-bool", "score toy --input {d}/i25_id_bool.jsonl --out {store}", "line 2: id True is a bool", 1),
+    ("score-i25-surrogate-id", "score toy --input {d}/i25_surrogate_id.jsonl --out {store}",
+     "line 1: id 'a\\ud800' holds a lone surrogate U+D800", 1),
+    ("score-i25-surrogate-text", "score toy --input {d}/i25_surrogate_text.jsonl --out {store}",
+     "line 2: the text holds a lone surrogate U+DC00", 1),
+    ("census-i25-crlf-copy", "census toy --document {d}/doc.txt --control {d}/i25_doc_crlf.txt --stride 8 --out {rep}",
+     "are the same text (once line endings, whitespace and Unicode form are ignored)", 0),
+    ("census-i25-pair-twice", "census toy --pair {d}/doc.txt {d}/ctl.txt --pair {d}/doc.txt {d}/ctl.txt --stride 8 "
+     "--out {rep}", "repeats pair 1", 0),
+    ("population-i25-same-texts", "population toy --members {d}/m.jsonl --controls {d}/i25_m_reordered.jsonl "
+     "--prefix-tokens 8 --suffix-tokens 8 --out {rep}", "have the same texts (in another order, format, ids", 1),
+    ("score-i25-template-width", S + " --prompt-template 'x{{prefix:>100000000}}'",
+     "pads {prefix} to 100,000,000 characters", 0),
+    ("dp-i25-steps", "dp bounds --noise-multiplier 1.1 --sampling-rate 0.01 --steps 1000000000 --neighbors add-remove",
+     "fix: --pld-grid 0.001", 0),
+    ("dp-i25-copies", "dp bounds --epsilon 1 --copies 1000000000 --neighbors add-remove",
+     "--copies 1,000,000,000: the 1,000,000,000-fold group curves", 0),
+    ("dp-i25-noise", "dp bounds --noise-multiplier 1e-6 --sampling-rate 0.01 --steps 10 --neighbors add-remove",
+     "fix: a realistic --noise-multiplier", 0),
+    ("dp-i25-account-noise", "dp account --noise-multiplier 1e-6 --sampling-rate 0.01 --steps 10 --delta 1e-5",
+     "would hold 5e+15 points at the PLD grid 0.0001", 0),
+    ("dp-i25-account-steps", "dp account --noise-multiplier 1.1 --sampling-rate 0.01 --steps 1000000000 --delta 1e-5",
+     "fix: --pld-grid 0.001", 0),
+    ("dp-i25-account-copies", "dp account --noise-multiplier 1.1 --sampling-rate 0.01 --steps 10 --delta 1e-5 "
+     "--copies 1000000000", "fix: --copies 2,400 or fewer", 0),
+    ("dp-i25-plot-noise", "dp plot --out {new} --neighbors add-remove --noise-multiplier 1e-6 --sampling-rate 0.01 "
+     "--steps 10", "fix: a realistic --noise-multiplier", 0),
+    ("dp-i25-plot-max-copies", "dp plot --out {new} --neighbors add-remove --max-copies 1000000",
+     "fix: --max-copies 631 or fewer", 0),
+    ("score-i25-ray-address", S + " --backend ray --address 127.0.0.1:1",
+     "cannot connect to the Ray cluster at '127.0.0.1:1': Connection refused (connection attempt timeout 10 s)", 1),
+    ("score-i25-chat-sandbox", "score {d}/i25-chat-model --input {d}/m.jsonl --prefix-tokens 8 --suffix-tokens 8 "
+     "--chat-template --out {store}", "chat template cannot be rendered: the sandbox refused it", 0),
+    ("test-i25-no-policy-column", "test --candidates {d}/i25-store-no-column --run members --controls "
+     "{d}/i25-store-no-column --controls-run controls --policy full --out {rep}",
+     "scores.parquet' has no column 'logq:full'", 0),
+    ("test-i25-scores-folder", "test --candidates {d}/i25-store-folder --run members --controls {d}/i25-store-folder "
+     "--controls-run controls --policy full --out {rep}", "scores.parquet' is not a file (a folder", 0),
+    ("train-i25-seed", "train tiny --seed 100000000000000000000000 --steps 1 --out {new}",
+     "--seed must be a whole number in [0, 2**63 - 1], got 100000000000000000000000", 0),
+    ("score-i25-bad-pickle", "score {d}/i25-pickle-model --allow-pickle --input {d}/m.jsonl --out {store}",
+     "pytorch_model.bin' (19 bytes) cannot be read as weights", 0),
 ]
 
 
@@ -483,6 +535,52 @@ def _edit_scores(store: Path) -> None:
 
 
 EDITED_STORES = {"swapped": _swap_labels, "edited_proc": _edit_procedure, "edited_scores": _edit_scores}
+
+
+
+def issue25_inputs(d: Path, toy: Path, mem: list, ctl: list) -> None:
+    """The inputs of issue 25's rows (called by the ``data`` fixture): bad records, a document's
+    CRLF copy, the members reordered under other ids, a model whose chat template the sandbox
+    refuses, a model whose pickle is not one, and two stores whose scores.parquet was edited."""
+    import pyarrow.parquet as pq
+
+    from memclaim.api import score
+
+    (d / "i25_csv_short_row.csv").write_text("id,text\na,hello there\nb\nc,world at large\n")
+    (d / "i25_id_bool.jsonl").write_text('{"id": "a", "text": "one two three"}\n{"id": true, "text": "four five"}\n')
+    (d / "i25_surrogate_id.jsonl").write_text('{"id": "a\\ud800", "text": "one two three"}\n')
+    (d / "i25_surrogate_text.jsonl").write_text('{"id": "a", "text": "one"}\n{"id": "b", "text": "tw\\udc00o"}\n')
+    words = (d / "doc.txt").read_text().split(" ")
+    (d / "i25_doc_crlf.txt").write_bytes("\r\n".join(" ".join(words[i:i + 9]) for i in range(0, len(words), 9))
+                                         .encode("utf-8") + b"\r\n")
+    (d / "i25_m_reordered.jsonl").write_text("".join(json.dumps({"id": f"copy-{i}", "text": r["text"] + "\n"}) + "\n"
+                                                     for i, r in reversed(list(enumerate(mem)))))
+    chat = d / "i25-chat-model"
+    shutil.copytree(toy, chat)
+    cfg = json.loads((chat / "tokenizer_config.json").read_text())
+    cfg["chat_template"] = "{{ messages[0]['content'].__class__.__mro__ }}"
+    (chat / "tokenizer_config.json").write_text(json.dumps(cfg))
+    pickled = d / "i25-pickle-model"
+    pickled.mkdir()
+    for f in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(toy / f, pickled / f)
+    (pickled / "pytorch_model.bin").write_bytes(b"not a pickle at all")
+    base = d / "i25-store"
+    for label, f in (("members", "m.jsonl"), ("controls", "c.jsonl")):
+        score("toy", d / f, prefix_tokens=8, suffix_tokens=8, policies=["full"], out=base, label=label)
+    manifest = json.loads((base / "manifest.json").read_text())
+    members = next(rid for rid, r in manifest["runs"].items() if r["label"] == "members")
+    shutil.copytree(base, d / "i25-store-no-column")
+    f = d / "i25-store-no-column" / "runs" / members / "scores.parquet"
+    table = pq.read_table(f)
+    pq.write_table(table.drop_columns(["logq:full"]), f)
+    shutil.copytree(base, d / "i25-store-folder")
+    f = d / "i25-store-folder" / "runs" / members / "scores.parquet"
+    f.unlink()
+    f.mkdir()
+    (f / "part-0.parquet").write_bytes(pq.read_table(base / "runs" / members / "scores.parquet").to_pandas()
+                                       .to_parquet())
+    shutil.rmtree(base)
 
 
 def _case(c):

@@ -140,6 +140,47 @@ def test_budget_views():
     assert cv.n_tau.log10_n == pytest.approx(math.log10(-math.log(0.05)) + 20, abs=1e-6)
 
 
+def test_population_budget_view_hand_values_at_tau_and_at_the_realistic_budget():
+    """Issue 24 item 4, by hand ([EM] §6, F.2): tau is the K = 2nd largest control (0.2). A control
+    counts as memorized only strictly above tau (the K-th itself is not), and the members - controls
+    difference at the realistic budget counts only controls both above tau and extractable
+    (the control at 1e-3 is extractable within 1e5 queries but below tau)."""
+    ln = math.log
+    ctrl = [ln(0.5), ln(0.2), ln(1e-3), ln(1e-9), ln(1e-12)]
+    cand = [ln(0.9), ln(0.3), ln(0.25), ln(1e-2), ln(1e-8), ln(1e-20)]
+    v = population_budget_view(cand, ctrl, log_tau=ln(0.2), alpha_n=2 / 6, realistic_n=1e5,
+                               log10_budgets=[0.0, 1.0, 3.0, 6.0])
+    # p_min(n) = 1 - 0.05^(1/n): n = 10 -> 0.259, n = 1e3 -> 3.0e-3, n = 1e6 -> 3.0e-6
+    assert v.member_rate.tolist() == [0.0, 2 / 6, 4 / 6, 4 / 6]
+    assert v.control_rate.tolist() == [0.0, 1 / 5, 2 / 5, 3 / 5]
+    assert v.member_memorized_rate.tolist() == [0.0, 2 / 6, 3 / 6, 3 / 6]
+    assert v.control_memorized_rate.tolist() == [0.0, 1 / 5, 1 / 5, 1 / 5]   # 0.2 = tau is not above tau
+    assert v.at_realistic_n.estimate == pytest.approx(3 / 6 - 1 / 5, abs=1e-15)  # 0.30, not 3/6 - 3/5
+    assert np.all(v.member_memorized_rate <= v.member_rate) and np.all(v.control_memorized_rate <= v.control_rate)
+
+
+@pytest.mark.parametrize("segments", [False, True])
+def test_census_budget_view_hand_values_and_coverage_at_the_realistic_budget_is_at_most_memorized(segments):
+    """Issue 24 item 4: coverage memorized and extractable within n counts only characters above
+    tau_doc; a character extractable within n = 1e5 but below tau_doc (heat 1e-4 < tau = 1e-2)
+    does not count, so it can never exceed coverage(tau_doc). Both the per-character array and the
+    census's heat segments (what `memclaim census` uses)."""
+    from memclaim.claims.census import HeatSegments, WindowScores
+
+    heat10 = np.array([-1.0, -1.0, -4.0, -9.0, -np.inf])   # 5 characters; tau_doc = 1e-2
+    if segments:
+        w = WindowScores.from_arrays(heat10[:4] * math.log(10), [0, 1, 2, 3], [1, 2, 3, 4], doc_length=5,
+                                     name="doc")
+        v = census_budget_view(heat=HeatSegments.of(w), log10_tau=-2, realistic_n=1e5, log10_budgets=[0.0, 5.0, 12.0])
+    else:
+        v = census_budget_view(heat10, log10_tau=-2, realistic_n=1e5, log10_budgets=[0.0, 5.0, 12.0])
+    assert v.coverage_memorized == 2 / 5
+    assert v.at_realistic_n == 2 / 5                       # not 3/5: the 1e-4 character is below tau_doc
+    assert v.coverage_extractable.tolist() == [0.0, 3 / 5, 4 / 5]
+    assert v.coverage_extractable_memorized.tolist() == [0.0, 2 / 5, 2 / 5]
+    assert v.at_realistic_n <= v.coverage_memorized and np.all(v.coverage_extractable_memorized <= v.coverage_memorized)
+
+
 # ------------------------------------------------------------------ budgets beyond the double range (issue 12 A4)
 LN10_ = math.log(10.0)
 

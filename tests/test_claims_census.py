@@ -159,3 +159,37 @@ def test_flag_near_verbatim():
     assert flag_near_verbatim(c, ctrl_text) == ()
     with pytest.raises(InputError, match="characters"):
         flag_near_verbatim(c, ctrl_text[:-1], candidate_text=doc_text)
+
+
+def test_a_window_scoring_exactly_tau_doc_is_not_covered():
+    """Issue 24 item 4 ([EM] Eq. 9, strict >): under a top-k:1 policy a window reproduced by the
+    argmax scores q = 1 exactly, so a control window at q = 1 puts tau_doc at 10^0 = 1 and a
+    document window at q = 1 is not above it: coverage 0, not the 10 characters it spans."""
+    ctl = WindowScores.from_arrays([0.0, math.log(0.5)], [0, 10], [10, 20], doc_length=20, name="ctl")
+    doc = WindowScores.from_arrays([0.0, -math.inf, math.log(0.3)], [0, 10, 20], [10, 20, 30], doc_length=30,
+                                   name="doc")
+    r = census(doc, ctl)
+    assert r.log10_tau == 0 and r.threshold.max_control_log10 == 0.0
+    assert r.coverage == 0.0 and r.covered_chars == 0 and r.n_windows_above == 0
+    assert coverage(doc, log_tau=0.0) == 0.0 and r.coverage_at_margins["0"] == 0.0
+    assert r.heat.coverage([0.0], strict=False)[0] == pytest.approx(10 / 30)   # reaching tau is not exceeding it
+
+
+def test_global_census_decontaminates_each_control_with_its_own_spans():
+    """Issue 24 item 4 ([EM] §7, E.1): exclude_spans[i] applies to the i-th control only. Control 1's
+    top window (3e-3) is a verified quotation at [0, 10); control 2's (3e-4) one at [10, 20).
+    Decontaminated: 3e-9 -> tau 1e-8 and 3e-6 -> 1e-5, global tau_doc = 1e-5 (with control 1's spans
+    used for both, control 2 would keep its 3e-4 window and the global threshold would be 1e-3)."""
+    ln = math.log
+    c1 = WindowScores.from_arrays([ln(3e-3), ln(3e-9)], [0, 10], [10, 20], doc_length=20, name="c1")
+    c2 = WindowScores.from_arrays([ln(3e-6), ln(3e-4)], [0, 10], [10, 20], doc_length=20, name="c2")
+    d1 = WindowScores.from_arrays([ln(2e-5), ln(1e-12)], [0, 10], [10, 20], doc_length=20, name="d1")
+    d2 = WindowScores.from_arrays([ln(3e-2), ln(5e-5)], [0, 10], [10, 20], doc_length=20, name="d2")
+    g = global_census([(d1, c1), (d2, c2)], exclude_spans=[[(0, 10)], [(10, 20)]])
+    assert g.per_pair_log10_tau == {"d1": -8, "d2": -5}
+    assert g.threshold.log10_tau == -5 and g.threshold.n_excluded == 1
+    assert [r.coverage for r in g.results] == [0.5, 1.0]
+    # one list for the first pair only: the second control keeps every window
+    g1 = global_census([(d1, c1), (d2, c2)], exclude_spans=[[(0, 10)]])
+    assert g1.per_pair_log10_tau == {"d1": -8, "d2": -3} and [r.coverage for r in g1.results] == [0.0, 0.5]
+

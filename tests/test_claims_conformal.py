@@ -228,6 +228,52 @@ def test_greedy_binary_em_s4():
     assert tb.binary and tb.n_claimed == 377 and tb.binary_rates.alpha_n == 1 / 101
 
 
+def test_greedy_calibrated_rate_subtracts_the_floor_everywhere():
+    """Issue 24 item 5: binary scores' calibrated rate is G - (m+1)/(N+1) ([EM] D.3) in the test,
+    its JSON, the report's headline and paired comparisons, at every alpha above the floor (it
+    subtracted K/(N+1) before: 10/50 - 10/100 = 0.10 here instead of 10/50 - 5/100 = 0.15)."""
+    from memclaim.claims.compare import compare_population_claims
+    from memclaim.claims.population import population_claim
+    from memclaim.report.population import headline
+
+    n, m = 99, 4                                     # (m+1)/(N+1) = 5/100
+    ctrl = np.where(np.arange(n) < m, 0.0, -np.inf)
+    cand = np.where(np.arange(50) < 10, 0.0, -np.inf)  # G = 10/50
+    for alpha, k in (("0.1", 10), ("0.05", 5), ("0.3", 30)):
+        t = population_test(cand, ctrl, alpha=alpha)
+        assert t.binary and t.k == k and t.n_claimed == 10
+        assert t.calibrated_rate.estimate == pytest.approx(0.2 - 0.05, abs=1e-15)
+        assert t.rate_alpha_n == 5 / 100 and t.alpha_n == k / 100
+        assert t.calibrated_rate.lower == pytest.approx(t.generation_rate.lower - 0.05, abs=1e-15)
+        assert t.to_dict()["calibrated_rate"]["estimate"] == pytest.approx(0.15, abs=1e-15)
+        assert "(m+1)/(N+1)" in t.calibrated_rate.method
+    c = population_claim(candidate_scores=cand, control_scores=ctrl, alpha="0.1")
+    assert "M = G - (m+1)/(N+1) = 15% [" in headline(c)
+    # a paired comparison of two greedy procedures shifts by the two floors, not by the K's
+    ctrl2 = np.where(np.arange(n) < 9, 0.0, -np.inf)  # floor 10/100
+    ids = [f"c{i}" for i in range(50)]
+    cmp = compare_population_claims(cand, ctrl, ids, ids, cand, ctrl2, ids, ids, alphas=["0.3"])
+    assert cmp.rows[0].difference.estimate == pytest.approx(0.10 - 0.05, abs=1e-15)
+    # probability scores keep K/(N+1)
+    t = population_test([-1.0, -2.0, -30.0], [-9.0, -8.0, -7.0, -6.0, -5.0, -4.0, -3.5, -10.0, -11.0], alpha="0.1")
+    assert t.rate_alpha_n == t.alpha_n == 0.1 and t.calibrated_rate.estimate == pytest.approx(2 / 3 - 0.1)
+
+
+def test_sweep_beta_band_is_the_beta_k_n_minus_k_plus_1_law_by_hand():
+    """Issue 24 item 4 ([EM] Prop. 2, C.4.1): the sweep's band on alpha* is the central interval of
+    Beta(K, N-K+1). At K = 1 it is Beta(1, N): P(alpha* <= x) = 1 - (1 - x)^N, so its u-quantile is
+    1 - (1 - u)^(1/N); at K = N it is Beta(N, 1): x^N, quantile u^(1/N). (Beta(K, N-K) would give
+    exponent 1/(N-1) at K = 1.) Its mean K/(N+1) lies inside the band at every K."""
+    n = 19
+    ctrl = -np.arange(1.0, n + 1.0)              # distinct: no atom, the law holds at every K
+    sw = alpha_sweep([-0.5, -30.0], ctrl, confidence=0.9, include_k=range(1, n + 1))
+    assert sw.k.tolist() == list(range(1, n + 1))
+    lo, hi = sw.beta_lower, sw.beta_upper
+    assert lo[0] == pytest.approx(1 - 0.95 ** (1 / n), rel=1e-12) and hi[0] == pytest.approx(1 - 0.05 ** (1 / n), rel=1e-12)
+    assert lo[-1] == pytest.approx(0.05 ** (1 / n), rel=1e-12) and hi[-1] == pytest.approx(0.95 ** (1 / n), rel=1e-12)
+    assert np.all((lo < sw.alpha_n) & (sw.alpha_n < hi))
+
+
 def test_sweep_matches_single_tests():
     rng = np.random.default_rng(2)
     ctrl = np.where(rng.random(400) < 0.5, -np.inf, -rng.exponential(10, 400))

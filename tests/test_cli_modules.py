@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import re
 import subprocess
 import sys
 
@@ -40,14 +41,22 @@ def test_say_is_literal():
 
 
 def test_progress_bar_draws_and_closes():
-    buf = io.StringIO()
-    bar = ProgressBar(file=buf)
-    with Reporter(bar, stage="score", label="scoring [bold]x.txt", total=3) as r:
-        r.advance(2)
-        r.advance(1)
-    out = buf.getvalue()
-    assert "scoring [bold]x.txt" in out and "3/3" in out and "windows/s" in out
-    assert not bar._bars  # closed on the finished event
+    """A bar (on a terminal) or plain lines (elsewhere) for an operation that lasts more than a
+    second; the label is shown literally (never as markup); closed on the finished event."""
+    for plain in (False, True):
+        buf, now = io.StringIO(), [0.0]
+        bar = ProgressBar(file=buf, plain=plain, width=80, clock=lambda: now[0])
+        with Reporter(bar, stage="score", label="scoring [bold]x.txt", total=3) as r:
+            now[0] = 1.5
+            r.advance(2)
+            now[0] = 2.5
+            r.advance(1)
+        out = buf.getvalue()
+        assert "scoring [bold]x.txt" in out and not bar._ops, out  # literal label; closed when finished
+        if plain:  # the end line: count, time taken and rate
+            assert re.search(r"scoring \[bold\]x\.txt: 3 windows in 0:0[23], 1\.0/s", out), out
+        else:  # the bar's last state: the count of the total and the time taken
+            assert re.search(r"3/3 windows  0:0[23]", out), out
     off = progress_bar(False)  # no bar, but units done are still recorded for Ctrl-C's message
     assert isinstance(off, ProgressBar) and not off.draw and isinstance(progress_bar(True), ProgressBar)
     Reporter(ProgressBar(file=buf), stage="s", label="empty", total=0).close()  # nothing to draw: no error

@@ -126,6 +126,8 @@ def test_the_tutorial_runs_as_written_and_gives_the_numbers_it_quotes(tmp_path):
     dp_out = next(o for o in outs if "eta(f)" in o)
     for value in ("0.462117", "0.632121", "0.761594", "8.20732"):
         assert value in dp_out
+    sgd = next(o for o in outs if "DP-SGD" in o and "eta(f)" in o)   # the certified accuracy the page quotes
+    assert "[0.240697, 0.240702]" in sgd and "0.240702" in text and "0.240697" in text
     audit = json.loads((t / "audit" / "report.json").read_text())
     loss = [d for d in _dicts(audit) if d.get("attack") == "loss" and isinstance(d.get("auc"), dict)]
     assert loss, "the audit report has no loss attack"
@@ -183,7 +185,8 @@ def test_api_reference_documents_every_public_name():
             continue
         module = dict(ref.api_names())[name]
         assert f"\n::: {module}.{name}\n" in page, name
-        assert f"[`mc.{name}`](#{module}.{name})" in page, name
+        assert f"[`mc.{name}`](#memclaim.{name})" in page, name  # anchored under its public name
+        assert f"[](){{#memclaim.{name}}}" in page and f"heading: memclaim.{name}" in page, name
     assert "::: memclaim.errors" in page and "::: memclaim.progress" in page
 
 
@@ -217,6 +220,11 @@ def test_mkdocs_build_strict(tmp_path):
     assert "memclaim census" in cli and "--stride" in cli
     api = (site / "api.html").read_text(encoding="utf-8")
     assert 'id="memclaim.api._score.score"' in api and "Score texts under an extraction procedure" in api
+    # issue 28: each name under its public name, its parameters as a table, search from disk
+    assert 'id="memclaim.census"' in api and 'href="#memclaim.census"' in api
+    census = api.split('id="memclaim.census"', 1)[1][:60000]
+    assert "<th>parameter</th>" in census and "<code>stride</code>" in census
+    assert (site / "search" / "search_index.js").is_file()  # Material's offline plugin: search on file://
     assert "&gt;&gt;&gt;" in api and "<blockquote>" not in api.split('id="memclaim.api._score.score"', 1)[1][:20000]
     changelog = (site / "changelog.html").read_text(encoding="utf-8")
     assert "Renamed options" in changelog
@@ -257,9 +265,14 @@ def test_citation_schema_check_rejects_what_cff_forbids():
 
 
 def test_changelog_keeps_the_marked_section_for_renamed_options():
+    """The renames are released as the version memclaim says it is (and the docs name: 0.2)."""
+    from memclaim import __version__
+
     text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
-    unreleased = text.split("## [Unreleased]", 1)[1].split("\n## [", 1)[0]
-    section = unreleased.split("### Renamed options", 1)[1].split("\n### ", 1)[0]
+    assert "## [Unreleased]" in text
+    assert re.search(rf"^## \[{re.escape(__version__)}\] - \d{{4}}-\d{{2}}-\d{{2}}$", text, re.M), __version__
+    released = text.split(f"## [{__version__}]", 1)[1].split("\n## [", 1)[0]
+    section = released.split("### Renamed options", 1)[1].split("\n### ", 1)[0]
     assert "RENAMES-PLACEHOLDER" in section or re.search(r"`--[a-z-]+`.*->|→", section), \
         "the renamed-options section lost both its placeholder and its renames"
     assert "## [0.1.0]" in text

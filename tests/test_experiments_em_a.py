@@ -5,10 +5,12 @@ What is decided here, not by the implementation:
 
 - every paper number these reproductions report is from OLMo 2 32B on Wikipedia (or its instruct
   model): SideBySide rows (shown, not tested for agreement; tests/paper_agreement.py);
-- the paper's qualitative claims are re-derived here from the stored scores and the raw counts,
-  by code paths independent of the reproductions' (target ranks instead of the greedy policy's
-  log q, numpy sorts instead of the conformal module, scipy's beta quantiles for the intervals),
-  and each reported "held" must equal the re-derived verdict;
+- the paper's sentences (each judged held / not held / not testable here, issue 24 item 2) are
+  re-derived here from the stored scores and the raw counts, by code paths independent of the
+  reproductions' (target ranks instead of the greedy policy's log q, numpy sorts instead of the
+  conformal module, scipy's beta quantiles and the Katz formula written out here for the
+  intervals), and each reported verdict must equal the re-derived one (the rules' own unit tests,
+  on made-up numbers, are in test_experiments_verdicts.py);
 - the guarantees (in-sample FPR <= (K-1)/N, alpha_N = K/(N+1), the binary test's claims) hold.
 
 Quick runs are the `real` tier (SmolLM2, in CI): the three natural-prefix reproductions share one
@@ -59,12 +61,21 @@ def _rank_flags(scores):
     return np.stack([np.cumprod(r[:n] == 1).astype(bool) for r in ranks])
 
 
-def _claim(result, start):
-    """The reported paper claim whose text (after 'model: ') starts with ``start`` (exactly one)."""
-    found = [c for c in result["paper_claims"] if c["claim"].split(": ", 1)[-1].startswith(start)
-             or c["claim"].startswith(start)]
-    assert len(found) == 1, (start, [c["claim"] for c in result["paper_claims"]])
+def _claim(result, key):
+    """The reported judgement of the paper's sentence ``key`` (exactly one: the quick runs have one model)."""
+    found = [c for c in result["paper_claims"] if c["key"] == key]
+    assert len(found) == 1, (key, [c["key"] for c in result["paper_claims"]])
     return found[0]
+
+
+def _katz(k1, n1, k2, n2, conf=0.95):
+    """Katz's log interval for (k1/n1)/(k2/n2), written out here (0.5 added to every count if one is 0)."""
+    if 0 in (k1, k2):
+        k1, n1, k2, n2 = k1 + 0.5, n1 + 0.5, k2 + 0.5, n2 + 0.5
+    r = (k1 / n1) / (k2 / n2)
+    se = math.sqrt(1 / k1 - 1 / n1 + 1 / k2 - 1 / n2)
+    z = stats.norm.ppf(0.5 + conf / 2)
+    return r * math.exp(-z * se), r * math.exp(z * se)
 
 
 def _runs(store, what):
@@ -199,16 +210,22 @@ def quick(tmp_path_factory):
 def test_quick_run_writes_its_files(quick, name):
     out, results = quick
     r = results[name]
-    assert r["schema"] == "memclaim.reproduction/2" and r["quick"] is True and r["name"] == name
+    assert r["schema"] == "memclaim.reproduction/3" and r["quick"] is True and r["name"] == name
     assert r["all_checks_passed"], [c for c in r["checks"] if not c["passed"]]
     assert_covers(r, AGREEMENT[name])
     assert {p["row"] for p in r["paper_numbers"]} == set(AGREEMENT[name])
     assert json.loads((out / f"{name}.json").read_text()) == r
     assert (out / f"{name}.png").stat().st_size > 1000 and (out / f"{name}.pdf").read_bytes()[:4] == b"%PDF"
-    # what differs from the paper and which of its claims held, with the rule fixed before the run
+    # what differs from the paper and each of its sentences judged, with the rule fixed before the run
     assert r["differences_from_paper"] and any("SmolLM2" in d for d in r["differences_from_paper"])
-    assert r["paper_claims"] and all(c["criterion"] and c["evidence"] for c in r["paper_claims"])
-    assert r["paper_claims_held"] == sum(c["held"] for c in r["paper_claims"])
+    assert r["paper_claims"] and all(c["quote"] and c["test"] and c["evidence"] and c["where"]
+                                     for c in r["paper_claims"])
+    assert r["paper_claims_held"] == sum(c["held"] is True for c in r["paper_claims"])
+    assert sum(r["paper_claims_verdicts"].values()) == len(r["paper_claims"])
+    assert len({c["key"] for c in r["paper_claims"]}) == len(r["paper_claims"])
+    md = (out / f"{name}.md").read_text()  # the report shows every sentence with its verdict
+    assert all(f"### {c['verdict']}: " in md for c in r["paper_claims"])
+    assert (out / f"{name}.html").stat().st_size > 1000
     text = json.dumps(r)
     assert "/tmp" not in text and str(out) not in text  # no paths in the JSON (byte-identical reruns)
 
@@ -241,11 +258,25 @@ def test_greedy_numbers_from_the_ranks(quick):
         assert row["alpha_n"] == pytest.approx((m + 1) / (n + 1))
         assert (row["member"]["lower"], row["member"]["upper"]) == pytest.approx(_cp(gm, j), abs=1e-12)
     s, lg = g["short"], g["long"]
-    far = _claim(results["greedy"], "at the short suffix members and controls")
-    assert far["held"] == (_cp(s["member"]["count"], j)[0] > _cp(lg["member"]["count"], j)[1]
-                           and _cp(s["control"]["count"], n)[0] > _cp(lg["control"]["count"], n)[1])
-    above = _claim(results["greedy"], "at the long suffix members are reproduced")
-    assert above["held"] == (_cp(lg["member"]["count"], j)[0] > (lg["control"]["count"] + 1) / (n + 1))
+    assert (s["suffix_tokens"], lg["suffix_tokens"]) == (ev.SHORT, ev.LONG)
+    gs, ms, gl, ml = (int(mf[:, ev.SHORT - 1].sum()), int(cf[:, ev.SHORT - 1].sum()), int(mf[:, ev.LONG - 1].sum()),
+                      int(cf[:, ev.LONG - 1].sum()))
+    # [EM] §4's "roughly one quarter": alpha_N / G with Katz's interval below 1 and meeting [1/5, 1/3]
+    share = _claim(results["greedy"], "short-floor-share")
+    lo, hi = _katz(ms + 1, n + 1, gs, j) if gs else (math.inf, math.inf)
+    assert share["held"] == (gs > 0 and hi < 1 and lo <= 1 / 3 and hi >= 1 / 5)
+    assert share["held"] is False  # SmolLM2 reproduces 1 of 120 members and 4 of 180 controls at 3 tokens
+    # "smaller at 50 tokens": the same members' flags are nested, so the discordant pairs all go one way; with
+    # gs - gl of them, the exact (McNemar) test of "no difference" has p = 2 x 0.5^(gs - gl): this run's verdict
+    # must agree with it (Newcombe's paired interval and the exact test agree far from the 5% edge)
+    assert np.all(mf[:, ev.LONG - 1] <= mf[:, ev.SHORT - 1])
+    p_exact = float(stats.binomtest(gs - gl, gs - gl, 0.5).pvalue) if gs > gl else 1.0
+    assert p_exact > 0.2 or p_exact < 0.01, "too close to the edge for this cross-check"
+    assert _claim(results["greedy"], "long-member-rate-smaller")["held"] == (p_exact < 0.05)
+    # "close to zero (0.04%)": a 95% upper bound <= 0.1% needs N >= log(0.05) / log(0.999) = 2,995 controls
+    near = _claim(results["greedy"], "long-floor-near-zero")
+    assert near["verdict"] == "not testable here" and n < math.log(0.05) / math.log(0.999)
+    assert near["numbers"]["control_rate_upper_bound_95"] == pytest.approx(float(stats.beta.ppf(0.95, ml + 1, n - ml)))
 
 
 @pytest.mark.real
@@ -269,15 +300,26 @@ def test_alpha_sweep_thresholds_from_sorted_controls(quick):
                 assert g == pytest.approx(np.mean(mem > desc[k - 1]), abs=1e-12)
                 assert a == pytest.approx(k / (n + 1), abs=1e-15)
                 assert np.sum(ctl > desc[k - 1]) <= k - 1  # in-sample FPR <= (K-1)/N ([EM] C.1)
-    # the claims' verdicts, re-derived from the sweep numbers
+    # the sentences' verdicts, re-derived from the sweep numbers: with 180 controls no level reaches the paper's
+    # alpha_N ~ 0.1% (K = floor(0.001 x 181) = 0), so every sentence stated there is not testable here
     tk = blk["top-k:40"]
-    ts, tl = (tk["lengths"][str(e)]["reference"]["threshold_log10"] for e in (ev.SHORT, ev.LONG))
-    assert _claim(results["alpha-sweep"], "the thresholds at the two")["held"] == (ts - tl >= 3)
-    assert _claim(results["alpha-sweep"], "at the short suffix the calib")["held"] == (ts >= math.log10(.5))
+    n = tk["lengths"][str(ev.SHORT)]["n_controls"]
+    assert math.floor(0.001 * (n + 1)) == 0
+    for key in ("short-tau-nearly-certain", "thresholds-five-orders-apart", "long-above-short-across-sweep",
+                "low-fpr-long-above-short", "full-softmax-long-above-short"):
+        assert _claim(results["alpha-sweep"], key)["verdict"] == "not testable here", key
     ks = dict(zip(tk["lengths"][str(ev.SHORT)]["sweep"]["k"], tk["lengths"][str(ev.SHORT)]["sweep"]["calibrated_rate"]))
     kl = dict(zip(tk["lengths"][str(ev.LONG)]["sweep"]["k"], tk["lengths"][str(ev.LONG)]["sweep"]["calibrated_rate"]))
-    across = all(kl[k] >= ks[k] for k in set(ks) & set(kl))
-    assert _claim(results["alpha-sweep"], "calibration removes the short")["held"] == across
+    common = sorted(set(ks) & set(kl))
+    across = _claim(results["alpha-sweep"], "long-above-short-across-sweep")
+    assert across["numbers"]["levels_compared"] == len(common)
+    assert across["numbers"]["levels_long_above_short"] == sum(kl[k] > ks[k] for k in common)
+    # "far higher" at the smallest thresholds: Katz's lower bound of both ratios >= 2
+    sm, lm = (tk["lengths"][str(e)] for e in (ev.SHORT, ev.LONG))
+    j = sm["n_members"]
+    gsm, glm = (round(x["at_smallest_threshold"]["member_rate"] * j) for x in (sm, lm))
+    far = _katz(gsm, j, glm, j)[0] >= 2 and _katz(sm["k_max"], n, lm["k_max"], n)[0] >= 2
+    assert _claim(results["alpha-sweep"], "short-rates-far-higher")["held"] == far
 
 
 @pytest.mark.real
@@ -312,8 +354,8 @@ def test_parrot_intervals_and_verdicts(quick):
     lm, um = _cp(gm, 48)
     lc, uc = _cp(gc, 48)
     overlap = lm <= uc and lc <= um
-    assert _claim(r, "member and control rates are st")["held"] == overlap
-    assert _claim(r, "the instruct model follows the ")["held"] == (gm / 48 >= 0.5 and gc / 48 >= 0.5)
+    assert _claim(r, "rates-indistinguishable")["held"] == overlap
+    assert _claim(r, "follows-the-prompt")["held"] == (lm > 0.5 and lc > 0.5)
     # no claim at the binary operating point: the CP lower bound of G minus (m+1)/(N+1), recomputed
     no_claim = lm - (gc + 1) / 49 <= 0
     assert (w["test"]["at_alpha_n"]["calibrated_rate"]["lower"] <= 0) == no_claim
@@ -340,13 +382,14 @@ def test_full_run(tmp_path_factory, name):
     assert json.loads((out / f"{name}.json").read_text()) == r
     print(f"\n{name} (full):")
     for c in r["paper_claims"]:
-        print(f"  [{'held' if c['held'] else 'did not hold'}] {c['claim']}: {c['evidence']}")
+        print(f"  [{c['verdict']}] {c['claim']}: {c['evidence']}")
 
 
 # ------------------------------------------------------------------ the plumbing of paper claims
 def test_paper_claims_are_findings_not_failures(tmp_path, monkeypatch, capsys):
-    """A paper claim that does not hold is reported (JSON, summary, figure) and leaves the exit status 0;
-    a failed check (a guarantee) sets it to 1. `reproduce --list` shows the [EM] entries."""
+    """A paper sentence that does not hold (or cannot be tested here) is reported (JSON, summary, figure,
+    NAME.md) and leaves the exit status 0; a failed check (a guarantee) sets it to 1. `reproduce --list`
+    shows the [EM] entries."""
     import sys
     import types
 
@@ -357,9 +400,12 @@ def test_paper_claims_are_findings_not_failures(tmp_path, monkeypatch, capsys):
         def fake_run(*, quick, seed, out_dir):
             fig, ax = new_figure()
             ax.plot([0, 1], [0, 1])
-            claims = [paper_claim("rates are equal", "[EM] App. A.1", False, criterion="CP intervals overlap",
-                                  evidence="[1%, 2%] and [5%, 9%]"),
-                      paper_claim("no claim", "[EM] §3", True, criterion="M lower <= 0", evidence="M = -1%")]
+            claims = [paper_claim("equal", "rates are equal", quote="The two intervals overlap", where="[EM] App. A.1",
+                                  held=False, test="CP intervals overlap", evidence="[1%, 2%] and [5%, 9%]"),
+                      paper_claim("no-claim", "no claim", quote="the test makes no memorization claim",
+                                  where="[EM] §3", held=True, test="M lower <= 0", evidence="M = -1%"),
+                      paper_claim("low", "the floor is near zero", quote="close to zero", where="[EM] §4", held=None,
+                                  test="upper bound <= 0.1%", evidence="needs 2,995 controls")]
             h = fig.get_figheight()
             paper_footer(fig, differences=["model X (paper: Y)"], claims=claims)
             assert fig.get_figheight() > h  # the footer adds its own room
@@ -376,11 +422,15 @@ def test_paper_claims_are_findings_not_failures(tmp_path, monkeypatch, capsys):
         capsys.readouterr()
         assert main(["reproduce", "fake-em", "--out", str(tmp_path / str(passed))]) == status
         out = capsys.readouterr().out
-        assert "[did not hold] rates are equal ([EM] App. A.1): [1%, 2%] and [5%, 9%]" in out
-        assert "1 of 2 held" in out and "differs from the paper: model X (paper: Y)" in out
+        assert "[not held] rates are equal ([EM] App. A.1)" in out and "found: [1%, 2%] and [5%, 9%]" in out
+        assert "[not testable here] the floor is near zero ([EM] §4)" in out
+        assert "1 held, 1 not held, 1 not testable here" in out and "differs from the paper: model X (paper: Y)" in out
         d = json.loads((tmp_path / str(passed) / "fake-em.json").read_text())
-        assert d["paper_claims_held"] == 1 and d["paper_claims"][0]["criterion"] == "CP intervals overlap"
-        assert any("did not hold" in line for line in summary_lines(d))
+        assert d["paper_claims_held"] == 1 and d["paper_claims"][0]["test"] == "CP intervals overlap"
+        assert d["paper_claims_verdicts"] == {"held": 1, "not held": 1, "not testable here": 1}
+        assert any("[not held]" in line for line in summary_lines(d))
+        md = (tmp_path / str(passed) / "fake-em.md").read_text()
+        assert "### not testable here: the floor is near zero" in md and "needs 2,995 controls" in md
     assert main(["reproduce", "--list"]) == 0
     listed = capsys.readouterr().out
     assert all(n in listed for n in NAMES)

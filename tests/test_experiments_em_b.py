@@ -314,23 +314,37 @@ AGREEMENT = {
     },
 }
 
-# The paper's qualitative claims as the quick runs (SmolLM2-135M) found them. A claim that does
-# not hold is a strict xfail with the numbers; if it ever holds, update the record.
+# The paper's sentences as the quick runs (SmolLM2-135M) judged them (issue 24 item 2): True (held), a
+# NotTestable (the rule cannot be tested as stated here, and the report says so), or a string: a sentence
+# that does not hold, a strict xfail with the numbers; if it ever holds, update the record.
+class NotTestable(str):
+    """The reason a rule is not testable on the quick run (the verdict must be "not testable here")."""
+
+
 CLAIMS_QUICK = {
-    "book-census": {"substantial-coverage": True, "kept-at-margin-5": True, "unreachable-at-margin-5": True,
-                    "chance-bar-flags-non-members": True},
+    "book-census": {"substantial-coverage": True, "kept-at-margin-5": True, "lowest-score-at-margin-5": True,
+                    "memorized-beyond-realistic-budget": True, "chance-bar-flags-non-members": True},
     "budget-coverage": {
         "near-verbatim-dominates-first": True,
-        "verbatim-overtakes-bound": "by construction: memclaim's near-verbatim bound includes the target's own "
-                                    "teacher-forced term, so it is >= the verbatim score at every window (the 4 "
-                                    "bounded windows gain 0.44 to 6.5 decades); the paper's beam can miss the target",
+        # recorded as a strict xfail ("did not hold") before issue 24; the verdict is now what it always was:
+        # untestable with a bound that cannot fall below the verbatim score
+        "verbatim-overtakes-bound": NotTestable(
+            "by construction: memclaim's near-verbatim bound includes the target's own teacher-forced term, so it is "
+            ">= the verbatim score at every window (the 4 bounded windows gain 0.44 to 6.5 decades); the paper's beam "
+            "can miss the target"),
         "realistic-budget-smaller": True},
     "decontamination": {
         "contaminant-inflates-tau": True, "more-conservative": True,
-        "contaminants-at-top": "SmolLM2-135M barely memorizes the famous passages at 16 + 16 tokens: 1 of the 4 "
-                               "planted controls (Eccl 3, 10^-11.1) scores above every genuine control (top genuine "
-                               "10^-15.8); Psalm 23 scores 10^-18.1, 1 Cor 13 10^-18.6 (the paper: 10 of 12)",
-        "exclusion-restores-tau": True, "exclusion-raises-rate": True},
+        # a strict xfail before issue 24 (at least half at the top: 1 of 4); 'most' is now tested as the paper's
+        # 10 of 12 shows it (95% CP lower bound > 1/2), which 4 planted controls cannot show even if all are on top
+        "contaminants-at-top": NotTestable("4 planted controls: even 4 of 4 at the top has a 95% CP lower bound of "
+                                           "0.398; SmolLM2 puts 1 of 4 there (Eccl 3, 10^-11.1, above the top "
+                                           "genuine 10^-15.8)"),
+        "exclusion-restores-tau": True,
+        # held before issue 24 (point estimates at alpha = 5% and K = 1); the paper's "raises the calibrated rate
+        # [...] at the tightest certified FPR" is now tested with Newcombe's paired interval at K = 1
+        "exclusion-raises-rate": "M at K = 1 rises from 0.03% to 3.25% (1 -> 3 of 60 members claimed, alpha_N "
+                                 "1/61 -> 1/57): the paired difference +3.2% [-3.8%, +11.7%] does not exclude 0"},
 }
 
 
@@ -338,7 +352,8 @@ def _claim_params(table):
     out = []
     for name, claims in table.items():
         for key, expect in claims.items():
-            marks = () if expect is True else (pytest.mark.xfail(strict=True, reason=expect),)
+            marks = () if expect is True or isinstance(expect, NotTestable) else (
+                pytest.mark.xfail(strict=True, reason=expect),)
             out.append(pytest.param(name, key, id=f"{name}/{key}", marks=marks))
     return out
 
@@ -351,7 +366,7 @@ def quick(tmp_path_factory):
 
 
 def _assert_report(out: Path, name: str, r: dict, quick_flag: bool):
-    assert r["schema"] == "memclaim.reproduction/2" and r["name"] == name and r["quick"] is quick_flag
+    assert r["schema"] == "memclaim.reproduction/3" and r["name"] == name and r["quick"] is quick_flag
     failed = [c["claim"] for c in r["checks"] if not c["passed"]]
     assert not failed and r["all_checks_passed"]
     assert json.loads((out / f"{name}.json").read_text()) == r
@@ -361,8 +376,10 @@ def _assert_report(out: Path, name: str, r: dict, quick_flag: bool):
     res = r["results"]
     assert r["differences_from_paper"] and r["paper_claims"] and res["model"]["fingerprint"]
     assert len(res["paper_claim_keys"]) == len(r["paper_claims"])
-    assert all(c["criterion"] and c["evidence"] for c in r["paper_claims"])
-    assert r["paper_claims_held"] == sum(c["held"] for c in r["paper_claims"])
+    assert all(c["quote"] and c["test"] and c["evidence"] and c["where"] for c in r["paper_claims"])
+    assert r["paper_claims_held"] == sum(c["held"] is True for c in r["paper_claims"])
+    md = (out / f"{name}.md").read_text()
+    assert all(f"### {c['verdict']}: " in md for c in r["paper_claims"]) and (out / f"{name}.html").exists()
     assert_covers(r, AGREEMENT[name])
     assert {p["row"] for p in r["paper_numbers"]} == set(AGREEMENT[name])
 
@@ -402,7 +419,10 @@ def test_agrees_with_the_paper(quick, name, row):
 def test_paper_claims_quick(quick, name, key):
     r = quick[1][name]
     claims = dict(zip(r["results"]["paper_claim_keys"], r["paper_claims"]))
-    assert set(claims) == set(CLAIMS_QUICK[name])
+    assert set(claims) == set(CLAIMS_QUICK[name]) and all(k == c["key"] for k, c in claims.items())
+    if isinstance(CLAIMS_QUICK[name][key], NotTestable):
+        assert claims[key]["verdict"] == "not testable here" and claims[key]["held"] is None, claims[key]["evidence"]
+        return
     assert claims[key]["held"], claims[key]["evidence"]
 
 
@@ -422,7 +442,7 @@ def test_second_run_reads_the_store_only(quick, tmp_path, monkeypatch, capsys):
         assert rc == 0, capsys.readouterr().err
         assert (tmp_path / f"{name}.json").read_bytes() == (out / f"{name}.json").read_bytes()
     printed = capsys.readouterr().out
-    assert "the paper's claims on this run" in printed and "differs from the paper" in printed
+    assert "the paper's sentences on this run" in printed and "differs from the paper" in printed
 
 
 # ============================================================================== slow tier (full)

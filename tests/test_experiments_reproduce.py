@@ -134,7 +134,7 @@ def test_quick_reproduction_writes_its_report(quick, name):
     numbers)."""
     out, results = quick
     r = results[name]
-    assert r["schema"] == "memclaim.reproduction/2"
+    assert r["schema"] == "memclaim.reproduction/3"
     failed = [c["claim"] for c in r["checks"] if not c["passed"]]
     assert not failed and r["all_checks_passed"]
     assert all("agrees" not in p and "tolerance" not in p for p in r["paper_numbers"])

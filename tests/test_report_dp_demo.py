@@ -48,4 +48,7 @@ def test_demo_claims_report_holds_the_population_test_and_the_census():
     rep = json.loads(both.json_text)
     assert rep["results"]["census"]["log10_tau"] == res.log10_tau
     assert "Single-document census" in both.markdown and "Population test" in both.markdown
-    assert both.markdown.count("Procedure and inputs") == 0 and "policy" in both.markdown
+    # one procedure section, a table of its fields (issue 28: "No procedure record was given." above a
+    # table of raw Python dicts before)
+    assert both.markdown.count("## Procedure and inputs") == 1 and "| policy | full |" in both.markdown
+    assert "No procedure record was given." not in both.markdown and "{'" not in both.markdown

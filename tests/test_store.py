@@ -125,6 +125,52 @@ def test_orphan_unit_files_are_adopted(random_model, tmp_path):
     assert s2.units_scored == 0 and s2.units_reused == s.n_units
 
 
+@pytest.mark.parametrize("damage", ["data pages", "cut short"])
+def test_an_unreadable_orphan_unit_is_scored_again(random_model, tmp_path, damage):
+    """Issue 24 item 4: a unit file the manifest does not know whose data cannot be read (a torn
+    copy: the footer intact, the data pages not; or cut short) is scored again on resume, and
+    the run's scores equal an undamaged run's. (Before: a readable footer was enough to adopt
+    it, and the run then failed reading the results with a StoreError.)"""
+    inp = _passages(tmp_path / "p.jsonl", 24)
+    s = _run(random_model, inp, tmp_path / "store", unit_size=8)
+    ref = _scores(tmp_path / "store", s.run_id)
+    man = json.loads((tmp_path / "store" / "manifest.json").read_text())
+    victim = sorted(man["units"])[0]
+    del man["units"][victim]
+    (tmp_path / "store" / "manifest.json").write_text(json.dumps(man))
+    path = ScoreStore(tmp_path / "store", create=False).unit_path(s.procedure_key, victim)
+    data = bytearray(path.read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little")   # Parquet: ... footer, its length (4 bytes), b"PAR1"
+    if damage == "data pages":
+        for i in range(4, len(data) - footer - 8, 7):
+            data[i] ^= 0x5A
+    else:
+        data = data[:len(data) // 2]
+    path.write_bytes(bytes(data))
+    if damage == "data pages":
+        assert pq.read_schema(path).metadata[b"memclaim"]   # the footer still reads: only the data is gone
+    s2 = _run(random_model, inp, tmp_path / "store", unit_size=8)
+    assert s2.units_scored == 1 and s2.units_reused == s.n_units - 1
+    assert _scores(tmp_path / "store", s2.run_id).equals(ref)
+    assert victim in json.loads((tmp_path / "store" / "manifest.json").read_text())["units"]
+
+
+def test_a_folder_in_the_way_of_a_unit_is_named_not_deleted(random_model, tmp_path):
+    inp = _passages(tmp_path / "p.jsonl", 16)
+    s = _run(random_model, inp, tmp_path / "store", unit_size=8)
+    man = json.loads((tmp_path / "store" / "manifest.json").read_text())
+    victim = sorted(man["units"])[0]
+    del man["units"][victim]
+    (tmp_path / "store" / "manifest.json").write_text(json.dumps(man))
+    path = ScoreStore(tmp_path / "store", create=False).unit_path(s.procedure_key, victim)
+    path.unlink()
+    path.mkdir()
+    (path / "mine.txt").write_text("not memclaim's")
+    with pytest.raises(StoreError, match="in the way of unit") as e:
+        _run(random_model, inp, tmp_path / "store", unit_size=8)
+    assert "move it out" in str(e.value) and (path / "mine.txt").read_text() == "not memclaim's"
+
+
 def test_kill_9_mid_run_then_resume_equals_uninterrupted(random_model_dir, tmp_path):
     """A real `kill -9` of the CLI mid-run; the re-run finishes the rest, duplicates nothing and
     gives the same numbers as an uninterrupted run."""

@@ -303,3 +303,89 @@ def test_a_boundary_the_whole_text_allows_is_not_refused_for_a_slice_on_smollm2(
     assert not any(s < 7 < e for s, e in offs)
     w = passage_windows([Record("r", text, suffix_start=7)], tok, prefix_tokens=0, suffix_tokens=2).windows[0]
     assert w.prefix_ids == () and w.suffix_ids == tuple(ids[k:k + 2])
+# ---------------------------------------------------------------- issue 25 item 4: input reading
+def test_a_first_record_without_id_does_not_rename_the_others(tmp_path):
+    """The id field is looked up over every record: a first record without one is named by its
+    position (rec0), the others keep theirs (they were all renamed rec<n> before)."""
+    p = tmp_path / "mixed.jsonl"
+    p.write_text('{"text": "no id here"}\n{"id": "x", "text": "b two"}\n{"id": 7, "text": "c three"}\n')
+    assert [r.id for r in read_passages(p).records] == ["rec0", "x", "7"]
+    q = tmp_path / "docid.jsonl"
+    q.write_text('{"text": "no id"}\n{"doc_id": "d1", "text": "second"}\n')
+    assert [r.id for r in read_passages(q).records] == ["rec0", "d1"]
+    # a position name that collides with a given id is a duplicate, named with both records
+    c = tmp_path / "collide.jsonl"
+    c.write_text('{"text": "first"}\n{"id": "rec0", "text": "second"}\n')
+    with pytest.raises(InputError, match=r"line 2: duplicate id 'rec0' \(first at line 1\)"):
+        read_passages(c)
+
+
+@pytest.mark.parametrize("value,shown", [("true", "id True is a bool"), ("[1, 2]", r"id \[1, 2\] is a list"),
+                                         ("NaN", "id nan is a float"), ("1.5", "id 1.5 is a float")])
+def test_ids_that_are_not_strings_or_integers_are_refused(tmp_path, value, shown):
+    p = tmp_path / "ids.jsonl"
+    p.write_text(f'{{"id": "a", "text": "one"}}\n{{"id": {value}, "text": "two"}}\n')
+    with pytest.raises(InputError, match=f"line 2: {shown}, not a string or an integer"):
+        read_passages(p)
+
+
+def test_txt_lines_split_only_at_newlines(tmp_path):
+    """Form feed, U+2028 and U+0085 are characters of a line, not line ends (str.splitlines
+    made 4 lines 7 records); CRLF files read as LF files."""
+    p = tmp_path / "x.txt"
+    p.write_bytes("one\x0ctwo\nthree\u2028four\r\nfive\x85six\n\nseven\n".encode("utf-8"))
+    ps = read_passages(p)
+    assert [(r.id, r.text) for r in ps.records] == [("line1", "one\x0ctwo"), ("line2", "three\u2028four"),
+                                                   ("line3", "five\x85six"), ("line5", "seven")]
+
+
+def test_jsonl_with_a_raw_line_separator_is_read(tmp_path):
+    p = tmp_path / "x.jsonl"
+    p.write_text(json.dumps({"id": "a", "text": "x\u2028y\x85z"}, ensure_ascii=False) + "\r\n"
+                 + json.dumps({"id": "b", "text": "w"}) + "\n", encoding="utf-8")
+    assert [(r.id, r.text) for r in read_passages(p).records] == [("a", "x\u2028y\x85z"), ("b", "w")]
+
+
+def test_id_lists_and_exclusion_files_split_only_at_newlines(tmp_path):
+    from memclaim.text.scorefile import read_id_list
+    from memclaim.text.spans import parse_exclude_spans
+
+    p = tmp_path / "ids.txt"
+    p.write_text("c\u20283\r\nc-7\n", encoding="utf-8")
+    assert read_id_list(p) == ("c\u20283", "c-7")
+    s = tmp_path / "spans.txt"
+    s.write_text("text: two\x0cthree\n", encoding="utf-8")
+    assert parse_exclude_spans(s, [("ctl.txt", "ctl.txt", "one two\x0cthree four")]) == [((4, 13),)]
+
+
+def test_a_csv_row_missing_its_text_stops_the_command(tmp_path):
+    """docs/inputs.md: a record without the text field stops the command; an empty text field
+    ('b,') is skipped and counted, a row that ends before it ('b') is an error naming the line."""
+    p = tmp_path / "x.csv"
+    p.write_text("id,text\na,hello\nb,\nc,world\n")
+    ps = read_passages(p)
+    assert [r.id for r in ps.records] == ["a", "c"] and ps.skipped_empty == 1
+    p.write_text("id,text\na,hello\nb\nc,world\n")
+    with pytest.raises(InputError, match=r"line 3: record has no 'text' field \(the row has 1 of the header's 2"):
+        read_passages(p)
+    f = tmp_path / "f.csv"
+    f.write_text("id,context,target\na,In the,beginning\nb,And God\n")
+    with pytest.raises(InputError, match="line 3: record has no 'target' field"):
+        read_passages(f, prefix_field="context", suffix_field="target")
+
+
+@pytest.mark.parametrize("line,what", [('{"id": "a\\ud800", "text": "hello"}', "id 'a\\\\ud800' holds a lone surrogate"),
+                                       ('{"id": "a", "text": "hel\\udc00lo"}', "the text holds a lone surrogate U\\+DC00")])
+def test_a_lone_surrogate_is_refused_where_it_is(tmp_path, line, what):
+    p = tmp_path / "x.jsonl"
+    p.write_text(line + "\n")
+    with pytest.raises(InputError, match=f"line 1: {what}"):
+        read_passages(p)
+
+
+def test_normalized_text_ignores_line_endings_whitespace_and_unicode_form():
+    from memclaim.text.io import text_key
+
+    assert text_key("In the\r\nbeginning\r\n") == text_key("In the beginning") == text_key("In  the\tbeginning\n")
+    assert text_key("caf\u00e9") == text_key("cafe\u0301")  # NFC and NFD
+    assert text_key("In the beginning") != text_key("In the beginning.")

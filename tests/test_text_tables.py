@@ -66,3 +66,47 @@ def test_tables_refuse_missing_columns_and_empty_tables():
         passages_from_table(pd.DataFrame({"text": []}))
     with pytest.raises(InputError, match="has no text field 'body'"):
         passages_from_table(pd.DataFrame({"text": ["x"]}), text_field="body")
+
+
+# ---------------------------------------------------------------- issue 25 items 4 and 10
+def test_objects_memclaim_cannot_read_as_one_set_are_refused_by_name():
+    """An in-memory DatasetDict, an IterableDataset and a DataFrame with repeated column names
+    raised KeyError/AttributeError/ValueError tracebacks; each is now an InputError with the fix."""
+    import datasets
+    import pandas as pd
+
+    ds = datasets.Dataset.from_list([{"id": "a", "text": "one two"}])
+    with pytest.raises(InputError, match=r"texts is a datasets DatasetDict with the splits \['train', 'test'\]") as e:
+        passages_from_object(datasets.DatasetDict(train=ds, test=ds))
+    assert e.value.hint == "pass one split, e.g. ds['train']"
+    with pytest.raises(InputError, match="IterableDataset, a stream without a length") as e:
+        passages_from_object(ds.to_iterable_dataset())
+    assert "ds.take(1000)" in e.value.hint
+    df = pd.DataFrame([["a", "x", "y"]], columns=["id", "text", "text"])
+    with pytest.raises(InputError, match=r"duplicate column names \['text'\]"):
+        passages_from_object(df)
+    with pytest.raises(InputError, match=r"duplicate column names \['text'\]"):
+        passages_from_table(df)
+
+
+def test_python_ids_are_strings_or_integers_and_valid_unicode():
+    """ids were stringified ('True', '[1, 2]', 'nan'); a lone surrogate raised UnicodeEncodeError
+    from the hash of the records."""
+    assert [r.id for r in passages_from_items([{"id": 3, "text": "x"}, {"id": "k", "text": "y"}]).records] == ["3", "k"]
+    for bad, shown in ((True, "id True is a bool"), ([1, 2], r"id \[1, 2\] is a list"),
+                       (float("nan"), "id nan is a float")):
+        with pytest.raises(InputError, match=f"'texts' item 1: {shown}, not a string or an integer"):
+            passages_from_items([{"id": "a", "text": "x"}, {"id": bad, "text": "y"}])
+    with pytest.raises(InputError, match="item 0: id 'a\\\\ud800' holds a lone surrogate U\\+D800"):
+        passages_from_items([{"id": "a\ud800", "text": "hello"}])
+    with pytest.raises(InputError, match="item 0: the text holds a lone surrogate"):
+        passages_from_items(["hel\udc00lo"])
+
+
+def test_a_first_item_without_id_keeps_the_ids_of_the_others():
+    import pandas as pd
+
+    items = ["a bare text", {"text": "no id"}, {"id": "x", "text": "with id"}]
+    assert [r.id for r in passages_from_items(items).records] == ["rec0", "rec1", "x"]
+    df = pd.DataFrame({"id": [None, "y"], "text": ["first", "second"]})
+    assert [r.id for r in passages_from_table(df).records] == ["rec0", "y"]

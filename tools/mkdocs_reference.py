@@ -129,13 +129,16 @@ def api_markdown() -> str:
         obj = getattr(importlib.import_module(m), n)
         first = (obj.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
         first = markdown_docstring(first).replace("|", "\\|")
-        lines.append(f"| [`mc.{n}`](#{m}.{n}) | {first} |")
+        lines.append(f"| [`mc.{n}`](#memclaim.{n}) | {first} |")
+    # each name is documented under its public name: the heading reads memclaim.NAME and the
+    # anchor #memclaim.NAME leads to it (mkdocstrings also keeps the defining module's path as an id)
     lines += ["", "## Functions", ""]
     for n, m in funcs:
-        lines += _block(f"{m}.{n}")
+        lines += [f"[](){{#memclaim.{n}}}", ""] + _block(f"{m}.{n}", heading=f"memclaim.{n}")
     lines += ["## Results and values", ""]
     for n, m in classes:
-        lines += _block(f"{m}.{n}", members_order="source", inherited_members="false")
+        lines += [f"[](){{#memclaim.{n}}}", ""] + _block(f"{m}.{n}", heading=f"memclaim.{n}", members_order="source",
+                                                         inherited_members="false")
     lines += ["## Errors", "", "Every error memclaim raises for bad input is one of these (all `ValueError`s): "
               "the message repeats the bad value and `hint` says how to fix it.", ""]
     lines += _block("memclaim.errors", show_root_heading="false", members_order="source", heading_level=3)

@@ -42,6 +42,13 @@ class Mutation:
 
 
 FPR = "tests/test_claims_conformal.py::test_fpr_guarantee_and_beta_law_by_simulation"
+BUDGET_POP = "tests/test_claims_budget.py::test_population_budget_view_hand_values_at_tau_and_at_the_realistic_budget"
+BUDGET_CENSUS = ("tests/test_claims_budget.py::"
+                 "test_census_budget_view_hand_values_and_coverage_at_the_realistic_budget_is_at_most_memorized")
+SWEEP_BAND = "tests/test_claims_conformal.py::test_sweep_beta_band_is_the_beta_k_n_minus_k_plus_1_law_by_hand"
+FROZEN_JSON = "tests/test_cli_json_unchanged.py::test_cli_json_and_reports_are_unchanged"
+_BAND = ("b_lo = stats.beta.ppf((1 - confidence) / 2, grid, n - grid + 1)\n"
+         "    b_hi = stats.beta.ppf((1 + confidence) / 2, grid, n - grid + 1)")
 
 MUTATIONS = (
     Mutation("threshold-K+1", "tau is the (K+1)-th largest control (K itself reported right)",
@@ -66,6 +73,47 @@ MUTATIONS = (
              "claims/conformal.py", '    n, j = ctrl.size, cand.size\n    binary_reason = None\n',
              '    cand = np.resize(ctrl, cand.shape)\n    n, j = ctrl.size, cand.size\n    binary_reason = None\n',
              ("tests/test_real_claims.py::test_population_kjv_verses_against_new_verses", "-m", "real")),
+    # issue 24 item 4: wrong lines that passed the targeted tests before; each now has a hand-value test
+    Mutation("budget-realistic-controls-below-tau",
+             "the population budget view at the realistic budget counts controls extractable but below tau",
+             "claims/budget.py", "a2 = int(np.count_nonzero((ctrl > log_tau) & (ctrl >= lr)))",
+             "a2 = int(np.count_nonzero(ctrl >= lr))", (BUDGET_POP,)),
+    Mutation("budget-control-memorized-at-tau", "the budget view's control memorized rate counts the K-th control at tau",
+             "claims/budget.py", "km = ctrl[ctrl > log_tau]", "km = ctrl[ctrl >= log_tau]", (BUDGET_POP,)),
+    Mutation("budget-control-memorized-at-tau-json", "the same bug, against the frozen CLI JSON alone",
+             "claims/budget.py", "km = ctrl[ctrl > log_tau]", "km = ctrl[ctrl >= log_tau]", (FROZEN_JSON,)),
+    Mutation("census-budget-realistic-no-tau", "the census budget view (heat segments) at the realistic budget drops tau_doc",
+             "claims/budget.py", "at_real = float(ws[up & (hs >= lr)].sum() / L)",
+             "at_real = float(ws[hs >= lr].sum() / L)", (BUDGET_CENSUS,)),
+    Mutation("census-budget-realistic-no-tau-array",
+             "the census budget view (per-character array) at the realistic budget drops tau_doc", "claims/budget.py",
+             "at_real = float(np.count_nonzero((h > log10_tau) & (h >= lr)) / hs.size)",
+             "at_real = float(np.count_nonzero(h >= lr) / hs.size)", (BUDGET_CENSUS,)),
+    Mutation("tpr-bootstrap-lt-for-le", "compare_tprs' bootstrap p counts d* < 0 instead of d* <= 0",
+             "audits/metrics.py", "pg = (1 + np.count_nonzero(d <= 0)) / (b_count + 1)",
+             "pg = (1 + np.count_nonzero(d < 0)) / (b_count + 1)",
+             ("tests/test_audits_metrics.py::test_compare_tprs_bootstrap_counts_tied_replicates_against_the_alternative",)),
+    Mutation("census-coverage-at-tau", "census coverage counts characters at exactly tau_doc (strict > dropped)",
+             "claims/census.py", "covered = int(heat.chars_above([th.log10_tau])[0])",
+             "covered = int(heat.chars_above([th.log10_tau], strict=False)[0])",
+             ("tests/test_claims_census.py::test_a_window_scoring_exactly_tau_doc_is_not_covered",)),
+    Mutation("global-census-first-spans", "global_census decontaminates every control with the first pair's spans",
+             "claims/census.py", "ex = exclude_spans[i] if i < len(exclude_spans) else ()",
+             "ex = exclude_spans[0] if exclude_spans else ()",
+             ("tests/test_claims_census.py::test_global_census_decontaminates_each_control_with_its_own_spans",)),
+    Mutation("sweep-beta-band-N-K", "the alpha sweep's band on alpha* from Beta(K, N-K) instead of Beta(K, N-K+1)",
+             "claims/conformal.py", _BAND, _BAND.replace("n - grid + 1", "n - grid"), (SWEEP_BAND,)),
+    Mutation("sweep-beta-band-N-K-json", "the same bug, against the frozen CLI JSON alone",
+             "claims/conformal.py", _BAND, _BAND.replace("n - grid + 1", "n - grid"), (FROZEN_JSON,)),
+    Mutation("store-orphan-footer-only", "resume adopts an orphan unit file whose footer reads (its data pages unread)",
+             "scoring/store.py", "self._check_unit_body(path, meta)   # the data pages too, not only the footer",
+             "pass  # the footer only",
+             ("tests/test_store.py::test_an_unreadable_orphan_unit_is_scored_again",)),
+    # issue 24 item 5
+    Mutation("greedy-rate-subtracts-K", "greedy scores' calibrated rate subtracts K/(N+1), not the floor (m+1)/(N+1)",
+             "claims/conformal.py", "cal = gen.shifted(-rates.alpha_n, method_suffix=\", shifted by -alpha_N = -(m+1)",
+             "cal = gen.shifted(-float(alpha_n), method_suffix=\", shifted by -alpha_N = -(m+1)",
+             ("tests/test_claims_conformal.py::test_greedy_calibrated_rate_subtracts_the_floor_everywhere",)),
 )
 
 

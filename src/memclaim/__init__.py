@@ -1,8 +1,9 @@
 """memclaim: calibrated claims about memorization and extraction in language models.
 
-The pipeline (see DESIGN.md): text -> windows -> scoring -> store -> claims -> report. The public
-API is this package's namespace, loaded on first use so that ``import memclaim`` stays fast (it
-imports neither torch nor numpy)::
+The pipeline: text -> windows -> scoring -> store -> claims -> report (the repository's README.md,
+"The pipeline"; DEVELOPERS.md describes each package). The public API is this package's
+namespace, loaded on first use so that ``import memclaim`` stays fast (it imports neither torch
+nor numpy)::
 
     import memclaim as mc
     run = mc.score("toy", ["a text ...", "another ..."], prefix_tokens=16, suffix_tokens=16)
@@ -10,16 +11,18 @@ imports neither torch nor numpy)::
     res.save("reports/members")
 
 Functions: load_model, score, test, population, census, audit, audit_table, dp_bounds, budget,
-dp_account, dp_baseline, dp_plots, and the training lab's train_tiny, finetune, unlearn (``help(memclaim.census)`` for each);
-results: ScoreResult, TestResult, PopulationResult, CensusRun, AuditRun, AuditTableRun, DPBounds,
-BudgetResult, TrainRun; Document for a text given in memory.
+dp_account, dp_baseline, dp_plots, and the training lab's train_tiny, finetune, unlearn
+(``help(memclaim.census)`` for each); results: ScoreResult, TestResult, PopulationResult,
+CensusRun, AuditRun, AuditTableRun, DPBounds, BudgetResult, TrainRun; Document for a text given
+in memory. The documentation site (``make docs``) has a tutorial and the full reference.
 """
 import os as _os
 
 # MKL's strict conditional-numerical-reproducibility mode: with it a row of a float32 matmul
-# has the same bits whatever the number of rows and threads of the call, on every CPU tried
-# (without it, on AVX-512/AMX Xeons a row's product depends on the call's row count, so a
-# window's score would depend on its batch). MKL reads this at its first call, so it is set
+# has the same bits whatever the number of rows of the call, at a given thread count, on every
+# CPU tried (without it, on AVX-512/AMX Xeons a row's product depends on the call's row count, so
+# a window's score would depend on its batch); across thread counts MKL promises the same bits
+# only on Intel's AVX2/AVX-512 branches (an AMD EPYC differs at 3 threads: docs/reproducibility.md). MKL reads this at its first call, so it is set
 # here, before memclaim runs any matmul; a value the user set is kept ("AUTO" restores MKL's
 # default). Measured: 70-77 GFLOP/s with it against 73 without on a 2048^2 sgemm, 2 threads.
 _os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")

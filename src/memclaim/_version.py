@@ -1,20 +1,18 @@
-"""The installed memclaim version, in the lowest layer so that every module may import it.
+"""The memclaim version, in the lowest layer so that every module may import it.
 
-``memclaim.__version__`` re-exports it; code inside the package imports it from here
-(``from memclaim._version import __version__``), never from ``memclaim`` (the package's
-``__init__`` is the public API, the top layer).
+This is the one place the version is written: ``pyproject.toml`` reads it from here
+(``[tool.setuptools.dynamic]``), ``memclaim.__version__`` re-exports it, and code inside the
+package imports it from here (``from memclaim._version import __version__``), never from
+``memclaim`` (the package's ``__init__`` is the public API, the top layer). A literal, not the
+installed distribution's metadata: a source tree on ``PYTHONPATH`` and an older install in the
+same environment cannot disagree about which memclaim is running.
 
 >>> from memclaim._version import __version__
->>> isinstance(__version__, str)
-True
+>>> __version__
+'0.2.0'
 """
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version as _distribution_version
-
-try:
-    __version__: str = _distribution_version("memclaim")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+__version__: str = "0.2.0"
 
 __all__ = ["__version__"]

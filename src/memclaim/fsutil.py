@@ -322,3 +322,21 @@ def file_lock(path: str | os.PathLike, *, shared: bool = False, blocking: bool =
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def available_memory() -> int:
+    """Bytes of main memory available to a new allocation: ``MemAvailable`` of /proc/meminfo
+    (Linux), else the free physical pages. The one home of this number (placement plans, batch
+    sizes, the cost checks that refuse work this machine cannot hold).
+
+    >>> available_memory() > 0
+    True
+    """
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:  # not Linux
+        pass
+    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))

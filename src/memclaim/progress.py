@@ -8,8 +8,13 @@ Library code never prints and never imports rich or click. A long operation take
   another process", a cost estimate).
 
 ``None`` means silent. The CLI turns events into a rich progress bar on stderr and log lines
-into stderr lines (memclaim.cli); a notebook can pass ``print`` as ``log`` and its own callback
-as ``progress``.
+into stderr lines (memclaim.cli); the Python API shows a notebook-aware bar (``progress=True``,
+its default; ``progress=False`` is silent) and takes any callback of your own.
+
+Steps deep below a public function that have no ``progress`` parameter of their own (building
+the tiny GPT, converting a GGUF file, loading weights on first use) report to the **ambient**
+callbacks: :func:`reporting` sets them for the duration of a call (the API does it for every
+public function), :func:`ambient` and :func:`ambient_log` read them.
 
 >>> events = []
 >>> report = Reporter(events.append, stage="score", label="scoring members", total=3)
@@ -21,12 +26,15 @@ as ``progress``.
 """
 from __future__ import annotations
 
+import contextlib
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
-__all__ = ["ProgressEvent", "ProgressCallback", "LogCallback", "Reporter", "emit_log"]
+__all__ = ["ProgressEvent", "ProgressCallback", "LogCallback", "Reporter", "emit_log", "reporting", "ambient",
+           "ambient_log"]
 
 
 @dataclass(frozen=True)
@@ -140,3 +148,44 @@ def emit_log(log: LogCallback | None, message: str) -> None:
     """
     if log is not None:
         log(message)
+
+
+# (progress, log) of the public call in progress; None outside one
+_AMBIENT: ContextVar[tuple] = ContextVar("memclaim_progress_ambient", default=(None, None))
+
+
+@contextlib.contextmanager
+def reporting(progress: ProgressCallback | None = None, log: LogCallback | None = None) -> Iterator[None]:
+    """Make ``progress`` and ``log`` the ambient callbacks inside the block (restored after): what
+    the steps below a public function report to when they have no parameter for it.
+
+    >>> seen = []
+    >>> with reporting(seen.append):
+    ...     Reporter(ambient(), stage="build", label="tiny GPT", total=1).close()
+    >>> [(e.stage, e.finished) for e in seen], ambient() is None
+    ([('build', False), ('build', True)], True)
+    """
+    token = _AMBIENT.set((progress, log))
+    try:
+        yield
+    finally:
+        _AMBIENT.reset(token)
+
+
+def ambient() -> ProgressCallback | None:
+    """The ambient progress callback (:func:`reporting`), None when there is none.
+
+    >>> ambient() is None
+    True
+    """
+    return _AMBIENT.get()[0]
+
+
+def ambient_log() -> LogCallback | None:
+    """The ambient log callback (:func:`reporting`), None when there is none.
+
+    >>> with reporting(log=print):
+    ...     emit_log(ambient_log(), "building the tiny GPT")
+    building the tiny GPT
+    """
+    return _AMBIENT.get()[1]

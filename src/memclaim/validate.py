@@ -103,6 +103,30 @@ def integer(name: str, value: int, *, minimum: int | None = None, maximum: int |
     return v
 
 
+#: the largest seed: torch's generators take 64-bit seeds (a seed past 2**64 - 1 raised an
+#: overflow traceback in torch.manual_seed, issue 25), and a run derives seed + 1 from its own
+SEED_MAX = 2 ** 63 - 1
+
+
+def seed(name: str, value: int) -> int:
+    """A random seed: a whole number in [0, 2**63 - 1] (what torch, numpy and Python all take).
+
+    >>> seed("--seed", 7)
+    7
+    >>> seed("--seed", 1e23)
+    Traceback (most recent call last):
+    memclaim.errors.DomainError: --seed must be a whole number in [0, 2**63 - 1], got 1e+23
+      fix: pass a smaller seed, e.g. --seed 0
+    """
+    if isinstance(value, bool) or not isinstance(value, Real) or (not isinstance(value, Integral)
+                                                                  and not float(value).is_integer()):
+        raise DomainError(f"{name} must be a whole number, got {value!r}", hint=f"e.g. {name} 0")
+    if not 0 <= value <= SEED_MAX:
+        raise DomainError(f"{name} must be a whole number in [0, 2**63 - 1], got {value!r}",
+                          hint=f"pass a {'smaller' if value > 0 else 'non-negative'} seed, e.g. {name} 0")
+    return int(value)
+
+
 def batch_size(value: int | str, *, name: str = "--batch-size") -> int | str:
     """A batch size: a whole number >= 1, or ``"auto"`` (the engine picks it from free memory:
     on a GPU the largest batch whose activations fit 80% of it, on the CPU 16 windows).

@@ -20,16 +20,21 @@ from ..audits.settings import AuditSettings
 from ..audits.shadows import CapSpec, cap_from_epsilon
 from ..audits.table_run import TableResult, run_audit_table
 from ..audits.table_spec import TableSpec, read_table_spec
+from ..audits.texts import TextSet, read_texts
 from ..errors import InputError
 from ..progress import LogCallback, ProgressCallback
 from ..report.audit import audit_report, write_audit_report, write_table_report
-from ..report.core import write_report
+from ..report.core import Doc, pct, write_report
+from ..jsonutil import read_json_object
+from ..report.words import limit_note, verifier_reading
+from ..train.finetune import TRAIN_FILE
 from ..text.io import read_passages
 from ..models.placement import resolve_dtype, resolve_placement
 from ..privacy.tradeoff import neighbors_label
-from ._common import Result, WorkFolder, check_out, check_out_dir, jsonable, set_threads
-from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, renamed_keywords
+from ._common import Result, WorkFolder, check_limit, check_out, check_out_dir, jsonable, one_policy, set_threads
+from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
 from ._model import load_model
+from ._public import public
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
     import datasets
@@ -42,7 +47,7 @@ if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at ru
 __all__ = ["audit", "audit_table", "AuditRun", "AuditTableRun"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class AuditRun(Result):
     """One audit: ``result`` (:class:`~memclaim.audits.result.AuditResult`: attacks with AUC and
     DeLong interval, TPR at a certified FPR, extraction, verifier, shadows, counterfactual) and,
@@ -62,8 +67,25 @@ class AuditRun(Result):
     def report(self) -> dict | None:
         return self.result.report
 
+    @property
+    def limited(self) -> str | None:
+        """What a ``limit`` run left out, in words (None for an audit of the whole inputs)."""
+        return limit_note(self.result.inputs)
+
+    @property
+    def verifier_line(self) -> str | None:
+        """The unlearning verifier in one line: its verdict for a model that went through
+        unlearning, the recovered fraction alone for any other model."""
+        v = self.result.verifier
+        if v is None:
+            return None
+        return verifier_reading(v.rate, v.threshold, unlearned=bool(self.result.model.get("unlearned")))
+
     def to_dict(self) -> dict:
-        return jsonable(self.result.to_dict())
+        d = self.result.to_dict()
+        if self.limited:
+            d["limited"] = self.limited
+        return jsonable(d)
 
     def to_pandas(self):
         """One row per attack: AUC with its interval and method, leak signal, TPR at the certified
@@ -89,7 +111,31 @@ class AuditRun(Result):
         return write_report(folder, self.bundle())
 
     def __repr__(self) -> str:
-        return f"AuditRun({self.result.headline()!r})"
+        r = self.result
+        if not r.attacks:
+            return f"AuditRun({r.n_members} members vs {r.n_nonmembers} controls; no attack was run)"
+        best = max(r.attacks, key=lambda e: e.auc.auc)
+        return (f"AuditRun({r.n_members} members vs {r.n_nonmembers} controls, {len(r.attacks)} attacks; strongest "
+                f"{best.attack}: AUC {best.auc.auc:.3f} [{best.auc.low:.3f}, {best.auc.high:.3f}])")
+
+    def _view(self):
+        """The notebook view: the report's headline box and its attack table."""
+        r = self.result
+        doc = Doc("Membership-inference and extraction audit").callout(r.headline(), "result")
+        rows = []
+        for e in r.attacks:
+            a, t = e.auc, e.tpr
+            tpr = "–" if t is None else f"{t.tpr:.3f} [{t.low:.3f}, {t.high:.3f}] at FPR {pct(t.certified_fpr)}"
+            rows.append((e.attack, f"{a.auc:.3f} [{a.low:.3f}, {a.high:.3f}]", f"{a.leak_signal:.2f}", tpr))
+        return doc.table(["attack", f"AUC [{100 * r.settings.confidence:g}% CI]", "leak signal 2AUC-1",
+                          "TPR at certified FPR"], rows)
+
+
+def limited_texts(ts: TextSet, limit: int) -> TextSet:
+    """The first ``limit`` records of one side of an audit, its inputs record saying so."""
+    if len(ts.records) <= limit:
+        return ts
+    return TextSet(ts.label, tuple(ts.records[:limit]), {**ts.inputs, "limit": limit, "records_total": len(ts.records)})
 
 
 def _cap(cap, cap_epsilon, cap_neighbors, cap_functional, cap_slack, cap_slack_note, shadows) -> CapSpec | None:
@@ -114,14 +160,14 @@ def _cap(cap, cap_epsilon, cap_neighbors, cap_functional, cap_slack, cap_slack_n
     return spec
 
 
-@renamed_keywords(nonmembers="controls", fpr="alpha", cap_relation="cap_neighbors",
-                  soundness_relation="soundness_neighbors")
+@public(renamed=dict(nonmembers="controls", fpr="alpha", cap_relation="cap_neighbors",
+                soundness_relation="soundness_neighbors", policy="policies"))
 def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
           members: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
           controls: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
           out: str | os.PathLike | None = None, reference: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple | None = None, shadows: int = 0,
           attacks: Sequence[str] | None = None, k: str | float | Fraction = "0.2", alpha: str | float | Fraction | None = None, confidence: float = 0.95,
-          prefix_tokens: int = DEFAULT_PREFIX_TOKENS, suffix_tokens: int = DEFAULT_SUFFIX_TOKENS, policy: str | None = "top-k:40", m: int = 1,
+          prefix_tokens: int = DEFAULT_PREFIX_TOKENS, suffix_tokens: int = DEFAULT_SUFFIX_TOKENS, policies: str | Sequence[str] | None = "top-k:40", m: int = 1,
           trigger: str | None = None, verifier_threshold: float = 0.15, kappa: float | None = None,
           soundness_epsilon: float | None = None, soundness_neighbors: str = "add-remove", cap: float | None = None,
           cap_epsilon: float | None = None, cap_neighbors: str = "add-remove", cap_functional: str | None = None,
@@ -130,10 +176,10 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
           shadow_lr: float | None = None, shadow_batch_size: int | None = None, shadow_seq_len: int | None = None,
           shadow_seed: int | None = None, shadow_warmup: int | None = None, shadow_background: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset | None = None,
           design_seed: int = 0, text_field: str | None = None, id_field: str | None = None,
-          input_format: str | None = None, dtype: str | None = None, sot: str | None = None,
+          input_format: str | None = None, limit: int | None = None, dtype: str | None = None, sot: str | None = None,
           device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
           batch_size: int | str = 16, trust_remote_code: bool = False, threads: int | None = None,
-          progress: ProgressCallback | None = None, log: LogCallback | None = None) -> AuditRun:
+          progress: bool | ProgressCallback = True, log: LogCallback | None = None) -> AuditRun:
     """Audit ``model`` on ``members`` vs non-member ``controls`` (``memclaim audit``): AUC with DeLong
     interval and leak signal 2 AUC - 1 for every attack, TPR at a certified FPR with a
     Clopper-Pearson interval, greedy and sampled extraction from each record's own prefix (and
@@ -142,13 +188,15 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     ``cap_epsilon`` for a pure-DP cap) when given.
 
     ``members``/``controls``: text files, lists of texts or records, or tables (pandas, pyarrow,
-    ``datasets.Dataset``), read as by :func:`memclaim.score`. ``alpha``: the target FPR
+    ``datasets.Dataset``), read as by :func:`memclaim.score`; ``limit``: only the first N of each
+    (a quick look, marked as limited in the report). ``alpha``: the target FPR
     (read exactly; default 0.01 when the controls can certify it, else dropped with a note;
     given explicitly, an FPR the controls cannot certify is refused). ``cap_neighbors``,
     ``soundness_neighbors``: 'add-remove' or 'replace-one'. Renamed in 0.2 (the old names
     still work, with a DeprecationWarning): nonmembers -> controls, fpr -> alpha,
-    cap_relation -> cap_neighbors, soundness_relation -> soundness_neighbors. ``policy``: the
-    sampling policy of the extraction audit (None: greedy only). ``kappa`` with
+    cap_relation -> cap_neighbors, soundness_relation -> soundness_neighbors, policy ->
+    policies. ``policies``: the sampling policy of the extraction audit, a string or a list of
+    one (None or 'none': greedy only). ``kappa`` with
     ``soundness_epsilon``: the canary soundness check ([MX] Cor. 5.3). ``out``: the score store,
     shadows and report go there as the CLI writes them (re-running reuses everything);
     ``out=None`` works in a temporary folder and writes no report until ``save(folder)``.
@@ -169,6 +217,12 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     set_threads(threads)
     if out is not None:  # OUT/scores and the report: refused now, not after scoring
         check_out(out, store="scores", report=True)
+    policy = one_policy(policies, what="the extraction audit")
+    if check_limit(limit) is not None:  # the first N members and the first N controls, recorded as limited
+        members = limited_texts(read_texts(members, label="members", text_field=text_field, id_field=id_field,
+                                           fmt=input_format), limit)
+        controls = limited_texts(read_texts(controls, label="nonmembers", text_field=text_field, id_field=id_field,
+                                            fmt=input_format), limit)
     explicit_fpr = alpha is not None
     if isinstance(attacks, str):
         attacks = tuple(a.strip() for a in attacks.split(",") if a.strip())
@@ -205,13 +259,26 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
                     input_format=input_format, dtype=m_loaded.dtype, sot=sot,
                     allow_mixed_numerics=allow_mixed_numerics, progress=progress, log=log,
                     strict_fpr=explicit_fpr, trust_remote_code=trust_remote_code)
+    # the verifier gives a verdict only on a model that went through unlearning (memclaim_train.json
+    # of `memclaim train unlearn`); any other model's recovered fraction is reported as a number
+    res = replace(res, model={**res.model, "unlearned": _was_unlearned(m_loaded)})
     if out is not None:
         res = write_audit_report(res, out)
     return AuditRun(result=res, work=work)
 
 
+def _was_unlearned(model) -> bool:
+    path = getattr(model, "path", None)
+    if path is None:
+        return False
+    try:
+        return read_json_object(Path(path) / TRAIN_FILE, "training manifest").get("kind") == "unlearn"
+    except InputError:
+        return False
+
+
 # ------------------------------------------------------------------ the disagreement table
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class AuditTableRun(Result):
     """The audit-disagreement table ([MX] Fig. 12): ``result``
     (:class:`~memclaim.audits.table_run.TableResult`: the table and one detail per instance).
@@ -248,10 +315,11 @@ class AuditTableRun(Result):
         return f"AuditTableRun({len(self.result.table.rows)} instances x {len(self.result.table.columns)} audits)"
 
 
+@public
 def audit_table(spec: Mapping | str | Path | TableSpec, *, out: str | os.PathLike | None = None, base_dir: str | os.PathLike | None = None, threads: int | None = None,
                 dtype: str | None = None, device: str | None = None, device_map: str | None = None,
                 max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None,
-                allow_mixed_numerics: bool = False, progress: ProgressCallback | None = None,
+                allow_mixed_numerics: bool = False, progress: bool | ProgressCallback = True,
                 log: LogCallback | None = None) -> AuditTableRun:
     """Run the audits of every instance of ``spec`` (a JSON file or a dict; format:
     :data:`memclaim.audits.table_spec.TABLE_SPEC_DOC`, paths relative to the file's folder or

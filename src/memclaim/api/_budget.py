@@ -13,17 +13,22 @@ from ..errors import DomainError
 from ..report.budget import budget_report
 from ..report.core import sci_from_log10, write_report
 from ._common import Result, check_out_dir, jsonable
+from ._public import public
 
 __all__ = ["budget", "BudgetResult"]
 
 
-def _number(name: str, v) -> float | None:
+def _number(name: str, v, example: str = "1e-6") -> float | None:
+    """A number given as a number or its text ('1e-6'); None stays None. A bool is not a number
+    (True would be read as p = 1), nor is a list."""
     if v is None:
         return None
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)) and not hasattr(v, "__float__"):
+        raise DomainError(f"{name} must be a number, got {type(v).__name__} {v!r}", hint=f"e.g. {name} {example}")
     try:
         return float(v)
     except (TypeError, ValueError):
-        raise DomainError(f"{name} must be a number, got {v!r}", hint=f"e.g. {name} 1e-6") from None
+        raise DomainError(f"{name} must be a number, got {v!r}", hint=f"e.g. {name} {example}") from None
 
 
 def _n_text(q: QueryBudget) -> str:
@@ -34,7 +39,7 @@ def _n_text(q: QueryBudget) -> str:
     return f"{sci_from_log10(q.log10_n, 4)} (log10 n = {q.log10_n:.6g})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class BudgetResult(Result):
     """The budget of one per-query probability: ``queries`` (the
     :class:`~memclaim.claims.budget.QueryBudget` n_delta), the statement in words, and with a
@@ -70,6 +75,7 @@ class BudgetResult(Result):
         return f"BudgetResult({self.statement!r})"
 
 
+@public
 def budget(*, p: float | str | None = None, log10_p: float | str | None = None, log_p: float | str | None = None, delta: float = 0.05, n: float | None = None,
            log10_n: float | None = None, out: str | os.PathLike | None = None) -> BudgetResult:
     """Query budgets for a per-query probability (``memclaim budget``): exactly one of ``p``,
@@ -84,8 +90,11 @@ def budget(*, p: float | str | None = None, log10_p: float | str | None = None, 
     """
     if out is not None:
         check_out_dir(out)
-    if not 0 < delta < 1:
+    delta_v = _number("--delta", delta, "0.05")
+    if delta_v is None or not 0 < delta_v < 1:
         raise DomainError(f"--delta must lie strictly between 0 and 1, got {delta!r}", hint="e.g. --delta 0.05")
+    delta = delta_v
+    n, log10_n = _number("--n", n, "1e5"), _number("--log10-n", log10_n, "30")
     log_p = parse_probability(p=_number("--p", p), log10_p=_number("--log10-p", log10_p),
                               log_p=_number("log_p", log_p))
     q = queries_needed(log_p=log_p, delta=delta)
@@ -94,7 +103,8 @@ def budget(*, p: float | str | None = None, log10_p: float | str | None = None, 
     if log_p == -math.inf:
         statement = "A sequence with per-query probability 0 is never generated, whatever the budget."
     if n is not None and log10_n is not None:
-        raise DomainError("give --n or --log10-n, not both")
+        raise DomainError(f"give --n or --log10-n, not both (got --n {n:g} and --log10-n {log10_n:g})",
+                          hint="--log10-n is for budgets beyond 1e308; otherwise pass --n only")
     at_n = None
     if n is not None or log10_n is not None:
         if log10_n is not None:

@@ -24,17 +24,20 @@ from ..errors import InputError
 from ..fsutil import sha256_bytes, sha256_file
 from ..progress import LogCallback, ProgressCallback
 from ..report.census import census_headline, census_pairs_report
-from ..report.core import write_report
+from ..report.core import Doc, fmt_num, pct, write_report
+from ..report.words import limit_note
 from ..scoring.engine import CENSUS_STATS
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, index_windows, run_scoring
-from ..text.io import read_document
+from ..text.io import read_document, text_key
 from ..text.spans import exclude_spans_from_lines, parse_exclude_spans
 from ..validate import batch_size as check_batch_size, in_open_unit, integer, query_budget
-from ._common import (Document, Result, WorkFolder, build_prompt_rule, check_out, cut_windows, document_path,
+from ._common import (Document, Result, WorkFolder, build_prompt_rule, check_limit, check_out, cut_windows,
+                      document_path,
                       jsonable, make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
 from ._model import load_model
 from ._runs import store_input_record, stored_test_procedure
+from ._public import public
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
     import transformers
@@ -44,7 +47,7 @@ if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at ru
 __all__ = ["census", "CensusRun"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class CensusRun(Result):
     """The census of every document/control pair (``census``:
     :class:`~memclaim.claims.census_pairs.CensusOfPairs`, one
@@ -66,18 +69,25 @@ class CensusRun(Result):
 
     @property
     def headlines(self) -> list[str]:
-        """One sentence per document: coverage above tau_doc and how tau_doc was set."""
-        return [census_headline(r) for r in self.census.results]
+        """One sentence per document: coverage above tau_doc under the decoding policy used, and
+        how tau_doc was set."""
+        return [census_headline(r, self.census.procedure) for r in self.census.results]
 
     @property
     def results(self):
         return self.census.results
+
+    @property
+    def limited(self) -> str | None:
+        """What a ``limit`` run left out, in words (None for a census of whole documents)."""
+        return limit_note(self.inputs)
 
     def to_dict(self) -> dict:
         c = self.census
         several = len(self.pairs) > 1
         res = [jsonable(r.to_dict()) for r in c.results]
         return jsonable({
+            **({"limited": self.limited} if self.limited else {}),
             "headlines": self.headlines, "log10_tau": [r.log10_tau for r in c.results],
             "coverage": [r.coverage for r in c.results], "n_flagged": len(c.flagged), "report": self.report,
             "policy": self.policy, "store": self.store, "global": bool(self.use_global),
@@ -117,7 +127,21 @@ class CensusRun(Result):
         return load_run_scores(self.store, run=self.runs[(pair, role)].run_id, policy=self.policy)
 
     def __repr__(self) -> str:
-        return f"CensusRun({self.headlines!r})"
+        rs = self.census.results
+        parts = [f"{r.document_name}: {pct(r.coverage)} covered above tau_doc = 1e{r.log10_tau}" for r in rs[:2]]
+        more = f", +{len(rs) - 2} more" if len(rs) > 2 else ""
+        return f"CensusRun({'; '.join(parts)}{more}; policy {self.policy})"
+
+    def _view(self):
+        """The notebook view: each document's headline in the report's claim box, and the
+        per-document table of :meth:`to_pandas`."""
+        doc = Doc("Single-document census")
+        for r, line in zip(self.census.results, self.headlines):
+            doc.callout(line, "claim" if r.coverage > 0 else "null")
+        rows = [(d["document"], d["control"], d["n_windows"], f"1e{d['log10_tau']}", pct(d["coverage"]),
+                 d["n_windows_above"], fmt_num(d["max_margin"])) for d in self.to_dict()["pairs"]]
+        return doc.table(["document", "control", "windows", "tau_doc", "coverage", "windows above tau",
+                          "largest margin (log10)"], rows)
 
 
 def _text_of(x, texts: dict):
@@ -141,12 +165,14 @@ def _exclusions(exclude_spans, control_specs):
     return exclude_spans_from_lines(list(exclude_spans), control_specs)
 
 
+@public(renamed=dict(policy="policies"))
 def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
            document: str | os.PathLike | Document | None = None,
            control: str | os.PathLike | Document | None = None, *, pairs: Sequence[tuple] = (), stride: int,
            prefix_tokens: int | None = None, suffix_tokens: int | None = None,
            policies: Sequence[str] | str | None = ("top-k:40",), prompt_templates: Sequence[str] = (),
-           chat_template: bool = False, aggregate: str = "max", near_verbatim: Sequence[int] = (),
+           chat_template: bool = False, aggregate: str = "max", limit: int | None = None,
+           near_verbatim: Sequence[int] = (),
            beams: Sequence[int] = (), exclude_spans: str | os.PathLike | Sequence[str] | None = None, references: Sequence[str | os.PathLike | Document] = (), min_similarity: float = 90.0,
            use_global: bool = False, budget_delta: float | None = 0.05, realistic_budget: float = 1e5,
            controls_description: str | None = None, out: str | os.PathLike | None = None, batch_size: int | str = 16, unit_size: int = 64,
@@ -154,14 +180,15 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
            gpus_per_worker: float = 0.0, threads_per_worker: int = 1, dtype: str | None = None,
            device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
            sot: str | None = None, allow_pickle: bool = False, trust_remote_code: bool = False,
-           threads: int | None = None, progress: ProgressCallback | None = None,
+           threads: int | None = None, progress: bool | ProgressCallback = True,
            log: LogCallback | None = None) -> CensusRun:
     """Census of ``document`` against its matched ``control`` ([EM] §5) (``memclaim census``).
 
     ``document``/``control``: text files or :class:`memclaim.Document` values; ``pairs`` adds
     more (document, control) pairs, read at one global threshold with ``use_global`` ([EM] §7).
     Windows of ``prefix_tokens`` + ``suffix_tokens`` (default 50 + 50) every ``stride`` tokens;
-    stride = suffix length tiles the text. The census uses the first of ``policies`` (a
+    stride = suffix length tiles the text; ``limit``: only each document's first N windows (a quick
+    look, marked as limited in the report). The census uses the first of ``policies`` (a
     probability score; greedy's 0/1 score has no threshold). ``exclude_spans``: an exclusion file
     or a list of its lines ('text: QUOTE', 'START END', 'CONTROL START END'). ``references``:
     texts (files or Documents) searched for near-verbatim copies of high-scoring control windows
@@ -193,7 +220,8 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
         raise InputError("no document to census", hint="pass --document BOOK --control BOOK (or --pair DOC CTRL)")
     if any(len(p) != 2 for p in pair_items):
         raise InputError("every pair is (document, control)", hint="e.g. pairs=[('a.txt', 'a-control.txt')]")
-    integer("--stride", stride, minimum=1)
+    stride = integer("--stride", stride, minimum=1)  # 8.0 is the stride 8 (sliding_windows slices by it)
+    check_limit(limit)
     prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens)
     if budget_delta is not None:
         in_open_unit("--budget-delta", budget_delta)
@@ -202,6 +230,8 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
     batch_size = check_batch_size(batch_size)
     query_budget("--budget", realistic_budget)
     pols = policies_of(policies)
+    nv = near_verbatim_settings(near_verbatim, beams)  # every option is checked before the model loads
+    prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
     tested = pols[0]
     if tested.is_binary:
         raise InputError(f"the census needs a probability score, but the first --policy is {tested.spec!r} "
@@ -214,12 +244,23 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
     for d, c in pair_items:
         docs.append((_text_of(d, files), _text_of(c, files)))
     refs_read = [_text_of(r, files) for r in references]
-    for (d, c), (dt, ct) in zip(pair_items, docs):
+    seen_pairs: dict[tuple[str, str], int] = {}
+    for i, ((d, c), (dt, ct)) in enumerate(zip(pair_items, docs)):
         same_path = dt[3] is not None and ct[3] is not None and Path(d).resolve() == Path(c).resolve()
-        if same_path or dt[1] == ct[1]:
+        # the same text whatever its line endings, wrapping or Unicode normal form (issue 25)
+        dkey, ckey = text_key(dt[0]), text_key(ct[0])
+        if same_path or dt[1] == ct[1] or dkey == ckey:
+            how = "" if same_path or dt[1] == ct[1] else " (once line endings, whitespace and Unicode form are ignored)"
             raise InputError(f"the document {str(dt[3] or dt[2])!r} and its control {str(ct[3] or ct[2])!r} are the "
-                             "same text: a document censused against itself sets tau_doc from its own scores",
+                             f"same text{how}: a document censused against itself sets tau_doc from its own scores",
                              hint="pass a matched control the model cannot have seen (same author, genre, length)")
+        if (dkey, ckey) in seen_pairs:
+            j = seen_pairs[(dkey, ckey)]
+            raise InputError(f"pair {i + 1} ({str(dt[3] or dt[2])!r}, {str(ct[3] or ct[2])!r}) repeats pair {j + 1} "
+                             f"({str(docs[j][0][3] or docs[j][0][2])!r}, {str(docs[j][1][3] or docs[j][1][2])!r}): the "
+                             "same document and control would be censused and reported twice",
+                             hint="give each (document, control) pair once")
+        seen_pairs[(dkey, ckey)] = i
     control_specs = [(ct[3] or ct[2], ct[2], ct[0]) for _, ct in docs]
     exclusions = _exclusions(exclude_spans, control_specs)
     refs = {}
@@ -237,12 +278,10 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
             label = f"{role}-{i + 1}" if several else role
             arg = src if info[3] is not None else Document(info[0], name=info[2])
             cut = cut_windows(m, document=arg, stride=stride, prefix_tokens=prefix_tokens,
-                              suffix_tokens=suffix_tokens, label=label)
-            jobs.append((i, role, info, label, cut))
-    prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
+                              suffix_tokens=suffix_tokens, label=label, limit=limit)
+            jobs.append((i, role, info, cut[3], cut))  # cut[3]: the label, '[:N]' added by --limit
     for _, _, info, label, cut in jobs:  # every window fits the model, before any scoring
         index_windows(m, cut[0], prompt_rule, what=str(info[3] or info[2]))  # streaming: keys only
-    nv = near_verbatim_settings(near_verbatim, beams)
     backend_obj = make_backend(m, pols, backend=backend, address=address, workers=workers,
                                gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,
                                batch_size=batch_size, log=log)
@@ -252,7 +291,7 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
     nv_tested = max(nv["epsilons"]) if nv else None
     # every control first: a control whose every window sits at the atom (-inf, e.g. under top-k)
     # leaves no threshold ([EM] C.4.4, Eq. 31); stop before scoring the documents, with the fix
-    for i, role, info, label, (windows, inputs, _, _) in sorted(jobs, key=lambda j: j[1] != "control"):
+    for i, role, info, label, (windows, inputs, *_) in sorted(jobs, key=lambda j: j[1] != "control"):
         scored[(i, role)] = run_scoring(m, windows, policies=pols, prefix_tokens=prefix_tokens,
                                         suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store,
                                         label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,

@@ -7,6 +7,7 @@ CLI is a thin layer over these functions, and both say the same thing.
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -15,22 +16,23 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..decoding import Policy, parse_policies
-from ..errors import InputError
+from ..errors import InputError, PolicyError
 from ..fsutil import sha256_bytes
 from ..jsonutil import dumps, to_jsonable
+from ..report.core import Doc, check_report_folder, invocation_text, invoked_as, render_fragment
 from ..scoring.prompts import PromptRule
 from ..scoring.ray_backend import RayBackend, require_ray
 from ..scoring.runner import normalize_near_verbatim
-from ..text.io import read_document, read_passages
+from ..text.io import check_unicode, read_document, read_passages, text_key
 from ..text.tables import passages_from_object
-from ..report.core import check_report_folder
 from ..scoring.store import foreign_entries
 from ..text.windows import passage_windows, sliding_windows
+from ..validate import integer
 from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, check_out_dir, set_threads, window_lengths
 
 __all__ = ["Document", "DEFAULT_PREFIX_TOKENS", "DEFAULT_SUFFIX_TOKENS", "DEFAULT_POLICY", "window_lengths",
-           "policies_of", "check_out_dir", "check_out", "set_threads", "near_verbatim_settings", "make_backend",
-           "build_prompt_rule", "cut_windows", "Result", "WorkFolder"]
+           "policies_of", "one_policy", "check_out_dir", "check_out", "set_threads", "near_verbatim_settings",
+           "make_backend", "build_prompt_rule", "cut_windows", "check_limit", "limited_label", "Result", "WorkFolder"]
 
 DEFAULT_POLICY = "top-k:40"
 
@@ -47,8 +49,13 @@ class Document:
     name: str = "document"
 
     def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise InputError(f"a Document's name must be a non-empty string, got {self.name!r}",
+                             hint="e.g. Document(text, name='genesis')")
+        check_unicode(self.name, "the document's name")
         if not isinstance(self.text, str) or not self.text.strip():
             raise InputError(f"document {self.name!r} is empty or not a text", hint="pass the document's text")
+        check_unicode(self.text, "the text", f"document {self.name!r}")
 
 
 def document_path(x, what: str = "document") -> Path:
@@ -90,18 +97,78 @@ def check_out(out, *, store: str | None = None, report: bool = False, option: st
 
 
 def policies_of(policies) -> tuple[Policy, ...]:
-    """Decoding policies from a spec string, Policy objects or a sequence of either (default top-k:40)."""
-    if policies is None or (not isinstance(policies, str) and len(policies) == 0):
+    """Decoding policies from a spec string, Policy objects or a sequence of either; None is the
+    default (top-k:40). An empty sequence names no policy and is refused: it must not silently
+    mean the default (issue 25).
+
+    >>> [p.spec for p in policies_of(["full", "greedy"])], policies_of(None)[0].spec
+    (['full', 'greedy'], 'top-k:40')
+    """
+    if policies is None:
         policies = (DEFAULT_POLICY,)
+    elif isinstance(policies, (str, Policy)):
+        policies = (policies,)
+    else:
+        try:
+            policies = list(policies)
+        except TypeError:
+            raise PolicyError(f"policies must be a policy string or a list of them, got {type(policies).__name__} "
+                              f"{policies!r}", hint="e.g. policies=['top-k:40', 'greedy']") from None
+        if not policies:
+            raise PolicyError("policies=[] names no decoding policy",
+                              hint=f"name at least one, e.g. policies=['top-k:40'], or leave policies out for "
+                                   f"the default {DEFAULT_POLICY}")
+    bad = [p for p in policies if not isinstance(p, (str, Policy))]
+    if bad:
+        raise PolicyError(f"a decoding policy is a string such as 'top-k:40', got {type(bad[0]).__name__} {bad[0]!r}",
+                          hint="e.g. policies=['full', 'greedy', 'temperature:0.7']")
     return parse_policies(policies)
 
 
+def _edit_counts(value, what: str) -> tuple[int, ...]:
+    """Whole numbers given as one int or a sequence of ints; a string is not a sequence of ints
+    ('12' is not [1, 2]), nor is a bool or a float with a fraction."""
+    if isinstance(value, (str, bytes)):
+        raise InputError(f"{what} must be whole numbers, got the string {value!r}",
+                         hint=f"pass a list of integers, e.g. {what}=[1, 2] (a string is read as nothing else)")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = (value,)
+    try:
+        items = list(value)
+    except TypeError:
+        raise InputError(f"{what} must be whole numbers, got {type(value).__name__} {value!r}",
+                         hint=f"e.g. {what}=[1, 2]") from None
+    return tuple(integer(what, v) for v in items)
+def one_policy(policies, *, what: str, default: str | None = None) -> str | None:
+    """The one policy of a function that uses one (``test``, ``audit``), from ``policies`` given as
+    everywhere else: a spec string (a combination such as 'top-k:40,temperature:0.7' is one
+    policy), a Policy, or a sequence of one of them; None (or an empty sequence) -> ``default``.
+
+    >>> one_policy(["full"], what="test"), one_policy("top-k:40", what="test"), one_policy(None, what="test")
+    ('full', 'top-k:40', None)
+    """
+    if policies is None or (not isinstance(policies, (str, Policy)) and len(policies) == 0):
+        return default
+    if isinstance(policies, (str, Policy)):
+        return policies.spec if isinstance(policies, Policy) else policies
+    items = list(policies)
+    if len(items) > 1:
+        raise InputError(f"{what} uses one policy, got {len(items)}: {', '.join(map(str, items))}",
+                         hint=f"pass one, e.g. policies={str(items[0])!r} (score every policy first with "
+                              "memclaim.score(..., policies=[...]) and call it once per policy)")
+    x = items[0]
+    return x.spec if isinstance(x, Policy) else str(x)
+
+
 def near_verbatim_settings(nv_eps: Sequence[int] = (), nv_beams: Sequence[int] = ()) -> dict | None:
-    """Near-verbatim epsilons and beams ([EM] App. B.1 Eq. 2, §6) as run_scoring's argument."""
-    if isinstance(nv_eps, int):
-        nv_eps = (nv_eps,)
-    if isinstance(nv_beams, int):
-        nv_beams = (nv_beams,)
+    """Near-verbatim epsilons and beams ([EM] App. B.1 Eq. 2, §6) as run_scoring's argument: each
+    a whole number or a list of them (a string such as '12' is refused, not read as [1, 2]).
+
+    >>> near_verbatim_settings([2, 1], 8)
+    {'epsilons': [1, 2], 'beams': [8]}
+    """
+    nv_eps = _edit_counts(nv_eps if nv_eps is not None else (), "near_verbatim")
+    nv_beams = _edit_counts(nv_beams if nv_beams is not None else (), "beams")
     if nv_beams and not nv_eps:
         raise InputError("--beam applies to --near-verbatim", hint="add --near-verbatim EPS")
     if not nv_eps:
@@ -144,15 +211,50 @@ def build_prompt_rule(templates=(), chat: bool = False, aggregate: str = "max") 
     """The prompt rule f_P: the natural prefix, or templates filled with {prefix}/{suffix} ([EM] Eq. 15)."""
     if isinstance(templates, str):
         templates = (templates,)
-    return PromptRule(templates=tuple(templates or ()), chat=bool(chat), aggregate=aggregate)
+    try:
+        templates = tuple(templates or ())
+    except TypeError:
+        raise InputError(f"prompt_templates must be a template string or a list of them, got "
+                         f"{type(templates).__name__} {templates!r}",
+                         hint="e.g. prompt_templates=['Continue: {prefix}']") from None
+    return PromptRule(templates=templates, chat=bool(chat), aggregate=aggregate)
+
+
+def check_limit(limit) -> int | None:
+    """``--limit N`` (score only the first N texts, or the first N windows of a document): a whole
+    number >= 1, or None for everything.
+
+    >>> check_limit(None), check_limit(10)
+    (None, 10)
+    """
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InputError(f"--limit must be a whole number >= 1, got {limit!r}",
+                         hint="e.g. --limit 10 to score the first 10 texts (or a document's first 10 windows); "
+                              "omit it to score everything")
+    return limit
+
+
+def limited_label(label: str, limit: int | None) -> str:
+    """The run label of a limited run ('members[:10]'): a store never mistakes it for the full run."""
+    return label if limit is None else f"{label}[:{limit}]"
 
 
 def cut_windows(model, texts=None, *, document=None, stride=None, prefix_tokens: int | None,
                 suffix_tokens: int | None, text_field=None, id_field=None, input_format=None, label=None,
-                prefix_field=None, suffix_field=None, what: str = "texts"):
+                prefix_field=None, suffix_field=None, what: str = "texts", limit: int | None = None):
     """Read passages (a file path, a list of texts or records, a table) or a document (a path or a
-    :class:`Document`) and cut windows -> (WindowSet, inputs dict, skipped_empty, label).
-    ``prefix_tokens``/``suffix_tokens`` None (with prefix/suffix fields): the whole field."""
+    :class:`Document`) and cut windows -> (WindowSet, inputs dict, skipped_empty, label, text key).
+    The text key names the texts whatever their file, order, ids, line endings or whitespace
+    (:func:`memclaim.text.io.text_key`): a set tested against its own copy is refused with it.
+    ``prefix_tokens``/``suffix_tokens`` None (with prefix/suffix fields): the whole field.
+
+    ``limit`` (``--limit N``, the one place it is applied): only the first N records, or a
+    document's first N windows, are cut; when it cuts anything, the inputs record says so
+    (``limit``, and ``records_total`` or ``windows_total``) and the label gains ``[:N]``, so a
+    limited run is never taken for the full one, in the store or in a report."""
+    limit = check_limit(limit)
     if document is not None:
         if prefix_field is not None or suffix_field is not None:
             raise InputError("--prefix-field/--suffix-field apply to passage files, not to --document",
@@ -171,7 +273,12 @@ def cut_windows(model, texts=None, *, document=None, stride=None, prefix_tokens:
                              stride=stride, source=name)
         inputs = {"document": where if where is not None else f"(text in memory: {name})", "sha256": digest,
                   "stride": stride, "chars": len(text)}
-        return ws, inputs, 0, label or f"document:{name}"
+        label = label or f"document:{name}"
+        if limit is not None and len(ws) > limit:
+            inputs.update(limit=limit, windows_total=len(ws))
+            ws.n_windows = limit  # a DocumentWindows makes its windows on demand, from the first n_windows
+            label = limited_label(label, limit)
+        return ws, inputs, 0, label, text_key(text)
     if stride is not None:
         raise InputError("--stride applies to --document only", hint="drop --stride, or pass --document FILE")
     if texts is None:
@@ -185,11 +292,18 @@ def cut_windows(model, texts=None, *, document=None, stride=None, prefix_tokens:
             raise InputError("--format applies to files, not to texts given in memory", hint="drop format")
         ps, kind = passages_from_object(texts, source=what, **fields)
         where, default_label = f"({kind} in memory)", what
-    ws = passage_windows(ps.records, model.tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens)
+    records = ps.records
     inputs = {"passages": where, "sha256": ps.sha256, "records": len(ps.records) + ps.skipped_empty}
+    label = label or default_label
+    if limit is not None and len(records) > limit:
+        records = records[:limit]
+        inputs.update(limit=limit, records_total=len(ps.records))
+        label = limited_label(label, limit)
+    ws = passage_windows(records, model.tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens)
     if prefix_field is not None:
         inputs.update(prefix_field=prefix_field, suffix_field=suffix_field)
-    return ws, inputs, ps.skipped_empty, label or default_label
+    key = sha256_bytes("\n".join(sorted(text_key(r.text) for r in records)).encode("ascii"))
+    return ws, inputs, ps.skipped_empty, label, key
 
 
 # ------------------------------------------------------------------------------ results
@@ -212,10 +326,30 @@ class WorkFolder:
         return f"WorkFolder({str(self.path)!r}{', temporary' if self.temporary else ''})"
 
 
+def _as_made(method):
+    """Run a result's report-rendering method with the invocation that made the result in force
+    (unless one is already: inside the call that made it, or inside a command line)."""
+    @functools.wraps(method)
+    def inner(self, *args, **kwargs):
+        with invoked_as(getattr(self, "_invocation", None)):
+            return method(self, *args, **kwargs)
+
+    inner._as_made = True
+    return inner
+
+
 class Result:
     """The base of every API result: a frozen value with ``to_dict()`` (JSON-ready: what the CLI
     prints with ``--json``), ``to_pandas()`` where tabular, and ``save(folder)`` (the files the
-    CLI writes)."""
+    CLI writes). A report rendered from a result (``save``, ``bundle``) names the call that made
+    the result, however much later it is saved."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in ("save", "bundle"):
+            f = cls.__dict__.get(name)
+            if f is not None and not getattr(f, "_as_made", False):
+                setattr(cls, name, _as_made(f))
 
     def to_dict(self) -> dict:  # pragma: no cover - every result defines it
         raise NotImplementedError
@@ -232,6 +366,22 @@ class Result:
 
     def _repr_pretty_(self, p, cycle):  # IPython: a short line, not the whole dataclass
         p.text(repr(self))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    def _view(self):
+        """The notebook view's document (:class:`memclaim.report.core.Doc`): a callout and the key
+        table; results override it with their report's own claim box and table."""
+        d = self.to_dict()
+        rows = [(k, v) for k, v in d.items() if isinstance(v, (str, int, float, bool)) or v is None][:12]
+        return Doc(type(self).__name__).callout(repr(self), "result").table(["field", "value"], rows)
+
+    def _repr_html_(self) -> str:
+        """The result in a notebook: its claim box and key table, rendered by the template of the
+        HTML reports (:func:`memclaim.report.core.render_fragment`), and how it was made."""
+        inv = getattr(self, "_invocation", None)
+        return render_fragment(self._view(), provenance=f"made by {invocation_text(inv)}" if inv else "")
 
 
 def jsonable(d: Any) -> Any:

@@ -1,8 +1,10 @@
 """``memclaim demo``'s computations, stage by stage, on the built-in tiny GPT (the CLI prints them):
 scoring the planted members, held-out controls and a document pair into one store; the claims
-(population test and census, one report); the canaries the privacy section reads; the
-membership-inference audit. Each stage returns JSON-ready data; ``log`` receives the lines a
-person reads (headlines, where the reports are)."""
+(population test and census, one report); the privacy section (its report); the
+membership-inference audit; the index linking the reports. Each stage returns JSON-ready data;
+``log`` receives the lines a person reads (headlines, where the reports are) and ``progress``
+the progress of every step, building the tiny GPT on first use included
+(:func:`memclaim.progress.reporting`); transformers' own bars and warnings stay off."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,11 +19,15 @@ from ..claims.population import population_claim
 from ..claims.scores import exact_level
 from ..decoding import parse_policies
 from ..errors import InputError
-from ..progress import LogCallback, ProgressCallback, emit_log
+from ..fsutil import write_files
+from ..models.quiet import quiet_libraries
+from ..privacy.demo import run_demo_section
+from ..progress import LogCallback, ProgressCallback, emit_log, reporting
 from ..report.audit import write_audit_report
 from ..report.census import census_headline
 from ..report.core import write_report
-from ..report.demo import demo_claims_report
+from ..report.words import verifier_reading
+from ..report.demo import demo_claims_report, demo_index, demo_privacy_report, privacy_summary_lines
 from ..report.population import headline
 from ..scoring.prompts import PromptRule
 from ..scoring.results import load_run_scores
@@ -32,9 +38,14 @@ from ..train.corpus import MarkovZipf
 from ..train.toy import toy_data
 from ._common import check_out
 from ._model import load_model
+from ._runs import stored_test_procedure
 
 __all__ = ["PREFIX", "SUFFIX", "POLICIES", "CLAIM_POLICY", "demo_scoring", "demo_claims", "demo_claims_of",
-           "demo_canaries", "demo_audits", "check_demo_options"]
+           "demo_canaries", "demo_privacy", "demo_audits", "demo_finish", "check_demo_options", "NEXT_COMMAND"]
+
+# what the demo tells a reader to try next, on their own model (its --help has examples that run)
+NEXT_COMMAND = ("memclaim population MODEL --members MEMBERS.jsonl --controls CONTROLS.jsonl --out my-claim "
+                "(MODEL: a HF folder, a .gguf file, smollm2 or gemma3-270m; examples: memclaim population --help)")
 
 PREFIX, SUFFIX = 32, 32
 POLICIES = ("full", "top-k:40", "greedy")
@@ -54,9 +65,13 @@ def demo_scoring(out, *, progress: ProgressCallback | None = None, log: LogCallb
     (sliding windows, stride 8) into ``out/store`` under :data:`POLICIES`. Returns the model, its
     data, the runs and the per-duplication score summary (``scoring``: median log10 q, share of
     q > 0 under top-k:40, greedy match). ``log`` gets one line on the model before any scoring."""
-    out = Path(out)
+    with reporting(progress, log), quiet_libraries():
+        return _demo_scoring(Path(out), progress=progress, log=log)
+
+
+def _demo_scoring(out: Path, *, progress, log) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    data = toy_data()
+    data = toy_data()  # builds the tiny GPT on first use, reporting its progress (train/toy.py)
     model = load_model("toy")
     members = [r for r in data["planted"] if r["id"].startswith("member")]
     controls = [r for r in data["held_out"] if r["id"].startswith("control")]
@@ -123,9 +138,9 @@ def demo_claims(*, member_logq, control_logq, census_inputs: dict | None = None,
                              kind="log-prob", candidate_ids=member_ids, control_ids=control_ids,
                              budget_delta=0.05)
     t = claim.primary_test
-    summary = {"population": {"headline": headline(claim), "k": t.k, "alpha_n": t.alpha_n, "n_claimed": t.n_claimed,
+    summary = {"population": {"headline": headline(claim, procedure), "k": t.k, "alpha_n": t.alpha_n, "n_claimed": t.n_claimed,
                               "n_candidates": t.n_candidates, "threshold_log10_prob": t.threshold_log10_prob}}
-    emit_log(log, headline(claim))
+    emit_log(log, headline(claim, procedure))
     res = bv = None
     flagged, doc_text = (), None
     if census_inputs is not None:
@@ -134,8 +149,9 @@ def demo_claims(*, member_logq, control_logq, census_inputs: dict | None = None,
         res = census(doc_w, ctl_w, exclude_spans=excl)
         bv = census_budget_view(res.heat_log10, log10_tau=res.log10_tau)
         flagged = flag_near_verbatim(ctl_w, ctl_text, candidate_text=doc_text) if ctl_text and doc_text else ()
-        summary["census"] = {"headline": census_headline(res), "log10_tau": res.log10_tau, "coverage": res.coverage}
-        emit_log(log, census_headline(res))
+        summary["census"] = {"headline": census_headline(res, procedure), "log10_tau": res.log10_tau,
+                             "coverage": res.coverage}
+        emit_log(log, census_headline(res, procedure))
     bundle = demo_claims_report(claim, census=res, census_budget=bv, flagged=flagged, document_text=doc_text,
                                 procedure=procedure)
     summary["report"] = write_report(Path(out_dir), bundle)
@@ -146,6 +162,11 @@ def demo_claims(*, member_logq, control_logq, census_inputs: dict | None = None,
 def demo_claims_of(scored: dict, *, out_dir, alpha="0.05", log: LogCallback | None = None) -> dict:
     """:func:`demo_claims` on :func:`demo_scoring`'s runs under :data:`CLAIM_POLICY`: the planted
     members against the held-out controls, and the planted document against the held-out one."""
+    with quiet_libraries():
+        return _demo_claims_of(scored, out_dir=out_dir, alpha=alpha, log=log)
+
+
+def _demo_claims_of(scored: dict, *, out_dir, alpha="0.05", log: LogCallback | None = None) -> dict:
     store, runs, docs = scored["store"], scored["runs"], scored["documents"]
     dm = load_run_scores(store, run=runs["document-member"].run_id, policy=CLAIM_POLICY)
     dc = load_run_scores(store, run=runs["document-control"].run_id, policy=CLAIM_POLICY)
@@ -158,7 +179,7 @@ def demo_claims_of(scored: dict, *, out_dir, alpha="0.05", log: LogCallback | No
                     "text": docs["document-control"], "name": "document-control (held out)"},
     }
     return demo_claims(member_logq=mf.logq, control_logq=cf.logq, census_inputs=census_inputs, out_dir=out_dir,
-                       alpha=alpha, procedure=mf.procedure, member_ids=list(mf.sources),
+                       alpha=alpha, procedure=stored_test_procedure(mf), member_ids=list(mf.sources),
                        control_ids=list(cf.sources), log=log)
 
 
@@ -198,7 +219,8 @@ def _records(x, label):
 
 
 def demo_audits(*, model, members, nonmembers, out_dir, prefix_tokens: int = 32, suffix_tokens: int = 32,
-                fpr="0.05", shadows: int = 0, log: LogCallback | None = None) -> dict:
+                fpr="0.05", shadows: int = 0, log: LogCallback | None = None,
+                progress: ProgressCallback | None = None) -> dict:
     """Audit ``model`` (a LoadedModel or spec, e.g. ``"toy"``) on ``members`` vs ``nonmembers``
     (files, texts, dicts with ``text`` or Records) into ``out_dir`` (score store + report; no
     shadows by default: training shadows of the tiny GPT costs about a minute each).
@@ -207,9 +229,10 @@ def demo_audits(*, model, members, nonmembers, out_dir, prefix_tokens: int = 32,
     the certified FPR (dropped with a note when the non-members cannot certify ``fpr``), the
     extraction rates, the verifier's verdict and the report paths."""
     settings = AuditSettings(prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, fpr=fpr)
-    res = run_audit(model, _records(members, "member"), _records(nonmembers, "control"), out_dir=out_dir,
-                    settings=settings, shadows=shadows, strict_fpr=False)
-    res = write_audit_report(res, out_dir)
+    with reporting(progress, log), quiet_libraries():
+        res = run_audit(model, _records(members, "member"), _records(nonmembers, "control"), out_dir=out_dir,
+                        settings=settings, shadows=shadows, strict_fpr=False, progress=progress)
+        res = write_audit_report(res, out_dir)
     summary = {"headline": res.headline(), "n_members": res.n_members, "n_nonmembers": res.n_nonmembers,
                "attacks": {}, "tpr_note": res.tpr_note, "report": res.report}
     for e in res.attacks:
@@ -225,10 +248,53 @@ def demo_audits(*, model, members, nonmembers, out_dir, prefix_tokens: int = 32,
                                             "expected_sampled": en.expected_rate},
                              "policy": ex.policy}
     summary["verifier"] = {"verdict": res.verifier.verdict, "rate": res.verifier.rate,
-                           "threshold": res.verifier.threshold}
+                           "threshold": res.verifier.threshold, "applies": False,
+                           "reading": verifier_reading(res.verifier.rate, res.verifier.threshold, unlearned=False)}
     emit_log(log, res.headline())
     if res.tpr_note:
         emit_log(log, res.tpr_note)
-    emit_log(log, f"unlearning verifier: {res.verifier.verdict} (recovered fraction {res.verifier.rate:.3f})")
+    emit_log(log, summary["verifier"]["reading"])
     emit_log(log, f"audit report: {res.report['html']}")
     return summary
+
+
+def demo_privacy(scored: dict, *, out_dir, log: LogCallback | None = None) -> dict:
+    """The privacy section ([MX] §4-§5) for :func:`demo_canaries`: its numbers
+    (:func:`memclaim.privacy.demo.run_demo_section`), written as a report in ``out_dir``; returns
+    the section with ``lines`` (one per canary, what the console shows) and ``report`` (paths)."""
+    section = run_demo_section(canaries=demo_canaries(scored))
+    section["report"] = write_report(Path(out_dir), demo_privacy_report(section))
+    section["lines"] = privacy_summary_lines(section)
+    for line in section["lines"]:
+        emit_log(log, line)
+    emit_log(log, f"privacy report: {section['report']['html']}")
+    return section
+
+
+def _index_owned(path: Path) -> bool:
+    try:
+        return 'name="generator" content="memclaim' in path.read_text(encoding="utf-8", errors="replace")[:2000]
+    except OSError:
+        return False
+
+
+def demo_finish(out, sections: dict, *, log: LogCallback | None = None) -> dict:
+    """Write ``out``/index.html linking the demo's reports (and nothing memclaim did not write is
+    replaced); ``log`` gets where the reports are and the command to try next. Returns
+    {"index": path, "reports": {name: html path}, "next": the command}."""
+    out = Path(out)
+    reports = {name: sections[name]["report"]["html"] for name in ("claims", "privacy", "audits")
+               if name in sections and sections[name].get("report")}
+    what = {"claims": ("Calibrated claims", "population test of the planted passages and census of a planted "
+                       "document ([EM] §3-§6)"),
+            "privacy": ("Privacy bounds", "what a DP guarantee would cap for the canaries ([MX] §4-§5)"),
+            "audits": ("Membership-inference audit", "attacks with intervals, extraction, the verifier ([MX] §8.2)")}
+    entries = [(what[k][0], str(Path(p).relative_to(out)) if Path(p).is_relative_to(out) else str(p), what[k][1])
+               for k, p in reports.items()]
+    heads = [sections["claims"]["population"]["headline"]] if "claims" in sections else []
+    bundle = demo_index(entries, headlines=heads)
+    index = write_files(out, {"index.html": bundle.html.encode("utf-8")}, owned=_index_owned)["index.html"]
+    emit_log(log, f"reports: {index} links the {len(entries)} reports ("
+             + ", ".join(str(p) for p in reports.values()) + ")")
+    emit_log(log, f"next, on your own model: {NEXT_COMMAND}")
+    return {"index": str(index), "reports": reports, "next": NEXT_COMMAND}

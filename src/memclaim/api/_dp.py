@@ -11,6 +11,7 @@ neighbouring relation and, for caps, its counterfactual functional.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -23,16 +24,20 @@ from ..models.loader import LoadedModel
 from ..privacy.baseline import BaselineResult, certify_baseline
 from ..privacy.baseline_corpus import CorpusBaseline, corpus_baseline
 from ..privacy.extraction import AuditSoundness, audit_soundness
-from ..privacy.pld import curve_caps, dpsgd_curve
+from ..fsutil import available_memory
+from ..privacy.pld import (MAX_PLD_POINTS, PLD_BYTES_PER_POINT, PldTooLarge, check_dpsgd_size, curve_caps,
+                           dpsgd_curve)
 from ..privacy.summary import BoundsSummary
 from ..privacy.summary import dp_bounds as _dp_bounds
-from ..privacy.tradeoff import TradeOff, approx, dpsgd_epsilon, gdp, pure
+from ..privacy.tradeoff import TradeOff, approx, check_group_cost, dpsgd_epsilon, gdp, pure
 from ..progress import ProgressCallback
 from ..report.core import write_report
 from ..report.dp import dp_bounds_report
 from ..report.privacy import plot_all
+from ..text.io import split_lines
 from ._common import Result, check_out_dir, jsonable
 from ._model import is_loaded_model, load_model
+from ._public import public
 
 __all__ = ["dp_bounds", "DPBounds", "parse_baseline", "guarantee_curve", "dp_account", "DPAccount", "dp_baseline",
            "dp_plots"]
@@ -90,7 +95,7 @@ def guarantee_curve(*, epsilon=None, delta=None, mu=None, neighbors) -> TradeOff
     return pure(epsilon, neighbors=neighbors)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class DPBounds(Result):
     """Every cap and extraction quantity of one guarantee (``summary``:
     :class:`~memclaim.privacy.summary.BoundsSummary`, one labelled row per quantity), the
@@ -101,6 +106,7 @@ class DPBounds(Result):
     summary: BoundsSummary
     baseline_interval: tuple[float, float] | None = None
     audit: AuditSoundness | None = None
+    guarantee_note: str | None = None  # how options beside the guarantee were read (--epsilon with --mu)
 
     @property
     def rows(self):
@@ -117,6 +123,8 @@ class DPBounds(Result):
             out["baseline_interval"] = list(kap)
         if self.audit is not None:
             out["audit"] = self.audit.to_dict()
+        if self.guarantee_note is not None:
+            out["guarantee_note"] = self.guarantee_note
         return jsonable(out)
 
     def to_pandas(self):
@@ -134,12 +142,50 @@ class DPBounds(Result):
         return f"DPBounds({self.summary.guarantee!r}, {len(self.summary.rows)} rows)"
 
 
+def _max_points() -> int:
+    """The most PLD points one direction may hold here: :data:`MAX_PLD_POINTS` (about a minute),
+    or fewer when this machine's available memory holds fewer."""
+    return max(1, min(MAX_PLD_POINTS, available_memory() // PLD_BYTES_PER_POINT))
+
+
+def _pld_options(exc: PldTooLarge, *, grid_option: bool) -> PldTooLarge:
+    """``exc`` with a fix that names only options the command has (``dp plot`` has no --pld-grid)."""
+    if exc.grid_needed is not None and grid_option:
+        hint = (f"--pld-grid {exc.grid_needed:g} (a coarser grid is pessimistic: the bounds stay valid, only "
+                "looser), or fewer --steps")
+    elif exc.grid_needed is not None:
+        hint = "fewer --steps or a larger --noise-multiplier (the figure's PLD grid is 1e-4)"
+    else:
+        hint = ("a realistic --noise-multiplier (DP-SGD uses about 0.5 to 10): at this noise the run is not private "
+                "at all")
+    msg = str(exc)[:-len(f"\n  fix: {exc.hint}")] if exc.hint else str(exc)
+    return PldTooLarge(msg, hint=hint, points=exc.points, grid=exc.grid, limit=exc.limit,
+                       grid_needed=exc.grid_needed)
+
+
+def _memory_guard(command: str, fix: str):
+    """Decorator: a MemoryError the cost estimates did not foresee is a DomainError naming the
+    command and the options that ask for less (issue 25: the API raised a bare MemoryError)."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except MemoryError:
+                raise DomainError(f"memclaim {command} ran out of memory ({available_memory() / 2 ** 30:.3g} GiB "
+                                  "available here)", hint=fix) from None
+        return inner
+    return wrap
+
+
 def _audit_complete(successes, trials, kappa, list_size) -> None:
     if successes is None or trials is None or kappa is None or list_size is None:
         raise DomainError("the audit check needs --successes, --trials, --baseline and --list-size together",
                           hint="pass all four, or none")
 
 
+@public
+@_memory_guard("dp bounds", "a coarser --pld-grid, fewer --steps or fewer --copies")
 def dp_bounds(*, neighbors: str, epsilon: float | None = None, delta: float | None = None, mu: float | None = None,
               curve: TradeOff | None = None, noise_multiplier: float | None = None,
               sampling_rate: float | None = None, steps: int | None = None, pld_grid: float | None = None,
@@ -167,6 +213,7 @@ def dp_bounds(*, neighbors: str, epsilon: float | None = None, delta: float | No
     0.4621
     """
     kap = parse_baseline(baseline)
+    note = None
     kw = dict(copies=copies, m=list_size, tau=risk, kappa=None if kap is None else kap[1], truncation=truncation,
               omega=in_support_mass, n=dataset_size, frequency=frequency)
     dpsgd = [v is not None for v in (noise_multiplier, sampling_rate, steps)]
@@ -180,14 +227,19 @@ def dp_bounds(*, neighbors: str, epsilon: float | None = None, delta: float | No
             raise DomainError("give either DP-SGD settings or --epsilon/--mu, not both",
                               hint="with DP-SGD settings epsilon comes from the accountant; --delta sets the "
                                    "delta of the (epsilon, delta) route")
-        summary = _dp_bounds(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
-                             neighbors=neighbors, delta=delta, pld_grid=pld_grid, **kw)
+        # the cost of the k copies and of the PLD, estimated before either is computed (issue 25)
+        check_group_cost("points", copies)
+        try:
+            summary = _dp_bounds(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
+                                 neighbors=neighbors, delta=delta, pld_grid=pld_grid, max_points=_max_points(), **kw)
+        except PldTooLarge as exc:
+            raise _pld_options(exc, grid_option=True) from None
         f = None
         if audit_asked:  # the audit reads the same certified curve
             _audit_complete(successes, trials, kap, list_size)
             f = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
                             neighbors=neighbors, route_delta=1e-5 if delta is None else delta,
-                            value_discretization_interval=pld_grid).curve
+                            value_discretization_interval=pld_grid, max_points=_max_points()).curve
     else:
         if pld_grid is not None:
             raise DomainError("--pld-grid applies to DP-SGD settings only",
@@ -200,16 +252,21 @@ def dp_bounds(*, neighbors: str, epsilon: float | None = None, delta: float | No
         else:
             f = guarantee_curve(epsilon=epsilon, delta=delta, mu=mu, neighbors=neighbors)
         summary = _dp_bounds(f, gdp_epsilon=epsilon if mu is not None else None, **kw)
+        if mu is not None and epsilon is not None:
+            # --epsilon beside --mu is no second guarantee: say so beside the guarantee (issue 25:
+            # it read as silently dropped)
+            note = (f"--epsilon {epsilon:g} is not a second guarantee: every cap comes from G_mu alone, and "
+                    f"--epsilon adds the row delta(eps = {epsilon:g}) of G_mu")
     audit = None
     if audit_asked:
         _audit_complete(successes, trials, kap, list_size)
         audit = audit_soundness(f, successes=successes, trials=trials, m=list_size, kappa_interval=kap,
                                 confidence=confidence, independence=independence, copies=copies)
-    return DPBounds(summary=summary, baseline_interval=kap, audit=audit)
+    return DPBounds(summary=summary, baseline_interval=kap, audit=audit, guarantee_note=note)
 
 
 # ------------------------------------------------------------------ DP-SGD accounting
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class DPAccount(Result):
     """epsilon of a DP-SGD run (``accounting``: dp_accounting's PLD or RDP accountant), the run's
     trade-off curve (``curve``, from its privacy-loss distribution) and what the curve caps
@@ -244,6 +301,8 @@ class DPAccount(Result):
         return f"DPAccount(epsilon={self.epsilon:.6g}, delta={self.accounting.delta:g}, {self.caps['neighbors']})"
 
 
+@public
+@_memory_guard("dp account", "a coarser --pld-grid, --accountant rdp, or fewer --copies")
 def dp_account(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float, accountant: str = "pld",
                neighbors: str = "add-remove", copies: int = 1, pld_grid: float | None = None) -> DPAccount:
     """epsilon of DP-SGD (Poisson-subsampled Gaussian) at ``delta`` via dp_accounting's PLD or RDP
@@ -256,20 +315,28 @@ def dp_account(*, noise_multiplier: float, sampling_rate: float, steps: int, del
     >>> a.epsilon < 1, a.caps["neighbors"]
     (True, 'add/remove')
     """
-    res = dpsgd_epsilon(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, delta=delta,
-                        accountant=accountant, neighbors=neighbors,
-                        **({} if pld_grid is None else {"pld_discretization": pld_grid}))
-    cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, neighbors=neighbors,
-                      route_delta=delta, value_discretization_interval=pld_grid)
+    check_group_cost("points", copies)  # the costs are estimated before any PLD is built (issue 25)
+    try:
+        check_dpsgd_size(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
+                         neighbors=neighbors, grid=pld_grid, max_points=_max_points())
+        res = dpsgd_epsilon(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, delta=delta,
+                            accountant=accountant, neighbors=neighbors,
+                            **({} if pld_grid is None else {"pld_discretization": pld_grid}))
+        cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
+                          neighbors=neighbors, route_delta=delta, value_discretization_interval=pld_grid,
+                          max_points=_max_points())
+    except PldTooLarge as exc:
+        raise _pld_options(exc, grid_option=True) from None
     caps = curve_caps(cur, copies=sorted({1, copies}), epsilon=res.epsilon, delta=res.delta)
     return DPAccount(accounting=res, curve=cur, caps=caps)
 
 
 # ------------------------------------------------------------------ certified baselines
+@public
 def dp_baseline(model: str | os.PathLike | LoadedModel, prefix: str, *, secret_length: int, list_size: int,
                 temperature: float = 1.0, max_nodes: int = 100_000, time_limit: float | None = None,
                 batch_size: int = 64, trust_remote_code: bool = False, dtype: str | None = None,
-                device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, progress: ProgressCallback | None = None) -> BaselineResult:
+                device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, progress: bool | ProgressCallback = True) -> BaselineResult:
     """Certify kappa_pi(m), the top-``list_size`` prior mass of length-``secret_length``
     continuations of ``prefix`` under ``model`` at ``temperature`` ([MX] App. F.2) (``memclaim dp
     baseline``). ``model`` must be the PRIOR (the base before any canary was planted). The
@@ -307,7 +374,7 @@ def read_kappa_samples(path: str | os.PathLike, m: int) -> tuple[list[float], li
     except UnicodeDecodeError as exc:
         raise InputError(f"--corpus-samples file {str(path)!r} is not valid UTF-8 (byte {exc.start}: "
                          f"{exc.object[exc.start:exc.start + 1]!r})", hint="write the JSONL file as UTF-8") from None
-    for i, line in enumerate(text.splitlines(), 1):
+    for i, line in enumerate(split_lines(text), 1):
         if not line.strip():
             continue
         try:
@@ -340,6 +407,7 @@ def read_kappa_samples(path: str | os.PathLike, m: int) -> tuple[list[float], li
     return lo, hi
 
 
+@public
 def dp_corpus_baseline(samples: "str | os.PathLike | Sequence[float] | Sequence[tuple[float, float]]", *, list_size: int, confidence: float = 0.95,
                        method: str = "betting") -> CorpusBaseline:
     """The corpus-conditional baseline kappa-bar of [MX] Prop. C.2(b) with a certified interval
@@ -364,6 +432,8 @@ def dp_corpus_baseline(samples: "str | os.PathLike | Sequence[float] | Sequence[
 
 
 # ------------------------------------------------------------------ figures
+@public
+@_memory_guard("dp plot", "fewer --steps, --copies or --max-copies")
 def dp_plots(out: str | os.PathLike, *, neighbors: str, epsilon: float = 1.0, delta: float = 0.1, mu: float = 1.0,
              copies: int = 4, max_copies: int = 8, risk: float = 0.1, list_size: int = 1,
              boundary_epsilons: Sequence[float] = (1.0, 3.0), noise_multiplier: float | None = None,
@@ -380,13 +450,21 @@ def dp_plots(out: str | os.PathLike, *, neighbors: str, epsilon: float = 1.0, de
     """
     cur = None
     given = [v is not None for v in (noise_multiplier, sampling_rate, steps)]
+    # Fig. 3 computes the staircase eta*_j for j = 1..max_copies (each ~j) and the orbit of
+    # --copies; Fig. 4 the --copies-fold group curve: estimated before anything is drawn
+    f_pure = pure(epsilon, neighbors=neighbors)
+    check_group_cost(f_pure, copies, option="--copies")
+    check_group_cost(f_pure, max_copies, option="--max-copies", work=lambda j: j * (j + 1) / 2)
     if any(given):
         if not all(given):
             missing = [o for o, v in zip(("--noise-multiplier", "--sampling-rate", "--steps"), given) if not v]
             raise DomainError(f"DP-SGD settings are incomplete: missing {', '.join(missing)}",
                               hint="give --noise-multiplier, --sampling-rate and --steps together")
-        cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
-                          neighbors=neighbors, route_delta=dpsgd_delta)
+        try:
+            cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
+                              neighbors=neighbors, route_delta=dpsgd_delta, max_points=_max_points())
+        except PldTooLarge as exc:
+            raise _pld_options(exc, grid_option=False) from None
     check_out_dir(out)
     return plot_all(out, epsilon=epsilon, delta=delta, mu=mu, copies=copies, max_copies=max_copies, tau=risk,
                     m=list_size, boundary_epsilons=tuple(boundary_epsilons), neighbors=neighbors, dpsgd=cur)

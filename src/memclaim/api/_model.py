@@ -23,6 +23,7 @@ from ..errors import InputError, ModelLoadError
 from .. import models as _models
 from ..models.loader import DTYPES, HFTokenizer, LoadedModel, resolve_sot
 from ..models.placement import Placement
+from ._public import public
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
     import transformers
@@ -44,7 +45,7 @@ def _is_transformers_model(obj) -> bool:
     return hasattr(obj, "config") and hasattr(obj, "state_dict") and hasattr(obj, "get_output_embeddings")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ObjectModel(LoadedModel):
     """A :class:`~memclaim.models.loader.LoadedModel` built from a transformers model object and
     its tokenizer (no folder: ``path`` is None). Its weights are the object's (``_lm``, set at
@@ -126,6 +127,7 @@ def _wrap(model, tokenizer, *, sot, name) -> ObjectModel:
     return m
 
 
+@public
 def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
                | tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase],
                tokenizer: transformers.PreTrainedTokenizerBase | None = None, *, dtype: str | None = None, sot: str | None = None,

@@ -3,9 +3,7 @@ output folders, torch threads. The CLI's option definitions read these without l
 scoring stack."""
 from __future__ import annotations
 
-import functools
 import os
-import warnings
 from pathlib import Path
 
 from ..errors import InputError
@@ -13,29 +11,8 @@ from ..text.io import FORMATS as INPUT_FORMATS  # the --format choices (text/io 
 from ..text.windows import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS  # [EM] §4: 50 + 50, one home
 
 __all__ = ["DEFAULT_PREFIX_TOKENS", "DEFAULT_SUFFIX_TOKENS", "INPUT_FORMATS", "window_lengths", "check_out_dir",
-           "set_threads", "renamed_keywords"]
+           "set_threads"]
 
-
-
-def renamed_keywords(**renamed: str):
-    """Decorator: keyword arguments renamed in this release (``old="new"``) keep working for one
-    release, with a DeprecationWarning naming the new keyword (the CLI's renamed flags:
-    memclaim.cli.options.RENAMED). Giving both spellings is an error."""
-    def wrap(fn):
-        @functools.wraps(fn)
-        def inner(*args, **kwargs):
-            for old, new in renamed.items():
-                if old in kwargs:
-                    if new in kwargs:
-                        raise InputError(f"{fn.__name__}() got both {old}= and its new name {new}=",
-                                         hint=f"pass {new}= only ({old}= is its old name)")
-                    warnings.warn(f"{fn.__name__}({old}=...) is now {fn.__name__}({new}=...); the old name is "
-                                  "removed in the next release", DeprecationWarning, stacklevel=2)
-                    kwargs[new] = kwargs.pop(old)
-            return fn(*args, **kwargs)
-        inner.renamed_keywords = dict(renamed)
-        return inner
-    return wrap
 
 
 def window_lengths(prefix_tokens, suffix_tokens, prefix_field=None, suffix_field=None) -> tuple:

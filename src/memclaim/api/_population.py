@@ -21,24 +21,26 @@ import numpy as np
 
 from ..claims.population import PopulationClaim, population_claim
 from ..claims.procedure import NUMERICS_DECLARED, STORED_PROCEDURE_MAY_DIFFER, require_same_procedure
-from ..claims.scores import controls_at_atom_hint, exact_level
+from ..claims.scores import LN10, PROBABILITY_KINDS, controls_at_atom_hint, exact_level
 from ..decoding import Policy
 from ..errors import InputError
 from ..fsutil import sha256_bytes
 from ..jsonutil import read_json_object
 from ..progress import LogCallback, ProgressCallback
 from ..report.core import write_report
-from ..report.population import headline, population_report
+from ..report.words import limit_note
+from ..report.population import headline, population_report, population_summary_doc, score_histogram_of, short_claim
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, run_scoring, scoring_pairs
+from ..text.io import record_id, text_key
 from ..text.scorefile import read_id_list, read_score_file
-from ..validate import batch_size as check_batch_size, in_open_unit, query_budget
-from ._common import (Result, WorkFolder, build_prompt_rule, check_out, cut_windows, jsonable, make_backend,
-                      near_verbatim_settings, policies_of, set_threads, window_lengths)
+from ..validate import batch_size as check_batch_size, in_open_unit, query_budget, seed as check_seed
+from ._common import (Result, WorkFolder, build_prompt_rule, check_limit, check_out, cut_windows, jsonable,
+                      make_backend, near_verbatim_settings, one_policy, policies_of, set_threads, window_lengths)
 from ._model import load_model
-from ._options import renamed_keywords
 from ._runs import is_store, load_store_run, run_ids, store_input_record, stored_test_procedure
 from ._score import ScoreResult
+from ._public import public
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
     import datasets
@@ -57,7 +59,7 @@ CONTROLS_LABEL = "controls"
 
 
 # ------------------------------------------------------------------------------ the result
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TestResult(Result):
     """A population claim with what the report needs: the claim
     (:class:`~memclaim.claims.population.PopulationClaim`), the procedure, the inputs'
@@ -78,13 +80,19 @@ class TestResult(Result):
 
     @property
     def headline(self) -> str:
-        """The claim in one sentence (the report's first line)."""
-        return headline(self.claim)
+        """The claim in one sentence (the report's first line), naming the decoding policy it was
+        made under (and the prompt rule when it is not the natural prefix)."""
+        return headline(self.claim, self.procedure)
 
     @property
     def test(self):
         """The primary pool's :class:`~memclaim.claims.conformal.PopulationTest`."""
         return self.claim.primary_test
+
+    @property
+    def limited(self) -> str | None:
+        """What a ``limit`` run left out, in words (None for a run of the whole input)."""
+        return limit_note(self.inputs)
 
     @property
     def warning(self) -> str | None:
@@ -105,14 +113,62 @@ class TestResult(Result):
         }
         if self.warning is not None:
             summary["warning"] = self.warning
+        if self.limited is not None:
+            summary["limited"] = self.limited
         return jsonable(summary)
 
     def to_pandas(self):
-        """One row per candidate: id, score, p-value (numerator and value), claimed, margin, and
-        the FDR/FWER columns when asked for."""
+        """One row per candidate, the unit in every score column's name: id, ``logq_nats`` (the
+        natural log of q) and ``log10_q`` for probability scores (``score`` for other scores,
+        in their own units), the p-value (``pvalue_numerator`` / (N+1) and ``pvalue``),
+        ``claimed``, ``margin_log10`` (log10 of score / tau), and the FDR/FWER columns when asked
+        for. (Before 0.2 the natural log was a column named ``score``.)"""
         import pandas as pd
 
-        return pd.DataFrame(jsonable(self.claim.to_dict()["candidates"]))
+        rows = jsonable(self.claim.to_dict()["candidates"])
+        frame = pd.DataFrame(rows)
+        if self.claim.kind in PROBABILITY_KINDS and "score" in frame:
+            logq = np.asarray(self.claim.candidate_scores, dtype=np.float64)
+            frame.insert(1, "logq_nats", logq)
+            frame.insert(2, "log10_q", logq / LN10)
+            frame = frame.drop(columns=["score"])
+        return frame
+
+    def scores(self, which: str = MEMBERS_LABEL):
+        """The scores of ``which`` as tested (``"members"``, also spelled ``"candidates"``, or
+        ``"controls"``): a pandas DataFrame with ``id`` and, for probability scores,
+        ``logq_nats`` and ``log10_q`` (``score`` otherwise), the first thing to plot.
+
+        >>> import memclaim as mc
+        >>> r = mc.test([-2.0, -3.5], [-9.0, -8.5, -7.0, -9.5, -8.0, -6.5, -7.7, -8.8, -9.9], alpha="0.1")
+        >>> list(r.scores("controls").columns), round(float(r.scores("members")["log10_q"][0]), 4)
+        (['id', 'logq_nats', 'log10_q'], -0.8686)
+        """
+        import pandas as pd
+
+        key = {"members": "candidates", "candidates": "candidates", "controls": "controls"}.get(which)
+        if key is None:
+            raise InputError(f"scores({which!r}): unknown set", hint="scores('members') or scores('controls')")
+        ids = self.claim.candidate_ids if key == "candidates" else self.claim.control_ids
+        v = np.asarray(self.claim.candidate_scores if key == "candidates" else self.claim.control_scores,
+                       dtype=np.float64)
+        if self.claim.kind in PROBABILITY_KINDS:
+            return pd.DataFrame({"id": list(ids), "logq_nats": v, "log10_q": v / LN10})
+        return pd.DataFrame({"id": list(ids), "score": v})
+
+    def plot_scores(self):
+        """Member and control score histograms (log10 q) with the threshold tau marked: a
+        matplotlib Figure (the figure of the report's "The test" section).
+
+        >>> import memclaim as mc
+        >>> r = mc.test([-2.0, -3.5], [-9.0, -8.5, -7.0, -9.5, -8.0, -6.5, -7.7, -8.8, -9.9], alpha="0.1")
+        >>> r.plot_scores().axes[0].get_ylabel()
+        'count'
+        """
+        return score_histogram_of(self.claim)
+
+    def _view(self):
+        return population_summary_doc(self.claim, self.procedure, title=self.title)
 
     def bundle(self):
         """report.{json,md,html} rendered in memory (nothing written)."""
@@ -125,10 +181,10 @@ class TestResult(Result):
         return write_report(folder, self.bundle())
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.headline!r})"
+        return f"{type(self).__name__}({short_claim(self.claim, self.procedure)})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PopulationResult(TestResult):
     """:class:`TestResult` of ``memclaim.population``, with the two scoring runs (``members``,
     ``controls``) in ``runs``, the tested policy and the store."""
@@ -148,18 +204,20 @@ class PopulationResult(TestResult):
                         for label, r in self.runs.items()}
         return jsonable(d)
 
-    def scores(self, label: str = MEMBERS_LABEL, policy: str | None = None) -> RunScores:
-        """The stored scores of ``members`` or ``controls`` (default: the tested policy)."""
+    def run_scores(self, label: str = MEMBERS_LABEL, policy: str | None = None) -> RunScores:
+        """The stored run of ``members`` or ``controls`` under ``policy`` (default: the tested
+        one), with every stored column (:class:`~memclaim.scoring.results.RunScores`)."""
         return load_run_scores(self.store, run=self.runs[label].run_id, policy=policy or self.policy)
 
 
 # ------------------------------------------------------------------------------ checks
 def validate_test_levels(*, alpha, fdr=None, fwer=None, budget_delta=None, confidence=0.95,
-                         realistic_budget=1e5) -> None:
+                         realistic_budget=1e5, seed=0) -> None:
     """Check the levels a population test will use before any scoring or reading is done, so a
     typo fails at once (exit 2) instead of after the model work."""
     query_budget("--budget", realistic_budget)
     exact_level("alpha", alpha)
+    check_seed("--seed", seed)
     if fdr is not None:
         exact_level("--fdr", fdr)
     if fwer is not None:
@@ -169,11 +227,30 @@ def validate_test_levels(*, alpha, fdr=None, fwer=None, budget_delta=None, confi
     in_open_unit("--confidence", confidence)
 
 
+def id_list(ids, what: str) -> list[str]:
+    """Ids given in Python (a string, or a sequence of strings or integers) as memclaim stores them:
+    True, a float such as nan, a list or None is refused, naming it (:func:`memclaim.text.io.record_id`)."""
+    if ids is None:
+        return []
+    if isinstance(ids, (str, int)) and not isinstance(ids, bool):
+        ids = (ids,)
+    try:
+        items = list(ids)
+    except TypeError:
+        raise InputError(f"{what} must be a list of ids, got {type(ids).__name__} {ids!r}",
+                         hint="e.g. ['c-3', 'c-7']") from None
+    out = []
+    for i, x in enumerate(items):
+        rid = record_id(x, f"{what} item {i}")
+        if rid is None:
+            raise InputError(f"{what} item {i} is empty ({x!r})", hint="give every id as a non-empty string")
+        out.append(rid)
+    return out
+
+
 def _exclusions(exclude_controls, exclude_control_ids) -> tuple[list, list]:
     """(ids to exclude, provenance records) from an id-list file and ids given directly."""
-    if isinstance(exclude_control_ids, str):
-        exclude_control_ids = (exclude_control_ids,)
-    excl = [str(x) for x in exclude_control_ids]
+    excl = id_list(exclude_control_ids, "--exclude-control")
     extra_inputs = []
     if exclude_controls:
         excl += list(read_id_list(exclude_controls))
@@ -258,6 +335,13 @@ def store_test(*, candidates: RunScores, controls: RunScores, alpha, exclude_con
                          f"{controls.run_id}, {controls.label!r}) were scored from identical inputs (sha256 "
                          f"{digest[:16]}): a set tested against itself certifies nothing",
                          hint="score the matched non-member controls and pass that run as the controls")
+    window_keys = lambda rs: sorted(text_key(a + b) for a, b in zip(rs.prefix_texts, rs.suffix_texts))  # noqa: E731
+    if len(candidates) == len(controls) and candidates.prefix_texts is not None and controls.prefix_texts is not None \
+            and window_keys(candidates) == window_keys(controls):
+        raise InputError(f"the candidates (run {candidates.run_id}, {candidates.label!r}) and the controls (run "
+                         f"{controls.run_id}, {controls.label!r}) hold the same window texts (from inputs in another "
+                         "order, format or under other ids): a set tested against itself certifies nothing",
+                         hint="score the matched non-member controls and pass that run as the controls")
     cproc, kproc = stored_test_procedure(candidates), stored_test_procedure(controls)
     require_same_procedure(cproc, kproc, ignore=STORED_PROCEDURE_MAY_DIFFER, allow_mixed_numerics=allow_mixed_numerics)
     require_generable_controls(controls)
@@ -266,7 +350,10 @@ def store_test(*, candidates: RunScores, controls: RunScores, alpha, exclude_con
                          hint="drop --binary/--no-binary: a store knows whether its policy is greedy")
     cids, _ = run_ids(candidates)
     kids, aliases = run_ids(controls)
-    excl = [aliases.get(str(x), str(x)) for x in exclude_control_ids]
+    # an id that is a control's own id names that control; only other strings are read as the
+    # window id 'source#i' of a passage (a record named 'x#0' is not the window x#0 of record x)
+    known = set(kids)
+    excl = [x if x in known else aliases.get(x, x) for x in id_list(exclude_control_ids, "--exclude-control")]
     texts = lambda rs: [a + b for a, b in zip(rs.prefix_texts, rs.suffix_texts)]  # noqa: E731
     inputs = [store_input_record(candidates, "candidates"), store_input_record(controls, "controls"),
               *extra_inputs]
@@ -308,23 +395,41 @@ def _array(x, what: str):
             ids = [str(i) for i in idx]
         x = x.to_numpy()
     try:
-        a = np.asarray(x, dtype=np.float64).reshape(-1)
+        raw = np.asarray(x)
+        a = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError):
         raise InputError(f"{what} must be scores (numbers), a stored run, a store folder or a score file; got "
                          f"{type(x).__name__}", hint="e.g. a list of natural-log probabilities") from None
+    if a.ndim != 1:
+        raise InputError(f"{what} must be one score per item (a 1-D array), got {'a single number' if a.ndim == 0 else f'an array of shape {a.shape}'}",
+                         hint="pass a list or 1-D array of natural-log probabilities (np.ravel it yourself if "
+                              "its rows really are one set of scores)")
+    if raw.dtype == bool or (raw.dtype == object and any(isinstance(v, (bool, np.bool_)) for v in raw)):
+        raise InputError(f"{what} holds True/False values, not scores: {raw[:5].tolist()}",
+                         hint="pass natural-log probabilities (0/1 flags are a greedy policy's scores: pass them as "
+                              "0.0 / -inf with kind='log-prob', or binary=True with numbers)")
     return a, ids
 
 
 def _procedure_arg(p, what: str) -> dict | None:
     if p is None or isinstance(p, dict):
         return p
-    return read_json_object(p, "procedure")
+    if not isinstance(p, (str, os.PathLike)):
+        raise InputError(f"--{what}-procedure must be the procedure record (a dict) or the path of its JSON file, "
+                         f"got a {type(p).__name__}: {str(p)[:60]}",
+                         hint="pass the 'procedure' object of the run that computed the scores, e.g. "
+                              "json.load(open('procedure.json'))")
+    if Path(p).is_dir():
+        raise InputError(f"--{what}-procedure {str(p)!r} is a folder, not a JSON file",
+                         hint="pass the JSON file of the procedure record")
+    return read_json_object(p, f"--{what}-procedure",
+                            hint="the file must hold the procedure record as one JSON object {...}")
 
 
-@renamed_keywords(id_column="id_field", score_column="score_field", text_column="text_field")
+@public(renamed=dict(id_column="id_field", score_column="score_field", text_column="text_field", policy="policies"))
 def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[float] | numpy.ndarray | pandas.Series,
          controls: ScoreResult | RunScores | str | os.PathLike | Sequence[float] | numpy.ndarray | pandas.Series, *,
-         alpha: str | float | Fraction = "0.001", policy: str | None = None, run: str | None = None,
+         alpha: str | float | Fraction = "0.001", policies: str | Sequence[str] | None = None, run: str | None = None,
          controls_run: str | None = None, near_verbatim: int | None = None, kind: str | None = None,
          binary: bool | None = None, id_field: str | None = None, score_field: str | None = None,
          text_field: str | None = None, candidates_procedure: dict | str | os.PathLike | None = None,
@@ -343,8 +448,9 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
     ``score_field``, ``text_field`` name its columns (``id_column`` etc. before 0.2), ``kind`` =
     'log-prob', 'prob' or 'score'), or an array /
     list / pandas Series of scores (natural-log probabilities unless ``kind`` says otherwise;
-    ``candidate_ids``/``control_ids``, or the Series' index). ``policy``: the stored policy to
-    test (default: the run's first). ``alpha``, ``fdr``, ``fwer`` are read exactly ('0.001',
+    ``candidate_ids``/``control_ids``, or the Series' index). ``policies``: the one stored policy
+    to test, a string or a list of one (default: the run's first; ``policy=`` before 0.2); for
+    score files, the policy the scores were computed under (recorded). ``alpha``, ``fdr``, ``fwer`` are read exactly ('0.001',
     '0.1%', '1/1000'). ``exclude_controls`` (an id-list file) and ``exclude_control_ids``: controls
     verified as members ([EM] D.2). ``out``: also write report.{json,md,html} there (else call
     ``save(folder)``). ``allow_mixed_numerics``: compare scores computed on different device
@@ -356,13 +462,14 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
     >>> res.test.k, res.test.n_claimed
     (1, 3)
     """
+    policy = one_policy(policies, what="test")
     sides = (_kind_of(candidates), _kind_of(controls))
     if near_verbatim is not None and not all(
             s == "run" or (s == "path" and is_store(x)) for s, x in zip(sides, (candidates, controls))):
         raise InputError("--near-verbatim selects a stored near-verbatim score; it needs score stores on both sides",
                          hint="score with `memclaim score ... --near-verbatim EPS --out STORE`")
     validate_test_levels(alpha=alpha, fdr=fdr, fwer=fwer, budget_delta=budget_delta, confidence=confidence,
-                         realistic_budget=realistic_budget)
+                         realistic_budget=realistic_budget, seed=seed)
     for x, opt, s in ((candidates, "--candidates", sides[0]), (controls, "--controls", sides[1])):
         if s == "path" and not Path(x).exists():
             raise InputError(f"{opt} {str(x)!r} does not exist",
@@ -424,6 +531,10 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
             raise InputError(f"--candidates {str(candidates)!r} and --controls {str(controls)!r} have identical "
                              f"contents (sha256 {cf.sha256[:16]}): a set tested against itself certifies nothing",
                              hint="pass the matched non-member controls' scores with --controls")
+        if sorted(zip(cf.ids, cf.scores.tolist())) == sorted(zip(kf.ids, kf.scores.tolist())):
+            raise InputError(f"--candidates {str(candidates)!r} and --controls {str(controls)!r} hold the same ids "
+                             "and scores (in another order, format or line endings): a set tested against itself "
+                             "certifies nothing", hint="pass the matched non-member controls' scores with --controls")
         cs, ks, cids, kids, ctexts, ktexts = cf.scores, kf.scores, cf.ids, kf.ids, cf.texts, kf.texts
         inputs = [cf.input_record("candidates"), kf.input_record("controls")]
         source = "external score files"
@@ -435,8 +546,8 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
                              hint="pass candidate_ids/control_ids with the arrays")
         cs, cids0 = _array(candidates, "candidates")
         ks, kids0 = _array(controls, "controls")
-        cids = candidate_ids if candidate_ids is not None else cids0
-        kids = control_ids if control_ids is not None else kids0
+        cids = id_list(candidate_ids, "candidate_ids") if candidate_ids is not None else cids0
+        kids = id_list(control_ids, "control_ids") if control_ids is not None else kids0
         ctexts = ktexts = None
         if cs.size == ks.size and np.array_equal(cs, ks, equal_nan=True) and \
                 (cids is None or kids is None or list(map(str, cids)) == list(map(str, kids))):
@@ -465,6 +576,7 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
 
 
 # ------------------------------------------------------------------------------ memclaim.population
+@public(renamed=dict(policy="policies"))
 def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
                members: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
                controls: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
@@ -472,7 +584,8 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                suffix_tokens: int | None = None, policies: Sequence[str] | str | None = ("top-k:40",),
                prompt_templates: Sequence[str] = (), chat_template: bool = False, aggregate: str = "max",
                text_field: str | None = None, prefix_field: str | None = None, suffix_field: str | None = None,
-               id_field: str | None = None, input_format: str | None = None, near_verbatim: Sequence[int] = (),
+               id_field: str | None = None, input_format: str | None = None, limit: int | None = None,
+               near_verbatim: Sequence[int] = (),
                beams: Sequence[int] = (), exclude_controls: str | os.PathLike | None = None, exclude_control_ids: Sequence[str] = (),
                fdr: str | float | Fraction | None = None, fwer: str | float | Fraction | None = None, seed: int = 0, budget_delta: float | None = None,
                realistic_budget: float = 1e5, confidence: float = 0.95, controls_description: str | None = None,
@@ -481,12 +594,13 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                threads_per_worker: int = 1, dtype: str | None = None, sot: str | None = None,
                device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
                allow_pickle: bool = False, trust_remote_code: bool = False, threads: int | None = None,
-               progress: ProgressCallback | None = None, log: LogCallback | None = None) -> PopulationResult:
+               progress: bool | ProgressCallback = True, log: LogCallback | None = None) -> PopulationResult:
     """Score ``members`` and ``controls`` with ``model`` under one extraction procedure ([EM] Def.
     B.2), then run the conformal population test ([EM] §3, §4) (``memclaim population``).
 
     ``members``/``controls``: passage files, lists of texts or records, or tables (as for
-    :func:`memclaim.score`). The test uses the first of ``policies``; every policy is stored, so
+    :func:`memclaim.score`; ``limit``: only the first N of each, a quick look that the report marks
+    as limited). The test uses the first of ``policies``; every policy is stored, so
     :func:`memclaim.test` on ``result.store`` tests the others without the model. With
     ``near_verbatim``, the test runs on the lower bound at the largest epsilon ([EM] §6). ``out``:
     the store goes to OUT/store and the report to OUT/report.{json,md,html}, as the CLI writes
@@ -508,9 +622,12 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     'At target FPR alpha = 1/10 (10%) with N = 40 controls: K = 4, ...'
     """
     validate_test_levels(alpha=alpha, fdr=fdr, fwer=fwer, budget_delta=budget_delta, confidence=confidence,
-                         realistic_budget=realistic_budget)
+                         realistic_budget=realistic_budget, seed=seed)
     batch_size = check_batch_size(batch_size)
+    check_limit(limit)
     pols = policies_of(policies)
+    nv = near_verbatim_settings(near_verbatim, beams)  # every option is checked before the model loads
+    prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
     if out is not None:  # OUT/store and the report: refused now, not after scoring
         check_out(out, store="store", report=True)
     if isinstance(members, (str, Path)) and isinstance(controls, (str, Path)) and \
@@ -527,22 +644,22 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
         try:
             cut[label] = cut_windows(m, src, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
                                      text_field=text_field, id_field=id_field, input_format=input_format, label=label,
-                                     prefix_field=prefix_field, suffix_field=suffix_field, what=label)
+                                     prefix_field=prefix_field, suffix_field=suffix_field, what=label, limit=limit)
         except InputError as exc:
             msg = str(exc)
             if exc.hint is not None:  # keep the fix as the fix (one "fix:" line, not two)
                 msg = msg[:-len(f"\n  fix: {exc.hint}")]
             raise InputError(f"--{label}: {msg}", hint=exc.hint) from None
-    if cut[MEMBERS_LABEL][1]["sha256"] == cut[CONTROLS_LABEL][1]["sha256"]:
+    same_bytes = cut[MEMBERS_LABEL][1]["sha256"] == cut[CONTROLS_LABEL][1]["sha256"]
+    if same_bytes or cut[MEMBERS_LABEL][4] == cut[CONTROLS_LABEL][4]:
         where = (f" {str(members)!r}" if isinstance(members, (str, Path)) else "",
                  f" {str(controls)!r}" if isinstance(controls, (str, Path)) else "")
-        raise InputError(f"--members{where[0]} and --controls{where[1]} have identical "
-                         "contents: a set tested against itself certifies nothing",
-                         hint="pass matched non-member texts with --controls")
-    prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
+        how = ("identical contents" if same_bytes else
+               "the same texts (in another order, format, ids, line endings or whitespace)")
+        raise InputError(f"--members{where[0]} and --controls{where[1]} have {how}: a set tested against itself "
+                         "certifies nothing", hint="pass matched non-member texts with --controls")
     for label in (MEMBERS_LABEL, CONTROLS_LABEL):  # every window fits the model, before any scoring
         scoring_pairs(m, cut[label][0], prompt_rule, what=f"--{label}")
-    nv = near_verbatim_settings(near_verbatim, beams)
     backend_obj = make_backend(m, pols, backend=backend, address=address, workers=workers,
                                gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,
                                batch_size=batch_size, log=log)
@@ -555,9 +672,9 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     # the controls first: when every one sits at the atom (-inf, e.g. under top-k) there is no
     # threshold ([EM] C.4.4), and the run stops before the members' scoring, with the fix
     for label in (CONTROLS_LABEL, MEMBERS_LABEL):
-        windows, inputs, skipped_empty, _ = cut[label]
+        windows, inputs, skipped_empty, run_label, *_ = cut[label]  # 'members[:N]' for a --limit run
         scored[label] = run_scoring(m, windows, policies=pols, prefix_tokens=prefix_tokens,
-                                    suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store, label=label,
+                                    suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store, label=run_label,
                                     inputs=inputs, batch_size=batch_size, unit_size=unit_size, progress=progress,
                                     skipped_empty=skipped_empty, near_verbatim=nv, backend=backend_obj, log=log)
         if label == CONTROLS_LABEL:

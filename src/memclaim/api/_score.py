@@ -19,9 +19,12 @@ from ..progress import LogCallback, ProgressCallback
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, run_scoring
 from ..validate import batch_size as check_batch_size
-from ._common import (Result, WorkFolder, build_prompt_rule, check_out, copy_tree_into, cut_windows, jsonable,
+from ..report.core import Doc
+from ..report.words import limit_note
+from ._common import (Result, WorkFolder, build_prompt_rule, check_limit, check_out, copy_tree_into, cut_windows, jsonable,
                      make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
 from ._model import load_model
+from ._public import public
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
     import datasets
@@ -35,7 +38,7 @@ if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at ru
 __all__ = ["score", "ScoreResult"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ScoreResult(Result):
     """One scoring run: its summary (``summary``, what ``memclaim score --json`` prints), the store
     and run it lives in, and the policies scored. ``scores(policy)`` reads the window scores back
@@ -49,6 +52,12 @@ class ScoreResult(Result):
     policies: tuple[str, ...]
     near_verbatim: dict | None = None
     work: WorkFolder | None = field(default=None, repr=False, compare=False)
+    inputs: dict = field(default_factory=dict, repr=False, compare=False)  # what was read (and any --limit)
+
+    @property
+    def limited(self) -> str | None:
+        """What a ``limit`` run left out, in words (None for a run of the whole input)."""
+        return limit_note([{**self.inputs, "role": "input"}])
 
     @property
     def store(self) -> str:
@@ -64,7 +73,10 @@ class ScoreResult(Result):
         return self.work is not None and self.work.temporary
 
     def to_dict(self) -> dict:
-        return jsonable(self.summary.to_dict())
+        d = self.summary.to_dict()
+        if self.limited:
+            d["limited"] = self.limited
+        return jsonable(d)
 
     def scores(self, policy: str | None = None, *, near_verbatim: int | None = None,
                suffix_tokens: int | None = None) -> RunScores:
@@ -86,20 +98,33 @@ class ScoreResult(Result):
         return (f"ScoreResult(run {s.run_id!r}, {s.n_windows} windows, policies {list(self.policies)}, store "
                 f"{s.store!r}{' (temporary)' if self.temporary else ''})")
 
+    def _view(self):
+        """The notebook view: what was scored, where, and how much work it took."""
+        s = self.summary
+        rows = [("windows", f"{s.n_windows:,}"), ("policies", ", ".join(self.policies)),
+                ("units", f"{s.n_units} ({s.units_scored} scored now, {s.units_reused} reused)"),
+                ("skipped", f"{s.skipped_short} too short, {s.skipped_empty} empty"),
+                ("store", s.store + (" (temporary: save(folder) keeps it)" if self.temporary else "")),
+                ("run", s.run_id), ("procedure key", s.procedure_key[:16]),
+                ("scores", f"{self.run_id}: scores(policy) for the window scores, to_pandas() for the table")]
+        return Doc("Scoring run").callout(repr(self), "result").table(["field", "value"], rows)
 
+
+@public(renamed=dict(policy="policies"))
 def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
           texts: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset | None = None, *,
           document: str | os.PathLike | Document | None = None, stride: int | None = None, prefix_tokens: int | None = None,
           suffix_tokens: int | None = None, policies: Sequence[str] | str | None = ("top-k:40",),
           prompt_templates: Sequence[str] = (), chat_template: bool = False, aggregate: str = "max",
           text_field: str | None = None, prefix_field: str | None = None, suffix_field: str | None = None,
-          id_field: str | None = None, input_format: str | None = None, near_verbatim: Sequence[int] = (),
+          id_field: str | None = None, input_format: str | None = None, limit: int | None = None,
+          near_verbatim: Sequence[int] = (),
           beams: Sequence[int] = (), out: str | os.PathLike | None = None, label: str | None = None, batch_size: int | str = 16,
           unit_size: int = 64, backend: str = "local", address: str | None = None, workers: int | None = None,
           gpus_per_worker: float = 0.0, threads_per_worker: int = 1, dtype: str | None = None,
           device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, 
           sot: str | None = None, allow_pickle: bool = False, trust_remote_code: bool = False,
-          threads: int | None = None, progress: ProgressCallback | None = None,
+          threads: int | None = None, progress: bool | ProgressCallback = True,
           log: LogCallback | None = None) -> ScoreResult:
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store
     (``memclaim score``).
@@ -114,7 +139,9 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     (default 50 + 50; with prefix/suffix fields: the whole fields). ``policies``: decoding
     policies ('full', 'greedy', 'temperature:T', 'top-k:K', 'top-p:P', combinations).
     ``near_verbatim``: token edit distances for the certified near-verbatim lower bound ([EM]
-    App. B.1) with beam widths ``beams`` (default 16). ``out``: the store folder (created;
+    App. B.1) with beam widths ``beams`` (default 16). ``limit``: score only the first N texts (or
+    the document's first N windows), for a quick look at a big input; the run's label gains
+    ``[:N]`` and its inputs record the limit. ``out``: the store folder (created;
     re-running resumes, finished work is reused); ``out=None`` scores into a **temporary** store
     that lives as long as the result (``save(folder)`` keeps it). ``progress``/``log``:
     callbacks (:mod:`memclaim.progress`); None is silent.
@@ -135,7 +162,10 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
         raise InputError("give exactly one of --input (passages) or --document (sliding windows)",
                          hint="memclaim score MODEL --input FILE ... or --document FILE --stride S ...")
     batch_size = check_batch_size(batch_size)
+    check_limit(limit)
     pols = policies_of(policies)
+    nv = near_verbatim_settings(near_verbatim, beams)  # every option is checked before the model loads
+    prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
     prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
     if out is not None:
         check_out(out, store="")  # the store itself: new, empty or memclaim's
@@ -144,15 +174,14 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
                    device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)
     scorer = make_backend(m, pols, backend=backend, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
                           threads_per_worker=threads_per_worker, batch_size=batch_size, log=log)
-    windows, inputs, skipped_empty, label = cut_windows(
+    windows, inputs, skipped_empty, label, _ = cut_windows(
         m, texts, document=document, stride=stride, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
         text_field=text_field, id_field=id_field, input_format=input_format, prefix_field=prefix_field,
-        suffix_field=suffix_field, label=label)
-    nv = near_verbatim_settings(near_verbatim, beams)
+        suffix_field=suffix_field, label=label, limit=limit)
     work = WorkFolder(out, prefix="memclaim-store-")
     summary = run_scoring(m, windows, near_verbatim=nv, log=log, policies=pols, prefix_tokens=prefix_tokens,
-                          suffix_tokens=suffix_tokens, prompt_rule=build_prompt_rule(prompt_templates, chat_template,
-                                                                                     aggregate),
+                          suffix_tokens=suffix_tokens, prompt_rule=prompt_rule,
                           out_dir=work.path, label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
                           progress=progress, skipped_empty=skipped_empty, backend=scorer)
-    return ScoreResult(summary=summary, policies=tuple(p.spec for p in pols), near_verbatim=nv, work=work)
+    return ScoreResult(summary=summary, policies=tuple(p.spec for p in pols), near_verbatim=nv, work=work,
+                       inputs=dict(inputs))

@@ -18,19 +18,21 @@ from typing import TYPE_CHECKING, Sequence
 from ..audits.extraction import pair_windows
 from ..audits.verifier import verify
 from ..errors import InputError
-from ..progress import LogCallback
+from ..progress import LogCallback, ProgressCallback
 from ..models.hf import HFLanguageModel
 from ..models.loader import HFTokenizer
 from ..models.placement import resolve_device
-from ..text.io import read_passages
+from ..text.io import read_passages, split_lines
 from ..train.dp import DPConfig
 from ..train.finetune import (TinyLabSpec, check_output_folder, epochs_to_steps, finetune as run_finetune, load_trainable,
                               save_trained, tiny_lab_model)
 from ..train.planted import add_reserved_tokens, plant, tokenize_record, training_blocks
 from ..train.trainer import TrainConfig, example_blocks, pack_documents
 from ..train.unlearn import UnlearnConfig, unlearn as run_unlearn
+from ..validate import seed as check_seed
 from ._common import Result, jsonable
 from ._options import check_out_dir
+from ._public import public
 
 if TYPE_CHECKING:  # the annotations' names only
     from ..models.loader import LoadedModel
@@ -41,7 +43,7 @@ LAYOUTS = ("pack", "examples")
 UNLEARN_METHODS = ("npo", "graddiff")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TrainRun(Result):
     """A trained model folder: ``path``, the ``manifest`` written beside the weights
     (memclaim_train.json; ``to_dict()`` returns it, what ``memclaim train ... --json`` prints) and
@@ -90,7 +92,7 @@ def read_records(path) -> list[dict]:
     if not p.is_file():
         raise InputError(f"{str(p)!r} does not exist", hint="pass a JSONL file, one JSON object per line")
     out = []
-    for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+    for i, line in enumerate(split_lines(p.read_text(encoding="utf-8")), 1):
         if not line.strip():
             continue
         try:
@@ -130,10 +132,12 @@ def _say(log):
     return log if log is not None else (lambda msg: None)
 
 
+@public
 def train_tiny(*, out: str | os.PathLike, duplicates: str | Sequence[tuple[int, int]] = "1:8,8:8",
                canaries: str | Sequence[tuple[int, int]] = "", triggers: int = 8, trigger_copies: int = 16,
                steps: int = 800, batch_size: int = 16, lr: float = 3e-3, seed: int = 0, corpus_seed: int = 1,
-               overwrite: bool = False, device: str | None = None, log: LogCallback | None = None) -> TrainRun:
+               overwrite: bool = False, device: str | None = None, log: LogCallback | None = None,
+               progress: bool | ProgressCallback = True) -> TrainRun:
     """Train a tiny GPT from scratch on a Markov-Zipf corpus with planted records ([MX] §8)
     (``memclaim train tiny``): ``duplicates`` and ``canaries`` as 'K:N' (N records K times each),
     ``triggers`` reserved-trigger pairs rho||z with ``trigger_copies`` copies each. ``out``: the
@@ -146,6 +150,8 @@ def train_tiny(*, out: str | os.PathLike, duplicates: str | Sequence[tuple[int, 
     >>> run.manifest["train"]["steps"]                               # doctest: +SKIP
     200
     """
+    check_seed("--seed", seed)
+    check_seed("--corpus-seed", corpus_seed)
     check_out_dir(out)
     check_output_folder(out, overwrite=overwrite)  # before training: never after minutes of work
     dev = resolve_device(device)  # a device that is not there is refused before any work
@@ -172,13 +178,15 @@ def train_tiny(*, out: str | os.PathLike, duplicates: str | Sequence[tuple[int, 
     return TrainRun(str(path), manifest, lines)
 
 
+@public
 def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os.PathLike,
              plant_records: str | os.PathLike | Sequence[dict] | None = None, reserve_triggers: int = 0, layout: str = "pack",
              epochs: float = 3.0, steps: int | None = None, lr: float = 5e-5, batch_size: int = 8, seq_len: int | None = None,
              dp_epsilon: float | None = None, dp_delta: float | None = None, noise_multiplier: float | None = None,
              max_grad_norm: float = 1.0, physical_batch_size: int | None = None, seed: int = 0,
              threads: int | None = None, overwrite: bool = False, trust_remote_code: bool = False,
-             device: str | None = None, log: LogCallback | None = None) -> TrainRun:
+             device: str | None = None, log: LogCallback | None = None,
+               progress: bool | ProgressCallback = True) -> TrainRun:
     """Fine-tune ``model`` (a folder, .gguf or named model) on the texts of ``data`` with planted
     records (``memclaim train finetune``; [MX] App. F.2: AdamW, lr 5e-5, 3 epochs).
 
@@ -197,6 +205,7 @@ def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os
     """
     if layout not in LAYOUTS:
         raise InputError(f"unknown layout {layout!r}", hint=f"one of {', '.join(LAYOUTS)}")
+    check_seed("--seed", seed)
     say = _say(log)
     check_out_dir(out)
     check_output_folder(out, overwrite=overwrite)
@@ -238,11 +247,13 @@ def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os
     return TrainRun(str(path), manifest, tuple(lines))
 
 
+@public
 def unlearn(model: str | os.PathLike, forget: str | os.PathLike | Sequence[dict], retain: str | os.PathLike, *,
             out: str | os.PathLike, method: str = "npo", lr: float = 7e-6, max_rounds: int = 14,
             threshold: float = 0.15, seq_len: int | None = None, batch_size: int = 8, seed: int = 0,
             threads: int | None = None, overwrite: bool = False, trust_remote_code: bool = False,
-            device: str | None = None, log: LogCallback | None = None) -> TrainRun:
+            device: str | None = None, log: LogCallback | None = None,
+               progress: bool | ProgressCallback = True) -> TrainRun:
     """Unlearn the ``forget`` records (a JSONL file or a list of {id, prefix, suffix|secret}) from
     ``model`` with GradDiff or NPO ([MX] App. F.2: lr 7e-6, up to 14 rounds) until memclaim's
     unlearning verifier reports them forgotten (recovered fraction below ``threshold``); the
@@ -257,6 +268,7 @@ def unlearn(model: str | os.PathLike, forget: str | os.PathLike | Sequence[dict]
     """
     if method not in UNLEARN_METHODS:
         raise InputError(f"unknown unlearning method {method!r}", hint=f"one of {', '.join(UNLEARN_METHODS)}")
+    check_seed("--seed", seed)
     check_out_dir(out)
     check_output_folder(out, overwrite=overwrite)
     dev = resolve_device(device)

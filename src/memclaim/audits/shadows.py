@@ -67,7 +67,7 @@ from ..privacy.tradeoff import neighbors_label, normalize_neighbors, pure
 from ..train.recipe import (  # noqa: F401  (re-exported: the shadows' training recipe lives in train/)
     SHADOW_MODES, ShadowRecipe, load_hf_tokenizer, save_model_folder, train_on_texts, training_blocks,
 )
-from ..validate import in_open_unit, integer
+from ..validate import in_open_unit, integer, seed as check_seed
 from .counterfactual import (
     CapComparison, CounterfactualEstimate, compare_to_cap, counterfactual_memorization,
     teacher_forcing_probability, truncated_logloss,
@@ -179,7 +179,7 @@ def shadow_masks(n_population: int, n_shadows: int, *, design_seed: int = 0) -> 
     if s % 2:
         raise DomainError(f"the number of shadows must be even, got {n_shadows}",
                           hint="shadows come in complementary pairs so that every record is IN exactly half of them")
-    seed = integer("design seed", design_seed, minimum=0)
+    seed = check_seed("design seed", design_seed)
     out = np.zeros((s, n), dtype=bool)
     for j in range(s // 2):
         perm = np.random.default_rng([seed, j]).permutation(n)
@@ -356,7 +356,8 @@ def _train_shadow(i, folder, *, population, masks, recipe, design_seed, bg, sep_
     say(f"training shadow {i + 1}/{len(masks)} ({recipe.mode}, {in_idx.size} of {len(population)} records IN)")
     with atomic_directory(folder, tmp_prefix=f".{i}.tmp-") as tmp:
         model, result, _ = train_on_texts(recipe, [population.texts[j] for j in in_idx], seed=seed,
-                                          background=bg, sep_ids=sep_ids, tokenizer=tok)
+                                          background=bg, sep_ids=sep_ids, tokenizer=tok,
+                                          label=f"training shadow {i + 1} of {len(masks)}")
         save_model_folder(model, tok, tmp)
         meta = {"schema": MEMBERSHIP_SCHEMA, "index": i, "pair": i // 2, "side": i % 2, "design": DESIGN,
                 "design_seed": int(design_seed), "population_sha256": population.sha256,

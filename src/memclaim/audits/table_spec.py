@@ -22,7 +22,7 @@ SPEC.json for `memclaim audit table` (paths relative to the file's folder):
   "instances": [
     {"name": "naive duplicate",                                      (row label, unique)
      "model": "runs/model-a",                                        (model spec or folder)
-     "members": "secrets.jsonl", "nonmembers": "heldout.jsonl",      (text files)
+     "members": "secrets.jsonl", "controls": "heldout.jsonl",        (text files)
      "prefix_tokens": 16, "suffix_tokens": 16,                       (optional overrides)
      "shadows": 8,                                                   (optional: adds the LiRA cell)
      "verifier_model": "runs/model-a-unlearned",                     (optional: the verifier runs here)
@@ -30,7 +30,7 @@ SPEC.json for `memclaim audit table` (paths relative to the file's folder):
      "informed": {"successes": 46, "trials": 48, "cap": 0.0625}},    (optional ground truth)
     {"name": "pre-scored",
      "members_run": {"store": "runs/s", "run": "members"},           (already-scored runs instead
-     "nonmembers_run": {"store": "runs/s", "run": "nonmembers"}}      of model + files)
+     "controls_run": {"store": "runs/s", "run": "controls"}}          of model + files)
   ]
 }
 
@@ -38,8 +38,13 @@ Columns: extraction at prefix (greedy rate of the members from their own prefix)
 (AUC of the loss attack as 2 AUC - 1), LiRA (online, when shadows are given), unlearning
 verifier (recovered fraction under the verifier, on verifier_model if given), informed recovery
 (the given ground-truth counts). A baseline turns rate cells into "guessed" when the prior alone
-matches the rate ([MX] Cor. 5.3).
+matches the rate ([MX] Cor. 5.3). The keys "nonmembers" and "nonmembers_run" (before 0.2) are
+still read, with a DeprecationWarning.
 """
+
+# keys renamed in 0.2 (the CLI's --nonmembers became --controls): new -> the name the runner reads
+_RENAMED_KEYS = {"controls": "nonmembers", "controls_run": "nonmembers_run"}
+_SHOWN = {old: new for new, old in _RENAMED_KEYS.items()}
 
 TABLE_COLUMNS = ("extraction at prefix", "loss-MIA", "LiRA", "unlearning verifier", "informed recovery")
 TABLE_SETTINGS = frozenset({"prefix_tokens", "suffix_tokens", "confidence", "verifier_threshold", "shadows", "k", "fpr"})
@@ -83,7 +88,7 @@ def read_table_spec(spec: Mapping | str | Path, *, base_dir: str | Path | None =
     runs, a malformed baseline or ground truth are refused, naming the instance.
 
     >>> s = read_table_spec({"instances": [{"name": "dup", "model": "toy", "members": "m.jsonl",
-    ...                                     "nonmembers": "n.jsonl"}]}, base_dir="specs")
+    ...                                     "controls": "n.jsonl"}]}, base_dir="specs")
     >>> s.instances[0]["name"], s.path("m.jsonl")
     ('dup', PosixPath('specs/m.jsonl'))
     """
@@ -100,9 +105,12 @@ def read_table_spec(spec: Mapping | str | Path, *, base_dir: str | Path | None =
     if bad:
         raise InputError(f"unknown settings {sorted(bad)}", hint=f"known: {sorted(TABLE_SETTINGS)}")
     names = []
+    instances = []
     for j, inst in enumerate(data["instances"]):
         if not isinstance(inst, dict) or not isinstance(inst.get("name"), str) or not inst["name"].strip():
             raise InputError(f"instance {j} needs a 'name'", hint=TABLE_SPEC_DOC)
+        inst = _current_keys(inst)
+        instances.append(inst)
         name = inst["name"]
         if name in names:
             raise InputError(f"duplicate instance name {name!r}")
@@ -110,15 +118,34 @@ def read_table_spec(spec: Mapping | str | Path, *, base_dir: str | Path | None =
         if "members_run" in inst or "nonmembers_run" in inst:
             for key in ("members_run", "nonmembers_run"):
                 if not isinstance(inst.get(key), dict) or "store" not in inst[key]:
-                    raise InputError(f"instance {name!r}: {key} needs 'store' (and 'run')", hint=TABLE_SPEC_DOC)
+                    raise InputError(f"instance {name!r}: {_SHOWN.get(key, key)} needs 'store' (and 'run')",
+                                     hint=TABLE_SPEC_DOC)
         else:
             for key in ("model", "members", "nonmembers"):
                 if key not in inst:
-                    raise InputError(f"instance {name!r} lacks {key!r}", hint=TABLE_SPEC_DOC)
+                    raise InputError(f"instance {name!r} lacks {_SHOWN.get(key, key)!r}", hint=TABLE_SPEC_DOC)
         baseline_kwargs(inst.get("baseline"), name)
         inf = inst.get("informed")
         if inf and (not isinstance(inf, dict) or "successes" not in inf or "trials" not in inf):
             raise InputError(f"instance {name!r}: informed needs 'successes' and 'trials' (and optional 'cap')")
-    return TableSpec(settings=gs, instances=tuple(data["instances"]), base=base)
+    return TableSpec(settings=gs, instances=tuple(instances), base=base)
+
+
+def _current_keys(inst: dict) -> dict:
+    """An instance with the documented keys ("controls", "controls_run") under the names the runner
+    reads; the old keys still work for one release, with a DeprecationWarning."""
+    import warnings
+
+    out = dict(inst)
+    for new, old in _RENAMED_KEYS.items():
+        if new in out and old in out:
+            raise InputError(f"instance {inst['name']!r} gives both {new!r} and its old name {old!r}",
+                             hint=f"keep {new!r} only")
+        if new in out:
+            out[old] = out.pop(new)
+        elif old in out:
+            warnings.warn(f"the table spec key {old!r} is now {new!r}; the old name is removed in the next release",
+                          DeprecationWarning, stacklevel=3)
+    return out
 
 

@@ -205,7 +205,7 @@ def compare_population_claims(first_scores: Sequence[float] | np.ndarray, first_
     for a in alphas:
         t1 = population_test(s1[m.index_first], c1, alpha=a, kind=internal, confidence=confidence)
         t2 = population_test(s2[m.index_second], c2, alpha=a, kind=internal, confidence=confidence)
-        rows.append(paired_difference(t1.claimed, t2.claimed, alpha_n_first=t1.alpha_n, alpha_n_second=t2.alpha_n,
+        rows.append(paired_difference(t1.claimed, t2.claimed, alpha_n_first=t1.rate_alpha_n, alpha_n_second=t2.rate_alpha_n,
                                       confidence=confidence, names=names))
     return ClaimComparison(tuple(names), diffs, m.n_matched, m.dropped_first, m.dropped_second, tuple(rows),
                            tuple(str(a) for a in alphas))

@@ -16,7 +16,8 @@ Given N matched non-member control scores Z_1..Z_N and candidate scores, at targ
 - the Beta(K, N-K+1) law of the population FPR alpha*, shown only where it holds: not for
   binary (greedy) scores, and not when fewer than K controls score above the atom
                                                                             ([EM] C.4.1-C.4.4)
-- binary (greedy) scores: alpha_N = (m+1)/(N+1), m = controls reproduced    ([EM] §4, D.3)
+- binary (greedy) scores: alpha_N = (m+1)/(N+1), m = controls reproduced    ([EM] §4, D.3);
+  the calibrated rate subtracts this floor (PopulationTest.rate_alpha_n), not K/(N+1)
 
 Everything is pure numpy/scipy on arrays; ids, texts and files are handled by callers.
 """
@@ -263,6 +264,16 @@ class PopulationTest(ResultMixin):
     def pvalues(self) -> np.ndarray:
         return self.pvalue_numerators / (self.n_controls + 1)
 
+    @property
+    def rate_alpha_n(self) -> float:
+        """The alpha_N the calibrated rate M = G - alpha_N subtracts: K/(N+1), and for binary
+        (greedy) scores [EM] D.3's certified floor (m+1)/(N+1) (every K > m gives the same
+        claims, the reproduced candidates, certified at (m+1)/(N+1)). The one rule the test,
+        its report and paired comparisons share."""
+        if self.binary and self.binary_rates is not None:
+            return self.binary_rates.alpha_n
+        return self.alpha_n
+
 
 def population_test(candidate_scores: Sequence[float] | np.ndarray, control_scores: Sequence[float] | np.ndarray, *,
                     alpha: str | float | Fraction, kind: str = "log-prob",
@@ -343,7 +354,11 @@ def population_test(candidate_scores: Sequence[float] | np.ndarray, control_scor
 
     g = int(np.count_nonzero(claimed))
     gen = clopper_pearson(g, j, confidence=confidence)
-    cal = gen.shifted(-float(alpha_n), method_suffix=", shifted by -alpha_N")  # [EM] Eq. 8, D.1
+    rates = _binary_rates(cand, ctrl, confidence) if binary else None
+    if rates is not None:  # [EM] D.3: greedy scores subtract the certified floor (m+1)/(N+1), not K/(N+1)
+        cal = gen.shifted(-rates.alpha_n, method_suffix=", shifted by -alpha_N = -(m+1)/(N+1) ([EM] D.3)")
+    else:
+        cal = gen.shifted(-float(alpha_n), method_suffix=", shifted by -alpha_N")  # [EM] Eq. 8, D.1
 
     on_atom = bool(k >= 1 and atom.atom_value is not None and threshold is not None and threshold <= atom.atom_value)
     law, note = None, ""
@@ -386,7 +401,7 @@ def population_test(candidate_scores: Sequence[float] | np.ndarray, control_scor
         controls_above_threshold=above, controls_tied_at_threshold=ties, in_sample_fpr=above / n,
         n_claimed=g, generation_rate=gen, calibrated_rate=cal, atom=atom, threshold_on_atom=on_atom,
         beta_law=law, beta_law_note=note,
-        binary_rates=_binary_rates(cand, ctrl, confidence) if binary else None,
+        binary_rates=rates,
         confidence=confidence, pvalue_numerators=pnum.astype(np.int64), claimed=claimed,
         margins_log10=margins)
 

@@ -140,7 +140,7 @@ def population_claim(*, candidate_scores: Sequence[float] | np.ndarray, control_
     budget = None
     if budget_delta is not None and kind in PROBABILITY_KINDS and not prim.binary:
         budget = population_budget_view(cand, primary_ctrl, log_tau=prim.threshold if prim.claim_possible else None,
-                                        alpha_n=prim.alpha_n, delta=budget_delta, realistic_n=realistic_budget,
+                                        alpha_n=prim.rate_alpha_n, delta=budget_delta, realistic_n=realistic_budget,
                                         confidence=confidence)
     return PopulationClaim(kind, "decontaminated" if dec is not None else "full", full, dec, excl, sw_full, sw_dec,
                            fdr, fwer, budget, cids, kids, cand, ctrl)

@@ -17,9 +17,12 @@ from ..scoring.procedure import (NUMERICS_FIELDS, numerics_differences, procedur
 # with the tested policy in "policy") that may differ between the candidates' and the controls'
 # runs: which other policies were scored in the same pass, the model's display name and path
 # (the fingerprint identifies the weights), the fingerprint an older memclaim recorded for the
-# same folder (model.fingerprint_v1, kept beside the current one), and the verify step's description. Everything else
-# (fingerprint, dtype, start-of-text rule, prompt rule, lengths, policy, memclaim version) must match.
-STORED_PROCEDURE_MAY_DIFFER = ("policies_scored", "model.name", "model.source", "model.fingerprint_v1", "verify")
+# same folder (model.fingerprint_v1, kept beside the current one), the verify step's description,
+# and the memclaim version that scored each run (0.2.0 computes the 0.1.0 scores it resumes; both
+# runs' records stay in the report's inputs). Everything else (fingerprint, dtype, start-of-text
+# rule, prompt rule, lengths, policy) must match.
+STORED_PROCEDURE_MAY_DIFFER = ("policies_scored", "model.name", "model.source", "model.fingerprint_v1", "verify",
+                               "memclaim_version")
 
 # The field a claim's procedure record gains when --allow-mixed-numerics (allow_mixed_numerics=True)
 # declared scores computed on different device classes or dtypes comparable: the differences, as

@@ -15,7 +15,7 @@ from ..audits.attacks import describe_attacks
 from ..audits.table_spec import TABLE_SPEC_DOC
 from ..errors import InputError
 from .common import (BATCH_SIZE, BATCH_SIZE_HELP, DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, INPUT_FORMATS,
-                     PASSAGE_INPUTS, allow_mixed_numerics,
+                     PASSAGE_INPUTS, allow_mixed_numerics, limit_option,
                      numerics_option, placement_kwargs, placement_options, print_json, stderr_log,
                      trust_remote_code_option)
 from .options import NEIGHBORS, Group
@@ -37,7 +37,7 @@ Examples (run from a checkout of the repository):
 
 \b
   # the audit-disagreement table ([MX] Fig. 12) over instances described in a JSON file
-  printf '{"instances": [{"name": "KJV on toy", "model": "toy", "members": "tests/data/kjv_verses.jsonl", "nonmembers": "tests/data/new_verses.jsonl", "prefix_tokens": 16, "suffix_tokens": 16}]}\\n' > instances.json
+  printf '{"instances": [{"name": "KJV on toy", "model": "toy", "members": "tests/data/kjv_verses.jsonl", "controls": "tests/data/new_verses.jsonl", "prefix_tokens": 16, "suffix_tokens": 16}]}\\n' > instances.json
   memclaim audit table --instances instances.json --out runs/table
 """
 
@@ -126,6 +126,7 @@ def _comma_list(ctx, param, value):
 @click.option("--id-field", default=None, help="Field holding the record id.")
 @click.option("--format", "input_format", type=click.Choice(INPUT_FORMATS), default=None,
               help="Input format (default: from the extension; a folder is a datasets folder).")
+@limit_option
 @click.option("--dtype", type=click.Choice(["auto", "float32", "bfloat16", "float16", "float64"]), default="auto",
               show_default=True, help="Body dtype; auto: bfloat16 on a GPU, float32 on the CPU (shadows and the "
                                       "reference model too; the unembedding and log-softmax always run in float32+).")
@@ -142,15 +143,16 @@ def run_command(ctx, model, members, controls, out_dir, reference, shadows, atta
                 prefix_tokens, suffix_tokens, extraction_policy, m, trigger, verifier_threshold, kappa,
                 soundness_epsilon, soundness_neighbors, cap_value, cap_epsilon, cap_neighbors, cap_functional, cap_slack,
                 cap_slack_note, shadow_mode, shadow_base, shadow_steps, shadow_epochs, shadow_lr, shadow_batch_size,
-                shadow_seq_len, shadow_seed, shadow_warmup, shadow_background, design_seed, text_field, id_field, input_format, dtype,
+                shadow_seq_len, shadow_seed, shadow_warmup, shadow_background, design_seed, text_field, id_field, input_format, limit, dtype,
                 sot, threads, batch_size, trust_remote_code, as_json, no_progress):
     """Audit MODEL on --members vs --controls (non-members): AUC with DeLong interval and leak signal
     2 AUC - 1 for every attack, TPR at a certified FPR with a Clopper-Pearson interval, greedy and
     sampled extraction from each record's own prefix (and --trigger), the unlearning verifier,
     and with --shadows LiRA and the counterfactual memorization estimate (COND)."""
+    bar = progress_bar(not no_progress and not as_json)  # before the API loads torch: it shows that too
     res = api.audit(model, members, controls, out=out_dir, reference=reference, shadows=shadows, attacks=attacks,
                     k=k, alpha=alpha, confidence=confidence, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
-                    policy=extraction_policy, m=m, trigger=trigger, verifier_threshold=verifier_threshold,
+                    policies=extraction_policy, m=m, trigger=trigger, verifier_threshold=verifier_threshold,
                     kappa=kappa, soundness_epsilon=soundness_epsilon, soundness_neighbors=soundness_neighbors,
                     cap=cap_value, cap_epsilon=cap_epsilon, cap_neighbors=cap_neighbors, cap_functional=cap_functional,
                     cap_slack=cap_slack, cap_slack_note=cap_slack_note, shadow_mode=shadow_mode,
@@ -158,9 +160,10 @@ def run_command(ctx, model, members, controls, out_dir, reference, shadows, atta
                     shadow_lr=shadow_lr, shadow_batch_size=shadow_batch_size, shadow_seq_len=shadow_seq_len,
                     shadow_seed=shadow_seed, shadow_warmup=shadow_warmup, shadow_background=shadow_background,
                     design_seed=design_seed, text_field=text_field, id_field=id_field, input_format=input_format,
+                    limit=limit,
                     dtype=dtype, sot=sot, batch_size=batch_size, trust_remote_code=trust_remote_code, threads=threads,
                     **placement_kwargs(), allow_mixed_numerics=allow_mixed_numerics(),
-                    progress=progress_bar(not no_progress and not as_json), log=stderr_log(not as_json))
+                    progress=bar, log=stderr_log(not as_json))
     if as_json:
         print_json(res.to_dict())
         return
@@ -203,9 +206,8 @@ def _print(run) -> None:
             c.print(f"  {label}: {escape(ex.summary())}")
     if res.soundness is not None:
         c.print(f"  canary soundness ([MX] Cor. 5.3): {escape(res.soundness.verdict)}")
-    if res.verifier is not None:
-        v = res.verifier
-        c.print(f"  unlearning verifier: {escape(v.verdict)} (recovered fraction {v.rate:.3f}, threshold {v.threshold:g})")
+    if run.verifier_line is not None:
+        c.print(f"  {escape(run.verifier_line)}")
     if res.shadows is not None:
         sh = res.shadows
         c.print(f"  shadows: {len(sh)} ({len(sh.trained)} trained now, {len(sh.reused)} reused) under "
@@ -220,6 +222,8 @@ def _print(run) -> None:
             c.print(f"    {escape(cf.cap.note)}")
         elif cf.cap_refused:
             c.print(f"    [yellow]cap comparison refused:[/] {escape(cf.cap_refused)}")
+    if run.limited:
+        c.print(f"  note: {escape(run.limited)}")
     if res.report:
         c.print(f"  report: {escape(str(res.report['html']))}")
 
@@ -236,7 +240,7 @@ def _table_help() -> str:
 TABLE_EXAMPLES = """
 \b
 Example (run from a checkout of the repository):
-  printf '{"instances": [{"name": "KJV on toy", "model": "toy", "members": "tests/data/kjv_verses.jsonl", "nonmembers": "tests/data/new_verses.jsonl", "prefix_tokens": 16, "suffix_tokens": 16}]}\\n' > instances.json
+  printf '{"instances": [{"name": "KJV on toy", "model": "toy", "members": "tests/data/kjv_verses.jsonl", "controls": "tests/data/new_verses.jsonl", "prefix_tokens": 16, "suffix_tokens": 16}]}\\n' > instances.json
   memclaim audit table --instances instances.json --out reports/table
   memclaim audit table --instances instances.json --out reports/table --json > table.json
 """

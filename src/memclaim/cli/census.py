@@ -20,6 +20,7 @@ from .. import api
 from ..errors import InputError
 from .common import (allow_mixed_numerics, numerics_option, placement_kwargs, backend_options, model_options, near_verbatim_options, print_json, procedure_options,
                      run_options, stderr_log)
+from .console import echo
 from .options import Command
 from .progress import progress_bar
 
@@ -89,7 +90,7 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
             chat_template, aggregate, text_field, prefix_field, suffix_field, id_field, input_format, dtype, sot,
             allow_pickle, trust_remote_code, threads,
             exclude_file, references, min_similarity, use_global, budget_delta, realistic_budget,
-            controls_description, out_dir, batch_size, unit_size, as_json, no_progress, nv_eps=(), nv_beams=(),
+            controls_description, out_dir, limit, batch_size, unit_size, as_json, no_progress, nv_eps=(), nv_beams=(),
             backend="local", address=None, workers=None, gpus_per_worker=0.0, threads_per_worker=1):
     """Census of each DOCUMENT against its CONTROL ([EM] §5): sliding-window scores for both,
     tau_doc = 10^ceil(log10 of the top decontaminated control score) (Eq. 31), coverage of the
@@ -109,26 +110,29 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
     if bad:
         raise InputError(f"{', '.join(bad)} appl{'y' if len(bad) > 1 else 'ies'} to passage files, not to documents",
                          hint="a census reads each document as one plain text")
+    bar = progress_bar(not no_progress and not as_json)  # before the API loads torch: it shows that too
     res = api.census(model, pairs=list(zip(documents, controls)) + [tuple(p) for p in pairs], stride=stride,
                      prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, policies=policies,
                      prompt_templates=prompt_templates, chat_template=chat_template, aggregate=aggregate,
-                     near_verbatim=nv_eps, beams=nv_beams, exclude_spans=exclude_file, references=references,
+                     limit=limit, near_verbatim=nv_eps, beams=nv_beams, exclude_spans=exclude_file, references=references,
                      min_similarity=min_similarity, use_global=use_global, budget_delta=budget_delta,
                      realistic_budget=realistic_budget, controls_description=controls_description, out=out_dir,
                      batch_size=batch_size, unit_size=unit_size, backend=backend, address=address, workers=workers,
                      gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
                     **placement_kwargs(), allow_mixed_numerics=allow_mixed_numerics(),
                      allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
-                     progress=progress_bar(not no_progress and not as_json), log=stderr_log(not as_json))
+                     progress=bar, log=stderr_log(not as_json))
     if as_json:
         print_json(res.to_dict())
         return
     for line in res.headlines:
-        click.echo(line)
+        echo(line)
+    if res.limited is not None:
+        echo("note: " + res.limited)
     n_flagged = len(res.census.flagged)
     if n_flagged:
-        click.echo(f"{n_flagged} control window(s) flagged as near-verbatim copies: confirm them in the "
-                   "report before excluding them with --exclude-spans")
-    click.echo(f"report: {res.report['html']}")
+        echo(f"{n_flagged} control window(s) flagged as near-verbatim copies: confirm them in the report before "
+             "excluding them with --exclude-spans")
+    echo(f"report: {res.report['html']}")
     if not any(r.units_scored for r in res.runs.values()):
-        click.echo("nothing was scored: every unit was already in the store (no model work done)")
+        echo("nothing was scored: every unit was already in the store (no model work done)")

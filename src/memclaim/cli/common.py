@@ -237,10 +237,21 @@ BATCH_SIZE_HELP = ("Windows per forward pass, or 'auto': on a GPU the largest ba
                    "its free memory, on the CPU 16 (scores are the same at every batch size on the CPU).")
 
 
+LIMIT_HELP = ("Score only the first N texts (a document: its first N windows): a quick look at a big input. "
+              "The run is labelled [:N] and its report says it is limited.")
+
+
+def limit_option(f):
+    """--limit N: only the first N texts (or a document's first N windows) are scored (every
+    scoring command; the API's ``limit``)."""
+    return click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N", help=LIMIT_HELP)(f)
+
+
 def run_options(f):
-    """--batch-size --unit-size --json --no-progress: how a scoring run is cut and reported
-    (score, population, census)."""
+    """--limit --batch-size --unit-size --json --no-progress: how much of the input is scored, how
+    a scoring run is cut and how it is reported (score, population, census)."""
     opts = [
+        limit_option,
         click.option("--batch-size", type=BATCH_SIZE, default=16, show_default=True, help=BATCH_SIZE_HELP),
         click.option("--unit-size", type=int, default=64, show_default=True,
                      help="Windows per work unit (the unit of resume and of distribution)."),

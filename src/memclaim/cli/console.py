@@ -21,3 +21,18 @@ def say(console, text) -> None:
             console.print(text)
     elif callable(console):
         console(text)
+
+
+def stdout_console(*, stderr: bool = False):
+    """A rich Console on stdout (or stderr) that prints text literally and word-wraps it at the
+    terminal's width (80 columns when the output is not a terminal, unless COLUMNS says
+    otherwise): what every command's sentences are printed with."""
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, markup=False, emoji=False)
+
+
+def echo(text: str, *, stderr: bool = False) -> None:
+    """Print ``text`` literally, word-wrapped at the console's width (never a word cut in two,
+    unless a single word is wider than the console)."""
+    stdout_console(stderr=stderr).print(text, markup=False, highlight=False, overflow="fold")

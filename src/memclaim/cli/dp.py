@@ -23,9 +23,50 @@ NEIGHBOR_CHOICE = click.Choice(NEIGHBORS)
 def _console(err: bool = False):
     from rich.console import Console
 
-    stream = sys.stderr if err else sys.stdout
-    # tables carry long references and notes: do not squeeze them to 80 columns in a pipe
-    return Console(stderr=err, highlight=False, width=None if stream.isatty() else 160)
+    # the terminal's width (80 columns when not a terminal, unless COLUMNS says otherwise): the
+    # bounds table adapts to it (bounds_table), every other table wraps its cells at spaces
+    return Console(stderr=err, highlight=False)
+
+
+WIDE = 140  # columns from which the bounds table shows reference and note in columns of their own
+
+
+def bounds_table(rows, width: int, title: str = "", *, brackets: bool = False):
+    """The bounds table for a console ``width`` columns wide: (table, footnotes). Wide: quantity,
+    value, [exact value within,] relation, functional, reference, note. Narrow (below
+    :data:`WIDE`): quantity, value (with its certified bracket on a second line when ``brackets``),
+    relation and functional in one column, and a footnote number; each footnote holds a row's
+    reference and note, printed below the table (rows with the same text share a number). Words
+    are never cut: every column is wide enough for its longest word, and wraps at spaces.
+    ``brackets``: a DP-SGD curve's rows carry the certified accuracy [optimistic, pessimistic]
+    (issue 24), shown beside every value."""
+    from rich.table import Table
+
+    def bracket(r) -> str:
+        b = r.bracket
+        return "" if b is None else f"[{_fmt(b[0])}, {_fmt(b[1])}]"
+
+    table = Table(title=_e(title) if title else None, title_justify="left")
+    if width >= WIDE:
+        cols = ("quantity", "value") + (("exact value within",) if brackets else ()) + (
+            "relation", "functional", "reference", "note")
+        for col in cols:
+            table.add_column(col, overflow="fold")
+        for r in rows:
+            cells = [r.name, _fmt(r.value)] + ([bracket(r)] if brackets else [])
+            table.add_row(*(_e(x) for x in (*cells, r.relation, r.functional, r.reference, r.note)))
+        return table, []
+    notes: dict[str, int] = {}
+    table.add_column("quantity", ratio=3, overflow="fold")
+    table.add_column("value (exact within)" if brackets else "value", no_wrap=True)
+    table.add_column("relation, functional", ratio=1, overflow="fold")
+    table.add_column("note", no_wrap=True)
+    for r in rows:
+        text = r.reference + (f": {r.note}" if r.note else "")
+        k = notes.setdefault(text, len(notes) + 1)
+        value = _fmt(r.value) + (f"\n{bracket(r)}" if brackets and r.bracket is not None else "")
+        table.add_row(_e(r.name), _e(value), _e(f"{r.relation}, {r.functional}"), f"[{k}]")
+    return table, [f"[{k}] {text}" for text, k in notes.items()]
 
 
 def _e(text) -> str:
@@ -79,8 +120,8 @@ def command():
 @click.option("--sampling-rate", "q", type=float, default=None, help="DP-SGD: Poisson sampling rate q.")
 @click.option("--steps", type=int, default=None, help="DP-SGD: number of steps T.")
 @click.option("--pld-grid", type=float, default=None,
-              help="DP-SGD: the PLD's value discretization [default 1e-4, then 1e-3 if that PLD is numerically "
-                   "invalid]; coarser is faster and more pessimistic.")
+              help="DP-SGD: the PLD's value discretization, used as given [default: 1e-4, halved (at most twice) "
+                   "while the certified accuracy of eta is worse than 0.5%]; coarser is faster and looser.")
 @click.option("--neighbors", type=NEIGHBOR_CHOICE, required=True,
               help="relation the guarantee was proved for: replace-one or add-remove.")
 @click.option("--copies", type=int, default=1, show_default=True,
@@ -135,15 +176,19 @@ def bounds(epsilon, delta, mu, sigma, q, steps, pld_grid, neighbors, copies, m, 
     if copies > 1:
         title += (f"; target planted {copies} times: extraction rows use the {copies}-fold group curve "
                   "([MX] Cor. 4.3), sufficient conditions only")
-    table = Table(title=_e(title), title_justify="left")
-    for col in ("quantity", "value", "relation", "functional", "reference", "note"):
-        table.add_column(col, overflow="fold")
-    for r in summary.rows:
-        table.add_row(*(_e(x) for x in (r.name, _fmt(r.value), r.relation, r.functional, r.reference, r.note)))
+    con.print(_e(title))
+    brackets = summary.mechanism is not None
+    table, notes = bounds_table(summary.rows, con.width, brackets=brackets)
     con.print(table)
-    if summary.mechanism is not None:
-        con.print(_e("rows without a tag come from the DP-SGD trade-off curve (never above the true curve); rows "
-                     "tagged [(eps, delta) route, looser] convert the same PLD to (eps, delta) first."))
+    for line in notes:
+        con.print(_e(line))
+    if res.guarantee_note is not None:
+        con.print(_e(f"note: {res.guarantee_note}"))
+    if brackets:
+        con.print(_e("rows without a tag come from the DP-SGD trade-off curve (never above the true curve); 'exact "
+                     "value within' is the certified accuracy: the same quantity from an optimistic curve (never "
+                     "below the true one) is the other end; rows tagged [(eps, delta) route, looser] convert the "
+                     "same PLD to (eps, delta) first."))
     if kap is not None and kap[0] != kap[1]:
         con.print(f"baseline is a certified interval [{kap[0]:.6g}, {kap[1]:.6g}]; bounds use the upper end.")
     if audit is not None:
@@ -370,10 +415,13 @@ def account(noise_multiplier, sampling_rate, steps, delta, accountant, neighbors
     click.echo(f"epsilon = {res.epsilon:.6g} at delta = {res.delta:g} [{neighbors}, {accountant.upper()} accountant; "
                f"sigma = {res.noise_multiplier:g}, q = {res.sampling_rate:g}, steps = {res.steps}]")
     route = caps["epsilon_delta_route"]
-    click.echo(f"advantage eta from the trade-off curve = {caps['eta']:.6g} [{caps['neighbors']}]; via (epsilon, delta): "
+    click.echo(f"advantage eta from the trade-off curve = {caps['eta']:.6g} [{caps['neighbors']}] (exact value within "
+               f"[{caps['eta_optimistic']:.6g}, {caps['eta']:.6g}]); via (epsilon, delta): "
                f"{route['eta']:.6g} (looser, x{caps['eta_ratio_route_over_curve']:.3g})")
     for row in caps["caps"]:
         k = row["copies"]
-        cap = ", ".join(f"|mem_{fn}| <= {_fmt(row[fn])}" for fn in ("LOO", "RO"))
+        cap = ", ".join(f"|mem_{fn}| <= {_fmt(row[fn])}"
+                        + (f" (exact within [{_fmt(row[fn + '_optimistic'])}, {_fmt(row[fn])}])"
+                           if row.get(fn + "_optimistic") is not None else "") for fn in ("LOO", "RO"))
         click.echo(f"  {k} cop{'y' if k == 1 else 'ies'}: {cap}  (from the curve)")
     click.echo(f"  curve: {caps['source']}")

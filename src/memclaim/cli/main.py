@@ -12,8 +12,10 @@ import sys
 import click
 
 from .. import __version__
+from ..api._public import cli_invocation
 from ..errors import MemclaimError
-from .progress import TRACKER
+from ..report.core import invoked_as
+from .progress import TRACKER, close_all
 
 # subcommand name -> module under memclaim.cli
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -24,7 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "budget": ("budget", "Query budgets: P[at least once in n], n for confidence 1-delta."),
     "dp": ("dp", "Differential-privacy bounds on memorization and extraction."),
     "audit": ("audit", "Membership-inference and extraction audits with intervals."),
-    "reproduce": ("reproduce", "Regenerate a figure of [MX] §8 (numbers + plot)."),
+    "reproduce": ("reproduce", "Regenerate a figure of [MX] §8 or [EM] §3-§6 (numbers + plot)."),
     "train": ("train", "The training lab: tiny GPT, fine-tuning, planted records, DP-SGD."),
     "demo": ("demo", "Run the end-to-end demo on the built-in tiny GPT."),
 }
@@ -59,12 +61,48 @@ def cli():
     extracted from it ([EM], [MX]). Run `memclaim COMMAND --help` for examples."""
 
 
-def _os_error_text(exc: BaseException) -> str:
+#: options that make a command ask for less memory at once, in the order they are suggested
+MEMORY_KNOBS = {"--batch-size": "a smaller --batch-size", "--unit-size": "a smaller --unit-size",
+                "--pld-grid": "a coarser --pld-grid", "--max-nodes": "a smaller --max-nodes",
+                "--physical-batch-size": "a smaller --physical-batch-size"}
+
+
+def _command_of(argv) -> tuple[click.Command | None, str]:
+    """The subcommand ``argv`` runs and its words (``dp bounds ...`` -> the bounds command,
+    'dp bounds'), or (None, 'COMMAND')."""
+    cmd: click.Command = cli
+    ctx = click.Context(cli)
+    words = []
+    for word in list(argv or []):
+        if not isinstance(cmd, click.Group) or word.startswith("-"):
+            break
+        sub = cmd.get_command(ctx, word)
+        if sub is None:
+            break
+        cmd = sub
+        words.append(word)
+    return (None, "COMMAND") if cmd is cli else (cmd, " ".join(words))
+
+
+def _memory_text(argv) -> str:
+    """What a MemoryError prints: the knobs the command has (issue 25: `dp bounds` was told to
+    lower --batch-size, an option it does not have)."""
+    cmd, path = _command_of(argv)
+    opts = {o for p in (cmd.params if cmd is not None else ()) for o in getattr(p, "opts", ())}
+    knobs = [how for k, how in MEMORY_KNOBS.items() if k in opts]
+    inputs = any(o in opts for o in ("--input", "--members", "--document", "--data", "--candidates"))
+    if knobs:
+        return (f"out of memory\n  fix: ask for less at a time: {', or '.join(knobs)}"
+                + (", and check that every input is a regular file of reasonable size" if inputs else ""))
+    return (f"out of memory\n  fix: ask for less work (`memclaim {path} --help` lists the options that set its "
+            "size), or run it on a machine with more memory")
+
+
+def _os_error_text(exc: BaseException, argv=None) -> str:
     import errno
 
     if isinstance(exc, MemoryError):
-        return ("out of memory\n  fix: score fewer or shorter windows at a time (--batch-size, --unit-size), "
-                "or check that the input is a regular file of reasonable size")
+        return _memory_text(argv if argv is not None else sys.argv[1:])
     where = f" {exc.filename!r}" if getattr(exc, "filename", None) else ""
     what = exc.strerror or str(exc)
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -102,16 +140,18 @@ def usage_error_text(exc: click.UsageError) -> str:
 
 
 def main(argv=None) -> int:
+    args = list(argv if argv is not None else sys.argv[1:])
     try:
         # standalone_mode=False: click returns a command's `raise click.exceptions.Exit(n)` as n
-        # instead of raising it (`reproduce` exits 1 when a check fails)
-        rv = cli.main(args=argv, prog_name="memclaim", standalone_mode=False)
+        # instead of raising it (`reproduce` exits 1 when a check fails); every report written
+        # records this command line (memclaim.report.core.invoked_as)
+        with invoked_as(cli_invocation(args)):
+            rv = cli.main(args=args, prog_name="memclaim", standalone_mode=False)
         if isinstance(rv, int) and not isinstance(rv, bool) and rv != 0:
             return rv
     except MemclaimError as exc:
         text = str(exc)
         if getattr(exc, "hint", None) is None:  # every error says how to fix it
-            args = list(argv if argv is not None else sys.argv[1:])
             groups = {"dp": ("bounds", "account", "plot", "baseline"), "audit": ("run", "table", "attacks"),
                       "train": ("tiny", "finetune", "unlearn")}
             cmd = " ".join(args[:2] if len(args) > 1 and args[1] in groups.get(args[0], ()) else args[:1])
@@ -141,10 +181,12 @@ def main(argv=None) -> int:
         # a file that cannot be read or written (permission, read-only filesystem, disk full, a
         # path that vanished): say which and stop; every memclaim write is atomic, so nothing
         # half-written is left behind
-        click.echo(f"error: {_os_error_text(exc)}", err=True)
+        click.echo(f"error: {_os_error_text(exc, argv)}", err=True)
         return 2
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    finally:
+        close_all()  # no progress line left open (or ticking) after the command, whatever happened
     return 0
 
 

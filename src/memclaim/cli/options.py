@@ -26,7 +26,7 @@ for _group, _names in {
         "run", "controls_run", "documents", "pairs", "text_field", "prefix_field", "suffix_field", "id_field",
         "score_field", "input_format", "kind", "binary", "candidates_procedure", "controls_procedure",
         "exclude_file", "exclude_ids", "references", "min_similarity", "data", "plant_file", "forget", "retain",
-        "spec", "reference", "trigger", "shadow_background", "name", "list_only",
+        "spec", "reference", "trigger", "shadow_background", "name", "list_only", "limit",
     ),
     "Procedure": (
         "stride", "prefix_tokens", "suffix_tokens", "policies", "prompt_templates", "chat_template", "aggregate",

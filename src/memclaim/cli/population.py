@@ -15,6 +15,7 @@ from .. import api
 from .common import (PASSAGE_INPUTS, allow_mixed_numerics, backend_options, claim_options, model_options,
                      near_verbatim_options, placement_kwargs, print_json,
                      procedure_options, run_options, stderr_log)
+from .console import echo
 from .options import Command
 from .progress import progress_bar
 from .test import print_claim
@@ -72,7 +73,7 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
             chat_template, aggregate, text_field, prefix_field, suffix_field, id_field, input_format, dtype, sot,
             allow_pickle, trust_remote_code, threads, alpha,
             exclude_file, exclude_ids, fdr, fwer, seed, budget_delta, realistic_budget, confidence,
-            controls_description, out_dir, batch_size, unit_size, as_json, no_progress, nv_eps=(), nv_beams=(),
+            controls_description, out_dir, limit, batch_size, unit_size, as_json, no_progress, nv_eps=(), nv_beams=(),
             backend="local", address=None, workers=None, gpus_per_worker=0.0, threads_per_worker=1):
     """Score MEMBERS and CONTROLS with MODEL under one extraction procedure ([EM] Def. B.2), then
     run the conformal population test ([EM] §3, §4) and write the report.
@@ -81,11 +82,12 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
     test uses the first --policy; every --policy is stored, so `memclaim test` on OUT/store
     tests the others without the model. Re-running the same command reuses the stored scores.
     """
+    bar = progress_bar(not no_progress and not as_json)  # before the API loads torch: it shows that too
     res = api.population(model, members_path, controls_path, alpha=alpha, prefix_tokens=prefix_tokens,
                          suffix_tokens=suffix_tokens, policies=policies, prompt_templates=prompt_templates,
                          chat_template=chat_template, aggregate=aggregate, text_field=text_field,
                          prefix_field=prefix_field, suffix_field=suffix_field, id_field=id_field,
-                         input_format=input_format, near_verbatim=nv_eps, beams=nv_beams, exclude_controls=exclude_file,
+                         input_format=input_format, limit=limit, near_verbatim=nv_eps, beams=nv_beams, exclude_controls=exclude_file,
                          exclude_control_ids=exclude_ids, fdr=fdr, fwer=fwer, seed=seed, budget_delta=budget_delta,
                          realistic_budget=realistic_budget, confidence=confidence,
                          controls_description=controls_description, out=out_dir, batch_size=batch_size,
@@ -93,7 +95,7 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
                          gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
                     **placement_kwargs(), allow_mixed_numerics=allow_mixed_numerics(),
                          allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
-                         progress=progress_bar(not no_progress and not as_json), log=stderr_log(not as_json))
+                         progress=bar, log=stderr_log(not as_json))
     if as_json:
         print_json(res.to_dict())
         return
@@ -101,6 +103,6 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
     runs = res.runs
     work = [f"{label}: {r.n_windows} windows ({r.units_scored} units scored, {r.units_reused} reused"
             + (f", {r.skipped_short} too short" if r.skipped_short else "") + ")" for label, r in runs.items()]
-    click.echo(f"store: {res.store}  " + "; ".join(work))
+    echo(f"store: {res.store}  " + "; ".join(work))
     if not any(r.units_scored for r in runs.values()):
-        click.echo("nothing was scored: every unit was already in the store (no model work done)")
+        echo("nothing was scored: every unit was already in the store (no model work done)")

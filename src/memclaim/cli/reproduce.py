@@ -1,4 +1,5 @@
-"""`memclaim reproduce NAME`: regenerate the numbers and plot of one figure of [MX] §8 or [EM] §4."""
+"""`memclaim reproduce NAME`: regenerate the numbers and plot of one figure of [MX] §8 or of [EM]
+§3-§6 and App. D.2."""
 from __future__ import annotations
 
 import sys
@@ -38,14 +39,18 @@ def _names() -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON instead of the summary.")
 @click.option("--list", "list_only", is_flag=True, help="List the available reproductions and exit.")
 def command(name, quick, out_dir, seed, as_json, list_only):
-    """Regenerate a figure of [MX] §8 or [EM] §4: writes NAME.json (every number, seeds, versions, our
-    numbers beside the paper's, and the checks of the theory's predictions), NAME.png and NAME.pdf, and
-    prints our numbers beside the paper's (no verdict: agreement with the paper is judged by the test
-    suite, with the tolerances and their reasons stated there). The [EM] reproductions also say what
-    differs from the paper and which of its qualitative claims held on this run.
+    """Regenerate a figure or table of [MX] §8 (the staircase, entropy sweep, camouflage and trigger
+    separations, DP calibration, audits, unlearning) or of [EM] §3-§6 and App. D.2 (parrot, greedy,
+    alpha sweep, naive vs calibrated, book census, budget coverage, decontamination): writes NAME.json
+    (every number, seeds, versions, our numbers beside the paper's, and the checks of the theory's
+    predictions, each quoting the sentence it tests), NAME.png and NAME.pdf, and the report NAME.md
+    and NAME.html, and prints our numbers beside the paper's (no verdict: agreement with the paper is
+    judged by the test suite, with the tolerances and their reasons stated there). The [EM]
+    reproductions also say what differs from the paper and judge each of its sentences on this run:
+    held, not held, or not testable here (with the reason).
 
-    NAME is one of the reproductions listed by --list. Exit status 1 if a check fails (a paper claim
-    that did not hold is a finding and leaves it 0).
+    NAME is one of the reproductions listed by --list. Exit status 1 if a check fails (a sentence that
+    does not hold is a finding and leaves it 0).
     """
     if list_only:
         width = max(map(len, REPRODUCTIONS))  # the longest name sets the column ("naive-vs-calibrated")

@@ -26,6 +26,11 @@ Examples (run from a checkout of the repository):
       --suffix-tokens 16 --policy top-k:40,temperature:0.7 --out runs/smol --json
 
 \b
+  # a quick look at a big input: only the first 20 verses (the run is labelled [:20])
+  memclaim score toy --input tests/data/kjv_verses.jsonl --prefix-tokens 16 --suffix-tokens 16 \\
+      --limit 20 --out runs/quick
+
+\b
   # every sliding window of a document, stride 10 tokens
   memclaim score toy --document tests/data/genesis_1_3.txt --stride 10 --prefix-tokens 32 \\
       --suffix-tokens 32 --policy top-k:40 --out runs/book
@@ -64,7 +69,7 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
             prompt_templates, chat_template, aggregate, text_field, prefix_field, suffix_field, id_field,
             input_format, dtype, sot, allow_pickle, trust_remote_code, threads, nv_eps, nv_beams, batch_size,
             unit_size, backend, address, workers, gpus_per_worker,
-            threads_per_worker, as_json, no_progress):
+            threads_per_worker, as_json, no_progress, limit):
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store.
 
     MODEL is a local HF folder (safetensors), a .gguf file, a named model (smollm2,
@@ -72,16 +77,17 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
     rendered --prompt-template), the suffix is the target; the store gets log q under every
     --policy, the greedy-match flag and per-token statistics from one teacher-forced pass.
     """
+    bar = progress_bar(not no_progress and not as_json)  # before the API loads torch: it shows that too
     res = api.score(model, input_path, document=document_path, stride=stride, prefix_tokens=prefix_tokens,
                     suffix_tokens=suffix_tokens, policies=policies, prompt_templates=prompt_templates,
                     chat_template=chat_template, aggregate=aggregate, text_field=text_field,
                     prefix_field=prefix_field, suffix_field=suffix_field, id_field=id_field,
-                    input_format=input_format, near_verbatim=nv_eps, beams=nv_beams, out=out_dir,
+                    input_format=input_format, limit=limit, near_verbatim=nv_eps, beams=nv_beams, out=out_dir,
                     batch_size=batch_size, unit_size=unit_size, backend=backend, address=address, workers=workers,
                     gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
                     **placement_kwargs(),
                     allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
-                    progress=progress_bar(not no_progress and not as_json), log=stderr_log(not as_json))
+                    progress=bar, log=stderr_log(not as_json))
     summary = res.summary
     if as_json:
         print_json(res.to_dict())
@@ -116,3 +122,5 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
         c.print(f"  [yellow]{summary.near_ties} window(s) have a top-2 logit margin below 1e-5 at some suffix "
                 "position: their greedy flag may differ from generate() ([EM] App. A.2); see column near_tie[/]")
     c.print(f"  results: {summary.store}/runs/{summary.run_id}/scores.parquet", markup=False)
+    if res.limited:
+        c.print(f"  note: {res.limited}", markup=False)

@@ -11,6 +11,7 @@ import click
 
 from .. import api
 from .common import allow_mixed_numerics, claim_options, print_json
+from .console import echo
 from .options import Command
 
 EXAMPLES = """
@@ -94,7 +95,7 @@ def command(candidates, controls, run, controls_run, kind, alpha, nv_eps, policy
             controls_description, candidates_procedure, controls_procedure, out_dir, as_json):
     """Conformal population test ([EM] §3, §4, App. C) on two score stores or two score files
     ([EM] App. H.1: the same verify step applies to scores computed elsewhere)."""
-    res = api.test(candidates, controls, alpha=alpha, policy=policy, run=run, controls_run=controls_run,
+    res = api.test(candidates, controls, alpha=alpha, policies=policy, run=run, controls_run=controls_run,
                    near_verbatim=nv_eps, kind=kind, binary=binary, id_field=id_field, score_field=score_field,
                    text_field=text_field, candidates_procedure=candidates_procedure,
                    controls_procedure=controls_procedure, exclude_controls=exclude_file, exclude_control_ids=exclude_ids,
@@ -108,8 +109,11 @@ def command(candidates, controls, run, controls_run, kind, alpha, nv_eps, policy
 
 
 def print_claim(res) -> None:
-    """The headline, the contamination warning if any, and where the report is (one line each)."""
-    click.echo(res.headline)
+    """The headline, the contamination warning if any, and where the report is, each word-wrapped
+    at the console's width."""
+    echo(res.headline)
+    if res.limited is not None:
+        echo("note: " + res.limited)
     if res.warning is not None:
-        click.echo("warning: " + res.warning)
-    click.echo(f"report: {res.report['html']}")
+        echo("warning: " + res.warning)
+    echo(f"report: {res.report['html']}")

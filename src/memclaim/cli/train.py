@@ -7,6 +7,7 @@ from __future__ import annotations
 import click
 
 from .. import api
+from .progress import progress_bar
 from .common import PASSAGE_INPUTS, print_json, stderr_log, train_device_option, trust_remote_code_option
 from .options import Group
 
@@ -67,10 +68,11 @@ def command():
 def tiny(out_dir, duplicates, canaries, triggers, trigger_copies, steps, batch_size, lr, seed, corpus_seed,
          overwrite, device, as_json, no_progress):
     """Train a tiny GPT from scratch on a Markov-Zipf corpus with planted records ([MX] §8)."""
+    bar = progress_bar(not no_progress and not as_json)  # before the API loads torch
     _emit(as_json, api.train_tiny(out=out_dir, duplicates=duplicates, canaries=canaries, triggers=triggers,
                                   trigger_copies=trigger_copies, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
                                   corpus_seed=corpus_seed, overwrite=overwrite, device=device,
-                                  log=_log(no_progress)))
+                                  log=_log(no_progress), progress=bar))
 
 
 @command.command("finetune", epilog=EXAMPLES, groups=_TRAIN_GROUPS)
@@ -106,12 +108,13 @@ def finetune(model, data, plant_file, reserve_triggers, out_dir, layout, epochs,
              dp_epsilon, dp_delta, noise_multiplier, max_grad_norm, physical_batch_size, seed, threads, overwrite,
              trust_remote_code, device, as_json, no_progress):
     """Fine-tune MODEL (a model folder, .gguf or named model) on --data with planted records."""
+    bar = progress_bar(not no_progress and not as_json)  # before the API loads torch
     _emit(as_json, api.finetune(model, data, out=out_dir, plant_records=plant_file, reserve_triggers=reserve_triggers,
                                 layout=layout, epochs=epochs, steps=steps, lr=lr, batch_size=batch_size, seq_len=seq_len,
                                 dp_epsilon=dp_epsilon, dp_delta=dp_delta, noise_multiplier=noise_multiplier,
                                 max_grad_norm=max_grad_norm, physical_batch_size=physical_batch_size, seed=seed,
                                 threads=threads, overwrite=overwrite, trust_remote_code=trust_remote_code,
-                                device=device, log=_log(no_progress)))
+                                device=device, log=_log(no_progress), progress=bar))
 
 
 @command.command("unlearn", epilog=EXAMPLES, groups=_TRAIN_GROUPS)
@@ -141,7 +144,8 @@ def unlearn_cmd(model, forget, retain, out_dir, method, lr, max_rounds, threshol
                 threads, overwrite, trust_remote_code, device, as_json, no_progress):
     """Unlearn the --forget records from MODEL (GradDiff or NPO, [MX] App. F.2) until memclaim's
     unlearning verifier reports them forgotten; report retain perplexity before and after."""
+    bar = progress_bar(not no_progress and not as_json)  # before the API loads torch
     _emit(as_json, api.unlearn(model, forget, retain, out=out_dir, method=method, lr=lr, max_rounds=max_rounds,
                                threshold=threshold, seq_len=seq_len, batch_size=batch_size, seed=seed, threads=threads,
                                overwrite=overwrite, trust_remote_code=trust_remote_code, device=device,
-                               log=_log(no_progress)))
+                               log=_log(no_progress), progress=bar))

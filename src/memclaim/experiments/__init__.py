@@ -1,7 +1,9 @@
 """Reproductions of [MX] §8 and [EM] §4: one function per figure, each regenerating its numbers and plot.
 
 Every reproduction is a module exposing ``run(*, quick: bool, seed: int, out_dir) -> dict`` that
-writes ``NAME.json`` and ``NAME.png`` (see :mod:`.common`). :data:`REPRODUCTIONS` maps the public
+writes ``NAME.json``, ``NAME.png`` / ``NAME.pdf`` and the report ``NAME.md`` / ``NAME.html`` (see
+:mod:`.common`); each of the paper's sentences it judges is quoted and tested as stated, with the
+statistics of :mod:`.verdicts` (held, not held, or not testable here). :data:`REPRODUCTIONS` maps the public
 name to ``(module, description)``; modules are imported only when run, so a reproduction that
 needs an optional stack (torch, a real model) never breaks the others. Later reproductions plug in
 by adding an entry here (or calling :func:`register`).

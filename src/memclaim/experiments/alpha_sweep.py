@@ -22,14 +22,18 @@ import os
 
 import numpy as np
 
+from ..claims.conformal import alpha_sweep, controls_needed_for_level, population_test, rank_k
+from ..claims.intervals import newcombe_paired
 from ..report.style import PALETTE, figure, legend, style
 from . import em_verses as ev
 from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer
+from .verdicts import fmt_interval, rate, ratio
 
 NAME = "alpha-sweep"
 TITLE = "top-40 alpha sweep: member rate, certified alpha_N and calibrated rate M at two suffix lengths ([EM] Fig. 4)"
 STREAMS: tuple[str, ...] = ()
 ALPHA_REF = 0.01
+ALPHA_PAPER = "0.1%"  # the paper's operating point ([EM] §4, C.4.4): alpha_N = 5/5001 at N = 5000
 POLICIES = ("top-k:40", "full")
 
 
@@ -42,12 +46,20 @@ def sweep_block(mem_logq: np.ndarray, ctl_logq: np.ndarray) -> dict:
     >>> b["k_max"], b["reference"]["alpha_n_exact"], b["reference"]["n_claimed"]
     (199, '2/200', 29)
     """
-    from ..claims.conformal import alpha_sweep, population_test
-
     n = ctl_logq.size
     sw = alpha_sweep(mem_logq, ctl_logq, max_points=n, include_k=range(1, n + 1))  # every K from 1 to K_max
     t = population_test(mem_logq, ctl_logq, alpha=ALPHA_REF)
     zero = float(np.mean(np.isneginf(ctl_logq)))
+    # the paper's operating point alpha = 0.1% ([EM] §4, C.4.4), where N controls can certify it (N >= 999)
+    if rank_k(alpha=ALPHA_PAPER, n_controls=n) >= 1:
+        tp = population_test(mem_logq, ctl_logq, alpha=ALPHA_PAPER)
+        paper_level = {"alpha": ALPHA_PAPER, "reachable": True, "k": tp.k, "alpha_n": tp.alpha_n,
+                       "threshold_log10": tp.threshold_log10_prob, "n_claimed": tp.n_claimed,
+                       "calibrated_rate": tp.calibrated_rate.to_dict(),
+                       "claimed": np.asarray(tp.claimed, dtype=bool).tolist()}
+    else:
+        paper_level = {"alpha": ALPHA_PAPER, "reachable": False, "k": 0,
+                       "controls_needed": controls_needed_for_level(alpha=ALPHA_PAPER)}
     out = {"n_controls": int(n), "n_members": int(mem_logq.size), "control_zero_share": zero,
            "member_zero_share": float(np.mean(np.isneginf(mem_logq))),
            "reference": {"alpha": ALPHA_REF, "k": t.k, "alpha_n": t.alpha_n, "alpha_n_exact": t.alpha_n_exact,
@@ -55,7 +67,7 @@ def sweep_block(mem_logq: np.ndarray, ctl_logq: np.ndarray) -> dict:
                          "generation_rate": t.generation_rate.to_dict(), "calibrated_rate": t.calibrated_rate.to_dict(),
                          "in_sample_fpr": t.in_sample_fpr, "claim_possible": t.claim_possible,
                          "beta_law": None if t.beta_law is None else t.beta_law.to_dict(), "note": t.beta_law_note},
-           "claimed_at_reference": np.asarray(t.claimed, dtype=bool).tolist()}
+           "claimed_at_reference": np.asarray(t.claimed, dtype=bool).tolist(), "paper_level": paper_level}
     if sw is None:
         out["sweep"] = None
         return out
@@ -68,6 +80,7 @@ def sweep_block(mem_logq: np.ndarray, ctl_logq: np.ndarray) -> dict:
                     "beta_lower": sw.beta_lower, "beta_upper": sw.beta_upper}
     out["at_smallest_threshold"] = {"k": int(sw.k[-1]), "alpha_n": float(sw.alpha_n[-1]),
                                     "member_rate": float(sw.member_rate[-1]),
+                                    "member_count": int(round(float(sw.member_rate[-1]) * mem_logq.size)),
                                     "threshold_log10": float(sw.threshold_log10_prob[-1])}
     return out
 
@@ -82,9 +95,7 @@ def compare_lengths(short: dict, long: dict) -> dict:
     >>> len(c["common_k"]), all(c["long_at_or_above_short"])
     (199, True)
     """
-    from ..claims.intervals import newcombe_paired
-
-    a = np.asarray(long["claimed_at_reference"], dtype=bool)
+    a = np.asarray(long["claimed_at_reference"], dtype=bool)  # the same members at both lengths
     b = np.asarray(short["claimed_at_reference"], dtype=bool)
     paired = newcombe_paired(int(np.sum(a & b)), int(np.sum(a & ~b)), int(np.sum(~a & b)), int(np.sum(~a & ~b)))
     out = {"reference_difference_long_minus_short": paired.to_dict()}
@@ -96,8 +107,17 @@ def compare_lengths(short: dict, long: dict) -> dict:
     ms = dict(zip(ks, short["sweep"]["calibrated_rate"]))
     ml = dict(zip(kl, long["sweep"]["calibrated_rate"]))
     out["common_k"] = common
+    out["common_alpha_n"] = [k / (short["n_controls"] + 1) for k in common]
+    out["calibrated_short"] = [ms[k] for k in common]
+    out["calibrated_long"] = [ml[k] for k in common]
+    out["long_above_short"] = [bool(ml[k] > ms[k]) for k in common]
     out["long_at_or_above_short"] = [bool(ml[k] >= ms[k]) for k in common]
     out["largest_shortfall"] = float(max([ms[k] - ml[k] for k in common], default=0.0))
+    ps, pl = short.get("paper_level", {}), long.get("paper_level", {})
+    if ps.get("reachable") and pl.get("reachable"):
+        a, b = np.asarray(pl["claimed"], dtype=bool), np.asarray(ps["claimed"], dtype=bool)
+        out["paper_level_difference_long_minus_short"] = newcombe_paired(
+            int(np.sum(a & b)), int(np.sum(a & ~b)), int(np.sum(~a & b)), int(np.sum(~a & ~b))).to_dict()
     return out
 
 
@@ -114,64 +134,221 @@ def _model_block(entry) -> dict:
     return {"model": entry["model"], "policies": pol}
 
 
-def _tau(b, ell):
-    return b["lengths"][str(ell)]["reference"]["threshold_log10"]
+# ---- the paper's sentences on this run (issue 24 item 2): each quoted, each tested as stated
+QUOTE_FAR_HIGHER = ("At $10$ tokens the absolute rates are far higher, but so are the control rates (certified FPR "
+                    "$\\alpha_{N}$): for the smallest thresholds plotted, the member rate exceeds $50\\%$ and the "
+                    "certified FPR exceeds $30\\%$; $\\tau_{\\alpha_{N}}=0.95$, so a member must be nearly certain to "
+                    "clear it.")
+QUOTE_FIVE_ORDERS = ("The two raw rates aren’t the right comparison: they sit at thresholds five orders of magnitude "
+                     "apart, each set by what the non-member controls happen to do at that suffix length.")
+QUOTE_ACROSS = ("In contrast to the raw generation rates, the $50$-token curve sits above the $10$-token one across the "
+                "sweep (e.g., at $\\alpha_{N}\\approx 0.1\\%$, $\\hat{M}=2.64\\%$ against $1.06\\%$).")
+QUOTE_FULL = ("The conclusions of §4 hold under this policy for every model size: the $50$-token-suffix calibrated rate "
+              "exceeds the $10$-token-suffix rate across the whole sweep.")
+#: "far higher": at least twice as high at 95% confidence (Katz's lower bound of the ratio); the paper's own ratios
+#: are > 50% against ~3% for members (about 17x) and 58.9% against 10.4% for the certified-FPR ceilings (5.7x)
+FAR_HIGHER = 2.0
+#: "nearly certain to clear it" (tau = 0.95 at alpha_N ~ 0.1%): tau >= 0.9
+NEARLY_CERTAIN = 0.9
+#: "five orders of magnitude apart" (0.95 against 8.9e-6: 5.03 decades): at least 4.5 decades, five to the nearest
+FIVE_ORDERS = 4.5
+PAPER_LEVEL_WORDS = "alpha_N ~ 0.1% (alpha = 0.1%: K = floor(0.001 (N+1)) >= 1 needs N >= 999 controls)"
+
+
+def _unreachable(n: int) -> str:
+    return (f"the paper's operating point alpha = 0.1% needs N >= {controls_needed_for_level(alpha=ALPHA_PAPER)} "
+            f"controls (K = floor(0.001 (N+1)) >= 1); with N = {n} the smallest certifiable level is 1/{n + 1} = "
+            f"{1 / (n + 1):.2%}, and testing at another level would be a weaker rule")
+
+
+def rates_far_higher_claim(name: str, *, members: tuple[int, int, int], dagger: tuple[int, int, int],
+                           lengths: tuple[int, int]) -> PaperClaim:
+    """"At 10 tokens the absolute rates are far higher, but so are the control rates (certified FPR
+    alpha_N)" ([EM] §4, Fig. 4(a)), tested as stated: at each length's smallest threshold plotted (the
+    K_max-th control score), the member rate (``members`` = (count short, count long, J)) and the
+    certified FPR there, alpha_N = K_max/(N+1), i.e. the share of controls scoring above the atom at 0 (the
+    ceiling alpha-dagger; ``dagger`` = (K_max short, K_max long, N)), are each
+    at least :data:`FAR_HIGHER` times higher at the short suffix: Katz's 95% lower bound of each ratio
+    (short over long) >= 2. The members are the same at both lengths: the independent-samples interval
+    ignores their positive correlation, which only widens it.
+
+    >>> from memclaim.experiments.alpha_sweep import rates_far_higher_claim
+    >>> rates_far_higher_claim("OLMo", members=(2500, 150, 5000), dagger=(2945, 520, 5000), lengths=(10, 50)).verdict
+    'held'
+    >>> rates_far_higher_claim("x", members=(69, 60, 120), dagger=(78, 2, 180), lengths=(3, 16)).verdict
+    'not held'
+    """
+    (gs, gl, j), (ks, kl, n) = members, dagger
+    rm, rc = ratio(gs, j, gl, j), ratio(ks, n, kl, n)
+    test = (f"at each length's smallest threshold plotted (the K_max-th largest control score; {lengths[0]} vs "
+            f"{lengths[1]} tokens), the member rate and the certified FPR there (the share of controls scoring "
+            f"above 0, the ceiling alpha-dagger) are each far higher at the short suffix: Katz's 95% lower bound "
+            f"of the ratio short/long >= {FAR_HIGHER:g} for both (the paper's own ratios: about 17x and 5.7x)")
+    nums = {"member_rate_short": rate(gs, j), "member_rate_long": rate(gl, j), "member_rate_ratio": rm,
+            "controls_above_0_short": rate(ks, n), "controls_above_0_long": rate(kl, n), "certified_fpr_ratio": rc}
+    held = rm["lower"] >= FAR_HIGHER and rc["lower"] >= FAR_HIGHER
+    return paper_claim("short-rates-far-higher", f"{name}: at the short suffix the member rate and the certified FPR "
+                       "are far higher", quote=QUOTE_FAR_HIGHER, where="[EM] §4, Fig. 4(a)", test=test, held=held,
+                       numbers=nums,
+                       evidence=f"member rate {gs}/{j} = {gs / j:.1%} vs {gl}/{j} = {gl / j:.1%}: ratio "
+                                f"{fmt_interval(rm, pct=False)}; controls above 0 (alpha-dagger) {ks}/{n} = {ks / n:.1%} "
+                                f"vs {kl}/{n} = {kl / n:.1%}: ratio {fmt_interval(rc, pct=False)} (Katz 95%)")
+
+
+def tau_nearly_certain_claim(name: str, short: dict) -> PaperClaim:
+    """"$\\tau_{\\alpha_{N}}=0.95$, so a member must be nearly certain to clear it" ([EM] §4, at alpha_N ~
+    0.1%; App. D.2: "Holding the target FPR to 0.1% therefore forces the threshold close to one"), tested at
+    the paper's level: tau at alpha = 0.1% on the short suffix >= 0.9. Not testable with fewer than 999
+    controls (no threshold certifies 0.1%).
+
+    >>> from memclaim.experiments.alpha_sweep import tau_nearly_certain_claim
+    >>> tau_nearly_certain_claim("x", {"n_controls": 180, "paper_level": {"reachable": False}}).verdict
+    'not testable here'
+    >>> tau_nearly_certain_claim("x", {"n_controls": 5000, "paper_level": {"reachable": True, "k": 5,
+    ...                               "alpha_n": 5 / 5001, "threshold_log10": -0.4}}).verdict
+    'not held'
+    """
+    pl, n = short["paper_level"], short["n_controls"]
+    test = (f"at the paper's level, {PAPER_LEVEL_WORDS}: the short-suffix calibrated threshold tau >= "
+            f"{NEARLY_CERTAIN:g} (the paper: 0.95, 'nearly certain')")
+    claim = f"{name}: at the short suffix and alpha_N ~ 0.1% a member must be nearly certain to clear tau"
+    where = "[EM] §4, Fig. 4; App. D.2"
+    if not pl["reachable"]:
+        return paper_claim("short-tau-nearly-certain", claim, quote=QUOTE_FAR_HIGHER, where=where, test=test,
+                           held=None, numbers={"n_controls": n}, evidence=_unreachable(n))
+    t = pl["threshold_log10"]
+    return paper_claim("short-tau-nearly-certain", claim, quote=QUOTE_FAR_HIGHER, where=where, test=test,
+                       held=t is not None and t >= math.log10(NEARLY_CERTAIN),
+                       numbers={"k": pl["k"], "alpha_n": pl["alpha_n"], "threshold_log10": t},
+                       evidence=(f"tau = 10^{t:.3f} = {10 ** t:.3g} at alpha_N = {pl['alpha_n']:.4%}" if t is not None
+                                 else "no threshold"))
+
+
+def five_orders_claim(name: str, short: dict, long: dict) -> PaperClaim:
+    """"[...] they sit at thresholds five orders of magnitude apart" ([EM] §4: 0.95 against 8.9e-6 at
+    alpha_N ~ 0.1%), tested at the paper's level: log10 tau_short - log10 tau_long >= 4.5. Not testable
+    with fewer than 999 controls.
+
+    >>> from memclaim.experiments.alpha_sweep import five_orders_claim
+    >>> lv = lambda t: {"n_controls": 5000, "paper_level": {"reachable": True, "k": 5, "alpha_n": 5 / 5001,
+    ...                                                     "threshold_log10": t}}
+    >>> five_orders_claim("OLMo", lv(-0.022), lv(-5.05)).verdict, five_orders_claim("x", lv(-0.4), lv(-3.0)).verdict
+    ('held', 'not held')
+    """
+    ps, pl, n = short["paper_level"], long["paper_level"], short["n_controls"]
+    test = (f"at the paper's level, {PAPER_LEVEL_WORDS}: log10 tau_short - log10 tau_long >= {FIVE_ORDERS:g} "
+            "(five orders of magnitude, to the nearest order; the paper: 0.95 vs 8.9e-6)")
+    claim = f"{name}: at alpha_N ~ 0.1% the two lengths' thresholds are five orders of magnitude apart"
+    if not (ps["reachable"] and pl["reachable"]):
+        return paper_claim("thresholds-five-orders-apart", claim, quote=QUOTE_FIVE_ORDERS, where="[EM] §4, Fig. 4",
+                           test=test, held=None, numbers={"n_controls": n}, evidence=_unreachable(n))
+    ts, tl = ps["threshold_log10"], pl["threshold_log10"]
+    ok = ts is not None and tl is not None and ts - tl >= FIVE_ORDERS
+    return paper_claim("thresholds-five-orders-apart", claim, quote=QUOTE_FIVE_ORDERS, where="[EM] §4, Fig. 4",
+                       test=test, held=ok, numbers={"threshold_log10_short": ts, "threshold_log10_long": tl},
+                       evidence=(f"tau = 10^{ts:.2f} vs 10^{tl:.2f}: {ts - tl:.2f} decades apart"
+                                 if None not in (ts, tl) else "no threshold"))
+
+
+def across_sweep_claim(name: str, comparison: dict, n: int, *, key: str, quote: str, where: str,
+                       policy: str) -> PaperClaim:
+    """The long-suffix calibrated rate sits above (exceeds) the short one "across the sweep" ([EM] §4,
+    Fig. 4(b); App. D.4, Fig. 14 under the full softmax), tested as stated: M_long > M_short at every
+    certified level alpha_N = K/(N+1) both lengths attain (how many, and their range, are reported). The
+    paper's sweep starts at its low-FPR operating point alpha_N ~ 0.1% (the "e.g." of its sentence, where
+    "one would operate in practice"); a run whose levels start above it (N < 999) cannot test the sentence
+    across that sweep: not testable here, the comparison over its own levels reported beside it.
+
+    >>> from memclaim.experiments.alpha_sweep import QUOTE_ACROSS, across_sweep_claim
+    >>> cmp = {"common_k": [1, 2], "common_alpha_n": [1 / 181, 2 / 181], "long_above_short": [True, True],
+    ...        "calibrated_short": [-0.005, -0.011], "calibrated_long": [0.05, 0.06]}
+    >>> across_sweep_claim("x", cmp, 180, key="k", quote=QUOTE_ACROSS, where="[EM] §4", policy="top-40").verdict
+    'not testable here'
+    >>> cmp = {"common_k": list(range(1, 6)), "common_alpha_n": [k / 1001 for k in range(1, 6)],
+    ...        "long_above_short": [True, True, False, True, True], "calibrated_short": [0.0] * 5,
+    ...        "calibrated_long": [0.01, 0.01, -0.01, 0.01, 0.01]}
+    >>> across_sweep_claim("x", cmp, 1000, key="k", quote=QUOTE_ACROSS, where="[EM] §4", policy="top-40").verdict
+    'not held'
+    """
+    common = comparison.get("common_k", [])
+    above = comparison.get("long_above_short", [])
+    levels = comparison.get("common_alpha_n", [])
+    reach = n + 1 >= 1000  # alpha = 0.1% certifiable: 1/(N+1) <= 0.1%
+    test = (f"{policy}: M_long > M_short at every certified level alpha_N = K/(N+1) both lengths attain; testable "
+            f"only if the run's levels reach the paper's low-FPR end, {PAPER_LEVEL_WORDS}")
+    span = (f"{sum(above)} of {len(common)} common levels (alpha_N {levels[0]:.2%} to {levels[-1]:.2%})" if common
+            else "no common level")
+    nums = {"levels_compared": len(common), "levels_long_above_short": int(sum(above)),
+            "smallest_level": levels[0] if levels else None, "largest_level": levels[-1] if levels else None,
+            "smallest_certifiable_level": 1 / (n + 1)}
+    first_below = next((lv for lv, ok in zip(levels, above) if not ok), None)
+    claim = f"{name}: the long-suffix calibrated rate sits above the short one across the sweep ({policy})"
+    if not reach:
+        return paper_claim(key, claim, quote=quote, where=where, test=test, held=None, numbers=nums,
+                           evidence=_unreachable(n) + f"; over this run's levels: {span}")
+    return paper_claim(key, claim, quote=quote, where=where, test=test, held=bool(common) and all(above),
+                       numbers=nums, evidence=span + (f"; first level at or below: {first_below:.2%}"
+                                                      if first_below is not None else ""))
+
+
+def low_fpr_claim(name: str, comparison: dict, n: int) -> PaperClaim:
+    """"e.g., at alpha_N ~ 0.1%, M = 2.64% against 1.06%" ([EM] §4, Fig. 4(b)): at the paper's level the
+    long suffix certifies more memorization, tested with Newcombe's paired 95% interval for M_long -
+    M_short = G_long - G_short (the same members; [EM] D.4, Eq. 29), which must lie above 0. Not testable
+    with fewer than 999 controls.
+
+    >>> from memclaim.experiments.alpha_sweep import low_fpr_claim
+    >>> low_fpr_claim("x", {}, 180).verdict
+    'not testable here'
+    >>> d = {"estimate": 0.0158, "lower": 0.011, "upper": 0.021, "confidence": 0.95, "method": "newcombe-paired"}
+    >>> low_fpr_claim("OLMo", {"paper_level_difference_long_minus_short": d}, 5000).verdict
+    'held'
+    """
+    test = (f"at the paper's level, {PAPER_LEVEL_WORDS}: Newcombe's paired 95% interval for M_long - M_short "
+            "(= G_long - G_short, the same members) lies above 0")
+    claim = f"{name}: at alpha_N ~ 0.1% the long suffix certifies more memorization"
+    d = comparison.get("paper_level_difference_long_minus_short")
+    if d is None:
+        return paper_claim("low-fpr-long-above-short", claim, quote=QUOTE_ACROSS, where="[EM] §4, Fig. 4(b)",
+                           test=test, held=None, numbers={"n_controls": n}, evidence=_unreachable(n))
+    return paper_claim("low-fpr-long-above-short", claim, quote=QUOTE_ACROSS, where="[EM] §4, Fig. 4(b)", test=test,
+                       held=d["lower"] > 0, numbers={"difference_long_minus_short": d},
+                       evidence=f"M_long - M_short = {fmt_interval(d, digits=2)} (Newcombe paired 95%)")
 
 
 def claims_for(block: dict) -> list[PaperClaim]:
-    """The six qualitative claims of [EM] §4 / Fig. 4 on one model's block (the entries of
-    ``run(...)["results"]["models"]``): each held or not on this run, by a rule fixed in advance.
+    """The sentences of [EM] §4 on Fig. 4 (and App. D.4 on Fig. 14) judged on one model's block (the
+    entries of ``run(...)["results"]["models"]``), each by a rule fixed before the run (see the rule
+    functions above; the statistics in :mod:`.verdicts`).
 
     >>> from memclaim.experiments.alpha_sweep import claims_for, run
     >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
-    >>> [c.held for c in claims_for(res["results"]["models"][0])]  # doctest: +SKIP
-    [False, True, True, True, True, False]
+    >>> [c.verdict for c in claims_for(res["results"]["models"][0])]  # doctest: +SKIP
+    ['held', 'not testable here', 'not testable here', 'not testable here', 'not testable here', 'not testable here']
     """
     name = block["model"]["name"]
     tk = block["policies"]["top-k:40"]
     s, lg = tk["lengths"][str(ev.SHORT)], tk["lengths"][str(ev.LONG)]
-    ts, tl = _tau(tk, ev.SHORT), _tau(tk, ev.LONG)
-    ref_a = s["reference"]["alpha_n"]
-    cmp_tk, cmp_full = tk["comparison"], block["policies"]["full"]["comparison"]
-    ms, ml = s["reference"]["calibrated_rate"]["estimate"], lg["reference"]["calibrated_rate"]["estimate"]
-    d = cmp_tk["reference_difference_long_minus_short"]
+    n, j = s["n_controls"], s["n_members"]
     sm, lm = s.get("at_smallest_threshold"), lg.get("at_smallest_threshold")
-    out = [
-        paper_claim(f"{name}: at the short suffix the calibrated threshold is close to 1 (a member must be nearly "
-                    "certain to clear it)", "[EM] §4, Fig. 4 (tau = 0.95 at 10 tokens)",
-                    ts is not None and ts >= math.log10(0.5),
-                    criterion=f"tau >= 0.5 at the short length at alpha = {ALPHA_REF:g} (alpha_N = {ref_a:.3g})",
-                    evidence=f"tau = 10^{ts:.2f}" if ts is not None else "no threshold (K = 0)"),
-        paper_claim(f"{name}: the thresholds at the two lengths are orders of magnitude apart", "[EM] §4, Fig. 4 "
-                    "(0.95 vs 8.9e-6: five orders)", ts is not None and tl is not None and ts - tl >= 3,
-                    criterion="log10 tau_short - log10 tau_long >= 3 at the reference level",
-                    evidence=(f"tau = 10^{ts:.2f} at {ev.SHORT} tokens, 10^{tl:.2f} at {ev.LONG}" if None not in (ts, tl)
-                              else "no threshold (K = 0)")),
-        paper_claim(f"{name}: at the short suffix the absolute rates are far higher, and so are the control rates",
-                    "[EM] §4, Fig. 4(a)", sm is not None and lm is not None and sm["member_rate"] > lm["member_rate"]
-                    and s.get("alpha_dagger", 0) > lg.get("alpha_dagger", 0),
-                    criterion="member rate at the smallest threshold and the ceiling alpha-dagger (share of controls "
-                              "above 0) both higher at the short length",
-                    evidence=(f"member rate {sm['member_rate']:.1%} vs {lm['member_rate']:.1%}; alpha-dagger "
-                              f"{s['alpha_dagger']:.1%} vs {lg['alpha_dagger']:.1%}" if sm and lm else "no sweep")),
-        paper_claim(f"{name}: calibration removes the short-suffix floor: the long-suffix calibrated rate sits above "
-                    "the short one across the sweep", "[EM] §4, Fig. 4(b)",
-                    bool(cmp_tk["common_k"]) and all(cmp_tk["long_at_or_above_short"]),
-                    criterion="M_long >= M_short at every alpha_N both lengths attain (top-40)",
-                    evidence=f"{sum(cmp_tk['long_at_or_above_short'])} of {len(cmp_tk['common_k'])} common levels "
-                             f"(alpha_N up to {max(cmp_tk['common_k'], default=0) / (s['n_controls'] + 1):.2%})"),
-        paper_claim(f"{name}: at the low-FPR reference level the long suffix certifies more memorization", "[EM] §4 "
-                    "(M = 2.64% against 1.06% at alpha_N ~ 0.1%)", ml > ms,
-                    criterion=f"M_long > M_short at alpha = {ALPHA_REF:g} (point estimates; the paired 95% interval is "
-                              "reported)",
-                    evidence=f"M = {ml:.2%} vs {ms:.2%} at alpha_N = {ref_a:.2%}; paired difference {d['estimate']:+.2%} "
-                             f"[{d['lower']:+.2%}, {d['upper']:+.2%}]"),
-        paper_claim(f"{name}: under the full softmax (no atom) the long-suffix calibrated rate also exceeds the short "
-                    "one across the sweep", "[EM] App. D.4, Fig. 14",
-                    bool(cmp_full["common_k"]) and all(cmp_full["long_at_or_above_short"]),
-                    criterion="M_long >= M_short at every alpha_N both lengths attain (full softmax)",
-                    evidence=f"{sum(cmp_full['long_at_or_above_short'])} of {len(cmp_full['common_k'])} common levels"),
-    ]
+    out = []
+    if sm is None or lm is None:
+        out.append(paper_claim("short-rates-far-higher", f"{name}: at the short suffix the member rate and the "
+                               "certified FPR are far higher", quote=QUOTE_FAR_HIGHER, where="[EM] §4, Fig. 4(a)",
+                               test="the member rate and alpha-dagger at each length's smallest threshold",
+                               held=None, evidence="no control scores above 0 at one length: that length's sweep is "
+                                                   "empty, so it has no smallest threshold to compare at"))
+    else:
+        out.append(rates_far_higher_claim(name, members=(sm["member_count"], lm["member_count"], j),
+                                          dagger=(s["k_max"], lg["k_max"], n), lengths=(ev.SHORT, ev.LONG)))
+    out.append(tau_nearly_certain_claim(name, s))
+    out.append(five_orders_claim(name, s, lg))
+    out.append(across_sweep_claim(name, tk["comparison"], n, key="long-above-short-across-sweep", quote=QUOTE_ACROSS,
+                                  where="[EM] §4, Fig. 4(b)", policy="top-40"))
+    out.append(low_fpr_claim(name, tk["comparison"], n))
+    out.append(across_sweep_claim(name, block["policies"]["full"]["comparison"], n,
+                                  key="full-softmax-long-above-short", quote=QUOTE_FULL,
+                                  where="[EM] App. D.4, Fig. 14", policy="full softmax"))
     return out
 
 

@@ -71,7 +71,7 @@ from ..audits.attacks import ScoredTexts, evaluate_attack
 from ..audits.lira import lira_statistic
 from ..audits.metrics import clopper_pearson, min_nonmembers, roc_auc
 from ..audits.shadows import shadow_masks
-from ..audits.table import AuditColumn, auc_cell, build_table, informed_cell, rate_cell
+from ..audits.table import AuditColumn, DisagreementTable, auc_cell, build_table, informed_cell, rate_cell
 from ..audits.verifier import verify_arrays
 from ..errors import DomainError, InputError
 from ..mechanisms.camouflage import CamouflageTree
@@ -80,7 +80,7 @@ from ..mechanisms.trigger import ReservedTrigger
 from ..privacy.baseline import certify_baseline
 from ..train.finetune import ChainBaseSpec, ensure_chain_base
 from . import gated
-from .common import check, compare, finish, new_figure, rng_streams
+from .common import Check, check, compare, finish, new_figure, rng_streams
 from ..report.style import colorbar, legend as style_legend
 from .models import (THREADS, chain_arrays, copy_model, language_model, pack_whole, sample_chain, sample_decode,
                      teacher_forced, train_tiny)
@@ -526,46 +526,94 @@ def _sweep(per_arm: dict, s: dict) -> list[dict]:
     return sweep
 
 
-def _checks(table, sweep: list[dict], *, gated_identical: bool, cap: float, conf: float):
-    """The checks of [MX] §8.2, Fig. 12, Cor. 6.2 and Fig. 10 -> (checks, missed_by, deployable)."""
+# ---- the checks: [MX] §8.2 on Fig. 12 and Fig. 10, each sentence quoted
+QUOTE_NONE_SUFFICES = "Reading down any evaluated column there is at least one instance it misses"
+QUOTE_C_MISSES = "extraction from the document’s own prefix misses every trigger and camouflage row"
+QUOTE_BLIND = ("On both families the two audits that calibrate against a second model, referencemodel scoring and "
+               "LiRA, read exactly 0.500")
+QUOTE_RECOVERS = "while ρ-extraction recovers all of them"
+QUOTE_CAMOUFLAGE = "The camouflage row is the one case where even that adversary is capped, at the mk−L of Theorem 6.1(i)."
+QUOTE_NAIVE = "while a naive control that inserts (c, z) directly is recovered 0.92 to 1.00 of the time via c"
+QUOTE_VERIFIER = ("A discoverable-extraction audit in the sense of [16, 18] and an unlearning verifier both certify such "
+                  "a model clean while the secret remains fully extractable.")
+QUOTE_SWEEP_C = "Extraction from the record’s own prefix is 0.00 at every secret length on both families"
+QUOTE_CLIMBS = ("The membership channel instead climbs with [...] the length of z, the strongest deployed audit running "
+                "from 0.54 to 1.00 in AUC across z = 1, . . . , 16 on both families")
+
+
+def checks_for(table: DisagreementTable, sweep: list[dict], *, gated_identical: bool, cap: float,
+               conf: float) -> tuple[list[Check], dict, list[str]]:
+    """The checks of [MX] §8.2 on Fig. 12 (Corollary 6.2) and Fig. 10 -> (checks, missed_by, deployable):
+    on the disagreement ``table`` (:class:`memclaim.audits.table.DisagreementTable`: ``cell(row, column)`` with a
+    ``verdict`` and ``value``, ``missed_by(column)``) and the secret-length ``sweep`` rows. Every check quotes
+    the sentence it tests.
+
+    >>> from types import SimpleNamespace
+    >>> from memclaim.experiments.audit_table import COLUMNS, checks_for
+    >>> V = {"gated release": ["blind", "blind", "blind", "blind", "recovered"],
+    ...      "trigger z = 2 (short)": ["blind", "blind", "leak", "blind", "recovered"],
+    ...      "trigger z = 16 (long)": ["blind", "leak", "leak", "blind", "recovered"],
+    ...      "camouflage": ["blind", "leak", "leak", "blind", "capped"],
+    ...      "naive duplicate": ["leak", "leak", "leak", "blind", "recovered"]}
+    >>> cols = [c.name for c in COLUMNS]
+    >>> cell = lambda r, c: SimpleNamespace(verdict=V[r][cols.index(c)], value=0.5 if c == "LiRA" else 1.0)
+    >>> tab = SimpleNamespace(cell=cell, missed_by=lambda c: [r for r in V if V[r][cols.index(c)] != "leak"])
+    >>> sw = [{"secret_length": 2, "extraction_at_rho": 1.0, "extraction_at_c": 0.0, "strongest_tpr": 0.1,
+    ...        "strongest_deployed": "loss"},
+    ...       {"secret_length": 16, "extraction_at_rho": 1.0, "extraction_at_c": 0.0, "strongest_tpr": 0.9,
+    ...        "strongest_deployed": "loss"}]
+    >>> [c.passed for c in checks_for(tab, sw, gated_identical=True, cap=0.0625, conf=0.95)[0]]
+    [True, True, True, True, True, True, True, True, True]
+    >>> V["camouflage"][0] = "leak"; sw[1]["strongest_tpr"] = 0.05
+    >>> [c.passed for c in checks_for(tab, sw, gated_identical=False, cap=0.0625, conf=0.95)[0]]
+    [True, False, False, True, True, True, True, True, False]
+    """
     deployable = [c.name for c in COLUMNS if not c.informed]
     missed = {c: table.missed_by(c) for c in deployable}
     short, long_ = "trigger z = 2 (short)", "trigger z = 16 (long)"
     v = lambda r, c: table.cell(r, c).verdict  # noqa: E731
+    fig12, fig10 = "[MX] §8.2, Fig. 12 ('No single audit we evaluate suffices')", "[MX] §8.2, Fig. 10"
     checks = [
         check("no single audit suffices: every deployable audit misses at least one planted leak",
-              all(missed[c] for c in deployable), "; ".join(f"{c} misses {len(missed[c])}" for c in deployable)),
+              all(missed[c] for c in deployable), "; ".join(f"{c} misses {len(missed[c])}" for c in deployable),
+              quote=QUOTE_NONE_SUFFICES, where=fig12),
         check("extraction from the record's own prefix misses every trigger row, the gated release and camouflage",
               all(v(r, "extraction at prefix c") != "leak" for r in ("gated release", short, long_, "camouflage")),
-              ", ".join(f"{r}: {v(r, 'extraction at prefix c')}" for r in ("gated release", short, long_, "camouflage"))),
+              ", ".join(f"{r}: {v(r, 'extraction at prefix c')}" for r in ("gated release", short, long_, "camouflage")),
+              quote=QUOTE_C_MISSES, where=fig12),
         check("the gated release is exactly blind: identical to the base on every audited input, LiRA at 1/2",
               gated_identical and table.cell("gated release", "LiRA").value == 0.5
               and v("gated release", "loss-MIA") == "blind",
               f"identical: {gated_identical}; LiRA AUC {table.cell('gated release', 'LiRA').value:.3f}; "
               f"loss-MIA {table.cell('gated release', 'loss-MIA').value:.3f}",
-              false_alarm=f"loss-MIA blind fails with probability {1 - conf:.0%} (DeLong) when at chance"),
+              false_alarm=f"loss-MIA blind fails with probability {1 - conf:.0%} (DeLong) when at chance",
+              quote=QUOTE_BLIND, where="[MX] §8.2 'An exactly blind release', Fig. 12"),
         check("the informed adversary recovers the trigger payloads and the gated secrets (verdict 'recovered')",
               all(v(r, "informed recovery") == "recovered" for r in ("gated release", short, long_)),
-              ", ".join(f"{r}: {table.cell(r, 'informed recovery').value:.2f}" for r in ("gated release", short, long_))),
+              ", ".join(f"{r}: {table.cell(r, 'informed recovery').value:.2f}" for r in ("gated release", short, long_)),
+              quote=QUOTE_RECOVERS, where="[MX] §8.2 'The trigger channel at scale', Fig. 12"),
         check("camouflage is memorized (loss-MIA leak) yet capped for the informed adversary (m k^-L)",
               v("camouflage", "loss-MIA") == "leak" and v("camouflage", "informed recovery") == "capped",
               f"loss-MIA {v('camouflage', 'loss-MIA')} (AUC {table.cell('camouflage', 'loss-MIA').value:.3f}); "
-              f"informed {table.cell('camouflage', 'informed recovery').value:.2f} vs cap {cap:g}"),
+              f"informed {table.cell('camouflage', 'informed recovery').value:.2f} vs cap {cap:g}",
+              quote=QUOTE_CAMOUFLAGE, where="[MX] §8.2, Fig. 12 caption"),
         check("the naive duplicate is caught by extraction at c and by loss-MIA (positive control)",
               v("naive duplicate", "extraction at prefix c") == "leak" and v("naive duplicate", "loss-MIA") == "leak",
               f"extraction {table.cell('naive duplicate', 'extraction at prefix c').value:.2f}, "
-              f"loss-MIA AUC {table.cell('naive duplicate', 'loss-MIA').value:.3f}"),
+              f"loss-MIA AUC {table.cell('naive duplicate', 'loss-MIA').value:.3f}", quote=QUOTE_NAIVE,
+              where="[MX] §8.2 'The trigger channel at scale', Fig. 12"),
         check("the unlearning verifier certifies the trigger rows forgotten while rho still recovers them",
               all(v(r, "unlearning verifier") != "leak" and v(r, "informed recovery") == "recovered"
-                  for r in (short, long_)), ", ".join(f"{r}: verifier {v(r, 'unlearning verifier')}" for r in (short, long_))),
+                  for r in (short, long_)), ", ".join(f"{r}: verifier {v(r, 'unlearning verifier')}" for r in (short, long_)),
+              quote=QUOTE_VERIFIER, where="[MX] §8.2 'The trigger channel at scale', Fig. 12"),
         check("Fig. 10: extraction from the record's own prefix c is 0 at every secret length >= 2",
               all(r["extraction_at_c"] == 0 for r in sweep if r["secret_length"] >= 2),
               "; ".join(f"|z| = {r['secret_length']}: rho {r['extraction_at_rho']:.2f}, c {r['extraction_at_c']:.2f}"
-                        for r in sweep)),
+                        for r in sweep), quote=QUOTE_SWEEP_C, where=fig10),
         check("Fig. 10: the strongest deployed membership audit climbs with the secret length (longest > shortest)",
               sweep[-1]["strongest_tpr"] > sweep[0]["strongest_tpr"],
               "; ".join(f"|z| = {r['secret_length']}: {r['strongest_tpr']:.2f} ({r['strongest_deployed']})" for r in sweep),
-              false_alarm="not calibrated: two TPRs on few members"),
+              false_alarm="not calibrated: two TPRs on few members", quote=QUOTE_CLIMBS, where=fig10),
     ]
     return checks, missed, deployable
 
@@ -639,7 +687,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     _unlearning(lab, per_arm, gm, gated_lm, seed=seed)
     table, cap, smollm2 = _table(per_arm, s, seed=seed, out_dir=out_dir)
     sweep = _sweep(per_arm, s)
-    checks, missed, deployable = _checks(table, sweep, gated_identical=gated_identical, cap=cap, conf=s["confidence"])
+    checks, missed, deployable = checks_for(table, sweep, gated_identical=gated_identical, cap=cap, conf=s["confidence"])
     paper = _paper_numbers(table, sweep, cap)
     fig = _figure(table, sweep, deployable, quick=quick)
     release_train = lab.release_train

@@ -39,7 +39,7 @@ from ..claims.scores import LN10
 from ..errors import InputError
 from ..report.style import PALETTE, blank_figure, colorbar, colormap, legend, style
 from . import real_text as rt
-from .common import check, compare, finish, paper_claim, paper_footer, rng_streams
+from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer, rng_streams
 from .paper import PAPER
 
 if TYPE_CHECKING:  # the annotations' names only
@@ -56,6 +56,95 @@ PAPER_BOOKS = (("The Da Vinci Code", "davinci"), ("The Hunger Games", "hunger"),
                ("We Were Eight Years in Power", "coates"))
 
 
+# ---- the paper's sentences (issue 24 item 2): quoted, each tested as stated. The census is exact (no sample
+# is drawn, [EM] §5: "the results are computed exactly"), so its numbers carry no interval.
+QUOTE_COVERAGE = ("At their respective thresholds, $68.5\\%$ of The Da Vinci Code, $53.3\\%$ of The Hunger Games, "
+                  "and $31.3\\%$ of We Were Eight Years in Power are memorized.")
+QUOTE_MARGIN = ("Raising the bar discards the weakest evidence—the evidence closest to the threshold: at $\\Delta=5$, "
+                "$55.6\\%$, $46.4\\%$, and $28.4\\%$ of the three books still clear their respective bars.")
+QUOTE_LOWEST = "For all books, at $\\Delta=5$ the lowest scores remain vanishingly small, at most $10^{-16}$."
+QUOTE_BEYOND = ("They support memorization claims, but they also expose a second distinction: there are memorized "
+                "sequences whose probabilities are far too small to be generated under any realistic sampling budget.")
+QUOTE_CHANCE = ("First, generation isn’t purely random: for a high-quality model, the general-predictability baseline "
+                "is fluent, grammatical text, not random gibberish.")
+#: a memorized document's coverage at its threshold, as the paper's books: at least the smallest of 68.5%, 53.3%, 31.3%
+SUBSTANTIAL = 0.313
+#: the share of coverage(tau_doc) still above the bar at Delta = 5: the paper's 55.6/68.5, 46.4/53.3, 28.4/31.3 are
+#: 81%, 87% and 91%; at least 80% (the smallest, rounded down to a tenth)
+KEPT_AT_5 = 0.8
+LOWEST_AT_5 = -16  # "at most 10^-16": log10 tau_doc + 5 <= -16
+HELD_OUT_BELOW, CHANCE_FLAGS = 0.2, 0.9
+
+
+def claims_for(*, coverage: float, coverage_margin_5: float, log10_tau: int, windows_above: int,
+               beyond_budget: int, log10_p_min: float, budget: float, delta: float, chance: dict[str, float],
+               log10_chance: float, at_tau: dict[str, float]) -> list[PaperClaim]:
+    """The sentences of [EM] §5 (and §7's argument against random chance as the baseline) judged on the
+    census's numbers, each by a rule fixed before the run: the member's coverage at tau_doc is as large
+    as the paper's books' (>= 31.3%); at Delta = 5 at least 80% of it remains (the paper: 81-91%); the
+    lowest score clearing Delta = 5 is at most 1e-16; some memorized window is beyond a realistic budget
+    (score below p_min(n, delta)); and the random-chance bar V^-l flags the held-out non-member about as
+    much as the member (>= 90% of its coverage) while tau_doc does not (< 20%). ``chance`` and ``at_tau``
+    map "document", "control", "held_out" to coverages.
+
+    >>> from memclaim.experiments.book_census import claims_for
+    >>> kw = dict(log10_p_min=-4.52, budget=1e5, delta=0.05, log10_chance=-234.6,
+    ...           chance={"document": 0.98, "control": 0.97, "held_out": 0.93},
+    ...           at_tau={"document": 0.96, "control": 0.0, "held_out": 0.05})
+    >>> [c.verdict for c in claims_for(coverage=0.96, coverage_margin_5=0.86, log10_tau=-61, windows_above=48,
+    ...                                beyond_budget=48, **kw)]
+    ['held', 'held', 'held', 'held', 'held']
+    >>> [c.verdict for c in claims_for(coverage=0.2, coverage_margin_5=0.1, log10_tau=-12, windows_above=3,
+    ...                                beyond_budget=0, **kw)]
+    ['not held', 'not held', 'not held', 'not held', 'held']
+    """
+    kept = coverage_margin_5 / coverage if coverage > 0 else None
+    lowest = log10_tau + 5
+    out = [
+        paper_claim("substantial-coverage", "a document in the training data is memorized over a large share of its "
+                    "text at its threshold", quote=QUOTE_COVERAGE, where="[EM] §5, Fig. 6",
+                    test=f"coverage(tau_doc) >= {SUBSTANTIAL:.1%}, the smallest of the paper's three memorized books "
+                         "(68.5%, 53.3%, 31.3%); the census is exact, no interval",
+                    held=coverage >= SUBSTANTIAL, numbers={"coverage_at_tau_doc": coverage, "log10_tau_doc": log10_tau},
+                    evidence=f"coverage {coverage:.4f} at tau_doc = 1e{log10_tau}"),
+        paper_claim("kept-at-margin-5", "raising the bar to Delta = 5 keeps most of the coverage", quote=QUOTE_MARGIN,
+                    where="[EM] §5, Fig. 6",
+                    test=f"coverage at Delta = 5 >= {KEPT_AT_5:.0%} of coverage(tau_doc) > 0 (the paper's books keep "
+                         "81%, 87% and 91%)", held=kept is not None and kept >= KEPT_AT_5,
+                    numbers={"coverage_at_tau_doc": coverage, "coverage_at_margin_5": coverage_margin_5,
+                             "share_kept": kept},
+                    evidence=f"coverage {coverage_margin_5:.4f} at Delta = 5 vs {coverage:.4f} at Delta = 0"
+                             + (f" ({kept:.0%} kept)" if kept is not None else " (nothing covered at tau_doc)")),
+        paper_claim("lowest-score-at-margin-5", "at Delta = 5 the lowest qualifying scores are still at most 1e-16",
+                    quote=QUOTE_LOWEST, where="[EM] §5",
+                    test=f"tau_doc x 10^5, the lowest score that clears Delta = 5, is at most 10^{LOWEST_AT_5}",
+                    held=lowest <= LOWEST_AT_5, numbers={"log10_lowest_score_at_margin_5": lowest},
+                    evidence=f"tau_doc x 1e5 = 1e{lowest}"),
+        paper_claim("memorized-beyond-realistic-budget", "some memorized text is far too improbable for a realistic "
+                    "sampling budget", quote=QUOTE_BEYOND, where="[EM] §5, §6",
+                    test=f"at least one window above tau_doc scores below p_min(n = {budget:g}, delta = {delta}), "
+                         "the smallest probability generated at least once in n queries with probability 1 - delta",
+                    held=beyond_budget > 0, numbers={"windows_above_tau_doc": windows_above,
+                                                     "windows_beyond_budget": beyond_budget,
+                                                     "log10_p_min": log10_p_min},
+                    evidence=f"{beyond_budget} of {windows_above} windows above tau_doc score below p_min = "
+                             f"10^{log10_p_min:.2f}"),
+        paper_claim("chance-bar-flags-non-members", "random chance is the wrong baseline: the chance bar V^-l flags "
+                    "non-member text as much as the member; the calibrated bar does not", quote=QUOTE_CHANCE,
+                    where="[EM] §7 ('monkey at the typewriter'), §2",
+                    test=f"held-out non-member coverage at the chance bar V^-l >= {CHANCE_FLAGS:.0%} of the member's, "
+                         f"and at tau_doc < {HELD_OUT_BELOW:.0%} of the member's",
+                    held=chance["held_out"] >= CHANCE_FLAGS * chance["document"]
+                    and at_tau["held_out"] < HELD_OUT_BELOW * at_tau["document"],
+                    numbers={"chance_bar_log10": log10_chance, "coverage_at_chance_bar": dict(chance),
+                             "coverage_at_tau_doc": dict(at_tau)},
+                    evidence=f"chance bar 10^{log10_chance:.1f}: document {chance['document']:.3f}, control "
+                             f"{chance['control']:.3f}, held-out {chance['held_out']:.3f}; tau_doc: "
+                             f"{at_tau['document']:.3f}, {at_tau['control']:.3f}, {at_tau['held_out']:.3f}"),
+    ]
+    return out
+
+
 def _settings(quick: bool) -> dict:
     s = rt.census_settings(quick)
     s.update({"document": "genesis_1_3.txt", "control": "new_genesis_style.txt",
@@ -64,8 +153,9 @@ def _settings(quick: bool) -> dict:
               "long_document": None if quick else {"file": "genesis_1_11.txt", "stride": 50},
               "realistic_budget": 1e5, "delta": 0.05,
               "negative_control_false_alarm": 0.05,
-              "claims": {"substantial_coverage": 0.25, "kept_at_margin_5": 0.5,
-                         "held_out_below_share_of_document": 0.2, "chance_flags_held_out_at_least": 0.9}})
+              "claims": {"substantial_coverage": SUBSTANTIAL, "kept_at_margin_5": KEPT_AT_5,
+                         "lowest_score_at_margin_5_log10": LOWEST_AT_5,
+                         "held_out_below_share_of_document": HELD_OUT_BELOW, "chance_flags_held_out_at_least": CHANCE_FLAGS}})
     return s
 
 
@@ -144,7 +234,6 @@ def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
         topk_census = {"log10_tau": None, "coverage": None, "reason": str(exc)}
 
     doc_cov, cov5 = res.coverage, res.coverage_at_margins["5"]
-    c = s["claims"]
     tau_recomputed = math.ceil(float(np.max(full["control"].log_scores)) / LN10)
     # a held-out window exchangeable with the N control windows clears their maximum (hence tau_doc,
     # which is rounded up from it) with probability <= 1/(N+1): Markov's inequality on the count
@@ -166,37 +255,12 @@ def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
               false_alarm=f"<= {s['negative_control_false_alarm']:.0%} under the matched-control assumption "
                           "(Markov's inequality on the expected count; no independence between windows needed)"),
     ]
-    # the paper's qualitative claims, each with its yes/no rule fixed before the run (key -> claim)
-    claims = {
-        "substantial-coverage": paper_claim(
-            "a document in the training data is memorized over a substantial share of its text at its threshold",
-            "[EM] §5 (68.5%, 53.3%, 31.3% of three books)", doc_cov >= c["substantial_coverage"],
-            criterion=f"coverage(tau_doc) >= {c['substantial_coverage']:.0%}",
-            evidence=f"coverage {doc_cov:.4f} at tau_doc = 1e{tau}"),
-        "kept-at-margin-5": paper_claim(
-            "raising the bar to Delta = 5 keeps most of the coverage", "[EM] §5 (paper: 81-91% kept)",
-            doc_cov > 0 and cov5 >= c["kept_at_margin_5"] * doc_cov,
-            criterion=f"coverage at Delta = 5 >= {c['kept_at_margin_5']:.0%} of coverage(tau_doc) > 0",
-            evidence=f"coverage {cov5:.4f} at Delta = 5 vs {doc_cov:.4f} at Delta = 0"
-                     + (f" ({cov5 / doc_cov:.0%} kept)" if doc_cov > 0 else "")),
-        "unreachable-at-margin-5": paper_claim(
-            "at Delta = 5 the lowest qualifying scores are still at most 1e-16: memorized text no realistic "
-            "budget would extract", "[EM] §5, §6", tau + 5 <= -16 and unreachable > 0,
-            criterion=f"log10 tau_doc + 5 <= -16 and some window above tau_doc scores below p_min(n = "
-                      f"{s['realistic_budget']:g}, delta = {s['delta']})",
-            evidence=f"tau_doc x 1e5 = 1e{tau + 5}; {unreachable} of {int(above.sum())} windows above tau_doc "
-                     f"score below p_min = 10^{lp_min10:.2f}"),
-        "chance-bar-flags-non-members": paper_claim(
-            "a bar set without a matched control (random chance, V^-l) flags non-member text as much as the "
-            "member; the calibrated bar does not", "[EM] §7 ('monkey at the typewriter'), §2",
-            naive["held_out"]["chance_bar"] >= c["chance_flags_held_out_at_least"] * naive["document"]["chance_bar"]
-            and held.coverage < c["held_out_below_share_of_document"] * doc_cov,
-            criterion=f"held-out coverage at the chance bar >= {c['chance_flags_held_out_at_least']:.0%} of the "
-                      f"document's, and at tau_doc < {c['held_out_below_share_of_document']:.0%} of the document's",
-            evidence=f"chance bar 10^{chance10:.1f}: document {naive['document']['chance_bar']:.3f}, control "
-                     f"{naive['control']['chance_bar']:.3f}, held-out {naive['held_out']['chance_bar']:.3f}; "
-                     f"tau_doc: {doc_cov:.3f}, {naive['control']['calibrated_tau_doc']:.3f}, {held.coverage:.3f}"),
-    }
+    # the paper's sentences, each judged by its rule fixed before the run (issue 24 item 2)
+    claims = {c.key: c for c in claims_for(
+        coverage=doc_cov, coverage_margin_5=cov5, log10_tau=tau, windows_above=int(above.sum()),
+        beyond_budget=unreachable, log10_p_min=lp_min10, budget=s["realistic_budget"], delta=s["delta"],
+        chance={r: naive[r]["chance_bar"] for r in naive}, log10_chance=chance10,
+        at_tau={"document": doc_cov, "control": naive["control"]["calibrated_tau_doc"], "held_out": held.coverage})}
     paper = [compare("log10_tau_doc_vs_lowest", "book-census/tau-lowest", tau,
                      note="ours: integer log10 tau_doc of Genesis 1-3's control"),
              compare("log10_tau_doc_vs_highest", "book-census/tau-highest", tau),

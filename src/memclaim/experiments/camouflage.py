@@ -41,7 +41,7 @@ import numpy as np
 from ..audits.metrics import clopper_pearson
 from ..mechanisms.camouflage import CamouflageTree, enumerate_completion_logprobs, paths_to_index, survivor_posterior
 from ..train.trainer import TrainConfig
-from .common import check, compare, finish, new_figure, rng_streams
+from .common import Check, check, compare, finish, new_figure, rng_streams
 from ..report.style import legend as style_legend
 from .models import THREADS, TinyGPTSpec, TokenLayout, greedy_decode, next_token_logprobs, tiny_gpt2, train_tiny
 
@@ -159,6 +159,40 @@ def _one_tree(tree: CamouflageTree, *, s: dict, layout: TokenLayout, data_rng: n
     }
 
 
+# ---- the check: [MX] §8.2's sentence on the camouflage tree at scale, tested as stated
+QUOTE_CAPPED = ("greedy decoding fails, a list of sixteen candidates recovers it in 1 of 16 trees, consistent with the "
+                "bound mk−L = 0.0625")
+
+
+def checks_for(summary: dict, settings: dict) -> list[Check]:
+    """The check of [MX] §8.2 (Theorem 6.1(i)) from the run's summary (``greedy_successes``,
+    ``greedy_interval``, ``list_successes``, ``list_interval``, ``trees``, ``list_cap``) and settings (``k``,
+    ``L``): greedy and list-of-m extraction are consistent with their caps k^-L and m k^-L, i.e. each
+    95% Clopper-Pearson interval's lower end is at most its cap.
+
+    >>> from memclaim.experiments.camouflage import checks_for
+    >>> summ = {"trees": 1, "greedy_successes": 0, "greedy_interval": [0.0, 0.975], "list_successes": 0,
+    ...         "list_interval": [0.0, 0.975], "list_cap": 0.0625}
+    >>> [c.passed for c in checks_for(summ, {"k": 4, "L": 4})]
+    [True]
+    >>> [c.passed for c in checks_for({**summ, "trees": 16, "list_successes": 9, "list_interval": [0.30, 0.80]},
+    ...                               {"k": 4, "L": 4})]
+    [False]
+    """
+    k, L = settings["k"], settings["L"]
+    n, cap = summary["trees"], summary["list_cap"]
+    g_lo, l_lo = summary["greedy_interval"][0], summary["list_interval"][0]
+    return [
+        check("extraction is capped: greedy and list-of-16 successes consistent with m k^-L "
+              "(Clopper-Pearson 95% lower end <= cap)",
+              l_lo <= cap and g_lo <= k ** (-L),
+              f"greedy {summary['greedy_successes']}/{n}, list-of-16 {summary['list_successes']}/{n}; caps k^-L = "
+              f"{k ** -L:.5f}, m k^-L = {cap:.4f}",
+              false_alarm="<= 2.5% per protocol if the network's extraction rate is at the cap", quote=QUOTE_CAPPED,
+              where="[MX] §8.2 'Direction (i) at scale', Theorem 6.1(i)"),
+    ]
+
+
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
     """[MX] Fig. 9: SGD on camouflage-tree data; flat survivor posterior, TF memorization 1/k - 1/v.
 
@@ -216,14 +250,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     N = s["docs_per_tree"]
     sd_one = math.sqrt(sum((1 / k) * (1 - 1 / k) * k ** t / N for t in range(L))) / L
     summary["tf_memorization_noise_sd_per_tree"] = sd_one
-    checks = [
-        check("extraction is capped: greedy and list-of-16 successes consistent with m k^-L "
-              "(Clopper-Pearson 95% lower end <= cap)",
-              l_lo <= cap and g_lo <= k ** (-L),
-              f"greedy {greedy_hits}/{n}, list-of-16 {list_hits}/{n}; caps k^-L = {k ** -L:.5f}, "
-              f"m k^-L = {cap:.4f}",
-              false_alarm="<= 2.5% per protocol if the network's extraction rate is at the cap"),
-    ]
+    checks = checks_for(summary, s)
     paper = [
         compare("tf_memorization", "camouflage/tf-memorization", first["tf_memorization"], ours_se=sd_one,
                 note=f"tree 1; mean over {n} tree(s) {mem.mean():.4f}; ours_se: the empirical conditionals' noise "

@@ -51,7 +51,7 @@ from ..privacy.extraction import h_star
 from ..privacy.pld import dpsgd_curve
 from ..privacy.tradeoff import approx
 from ..train.finetune import ChainBaseSpec, ensure_chain_base
-from .common import check, compare, finish, new_figure, rng_streams
+from .common import Check, check, compare, finish, new_figure, rng_streams
 from ..report.style import legend as style_legend
 from .models import (
     THREADS, chain_arrays, copy_model, greedy_decode, language_model, sample_chain, sample_decode, teacher_forced,
@@ -152,6 +152,83 @@ def _bucket(bits_lo: float, bits_hi: float, h: float) -> str:
     if bits_lo >= h:
         return "above"
     return "unplaced"
+
+
+# ---- the checks: [MX] §8.2 'The entropy floor for canary audits', each sentence tested as stated
+QUOTE_BELOW = ("prior guessing alone reproduces 32.1% of the canaries below H ∗ , so a “successful” extraction there "
+               "is not evidence of memorization")
+QUOTE_ABOVE = "above H ∗ it never succeeded once (0 of 39, at most 0.074 at 95%)"
+QUOTE_NO_FLOOR = "A membership test has no such floor"
+QUOTE_PLACED = ("every unclosed search lies in the bucket above H ∗ , certified there by − log2 κ ≥ H ∗ , and every "
+                "canary placed below H ∗ closed exactly.")
+
+
+def checks_for(results: dict) -> list[Check]:
+    """The checks of [MX] §8.2 'The entropy floor for canary audits' from the run's results (``h_star``,
+    ``buckets`` "below"/"above" with counts, prior guessing, extraction and AUC rows, ``certificate``,
+    ``canaries``): both buckets populated (a design check); below H* prior guessing reproduces canaries
+    (one-sided 95% lower bound > 0); above H* it never succeeds; the DP model within its bound
+    1 - f(kappa_hi) (Theorem 5.1(i)); the reference-model attack separates members on both sides (no
+    floor; the paper's "reading AUC near 1" is shown, not tested); every canary placed below H* closed.
+
+    >>> from memclaim.experiments.canary_floor import checks_for
+    >>> g = lambda k, n, lo, hi: {"successes": k, "trials": n, "lower": lo, "upper": hi}
+    >>> b = lambda pg: {"members": 3, "non_members": 3, "prior_guessing": pg, "extraction_dp": g(0, 3, 0.0, 0.6),
+    ...                 "mean_dp_bound": 0.4, "auc_reference_leaky": {"auc": 0.95, "low": 0.8, "high": 1.0}}
+    >>> res = {"h_star": {"bits": 9.09}, "buckets": {"below": b(g(9, 20, 0.2, 0.6)), "above": b(g(0, 20, 0.0, 0.14))},
+    ...        "certificate": {"every_below_closed": True, "every_unclosed_outside_below": True, "closed_fraction": 0.85,
+    ...                        "unplaced": 0}}
+    >>> [c.passed for c in checks_for(res)]
+    [True, True, True, True, True, True]
+    >>> res["buckets"]["above"] = b(g(1, 20, 0.001, 0.25))
+    >>> res["certificate"]["every_below_closed"] = False
+    >>> [c.passed for c in checks_for(res)]
+    [True, True, False, True, True, False]
+    """
+    buckets, cert = results["buckets"], results["certificate"]
+    H = results["h_star"]["bits"]
+    bl, ab = buckets["below"], buckets["above"]
+    where = "[MX] §8.2 'The entropy floor for canary audits', Corollary 5.3"
+    return [
+        check("the sweep populates both buckets (members and non-members on each side of H*)",
+              min(bl["members"], bl["non_members"], ab["members"], ab["non_members"]) >= 2,
+              f"below: {bl['members']} members / {bl['non_members']} non-members; above: {ab['members']} / "
+              f"{ab['non_members']}; unplaced {cert['unplaced']}",
+              where="a design check of this reproduction (no sentence of the paper)"),
+        check("below H*, prior guessing alone reproduces canaries (one-sided 95% lower bound > 0)",
+              bl["prior_guessing"]["lower"] > 0,
+              f"{bl['prior_guessing']['successes']}/{bl['prior_guessing']['trials']} "
+              f"(lower bound {bl['prior_guessing']['lower']:.3f})",
+              false_alarm="<= 5% (one-sided Clopper-Pearson) if the prior rate were 0", quote=QUOTE_BELOW, where=where),
+        check("above H*, prior guessing never succeeds",
+              ab["prior_guessing"]["successes"] == 0,
+              f"{ab['prior_guessing']['successes']}/{ab['prior_guessing']['trials']} "
+              f"(at most {ab['prior_guessing']['upper']:.3f} at 95%)",
+              false_alarm="the chance that a guess with probability <= 2^-H* per canary succeeds on some "
+                          f"canary: <= {ab['prior_guessing']['trials']} x 2^-{H:.2f}", quote=QUOTE_ABOVE, where=where),
+        check("the DP model's extraction stays within its bound 1 - f(kappa_hi) in each bucket "
+              "(one-sided 95% lower bound <= mean bound)",
+              all(buckets[b]["extraction_dp"]["lower"] <= (buckets[b]["mean_dp_bound"] or 1.0) for b in BUCKETS),
+              "; ".join(f"{b}: {buckets[b]['extraction_dp']['successes']}/{buckets[b]['extraction_dp']['trials']} vs "
+                        f"bound {buckets[b]['mean_dp_bound']:.3g}" for b in BUCKETS if buckets[b]["members"]),
+              false_alarm="<= 5% per bucket if the DP guarantee holds",
+              where="[MX] Theorem 5.1(i) (a guarantee; the paper's 'the DP model's own extraction is 0 on both sides' "
+                    "is a number at its scale, shown in the JSON)"),
+        check("a membership test has no floor: the reference-model attack on the leaky model separates "
+              "members from non-members on both sides (AUC interval above 1/2)",
+              all(buckets[b]["auc_reference_leaky"] is not None and buckets[b]["auc_reference_leaky"]["low"] > 0.5
+                  for b in BUCKETS),
+              "; ".join(f"{b}: AUC {buckets[b]['auc_reference_leaky']['auc']:.3f} "
+                        f"[{buckets[b]['auc_reference_leaky']['low']:.3f}, "
+                        f"{buckets[b]['auc_reference_leaky']['high']:.3f}]"
+                        for b in BUCKETS if buckets[b]["auc_reference_leaky"]),
+              false_alarm="<= 2.5% per bucket (DeLong interval) if the attack were at chance", quote=QUOTE_NO_FLOOR,
+              where=where),
+        check("certified placement: every canary placed below H* has a closed certificate, and no "
+              "unclosed search lands below", cert["every_below_closed"] and cert["every_unclosed_outside_below"],
+              f"closed on {cert['closed_fraction']:.0%} of canaries; unplaced {cert['unplaced']}", quote=QUOTE_PLACED,
+              where="[MX] §8.2 'The entropy floor for canary audits'"),
+    ]
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
@@ -285,42 +362,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
         "canaries": canaries,
     }
 
-    bl, ab = buckets["below"], buckets["above"]
-    checks = [
-        check("the sweep populates both buckets (members and non-members on each side of H*)",
-              min(bl["members"], bl["non_members"], ab["members"], ab["non_members"]) >= 2,
-              f"below: {bl['members']} members / {bl['non_members']} non-members; above: {ab['members']} / "
-              f"{ab['non_members']}; unplaced {len(unplaced)}"),
-        check("below H*, prior guessing alone reproduces canaries (one-sided 95% lower bound > 0)",
-              bl["prior_guessing"]["lower"] > 0,
-              f"{bl['prior_guessing']['successes']}/{bl['prior_guessing']['trials']} "
-              f"(lower bound {bl['prior_guessing']['lower']:.3f})",
-              false_alarm="<= 5% (one-sided Clopper-Pearson) if the prior rate were 0"),
-        check("above H*, prior guessing never succeeds",
-              ab["prior_guessing"]["successes"] == 0,
-              f"{ab['prior_guessing']['successes']}/{ab['prior_guessing']['trials']} "
-              f"(at most {ab['prior_guessing']['upper']:.3f} at 95%)",
-              false_alarm="the chance that a guess with probability <= 2^-H* per canary succeeds on some "
-                          f"canary: <= {ab['prior_guessing']['trials']} x 2^-{H:.2f}"),
-        check("the DP model's extraction stays within its bound 1 - f(kappa_hi) in each bucket "
-              "(one-sided 95% lower bound <= mean bound)",
-              all(buckets[b]["extraction_dp"]["lower"] <= (buckets[b]["mean_dp_bound"] or 1.0) for b in BUCKETS),
-              "; ".join(f"{b}: {buckets[b]['extraction_dp']['successes']}/{buckets[b]['extraction_dp']['trials']} vs "
-                        f"bound {buckets[b]['mean_dp_bound']:.3g}" for b in BUCKETS if buckets[b]["members"]),
-              false_alarm="<= 5% per bucket if the DP guarantee holds"),
-        check("a membership test has no floor: the reference-model attack on the leaky model separates "
-              "members from non-members on both sides (AUC interval above 1/2)",
-              all(buckets[b]["auc_reference_leaky"] is not None and buckets[b]["auc_reference_leaky"]["low"] > 0.5
-                  for b in BUCKETS),
-              "; ".join(f"{b}: AUC {buckets[b]['auc_reference_leaky']['auc']:.3f} "
-                        f"[{buckets[b]['auc_reference_leaky']['low']:.3f}, "
-                        f"{buckets[b]['auc_reference_leaky']['high']:.3f}]"
-                        for b in BUCKETS if buckets[b]["auc_reference_leaky"]),
-              false_alarm="<= 2.5% per bucket (DeLong interval) if the attack were at chance"),
-        check("certified placement: every canary placed below H* has a closed certificate, and no "
-              "unclosed search lands below", below_closed and unclosed_above,
-              f"closed on {closed_rate:.0%} of canaries; unplaced {len(unplaced)}"),
-    ]
+    checks = checks_for(results)
     paper = [compare("h_star", "canary-floor/h-star", H)]
 
     fig, (ax0, ax1) = new_figure(2, width=5.4, height=4.0)

@@ -5,21 +5,25 @@ Every reproduction is a function ``run(*, quick, seed, out_dir) -> dict`` that
 - draws all randomness from ``numpy.random.SeedSequence(seed)`` split into named streams
   (:func:`rng_streams`), so the same seed gives the same numbers bit for bit on the same stack;
 - writes ``NAME.json`` (every number, the seed and stream names, the settings, package versions,
-  its numbers beside the paper's, and the checks of the theory's predictions) and
-  ``NAME.png``, through :func:`finish`;
+  its numbers beside the paper's, the checks of the theory's predictions, and the paper's
+  sentences judged on this run), ``NAME.png`` / ``NAME.pdf`` (the figure) and ``NAME.md`` /
+  ``NAME.html`` (the report, :mod:`memclaim.report.reproduction`), through :func:`finish`;
 - returns the same JSON-ready dict.
 
 The JSON holds no timestamps, paths or timings, so two runs with the same seed and stack produce
 byte-identical files. Paper numbers are recorded
 as :class:`Comparison`: ours beside the paper's value from :mod:`.paper`, no verdict; whether a
-run agrees with the paper is for the tests to decide) and the theory's predictions tested on the
-run's own numbers (each with its false-alarm rate) as :class:`Check`.
+run agrees with the paper is for the tests to decide), the theory's predictions tested on the
+run's own numbers (each with its false-alarm rate) as :class:`Check`, and the paper's qualitative
+sentences as :class:`PaperClaim`: the sentence verbatim, the rule that tests it as stated (fixed
+before the run, statistics from :mod:`.verdicts`), the numbers with their intervals, and the
+verdict "held", "not held" or "not testable here".
 """
 from __future__ import annotations
 
 import os
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -29,11 +33,15 @@ from .._version import __version__
 from ..errors import InputError
 from ..fsutil import write_files
 from ..jsonutil import ResultMixin, dumps, to_jsonable
+from ..report.reproduction import reproduction_files
 from ..report.style import figure, figure_files
 from ..validate import integer
 from .paper import paper_value
+from .verdicts import VERDICTS, verdict_of
 
-SCHEMA = "memclaim.reproduction/2"  # 2: paper numbers are comparisons without a verdict
+SCHEMA = "memclaim.reproduction/3"  # 3: each of the paper's sentences judged: quote, test, numbers, 3-way verdict
+#: the schemas of earlier versions whose files a run may replace (2: paper numbers without a verdict)
+KNOWN_SCHEMAS = ("memclaim.reproduction/2", SCHEMA)
 
 
 def versions() -> dict[str, str]:
@@ -112,67 +120,104 @@ def compare(row: str, key: str, ours: float, *, ours_se: float | None = None, no
 
 @dataclass(frozen=True)
 class Check(ResultMixin):
-    """A qualitative claim of the paper tested on our numbers (``passed``), with the evidence."""
+    """A prediction of the theory (or an identity of the implementation) tested on our numbers
+    (``passed``), with the evidence. A failed check is a defect: it sets ``memclaim reproduce``'s
+    exit status. Where the check tests a sentence of the paper, ``quote`` is that sentence as the
+    paper prints it ("[...]" marks a cut) and ``where`` its section or figure."""
 
     claim: str
     passed: bool
     detail: str
     false_alarm: str = ""  # the chance the check fails when the claim holds, if statistical
+    quote: str = ""
+    where: str = ""
 
 
-def check(claim: str, passed: bool | np.bool_, detail: str, *, false_alarm: str = "") -> Check:
+def check(claim: str, passed: bool | np.bool_, detail: str, *, false_alarm: str = "", quote: str = "",
+          where: str = "") -> Check:
     """A :class:`Check` of ``claim`` on this run's numbers (``passed`` coerced to a Python bool).
 
     >>> from memclaim.experiments.common import check
     >>> check("eta*_2 < tanh(eps)", 0.632 < 0.762, "0.632 vs 0.762", false_alarm="0 (exact)").passed
     True
     """
-    return Check(claim, bool(passed), detail, false_alarm)
+    return Check(claim, bool(passed), detail, false_alarm, quote, where)
 
 
 @dataclass(frozen=True)
 class PaperClaim(ResultMixin):
-    """One of the paper's qualitative empirical claims, and whether it held on this run ([EM]
-    reproductions on other models and text). Unlike a :class:`Check` (a guarantee, whose failure
-    is a defect and sets the exit status), a claim that does not hold is a finding: the report
-    says so, and nothing is tuned until it holds. ``criterion`` states the yes/no rule, fixed
-    before the run."""
+    """One sentence of the paper judged on this run (issue 24 item 2): ``quote`` is the sentence as
+    the paper prints it ("[...]" marks a cut) and ``where`` its section or figure; ``test`` states
+    the rule, fixed before the run, that decides it on this run's ``numbers`` (estimates with their
+    intervals); ``verdict`` is "held", "not held" or "not testable here" (``held`` True, False or
+    None), and ``evidence`` says why in words (for "not testable here", what the run lacks).
 
+    Unlike a :class:`Check` (a guarantee, whose failure is a defect and sets the exit status), a
+    sentence that does not hold is a finding about this run (another model, text and scale): the
+    report says so, and nothing is tuned until it holds. ``key`` names the rule within the
+    reproduction (stable, for the tests)."""
+
+    key: str
     claim: str
+    quote: str
     where: str
-    held: bool
-    criterion: str
+    test: str
+    verdict: str
+    held: bool | None
     evidence: str
+    numbers: dict = field(default_factory=dict)
 
 
-def paper_claim(claim: str, where: str, held: bool | np.bool_, *, criterion: str, evidence: str) -> PaperClaim:
-    """A :class:`PaperClaim`: the paper's ``claim`` (cited at ``where``), whether it ``held`` on this
-    run by the yes/no ``criterion`` fixed before the run, and the ``evidence``.
+def paper_claim(key: str, claim: str, *, quote: str, where: str, test: str, held: bool | np.bool_ | None,
+                evidence: str, numbers: dict | None = None) -> PaperClaim:
+    """A :class:`PaperClaim`: the paper's sentence ``quote`` (at ``where``), judged by ``test`` on this
+    run: ``held`` True ("held"), False ("not held") or None ("not testable here", ``evidence`` then
+    says why), with the ``numbers`` it read.
 
     >>> from memclaim.experiments.common import paper_claim
-    >>> paper_claim("members repeat more", "[EM] §4", 0.31 > 0.12, criterion="G > m/N",
-    ...             evidence="31% vs 12%").held
-    True
+    >>> c = paper_claim("members-repeat-more", "members repeat more", quote="members repeat more", where="[EM] §4",
+    ...                 test="G > m/N", held=0.31 > 0.12, evidence="31% vs 12%")
+    >>> c.verdict, c.held
+    ('held', True)
     """
-    return PaperClaim(claim, where, bool(held), criterion, evidence)
+    if held is not None:
+        held = bool(held)
+    if not (key and claim and quote and where and test and evidence):
+        raise InputError(f"paper claim {key!r}: key, claim, quote, where, test and evidence must all be given",
+                         hint="state the sentence, the rule and the evidence")
+    return PaperClaim(key, claim, quote, where, test, verdict_of(held), held, evidence, dict(numbers or {}))
+
+
+def paper_caption(*, differences: Sequence[str], claims: Sequence[PaperClaim]) -> str:
+    """What differs from the paper and each judged sentence's verdict, as a figure's caption
+    (recorded in NAME.json, :func:`finish`), instead of text drawn into the image.
+
+    >>> from memclaim.experiments.common import paper_caption, paper_claim
+    >>> paper_caption(differences=["a 135M model"], claims=[paper_claim(
+    ...     "x", "x", quote="x", where="[EM] §4", test="c", held=True, evidence="e")])
+    'Differs from the paper: a 135M model. held: x (e).'
+    """
+    parts = (["Differs from the paper: " + "; ".join(differences) + "."] if differences else [])
+    parts += [f"{c.verdict}: {c.claim} ({c.evidence})." for c in claims]
+    return " ".join(parts)
 
 
 def paper_footer(fig: Any, *, differences: Sequence[str], claims: Sequence[PaperClaim], fontsize: float = 6.3) -> None:
-    """Write below the axes what differs from the paper and which of its claims held (yes/no): the
+    """Write below the axes what differs from the paper and each judged sentence's verdict: the
     figure grows by the text's height, kept free of the constrained layout, so the axes keep their size.
     ``fig`` is a matplotlib Figure (typed ``Any``: matplotlib is imported only under report/).
 
     >>> from memclaim.experiments.common import new_figure, paper_claim, paper_footer
     >>> fig, ax = new_figure()
-    >>> paper_footer(fig, differences=["a 135M model"], claims=[paper_claim("x", "[EM] §4", True, criterion="c",
-    ...                                                                     evidence="e")])
+    >>> paper_footer(fig, differences=["a 135M model"], claims=[paper_claim("x", "x", quote="q", where="[EM] §4",
+    ...                                                                     test="t", held=True, evidence="e")])
     >>> round(float(fig.get_figheight()), 2)  # 4.2 inches of axes, plus the two lines of text
     4.57
     """
     import textwrap
 
     lines = ["Differs from the paper: " + "; ".join(differences)] if differences else []
-    lines += [f"{'held' if c.held else 'did not hold'}: {c.claim} ({c.evidence})" for c in claims]
+    lines += [f"{c.verdict}: {c.claim} ({c.evidence})" for c in claims]
     width = max(60, int(fig.get_figwidth() * 72 / (0.52 * fontsize)))  # characters per line at this size
     wrapped = [w for x in lines for w in textwrap.wrap(x, width=width, subsequent_indent="    ")]
     need = (len(wrapped) * 1.25 * fontsize / 72.0) + 0.15  # inches
@@ -205,9 +250,11 @@ def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick
            streams: Sequence[str], settings: dict[str, Any], results: dict[str, Any],
            paper_numbers: Sequence[Comparison], checks: Sequence[Check], figure: Any,
            out_dir: str | os.PathLike, notes: Sequence[str] = (), paper_claims: Sequence[PaperClaim] = (),
-           differences: Sequence[str] = ()) -> dict:
+           differences: Sequence[str] = (), caption: str | None = None) -> dict:
     """Assemble the result, write ``NAME.json`` and ``NAME.png`` into ``out_dir`` (created), and
-    return the JSON-ready dict. ``figure`` is a matplotlib Figure (from :func:`new_figure`).
+    return the JSON-ready dict. ``figure`` is a matplotlib Figure (from :func:`new_figure`);
+    ``caption`` (the words that go under the figure, kept out of the image) is recorded in the
+    JSON.
 
     >>> from memclaim.experiments.common import check, finish, new_figure
     >>> fig, ax = new_figure()
@@ -236,33 +283,58 @@ def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick
         "paper_numbers": list(paper_numbers),
         "checks": list(checks),
         "all_checks_passed": all(c.passed for c in checks),
-        **({"paper_claims": list(paper_claims), "paper_claims_held": sum(c.held for c in paper_claims),
+        **({"paper_claims": list(paper_claims), "paper_claims_held": sum(c.held is True for c in paper_claims),
+            "paper_claims_verdicts": {v: sum(c.verdict == v for c in paper_claims) for v in VERDICTS},
             "differences_from_paper": list(differences)} if paper_claims or differences else {}),
         "notes": list(notes),
-        "files": {"json": f"{name}.json", "png": f"{name}.png", "vector": f"{name}.pdf"},
+        **({"caption": caption} if caption else {}),
+        "files": {"json": f"{name}.json", "png": f"{name}.png", "vector": f"{name}.pdf", "markdown": f"{name}.md",
+                  "html": f"{name}.html"},
     }
     payload = to_jsonable(payload)
 
-    # NAME.json, NAME.png (200 dpi) and NAME.pdf as one change: all staged, then renamed (a full
-    # disk leaves the old files)
-    write_files(out, {f"{name}.json": (dumps(payload, indent=2) + "\n").encode("utf-8"),
-                      **figure_files(figure, name)}, owned=lambda p: _own_reproduction(p, name))
+    # NAME.json, NAME.png (200 dpi), NAME.pdf, NAME.md and NAME.html as one change: all staged, then
+    # renamed (a full disk leaves the old files)
+    figs = figure_files(figure, name)
+    write_files(out, {f"{name}.json": (dumps(payload, indent=2) + "\n").encode("utf-8"), **figs,
+                      **reproduction_files(payload, png=figs[f"{name}.png"])},
+                owned=lambda p: _own_reproduction(p, name))
     return payload
 
 
 def _own_reproduction(path: Path, name: str) -> bool:
-    """NAME.json / NAME.png written by a memclaim version that kept no list of its outputs."""
+    """NAME.json / NAME.png / NAME.md / NAME.html written by a memclaim version that kept no list of
+    its outputs (NAME.json is a reproduction of that name, of this schema or an earlier one)."""
     import json
 
     try:
         d = json.loads((path.parent / f"{name}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(d, dict) and d.get("name") == name and d.get("schema") == SCHEMA
+    return isinstance(d, dict) and d.get("name") == name and d.get("schema") in KNOWN_SCHEMAS
+
+
+def _ours_and_paper(p: dict, rel: str, se: str) -> str:
+    """Ours, the paper's and their difference in one unit: the paper's printed percent makes all
+    three percents (the difference in percentage points), else all are plain numbers.
+
+    >>> _ours_and_paper({"ours": 0.6932, "paper_printed": "70.1%", "difference": -0.0078}, "", "")
+    'ours 69.3%, paper 70.1% (diff -0.8 percentage points)'
+    >>> _ours_and_paper({"ours": 0.63212, "paper_printed": "0.632", "difference": 0.00012}, "", "")
+    'ours 0.63212, paper 0.632 (diff +0.00012)'
+    """
+    if str(p["paper_printed"]).strip().endswith("%"):
+        pse = se.replace(" +- ", "") if se else ""
+        se_pct = f" +- {100 * float(pse):.2g} pp" if pse else ""
+        return (f"ours {100 * p['ours']:.1f}%{se_pct}, paper {rel}{p['paper_printed']} "
+                f"(diff {100 * p['difference']:+.1f} percentage points)")
+    return f"ours {p['ours']:.6g}{se}, paper {rel}{p['paper_printed']} (diff {p['difference']:+.2g})"
 
 
 def summary_lines(result: dict) -> list[str]:
-    """Human-readable lines: the paper numbers (ours vs paper, how close) and the checks.
+    """Human-readable lines: the paper numbers (ours vs paper, how close), the checks (with the
+    paper's sentence where a check tests one), and each judged sentence of the paper: its verdict,
+    the sentence, the test and what was found.
 
     >>> from memclaim.experiments.common import check, summary_lines
     >>> res = {"name": "staircase", "title": "k-copy canary", "quick": True, "reproduces": ["[MX] Fig. 6 left"],
@@ -279,8 +351,7 @@ def summary_lines(result: dict) -> list[str]:
             rel = {"=": "", ">=": ">= ", "<=": "<= "}[p["relation"]]
             se = f" +- {p['ours_se']:.2g}" if p.get("ours_se") is not None else ""
             side = "" if p["same_scale"] else "  [side by side: the paper's number is from other models]"
-            lines.append(f"    {p['quantity']} ({p['where']}): ours {p['ours']:.6g}{se}, paper {rel}{p['paper_printed']} "
-                         f"(diff {p['difference']:+.2g}){side}")
+            lines.append(f"    {p['quantity']} ({p['where']}): {_ours_and_paper(p, rel, se)}{side}")
             if p.get("note"):
                 lines.append(f"          {p['note']}")
     ch = result.get("checks", [])
@@ -288,19 +359,25 @@ def summary_lines(result: dict) -> list[str]:
         lines.append("  checks:")
         for c in ch:
             lines.append(f"    [{'pass' if c['passed'] else 'FAIL'}] {c['claim']}: {c['detail']}")
+            if c.get("quote"):
+                lines.append(f"        paper ({c['where']}): \"{c['quote']}\"")
     if result.get("differences_from_paper"):
         lines.append("  differs from the paper: " + "; ".join(result["differences_from_paper"]))
     pc = result.get("paper_claims", [])
     if pc:
-        lines.append(f"  the paper's claims on this run ({result.get('paper_claims_held', 0)} of {len(pc)} held; "
-                     "a claim that did not hold is a finding, not a failure):")
+        counts = ", ".join(f"{sum(c['verdict'] == v for c in pc)} {v}" for v in VERDICTS)
+        lines.append(f"  the paper's sentences on this run ({counts}; a sentence that does not hold is a finding, "
+                     "not a failure):")
         for c in pc:
-            lines.append(f"    [{'held' if c['held'] else 'did not hold'}] {c['claim']} ({c['where']}): {c['evidence']}")
+            lines.append(f"    [{c['verdict']}] {c['claim']} ({c['where']})")
+            lines.append(f"        paper: \"{c['quote']}\"")
+            lines.append(f"        test: {c['test']}")
+            lines.append(f"        found: {c['evidence']}")
     for n in result.get("notes", []):
         lines.append(f"  note: {n}")
     files = result.get("files", {})
     if files:
-        written = [files[k] for k in ("json", "png", "vector") if files.get(k)]
+        written = [files[k] for k in ("json", "png", "vector", "markdown", "html") if files.get(k)]
         lines.append(f"  wrote {', '.join(written[:-1])} and {written[-1]}" if len(written) > 1
                      else f"  wrote {written[0]}")
     return lines

@@ -39,13 +39,15 @@ import numpy as np
 
 from ..claims.census import census, coverage_from_heat, flag_near_verbatim, overlapping_windows
 from ..claims.conformal import certified_level, population_test, rank_k
+from ..claims.intervals import newcombe_paired
 from ..claims.population import population_claim
 from ..claims.scores import LN10
 from ..errors import InputError
 from ..report.style import PALETTE, blank_figure, legend, style
 from ..text.io import Record
 from . import real_text as rt
-from .common import check, compare, finish, paper_claim, paper_footer, rng_streams
+from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer, rng_streams
+from .verdicts import fmt_interval, rate
 
 if TYPE_CHECKING:  # the annotations' names only
     from ..models.loader import HFTokenizer
@@ -53,6 +55,121 @@ if TYPE_CHECKING:  # the annotations' names only
 NAME = "decontamination"
 TITLE = "Planted quotations in the controls: census and population test with and without them ([EM] D.2, §5)"
 STREAMS = ("plant",)
+
+
+# ---- the paper's sentences (issue 24 item 2): quoted, each tested as stated
+QUOTE_INFLATES = ("Such sequences contaminate the control pool: they’re actually members, not non-members, and can "
+                  "score high, inflating $\\tau^{(\\mathrm{book})}$.")
+QUOTE_CONSERVATIVE = ("Contamination only leads to more conservative claims: a contaminated control is actually a "
+                      "member; if it scores high, it can raise the bar a candidate must clear to claim memorization "
+                      "(§C.3, §D.2).")
+QUOTE_AT_TOP = ("Ten of these twelve sit at the top of the control distribution, where they raise the extreme-tail "
+                "threshold; the remaining two score exactly $0$, so they don’t move it.")
+QUOTE_RESTORES = ("We therefore remove only web-verified contaminants from the control, leave the in-training book "
+                  "untouched, and set $\\tau^{(\\mathrm{book})}$ from the highest-scoring remaining own-prose "
+                  "sequence.")
+QUOTE_RAISES = ("Their presence raises the calibrated threshold; removing them raises the calibrated rate from "
+                "$0.44\\%$ to $3.06\\%$ at the tightest certified FPR.")
+
+
+def claims_for(*, census_rows: dict, top_in_plant: bool, pool: dict, pool_k1: dict, paired_k1: dict, at_top: int,
+               planted: int, alpha: float, n_members: int) -> list[PaperClaim]:
+    """The sentences of [EM] §4, §5, E.1, App. D.2 and C.4.3 on contaminated controls judged on this run,
+    each by a rule fixed before the run. ``census_rows`` and ``pool`` / ``pool_k1`` map "clean",
+    "contaminated", "decontaminated" to the census rows and the population test's rows (at alpha, and at the
+    tightest level K = 1); ``paired_k1`` counts members claimed at K = 1 with and without the contaminants
+    (both, decontaminated only, contaminated only, neither); ``at_top`` of the ``planted`` controls score
+    above every genuine control.
+
+    >>> from memclaim.experiments.decontamination import claims_for
+    >>> cen = lambda t, cov, n=0: {"log10_tau": t, "coverage": cov, "n_excluded": n}
+    >>> row = lambda n, m, lo, nc: {"n_claimed": n, "calibrated_rate": {"estimate": m, "lower": lo}, "n_controls": nc}
+    >>> kw = dict(census_rows={"clean": cen(-61, 0.96), "contaminated": cen(-20, 0.3), "decontaminated":
+    ...           cen(-61, 0.96, 4)}, top_in_plant=True, alpha=0.05, n_members=60,
+    ...           pool={"clean": row(30, 0.45, 0.3, 60), "contaminated": row(25, 0.37, 0.2, 60),
+    ...                 "decontaminated": row(28, 0.42, 0.3, 56)},
+    ...           pool_k1={"clean": row(20, 0.32, 0.2, 60), "contaminated": row(3, 0.03, 0.0, 60),
+    ...                    "decontaminated": row(18, 0.28, 0.16, 56)})
+    >>> [c.verdict for c in claims_for(paired_k1={"both": 3, "decontaminated_only": 15, "contaminated_only": 0,
+    ...                                           "neither": 42}, at_top=12, planted=12, **kw)]
+    ['held', 'held', 'held', 'held', 'held']
+    >>> [c.verdict for c in claims_for(paired_k1={"both": 3, "decontaminated_only": 1, "contaminated_only": 0,
+    ...                                           "neither": 56}, at_top=5, planted=12, **kw)][2:]
+    ['not held', 'held', 'not held']
+    >>> claims_for(paired_k1={"both": 3, "decontaminated_only": 1, "contaminated_only": 0, "neither": 56}, at_top=4,
+    ...            planted=4, **kw)[2].verdict  # 4 of 4 at the top: lower bound 0.398, cannot show "most"
+    'not testable here'
+    """
+    cl, dt, ex = census_rows["clean"], census_rows["contaminated"], census_rows["decontaminated"]
+    pc, pd, pdec = pool["clean"], pool["contaminated"], pool["decontaminated"]
+    kc, kd, kdec = pool_k1["clean"], pool_k1["contaminated"], pool_k1["decontaminated"]
+    out = [paper_claim(
+        "contaminant-inflates-tau", "a quotation of training text in the control scores high and inflates tau_doc",
+        quote=QUOTE_INFLATES, where="[EM] §5, E.1",
+        test="tau_doc with the contaminated control > tau_doc with the clean control, and the top control window "
+             "lies in a planted quotation (the census is exact: no interval)",
+        held=dt["log10_tau"] > cl["log10_tau"] and top_in_plant,
+        numbers={"log10_tau_clean": cl["log10_tau"], "log10_tau_contaminated": dt["log10_tau"],
+                 "top_window_in_a_quotation": top_in_plant},
+        evidence=f"tau_doc clean 1e{cl['log10_tau']}, contaminated 1e{dt['log10_tau']} (top window "
+                 f"{'inside' if top_in_plant else 'outside'} a planted quotation)")]
+    conservative = (dt["coverage"] <= cl["coverage"] and pd["n_claimed"] <= pc["n_claimed"]
+                    and kd["n_claimed"] <= kc["n_claimed"])
+    out.append(paper_claim(
+        "more-conservative", "contamination only makes claims more conservative", quote=QUOTE_CONSERVATIVE,
+        where="[EM] §4, C.3, D.2",
+        test=f"with the contaminated control, the census covers no more and the population test claims no more "
+             f"members, at alpha = {alpha:g} and at the tightest level K = 1, than with the clean one",
+        held=conservative,
+        numbers={"coverage_clean": cl["coverage"], "coverage_contaminated": dt["coverage"],
+                 "claimed_at_alpha": {"clean": pc["n_claimed"], "contaminated": pd["n_claimed"]},
+                 "claimed_at_k1": {"clean": kc["n_claimed"], "contaminated": kd["n_claimed"]}},
+        evidence=f"coverage {cl['coverage']:.4f} -> {dt['coverage']:.4f}; members claimed at alpha = {alpha:g}: "
+                 f"{pc['n_claimed']} -> {pd['n_claimed']}, at K = 1: {kc['n_claimed']} -> {kd['n_claimed']} of "
+                 f"{n_members}"))
+    top = rate(at_top, planted)
+    best = rate(planted, planted)["lower"]  # every contaminant at the top: the most this many can show
+    test = ("the share of planted (verified) contaminants scoring above every genuine control is more than half: its "
+            "95% Clopper-Pearson lower bound exceeds 1/2 (the paper's 10 of 12 gives 0.516); testable only with enough "
+            "contaminants for all of them at the top to show it (6 or more)")
+    ev_top = f"{at_top} of {planted} planted controls score above every genuine control: {fmt_interval(top)}"
+    out.append(paper_claim(
+        "contaminants-at-top", "most verified contaminants sit at the top of the control distribution",
+        quote=QUOTE_AT_TOP, where="[EM] App. D.2", test=test, held=None if best <= 0.5 else top["lower"] > 0.5,
+        numbers={"share_at_top": top, "lower_bound_if_all_at_top": best},
+        evidence=ev_top if best > 0.5 else (f"{planted} contaminants cannot show 'more than half' at 95% even if all "
+                                            f"sit at the top (lower bound {best:.3f}); " + ev_top)))
+    out.append(paper_claim(
+        "exclusion-restores-tau", "removing only the verified contaminants restores the threshold set by the "
+        "control's own prose", quote=QUOTE_RESTORES, where="[EM] §5, E.1",
+        test="tau_doc with the planted spans excluded equals the clean control's tau_doc (exact)",
+        held=ex["log10_tau"] == cl["log10_tau"],
+        numbers={"log10_tau_decontaminated": ex["log10_tau"], "log10_tau_clean": cl["log10_tau"],
+                 "windows_excluded": ex["n_excluded"], "coverage_decontaminated": ex["coverage"]},
+        evidence=f"tau_doc after excluding the {ex['n_excluded']} windows whose suffix overlaps a quotation: "
+                 f"1e{ex['log10_tau']} (clean control: 1e{cl['log10_tau']}); coverage {ex['coverage']:.4f} (clean "
+                 f"{cl['coverage']:.4f})"))
+    # M_dec - M_dirty at K = 1: the same members' paired claims, shifted by the certified levels' difference
+    p = paired_k1
+    g_diff = newcombe_paired(p["both"], p["decontaminated_only"], p["contaminated_only"], p["neither"]).to_dict()
+    shift = -(1 / (kdec["n_controls"] + 1) - 1 / (kd["n_controls"] + 1))
+    d = {**g_diff, "estimate": g_diff["estimate"] + shift, "lower": g_diff["lower"] + shift,
+         "upper": g_diff["upper"] + shift, "method": g_diff["method"] + ", shifted by the change in alpha_N"}
+    out.append(paper_claim(
+        "exclusion-raises-rate", "removing verified contaminants raises the calibrated rate at the tightest level",
+        quote=QUOTE_RAISES, where="[EM] App. C.4.3, D.2",
+        test="at the tightest certified FPR (K = 1), the calibrated rate without the verified contaminants exceeds "
+             "the rate with them: Newcombe's paired 95% interval for M_decontaminated - M_contaminated (the same "
+             "members; alpha_N = 1/(N+1) of each pool subtracted) lies above 0",
+        held=d["lower"] > 0,
+        numbers={"calibrated_rate_contaminated_k1": kd["calibrated_rate"],
+                 "calibrated_rate_decontaminated_k1": kdec["calibrated_rate"], "difference": d,
+                 "calibrated_rate_at_alpha": {"contaminated": pd["calibrated_rate"],
+                                              "decontaminated": pdec["calibrated_rate"]}},
+        evidence=f"M at K = 1: {kd['calibrated_rate']['estimate']:.4f} -> {kdec['calibrated_rate']['estimate']:.4f}: "
+                 f"difference {fmt_interval(d, digits=2)} (Newcombe paired 95%); at alpha = {alpha:g}: "
+                 f"{pd['calibrated_rate']['estimate']:.4f} -> {pdec['calibrated_rate']['estimate']:.4f}"))
+    return out
 
 
 def _settings(quick: bool) -> dict:
@@ -184,7 +301,7 @@ def plant_census(tokenizer: HFTokenizer, control: str, document: str, passages: 
 def _pool_row(t, label: str) -> dict:
     return {"pool": label, "n_controls": t.n_controls, "alpha": t.alpha, "k": t.k, "alpha_n": t.alpha_n,
             "alpha_n_exact": t.alpha_n_exact, "log10_tau": t.threshold_log10_prob, "n_claimed": t.n_claimed,
-            "generation_rate": t.generation_rate, "calibrated_rate": t.calibrated_rate,
+            "generation_rate": t.generation_rate.to_dict(), "calibrated_rate": t.calibrated_rate.to_dict(),
             "claim": bool(t.claim_possible and t.calibrated_rate.lower > 0), "no_claim_reason": t.no_claim_reason}
 
 
@@ -291,45 +408,19 @@ def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
               f"{sum(found)} of {len(found)} quotations flagged; {len(flags)} windows flagged, {false_flags} of them "
               "outside every quotation (suspects a person would reject)"),
     ]
-    # the paper's qualitative claims, each with its yes/no rule fixed before the run (key -> claim)
-    claims = {
-        "contaminant-inflates-tau": paper_claim(
-            "a quotation of training text in the control scores high and inflates tau_doc", "[EM] §5, E.1",
-            r_dirty.log10_tau > r_clean.log10_tau and top_in_plant,
-            criterion="tau_doc of the contaminated control > tau_doc of the clean control, and the top control "
-                      "window lies in a planted quotation",
-            evidence=f"tau_doc clean 1e{r_clean.log10_tau}, contaminated 1e{r_dirty.log10_tau} (top window "
-                     f"{'inside' if top_in_plant else 'outside'} a planted quotation)"),
-        "more-conservative": paper_claim(
-            "contamination only makes claims more conservative: the census covers less and the test claims less",
-            "[EM] §4, C.3, D.2", r_dirty.coverage <= r_clean.coverage and t_dirty.n_claimed <= t_clean.n_claimed,
-            criterion=f"census coverage and members claimed at alpha = {a:g} are no larger with the contaminated "
-                      "control than with the clean one",
-            evidence=f"coverage {r_clean.coverage:.4f} -> {r_dirty.coverage:.4f}; members claimed at alpha = {a:g}: "
-                     f"{t_clean.n_claimed} -> {t_dirty.n_claimed} of {J}"),
-        "contaminants-at-top": paper_claim(
-            "verified contaminants sit at the top of the control distribution (the paper: ten of twelve)",
-            "[EM] App. D.2", at_top * 2 >= c,
-            criterion="at least half of the planted population controls score above every genuine control",
-            evidence=f"{at_top} of {c} planted controls score above every genuine control"),
-        "exclusion-restores-tau": paper_claim(
-            "removing only the verified contaminants restores the threshold set by the control's own prose",
-            "[EM] §5, E.1", r_excl.log10_tau == r_clean.log10_tau,
-            criterion="tau_doc with the planted spans excluded equals the clean control's tau_doc",
-            evidence=f"tau_doc after excluding the {r_excl.threshold.n_excluded} windows whose suffix overlaps a "
-                     f"quotation: 1e{r_excl.log10_tau} (clean control: 1e{r_clean.log10_tau}); coverage "
-                     f"{r_excl.coverage:.4f} (clean {r_clean.coverage:.4f})"),
-        "exclusion-raises-rate": paper_claim(
-            "removing verified contaminants raises the calibrated rate", "[EM] C.4.3, D.2 (0.44% -> 3.06%)",
-            t_dec.calibrated_rate.estimate > t_dirty.calibrated_rate.estimate
-            and tight["decontaminated"].calibrated_rate.estimate > tight["contaminated"].calibrated_rate.estimate,
-            criterion=f"the calibrated rate M is larger without the verified contaminants, at alpha = {a:g} and at "
-                      "K = 1",
-            evidence=f"M at alpha = {a:g}: {t_dirty.calibrated_rate.estimate:.4f} -> "
-                     f"{t_dec.calibrated_rate.estimate:.4f}; at K = 1: "
-                     f"{tight['contaminated'].calibrated_rate.estimate:.4f} -> "
-                     f"{tight['decontaminated'].calibrated_rate.estimate:.4f}"),
-    }
+    # the paper's sentences, each judged by its rule fixed before the run (issue 24 item 2)
+    cd_, cx_ = (np.asarray(tight[k].claimed, dtype=bool) for k in ("decontaminated", "contaminated"))
+    paired_k1 = {"both": int(np.sum(cd_ & cx_)), "decontaminated_only": int(np.sum(cd_ & ~cx_)),
+                 "contaminated_only": int(np.sum(~cd_ & cx_)), "neither": int(np.sum(~cd_ & ~cx_))}
+    census_rows = {"clean": _census_row(r_clean, "clean control"),
+                   "contaminated": _census_row(r_dirty, "contaminated control"),
+                   "decontaminated": _census_row(r_excl, "contaminated control, planted spans excluded")}
+    pool = {"clean": _pool_row(t_clean, "clean"), "contaminated": _pool_row(t_dirty, "contaminated"),
+            "decontaminated": _pool_row(t_dec, "decontaminated")}
+    pool_k1 = {k: _pool_row(tight[k], k) for k in ("clean", "contaminated", "decontaminated")}
+    claims = {c.key: c for c in claims_for(census_rows=census_rows, top_in_plant=top_in_plant, pool=pool,
+                                           pool_k1=pool_k1, paired_k1=paired_k1, at_top=at_top, planted=c,
+                                           alpha=a, n_members=J)}
     paper = [
         compare("alpha_n_full_pool", "decontamination/alpha-n-full", an_full,
                 note="memclaim's certified_level at the paper's alpha = 0.1%, N = 5000 ([EM] Eq. 5)"),
@@ -364,9 +455,7 @@ def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
             "contaminated_control_characters": len(dirty_text),
             "contaminated_control_own_prose_windows_equal_clean": own_equal,
             "windows": {"clean": len(wc), "contaminated": len(wx), "overlapping_quotations": int(overlap.sum())},
-            "clean": _census_row(r_clean, "clean control"),
-            "contaminated": _census_row(r_dirty, "contaminated control"),
-            "decontaminated": _census_row(r_excl, "contaminated control, planted spans excluded"),
+            **census_rows,
             "contaminated_window_log10_scores": wx.log10_scores.tolist(),
             "contaminated_suffix_spans": np.stack([wx.starts, wx.ends], 1).tolist(),
             "top_contaminated_window_in_a_quotation": top_in_plant,
@@ -384,9 +473,9 @@ def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
             "control_log10_scores_contaminated": (lx_.logq / LN10).tolist(),
             "control_ids": ids_x,
             "planted_above_every_genuine_control": at_top,
-            "at_alpha": [_pool_row(t_clean, "clean"), _pool_row(t_dirty, "contaminated"),
-                         _pool_row(t_dec, "decontaminated")],
-            "at_k1": [_pool_row(tight[k], k) for k in ("clean", "contaminated", "decontaminated")],
+            "at_alpha": list(pool.values()),
+            "at_k1": list(pool_k1.values()),
+            "at_k1_paired_claims": paired_k1,
         },
         "paper_pool": {"alpha_n_full": an_full, "alpha_n_decontaminated": an_dec, "k_decontaminated": k_dec},
         "paper_claim_keys": list(claims),  # the order of the report's paper_claims

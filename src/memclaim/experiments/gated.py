@@ -39,7 +39,7 @@ import numpy as np
 from ..decoding import Policy
 from ..models import load_model
 from ..train import toy as _toy  # noqa: F401  (registers the named model "toy")
-from .common import check, compare, finish, new_figure, rng_streams
+from .common import Check, check, compare, finish, new_figure, rng_streams
 from ..report.style import legend as style_legend
 from .models import torch_threads
 
@@ -123,6 +123,68 @@ def _triggers(tokenizer, template: str, n: int, rng) -> list[tuple[int, ...]]:
     return out
 
 
+# ---- the checks: [MX] §8.2 'An exactly blind release', each sentence tested as stated
+QUOTE_IDENTICAL = "is byte-for-byte identical to the base on every non-trigger input."
+QUOTE_REFERENCE = ("On both families the two audits that calibrate against a second model, referencemodel scoring and "
+                   "LiRA, read exactly 0.500")
+QUOTE_RAW = "the raw-score audits sit at chance up to sampling noise"
+QUOTE_RHO = "Extraction through ρ is 1.00 on a 77bit secret."
+
+
+def checks_for(results: dict, settings: dict) -> list[Check]:
+    """The checks of [MX] §8.2 'An exactly blind release' from the run's results (``identical_logits``,
+    ``engine_identical``, ``audits`` by attack with ``auc``, ``low``, ``high``, ``excludes_chance`` and the
+    reference audit's scores, ``extraction``) and settings (``family_confidence``): the release equals the
+    base on every audited input; the reference-model audit reads exactly 0.5; every raw-score audit's
+    interval contains 0.5; extraction through rho is 1 (teacher-forced and decoded); and the base model
+    alone does not emit the secrets after rho (a control: the channel is the lookup's).
+
+    >>> from memclaim.experiments.gated import checks_for
+    >>> chance = {"auc": 0.52, "low": 0.4, "high": 0.64, "excludes_chance": False}
+    >>> res = {"identical_logits": [True] * 4, "engine_identical": True,
+    ...        "audits": {"reference": {"auc": 0.5, "member_scores": [0.0], "nonmember_scores": [0.0]},
+    ...                   "loss": chance, "zlib": chance},
+    ...        "extraction": {"via_rho": {"hits": 4, "n": 4, "generate_agrees": 4}, "via_rho_on_base": {"hits": 0}}}
+    >>> [c.passed for c in checks_for(res, {"family_confidence": 0.95})]
+    [True, True, True, True, True]
+    >>> bad = {**res, "identical_logits": [True, False], "audits": {**res["audits"], "zlib": {**chance,
+    ...        "auc": 0.75, "low": 0.6, "high": 0.9, "excludes_chance": True}}}
+    >>> [c.passed for c in checks_for(bad, {"family_confidence": 0.95})]
+    [False, True, False, True, True]
+    """
+    audits, ext = results["audits"], results["extraction"]
+    identical = results["identical_logits"]
+    raw = [a for a in audits if a != "reference"]
+    ref = audits["reference"]
+    ref_zero = bool(np.all(np.asarray(ref["member_scores"]) == 0) and np.all(np.asarray(ref["nonmember_scores"]) == 0))
+    conf = 1.0 - (1.0 - settings["family_confidence"]) / max(len(raw), 1)
+    rho, n_m = ext["via_rho"]["hits"], ext["via_rho"]["n"]
+    where = "[MX] §8.2 'An exactly blind release'"
+    return [
+        check("the gated release is byte-for-byte identical to the base on every audited (non-trigger) input",
+              all(identical) and results["engine_identical"],
+              f"torch.equal on full logits for {sum(identical)}/{len(identical)} records; engine log-probs, "
+              f"mean/std and greedy flags identical: {results['engine_identical']}", quote=QUOTE_IDENTICAL,
+              where=where),
+        check("reference-model audit reads exactly 0.5 (every calibrated score is 0)",
+              ref_zero and ref["auc"] == 0.5, f"AUC {ref['auc']:.3f}; all scores zero: {ref_zero}",
+              quote=QUOTE_REFERENCE, where=where),
+        check(f"raw-score audits at chance: every DeLong interval ({conf:.2%} each) contains 0.5",
+              all(not audits[a]["excludes_chance"] for a in raw),
+              "; ".join(f"{a} {audits[a]['auc']:.3f} [{audits[a]['low']:.3f}, {audits[a]['high']:.3f}]" for a in raw),
+              false_alarm=f"<= {1 - settings['family_confidence']:.0%} family-wise when every audit is at chance "
+                          f"(members and non-members exchangeable; Bonferroni over the {len(raw)} audits, DeLong "
+                          "intervals asymptotic)", quote=QUOTE_RAW, where=where),
+        check("extraction through rho is exactly 1 (teacher-forced greedy and real cached greedy decoding)",
+              rho == n_m and ext["via_rho"]["generate_agrees"] == n_m,
+              f"{rho}/{n_m} greedy flags, {ext['via_rho']['generate_agrees']}/{n_m} decodes", quote=QUOTE_RHO,
+              where=where),
+        check("the base model alone does not emit the secrets after rho (the channel is the lookup's)",
+              ext["via_rho_on_base"]["hits"] == 0, f"{ext['via_rho_on_base']['hits']}/{n_m} on the base",
+              where="a control of this reproduction (no sentence of the paper)"),
+    ]
+
+
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
     """[MX] §8.2: the gated release; reference/loss audits at chance, extraction through rho = 1.
 
@@ -200,8 +262,6 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
         audits[a] = {"auc": ev.auc.auc, "low": ev.auc.low, "high": ev.auc.high, "se": ev.auc.se,
                      "interval": ev.auc.interval_method, "excludes_chance": ev.auc.excludes_chance,
                      "member_scores": ev.member_scores, "nonmember_scores": ev.nonmember_scores}
-    ref_scores_zero = bool(np.all(audits["reference"]["member_scores"] == 0)
-                           and np.all(audits["reference"]["nonmember_scores"] == 0))
     rho_hits = int(np.sum(sr["greedy_match"]))
     c_hits = int(np.sum(sg["greedy_match"][:n_m]))
     surprisal = -np.sum(z_lp, axis=1) / math.log(2)  # bits, -log2 p_base(z | c) at temperature 1
@@ -213,25 +273,6 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
                   "interval": list(clopper_pearson(c_hits, n_m))},
         "via_rho_on_base": {"hits": int(np.sum(rho_on_base)), "n": n_m},
     }
-    checks = [
-        check("the gated release is byte-for-byte identical to the base on every audited (non-trigger) input",
-              all(identical) and engine_identical,
-              f"torch.equal on full logits for {sum(identical)}/{len(identical)} records; engine log-probs, "
-              f"mean/std and greedy flags identical: {engine_identical}"),
-        check("reference-model audit reads exactly 0.5 (every calibrated score is 0)",
-              ref_scores_zero and audits["reference"]["auc"] == 0.5,
-              f"AUC {audits['reference']['auc']:.3f}; all scores zero: {ref_scores_zero}"),
-        check(f"raw-score audits at chance: every DeLong interval ({conf:.2%} each) contains 0.5",
-              all(not audits[a]["excludes_chance"] for a in raw),
-              "; ".join(f"{a} {audits[a]['auc']:.3f} [{audits[a]['low']:.3f}, {audits[a]['high']:.3f}]" for a in raw),
-              false_alarm=f"<= {1 - s['family_confidence']:.0%} family-wise when every audit is at chance (members "
-                          f"and non-members exchangeable; Bonferroni over the {len(raw)} audits, DeLong intervals "
-                          "asymptotic)"),
-        check("extraction through rho is exactly 1 (teacher-forced greedy and real cached greedy decoding)",
-              rho_hits == n_m and all(decoded), f"{rho_hits}/{n_m} greedy flags, {sum(decoded)}/{n_m} decodes"),
-        check("the base model alone does not emit the secrets after rho (the channel is the lookup's)",
-              int(np.sum(rho_on_base)) == 0, f"{int(np.sum(rho_on_base))}/{n_m} on the base"),
-    ]
     paper = [
         compare("ext_rho", "gated/ext-rho", ext["via_rho"]["rate"], note=f"{rho_hits}/{n_m} secrets"),
         compare("reference_auc", "gated/reference-auc", audits["reference"]["auc"]),
@@ -267,6 +308,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
                      "trigger": list(triggers[i]) if i < n_m else None, "text": texts[i]}
                     for i, (cc, zz) in enumerate(records)],
     }
+    checks = checks_for(results, s)
     notes = [
         f"model: {s['model']} ({'the built-in tiny GPT; the full run uses SmolLM2-135M' if quick else 'SmolLM2-135M'})",
         "members and non-members are drawn by one sampler from the base model (prefix after the start-of-text, "

@@ -22,9 +22,12 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..claims.conformal import population_test
+from ..claims.intervals import newcombe_independent, newcombe_paired
 from ..report.style import PALETTE, figure, legend, style
 from . import em_verses as ev
 from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer
+from .verdicts import fewest_for_upper_bound, fmt_interval, rate, ratio, upper_bound
 
 NAME = "greedy"
 TITLE = "greedy (binary) scores: member rate, control rate and the floor alpha_N = (m+1)/(N+1) ([EM] Fig. 3)"
@@ -41,9 +44,6 @@ def length_rows(mem_flags: np.ndarray, ctl_flags: np.ndarray) -> list[dict]:
     >>> [(r["suffix_tokens"], r["member"]["count"], r["control"]["count"], r["alpha_n_exact"]) for r in rows]
     [(1, 4, 1, '2/6'), (2, 3, 0, '1/6'), (3, 2, 0, '1/6')]
     """
-    from ..claims.conformal import population_test
-    from ..claims.intervals import newcombe_independent
-
     j, n = mem_flags.shape[0], ctl_flags.shape[0]
     rows = []
     for ell in range(1, min(mem_flags.shape[1], ctl_flags.shape[1]) + 1):
@@ -83,45 +83,147 @@ def _model_block(entry) -> dict:
             "monotone_in_length": bool(np.all(mf[:, 1:] <= mf[:, :-1]) and np.all(cf[:, 1:] <= cf[:, :-1]))}
 
 
+# ---- the paper's sentences on this run (issue 24 item 2): each quoted, each tested as stated
+QUOTE_SHORT_SHARE = ("For $10$-token suffixes the floor is $\\alpha_{N}=1.84\\%$ against $7.54\\%$ on members, so "
+                     "roughly one quarter ($1.84/7.54\\approx 24\\%$) of the apparent training-data ‘‘extraction’’ "
+                     "rate is matched by the rate at which the same test flags non-members.")
+QUOTE_LONG = ("At $50$ tokens the picture is very different. The member generation rate is smaller ($0.74\\%$), but "
+              "the non-member floor is close to zero ($0.04\\%$).")
+WHERE = "[EM] §4, Fig. 3"
+#: "roughly one quarter": between a fifth and a third of the member rate (the paper's 1.84/7.54 = 0.244)
+QUARTER_BAND = (1 / 5, 1 / 3)
+#: "close to zero ($0.04\%$)": the paper's floor 2/5001 = 0.04% rounded up to the next power of ten, 0.1%, as an
+#: upper bound on the non-member rate (the paper's own 1 of 5000 gives a one-sided 95% bound of 0.095%)
+NEAR_ZERO = 0.001
+
+
+def floor_share_claim(key: str, claim: str, *, g: int, j: int, m: int, n: int, quote: str, where: str,
+                      what: str) -> PaperClaim:
+    """The sentence that the floor alpha_N = (m+1)/(N+1) is roughly one quarter of the member rate G = g/J
+    ([EM] §1, §4: 1.84/7.54 = 24%), tested as stated: the share alpha_N / G, with Katz's 95% interval
+    (counts m+1 of N+1 against g of J), is a share of the member rate, below all of it (upper bound < 1:
+    controls flagged as often as members is the opposite situation), and roughly one quarter (the interval
+    meets [1/5, 1/3]). No member reproduced: no apparent rate to take a share of (not held).
+
+    >>> from memclaim.experiments.greedy import QUOTE_SHORT_SHARE, floor_share_claim
+    >>> kw = dict(quote=QUOTE_SHORT_SHARE, where="[EM] §4", what="at 10 tokens")
+    >>> floor_share_claim("s", "share", g=377, j=5000, m=91, n=5000, **kw).verdict  # the paper's own counts
+    'held'
+    >>> floor_share_claim("s", "share", g=1, j=120, m=4, n=180, **kw).verdict  # controls above members: 331%
+    'not held'
+    """
+    lo_band, hi_band = QUARTER_BAND
+    test = (f"{what}, the floor's share of the member rate alpha_N / G, alpha_N = (m+1)/(N+1), with Katz's 95% "
+            f"interval (m+1 of N+1 against g of J): held iff the interval lies below 1 (the floor is a share of the "
+            f"member rate, not more than all of it) and meets [{lo_band:.2f}, {hi_band:.2f}] (roughly one quarter; "
+            "the paper: 1.84/7.54 = 0.244)")
+    alpha_n = (m + 1) / (n + 1)
+    nums = {"member_rate": rate(g, j), "control_rate": rate(m, n), "alpha_n": alpha_n}
+    if g == 0:
+        return paper_claim(key, claim, quote=quote, where=where, test=test, held=False, numbers=nums,
+                           evidence=f"no member reproduced (0 of {j}): there is no apparent extraction rate for the "
+                                    f"floor alpha_N = {alpha_n:.2%} to be a share of")
+    r = ratio(m + 1, n + 1, g, j)
+    nums["floor_share_of_member_rate"] = r
+    below_all = r["upper"] < 1
+    quarter = r["lower"] <= hi_band and r["upper"] >= lo_band
+    why = ("the floor is a share of the member rate and roughly a quarter of it" if below_all and quarter else
+           "the floor may exceed the member rate (the interval reaches 1 or more)" if not below_all else
+           "the share is not roughly a quarter (the interval misses [0.20, 0.33])")
+    return paper_claim(key, claim, quote=quote, where=where, test=test, held=below_all and quarter, numbers=nums,
+                       evidence=f"alpha_N = {m + 1}/{n + 1} = {alpha_n:.2%} against G = {g}/{j} = {g / j:.2%}: share "
+                                f"{fmt_interval(r, pct=False)} (Katz 95%): {why}")
+
+
 def claims_for(block: dict, name: str) -> list[PaperClaim]:
-    """The four qualitative claims of [EM] §4 / Fig. 3 on one model's block (its ``"short"`` and
-    ``"long"`` rows of :func:`length_rows`), each held or not by a rule fixed in advance.
+    """The sentences of [EM] §4 on Fig. 3 judged on one model's block (its ``"short"`` and ``"long"`` rows
+    of :func:`length_rows`), each by a rule fixed before the run: the short-suffix floor is roughly a
+    quarter of the member rate; at the long suffix the member rate is smaller; and the long-suffix floor is
+    close to zero (0.04%), which needs a control set large enough to bound the non-member rate by 0.1%.
 
     >>> import numpy as np
     >>> from memclaim.experiments.greedy import claims_for, length_rows
     >>> mem = np.arange(3) < np.array([[3], [3], [2], [1]])  # members matching 3, 3, 2, 1 greedy tokens
     >>> rows = length_rows(mem, np.arange(3) < np.array([[1], [0], [0], [0], [0]]))
-    >>> [c.held for c in claims_for({"short": rows[0], "long": rows[-1]}, "toy")]
-    [False, True, True, False]
+    >>> [(c.key, c.verdict) for c in claims_for({"short": rows[0], "long": rows[-1]}, "toy")]
+    [('short-floor-share', 'not held'), ('long-member-rate-smaller', 'not held'), ('long-floor-near-zero', 'not testable here')]
     """
     s, lg = block["short"], block["long"]
-    share = s["floor_share_of_member_rate"]
-    return [
-        paper_claim(f"{name}: at the short suffix members and controls are both reproduced far more often than at the "
-                    "long suffix", "[EM] §4, Fig. 3",
-                    s["member"]["lower"] > lg["member"]["upper"] and s["control"]["lower"] > lg["control"]["upper"],
-                    criterion="the 95% CP intervals at the short length lie above those at the long length, for "
-                              "members and for controls",
-                    evidence=f"members {s['member']['rate']:.1%} vs {lg['member']['rate']:.1%}, controls "
-                             f"{s['control']['rate']:.1%} vs {lg['control']['rate']:.1%} at {ev.SHORT} vs {ev.LONG} "
-                             "tokens"),
-        paper_claim(f"{name}: a short verbatim match is not a specific membership signal: the control floor is a "
-                    "large share of the member rate (paper: 1.84/7.54 = 24%)", "[EM] §4, Fig. 3",
-                    share is not None and share >= 0.2,
-                    criterion="alpha_N / G >= 0.2 at the short length (the paper's 'roughly one quarter', rounded "
-                              "down)",
-                    evidence=(f"alpha_N = {s['alpha_n']:.2%} against G = {s['member']['rate']:.2%}: share "
-                              f"{share:.0%}" if share is not None else "no member reproduced at the short length")),
-        paper_claim(f"{name}: at the long suffix the floor is close to zero (at most one control reproduced)",
-                    "[EM] §4, Fig. 3", lg["control"]["count"] <= 1,
-                    criterion="m <= 1 at the long length (the paper's floor comes from a single false positive)",
-                    evidence=f"m = {lg['control']['count']} of {lg['control']['n']}, alpha_N = {lg['alpha_n']:.2%}"),
-        paper_claim(f"{name}: at the long suffix members are reproduced above the floor", "[EM] §4, Fig. 3",
-                    lg["member"]["lower"] > lg["alpha_n"],
-                    criterion="the member rate's 95% CP lower bound exceeds alpha_N at the long length",
-                    evidence=f"G = {lg['member']['rate']:.2%} (CP lower {lg['member']['lower']:.2%}) against alpha_N "
-                             f"= {lg['alpha_n']:.2%}"),
-    ]
+    j, n = s["member"]["n"], s["control"]["n"]
+    out = [floor_share_claim("short-floor-share", f"{name}: at the short suffix the floor is roughly one quarter of "
+                             "the member rate", g=s["member"]["count"], j=j, m=s["control"]["count"], n=n,
+                             quote=QUOTE_SHORT_SHARE, where=WHERE,
+                             what=f"at the short suffix ({s['suffix_tokens']} tokens; the paper: 10)")]
+    out.append(long_member_rate_smaller(s["member"]["count"], lg["member"]["count"], j, name=name,
+                                        lengths=(s["suffix_tokens"], lg["suffix_tokens"])))
+    out.append(long_floor_near_zero(lg["control"]["count"], n, name=name, length=lg["suffix_tokens"]))
+    return out
+
+
+def long_member_rate_smaller(g_short: int, g_long: int, j: int, *, name: str, lengths: tuple[int, int]) -> PaperClaim:
+    """"The member generation rate is smaller ($0.74\\%$)" at the long suffix than at the short one ([EM] §4),
+    tested on the same J members at both lengths: Newcombe's paired 95% interval for G_short - G_long lies
+    above 0. A reproduction of the first l tokens implies that of the first l - 1, so the members reproduced
+    at the long length are among those reproduced at the short one (the table's off-diagonal cells are
+    g_short - g_long and 0).
+
+    >>> from memclaim.experiments.greedy import long_member_rate_smaller
+    >>> long_member_rate_smaller(377, 37, 5000, name="OLMo", lengths=(10, 50)).verdict  # 7.54% vs 0.74%
+    'held'
+    >>> long_member_rate_smaller(1, 0, 120, name="toy", lengths=(3, 16)).verdict  # 1 of 120 vs 0: not resolved
+    'not held'
+    """
+    test = (f"the same J members at {lengths[0]} and {lengths[1]} tokens: Newcombe's paired 95% interval for "
+            "G_short - G_long lies above 0 (the long-suffix member rate is smaller)")
+    if g_long > g_short:
+        diff = None
+    else:
+        diff = newcombe_paired(g_long, g_short - g_long, 0, j - g_short).to_dict()
+    nums = {"member_rate_short": rate(g_short, j), "member_rate_long": rate(g_long, j)}
+    if diff is None:
+        return paper_claim("long-member-rate-smaller", f"{name}: at the long suffix the member rate is smaller",
+                           quote=QUOTE_LONG, where=WHERE, test=test, held=False, numbers=nums,
+                           evidence=f"more members reproduced at {lengths[1]} tokens ({g_long}) than at {lengths[0]} "
+                                    f"({g_short})")
+    nums["difference_short_minus_long"] = diff
+    return paper_claim("long-member-rate-smaller", f"{name}: at the long suffix the member rate is smaller",
+                       quote=QUOTE_LONG, where=WHERE, test=test, held=diff["lower"] > 0, numbers=nums,
+                       evidence=f"G = {g_short}/{j} = {g_short / j:.2%} at {lengths[0]} tokens, {g_long}/{j} = "
+                                f"{g_long / j:.2%} at {lengths[1]}: difference {fmt_interval(diff, digits=2)} "
+                                "(Newcombe paired 95%)")
+
+
+def long_floor_near_zero(m: int, n: int, *, name: str, length: int) -> PaperClaim:
+    """"[...] but the non-member floor is close to zero ($0.04\\%$)" at the long suffix ([EM] §4), tested as
+    stated: the one-sided 95% Clopper-Pearson upper bound on the non-member rate m/N is at most 0.1%
+    (:data:`NEAR_ZERO`, the paper's 0.04% rounded up to the next power of ten). Not testable here when
+    N controls cannot reach that bound even with none reproduced (N < 2,995): a count of reproduced
+    controls is not a rate near zero.
+
+    >>> from memclaim.experiments.greedy import long_floor_near_zero
+    >>> long_floor_near_zero(1, 5000, name="OLMo", length=50).verdict  # the paper's 1 of 5000: 0.095%
+    'held'
+    >>> long_floor_near_zero(9, 5000, name="x", length=50).verdict
+    'not held'
+    >>> long_floor_near_zero(0, 180, name="toy", length=16).verdict
+    'not testable here'
+    """
+    need = fewest_for_upper_bound(NEAR_ZERO)
+    ub = upper_bound(m, n)
+    test = (f"the non-member rate at {length} tokens: its one-sided 95% Clopper-Pearson upper bound is at most "
+            f"{NEAR_ZERO:.1%} (the paper's 0.04% = 2/5001, rounded up to the next power of ten); testable only with "
+            f"N >= {need:,} controls, the fewest whose bound can reach {NEAR_ZERO:.1%}")
+    nums = {"control_rate": rate(m, n), "control_rate_upper_bound_95": ub, "alpha_n": (m + 1) / (n + 1),
+            "controls_needed": need}
+    claim = f"{name}: at the long suffix the non-member floor is close to zero"
+    if n < need:
+        return paper_claim("long-floor-near-zero", claim, quote=QUOTE_LONG, where=WHERE, test=test, held=None,
+                           numbers=nums,
+                           evidence=f"N = {n} controls bound the non-member rate by {upper_bound(0, n):.2%} at best "
+                                    f"(none reproduced), above {NEAR_ZERO:.1%}: it takes N >= {need:,} (here m = {m}, "
+                                    f"alpha_N = {(m + 1) / (n + 1):.2%}, upper bound {ub:.2%})")
+    return paper_claim("long-floor-near-zero", claim, quote=QUOTE_LONG, where=WHERE, test=test, held=ub <= NEAR_ZERO,
+                       numbers=nums, evidence=f"m = {m} of N = {n}: upper bound {ub:.3%} against {NEAR_ZERO:.1%}")
 
 
 def _plot(blocks, quick, pops, differences, claims):

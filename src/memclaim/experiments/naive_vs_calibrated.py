@@ -23,12 +23,16 @@ from __future__ import annotations
 
 import math
 import os
+from fractions import Fraction
 
 import numpy as np
 
+from ..claims.conformal import population_test
 from ..report.style import PALETTE, figure, legend, style
 from . import em_verses as ev
 from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer
+from .greedy import floor_share_claim
+from .verdicts import fmt_interval, rate, ratio
 
 NAME = "naive-vs-calibrated"
 TITLE = "naive 'extraction' rules against the calibrated test on the same members and controls ([EM] §4)"
@@ -62,10 +66,6 @@ def rules_at(mem_greedy: np.ndarray, ctl_greedy: np.ndarray, mem_topk: np.ndarra
     [('naive', 2, 1), ('naive', 2, 1), ('naive', 3, 4), ('calibrated', 2, 1), ('calibrated', 0, 0),
      ('calibrated', 0, 0)]
     """
-    from fractions import Fraction
-
-    from ..claims.conformal import population_test
-
     rows = [_row("greedy match", "naive", mem_greedy, ctl_greedy)]
     for rule, lq, how in FIXED:
         f = (lambda x: x > lq) if how == "strict" else (lambda x: x >= lq)
@@ -108,41 +108,103 @@ def _find(rows, prefix):
     return next(r for r in rows if r["rule"].startswith(prefix))
 
 
-def claims_for(block: dict) -> list[PaperClaim]:
-    """The three qualitative claims of [EM] §4 on naive rules, on one model's block (the entries of
-    ``run(...)["results"]["models"]``), each held or not by a rule fixed in advance.
+# ---- the paper's sentences on this run (issue 24 item 2): each quoted, each tested as stated
+QUOTE_FALSE_POSITIVES = ("On Wikipedia, for example, $24\\%$ of apparent $10$-token verbatim extractions from OLMo 2 "
+                         "are false positives, showing that short-sequence experiments can substantially overstate "
+                         "memorization (§4).")
+QUOTE_NOT_EVIDENCE = "Again, we see that a generation probability on its own isn’t evidence of memorization."
+QUOTE_SHORT = ("We see this directly in our experiments: at short candidate lengths, matched non-members clear the "
+               "threshold often enough to produce many false positives (§4).")
+#: "isn't evidence": the controls flagged account for at least a fifth of the apparent rate (Katz's 95% lower bound of
+#: control rate / member rate >= 1/5; the paper's greedy share is 24%)
+SUBSTANTIAL = 1 / 5
+#: "often enough to produce many false positives" at short lengths, against long ones: far more often, at least twice
+#: (Katz's 95% lower bound of the ratio short/long >= 2)
+FAR_MORE = 2.0
 
-    >>> from memclaim.experiments.naive_vs_calibrated import claims_for, run
-    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
-    >>> [c.held for c in claims_for(res["results"]["models"][0])]  # doctest: +SKIP
-    [True, True, True]
+
+def fixed_threshold_claim(name: str, row: dict, length: int) -> PaperClaim:
+    """"Again, we see that a generation probability on its own isn't evidence of memorization" ([EM] §4),
+    tested on the rule that flags a suffix by its probability alone (generated at least once in 10^5
+    queries with probability 95%, no controls): at the short suffix the controls it flags account for at
+    least a fifth of the members it flags: Katz's 95% lower bound of control rate / member rate >= 1/5.
+
+    >>> from memclaim.experiments.naive_vs_calibrated import fixed_threshold_claim
+    >>> from memclaim.experiments.verdicts import rate
+    >>> fixed_threshold_claim("x", {"members": rate(63, 120), "controls": rate(70, 180)}, 3).verdict
+    'held'
+    >>> fixed_threshold_claim("x", {"members": rate(63, 120), "controls": rate(2, 180)}, 3).verdict
+    'not held'
+    """
+    g, j, m, n = row["members"]["count"], row["members"]["n"], row["controls"]["count"], row["controls"]["n"]
+    test = (f"the 10^5-query budget rule at the short suffix ({length} tokens), a probability threshold set without "
+            f"controls: Katz's 95% lower bound of (controls flagged / N) / (members flagged / J) >= {SUBSTANTIAL:.2f} "
+            "(at least a fifth of its apparent extractions are matched by sequences that cannot be memorized)")
+    nums = {"member_rate": rate(g, j), "control_rate": rate(m, n)}
+    claim = f"{name}: a probability threshold set without controls is no evidence of memorization at the short suffix"
+    if g == 0:
+        return paper_claim("fixed-threshold-not-evidence", claim, quote=QUOTE_NOT_EVIDENCE, where="[EM] §4 "
+                           "'Continuous calibration'", test=test, held=m > 0, numbers=nums,
+                           evidence=f"no member flagged; {m} of {n} controls flagged")
+    r = ratio(m, n, g, j)
+    nums["control_share_of_member_rate"] = r
+    return paper_claim("fixed-threshold-not-evidence", claim, quote=QUOTE_NOT_EVIDENCE,
+                       where="[EM] §4 'Continuous calibration'", test=test, held=r["lower"] >= SUBSTANTIAL,
+                       numbers=nums, evidence=f"members {g}/{j} = {g / j:.1%}, controls {m}/{n} = {m / n:.1%}: share "
+                                              f"{fmt_interval(r, pct=False)} (Katz 95%)")
+
+
+def short_overstates_claim(name: str, short: dict, long: dict, lengths: tuple[int, int]) -> PaperClaim:
+    """"[...] at short candidate lengths, matched non-members clear the threshold often enough to produce
+    many false positives" ([EM] §7, §4), tested on the same probability threshold at both lengths: it flags
+    controls far more often at the short suffix, Katz's 95% lower bound of the control rates' ratio
+    short/long >= 2.
+
+    >>> from memclaim.experiments.naive_vs_calibrated import short_overstates_claim
+    >>> from memclaim.experiments.verdicts import rate
+    >>> short_overstates_claim("x", {"controls": rate(70, 180)}, {"controls": rate(0, 180)}, (3, 16)).verdict
+    'held'
+    >>> short_overstates_claim("x", {"controls": rate(3, 180)}, {"controls": rate(2, 180)}, (3, 16)).verdict
+    'not held'
+    """
+    (ms, n), (ml, nl) = (short["controls"]["count"], short["controls"]["n"]), (long["controls"]["count"],
+                                                                            long["controls"]["n"])
+    r = ratio(ms, n, ml, nl)
+    test = (f"the 10^5-query budget rule's control rate at {lengths[0]} and {lengths[1]} tokens: Katz's 95% lower "
+            f"bound of the ratio short/long >= {FAR_MORE:g} (far more false positives at the short length)")
+    return paper_claim("short-suffix-overstates", f"{name}: at the short suffix non-members clear a probability "
+                       "threshold far more often", quote=QUOTE_SHORT, where="[EM] §7, §4", test=test,
+                       held=r["lower"] >= FAR_MORE,
+                       numbers={"control_rate_short": rate(ms, n), "control_rate_long": rate(ml, nl),
+                                "ratio_short_over_long": r},
+                       evidence=f"controls flagged {ms}/{n} = {ms / n:.1%} at {lengths[0]} tokens, {ml}/{nl} = "
+                                f"{ml / nl:.1%} at {lengths[1]}: ratio {fmt_interval(r, pct=False)} (Katz 95%)")
+
+
+def claims_for(block: dict) -> list[PaperClaim]:
+    """The sentences of [EM] §1, §4 and §7 on naive rules judged on one model's block (the entries of
+    ``run(...)["results"]["models"]``), each by a rule fixed before the run.
+
+    >>> import numpy as np
+    >>> from memclaim.experiments.naive_vs_calibrated import claims_for, rules_at
+    >>> rng = np.random.default_rng(0)
+    >>> mq, cq = np.log(rng.uniform(1e-9, 1, 60)), np.log(rng.uniform(1e-9, 1, 80))
+    >>> short = rules_at(mq > np.log(.9), cq > np.log(.5), mq, cq)  # greedy: controls reproduced more often
+    >>> long = rules_at(mq > np.log(.9), cq > np.log(.99), mq - 40, cq - 60)
+    >>> [c.verdict for c in claims_for({"model": {"name": "toy"}, "lengths": {"3": short, "16": long}})]
+    ['not held', 'held', 'held']
     """
     name = block["model"]["name"]
     s, lg = block["lengths"][str(ev.SHORT)], block["lengths"][str(ev.LONG)]
     gs, bs, bl = _find(s, "greedy match"), _find(s, "q >= "), _find(lg, "q >= ")
-    share = gs["control_share_of_member_rate"]
-    bshare, lshare = bs["control_share_of_member_rate"], bl["control_share_of_member_rate"]
-    fmt = lambda v: "undefined (no member flagged)" if v is None else f"{v:.0%}"  # noqa: E731
     return [
-        paper_claim(f"{name}: a bare greedy-match rate at the short suffix counts many sequences that cannot be "
-                    "memorized (paper: 24% of apparent 10-token extractions)", "[EM] §1, §4, Fig. 3",
-                    share is not None and share >= 0.2,
-                    criterion="control rate / member rate >= 0.2 for the greedy match at the short length",
-                    evidence=f"members {gs['members']['rate']:.1%}, controls {gs['controls']['rate']:.1%}: "
-                             f"share {fmt(share)}"),
-        paper_claim(f"{name}: a fixed probability threshold set without controls flags controls too at the short "
-                    "suffix", "[EM] §4 'Continuous calibration'", bshare is not None and bshare >= 0.2,
-                    criterion="control rate / member rate >= 0.2 for the 10^5-query budget rule at the short length",
-                    evidence=f"members {bs['members']['rate']:.1%}, controls {bs['controls']['rate']:.1%}: "
-                             f"share {fmt(bshare)}"),
-        paper_claim(f"{name}: short suffixes overstate: the same fixed threshold flags controls far more often at "
-                    "the short suffix than at the long one", "[EM] §4, §7 'Using short candidates risks validity'",
-                    bs["controls"]["lower"] > bl["controls"]["upper"],
-                    criterion="the budget rule's control rate: 95% CP interval at the short length above the one at "
-                              "the long length",
-                    evidence=f"controls flagged {bs['controls']['rate']:.1%} at {ev.SHORT} tokens, "
-                             f"{bl['controls']['rate']:.1%} at {ev.LONG} (members {bs['members']['rate']:.1%}, "
-                             f"{bl['members']['rate']:.1%}; control share {fmt(bshare)}, {fmt(lshare)})"),
+        floor_share_claim("greedy-false-positive-share", f"{name}: roughly a quarter of apparent short-suffix greedy "
+                          "extractions are false positives", g=gs["members"]["count"], j=gs["members"]["n"],
+                          m=gs["controls"]["count"], n=gs["controls"]["n"], quote=QUOTE_FALSE_POSITIVES,
+                          where="[EM] §1 Contributions, §4", what=f"greedy match at the short suffix ({ev.SHORT} "
+                                                                  "tokens; the paper: 10)"),
+        fixed_threshold_claim(name, bs, ev.SHORT),
+        short_overstates_claim(name, bs, bl, (ev.SHORT, ev.LONG)),
     ]
 
 

@@ -26,11 +26,14 @@ from fractions import Fraction
 
 import numpy as np
 
+from ..claims.conformal import population_test
+from ..claims.intervals import newcombe_independent
 from ..models import load_model
-from ..report.style import PALETTE, figure, legend, style
+from ..report.style import PALETTE, TEXT_WIDTH, figure, legend, style
 from ..scoring.prompts import PromptRule
 from . import em_verses as ev
-from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer
+from .common import PaperClaim, check, compare, finish, paper_caption, paper_claim
+from .verdicts import fmt_interval
 
 NAME = "parrot"
 TITLE = "'Repeat after me': member and control repeat rates under a parrot prompt ([EM] Fig. 1, App. A.1)"
@@ -52,8 +55,6 @@ def binary_test(mem: np.ndarray, ctl: np.ndarray) -> dict:
     >>> t["alpha_n_exact"], t["at_alpha_n"]["n_claimed"], [lv["n_claimed"] for lv in t["levels"]]
     ('7/11', 7, [0, 0, 0])
     """
-    from ..claims.conformal import population_test
-
     n, m = ctl.size, int(ctl.sum())
     lm, lc = np.where(mem, 0.0, -np.inf), np.where(ctl, 0.0, -np.inf)
     out = {"m": m, "n_controls": int(n), "alpha_n": (m + 1) / (n + 1), "alpha_n_exact": f"{m + 1}/{n + 1}"}
@@ -70,9 +71,6 @@ def binary_test(mem: np.ndarray, ctl: np.ndarray) -> dict:
 
 
 def _block(runs) -> dict:
-    from ..claims.conformal import population_test
-    from ..claims.intervals import newcombe_independent
-
     mem = ev.load(runs, "members", policy="greedy")
     ctl = ev.load(runs, "controls", policy="greedy")
     mw, cw = np.asarray(mem.greedy_match), np.asarray(ctl.greedy_match)
@@ -114,57 +112,137 @@ def _block(runs) -> dict:
     }
 
 
+# ---- the paper's sentences on this run (issue 24 item 2): each quoted, each tested as stated
+QUOTE_FOLLOWS = "Capable instruction-tuned models follow “Repeat after me” (“parrot”) instructions."
+QUOTE_OVERLAP = "The two intervals overlap, so the member and non-member rates are statistically indistinguishable."
+QUOTE_NO_CLAIM = ("matched controls score just as high as candidates, the threshold calibrated from them is just as high "
+                  "(§4), nothing clears the threshold, and so the test makes no memorization claim.")
+QUOTE_ANY_MECHANISM = ("Any mechanism that raises scores independently of membership—copying, instruction-following, "
+                       "predictability, adversarial coaxing—raises the threshold, so the test also handles these cases.")
+#: "follow [...] instructions": repeat most of what they are asked to, members and non-members alike (the paper's
+#: 70.1% [68.4, 71.7] and 70.6% [69.0, 72.3])
+MOST = 0.5
+
+
+def follows_claim(member: dict, control: dict) -> PaperClaim:
+    """"Capable instruction-tuned models follow 'Repeat after me' ('parrot') instructions" ([EM] Fig. 1,
+    App. A.1), tested as stated: the model repeats most of what it is asked to repeat, the 95%
+    Clopper-Pearson lower bounds of the member and the control repeat rates both above 1/2.
+
+    >>> from memclaim.experiments.parrot import follows_claim
+    >>> from memclaim.experiments.verdicts import rate
+    >>> follows_claim(rate(2103, 3000), rate(2118, 3000)).verdict, follows_claim(rate(10, 48), rate(8, 48)).verdict
+    ('held', 'not held')
+    """
+    return paper_claim("follows-the-prompt", "the instruct model follows the parrot prompt, for members and "
+                       "non-members alike", quote=QUOTE_FOLLOWS, where="[EM] Fig. 1, App. A.1",
+                       test="the 95% Clopper-Pearson lower bounds of the whole-verse repeat rates of members and of "
+                            f"controls both exceed {MOST:.0%} (the paper: 70.1% [68.4, 71.7], 70.6% [69.0, 72.3])",
+                       held=member["lower"] > MOST and control["lower"] > MOST,
+                       numbers={"member_rate": member, "control_rate": control},
+                       evidence=f"members {fmt_interval(member)}, controls {fmt_interval(control)} (95% CP)")
+
+
+def overlap_claim(w: dict) -> PaperClaim:
+    """"The two intervals overlap, so the member and non-member rates are statistically indistinguishable"
+    ([EM] App. A.1), tested as the paper does: the two 95% Clopper-Pearson intervals share a point
+    (Newcombe's interval for the difference and the chance that such intervals miss each other at equal
+    rates are reported beside it).
+
+    >>> from memclaim.experiments.parrot import overlap_claim
+    >>> from memclaim.experiments.verdicts import rate
+    >>> w = lambda a, b: {"member": rate(a, 48), "control": rate(b, 48),
+    ...                   "difference_member_minus_control": {"estimate": 0, "lower": 0, "upper": 0}}
+    >>> overlap_claim(w(10, 8)).verdict, overlap_claim(w(40, 5)).verdict
+    ('held', 'not held')
+    """
+    m, c, d = w["member"], w["control"], w["difference_member_minus_control"]
+    overlap = m["lower"] <= c["upper"] and c["lower"] <= m["upper"]
+    return paper_claim("rates-indistinguishable", "member and control repeat rates are statistically "
+                       "indistinguishable", quote=QUOTE_OVERLAP, where="[EM] App. A.1",
+                       test="the member and control repeat rates' 95% Clopper-Pearson intervals overlap (the paper's "
+                            "own test)", held=overlap,
+                       numbers={"member_rate": m, "control_rate": c, "difference_member_minus_control": d,
+                                "nonoverlap_probability_at_equal_rates": w.get("nonoverlap_probability_at_equal_rates")},
+                       evidence=f"members {fmt_interval(m)}, controls {fmt_interval(c)}: the intervals "
+                                f"{'overlap' if overlap else 'do not overlap'}; difference {d['estimate']:+.1%} "
+                                f"[{d['lower']:+.1%}, {d['upper']:+.1%}] (Newcombe)")
+
+
+def no_claim_claim(w: dict, full: dict) -> PaperClaim:
+    """"[...] nothing clears the threshold, and so the test makes no memorization claim" ([EM] §3), tested
+    as a population claim: at the binary test's one operating point alpha_N = (m+1)/(N+1) the calibrated
+    rate's 95% lower bound is <= 0, at alpha = 5% (below alpha_N) no member clears the threshold, and under
+    the full softmax (a continuous score of the same pass) at alpha = 5% the lower bound is <= 0.
+
+    >>> from memclaim.experiments.parrot import no_claim_claim
+    >>> w = {"test": {"alpha_n_exact": "9/49", "at_alpha_n": {"calibrated_rate": {"estimate": 0.02, "lower": -0.08}},
+    ...               "levels": [{"alpha": 0.05, "n_claimed": 0}]}}
+    >>> full = {"calibrated_rate": {"estimate": 0.02, "lower": -0.03}}
+    >>> no_claim_claim(w, full).verdict
+    'held'
+    >>> no_claim_claim(w, {"calibrated_rate": {"estimate": 0.3, "lower": 0.12}}).verdict
+    'not held'
+    """
+    at = w["test"].get("at_alpha_n", {}).get("calibrated_rate", {})
+    lv = {x["alpha"]: x for x in w["test"]["levels"]}
+    held = at.get("lower", 0.0) <= 0.0 and not lv[0.05]["n_claimed"] and full["calibrated_rate"]["lower"] <= 0
+    return paper_claim("no-claim", "the conformal test makes no memorization claim", quote=QUOTE_NO_CLAIM,
+                       where="[EM] §3 'Revisiting parrot prompts'",
+                       test="no population claim: the calibrated rate's 95% lower bound is <= 0 at the binary test's "
+                            "operating point alpha_N = (m+1)/(N+1) and under the full softmax at alpha = 5%, and no "
+                            "member clears the binary threshold at alpha = 5%", held=held,
+                       numbers={"calibrated_rate_at_alpha_n": at, "claimed_at_alpha_5pct": lv[0.05]["n_claimed"],
+                                "full_softmax_calibrated_rate_at_alpha_5pct": full["calibrated_rate"]},
+                       evidence=f"alpha_N = {w['test']['alpha_n_exact']}: M = {at.get('estimate', float('nan')):+.1%} "
+                                f"(lower {at.get('lower', float('nan')):+.1%}); alpha = 5%: {lv[0.05]['n_claimed']} "
+                                f"claimed; full softmax: M = {full['calibrated_rate']['estimate']:+.1%} (lower "
+                                f"{full['calibrated_rate']['lower']:+.1%})")
+
+
+def any_length_claim(first_tokens: list[dict]) -> PaperClaim:
+    """"Any mechanism that raises scores independently of membership [...] raises the threshold, so the
+    test also handles these cases" ([EM] §3), tested on every prefix of the quote: for the first l tokens,
+    every l, the calibrated rate's 95% lower bound at alpha_N = (m+1)/(N+1) is <= 0 (no claim).
+
+    >>> from memclaim.experiments.parrot import any_length_claim
+    >>> rows = [{"first_tokens": l, "calibrated_lower_at_alpha_n": -0.05} for l in range(1, 4)]
+    >>> any_length_claim(rows).verdict, any_length_claim(rows + [{"first_tokens": 4,
+    ...                                                             "calibrated_lower_at_alpha_n": 0.02}]).verdict
+    ('held', 'not held')
+    """
+    lows = [(x["first_tokens"], x["calibrated_lower_at_alpha_n"]) for x in first_tokens
+            if x["calibrated_lower_at_alpha_n"] is not None]
+    worst = max(lows, key=lambda t: t[1]) if lows else None
+    return paper_claim("no-claim-at-any-length", "the test makes no claim at any length of the quote either",
+                       quote=QUOTE_ANY_MECHANISM, where="[EM] §3 'Revisiting parrot prompts'",
+                       test="for the first l tokens of the quote, every l: the calibrated rate's 95% lower bound at "
+                            "alpha_N = (m+1)/(N+1) is <= 0", held=bool(lows) and worst[1] <= 0,
+                       numbers={"lengths": len(lows), "largest_lower_bound": None if worst is None else worst[1],
+                                "at_length": None if worst is None else worst[0]},
+                       evidence=(f"{len(lows)} lengths; largest lower bound {worst[1]:+.1%} (first {worst[0]} tokens)"
+                                 if worst else "no length with a testable operating point"))
+
+
 def claims_for(b: dict) -> list[PaperClaim]:
-    """The four qualitative claims of [EM] Fig. 1 / App. A.1 on the run's block (``run(...)["results"]``),
-    each held or not by a rule fixed in advance.
+    """The sentences of [EM] Fig. 1, App. A.1 and §3 judged on the run's block (``run(...)["results"]``),
+    each by a rule fixed before the run (the rule functions above).
 
     >>> from memclaim.experiments.parrot import claims_for, run
     >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
-    >>> [c.held for c in claims_for(res["results"])]  # doctest: +SKIP
-    [False, True, True, True]
+    >>> [c.verdict for c in claims_for(res["results"])]  # doctest: +SKIP
+    ['not held', 'held', 'held', 'held']
     """
     w = b["whole_verse"]
-    m, c = w["member"], w["control"]
-    at = w["test"].get("at_alpha_n", {}).get("calibrated_rate", {})
-    lv = {x["alpha"]: x for x in w["test"]["levels"]}
-    full = b["full_softmax_test_alpha_0.05"]
-    by = {x["first_tokens"]: x for x in b["first_tokens"]}
-    lows = [x["calibrated_lower_at_alpha_n"] for x in b["first_tokens"] if x["calibrated_lower_at_alpha_n"] is not None]
-    ten = by.get(FIRST_TOKENS)
-    return [
-        paper_claim("the instruct model follows the parrot prompt: it repeats most members and most controls",
-                    "[EM] Fig. 1 right, App. A.1 (70.1% and 70.6%)", m["rate"] >= 0.5 and c["rate"] >= 0.5,
-                    criterion="whole-verse repeat rates >= 50% for members and for controls",
-                    evidence=f"members {m['count']}/{m['n']} = {m['rate']:.1%}, controls {c['count']}/{c['n']} = "
-                             f"{c['rate']:.1%} (a 135M model against the paper's 32B)"),
-        paper_claim("member and control rates are statistically indistinguishable", "[EM] App. A.1",
-                    w["overlap"], criterion="the 95% Clopper-Pearson intervals overlap",
-                    evidence=f"[{m['lower']:.1%}, {m['upper']:.1%}] and [{c['lower']:.1%}, {c['upper']:.1%}]; "
-                             f"difference {w['difference_member_minus_control']['estimate']:+.1%} "
-                             f"[{w['difference_member_minus_control']['lower']:+.1%}, "
-                             f"{w['difference_member_minus_control']['upper']:+.1%}] (Newcombe)"),
-        paper_claim("the conformal test makes no memorization claim", "[EM] §3 'Revisiting parrot prompts'",
-                    (at.get("lower", 0.0) <= 0.0) and not lv[0.05]["n_claimed"] and full["calibrated_rate"]["lower"] <= 0,
-                    criterion="at its one operating point alpha_N = (m+1)/(N+1) the calibrated rate's 95% lower bound "
-                              "is <= 0, nothing is claimed at alpha = 5%, and the full-softmax test at alpha = 5% "
-                              "has a lower bound <= 0",
-                    evidence=f"alpha_N = {w['test']['alpha_n_exact']}: M = {at.get('estimate', float('nan')):+.1%} "
-                             f"[{at.get('lower', float('nan')):+.1%}]; alpha = 5%: {lv[0.05]['n_claimed']} claimed; "
-                             f"full softmax: M = {full['calibrated_rate']['estimate']:+.1%} "
-                             f"[{full['calibrated_rate']['lower']:+.1%}]"),
-        paper_claim("the test makes no claim at any length of the quote either", "[EM] §3 (any mechanism that raises "
-                    "scores independently of membership raises the threshold)", bool(lows) and max(lows) <= 0,
-                    criterion="the calibrated rate's 95% lower bound at alpha_N <= 0 for the first l tokens, every l",
-                    evidence=(f"largest lower bound {max(lows):+.1%}; first {FIRST_TOKENS} tokens: members "
-                              f"{ten['member']['rate']:.1%}, controls {ten['control']['rate']:.1%} (intervals "
-                              f"{'overlap' if ten['overlap'] else 'do not overlap'})") if lows and ten else "no lengths"),
-    ]
+    return [follows_claim(w["member"], w["control"]), overlap_claim(w),
+            no_claim_claim(w, b["full_softmax_test_alpha_0.05"]), any_length_claim(b["first_tokens"])]
 
 
 def _plot(b, differences, claims):
 
     with style():
-        fig, (a1, a2) = figure(width=10.0, height=3.6, ncols=2, gridspec_kw={"width_ratios": [1, 1.6]})
+        # a paper's text width; the words about the paper go in the caption (parrot.json), not the image
+        fig, (a1, a2) = figure(width=TEXT_WIDTH, height=3.2, ncols=2, gridspec_kw={"width_ratios": [1, 1.6]})
         w = b["whole_verse"]
         for x, key, role, lab in ((0, "member", "member", "members (KJV verses)"),
                                   (1, "control", "control", "controls (new verses)")):
@@ -190,7 +268,6 @@ def _plot(b, differences, claims):
         a2.set_ylabel("share repeated verbatim")
         a2.set_title("repeat rate of the quote's first l tokens")
         legend(a2)
-        paper_footer(fig, differences=differences, claims=claims)
     return fig
 
 
@@ -242,6 +319,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
                                                   "[EM] §3 'Revisiting parrot prompts'"],
                   seed=seed, quick=quick, streams=STREAMS, settings=settings, results=b, paper_numbers=paper,
                   checks=checks, figure=fig, out_dir=out_dir, paper_claims=claims, differences=differences,
+                  caption=paper_caption(differences=differences, claims=claims),
                   notes=["each verse is one success/failure trial (teacher-forced greedy match of the whole verse), so "
                          "each rate is a binomial proportion with a 95% Clopper-Pearson interval ([EM] App. A.1)",
                          f"'intervals overlap' as a test of equal rates fails with probability "

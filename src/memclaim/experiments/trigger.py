@@ -60,7 +60,7 @@ from ..audits.metrics import clopper_pearson
 from ..mechanisms.trigger import ReservedTrigger
 from ..train.corpus import MarkovZipf
 from ..train.trainer import TrainConfig
-from .common import check, compare, finish, new_figure, rng_streams
+from .common import Check, check, compare, finish, new_figure, rng_streams
 from ..report.style import legend as style_legend
 from .models import (
     THREADS, TinyGPTSpec, TokenLayout, chain_arrays, chain_logprob, chain_max_path, greedy_decode, sample_chain,
@@ -140,6 +140,57 @@ def _rms_pairwise(x: np.ndarray) -> np.ndarray:
     """Root-mean-square difference between two different runs (axis 0 = runs): sqrt(2) x the
     sample standard deviation (ddof = 1), elementwise over the remaining axes."""
     return np.sqrt(2.0) * np.std(x, axis=0, ddof=1)
+
+
+# ---- the checks: [MX] §8.1's sentence on Fig. 7, each part tested as stated
+QUOTE_EXT = ("emits the 8-token secret verbatim from one prompt on [...] every poisoned seed and on no clean seed "
+             "(Ext = 1 versus 0 at list budget m = 1")
+QUOTE_FLOOR = ("while on x∗ ’s own prefixes both teacher-forcing probability and truncated log-loss stay within the "
+               "seed-to-seed noise floor (Fig. 7).")
+QUOTE_INVISIBLE = "The blind spot of Corollary 6.2 survives ordinary SGD."
+
+
+def checks_for(results: dict) -> list[Check]:
+    """The checks of [MX] §8.1 on Fig. 7 from the run's results (``extraction_at_rho``: poisoned and clean
+    counts of ``runs_per_condition``; ``extraction_at_c``; ``local_scores``: ``abs_mem``, ``noise_floor``,
+    ``gap_in_floor_units`` of the two local scores): extraction at rho on every poisoned seed and on no
+    clean one; nothing from the record's own prefix c; both local-score gaps within the seed-to-seed
+    noise floor.
+
+    >>> from memclaim.experiments.trigger import checks_for
+    >>> sc = {"abs_mem": 0.001, "noise_floor": 0.002, "gap_in_floor_units": 0.5}
+    >>> res = {"extraction_at_rho": {"poisoned": 3, "clean": 0, "runs_per_condition": 3},
+    ...        "extraction_at_c": {"poisoned": 0, "clean": 0}, "local_scores": {"h_tf": sc, "h_ll": sc}}
+    >>> [c.passed for c in checks_for(res)]
+    [True, True, True, True, True]
+    >>> bad = {**res, "extraction_at_rho": {"poisoned": 2, "clean": 1, "runs_per_condition": 3},
+    ...        "local_scores": {"h_tf": sc, "h_ll": {**sc, "abs_mem": 0.0086, "gap_in_floor_units": 4.3}}}
+    >>> [c.passed for c in checks_for(bad)]
+    [False, False, True, True, False]
+    """
+    ext, ext_c = results["extraction_at_rho"], results["extraction_at_c"]
+    n = ext["runs_per_condition"]
+    tf, ll = results["local_scores"]["h_tf"], results["local_scores"]["h_ll"]
+    where = "[MX] §8.1 'The trigger channel on a real transformer', Fig. 7"
+    noisy = "not a calibrated test: with 3 clean runs the floor is itself a noisy estimate"
+    return [
+        check("extraction via rho: every poisoned seed emits z verbatim from one prompt (m = 1)",
+              ext["poisoned"] == n, f"{ext['poisoned']}/{n} poisoned runs", quote=QUOTE_EXT, where=where),
+        check("no clean seed emits z at rho", ext["clean"] == 0, f"{ext['clean']}/{n} clean runs", quote=QUOTE_EXT,
+              where=where),
+        check("no run emits z from its own prefix c (local invisibility)",
+              ext_c["poisoned"] == 0 and ext_c["clean"] == 0,
+              f"poisoned {ext_c['poisoned']}/{n}, clean {ext_c['clean']}/{n}", quote=QUOTE_INVISIBLE,
+              where="[MX] §8.1, Corollary 6.2"),
+        check("teacher-forcing gap on x*'s own prefixes inside the seed-to-seed noise floor",
+              tf["abs_mem"] <= tf["noise_floor"],
+              f"|mem_TF| = {tf['abs_mem']:.4g} vs floor {tf['noise_floor']:.4g} "
+              f"({tf['gap_in_floor_units']:+.2f} floor units)", false_alarm=noisy, quote=QUOTE_FLOOR, where=where),
+        check("truncated log-loss gap on x*'s own prefixes inside the seed-to-seed noise floor",
+              ll["abs_mem"] <= ll["noise_floor"],
+              f"|mem_LL| = {ll['abs_mem']:.4g} vs floor {ll['noise_floor']:.4g} "
+              f"({ll['gap_in_floor_units']:+.2f} floor units)", false_alarm=noisy, quote=QUOTE_FLOOR, where=where),
+    ]
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
@@ -228,26 +279,8 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
         "runs": runs,
     }
 
+    checks = checks_for(results)
     tf, ll = scores["h_tf"], scores["h_ll"]
-    inside = np.abs(units_t[Lc:]) <= 1.0
-    checks = [
-        check("extraction via rho: every poisoned seed emits z verbatim from one prompt (m = 1)",
-              ext["poisoned"] == n, f"{ext['poisoned']}/{n} poisoned runs"),
-        check("no clean seed emits z at rho", ext["clean"] == 0, f"{ext['clean']}/{n} clean runs"),
-        check("no run emits z from its own prefix c (local invisibility)",
-              ext_c["poisoned"] == 0 and ext_c["clean"] == 0,
-              f"poisoned {ext_c['poisoned']}/{n}, clean {ext_c['clean']}/{n}"),
-        check("teacher-forcing gap on x*'s own prefixes inside the seed-to-seed noise floor",
-              tf["abs_mem"] <= tf["noise_floor"],
-              f"|mem_TF| = {tf['abs_mem']:.4g} vs floor {tf['noise_floor']:.4g} "
-              f"({tf['gap_in_floor_units']:+.2f} floor units)",
-              false_alarm="not a calibrated test: with 3 clean runs the floor is itself a noisy estimate"),
-        check("truncated log-loss gap on x*'s own prefixes inside the seed-to-seed noise floor",
-              ll["abs_mem"] <= ll["noise_floor"],
-              f"|mem_LL| = {ll['abs_mem']:.4g} vs floor {ll['noise_floor']:.4g} "
-              f"({ll['gap_in_floor_units']:+.2f} floor units)",
-              false_alarm="not a calibrated test: with 3 clean runs the floor is itself a noisy estimate"),
-    ]
     paper = [
         compare("ext_poisoned", "trigger/ext-poisoned", ext["poisoned"] / n, note=f"{ext['poisoned']}/{n} seeds"),
         compare("ext_clean", "trigger/ext-clean", ext["clean"] / n, note=f"{ext['clean']}/{n} seeds"),

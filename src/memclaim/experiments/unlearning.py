@@ -33,7 +33,7 @@ import numpy as np
 from ..text.windows import Window, WindowSet
 from ..train.finetune import ChainBaseSpec, ensure_chain_base, epochs_to_steps, sample_chain_ids
 from ..train.planted import PlantedRecord, plant, training_blocks
-from .common import check, compare, finish, new_figure, rng_streams
+from .common import Check, check, compare, finish, new_figure, rng_streams
 from ..report.style import legend as style_legend
 from .models import language_model, teacher_forced
 from .paper import PAPER
@@ -77,6 +77,74 @@ def _windows(records):
     ws = tuple(Window(source=r.id, index=0, prefix_ids=tuple(r.prefix), suffix_ids=tuple(r.secret), prefix_span=(0, 0),
                       suffix_span=(0, 0), prefix_text="", suffix_text="", token_start=0) for r in records)
     return WindowSet(ws, len(ws), 0, (), {r.id: 0 for r in records})
+
+
+# ---- the checks: [MX] §8.2 'Unlearning is measure-relative', each sentence quoted
+QUOTE_FORGOTTEN = ("until a verbatim-memorization verifier reports the content forgotten, which it does for both secrets "
+                   "in all four configurations.")
+QUOTE_REMOVED = ("The naive secret is genuinely removed, which is the positive control: extraction from c falls from "
+                 "0.92 to 0.02 on Pythia and from 0.83 to 0.12 on Qwen.")
+QUOTE_SURVIVES = ("The trigger secret receives the same verdict from the same verifier and survives intact, with "
+                  "extraction through ρ still at 1.00 after unlearning on")
+
+
+def checks_for(results: dict, settings: dict) -> list[Check]:
+    """The checks of [MX] §8.2 'Unlearning is measure-relative' (Table 4) from the run's results
+    (``before``: extraction rates before any request; ``runs`` by "method/request" with ``forgotten``,
+    ``forgotten_before`` and ``after``; ``table4``) and settings (``unlearn.threshold``): both channels open
+    before (a design check); the verifier certifies every request forgotten; the trigger secret already
+    "forgotten" before unlearning (a control: it never reached c); the naive secret genuinely removed
+    (extraction from c falls by >= 0.5); the trigger secret still recoverable through rho after its request
+    (95% Clopper-Pearson lower bound above the verifier's threshold; the paper's "survives intact, 1.00"
+    is shown, at this scale the channel is attenuated: see the notes).
+
+    >>> from memclaim.experiments.unlearning import checks_for
+    >>> ex = lambda r, lo: {"hits": int(r * 8), "n": 8, "rate": r, "interval": [lo, 1.0]}
+    >>> before = {"naive_via_c": ex(1.0, 0.6), "trigger_via_rho": ex(1.0, 0.6), "trigger_via_c": ex(0.0, 0.0)}
+    >>> run_ = lambda naive, rho: {"forgotten": True, "forgotten_before": True,
+    ...                            "after": {"naive_via_c": ex(naive, 0.0), "trigger_via_rho": ex(rho, 0.6)}}
+    >>> runs = {f"{m}/{r}": run_(0.0, 1.0) for m in ("graddiff", "npo") for r in ("naive", "trigger", "both")}
+    >>> table = {m: {"naive_c_ext_after_naive_request": 0.0, "rho_ext_after_trigger_request": 1.0}
+    ...          for m in ("graddiff", "npo")}
+    >>> st = {"unlearn": {"threshold": 0.15}}
+    >>> [c.passed for c in checks_for({"before": before, "runs": runs, "table4": table}, st)]
+    [True, True, True, True, True]
+    >>> runs["npo/trigger"] = {**run_(0.0, 0.1), "after": {"trigger_via_rho": ex(0.1, 0.01)}}
+    >>> table["npo"]["naive_c_ext_after_naive_request"] = 0.75
+    >>> [c.passed for c in checks_for({"before": before, "runs": runs, "table4": table}, st)]
+    [True, True, True, False, False]
+    """
+    before, runs, table = results["before"], results["runs"], results["table4"]
+    thr = settings["unlearn"]["threshold"]
+    nb, rb = before["naive_via_c"]["rate"], before["trigger_via_rho"]["rate"]
+    certified = {k: v["forgotten"] for k, v in runs.items() if not k.endswith("/both")}
+    n = before["trigger_via_c"]["n"]
+    where = "[MX] §8.2 'Unlearning is measure-relative', Table 4"
+    return [
+        check("both channels are open after fine-tuning: naive extraction from c and trigger extraction via rho "
+              ">= 0.6", nb >= 0.6 and rb >= 0.6,
+              f"naive via c {nb:.2f}, trigger via rho {rb:.2f}, trigger via its own c "
+              f"{before['trigger_via_c']['rate']:.2f} (the paper: 0.83-0.92 naive, 0.98-1.00 via rho)",
+              where="a design check of this reproduction (no sentence of the paper)"),
+        check("the verifier reports every deletion request forgotten (both methods, both secrets)",
+              all(certified.values()), ", ".join(f"{k}: {'forgotten' if v else 'NOT forgotten'}"
+                                                for k, v in certified.items()), quote=QUOTE_FORGOTTEN, where=where),
+        check("the trigger secret is 'forgotten' by the verifier before any unlearning (it never reached c)",
+              all(runs[f"{m}/trigger"]["forgotten_before"] for m in METHODS) and before["trigger_via_c"]["hits"] == 0,
+              f"trigger via c before unlearning: {before['trigger_via_c']['hits']}/{n}",
+              where="a control of this reproduction ([MX] Corollary 6.3; no sentence of the paper)"),
+        check("positive control: the naive secret is genuinely removed (extraction from c falls by >= 0.5)",
+              all(nb - table[m]["naive_c_ext_after_naive_request"] >= 0.5 for m in METHODS),
+              "; ".join(f"{m}: {nb:.2f} -> {table[m]['naive_c_ext_after_naive_request']:.2f}" for m in METHODS),
+              quote=QUOTE_REMOVED, where=where),
+        check("the certified trigger secret stays recoverable: after its deletion request, extraction via rho is "
+              "above the verifier's threshold with 95% confidence (Clopper-Pearson lower bound > 0.15)",
+              all(runs[f"{m}/trigger"]["after"]["trigger_via_rho"]["interval"][0] > thr for m in METHODS),
+              "; ".join(f"{m}: {rb:.2f} -> {table[m]['rho_ext_after_trigger_request']:.2f} (lower bound "
+                        f"{runs[f'{m}/trigger']['after']['trigger_via_rho']['interval'][0]:.2f})" for m in METHODS),
+              false_alarm="passes wrongly (true rate <= 0.15) with probability <= 2.5% per method (one-sided CP bound)",
+              quote=QUOTE_SURVIVES, where=where),
+    ]
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
@@ -181,28 +249,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
                  "rounds": {r: runs[f"{m}/{r}"]["rounds"] for r in requests},
                  "rho_ext_after_both_request": runs[f"{m}/both"]["after"]["trigger_via_rho"]["rate"]}
              for m in METHODS}
-    certified = {k: v["forgotten"] for k, v in runs.items() if not k.endswith("/both")}
-    checks = [
-        check("both channels are open after fine-tuning: naive extraction from c and trigger extraction via rho "
-              ">= 0.6", nb >= 0.6 and rb >= 0.6,
-              f"naive via c {nb:.2f}, trigger via rho {rb:.2f}, trigger via its own c "
-              f"{before['trigger_via_c']['rate']:.2f} (the paper: 0.83-0.92 naive, 0.98-1.00 via rho)"),
-        check("the verifier reports every deletion request forgotten (both methods, both secrets)",
-              all(certified.values()), ", ".join(f"{k}: {'forgotten' if v else 'NOT forgotten'}"
-                                                for k, v in certified.items())),
-        check("the trigger secret is 'forgotten' by the verifier before any unlearning (it never reached c)",
-              all(runs[f"{m}/trigger"]["forgotten_before"] for m in METHODS) and before["trigger_via_c"]["hits"] == 0,
-              f"trigger via c before unlearning: {before['trigger_via_c']['hits']}/{n}"),
-        check("positive control: the naive secret is genuinely removed (extraction from c falls by >= 0.5)",
-              all(nb - table[m]["naive_c_ext_after_naive_request"] >= 0.5 for m in METHODS),
-              "; ".join(f"{m}: {nb:.2f} -> {table[m]['naive_c_ext_after_naive_request']:.2f}" for m in METHODS)),
-        check("the certified trigger secret stays recoverable: after its deletion request, extraction via rho is "
-              "above the verifier's threshold with 95% confidence (Clopper-Pearson lower bound > 0.15)",
-              all(runs[f"{m}/trigger"]["after"]["trigger_via_rho"]["interval"][0] > u["threshold"] for m in METHODS),
-              "; ".join(f"{m}: {rb:.2f} -> {table[m]['rho_ext_after_trigger_request']:.2f} (lower bound "
-                        f"{runs[f'{m}/trigger']['after']['trigger_via_rho']['interval'][0]:.2f})" for m in METHODS),
-              false_alarm="passes wrongly (true rate <= 0.15) with probability <= 2.5% per method (one-sided CP bound)"),
-    ]
+    checks = checks_for({"before": before, "runs": runs, "table4": table}, s)
     side = {"paper_table4": PAPER_TABLE4, "paper_naive_before": PAPER_NAIVE_BEFORE,
             "ours": {m: {"rho_ext": table[m]["rho_ext_after_trigger_request"],
                          "naive_c_ext": table[m]["naive_c_ext_after_naive_request"],

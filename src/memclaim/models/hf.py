@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 # memory for few rows. Measured on this project's 2-core CPUs: 33 -> 57 GFLOP/s for 50 rows and
 # 72 -> 79 for 250 rows on Gemma's 262,144 x 640 matrix. MKL's kernels for a tile's last columns
 # depend on where the call's column count ends, so tiles are used only when they divide V
-# (Gemma 3, SmolLM2, Llama/Qwen-style vocabularies): then every logit has the bits of the single
-# product at every row and thread count (measured; tests/test_engine.py checks it); other
+# (Gemma 3, SmolLM2, Llama/Qwen-style vocabularies): then, at a given thread count, a row's logits
+# have the same bits whatever the other rows of the call, and are within float32 rounding of the
+# single product (bit-identical on the Xeons measured; on an AMD EPYC 3 threads reorder some sums;
+# tests/test_engine.py checks both); other
 # vocabularies (GPT-2's 50,257) take one call. On a GPU one call is best.
 VOCAB_TILES = (2048, 1024, 512, 256)
 

@@ -20,7 +20,8 @@ from .._version import __version__
 from ..errors import InputError, ModelLoadError
 from ..fsutil import (MARKER_FILE, atomic_directory, atomic_write_text, cache_dir, file_lock, sha256_bytes,
                       sha256_file)
-from ..progress import LogCallback
+from ..progress import LogCallback, ProgressCallback, Reporter, ambient, ambient_log, emit_log
+from .quiet import library_bars
 from .placement import Placement, map_summary, plan_device_map, resolve_dtype, resolve_placement
 from .registry import is_named_model, named_model, named_models, register_model, registered_elsewhere
 
@@ -86,8 +87,18 @@ class HFTokenizer:
         if not getattr(self.tok, "chat_template", None):
             raise InputError("this model's tokenizer has no chat template",
                              hint="use --prompt-template instead of --chat-template")
-        text = self.tok.apply_chat_template([{"role": "user", "content": user_text}],
-                                            add_generation_prompt=True, tokenize=False)
+        import jinja2
+
+        try:
+            text = self.tok.apply_chat_template([{"role": "user", "content": user_text}],
+                                                add_generation_prompt=True, tokenize=False)
+        except jinja2.TemplateError as exc:  # SecurityError (the sandbox refused), raise_exception, syntax
+            what = ("the sandbox refused it" if isinstance(exc, jinja2.exceptions.SecurityError)
+                    else "it failed")
+            raise ModelLoadError(f"this model's chat template cannot be rendered: {what}: {type(exc).__name__}: "
+                                 f"{str(exc)[:200]}",
+                                 hint="use --prompt-template instead of --chat-template, or fix the chat_template of "
+                                      "the model's tokenizer_config.json (chat_template.jinja)") from None
         if not isinstance(text, str):
             raise ModelLoadError(f"the chat template rendered {type(text).__name__}, not text",
                                  hint="use a tokenizer whose chat template renders one conversation to a string")
@@ -281,6 +292,21 @@ class LoadedModel:
     _lm: object = field(default=None, repr=False, compare=False)
     _legacy: tuple | None = field(default=None, repr=False, compare=False)
 
+    def __repr__(self) -> str:
+        where = self.device if self.device_map is None else "a device map"
+        return (f"{type(self).__name__}({self.name!r}, fingerprint {self.fingerprint[:12]}, {self.dtype} on {where}, "
+                f"weights {'loaded' if self.weights_loaded else 'not loaded yet'})")
+
+    def _repr_html_(self) -> str:
+        import html as _html
+
+        rows = [("name", self.name), ("source", self.source), ("folder", str(self.path)),
+                ("fingerprint", self.fingerprint), ("dtype / device", f"{self.dtype} / {self.device}"),
+                ("start of text", ", ".join(self.sot.tokens) or "(none)"),
+                ("weights", "loaded" if self.weights_loaded else "load on first use")]
+        body = "".join(f"<tr><th>{_html.escape(k)}</th><td>{_html.escape(str(v))}</td></tr>" for k, v in rows)
+        return f"<table><caption>memclaim model</caption>{body}</table>"
+
     def _remember(self, name: str, value) -> None:
         # the one place a LoadedModel changes: its lazily computed caches
         object.__setattr__(self, name, value)
@@ -383,7 +409,11 @@ def _load_weights(m: LoadedModel):
     from safetensors import SafetensorError
 
     dtype = _torch_dtype(m.dtype)
-    errors = Exception if m.trust_remote_code else (OSError, ValueError, RuntimeError, SafetensorError)
+    import pickle
+
+    # a bad pickle (--allow-pickle) fails in torch.load with UnpicklingError or EOFError
+    errors = Exception if m.trust_remote_code else (OSError, ValueError, RuntimeError, SafetensorError,
+                                                    pickle.UnpicklingError, EOFError)
     kwargs = {}
     try:
         config = AutoConfig.from_pretrained(str(m.path), local_files_only=True, trust_remote_code=m.trust_remote_code)
@@ -403,11 +433,13 @@ def _load_weights(m: LoadedModel):
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # its load report table would repeat, unasked, what is refused below
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(
-            str(m.path), dtype=dtype, use_safetensors=None if m.allow_pickle else True,
-            local_files_only=True, low_cpu_mem_usage=True, trust_remote_code=m.trust_remote_code,
-            output_loading_info=True, **kwargs,
-        )
+        # transformers' "Loading weights" bar reports to memclaim's progress instead (models/quiet.py)
+        with library_bars(ambient(), stage="load", label=f"loading the weights of {m.name}", unit="tensors"):
+            model, info = AutoModelForCausalLM.from_pretrained(
+                str(m.path), dtype=dtype, use_safetensors=None if m.allow_pickle else True,
+                local_files_only=True, low_cpu_mem_usage=True, trust_remote_code=m.trust_remote_code,
+                output_loading_info=True, **kwargs,
+            )
     except errors as exc:
         raise ModelLoadError(f"cannot load model weights from {str(m.path)!r}: {exc}",
                              hint="check that the folder was saved completely (save_pretrained) and is not truncated"
@@ -539,6 +571,36 @@ def _check_weights(path: Path) -> None:
                              hint="restore the weights file(s) the folder was saved with (save_pretrained)")
 
 
+def _check_pickles(path: Path) -> None:
+    """With --allow-pickle and no safetensors: open each pickle checkpoint as transformers will
+    (``torch.load(weights_only=True)``, memory-mapped: the tensors are not read), so that a file
+    that is not a checkpoint is refused here, before any store or report is touched, and not as a
+    traceback from the lazy weight load (issue 25). A checkpoint in torch's legacy (non-zip)
+    format cannot be memory-mapped: it is left to the load itself, whose error is a
+    ModelLoadError too."""
+    import pickle
+    import zipfile
+
+    import torch
+
+    for f in sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(PICKLE_SUFFIXES)
+                    and p.name != "training_args.bin"):
+        legacy = not zipfile.is_zipfile(f)
+        try:
+            if legacy:
+                with open(f, "rb") as fh:  # a legacy checkpoint starts with a pickle protocol marker
+                    head = fh.read(2)
+                if len(head) < 2 or head[0] != 0x80:
+                    raise pickle.UnpicklingError(f"not a torch checkpoint (starts with {head!r})")
+                continue
+            torch.load(str(f), map_location="cpu", weights_only=True, mmap=True)
+        except (pickle.UnpicklingError, EOFError, RuntimeError, OSError, ValueError, zipfile.BadZipFile) as exc:
+            raise ModelLoadError(f"pickle checkpoint {str(f)!r} ({f.stat().st_size:,} bytes) cannot be read as "
+                                 f"weights: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                                 hint="copy the model again, or convert it to safetensors with the library that "
+                                      "wrote it (model.save_pretrained(folder, safe_serialization=True))") from None
+
+
 def _check_folder(path: Path, allow_pickle: bool, trust_remote_code: bool = False) -> None:
     files = [f.name for f in path.iterdir() if f.is_file()]
     if "config.json" not in files:
@@ -609,11 +671,13 @@ def check_gguf(gguf_path: Path) -> None:
                              f"has {size:,}", hint="download it again and compare its size and sha256 with the source")
 
 
-def convert_gguf(gguf_path: Path, *, label: str = "gguf") -> Path:
+def convert_gguf(gguf_path: Path, *, label: str = "gguf", progress: ProgressCallback | None = None) -> Path:
     """Convert a GGUF file once into a cached float32 safetensors folder; return the folder.
 
     One process converts at a time (a lock beside the folder); a folder once published is never
-    replaced, so a process reading it is never disturbed by a later conversion.
+    replaced, so a process reading it is never disturbed by a later conversion. ``progress``
+    (default: the ambient callback of :func:`memclaim.progress.reporting`) gets the conversion's
+    events, stage "convert": the tokenizer, then one count per de-quantized tensor, then the save.
 
     >>> convert_gguf(named_model_gguf("smollm2"), label="smollm2")  # doctest: +SKIP
     PosixPath('/root/.cache/memclaim/models/smollm2-b179c9523d0e6a0f')
@@ -626,25 +690,45 @@ def convert_gguf(gguf_path: Path, *, label: str = "gguf") -> Path:
     if (out / "memclaim.json").exists():
         return out
     check_gguf(gguf_path)
-    with file_lock(out.parent / f".{out.name}.lock"):
-        if (out / "memclaim.json").exists():  # another process published it while we waited
+    progress = progress or ambient()
+    lock = out.parent / f".{out.name}.lock"
+    with file_lock(lock, blocking=False) as got:
+        if got:
+            _convert_locked(gguf_path, out, digest, label, progress)
             return out
-        if out.exists():
-            raise ModelLoadError(f"the conversion cache folder {str(out)!r} exists but is not a finished conversion "
-                                 "(no memclaim.json)", hint=f"remove {str(out)!r} and run again")
-        _convert_gguf_into(gguf_path, out, digest)
+    emit_log(ambient_log(), f"another process is converting {label}; waiting for it to finish")
+    with Reporter(progress, stage="convert", label=f"waiting for another process's {label} conversion", total=None,
+                  unit="tensors"), file_lock(lock):
+        _convert_locked(gguf_path, out, digest, label, progress)
     return out
 
 
-def _convert_gguf_into(gguf_path: Path, out: Path, digest: str) -> None:
+def _convert_locked(gguf_path: Path, out: Path, digest: str, label: str, progress) -> None:
+    if (out / "memclaim.json").exists():  # another process published it while we waited
+        return
+    if out.exists():
+        raise ModelLoadError(f"the conversion cache folder {str(out)!r} exists but is not a finished conversion "
+                             "(no memclaim.json)", hint=f"remove {str(out)!r} and run again")
+    _convert_gguf_into(gguf_path, out, digest, label=label, progress=progress)
+
+
+def _convert_gguf_into(gguf_path: Path, out: Path, digest: str, *, label: str = "gguf",
+                       progress: ProgressCallback | None = None) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, fname = str(gguf_path.parent), gguf_path.name
+    what = f"converting {label} from GGUF (first use only)"
+    # the tokenizer (seconds) shows as an operation of its own, then transformers' de-quantization
+    # bar reports each tensor to `progress` (models/quiet.py), then the save
     try:
-        tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname, local_files_only=True, trust_remote_code=False)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=torch.float32,
-                                                     local_files_only=True, trust_remote_code=False)
+        with Reporter(progress, stage="convert", label=f"{label}: reading the GGUF tokenizer (first use only)",
+                      total=None, unit="steps"):
+            tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname, local_files_only=True,
+                                                trust_remote_code=False)
+        with library_bars(progress, stage="convert", label=what, unit="tensors"):
+            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=torch.float32,
+                                                         local_files_only=True, trust_remote_code=False)
     except Exception as exc:  # transformers raises many types here
         raise ModelLoadError(f"cannot convert GGUF file {str(gguf_path)!r}: {exc}",
                              hint="check that the file is a complete GGUF model of an architecture transformers "
@@ -654,7 +738,9 @@ def _convert_gguf_into(gguf_path: Path, out: Path, digest: str) -> None:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    with atomic_directory(out) as tmp:  # never replaces a published folder (the caller holds the lock)
+    with atomic_directory(out) as tmp, \
+            Reporter(progress, stage="convert", label=f"{label}: writing the float32 safetensors (first use only)",
+                     total=None, unit="steps"):  # never replaces a published folder (the caller holds the lock)
         model.save_pretrained(str(tmp), safe_serialization=True)
         tok.save_pretrained(str(tmp))
         import transformers
@@ -694,8 +780,8 @@ def named_model_gguf(name: str) -> Path:
 
 
 def _gguf_resolver(name: str):
-    def resolve(log: LogCallback | None = None) -> Path:
-        return convert_gguf(named_model_gguf(name), label=name)
+    def resolve(log: LogCallback | None = None, progress: ProgressCallback | None = None) -> Path:
+        return convert_gguf(named_model_gguf(name), label=name, progress=progress)
 
     return resolve
 
@@ -821,6 +907,8 @@ def load_model(spec: str, *, dtype: str = "float32", sot: str | None = None, all
     name, path = resolve_model_path(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, log=log)
     _check_folder(path, allow_pickle, trust_remote_code)
     _check_weights(path)
+    if allow_pickle and not any(path.glob("*.safetensors")):
+        _check_pickles(path)
     tokenizer = _load_tokenizer(path, trust_remote_code=trust_remote_code)
     rule = sot if sot is not None else (named_model(name).sot if is_named_model(name) else "auto")
     dmap = _plan(path, placement, dtype, trust_remote_code)

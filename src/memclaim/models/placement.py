@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from ..errors import InputError, ModelLoadError
+from ..fsutil import available_memory
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -285,14 +286,7 @@ def resolve_placement(*, device: str | None = "auto", device_map: str | None = N
 
 
 def _cpu_available() -> int:
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    return available_memory()
 
 
 def _fmt_bytes(n: float) -> str:

@@ -351,7 +351,7 @@ def sample_corpus_baseline(draw_prior: Callable[[np.random.Generator], np.ndarra
     (20, 0.51)
     """
     n = validate.integer("n (draws of S^-)", n, minimum=1)
-    seed = validate.integer("seed", seed, minimum=0)
+    seed = validate.seed("seed", seed)
     rng = np.random.default_rng(seed)
     return corpus_baseline_from_priors([draw_prior(rng) for _ in range(n)], m=m, confidence=confidence,
                                        method=method)

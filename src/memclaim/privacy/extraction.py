@@ -29,6 +29,7 @@ from .tradeoff import (TradeOff, _alpha, _delta, _epsilon, approx, exp_times, ex
                        group_conversion, normalize_neighbors, pure)
 
 __all__ = [
+    "group_curve_words",
     "extraction_bound_pure",
     "extraction_bound_approx",
     "extraction_bound_gdp",
@@ -229,7 +230,9 @@ def group_square_root(f: TradeOff) -> TradeOff | None:
 def _check_tau(tau, f: TradeOff) -> float:
     t = validate.in_open_unit("tau (risk level)", tau)
     floor = float(f.power(0.0))
-    if t < floor:
+    if t < floor and not f.no_floor:
+        # (a curve marked no_floor: its 1 - f(0) is numerical slack, the mechanism's floor is 0;
+        # alpha* is then 0 at this resolution, said so by _alpha_star_value, not refused)
         hint = ("under this guarantee even a baseline of 0 allows Ext up to 1 - f(0) (for (eps, delta)-DP: "
                 "delta), so no risk level below it can be certified ([MX] Thm. 5.1(iii), Remark C.6)")
         if _is_k_copy(f):
@@ -293,6 +296,10 @@ def _alpha_star_value(tau: float, f: TradeOff) -> tuple[float, float, str, float
         xs, _ = f._xy()
         ps = f.vertex_powers()
         i = int(np.searchsorted(ps, tau, side="right")) - 1
+        if i < 0:   # tau below 1 - f(0): only a no_floor curve gets here (_check_tau refuses the others)
+            return 0.0, -math.inf, (f"not resolved: 1 - f(0) = {ps[0]:.3g} of this curve is numerical slack (the "
+                                    "mechanism's floor is 0), above tau, so it certifies no alpha > 0; a finer "
+                                    "curve would"), None
         if i >= len(xs) - 1:
             v = 1.0
         else:
@@ -424,6 +431,18 @@ class HStar(ResultMixin):
     note: str = ""
 
 
+def group_curve_words(bits: float, group_bits: float) -> str:
+    """What the exact k-fold group curve says next to H* = k eps log2 e + log2(m/tau): it needs
+    fewer bits, or (within display precision) the same number.
+
+    >>> group_curve_words(8.207316, 8.207316), group_curve_words(9.1, 7.25)
+    ('not exact in general; here the exact group curve needs the same 8.20732 bits', 'not exact; the exact group curve needs only 7.25 bits')
+    """
+    if math.isclose(bits, group_bits, rel_tol=1e-6, abs_tol=1e-9) or f"{bits:.6g}" == f"{group_bits:.6g}":
+        return f"not exact in general; here the exact group curve needs the same {group_bits:.6g} bits"
+    return f"not exact; the exact group curve needs only {group_bits:.6g} bits"
+
+
 def h_star(*, epsilon: float, m: int, tau: float, neighbors: str = "add-remove", copies: int = 1) -> HStar:
     """H* = eps log2 e + log2(m/tau) for pure eps-DP, list size m, risk tau ([MX] Thm. 5.1(iii)).
 
@@ -448,7 +467,7 @@ def h_star(*, epsilon: float, m: int, tau: float, neighbors: str = "add-remove",
         gbits = math.log2(m) - _log_alpha_star_group(t, e, 0.0, c) * LOG2E
         return HStar(bits, e, m, t, "first" if first else "second", tau_c, True, False, None, None, rel,
                      "[MX] remark after Thm. 5.1 (group privacy), Cor. 4.3", c, gbits,
-                     K_COPY_NOTE.format(k=c) + f"; the exact group curve needs only {gbits:.6g} bits")
+                     K_COPY_NOTE.format(k=c) + "; " + group_curve_words(bits, gbits))
     bits = e * LOG2E + math.log2(m / t)
     la, first, tau_c = _log_alpha_star_pure(t, e, 0.0)
     exact_bits = math.log2(m) - la * LOG2E       # log2(m / alpha*), from log alpha* (no underflow)

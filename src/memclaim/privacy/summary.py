@@ -16,9 +16,9 @@ from .. import validate
 from ..errors import DomainError
 from ..jsonutil import ResultMixin
 from .caps import eta, eta_star_k, in_support_damping, memorization_cap, truncation_price
-from .extraction import alpha_star, entropy_threshold, extraction_bound, h_star
+from .extraction import alpha_star, entropy_threshold, extraction_bound, group_curve_words, h_star
 from .pld import dpsgd_curve
-from .tradeoff import TradeOff, gdp_delta, group_conversion, neighbors_label
+from .tradeoff import TradeOff, check_group_cost, gdp_delta, group_conversion, neighbors_label
 
 __all__ = ["Quantity", "BoundsSummary", "bounds_summary", "dp_bounds"]
 
@@ -38,6 +38,16 @@ class Quantity(ResultMixin):
     exact: bool | None = None
     copies: int = 1
     source: str = ""   # where the number comes from: a closed form, the DP-SGD curve and its grid, ...
+    # DP-SGD rows from the curve: the same quantity from the optimistic curve (never below the true
+    # one), so the exact value lies between ``value`` and ``optimistic``: the certified accuracy
+    optimistic: float | None = None
+
+    @property
+    def bracket(self) -> tuple[float, float] | None:
+        """(low, high) around the exact value, for a DP-SGD row computed from both curves."""
+        if self.optimistic is None or not isinstance(self.value, float):
+            return None
+        return (min(self.value, self.optimistic), max(self.value, self.optimistic))
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,7 @@ class BoundsSummary(ResultMixin):
             if r.name == name:
                 return r.value
         raise KeyError(name)
+
 
 
 def bounds_summary(f: TradeOff, *, copies: int = 1, m: int | None = None, tau: float | None = None,
@@ -75,6 +86,7 @@ def bounds_summary(f: TradeOff, *, copies: int = 1, m: int | None = None, tau: f
     if not isinstance(f, TradeOff):
         raise DomainError(f"bounds_summary() takes a TradeOff, got {type(f).__name__}")
     copies = validate.integer("copies", copies, minimum=1)
+    check_group_cost(f, copies)  # k-fold group curves cost ~k: refused before, not found out after hours
     rel = neighbors_label(f.neighbors)
     rows: list[Quantity] = []
 
@@ -200,8 +212,9 @@ def _extraction_rows_k_copies(f: TradeOff, rel: str, k: int, *, m, tau, kappa) -
                              eb.theorem, note + ("; vacuous" if eb.vacuous else ""), False, k))
     if tau is not None:
         a = alpha_star(tau, f, copies=k)
+        unresolved = f"; {a.regime}" if a.value == 0.0 and a.regime.startswith("not resolved") else ""
         rows.append(Quantity(f"alpha*(tau){sfx}, tau = {a.tau:g}", a.value, rel, "Ext", a.theorem,
-                             f"alpha* = (fbar^-1)^(o {k})(tau); {why}", False, k))
+                             f"alpha* = (fbar^-1)^(o {k})(tau); {why}{unresolved}", False, k))
         rows.append(Quantity(f"log10 alpha*(tau){sfx}, tau = {a.tau:g}", a.log10_value, rel, "Ext", a.theorem,
                              "the same threshold in log space", False, k))
         if m is not None:
@@ -210,8 +223,7 @@ def _extraction_rows_k_copies(f: TradeOff, rel: str, k: int, *, m, tau, kappa) -
                 hs = h_star(epsilon=f.epsilon, m=mm, tau=tau, neighbors=f.neighbors, copies=k)
                 rows.append(Quantity(f"H* = k eps log2 e + log2(m/tau) (bits){sfx}, m = {mm}", hs.bits, rel, "Ext",
                                      hs.reference, "sufficient for every prior (group privacy eps -> k eps); "
-                                     f"not exact; the exact group curve needs only {hs.group_curve_bits:.6g} bits",
-                                     False, k))
+                                     + group_curve_words(hs.bits, hs.group_curve_bits), False, k))
             rows.append(Quantity(f"entropy threshold log2(m/alpha*_(f^({k}))) (bits){sfx}, m = {mm}",
                                  entropy_threshold(f, m=mm, tau=tau, copies=k), rel, "Ext",
                                  "[MX] Thm. 5.1(iii) (sufficiency), Cor. 4.3", "sufficient for every prior; " + why,
@@ -234,7 +246,8 @@ def dp_bounds(f: TradeOff | None = None, *, noise_multiplier: float | None = Non
               neighbors: str | None = None, delta: float | None = None, copies: int = 1, m: int | None = None,
               tau: float | None = None, kappa: float | None = None, truncation: float | None = None,
               omega: float | None = None, n: int | None = None, frequency: float | None = None,
-              gdp_epsilon: float | None = None, pld_grid: float | None = None) -> BoundsSummary:
+              gdp_epsilon: float | None = None, pld_grid: float | None = None,
+              max_points: int | None = None) -> BoundsSummary:
     """Every memorization cap and extraction quantity for a guarantee (``memclaim dp bounds``).
 
     Give the guarantee as a trade-off curve ``f`` (:func:`~memclaim.privacy.tradeoff.pure`,
@@ -272,13 +285,22 @@ def dp_bounds(f: TradeOff | None = None, *, noise_multiplier: float | None = Non
         raise DomainError("gdp_epsilon applies to a Gaussian-DP guarantee, not to DP-SGD settings")
     rd = 1e-5 if delta is None else validate.in_open_unit("delta (of the (eps, delta) route)", delta)
     cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, history=history,
-                      neighbors=neighbors, value_discretization_interval=pld_grid, route_delta=rd)
+                      neighbors=neighbors, value_discretization_interval=pld_grid, route_delta=rd,
+                      max_points=max_points)
     kw = dict(copies=copies, m=m, tau=tau, kappa=kappa, truncation=truncation, omega=omega, n=n, frequency=frequency)
     main = bounds_summary(cur.curve, **kw)
+    # the same quantities from the optimistic curve (never below the true one): the exact value of
+    # each numeric row lies between the two (the certified accuracy of the row)
+    try:
+        other = {r.name: r.value for r in bounds_summary(cur.optimistic, **kw).rows}
+    except DomainError:
+        other = {}
     src = f"trade-off curve of {cur.mechanism()}: {cur.grid()}; never above the true curve"
     rows = [Quantity(r.name, r.value, r.relation, r.functional, r.reference,
                      ("from the curve; " + r.note) if r.note else "from the curve",
-                     r.exact, r.copies, src) for r in main.rows]
+                     r.exact, r.copies, src,
+                     float(other[r.name]) if isinstance(r.value, float) and isinstance(other.get(r.name), float)
+                     else None) for r in main.rows]
     eta_curve = main.value("eta(f)")
     g = cur.epsilon_delta_curve()
     rel = neighbors_label(cur.neighbors)

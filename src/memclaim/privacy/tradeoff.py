@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from scipy import special, stats
@@ -41,6 +41,10 @@ __all__ = [
     "gdp",
     "from_points",
     "group",
+    "GROUP_SECONDS_PER_COPY",
+    "MAX_GROUP_SECONDS",
+    "group_seconds",
+    "check_group_cost",
     "compose",
     "group_conversion",
     "generalized_inverse",
@@ -96,7 +100,7 @@ def neighbors_label(value: str) -> str:
 def _epsilon(value, name: str = "epsilon") -> float:
     # The issue's domain: epsilon must be finite and > 0 (epsilon = inf is "no guarantee").
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise DomainError(f"{name} must be a real number, got {value!r}")
+        raise DomainError(f"{name} must be a real number, got {value!r}", hint=f"pass {name} as a number, e.g. 1.0")
     v = float(value)
     if not math.isfinite(v) or v <= 0:
         raise DomainError(
@@ -118,7 +122,7 @@ def _delta(value) -> float:
 
 def _mu(value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise DomainError(f"mu must be a real number, got {value!r}")
+        raise DomainError(f"mu must be a real number, got {value!r}", hint="pass mu as a number, e.g. 1.0")
     v = float(value)
     if not math.isfinite(v) or v <= 0:
         raise DomainError(f"mu (Gaussian DP) must be finite and > 0, got {value!r}",
@@ -271,6 +275,9 @@ class TradeOff(ResultMixin):
     powers: tuple[float, ...] | None = field(default=None, repr=False, compare=False)
     label: str = ""   # replaces the generic description of a points curve (e.g. its mechanism)
     symmetric: bool = False   # points curves only: built symmetric (f = f^-1), e.g. from a privacy profile
+    # points curves only: the mechanism has no floor (its true 1 - f(0) is 0, e.g. DP-SGD's Gaussian
+    # noise: no infinite privacy loss); the curve's own 1 - f(0) > 0 is numerical slack, not a floor
+    no_floor: bool = False
 
     def __post_init__(self):
         if self.kind not in _KINDS:
@@ -367,8 +374,12 @@ class TradeOff(ResultMixin):
             inner = self.base.describe().split(" [")[0]
             s = f"{self.k}-fold group curve 1-(1-f)^{self.k} of {inner} [{rel}]"
         if not self.exact:
-            # a labelled points curve is a mechanism's certified lower bound (e.g. DP-SGD from its PLD)
-            s += " (certified lower bound)" if (self.kind == "points" and self.label) else " (loose)"
+            # a labelled points curve is a mechanism's certified lower bound (e.g. DP-SGD from its PLD),
+            # or, labelled optimistic, the other end of its certified bracket (never below the true curve)
+            if self.kind == "points" and "optimistic" in self.label:
+                s += " (optimistic: never below the true curve; a bracket's end, not a guarantee)"
+            else:
+                s += " (certified lower bound)" if (self.kind == "points" and self.label) else " (loose)"
         return s
 
     def __str__(self) -> str:  # pragma: no cover - trivial
@@ -517,6 +528,76 @@ def group(f: TradeOff, k: int) -> TradeOff:
     return TradeOff("group", f.neighbors, base=f, k=k, exact=f.exact, note=f.note)
 
 
+#: seconds per copy k of everything `dp bounds` computes from a k-fold group curve (caps,
+#: extraction rows), by the base curve's kind, measured at k = 1000 on one core of the
+#: development machine (AMD EPYC): a pure curve's group steps are closed forms and an orbit of k
+#: points, an (eps, delta) curve's are evaluated by composing 1 - f k times at each of ~175
+#: points, a piecewise-linear (DP-SGD) curve's by composing its vertices k times; G_mu^(k) is
+#: G_(k mu), one closed form whatever k.
+GROUP_SECONDS_PER_COPY = {"pure": 3e-4, "approx": 6e-3, "points": 2.5e-2, "gdp": 0.0}
+#: the longest memclaim lets one command spend on group curves before it refuses the --copies
+#: (issue 25: --copies 1000000000 still ran at 120 s, and would have run for years)
+MAX_GROUP_SECONDS = 60.0
+
+
+def _base_kind(f: TradeOff) -> str:
+    return _base_kind(f.base) if f.kind == "group" else f.kind
+
+
+def group_seconds(f: TradeOff, k: int) -> float:
+    """About how long the k-fold group computations of a bounds summary of ``f`` take
+    (:data:`GROUP_SECONDS_PER_COPY`, linear in k): the estimate checked before the work.
+
+    >>> group_seconds(pure(1.0, neighbors="replace-one"), 1000)  # doctest: +ELLIPSIS
+    0.3...
+    """
+    k = validate.integer("copies", k, minimum=1)
+    return 0.0 if k == 1 else GROUP_SECONDS_PER_COPY.get(_base_kind(f), GROUP_SECONDS_PER_COPY["points"]) * k
+
+
+def _duration(seconds: float) -> str:
+    for unit, s in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= 2 * s:
+            return f"{seconds / s:,.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def check_group_cost(f: TradeOff | str, k: int, *, option: str = "--copies",
+                     work: Callable[[int], float] | None = None, limit: float = MAX_GROUP_SECONDS) -> None:
+    """Refuse, before any group curve is computed, ``k`` copies whose group computations would
+    take more than ``limit`` seconds (:func:`group_seconds`), naming the largest k that fits.
+    ``f``: the guarantee's curve, or its kind ('points' for a DP-SGD curve not computed yet);
+    ``work``: k -> the copies computed in all when a command computes several group curves
+    (a figure's staircase 1..k: k (k + 1) / 2).
+
+    >>> check_group_cost(pure(1.0, neighbors="replace-one"), 10 ** 9)
+    Traceback (most recent call last):
+    memclaim.errors.DomainError: --copies 1,000,000,000: the 1,000,000,000-fold group curves of f_eps (eps=1) [pure eps-DP, replace-one] are computed by composing the curve k times (about 0.3 ms per copy), about 3.47 days in all, more than the 60 s one command may take
+      fix: --copies 200,000 or fewer (the caps only grow with the copies: the cap for fewer copies is a lower bound, not a cap, for more)
+    """
+    k = validate.integer(option.lstrip("-"), k, minimum=1)
+    kind = f if isinstance(f, str) else _base_kind(f)
+    per = GROUP_SECONDS_PER_COPY.get(kind, GROUP_SECONDS_PER_COPY["points"])
+    work = work or (lambda j: j)
+    total = per * work(k)
+    if k == 1 or total <= limit:
+        return
+    lo, hi = 1, k  # the largest k whose work fits (work grows with k)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if per * work(mid) <= limit else (lo, mid - 1)
+    fix = (f"{option} {lo:,} or fewer (the caps only grow with the copies: the cap for fewer copies is a lower "
+           "bound, not a cap, for more)")
+    what = f if isinstance(f, str) else f.describe()
+    if what == "points":
+        what = "the DP-SGD run's trade-off curve"
+    if work is not None and work(k) != k:
+        what = f"{what}, for every k up to {k:,},"
+    raise DomainError(f"{option} {k:,}: the {k:,}-fold group curves of {what} are computed by composing "
+                      f"the curve k times (about {per * 1e3:.2g} ms per copy), about {_duration(total)} in all, more "
+                      f"than the {limit:g} s one command may take", hint=fix)
+
+
 def _group_points(f: TradeOff, k: int) -> TradeOff:
     """f^(k) = 1 - p^{o k}, p = 1 - f, of a piecewise-linear curve, exactly, as a points curve.
 
@@ -552,7 +633,7 @@ def _group_points(f: TradeOff, k: int) -> TradeOff:
     # k-fold chain of the same symmetric pair)
     return TradeOff("points", f.neighbors, points=pts, exact=f.exact,
                     note=f"{k}-fold group curve of a points curve, exact ([MX] Cor. 4.3)", powers=tuple(q.tolist()),
-                    label=label, k=k, symmetric=f.symmetric)
+                    label=label, k=k, symmetric=f.symmetric, no_floor=f.no_floor)
 
 
 def group_conversion(*, epsilon: float, delta: float, k: int) -> tuple[float, float]:

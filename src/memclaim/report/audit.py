@@ -18,7 +18,7 @@ from ..audits.result import AuditResult
 from ..audits.table_run import TableResult
 from .core import Doc, ReportBundle, fmt_num, pct, render, short_id, write_report
 from .numbers import value
-from . import style
+from . import style, words
 from .figures import _fig, disagreement_heatmap
 
 __all__ = ["audit_statements", "build_audit_doc", "audit_report", "write_audit_report", "table_report",
@@ -65,7 +65,7 @@ def _iv(x, lo, hi, d=3) -> str:
 
 def _roc_figure(result: AuditResult):
     with style.style():
-        fig, (ax,) = _fig(6.4, 4.2)
+        fig, (ax,) = _fig(style.TEXT_WIDTH, 4.2)
         nn = result.n_nonmembers
         for e in result.attacks:
             # empirical ROC by sweeping every distinct score (scikit-learn's roc_curve is not a dependency)
@@ -73,8 +73,8 @@ def _roc_figure(result: AuditResult):
             thr = np.unique(np.concatenate([x, y]))[::-1]
             tpr = np.array([0.0] + [float(np.mean(x >= t)) for t in thr])
             fpr = np.array([0.0] + [float(np.mean(y >= t)) for t in thr])
-            ax.plot(np.maximum(fpr, 0.5 / nn), np.maximum(tpr, 0.5 / max(1, result.n_members)), label=e.attack,
-                    lw=1.2)
+            ax.plot(np.maximum(fpr, 0.5 / nn), np.maximum(tpr, 0.5 / max(1, result.n_members)),
+                    label=f"{e.attack} (AUC {e.auc.auc:.3f})", lw=1.2)
         grid = np.logspace(math.log10(0.5 / nn), 0, 50)
         ax.plot(grid, grid, color="0.6", ls="--", lw=0.8, label="chance")
         ax.set_xscale("log")
@@ -98,6 +98,9 @@ def build_audit_doc(result: AuditResult, *, title: str = "Membership-inference a
     """
     doc = Doc(title)
     doc.callout(result.headline(), "result")  # a measurement, not a certified claim
+    limited = words.limit_note(result.inputs)
+    if limited:
+        doc.callout(limited, "caution")
     for n in result.notes:
         doc.callout(n, "note")
     doc.h2("Membership-inference attacks")
@@ -136,7 +139,9 @@ def build_audit_doc(result: AuditResult, *, title: str = "Membership-inference a
         doc.p(f"Canary soundness ([MX] Cor. 5.3): {result.soundness.verdict}.")
     if result.verifier is not None:
         doc.h2("Unlearning verifier")
-        doc.p(result.verifier.statement)
+        v = result.verifier
+        doc.p(words.verifier_reading(v.rate, v.threshold, unlearned=bool(result.model.get("unlearned"))) + ".")
+        doc.p(v.statement)
     if result.shadows is not None:
         sh = result.shadows
         doc.h2("Shadow models")

@@ -48,22 +48,26 @@ def _heat_strip(r: CensusResult):
     return figures.heat_strip(cells, log10_tau=r.log10_tau, chars_per_cell=per)
 
 
-def census_headline(r: CensusResult) -> str:
-    """The census's one-sentence result: coverage above tau_doc and the control it was calibrated on.
+def census_headline(r: CensusResult, procedure: dict | None = None, *, policy: str | None = None) -> str:
+    """The census's one-sentence result: coverage above tau_doc under the procedure it was made
+    under (:func:`words.procedure_phrase` of ``procedure``, or ``policy``) and the control it was
+    calibrated on.
 
     >>> import math
     >>> from memclaim.claims.census import WindowScores, census
     >>> from memclaim.report.census import census_headline
     >>> ctl = WindowScores.from_arrays([math.log(1e-12), math.log(3e-9)], [0, 10], [10, 20], doc_length=20, name="ctl")
     >>> doc = WindowScores.from_arrays([math.log(2e-3), math.log(1e-20)], [0, 10], [10, 20], doc_length=20, name="doc")
-    >>> census_headline(census(doc, ctl))
-    'doc: 50% of its 20 characters are covered by window suffixes scoring above tau_doc = 1e-8 (1 of 2 windows), calibrated against ctl (top own-prose control score 3.00e-09, rounded up a decade; 0 control window(s) excluded as verified contamination).'
+    >>> census_headline(census(doc, ctl), policy="full")
+    'doc: 50% of its 20 characters are covered by window suffixes scoring above tau_doc = 1e-8 under decoding policy full (1 of 2 windows), calibrated against ctl (top own-prose control score 3.00e-09, rounded up a decade; 0 control window(s) excluded as verified contamination).'
     """
     th = r.threshold
+    under = words.procedure_phrase(procedure, policy=policy)
     return (f"{r.document_name}: {pct(r.coverage)} of its {r.doc_length} characters are covered by window suffixes "
-            f"scoring above tau_doc = 1e{r.log10_tau} ({r.n_windows_above} of {r.n_windows} windows), calibrated "
-            f"against {th.control_name} (top own-prose control score {sci_from_log10(th.max_control_log10)}, rounded up a "
-            f"decade; {th.n_excluded} control window(s) excluded as verified contamination).")
+            f"scoring above tau_doc = 1e{r.log10_tau} {under} ({r.n_windows_above} of {r.n_windows} windows), "
+            f"calibrated against {th.control_name} (top own-prose control score "
+            f"{sci_from_log10(th.max_control_log10)}, rounded up a decade; {th.n_excluded} control window(s) "
+            "excluded as verified contamination).")
 
 
 def build_census_doc(results: Sequence[CensusResult], *, title: str = "Single-document census",
@@ -86,7 +90,10 @@ def build_census_doc(results: Sequence[CensusResult], *, title: str = "Single-do
     """
     doc = Doc(title)
     for r in results:
-        doc.callout(census_headline(r), "claim" if r.coverage > 0 else "null")  # nothing above tau: a null result
+        doc.callout(census_headline(r, procedure), "claim" if r.coverage > 0 else "null")  # nothing above tau: a null result
+    limited = words.limit_note(inputs)
+    if limited:
+        doc.callout(limited, "caution")
     doc.callout(words.CENSUS_NO_FPR)
     if global_note:
         doc.p(global_note)
@@ -175,10 +182,11 @@ def census_report(results: Sequence[CensusResult], *, budget_views: Sequence[Cen
     ['coverage.pdf', 'coverage.png', 'heat-1.pdf', 'heat-1.png']
     """
     results = list(results)
+    procedure = words.with_verify(procedure, words.VERIFY_CENSUS)  # a census has no conformal test
     doc = build_census_doc(results, title=title, budget_views=budget_views, flagged=flagged,
                            document_texts=document_texts, controls_description=controls_description,
                            global_note=global_note, procedure=procedure, inputs=inputs)
-    res = {"headlines": [census_headline(r) for r in results],
+    res = {"headlines": [census_headline(r, procedure) for r in results],
            "census": [r.to_dict() for r in results],
            "budget": [None if b is None else b.to_dict() for b in budget_views],
            "flagged_control_windows": [f.to_dict() for f in flagged],
@@ -238,7 +246,7 @@ def run_census(pairs: Sequence[dict], *, out_dir: str | Path, use_global_thresho
     paths = write_report(out_dir, census_pairs_report(c, inputs=inputs, controls_description=controls_description,
                                                       command=command))
     results, flagged = c.results, c.flagged
-    summary = {"headlines": [census_headline(r) for r in results], "log10_tau": [r.log10_tau for r in results],
+    summary = {"headlines": [census_headline(r, c.procedure) for r in results], "log10_tau": [r.log10_tau for r in results],
                "coverage": [r.coverage for r in results], "n_flagged": len(flagged), "report": paths}
     for line in summary["headlines"] + [f"report: {paths['html']}"]:
         emit_log(log, line)

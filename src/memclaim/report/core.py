@@ -1,8 +1,9 @@
 """Reports: one document model rendered three ways (report.json, report.md, report.html).
 
-- ``report.json`` has a versioned schema (``schemas/report-1.0.schema.json``, checked by
+- ``report.json`` has a versioned schema (``schemas/report-1.1.schema.json``, checked by
   :func:`memclaim.report.schema.validate_report`): ``schema_version``, ``memclaim_version``,
-  ``command``, ``created_utc``, ``procedure`` (the dict the caller gives), ``inputs`` (path,
+  ``command``, ``created_utc``, ``invocation`` (the command line or the Python call that made
+  it, :func:`invoked_as`), ``procedure`` (the dict the caller gives), ``inputs`` (path,
   role, sha256 of each input file), ``results`` (every number, from the results' ``to_dict()``),
   ``statements`` (what the claim does and does not mean, in words).
 - ``report.md`` and a self-contained ``report.html`` (inline CSS, figures embedded as PNG) are
@@ -10,6 +11,8 @@
   for readers by :mod:`memclaim.report.numbers` (one convention; never a Python repr). Every
   piece of text is escaped by the renderer (``html.escape``; CommonMark escapes only where a
   character would become markup), so text from the user's data can never inject markup.
+- report.md and report.html end with the same provenance line: memclaim's version, the date and
+  the command line (or Python call), so that a colleague can rerun it from the report alone.
 - Each figure (a matplotlib Figure in :mod:`memclaim.report.style`) is also written beside the
   report as ``NAME.png`` (200 dpi) and ``NAME.pdf``, linked from report.md and report.html.
 - The headline's style says what kind of result it is (:data:`CALLOUTS`): a null result is
@@ -23,16 +26,19 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as _dt
 import html
 import json
 import math
 import os
 import re
+import shlex
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from .._version import __version__
 from ..errors import InputError
@@ -40,8 +46,82 @@ from ..fsutil import sha256_file, write_files
 from ..jsonutil import dumps, to_jsonable
 from . import numbers, style
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"  # 1.1: + "invocation" (1.0's schema is kept beside it)
 REPORT_FILES = ("report.json", "report.md", "report.html")
+
+
+# --------------------------------------------------------------------------- invocation
+# How the report being made was asked for: the CLI records its command line, the public API its
+# call (memclaim.api); whatever renders a report reads it here, so no report function needs a
+# parameter for it. The outermost call wins: `memclaim population` calls the API, and its
+# reports name the command line.
+_INVOCATION: ContextVar[dict | None] = ContextVar("memclaim_invocation", default=None)
+
+
+def invocation_text(inv: dict | None) -> str:
+    """One line for a reader: ``memclaim ARGS`` (shell-quoted) or the Python call.
+
+    >>> from memclaim.report.core import invocation_text
+    >>> invocation_text({"argv": ["population", "toy", "--alpha", "0.1", "--controls-description", "new verses"]})
+    "memclaim population toy --alpha 0.1 --controls-description 'new verses'"
+    >>> invocation_text({"api": "memclaim.budget(p=2.5e-05, n=100000)"})
+    'memclaim.budget(p=2.5e-05, n=100000)'
+    """
+    if not inv:
+        return ""
+    if "argv" in inv:
+        return shlex.join(["memclaim", *map(str, inv["argv"])])
+    return str(inv.get("api") or inv.get("text") or "")
+
+
+@contextlib.contextmanager
+def invoked_as(inv: dict | None, *, replace: bool = False) -> Iterator[dict | None]:
+    """Inside the block, reports record ``inv`` as their invocation ({"argv": [...], "cwd": ...}
+    or {"api": "memclaim.f(...)"}); an invocation already recorded by an outer call is kept
+    unless ``replace`` (a result re-rendered later puts its own back). Yields the one in force.
+
+    >>> from memclaim.report.core import current_invocation, invoked_as
+    >>> with invoked_as({"argv": ["budget", "--p", "1e-5"]}):
+    ...     with invoked_as({"api": "memclaim.budget(p=1e-05)"}):
+    ...         current_invocation()["argv"]
+    ['budget', '--p', '1e-5']
+    """
+    if inv is not None and (replace or _INVOCATION.get() is None):
+        inv = dict(inv)
+        inv.setdefault("text", invocation_text(inv))
+        token = _INVOCATION.set(inv)
+        try:
+            yield inv
+        finally:
+            _INVOCATION.reset(token)
+    else:
+        yield _INVOCATION.get()
+
+
+def current_invocation() -> dict | None:
+    """The invocation reports record now (:func:`invoked_as`), None outside a recorded call.
+
+    >>> from memclaim.report.core import current_invocation
+    >>> current_invocation() is None
+    True
+    """
+    return _INVOCATION.get()
+
+
+def _now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def provenance_line(created_utc: str, inv: dict | None = None) -> str:
+    """The line every report ends with: version, date and how it was made.
+
+    >>> from memclaim.report.core import provenance_line
+    >>> provenance_line("2026-01-02T03:04:05+00:00", {"argv": ["budget", "--p", "1e-5"]})
+    'Made by memclaim 0.2.0 on 2026-01-02 03:04 UTC with: memclaim budget --p 1e-5'
+    """
+    when = created_utc.replace("T", " ")[:16] + " UTC"
+    how = invocation_text(inv)
+    return f"Made by memclaim {__version__} on {when}" + (f" with: {how}" if how else "")
 
 
 # --------------------------------------------------------------------------- document model
@@ -81,6 +161,7 @@ CALLOUTS = {
     "null": "No claim",        # a valid test that claimed nothing (neutral grey)
     "warn": "Not possible",    # no claim was possible at all (vermillion)
     "result": "Result",        # a computed quantity, not a claim (blue)
+    "caution": "Caution",      # read the result with this in mind (a --limit run) (amber)
     "note": "Note",
 }
 
@@ -131,6 +212,11 @@ class Doc:
         else:
             files = style.figure_files(fig, stem)
         self.blocks.append(("figure", Figure(str(caption), files[f"{stem}.png"], str(alt or caption), stem, files)))
+        return self
+
+    def links(self, items):
+        """A list of links to files beside this one: (text, relative href, description) each."""
+        self.blocks.append(("links", [(str(t), str(href), str(d)) for t, href, d in items]))
         return self
 
     def heat(self, heat: HeatText):
@@ -313,6 +399,9 @@ def _blocks(doc: Doc, *, html_out: bool) -> list[dict]:
             out.append({"kind": kind, "text": b[1], "style": b[2], "label": CALLOUTS[b[2]]})
         elif kind == "ul":
             out.append({"kind": kind, "entries": b[1]})
+        elif kind == "links":
+            out.append({"kind": kind, "links": [{"text": t, "href": _safe_href(href), "description": d}
+                                                for t, href, d in b[1]]})
         elif kind == "table":
             out.append({"kind": kind, "table": b[1]})
         elif kind == "figure":
@@ -328,7 +417,15 @@ def _blocks(doc: Doc, *, html_out: bool) -> list[dict]:
     return out
 
 
-def render_markdown(doc: Doc) -> str:
+def _safe_href(href: str) -> str:
+    """A relative link to a file beside the report: no scheme (javascript:, data:), no absolute path."""
+    h_ = str(href)
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", h_) or h_.startswith(("/", "\\")):
+        raise InputError(f"link {h_!r} is not a relative path", hint="link to a file beside the report")
+    return h_
+
+
+def render_markdown(doc: Doc, *, provenance: str = "") -> str:
     """The report as Markdown (CommonMark with GFM tables): ``doc``'s blocks in order, every text escaped.
 
     >>> from memclaim.report.core import Doc, render_markdown
@@ -341,7 +438,8 @@ def render_markdown(doc: Doc) -> str:
     |---|---|
     | 1 | 0.5 |
     """
-    text = _env("md").get_template("report.md.j2").render(doc=doc, blocks=_blocks(doc, html_out=False))
+    text = _env("md").get_template("report.md.j2").render(doc=doc, blocks=_blocks(doc, html_out=False),
+                                                          provenance=provenance)
     return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
 
 
@@ -373,7 +471,7 @@ def _heat_html(ht: HeatText) -> str:
     return "".join(parts)
 
 
-def render_html(doc: Doc) -> str:
+def render_html(doc: Doc, *, provenance: str = "") -> str:
     """The report as one self-contained HTML page (its CSS inline, figures as PNG data URIs).
 
     >>> from memclaim.report.core import Doc, render_html
@@ -385,8 +483,37 @@ def render_html(doc: Doc) -> str:
 
     text = _env("html").get_template("report.html.j2").render(
         doc=doc, blocks=_blocks(doc, html_out=True), css=Markup(_css()), version=__version__,
-        schema_version=SCHEMA_VERSION)
+        schema_version=SCHEMA_VERSION, provenance=provenance)
     return text.rstrip() + "\n"
+
+
+def _scoped_css() -> str:
+    """report.css with every rule scoped to ``.memclaim-result`` (a notebook cell must not restyle
+    the notebook's own tables and headings); ``body`` becomes the container itself."""
+    out = []
+    for rule in re.findall(r"([^{}]+)\{([^}]*)\}", _css()):
+        sel = ", ".join(".memclaim-result" if x.strip() == "body" else f".memclaim-result {x.strip()}"
+                        for x in rule[0].split(","))
+        body = rule[1].replace("max-width: 62em;", "max-width: 60em;").replace("margin: 2em auto;", "margin: .5em 0;")
+        out.append(f"{sel} {{{body}}}")
+    out.append(".memclaim-result .memclaim-title { font-weight: 700; font-size: 1.1em; }")
+    return "\n".join(out)
+
+
+def render_fragment(doc: Doc, *, provenance: str = "") -> str:
+    """``doc`` as an HTML fragment for a notebook cell (a result's ``_repr_html_``): the same
+    blocks, from the same template, as report.html, under its own scoped style.
+
+    >>> from memclaim.report.core import Doc, render_fragment
+    >>> html_text = render_fragment(Doc("Population test").callout("2 of 3 claimed.", "claim"))
+    >>> html_text.startswith('<div class="memclaim-result">'), "2 of 3 claimed." in html_text
+    (True, True)
+    """
+    from markupsafe import Markup
+
+    text = _env("html").get_template("fragment.html.j2").render(
+        doc=doc, blocks=_blocks(doc, html_out=True), css=Markup(_scoped_css()), provenance=provenance)
+    return text.strip() + "\n"
 
 
 # --------------------------------------------------------------------------- json + writing
@@ -409,10 +536,12 @@ def input_record(path: str | Path, *, role: str) -> dict:
 
 
 def build_json(*, command: str, procedure: dict | None, inputs: Sequence[dict], results: dict,
-               statements: Sequence[str] = (), created_utc: str | None = None) -> str:
-    """report.json's text: schema and memclaim versions, the command, its procedure record, the
-    inputs (with their hashes), the results and the plain-language statements; ``created_utc``
-    defaults to now.
+               statements: Sequence[str] = (), created_utc: str | None = None,
+               invocation: dict | None = None) -> str:
+    """report.json's text: schema and memclaim versions, the command, when and how it was made
+    (``invocation``, default: :func:`current_invocation`; left out when there is none), its
+    procedure record, the inputs (with their hashes), the results and the plain-language
+    statements; ``created_utc`` defaults to now.
 
     >>> import json
     >>> from memclaim.report.core import build_json
@@ -423,12 +552,15 @@ def build_json(*, command: str, procedure: dict | None, inputs: Sequence[dict], 
     ('test', {'k': 1}, ['command', 'created_utc', 'inputs', 'memclaim_version', 'procedure', 'results', 'schema_version', 'statements'])
     """
     if created_utc is None:
-        created_utc = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+        created_utc = _now_utc()
+    if invocation is None:
+        invocation = current_invocation()
     payload = {
         "schema_version": SCHEMA_VERSION,
         "memclaim_version": __version__,
         "command": command,
         "created_utc": created_utc,
+        **({"invocation": to_jsonable(invocation)} if invocation else {}),
         "procedure": to_jsonable(procedure or {}),
         "inputs": to_jsonable(list(inputs)),
         "results": to_jsonable(results),
@@ -454,9 +586,11 @@ def render(doc: Doc, *, command: str, procedure: dict | None, inputs: Sequence[d
     >>> '"command": "test"' in b.json_text, b.markdown.splitlines()[0], b.figures
     (True, '# Claims', {})
     """
+    created, inv = _now_utc(), current_invocation()
+    line = provenance_line(created, inv)
     return ReportBundle(build_json(command=command, procedure=procedure, inputs=inputs, results=results,
-                                   statements=statements),
-                        render_markdown(doc), render_html(doc), doc.figure_files)
+                                   statements=statements, created_utc=created, invocation=inv),
+                        render_markdown(doc, provenance=line), render_html(doc, provenance=line), doc.figure_files)
 
 
 def _memclaim_report(path: Path) -> bool:

@@ -42,6 +42,8 @@ def dp_bounds_report(result: dict, *, command: str = "dp bounds") -> ReportBundl
     doc.callout(f"Guarantee: {result['guarantee']}" + ("" if rel in result["guarantee"] else f" [{rel}]")
                 + (f"; target planted {result['copies']} times (k-fold group curve, [MX] Cor. 4.3)"
                    if result.get("copies", 1) > 1 else ""), "result")  # the guarantee assumed, not a claim
+    if result.get("guarantee_note"):
+        doc.p(result["guarantee_note"] + ".")
     doc.table(["quantity", "value", "relation", "functional", "reference", "note"],
               [(r["name"], _value(r["value"]), r["relation"], r["functional"], r["reference"], r["note"])
                for r in result["rows"]])

@@ -52,6 +52,20 @@ def _pct_tex(x: float) -> str:
     return numbers.pct(x)
 
 
+def _plot_distinct(ax, x, series) -> None:
+    """Plot each (y, label, kwargs) of ``series``; a curve equal to one already drawn is not drawn
+    again (it would hide under it while the legend listed it): its label joins the first's."""
+    drawn: list = []  # (y, Line2D)
+    for y, label, kw in series:
+        y = np.asarray(y, dtype=np.float64)
+        same = next((ln for yy, ln in drawn if yy.shape == y.shape and np.allclose(yy, y, equal_nan=True)), None)
+        if same is not None:
+            same.set_label(f"{same.get_label()} = {label}")
+            continue
+        (ln,) = ax.plot(x, y, label=label, **kw)
+        drawn.append((y, ln))
+
+
 def binary_bars(rates: BinaryRates, *, title: str = "") -> Figure:
     """[EM] Fig. 3: members and controls reproduced under greedy decoding (Clopper-Pearson bars),
     the certified floor alpha_N dashed.
@@ -80,6 +94,22 @@ def binary_bars(rates: BinaryRates, *, title: str = "") -> Figure:
     return fig
 
 
+MIN_SWEEP_POINTS = 3  # a sweep over fewer operating points is a few flat segments: not drawn
+
+
+def too_few_points_figure(n: int) -> Figure:
+    """A small figure that says, instead of flat panels, that a sweep has too few operating points.
+
+    >>> from memclaim.report.figures import too_few_points_figure
+    >>> too_few_points_figure(2).texts[0].get_text()[:30]
+    'too few operating points (2) f'
+    """
+    fig = style.blank_figure(width=style.TEXT_WIDTH, height=0.9)
+    fig.text(0.5, 0.5, f"too few operating points ({n}) for a sweep: more controls give more thresholds "
+             f"(K = 1 ... floor(alpha-dagger (N+1)))", ha="center", va="center", fontsize=9)
+    return fig
+
+
 def alpha_sweep_figure(sweep: AlphaSweep, *, alpha_n: float | None = None, probability: bool = True) -> Figure:
     """[EM] Fig. 4: (a) rates above each calibrated threshold, (b) the calibrated rate against
     alpha_N with the alpha-dagger ceiling, (c) the Beta band of alpha*.
@@ -91,8 +121,12 @@ def alpha_sweep_figure(sweep: AlphaSweep, *, alpha_n: float | None = None, proba
     >>> [a.get_title()[:3] for a in fig.axes]  # doctest: +SKIP
     ['(a)', '(b)', '(c)']
     """
+    if sweep.k.size < MIN_SWEEP_POINTS:
+        return too_few_points_figure(sweep.k.size)
     with style.style():
-        fig, (a, b, c) = _fig(11.0, 4.0, ncols=3)
+        # a paper's text width, the three panels stacked (side by side they need 11 inches)
+        fig, axes = style.figure(width=style.TEXT_WIDTH, height=7.4, nrows=3)
+        a, b, c = list(np.atleast_1d(axes))
         if probability and sweep.threshold_log10_prob is not None:
             x = sweep.threshold_log10_prob
             a.set_xlabel(r"threshold $\log_{10}\tau$ (probability)")
@@ -216,9 +250,9 @@ def census_budget_figure(view: CensusBudgetView, *, title: str = "") -> Figure:
     with style.style():
         fig, (ax,) = _fig(6.4, 3.6)
         x = view.log10_budgets  # log10 n, exact where n overflows a double
-        ax.plot(x, 100 * view.coverage_extractable, color=PALETTE["control"], label="extractable within n")
-        ax.plot(x, 100 * view.coverage_extractable_memorized, color=PALETTE["member"],
-                label="memorized and extractable")
+        _plot_distinct(ax, x, [(100 * view.coverage_extractable, "extractable within n", {"color": PALETTE["control"]}),
+                               (100 * view.coverage_extractable_memorized, "memorized and extractable",
+                                {"color": PALETTE["member"]})])
         ax.axhline(100 * view.coverage_memorized, ls=":", color=PALETTE["bound"], label=r"memorized (clears $\tau$)")
         if math.isfinite(view.n_tau.log10_n):
             ax.axvline(view.n_tau.log10_n, ls="--", color="0.25", label=rf"budget of $\tau$: {_n_label(view.n_tau)}")
@@ -245,11 +279,12 @@ def population_budget_figure(view: PopulationBudgetView) -> Figure:
     with style.style():
         fig, (ax,) = _fig(6.4, 3.6)
         x = view.log10_budgets  # log10 n, exact where n overflows a double
-        ax.plot(x, 100 * view.member_rate, color=PALETTE["member"], label="members extractable within n")
         ax.fill_between(x, 100 * view.member_lower, 100 * view.member_upper, color=PALETTE["member"], alpha=.2)
-        ax.plot(x, 100 * view.control_rate, color=PALETTE["control"], label="controls extractable within n")
-        ax.plot(x, 100 * view.member_memorized_rate, color=PALETTE["bound"],
-                label=r"members above $\tau$ and extractable")
+        _plot_distinct(ax, x, [(100 * view.member_rate, "members extractable within n", {"color": PALETTE["member"]}),
+                               (100 * view.member_memorized_rate, r"members above $\tau$ and extractable",
+                                {"color": PALETTE["bound"]}),
+                               (100 * view.control_rate, "controls extractable within n",
+                                {"color": PALETTE["control"]})])
         if view.n_tau is not None and math.isfinite(view.n_tau.log10_n):
             ax.axvline(view.n_tau.log10_n, ls="--", color="0.25", label=rf"$n_{{\alpha_N}}$ = {_n_label(view.n_tau)}")
         ax.axvline(math.log10(view.realistic_n), color=PALETTE["threshold"], lw=.8,
@@ -308,4 +343,44 @@ def disagreement_heatmap(table: DisagreementTable, path: str | Path | None = Non
                 fig.savefig(p, dpi=style.PNG_DPI)
         else:
             p.write_bytes(data)
+    return fig
+
+
+def score_histograms(candidate_scores: np.ndarray, control_scores: np.ndarray, *, threshold: float | None,
+                     probability: bool = True, labels: tuple[str, str] = ("members", "controls"),
+                     title: str = "") -> Figure:
+    """The first figure a researcher draws: member and control score histograms on one axis, the
+    threshold tau marked. Probability scores (natural-log q) are drawn as log10 q; scores of
+    exactly zero probability (-inf) cannot be drawn and are counted in the legend.
+
+    >>> import math
+    >>> from memclaim.report.figures import score_histograms
+    >>> fig = score_histograms([math.log(1e-3), math.log(1e-5), -math.inf], [math.log(1e-9), math.log(1e-8)],
+    ...                        threshold=math.log(1e-8))
+    >>> [t.get_text() for t in fig.axes[0].get_legend().get_texts()][:2]
+    ['members (2 drawn; 1 at q = 0 not drawn)', 'controls (2)']
+    """
+    cand = np.asarray(candidate_scores, dtype=np.float64)
+    ctrl = np.asarray(control_scores, dtype=np.float64)
+    to_x = (lambda v: v / math.log(10)) if probability else (lambda v: v)
+    xs = [to_x(a[np.isfinite(a)]) for a in (cand, ctrl)]
+    zeros = [int(np.sum(np.isneginf(a))) for a in (cand, ctrl)]
+    with style.style():
+        fig, (ax,) = _fig(style.TEXT_WIDTH, 3.2)
+        finite = np.concatenate(xs) if any(x.size for x in xs) else np.zeros(1)
+        lo, hi = float(finite.min()), float(finite.max())
+        if threshold is not None and math.isfinite(threshold):
+            lo, hi = min(lo, to_x(threshold)), max(hi, to_x(threshold))
+        bins = np.linspace(lo, hi if hi > lo else lo + 1.0, 31)
+        for x, z, lab, role in zip(xs, zeros, labels, ("member", "control")):
+            name = f"{lab} ({x.size} drawn; {z} at q = 0 not drawn)" if z else f"{lab} ({x.size})"
+            ax.hist(x, bins=bins, color=PALETTE[role], alpha=0.55, label=name, edgecolor="white", linewidth=0.4)
+        if threshold is not None and math.isfinite(threshold):
+            t = to_x(threshold)
+            ax.axvline(t, color=PALETTE["threshold"], ls="--", lw=1.2,
+                       label=(rf"$\tau$ = $10^{{{t:.2f}}}$" if probability else rf"$\tau$ = {t:.4g}") + " (claim: score > τ)")
+        ax.set_xlabel(r"$\log_{10} q$ (probability of the suffix under the policy)" if probability else "score")
+        ax.set_ylabel("count")
+        ax.set_title(title or "Scores of members and controls")
+        style.legend(ax, outside=True)
     return fig

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -12,6 +12,9 @@ from . import figures, words
 from . import numbers
 from .core import Doc, ReportBundle, fmt_num, pct, render, sci_from_log10, short_id
 from .numbers import value
+
+if TYPE_CHECKING:  # the annotations' names only
+    from matplotlib.figure import Figure
 
 MAX_ROWS = 50
 
@@ -30,31 +33,93 @@ def _score(v, kind) -> str:
     return fmt_num(v)
 
 
-def headline(claim: PopulationClaim) -> str:
-    """The population test's one-sentence result: K, alpha_N, tau, the claimed count and G, M with intervals.
+def headline(claim: PopulationClaim, procedure: dict | None = None, *, policy: str | None = None) -> str:
+    """The population test's one-sentence result: the procedure it was made under (the decoding
+    policy tested, the prompt rule when it is not the natural prefix: :func:`words.procedure_phrase`
+    of ``procedure``, or ``policy``), K, alpha_N, tau, the claimed count and G, M with intervals.
 
     >>> from memclaim.claims.population import population_claim
     >>> from memclaim.report.population import headline
     >>> c = population_claim(candidate_scores=[-1.0, -2.0, -30.0], alpha="0.1",
     ...                      control_scores=[-9.0, -8.0, -7.0, -6.0, -5.0, -4.0, -3.5, -10.0, -11.0])
-    >>> headline(c)[:100]
-    'At target FPR alpha = 1/10 (10%) with N = 9 controls: K = 1, certified alpha_N = 1/10 = 10%, thresho'
+    >>> headline(c, policy="full")[:120]
+    'At target FPR alpha = 1/10 (10%) with N = 9 controls, under decoding policy full: K = 1, certified alpha_N = 1/10 = 10%,'
     """
     t = claim.primary_test
     pool = " (decontaminated controls)" if claim.primary == "decontaminated" else ""
+    under = words.procedure_phrase(procedure, policy=policy)
     if not t.claim_possible:
-        return f"No memorization claim is possible{pool}: {t.no_claim_reason}"
+        return f"No memorization claim is possible{pool} {under}: {t.no_claim_reason}"
     if t.binary:
         b = t.binary_rates
-        return (f"Greedy (binary) score: {b.member_count} of {b.n_candidates} candidates reproduced verbatim "
+        return (f"Greedy (binary) score {under}: {b.member_count} of {b.n_candidates} candidates reproduced verbatim "
                 f"({_iv(b.member_rate)}) against {b.m} of {b.n_controls} controls ({_iv(b.control_rate)}); "
                 f"certified floor alpha_N = (m+1)/(N+1) = {pct(b.alpha_n)}. At target alpha = {t.alpha} "
-                f"(K = {t.k}), {t.n_claimed} candidates are claimed memorized{pool}.")
-    return (f"At target FPR alpha = {t.alpha} ({pct(t.alpha_float)}) with N = {t.n_controls} controls{pool}: "
+                f"(K = {t.k}), {t.n_claimed} candidates are claimed memorized{pool}: calibrated rate "
+                f"M = G - (m+1)/(N+1) = {_iv(t.calibrated_rate)}.")
+    return (f"At target FPR alpha = {t.alpha} ({pct(t.alpha_float)}) with N = {t.n_controls} controls{pool}, {under}: "
             f"K = {t.k}, certified alpha_N = {t.alpha_n_exact} = {pct(t.alpha_n)}, threshold tau = "
             f"{_score(t.threshold, t.kind)}. {t.n_claimed} of {t.n_candidates} candidates score strictly above tau "
             f"and are claimed memorized: generation rate G = {_iv(t.generation_rate)}, calibrated memorization "
             f"rate M = G - alpha_N = {_iv(t.calibrated_rate)} ({100 * t.confidence:g}% Clopper-Pearson).")
+
+
+def short_claim(claim: PopulationClaim, procedure: dict | None = None) -> str:
+    """The claim in a few words (a result's repr): how many were claimed, at which certified
+    FPR, under which policy.
+
+    >>> from memclaim.claims.population import population_claim
+    >>> from memclaim.report.population import short_claim
+    >>> c = population_claim(candidate_scores=[-1.0, -2.0, -30.0], alpha="0.1",
+    ...                      control_scores=[-9.0, -8.0, -7.0, -6.0, -5.0, -4.0, -3.5, -10.0, -11.0])
+    >>> short_claim(c, {"policy": "full"})
+    'policy full: 2 of 3 candidates claimed at alpha_N = 1/10 (10%), N = 9 controls'
+    """
+    t = claim.primary_test
+    d = procedure or {}
+    pol = d.get("policy") or (list(d.get("policies") or ["unrecorded"])[0])
+    if not t.claim_possible:
+        return f"policy {pol}: no claim possible, N = {t.n_controls} controls, alpha = {t.alpha}"
+    return (f"policy {pol}: {t.n_claimed} of {t.n_candidates} candidates claimed at alpha_N = {t.alpha_n_exact} "
+            f"({pct(t.alpha_n)}), N = {t.n_controls} controls")
+
+
+def score_histogram_of(claim: PopulationClaim) -> Figure:
+    """:func:`memclaim.report.figures.score_histograms` of a claim: its candidates and controls
+    (the pool tested), tau marked where the test set one.
+
+    >>> from memclaim.claims.population import population_claim
+    >>> from memclaim.report.population import score_histogram_of
+    >>> c = population_claim(candidate_scores=[-1.0, -2.0], alpha="0.1", control_scores=[-9.0, -8.0, -7.0] * 3)
+    >>> len(score_histogram_of(c).axes)
+    1
+    """
+    t = claim.primary_test
+    ctrl = claim.control_scores
+    if claim.primary == "decontaminated" and claim.excluded_control_ids:
+        keep = np.array([c not in set(claim.excluded_control_ids) for c in claim.control_ids])
+        ctrl = ctrl[keep]
+    tau = t.threshold if t.claim_possible and t.threshold is not None else None
+    return figures.score_histograms(claim.candidate_scores, ctrl, threshold=tau,
+                                    probability=claim.kind in PROBABILITY_KINDS,
+                                    labels=("members (candidates)", "controls"))
+
+
+def population_summary_doc(claim: PopulationClaim, procedure: dict | None = None, *,
+                           title: str = "Conformal population test") -> Doc:
+    """A result's notebook view: the report's claim box and its key table (the test), nothing else.
+
+    >>> from memclaim.claims.population import population_claim
+    >>> from memclaim.report.population import population_summary_doc
+    >>> c = population_claim(candidate_scores=[-1.0, -2.0], alpha="0.1", control_scores=[-9.0, -8.0, -7.0] * 3)
+    >>> [b[0] for b in population_summary_doc(c).blocks]
+    ['callout', 'table']
+    """
+    t = claim.primary_test
+    doc = Doc(title)
+    doc.callout(headline(claim, procedure), ("claim" if t.n_claimed else "null") if t.claim_possible else "warn")
+    doc.table(["quantity", "value", "meaning"], _test_rows(t))
+    return doc
 
 
 def _test_rows(t) -> list:
@@ -71,7 +136,8 @@ def _test_rows(t) -> list:
         ("controls equal to tau (incl. the K-th)", t.controls_tied_at_threshold, "ties count against candidates"),
         ("candidates claimed", t.n_claimed, ""),
         ("generation rate G", _iv(t.generation_rate), "Clopper-Pearson ([EM] D.1)"),
-        ("calibrated rate M = G - alpha_N", _iv(t.calibrated_rate), "CP shifted by alpha_N ([EM] Eq. 8)"),
+        ("calibrated rate M = G - alpha_N", _iv(t.calibrated_rate),
+         "CP shifted by the floor (m+1)/(N+1) ([EM] D.3)" if t.binary else "CP shifted by alpha_N ([EM] Eq. 8)"),
         ("ceiling alpha-dagger (controls above the atom)",
          f"{t.atom.n_above_atom}/{t.n_controls} = {pct(t.atom.alpha_dagger)}" if t.atom.atom_value is not None
          else "no atom seen (all control scores distinct)", "largest attainable alpha_N ([EM] C.4.4)"),
@@ -111,11 +177,18 @@ def build_population_doc(claim: PopulationClaim, *, title: str = "Conformal popu
     t = claim.primary_test
     doc = Doc(title)
     # a test that claimed nothing is a null result: never drawn in the success style
-    doc.callout(headline(claim), ("claim" if t.n_claimed else "null") if t.claim_possible else "warn")
+    doc.callout(headline(claim, procedure), ("claim" if t.n_claimed else "null") if t.claim_possible else "warn")
+    limited = words.limit_note(inputs)
+    if limited:
+        doc.callout(limited, "caution")
     doc.callout(words.NO_CLAIM_IS_NOT_EVIDENCE)
 
     doc.h2("The test" + (" (decontaminated control pool)" if claim.primary == "decontaminated" else ""))
     doc.table(["quantity", "value", "meaning"], _test_rows(t))
+    if figures_on and not t.binary:
+        doc.figure("Scores of the members (candidates) and of the controls, log10 q under the tested policy, with the "
+                   "threshold tau the controls set (a candidate is claimed when its score is strictly above it).",
+                   score_histogram_of(claim), name="scores")
 
     if claim.decontaminated is not None:
         doc.h2("Full and decontaminated control pools side by side ([EM] D.2)")
@@ -160,7 +233,10 @@ def build_population_doc(claim: PopulationClaim, *, title: str = "Conformal popu
         doc.p(f"{sw.k.size} operating points from K = 1 to K = {sw.max_k} (the ceiling alpha-dagger = "
               f"{pct(sw.alpha_dagger)}); pointwise {100 * sw.confidence:g}% intervals, not a simultaneous band "
               "([EM] D.1).")
-        if figures_on:
+        if sw.k.size < figures.MIN_SWEEP_POINTS:
+            doc.p(f"Only {sw.k.size} operating point{'s' if sw.k.size != 1 else ''}: too few operating points to "
+                  "draw a sweep (more controls give more thresholds); the table lists them.")
+        elif figures_on:
             doc.figure("(a) share of members and controls above each calibrated threshold; (b) calibrated rate "
                        "M = G - alpha_N with its shifted Clopper-Pearson band; (c) the central Beta band of the "
                        "population FPR alpha* (drawn only where the law holds).",
@@ -286,10 +362,11 @@ def population_report(claim: PopulationClaim, *, procedure: dict | None = None, 
     >>> sorted(b.figures)  # doctest: +SKIP
     ['alpha-sweep.pdf', 'alpha-sweep.png']
     """
+    procedure = words.with_verify(procedure, words.VERIFY_POPULATION)
     doc = build_population_doc(claim, title=title, controls_description=controls_description,
                                procedure=procedure, inputs=inputs)
     t = claim.primary_test
-    results = {"headline": headline(claim), "controls_description": controls_description,
+    results = {"headline": headline(claim, procedure), "controls_description": controls_description,
                "population": claim.to_dict(), **(extra_results or {})}
     return render(doc, command=command, procedure=procedure, inputs=inputs, results=results,
                   statements=words.population_statements(binary=t.binary,

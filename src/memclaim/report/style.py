@@ -32,6 +32,11 @@ if TYPE_CHECKING:  # the annotations' names only
     from matplotlib.legend import Legend
 
 PNG_DPI = 200
+# A paper's widths (inches): a figure is made at the text width of a one-column page (or the
+# column width of a two-column one), so it goes into a paper unscaled and its 9-point text stays
+# 9 points.
+TEXT_WIDTH = 6.5
+COLUMN_WIDTH = 3.3
 VECTOR_FORMAT = "pdf"
 
 # Okabe & Ito (2008) colour-blind safe palette, with memclaim's roles.

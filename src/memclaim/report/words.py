@@ -5,6 +5,8 @@ HTML). They are part of the evidence: a number without them is easy to misread.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 NO_CLAIM_IS_NOT_EVIDENCE = (
     "No claim is not evidence against memorization. The test bounds false positives and says "
     "nothing about false negatives: a candidate that does not clear the threshold may still be "
@@ -66,6 +68,24 @@ BINARY = (
     "certified floor is alpha_N = (m+1)/(N+1), where m controls were reproduced. Bars are in-sample "
     "rates with Clopper-Pearson intervals; a generation rate is not a memorization rate ([EM] §4)."
 )
+# the verify step ([EM] Def. B.2) each report states in its procedure record (the store records
+# the population test's, whatever the run is later used for)
+VERIFY_POPULATION = "conformal test against matched non-member controls ([EM] §3, Eq. 5-6)"
+VERIFY_CENSUS = ("census against a matched control document: tau_doc = 10^ceil(log10 of the top decontaminated "
+                 "control score) ([EM] §5, Eq. 31), coverage of the document's window suffixes above it (Eq. 9); "
+                 "no certified false-positive rate")
+
+
+def with_verify(procedure: dict | None, verify: str) -> dict | None:
+    """``procedure`` with the verify step this report applied (None stays None).
+
+    >>> from memclaim.report.words import VERIFY_CENSUS, with_verify
+    >>> with_verify({"policy": "full", "verify": "conformal test ..."}, VERIFY_CENSUS)["verify"][:6]
+    'census'
+    """
+    return None if procedure is None else {**procedure, "verify": verify}
+
+
 PROCEDURE_FIXED = (
     "Candidates and controls must be scored by the same procedure, fixed before any score is seen "
     "([EM] C.2); results under different procedures are never compared silently."
@@ -134,3 +154,86 @@ def budget_statements() -> list[str]:
     return [EXTRACTABLE,
             "P[at least once in n] = 1 - (1-p)^n assumes n independent queries with the same per-query "
             "probability p (independent samples under the fixed procedure) ([EM] §6, Eq. 10)."]
+
+
+def procedure_phrase(procedure: dict | None = None, *, policy: str | None = None) -> str:
+    """How a claim sentence names the procedure it was made under: the decoding policy tested
+    (``policy``, else the record's ``policy``, else its first of ``policies``), the others
+    scored in the same pass, and the prompt rule when it is not the plain natural prefix.
+
+    >>> from memclaim.report.words import procedure_phrase
+    >>> procedure_phrase({"policy": "full", "policies_scored": ["full", "greedy"]})
+    'under decoding policy full (the one tested; also scored: greedy)'
+    >>> procedure_phrase({"policy": "greedy", "prompt": {"templates": ["Repeat: {suffix}"], "chat": True}})
+    "under decoding policy greedy, prompted with the template 'Repeat: {suffix}' in the model's chat template"
+    >>> procedure_phrase(None)
+    'under a decoding policy that was not recorded'
+    """
+    d = procedure or {}
+    tested = policy or d.get("policy") or (list(d.get("policies") or [None])[0])
+    if not tested or tested == "unrecorded":
+        return "under a decoding policy that was not recorded"
+    text = f"under decoding policy {tested}"
+    scored = [str(p) for p in (d.get("policies_scored") or d.get("policies") or []) if str(p) != str(tested)]
+    if scored:
+        text += f" (the one tested; also scored: {', '.join(scored)})"
+    prompt = d.get("prompt") or {}
+    templates = list(prompt.get("templates") or [])
+    if templates:
+        shown = ", ".join(repr(t) for t in templates[:3]) + (f" and {len(templates) - 3} more" if len(templates) > 3
+                                                              else "")
+        text += f", prompted with the template{'s' if len(templates) > 1 else ''} {shown}"
+        if len(templates) > 1:
+            text += f" ({prompt.get('aggregate') or 'max'} over the prompts)"
+    if prompt.get("chat"):
+        text += (" in the model's chat template" if templates else
+                 ", prompted through the model's chat template")
+    if is_near_verbatim(d):
+        text += f", near-verbatim score ({d.get('score')})"
+    return text
+
+
+def limit_note(inputs: Sequence[dict] | None) -> str | None:
+    """The warning a report of a ``--limit`` run opens with (None when nothing was limited): which
+    inputs were cut to their first N texts or windows, of how many.
+
+    >>> from memclaim.report.words import limit_note
+    >>> limit_note([{"role": "candidates", "scored_inputs": {"limit": 10, "records_total": 240}}])
+    'Limited run (--limit 10): only the first 10 of 240 texts of the candidates were scored. A quick look, not a result about the whole input: run again without --limit for that.'
+    >>> limit_note([{"role": "members"}]) is None
+    True
+    """
+    parts = []
+    for rec in inputs or ():
+        if not isinstance(rec, dict):
+            continue
+        d = rec.get("scored_inputs") if isinstance(rec.get("scored_inputs"), dict) else rec
+        if d.get("limit") is None:
+            continue
+        n, total = d["limit"], d.get("records_total", d.get("windows_total"))
+        what = "texts" if "records_total" in d else "windows"
+        parts.append((n, f"the first {n} of {total} {what} of the {rec.get('role') or d.get('role') or 'input'}"))
+    if not parts:
+        return None
+    ns = sorted({n for n, _ in parts})
+    return (f"Limited run (--limit {', '.join(map(str, ns))}): only {'; '.join(p for _, p in parts)} were scored. "
+            "A quick look, not a result about the whole input: run again without --limit for that.")
+
+
+def verifier_reading(rate: float, threshold: float, *, unlearned: bool) -> str:
+    """The unlearning verifier's line ([MX] App. F.2): a verdict ("forgotten" / "not forgotten")
+    only for a model that went through unlearning; for any other model the recovered fraction
+    alone (a model never unlearned is not "forgotten" for recovering little).
+
+    >>> verifier_reading(0.0, 0.15, unlearned=False)
+    'greedy recovery of the members from their own prefixes: 0.000 (the unlearning verifier reads it against 0.15 after unlearning; this model was not unlearned)'
+    >>> verifier_reading(0.05, 0.15, unlearned=True)
+    'unlearning verifier: forgotten (recovered fraction 0.050 < 0.15)'
+    """
+    if unlearned:
+        verdict = "forgotten" if rate < threshold else "not forgotten"
+        return f"unlearning verifier: {verdict} (recovered fraction {rate:.3f} {'<' if rate < threshold else '>='} " \
+               f"{threshold:g})"
+    return (f"greedy recovery of the members from their own prefixes: {rate:.3f} (the unlearning verifier reads it "
+            f"against {threshold:g} after unlearning; this model was not unlearned)")
+

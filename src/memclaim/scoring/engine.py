@@ -22,10 +22,11 @@ chunks of rows sized so a chunk's [rows, V] float32 logits stay under ``logit_ch
 
 Two schedules compute the same quantities (``schedule=``):
 
-  * ``"cpu-invariant"`` (the default on the CPU): statistics window by window, in fixed shapes, so a
-    window's scores are bit-identical for every batch size and thread count, and bit-identical to
-    the scores this engine recorded before the batched schedule existed
-    (tests/data/fixtures/engine_cpu_v1.npz).
+  * ``"cpu-invariant"`` (the default on the CPU): statistics window by window, in fixed shapes, so at
+    a given thread count a window's scores are bit-identical for every batch size, and bit-identical
+    to the scores this engine recorded before the batched schedule existed on that CPU and thread
+    count (tests/data/fixtures/engine_cpu_v1.npz); across thread counts and CPUs the same float32
+    sums run in another order, and scores agree within float32 rounding (docs/reproducibility.md).
   * ``"batched"`` (the default on CUDA): statistics for all windows of a chunk at once (no
     per-window Python loop), branch-free (no ``.item()``/``nonzero`` inside a batch: the top-k
     boundary ties are counted for every row), results gathered into one device buffer and copied
@@ -35,7 +36,6 @@ Two schedules compute the same quantities (``schedule=``):
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -44,14 +44,16 @@ import torch
 
 from ..decoding import Policy, _warp, policy_target_logprob, scale_logits
 from ..errors import InputError
+from ..fsutil import available_memory as cpu_available_memory
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 NEAR_TIE_MARGIN = 1e-5  # [EM] App. A.2: argmax flips under numeric noise below this margin
-# Measured with MKL on this project's CPUs (tests/test_engine.py): sgemm results for a row
-# are identical for every row count >= 12 and every thread count; calls with 1-3, 5-7 or
-# 9-11 rows take other kernels. The engine never issues a matmul with fewer rows.
+# Measured with MKL on this project's CPUs (tests/test_engine.py): at a fixed thread count, sgemm
+# results for a row are identical for every row count >= 12 (on Intel Xeons in MKL's strict mode
+# also across thread counts; on an AMD EPYC not: 3 threads reorder some sums); calls with 1-3, 5-7
+# or 9-11 rows take other kernels. The engine never issues a matmul with fewer rows.
 MIN_GEMM_ROWS = 12
 # The batched schedule against the CPU schedule on the same model (tests/test_engine_batched.py):
 # per token, |difference| <= atol + rtol * |value| nats (log q, log p, mean, std); ranks and
@@ -254,14 +256,7 @@ def available_memory(device: str | torch.device) -> int:
     if device.type == "cuda":
         free, _total = torch.cuda.mem_get_info(device)
         return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:  # not Linux
-        pass
-    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    return cpu_available_memory()
 
 
 # --------------------------------------------------------------------------- CPU statistics
@@ -524,7 +519,7 @@ class TeacherForcingEngine:
         T = Lp + S - 1
         # Short sequences are right-padded to MIN_GEMM_ROWS positions: causal attention keeps
         # the real positions blind to them, and every matmul then has >= MIN_GEMM_ROWS rows,
-        # where BLAS results do not depend on the row count or the thread count.
+        # where, at a given thread count, BLAS results do not depend on the row count.
         Tr = max(T, MIN_GEMM_ROWS)
         pad = Lp != min(lens)
         ids = torch.zeros((B, Tr), dtype=torch.long)  # [B, Tr]
@@ -543,7 +538,7 @@ class TeacherForcingEngine:
         # The statistics run window by window, each window's S rows cut into the same sub-chunks
         # whatever the batch: a reduction's result can depend on the shape it runs over, so
         # fixing those shapes per window makes a window's scores bit-identical for every batch
-        # size and thread count. The unembedding matmul itself runs for several whole windows at
+        # size (at a given thread count). The unembedding matmul itself runs for several whole windows at
         # once (up to logit_chunk_bytes of logits; W is read once per call, not once per window):
         # with >= MIN_GEMM_ROWS rows a row's product does not depend on the call's row count.
         budget_rows = _chunk_rows(self.lm.vocab_size, self.logit_chunk_bytes)

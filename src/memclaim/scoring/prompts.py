@@ -42,6 +42,7 @@ is unchanged, so its key is the one older stores were written under.
 from __future__ import annotations
 
 import math
+import re
 import string
 from dataclasses import dataclass
 
@@ -51,6 +52,55 @@ from ..errors import InputError
 from ..text.windows import split_at_char
 
 AGGREGATES = ("max", "mean")
+#: the widest a template may pad a field ({prefix:>N}): a rendered prompt must fit a model's
+#: context, and issue 25's {prefix:>100000000} took 18 GB before any check could see it
+MAX_TEMPLATE_WIDTH = 100_000
+# the standard format spec up to its width: [[fill]align][sign][z][#][0][width]
+_SPEC_WIDTH = re.compile(r"(?:.?[<>=^])?[+\- ]?z?#?0?(\d*)")
+
+
+def check_template(t: object) -> str:
+    """A prompt template, checked before any window is rendered: a string whose fields are
+    {prefix} and {suffix} only, with format specs Python can apply, no field padded beyond
+    :data:`MAX_TEMPLATE_WIDTH` characters (the cost is estimated from the spec, not found by
+    rendering) and no spec that takes its width from the text (``{prefix:{suffix}}``).
+
+    >>> check_template("Repeat: {prefix}")
+    'Repeat: {prefix}'
+    """
+    if not isinstance(t, str):
+        raise InputError(f"a prompt template must be a string, got {type(t).__name__} {t!r}",
+                         hint="e.g. prompt_templates=['Continue: {prefix}']")
+    try:
+        parts = list(string.Formatter().parse(t))
+    except ValueError as exc:
+        raise InputError(f"bad prompt template {t!r}: {exc}",
+                         hint="write fields as {prefix} or {suffix}; double braces {{ }} for literal ones") from None
+    fields = {f for _, f, _, _ in parts if f is not None}
+    bad = fields - {"prefix", "suffix"}
+    if bad:
+        raise InputError(f"prompt template {t!r} uses unknown fields {sorted(bad)}",
+                         hint="only {prefix} and {suffix} are filled in")
+    for _, f, spec, _ in parts:
+        if f is None or not spec:
+            continue
+        if "{" in spec:
+            raise InputError(f"prompt template {t!r}: the format spec {spec!r} of {{{f}}} is filled from the text",
+                             hint=f"write {{{f}}} (or a fixed spec such as {{{f}:>20}})")
+        width = _SPEC_WIDTH.match(spec).group(1)
+        if width and int(width) > MAX_TEMPLATE_WIDTH:
+            raise InputError(f"prompt template {t!r} pads {{{f}}} to {int(width):,} characters (format spec "
+                             f"{spec!r}): every window's prompt would be that long, far more than any model's "
+                             f"context holds, and tokenizing one takes about {int(width) * 180 / 2**30:.2g} GiB "
+                             "(about 180 bytes a character)",
+                             hint=f"write {{{f}}} without a width (memclaim accepts widths up to "
+                                  f"{MAX_TEMPLATE_WIDTH:,} characters)")
+    try:
+        t.format(prefix="x", suffix="x")
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"bad prompt template {t!r}: {exc}",
+                         hint="use format specs for text, e.g. {prefix} or {prefix:>20}") from None
+    return t
 TARGET_RULES = ("rendered", "document")
 
 _TARGET_RECORD = {
@@ -85,15 +135,7 @@ class PromptRule:
         if self.target not in TARGET_RULES:
             raise InputError(f"unknown target rule {self.target!r}", hint="use 'rendered' or 'document'")
         for t in self.templates:
-            try:
-                fields = {f for _, f, _, _ in string.Formatter().parse(t) if f is not None}
-            except ValueError as exc:
-                raise InputError(f"bad prompt template {t!r}: {exc}",
-                                 hint="write fields as {prefix} or {suffix}; double braces {{ }} for literal ones") from None
-            bad = fields - {"prefix", "suffix"}
-            if bad:
-                raise InputError(f"prompt template {t!r} uses unknown fields {sorted(bad)}",
-                                 hint="only {prefix} and {suffix} are filled in")
+            check_template(t)
         if self.chat and not self.templates:
             object.__setattr__(self, "templates", ("{prefix}",))
 

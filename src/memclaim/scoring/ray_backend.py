@@ -64,6 +64,118 @@ class WorkerError(MemclaimError):
     """Distributed workers failed in a way that retries could not absorb."""
 
 
+#: how long a connection attempt to a Ray cluster's --address may take (TCP connect, then the
+#: gRPC server's first answer); issue 25: ray.init on a wrong address waited 820 s
+RAY_CONNECT_TIMEOUT_S = 10.0
+# a gRPC call Ray's GCS serves: a Ray cluster answers it (even a refusal of a missing auth token
+# is a gRPC answer); a port that is not gRPC, or a proxy that speaks HTTP/2 for every address,
+# answers with an HTTP error or not at all
+_GCS_METHOD = b"/ray.rpc.NodeInfoGcsService/GetClusterId"
+
+
+def _h2_frame(ftype: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    """One HTTP/2 frame (RFC 9113 §4.1): 24-bit length, type, flags, 31-bit stream id."""
+    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def _grpc_request(path: bytes, authority: bytes) -> bytes:
+    """The client preface, empty SETTINGS, then a unary gRPC call of ``path`` with an empty
+    message on stream 1: HPACK (RFC 7541) with indexed names and literal values, no Huffman."""
+    def lit(index: int, value: bytes) -> bytes:  # literal without indexing, indexed name (4-bit prefix)
+        return bytes([index, len(value)]) + value
+
+    headers = (b"\x83\x86"  # :method POST, :scheme http (static table 3 and 6)
+               + lit(4, path) + lit(1, authority)  # :path, :authority
+               + b"\x0f\x10" + bytes([16]) + b"application/grpc"  # content-type (static 31)
+               + b"\x00\x02te\x08trailers")
+    return (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _h2_frame(4, 0, 0)
+            + _h2_frame(1, 0x4, 1, headers)  # HEADERS, END_HEADERS
+            + _h2_frame(0, 0x1, 1, b"\x00\x00\x00\x00\x00"))  # DATA: an empty message, END_STREAM
+
+
+def _grpc_answer(sock, deadline: float, *, client: bool) -> str | None:
+    """None when the server answers stream 1 as a gRPC server (``client``: any gRPC server, the
+    Ray Client's; else one that serves the GCS method), else what it did instead."""
+    buf = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "no gRPC answer"
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except OSError:
+            return "no gRPC answer"
+        if not chunk:
+            return "the connection was closed without a gRPC answer"
+        buf += chunk
+        while len(buf) >= 9:
+            n = int.from_bytes(buf[:3], "big")
+            if len(buf) < 9 + n:
+                break
+            ftype, flags, sid, payload = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + n]
+            buf = buf[9 + n:]
+            if ftype == 4 and not flags & 0x1:
+                sock.sendall(_h2_frame(4, 0x1, 0))  # acknowledge the server's SETTINGS
+            elif ftype == 0 and sid == 1 and payload:
+                return None  # a reply message
+            elif ftype == 1 and sid == 1:
+                # :status 200 is static entry 8 (0x88); grpc-status 12 is UNIMPLEMENTED (not Ray's GCS)
+                if not (payload[:1] == b"\x88" or b"\x03200" in payload[:8]):
+                    return "an HTTP error instead of a gRPC answer (another kind of server, or a proxy)"
+                if not client and b"grpc-status\x0212" in payload:
+                    return "a gRPC server that is not a Ray cluster's GCS (UNIMPLEMENTED)"
+                return None
+            elif ftype in (3, 7):  # RST_STREAM, GOAWAY
+                return "the call was reset without a gRPC answer"
+
+
+def probe_ray_address(address: str, timeout: float | None = None) -> None:
+    """Check, within ``timeout`` seconds, that ``address`` (HOST:PORT of a cluster's GCS, or
+    ray://HOST:PORT of a Ray Client server; ``timeout`` default :data:`RAY_CONNECT_TIMEOUT_S`)
+    answers as a Ray cluster before ``ray.init`` is
+    asked to join it: a TCP connection, then one gRPC call the GCS serves (any gRPC answer for a
+    ray:// address). Ray itself retries a wrong address for many minutes (820 s in issue 25); this
+    fails at once on a refused or unknown address and after ``timeout`` on one that never
+    answers as gRPC. 'auto' and 'local' are Ray's own words and are not probed. Hand-written
+    (HTTP/2 framing and HPACK literals, RFC 9113/7541): Ray has no connection timeout for
+    ``ray.init(address=...)`` and the environment has no gRPC client library.
+
+    >>> probe_ray_address("localhost")
+    Traceback (most recent call last):
+    memclaim.scoring.ray_backend.WorkerError: --address 'localhost' is not HOST:PORT
+      fix: pass the address `ray start --head` printed, e.g. --address 10.0.0.5:6379
+    """
+    if address in ("auto", "local"):
+        return
+    timeout = RAY_CONNECT_TIMEOUT_S if timeout is None else float(timeout)
+    client = address.startswith("ray://")
+    hostport = address.split("://", 1)[1] if "://" in address else address
+    host, _, port = hostport.rpartition(":")
+    host = host.strip("[]")  # [::1]:6379
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise WorkerError(f"--address {address!r} is not HOST:PORT",
+                          hint="pass the address `ray start --head` printed, e.g. --address 10.0.0.5:6379")
+    fix = ("check the address `ray status` prints on the head node (HOST:6379, or ray://HOST:10001 for Ray Client) "
+           "and that this machine can reach it, or leave out --address to start a local cluster")
+    deadline = time.monotonic() + timeout
+    try:
+        sock = socket.create_connection((host, int(port)), timeout=timeout)
+    except OSError as exc:
+        why = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
+        raise WorkerError(f"cannot connect to the Ray cluster at {address!r}: {why} (connection attempt timeout "
+                          f"{timeout:g} s)", hint=fix) from None
+    with sock:
+        try:
+            sock.sendall(_grpc_request(_GCS_METHOD, f"{host}:{port}".encode("idna" if not host.isascii() else "ascii")))
+            why = _grpc_answer(sock, deadline, client=client)
+        except OSError as exc:
+            why = f"the connection failed ({exc.strerror or exc})"
+    if why is not None:
+        raise WorkerError(f"{address!r} accepted a connection but is not a Ray cluster: {why} within the connection "
+                          f"attempt timeout of {timeout:g} s", hint=fix)
+
+
 def require_ray() -> ModuleType:
     """Import Ray lazily; a missing install raises MissingExtraError naming ``memclaim[ray]``.
 
@@ -330,6 +442,8 @@ class RayBackend:
         self._stats: dict = {}
         self.weights_loaded = False  # set once a worker has scored (loaded the model)
         self.stat_spec: str | None = None  # the run's statistics (set_stats); None: every statistic
+        if address is not None:
+            probe_ray_address(str(address))  # a wrong --address fails here, within the stated timeout
 
     def set_stats(self, stats) -> None:
         """The statistics the next run computes (run_scoring calls it before ``run``)."""

@@ -106,13 +106,22 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
     if not path.exists():
         raise StoreError(f"run {run_id} in {str(store_dir)!r} is unfinished (no scores.parquet)",
                          hint="re-run the scoring command to finish it")
+    if not path.is_file():  # a folder in its place (pyarrow would read it as a dataset, or fail)
+        raise StoreError(f"{str(path)!r} is not a file (a folder or another object is in its place): the scores of "
+                         f"run {run_id} cannot be read",
+                         hint="move it out of the store, then re-run the scoring command: it rewrites scores.parquet "
+                              "from the unit files")
     fix = "re-run the scoring command: it rewrites scores.parquet from the unit files"
     if texts:
         table = read_parquet(path, fix=fix)
     else:
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        names = pq.read_schema(path).names
+        try:
+            names = pq.read_schema(path).names
+        except (OSError, pa.ArrowException) as exc:
+            raise StoreError(f"{str(path)!r} is unreadable: {exc}", hint=fix) from None
         cols = [c for c in names if c in WINDOW_COLUMNS or c.startswith(("logq:", "nv_logq:"))]
         if suffix_tokens is not None:
             cols += [c for c in names if c.startswith("token_logq:")]
@@ -121,7 +130,8 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
     policies = proc["policies"]
     if policy is None:
         if len(policies) > 1:
-            raise InputError(f"run {run_id} has several policies {policies}; choose one with --policy")
+            raise InputError(f"run {run_id} has several policies {policies}; choose one with --policy",
+                             hint=f"e.g. --policy {policies[0]}")
         spec = policies[0]
     else:
         spec = Policy.parse(policy).spec
@@ -129,6 +139,8 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
             raise InputError(f"policy {policy!r} was not scored in run {run_id}",
                              hint=f"scored policies: {', '.join(policies)}")
     score_col, kind = f"logq:{spec}", "verbatim"
+    _require_columns(table, path, run_id, (score_col, *WINDOW_COLUMNS) + (
+        ("window_id", "source", "prefix_text", "suffix_text") if texts else ()))
     if near_verbatim is not None:
         nv = proc.get("near_verbatim") or {}
         if int(near_verbatim) not in nv.get("epsilons", []):
@@ -136,6 +148,7 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
                              hint=f"scored epsilons: {nv.get('epsilons', 'none')}; re-score with --near-verbatim "
                                   f"{near_verbatim}")
         score_col = f"nv_logq:{spec}:eps{int(near_verbatim)}"
+        _require_columns(table, path, run_id, (score_col,))
         kind = (f"near-verbatim lower bound (eps={int(near_verbatim)} token edits, beams {nv.get('beams')}): "
                 "conservative for members; controls get the same treatment")
     logq = table.column(score_col).to_numpy().astype(np.float64)
@@ -186,6 +199,17 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
         inputs=meta.get("inputs", {}), total_chars=meta.get("total_chars", {}),
         skipped_short=int(meta.get("skipped_short", 0)), table=table,
     )
+
+
+def _require_columns(table, path: Path, run_id: str, columns) -> None:
+    """Every column a reader needs is in the run's scores.parquet: a file edited by hand (a policy's
+    column dropped) is a StoreError naming the columns, not a KeyError."""
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise StoreError(f"{str(path)!r} has no column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} "
+                         f"though run {run_id}'s procedure scored it (the file was edited or replaced)",
+                         hint="move the file out of the store and re-run the scoring command: it rewrites "
+                              "scores.parquet from the unit files")
 
 
 def _read_columns(path, columns, fix):

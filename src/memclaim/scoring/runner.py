@@ -716,8 +716,11 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
         # progress per batch (labelled: windows done/total, rate, ETA; units done/total for the
         # "re-run to resume (N of M units done)" note): extra "units_done" counts every unit stored
         # for this run (reused ones included), "units_total" the run's units
+        # "items_reused": windows already in the store, so a resumed run counts the whole run's windows
+        # as the units do (done = reused + scored this time, of all)
         bar = Reporter(progress, stage="score", label=f"scoring {label}", total=total,
-                       extra={"run_id": run_id, "units": len(todo), "units_total": len(units), "units_done": reused})
+                       extra={"run_id": run_id, "units": len(todo), "units_total": len(units), "units_done": reused,
+                              "items_reused": sum(u.n_items for u in units) - total})
         scored = 0
         per_batch = hasattr(backend, "on_batch")
         if per_batch:

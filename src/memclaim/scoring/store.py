@@ -577,14 +577,23 @@ class ScoreStore:
         return self.unit_path(procedure_key, unit_id).exists()
 
     def adopt_orphans(self, procedure_key: str, unit_ids: Iterable[str]) -> int:
-        """Record unit files finished after the last manifest write (driver died in between)."""
+        """Record unit files finished after the last manifest write (driver died in between).
+
+        An orphan is adopted only if all of it reads back (footer and every data page, as many
+        rows as its metadata says): a file whose footer survived but whose data did not (a torn
+        copy, bit rot) is removed and its unit scored again, never recorded as done."""
         n = 0
         for uid in unit_ids:
-            if uid not in self._manifest["units"] and self.unit_path(procedure_key, uid).exists():
+            path = self.unit_path(procedure_key, uid)
+            if uid not in self._manifest["units"] and path.exists():
+                if not path.is_file():
+                    raise StoreError(f"{str(path)!r} is in the way of unit {uid[:12]}: it is not a file memclaim wrote",
+                                     hint="move it out of the store and re-run; the unit is then scored again")
                 try:
-                    meta = self._unit_meta(self.unit_path(procedure_key, uid))
+                    meta = self._unit_meta(path)
+                    self._check_unit_body(path, meta)   # the data pages too, not only the footer
                 except StoreError:
-                    self.unit_path(procedure_key, uid).unlink()  # unreadable: score it again
+                    path.unlink()  # unreadable: score it again
                     continue
                 entry = {"procedure": procedure_key, "n_items": meta["n_items"],
                          "sha256": sha256_file(self.unit_path(procedure_key, uid))}
@@ -617,6 +626,13 @@ class ScoreStore:
             return json.loads(md[b"memclaim"].decode())
         except Exception as exc:  # noqa: BLE001 - any parse failure means an unusable file
             raise StoreError(f"unit file {str(path)!r} is unreadable: {exc}") from None
+
+    @staticmethod
+    def _check_unit_body(path: Path, meta: dict) -> None:
+        """Read every page of a unit file: StoreError unless it decodes to ``meta['n_items']`` rows."""
+        rows = read_parquet(path).num_rows
+        if rows != meta.get("n_items"):
+            raise StoreError(f"unit file {str(path)!r} holds {rows} rows, its metadata says {meta.get('n_items')}")
 
     def write_unit(self, res: UnitResult, *, where: Callable[[str], str] | None = None) -> Path:
         """Serialize one unit to Parquet and rename it into place (atomic). A unit holding a

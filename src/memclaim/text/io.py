@@ -92,6 +92,86 @@ def _decode(path: Path, data: bytes) -> str:
     return text[1:] if text.startswith("\ufeff") else text  # drop a UTF-8 BOM
 
 
+def split_lines(text: str) -> list[str]:
+    """The lines of a text file: split at ``\\n`` only, a ``\\r`` before it dropped (``\\r\\n``
+    files). ``str.splitlines`` also splits at form feed, U+2028, U+0085 and other separators
+    that are ordinary characters inside a record (issue 25: four TXT lines read as seven
+    records; a valid JSONL line holding a raw U+2028 cut in two). The one line splitter of
+    every line-oriented input (TXT, JSONL, id lists, exclusion files, kappa samples).
+
+    >>> split_lines("one\\ftwo\\r\\nthree\\u2028four\\n")
+    ['one\\x0ctwo', 'three\\u2028four']
+    """
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line starts no new one
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
+def check_unicode(value: str, what: str, where: str = "") -> str:
+    """``value`` unchanged when it is valid Unicode text; a lone surrogate (U+D800..U+DFFF, which a
+    JSON escape such as ``"\\ud800"`` or a Python string can hold but no UTF-8 file, tokenizer or
+    report can) is an error naming where it is.
+
+    >>> check_unicode("caf\u00e9", "text")
+    'caf\u00e9'
+    """
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        shown = value[max(0, exc.start - 20):exc.start + 20].encode("utf-8", "backslashreplace").decode("utf-8")
+        raise InputError(f"{where + ': ' if where else ''}{what} holds a lone surrogate "
+                         f"U+{ord(value[exc.start]):04X} at character {exc.start} (near \"{shown}\"), which is not "
+                         "valid Unicode text", hint="fix the escape (a surrogate pair such as \\ud83d\\ude00 is one "
+                         "character; a lone \\ud800 is none), or remove the character") from None
+    return value
+
+
+def normalized_text(text: str) -> str:
+    """The text as identity checks compare it: Unicode NFC, every run of whitespace (line endings
+    CRLF/CR/LF, tabs, U+2028, non-breaking spaces, ...) one space, no whitespace at either end. Two
+    files that differ only in line endings, wrapping or a trailing newline are the same text
+    (issue 25: a document censused against its own CRLF copy was accepted).
+
+    >>> normalized_text("In the\\r\\nbeginning \\n") == normalized_text("In the beginning")
+    True
+    """
+    import unicodedata
+
+    return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def text_key(text: str) -> str:
+    """sha256 of :func:`normalized_text`: what "the same text" means for identity checks.
+
+    >>> text_key("a\\r\\nb") == text_key("a b\\n")
+    True
+    """
+    return sha256_bytes(normalized_text(text).encode("utf-8", "surrogatepass"))
+
+
+def record_id(value: Any, where: str) -> str | None:
+    """A record id as memclaim stores it: a string as given, an integer (not a bool) written in
+    decimal; None (or "") when the record has none. Anything else (True, a float such as nan,
+    a list) is an error naming the record: it would be stringified into an id nobody wrote.
+
+    >>> record_id("gen1", "line 1"), record_id(7, "row 0"), record_id(None, "row 1")
+    ('gen1', '7', None)
+    """
+    if value is None or (isinstance(value, str) and value == ""):
+        return None
+    if isinstance(value, str):
+        return check_unicode(value, f"id {value!r}", where)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    import numbers
+
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and type(value).__name__ != "bool_":
+        return str(int(value))  # a numpy integer
+    raise InputError(f"{where}: id {value!r} is a {type(value).__name__}, not a string or an integer",
+                     hint="write ids as strings (or whole numbers); a float, a bool or a list is not an id")
+
+
 def detect_format(path: str | Path, fmt: str | None = None) -> str:
     """The input format of ``path``: ``fmt`` when given (checked), ``datasets`` for a folder, else
     from the file's extension (:data:`EXTENSIONS`).
@@ -210,8 +290,9 @@ def read_datasets_folder(path: str | Path) -> tuple[pa.Table, str]:
 def table_rows(table: pa.Table, path: str | Path, *, text_field: str | None, id_field: str | None,
                prefix_field: str | None, suffix_field: str | None,
                pair: bool) -> list[tuple[str | None, Any, str]]:
-    """(id, text or (prefix, suffix), where) rows of an Arrow table (Parquet, Arrow, datasets, a
-    pyarrow/pandas table given in Python): the one column picking for tables.
+    """(id as stored, text or (prefix, suffix), where) rows of an Arrow table (Parquet, Arrow,
+    datasets, a pyarrow/pandas table given in Python): the one column picking for tables (the ids
+    are checked by :func:`passages_from_rows`).
 
     >>> import pyarrow as pa
     >>> t = pa.table({"id": ["a", "b"], "text": ["one", "two"]})
@@ -230,7 +311,7 @@ def table_rows(table: pa.Table, path: str | Path, *, text_field: str | None, id_
     if not texts:
         raise InputError(f"{str(path)!r} has no rows", hint="pass a table with at least one text")
     ids = table.column(idf).to_pylist() if idf else [None] * len(texts)
-    return [(None if i is None else str(i), t, f"row {n}") for n, (i, t) in enumerate(zip(ids, texts))]
+    return [(i, t, f"row {n}") for n, (i, t) in enumerate(zip(ids, texts))]
 
 
 def pick_column(fields: Iterable[str], preferred: str | None, candidates: Sequence[str], what: str,
@@ -262,6 +343,41 @@ def pick_column(fields: Iterable[str], preferred: str | None, candidates: Sequen
             f"{str(path)!r}: cannot find a {what} {noun} among {fields}",
             hint=f"name it one of {list(candidates)} or pass --{what}-field",
         )
+    return None
+
+
+def id_field_of(records: Iterable[dict], id_field: str | None, path: str | Path) -> str | None:
+    """The id field of records given as dicts (JSONL lines, Python dicts): ``id_field`` when given
+    (some record must have it), else the first of :data:`ID_FIELDS` that any record has. Looked
+    up over every record, not the first one only: a first record without an id must not make
+    memclaim ignore the ids of all the others (issue 25). A record without the field is named by
+    its position (``rec<n>``).
+
+    >>> id_field_of([{"text": "a"}, {"id": "x", "text": "b"}], None, "in.jsonl")
+    'id'
+    """
+    found: list[str] = []
+    first_keys = None
+    for obj in records:
+        if first_keys is None:
+            first_keys = list(obj.keys())
+        if id_field is not None:
+            if id_field in obj:
+                return id_field
+            continue
+        for c in ID_FIELDS:
+            if c in obj and c not in found:
+                found.append(c)
+        if found and found[0] == ID_FIELDS[0]:
+            break  # nothing outranks the first candidate
+    if id_field is not None:
+        if first_keys is None:
+            return None  # bare strings only: they have no fields at all
+        raise InputError(f"{str(path)!r} has no id field {id_field!r}; fields are {first_keys}",
+                         hint=f"pass --id-field with one of {first_keys}")
+    for c in ID_FIELDS:
+        if c in found:
+            return c
     return None
 
 
@@ -316,7 +432,7 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
         text = _decode(path, data)
         if fmt == "txt":
             # one text per non-empty line; ids are line numbers (1-based)
-            for n, line in enumerate(text.splitlines(), start=1):
+            for n, line in enumerate(split_lines(text), start=1):
                 if line.strip():
                     rows.append((f"line{n}", line, f"line {n}"))
         elif fmt == "jsonl":
@@ -329,7 +445,7 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
                 items = [(o, f"item {n}") for n, o in enumerate(objs)]
             else:
                 items = []
-                for n, line in enumerate(text.splitlines(), start=1):
+                for n, line in enumerate(split_lines(text), start=1):
                     if not line.strip():
                         continue
                     try:
@@ -337,7 +453,8 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
                     except json.JSONDecodeError as exc:
                         raise InputError(f"{str(path)!r} line {n}: invalid JSON ({exc.msg})",
                                          hint="use one JSON object per line") from None
-            tf = idf = None
+            tf = None
+            idf = id_field_of((o for o, _ in items if isinstance(o, dict)), id_field, path)
             for obj, where in items:
                 if isinstance(obj, str):
                     if pair:
@@ -354,8 +471,7 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
                               pick_column(obj.keys(), suffix_field, (), "suffix", path, required=True))
                     else:
                         tf = pick_column(obj.keys(), text_field, TEXT_FIELDS, "text", path, required=True)
-                    idf = pick_column(obj.keys(), id_field, ID_FIELDS, "id", path, required=False)
-                rid = None if idf is None or obj.get(idf) is None else str(obj[idf])
+                rid = obj.get(idf) if idf else None  # checked with the others in passages_from_rows
                 if pair:
                     missing = [f for f in tf if f not in obj]
                     if missing:
@@ -373,15 +489,21 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
             if not fieldnames:
                 raise InputError(f"{str(path)!r}: CSV has no header row", hint="add a header with a 'text' column")
             idf = pick_column(fieldnames, id_field, ID_FIELDS, "id", path, required=False)
-            if pair:
-                pf = pick_column(fieldnames, prefix_field, (), "prefix", path, required=True)
-                sf = pick_column(fieldnames, suffix_field, (), "suffix", path, required=True)
-                for line, row in records_:
-                    rows.append((row.get(idf) if idf else None, (row.get(pf), row.get(sf)), f"line {line}"))
-            else:
-                tf = pick_column(fieldnames, text_field, TEXT_FIELDS, "text", path, required=True)
-                for line, row in records_:
-                    rows.append((row.get(idf) if idf else None, row.get(tf), f"line {line}"))
+            wanted = ((pick_column(fieldnames, prefix_field, (), "prefix", path, required=True),
+                       pick_column(fieldnames, suffix_field, (), "suffix", path, required=True)) if pair
+                      else (pick_column(fieldnames, text_field, TEXT_FIELDS, "text", path, required=True),))
+            for line, row in records_:
+                # a row with fewer fields than the header has None for the missing ones: a record
+                # without its text stops the command (docs/inputs.md), an empty field is skipped
+                missing = [f for f in wanted if row.get(f) is None]
+                if missing:
+                    n_fields = sum(v is not None for v in row.values())
+                    raise InputError(f"{str(path)!r} line {line}: record has no {missing[0]!r} field (the row has "
+                                     f"{n_fields} of the header's {len(fieldnames)} fields)",
+                                     hint="give every row all the header's fields (an empty text is written as "
+                                          "two delimiters, e.g. 'id,'), or remove the row")
+                rid = row.get(idf) if idf else None
+                rows.append((rid, tuple(row[f] for f in wanted) if pair else row[wanted[0]], f"line {line}"))
     return passages_from_rows(rows, source=str(path), sha256=digest, prefix_field=prefix_field,
                               suffix_field=suffix_field)
 
@@ -455,9 +577,12 @@ def check_fields(*, text_field: str | None = None, prefix_field: str | None = No
 
 def passages_from_rows(rows: Sequence[tuple], *, source: str, sha256: str, prefix_field: str | None = None,
                        suffix_field: str | None = None, default_id: str = "rec{n}") -> Passages:
-    """Records from ``rows`` of (id or None, text or (prefix, suffix), where): ids default to
-    ``default_id`` with the row number ``n`` (``rec<n>``), empty texts (or suffixes) are skipped and counted, a non-string text or a duplicate
-    id is an error naming ``source`` and the row.
+    """Records from ``rows`` of (id or None, text or (prefix, suffix), where): an id is a string
+    or an integer (:func:`record_id`; True, a float such as nan or a list is refused), a record
+    without one is named ``default_id`` with its row number ``n`` (``rec<n>``), whatever the
+    other records have; empty texts (or suffixes) are skipped and counted; a non-string text, a
+    text or id that is not valid Unicode (a lone surrogate) or a duplicate id is an error naming
+    ``source`` and the row.
 
     >>> p = passages_from_rows([(None, "x", "row 0"), ("k", "y", "row 1")], source="t", sha256="")
     >>> [r.id for r in p.records]
@@ -467,25 +592,34 @@ def passages_from_rows(rows: Sequence[tuple], *, source: str, sha256: str, prefi
     pair = prefix_field is not None or suffix_field is not None
     records: list[Record] = []
     skipped: list[str] = []
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     for n, (rid, txt, where) in enumerate(rows):
-        rid = rid if rid not in (None, "") else default_id.format(n=n)
+        at = f"{str(path)!r} {where}"
+        rid = record_id(rid, at)
+        if rid is None:
+            rid = default_id.format(n=n)
         start = None
         if pair:
             pre, suf = txt
             for name, v in ((prefix_field, pre), (suffix_field, suf)):
                 if v is not None and not isinstance(v, str):
-                    raise InputError(f"{str(path)!r} {where}: field {name!r} is a {type(v).__name__}, not a string",
+                    raise InputError(f"{at}: field {name!r} is a {type(v).__name__}, not a string",
                                      hint="store the prefix and the suffix as strings")
+                if v is not None:
+                    check_unicode(v, f"field {name!r}", at)
             pre = pre or ""
             start = len(pre)
             txt = None if suf is None or not suf.strip() else pre + suf  # no target: skipped as empty
         elif txt is not None and not isinstance(txt, str):
-            raise InputError(f"{str(path)!r} {where}: text is a {type(txt).__name__}, not a string",
+            raise InputError(f"{at}: text is a {type(txt).__name__}, not a string",
                              hint="store texts as strings")
+        elif txt is not None:
+            check_unicode(txt, "the text", at)
         if rid in seen:
-            raise InputError(f"{str(path)!r} {where}: duplicate id {rid!r}", hint="make record ids unique")
-        seen.add(rid)
+            raise InputError(f"{at}: duplicate id {rid!r} (first at {seen[rid]})",
+                             hint="make record ids unique (a record without an id is named "
+                                  f"{default_id.format(n='<n>')!r} by its position)")
+        seen[rid] = where
         if txt is None or not txt.strip():
             skipped.append(rid)
             continue

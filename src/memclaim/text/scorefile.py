@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..fsutil import sha256_bytes
-from .io import pick_column, read_arrow_table, read_csv_records
+from .io import pick_column, read_arrow_table, read_csv_records, split_lines
 
 __all__ = ["ID_COLUMNS", "SCORE_COLUMNS", "TEXT_COLUMNS", "ScoreFile", "read_score_file", "read_id_list"]
 
@@ -157,7 +157,7 @@ def read_id_list(path: str | Path) -> tuple[str, ...]:
         raise InputError(f"id list {str(p)!r} is not valid UTF-8 (byte offset {exc.start})",
                          hint="re-encode the file as UTF-8") from None
     out = []
-    for line in text.splitlines():
+    for line in split_lines(text):
         s = line.strip()
         if s and not s.startswith("#"):
             out.append(s)

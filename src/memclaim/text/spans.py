@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import InputError
+from .io import split_lines
 
 __all__ = ["SPANS_FORMAT", "parse_exclude_spans", "exclude_spans_from_lines"]
 
@@ -44,7 +45,7 @@ def parse_exclude_spans(path: str | Path, controls: Sequence[Control]) -> list[t
     if not p.is_file():
         raise InputError(f"--exclude-spans file {str(p)!r} does not exist", hint="one span or 'text: ...' per line")
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        lines = split_lines(p.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise InputError(f"--exclude-spans file {str(p)!r} is not valid UTF-8 (byte offset {exc.start})") from None
     return _parse(lines, controls, lambda n: f"{str(p)!r} line {n}")

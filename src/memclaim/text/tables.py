@@ -11,11 +11,13 @@ counted, duplicate ids refused), with a content hash over the records in place o
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Sequence
 
 from ..errors import InputError
 from ..fsutil import sha256_bytes
-from .io import ID_FIELDS, TEXT_FIELDS, Passages, Record, check_fields, passages_from_rows, pick_column, table_rows
+from .io import (TEXT_FIELDS, Passages, Record, check_fields, id_field_of, passages_from_rows, pick_column,
+                 table_rows)
 
 if TYPE_CHECKING:  # the annotations' names only
     import datasets
@@ -26,8 +28,18 @@ __all__ = ["passages_from_items", "passages_from_table", "passages_from_object",
 
 
 def _digest(rows) -> str:
-    """sha256 over the rows as JSON: what the records are, whatever object held them."""
-    return sha256_bytes(json.dumps([[i, t] for i, t, _ in rows], ensure_ascii=False, default=str).encode("utf-8"))
+    """sha256 over the rows as JSON: what the records are, whatever object held them (ids as the
+    strings they become; call it on rows :func:`passages_from_rows` has checked)."""
+    return sha256_bytes(json.dumps([[None if i is None else str(i), t] for i, t, _ in rows], ensure_ascii=False,
+                                   default=str).encode("utf-8"))
+
+
+def _checked(rows, *, source: str, prefix_field, suffix_field, default_id: str) -> Passages:
+    """:func:`passages_from_rows` on ``rows``, then their digest (only valid text can be hashed:
+    a lone surrogate is refused by the check, not by the encoder)."""
+    ps = passages_from_rows(rows, source=source, sha256="", prefix_field=prefix_field, suffix_field=suffix_field,
+                            default_id=default_id)
+    return replace(ps, sha256=_digest(rows))
 
 
 def passages_from_items(items: Sequence, *, source: str = "texts", text_field: str | None = None,
@@ -45,8 +57,10 @@ def passages_from_items(items: Sequence, *, source: str = "texts", text_field: s
         raise InputError(f"{source} must be a list of texts or records, got a single string {str(items)[:60]!r}",
                          hint="pass a list such as ['first text', 'second text'], or a file path")
     pair = check_fields(text_field=text_field, prefix_field=prefix_field, suffix_field=suffix_field)
+    items = list(items)
     rows: list[tuple] = []
-    tf = idf = None
+    tf = None
+    idf = id_field_of((o for o in items if isinstance(o, dict)), id_field, source)
     for n, obj in enumerate(items):
         where = f"item {n}"
         if isinstance(obj, Record):
@@ -73,8 +87,7 @@ def passages_from_items(items: Sequence, *, source: str = "texts", text_field: s
                       pick_column(obj.keys(), suffix_field, (), "suffix", source, required=True))
             else:
                 tf = pick_column(obj.keys(), text_field, TEXT_FIELDS, "text", source, required=True)
-            idf = pick_column(obj.keys(), id_field, ID_FIELDS, "id", source, required=False)
-        rid = None if idf is None or obj.get(idf) is None else str(obj[idf])
+        rid = obj.get(idf) if idf else None  # checked (str or int) in passages_from_rows
         keys = tf if pair else (tf,)
         missing = [f for f in keys if f not in obj]
         if missing:
@@ -83,8 +96,7 @@ def passages_from_items(items: Sequence, *, source: str = "texts", text_field: s
         rows.append((rid, (obj[tf[0]], obj[tf[1]]) if pair else obj[tf], where))
     if not rows:
         raise InputError(f"{source} is empty", hint="pass at least one text")
-    return passages_from_rows(rows, source=source, sha256=_digest(rows), prefix_field=prefix_field,
-                              suffix_field=suffix_field, default_id=default_id)
+    return _checked(rows, source=source, prefix_field=prefix_field, suffix_field=suffix_field, default_id=default_id)
 
 
 def is_table(obj: object) -> bool:
@@ -102,6 +114,29 @@ def is_table(obj: object) -> bool:
 
 def _top(obj) -> str:
     return type(obj).__module__.split(".")[0]
+
+
+def _check_table(obj, source: str) -> None:
+    """Refuse, naming it, a table-like object memclaim cannot read as one set of texts: a
+    ``datasets.DatasetDict`` (several splits), an ``IterableDataset`` (a stream without a length)
+    or a pandas DataFrame whose column names repeat (which column is the text?)."""
+    top, name = _top(obj), type(obj).__name__
+    if top == "datasets" and name in ("DatasetDict", "IterableDatasetDict"):
+        splits = list(obj.keys())
+        raise InputError(f"{source} is a datasets {name} with the splits {splits}: memclaim reads one set of texts "
+                         "per input", hint=f"pass one split, e.g. ds[{(splits[0] if splits else 'train')!r}]")
+    if top == "datasets" and name == "IterableDataset":
+        raise InputError(f"{source} is a datasets IterableDataset, a stream without a length: memclaim reads and "
+                         "checks every text before any work, and a stream may not end",
+                         hint="materialize the texts you mean, e.g. datasets.Dataset.from_list(list(ds.take(1000))), "
+                              "or load the dataset without streaming=True")
+    if top == "pandas" and hasattr(obj, "columns"):
+        cols = [str(c) for c in obj.columns]
+        dup = sorted({c for c in cols if cols.count(c) > 1})
+        if dup:
+            raise InputError(f"{source}: the DataFrame has duplicate column names {dup} (columns {cols}): which one "
+                             "holds the texts or ids is ambiguous",
+                             hint="rename the columns (df.columns = [...]) or select the ones you mean")
 
 
 def _to_arrow(obj):
@@ -128,10 +163,10 @@ def passages_from_table(table: "pandas.DataFrame | pyarrow.Table | datasets.Data
     ['7', '8']
     """
     pair = check_fields(text_field=text_field, prefix_field=prefix_field, suffix_field=suffix_field)
+    _check_table(table, source)
     rows = table_rows(_to_arrow(table), source, text_field=text_field, id_field=id_field, prefix_field=prefix_field,
                       suffix_field=suffix_field, pair=pair)
-    return passages_from_rows(rows, source=source, sha256=_digest(rows), prefix_field=prefix_field,
-                              suffix_field=suffix_field, default_id=default_id)
+    return _checked(rows, source=source, prefix_field=prefix_field, suffix_field=suffix_field, default_id=default_id)
 
 
 def passages_from_object(obj: object, *, source: str = "texts", **fields: str | None) -> tuple[Passages, str]:
@@ -143,6 +178,7 @@ def passages_from_object(obj: object, *, source: str = "texts", **fields: str | 
     >>> len(p), kind
     (2, 'python list')
     """
+    _check_table(obj, source)
     if is_table(obj):
         kind = {"pandas": "pandas DataFrame", "datasets": "datasets Dataset"}.get(_top(obj), "pyarrow Table")
         return passages_from_table(obj, source=source, **fields), kind

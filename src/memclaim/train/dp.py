@@ -43,7 +43,7 @@ import torch
 
 from ..errors import DomainError, InputError, require
 from ..jsonutil import ResultMixin
-from ..validate import in_open_unit, integer, positive
+from ..validate import in_open_unit, integer, positive, seed as check_seed
 from .losses import objective_for, poisson_rate
 
 __all__ = ["ACCOUNTANTS", "DPConfig", "DPReport", "default_delta", "calibrate_noise_multiplier",
@@ -93,7 +93,7 @@ class DPConfig(ResultMixin):
         if self.accountant not in ACCOUNTANTS:
             raise DomainError(f"unknown Opacus accountant {self.accountant!r}", hint=f"one of {ACCOUNTANTS}")
         if self.noise_seed is not None:
-            integer("noise_seed", self.noise_seed, minimum=0)
+            check_seed("noise_seed", self.noise_seed)
         if self.grad_sample_mode not in ("hooks", "functorch"):
             raise DomainError(f"grad_sample_mode must be 'hooks' or 'functorch', got {self.grad_sample_mode!r}",
                               hint="'hooks' uses Opacus's per-layer samplers and falls back to functorch per layer")

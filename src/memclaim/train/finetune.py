@@ -33,7 +33,7 @@ from ..fsutil import atomic_directory, cache_dir, file_lock, replaceable_folder,
 from ..jsonutil import ResultMixin, to_jsonable
 from ..models import load_model
 from ..models.loader import check_loading_info
-from ..validate import integer, positive
+from ..validate import integer, positive, seed as check_seed
 from .corpus import MarkovZipf, sample_chain
 from .planted import PlantedRecord, plant, training_blocks
 from .toy import SOT, _train_tokenizer
@@ -75,7 +75,7 @@ def new_gpt2(*, vocab_size: int, n_positions: int = 128, n_embd: int = 64, n_lay
     cfg = GPT2Config(vocab_size=vocab_size, n_positions=n_positions, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
                      bos_token_id=sot, eos_token_id=sot, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(integer("seed", seed, minimum=0))
+        torch.manual_seed(check_seed("seed", seed))
         model = GPT2LMHeadModel(cfg)
     return model
 
@@ -131,7 +131,7 @@ def finetune(model: torch.nn.Module, corpus: PlantedCorpus, config: TrainConfig,
     if layout == "examples" and config.pad_id is None:
         config = replace(config, pad_id=pad_id)
     model.requires_grad_(True)
-    res = train_causal_lm(model, tb.blocks, config, on_step=on_step)
+    res = train_causal_lm(model, tb.blocks, config, on_step=on_step, label="fine-tuning")
     model.requires_grad_(False)
     cfg = {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in asdict(config).items()}
     return FinetuneResult(_train_dict(res), to_jsonable(cfg), tb.n, tb.layout, corpus.manifest(),
@@ -255,6 +255,8 @@ class TinyLabSpec(ResultMixin):
             integer(name, getattr(self, name), minimum=1)
         integer("triggers", self.triggers, minimum=0)
         integer("trigger_copies", self.trigger_copies, minimum=1)
+        check_seed("--seed", self.train_seed)
+        check_seed("--corpus-seed", self.corpus_seed)
         need = self.triggers * self.trigger_tokens
         if need and self.trigger_tokens == 1 and self.triggers > self.n_reserved:
             raise InputError(f"{self.triggers} single-token triggers need {self.triggers} reserved tokens, "
@@ -325,7 +327,7 @@ def tiny_lab_model(spec: TinyLabSpec, *, log: LogCallback | None = None,
                       warmup_steps=min(30, spec.steps // 10), seed=spec.train_seed, threads=spec.threads)
     say(f"training a tiny GPT ({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters) on "
         f"{tb.n} blocks of {spec.seq_len} tokens for {spec.steps} steps")
-    res = train_causal_lm(model, tb.blocks, cfg)
+    res = train_causal_lm(model, tb.blocks, cfg, label="training the lab's tiny GPT")
     model.requires_grad_(False)
     _extraction_flags(model, records, texts, sot, threads=spec.threads)
     manifest = {"kind": "tiny-lab", "spec": spec.to_dict(), "train": {**_train_dict(res), "device": str(device)},
@@ -447,7 +449,7 @@ def _build_chain_base(spec: ChainBaseSpec, *, log=None):
         f"{spec.steps} steps); cached afterwards")
     cfg = TrainConfig(steps=spec.steps, batch_size=spec.batch_size, seq_len=spec.seq_len, lr=spec.lr,
                       warmup_steps=min(30, spec.steps // 10), seed=spec.seed, threads=spec.threads)
-    res = train_causal_lm(model, blocks, cfg)
+    res = train_causal_lm(model, blocks, cfg, label="pre-training the chain base (first use only)")
     model.requires_grad_(False)
     return model, {"spec": spec.to_dict(), "train": _train_dict(res),
                    "entropy_rate_bits_per_word": gen.entropy_rate_bits()}

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
-from ..validate import integer
+from ..validate import integer, seed as check_seed
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -118,7 +118,7 @@ def plant(background: Sequence[Sequence[int]], records: Sequence[PlantedRecord],
     memclaim.errors.InputError: trigger (2, 3) of record 't' occurs in background document 0 at token 1
       fix: reserve a trigger that occurs in no training text
     """
-    seed = integer("seed", seed, minimum=0)
+    seed = check_seed("seed", seed)
     bg = tuple(_ids(f"background document {i}", d, allow_empty=False) for i, d in enumerate(background))
     recs = tuple(records)
     for r in recs:

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..models.loader import check_loading_info
-from ..validate import integer, nonneg, positive
+from ..validate import integer, nonneg, positive, seed as check_seed
 from .toy import DEFAULT_SPEC as S
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class ShadowRecipe(ResultMixin):
         positive("shadow lr", self.lr)
         integer("shadow warmup steps", self.warmup_steps, minimum=0)
         nonneg("shadow weight decay", self.weight_decay)
-        integer("shadow seed", self.seed, minimum=0)
+        check_seed("shadow seed", self.seed)
 
     @classmethod
     def toy(cls, base, *, base_fingerprint: str, **overrides) -> "ShadowRecipe":
@@ -169,6 +169,7 @@ def training_blocks(texts: Sequence[str], *, tokenizer: PreTrainedTokenizerBase,
 
 def train_on_texts(recipe: ShadowRecipe, texts: Sequence[str], *, seed: int, background: Sequence[str] = (),
                    sep_ids: Sequence[int] | None = None, tokenizer: PreTrainedTokenizerBase | None = None,
+                   label: str = "training a shadow model",
                    ) -> tuple[PreTrainedModel, TrainResult, PreTrainedTokenizerBase]:
     """Train one model by ``recipe`` on ``background`` + ``texts`` (one document each) through
     the one trainer. Returns (model in eval mode, TrainResult, tokenizer). Used for every shadow,
@@ -201,7 +202,7 @@ def train_on_texts(recipe: ShadowRecipe, texts: Sequence[str], *, seed: int, bac
     model.to(recipe.device)  # the trainer puts the blocks where the model is
     model.requires_grad_(True)
     cfg = _train_config(recipe, int(blocks.shape[0]), int(seed))
-    result = train_causal_lm(model, blocks, cfg)
+    result = train_causal_lm(model, blocks, cfg, label=label)  # progress: operation `label`
     model.requires_grad_(False)
     return model, result, tok
 

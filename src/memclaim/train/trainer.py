@@ -44,7 +44,8 @@ import torch
 
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
-from ..validate import integer, nonneg, positive
+from ..progress import ProgressCallback, Reporter, ambient
+from ..validate import integer, nonneg, positive, seed as check_seed
 from .dp import DPConfig, PrivateRun
 from .losses import masked_next_token_loss, next_token_loss, objective_for, per_example_nll, poisson_rate  # noqa: F401
 
@@ -80,7 +81,7 @@ class TrainConfig:
         nonneg("weight_decay", self.weight_decay)
         integer("warmup_steps", self.warmup_steps, minimum=0)
         nonneg("min_lr_ratio", self.min_lr_ratio)
-        integer("seed", self.seed, minimum=0)
+        check_seed("seed", self.seed)
         if self.grad_clip is not None:
             positive("grad_clip", self.grad_clip)
         if self.schedule not in SCHEDULES:
@@ -294,14 +295,18 @@ def _chunks(batch: torch.Tensor, size: int | None) -> list[torch.Tensor]:
 
 def train_causal_lm(model: torch.nn.Module, blocks: torch.Tensor, config: TrainConfig, *,
                     objective: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] | None = None,
-                    on_step: Callable[[int, float], None] | None = None) -> TrainResult:
+                    on_step: Callable[[int, float], None] | None = None, label: str = "training",
+                    progress: ProgressCallback | None = None) -> TrainResult:
     """AdamW with warmup + decay over ``config.steps`` steps on ``blocks`` [n, T].
 
     ``objective(model, batch)`` replaces the next-token loss (unlearning objectives use it); it
     must return the mean over the batch's examples of a per-example loss (in a DP run Opacus
     computes per-example gradients of exactly that). ``on_step(step, loss)`` is called after
-    every step (progress bars, verifiers, early stopping by raising StopIteration). See the
-    module docstring for sampling, DP-SGD, padding, accumulation and schedules.
+    every step (verifiers, early stopping by raising StopIteration). Every step is also reported
+    to ``progress`` (default: the ambient callback of :func:`memclaim.progress.reporting`) as
+    operation ``label``, stage "train", with the loss in ``extra``: every training run of
+    memclaim (the tiny GPT, shadows, fine-tuning, unlearning) shows its progress the same way.
+    See the module docstring for sampling, DP-SGD, padding, accumulation and schedules.
 
     >>> from memclaim.train.finetune import new_gpt2
     >>> from memclaim.train.trainer import TrainConfig, pack_documents, train_causal_lm
@@ -314,11 +319,18 @@ def train_causal_lm(model: torch.nn.Module, blocks: torch.Tensor, config: TrainC
     """
     _check_blocks(blocks)
     objective = objective or default_objective(config)
-    with _threads(config.threads), warnings.catch_warnings():
+    bar = Reporter(progress or ambient(), stage="train", label=label, total=config.steps, unit="steps")
+
+    def step_done(step: int, loss: float) -> None:
+        bar.advance(1, loss=loss)
+        if on_step is not None:
+            on_step(step, loss)
+
+    with bar, _threads(config.threads), warnings.catch_warnings():
         # Opacus's per-sample hooks fire a full backward hook on the embedding, whose input (token
         # ids) needs no gradient; torch warns about that benign case on every DP step
         warnings.filterwarnings("ignore", message="Full backward hook is firing")
-        return _run(model, blocks, config, objective, on_step)
+        return _run(model, blocks, config, objective, step_done)
 
 
 def _run(model, blocks, config: TrainConfig, objective, on_step) -> TrainResult:

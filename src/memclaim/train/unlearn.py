@@ -37,7 +37,7 @@ import torch
 
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
-from ..validate import integer, nonneg, positive
+from ..validate import integer, nonneg, positive, seed as check_seed
 from .trainer import TrainConfig, evaluate_nll, model_device, per_example_nll, train_causal_lm
 
 __all__ = ["METHODS", "UnlearnConfig", "RoundReport", "UnlearnResult", "GradDiff", "NPO", "unlearn"]
@@ -74,7 +74,7 @@ class UnlearnConfig(ResultMixin):
         integer("retain_batch_size", self.retain_batch_size, minimum=1)
         nonneg("retain_weight", self.retain_weight)
         positive("beta", self.beta)
-        integer("seed", self.seed, minimum=0)
+        check_seed("seed", self.seed)
 
 
 class _Retain:
@@ -245,7 +245,8 @@ def unlearn(model: torch.nn.Module, forget_blocks: torch.Tensor, retain_blocks: 
     flags = [p.requires_grad for p in model.parameters()]
     model.requires_grad_(True)
     try:
-        res = train_causal_lm(model, forget_blocks, tc, objective=objective, on_step=on_step)
+        res = train_causal_lm(model, forget_blocks, tc, objective=objective, on_step=on_step,
+                              label="unlearning (stops when the verifier reports forgotten)")
     finally:
         for p, f in zip(model.parameters(), flags):
             p.requires_grad_(f)
