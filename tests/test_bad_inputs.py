@@ -498,6 +498,9 @@ CASES = [
     ("test-i25-no-policy-column", "test --candidates {d}/i25-store-no-column --run members --controls "
      "{d}/i25-store-no-column --controls-run controls --policy full --out {rep}",
      "scores.parquet' has no column 'logq:full'", 0),
+    ("test-i25-no-policy-column-sealed", "test --candidates {d}/i25-store-no-column-sealed --run members --controls "
+     "{d}/i25-store-no-column-sealed --controls-run controls --policy full --out {rep}",
+     "does not match the sha256 recorded when memclaim wrote it", 0),
     ("test-i25-scores-folder", "test --candidates {d}/i25-store-folder --run members --controls {d}/i25-store-folder "
      "--controls-run controls --policy full --out {rep}", "scores.parquet' is not a file (a folder", 0),
     ("train-i25-seed", "train tiny --seed 100000000000000000000000 --steps 1 --out {new}",
@@ -538,6 +541,22 @@ EDITED_STORES = {"swapped": _swap_labels, "edited_proc": _edit_procedure, "edite
 
 
 
+def _unseal(store: Path) -> None:
+    """Make ``store`` what memclaim wrote before seals (schema 2, issue 25 item 5): no sha256 in
+    manifest.json or run.json."""
+    p = store / "manifest.json"
+    m = json.loads(p.read_text())
+    m["schema_version"] = 2
+    m.pop("procedure_files", None)
+    for section, keys in (("units", ("sha256",)), ("runs", ("run_sha256", "scores_sha256", "scores_sha256_previous"))):
+        m[section] = {k: {f: v for f, v in e.items() if f not in keys} for k, e in m[section].items()}
+    p.write_text(json.dumps(m, indent=1, sort_keys=True))
+    for run in (store / "runs").glob("*/run.json"):
+        r = json.loads(run.read_text())
+        r.pop("windows_sha256", None)
+        run.write_text(json.dumps(r, indent=1, sort_keys=True))
+
+
 def issue25_inputs(d: Path, toy: Path, mem: list, ctl: list) -> None:
     """The inputs of issue 25's rows (called by the ``data`` fixture): bad records, a document's
     CRLF copy, the members reordered under other ids, a model whose chat template the sandbox
@@ -570,10 +589,14 @@ def issue25_inputs(d: Path, toy: Path, mem: list, ctl: list) -> None:
         score("toy", d / f, prefix_tokens=8, suffix_tokens=8, policies=["full"], out=base, label=label)
     manifest = json.loads((base / "manifest.json").read_text())
     members = next(rid for rid, r in manifest["runs"].items() if r["label"] == "members")
-    shutil.copytree(base, d / "i25-store-no-column")
-    f = d / "i25-store-no-column" / "runs" / members / "scores.parquet"
-    table = pq.read_table(f)
-    pq.write_table(table.drop_columns(["logq:full"]), f)
+    # a scores.parquet without its policy column: in a store of the previous schema (no seals,
+    # _unseal), the column is what is missing; in a sealed store, the file is not the one sealed
+    for name in ("i25-store-no-column", "i25-store-no-column-sealed"):
+        shutil.copytree(base, d / name)
+        f = d / name / "runs" / members / "scores.parquet"
+        table = pq.read_table(f)
+        pq.write_table(table.drop_columns(["logq:full"]), f)
+    _unseal(d / "i25-store-no-column")
     shutil.copytree(base, d / "i25-store-folder")
     f = d / "i25-store-folder" / "runs" / members / "scores.parquet"
     f.unlink()
