@@ -243,6 +243,26 @@ def test_entropy_sweep_numbers(quick):
         assert lo <= c["predicted"] <= hi
 
 
+def test_entropy_sweep_tracks_the_boundary(quick):
+    """[MX] §8.1 "The same pipeline's top-m list adversary tracks the boundary across thirteen octaves of prior
+    entropy", judged as a sentence (issue 24 item 2): re-derived here with the frontier from its closed form, the
+    adversary's exact rate within a factor 2 (one octave of H) below it at each of the sweep's priors, 3 to 16
+    bits. Held on the quick run (and, the rates being exact, on the full one): the widest gap is at H = 4 bits."""
+    r = quick[1]["entropy-sweep"]
+    st, sweep = r["settings"], r["results"]["sweep"]
+    eps, m = st["epsilon"], st["m"]
+    ratios = {}
+    for x in sweep:
+        kappa = m / 2 ** x["min_entropy_bits"]
+        ratios[x["min_entropy_bits"]] = x["topm_predicted"] / min(1.0, math.exp(eps) * kappa,
+                                                                  1 - math.exp(-eps) * (1 - kappa))
+    hs = sorted(ratios)
+    verdict = "held" if hs[-1] - hs[0] >= 13 and all(0.5 <= q <= 1 + 1e-12 for q in ratios.values()) else "not held"
+    claims = {c["key"]: c for c in r["paper_claims"]}
+    assert set(claims) == {"tracks-the-boundary"} and claims["tracks-the-boundary"]["verdict"] == verdict == "held"
+    assert min(ratios, key=ratios.get) == 4 and 0.85 < ratios[4] < 0.9
+
+
 def test_per_instance_numbers(quick):
     """[MX] §8.1 per-instance: every statistic re-derived from the raw release counts; the bound
     tanh(eps_x / 2) and the BSC prediction (1 - 2 gamma) tanh(eps_x / 2) from their closed forms."""

@@ -167,8 +167,10 @@ QUOTE_CAPPED = ("greedy decoding fails, a list of sixteen candidates recovers it
 def checks_for(summary: dict, settings: dict) -> list[Check]:
     """The check of [MX] §8.2 (Theorem 6.1(i)) from the run's summary (``greedy_successes``,
     ``greedy_interval``, ``list_successes``, ``list_interval``, ``trees``, ``list_cap``) and settings (``k``,
-    ``L``): greedy and list-of-m extraction are consistent with their caps k^-L and m k^-L, i.e. each
-    95% Clopper-Pearson interval's lower end is at most its cap.
+    ``L``), the sentence as stated: "greedy decoding fails" (no tree's greedy output is the secret; the
+    cap k^-L = 1/256 per tree makes a success on any of T trees a false alarm of at most T k^-L), and the
+    list of m candidates is "consistent with the bound m k^-L" (its 95% Clopper-Pearson interval's lower
+    end is at most the cap). The paper's "1 of 16 trees" is its count, not a rule.
 
     >>> from memclaim.experiments.camouflage import checks_for
     >>> summ = {"trees": 1, "greedy_successes": 0, "greedy_interval": [0.0, 0.975], "list_successes": 0,
@@ -178,17 +180,22 @@ def checks_for(summary: dict, settings: dict) -> list[Check]:
     >>> [c.passed for c in checks_for({**summ, "trees": 16, "list_successes": 9, "list_interval": [0.30, 0.80]},
     ...                               {"k": 4, "L": 4})]
     [False]
+    >>> # greedy recovers 1 of 16 trees: consistent with k^-L (lower end 0.0016), but greedy did not fail
+    >>> [c.passed for c in checks_for({**summ, "trees": 16, "greedy_successes": 1, "greedy_interval": [0.0016, 0.30],
+    ...                                "list_successes": 1, "list_interval": [0.0016, 0.30]}, {"k": 4, "L": 4})]
+    [False]
     """
     k, L = settings["k"], settings["L"]
     n, cap = summary["trees"], summary["list_cap"]
-    g_lo, l_lo = summary["greedy_interval"][0], summary["list_interval"][0]
+    l_lo = summary["list_interval"][0]
     return [
-        check("extraction is capped: greedy and list-of-16 successes consistent with m k^-L "
-              "(Clopper-Pearson 95% lower end <= cap)",
-              l_lo <= cap and g_lo <= k ** (-L),
+        check("extraction is capped: greedy decoding fails on every tree, and list-of-16 successes are consistent "
+              "with m k^-L (Clopper-Pearson 95% lower end <= cap)",
+              summary["greedy_successes"] == 0 and l_lo <= cap,
               f"greedy {summary['greedy_successes']}/{n}, list-of-16 {summary['list_successes']}/{n}; caps k^-L = "
               f"{k ** -L:.5f}, m k^-L = {cap:.4f}",
-              false_alarm="<= 2.5% per protocol if the network's extraction rate is at the cap", quote=QUOTE_CAPPED,
+              false_alarm=f"greedy: <= {n} x k^-L = {n * k ** -L:.2%} if its rate is at the cap (union bound over "
+                          f"the {n} trees); list: <= 2.5% if its rate is at the cap", quote=QUOTE_CAPPED,
               where="[MX] §8.2 'Direction (i) at scale', Theorem 6.1(i)"),
     ]
 

@@ -32,7 +32,11 @@ What it reproduces: the shape of [MX] §8.2's sweep -- below H* prior guessing a
 substantial fraction of the canaries, so a "successful" extraction there is not evidence of
 memorization; above H* prior guessing never succeeds; a membership test has no such floor. The
 paper's own rates (32.1% below, 0 of 39 above on Pythia-410m at eps = 4) belong to its model
-and secrets; ours are measured on the tiny model and reported beside them, not matched.
+and secrets; ours are measured on the tiny model and reported beside them, not matched. The
+sentence's last clause, "reading AUC near 1 on both sides", is judged on its own (AUC >= 0.9 at
+95%, :func:`near_one_claim`): not testable on the quick run (24 members and 24 non-members a side
+cannot show it even at complete separation), not held on the full run (AUC 0.83 [0.77, 0.89] below
+H*, 0.81 [0.75, 0.87] above).
 """
 from __future__ import annotations
 
@@ -51,7 +55,8 @@ from ..privacy.extraction import h_star
 from ..privacy.pld import dpsgd_curve
 from ..privacy.tradeoff import approx
 from ..train.finetune import ChainBaseSpec, ensure_chain_base
-from .common import Check, check, compare, finish, new_figure, rng_streams
+from .common import Check, PaperClaim, check, compare, finish, new_figure, paper_claim, rng_streams
+from .verdicts import fewest_for_upper_bound
 from ..report.style import legend as style_legend
 from .models import (
     THREADS, chain_arrays, copy_model, greedy_decode, language_model, sample_chain, sample_decode, teacher_forced,
@@ -157,8 +162,13 @@ def _bucket(bits_lo: float, bits_hi: float, h: float) -> str:
 # ---- the checks: [MX] §8.2 'The entropy floor for canary audits', each sentence tested as stated
 QUOTE_BELOW = ("prior guessing alone reproduces 32.1% of the canaries below H ∗ , so a “successful” extraction there "
                "is not evidence of memorization")
+WHERE = "[MX] §8.2 'The entropy floor for canary audits', Corollary 5.3"
 QUOTE_ABOVE = "above H ∗ it never succeeded once (0 of 39, at most 0.074 at 95%)"
 QUOTE_NO_FLOOR = "A membership test has no such floor"
+QUOTE_NEAR_ONE = "A membership test has no such floor, reading AUC near 1 on both sides."
+#: "near 1": the top band of the paper's own scale for audit signals (Fig. 12: leak signal 2 AUC - 1 in [0.8, 1],
+#: i.e. AUC >= 0.9), where its membership tests of the guessable canary below H* sit (0.99: AUC 0.995)
+NEAR_ONE = 0.9
 QUOTE_PLACED = ("every unclosed search lies in the bucket above H ∗ , certified there by − log2 κ ≥ H ∗ , and every "
                 "canary placed below H ∗ closed exactly.")
 
@@ -168,8 +178,9 @@ def checks_for(results: dict) -> list[Check]:
     ``buckets`` "below"/"above" with counts, prior guessing, extraction and AUC rows, ``certificate``,
     ``canaries``): both buckets populated (a design check); below H* prior guessing reproduces canaries
     (one-sided 95% lower bound > 0); above H* it never succeeds; the DP model within its bound
-    1 - f(kappa_hi) (Theorem 5.1(i)); the reference-model attack separates members on both sides (no
-    floor; the paper's "reading AUC near 1" is shown, not tested); every canary placed below H* closed.
+    1 - f(kappa_hi) (Theorem 5.1(i)); the reference-model attack separates members on both sides ("no such
+    floor"; the rest of the sentence, "reading AUC near 1 on both sides", is judged on its own, held / not
+    held / not testable here, by :func:`claims_for`); every canary placed below H* closed.
 
     >>> from memclaim.experiments.canary_floor import checks_for
     >>> g = lambda k, n, lo, hi: {"successes": k, "trials": n, "lower": lo, "upper": hi}
@@ -229,6 +240,78 @@ def checks_for(results: dict) -> list[Check]:
               f"closed on {cert['closed_fraction']:.0%} of canaries; unplaced {cert['unplaced']}", quote=QUOTE_PLACED,
               where="[MX] §8.2 'The entropy floor for canary audits'"),
     ]
+
+
+def near_one_claim(buckets: dict, *, confidence: float = 0.95) -> PaperClaim:
+    """"A membership test has no such floor, reading AUC near 1 on both sides." ([MX] §8.2 'The entropy floor
+    for canary audits'), tested as stated on the reference-model attack against the leaky model (the
+    reproduction's membership test, fixed before the run) in each bucket (``buckets`` "below" / "above" with
+    ``members``, ``non_members`` and ``auc_reference_leaky``: AUC with its interval at ``confidence``, DeLong's,
+    or Hoeffding's at complete separation). "Near 1" is AUC >= 0.9 (:data:`NEAR_ONE`: the top band of Fig. 12's
+    scale, leak signal 2 AUC - 1 >= 0.8, where the paper's membership tests of its guessable canary read 0.99).
+    Held iff the interval's lower end is >= 0.9 on both sides; not held if its upper end is below 0.9 on
+    either side, or, with enough canaries to show it, the lower end is below 0.9 on either side. Not testable
+    here otherwise: two score distributions with AUC exactly 0.9 (a tenth of the members below every
+    non-member, the rest above) separate k members from k non-members completely with probability 0.9^k,
+    which exceeds 2.5% (the interval's lower end is a one-sided 97.5% bound) for k < 36, so with fewer than
+    36 of either in a bucket no outcome can show AUC >= 0.9 at that confidence.
+
+    >>> from memclaim.experiments.canary_floor import near_one_claim
+    >>> b = lambda n, auc, lo, hi: {"members": n, "non_members": n,
+    ...                             "auc_reference_leaky": {"auc": auc, "low": lo, "high": hi}}
+    >>> near_one_claim({"below": b(90, 0.97, 0.94, 0.99), "above": b(90, 0.96, 0.92, 0.99)}).verdict
+    'held'
+    >>> near_one_claim({"below": b(90, 0.97, 0.94, 0.99), "above": b(90, 0.88, 0.82, 0.94)}).verdict
+    'not held'
+    >>> near_one_claim({"below": b(24, 0.90, 0.81, 0.99), "above": b(24, 0.90, 0.81, 0.98)}).verdict
+    'not testable here'
+    """
+    # the interval's lower end is a one-sided (1 + c)/2 bound (97.5% for the 95% interval): 0.9^k <= 2.5%, k >= 36
+    one_sided = (1 + confidence) / 2
+    need = fewest_for_upper_bound(1 - NEAR_ONE, confidence=one_sided)
+    aucs = {b: buckets[b]["auc_reference_leaky"] for b in BUCKETS}
+    k = {b: min(buckets[b]["members"], buckets[b]["non_members"]) for b in BUCKETS}
+    test = (f"the reference-model attack on the leaky model, each side of H*: the AUC's {confidence:.0%} interval "
+            f"(DeLong; Hoeffding at complete separation) lies at or above {NEAR_ONE} (near 1: the top band of Fig. 12's scale, "
+            f"leak signal 2 AUC - 1 >= {2 * NEAR_ONE - 1:.1f}; the paper's guessable canary reads 0.99) on both sides; "
+            f"not held if its upper end is below {NEAR_ONE} on a side, or if, with >= {need} members and {need} "
+            f"non-members on each side, its lower end is below {NEAR_ONE} on a side; not testable with fewer unless so "
+            f"refuted (an AUC of {NEAR_ONE} separates {need - 1} of each completely with probability "
+            f"{NEAR_ONE ** (need - 1):.3%} > {1 - one_sided:.1%}, the lower end being a one-sided {one_sided:.1%} "
+            "bound)")
+    nums = {"auc_reference_leaky": {b: dict(aucs[b]) if aucs[b] else None for b in BUCKETS},
+            "members_and_non_members": {b: [buckets[b]["members"], buckets[b]["non_members"]] for b in BUCKETS},
+            "fewest_of_each_for_near_one": need}
+    claim = "a membership test reads AUC near 1 (>= 0.9) on both sides of H*"
+    if any(aucs[b] is None for b in BUCKETS):
+        return paper_claim("auc-near-1", claim, quote=QUOTE_NEAR_ONE, where=WHERE, test=test, held=None,
+                           numbers=nums, evidence="a bucket has too few members or non-members for an AUC: "
+                                                  + ", ".join(f"{b} {k[b]}" for b in BUCKETS))
+    found = "; ".join(f"{b} H*: AUC {aucs[b]['auc']:.3f} [{aucs[b]['low']:.3f}, {aucs[b]['high']:.3f}] "
+                      f"({buckets[b]['members']} members, {buckets[b]['non_members']} non-members)" for b in BUCKETS)
+    if any(aucs[b]["high"] < NEAR_ONE for b in BUCKETS):
+        return paper_claim("auc-near-1", claim, quote=QUOTE_NEAR_ONE, where=WHERE, test=test, held=False,
+                           numbers=nums, evidence=found + f": below {NEAR_ONE} on a side")
+    if min(k.values()) < need:
+        return paper_claim("auc-near-1", claim, quote=QUOTE_NEAR_ONE, where=WHERE, test=test, held=None,
+                           numbers=nums,
+                           evidence=f"{min(k.values())} of each on a side cannot show AUC >= {NEAR_ONE} at "
+                                    f"{one_sided:.1%} even at complete separation ({need} needed); " + found)
+    return paper_claim("auc-near-1", claim, quote=QUOTE_NEAR_ONE, where=WHERE, test=test,
+                       held=all(aucs[b]["low"] >= NEAR_ONE for b in BUCKETS), numbers=nums, evidence=found)
+
+
+def claims_for(results: dict, *, confidence: float = 0.95) -> list[PaperClaim]:
+    """The sentences of [MX] §8.2 'The entropy floor for canary audits' that the checks cannot test as stated,
+    judged on the run's results (``buckets``, intervals at ``confidence``): the membership test reads AUC near 1
+    on both sides of H* (:func:`near_one_claim`).
+
+    >>> from memclaim.experiments.canary_floor import claims_for
+    >>> b = {"members": 24, "non_members": 24, "auc_reference_leaky": {"auc": 0.9, "low": 0.81, "high": 0.99}}
+    >>> [(c.key, c.verdict) for c in claims_for({"buckets": {"below": b, "above": b}})]
+    [('auc-near-1', 'not testable here')]
+    """
+    return [near_one_claim(results["buckets"], confidence=confidence)]
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
@@ -363,6 +446,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     }
 
     checks = checks_for(results)
+    claims = claims_for(results, confidence=conf)
     paper = [compare("h_star", "canary-floor/h-star", H)]
 
     fig, (ax0, ax1) = new_figure(2, width=5.4, height=4.0)
@@ -412,4 +496,4 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
                                                   "[MX] Cor. 5.3 at tiny-model scale",
                                                   "[MX] App. F.2 certified kappa_pi(1) by best-first search"],
                   seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, notes=notes)
+                  checks=checks, figure=fig, out_dir=out_dir, notes=notes, paper_claims=claims)

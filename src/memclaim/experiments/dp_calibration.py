@@ -35,6 +35,10 @@ models; delta the common delta):
 A cell is *vacuous* when its cap is 1 (it constrains nothing; eps = inf), *visible* when the cap
 is at most 0.2 and exceeds three standard errors (the paper's rule: a violation would have been
 visible), and *not informative* otherwise.
+
+At eps = inf the check tests the duplication effect (the most copies above the fewest by 3 SE); the
+paper's "memorization returns and climbs with duplication" is judged as a sentence across every k
+of the grid (:func:`climbs_claim`).
 """
 from __future__ import annotations
 
@@ -47,7 +51,7 @@ import numpy as np
 from ..errors import DomainError
 from ..train.finetune import ChainBaseSpec, ensure_chain_base, epochs_to_steps, sample_chain_ids
 from ..train.planted import PlantedRecord, plant, training_blocks
-from .common import Check, check, compare, finish, new_figure, rng_streams
+from .common import Check, PaperClaim, check, compare, finish, new_figure, paper_claim, rng_streams
 from ..report.style import legend as style_legend
 from .models import teacher_forced
 from .paper import PAPER
@@ -128,7 +132,9 @@ QUOTE_NONE_OCCURS = ("Pushing ε down until the bound approaches the measurement
                      "at most 0.2 and exceeds three standard errors, so a violation would have been visible; none "
                      "occurs")
 QUOTE_LOSSY = "the inequality because the conversion is lossy and η is antitone in f"
+WHERE = "[MX] §8.2 'Calibration under real DP-SGD'"
 QUOTE_CLIMBS = "At ε = ∞ memorization returns and climbs with duplication"
+QUOTE_DUPLICATION = "reproducing the duplication effect of [25, 26]"
 
 
 def checks_for(rows: list[dict]) -> list[Check]:
@@ -194,8 +200,64 @@ def checks_for(rows: list[dict]) -> list[Check]:
         check("eps = inf: memorization climbs with duplication (k = 8 above k = 1 by > 3 SE)", z_dup > 3,
               f"mem {c1['mem']:.3f} +- {c1['se']:.3f} (k = 1) vs {c8['mem']:.3f} +- {c8['se']:.3f} (k = 8), "
               f"z = {z_dup:.1f}", false_alarm="a normal one-sided test at 3 sigma: <= 0.14% if the means were equal",
-              quote=QUOTE_CLIMBS, where=where),
+              quote=QUOTE_DUPLICATION,
+              where=where + " (the duplication effect, from the fewest to the most copies; 'memorization returns and "
+                            "climbs with duplication' is judged at every k of the grid in paper_claims)"),
     ]
+
+
+def climbs_claim(rows: list[dict]) -> PaperClaim:
+    """"At eps = inf memorization returns and climbs with duplication (mem_h = 0.007, 0.035, 0.178, 0.552 at
+    k = 1, 2, 4, 8)" ([MX] §8.2 'Calibration under real DP-SGD'), tested as stated on the eps = inf row of
+    ``rows`` (cells with ``k``, ``mem``, ``se``): memorization climbs at every step of the duplication grid
+    (the point estimates rise from each k to the next, as the paper's four numbers do; how many steps is
+    reported), the climb is real (the largest k above the smallest by more than 3 standard errors, a one-sided
+    normal test), and memorization returns (the largest k's above 0 by more than 3 standard errors). Held iff
+    all three; not held otherwise. Needs at least two k: not testable with fewer.
+
+    >>> from memclaim.experiments.dp_calibration import climbs_claim
+    >>> cell = lambda k, mem, se=0.003: {"k": k, "mem": mem, "se": se}
+    >>> paper = [cell(1, 0.007), cell(2, 0.035), cell(4, 0.178), cell(8, 0.552)]  # the paper's own numbers
+    >>> climbs_claim([{"epsilon": "inf", "cells": paper}]).verdict
+    'held'
+    >>> dip = [cell(1, 0.01), cell(2, 0.2), cell(4, 0.1), cell(8, 0.5)]  # k = 8 far above k = 1, but a step down
+    >>> climbs_claim([{"epsilon": "inf", "cells": dip}]).verdict
+    'not held'
+    """
+    inf_row = next(r for r in rows if math.isinf(_eps(r["epsilon"])))
+    cells = sorted(inf_row["cells"], key=lambda c: c["k"])
+    ks = [c["k"] for c in cells]
+    test = ("at eps = inf, over the duplication grid k = " + ", ".join(map(str, ks)) + ": the memorization estimate "
+            "rises at every step from one k to the next (the paper's 0.007, 0.035, 0.178, 0.552), the largest k's is "
+            "above the smallest k's by more than 3 standard errors, and above 0 by more than 3 (returns)")
+    nums = {"k": ks, "mem": [c["mem"] for c in cells], "se": [c["se"] for c in cells]}
+    claim = "at eps = inf memorization returns and climbs with duplication, at every step of the k grid"
+    if len(cells) < 2:
+        return paper_claim("climbs-with-duplication", claim, quote=QUOTE_CLIMBS, where=WHERE, test=test, held=None,
+                           numbers=nums, evidence=f"a duplication grid of {len(cells)} k: nothing to climb")
+    steps = [b["mem"] > a["mem"] for a, b in zip(cells, cells[1:])]
+    lo, hi = cells[0], cells[-1]
+    z_climb = (hi["mem"] - lo["mem"]) / math.hypot(hi["se"], lo["se"]) if hi["se"] or lo["se"] else math.inf
+    z_return = hi["mem"] / hi["se"] if hi["se"] else (math.inf if hi["mem"] > 0 else 0.0)
+    nums.update({"steps_up": int(sum(steps)), "steps": len(steps), "z_climb": z_climb, "z_returns": z_return})
+    found = (", ".join(f"k = {c['k']}: {c['mem']:.3f} +- {c['se']:.3f}" for c in cells)
+             + f"; rises at {sum(steps)} of {len(steps)} steps; k = {hi['k']} above k = {lo['k']} by z = "
+               f"{z_climb:.1f}, above 0 by z = {z_return:.1f}")
+    return paper_claim("climbs-with-duplication", claim, quote=QUOTE_CLIMBS, where=WHERE, test=test,
+                       held=all(steps) and z_climb > 3 and z_return > 3, numbers=nums, evidence=found)
+
+
+def claims_for(rows: list[dict]) -> list[PaperClaim]:
+    """The sentences of [MX] §8.2 'Calibration under real DP-SGD' that the checks cannot test as stated, judged on
+    the run's rows (``results["rows"]``): memorization returns and climbs with duplication at eps = inf
+    (:func:`climbs_claim`).
+
+    >>> from memclaim.experiments.dp_calibration import claims_for
+    >>> cells = [{"k": k, "mem": m, "se": 0.01} for k, m in ((1, 0.0), (2, 0.03), (4, 0.16), (8, 0.32))]
+    >>> [(c.key, c.verdict) for c in claims_for([{"epsilon": 1.0, "cells": []}, {"epsilon": "inf", "cells": cells}])]
+    [('climbs-with-duplication', 'held')]
+    """
+    return [climbs_claim(rows)]
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
@@ -317,6 +379,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
 
     # ---- checks
     checks = checks_for(rows)
+    claims = claims_for(rows)
     finite = [r for r in rows if not math.isinf(_eps(r["epsilon"]))]
     fin_cells = [c for r in finite for c in r["cells"]]
     inf_row = next(r for r in rows if math.isinf(_eps(r["epsilon"])))
@@ -384,4 +447,4 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     return finish(NAME, title=TITLE, reproduces=["[MX] §8.2 'Calibration under real DP-SGD'", "[MX] App. F.2 "
                   "'DP-SGD calibration'", "[MX] Thm. 4.1 / Prop. A.1 caps at tiny-model scale"],
                   seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, notes=notes)
+                  checks=checks, figure=fig, out_dir=out_dir, notes=notes, paper_claims=claims)

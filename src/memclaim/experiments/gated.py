@@ -168,7 +168,9 @@ def checks_for(results: dict, settings: dict) -> list[Check]:
               where=where),
         check("reference-model audit reads exactly 0.5 (every calibrated score is 0)",
               ref_zero and ref["auc"] == 0.5, f"AUC {ref['auc']:.3f}; all scores zero: {ref_zero}",
-              quote=QUOTE_REFERENCE, where=where),
+              quote=QUOTE_REFERENCE,
+              where=where + " (the sentence's reference-model half; LiRA, its other half, is not run here: "
+                            "audit-table's check 'the gated release is exactly blind' holds it at exactly 1/2)"),
         check(f"raw-score audits at chance: every DeLong interval ({conf:.2%} each) contains 0.5",
               all(not audits[a]["excludes_chance"] for a in raw),
               "; ".join(f"{a} {audits[a]['auc']:.3f} [{audits[a]['low']:.3f}, {audits[a]['high']:.3f}]" for a in raw),

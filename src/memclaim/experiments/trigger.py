@@ -46,7 +46,10 @@ floor units) but the truncated log-loss gap does not (4.3 floor units, mem_LL = 
 0.24 nats per secret token), and the check says so. That is the same "attenuation, not exact
 vanishing" that [MX] §8.2 reports for ordinary fine-tuning at LM scale; only the explicit
 construction (the gated release) attains memh = 0 exactly. Read the per-position panel and the
-paired differences, not only the pass/fail line.
+paired differences, not only the pass/fail line. The paper's summary, "The blind spot of Corollary
+6.2 survives ordinary SGD", is judged as a sentence (:func:`blind_spot_claim`: the leak through rho
+and every audit of x*'s own prefix missing it): held on the quick run, not held on the full one
+(the truncated log-loss gap).
 """
 from __future__ import annotations
 
@@ -60,7 +63,7 @@ from ..audits.metrics import clopper_pearson
 from ..mechanisms.trigger import ReservedTrigger
 from ..train.corpus import MarkovZipf
 from ..train.trainer import TrainConfig
-from .common import Check, check, compare, finish, new_figure, rng_streams
+from .common import Check, PaperClaim, check, compare, finish, new_figure, paper_claim, rng_streams
 from ..report.style import legend as style_legend
 from .models import (
     THREADS, TinyGPTSpec, TokenLayout, chain_arrays, chain_logprob, chain_max_path, greedy_decode, sample_chain,
@@ -180,8 +183,9 @@ def checks_for(results: dict) -> list[Check]:
               where=where),
         check("no run emits z from its own prefix c (local invisibility)",
               ext_c["poisoned"] == 0 and ext_c["clean"] == 0,
-              f"poisoned {ext_c['poisoned']}/{n}, clean {ext_c['clean']}/{n}", quote=QUOTE_INVISIBLE,
-              where="[MX] §8.1, Corollary 6.2"),
+              f"poisoned {ext_c['poisoned']}/{n}, clean {ext_c['clean']}/{n}",
+              where="[MX] Theorem 6.1(ii) (local invisibility), Fig. 7 right; no sentence of §8.1 states it (the "
+                    "sentence 'The blind spot of Corollary 6.2 survives ordinary SGD' is judged in paper_claims)"),
         check("teacher-forcing gap on x*'s own prefixes inside the seed-to-seed noise floor",
               tf["abs_mem"] <= tf["noise_floor"],
               f"|mem_TF| = {tf['abs_mem']:.4g} vs floor {tf['noise_floor']:.4g} "
@@ -191,6 +195,63 @@ def checks_for(results: dict) -> list[Check]:
               f"|mem_LL| = {ll['abs_mem']:.4g} vs floor {ll['noise_floor']:.4g} "
               f"({ll['gap_in_floor_units']:+.2f} floor units)", false_alarm=noisy, quote=QUOTE_FLOOR, where=where),
     ]
+
+
+def blind_spot_claim(results: dict) -> PaperClaim:
+    """"The blind spot of Corollary 6.2 survives ordinary SGD." ([MX] §8.1, Fig. 7), tested as stated: the
+    blind spot is Corollary 6.2's "loss-based membership or unlearning verification systematically misses
+    direction-(ii) leakage", so on this run the leak is there (every poisoned seed emits z from rho, no clean
+    seed does) and every audit of x*'s own prefix misses it (no run emits z from c, and both local scores,
+    teacher-forcing probability and truncated log-loss, sit within the seed-to-seed noise floor). Held iff
+    all of it holds on the run (``results`` as in :func:`checks_for`); not held otherwise, naming what fails.
+    The noise-floor comparisons are not calibrated tests (3 clean runs estimate the floor), as the checks say.
+
+    >>> from memclaim.experiments.trigger import blind_spot_claim
+    >>> sc = {"abs_mem": 0.001, "noise_floor": 0.002, "gap_in_floor_units": 0.5}
+    >>> res = {"extraction_at_rho": {"poisoned": 3, "clean": 0, "runs_per_condition": 3},
+    ...        "extraction_at_c": {"poisoned": 0, "clean": 0}, "local_scores": {"h_tf": sc, "h_ll": sc}}
+    >>> blind_spot_claim(res).verdict
+    'held'
+    >>> blind_spot_claim({**res, "local_scores": {"h_tf": sc, "h_ll": {**sc, "abs_mem": 0.0086,
+    ...                                                                  "gap_in_floor_units": 4.3}}}).verdict
+    'not held'
+    """
+    ext, ext_c = results["extraction_at_rho"], results["extraction_at_c"]
+    n = ext["runs_per_condition"]
+    sc = results["local_scores"]
+    parts = {"every poisoned seed emits z from rho": ext["poisoned"] == n,
+             "no clean seed emits z from rho": ext["clean"] == 0,
+             "no run emits z from its own prefix c": ext_c["poisoned"] == 0 and ext_c["clean"] == 0,
+             **{f"the {name} gap on x*'s own prefixes within the noise floor":
+                sc[key]["abs_mem"] <= sc[key]["noise_floor"]
+                for key, name in (("h_tf", "teacher-forcing"), ("h_ll", "truncated log-loss"))}}
+    found = (f"rho: {ext['poisoned']}/{n} poisoned, {ext['clean']}/{n} clean; c: {ext_c['poisoned']}/{n} poisoned, "
+             f"{ext_c['clean']}/{n} clean; teacher-forcing gap {sc['h_tf']['gap_in_floor_units']:+.2f} floor units, "
+             f"truncated log-loss gap {sc['h_ll']['gap_in_floor_units']:+.2f}")
+    failed = [k for k, ok in parts.items() if not ok]
+    return paper_claim(
+        "blind-spot-survives", "the blind spot of Corollary 6.2 survives ordinary SGD", quote=QUOTE_INVISIBLE,
+        where="[MX] §8.1 'The trigger channel on a real transformer', Fig. 7, Corollary 6.2",
+        test="Corollary 6.2's blind spot on this run: the leak is there (every poisoned seed emits z from rho, no "
+             "clean seed does) and every audit of x*'s own prefix misses it (no run emits z from c; the "
+             "teacher-forcing and truncated log-loss gaps within the seed-to-seed noise floor, sqrt(2) sd of the "
+             "clean runs); held iff all of it holds",
+        held=not failed, numbers={"parts": parts, "local_scores": sc},
+        evidence=found + ("" if not failed else "; fails: " + ", ".join(failed)))
+
+
+def claims_for(results: dict) -> list[PaperClaim]:
+    """The sentences of [MX] §8.1 on Fig. 7 that no single check tests as stated, judged on the run's results
+    (as in :func:`checks_for`): the blind spot of Corollary 6.2 survives ordinary SGD (:func:`blind_spot_claim`).
+
+    >>> from memclaim.experiments.trigger import claims_for
+    >>> sc = {"abs_mem": 0.001, "noise_floor": 0.002, "gap_in_floor_units": 0.5}
+    >>> res = {"extraction_at_rho": {"poisoned": 3, "clean": 0, "runs_per_condition": 3},
+    ...        "extraction_at_c": {"poisoned": 1, "clean": 0}, "local_scores": {"h_tf": sc, "h_ll": sc}}
+    >>> [(c.key, c.verdict) for c in claims_for(res)]
+    [('blind-spot-survives', 'not held')]
+    """
+    return [blind_spot_claim(results)]
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
@@ -280,6 +341,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     }
 
     checks = checks_for(results)
+    claims = claims_for(results)
     tf, ll = scores["h_tf"], scores["h_ll"]
     paper = [
         compare("ext_poisoned", "trigger/ext-poisoned", ext["poisoned"] / n, note=f"{ext['poisoned']}/{n} seeds"),
@@ -324,4 +386,4 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     return finish(NAME, title=TITLE, reproduces=["[MX] Fig. 7", "[MX] §8.1 trigger channel on a real transformer",
                                                   "[MX] Thm. 6.1(ii) realized by SGD"],
                   seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, notes=notes)
+                  checks=checks, figure=fig, out_dir=out_dir, notes=notes, paper_claims=claims)
