@@ -54,12 +54,14 @@ def test_fixture_was_written_under_the_old_fingerprint(old):
 
 
 def test_old_store_opens_and_reads_the_same_scores_without_the_model(old):
+    before = _files(old / "store")
     rs = load_run_scores("store", run="members", policy="full")
     assert list(rs.window_ids) == EXPECTED["window_ids"]
     assert rs.logq.tolist() == EXPECTED["logq_full"]  # bit for bit
     g = load_run_scores("store", run="members", policy="greedy")
     assert g.greedy_match.tolist() == EXPECTED["greedy"]
     assert rs.procedure_key == EXPECTED["procedure_key"]
+    assert _files(old / "store") == before  # reading a schema-1 store does not write it (issue 25 item 5)
 
 
 def test_old_store_resumes_its_killed_run_without_rescoring(old):
@@ -257,3 +259,26 @@ def test_v2_store_resumes_under_a_later_memclaim_version(v2, monkeypatch):
     assert resumed.procedure_key == EXPECTED_V2["procedure_key"] and resumed.run_id == EXPECTED_V2["controls_run"]
     assert (resumed.units_reused, resumed.units_scored) == (1, EXPECTED_V2["controls_units"] - 1)
     assert len(list((v2 / "store" / "procedures").iterdir())) == 2  # no procedure under 9.9.9
+
+
+@pytest.mark.parametrize("fixture", ["old", "v2"])
+def test_an_old_store_with_an_edited_procedure_is_refused(fixture, request):
+    """Stores of schema 1 and 2 have no seals, but a procedure record is its key's content: one
+    edited by hand (in procedures/ or in the manifest) is refused, not read as the procedure the
+    scores were computed under (issue 25 item 5)."""
+    from memclaim.errors import StoreError
+
+    d = request.getfixturevalue(fixture)
+    key = (EXPECTED if fixture == "old" else EXPECTED_V2)["procedure_key"]
+    f = d / "store" / "procedures" / f"{key}.json"
+    rec = json.loads(f.read_text())
+    f.write_text(json.dumps({**rec, "suffix_tokens": rec["suffix_tokens"] + 1}, indent=1, sort_keys=True))
+    with pytest.raises(StoreError, match=f"procedure file {key[:16]} does not hash to its key"):
+        load_run_scores("store", run="members", policy="full")
+    f.write_text(json.dumps(rec, indent=1, sort_keys=True))
+    p = d / "store" / "manifest.json"
+    man = json.loads(p.read_text())
+    man["procedures"][key]["prefix_tokens"] += 1
+    p.write_text(json.dumps(man, indent=1, sort_keys=True))
+    with pytest.raises(StoreError, match=f"procedure {key[:16]} does not hash to its key"):
+        load_run_scores("store", run="members", policy="full")
