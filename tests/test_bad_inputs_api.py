@@ -187,6 +187,15 @@ ROWS = [
     ("score-batch-word", lambda c: mc.score("toy", _m(c), batch_size="lots", out=c.new), "got 'lots'"),
     ("score-unit-0", lambda c: mc.score("toy", _m(c), unit_size=0, **S8, out=c.new), "unit size must be >= 1"),
     ("score-threads-0", lambda c: mc.score("toy", _m(c), threads=0, out=c.new), "--threads must be >= 1, got 0"),
+    # issue 30: stats= (the statistics computed and stored), refused before the model loads
+    ("score-stats-unknown", lambda c: mc.score("toy", _m(c), stats="loss", out=c.new), "unknown statistic(s) ['loss']"),
+    ("score-stats-dangling-plus", lambda c: mc.score("toy", _m(c), stats="rank+", out=c.new),
+     "malformed statistics 'rank+'"),
+    ("score-stats-empty", lambda c: mc.score("toy", _m(c), stats=[], out=c.new), "an empty set of statistics"),
+    ("score-stats-number", lambda c: mc.score("toy", _m(c), stats=5, out=c.new), "stats=5 is not a set"),
+    ("score-stats-bool", lambda c: mc.score("toy", _m(c), stats=True, out=c.new), "stats=True is not a set"),
+    ("score-stats-item-number", lambda c: mc.score("toy", _m(c), stats=["rank", 3], out=c.new),
+     "statistic 3 is not a name"),
     ("score-backend", lambda c: mc.score("toy", _m(c), backend="spark", out=c.new), "unknown backend 'spark'"),
     ("score-ray-option-local", lambda c: mc.score("toy", _m(c), workers=2, out=c.new),
      "only apply with --backend ray"),
@@ -341,6 +350,10 @@ ROWS = [
     ("population-exclude-bool", lambda c: mc.population("toy", _m(c), _c(c), exclude_control_ids=[True], out=c.new),
      "id True is a bool"),
     ("population-seed", lambda c: mc.population("toy", _m(c), _c(c), seed=1e23, out=c.new), "--seed must be"),
+    ("population-stats-unknown", lambda c: mc.population("toy", _m(c), _c(c), stats="census+entropy", out=c.new),
+     "unknown statistic(s) ['entropy']"),
+    ("population-stats-dict", lambda c: mc.population("toy", _m(c), _c(c), stats={"rank": 1}, out=c.new),
+     "is not a set of statistics"),
     ("population-datasetdict", lambda c: mc.population("toy", _m(c), _datasets("dict"), **S8, out=c.new),
      "--controls: controls is a datasets DatasetDict"),
     ("population-batch-0", lambda c: mc.population("toy", _m(c), _c(c), batch_size=0, out=c.new), "got 0"),
@@ -548,6 +561,20 @@ ROWS = [
      "unknown unlearning method 'erase'"),
     ("audit-table-missing", lambda c: mc.audit_table(c.d / "nope.json", out=c.new), "does not exist"),
     ("audit-table-not-json", lambda c: mc.audit_table(c.d / "inst.json", out=c.new), "not valid JSON"),
+    # ---- issue 29: memclaim.acr, refused before any search or store
+    ("acr-seed", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "c.jsonl", out=c.new, seed=2 ** 64),
+     "--seed must be <= 9223372036854775807"),
+    ("acr-steps-float", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "c.jsonl", out=c.new, steps=1.5),
+     "--steps must be an integer, got 1.5"),
+    ("acr-top-k-bool", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "c.jsonl", out=c.new, top_k=True),
+     "--top-k must be an integer, got True"),
+    ("acr-criterion-nan", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "c.jsonl", out=c.new, criterion="prob:nan"),
+     "b must lie strictly between 0 and 1"),
+    ("acr-retokenize", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "c.jsonl", out=c.new, retokenize="no"),
+     "retokenize must be True or False, got 'no'"),
+    ("acr-keyword", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "c.jsonl", out=c.new, critrion="argmax"),
+     "did you mean criterion="),
+    ("acr-same-file", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "m.jsonl", out=c.new), "are the same file"),
     # ---- reproduce (issue 26: the CLI's `reproduce` through the API)
     ("reproduce-unknown", lambda c: mc.reproduce("nosuch", out_dir=c.new), "unknown reproduction 'nosuch'"),
     ("reproduce-name-not-text", lambda c: mc.reproduce(3, out_dir=c.new), "unknown reproduction 3"),
@@ -565,7 +592,7 @@ def test_the_api_table_has_at_least_100_rows_over_the_public_functions():
     assert len({r[0] for r in ROWS}) == len(ROWS)  # ids are unique
     called = {r[0].split("-")[0] for r in ROWS}
     assert {"load", "score", "test", "population", "census", "audit", "budget", "dp", "train", "finetune",
-            "unlearn"} <= called
+            "unlearn", "acr"} <= called
 
 
 @pytest.mark.parametrize("call, phrase", [pytest.param(call, phrase, id=cid) for cid, call, phrase in ROWS])
