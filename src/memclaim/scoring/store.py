@@ -214,7 +214,16 @@ def first_out_of_domain(res: UnitResult) -> tuple[str, int, float] | None:
             continue
         if f in ("logq", "token_logq"):
             for j, spec in enumerate(res.policies):
-                checks.append((f"{'logq' if f == 'logq' else 'token_logq'}:{spec}", a[:, j], nan_or_pinf))
+                col = a[:, j]
+                exact = res.extra.get(f"logq_exact:{spec}")
+                if exact is not None and f == "logq":  # a served model's bounds-only windows hold NaN
+                    # by design: their value lives in logq_lower/logq_upper (checked below) and is never
+                    # tested as exact
+                    col = np.where(np.asarray(exact, bool), col, -np.inf)
+                elif exact is not None:  # per token, a served window may be exact as a whole (a token
+                    # surely outside the nucleus: -inf) while later tokens' values are not fixed (NaN)
+                    col = np.where(np.isnan(col), -np.inf, col)
+                checks.append((f"{'logq' if f == 'logq' else 'token_logq'}:{spec}", col, nan_or_pinf))
         else:
             checks.append((f, a, nan_or_pinf))
     for f in _FLOAT_FIELDS:
