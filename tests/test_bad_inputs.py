@@ -178,6 +178,11 @@ CASES = [
     ("score-batch-word", S + " --batch-size lots", "'lots' is not a whole number >= 1 or 'auto'", 0),
     ("audit-batch-negative", A + " --batch-size -4", "'-4' is not a whole number >= 1 or 'auto'", 1),
     ("score-unit-0", S + " --unit-size 0", "unit size must be >= 1", 1),
+    # ---- issue 30: the statistics a scoring command computes
+    ("score-stats-unknown", S + " --stats loss", "unknown statistic(s) ['loss']", 1),
+    ("score-stats-dangling-plus", S + " --stats 'rank+'", "malformed statistics 'rank+'", 1),
+    ("population-stats-unknown", P + " --stats census+entropy", "unknown statistic(s) ['entropy']", 1),
+    ("score-stats-empty", S + " --stats ''", "malformed statistics ''", 1),
     # ---- issue 28: --limit N (the first N texts, or a document's first N windows)
     ("score-limit-0", S + " --limit 0", "Invalid value for '--limit': 0 is not in the range x>=1", 0),
     ("population-limit-word", P + " --limit some", "'some' is not a valid integer", 0),

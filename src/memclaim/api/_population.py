@@ -31,7 +31,7 @@ from ..report.core import write_report
 from ..report.words import limit_note
 from ..report.population import headline, population_report, population_summary_doc, score_histogram_of, short_claim
 from ..scoring.results import RunScores, load_run_scores
-from ..scoring.runner import RunSummary, run_scoring, scoring_pairs
+from ..scoring.runner import RunSummary, run_scoring, run_stats, scoring_pairs
 from ..text.io import record_id, text_key
 from ..text.scorefile import read_id_list, read_score_file
 from ..validate import batch_size as check_batch_size, in_open_unit, query_budget, seed as check_seed
@@ -594,6 +594,7 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                threads_per_worker: int = 1, dtype: str | None = None, sot: str | None = None,
                device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
                allow_pickle: bool = False, trust_remote_code: bool = False, threads: int | None = None,
+               stats: str | Sequence[str] | None = "census",
                progress: bool | ProgressCallback = True, log: LogCallback | None = None) -> PopulationResult:
     """Score ``members`` and ``controls`` with ``model`` under one extraction procedure ([EM] Def.
     B.2), then run the conformal population test ([EM] §3, §4) (``memclaim population``).
@@ -614,6 +615,9 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     compare scores computed with different numerics (refused otherwise; the report says so).
     ``batch_size``: windows per forward pass, or ``"auto"`` (on a GPU the largest batch whose
     activations fit 80% of free memory, on the CPU 16; CPU scores are the same at every size).
+    ``stats``: the statistics to compute and store; the test reads log q only, so the default
+    is ``"census"`` (log q, greedy flag, margin); ``"all"`` adds the per-token full-softmax
+    statistics the audits use (None: every statistic, as ``"all"``; see :func:`memclaim.score`).
 
     >>> import memclaim as mc
     >>> res = mc.population("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16,
@@ -625,6 +629,7 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                          realistic_budget=realistic_budget, seed=seed)
     batch_size = check_batch_size(batch_size)
     check_limit(limit)
+    stat_set = run_stats(stats)  # a bad name is refused before any work
     pols = policies_of(policies)
     nv = near_verbatim_settings(near_verbatim, beams)  # every option is checked before the model loads
     prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
@@ -676,7 +681,8 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
         scored[label] = run_scoring(m, windows, policies=pols, prefix_tokens=prefix_tokens,
                                     suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store, label=run_label,
                                     inputs=inputs, batch_size=batch_size, unit_size=unit_size, progress=progress,
-                                    skipped_empty=skipped_empty, near_verbatim=nv, backend=backend_obj, log=log)
+                                    skipped_empty=skipped_empty, near_verbatim=nv, backend=backend_obj, log=log,
+                                    stats=stat_set)
         if label == CONTROLS_LABEL:
             ctrl = load_run_scores(store, run=scored[label].run_id, policy=tested, near_verbatim=nv_eps_tested)
             require_generable_controls(ctrl, before="members")

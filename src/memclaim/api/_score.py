@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from ..errors import InputError
 from ..progress import LogCallback, ProgressCallback
 from ..scoring.results import RunScores, load_run_scores
-from ..scoring.runner import RunSummary, run_scoring
+from ..scoring.runner import RunSummary, run_scoring, run_stats
 from ..validate import batch_size as check_batch_size
 from ..report.core import Doc
 from ..report.words import limit_note
@@ -124,7 +124,8 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
           gpus_per_worker: float = 0.0, threads_per_worker: int = 1, dtype: str | None = None,
           device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, 
           sot: str | None = None, allow_pickle: bool = False, trust_remote_code: bool = False,
-          threads: int | None = None, progress: bool | ProgressCallback = True,
+          threads: int | None = None, stats: str | Sequence[str] | None = "all",
+          progress: bool | ProgressCallback = True,
           log: LogCallback | None = None) -> ScoreResult:
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store
     (``memclaim score``).
@@ -151,6 +152,9 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     the CPU in float32); the device class and dtype are part of the procedure.
     ``batch_size``: windows per forward pass, or ``"auto"`` (on a GPU the largest batch whose
     activations fit 80% of free memory, on the CPU 16; CPU scores are the same at every size).
+    ``stats``: the statistics to compute and store (``"all"`` or None: every one; ``"census"``;
+    names joined with ``+`` or a list of names; a :class:`memclaim.scoring.engine.StatSet`);
+    log q, the greedy flag and the margin are always kept. What each costs: ``memclaim score --help`` and docs/store.md.
 
     >>> import memclaim as mc
     >>> run = mc.score("toy", ["A first passage of text ...", "a second ..."], prefix_tokens=8,
@@ -163,6 +167,7 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
                          hint="memclaim score MODEL --input FILE ... or --document FILE --stride S ...")
     batch_size = check_batch_size(batch_size)
     check_limit(limit)
+    stat_set = run_stats(stats)  # a bad name is refused before any work
     pols = policies_of(policies)
     nv = near_verbatim_settings(near_verbatim, beams)  # every option is checked before the model loads
     prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
@@ -182,6 +187,6 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     summary = run_scoring(m, windows, near_verbatim=nv, log=log, policies=pols, prefix_tokens=prefix_tokens,
                           suffix_tokens=suffix_tokens, prompt_rule=prompt_rule,
                           out_dir=work.path, label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
-                          progress=progress, skipped_empty=skipped_empty, backend=scorer)
+                          progress=progress, skipped_empty=skipped_empty, backend=scorer, stats=stat_set)
     return ScoreResult(summary=summary, policies=tuple(p.spec for p in pols), near_verbatim=nv, work=work,
                        inputs=dict(inputs))

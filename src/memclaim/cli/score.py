@@ -8,7 +8,7 @@ from rich.markup import escape
 from .. import api
 from .common import (PASSAGE_INPUTS, backend_options, model_options, near_verbatim_options, placement_kwargs,
                      print_json, procedure_options,
-                     run_options, stderr_log)
+                     run_options, stats_option, stderr_log)
 from .options import Command
 from .progress import progress_bar
 
@@ -65,11 +65,12 @@ Examples (run from a checkout of the repository):
 @near_verbatim_options
 @backend_options
 @run_options
+@stats_option("all")
 def command(model, input_path, document_path, stride, out_dir, prefix_tokens, suffix_tokens, policies,
             prompt_templates, chat_template, aggregate, text_field, prefix_field, suffix_field, id_field,
             input_format, dtype, sot, allow_pickle, trust_remote_code, threads, nv_eps, nv_beams, batch_size,
             unit_size, backend, address, workers, gpus_per_worker,
-            threads_per_worker, as_json, no_progress, limit):
+            threads_per_worker, as_json, no_progress, limit, stats):
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store.
 
     MODEL is a local HF folder (safetensors), a .gguf file, a named model (smollm2,
@@ -86,7 +87,7 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
                     batch_size=batch_size, unit_size=unit_size, backend=backend, address=address, workers=workers,
                     gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
                     **placement_kwargs(),
-                    allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
+                    allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads, stats=stats,
                     progress=bar, log=stderr_log(not as_json))
     summary = res.summary
     if as_json:
