@@ -124,7 +124,7 @@ def imports() -> dict[str, tuple[Import, ...]]:
     for m, tree in trees().items():
         found: list[Import] = []
 
-        def visit(node, local: bool, getattr_: bool, typing_: bool):
+        def visit(node, local: bool, getattr_: bool, typing_: bool, found=found, m=m):
             for ch in ast.iter_child_nodes(node):
                 is_fn = isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
                 loc = local or is_fn

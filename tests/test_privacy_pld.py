@@ -419,7 +419,7 @@ def test_one_step_pessimistic_is_exact_on_the_grid_and_optimistic_is_below(sigma
         out = 0.0
         for name in pairs:
             up, lo = comps[name]
-            g = lambda x: math.log(dens(x, up)) - math.log(dens(x, lo)) - e   # noqa: E731
+            g = lambda x, up=up, lo=lo: math.log(dens(x, up)) - math.log(dens(x, lo)) - e   # noqa: E731
             a, b = -12 * sigma - 1, 12 * sigma + 1
             x = a if g(a) > 0 else (b if g(b) < 0 else brentq(g, a, b, xtol=1e-14, rtol=1e-15))
             out = max(out, sf(x, up) - math.exp(e) * sf(x, lo))

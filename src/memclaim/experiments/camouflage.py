@@ -226,7 +226,6 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     cap = s["list_size"] * k ** (-L)
     n = len(trees)
     first = trees[0]
-    mean = lambda key: float(np.mean([t[key] for t in trees]))  # noqa: E731
     mem = np.array([t["tf_memorization"] for t in trees])
     norm_ent = np.array([t["posterior"]["normalized_entropy"] for t in trees])
     greedy_hits = sum(t["greedy_success"] for t in trees)

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
-from ..train.corpus import _check_chain, sample_chain  # the one chain sampler
+from ..train.corpus import sample_chain  # the one chain sampler
 from ..validate import integer, positive
 from ..decoding import Policy
 from ..models.base import LanguageModel

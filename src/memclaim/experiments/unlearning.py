@@ -387,7 +387,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     ax[0].set_ylabel("verbatim extraction rate (greedy)")
     ax[0].set_title("every request certified 'forgotten' by the verifier")
     style_legend(ax[0], below=True)
-    for i, m in enumerate(METHODS):
+    for m in METHODS:
         pb, pa = table[m]["retain_ppl_naive_request"]
         ax[1].plot([0, 1], [pb, pa], "o-", label=f"{m} (naive request)")
     ax[1].set_xticks([0, 1], ["before", "after"])

@@ -30,7 +30,6 @@ import contextlib
 import datetime as _dt
 import html
 import json
-import math
 import re
 import shlex
 from contextvars import ContextVar

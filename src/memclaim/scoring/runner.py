@@ -19,7 +19,6 @@ import numpy as np
 
 from ..decoding import Policy
 from ..errors import DomainError, InputError, StoreError
-from ..fsutil import sha256_bytes
 from ..jsonutil import ResultMixin
 from ..models.loader import config_max_positions
 from ..progress import LogCallback, ProgressCallback, Reporter

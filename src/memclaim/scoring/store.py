@@ -414,7 +414,6 @@ class ScoreStore:
         """Serialize one unit to Parquet and rename it into place (atomic)."""
         pa, pq = _pa()
         s = res.scores
-        P = len(res.policies)
         per_token = next(a for a in (s.token_logq, s.token_logprob, s.token_mean, s.token_rank) if a is not None)
         cols = {
             "item_key": pa.array(res.item_keys, pa.string()),
