@@ -19,8 +19,8 @@ import pytest
 
 from memclaim.models import load_model
 from memclaim.text.windows import DocumentWindows, Window, encode_document, sliding_windows
+from _paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "tests" / "data" / "fixtures" / "store_v1" / "model"  # a committed random 1-layer GPT-2
 DATA = ROOT / "tests" / "data"
 

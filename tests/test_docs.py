@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from _paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
 

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _paths import SRC
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "memclaim"
 
 # issue 13 §3, lowest first; a module may import its own layer and the layers before it
 LAYERS: tuple[tuple[str, ...], ...] = (

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
+from _paths import DATA
 from memclaim.cli.main import main
 from memclaim.decoding import parse_policies
 from memclaim.models import load_model
@@ -22,7 +22,7 @@ from memclaim.scoring.store import SCHEMA_VERSION, ScoreStore
 from memclaim.text.io import read_passages
 from memclaim.text.windows import passage_windows
 
-FIXTURE = Path(__file__).parent / "data" / "fixtures" / "store_v1"
+FIXTURE = DATA / "fixtures" / "store_v1"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
 POLICIES = ("full", "top-k:40", "greedy")  # what make_store_v1.py scored
 
