@@ -365,6 +365,82 @@ def test_registry_plugs_in_new_reproductions(tmp_path, monkeypatch):
         compare("q", "nope", 1.0)
 
 
+def test_the_skeleton_runs_its_steps_in_order_and_reports_like_finish(tmp_path):
+    """experiments/skeleton.py (issue 26): settings -> data -> runs -> checks -> claims -> differences ->
+    paper numbers -> figure -> notes, the streams drawn as rng_streams draws them, and a NAME.json
+    byte-identical to the one finish() writes from the same parts; a bad seed is refused before any step."""
+    from memclaim.experiments.common import check, paper_claim
+    from memclaim.experiments.skeleton import Reproduction
+
+    calls = []
+
+    class Coin(Reproduction):
+        name, title, reproduces, streams = "coin", "a coin", ("[MX] nothing",), ("flips", "more")
+
+        def settings(self):
+            calls.append("settings")
+            return {"flips": 50 if self.quick else 5000}
+
+        def data(self):
+            calls.append("data")
+            return self.rngs["flips"].integers(0, 2, self.s["flips"])
+
+        def runs(self, flips):
+            calls.append("runs")
+            return {"heads": int(flips.sum())}
+
+        def checks(self, results):
+            calls.append("checks")
+            return [check("some heads", results["heads"] > 0, str(results["heads"]))]
+
+        def claims(self, results):
+            calls.append("claims")
+            return [paper_claim("fair", "the coin is fair", quote="fair", where="[MX] §0", test="heads > 0",
+                                held=results["heads"] > 0, evidence="e")]
+
+        def differences(self, results):
+            calls.append("differences")
+            return ["a coin, not a model"]
+
+        def paper_numbers(self, results):
+            calls.append("paper")
+            return [compare("q", "staircase/eta-star-2", 0.6321)]
+
+        def figure(self, results, *, claims, differences):
+            calls.append(("figure", len(claims), tuple(differences)))
+            fig, ax = new_figure()
+            ax.plot([0, 1], [0, results["heads"]])
+            return fig
+
+        def notes(self, results):
+            calls.append("notes")
+            return ["a note"]
+
+    with pytest.raises(DomainError, match="seed"):
+        Coin(quick=True, seed=-1, out_dir=tmp_path / "bad")
+    assert calls == [] and not (tmp_path / "bad").exists()
+    res = Coin(quick=True, seed=3, out_dir=tmp_path / "a").reproduce()
+    assert calls == ["settings", "data", "runs", "checks", "claims", "differences", "paper",
+                     ("figure", 1, ("a coin, not a model",)), "notes"]
+    heads = int(rng_streams(3, ["flips", "more"])["flips"].integers(0, 2, 50).sum())
+    assert res["results"] == {"heads": heads} and res["settings"] == {"flips": 50}
+    assert res["rng"]["streams"] == ["flips", "more"] and res["paper_claims_held"] == 1
+    fig, ax = new_figure()
+    ax.plot([0, 1], [0, heads])
+    direct = finish("coin", title="a coin", reproduces=["[MX] nothing"], seed=3, quick=True, streams=["flips", "more"],
+                    settings={"flips": 50}, results={"heads": heads}, paper_numbers=[compare("q", "staircase/eta-star-2",
+                                                                                             0.6321)],
+                    checks=[check("some heads", heads > 0, str(heads))], figure=fig, out_dir=tmp_path / "b",
+                    notes=["a note"], paper_claims=[paper_claim("fair", "the coin is fair", quote="fair",
+                                                                where="[MX] §0", test="heads > 0", held=heads > 0,
+                                                                evidence="e")],
+                    differences=["a coin, not a model"])
+    assert res == direct
+    assert (tmp_path / "a" / "coin.json").read_bytes() == (tmp_path / "b" / "coin.json").read_bytes()
+    with pytest.raises(NotImplementedError, match="runs"):
+        type("Empty", (Reproduction,), {"settings": lambda self: {}})(quick=True).reproduce()
+
+
 def test_reproduce_turns_off_the_libraries_bars(tmp_path, monkeypatch, capsys):
     """`memclaim reproduce NAME` prints its summary only: transformers' "Loading weights" bars
     (seen on stderr of a full greedy run) are turned off before the reproduction loads a model."""

@@ -11,10 +11,7 @@ import sys
 
 import click
 
-from .. import __version__
-from ..api._public import cli_invocation
-from ..errors import MemclaimError
-from ..report.core import invoked_as
+from ..api import MemclaimError, __version__, cli_invocation, invoked_as
 from .progress import TRACKER, close_all
 
 # subcommand name -> module under memclaim.cli
@@ -26,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "budget": ("budget", "Query budgets: P[at least once in n], n for confidence 1-delta."),
     "dp": ("dp", "Differential-privacy bounds on memorization and extraction."),
     "audit": ("audit", "Membership-inference and extraction audits with intervals."),
+    "acr": ("acr", "Adversarial compression (GCG prompt search) on members and matched controls."),
     "reproduce": ("reproduce", "Regenerate a figure of [MX] §8 or [EM] §3-§6 (numbers + plot)."),
     "train": ("train", "The training lab: tiny GPT, fine-tuning, planted records, DP-SGD."),
     "demo": ("demo", "Run the end-to-end demo on the built-in tiny GPT."),

@@ -49,7 +49,8 @@ from ..mechanisms.noisy_counts import (
 )
 from ..privacy.extraction import extraction_bound, h_star
 from ..privacy.tradeoff import pure
-from .common import Check, PaperClaim, check, compare, finish, new_figure, paper_claim, rng_streams
+from .common import Check, PaperClaim, check, compare, new_figure, paper_claim
+from .skeleton import Reproduction
 from ..report.style import legend as style_legend
 
 NAME = "entropy-sweep"
@@ -237,6 +238,197 @@ def claims_for(results: dict) -> list[PaperClaim]:
     return [tracks_claim(results["sweep"])]
 
 
+class EntropySweep(Reproduction):
+    """[MX] Fig. 6 right on the skeleton (:mod:`.skeleton`): the sweep, the tau crossing, two canaries."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = ("[MX] Fig. 6 (right)", "[MX] §8.1 H* crossing", "[MX] §8.1 Zipf-canary 41% and 10-bit-canary 1%")
+
+    def settings(self) -> dict:
+        return _settings(self.quick)
+
+    def runs(self, data: None) -> dict:
+        s = self.s
+        f = pure(s["epsilon"], neighbors="add-remove")
+        a_zipf = _solve_zipf_exponent(s["zipf_candidates"], s["zipf_min_entropy_bits"])
+        return {"sweep": self._sweep(f), "crossing": self._crossing(f), "canaries": self._canaries(f, a_zipf),
+                "zipf_exponent": a_zipf}
+
+    def _sweep(self, f) -> list[dict]:
+        """The sweep over uniform priors: the list adversary and the gadget against the frontier."""
+        s, rngs = self.s, self.rngs
+        eps, m = s["epsilon"], s["m"]
+        alpha_fw = (1.0 - s["confidence"]) / len(s["entropy_bits"])
+        sweep = []
+        for h in s["entropy_bits"]:
+            n = 2 ** h
+            kappa = m / n  # uniform prior: kappa = m 2^-H exactly
+            frontier = extraction_bound(kappa, f).value
+            predicted = top_m_success_exact(np.full(n, 1.0 / n), epsilon=eps, m=m)
+            hits = simulate_top_m_success_uniform(n, epsilon=eps, m=m, n_trials=s["topm_trials"], rng=rngs["topm"])
+            g = SubsetReleaseGadget(n, m, f)
+            z = rngs["gadget"].integers(0, n, size=s["gadget_trials"])
+            rel = g.release_many(z, rng=rngs["gadget"])
+            ghits = (rel == z[:, None]).any(axis=1)
+            k1, k2 = int(hits.sum()), int(ghits.sum())
+            sweep.append({
+                "min_entropy_bits": h, "n_candidates": n, "kappa": kappa, "frontier": frontier,
+                "topm_predicted": predicted, "topm_measured": k1 / hits.size, "topm_ci": _cp(k1, hits.size, alpha_fw),
+                "topm_trials": int(hits.size), "topm_hits": k1,
+                "gadget_predicted": g.success_probability(), "gadget_measured": k2 / ghits.size,
+                "gadget_ci": _cp(k2, ghits.size, alpha_fw), "gadget_trials": int(ghits.size), "gadget_hits": k2,
+                "gadget_mixing_weight": g.mixing_weight(),
+            })
+        return sweep
+
+    def _crossing(self, f) -> dict:
+        """Where the frontier, the list adversary (exact and measured) and the gadget cross tau."""
+        s, rngs = self.s, self.rngs
+        eps, m, tau = s["epsilon"], s["m"], s["tau"]
+        hstar = h_star(epsilon=eps, m=m, tau=tau)
+        frontier_cross = float(optimize.brentq(
+            lambda h: extraction_bound(m * 2.0 ** -h, f).value - tau, math.log2(m), 40.0, xtol=1e-13, rtol=1e-15))
+        # exact crossing of the list adversary: scan integer N, interpolate in log2 N
+        ns = np.arange(64, 257)
+        pred = np.array([top_m_success_exact(np.full(n, 1.0 / n), epsilon=eps, m=m) for n in ns])
+        front = np.array([extraction_bound(m / n, f).value for n in ns])
+
+        def bracket(rates):
+            j = int(np.nonzero((rates[:-1] >= tau) & (rates[1:] < tau))[0][0])
+            # interpolate log(rate) linearly in log2 N (rates ~ 1/N, so this is nearly exact)
+            h0, h1 = math.log2(ns[j]), math.log2(ns[j + 1])
+            t = (math.log(rates[j]) - math.log(tau)) / (math.log(rates[j]) - math.log(rates[j + 1]))
+            return j, h0 + t * (h1 - h0)
+
+        j_pred, topm_cross_pred = bracket(pred)
+        j_front, _ = bracket(front)
+        cn = np.array(s["crossing_candidates"])
+        ch = np.log2(cn)
+        c_topm, c_gad = [], []
+        for n in cn:
+            hits = simulate_top_m_success_uniform(int(n), epsilon=eps, m=m, n_trials=s["crossing_trials"],
+                                                  rng=rngs["crossing_topm"])
+            c_topm.append(hits.mean())
+            g = SubsetReleaseGadget(int(n), m, f)
+            z = rngs["crossing_gadget"].integers(0, n, size=s["crossing_trials"])
+            c_gad.append((g.release_many(z, rng=rngs["crossing_gadget"]) == z[:, None]).any(axis=1).mean())
+        c_topm, c_gad = np.array(c_topm), np.array(c_gad)
+        t_cross, t_cross_se = _crossing_fit(ch, c_topm, s["crossing_trials"], tau)
+        g_cross, g_cross_se = _crossing_fit(ch, c_gad, s["crossing_trials"], tau)
+        return {
+            "h_star_bits": hstar.bits,
+            "h_star_regime": hstar.regime,
+            "frontier_crossing_bits": frontier_cross,
+            "frontier_crossing_between_n": [int(ns[j_front]), int(ns[j_front + 1])],
+            "topm_predicted_crossing_bits": topm_cross_pred,
+            "topm_predicted_crossing_between_n": [int(ns[j_pred]), int(ns[j_pred + 1])],
+            "topm_predicted_minus_frontier_at_crossing": float(pred[j_pred] - front[j_pred]),
+            "topm_measured_crossing_bits": t_cross,
+            "topm_measured_crossing_se": t_cross_se,
+            "gadget_measured_crossing_bits": g_cross,
+            "gadget_measured_crossing_se": g_cross_se,
+            "grid_candidates": cn.tolist(),
+            "grid_bits": ch.tolist(),
+            "grid_topm_measured": c_topm.tolist(),
+            "grid_gadget_measured": c_gad.tolist(),
+            "grid_frontier": [extraction_bound(m / int(n), f).value for n in cn],
+            "trials_per_point": s["crossing_trials"],
+            "method": ("weighted least-squares line through (H, log measured rate) on the grid, solved for "
+                       "log tau; standard error by the delta method"),
+        }
+
+    def _canaries(self, f, a_zipf: float) -> dict:
+        """Two canaries under the same release: a Zipf prior (H_inf = 2.5 bits) and a 10-bit uniform one."""
+        s, rngs = self.s, self.rngs
+        eps, m = s["epsilon"], s["m"]
+        canaries = {}
+        for key, prior, rng, label in (
+                ("zipf", zipf_prior(s["zipf_candidates"], exponent=a_zipf), rngs["zipf"],
+                 f"Zipf prior over {s['zipf_candidates']} candidates, exponent {a_zipf:.6f} (H_inf = 2.5 bits)"),
+                ("uniform10", np.full(2 ** s["uniform_canary_bits"], 2.0 ** -s["uniform_canary_bits"]),
+                 rngs["uniform10"], "uniform prior over 1024 candidates (H_inf = 10 bits)")):
+            kappa = top_m_mass(prior, m=m)
+            predicted = top_m_success_exact(prior, epsilon=eps, m=m)
+            hits = simulate_top_m_success(prior, epsilon=eps, m=m, n_trials=s["canary_trials"], rng=rng)
+            k1 = int(hits.sum())
+            canaries[key] = {
+                "prior": label, "min_entropy_bits": min_entropy_bits(prior), "kappa": kappa,
+                "entropy_envelope": m * 2.0 ** -min_entropy_bits(prior),
+                "bound": extraction_bound(kappa, f).value, "predicted": predicted,
+                "measured": k1 / hits.size, "ci": _cp(k1, hits.size, 1.0 - s["canary_confidence"]),
+                "ci_check": _cp(k1, hits.size, 1.0 - s["canary_check_confidence"]), "trials": int(hits.size),
+                "hits": k1,
+            }
+        return canaries
+
+    def checks(self, results: dict) -> list[Check]:
+        return checks_for({k: results[k] for k in ("sweep", "crossing", "canaries")}, self.s)
+
+    def claims(self, results: dict) -> list[PaperClaim]:
+        return claims_for({"sweep": results["sweep"]})
+
+    def paper_numbers(self, results: dict) -> list:
+        s, cr = self.s, results["crossing"]
+        z, u, a_zipf = results["canaries"]["zipf"], results["canaries"]["uniform10"], results["zipf_exponent"]
+        return [
+            compare("h_star", "entropy-sweep/h-star", cr["h_star_bits"], note="exact: eps log2 e + log2(m/tau)"),
+            compare("topm_crossing", "entropy-sweep/h-star", cr["topm_measured_crossing_bits"],
+                    ours_se=cr["topm_measured_crossing_se"],
+                    note=f"the list adversary's measured tau-crossing; derived for this release "
+                         f"{cr['topm_predicted_crossing_bits']:.4f} bits"),
+            compare("zipf_rate_derived", "entropy-sweep/zipf-rate", z["predicted"],
+                    note=f"derived exactly for this release; the Zipf support and exponent are not given in the "
+                         f"paper, ours ({s['zipf_candidates']}, {a_zipf:.4f}) match its H_inf and kappa"),
+            compare("zipf_rate_measured", "entropy-sweep/zipf-rate", z["measured"],
+                    ours_se=math.sqrt(z["measured"] * (1 - z["measured"]) / z["trials"]),
+                    note=f"{z['trials']} trials, 95% interval [{z['ci'][0]:.4f}, {z['ci'][1]:.4f}]"),
+            compare("zipf_kappa", "entropy-sweep/zipf-kappa", z["kappa"]),
+            compare("zipf_envelope", "entropy-sweep/zipf-envelope", z["entropy_envelope"]),
+            compare("zipf_bound", "entropy-sweep/zipf-bound", z["bound"]),
+            compare("uniform10_rate_derived", "entropy-sweep/uniform10-rate", u["predicted"], note="derived exactly"),
+            compare("uniform10_rate_measured", "entropy-sweep/uniform10-rate", u["measured"],
+                    ours_se=math.sqrt(u["measured"] * (1 - u["measured"]) / u["trials"]),
+                    note=f"{u['trials']} trials, 95% interval [{u['ci'][0]:.5f}, {u['ci'][1]:.5f}]"),
+        ]
+
+    def figure(self, results: dict, *, claims, differences):
+        s, sweep = self.s, results["sweep"]
+        m, tau, hstar_bits = s["m"], s["tau"], results["crossing"]["h_star_bits"]
+        f = pure(s["epsilon"], neighbors="add-remove")
+        z, u = results["canaries"]["zipf"], results["canaries"]["uniform10"]
+        hs = np.array(s["entropy_bits"], dtype=float)
+        fig, ax = new_figure()
+        hh = np.linspace(hs.min() - 0.5, hs.max() + 0.5, 400)
+        ax.plot(hh, [extraction_bound(min(1.0, m * 2.0 ** -x), f).value for x in hh], "-", color="tab:blue",
+                label=r"frontier $1 - f_\varepsilon(\kappa)$, $\kappa = m 2^{-H_\infty}$")
+        for key, mk, col, lab in (("topm", "o", "tab:red", "top-m list adversary (m = 4), noisy counts"),
+                                  ("gadget", "x", "k", "subset-release gadget (Lemma 5.2)")):
+            est = np.array([r[f"{key}_measured"] for r in sweep])
+            lo = np.array([r[f"{key}_ci"][0] for r in sweep])
+            hi = np.array([r[f"{key}_ci"][1] for r in sweep])
+            dx = -0.1 if key == "topm" else 0.1
+            ax.errorbar(hs + dx, est, yerr=[est - lo, hi - est], fmt=mk, color=col, ms=5, capsize=2, label=lab)
+        ax.axhline(tau, color="gray", ls=":", label=r"risk $\tau = 0.1$")
+        ax.axvline(hstar_bits, color="gray", ls="--", label=f"$H^* = {hstar_bits:.4f}$ bits")
+        ax.plot([z["min_entropy_bits"]], [z["measured"]], "D", color="tab:purple", label="Zipf canary (measured)")
+        ax.plot([z["min_entropy_bits"]], [z["bound"]], "_", color="tab:purple", ms=14, mew=2,
+                label=r"Zipf canary bound $1 - f_\varepsilon(\kappa)$")
+        ax.plot([u["min_entropy_bits"]], [u["measured"]], "D", color="tab:orange", label="10-bit canary (measured)")
+        ax.set_yscale("log")
+        ax.set_xlabel(r"min-entropy $H_\infty$ (bits)")
+        ax.set_ylabel("extraction success")
+        ax.set_title(r"entropy sweep, $\varepsilon$ = 1 ([MX] Fig. 6 right)")
+        style_legend(ax, below=True)
+        return fig
+
+    def notes(self, results: dict) -> list[str]:
+        return [
+            "release: " + self.s["release"] + " (eps-DP under add/remove); adversary: " + self.s["adversary"],
+            "derived values (exact) were computed before the Monte-Carlo measurements; see the module docstring",
+            "uniform sweep simulated through the two sufficient statistics; the canaries draw every noisy count",
+        ]
+
+
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
     """[MX] Fig. 6 right: extraction vs min-entropy against 1 - f_eps(kappa), H*, two canaries.
 
@@ -249,165 +441,4 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
     ('entropy-sweep', True)
     """
-    s = _settings(quick)
-    rngs = rng_streams(seed, STREAMS)
-    eps, m, tau = s["epsilon"], s["m"], s["tau"]
-    f = pure(eps, neighbors="add-remove")
-    hs = np.array(s["entropy_bits"], dtype=float)
-    alpha_fw = (1.0 - s["confidence"]) / len(hs)
-
-    # ---- the sweep over uniform priors ----------------------------------------------------------
-    sweep = []
-    for h in s["entropy_bits"]:
-        n = 2 ** h
-        kappa = m / n  # uniform prior: kappa = m 2^-H exactly
-        frontier = extraction_bound(kappa, f).value
-        predicted = top_m_success_exact(np.full(n, 1.0 / n), epsilon=eps, m=m)
-        hits = simulate_top_m_success_uniform(n, epsilon=eps, m=m, n_trials=s["topm_trials"], rng=rngs["topm"])
-        g = SubsetReleaseGadget(n, m, f)
-        z = rngs["gadget"].integers(0, n, size=s["gadget_trials"])
-        rel = g.release_many(z, rng=rngs["gadget"])
-        ghits = (rel == z[:, None]).any(axis=1)
-        k1, k2 = int(hits.sum()), int(ghits.sum())
-        sweep.append({
-            "min_entropy_bits": h, "n_candidates": n, "kappa": kappa, "frontier": frontier,
-            "topm_predicted": predicted, "topm_measured": k1 / hits.size, "topm_ci": _cp(k1, hits.size, alpha_fw),
-            "topm_trials": int(hits.size), "topm_hits": k1,
-            "gadget_predicted": g.success_probability(), "gadget_measured": k2 / ghits.size,
-            "gadget_ci": _cp(k2, ghits.size, alpha_fw), "gadget_trials": int(ghits.size), "gadget_hits": k2,
-            "gadget_mixing_weight": g.mixing_weight(),
-        })
-
-    # ---- the tau crossing -----------------------------------------------------------------------
-    hstar = h_star(epsilon=eps, m=m, tau=tau)
-    frontier_cross = float(optimize.brentq(
-        lambda h: extraction_bound(m * 2.0 ** -h, f).value - tau, math.log2(m), 40.0, xtol=1e-13, rtol=1e-15))
-    # exact crossing of the list adversary: scan integer N, interpolate in log2 N
-    ns = np.arange(64, 257)
-    pred = np.array([top_m_success_exact(np.full(n, 1.0 / n), epsilon=eps, m=m) for n in ns])
-    front = np.array([extraction_bound(m / n, f).value for n in ns])
-
-    def bracket(rates):
-        j = int(np.nonzero((rates[:-1] >= tau) & (rates[1:] < tau))[0][0])
-        # interpolate log(rate) linearly in log2 N (rates ~ 1/N, so this is nearly exact)
-        h0, h1 = math.log2(ns[j]), math.log2(ns[j + 1])
-        t = (math.log(rates[j]) - math.log(tau)) / (math.log(rates[j]) - math.log(rates[j + 1]))
-        return j, h0 + t * (h1 - h0)
-
-    j_pred, topm_cross_pred = bracket(pred)
-    j_front, _ = bracket(front)
-    cn = np.array(s["crossing_candidates"])
-    ch = np.log2(cn)
-    c_topm, c_gad = [], []
-    for n in cn:
-        hits = simulate_top_m_success_uniform(int(n), epsilon=eps, m=m, n_trials=s["crossing_trials"],
-                                              rng=rngs["crossing_topm"])
-        c_topm.append(hits.mean())
-        g = SubsetReleaseGadget(int(n), m, f)
-        z = rngs["crossing_gadget"].integers(0, n, size=s["crossing_trials"])
-        c_gad.append((g.release_many(z, rng=rngs["crossing_gadget"]) == z[:, None]).any(axis=1).mean())
-    c_topm, c_gad = np.array(c_topm), np.array(c_gad)
-    t_cross, t_cross_se = _crossing_fit(ch, c_topm, s["crossing_trials"], tau)
-    g_cross, g_cross_se = _crossing_fit(ch, c_gad, s["crossing_trials"], tau)
-    crossing = {
-        "h_star_bits": hstar.bits,
-        "h_star_regime": hstar.regime,
-        "frontier_crossing_bits": frontier_cross,
-        "frontier_crossing_between_n": [int(ns[j_front]), int(ns[j_front + 1])],
-        "topm_predicted_crossing_bits": topm_cross_pred,
-        "topm_predicted_crossing_between_n": [int(ns[j_pred]), int(ns[j_pred + 1])],
-        "topm_predicted_minus_frontier_at_crossing": float(pred[j_pred] - front[j_pred]),
-        "topm_measured_crossing_bits": t_cross,
-        "topm_measured_crossing_se": t_cross_se,
-        "gadget_measured_crossing_bits": g_cross,
-        "gadget_measured_crossing_se": g_cross_se,
-        "grid_candidates": cn.tolist(),
-        "grid_bits": ch.tolist(),
-        "grid_topm_measured": c_topm.tolist(),
-        "grid_gadget_measured": c_gad.tolist(),
-        "grid_frontier": [extraction_bound(m / int(n), f).value for n in cn],
-        "trials_per_point": s["crossing_trials"],
-        "method": ("weighted least-squares line through (H, log measured rate) on the grid, solved for "
-                   "log tau; standard error by the delta method"),
-    }
-
-    # ---- two canaries under the same release ------------------------------------------------------
-    a_zipf = _solve_zipf_exponent(s["zipf_candidates"], s["zipf_min_entropy_bits"])
-    canaries = {}
-    for key, prior, rng, label in (
-            ("zipf", zipf_prior(s["zipf_candidates"], exponent=a_zipf), rngs["zipf"],
-             f"Zipf prior over {s['zipf_candidates']} candidates, exponent {a_zipf:.6f} (H_inf = 2.5 bits)"),
-            ("uniform10", np.full(2 ** s["uniform_canary_bits"], 2.0 ** -s["uniform_canary_bits"]),
-             rngs["uniform10"], "uniform prior over 1024 candidates (H_inf = 10 bits)")):
-        kappa = top_m_mass(prior, m=m)
-        predicted = top_m_success_exact(prior, epsilon=eps, m=m)
-        hits = simulate_top_m_success(prior, epsilon=eps, m=m, n_trials=s["canary_trials"], rng=rng)
-        k1 = int(hits.sum())
-        canaries[key] = {
-            "prior": label, "min_entropy_bits": min_entropy_bits(prior), "kappa": kappa,
-            "entropy_envelope": m * 2.0 ** -min_entropy_bits(prior),
-            "bound": extraction_bound(kappa, f).value, "predicted": predicted,
-            "measured": k1 / hits.size, "ci": _cp(k1, hits.size, 1.0 - s["canary_confidence"]),
-            "ci_check": _cp(k1, hits.size, 1.0 - s["canary_check_confidence"]), "trials": int(hits.size),
-            "hits": k1,
-        }
-
-    # ---- checks -----------------------------------------------------------------------------------
-    checks = checks_for({"sweep": sweep, "crossing": crossing, "canaries": canaries}, s)
-    claims = claims_for({"sweep": sweep})
-
-    z, u = canaries["zipf"], canaries["uniform10"]
-    paper = [
-        compare("h_star", "entropy-sweep/h-star", hstar.bits, note="exact: eps log2 e + log2(m/tau)"),
-        compare("topm_crossing", "entropy-sweep/h-star", t_cross, ours_se=t_cross_se,
-                note=f"the list adversary's measured tau-crossing; derived for this release {topm_cross_pred:.4f} bits"),
-        compare("zipf_rate_derived", "entropy-sweep/zipf-rate", z["predicted"],
-                note=f"derived exactly for this release; the Zipf support and exponent are not given in the paper, "
-                     f"ours ({s['zipf_candidates']}, {a_zipf:.4f}) match its H_inf and kappa"),
-        compare("zipf_rate_measured", "entropy-sweep/zipf-rate", z["measured"],
-                ours_se=math.sqrt(z["measured"] * (1 - z["measured"]) / z["trials"]),
-                note=f"{z['trials']} trials, 95% interval [{z['ci'][0]:.4f}, {z['ci'][1]:.4f}]"),
-        compare("zipf_kappa", "entropy-sweep/zipf-kappa", z["kappa"]),
-        compare("zipf_envelope", "entropy-sweep/zipf-envelope", z["entropy_envelope"]),
-        compare("zipf_bound", "entropy-sweep/zipf-bound", z["bound"]),
-        compare("uniform10_rate_derived", "entropy-sweep/uniform10-rate", u["predicted"], note="derived exactly"),
-        compare("uniform10_rate_measured", "entropy-sweep/uniform10-rate", u["measured"],
-                ours_se=math.sqrt(u["measured"] * (1 - u["measured"]) / u["trials"]),
-                note=f"{u['trials']} trials, 95% interval [{u['ci'][0]:.5f}, {u['ci'][1]:.5f}]"),
-    ]
-
-    # ---- figure -----------------------------------------------------------------------------------
-    fig, ax = new_figure()
-    hh = np.linspace(hs.min() - 0.5, hs.max() + 0.5, 400)
-    ax.plot(hh, [extraction_bound(min(1.0, m * 2.0 ** -x), f).value for x in hh], "-", color="tab:blue",
-            label=r"frontier $1 - f_\varepsilon(\kappa)$, $\kappa = m 2^{-H_\infty}$")
-    for key, mk, col, lab in (("topm", "o", "tab:red", "top-m list adversary (m = 4), noisy counts"),
-                              ("gadget", "x", "k", "subset-release gadget (Lemma 5.2)")):
-        est = np.array([r[f"{key}_measured"] for r in sweep])
-        lo = np.array([r[f"{key}_ci"][0] for r in sweep])
-        hi = np.array([r[f"{key}_ci"][1] for r in sweep])
-        dx = -0.1 if key == "topm" else 0.1
-        ax.errorbar(hs + dx, est, yerr=[est - lo, hi - est], fmt=mk, color=col, ms=5, capsize=2, label=lab)
-    ax.axhline(tau, color="gray", ls=":", label=r"risk $\tau = 0.1$")
-    ax.axvline(hstar.bits, color="gray", ls="--", label=f"$H^* = {hstar.bits:.4f}$ bits")
-    ax.plot([z["min_entropy_bits"]], [z["measured"]], "D", color="tab:purple", label="Zipf canary (measured)")
-    ax.plot([z["min_entropy_bits"]], [z["bound"]], "_", color="tab:purple", ms=14, mew=2,
-            label=r"Zipf canary bound $1 - f_\varepsilon(\kappa)$")
-    ax.plot([u["min_entropy_bits"]], [u["measured"]], "D", color="tab:orange", label="10-bit canary (measured)")
-    ax.set_yscale("log")
-    ax.set_xlabel(r"min-entropy $H_\infty$ (bits)")
-    ax.set_ylabel("extraction success")
-    ax.set_title(r"entropy sweep, $\varepsilon$ = 1 ([MX] Fig. 6 right)")
-    style_legend(ax, below=True)
-
-    results = {"sweep": sweep, "crossing": crossing, "canaries": canaries,
-               "zipf_exponent": a_zipf}
-    notes = [
-        "release: " + s["release"] + " (eps-DP under add/remove); adversary: " + s["adversary"],
-        "derived values (exact) were computed before the Monte-Carlo measurements; see the module docstring",
-        "uniform sweep simulated through the two sufficient statistics; the canaries draw every noisy count",
-    ]
-    return finish(NAME, title=TITLE, reproduces=["[MX] Fig. 6 (right)", "[MX] §8.1 H* crossing",
-                                                  "[MX] §8.1 Zipf-canary 41% and 10-bit-canary 1%"],
-                  seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, notes=notes, paper_claims=claims)
+    return EntropySweep(quick=quick, seed=seed, out_dir=out_dir).reproduce()
