@@ -207,14 +207,17 @@ def _warp(x, policy: Policy):
 
 
 def policy_target_logprob(logits: "torch.Tensor", targets: "torch.Tensor", policy: Policy, *,
-                          log_softmax_t1: "torch.Tensor | None" = None) -> "torch.Tensor":
+                          log_softmax_t1: "torch.Tensor | None" = None, top_t1: "torch.Tensor | None" = None,
+                          groups: "Sequence[tuple[int, int]] | None" = None) -> "torch.Tensor":
     """log q_{theta,phi}(target_i | context_i) for each row i; [N, V] logits, [N] targets -> [N].
 
     Only the normalizer over the policy's support is needed, so top-k avoids building a masked
     copy of the row: log Z = logsumexp over the K largest values plus the extra ties at the
     boundary, which equals the masked logsumexp of the HF rule. ``log_softmax_t1`` may pass an
-    already computed ``log_softmax(logits)`` (the engine has it) for the untruncated T = 1 case.
-    Row-wise log_softmax is used rather than logsumexp: on CPU it is one fused pass.
+    already computed ``log_softmax(logits)`` (the engine has it) for the untruncated T = 1 case,
+    ``top_t1`` the values of ``torch.topk(logits, m)`` for some m > K (or m = V) for top-K at
+    T = 1; ``groups``: see :func:`topk_normalizer`. Row-wise log_softmax is used rather than
+    logsumexp: on CPU it is one fused pass.
 
     >>> import torch
     >>> x = torch.tensor([[2.0, 1.0, 0.0]], dtype=torch.float64)
@@ -232,7 +235,7 @@ def policy_target_logprob(logits: "torch.Tensor", targets: "torch.Tensor", polic
         if policy.temperature != 1.0:
             x = x / policy.temperature
         k = min(policy.top_k, x.shape[-1])
-        kth, log_z = topk_normalizer(x, k)
+        kth, log_z = topk_normalizer(x, k, top=top_t1 if policy.temperature == 1.0 else None, groups=groups)
         xt = x.gather(1, t)
         out = torch.where(xt >= kth, xt - log_z, torch.full_like(xt, -math.inf))
         return out.view(-1)
@@ -246,12 +249,19 @@ def policy_target_logprob(logits: "torch.Tensor", targets: "torch.Tensor", polic
     return lp.gather(1, t).view(-1)
 
 
-def topk_normalizer(x: "torch.Tensor", k: int) -> "tuple[torch.Tensor, torch.Tensor]":
+def topk_normalizer(x: "torch.Tensor", k: int, *, top: "torch.Tensor | None" = None,
+                    groups: "Sequence[tuple[int, int]] | None" = None) -> "tuple[torch.Tensor, torch.Tensor]":
     """(K-th largest value [N, 1], log Z over the HF top-k support [N, 1]) of rows x [N, V].
 
     The support is every token >= the K-th largest (ties at the boundary kept, as in
     TopKLogitsWarper). topk(K+1) shows whether the boundary is tied; only rows where it is pay
-    for an exact count of the tied tokens over the whole row.
+    for an exact count of the tied tokens over the whole row. ``top``: the values of
+    ``torch.topk(x, m)`` already computed for some m > K (or m = V), sorted descending.
+
+    ``groups``: row ranges [a, b) whose tie corrections are computed in one call each (default:
+    all rows in one call). torch.logaddexp's vectorized and scalar paths differ in the last bit,
+    so which path a row takes depends on how many tied rows share its call: the CPU engine
+    passes its per-window ranges so that a window's bits do not depend on its neighbours.
 
     >>> import torch
     >>> kth, log_z = topk_normalizer(torch.tensor([[3.0, 1.0, 1.0, 0.0]], dtype=torch.float64), 2)
@@ -260,7 +270,8 @@ def topk_normalizer(x: "torch.Tensor", k: int) -> "tuple[torch.Tensor, torch.Ten
     """
     torch = _torch()
     V = x.shape[-1]
-    top = torch.topk(x, min(k + 1, V), dim=-1).values  # [N, k(+1)]
+    if top is None:
+        top = torch.topk(x, min(k + 1, V), dim=-1).values  # [N, k(+1)]
     kth = top[:, k - 1:k]  # [N, 1]
     log_z = torch.logsumexp(top[:, :k], dim=-1, keepdim=True)
     if k < V:
@@ -268,5 +279,13 @@ def topk_normalizer(x: "torch.Tensor", k: int) -> "tuple[torch.Tensor, torch.Ten
         if tied.numel():
             # extra copies of exp(kth) beyond the K returned by topk: log(Z + extra * e^kth)
             extra = ((x[tied] >= kth[tied]).sum(dim=-1, keepdim=True) - k).to(x.dtype)  # [n_tied, 1]
-            log_z[tied] = torch.logaddexp(log_z[tied], kth[tied] + torch.log(extra))
+            term = kth[tied] + torch.log(extra)
+            if groups is None:
+                log_z[tied] = torch.logaddexp(log_z[tied], term)
+            else:
+                for a, b in groups:
+                    sel = ((tied >= a) & (tied < b)).nonzero().view(-1)
+                    if sel.numel():
+                        rows = tied[sel]
+                        log_z[rows] = torch.logaddexp(log_z[rows], term[sel])
     return kth, log_z

@@ -22,6 +22,8 @@ from ..jsonutil import dumps, to_jsonable
 from ..report.core import Doc, invocation_text, invoked_as, render_fragment
 from ..scoring.prompts import PromptRule
 from ..scoring.ray_backend import RayBackend, require_ray
+from ..scoring.served.backend import DEFAULT_BATCH_WINDOWS, DEFAULT_MAX_CONCURRENCY, OpenAIBackend
+from ..scoring.served.model import ServedModel
 from ..scoring.runner import normalize_near_verbatim
 from ..text.io import check_unicode, read_document, read_passages, text_key
 from ..text.tables import passages_from_object
@@ -148,14 +150,43 @@ def near_verbatim_settings(nv_eps: Sequence[int] = (), nv_beams: Sequence[int] =
     return normalize_near_verbatim({"epsilons": list(nv_eps), "beams": list(nv_beams or (16,))}, suffix_tokens=0)
 
 
-BACKENDS = ("local", "ray")
+BACKENDS = ("local", "ray", "openai")
 
 
 def make_backend(model, policies, *, backend: str = "local", address=None, workers=None, gpus_per_worker=0.0,
-                 threads_per_worker=1, batch_size: int = 16, log=None):
-    """The scoring backend the options ask for; None means run_scoring's local default."""
+                 threads_per_worker=1, batch_size: int = 16, log=None, url: str | None = None,
+                 api_key_env: str | None = None, api_key_file=None, served_model: str | None = None,
+                 max_concurrency: int | None = None, served_bounds: bool = False):
+    """The scoring backend the options ask for; None means run_scoring's local default. A served
+    model's backend (``openai``) connects and probes the server here, before any work."""
     if backend not in BACKENDS:
         raise InputError(f"unknown backend {backend!r}", hint=f"one of {', '.join(BACKENDS)}")
+    served = [name for name, v, default in (("--url", url, None), ("--api-key-env", api_key_env, None),
+                                            ("--api-key-file", api_key_file, None),
+                                            ("--served-model", served_model, None),
+                                            ("--max-concurrency", max_concurrency, None),
+                                            ("--served-bounds", served_bounds, False)) if v != default]
+    if backend != "openai" and served:
+        raise InputError(f"{', '.join(served)} {'applies' if len(served) == 1 else 'apply'} only with --backend openai",
+                         hint="add --backend openai --url URL to score through a server, or drop them")
+    if backend == "openai":
+        given = [name for name, v, default in (("--address", address, None), ("--workers", workers, None),
+                                               ("--gpus-per-worker", gpus_per_worker, 0.0),
+                                               ("--threads-per-worker", threads_per_worker, 1)) if v != default]
+        if given:
+            raise InputError(f"{', '.join(given)} only apply with --backend ray", hint="drop them")
+        if url is None:
+            raise InputError("--backend openai needs --url", hint="e.g. --url http://127.0.0.1:8000 (docs/served.md)")
+        if not isinstance(model, ServedModel):
+            raise InputError(f"a served model is named by its tokenizer folder or a name, not {type(model).__name__}",
+                             hint="pass the folder holding the served model's tokenizer.json, or a named model")
+        b = OpenAIBackend(url, model, policies, served_model=served_model, api_key_env=api_key_env,
+                          api_key_file=api_key_file,
+                          max_concurrency=DEFAULT_MAX_CONCURRENCY if max_concurrency is None else max_concurrency,
+                          batch_windows=batch_size if isinstance(batch_size, int) else DEFAULT_BATCH_WINDOWS,
+                          bounds=served_bounds, log=log)
+        b.connect()
+        return b
     if backend == "local":
         given = [name for name, v, default in (("--address", address, None), ("--workers", workers, None),
                                                ("--gpus-per-worker", gpus_per_worker, 0.0),

@@ -13,7 +13,8 @@ from ..fsutil import sha256_bytes
 
 SCORE_NAME = "teacher-forced log q_{theta,phi}(suffix | prompt), natural log, float64"
 # fields that describe but do not change the numbers; excluded from the key
-_DISPLAY_ONLY = {("model", "name"), ("model", "source"), ("model", "fingerprint_v1")}
+_DISPLAY_ONLY = {("model", "name"), ("model", "source"), ("model", "fingerprint_v1"),
+                 ("model", "url")}  # a served model's URL: the same server moved to another port is the same
 # The numerics of a score: the class of the device that computed it and the body's dtype. Both
 # are in the key (a unit scored on a GPU is never adopted by a CPU run, nor the reverse), but a
 # CPU procedure leaves its device class out of the key, so every store written before device

@@ -245,10 +245,12 @@ def near_verbatim_cost_message(units: Iterable[WorkUnit], nv: dict, n_policies: 
 
 def build_procedure(model: LoadedModel, *, policies: Sequence[Policy], prefix_tokens: int | None, suffix_tokens: int | None,
                     prompt_rule: PromptRule, near_verbatim: dict | None = None,
-                    windows: dict | None = None, device_class: str | None = None) -> Procedure:
+                    windows: dict | None = None, device_class: str | None = None,
+                    describe_model: Callable[[dict], dict] | None = None) -> Procedure:
     """The scoring procedure of a run ([EM] Def. B.2): the model (name, fingerprint, dtype, device
     class), start of text, policies, window lengths, prompt rule and near-verbatim settings; its
-    key names the store's units.
+    key names the store's units. ``describe_model``: a backend's rewrite of the model record (a
+    served model's: the tokenizer and the server's identity instead of a weights fingerprint).
 
     >>> p = build_procedure(load_model("toy"), policies=parse_policies(["full", "greedy"]), prefix_tokens=8,
     ...                     suffix_tokens=8, prompt_rule=PromptRule())  # doctest: +SKIP
@@ -261,6 +263,8 @@ def build_procedure(model: LoadedModel, *, policies: Sequence[Policy], prefix_to
     # the class of the device whose numerics the scores have (models/placement.py); in the key
     # unless it is the CPU (scoring/procedure.py), so CPU stores keep their keys
     desc["device_class"] = str(device_class or getattr(model, "device_class", None) or "cpu")
+    if describe_model is not None:
+        desc = describe_model(desc)
     return Procedure(model=desc,
         start_of_text=model.sot.to_dict(), policies=tuple(p.spec for p in policies),
         prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, prompt=prompt_rule.to_dict(),
@@ -510,10 +514,22 @@ def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence
     integer("unit size", unit_size, minimum=1)  # option domains fail before the store is touched
     batch_size = check_batch_size(batch_size)
     near_verbatim = normalize_near_verbatim(near_verbatim, suffix_tokens=suffix_tokens)
+    if stats is None and hasattr(backend, "computable_stats"):
+        stats = backend.computable_stats()  # a served model: every statistic its answers give
     procedure = build_procedure(model, policies=policies, prefix_tokens=prefix_tokens,
                                 suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, near_verbatim=near_verbatim,
                                 windows=getattr(window_set, "cut", None),
-                                device_class=getattr(backend, "device_class", None))
+                                device_class=getattr(backend, "device_class", None),
+                                describe_model=getattr(backend, "describe_model", None))
+    # The backend seam (issue 27): a backend object has run(units) -> UnitResults and may have
+    # supports(procedure, stats) -> reason or None, computable_stats(), describe_model(desc),
+    # set_stats(), on_batch and stats(). LocalBackend, RayBackend and the served OpenAIBackend
+    # meet it; the Backend protocol of issue 26 item 3 (branch i26a) is to name these methods.
+    if hasattr(backend, "supports"):  # what the backend cannot compute exactly is refused before any work
+        why = backend.supports(procedure, run_stats(stats))
+        if why:
+            raise InputError(f"--backend {getattr(backend, 'name', '?')}: {why}",
+                             hint="drop what it cannot compute, or score with --backend local (docs/served.md)")
     # every window's (prompt, target) items before the store is touched: a template that cuts a
     # token in two, an empty prompt or a window longer than the context is refused first; one
     # streaming pass that keeps only keys and lengths (a book's windows are made on demand)
@@ -552,6 +568,9 @@ def store_procedure_key(store: ScoreStore, procedure: Procedure, model: LoadedMo
 
 
 WINDOW_BATCH = 4096  # windows per Parquet row group of windows.parquet and scores.parquet
+# per-window columns a served run adds (memclaim.scoring.served.backend): whether log q is exact, and
+# its certified bounds; carried into scores.parquet like the near-verbatim columns
+SERVED_COLUMNS = ("logq_exact:", "logq_lower:", "logq_upper:")
 MANIFEST_EVERY_SECONDS = 2.0  # unit files are adopted after a kill: the manifest need not follow each unit
 
 
@@ -771,7 +790,7 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
                 greedy[at] = t.column("greedy_match").to_numpy(zero_copy_only=False)[rows]
                 margin[at] = t.column("min_margin").to_numpy()[rows]
                 for name in t.column_names:
-                    if name.startswith(("nv_logq:", "nv_exact:", "nv_found:", "nv_forward_rows:")):
+                    if name.startswith(("nv_logq:", "nv_exact:", "nv_found:", "nv_forward_rows:") + SERVED_COLUMNS):
                         v = t.column(name).to_numpy(zero_copy_only=False)
                         if name not in nv:
                             nv[name] = np.zeros(n, dtype=v.dtype)
@@ -815,9 +834,9 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
                 cols["near_tie"] = pa.array(mm < NEAR_TIE_MARGIN)
                 near += int(np.count_nonzero(mm < NEAR_TIE_MARGIN))
                 for name, v in nv.items():
-                    if name.startswith("nv_logq:"):
+                    if name.startswith(("nv_logq:", "logq_lower:", "logq_upper:")):  # bounds aggregate as log q
                         cols[name] = pa.array(aggregate_logq(v[idx], agg, axis=1), pa.float64())
-                    elif name.startswith("nv_exact:"):
+                    elif name.startswith(("nv_exact:", "logq_exact:")):
                         cols[name] = pa.array(v[idx].all(axis=1))
                     else:
                         cols[name] = pa.array(v[idx].sum(axis=1), pa.int64())
