@@ -32,7 +32,8 @@ from ..scoring.runner import RunSummary, index_windows, run_scoring
 from ..text.io import read_document, text_key
 from ..text.spans import exclude_spans_from_lines, parse_exclude_spans
 from ..validate import batch_size as check_batch_size, in_open_unit, integer, query_budget
-from ._common import (Document, Result, WorkFolder, build_prompt_rule, check_limit, check_out_dir, cut_windows, document_path,
+from ._common import (Document, Result, WorkFolder, build_prompt_rule, check_limit, check_out, cut_windows,
+                      document_path,
                       jsonable, make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
 from ._model import load_model, scoring_model
 from ._runs import store_input_record, stored_test_procedure
@@ -238,8 +239,8 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
         raise InputError(f"the census needs a probability score, but the first --policy is {tested.spec!r} "
                          "(a 0/1 score: there is no threshold to calibrate, [EM] §5)",
                          hint="put a sampling policy first, e.g. --policy top-k:40 or --policy full")
-    if out is not None:
-        check_out_dir(out)
+    if out is not None:  # OUT/store and the report: refused now, not after scoring
+        check_out(out, store="store", report=True)
     files: dict = {}
     docs = []  # per pair: ((text, sha, name, where) of the document, of the control)
     for d, c in pair_items:

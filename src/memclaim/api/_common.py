@@ -19,7 +19,7 @@ from ..decoding import Policy, parse_policies
 from ..errors import InputError, PolicyError
 from ..fsutil import sha256_bytes
 from ..jsonutil import dumps, to_jsonable
-from ..report.core import Doc, invocation_text, invoked_as, render_fragment
+from ..report.core import Doc, check_report_folder, invocation_text, invoked_as, render_fragment
 from ..scoring.prompts import PromptRule
 from ..scoring.ray_backend import RayBackend, require_ray
 from ..scoring.served.backend import DEFAULT_BATCH_WINDOWS, DEFAULT_MAX_CONCURRENCY, OpenAIBackend
@@ -27,13 +27,14 @@ from ..scoring.served.model import ServedModel
 from ..scoring.runner import normalize_near_verbatim
 from ..text.io import check_unicode, read_document, read_passages, text_key
 from ..text.tables import passages_from_object
+from ..scoring.store import foreign_entries
 from ..text.windows import passage_windows, sliding_windows
 from ..validate import integer
 from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, check_out_dir, set_threads, window_lengths
 
 __all__ = ["Document", "DEFAULT_PREFIX_TOKENS", "DEFAULT_SUFFIX_TOKENS", "DEFAULT_POLICY", "window_lengths",
-           "policies_of", "one_policy", "check_out_dir", "set_threads", "near_verbatim_settings", "make_backend",
-           "build_prompt_rule", "cut_windows", "check_limit", "limited_label", "Result", "WorkFolder"]
+           "policies_of", "one_policy", "check_out_dir", "check_out", "set_threads", "near_verbatim_settings",
+           "make_backend", "build_prompt_rule", "cut_windows", "check_limit", "limited_label", "Result", "WorkFolder"]
 
 DEFAULT_POLICY = "top-k:40"
 
@@ -67,6 +68,33 @@ def document_path(x, what: str = "document") -> Path:
         shown = str(x) if len(str(x)) <= 80 else str(x)[:77] + "..."
         raise InputError(f"{what} file {shown!r} does not exist",
                          hint="pass the path of a text file, or memclaim.Document(text, name=...) for a text in memory")
+    return p
+
+
+def check_out(out, *, store: str | None = None, report: bool = False, option: str = "--out") -> Path:
+    """Everything about an output folder that can fail, checked before any work
+    (:func:`check_out_dir`): with ``store`` (``""``: the folder itself, ``"store"``: a subfolder)
+    the score store there is new, empty or memclaim's (a folder of other files is never written
+    into, nor its temporary files swept); with ``report`` no report file or figure there is
+    someone else's (:func:`memclaim.report.core.check_report_folder`).
+
+    >>> check_out("runs/new", store="")  # doctest: +SKIP
+    PosixPath('runs/new')
+    """
+    p = check_out_dir(out, option)
+    if store is not None:
+        where = p / store if store else p
+        foreign = foreign_entries(where)
+        if foreign:
+            shown = ", ".join(repr(x) for x in foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3
+                                                                else "")
+            what = f"{option} {str(out)!r}" if not store else f"{str(where)!r} (the store of {option} {str(out)!r})"
+            raise InputError(f"{what} is a folder memclaim did not make: it holds {shown} and no memclaim "
+                             "manifest.json, so memclaim does not write (or clean up temporary files) there",
+                             hint=f"choose a new or empty folder for {option}, or the {option} folder of an earlier "
+                                  "memclaim run")
+    if report:
+        check_report_folder(p)
     return p
 
 

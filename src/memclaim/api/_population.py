@@ -35,7 +35,7 @@ from ..scoring.runner import RunSummary, run_scoring, run_stats, scoring_pairs
 from ..text.io import record_id, text_key
 from ..text.scorefile import read_id_list, read_score_file
 from ..validate import batch_size as check_batch_size, in_open_unit, query_budget, seed as check_seed
-from ._common import (Result, WorkFolder, build_prompt_rule, check_limit, check_out_dir, cut_windows, jsonable,
+from ._common import (Result, WorkFolder, build_prompt_rule, check_limit, check_out, cut_windows, jsonable,
                       make_backend, near_verbatim_settings, one_policy, policies_of, set_threads, window_lengths)
 from ._model import load_model, scoring_model
 from ._runs import is_store, load_store_run, run_ids, store_input_record, stored_test_procedure
@@ -475,7 +475,7 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
             raise InputError(f"{opt} {str(x)!r} does not exist",
                              hint="pass a score store folder (memclaim score --out) or a CSV/TSV/Parquet score file")
     if out is not None:
-        check_out_dir(out)
+        check_out(out, report=True)
     if (candidates_procedure is None) != (controls_procedure is None):
         given, missing = (("--candidates-procedure", "--controls-procedure") if candidates_procedure is not None
                           else ("--controls-procedure", "--candidates-procedure"))
@@ -635,8 +635,8 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     pols = policies_of(policies)
     nv = near_verbatim_settings(near_verbatim, beams)  # every option is checked before the model loads
     prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
-    if out is not None:
-        check_out_dir(out)
+    if out is not None:  # OUT/store and the report: refused now, not after scoring
+        check_out(out, store="store", report=True)
     if isinstance(members, (str, Path)) and isinstance(controls, (str, Path)) and \
             Path(members).resolve() == Path(controls).resolve():
         raise InputError(f"--members and --controls are the same file {str(members)!r}: a set tested against "

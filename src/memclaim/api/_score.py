@@ -21,7 +21,7 @@ from ..scoring.runner import RunSummary, run_scoring, run_stats
 from ..validate import batch_size as check_batch_size
 from ..report.core import Doc
 from ..report.words import limit_note
-from ._common import (Result, WorkFolder, build_prompt_rule, check_limit, check_out_dir, copy_tree_into, cut_windows, jsonable,
+from ._common import (Result, WorkFolder, build_prompt_rule, check_limit, check_out, copy_tree_into, cut_windows, jsonable,
                      make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
 from ._model import load_model, scoring_model
 from ._public import public
@@ -185,7 +185,7 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
     prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
     if out is not None:
-        check_out_dir(out)
+        check_out(out, store="")  # the store itself: new, empty or memclaim's
     set_threads(threads)
     m = scoring_model(model, backend=backend, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
                       trust_remote_code=trust_remote_code, device=device, device_map=device_map,

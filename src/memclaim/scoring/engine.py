@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
-from ..decoding import Policy, _warp, policy_target_logprob
+from ..decoding import Policy, _warp, policy_target_logprob, scale_logits
 from ..errors import InputError
 from ..fsutil import available_memory as cpu_available_memory
 
@@ -437,7 +437,7 @@ def batched_policy_logprob(x: torch.Tensor, targets: torch.Tensor, xt: torch.Ten
     if scaled is not None and T in scaled:
         y = scaled[T]
     else:
-        y = x / T if T != 1.0 else x  # TemperatureLogitsWarper: scores / temperature
+        y = scale_logits(x, T)  # TemperatureLogitsWarper: scores / temperature (float64 where x's dtype falls short)
         if scaled is not None:
             scaled[T] = y
     yt = xt if T == 1.0 else y.gather(1, targets.view(-1, 1)).view(-1)

@@ -101,7 +101,7 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
             raise InputError(f"run {run!r} matches {len(matches)} runs in {str(store_dir)!r}",
                              hint="runs: " + ", ".join(f"{rid} ({r.get('label')})" for rid, r in runs.items()))
         run_id = matches[0]
-    meta = st.read_run(run_id)
+    meta = st.verify_run(run_id)  # labels, procedure and scores as memclaim wrote them (schema 3 seals)
     path = st.run_dir(run_id) / "scores.parquet"
     if not path.exists():
         raise StoreError(f"run {run_id} in {str(store_dir)!r} is unfinished (no scores.parquet)",
@@ -181,6 +181,8 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
                   else "target tokens as tokenized after the prompt")
         kind = f"{kind}, first {n} of {'the' if S is None else S} {target}"
     col = lambda n: table.column(n).to_pylist()  # noqa: E731
+    if texts:  # the run's id is the hash of its procedure, label, units and these windows
+        st.check_run_id(run_id, meta, table.column("window_id").to_pylist())
 
     def num(name, dtype=None):  # a numeric column without a Python list of it
         return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=dtype)
