@@ -19,7 +19,7 @@ from memclaim.errors import ModelLoadError, NumericsError
 from memclaim.models.loader import check_loading_info, load_model
 from memclaim.scoring.store import ScoreStore, UnitResult, first_out_of_domain
 
-ROOT = Path(__file__).resolve().parents[1]
+from _paths import ROOT
 MODEL = ROOT / "tests" / "data" / "fixtures" / "store_v1" / "model"
 DATA = ROOT / "tests" / "data"
 
@@ -74,7 +74,7 @@ def test_weights_that_do_not_match_the_config_are_refused(tmp_path, name, make, 
     d = _folder(tmp_path, name, **make)
     m = load_model(str(d))  # tokenizer and fingerprint: no weights yet
     with pytest.raises(ModelLoadError, match="do not match its config.json") as e:
-        m.lm
+        m.lm  # noqa: B018 - loading the weights on first access is what raises
     assert phrase in str(e.value) and "fix:" in str(e.value)
     assert str(d) in str(e.value)
 

@@ -15,7 +15,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,8 +22,8 @@ from hypothesis import strategies as st
 from memclaim.models import load_model
 from memclaim.text.windows import (DOCUMENT_CHUNK_CHARS, DocumentWindows, Window, encode_document,
                                     sliding_windows)
+from _paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "tests" / "data" / "fixtures" / "store_v1" / "model"  # a committed random 1-layer GPT-2
 DATA = ROOT / "tests" / "data"
 

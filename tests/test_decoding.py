@@ -237,7 +237,9 @@ def test_a_run_under_extreme_policies_stores_what_it_records(tmp_path):
 
     from memclaim.api import score
 
-    root = Path(__file__).resolve().parent / "data"
+    from _paths import DATA
+
+    root = DATA
     run = score(str(root / "fixtures" / "store_v1" / "model"), str(root / "kjv_verses.jsonl"), prefix_tokens=8,
                 suffix_tokens=8, policies=["temperature:1e-45", "top-p:0.9999999", "temperature:1e-45,top-k:3"],
                 out=str(tmp_path / "s"))

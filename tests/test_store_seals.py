@@ -24,7 +24,7 @@ from memclaim.scoring.store import ScoreStore
 from memclaim.text.io import read_passages
 from memclaim.text.windows import passage_windows
 
-ROOT = Path(__file__).resolve().parents[1]
+from _paths import ROOT
 MODEL = ROOT / "tests" / "data" / "fixtures" / "store_v1" / "model"
 TEXTS = ROOT / "tests" / "data" / "kjv_verses.jsonl"
 

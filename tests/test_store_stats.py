@@ -23,8 +23,9 @@ from memclaim.scoring.runner import run_scoring, run_stats
 from memclaim.scoring.store import ScoreStore, stats_cover
 from memclaim.text.io import read_passages
 from memclaim.text.windows import passage_windows
+from _paths import DATA
 
-FIXTURE = Path(__file__).parent / "data" / "fixtures" / "store_v1"
+FIXTURE = DATA / "fixtures" / "store_v1"
 POLICIES = ("full", "top-k:40", "greedy")
 
 

@@ -244,7 +244,9 @@ def test_a_huge_line_is_not_tokenized_whole(random_model):
 
 
 # ------------------------------------------------------------------ every script (issue 25 item 1)
-from test_census_book import SCRIPT_PIECES  # noqa: E402
+from _paths import test_module  # noqa: E402
+
+SCRIPT_PIECES = test_module("test_census_book").SCRIPT_PIECES  # tests/claims/ once tests mirror src/
 
 script_texts = st.lists(st.sampled_from(SCRIPT_PIECES), min_size=5, max_size=300).map("".join)
 

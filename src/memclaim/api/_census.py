@@ -283,7 +283,7 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
             cut = cut_windows(m, document=arg, stride=stride, prefix_tokens=prefix_tokens,
                               suffix_tokens=suffix_tokens, label=label, limit=limit)
             jobs.append((i, role, info, cut[3], cut))  # cut[3]: the label, '[:N]' added by --limit
-    for _, _, info, label, cut in jobs:  # every window fits the model, before any scoring
+    for _, _, info, _label, cut in jobs:  # every window fits the model, before any scoring
         index_windows(m, cut[0], prompt_rule, what=str(info[3] or info[2]))  # streaming: keys only
     backend_obj = make_backend(m, pols, backend=backend, address=address, workers=workers,
                                gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,

@@ -660,7 +660,6 @@ class ScoreStore:
                      "bad ones, change that policy's parameter")
         pa, pq = _pa()
         s = res.scores
-        P = len(res.policies)
         per_token = next(a for a in (s.token_logq, s.token_logprob, s.token_mean, s.token_rank) if a is not None)
         cols = {
             "item_key": pa.array(res.item_keys, pa.string()),
