@@ -10,14 +10,29 @@
 - :mod:`.budget`: query budgets and extractable memorization
 - :mod:`.procedure`: refusing to compare results from different procedures
 """
-from .budget import (extractable_memorization, log_prob_at_least_once, prob_at_least_once,  # noqa: F401
-                     queries_needed)
-from .census import (WindowScores, census, census_threshold, coverage, flag_near_verbatim,  # noqa: F401
-                     global_census, global_threshold)
-from .compare import (compare_population_claims, independent_difference, match_by_text,  # noqa: F401
-                      paired_difference)
-from .conformal import (alpha_sweep, conformal_pvalues, population_test, randomized_pvalues,  # noqa: F401
-                        rank_k)
+
+from .budget import (  # noqa: F401
+    extractable_memorization,
+    log_prob_at_least_once,
+    prob_at_least_once,
+    queries_needed,
+)
+from .census import (  # noqa: F401
+    WindowScores,
+    census,
+    census_threshold,
+    coverage,
+    flag_near_verbatim,
+    global_census,
+    global_threshold,
+)
+from .compare import (  # noqa: F401
+    compare_population_claims,
+    independent_difference,
+    match_by_text,
+    paired_difference,
+)
+from .conformal import alpha_sweep, conformal_pvalues, population_test, randomized_pvalues, rank_k  # noqa: F401
 from .multiple import bonferroni_capacity, controls_needed, fdr_claims, fwer_claims  # noqa: F401
 from .population import population_claim  # noqa: F401
 from .procedure import procedure_differences, require_same_procedure  # noqa: F401

@@ -8,10 +8,15 @@ There is one implementation, in :mod:`memclaim.scoring.procedure` (pure Python, 
 ``claims`` in the pipeline); this module re-exports it for the claim functions, plus the list of
 fields of a *stored* procedure that describe but do not change the numbers.
 """
+
 from __future__ import annotations
 
-from ..scoring.procedure import (NUMERICS_FIELDS, numerics_differences, procedure_differences,  # noqa: F401
-                                 require_same_procedure)
+from ..scoring.procedure import (  # noqa: F401
+    NUMERICS_FIELDS,
+    numerics_differences,
+    procedure_differences,
+    require_same_procedure,
+)
 
 # Fields of a procedure as the store records it (memclaim.scoring.procedure.Procedure.to_dict,
 # with the tested policy in "policy") that may differ between the candidates' and the controls'
@@ -21,13 +26,25 @@ from ..scoring.procedure import (NUMERICS_FIELDS, numerics_differences, procedur
 # and the memclaim version that scored each run (0.2.0 computes the 0.1.0 scores it resumes; both
 # runs' records stay in the report's inputs). Everything else (fingerprint, dtype, start-of-text
 # rule, prompt rule, lengths, policy) must match.
-STORED_PROCEDURE_MAY_DIFFER = ("policies_scored", "model.name", "model.source", "model.fingerprint_v1", "verify",
-                               "memclaim_version")
+STORED_PROCEDURE_MAY_DIFFER = (
+    "policies_scored",
+    "model.name",
+    "model.source",
+    "model.fingerprint_v1",
+    "verify",
+    "memclaim_version",
+)
 
 # The field a claim's procedure record gains when --allow-mixed-numerics (allow_mixed_numerics=True)
 # declared scores computed on different device classes or dtypes comparable: the differences, as
 # 'model.device_class: 'cpu' != 'cuda''; the report shows it with the procedure.
 NUMERICS_DECLARED = "numerics_declared_comparable"
 
-__all__ = ["procedure_differences", "require_same_procedure", "numerics_differences", "NUMERICS_FIELDS",
-           "NUMERICS_DECLARED", "STORED_PROCEDURE_MAY_DIFFER"]
+__all__ = [
+    "procedure_differences",
+    "require_same_procedure",
+    "numerics_differences",
+    "NUMERICS_FIELDS",
+    "NUMERICS_DECLARED",
+    "STORED_PROCEDURE_MAY_DIFFER",
+]

@@ -39,6 +39,7 @@ Thm. 6.1(ii)), where the release emits the record's own tokens after the trigger
 The rule is recorded in the procedure (``prompt.target``); a natural-prefix procedure's record
 is unchanged, so its key is the one older stores were written under.
 """
+
 from __future__ import annotations
 
 import math
@@ -69,50 +70,64 @@ def check_template(t: object) -> str:
     'Repeat: {prefix}'
     """
     if not isinstance(t, str):
-        raise InputError(f"a prompt template must be a string, got {type(t).__name__} {t!r}",
-                         hint="e.g. prompt_templates=['Continue: {prefix}']")
+        raise InputError(
+            f"a prompt template must be a string, got {type(t).__name__} {t!r}",
+            hint="e.g. prompt_templates=['Continue: {prefix}']",
+        )
     try:
         parts = list(string.Formatter().parse(t))
     except ValueError as exc:
-        raise InputError(f"bad prompt template {t!r}: {exc}",
-                         hint="write fields as {prefix} or {suffix}; double braces {{ }} for literal ones") from None
+        raise InputError(
+            f"bad prompt template {t!r}: {exc}",
+            hint="write fields as {prefix} or {suffix}; double braces {{ }} for literal ones",
+        ) from None
     fields = {f for _, f, _, _ in parts if f is not None}
     bad = fields - {"prefix", "suffix"}
     if bad:
-        raise InputError(f"prompt template {t!r} uses unknown fields {sorted(bad)}",
-                         hint="only {prefix} and {suffix} are filled in")
+        raise InputError(
+            f"prompt template {t!r} uses unknown fields {sorted(bad)}",
+            hint="only {prefix} and {suffix} are filled in",
+        )
     for _, f, spec, _ in parts:
         if f is None or not spec:
             continue
         if "{" in spec:
-            raise InputError(f"prompt template {t!r}: the format spec {spec!r} of {{{f}}} is filled from the text",
-                             hint=f"write {{{f}}} (or a fixed spec such as {{{f}:>20}})")
+            raise InputError(
+                f"prompt template {t!r}: the format spec {spec!r} of {{{f}}} is filled from the text",
+                hint=f"write {{{f}}} (or a fixed spec such as {{{f}:>20}})",
+            )
         width = _SPEC_WIDTH.match(spec).group(1)
         if width and int(width) > MAX_TEMPLATE_WIDTH:
-            raise InputError(f"prompt template {t!r} pads {{{f}}} to {int(width):,} characters (format spec "
-                             f"{spec!r}): every window's prompt would be that long, far more than any model's "
-                             f"context holds, and tokenizing one takes about {int(width) * 180 / 2**30:.2g} GiB "
-                             "(about 180 bytes a character)",
-                             hint=f"write {{{f}}} without a width (memclaim accepts widths up to "
-                                  f"{MAX_TEMPLATE_WIDTH:,} characters)")
+            raise InputError(
+                f"prompt template {t!r} pads {{{f}}} to {int(width):,} characters (format spec "
+                f"{spec!r}): every window's prompt would be that long, far more than any model's "
+                f"context holds, and tokenizing one takes about {int(width) * 180 / 2**30:.2g} GiB "
+                "(about 180 bytes a character)",
+                hint=f"write {{{f}}} without a width (memclaim accepts widths up to "
+                f"{MAX_TEMPLATE_WIDTH:,} characters)",
+            )
     try:
         t.format(prefix="x", suffix="x")
     except (ValueError, TypeError) as exc:
-        raise InputError(f"bad prompt template {t!r}: {exc}",
-                         hint="use format specs for text, e.g. {prefix} or {prefix:>20}") from None
+        raise InputError(
+            f"bad prompt template {t!r}: {exc}",
+            hint="use format specs for text, e.g. {prefix} or {prefix:>20}",
+        ) from None
     return t
+
+
 TARGET_RULES = ("rendered", "document")
 
 _TARGET_RECORD = {
     "rendered": {
         "rule": "rendered",
         "text": "the window's suffix text; leading whitespace removed after the chat assistant header or a "
-                "rendered prompt that is empty or ends in whitespace, kept after a prompt that ends mid-line",
+        "rendered prompt that is empty or ends in whitespace, kept after a prompt that ends mid-line",
         "tokens": "rendered prompt + target tokenized as one string; the target cut at the prompt's end by "
-                  "character offsets (a token across the cut is refused); the prompt tokenized alone; each "
-                  "prompt has its own target ids",
+        "character offsets (a token across the cut is refused); the prompt tokenized alone; each "
+        "prompt has its own target ids",
         "suffix_tokens": "selects the suffix text in document tokens; the target has as many tokens as that text "
-                         "has after the prompt (target_tokens in the store)",
+        "has after the prompt (target_tokens in the store)",
         "suffix_field": "{suffix} is the suffix text without its leading whitespace",
     },
     "document": {
@@ -131,9 +146,13 @@ class PromptRule:
 
     def __post_init__(self):
         if self.aggregate not in AGGREGATES:
-            raise InputError(f"unknown prompt aggregate {self.aggregate!r}", hint="use 'max' or 'mean'")
+            raise InputError(
+                f"unknown prompt aggregate {self.aggregate!r}", hint="use 'max' or 'mean'"
+            )
         if self.target not in TARGET_RULES:
-            raise InputError(f"unknown target rule {self.target!r}", hint="use 'rendered' or 'document'")
+            raise InputError(
+                f"unknown target rule {self.target!r}", hint="use 'rendered' or 'document'"
+            )
         for t in self.templates:
             check_template(t)
         if self.chat and not self.templates:
@@ -157,8 +176,11 @@ class PromptRule:
         for t in self.templates:
             if self.target == "document":
                 text = t.format(prefix=window.prefix_text, suffix=window.suffix_text)
-                prompt = (tuple(tokenizer.apply_chat_template(text)) if self.chat
-                          else tuple(sot_ids) + tuple(tokenizer.encode(text)))
+                prompt = (
+                    tuple(tokenizer.apply_chat_template(text))
+                    if self.chat
+                    else tuple(sot_ids) + tuple(tokenizer.encode(text))
+                )
                 out.append((prompt, tuple(window.suffix_ids)))
             else:
                 out.append(self._rendered(t, window, tokenizer, sot_ids))
@@ -172,14 +194,18 @@ class PromptRule:
         quote = window.suffix_text.lstrip()
         what = f"window {window.window_id!r} under prompt template {template!r}"
         if not quote:
-            raise InputError(f"{what}: the suffix {window.suffix_text!r} is only whitespace, so there is no target",
-                             hint="cut windows whose suffix holds text (e.g. --suffix-field, or other lengths)")
+            raise InputError(
+                f"{what}: the suffix {window.suffix_text!r} is only whitespace, so there is no target",
+                hint="cut windows whose suffix holds text (e.g. --suffix-field, or other lengths)",
+            )
         user = template.format(prefix=window.prefix_text, suffix=quote)
         if self.chat:
             head, lead = tokenizer.render_chat(user), ()
         else:
             head, lead = user, tuple(sot_ids)
-        fresh = self.chat or not head or head[-1].isspace()  # the answer starts fresh: no leading space
+        fresh = (
+            self.chat or not head or head[-1].isspace()
+        )  # the answer starts fresh: no leading space
         target = quote if fresh else window.suffix_text
 
         text = head + target
@@ -195,8 +221,12 @@ class PromptRule:
         return lead + prompt_ids, target_ids
 
     def to_dict(self) -> dict:
-        d = {"kind": self.kind, "templates": list(self.templates), "chat": self.chat,
-             "aggregate": self.aggregate if self.n_prompts > 1 else None}
+        d = {
+            "kind": self.kind,
+            "templates": list(self.templates),
+            "chat": self.chat,
+            "aggregate": self.aggregate if self.n_prompts > 1 else None,
+        }
         if self.templates:  # natural-prefix records stay as they were (their keys must not change)
             d["target"] = dict(_TARGET_RECORD[self.target])
         return d
@@ -218,6 +248,10 @@ def aggregate_logq(values: np.ndarray, how: str, axis: int = -1) -> np.ndarray:
         m = values.max(axis=axis, keepdims=True)
         safe = np.where(np.isfinite(m), m, 0.0)
         with np.errstate(divide="ignore"):
-            out = np.log(np.exp(values - safe).sum(axis=axis)) + np.squeeze(safe, axis=axis) - math.log(n)
+            out = (
+                np.log(np.exp(values - safe).sum(axis=axis))
+                + np.squeeze(safe, axis=axis)
+                - math.log(n)
+            )
         return out
     raise InputError(f"unknown aggregate {how!r}", hint="use 'max' or 'mean'")
