@@ -34,9 +34,9 @@ import pytest
 
 from _paths import ROOT
 
-# pages whose every block (bash and python, in order, in a fresh folder) tests/project/test_docs.py runs
+# pages whose every block (bash and python, in order, in one fresh folder and namespace) tests/project/test_docs.py runs
 # as written, checking the numbers the page quotes: not run a second time here
-RUN_BY_TEST_DOCS = {"getting-started.md", "inputs.md"}
+RUN_BY_TEST_DOCS = {"getting-started.md", "inputs.md", "attacks.md"}
 DOCS = [
     ROOT / "README.md",
     *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in RUN_BY_TEST_DOCS),
@@ -135,12 +135,20 @@ def markdown_source(path: Path) -> Source:
             while j < len(lines) and not re.match(r"^\s*```\s*$", lines[j]):
                 j += 1
             body, where = lines[i + 1 : j], f"{src.name}:{i + 1}"
+            # a block the page marks `<!-- not run: REASON -->` (a live server, as test_docs.py
+            # reads the mark) is checked for its flags and syntax only
+            not_run = re.match(r"^\s*<!-- not run: (.*?) -->\s*$", lines[i - 1]) if i else None
+            why = not_run.group(1) if not_run else None
+            n0 = len(src.lines)
             if lang == "python":
                 src.lines.append(Line("python", "\n".join(body), where))
             elif lang == "sql":
                 src.lines.append(Line("sql", "\n".join(body), where))
             elif lang in ("", "sh", "bash", "console"):
                 src.lines += _shell_lines(body, where)
+            if why is not None:
+                for ln in src.lines[n0:]:
+                    ln.flags_only = ln.flags_only or why
             i = j + 1
             continue
         if re.match(r"^ {4,}\S", ln) and (i == 0 or not lines[i - 1].strip()):
@@ -247,6 +255,8 @@ def _run_shell(line: Line, shim: Path) -> None:
 
 def _run_python(line: Line, shim: Path) -> None:
     code = compile(line.text, line.where, "exec")
+    if line.flags_only:
+        return  # the page says why it is not run here (a live server): compiled (syntax) only
     if re.search(r"^[^#\n]*gpus_per_worker\s*=\s*[1-9]", line.text, re.M):
         return  # needs GPUs: compiled (syntax), not run
     exec(code, {"__name__": "__example__"})
