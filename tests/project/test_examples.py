@@ -37,9 +37,17 @@ from _paths import ROOT
 # pages whose every block (bash and python, in order, in one fresh folder and namespace) tests/project/test_docs.py runs
 # as written, checking the numbers the page quotes: not run a second time here
 RUN_BY_TEST_DOCS = {"getting-started.md", "inputs.md", "attacks.md"}
+# pages another test runs as written: served.md's block starts a replay server in the background
+# and stops it with `kill $server` (one shell, as tests/scoring/test_served_client.py runs it);
+# run line by line here, the server would outlive its block and hold its port
+RUN_ELSEWHERE = {"served.md": "tests/scoring/test_served_client.py"}
 DOCS = [
     ROOT / "README.md",
-    *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in RUN_BY_TEST_DOCS),
+    *sorted(
+        p
+        for p in (ROOT / "docs").glob("*.md")
+        if p.name not in RUN_BY_TEST_DOCS and p.name not in RUN_ELSEWHERE
+    ),
 ]
 
 SETUP = (
