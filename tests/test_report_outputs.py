@@ -152,7 +152,7 @@ def test_unit_reports(unit_reports, kind):
     check_schema(folder)
     stems = check_figure_files(folder)
     if kind == "test":
-        assert set(stems) == {"alpha-sweep", "budget"}
+        assert set(stems) == {"alpha-sweep", "budget", "scores"}
     check_no_repr(folder)
     check_null_style(folder)
 
