@@ -14,7 +14,7 @@ from statsmodels.stats.proportion import confint_proportions_2indep, proportion_
 from memclaim.claims.compare import independent_difference, match_by_text, paired_difference
 from memclaim.claims.intervals import (beta_fpr_law, clopper_pearson, clopper_pearson_arrays, newcombe_independent,
                                        newcombe_paired, wilson)
-from memclaim.claims.procedure import procedure_differences, require_same_procedure
+from memclaim.procedure import procedure_differences, require_same_procedure
 from memclaim.errors import DomainError, InputError, ProcedureMismatchError
 
 
@@ -151,8 +151,8 @@ def test_match_by_text():
 
 
 def test_require_same_procedure_names_every_field():
-    """claims re-exports the one implementation in memclaim.scoring.procedure."""
-    import memclaim.scoring.procedure as sp
+    """One implementation, memclaim.procedure (one floor below claims and scoring)."""
+    import memclaim.procedure as sp
 
     assert require_same_procedure is sp.require_same_procedure and procedure_differences is sp.procedure_differences
     a = {"model": {"fingerprint": "abc", "name": "m"}, "policy": "top-k:40", "prefix_tokens": 50, "version": "0.1"}

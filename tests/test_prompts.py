@@ -14,7 +14,7 @@ from memclaim.cli.main import main
 from memclaim.decoding import parse_policies
 from memclaim.errors import InputError
 from memclaim.models.loader import StartOfText
-from memclaim.scoring.procedure import Procedure
+from memclaim.procedure import Procedure, WindowSpec
 from memclaim.scoring.prompts import PromptRule
 from memclaim.scoring.results import load_run_scores
 from memclaim.scoring.runner import build_procedure, run_scoring
@@ -58,12 +58,13 @@ def test_natural_prefix_procedure_keys_are_unchanged():
     The expected keys were computed with the code before issue 12 A2 (commit 72bd0be)."""
     model = {"name": "toy", "source": "toy", "fingerprint": "f" * 64, "dtype": "float32"}
     sot = {"rule": "bos", "ids": [1], "tokens": ["<bos>"]}
-    p = Procedure(model=model, start_of_text=sot, policies=("top-k:40", "greedy"), prefix_tokens=50,
-                  suffix_tokens=50, prompt=PromptRule().to_dict(), memclaim_version="0.1.0")
+    p = Procedure(model=model, start_of_text=sot, policies=("top-k:40", "greedy"),
+                  windows=WindowSpec(prefix_tokens=50, suffix_tokens=50), prompt=PromptRule(),
+                  memclaim_version="0.1.0")
     assert p.key == "9ada2ad9929abe0854d5669a4fe8e43bf7c4bc640e4035b5fde74e3b22a1ebdc"
-    p2 = Procedure(model=model, start_of_text=sot, policies=("full",), prefix_tokens=32, suffix_tokens=16,
-                   prompt=PromptRule(aggregate="mean").to_dict(), near_verbatim={"epsilons": [1, 2], "beams": [16]},
-                   memclaim_version="0.1.0")
+    p2 = Procedure(model=model, start_of_text=sot, policies=("full",), windows=WindowSpec(prefix_tokens=32,
+                   suffix_tokens=16), prompt=PromptRule(aggregate="mean"),
+                   near_verbatim={"epsilons": [1, 2], "beams": [16]}, memclaim_version="0.1.0")
     assert p2.key == "8bfa45e6c2b2a55cdd3f0ecdf775ebf7f3168cee4686590354685797762ba9cd"
     # through the runner's own builder, windows cut by token counts (WindowSet.cut is None)
     m = SimpleNamespace(name="smollm2", source="smollm2", fingerprint="0123456789abcdef" * 4, dtype="float32",

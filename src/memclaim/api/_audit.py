@@ -32,6 +32,7 @@ from ..text.io import read_passages
 from ..models.placement import resolve_dtype, resolve_placement
 from ..privacy.tradeoff import neighbors_label
 from ._common import Result, WorkFolder, check_limit, check_out_dir, jsonable, one_policy, set_threads
+from ..procedure import DEFAULT_POLICY
 from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
 from ._model import load_model
 from ._public import public
@@ -167,7 +168,7 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
           controls: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
           out: str | os.PathLike | None = None, reference: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple | None = None, shadows: int = 0,
           attacks: Sequence[str] | None = None, k: str | float | Fraction = "0.2", alpha: str | float | Fraction | None = None, confidence: float = 0.95,
-          prefix_tokens: int = DEFAULT_PREFIX_TOKENS, suffix_tokens: int = DEFAULT_SUFFIX_TOKENS, policies: str | Sequence[str] | None = "top-k:40", m: int = 1,
+          prefix_tokens: int = DEFAULT_PREFIX_TOKENS, suffix_tokens: int = DEFAULT_SUFFIX_TOKENS, policies: str | Sequence[str] | None = DEFAULT_POLICY, m: int = 1,
           trigger: str | None = None, verifier_threshold: float = 0.15, kappa: float | None = None,
           soundness_epsilon: float | None = None, soundness_neighbors: str = "add-remove", cap: float | None = None,
           cap_epsilon: float | None = None, cap_neighbors: str = "add-remove", cap_functional: str | None = None,

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..claims.census import WindowScores
 from ..claims.census_pairs import CensusOfPairs, census_of_pairs
-from ..claims.procedure import STORED_PROCEDURE_MAY_DIFFER
+from ..procedure import DEFAULT_POLICY, STORED_PROCEDURE_MAY_DIFFER
 from ..claims.scores import controls_at_atom_hint
 from ..errors import InputError
 from ..fsutil import sha256_bytes, sha256_file
@@ -169,7 +169,7 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
            document: str | os.PathLike | Document | None = None,
            control: str | os.PathLike | Document | None = None, *, pairs: Sequence[tuple] = (), stride: int,
            prefix_tokens: int | None = None, suffix_tokens: int | None = None,
-           policies: Sequence[str] | str | None = ("top-k:40",), prompt_templates: Sequence[str] = (),
+           policies: Sequence[str] | str | None = (DEFAULT_POLICY,), prompt_templates: Sequence[str] = (),
            chat_template: bool = False, aggregate: str = "max", limit: int | None = None,
            near_verbatim: Sequence[int] = (),
            beams: Sequence[int] = (), exclude_spans: str | os.PathLike | Sequence[str] | None = None, references: Sequence[str | os.PathLike | Document] = (), min_similarity: float = 90.0,

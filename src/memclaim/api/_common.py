@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from ..decoding import Policy, parse_policies
 from ..errors import InputError, PolicyError
 from ..fsutil import sha256_bytes
+from ..procedure import DEFAULT_POLICY
 from ..jsonutil import dumps, to_jsonable
 from ..report.core import Doc, invocation_text, invoked_as, render_fragment
 from ..scoring.prompts import PromptRule
@@ -33,7 +34,6 @@ __all__ = ["Document", "DEFAULT_PREFIX_TOKENS", "DEFAULT_SUFFIX_TOKENS", "DEFAUL
            "policies_of", "one_policy", "check_out_dir", "set_threads", "near_verbatim_settings", "make_backend",
            "build_prompt_rule", "cut_windows", "check_limit", "limited_label", "Result", "WorkFolder"]
 
-DEFAULT_POLICY = "top-k:40"
 
 
 @dataclass(frozen=True)

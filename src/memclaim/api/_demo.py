@@ -29,6 +29,7 @@ from ..report.core import write_report
 from ..report.words import verifier_reading
 from ..report.demo import demo_claims_report, demo_index, demo_privacy_report, privacy_summary_lines
 from ..report.population import headline
+from ..procedure import DEFAULT_POLICY
 from ..scoring.prompts import PromptRule
 from ..scoring.results import load_run_scores
 from ..scoring.runner import run_scoring
@@ -48,7 +49,7 @@ NEXT_COMMAND = ("memclaim population MODEL --members MEMBERS.jsonl --controls CO
                 "(MODEL: a HF folder, a .gguf file, smollm2 or gemma3-270m; examples: memclaim population --help)")
 
 PREFIX, SUFFIX = 32, 32
-POLICIES = ("full", "top-k:40", "greedy")
+POLICIES = ("full", DEFAULT_POLICY, "greedy")
 # The claims use the untruncated softmax: under top-k:40 every 32-token control has probability
 # exactly 0 on this tiny model, and a test whose controls are all atoms at 0 is refused ([EM] C.4.4).
 CLAIM_POLICY = "full"
@@ -94,8 +95,8 @@ def _demo_scoring(out: Path, *, progress, log) -> dict:
         ws = sliding_windows(docs[label], model.tokenizer, prefix_tokens=PREFIX, suffix_tokens=SUFFIX, stride=8,
                              source=label)
         runs[label] = run_scoring(model, ws, label=label, inputs={"toy": data["spec"]}, **kw)
-    m = load_run_scores(store, run=runs["members"].run_id, policy="top-k:40")
-    c = load_run_scores(store, run=runs["controls"].run_id, policy="top-k:40")
+    m = load_run_scores(store, run=runs["members"].run_id, policy=DEFAULT_POLICY)
+    c = load_run_scores(store, run=runs["controls"].run_id, policy=DEFAULT_POLICY)
     mg = load_run_scores(store, run=runs["members"].run_id, policy="greedy")
     copies = {r["id"]: r["copies"] for r in members}
     ln10 = np.log(10)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..text.io import FORMATS as INPUT_FORMATS  # the --format choices (text/io imports nothing heavy)
-from ..text.windows import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS  # [EM] §4: 50 + 50, one home
+from ..procedure import DEFAULT_POLICY, DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS  # [EM] §4: one home
 
-__all__ = ["DEFAULT_PREFIX_TOKENS", "DEFAULT_SUFFIX_TOKENS", "INPUT_FORMATS", "window_lengths", "check_out_dir",
+__all__ = ["DEFAULT_POLICY", "DEFAULT_PREFIX_TOKENS", "DEFAULT_SUFFIX_TOKENS", "INPUT_FORMATS", "window_lengths", "check_out_dir",
            "set_threads"]
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from ..claims.population import PopulationClaim, population_claim
-from ..claims.procedure import NUMERICS_DECLARED, STORED_PROCEDURE_MAY_DIFFER, require_same_procedure
+from ..procedure import DEFAULT_POLICY, NUMERICS_DECLARED, STORED_PROCEDURE_MAY_DIFFER, require_same_procedure
 from ..claims.scores import LN10, PROBABILITY_KINDS, controls_at_atom_hint, exact_level
 from ..decoding import Policy
 from ..errors import InputError
@@ -581,7 +581,7 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                members: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
                controls: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
                alpha: str | float | Fraction = "0.001", prefix_tokens: int | None = None,
-               suffix_tokens: int | None = None, policies: Sequence[str] | str | None = ("top-k:40",),
+               suffix_tokens: int | None = None, policies: Sequence[str] | str | None = (DEFAULT_POLICY,),
                prompt_templates: Sequence[str] = (), chat_template: bool = False, aggregate: str = "max",
                text_field: str | None = None, prefix_field: str | None = None, suffix_field: str | None = None,
                id_field: str | None = None, input_format: str | None = None, limit: int | None = None,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from ..errors import InputError
 from ..progress import LogCallback, ProgressCallback
+from ..procedure import DEFAULT_POLICY
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, run_scoring
 from ..validate import batch_size as check_batch_size
@@ -114,7 +115,7 @@ class ScoreResult(Result):
 def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
           texts: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset | None = None, *,
           document: str | os.PathLike | Document | None = None, stride: int | None = None, prefix_tokens: int | None = None,
-          suffix_tokens: int | None = None, policies: Sequence[str] | str | None = ("top-k:40",),
+          suffix_tokens: int | None = None, policies: Sequence[str] | str | None = (DEFAULT_POLICY,),
           prompt_templates: Sequence[str] = (), chat_template: bool = False, aggregate: str = "max",
           text_field: str | None = None, prefix_field: str | None = None, suffix_field: str | None = None,
           id_field: str | None = None, input_format: str | None = None, limit: int | None = None,

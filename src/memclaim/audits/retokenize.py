@@ -59,4 +59,4 @@ def char_aligned_windows(ws: WindowSet, ref: LoadedModel) -> tuple[WindowSet, in
         out.append(Window(source=w.source, index=w.index, prefix_ids=tuple(ids[:n_prefix]),
                           suffix_ids=tuple(ids[n_prefix:]), prefix_span=w.prefix_span, suffix_span=w.suffix_span,
                           prefix_text=w.prefix_text, suffix_text=w.suffix_text, token_start=w.token_start))
-    return WindowSet(tuple(out), ws.n_sources, 0, (), dict(ws.total_chars)), straddles
+    return WindowSet(tuple(out), ws.n_sources, 0, (), dict(ws.total_chars), ws.spec), straddles

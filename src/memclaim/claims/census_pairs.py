@@ -13,7 +13,7 @@ from ..jsonutil import ResultMixin
 from .budget import CensusBudgetView, census_budget_view
 from .census import CensusResult, CensusThreshold, FlaggedWindow, census, census_threshold, flag_near_verbatim, \
     global_threshold
-from .procedure import NUMERICS_DECLARED, require_same_procedure
+from ..procedure import NUMERICS_DECLARED, require_same_procedure
 
 __all__ = ["CensusOfPairs", "census_of_pairs"]
 

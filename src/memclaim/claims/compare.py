@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..jsonutil import ResultMixin
 from .conformal import population_test
 from .intervals import Interval, newcombe_independent, newcombe_paired
-from .procedure import procedure_differences, require_same_procedure
+from ..procedure import procedure_differences, require_same_procedure
 from .scores import as_scores
 
 

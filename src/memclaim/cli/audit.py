@@ -14,8 +14,8 @@ from .. import api
 from ..audits.attacks import describe_attacks
 from ..audits.table_spec import TABLE_SPEC_DOC
 from ..errors import InputError
-from .common import (BATCH_SIZE, BATCH_SIZE_HELP, DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, INPUT_FORMATS,
-                     PASSAGE_INPUTS, allow_mixed_numerics, limit_option,
+from .common import (BATCH_SIZE, BATCH_SIZE_HELP, DEFAULT_POLICY, DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS,
+                     INPUT_FORMATS, PASSAGE_INPUTS, allow_mixed_numerics, limit_option,
                      numerics_option, placement_kwargs, placement_options, print_json, stderr_log,
                      trust_remote_code_option)
 from .options import NEIGHBORS, Group
@@ -91,7 +91,7 @@ def _comma_list(ctx, param, value):
               help="Natural-prefix length in tokens.")
 @click.option("--suffix-tokens", type=int, default=DEFAULT_SUFFIX_TOKENS, show_default=True,
               help="Scored suffix length in tokens.")
-@click.option("--policy", "extraction_policy", default="top-k:40", show_default=True,
+@click.option("--policy", "extraction_policy", default=DEFAULT_POLICY, show_default=True,
               help="Sampling policy of the extraction audit ('none' for greedy only).")
 @click.option("--m", "m", type=int, default=1, show_default=True, help="List budget: samples per record.")
 @click.option("--trigger", default=None, help="Also extract each record's suffix from this trigger text.")

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from ..api._options import (DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, INPUT_FORMATS, check_out_dir,  # noqa: F401
+from ..api._options import (DEFAULT_POLICY, DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, INPUT_FORMATS, check_out_dir,  # noqa: F401
                             set_threads)
 from ..decoding import parse_policies
 from ..jsonutil import dumps
@@ -27,7 +27,7 @@ def stderr_log(enabled: bool = True):
 
 
 def _policies(ctx, param, value):
-    return parse_policies(value or ("top-k:40",))
+    return parse_policies(value or (DEFAULT_POLICY,))
 
 
 def procedure_options(f):
@@ -44,7 +44,7 @@ def procedure_options(f):
                           "the target is that text tokenized after the prompt."),
         click.option("--policy", "policies", multiple=True, callback=_policies,
                      help="Decoding policy (repeatable): full, greedy, temperature:T, top-k:K, top-p:P or a "
-                          "combination like top-k:40,temperature:0.7. Default top-k:40."),
+                          f"combination like top-k:40,temperature:0.7. Default {DEFAULT_POLICY}."),
         click.option("--prompt-template", "prompt_templates", multiple=True,
                      help="Prompt rule f_P: a template filled with {prefix}/{suffix} text (repeatable: several "
                           "prompts per candidate). Default: the natural prefix."),

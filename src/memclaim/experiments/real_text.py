@@ -37,6 +37,7 @@ from ..scoring.results import load_run_scores
 from ..scoring.store import ScoreStore
 from ..text.io import read_document, read_passages
 from ..text.windows import WindowSet, sliding_windows, passage_windows
+from .em_verses import PAPER_POLICY
 from .models import torch_threads
 
 if TYPE_CHECKING:  # the annotations' names only
@@ -58,9 +59,9 @@ STORE_NAME = "reproduction-scores"
 # (their invented names fall outside the 40 most likely tokens), which leaves no threshold to
 # calibrate ([EM] C.4.4). top-k:40 is scored in the same pass and reported beside it.
 CENSUS_QUICK = {"model": "smollm2", "prefix_tokens": 50, "suffix_tokens": 50, "stride": 50,
-                "policy": "full", "paper_policy": "top-k:40"}
+                "policy": "full", "paper_policy": PAPER_POLICY}
 CENSUS_FULL = {"model": "gemma3-270m", "prefix_tokens": 50, "suffix_tokens": 50, "stride": 10,
-               "policy": "full", "paper_policy": "top-k:40"}
+               "policy": "full", "paper_policy": PAPER_POLICY}
 
 
 def census_settings(quick: bool) -> dict:
@@ -228,7 +229,7 @@ def score_document(model: LoadedModel, text: str, *, name: str, settings: dict, 
         if not keep or keep[0] < 0 or keep[-1] >= len(ws):
             raise InputError(f"{name}: window indices {keep[:5]} outside 0..{len(ws) - 1}")
         ws = WindowSet(tuple(ws.windows[i] for i in keep), ws.n_sources, ws.skipped_short, ws.skipped_ids,
-                       ws.total_chars, ws.cut)
+                       ws.total_chars, ws.spec)
         label += "|" + ",".join(map(str, keep))
     if near_verbatim:
         label += f"|nv{near_verbatim['epsilons']}b{near_verbatim['beams']}"

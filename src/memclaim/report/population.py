@@ -320,7 +320,7 @@ def build_population_doc(claim: PopulationClaim, *, title: str = "Conformal popu
 
 def _procedure_section(doc: Doc, procedure: dict | None, inputs: Sequence[dict]):
     doc.h2("Procedure and inputs")
-    declared = (procedure or {}).get("numerics_declared_comparable")  # claims.procedure.NUMERICS_DECLARED
+    declared = (procedure or {}).get("numerics_declared_comparable")  # memclaim.procedure.NUMERICS_DECLARED
     if declared:
         doc.callout("The scores compared here were computed with different numerics (" + "; ".join(declared) +
                     "). They were declared comparable with --allow-mixed-numerics: the claim assumes that the "

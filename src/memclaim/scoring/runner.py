@@ -26,7 +26,7 @@ from ..progress import LogCallback, ProgressCallback, Reporter
 from ..validate import batch_size as check_batch_size, integer
 from .engine import ALL_STATS, CENSUS_STATS, NEAR_TIE_MARGIN, BatchScores, StatSet, TeacherForcingEngine, available_memory
 from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
-from .procedure import Procedure
+from ..procedure import NearVerbatim, Procedure, WindowSpec
 from .prompts import PromptRule, aggregate_logq
 from .store import ScoreStore, UnitResult, read_parquet, stat_names
 from .units import DEFAULT_UNIT_SIZE, UnitReceipt, WindowIndex, WorkUnit, item_key
@@ -202,23 +202,14 @@ class RunSummary(ResultMixin):
 
 
 def normalize_near_verbatim(nv: dict | None, *, suffix_tokens: int) -> dict | None:
-    """Validate near-verbatim settings: integer epsilons >= 0 and beams >= 1, sorted, unique.
+    """Validate near-verbatim settings (:class:`~memclaim.procedure.NearVerbatim`): integer
+    epsilons >= 0 and beams >= 1, sorted, unique.
 
     >>> normalize_near_verbatim({"epsilons": [2, 1, 1]}, suffix_tokens=10)
     {'epsilons': [1, 2], 'beams': [16]}
     """
-    if not nv:
-        return None
-    eps = sorted({int(e) for e in nv.get("epsilons", ())})
-    beams = sorted({int(b) for b in nv.get("beams", (16,))})
-    if not eps:
-        return None
-    if eps[0] < 0 or any(float(e) != int(e) for e in nv.get("epsilons", ())):
-        raise DomainError(f"near-verbatim epsilon must be a whole number of token edits >= 0, got {nv['epsilons']}",
-                          hint="e.g. --near-verbatim 1 (one token substitution, insertion or deletion)")
-    if not beams or beams[0] < 1:
-        raise DomainError(f"beam width must be >= 1, got {nv.get('beams')}", hint="e.g. --beam 16")
-    return {"epsilons": eps, "beams": beams}
+    v = NearVerbatim.from_dict(nv)
+    return None if v is None else v.to_dict()
 
 
 def near_verbatim_cost_message(units: Iterable[WorkUnit], nv: dict, n_policies: int, model: LoadedModel) -> str:
@@ -253,19 +244,12 @@ def build_procedure(model: LoadedModel, *, policies: Sequence[Policy], prefix_to
 
     >>> p = build_procedure(load_model("toy"), policies=parse_policies(["full", "greedy"]), prefix_tokens=8,
     ...                     suffix_tokens=8, prompt_rule=PromptRule())  # doctest: +SKIP
-    >>> p.key[:12], p.model["device_class"]  # doctest: +SKIP
+    >>> p.key[:12], p.model.device_class  # doctest: +SKIP
     ('b329182bc562', 'cpu')
     """
-    desc = {"name": model.name, "source": model.source, "fingerprint": model.fingerprint, "dtype": model.dtype}
-    if getattr(model, "fingerprint_scheme", None) is not None:
-        desc["fingerprint_scheme"] = int(model.fingerprint_scheme)  # what the fingerprint hashes (models.loader)
-    # the class of the device whose numerics the scores have (models/placement.py); in the key
-    # unless it is the CPU (scoring/procedure.py), so CPU stores keep their keys
-    desc["device_class"] = str(device_class or getattr(model, "device_class", None) or "cpu")
-    return Procedure(model=desc,
-        start_of_text=model.sot.to_dict(), policies=tuple(p.spec for p in policies),
-        prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, prompt=prompt_rule.to_dict(),
-        near_verbatim=near_verbatim, windows=windows)
+    spec = WindowSpec(prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, fields=windows is not None)
+    return Procedure(policies=tuple(p.spec for p in policies), windows=spec, prompt=prompt_rule,
+                     near_verbatim=NearVerbatim.from_dict(near_verbatim)).bind(model, device_class=device_class)
 
 
 def run_environment(model: LoadedModel, procedure: Procedure) -> dict:
@@ -279,7 +263,7 @@ def run_environment(model: LoadedModel, procedure: Procedure) -> dict:
     import platform
     import sys
 
-    env = {"python": platform.python_version(), "device_class": procedure.model.get("device_class", "cpu")}
+    env = {"python": platform.python_version(), "device_class": procedure.device_class}
     placement = getattr(model, "placement_record", None)
     if callable(placement):
         env.update(placement())
@@ -511,6 +495,11 @@ def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence
     integer("unit size", unit_size, minimum=1)  # option domains fail before the store is touched
     batch_size = check_batch_size(batch_size)
     near_verbatim = normalize_near_verbatim(near_verbatim, suffix_tokens=suffix_tokens)
+    spec = getattr(window_set, "spec", None)
+    if spec is not None and spec.lengths != (prefix_tokens, suffix_tokens):
+        raise InputError(f"the windows were cut with {spec.describe()}, but the run would record prefix_tokens="
+                         f"{prefix_tokens}, suffix_tokens={suffix_tokens}",
+                         hint="record the lengths the windows were cut with (window_set.spec)")
     procedure = build_procedure(model, policies=policies, prefix_tokens=prefix_tokens,
                                 suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, near_verbatim=near_verbatim,
                                 windows=getattr(window_set, "cut", None),
@@ -689,7 +678,7 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
                       backend=getattr(backend, "name", "custom"),
                       backend_stats=backend.stats() if hasattr(backend, "stats") else {},
                       device=str(run["environment"].get("device", "cpu")), dtype=str(model.dtype),
-                      device_class=procedure.model["device_class"], numerics_drift=drift)
+                      device_class=procedure.device_class, numerics_drift=drift)
 
 
 _PER_TOKEN = (("token_logprob", "token_logprob"), ("token_mean", "token_moments"), ("token_std", "token_moments"),

@@ -46,7 +46,7 @@ import numpy as np
 
 from ..errors import StoreError
 from ..fsutil import atomic_write_bytes, atomic_write_text, file_lock
-from .procedure import Procedure
+from ..procedure import Procedure
 
 if TYPE_CHECKING:
     import pyarrow as pa
