@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ..fsutil import sha256_bytes
+from ..runtime import DEFAULT_UNIT_SIZE  # windows per unit: the runtime is its home
 from ..validate import integer
 
-DEFAULT_UNIT_SIZE = 64
 
 
 def item_key(prompt: Sequence[int], suffix: Sequence[int]) -> str:
