@@ -22,7 +22,8 @@ from ..procedure import DEFAULT_POLICY
 from ..jsonutil import dumps, to_jsonable
 from ..report.core import Doc, invocation_text, invoked_as, render_fragment
 from ..scoring.prompts import PromptRule
-from ..scoring.ray_backend import RayBackend, require_ray
+from ..runtime import Runtime
+from ..scoring.backends import Backend, make_backend as registry_make_backend
 from ..scoring.runner import normalize_near_verbatim
 from ..text.io import check_unicode, read_document, read_passages, text_key
 from ..text.tables import passages_from_object
@@ -148,35 +149,14 @@ def near_verbatim_settings(nv_eps: Sequence[int] = (), nv_beams: Sequence[int] =
     return normalize_near_verbatim({"epsilons": list(nv_eps), "beams": list(nv_beams or (16,))}, suffix_tokens=0)
 
 
-BACKENDS = ("local", "ray")
-
-
 def make_backend(model, policies, *, backend: str = "local", address=None, workers=None, gpus_per_worker=0.0,
-                 threads_per_worker=1, batch_size: int = 16, log=None):
-    """The scoring backend the options ask for; None means run_scoring's local default."""
-    if backend not in BACKENDS:
-        raise InputError(f"unknown backend {backend!r}", hint=f"one of {', '.join(BACKENDS)}")
-    if backend == "local":
-        given = [name for name, v, default in (("--address", address, None), ("--workers", workers, None),
-                                               ("--gpus-per-worker", gpus_per_worker, 0.0),
-                                               ("--threads-per-worker", threads_per_worker, 1)) if v != default]
-        if given:
-            raise InputError(f"{', '.join(given)} only apply with --backend ray",
-                             hint="add --backend ray, or drop them (use --threads for the local backend)")
-        return None
-    if workers is not None and workers < 1:
-        raise InputError(f"--workers must be >= 1, got {workers}", hint="e.g. --workers 2, or omit it to fill the cluster")
-    if threads_per_worker < 1:
-        raise InputError(f"--threads-per-worker must be >= 1, got {threads_per_worker}", hint="e.g. --threads-per-worker 1")
-    if gpus_per_worker < 0:
-        raise InputError(f"--gpus-per-worker must be >= 0, got {gpus_per_worker}",
-                         hint="0 for CPU workers, 1 for one GPU each, 0.5 to pack two on a GPU")
-    if getattr(model, "path", None) is None:
-        raise InputError(f"the model {model.name!r} is a Python object: Ray workers load a model from a folder",
-                         hint="save it (model.save_pretrained(DIR), tokenizer.save_pretrained(DIR)) and pass DIR")
-    require_ray()  # fail before any work with the error naming the extra
-    return RayBackend(model, policies, batch_size=batch_size, workers=workers, threads_per_worker=threads_per_worker,
-                      gpus_per_worker=gpus_per_worker, address=address, log=log)
+                 threads_per_worker=1, batch_size: int | str = 16, log=None) -> Backend:
+    """The scoring backend the options ask for: the runtime they make
+    (:class:`memclaim.runtime.Runtime`), built by the backend registered under its name
+    (:func:`memclaim.scoring.backends.make_backend`)."""
+    runtime = Runtime.options(backend=backend, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
+                              threads_per_worker=threads_per_worker, batch_size=batch_size)
+    return registry_make_backend(model, policies, runtime, log=log)
 
 
 def build_prompt_rule(templates=(), chat: bool = False, aggregate: str = "max") -> PromptRule:

@@ -27,6 +27,8 @@ from ..validate import batch_size as check_batch_size, integer
 from .engine import ALL_STATS, CENSUS_STATS, NEAR_TIE_MARGIN, BatchScores, StatSet, TeacherForcingEngine, available_memory
 from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
 from ..procedure import NearVerbatim, Procedure, WindowSpec
+from ..runtime import Runtime
+from .backends import Backend, ScoringJob, check_backend, register_backend
 from .prompts import PromptRule, aggregate_logq
 from .store import ScoreStore, UnitResult, read_parquet, stat_names
 from .units import DEFAULT_UNIT_SIZE, UnitReceipt, WindowIndex, WorkUnit, item_key
@@ -46,7 +48,6 @@ def run_stats(stats: StatSet | str | Iterable[str] | None = None) -> StatSet:
 if TYPE_CHECKING:  # the annotations' names only
     from ..models.loader import LoadedModel
     from ..text.windows import WindowSet
-    from .ray_backend import RayBackend
     from .units import Item
 
 
@@ -139,11 +140,14 @@ def score_unit(engine: TeacherForcingEngine, unit: WorkUnit, *, batch_size: int 
 
 
 class LocalBackend:
-    """Scores units one after another in this process."""
+    """Scores units one after another in this process (the ``local`` backend,
+    :mod:`memclaim.scoring.backends`): on the model's own device, so ``device_class`` is None."""
 
     name = "local"
+    device_class = None  # the model's own (models/placement.py)
+    weights_loaded = False  # the model itself says whether its weights were read
 
-    def __init__(self, lm_factory: Callable[[], object], policies: Sequence[Policy], *, batch_size: int = 16,
+    def __init__(self, lm_factory: Callable[[], object], policies: Sequence[Policy], *, batch_size: int | str = 16,
                  near_verbatim: dict | None = None, stats=None):
         self.lm_factory = lm_factory
         self.policies = tuple(policies)
@@ -153,10 +157,14 @@ class LocalBackend:
         self._engine = None
 
     def set_stats(self, stats) -> None:
-        """The statistics the next run needs (run_scoring sets them before ``run``)."""
+        """The statistics the next run needs (a run's :class:`ScoringJob` sets them too)."""
         stats = StatSet.of(stats)
         if stats != self.stat_set:
             self.stat_set, self._engine = stats, None
+
+    def supports(self, procedure: Procedure, stats: StatSet) -> str | None:
+        """Every procedure and statistic: the engine computes them all."""
+        return None
 
     def engine(self):
         if self._engine is None:
@@ -165,14 +173,30 @@ class LocalBackend:
 
     on_batch: Callable[[int], None] | None = None  # called with the windows of each scored batch
 
-    def run(self, units: Iterable[WorkUnit]):
+    def run(self, units: Iterable[WorkUnit], job: ScoringJob | None = None):
+        """One result per unit; with a run's ``job``, its statistics, near-verbatim settings and
+        progress callback."""
+        near_verbatim, on_batch = self.near_verbatim, self.on_batch
+        if job is not None:
+            if job.stats is not None:
+                self.set_stats(job.stats)
+            nv = job.procedure.near_verbatim
+            near_verbatim = None if nv is None else nv.to_dict()
+            on_batch = job.on_batch
         for unit in units:
-            yield score_unit(self.engine(), unit, batch_size=self.batch_size, near_verbatim=self.near_verbatim,
-                             on_batch=self.on_batch)
+            yield score_unit(self.engine(), unit, batch_size=self.batch_size, near_verbatim=near_verbatim,
+                             on_batch=on_batch)
 
     def stats(self) -> dict:
         e = self._engine
         return {} if e is None else {"forward_tokens": e.forward_tokens, "unembed_rows": e.unembed_rows}
+
+
+def _make_local(model, policies: Sequence[Policy], runtime: Runtime, log: LogCallback | None = None) -> LocalBackend:
+    return LocalBackend(lambda: model.lm, policies, batch_size=runtime.batch_size)
+
+
+register_backend("local", _make_local, description="this process, one unit after another", provider="memclaim")
 
 
 @dataclass(frozen=True)
@@ -459,7 +483,7 @@ def index_windows(model: LoadedModel, window_set: WindowSet, prompt_rule: Prompt
 def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence[Policy], prefix_tokens: int, suffix_tokens: int,
                 prompt_rule: PromptRule, out_dir: str | Path, label: str = "windows", inputs: dict | None = None,
                 batch_size: int = 16, unit_size: int = DEFAULT_UNIT_SIZE, progress: ProgressCallback | None = None,
-                backend: LocalBackend | RayBackend | None = None, skipped_empty: int = 0,
+                backend: Backend | None = None, skipped_empty: int = 0,
                 near_verbatim: dict | None = None, log: LogCallback | None = None,
                 stats: StatSet | str | Iterable[str] | None = None) -> RunSummary:
     """Score ``window_set`` with ``model`` (a LoadedModel) into the store at ``out_dir``.
@@ -500,10 +524,17 @@ def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence
         raise InputError(f"the windows were cut with {spec.describe()}, but the run would record prefix_tokens="
                          f"{prefix_tokens}, suffix_tokens={suffix_tokens}",
                          hint="record the lengths the windows were cut with (window_set.spec)")
+    if backend is not None:
+        check_backend(backend)
     procedure = build_procedure(model, policies=policies, prefix_tokens=prefix_tokens,
                                 suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, near_verbatim=near_verbatim,
                                 windows=getattr(window_set, "cut", None),
-                                device_class=getattr(backend, "device_class", None))
+                                device_class=None if backend is None else backend.device_class)
+    if backend is not None:  # a backend that cannot score this procedure says why, before the store is touched
+        why = backend.supports(procedure, run_stats(stats))
+        if why:
+            raise InputError(f"the {backend.name!r} backend cannot score this procedure: {why}",
+                             hint="use another backend (--backend local scores every procedure)")
     # every window's (prompt, target) items before the store is touched: a template that cuts a
     # token in two, an empty prompt or a window longer than the context is refused first; one
     # streaming pass that keeps only keys and lengths (a book's windows are made on demand)
@@ -614,10 +645,6 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
     if backend is None:
         backend = LocalBackend(lambda: model.lm, policies, batch_size=batch_size, near_verbatim=near_verbatim,
                                stats=stat_set)
-    elif hasattr(backend, "set_stats"):
-        backend.set_stats(stat_set)
-    if hasattr(backend, "attach_store"):
-        backend.attach_store(store)  # backends whose workers may write unit files themselves
     total = sum(u.n_items for u in todo)
     # progress per batch (labelled: windows done/total, rate, ETA; units done/total for the
     # "re-run to resume (N of M units done)" note): extra "units_done" counts every unit stored
@@ -628,13 +655,18 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
                    extra={"run_id": run_id, "units": len(todo), "units_total": len(units), "units_done": reused,
                           "items_reused": sum(u.n_items for u in units) - total})
     scored = 0
-    per_batch = hasattr(backend, "on_batch")
-    if per_batch:
-        backend.on_batch = lambda n: bar.advance(n, units_done=reused + scored)
+    in_batches = [0]  # windows the backend reported by batch since its last unit (job.on_batch)
+
+    def on_batch(n: int) -> None:
+        in_batches[0] += n
+        bar.advance(n, units_done=reused + scored)
+
+    # the store goes with the job: a backend whose workers write unit files themselves needs it
+    job = ScoringJob(procedure=procedure, stats=stat_set, store=store, on_batch=on_batch)
     t_score = time.perf_counter()
     last_manifest = time.perf_counter()
     try:
-        for res in backend.run(todo):
+        for res in backend.run(todo, job):
             if isinstance(res, UnitReceipt):
                 if not store.unit_path(pkey, res.unit_id).exists():
                     raise StoreError(f"a worker reported unit {res.unit_id[:12]} written, but it is not in "
@@ -652,13 +684,12 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
             if time.perf_counter() - last_manifest >= MANIFEST_EVERY_SECONDS:
                 store.write_manifest()
                 last_manifest = time.perf_counter()
-            if per_batch:
-                bar.update(bar.done, units_done=reused + scored)
+            rest, in_batches[0] = n_done - in_batches[0], 0
+            if rest > 0:  # a backend that reports per unit (or a unit it did not report by batch)
+                bar.advance(rest, units_done=reused + scored)
             else:
-                bar.advance(n_done, units_done=reused + scored)
+                bar.update(bar.done, units_done=reused + scored)
     finally:
-        if per_batch:
-            backend.on_batch = None
         if scored:
             store.write_manifest()  # also on an interruption: what is done is recorded
         bar.close()
@@ -673,10 +704,8 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
                       skipped_short=window_set.skipped_short, skipped_empty=skipped_empty,
                       seconds=time.perf_counter() - t0,
                       windows_per_second=(n_scored_items / elapsed_scoring) if n_scored_items else 0.0,
-                      model_loaded=bool(getattr(model, "weights_loaded", True)
-                                        or getattr(backend, "weights_loaded", False)), near_ties=near,
-                      backend=getattr(backend, "name", "custom"),
-                      backend_stats=backend.stats() if hasattr(backend, "stats") else {},
+                      model_loaded=bool(getattr(model, "weights_loaded", True) or backend.weights_loaded),
+                      near_ties=near, backend=backend.name, backend_stats=backend.stats(),
                       device=str(run["environment"].get("device", "cpu")), dtype=str(model.dtype),
                       device_class=procedure.device_class, numerics_drift=drift)
 
