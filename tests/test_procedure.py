@@ -228,6 +228,7 @@ def test_a_run_cannot_record_lengths_its_windows_were_not_cut_with(tmp_path):
     """Issue 26: prefix tokens went down into the windows and back up into the procedure with
     nothing checking that they agree; a window set now carries its WindowSpec and run_scoring
     refuses other lengths before the store is touched."""
+    from memclaim.decoding import parse_policies
     from memclaim.scoring.prompts import PromptRule
     from memclaim.scoring.runner import run_scoring
     from memclaim.text.windows import WindowSet
@@ -235,8 +236,10 @@ def test_a_run_cannot_record_lengths_its_windows_were_not_cut_with(tmp_path):
     ws = WindowSet((), 0, 0, (), {}, WindowSpec(prefix_tokens=16, suffix_tokens=16))
     assert ws.cut is None and ws.spec.lengths == (16, 16)
     with pytest.raises(InputError, match="windows were cut with 16 \\+ 16 tokens.*prefix_tokens=8") as e:
-        run_scoring(None, ws, policies=(), prefix_tokens=8, suffix_tokens=16, prompt_rule=PromptRule(),
-                    out_dir=tmp_path / "store")
+        run_scoring(None, ws, policies=parse_policies(["full"]), prefix_tokens=8, suffix_tokens=16,
+                    prompt_rule=PromptRule(), out_dir=tmp_path / "store")
+    with pytest.raises(InputError, match="windows were cut with 16 \\+ 16 tokens.*prefix_tokens=50"):
+        run_scoring(None, ws, Procedure(policies="full"), out_dir=tmp_path / "store")
     assert "fix:" in str(e.value) and not (tmp_path / "store").exists()
     fields = WindowSet((), 0, 0, (), {}, WindowSpec(prefix_field="p", suffix_field="s"))
     assert fields.cut == {"prefix": "field", "suffix": "field"}

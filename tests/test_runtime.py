@@ -12,15 +12,11 @@ from memclaim.runtime import (DEFAULT_BATCH_SIZE, DEFAULT_UNIT_SIZE, RUNTIME_OPT
 
 
 def test_defaults_have_one_home():
-    import inspect
-
     from memclaim.scoring import units
-    from memclaim.scoring.runner import run_scoring
 
     rt = Runtime()
     assert (rt.batch_size, rt.unit_size, rt.threads) == (DEFAULT_BATCH_SIZE, DEFAULT_UNIT_SIZE, None) == (16, 64, None)
     assert units.DEFAULT_UNIT_SIZE is DEFAULT_UNIT_SIZE
-    assert inspect.signature(run_scoring).parameters["unit_size"].default == DEFAULT_UNIT_SIZE
     assert rt.backend == BackendSpec("local") and rt.backend_kind == "local" and rt.placement == Placement()
     assert rt.to_dict()["placement"] == {"device": "auto", "device_map": None, "max_memory": None,
                                          "offload_folder": None, "dtype": "auto"}
@@ -74,3 +70,43 @@ def test_a_ready_backend_object_takes_no_flat_backend_settings():
     assert Runtime.options(backend=obj).backend is obj
     with pytest.raises(InputError, match="--workers set up a backend memclaim makes"):
         Runtime.options(backend=obj, workers=2)
+
+
+@pytest.mark.integration
+def test_run_scoring_takes_the_two_values_and_its_old_keywords_alike(tmp_path, toy):
+    """run_scoring(model, windows, procedure, runtime, out_dir=, run=): 6 parameters (17
+    before); the keywords of the old signature make the same run, and lengths left out are the
+    windows' own (they carry their spec)."""
+    import inspect
+
+    from memclaim.decoding import parse_policies
+    from memclaim.procedure import Procedure
+    from memclaim.scoring.prompts import PromptRule
+    from memclaim.scoring.results import load_run_scores
+    from memclaim.scoring.runner import RunRequest, run_scoring
+    from memclaim.text.io import read_passages
+    from memclaim.text.windows import passage_windows
+
+    assert len(inspect.signature(run_scoring).parameters) - 1 == 6  # **keywords aside
+    inp = tmp_path / "in.txt"
+    inp.write_text("In the beginning God created the heaven and the earth, and the earth was without form.\n"
+                   "And God said, Let there be light: and there was light, and God saw the light, that it was good.\n")
+    ws = passage_windows(read_passages(inp).records, toy.tokenizer, prefix_tokens=8, suffix_tokens=8)
+    old = run_scoring(toy, ws, policies=parse_policies(["full", "greedy"]), prefix_tokens=8, suffix_tokens=8,
+                      prompt_rule=PromptRule(), near_verbatim={"epsilons": [1]}, out_dir=tmp_path / "a",
+                      label="x", batch_size=1, unit_size=1)
+    new = run_scoring(toy, ws, Procedure.options(policies=["full", "greedy"], prefix_tokens=8, suffix_tokens=8,
+                                                 near_verbatim=[1]),
+                      Runtime(batch_size=1, unit_size=1), out_dir=tmp_path / "b", run=RunRequest(label="x"))
+    lengths_from_windows = run_scoring(toy, ws, policies=parse_policies(["full", "greedy"]),
+                                       near_verbatim={"epsilons": [1]}, out_dir=tmp_path / "c", label="x")
+    assert old.procedure_key == new.procedure_key == lengths_from_windows.procedure_key
+    assert old.run_id == new.run_id and old.n_units == new.n_units == 2
+    a = load_run_scores(tmp_path / "a", run=old.run_id, policy="full")
+    b = load_run_scores(tmp_path / "b", run=new.run_id, policy="full")
+    assert (a.logq == b.logq).all()
+    with pytest.raises(InputError, match="(?s)unknown keyword 'batch_sise'.*did you mean batch_size"):
+        run_scoring(toy, ws, policies=parse_policies(["full"]), out_dir=tmp_path / "d", batch_sise=2)
+    with pytest.raises(InputError, match="got procedure= and its parts policies"):
+        run_scoring(toy, ws, Procedure(), policies=parse_policies(["full"]), out_dir=tmp_path / "d")
+    assert not (tmp_path / "d").exists()

@@ -17,18 +17,17 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..decoding import Policy
+from ..decoding import Policy, parse_policies
 from ..errors import DomainError, InputError, StoreError
 from ..fsutil import sha256_bytes
 from ..jsonutil import ResultMixin
 from ..models.loader import config_max_positions
 from ..progress import LogCallback, ProgressCallback, Reporter
-from ..validate import batch_size as check_batch_size, integer
 from .engine import ALL_STATS, CENSUS_STATS, NEAR_TIE_MARGIN, BatchScores, StatSet, TeacherForcingEngine, available_memory
 from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
 from ..procedure import NearVerbatim, Procedure, WindowSpec
-from ..runtime import Runtime
-from .backends import Backend, ScoringJob, check_backend, register_backend
+from ..runtime import BackendSpec, Runtime
+from .backends import Backend, ScoringJob, make_backend, register_backend
 from .prompts import PromptRule, aggregate_logq
 from .store import ScoreStore, UnitResult, read_parquet, stat_names
 from .units import DEFAULT_UNIT_SIZE, UnitReceipt, WindowIndex, WorkUnit, item_key
@@ -480,35 +479,114 @@ def index_windows(model: LoadedModel, window_set: WindowSet, prompt_rule: Prompt
     return WindowIndex(window_set, lambda w: prompt_rule.items(w, model.tokenizer, model.sot_ids), keys, plen, tlen)
 
 
-def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence[Policy], prefix_tokens: int, suffix_tokens: int,
-                prompt_rule: PromptRule, out_dir: str | Path, label: str = "windows", inputs: dict | None = None,
-                batch_size: int = 16, unit_size: int = DEFAULT_UNIT_SIZE, progress: ProgressCallback | None = None,
-                backend: Backend | None = None, skipped_empty: int = 0,
-                near_verbatim: dict | None = None, log: LogCallback | None = None,
-                stats: StatSet | str | Iterable[str] | None = None) -> RunSummary:
-    """Score ``window_set`` with ``model`` (a LoadedModel) into the store at ``out_dir``.
+@dataclass(frozen=True)
+class RunRequest:
+    """What a scoring run records and reports beside its procedure and runtime: the run's
+    ``label`` and ``inputs`` (their hashes and options, recorded with the run), the texts
+    skipped as empty before windows were cut, the statistics to store (``stats``: a
+    :class:`StatSet`, a spec such as ``"census"`` or names; None: every statistic), and the
+    ``progress`` and ``log`` callbacks (None: silent).
 
-    ``stats``: the statistics to compute and store (a :class:`StatSet`, a spec such as
-    ``"census"`` or names; default every statistic, as ``score`` and ``population`` keep them for
-    the audits); log q, the greedy flag and the margin are always included (:func:`run_stats`).
-    A stored unit holding fewer statistics than asked is scored again.
-    ``near_verbatim`` = {"epsilons": [...], "beams": [...]} adds the certified near-verbatim
-    lower bounds ([EM] App. B.1 Eq. 2) for every window and policy, as part of the procedure.
-    ``progress`` receives :class:`memclaim.progress.ProgressEvent` values (stage ``"score"``,
-    unit windows: items scored, extra ``run_id`` and ``units``); ``log`` receives one-line notes
-    (a concurrent writer, the near-verbatim cost). Both None: silent. ``progress=False`` (the
-    former boolean option) is read as None; the library draws no bars itself.
-    :func:`memclaim.score` is the public way in (it reads the inputs and cuts the windows).
+    >>> RunRequest(label="members").stats is None
+    True
+    """
+
+    label: str = "windows"
+    inputs: dict | None = None
+    skipped_empty: int = 0
+    stats: StatSet | str | Iterable[str] | None = None
+    progress: ProgressCallback | None = None
+    log: LogCallback | None = None
+
+
+# the keywords run_scoring still takes one by one (its signature before issue 26), by value
+_PROCEDURE_KEYWORDS = ("policies", "prefix_tokens", "suffix_tokens", "prompt_rule", "near_verbatim")
+_RUNTIME_KEYWORDS = ("batch_size", "unit_size", "backend")
+_RUN_KEYWORDS = ("label", "inputs", "skipped_empty", "stats", "progress", "log")
+
+
+def _split_keywords(options: dict) -> tuple[dict, dict, dict]:
+    unknown = sorted(set(options) - set(_PROCEDURE_KEYWORDS + _RUNTIME_KEYWORDS + _RUN_KEYWORDS))
+    if unknown:
+        import difflib
+
+        names = _PROCEDURE_KEYWORDS + _RUNTIME_KEYWORDS + _RUN_KEYWORDS
+        close = difflib.get_close_matches(unknown[0], names, n=1, cutoff=0.6)
+        raise InputError(f"run_scoring() got an unknown keyword {unknown[0]!r}",
+                         hint=(f"did you mean {close[0]}? " if close else "") + "it takes procedure=, runtime=, "
+                              "out_dir=, run= and the keywords " + ", ".join(names))
+    return tuple({k: options[k] for k in group if k in options}
+                 for group in (_PROCEDURE_KEYWORDS, _RUNTIME_KEYWORDS, _RUN_KEYWORDS))
+
+
+def _run_procedure(window_set: WindowSet, procedure: Procedure | None, given: dict) -> Procedure:
+    """The run's unbound (or bound) procedure: ``procedure``, or one made from the keywords;
+    its window lengths are those the windows were cut with (``window_set.spec``)."""
+    spec = getattr(window_set, "spec", None)
+    if procedure is not None:
+        if given:
+            raise InputError(f"run_scoring() got procedure= and its parts {', '.join(sorted(given))}",
+                             hint="pass one: the Procedure, or its keywords")
+        if not isinstance(procedure, Procedure):
+            raise InputError(f"procedure= takes a memclaim Procedure, got {type(procedure).__name__}",
+                             hint="memclaim.procedure.Procedure.options(policies=[...], ...)")
+    else:
+        if "policies" not in given:
+            raise InputError("run_scoring() needs procedure= or policies=", hint="e.g. policies=parse_policies(['full'])")
+        fields = getattr(window_set, "cut", None) is not None
+        lengths = {k: given[k] for k in ("prefix_tokens", "suffix_tokens") if k in given}
+        if spec is not None:  # omitted lengths are the windows' own
+            lengths = {"prefix_tokens": spec.prefix_tokens, "suffix_tokens": spec.suffix_tokens, **lengths}
+        procedure = Procedure(policies=given["policies"], windows=WindowSpec(**lengths, fields=fields),
+                              prompt=given.get("prompt_rule") or PromptRule(),
+                              near_verbatim=NearVerbatim.from_dict(normalize_near_verbatim(
+                                  given.get("near_verbatim"), suffix_tokens=0)))
+    w = procedure.windows
+    if spec is not None and spec.lengths != w.lengths:
+        raise InputError(f"the windows were cut with {spec.describe()}, but the run would record prefix_tokens="
+                         f"{w.prefix_tokens}, suffix_tokens={w.suffix_tokens}",
+                         hint="record the lengths the windows were cut with (window_set.spec)")
+    return procedure
+
+
+def run_scoring(model: LoadedModel, window_set: WindowSet, procedure: Procedure | None = None,
+                runtime: Runtime | None = None, *, out_dir: str | Path, run: RunRequest | None = None,
+                **keywords) -> RunSummary:
+    """Score ``window_set`` with ``model`` (a LoadedModel) under ``procedure`` (a
+    :class:`memclaim.procedure.Procedure`, unbound or bound to this model; its window lengths
+    must be those the windows were cut with) as ``runtime`` says (a
+    :class:`memclaim.runtime.Runtime`: batch and unit sizes, the backend; default: this process)
+    into the store at ``out_dir``. ``run``: the run's label, inputs, statistics and callbacks
+    (:class:`RunRequest`).
+
+    The keywords of the signature before issue 26 still work, by value: ``policies``,
+    ``prefix_tokens``, ``suffix_tokens`` (default: the windows' own), ``prompt_rule`` and
+    ``near_verbatim`` instead of ``procedure``; ``batch_size``, ``unit_size`` and ``backend`` (a
+    backend object) over ``runtime``; ``label``, ``inputs``, ``skipped_empty``, ``stats``,
+    ``progress`` and ``log`` over ``run``.
+
+    ``stats``: the statistics to compute and store (default every statistic, as ``score`` and
+    ``population`` keep them for the audits); log q, the greedy flag and the margin are always
+    included (:func:`run_stats`). A stored unit holding fewer statistics than asked is scored
+    again. Near-verbatim settings in the procedure add the certified near-verbatim lower
+    bounds ([EM] App. B.1 Eq. 2) for every window and policy. ``progress`` receives
+    :class:`memclaim.progress.ProgressEvent` values (stage ``"score"``, unit windows: items
+    scored, extra ``run_id`` and ``units``); ``log`` receives one-line notes (a concurrent
+    writer, the near-verbatim cost). Both None: silent. ``progress=False`` (the former boolean
+    option) is read as None; the library draws no bars itself. :func:`memclaim.score` is the
+    public way in (it reads the inputs and cuts the windows).
 
     >>> from memclaim.models import load_model                                       # doctest: +SKIP
     >>> from memclaim.text.windows import passage_windows                            # doctest: +SKIP
     >>> m = load_model("toy")                                                        # doctest: +SKIP
     >>> ws = passage_windows(records, m.tokenizer, prefix_tokens=16, suffix_tokens=16)  # doctest: +SKIP
-    >>> s = run_scoring(m, ws, policies=parse_policies(["full"]), prefix_tokens=16, suffix_tokens=16,
-    ...                 prompt_rule=PromptRule(), out_dir="runs/toy")                # doctest: +SKIP
+    >>> s = run_scoring(m, ws, Procedure(policies=["full"], windows=ws.spec), out_dir="runs/toy")  # doctest: +SKIP
     >>> s.n_windows, s.units_scored                                                  # doctest: +SKIP
     (40, 1)
     """
+    proc_kw, rt_kw, run_kw = _split_keywords(keywords)
+    run = RunRequest(**{**(vars(run) if run is not None else {}), **run_kw})
+    progress = run.progress
     if progress is False:
         progress = None
     elif progress is not None and (progress is True or not callable(progress)):
@@ -516,22 +594,19 @@ def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence
                           f"{progress!r}", hint="pass memclaim.cli.progress.progress_bar() for a console bar, your own "
                                                 "function, or None")
     t0 = time.perf_counter()
-    integer("unit size", unit_size, minimum=1)  # option domains fail before the store is touched
-    batch_size = check_batch_size(batch_size)
-    near_verbatim = normalize_near_verbatim(near_verbatim, suffix_tokens=suffix_tokens)
-    spec = getattr(window_set, "spec", None)
-    if spec is not None and spec.lengths != (prefix_tokens, suffix_tokens):
-        raise InputError(f"the windows were cut with {spec.describe()}, but the run would record prefix_tokens="
-                         f"{prefix_tokens}, suffix_tokens={suffix_tokens}",
-                         hint="record the lengths the windows were cut with (window_set.spec)")
-    if backend is not None:
-        check_backend(backend)
-    procedure = build_procedure(model, policies=policies, prefix_tokens=prefix_tokens,
-                                suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, near_verbatim=near_verbatim,
-                                windows=getattr(window_set, "cut", None),
-                                device_class=None if backend is None else backend.device_class)
+    # option domains fail before the store is touched
+    runtime = Runtime.coerce(runtime, **{k: v for k, v in rt_kw.items() if not (k == "backend" and v is None)})
+    procedure = _run_procedure(window_set, procedure, proc_kw)
+    policies = parse_policies(procedure.policies)
+    prompt_rule = PromptRule.of(procedure.prompt)
+    near_verbatim = None if procedure.near_verbatim is None else procedure.near_verbatim.to_dict()
+    backend = None
+    if not (isinstance(runtime.backend, BackendSpec) and runtime.backend.kind == "local"
+            and not runtime.backend.given()):
+        backend = make_backend(model, policies, runtime, log=run.log)  # a ready object: checked
+    procedure = procedure.bind(model, device_class=None if backend is None else backend.device_class)
     if backend is not None:  # a backend that cannot score this procedure says why, before the store is touched
-        why = backend.supports(procedure, run_stats(stats))
+        why = backend.supports(procedure, run_stats(run.stats))
         if why:
             raise InputError(f"the {backend.name!r} backend cannot score this procedure: {why}",
                              hint="use another backend (--backend local scores every procedure)")
@@ -543,9 +618,10 @@ def run_scoring(model: LoadedModel, window_set: WindowSet, *, policies: Sequence
     with contextlib.ExitStack() as held:
         held.enter_context(store.writer())  # shared with other writers; alone, it first clears dead writers' temps
         return _run_locked(store, held, model, procedure, index, window_set,
-                           t0=t0, policies=policies, label=label, inputs=inputs, batch_size=batch_size,
-                           unit_size=unit_size, progress=progress, backend=backend, skipped_empty=skipped_empty,
-                           near_verbatim=near_verbatim, log=log, stats=stats, prompt_rule=prompt_rule)
+                           t0=t0, policies=policies, label=run.label, inputs=run.inputs,
+                           batch_size=runtime.batch_size, unit_size=runtime.unit_size, progress=progress,
+                           backend=backend, skipped_empty=run.skipped_empty, near_verbatim=near_verbatim,
+                           log=run.log, stats=run.stats, prompt_rule=prompt_rule)
 
 
 def store_procedure_key(store: ScoreStore, procedure: Procedure, model: LoadedModel) -> str:
