@@ -551,7 +551,7 @@ def _run_procedure(window_set: WindowSet, procedure: Procedure | None, given: di
 
 def run_scoring(model: LoadedModel, window_set: WindowSet, procedure: Procedure | None = None,
                 runtime: Runtime | None = None, *, out_dir: str | Path, run: RunRequest | None = None,
-                **keywords) -> RunSummary:
+                **keywords: object) -> RunSummary:
     """Score ``window_set`` with ``model`` (a LoadedModel) under ``procedure`` (a
     :class:`memclaim.procedure.Procedure`, unbound or bound to this model; its window lengths
     must be those the windows were cut with) as ``runtime`` says (a
