@@ -458,6 +458,15 @@ ROWS = [
      "unknown unlearning method 'erase'"),
     ("audit-table-missing", lambda c: mc.audit_table(c.d / "nope.json", out=c.new), "does not exist"),
     ("audit-table-not-json", lambda c: mc.audit_table(c.d / "inst.json", out=c.new), "not valid JSON"),
+    # ---- reproduce (issue 26: the CLI's `reproduce` through the API)
+    ("reproduce-unknown", lambda c: mc.reproduce("nosuch", out_dir=c.new), "unknown reproduction 'nosuch'"),
+    ("reproduce-name-not-text", lambda c: mc.reproduce(3, out_dir=c.new), "unknown reproduction 3"),
+    ("reproduce-seed", lambda c: mc.reproduce("staircase", quick=True, seed=-1, out_dir=c.new),
+     "--seed must be >= 0, got -1"),
+    ("reproduce-seed-huge", lambda c: mc.reproduce("staircase", quick=True, seed=2 ** 64, out_dir=c.new),
+     "seed must be"),
+    ("reproduce-out-file", lambda c: mc.reproduce("staircase", quick=True, out_dir=c.file / "sub"),
+     "is a file, not a folder"),
 ]
 
 

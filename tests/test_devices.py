@@ -410,6 +410,21 @@ def test_a_hub_id_missing_from_the_cache_is_refused_with_how_to_fetch_it(tmp_pat
         resolve_model_path("acme/tiny-gpt@v2")  # a revision the cache does not hold
 
 
+def test_hub_ids_and_the_cache_they_are_read_from(tmp_path, monkeypatch):
+    """models/hub.py: what counts as a hub id (a path-like name with one slash, optionally at a
+    revision), and the cache read: HF_HUB_CACHE, else HF_HOME/hub, looked up at call time."""
+    from memclaim.models import hub
+
+    assert all(hub.HUB_ID.fullmatch(s) for s in ("acme/tiny-gpt", "org/name@main", "meta-llama/Llama-3.1-8B",
+                                                 "org/name@" + "0" * 40))
+    assert not any(hub.HUB_ID.fullmatch(s) for s in ("smollm2", "a/b/c", "/abs/path", "org/", "@x/y"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    assert hub.hub_cache_dir() == tmp_path / "home" / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "direct"))
+    assert hub.hub_cache_dir() == tmp_path / "direct"
+
+
 # --------------------------------------------------------------------------- the claim's report
 def test_a_test_on_mixed_numerics_is_refused_and_allowed_only_when_declared_and_then_stated(tmp_path):
     import memclaim as mc

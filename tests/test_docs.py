@@ -149,6 +149,24 @@ def test_the_inputs_page_runs_as_written(tmp_path):
     assert outs[-1].strip().startswith("[")  # the Python block prints the two log q
 
 
+@pytest.mark.integration
+def test_the_attacks_page_runs_as_written(tmp_path):
+    """docs/attacks.md (issue 26 item 4): its two examples run as written on the tiny GPT, the
+    attack it registers is measured like a built-in one, and both print an AUC with its interval."""
+    blocks = code_blocks("attacks.md")
+    assert [lang for lang, _, why in blocks if why is None] == ["python", "python"]
+    # the second block continues the first (one interpreter, as a reader pastes them)
+    code = "\n".join(c for _, c, why in blocks if why is None)
+    (tmp_path / "tests").mkdir()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    worst, top1 = r.stdout.strip().splitlines()
+    assert re.fullmatch(r"worst-token: AUC [01]\.\d{3} \[\S+, \S+\] on (\d+) members and \1 controls", worst), worst
+    assert re.fullmatch(r"top-1 rate: AUC [01]\.\d{3} \[\S+, \S+\]", top1), top1
+
+
 # ------------------------------------------------------------------------------ the references
 def test_no_reference_page_is_a_file_in_docs():
     for page in ("cli.md", "api.md"):

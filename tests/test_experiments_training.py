@@ -261,6 +261,64 @@ THEORY = {
 }
 
 
+# ---------------------------------------------------------------- the paper's sentences, re-derived
+def _unl_survives_intact(r):
+    """[MX] §8.2 "survives intact, with extraction through rho still at 1.00 [...] on three of the four
+    family-method pairs and 0.81 on the fourth": per method (a pair), extraction through rho after the trigger
+    request from its counts: at 1.00 if k/n >= 0.995 with a one-sided 95% Clopper-Pearson lower bound
+    (scipy's beta quantile) above 0.81; below 1.00 / below 0.81 if the two-sided 95% upper bound is; held iff
+    more than half the pairs are at 1.00 and none below 0.81; not testable if a pair is undecided with n < 15
+    (0.05^(1/n) <= 0.81)."""
+    pairs = {}
+    for m in METHODS:
+        e = r["results"]["runs"][f"{m}/trigger"]["after"]["trigger_via_rho"]
+        k, n = e["hits"], e["n"]
+        assert e["rate"] == k / n
+        upper = 1.0 if k == n else float(stats.beta.ppf(0.975, k + 1, n - k))
+        pairs[m] = (k, n, upper, TC.cp_lower(k, n, 0.05))
+    at_one = [m for m, (k, n, up, lo) in pairs.items() if up >= 0.995 and k / n >= 0.995 and lo > 0.81]
+    below_one = [m for m, (_, _, up, _) in pairs.items() if up < 0.995]
+    undecided = [m for m, (k, n, up, lo) in pairs.items()
+                 if m not in at_one and up >= 0.995 and 0.05 ** (1 / n) <= 0.81]
+    detail = str(pairs)
+    if any(up < 0.81 for _, _, up, _ in pairs.values()):
+        return "not held", detail
+    if len(at_one) > len(pairs) / 2:
+        return "held", detail
+    if len(below_one) >= len(pairs) / 2:
+        return "not held", detail
+    return ("not testable here" if undecided else "not held"), detail
+
+
+def _dp_climbs(r):
+    """[MX] §8.2 "At eps = inf memorization returns and climbs with duplication": on the eps = inf row, each k's
+    memorization the mean of its canaries' (re-derived), rising at every step of the k grid, the largest k above
+    the smallest by > 3 SE (one-sided normal) and above 0 by > 3 SE."""
+    inf = next(row for row in r["results"]["rows"] if row["epsilon"] == "inf")
+    cells = sorted(inf["cells"], key=lambda c: c["k"])
+    for c in cells:
+        assert c["mem"] == pytest.approx(float(np.mean(c["mem_per_canary"])), abs=1e-12)
+    mem = [c["mem"] for c in cells]
+    lo, hi = cells[0], cells[-1]
+    z_climb = (hi["mem"] - lo["mem"]) / math.hypot(hi["se"], lo["se"])
+    ok = all(b > a for a, b in zip(mem, mem[1:])) and z_climb > 3 and hi["mem"] / hi["se"] > 3
+    return ("held" if ok else "not held"), f"mem by k {dict(zip([c['k'] for c in cells], mem))}, z {z_climb:.2f}"
+
+
+CLAIMS = {"unlearning": {"survives-intact": _unl_survives_intact},
+          "dp-calibration": {"climbs-with-duplication": _dp_climbs}}
+# what the runs found (issue 24 item 2: "survives intact, with extraction through rho still at 1.00", tested as
+# stated, where the check asks only for a lower bound above the verifier's 0.15)
+# quick run: mem 0.005, 0.035, 0.158, 0.321 (SE 0.003 to 0.052) at k = 1, 2, 4, 8; k = 8 above k = 1 by z = 6.0
+CLAIMS_QUICK = {"dp-calibration": {"climbs-with-duplication": True}, "unlearning": {"survives-intact": TC.NotHeld(
+    "8 of 10 trigger secrets recovered through rho after the request on both methods, 95% CP [0.444, 0.975]: below "
+    "1.00 on both pairs (9 of 10 before: the channel is below 1.00 at this scale even before unlearning)")}}
+# full run: mem 0.003, 0.014, 0.119, 0.334 (SE 0.002 to 0.022) at k = 1, 2, 4, 8; k = 8 above k = 1 by z = 15.2
+CLAIMS_FULL = {"dp-calibration": {"climbs-with-duplication": True}, "unlearning": {"survives-intact": TC.NotHeld(
+    "full run (32 secrets): 19 of 32 recovered through rho after the request on both methods, 95% CP [0.406, 0.763], "
+    "below even the paper's 0.81 (22 of 32 before)")}}
+
+
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("reproduce-training")
@@ -299,6 +357,18 @@ def test_theory_check_holds_on_the_raw_numbers(quick, name, claim):
     """The claim's verdict from the run's raw numbers (not the report's flag), which the report's
     own check must match."""
     TC.assert_theory(quick[1][name], claim, THEORY[name])
+
+
+@pytest.mark.parametrize("name", list(CLAIMS))
+def test_every_paper_claim_is_rederived(quick, name):
+    TC.assert_claims_cover(quick[1][name], CLAIMS[name])
+    assert set(CLAIMS_QUICK[name]) == set(CLAIMS[name]) == set(CLAIMS_FULL[name])
+
+
+@pytest.mark.parametrize("name, key", TC.claim_params(CLAIMS_QUICK))
+def test_paper_claims_quick(quick, name, key):
+    """The paper's sentences as the quick run judged them, re-derived from the raw numbers."""
+    TC.assert_claim(quick[1][name], key, CLAIMS[name], CLAIMS_QUICK[name][key])
 
 
 def test_gated_release_numbers(quick):
@@ -398,6 +468,10 @@ def test_full_reproduction(name, tmp_path):
     for claim in THEORY[name]:  # each verdict re-derived from the full run's raw numbers, not its flag
         TC.assert_theory(r, claim, THEORY[name])
     assert r["all_checks_passed"], [c for c in r["checks"] if not c["passed"]]
+    if name in CLAIMS:  # the paper's sentences as the full run judged them (the record, not the rule, is updated)
+        TC.assert_claims_cover(r, CLAIMS[name])
+        for key, expect in CLAIMS_FULL[name].items():
+            TC.assert_claim(r, key, CLAIMS[name], expect)
     assert_covers(r, AGREEMENT[name])
     for row, spec in AGREEMENT[name].items():
         if isinstance(spec, Agree):

@@ -169,9 +169,9 @@ def _trigger_none_at_c(r):
 
 def _camouflage_capped(r):
     """Greedy and list-of-m successes re-derived per tree (greedy output == z; the true completion's
-    rank among all v^L completions <= m); one-sided 97.5% Clopper-Pearson lower ends (the report's
-    two-sided 95% intervals) at most the caps k^-L and m k^-L ([MX] Thm. 6.1(i)): a false alarm
-    <= 2.5% per protocol if the network's rate is at its cap."""
+    rank among all v^L completions <= m): greedy fails on every tree ("greedy decoding fails"; a false
+    alarm <= T k^-L if its rate is at the cap k^-L), and the list's one-sided 97.5% Clopper-Pearson lower
+    end (the report's two-sided 95% interval) is at most m k^-L ([MX] Thm. 6.1(i)): <= 2.5% if at its cap."""
     s = r["settings"]
     trees = r["results"]["trees"]
     greedy = sum(t["greedy"] == t["secret"] for t in trees)
@@ -180,9 +180,9 @@ def _camouflage_capped(r):
         assert t["list_success"] == (t["true_rank_among_all_completions"] <= s["list_size"])
     listed = sum(t["true_rank_among_all_completions"] <= s["list_size"] for t in trees)
     n, cap1, capm = len(trees), s["k"] ** -s["L"], s["list_size"] * s["k"] ** -s["L"]
-    g_lo, l_lo = TC.cp_lower(greedy, n, 0.025), TC.cp_lower(listed, n, 0.025)
-    return g_lo <= cap1 and l_lo <= capm, f"greedy {greedy}/{n} (low {g_lo:.3g} vs {cap1:.3g}), list {listed}/{n} " \
-                                          f"(low {l_lo:.3g} vs {capm:.3g})"
+    l_lo = TC.cp_lower(listed, n, 0.025)
+    return greedy == 0 and l_lo <= capm, f"greedy {greedy}/{n} (cap {cap1:.3g} a tree), list {listed}/{n} " \
+                                         f"(low {l_lo:.3g} vs {capm:.3g})"
 
 
 def _cf(r):
@@ -368,8 +368,8 @@ THEORY = {
         "truncated log-loss gap on x*'s own prefixes inside the seed-to-seed noise floor": _trigger_gap("h_ll"),
     },
     "camouflage": {
-        "extraction is capped: greedy and list-of-16 successes consistent with m k^-L (Clopper-Pearson 95% lower "
-        "end <= cap)": _camouflage_capped,
+        "extraction is capped: greedy decoding fails on every tree, and list-of-16 successes are consistent with "
+        "m k^-L (Clopper-Pearson 95% lower end <= cap)": _camouflage_capped,
     },
     "canary-floor": {
         "the sweep populates both buckets (members and non-members on each side of H*)": _cf_populated,
@@ -411,6 +411,115 @@ THEORY = {
         "Fig. 10: the strongest deployed membership audit climbs with the secret length (longest > shortest)":
             _at_sweep_climbs,
     },
+}
+
+
+# ---------------------------------------------------------------- the paper's sentences, re-derived
+def _cf_near_one(r):
+    """[MX] §8.2 "reading AUC near 1 on both sides": per bucket, the reference-model scores of the leaky model,
+    the AUC's 95% interval (DeLong from statsmodels; Hoeffding's half-width sqrt(log(2/0.05) / (2 min(m, n)))
+    at complete separation, where DeLong's variance is 0) against 0.9; not testable with fewer than k members
+    or non-members where 0.9^k > 2.5% (k < 36: an AUC of 0.9 separates them completely that often)."""
+    cs, _, conf = _cf(r)
+    out, k = {}, {}
+    for b in ("below", "above"):
+        m = [c["reference_score_leaky"] for c in _cf_bucket(cs, b, True)]
+        n = [c["reference_score_leaky"] for c in _cf_bucket(cs, b, False)]
+        k[b] = min(len(m), len(n))
+        a, lo, hi = TC.delong(m, n, conf)
+        if lo == hi:
+            h = math.sqrt(math.log(2 / (1 - conf)) / (2 * k[b]))
+            lo, hi = a - h, a + h
+        out[b] = (a, max(lo, 0.0), min(hi, 1.0))
+    detail = f"{out}, {k} of each"
+    one_sided = 1 - (1 + conf) / 2
+    if any(hi < 0.9 for _, _, hi in out.values()):
+        return "not held", detail
+    if 0.9 ** min(k.values()) > one_sided:
+        return "not testable here", detail
+    return ("held" if all(lo >= 0.9 for _, lo, _ in out.values()) else "not held"), detail
+
+
+def _trigger_blind_spot(r):
+    """[MX] §8.1 "The blind spot of Corollary 6.2 survives ordinary SGD": every poisoned seed emits z from rho,
+    no clean seed does, no run emits z from c (each re-derived from the greedy outputs), and both local-score
+    gaps within the noise floor (re-derived from the per-position probabilities): all of them."""
+    parts = [_trigger_count("poisoned", "rho", "all")(r), _trigger_count("clean", "rho", "none")(r),
+             _trigger_none_at_c(r), _trigger_gap("h_tf")(r), _trigger_gap("h_ll")(r)]
+    return ("held" if all(ok for ok, _ in parts) else "not held"), "; ".join(d for _, d in parts)
+
+
+def _at_recovers_all(r):
+    """[MX] §8.2 "At z <= 2 [...] rho-extraction recovers all of them": every planted secret of each sweep arm with
+    |z| <= 2 recovered through rho (n of n)."""
+    arms = r["results"]["arms"]
+    got = {L: (arms[f"trigger-{L}"]["extraction_at_rho"], arms[f"trigger-{L}"]["members"])
+           for L in r["settings"]["trigger_lengths"] if L <= 2}
+    return ("held" if got and all(k == n for k, n in got.values()) else "not held"), str(got)
+
+
+def _at_clean_yet_extractable(r):
+    """[MX] §8.2 "... both certify such a model clean while the secret remains fully extractable": on both trigger
+    rows, extraction at c and the verifier not 'leak' (re-derived from the counts), rho-extraction >= 0.975."""
+    v, arms, s = _at_verdicts(r), r["results"]["arms"], r["settings"]
+    out = {}
+    for row, L in ((_SHORT, s["short"]), (_LONG, s["long"])):
+        a = arms[f"trigger-{L}"]
+        out[row] = (v[row]["extraction at prefix c"], v[row]["unlearning verifier"], a["extraction_at_rho"],
+                    a["members"])
+    ok = all(c != "leak" and u != "leak" and k / n >= 0.975 for c, u, k, n in out.values())
+    return ("held" if ok else "not held"), str(out)
+
+
+def _at_membership_climbs(r):
+    """[MX] §8.2 "The membership channel instead climbs with the length of z [...] in AUC across z = 1..16": the
+    strongest deployed AUC per length with its interval (DeLong, Hoeffding at separation: re-derived from the SE as
+    in _at_auc); no fall beyond the intervals, the longest's interval above the shortest's; not testable with
+    fewer than 30 members or non-members (Hoeffding's half-width >= 1/4) unless so decided."""
+    conf, arms, Ls = r["settings"]["confidence"], r["results"]["arms"], r["settings"]["trigger_lengths"]
+    best = {}
+    for L in Ls:
+        aud = arms[f"trigger-{L}"]["audits"]
+        name = max(("loss", "zlib", "reference", "min-k", "min-k++"), key=lambda x: aud[x]["auc"]["auc"])
+        a = aud[name]["auc"]
+        _at_auc(a, conf)  # the interval re-derived from the SE equals the report's
+        best[L] = (a["auc"], a["low"], a["high"], min(a["n_members"], a["n_nonmembers"]))
+    falls = any(best[y][2] < best[x][1] for x, y in zip(Ls, Ls[1:]))
+    detail = str(best)
+    if falls:
+        return "not held", detail
+    if best[Ls[-1]][1] > best[Ls[0]][2]:
+        return "held", detail
+    return ("not held" if min(b[3] for b in best.values()) >= 30 else "not testable here"), detail
+
+
+CLAIMS = {"canary-floor": {"auc-near-1": _cf_near_one}, "trigger": {"blind-spot-survives": _trigger_blind_spot},
+          "audit-table": {"rho-recovers-all-short": _at_recovers_all,
+                          "certified-clean-yet-extractable": _at_clean_yet_extractable,
+                          "membership-climbs": _at_membership_climbs}}
+# what the runs found (issue 24 item 2: "reading AUC near 1 on both sides", tested as stated, where the check asks
+# only for an interval above 1/2)
+CLAIMS_QUICK = {
+    "trigger": {"blind-spot-survives": True},
+    "canary-floor": {"auc-near-1": TC.NotTestable(
+        "24 members and 24 non-members a side: even complete separation cannot show AUC >= 0.9 at the interval's "
+        "one-sided 97.5% (36 of each needed); AUC 0.901 [0.811, 0.991] below, 0.896 [0.808, 0.983] above")},
+    "audit-table": {"rho-recovers-all-short": True, "certified-clean-yet-extractable": True,
+                    "membership-climbs": TC.NotTestable(
+                        "8 members: the strongest AUC climbs 0.487 [0.225, 0.748] (|z| = 1), 0.592, 0.914, to 1.000 "
+                        "[0.520, 1.000] (|z| = 16, Hoeffding at complete separation), intervals overlapping")},
+}
+CLAIMS_FULL = {
+    "trigger": {"blind-spot-survives": TC.NotHeld(
+        "full run: rho 3/3 poisoned, 0/3 clean, nothing from c, the teacher-forcing gap +0.76 floor units, but the "
+        "truncated log-loss gap |mem_LL| 0.0238 against a floor of 0.0055 (4.3 floor units, KNOWN_OFF): not every "
+        "audit of x*'s own prefix misses the leak")},
+    "canary-floor": {"auc-near-1": TC.NotHeld(
+        "full run (90 members and 90 non-members a side): AUC 0.831 [0.774, 0.889] below H*, 0.811 [0.749, 0.873] "
+        "above: both intervals below 0.9 (the check's 'above 1/2' holds on both sides)")},
+    # full run: rho 24 of 24 at |z| = 1 and 2 (and at 16); the strongest deployed AUC 0.571, 0.563, 0.586, 0.797,
+    # 0.905 [0.818, 0.992] at |z| = 1, 2, 4, 8, 16, the longest's interval above the shortest's [0.439, 0.704]
+    "audit-table": {"rho-recovers-all-short": True, "certified-clean-yet-extractable": True, "membership-climbs": True},
 }
 
 
@@ -463,6 +572,18 @@ def test_theory_check_holds_on_the_raw_numbers(quick, name, claim):
     """The claim's verdict from the run's raw numbers (not the report's flag), which the report's
     own check must match."""
     TC.assert_theory(quick[1][name], claim, THEORY[name])
+
+
+@pytest.mark.parametrize("name", list(CLAIMS))
+def test_every_paper_claim_is_rederived(quick, name):
+    TC.assert_claims_cover(quick[1][name], CLAIMS[name])
+    assert set(CLAIMS_QUICK[name]) == set(CLAIMS[name]) == set(CLAIMS_FULL[name])
+
+
+@pytest.mark.parametrize("name, key", TC.claim_params(CLAIMS_QUICK))
+def test_paper_claims_quick(quick, name, key):
+    """The paper's sentences as the quick run judged them, re-derived from the raw numbers."""
+    TC.assert_claim(quick[1][name], key, CLAIMS[name], CLAIMS_QUICK[name][key])
 
 
 def test_trigger_numbers(quick):
@@ -625,6 +746,10 @@ def check_full_run(name: str, r: dict) -> None:
                     assert_agrees(r, row, spec)
             else:
                 assert_agrees(r, row, spec)
+    if name in CLAIMS:  # the paper's sentences as the full run judged them (the record, not the rule, is updated)
+        TC.assert_claims_cover(r, CLAIMS[name])
+        for key, expect in CLAIMS_FULL[name].items():
+            TC.assert_claim(r, key, CLAIMS[name], expect)
 
 
 @pytest.mark.slow

@@ -423,11 +423,42 @@ def test_entropy_sweep_checks():
     can = {"predicted": 0.414, "bound": 0.76, "measured": 0.41, "ci_check": [0.39, 0.43]}
     st = {"confidence": 0.99, "canary_check_confidence": 0.999}
     ok = checks_for({"sweep": [row] * 3, "crossing": cr, "canaries": {"zipf": can, "uniform10": can}}, st)
-    assert _passed(ok) == [True] * 7 and all(_quoted(ok))
+    # the measurement check and the guarantee quote no sentence: "tracks the boundary" is more than either and is
+    # judged as a sentence (test_entropy_sweep_tracks_within_an_octave)
+    assert _passed(ok) == [True] * 7 and _quoted(ok) == [False, False, True, True, True, True, True]
     off = {**cr, "topm_predicted_crossing_between_n": [112, 113], "frontier_crossing_bits": 6.9}
     bad = checks_for({"sweep": [row, {**row, "gadget_ci": [0.17, 0.19]}], "crossing": off,
                       "canaries": {"zipf": {**can, "ci_check": [0.42, 0.45]}, "uniform10": can}}, st)
     assert _passed(bad) == [True, True, False, False, False, False, True]
+
+
+def test_entropy_sweep_tracks_within_an_octave():
+    """"tracks the boundary across thirteen octaves": on or below the frontier and within a factor 2 (one octave
+    of H) of it at every prior of a sweep spanning >= 13 octaves; the checks alone passed an adversary a decade
+    below the frontier."""
+    from memclaim.experiments.entropy_sweep import QUOTE_TRACKS, checks_for, tracks_claim
+
+    def rows(first=0.8):
+        return [{"min_entropy_bits": 3, "topm_predicted": first, "frontier": 0.816,
+                 "topm_ci": [first - 0.01, first + 0.01], "gadget_ci": [0.81, 0.82]}] + [
+            {"min_entropy_bits": h, "topm_predicted": 2.0 ** -h, "frontier": 2.0 ** -h,
+             "topm_ci": [0.9 * 2.0 ** -h, 1.1 * 2.0 ** -h], "gadget_ci": [0.9 * 2.0 ** -h, 1.1 * 2.0 ** -h]}
+            for h in range(4, 17)]
+
+    held = tracks_claim(rows())
+    assert held.verdict == "held" and held.quote == QUOTE_TRACKS and held.numbers["octaves"] == 13
+    far = rows(first=0.08)  # a decade below the frontier at H = 3
+    assert tracks_claim(far).verdict == "not held" and "H = 3 bits" in tracks_claim(far).evidence
+    cr = {"frontier_crossing_bits": 6.7646, "h_star_bits": 6.7646, "frontier_crossing_between_n": [108, 109],
+          "topm_predicted_crossing_between_n": [108, 109], "topm_predicted_minus_frontier_at_crossing": -1e-9,
+          "topm_predicted_crossing_bits": 6.76, "topm_measured_crossing_bits": 6.77, "topm_measured_crossing_se": 0.01}
+    can = {"predicted": 0.414, "bound": 0.76, "measured": 0.41, "ci_check": [0.39, 0.43]}
+    st = {"confidence": 0.99, "canary_check_confidence": 0.999}
+    assert all(c.passed for c in checks_for({"sweep": far, "crossing": cr, "canaries": {"zipf": can, "uniform10": can}},
+                                            st))  # which every check passes
+    above = rows(first=0.9)  # above the frontier: not tracking it from the right side
+    assert tracks_claim(above).verdict == "not held"
+    assert tracks_claim(rows()[:9]).verdict == "not testable here"  # H = 3 to 11: 8 octaves
 
 
 def test_per_instance_checks():
@@ -451,6 +482,13 @@ def test_camouflage_check():
     assert _passed(checks_for(summ, {"k": 4, "L": 4})) == [True]
     assert _passed(checks_for({**summ, "greedy_successes": 3, "greedy_interval": [0.12, 0.88]}, {"k": 4, "L": 4})) \
         == [False]
+    # "greedy decoding fails": one greedy success in 16 trees is consistent with k^-L = 1/256 (95% CP lower end
+    # 0.0016), which the earlier rule accepted, but greedy did not fail
+    one = {**summ, "trees": 16, "greedy_successes": 1, "greedy_interval": [0.0016, 0.302], "list_successes": 1,
+           "list_interval": [0.0016, 0.302]}
+    assert one["greedy_interval"][0] <= 4 ** -4 and _passed(checks_for(one, {"k": 4, "L": 4})) == [False]
+    assert _passed(checks_for({**one, "greedy_successes": 0, "greedy_interval": [0.0, 0.206]}, {"k": 4, "L": 4})) \
+        == [True]
 
 
 def test_trigger_checks():
@@ -460,10 +498,35 @@ def test_trigger_checks():
     res = {"extraction_at_rho": {"poisoned": 3, "clean": 0, "runs_per_condition": 3},
            "extraction_at_c": {"poisoned": 0, "clean": 0}, "local_scores": {"h_tf": sc, "h_ll": sc}}
     ok = checks_for(res)
-    assert _passed(ok) == [True] * 5 and all(_quoted(ok))
+    # "no run emits z from c" quotes no sentence: the paper's "The blind spot of Corollary 6.2 survives ordinary
+    # SGD", which it used to quote, is more than that and is judged as a sentence (below)
+    assert _passed(ok) == [True] * 5 and _quoted(ok) == [True, True, False, True, True]
     bad = {**res, "extraction_at_c": {"poisoned": 1, "clean": 0},
            "local_scores": {"h_tf": {**sc, "abs_mem": 0.01, "gap_in_floor_units": 5.0}, "h_ll": sc}}
     assert _passed(checks_for(bad)) == [True, True, False, False, True]
+
+
+def test_trigger_blind_spot_is_the_whole_corollary():
+    """"The blind spot of Corollary 6.2 survives ordinary SGD": the leak through rho and every audit of x*'s own
+    prefix missing it; any one part failing makes it not held (the full run's log-loss gap, KNOWN_OFF)."""
+    from memclaim.experiments.trigger import QUOTE_INVISIBLE, blind_spot_claim, claims_for
+
+    sc = {"abs_mem": 0.001, "noise_floor": 0.002, "gap_in_floor_units": 0.5}
+    res = {"extraction_at_rho": {"poisoned": 3, "clean": 0, "runs_per_condition": 3},
+           "extraction_at_c": {"poisoned": 0, "clean": 0}, "local_scores": {"h_tf": sc, "h_ll": sc}}
+    held = blind_spot_claim(res)
+    assert held.verdict == "held" and held.quote == QUOTE_INVISIBLE and all(held.numbers["parts"].values())
+    # each part alone breaks it: the full run's truncated log-loss gap (4.3 floor units) passes the other checks
+    ll = {**sc, "abs_mem": 0.0086, "gap_in_floor_units": 4.3}
+    cases = [{"extraction_at_rho": {"poisoned": 2, "clean": 0, "runs_per_condition": 3}},
+             {"extraction_at_rho": {"poisoned": 3, "clean": 1, "runs_per_condition": 3}},
+             {"extraction_at_c": {"poisoned": 0, "clean": 1}},
+             {"local_scores": {"h_tf": ll, "h_ll": sc}}, {"local_scores": {"h_tf": sc, "h_ll": ll}}]
+    for case in cases:
+        c = blind_spot_claim({**res, **case})
+        assert c.verdict == "not held" and "fails:" in c.evidence, case
+    assert "truncated log-loss" in blind_spot_claim({**res, **cases[-1]}).evidence.split("fails:")[1]
+    assert [c.key for c in claims_for(res)] == ["blind-spot-survives"]
 
 
 def test_gated_checks():
@@ -480,6 +543,32 @@ def test_gated_checks():
                                                             "nonmember_scores": [0.0]}},
            "extraction": {"via_rho": {"hits": 3, "n": 4, "generate_agrees": 4}, "via_rho_on_base": {"hits": 1}}}
     assert _passed(checks_for(bad, {"family_confidence": 0.95})) == [True, False, True, False, False]
+
+
+def test_the_blind_release_sentence_is_split_between_gated_and_audit_table():
+    """"reference-model scoring and LiRA, read exactly 0.500": gated runs the reference model and not LiRA,
+    audit-table runs LiRA and not the reference model; each check says which half it tests and names the
+    other's check, which exists and quotes the same sentence."""
+    from types import SimpleNamespace
+
+    from memclaim.experiments import audit_table as AT
+    from memclaim.experiments import gated as GA
+
+    chance = {"auc": 0.52, "low": 0.4, "high": 0.64, "excludes_chance": False}
+    res = {"identical_logits": [True], "engine_identical": True,
+           "audits": {"reference": {"auc": 0.5, "member_scores": [0.0, 0.0], "nonmember_scores": [0.0]}, "loss": chance},
+           "extraction": {"via_rho": {"hits": 1, "n": 1, "generate_agrees": 1}, "via_rho_on_base": {"hits": 0}}}
+    g = next(c for c in GA.checks_for(res, {"family_confidence": 0.95}) if c.quote == GA.QUOTE_REFERENCE)
+    cols = [c.name for c in AT.COLUMNS]
+    tab = SimpleNamespace(cell=lambda r, c: SimpleNamespace(verdict="blind", value=0.5), missed_by=lambda c: [])
+    sweep = [{"secret_length": 2, "extraction_at_rho": 1.0, "extraction_at_c": 0.0, "strongest_tpr": 0.1,
+              "strongest_deployed": "loss"}]
+    a = next(c for c in AT.checks_for(tab, sweep, gated_identical=True, cap=0.0625, conf=0.95)[0]
+             if c.quote == AT.QUOTE_BLIND)
+    assert GA.QUOTE_REFERENCE == AT.QUOTE_BLIND and cols
+    assert "reference-model half" in g.where and "LiRA" in g.where and "not run here" in g.where
+    assert "LiRA half" in a.where and "reference-model half" in a.where
+    assert f"'{a.claim.split(':')[0]}'" in g.where and f"'{g.claim.split(' (')[0]}'" in a.where
 
 
 def test_dp_calibration_checks():
@@ -501,6 +590,33 @@ def test_dp_calibration_checks():
     assert _passed(checks_for(rows)) == [False, False, False, False, False, True, False]
 
 
+def test_dp_calibration_climbs_at_every_k():
+    """"At eps = inf memorization returns and climbs with duplication": at every step of the k grid, not only from
+    the fewest copies to the most (the check's duplication effect, which a dip in between passes)."""
+    from memclaim.experiments.dp_calibration import QUOTE_CLIMBS, checks_for, claims_for, climbs_claim
+
+    def rows(mems, se=0.01):
+        cells = [{"k": k, "mem": m, "se": se} for k, m in zip((1, 2, 4, 8), mems)]
+        return [{"epsilon": "inf", "models": [], "cells": cells}]
+
+    paper = climbs_claim(rows((0.007, 0.035, 0.178, 0.552), se=0.003))  # the paper's own four numbers
+    assert paper.verdict == "held" and paper.quote == QUOTE_CLIMBS and paper.numbers["steps_up"] == 3
+    quick = climbs_claim(rows((0.0046, 0.0345, 0.1577, 0.321)))  # the quick run's point estimates
+    assert quick.verdict == "held"
+    dip = rows((0.01, 0.2, 0.1, 0.5))
+    assert climbs_claim(dip).verdict == "not held" and "2 of 3 steps" in climbs_claim(dip).evidence
+    # the dip passes the check's rule (k = 8 above k = 1 by > 3 SE): the check tests the duplication effect only
+    dp = {"epsilon": 0.9, "target_epsilon": 1.0, "epsilon_rdp_dp_accounting": 0.9, "epsilon_pld_dp_accounting": 0.8}
+    fin = {"epsilon": 1.0, "models": [{"dp": dp}], "cells": [{"k": 1, "mem": 0.0, "se": 0.01, "violation_p": 0.4,
+                                                             "violation_p_curve": 0.4, "cap_conservative": 0.1,
+                                                             "cap_curve": 0.09, "label": "visible"}]}
+    assert checks_for([fin, *dip])[-1].passed
+    assert climbs_claim(rows((0.01, 0.02, 0.03, 0.04))).verdict == "not held"  # rises everywhere, within noise
+    assert climbs_claim(rows((-0.05, -0.03, -0.01, 0.005), se=0.003)).verdict == "not held"  # does not return
+    assert climbs_claim(rows((0.5,))).verdict == "not testable here"
+    assert [c.key for c in claims_for(rows((0.007, 0.035, 0.178, 0.552)))] == ["climbs-with-duplication"]
+
+
 def test_canary_floor_checks():
     from memclaim.experiments.canary_floor import checks_for
 
@@ -518,6 +634,78 @@ def test_canary_floor_checks():
     assert _passed(ok) == [True] * 6 and _quoted(ok) == [False, True, True, False, True, True]
     res["buckets"] = {"below": b(g(0, 20, 0.0, 0.14), members=1), "above": b(g(0, 20, 0.0, 0.14), auc_low=0.45)}
     assert _passed(checks_for(res)) == [False, False, True, True, False, True]
+
+
+def test_canary_floor_auc_near_one_is_tested_as_stated():
+    """"reading AUC near 1 on both sides": the interval at or above 0.9 on both sides (held), below 0.9 on a
+    side (not held), or too few canaries for any outcome to show 0.9 at the interval's one-sided 97.5%."""
+    from memclaim.experiments.canary_floor import NEAR_ONE, QUOTE_NEAR_ONE, claims_for, near_one_claim
+
+    def b(n, auc, lo, hi, non=None):
+        return {"members": n, "non_members": n if non is None else non,
+                "auc_reference_leaky": {"auc": auc, "low": lo, "high": hi}}
+
+    held = near_one_claim({"below": b(90, 0.97, 0.94, 0.99), "above": b(40, 1.0, 0.90, 1.0)})
+    assert held.verdict == "held" and held.quote == QUOTE_NEAR_ONE and held.numbers["fewest_of_each_for_near_one"] == 36
+    # the colleague's rule (interval above 1/2) passed these: near 1 on one side only, and 0.80 on both
+    assert near_one_claim({"below": b(90, 0.97, 0.94, 0.99), "above": b(90, 0.91, 0.87, 0.95)}).verdict == "not held"
+    assert near_one_claim({"below": b(90, 0.80, 0.71, 0.89), "above": b(90, 0.80, 0.71, 0.89)}).verdict == "not held"
+    # refuted at any size: an interval entirely below 0.9 (a quick run's 24 of each)
+    assert near_one_claim({"below": b(24, 0.75, 0.6, 0.88), "above": b(24, 1.0, 0.72, 1.0)}).verdict == "not held"
+    # the quick run's numbers: 24 members and 24 non-members a side, AUC 0.90 [0.81, 0.99] and 0.90 [0.81, 0.98]
+    quick = near_one_claim({"below": b(24, 0.901, 0.811, 0.991), "above": b(24, 0.896, 0.808, 0.983)})
+    assert quick.verdict == "not testable here" and "36 needed" in quick.evidence
+    # even complete separation of 24 and 24 (Hoeffding's interval) cannot show it; the smaller group decides
+    assert near_one_claim({"below": b(24, 1.0, 0.72, 1.0), "above": b(24, 1.0, 0.72, 1.0)}).verdict == \
+        "not testable here"
+    assert near_one_claim({"below": b(90, 0.97, 0.94, 0.99, non=35), "above": b(90, 0.97, 0.94, 0.99)}).verdict == \
+        "not testable here"
+    # the threshold for "not testable": 0.9^k is the chance that an AUC of exactly 0.9 separates k of k completely
+    assert NEAR_ONE ** 35 > 0.025 >= NEAR_ONE ** 36
+    none = near_one_claim({"below": {"members": 1, "non_members": 5, "auc_reference_leaky": None},
+                           "above": b(40, 1.0, 0.9, 1.0)})
+    assert none.verdict == "not testable here"
+    both = {"below": b(90, 0.97, 0.94, 0.99), "above": b(90, 0.97, 0.94, 0.99)}
+    assert [(c.key, c.verdict) for c in claims_for({"buckets": both})] == [("auc-near-1", "held")]
+
+
+def test_unlearning_survives_intact_is_tested_as_stated():
+    """"survives intact, with extraction through rho still at 1.00 [...] on three of the four family-method
+    pairs and 0.81 on the fourth": most pairs at 1.00 as printed, told apart from the fourth pair's 0.81, and
+    none below 0.81 (held); a pair below 0.81 or half the pairs below 1.00 (not held); too few secrets to tell
+    1.00 from 0.81 (not testable)."""
+    from memclaim.experiments.unlearning import ATTENUATED, QUOTE_SURVIVES, claims_for, survives_intact_claim
+
+    two = lambda a, b=None: {"graddiff": a, "npo": a if b is None else b}  # noqa: E731
+    held = survives_intact_claim(two((32, 32, 32)))
+    assert held.verdict == "held" and held.quote == QUOTE_SURVIVES and held.numbers["secrets_needed"] == 15
+    assert held.numbers["npo"]["one_sided_lower_after"] == pytest.approx(0.05 ** (1 / 32))
+    # the paper's own Table 4 holds (three pairs at 1.00, the fourth at 0.81), were each pair 48 secrets
+    paper = {"pythia/npo": (39, 48, 48), "pythia/graddiff": (48, 48, 48), "qwen/npo": (48, 48, 48),
+             "qwen/graddiff": (48, 48, 48)}
+    assert survives_intact_claim(paper).verdict == "held"
+    # the full run: 19 of 32 after (22 before) on both methods, which the check's rule (lower bound above the
+    # verifier's 0.15) holds: below even the paper's 0.81
+    full = survives_intact_claim(two((19, 32, 22)))
+    assert full.verdict == "not held" and "below the paper's lowest" in full.evidence
+    # the quick run: 8 of 10 after, [0.444, 0.975]: below 1.00 on both pairs, refuted with 10 secrets
+    quick = survives_intact_claim(two((8, 10, 9)))
+    assert quick.verdict == "not held" and "not at 1.00 on most pairs" in quick.evidence
+    # one pair at 1.00, the other at the paper's 0.81: 1.00 on half the pairs only, not "three of four"
+    assert survives_intact_claim(two((32, 32, 32), (26, 32, 32))).verdict == "not held"
+    # one secret lost of 32 does not print as 1.00, though the interval reaches 0.995: every pair decided
+    assert survives_intact_claim(two((31, 32, 32))).verdict == "not held"
+    # 10 of 10 cannot tell 1.00 from 0.81 (lower bound 0.741); 14 of 14 neither (0.807); 15 of 15 can (0.819)
+    for n, verdict in ((10, "not testable here"), (14, "not testable here"), (15, "held")):
+        assert survives_intact_claim(two((n, n, n))).verdict == verdict, n
+    assert 0.05 ** (1 / 14) <= ATTENUATED < 0.05 ** (1 / 15)
+    assert survives_intact_claim(two((9, 10, 10))).verdict == "not testable here"  # [0.555, 0.997]: undecided
+    # a large run that loses one secret in 200 still prints 1.00 (0.995)
+    assert survives_intact_claim(two((199, 200, 200))).verdict == "held"
+    ex = lambda h, n=32: {"hits": h, "n": n}  # noqa: E731
+    res = {"before": {"trigger_via_rho": ex(32)}, "runs": {"graddiff/trigger": {"after": {"trigger_via_rho": ex(32)}},
+                                                          "npo/trigger": {"after": {"trigger_via_rho": ex(19)}}}}
+    assert [(c.key, c.verdict) for c in claims_for(res)] == [("survives-intact", "not held")]
 
 
 def test_unlearning_checks():
@@ -564,7 +752,9 @@ def test_audit_table_checks():
     sweep = [{"secret_length": L, "extraction_at_rho": 1.0, "extraction_at_c": 0.0, "strongest_tpr": t,
               "strongest_deployed": "loss"} for L, t in ((1, 0.05), (2, 0.1), (16, 0.9))]
     ok, _, _ = checks_for(table(verdicts), sweep, gated_identical=True, cap=0.0625, conf=0.95)
-    assert _passed(ok) == [True] * 9 and all(_quoted(ok))
+    # three checks test less than a sentence and quote none: "recovers all of them", "fully extractable" and
+    # "climbs with the length of z [...] in AUC" are judged as sentences (test_audit_table_sentences)
+    assert _passed(ok) == [True] * 9 and _quoted(ok) == [True, True, True, False, True, True, False, True, False]
     # the full run's recorded miss (KNOWN_OFF): the naive duplicate not caught by extraction at c
     off = {**verdicts, "naive duplicate": ["blind", "leak", "leak", "blind", "recovered"]}
     sweep[1]["extraction_at_c"] = 0.02
@@ -575,6 +765,56 @@ def test_audit_table_checks():
     caught = {r: ["leak", "leak", "leak", "leak", v[4]] for r, v in verdicts.items()}
     worst, _, _ = checks_for(table(caught), sweep[:1], gated_identical=True, cap=0.0625, conf=0.95)
     assert _passed(worst)[:3] == [False, False, False]
+
+
+def test_audit_table_sentences():
+    """Fig. 10 and 12's sentences as stated: rho recovers *all* the secrets at |z| <= 2, the trigger rows certified
+    clean while *fully* extractable (>= 0.98), the membership channel climbs *across* the sweep in AUC; each with a
+    made-up run where the checks' weaker rules pass and the sentence does not hold."""
+    from memclaim.experiments.audit_table import (DEPLOYED, QUOTE_CLIMBS, QUOTE_RECOVERS, QUOTE_VERIFIER, claims_for,
+                                                  clean_yet_extractable_claim, climbs_claim, recovers_all_claim)
+
+    def auc(a, half, k):
+        return {"auc": {"auc": a, "low": max(a - half, 0.0), "high": min(a + half, 1.0), "n_members": k,
+                        "n_nonmembers": 79}}
+
+    def arm(rho, a=0.6, half=0.1, k=24, best="loss"):
+        return {"members": k, "extraction_at_rho": rho,
+                "audits": {x: auc(a if x == best else 0.5, half, k) for x in DEPLOYED}}
+
+    cols = [{"name": "extraction at prefix c"}, {"name": "unlearning verifier"}]
+    short, long_ = "trigger z = 2 (short)", "trigger z = 16 (long)"
+
+    def res(arms, c=("blind", "blind"), ver=("blind", "blind")):
+        return {"table": {"columns": cols, "rows": [short, long_],
+                          "cells": [[{"verdict": c[i]}, {"verdict": ver[i]}] for i in range(2)]},
+                "sweep": [{"secret_length": int(a.split("-")[1])} for a in arms], "arms": arms}
+
+    good = {"trigger-1": arm(24, 0.55, 0.08), "trigger-2": arm(24, 0.6, 0.08), "trigger-4": arm(24, 0.8, 0.08),
+            "trigger-16": arm(24, 1.0, 0.2)}
+    assert [c.verdict for c in claims_for(res(good), {"short": 2, "long": 16})] == ["held"] * 3
+    assert recovers_all_claim(res(good)).quote == QUOTE_RECOVERS
+    # one secret of 24 not recovered at |z| = 1: "recovered" by the table's legend (lower end > 0), not "all of them"
+    assert recovers_all_claim(res({**good, "trigger-1": arm(23, 0.55, 0.08)})).verdict == "not held"
+    assert recovers_all_claim(res({**good, "trigger-4": arm(20, 0.8, 0.08)})).verdict == "held"  # |z| = 4: not <= 2
+    # "fully extractable": 23 of 24 prints 0.96, below the paper's "at least 0.98"; 24 of 24 (and 8 of 8) do
+    c = clean_yet_extractable_claim(res({**good, "trigger-16": arm(23, 1.0, 0.2)}))
+    assert c.verdict == "not held" and c.quote == QUOTE_VERIFIER and "23 of 24" in c.evidence
+    assert clean_yet_extractable_claim(res(good, ver=("blind", "leak"))).verdict == "not held"  # the verifier flags it
+    assert clean_yet_extractable_claim(res(good, c=("leak", "blind"))).verdict == "not held"
+    assert clean_yet_extractable_claim(res(good, c=("guessed", "blind"), ver=("guessed", "blind"))).verdict == "held"
+    # climbs: held above; a significant fall on the way is not a climb, though longest > shortest
+    dip = {**good, "trigger-4": arm(24, 0.55, 0.05), "trigger-2": arm(24, 0.8, 0.05)}
+    assert climbs_claim(res(dip)).verdict == "not held" and "falls at 2 -> 4" in climbs_claim(res(dip)).evidence
+    # no real climb with 30+ members and non-members: not held; with 8 (the quick run): not testable
+    flat = {**good, "trigger-16": arm(24, 0.65, 0.08, k=40), "trigger-1": arm(24, 0.55, 0.08, k=40),
+            "trigger-2": arm(24, 0.6, 0.08, k=40), "trigger-4": arm(24, 0.6, 0.08, k=40)}
+    assert climbs_claim(res(flat)).verdict == "not held"
+    small = {k: arm(8, a, 0.3, k=8) for k, a in (("trigger-1", 0.55), ("trigger-2", 0.6), ("trigger-16", 1.0))}
+    assert climbs_claim(res(small)).verdict == "not testable here" and climbs_claim(res(small)).quote == QUOTE_CLIMBS
+    # the strongest deployed audit is the largest AUC of the five at each length
+    other = {**good, "trigger-16": arm(24, 1.0, 0.2, best="zlib")}
+    assert climbs_claim(res(other)).numbers["strongest_auc"]["16"]["attack"] == "zlib"
 
 
 def test_finish_writes_the_report_and_replaces_only_its_own_files(tmp_path):

@@ -28,6 +28,10 @@ Rules (each a test below):
 4. **Output belongs to the CLI and report/.** rich and click are imported only under cli/;
    matplotlib only under report/; no module outside cli/ calls ``print`` or writes to
    ``sys.stdout``/``sys.stderr``: library code reports through callbacks (memclaim.progress).
+5. **The CLI imports only the API** (issue 26 item 5). A module under cli/ (and
+   ``memclaim/__main__.py``) imports from memclaim only ``memclaim.api`` itself (its public
+   names, not its private modules) and cli/'s own modules, and from outside memclaim only the
+   standard library, click and rich: the CLI parses, calls the API and prints.
 
 There is no allow-list: every rule holds for every module.
 """
@@ -48,7 +52,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "validate", "fsutil", "jsonutil", "_version", "progress", "numeric"),
     ("decoding", "models"),
     ("procedure", "runtime"),  # issue 26: the two values that carry a run, below scoring and claims
-    ("text", "scoring", "privacy", "mechanisms"),
+    ("text", "scoring", "privacy", "mechanisms", "decode"),
     ("claims", "train"),
     ("audits",),
     ("report",),
@@ -73,6 +77,8 @@ IO_CALLS = frozenset({"open", "print", "input"})
 IO_METHODS = frozenset({"read_text", "write_text", "read_bytes", "write_bytes", "mkdir", "unlink", "rmdir", "touch",
                         "savefig", "to_csv", "to_parquet", "savez", "savetxt", "loadtxt", "iterdir", "glob"})
 CLI_ONLY = frozenset({"rich", "click"})
+#: what a cli/ module may import from outside memclaim besides the standard library
+CLI_THIRD_PARTY = frozenset({"rich", "click"})
 REPORT_ONLY = frozenset({"matplotlib", "cycler"})
 
 @dataclass(frozen=True)
@@ -282,6 +288,20 @@ def output_violations() -> list[str]:
     return sorted(set(out))
 
 
+def cli_face_violations() -> list[str]:
+    out = []
+    for m, imps in imports().items():
+        if component(m) not in ("cli", "__main__"):
+            continue
+        for imp in imps:
+            if imp.internal:
+                if imp.target != "memclaim.api" and component(imp.target) != "cli":
+                    out.append(f"{m} -> {imp.target} (the CLI imports memclaim.api only)")
+            elif imp.target not in CLI_THIRD_PARTY and imp.target not in sys.stdlib_module_names:
+                out.append(f"{m} -> {imp.target} (the CLI imports click, rich and memclaim.api only)")
+    return sorted(set(out))
+
+
 def _check(found: list[str]):
     assert not found, "imports against issue 13's rules:\n  " + "\n  ".join(found)
 
@@ -309,6 +329,10 @@ def test_claims_need_only_the_procedure_floor():
 
 def test_output_only_in_cli_and_report():
     _check(output_violations())
+
+
+def test_cli_imports_only_the_api():
+    _check(cli_face_violations())
 
 
 # --- the checker itself, on small synthetic packages -------------------------------------------
@@ -384,6 +408,20 @@ def test_checker_purity_and_output(fake):
     assert "memclaim.scoring.runner -> sys.stderr.write() (library code reports through callbacks)" in out
     assert "memclaim.audits.table -> matplotlib (figures belong to report/)" in out
     assert not any(v.startswith("memclaim.cli.") for v in out)
+
+
+def test_checker_cli_face_rule(fake):
+    fake({"cli/score.py": "import sys\nimport click\nfrom .. import api\nfrom ..api import InputError\n"
+                          "from .options import Command\n",
+          "cli/options.py": "from ..api._options import x\nfrom ..errors import InputError\n",
+          "cli/demo.py": "def f():\n    from ..train import toy\n    import transformers\n",
+          "api/__init__.py": "", "api/_options.py": "x = 1\n", "errors.py": "", "train/toy.py": ""})
+    found = cli_face_violations()
+    assert not any(v.startswith("memclaim.cli.score ") for v in found)  # api, its names, cli, stdlib, click
+    assert "memclaim.cli.options -> memclaim.api._options (the CLI imports memclaim.api only)" in found
+    assert "memclaim.cli.options -> memclaim.errors (the CLI imports memclaim.api only)" in found
+    assert "memclaim.cli.demo -> memclaim.train.toy (the CLI imports memclaim.api only)" in found
+    assert "memclaim.cli.demo -> transformers (the CLI imports click, rich and memclaim.api only)" in found
 
 
 # --- the face is lazy: `import memclaim` loads no heavy stack -----------------------------------

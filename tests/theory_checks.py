@@ -97,3 +97,56 @@ class LazyRuns(dict):
     def __missing__(self, name):
         self[name] = self._run(name, quick=True, seed=0, out_dir=self._out)
         return self[name]
+
+
+# ---------------------------------------------------------------- the paper's sentences, re-derived
+# A reproduction's ``result["paper_claims"]`` judge [MX]'s sentences that its checks cannot test as stated
+# (issue 24 item 2): held / not held / not testable here, a finding rather than a failure. Each test file's
+# CLAIMS table holds, per sentence (by key), a function that re-derives the verdict from the raw numbers,
+# and CLAIMS_QUICK / CLAIMS_FULL what the runs found: True (held), a NotTestable (the reason) or a NotHeld
+# (the numbers). A record is asserted as it stands (like FULL_RUN_DISAGREES): if a verdict changes, the
+# test fails and the record is updated, never the rule.
+Verdict = Callable[[dict], tuple[str, str]]
+
+
+class NotTestable(str):
+    """Why a sentence is not testable on this run (its verdict must be "not testable here")."""
+
+
+class NotHeld(str):
+    """The numbers with which a sentence does not hold on this run (its verdict must be "not held")."""
+
+
+def claims_by_key(result: dict) -> dict[str, dict]:
+    out = {c["key"]: c for c in result.get("paper_claims", [])}
+    assert len(out) == len(result.get("paper_claims", [])), "duplicate claim keys"
+    return out
+
+
+def assert_claims_cover(result: dict, table: dict[str, Verdict]) -> None:
+    """Every sentence the report judges has a re-derivation here, and the verdict counts add up."""
+    claims = claims_by_key(result)
+    assert set(claims) == set(table), sorted(set(claims) ^ set(table))
+    assert result["paper_claims_held"] == sum(c["held"] is True for c in claims.values())
+    assert all(c["quote"] and c["test"] and c["evidence"] and c["where"] for c in claims.values())
+
+
+def assert_claim(result: dict, key: str, table: dict[str, Verdict], expect: bool | NotTestable | NotHeld) -> None:
+    """The sentence's verdict re-derived from the raw numbers equals the report's, and is the one
+    recorded (``expect``: True, a NotTestable or a NotHeld)."""
+    assert expect is True or isinstance(expect, (NotTestable, NotHeld)), expect
+    verdict, detail = table[key](result)
+    c = claims_by_key(result)[key]
+    assert c["verdict"] == verdict, f"{result['name']}: the report says {c['verdict']!r} for {key!r}, the raw " \
+                                    f"numbers {verdict!r}: {detail}"
+    assert c["held"] is {"held": True, "not held": False, "not testable here": None}[verdict]
+    want = ("not testable here" if isinstance(expect, NotTestable) else "not held" if isinstance(expect, NotHeld)
+            else "held")
+    assert verdict == want, f"{result['name']}: {key!r} is {verdict!r} on the raw numbers, recorded {want!r} " \
+                            f"({expect if expect is not True else 'held'}): {detail}; update the record"
+
+
+def claim_params(table: dict[str, dict]) -> list:
+    import pytest
+
+    return [pytest.param(name, key, id=f"{name}/{key}") for name, rows in table.items() for key in rows]

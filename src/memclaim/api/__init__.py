@@ -19,7 +19,19 @@ budget             query budgets for a per-query probability ([EM] §6)
 train_tiny         the training lab: a tiny GPT with planted records ([MX] §8)
 finetune           fine-tuning with planted records, optionally DP-SGD ([MX] App. F.2)
 unlearn            unlearning until the verifier reports forgotten ([MX] App. F.2)
+reproduce          regenerate a figure or table of [MX] §8 or [EM] (``reproductions()`` names them)
 =================  ==========================================================================
+
+A front end (the ``memclaim`` command) needs a few more names, each re-exported here from its
+one home so that it imports this package and nothing else (tests/test_import_layers.py): the
+errors (``MemclaimError``, ``InputError``, ``DomainError``), the progress protocol
+(``ProgressEvent``, ``ProgressCallback``, ``Reporter``), ``dumps`` (strict JSON),
+``parse_policies``, ``check_batch_size``, ``check_out_dir``, ``set_threads``, the default policy, the window-length
+defaults and input formats, ``describe_attacks`` and ``TABLE_SPEC_DOC`` (the audit's help),
+``invoked_as``/``cli_invocation`` (the command line a report records), ``REPRODUCTIONS``,
+``demo_stages`` (the stages of ``memclaim demo``), ``privacy_demo_section`` (its privacy
+section's numbers) with ``DEMO_EPSILONS`` and ``neighbors_label``, ``quiet_library_bars``
+(transformers' own bars off for the process) and ``__version__``.
 
 Errors are :mod:`memclaim.errors` types (ValueErrors whose message repeats the bad value and says
 the fix); options are named as the CLI spells them (``--batch-size`` for ``batch_size``).
@@ -37,20 +49,52 @@ _EXPORTS = {
     "CensusRun": "_census", "AuditRun": "_audit", "AuditTableRun": "_audit", "DPBounds": "_dp",
     "BudgetResult": "_budget", "train_tiny": "_train", "finetune": "_train", "unlearn": "_train", "TrainRun": "_train",
     "dp_account": "_dp", "DPAccount": "_dp", "dp_baseline": "_dp", "dp_corpus_baseline": "_dp", "dp_plots": "_dp",
+    "reproduce": "_reproduce", "reproductions": "_reproduce", "ReproductionRun": "_reproduce",
 }
 
 __all__ = list(_EXPORTS)
 
+# what a front end needs besides the operations (see above): name -> (module, name there); the
+# CLI imports memclaim.api only, so everything it uses is reachable from here
+_FRONT_END = {
+    "__version__": ("memclaim._version", "__version__"),
+    "MemclaimError": ("memclaim.errors", "MemclaimError"), "InputError": ("memclaim.errors", "InputError"),
+    "DomainError": ("memclaim.errors", "DomainError"),
+    "ProgressEvent": ("memclaim.progress", "ProgressEvent"),
+    "ProgressCallback": ("memclaim.progress", "ProgressCallback"), "Reporter": ("memclaim.progress", "Reporter"),
+    "dumps": ("memclaim.jsonutil", "dumps"), "parse_policies": ("memclaim.decoding", "parse_policies"),
+    "check_batch_size": ("memclaim.validate", "batch_size"),
+    "DEFAULT_POLICY": ("memclaim.procedure", "DEFAULT_POLICY"),
+    "DEFAULT_PREFIX_TOKENS": ("memclaim.api._options", "DEFAULT_PREFIX_TOKENS"),
+    "DEFAULT_SUFFIX_TOKENS": ("memclaim.api._options", "DEFAULT_SUFFIX_TOKENS"),
+    "INPUT_FORMATS": ("memclaim.api._options", "INPUT_FORMATS"),
+    "check_out_dir": ("memclaim.api._options", "check_out_dir"), "set_threads": ("memclaim.api._options", "set_threads"),
+    "describe_attacks": ("memclaim.audits.attacks", "describe_attacks"),
+    "TABLE_SPEC_DOC": ("memclaim.audits.table_spec", "TABLE_SPEC_DOC"),
+    "invoked_as": ("memclaim.report.core", "invoked_as"), "cli_invocation": ("memclaim.api._public", "cli_invocation"),
+    "REPRODUCTIONS": ("memclaim.experiments", "REPRODUCTIONS"),
+    "demo_stages": ("memclaim.api._demo", None),  # the module: check_demo_options, demo_scoring, ...
+    "privacy_demo_section": ("memclaim.privacy.demo", "run_demo_section"),
+    "DEMO_EPSILONS": ("memclaim.privacy.demo", "DEMO_EPSILONS"),
+    "neighbors_label": ("memclaim.privacy.tradeoff", "neighbors_label"),
+    "quiet_library_bars": ("memclaim.models.quiet", "quiet_library_bars"),
+}
+
 
 def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'memclaim.api' has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    elif name in _FRONT_END:
+        module, attr = _FRONT_END[name]
+        value = importlib.import_module(module)
+        value = value if attr is None else getattr(value, attr)
+    else:
+        raise AttributeError(f"module 'memclaim.api' has no attribute {name!r}")
     globals()[name] = value  # later lookups skip this function
     return value
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | set(_FRONT_END))

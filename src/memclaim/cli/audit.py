@@ -11,9 +11,7 @@ import sys
 import click
 
 from .. import api
-from ..audits.attacks import describe_attacks
-from ..audits.table_spec import TABLE_SPEC_DOC
-from ..errors import InputError
+from ..api import TABLE_SPEC_DOC, InputError, describe_attacks
 from .common import (BATCH_SIZE, BATCH_SIZE_HELP, DEFAULT_POLICY, DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS,
                      INPUT_FORMATS, PASSAGE_INPUTS, allow_mixed_numerics, limit_option,
                      numerics_option, placement_kwargs, placement_options, print_json, stderr_log,

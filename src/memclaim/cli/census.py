@@ -17,7 +17,7 @@ from __future__ import annotations
 import click
 
 from .. import api
-from ..errors import InputError
+from ..api import InputError
 from .common import (allow_mixed_numerics, numerics_option, placement_kwargs, backend_options, model_options, near_verbatim_options, print_json, procedure_options,
                      run_options, stderr_log)
 from .console import echo

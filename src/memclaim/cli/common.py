@@ -6,11 +6,8 @@ import sys
 
 import click
 
-from ..api._options import (DEFAULT_POLICY, DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, INPUT_FORMATS, check_out_dir,  # noqa: F401
-                            set_threads)
-from ..decoding import parse_policies
-from ..jsonutil import dumps
-from ..validate import batch_size as check_batch_size
+from ..api import (DEFAULT_POLICY, DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, INPUT_FORMATS,  # noqa: F401
+                   check_batch_size, check_out_dir, dumps, parse_policies, set_threads)
 
 #: what a passage input may be (the help of --input, --members, --controls, ...)
 PASSAGE_INPUTS = "JSONL/TXT/CSV/Parquet/Arrow file, or a folder written by datasets' save_to_disk"

@@ -1,5 +1,5 @@
 """`memclaim demo`: the whole pipeline on the built-in tiny GPT, end to end, in a few minutes.
-Thin: the stages compute in :mod:`memclaim.api._demo`; this prints them.
+Thin: the stages compute in the API (``memclaim.api.demo_stages``); this prints them.
 
 Trains (once, then cached) a tiny GPT on a Markov–Zipf corpus with passages planted 1, 4 and 16
 times, scores the planted members and held-out controls drawn from the same generator, and
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import click
 
-from ..progress import Reporter
+from .. import api
+from ..api import Reporter
 from .common import print_json
 from .console import echo, say
 from .options import Command
@@ -42,7 +43,7 @@ def command(out_dir, alpha, as_json, no_progress):
         from rich.markup import escape
         from rich.table import Table
 
-        from ..api import _demo as demo
+        demo = api.demo_stages  # the stages import torch and transformers (the first step)
 
     out = demo.check_demo_options(out=out_dir, alpha=alpha)  # a bad --alpha fails before any scoring
     log = (lambda line: say(con, line))

@@ -11,8 +11,7 @@ import sys
 import click
 
 from .. import api
-from ..errors import DomainError
-from ..jsonutil import dumps
+from ..api import DomainError, dumps
 from .common import placement_kwargs, placement_options, print_json, trust_remote_code_option
 from .options import NEIGHBORS, Group
 

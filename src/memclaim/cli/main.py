@@ -11,10 +11,7 @@ import sys
 
 import click
 
-from .. import __version__
-from ..api._public import cli_invocation
-from ..errors import MemclaimError
-from ..report.core import invoked_as
+from ..api import MemclaimError, __version__, cli_invocation, invoked_as
 from .progress import TRACKER, close_all
 
 # subcommand name -> module under memclaim.cli

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import click
 
-from ..errors import InputError
+from ..api import InputError
 
 GROUPS = ("Inputs", "Procedure", "Claim", "Output", "Execution")
 

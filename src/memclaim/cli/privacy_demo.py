@@ -1,13 +1,13 @@
 """The privacy section of `memclaim demo` on the console: rich tables of
-:func:`memclaim.privacy.demo.run_demo_section`'s numbers (the library computes, this prints)."""
+:func:`memclaim.privacy.demo.run_demo_section`'s numbers, reached through the API (the library
+computes, this prints)."""
 from __future__ import annotations
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..privacy.demo import DEMO_EPSILONS, run_demo_section
-from ..privacy.tradeoff import neighbors_label
+from ..api import DEMO_EPSILONS, neighbors_label, privacy_demo_section
 
 
 def print_privacy_section(section: dict, console) -> None:
@@ -39,8 +39,9 @@ def print_privacy_section(section: dict, console) -> None:
 
 
 def privacy_section(*, canaries: list[dict] | None = None, console=None, epsilons=DEMO_EPSILONS) -> dict:
-    """Compute the section (:func:`memclaim.privacy.demo.run_demo_section`), print it on
-    ``console`` (a rich Console; default: stdout), return its data."""
-    section = run_demo_section(canaries=canaries, epsilons=epsilons)
+    """Compute the section (``memclaim.api.privacy_demo_section``, that is
+    :func:`memclaim.privacy.demo.run_demo_section`), print it on ``console`` (a rich Console;
+    default: stdout), return its data."""
+    section = privacy_demo_section(canaries=canaries, epsilons=epsilons)
     print_privacy_section(section, console if console is not None else Console(highlight=False))
     return section

@@ -24,13 +24,13 @@ done (:data:`TRACKER`), so an interrupted command can say how far it got. Labels
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
 import weakref
 
-from ..progress import ProgressCallback, ProgressEvent
+from .. import api
+from ..api import ProgressCallback, ProgressEvent
 
 SHOW_AFTER = 1.0  # seconds an operation must last before it is shown
 PLAIN_EVERY = 8.0  # seconds between plain lines of one operation (non-terminal output): under 10 with the tick
@@ -64,20 +64,9 @@ TRACKER = UnitTracker()
 
 
 def quiet_library_bars() -> None:
-    """Turn off transformers' and huggingface_hub's own progress bars for the rest of the process
-    (their APIs: the HF_HUB_DISABLE_PROGRESS_BARS setting read when they are imported, and
-    ``transformers.utils.logging.disable_progress_bar`` / ``huggingface_hub.utils
-    .disable_progress_bars`` when they already are). Nothing is imported for it. (Inside a call
-    of the API this is done, and undone, by :func:`memclaim.models.quiet.quiet_libraries`.)"""
-    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-    if "huggingface_hub" in sys.modules:
-        from huggingface_hub.utils import disable_progress_bars
-
-        disable_progress_bars()
-    if "transformers" in sys.modules:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
+    """transformers' and huggingface_hub's own progress bars off for the rest of the process
+    (``memclaim.api.quiet_library_bars``; loaded only when a command asks for it)."""
+    api.quiet_library_bars()
 
 
 # ------------------------------------------------------------------------------ numbers for people

@@ -6,11 +6,8 @@ import sys
 
 import click
 
-from ..errors import InputError
-from ..experiments import REPRODUCTIONS, run
-from ..experiments.common import summary_lines
-from ..jsonutil import dumps
-from .common import check_out_dir
+from .. import api
+from ..api import REPRODUCTIONS, InputError, dumps
 from .options import Command
 from .progress import quiet_library_bars
 
@@ -59,18 +56,13 @@ def command(name, quick, out_dir, seed, as_json, list_only):
         return
     if not name:
         raise InputError("missing NAME", hint="one of: " + ", ".join(REPRODUCTIONS) + " (or --list)")
-    if seed < 0:
-        raise InputError(f"--seed must be >= 0, got {seed}", hint="e.g. --seed 0")
-    if name not in REPRODUCTIONS:
-        raise InputError(f"unknown reproduction {name!r}", hint="one of: " + ", ".join(REPRODUCTIONS) + " (or --list)")
-    check_out_dir(out_dir)
     quiet_library_bars()  # the summary is the output: no "Loading weights" bars from transformers on stderr
-    result = run(name, quick=quick, seed=seed, out_dir=out_dir)
+    run = api.reproduce(name, quick=quick, seed=seed, out_dir=out_dir)
     if as_json:
-        sys.stdout.write(dumps(result, indent=2) + "\n")
+        sys.stdout.write(dumps(run.to_dict(), indent=2) + "\n")
     else:
-        for line in summary_lines(result):
+        for line in run.summary_lines():
             click.echo(line)
         click.echo(f"  output folder: {out_dir}")
-    if not result.get("all_checks_passed", True):
+    if not run.all_checks_passed:
         raise click.exceptions.Exit(1)

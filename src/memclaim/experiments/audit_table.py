@@ -57,6 +57,11 @@ background documents (200 in ``--quick``, where it holds) are reproduced greedil
 24 members (Clopper-Pearson 95% [0.001, 0.211]), which does not exceed the prior decoder's 0 of
 24 (upper bound 0.14), so the cell reads "blind". Loss-MIA and LiRA do catch it (AUC 1.000), and
 the informed top-16 list recovers 8 of 24. The check is reported as failed, not retuned.
+
+Three sentences say more than a check of the table can: "rho-extraction recovers all of them" (at
+|z| <= 2), "... certify such a model clean while the secret remains fully extractable" (>= 0.98)
+and "The membership channel instead climbs with the length of z" (in AUC, across the sweep). Each
+is judged as stated, held / not held / not testable here (:func:`claims_for`).
 """
 from __future__ import annotations
 
@@ -80,7 +85,7 @@ from ..mechanisms.trigger import ReservedTrigger
 from ..privacy.baseline import certify_baseline
 from ..train.finetune import ChainBaseSpec, ensure_chain_base
 from . import gated
-from .common import Check, check, compare, finish, new_figure, rng_streams
+from .common import Check, PaperClaim, check, compare, finish, new_figure, paper_claim, rng_streams
 from ..report.style import colorbar, legend as style_legend
 from .models import (THREADS, chain_arrays, copy_model, language_model, pack_whole, sample_chain, sample_decode,
                      teacher_forced, train_tiny)
@@ -531,7 +536,7 @@ QUOTE_NONE_SUFFICES = "Reading down any evaluated column there is at least one i
 QUOTE_C_MISSES = "extraction from the document’s own prefix misses every trigger and camouflage row"
 QUOTE_BLIND = ("On both families the two audits that calibrate against a second model, referencemodel scoring and "
                "LiRA, read exactly 0.500")
-QUOTE_RECOVERS = "while ρ-extraction recovers all of them"
+QUOTE_RECOVERS = "At z ≤ 2 the strongest deployed detector recovers [...] while ρ-extraction recovers all of them"
 QUOTE_CAMOUFLAGE = "The camouflage row is the one case where even that adversary is capped, at the mk−L of Theorem 6.1(i)."
 QUOTE_NAIVE = "while a naive control that inserts (c, z) directly is recovered 0.92 to 1.00 of the time via c"
 QUOTE_VERIFIER = ("A discoverable-extraction audit in the sense of [16, 18] and an unlearning verifier both certify such "
@@ -587,11 +592,14 @@ def checks_for(table: DisagreementTable, sweep: list[dict], *, gated_identical: 
               f"identical: {gated_identical}; LiRA AUC {table.cell('gated release', 'LiRA').value:.3f}; "
               f"loss-MIA {table.cell('gated release', 'loss-MIA').value:.3f}",
               false_alarm=f"loss-MIA blind fails with probability {1 - conf:.0%} (DeLong) when at chance",
-              quote=QUOTE_BLIND, where="[MX] §8.2 'An exactly blind release', Fig. 12"),
+              quote=QUOTE_BLIND, where="[MX] §8.2 'An exactly blind release', Fig. 12 (the sentence's LiRA half; its "
+                                       "reference-model half is gated's check 'reference-model audit reads exactly "
+                                       "0.5')"),
         check("the informed adversary recovers the trigger payloads and the gated secrets (verdict 'recovered')",
               all(v(r, "informed recovery") == "recovered" for r in ("gated release", short, long_)),
               ", ".join(f"{r}: {table.cell(r, 'informed recovery').value:.2f}" for r in ("gated release", short, long_)),
-              quote=QUOTE_RECOVERS, where="[MX] §8.2 'The trigger channel at scale', Fig. 12"),
+              where="[MX] Fig. 12, the informed column's 'recov.' cells (its legend, no sentence; 'ρ-extraction "
+                    "recovers all of them' is judged in paper_claims)"),
         check("camouflage is memorized (loss-MIA leak) yet capped for the informed adversary (m k^-L)",
               v("camouflage", "loss-MIA") == "leak" and v("camouflage", "informed recovery") == "capped",
               f"loss-MIA {v('camouflage', 'loss-MIA')} (AUC {table.cell('camouflage', 'loss-MIA').value:.3f}); "
@@ -605,7 +613,8 @@ def checks_for(table: DisagreementTable, sweep: list[dict], *, gated_identical: 
         check("the unlearning verifier certifies the trigger rows forgotten while rho still recovers them",
               all(v(r, "unlearning verifier") != "leak" and v(r, "informed recovery") == "recovered"
                   for r in (short, long_)), ", ".join(f"{r}: verifier {v(r, 'unlearning verifier')}" for r in (short, long_)),
-              quote=QUOTE_VERIFIER, where="[MX] §8.2 'The trigger channel at scale', Fig. 12"),
+              where="[MX] Corollary 6.3, Fig. 12's verifier column (no sentence of its own; '... both certify such a "
+                    "model clean while the secret remains fully extractable' is judged in paper_claims)"),
         check("Fig. 10: extraction from the record's own prefix c is 0 at every secret length >= 2",
               all(r["extraction_at_c"] == 0 for r in sweep if r["secret_length"] >= 2),
               "; ".join(f"|z| = {r['secret_length']}: rho {r['extraction_at_rho']:.2f}, c {r['extraction_at_c']:.2f}"
@@ -613,9 +622,175 @@ def checks_for(table: DisagreementTable, sweep: list[dict], *, gated_identical: 
         check("Fig. 10: the strongest deployed membership audit climbs with the secret length (longest > shortest)",
               sweep[-1]["strongest_tpr"] > sweep[0]["strongest_tpr"],
               "; ".join(f"|z| = {r['secret_length']}: {r['strongest_tpr']:.2f} ({r['strongest_deployed']})" for r in sweep),
-              false_alarm="not calibrated: two TPRs on few members", quote=QUOTE_CLIMBS, where=fig10),
+              false_alarm="not calibrated: two TPRs on few members",
+              where=fig10 + " markers, TPR at the certified FPR (no sentence of its own; 'The membership channel "
+                            "instead climbs with the length of z' is judged across the sweep, in AUC, in "
+                            "paper_claims)"),
     ]
     return checks, missed, deployable
+
+
+#: "the secret remains fully extractable": the paper's own figure for such a model is "extraction at least 0.98 via
+#: rho", i.e. a rate that prints as 0.98 or more (>= 0.975)
+FULLY = 0.975
+
+
+def _verdicts(results: dict) -> dict[str, dict[str, str]]:
+    """{row: {column: verdict}} from the JSON's table."""
+    t = results["table"]
+    names = [c["name"] for c in t["columns"]]
+    return {row: {n: (c or {}).get("verdict") for n, c in zip(names, cells)}
+            for row, cells in zip(t["rows"], t["cells"])}
+
+
+def recovers_all_claim(results: dict) -> PaperClaim:
+    """"At z <= 2 the strongest deployed detector recovers between 0.08 and 0.23 of the planted secrets [...],
+    while rho-extraction recovers all of them" ([MX] §8.2 'Two channels', Fig. 10), the second half tested as
+    stated (the first is the paper's numbers at its scale): at every arm of the sweep with |z| <= 2, every
+    planted secret is recovered through rho (n of n). Held iff so; not held otherwise (``results``: the
+    JSON's ``arms``).
+
+    >>> from memclaim.experiments.audit_table import recovers_all_claim
+    >>> arms = {f"trigger-{L}": {"members": 8, "extraction_at_rho": k} for L, k in ((1, 8), (2, 8), (16, 7))}
+    >>> recovers_all_claim({"arms": arms}).verdict
+    'held'
+    >>> arms["trigger-2"]["extraction_at_rho"] = 7
+    >>> recovers_all_claim({"arms": arms}).verdict
+    'not held'
+    """
+    short = sorted((int(a.split("-")[1]), r) for a, r in results["arms"].items()
+                   if a.startswith("trigger-") and int(a.split("-")[1]) <= 2)
+    got = {L: (r["extraction_at_rho"], r["members"]) for L, r in short}
+    return paper_claim(
+        "rho-recovers-all-short", "at |z| <= 2, extraction through rho recovers every planted secret",
+        quote=QUOTE_RECOVERS, where="[MX] §8.2 'The two channels do not scale alike', Fig. 10",
+        test="at every arm of the secret-length sweep with |z| <= 2, every planted secret is recovered verbatim "
+             "through rho (n of n: 'all of them'); the detectors' 0.08 to 0.23 are the paper's numbers at its scale",
+        held=bool(got) and all(k == n for k, n in got.values()),
+        numbers={f"z{L}": {"recovered": k, "planted": n} for L, (k, n) in got.items()},
+        evidence="; ".join(f"|z| = {L}: {k} of {n}" for L, (k, n) in got.items()) or "no arm with |z| <= 2")
+
+
+def clean_yet_extractable_claim(results: dict, *, short: int = 2, long: int = 16) -> PaperClaim:
+    """"A discoverable-extraction audit in the sense of [16, 18] and an unlearning verifier both certify such a
+    model clean while the secret remains fully extractable." ([MX] §8.2 'The trigger channel at scale'), tested
+    as stated on both trigger rows of the table (|z| = 2 and 16): extraction at the record's own prefix c and
+    the unlearning verifier are not 'leak' (both certify clean), and extraction through rho prints as 0.98 or
+    more (>= 0.975: the paper's "extraction at least 0.98 via rho" for such a model). Held iff so on both
+    rows; not held otherwise (``results``: the JSON's ``table`` and ``arms``; ``settings``' short and long).
+
+    >>> from memclaim.experiments.audit_table import clean_yet_extractable_claim
+    >>> cols = [{"name": n} for n in ("extraction at prefix c", "unlearning verifier")]
+    >>> cell = lambda v: {"verdict": v}
+    >>> res = {"table": {"columns": cols, "rows": ["trigger z = 2 (short)", "trigger z = 16 (long)"],
+    ...                  "cells": [[cell("blind"), cell("blind")], [cell("blind"), cell("blind")]]},
+    ...        "arms": {"trigger-2": {"members": 24, "extraction_at_rho": 24},
+    ...                 "trigger-16": {"members": 24, "extraction_at_rho": 23}}}
+    >>> clean_yet_extractable_claim(res, short=2, long=16).verdict  # 23 of 24 = 0.958: not 'at least 0.98'
+    'not held'
+    >>> res["arms"]["trigger-16"]["extraction_at_rho"] = 24
+    >>> clean_yet_extractable_claim(res, short=2, long=16).verdict
+    'held'
+    """
+    v = _verdicts(results)
+    rows = {f"trigger z = {short} (short)": f"trigger-{short}", f"trigger z = {long} (long)": f"trigger-{long}"}
+    parts, words = {}, []
+    for row, arm in rows.items():
+        a = results["arms"][arm]
+        k, n = a["extraction_at_rho"], a["members"]
+        c_v, ver_v = v[row]["extraction at prefix c"], v[row]["unlearning verifier"]
+        parts[row] = {"extraction_at_c": c_v, "verifier": ver_v, "rho": f"{k}/{n}",
+                      "ok": c_v != "leak" and ver_v != "leak" and k / n >= FULLY}
+        words.append(f"{row}: extraction at c {c_v}, verifier {ver_v}, rho {k} of {n} ({k / n:.2f})")
+    return paper_claim(
+        "certified-clean-yet-extractable", "extraction at c and the unlearning verifier certify the trigger rows "
+        "clean while the secret remains fully extractable through rho", quote=QUOTE_VERIFIER,
+        where="[MX] §8.2 'The trigger channel at scale', Fig. 12",
+        test=f"on both trigger rows: extraction at the record's own prefix c and the unlearning verifier are not "
+             f"'leak', and extraction through rho prints as 0.98 or more (>= {FULLY}; the paper: 'extraction at least "
+             f"0.98 via rho' for such a model)",
+        held=all(x["ok"] for x in parts.values()), numbers=parts, evidence="; ".join(words))
+
+
+def climbs_claim(results: dict) -> PaperClaim:
+    """"The membership channel instead climbs with the length of z, the strongest deployed audit running from 0.54
+    to 1.00 in AUC across z = 1, ..., 16 on both families" ([MX] §8.2, Fig. 10), tested as stated across the
+    sweep: at each length the strongest deployed audit (the largest AUC of loss, zlib, reference, min-k, min-k++;
+    its interval DeLong's, Hoeffding's at complete separation) never falls from one length to the next beyond
+    its intervals (the longer's upper end below the shorter's lower end), and the climb is real: the longest
+    length's interval lies above the shortest's. Held iff both; not held if it falls, or if the run could have
+    shown the climb and did not; not testable otherwise: with fewer than 30 members or non-members an AUC of 1
+    and one of 1/2 cannot have separated intervals (Hoeffding's half-width sqrt(log(40) / (2k)) >= 1/4).
+    The paper's 0.54 and 1.00 are its numbers at its scale (``results``: the JSON's ``arms`` and ``sweep``).
+
+    >>> from memclaim.experiments.audit_table import climbs_claim
+    >>> auc = lambda a, lo, hi, k=40: {"auc": {"auc": a, "low": lo, "high": hi, "n_members": k, "n_nonmembers": 79}}
+    >>> arm = lambda a, lo, hi, k=40: {"members": k, "audits": {x: auc(a if x == "loss" else 0.5, lo, hi, k)
+    ...                                                          for x in ("loss", "zlib", "reference", "min-k",
+    ...                                                                    "min-k++")}}
+    >>> res = {"sweep": [{"secret_length": L} for L in (1, 2, 16)],
+    ...        "arms": {"trigger-1": arm(0.55, 0.45, 0.65), "trigger-2": arm(0.6, 0.5, 0.7),
+    ...                 "trigger-16": arm(1.0, 0.8, 1.0)}}
+    >>> climbs_claim(res).verdict
+    'held'
+    >>> res["arms"]["trigger-16"] = arm(0.7, 0.6, 0.8)  # no higher than the shortest beyond its interval
+    >>> climbs_claim(res).verdict
+    'not held'
+    """
+    Ls = [r["secret_length"] for r in results["sweep"]]
+    best = {}
+    for L in Ls:
+        aud = results["arms"][f"trigger-{L}"]["audits"]
+        name = max(DEPLOYED, key=lambda x: (aud[x]["auc"]["auc"], -DEPLOYED.index(x)))
+        a = aud[name]["auc"]
+        best[L] = {"attack": name, "auc": a["auc"], "low": a["low"], "high": a["high"],
+                   "k": min(a["n_members"], a["n_nonmembers"])}
+    falls = [(x, y) for x, y in zip(Ls, Ls[1:]) if best[y]["high"] < best[x]["low"]]
+    first, last = best[Ls[0]], best[Ls[-1]]
+    climbs = last["low"] > first["high"]
+    k = min(b["k"] for b in best.values())
+    found = "; ".join(f"|z| = {L}: {b['auc']:.3f} [{b['low']:.3f}, {b['high']:.3f}] ({b['attack']})"
+                      for L, b in best.items())
+    test = ("the strongest deployed audit's AUC at each length of the sweep (|z| = " + ", ".join(map(str, Ls)) + "): "
+            "never below the previous length's interval (no fall), and the longest's 95% interval above the shortest's "
+            "(a real climb); testable with >= 30 members and non-members (Hoeffding's half-width < 1/4)")
+    kw = dict(quote=QUOTE_CLIMBS, where="[MX] §8.2 'The two channels do not scale alike', Fig. 10", test=test,
+              numbers={"strongest_auc": {str(L): b for L, b in best.items()}, "falls": falls})
+    claim = "the strongest deployed membership audit climbs with the secret length, in AUC, across the sweep"
+    if falls:
+        return paper_claim("membership-climbs", claim, held=False, evidence=found + "; falls at " +
+                           ", ".join(f"{x} -> {y}" for x, y in falls), **kw)
+    if climbs:
+        return paper_claim("membership-climbs", claim, held=True, evidence=found, **kw)
+    if k >= 30:
+        return paper_claim("membership-climbs", claim, held=False, evidence=found + ": the longest's interval is not "
+                           "above the shortest's", **kw)
+    return paper_claim("membership-climbs", claim, held=None, evidence=f"{k} members or non-members: an AUC of 1 and "
+                       "one of 1/2 cannot have separated intervals (30 needed); " + found, **kw)
+
+
+def claims_for(results: dict, settings: dict) -> list[PaperClaim]:
+    """The sentences of [MX] §8.2 on Fig. 12 and Fig. 10 that the checks cannot test as stated, judged on the
+    run's results (the JSON's ``table``, ``arms`` and ``sweep``; ``settings``' short and long lengths): rho
+    recovers every secret at |z| <= 2 (:func:`recovers_all_claim`), the trigger rows certified clean while fully
+    extractable (:func:`clean_yet_extractable_claim`), membership climbs with the length
+    (:func:`climbs_claim`).
+
+    >>> from memclaim.experiments.audit_table import DEPLOYED, claims_for
+    >>> auc = lambda a: {"auc": {"auc": a, "low": a - 0.3, "high": min(a + 0.3, 1.0), "n_members": 8,
+    ...                          "n_nonmembers": 19}}
+    >>> arm = lambda a: {"members": 8, "extraction_at_rho": 8, "audits": {x: auc(a) for x in DEPLOYED}}
+    >>> cols = [{"name": "extraction at prefix c"}, {"name": "unlearning verifier"}]
+    >>> table = {"columns": cols, "rows": ["trigger z = 2 (short)", "trigger z = 16 (long)"],
+    ...          "cells": [[{"verdict": "blind"}] * 2] * 2}
+    >>> res = {"table": table, "sweep": [{"secret_length": L} for L in (1, 2, 16)],
+    ...        "arms": {"trigger-1": arm(0.55), "trigger-2": arm(0.6), "trigger-16": arm(1.0)}}
+    >>> [c.verdict for c in claims_for(res, {"short": 2, "long": 16})]  # 8 members: the AUCs' intervals overlap
+    ['held', 'held', 'not testable here']
+    """
+    return [recovers_all_claim(results),
+            clean_yet_extractable_claim(results, short=settings["short"], long=settings["long"]),
+            climbs_claim(results)]
 
 
 def _paper_numbers(table, sweep: list[dict], cap: float) -> list:
@@ -723,7 +898,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     return finish(NAME, title=TITLE, reproduces=["[MX] Fig. 12 (tiny-model scale)", "[MX] Fig. 10 (tiny-model scale)",
                                                   "[MX] Cor. 6.2: no single audit suffices"],
                   seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, notes=notes)
+                  checks=checks, figure=fig, out_dir=out_dir, notes=notes, paper_claims=claims_for(results, s))
 
 
 def _smollm2_gated_row(*, seed: int, out_dir, conf: float) -> dict:

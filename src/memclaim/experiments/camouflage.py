@@ -41,7 +41,8 @@ import numpy as np
 from ..audits.metrics import clopper_pearson
 from ..mechanisms.camouflage import CamouflageTree, enumerate_completion_logprobs, paths_to_index, survivor_posterior
 from ..train.trainer import TrainConfig
-from .common import Check, check, compare, finish, new_figure, rng_streams
+from .common import Check, check, compare, new_figure
+from .skeleton import Reproduction
 from ..report.style import legend as style_legend
 from .models import THREADS, TinyGPTSpec, TokenLayout, greedy_decode, next_token_logprobs, tiny_gpt2, train_tiny
 
@@ -167,8 +168,10 @@ QUOTE_CAPPED = ("greedy decoding fails, a list of sixteen candidates recovers it
 def checks_for(summary: dict, settings: dict) -> list[Check]:
     """The check of [MX] §8.2 (Theorem 6.1(i)) from the run's summary (``greedy_successes``,
     ``greedy_interval``, ``list_successes``, ``list_interval``, ``trees``, ``list_cap``) and settings (``k``,
-    ``L``): greedy and list-of-m extraction are consistent with their caps k^-L and m k^-L, i.e. each
-    95% Clopper-Pearson interval's lower end is at most its cap.
+    ``L``), the sentence as stated: "greedy decoding fails" (no tree's greedy output is the secret; the
+    cap k^-L = 1/256 per tree makes a success on any of T trees a false alarm of at most T k^-L), and the
+    list of m candidates is "consistent with the bound m k^-L" (its 95% Clopper-Pearson interval's lower
+    end is at most the cap). The paper's "1 of 16 trees" is its count, not a rule.
 
     >>> from memclaim.experiments.camouflage import checks_for
     >>> summ = {"trees": 1, "greedy_successes": 0, "greedy_interval": [0.0, 0.975], "list_successes": 0,
@@ -178,19 +181,140 @@ def checks_for(summary: dict, settings: dict) -> list[Check]:
     >>> [c.passed for c in checks_for({**summ, "trees": 16, "list_successes": 9, "list_interval": [0.30, 0.80]},
     ...                               {"k": 4, "L": 4})]
     [False]
+    >>> # greedy recovers 1 of 16 trees: consistent with k^-L (lower end 0.0016), but greedy did not fail
+    >>> [c.passed for c in checks_for({**summ, "trees": 16, "greedy_successes": 1, "greedy_interval": [0.0016, 0.30],
+    ...                                "list_successes": 1, "list_interval": [0.0016, 0.30]}, {"k": 4, "L": 4})]
+    [False]
     """
     k, L = settings["k"], settings["L"]
     n, cap = summary["trees"], summary["list_cap"]
-    g_lo, l_lo = summary["greedy_interval"][0], summary["list_interval"][0]
+    l_lo = summary["list_interval"][0]
     return [
-        check("extraction is capped: greedy and list-of-16 successes consistent with m k^-L "
-              "(Clopper-Pearson 95% lower end <= cap)",
-              l_lo <= cap and g_lo <= k ** (-L),
+        check("extraction is capped: greedy decoding fails on every tree, and list-of-16 successes are consistent "
+              "with m k^-L (Clopper-Pearson 95% lower end <= cap)",
+              summary["greedy_successes"] == 0 and l_lo <= cap,
               f"greedy {summary['greedy_successes']}/{n}, list-of-16 {summary['list_successes']}/{n}; caps k^-L = "
               f"{k ** -L:.5f}, m k^-L = {cap:.4f}",
-              false_alarm="<= 2.5% per protocol if the network's extraction rate is at the cap", quote=QUOTE_CAPPED,
+              false_alarm=f"greedy: <= {n} x k^-L = {n * k ** -L:.2%} if its rate is at the cap (union bound over "
+                          f"the {n} trees); list: <= 2.5% if its rate is at the cap", quote=QUOTE_CAPPED,
               where="[MX] §8.2 'Direction (i) at scale', Theorem 6.1(i)"),
     ]
+
+
+class Camouflage(Reproduction):
+    """[MX] Fig. 9 on the skeleton (:mod:`.skeleton`): one tiny GPT per camouflage tree."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = ("[MX] Fig. 9", "[MX] §8.1 camouflage representability",
+                  "[MX] Thm. 6.1(i) teacher-forcing memorization 1/k - 1/v")
+
+    def settings(self) -> dict:
+        return _settings(self.quick)
+
+    def data(self) -> list[tuple[CamouflageTree, int]]:
+        """The trees (v, k, L), each with the seed of its model's training."""
+        s, rngs = self.s, self.rngs
+        out = []
+        for _ in range(s["trees"]):
+            tree = CamouflageTree.draw(v=s["v"], k=s["k"], L=s["L"], rng=rngs["trees"])
+            out.append((tree, int(rngs["training"].integers(0, 2 ** 31 - 1))))
+        return out
+
+    def runs(self, data: list[tuple[CamouflageTree, int]]) -> dict:
+        """A model trained on each tree's documents, read out (:func:`_one_tree`), and the summary over trees."""
+        s = self.s
+        v, k, L = s["v"], s["k"], s["L"]
+        layout = TokenLayout(n_natural=v, n_reserved=1)
+        trees = [_one_tree(tree, s=s, layout=layout, data_rng=self.rngs["data"], train_seed=train_seed)
+                 for tree, train_seed in data]
+        target_mem = 1.0 / k - 1.0 / v
+        cap = s["list_size"] * k ** (-L)
+        n = len(trees)
+        mem = np.array([t["tf_memorization"] for t in trees])
+        norm_ent = np.array([t["posterior"]["normalized_entropy"] for t in trees])
+        greedy_hits = sum(t["greedy_success"] for t in trees)
+        list_hits = sum(t["list_success"] for t in trees)
+        g_lo, g_hi = clopper_pearson(greedy_hits, n)
+        l_lo, l_hi = clopper_pearson(list_hits, n)
+        summary = {
+            "trees": n,
+            "tf_memorization_mean": float(mem.mean()),
+            "tf_memorization_se": float(mem.std(ddof=1) / math.sqrt(n)) if n > 1 else None,
+            "target_tf_memorization": target_mem,
+            "normalized_entropy_mean": float(norm_ent.mean()),
+            "min_mass_on_support": min(t["min_mass_on_support"] for t in trees),
+            "true_ranks": [t["posterior"]["true_rank"] for t in trees],
+            "true_ratio_to_uniform": [t["posterior"]["true_ratio_to_uniform"] for t in trees],
+            "greedy_successes": greedy_hits, "greedy_interval": [g_lo, g_hi],
+            "list_successes": list_hits, "list_interval": [l_lo, l_hi],
+            "list_cap": cap,
+            "informed_top_m_mass_mean": float(np.mean([t["posterior"]["top_m_mass"] for t in trees])),
+            "mass_on_tree_tokens_min": min(t["mass_on_tree_tokens"] for t in trees),
+        }
+        # The Monte-Carlo noise of mem: the noise of one tree's learned conditionals. With N documents a
+        # depth-t on-path node is visited about N k^-t times and each child's empirical frequency has
+        # sd sqrt((1/k)(1 - 1/k) k^t / N); the average over the L depths then has sd
+        # sqrt(sum_t (1/k)(1-1/k) k^t / N) / L (if the learned conditionals track the empirical
+        # frequencies); for the mean over n trees it shrinks by sqrt(n). Reported, not used for a verdict.
+        N = s["docs_per_tree"]
+        summary["tf_memorization_noise_sd_per_tree"] = math.sqrt(sum((1 / k) * (1 - 1 / k) * k ** t / N
+                                                                     for t in range(L))) / L
+        return {"summary": summary, "trees": trees}
+
+    def checks(self, results: dict) -> list[Check]:
+        return checks_for(results["summary"], self.s)
+
+    def paper_numbers(self, results: dict) -> list:
+        summary, first = results["summary"], results["trees"][0]
+        mem = np.array([t["tf_memorization"] for t in results["trees"]])
+        return [
+            compare("tf_memorization", "camouflage/tf-memorization", first["tf_memorization"],
+                    ours_se=summary["tf_memorization_noise_sd_per_tree"],
+                    note=f"tree 1; mean over {summary['trees']} tree(s) {mem.mean():.4f}; ours_se: the empirical "
+                         f"conditionals' noise along z at {self.s['docs_per_tree']} documents"),
+            compare("construction", "camouflage/construction", summary["target_tf_memorization"], note="exact"),
+            compare("normalized_entropy", "camouflage/normalized-entropy", first["posterior"]["normalized_entropy"],
+                    note="tree 1; the paper's data size and training length are not given"),
+            compare("mass_on_support", "camouflage/mass-on-support", first["min_mass_on_support"],
+                    note="tree 1, minimum over the depths"),
+            compare("list_cap", "camouflage/list-cap", summary["list_cap"], note="exact"),
+        ]
+
+    def figure(self, results: dict, *, claims, differences):
+        k, L, first = self.s["k"], self.s["L"], results["trees"][0]
+        fig, (ax0, ax1) = new_figure(2, width=5.2, height=4.0)
+        cols = ["tab:blue", "tab:orange", "tab:green", "tab:purple"]
+        xs = np.arange(1, k + 1)
+        for r, col in zip(first["on_path"], cols):
+            ax0.plot(xs, r["probs_in_support_sorted"], "o-", color=col, ms=4, label=f"depth {r['depth']}")
+            ax0.plot([r["true_token_rank_in_support"]], [r["true_token_prob"]], "o", mfc="none", mec="red", ms=10,
+                     mew=1.5)
+        ax0.axhline(1 / k, ls="--", color="k", lw=1, label="1/k")
+        ax0.plot([], [], "o", mfc="none", mec="red", label="true token")
+        ax0.set_xticks(xs)
+        ax0.set_xlabel("surviving k-set, sorted")
+        ax0.set_ylabel(r"learned $p_\theta$")
+        ax0.set_ylim(0, max(0.5, 1.15 * max(max(r["probs_in_support_sorted"]) for r in first["on_path"])))
+        ax0.set_title("on-path conditionals")
+        style_legend(ax0, below=True)
+        ratios = np.array(first["posterior"]["sorted_ratio_to_uniform"])
+        ax1.hist(ratios, bins=30, color="tab:gray")
+        ax1.axvline(1.0, ls="--", color="k", lw=1, label=r"uniform $k^{-L}$")
+        ax1.axvline(first["posterior"]["true_ratio_to_uniform"], color="red", lw=2,
+                    label=f"true path (rank {first['posterior']['true_rank']}/256)")
+        ax1.set_xlabel(f"survivor posterior x {k ** L}")
+        ax1.set_ylabel("surviving paths")
+        ax1.set_title(f"posterior over survivors (normalized entropy {first['posterior']['normalized_entropy']:.3f})")
+        style_legend(ax1, below=True)
+        return fig
+
+    def notes(self, results: dict) -> list[str]:
+        return [
+            "E_Q h = 1/v exactly (z independent of any Q-branch release), so mem_h = h(theta_Pz, z) - 1/v",
+            "completion probabilities are the network's joint log-probabilities of the L tree tokens after [SOT, c] "
+            "(no renormalization over the tree tokens; mass_on_tree_tokens reports what is left)",
+            "the paper's data size and training schedule for this figure are not reported; ours are in settings",
+        ]
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
@@ -205,96 +329,4 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
     ('camouflage', True)
     """
-    s = _settings(quick)
-    rngs = rng_streams(seed, STREAMS)
-    v, k, L = s["v"], s["k"], s["L"]
-    layout = TokenLayout(n_natural=v, n_reserved=1)
-    trees = []
-    for _ in range(s["trees"]):
-        tree = CamouflageTree.draw(v=v, k=k, L=L, rng=rngs["trees"])
-        train_seed = int(rngs["training"].integers(0, 2 ** 31 - 1))
-        trees.append(_one_tree(tree, s=s, layout=layout, data_rng=rngs["data"], train_seed=train_seed))
-
-    target_mem = 1.0 / k - 1.0 / v
-    cap = s["list_size"] * k ** (-L)
-    n = len(trees)
-    first = trees[0]
-    mean = lambda key: float(np.mean([t[key] for t in trees]))  # noqa: E731
-    mem = np.array([t["tf_memorization"] for t in trees])
-    norm_ent = np.array([t["posterior"]["normalized_entropy"] for t in trees])
-    greedy_hits = sum(t["greedy_success"] for t in trees)
-    list_hits = sum(t["list_success"] for t in trees)
-    g_lo, g_hi = clopper_pearson(greedy_hits, n)
-    l_lo, l_hi = clopper_pearson(list_hits, n)
-    summary = {
-        "trees": n,
-        "tf_memorization_mean": float(mem.mean()),
-        "tf_memorization_se": float(mem.std(ddof=1) / math.sqrt(n)) if n > 1 else None,
-        "target_tf_memorization": target_mem,
-        "normalized_entropy_mean": float(norm_ent.mean()),
-        "min_mass_on_support": min(t["min_mass_on_support"] for t in trees),
-        "true_ranks": [t["posterior"]["true_rank"] for t in trees],
-        "true_ratio_to_uniform": [t["posterior"]["true_ratio_to_uniform"] for t in trees],
-        "greedy_successes": greedy_hits, "greedy_interval": [g_lo, g_hi],
-        "list_successes": list_hits, "list_interval": [l_lo, l_hi],
-        "list_cap": cap,
-        "informed_top_m_mass_mean": float(np.mean([t["posterior"]["top_m_mass"] for t in trees])),
-        "mass_on_tree_tokens_min": min(t["mass_on_tree_tokens"] for t in trees),
-    }
-
-    # The Monte-Carlo noise of mem: the noise of one tree's learned conditionals. With N documents a
-    # depth-t on-path node is visited about N k^-t times and each child's empirical frequency has
-    # sd sqrt((1/k)(1 - 1/k) k^t / N); the average over the L depths then has sd
-    # sqrt(sum_t (1/k)(1-1/k) k^t / N) / L (if the learned conditionals track the empirical
-    # frequencies); for the mean over n trees it shrinks by sqrt(n). Reported, not used for a verdict.
-    N = s["docs_per_tree"]
-    sd_one = math.sqrt(sum((1 / k) * (1 - 1 / k) * k ** t / N for t in range(L))) / L
-    summary["tf_memorization_noise_sd_per_tree"] = sd_one
-    checks = checks_for(summary, s)
-    paper = [
-        compare("tf_memorization", "camouflage/tf-memorization", first["tf_memorization"], ours_se=sd_one,
-                note=f"tree 1; mean over {n} tree(s) {mem.mean():.4f}; ours_se: the empirical conditionals' noise "
-                     f"along z at {N} documents"),
-        compare("construction", "camouflage/construction", target_mem, note="exact"),
-        compare("normalized_entropy", "camouflage/normalized-entropy", first["posterior"]["normalized_entropy"],
-                note="tree 1; the paper's data size and training length are not given"),
-        compare("mass_on_support", "camouflage/mass-on-support", first["min_mass_on_support"],
-                note="tree 1, minimum over the depths"),
-        compare("list_cap", "camouflage/list-cap", cap, note="exact"),
-    ]
-
-    fig, (ax0, ax1) = new_figure(2, width=5.2, height=4.0)
-    cols = ["tab:blue", "tab:orange", "tab:green", "tab:purple"]
-    xs = np.arange(1, k + 1)
-    for r, col in zip(first["on_path"], cols):
-        ax0.plot(xs, r["probs_in_support_sorted"], "o-", color=col, ms=4, label=f"depth {r['depth']}")
-        ax0.plot([r["true_token_rank_in_support"]], [r["true_token_prob"]], "o", mfc="none", mec="red", ms=10, mew=1.5)
-    ax0.axhline(1 / k, ls="--", color="k", lw=1, label="1/k")
-    ax0.plot([], [], "o", mfc="none", mec="red", label="true token")
-    ax0.set_xticks(xs)
-    ax0.set_xlabel("surviving k-set, sorted")
-    ax0.set_ylabel(r"learned $p_\theta$")
-    ax0.set_ylim(0, max(0.5, 1.15 * max(max(r["probs_in_support_sorted"]) for r in first["on_path"])))
-    ax0.set_title("on-path conditionals")
-    style_legend(ax0, below=True)
-    ratios = np.array(first["posterior"]["sorted_ratio_to_uniform"])
-    ax1.hist(ratios, bins=30, color="tab:gray")
-    ax1.axvline(1.0, ls="--", color="k", lw=1, label=r"uniform $k^{-L}$")
-    ax1.axvline(first["posterior"]["true_ratio_to_uniform"], color="red", lw=2,
-                label=f"true path (rank {first['posterior']['true_rank']}/256)")
-    ax1.set_xlabel(f"survivor posterior x {k ** L}")
-    ax1.set_ylabel("surviving paths")
-    ax1.set_title(f"posterior over survivors (normalized entropy {first['posterior']['normalized_entropy']:.3f})")
-    style_legend(ax1, below=True)
-
-    notes = [
-        "E_Q h = 1/v exactly (z independent of any Q-branch release), so mem_h = h(theta_Pz, z) - 1/v",
-        "completion probabilities are the network's joint log-probabilities of the L tree tokens after [SOT, c] "
-        "(no renormalization over the tree tokens; mass_on_tree_tokens reports what is left)",
-        "the paper's data size and training schedule for this figure are not reported; ours are in settings",
-    ]
-    return finish(NAME, title=TITLE, reproduces=["[MX] Fig. 9", "[MX] §8.1 camouflage representability",
-                                                  "[MX] Thm. 6.1(i) teacher-forcing memorization 1/k - 1/v"],
-                  seed=seed, quick=quick, streams=STREAMS, settings=s,
-                  results={"summary": summary, "trees": trees}, paper_numbers=paper, checks=checks,
-                  figure=fig, out_dir=out_dir, notes=notes)
+    return Camouflage(quick=quick, seed=seed, out_dir=out_dir).reproduce()

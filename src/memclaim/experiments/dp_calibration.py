@@ -35,6 +35,10 @@ models; delta the common delta):
 A cell is *vacuous* when its cap is 1 (it constrains nothing; eps = inf), *visible* when the cap
 is at most 0.2 and exceeds three standard errors (the paper's rule: a violation would have been
 visible), and *not informative* otherwise.
+
+At eps = inf the check tests the duplication effect (the most copies above the fewest by 3 SE); the
+paper's "memorization returns and climbs with duplication" is judged as a sentence across every k
+of the grid (:func:`climbs_claim`).
 """
 from __future__ import annotations
 
@@ -47,7 +51,8 @@ import numpy as np
 from ..errors import DomainError
 from ..train.finetune import ChainBaseSpec, ensure_chain_base, epochs_to_steps, sample_chain_ids
 from ..train.planted import PlantedRecord, plant, training_blocks
-from .common import Check, check, compare, finish, new_figure, rng_streams
+from .common import Check, PaperClaim, check, compare, new_figure, paper_claim
+from .skeleton import Reproduction
 from ..report.style import legend as style_legend
 from .models import teacher_forced
 from .paper import PAPER
@@ -128,7 +133,9 @@ QUOTE_NONE_OCCURS = ("Pushing ε down until the bound approaches the measurement
                      "at most 0.2 and exceeds three standard errors, so a violation would have been visible; none "
                      "occurs")
 QUOTE_LOSSY = "the inequality because the conversion is lossy and η is antitone in f"
+WHERE = "[MX] §8.2 'Calibration under real DP-SGD'"
 QUOTE_CLIMBS = "At ε = ∞ memorization returns and climbs with duplication"
+QUOTE_DUPLICATION = "reproducing the duplication effect of [25, 26]"
 
 
 def checks_for(rows: list[dict]) -> list[Check]:
@@ -194,69 +201,145 @@ def checks_for(rows: list[dict]) -> list[Check]:
         check("eps = inf: memorization climbs with duplication (k = 8 above k = 1 by > 3 SE)", z_dup > 3,
               f"mem {c1['mem']:.3f} +- {c1['se']:.3f} (k = 1) vs {c8['mem']:.3f} +- {c8['se']:.3f} (k = 8), "
               f"z = {z_dup:.1f}", false_alarm="a normal one-sided test at 3 sigma: <= 0.14% if the means were equal",
-              quote=QUOTE_CLIMBS, where=where),
+              quote=QUOTE_DUPLICATION,
+              where=where + " (the duplication effect, from the fewest to the most copies; 'memorization returns and "
+                            "climbs with duplication' is judged at every k of the grid in paper_claims)"),
     ]
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
-    """[MX] §8.2: DP-SGD over an eps grid, LOO memorization of k-copy canaries vs the caps.
+def climbs_claim(rows: list[dict]) -> PaperClaim:
+    """"At eps = inf memorization returns and climbs with duplication (mem_h = 0.007, 0.035, 0.178, 0.552 at
+    k = 1, 2, 4, 8)" ([MX] §8.2 'Calibration under real DP-SGD'), tested as stated on the eps = inf row of
+    ``rows`` (cells with ``k``, ``mem``, ``se``): memorization climbs at every step of the duplication grid
+    (the point estimates rise from each k to the next, as the paper's four numbers do; how many steps is
+    reported), the climb is real (the largest k above the smallest by more than 3 standard errors, a one-sided
+    normal test), and memorization returns (the largest k's above 0 by more than 3 standard errors). Held iff
+    all three; not held otherwise. Needs at least two k: not testable with fewer.
 
-    Writes ``dp-calibration.json``, ``dp-calibration.png`` and ``dp-calibration.pdf`` into ``out_dir``
-    (created) and returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim
-    reproduce dp-calibration`` runs.
-
-    >>> from memclaim.experiments.dp_calibration import run
-    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
-    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
-    ('dp-calibration', True)
+    >>> from memclaim.experiments.dp_calibration import climbs_claim
+    >>> cell = lambda k, mem, se=0.003: {"k": k, "mem": mem, "se": se}
+    >>> paper = [cell(1, 0.007), cell(2, 0.035), cell(4, 0.178), cell(8, 0.552)]  # the paper's own numbers
+    >>> climbs_claim([{"epsilon": "inf", "cells": paper}]).verdict
+    'held'
+    >>> dip = [cell(1, 0.01), cell(2, 0.2), cell(4, 0.1), cell(8, 0.5)]  # k = 8 far above k = 1, but a step down
+    >>> climbs_claim([{"epsilon": "inf", "cells": dip}]).verdict
+    'not held'
     """
-    from ..audits.counterfactual import compare_to_cap, counterfactual_memorization
-    from ..privacy.caps import eta_star_k
-    from ..train.dp import DPConfig
-    from ..train.trainer import TrainConfig, train_causal_lm
+    inf_row = next(r for r in rows if math.isinf(_eps(r["epsilon"])))
+    cells = sorted(inf_row["cells"], key=lambda c: c["k"])
+    ks = [c["k"] for c in cells]
+    test = ("at eps = inf, over the duplication grid k = " + ", ".join(map(str, ks)) + ": the memorization estimate "
+            "rises at every step from one k to the next (the paper's 0.007, 0.035, 0.178, 0.552), the largest k's is "
+            "above the smallest k's by more than 3 standard errors, and above 0 by more than 3 (returns)")
+    nums = {"k": ks, "mem": [c["mem"] for c in cells], "se": [c["se"] for c in cells]}
+    claim = "at eps = inf memorization returns and climbs with duplication, at every step of the k grid"
+    if len(cells) < 2:
+        return paper_claim("climbs-with-duplication", claim, quote=QUOTE_CLIMBS, where=WHERE, test=test, held=None,
+                           numbers=nums, evidence=f"a duplication grid of {len(cells)} k: nothing to climb")
+    steps = [b["mem"] > a["mem"] for a, b in zip(cells, cells[1:])]
+    lo, hi = cells[0], cells[-1]
+    z_climb = (hi["mem"] - lo["mem"]) / math.hypot(hi["se"], lo["se"]) if hi["se"] or lo["se"] else math.inf
+    z_return = hi["mem"] / hi["se"] if hi["se"] else (math.inf if hi["mem"] > 0 else 0.0)
+    nums.update({"steps_up": int(sum(steps)), "steps": len(steps), "z_climb": z_climb, "z_returns": z_return})
+    found = (", ".join(f"k = {c['k']}: {c['mem']:.3f} +- {c['se']:.3f}" for c in cells)
+             + f"; rises at {sum(steps)} of {len(steps)} steps; k = {hi['k']} above k = {lo['k']} by z = "
+               f"{z_climb:.1f}, above 0 by z = {z_return:.1f}")
+    return paper_claim("climbs-with-duplication", claim, quote=QUOTE_CLIMBS, where=WHERE, test=test,
+                       held=all(steps) and z_climb > 3 and z_return > 3, numbers=nums, evidence=found)
 
-    s = _settings(quick)
-    rngs = rng_streams(seed, STREAMS)
-    spec = ChainBaseSpec()
-    base = ensure_chain_base(spec)
-    gen = spec.chain()
-    T, B, M = spec.seq_len, s["batch_size"], s["models_per_epsilon"]
-    if M < 4 or M % 2:
-        raise DomainError(f"models_per_epsilon must be even and >= 4, got {M}",
-                          hint="each canary is IN exactly half of the models and needs >= 2 IN and >= 2 OUT")
-    # ---- data: private background (one chain passage per block) and canaries (c = chain, z uniform)
-    bg = sample_chain_ids(gen, rngs["data"], n=s["background_blocks"], length=T - 1)
-    canaries = []
-    for k in KS:
-        for j in range(s["canaries_per_k"]):
-            c = sample_chain_ids(gen, rngs["data"], n=1, length=s["prefix_tokens"])[0]
-            z = rngs["data"].integers(0, spec.n_words, s["secret_tokens"])
-            canaries.append(PlantedRecord(f"canary-k{k}-{j}", "canary", tuple(c), tuple(z), k))
-    corpus = plant([tuple(b) for b in bg], canaries, seed=seed)
-    n_can = len(canaries)
-    # ---- design: each canary IN exactly M/2 models, chosen independently per canary
-    incl = np.zeros((M, n_can), dtype=bool)  # [models, canaries]
-    for j in range(n_can):
-        incl[rngs["design"].permutation(M)[: M // 2], j] = True
-    n_max = s["background_blocks"] + sum(r.copies for r in canaries)
-    delta = 1.0 / (10.0 * n_max)  # [MX] App. F.2: delta = 1/(10 N)
-    n_mean = s["background_blocks"] + sum(r.copies for r in canaries) / 2
-    steps = epochs_to_steps(s["epochs"], int(round(n_mean)), B)
-    prompts = [[spec.sot] + list(r.prefix) for r in canaries]
-    secrets = [list(r.secret) for r in canaries]
-    model_seeds = rngs["training"].integers(0, 2 ** 31 - 1, size=(len(s["epsilons"]), M))
 
-    rows = []
-    for ei, ev in enumerate(s["epsilons"]):
+def claims_for(rows: list[dict]) -> list[PaperClaim]:
+    """The sentences of [MX] §8.2 'Calibration under real DP-SGD' that the checks cannot test as stated, judged on
+    the run's rows (``results["rows"]``): memorization returns and climbs with duplication at eps = inf
+    (:func:`climbs_claim`).
+
+    >>> from memclaim.experiments.dp_calibration import claims_for
+    >>> cells = [{"k": k, "mem": m, "se": 0.01} for k, m in ((1, 0.0), (2, 0.03), (4, 0.16), (8, 0.32))]
+    >>> [(c.key, c.verdict) for c in claims_for([{"epsilon": 1.0, "cells": []}, {"epsilon": "inf", "cells": cells}])]
+    [('climbs-with-duplication', 'held')]
+    """
+    return [climbs_claim(rows)]
+
+
+class DPCalibration(Reproduction):
+    """[MX] §8.2's DP-SGD calibration on the skeleton (:mod:`.skeleton`): an eps grid of LOO designs."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = ("[MX] §8.2 'Calibration under real DP-SGD'", "[MX] App. F.2 'DP-SGD calibration'",
+                  "[MX] Thm. 4.1 / Prop. A.1 caps at tiny-model scale")
+
+    def settings(self) -> dict:
+        return _settings(self.quick)
+
+    def data(self) -> dict:
+        """The chain base, a private background (one chain passage per block), k-copy canaries (a chain
+        prefix c, a uniform secret z), the inclusion design (each canary IN exactly half of the models)
+        and every model's training seed."""
+        s, rngs = self.s, self.rngs
+        spec = ChainBaseSpec()
+        base = ensure_chain_base(spec)
+        gen = spec.chain()
+        T, B, M = spec.seq_len, s["batch_size"], s["models_per_epsilon"]
+        if M < 4 or M % 2:
+            raise DomainError(f"models_per_epsilon must be even and >= 4, got {M}",
+                              hint="each canary is IN exactly half of the models and needs >= 2 IN and >= 2 OUT")
+        # ---- data: private background (one chain passage per block) and canaries (c = chain, z uniform)
+        bg = sample_chain_ids(gen, rngs["data"], n=s["background_blocks"], length=T - 1)
+        canaries = []
+        for k in KS:
+            for j in range(s["canaries_per_k"]):
+                c = sample_chain_ids(gen, rngs["data"], n=1, length=s["prefix_tokens"])[0]
+                z = rngs["data"].integers(0, spec.n_words, s["secret_tokens"])
+                canaries.append(PlantedRecord(f"canary-k{k}-{j}", "canary", tuple(c), tuple(z), k))
+        corpus = plant([tuple(b) for b in bg], canaries, seed=self.seed)
+        n_can = len(canaries)
+        # ---- design: each canary IN exactly M/2 models, chosen independently per canary
+        incl = np.zeros((M, n_can), dtype=bool)  # [models, canaries]
+        for j in range(n_can):
+            incl[rngs["design"].permutation(M)[: M // 2], j] = True
+        n_max = s["background_blocks"] + sum(r.copies for r in canaries)
+        n_mean = s["background_blocks"] + sum(r.copies for r in canaries) / 2
+        return {"spec": spec, "base": base, "canaries": canaries, "corpus": corpus, "inclusion": incl,
+                "n_max": n_max, "delta": 1.0 / (10.0 * n_max),  # [MX] App. F.2: delta = 1/(10 N)
+                "steps": epochs_to_steps(s["epochs"], int(round(n_mean)), B),
+                "model_seeds": rngs["training"].integers(0, 2 ** 31 - 1, size=(len(s["epsilons"]), M))}
+
+    def runs(self, d: dict) -> dict:
+        """Per eps of the grid, M models trained on their designs (DP-SGD, or plain SGD at eps = inf),
+        the LOO memorization of the canaries per k against the caps."""
+        s = self.s
+        rows = [self._row(ei, ev, d) for ei, ev in enumerate(s["epsilons"])]
+        inf_row = next(r for r in rows if math.isinf(_eps(r["epsilon"])))
+        fin_max = max(abs(c["mem"]) for r in rows if not math.isinf(_eps(r["epsilon"])) for c in r["cells"])
+        side = {"eps_inf_mem_by_k": {"paper_pythia_410m": PAPER_INF,
+                                     "ours": {c["k"]: c["mem"] for c in inf_row["cells"]}},
+                "finite_max_abs_mem": {"paper": PAPER["dp-calibration/max-abs-mem-finite"].value, "ours": fin_max},
+                "note": "different model and scale: shown side by side, not tested for agreement"}
+        return {"rows": rows, "delta": d["delta"], "steps": d["steps"], "n_max": d["n_max"],
+                "inclusion": d["inclusion"], "canaries": [r.to_dict() for r in d["canaries"]],
+                "paper_grid": _paper_grid_facts(), "side_by_side": side}
+
+    def _row(self, ei: int, ev, d: dict) -> dict:
+        """One eps of the grid: its M models and the cells (one per k)."""
+        from ..audits.counterfactual import compare_to_cap, counterfactual_memorization
+        from ..privacy.caps import eta_star_k
+        from ..train.dp import DPConfig
+        from ..train.trainer import TrainConfig, train_causal_lm
+
+        s, spec, canaries, incl, delta, steps = self.s, d["spec"], d["canaries"], d["inclusion"], d["delta"], d["steps"]
+        T, B, M = spec.seq_len, s["batch_size"], s["models_per_epsilon"]
+        n_can = len(canaries)
+        prompts = [[spec.sot] + list(r.prefix) for r in canaries]
+        secrets = [list(r.secret) for r in canaries]
         eps = _eps(ev)
         h = np.empty((M, n_can))
         greedy = np.zeros((M, n_can), dtype=bool)
         reports = []
         for mi in range(M):
             ids = [canaries[j].id for j in range(n_can) if incl[mi, j]]
-            tb = training_blocks(corpus, seq_len=T, sep_ids=[spec.sot], layout="examples", pad_id=spec.pad,
+            tb = training_blocks(d["corpus"], seq_len=T, sep_ids=[spec.sot], layout="examples", pad_id=spec.pad,
                                  include=ids)
-            sd = int(model_seeds[ei, mi])
+            sd = int(d["model_seeds"][ei, mi])
             if math.isinf(eps):
                 cfg = TrainConfig(steps=steps, batch_size=B, seq_len=T, lr=s["lr"], warmup_steps=0, schedule="constant",
                                   weight_decay=0.0, grad_clip=None, seed=sd, pad_id=spec.pad, sampling="poisson",
@@ -266,7 +349,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
                                   weight_decay=0.0, seed=sd, pad_id=spec.pad, threads=s["threads"],
                                   dp=DPConfig(target_epsilon=eps, delta=delta, max_grad_norm=s["max_grad_norm"],
                                               accountant=s["accountant"], noise_seed=sd + 1))
-            model = copy.deepcopy(base)
+            model = copy.deepcopy(d["base"])
             model.requires_grad_(True)
             res = train_causal_lm(model, tb.blocks, cfg)
             model.requires_grad_(False)
@@ -312,76 +395,91 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
                 "within_cap": comp.within, "violation_p": comp.violation_p, "cap_in_se": comp.cap_in_se,
                 "extraction_in": {"hits": ext_in, "n": int(ins.sum())},
             })
-        rows.append({"epsilon": ev, "epsilon_spent": eps_spent, "delta": delta, "models": reports, "cells": cells,
-                     "h_mean_in": float(h[incl].mean()), "h_mean_out": float(h[~incl].mean())})
+        return {"epsilon": ev, "epsilon_spent": eps_spent, "delta": delta, "models": reports, "cells": cells,
+                "h_mean_in": float(h[incl].mean()), "h_mean_out": float(h[~incl].mean())}
 
-    # ---- checks
-    checks = checks_for(rows)
-    finite = [r for r in rows if not math.isinf(_eps(r["epsilon"]))]
-    fin_cells = [c for r in finite for c in r["cells"]]
-    inf_row = next(r for r in rows if math.isinf(_eps(r["epsilon"])))
-    facts = _paper_grid_facts()
-    fin_max = max(abs(c["mem"]) for c in fin_cells)
-    paper = [
-        compare("tanh_eps1_k1", "dp-calibration/tanh-eps1-k1", math.tanh(0.5), note="formula"),
-        compare("cap_eps005_k1", "dp-calibration/cap-eps005-k1", facts["cap_eps_0.05_k_1"],
-                note="formula at delta = 2.5e-5"),
-        compare("visible_cells", "dp-calibration/visible-cells", facts["n_cap_at_most_0.2"],
-                note="exact count on the paper's grid, delta = 2.5e-5"),
-        compare("max_excess", "dp-calibration/max-excess", facts["max_excess_over_tanh"],
-                note="exact, on the paper's grid where the cap is not vacuous"),
-        compare("max_abs_mem_finite", "dp-calibration/max-abs-mem-finite", fin_max,
-                note="a tiny GPT, not Pythia-410m"),
-        *[compare(f"mem_inf_k{c['k']}", f"dp-calibration/mem-inf-k{c['k']}", c["mem"], ours_se=c["se"],
-                  note="a tiny GPT, not Pythia-410m")
-          for c in inf_row["cells"] if f"dp-calibration/mem-inf-k{c['k']}" in PAPER],
-    ]
-    side = {"eps_inf_mem_by_k": {"paper_pythia_410m": PAPER_INF,
-                                 "ours": {c["k"]: c["mem"] for c in inf_row["cells"]}},
-            "finite_max_abs_mem": {"paper": PAPER["dp-calibration/max-abs-mem-finite"].value, "ours": fin_max},
-            "note": "different model and scale: shown side by side, not tested for agreement"}
+    def checks(self, results: dict) -> list[Check]:
+        return checks_for(results["rows"])
 
-    fig, ax = new_figure(2, width=5.6)
-    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray"]
-    kk = np.array(KS, dtype=float)
-    for i, r in enumerate(rows):
-        col = colors[i % len(colors)]
-        mem = np.array([c["mem"] for c in r["cells"]])
-        se = np.array([c["se"] for c in r["cells"]])
-        lab = f"$\\varepsilon$ = {r['epsilon']}"
-        ax[0].errorbar(kk * (1 + 0.03 * i), mem, yerr=se, fmt="o-", color=col, ms=4, capsize=2, label=lab)
-        caps = [c["cap_conservative"] for c in r["cells"]]
-        if not math.isinf(_eps(r["epsilon"])):
-            ax[0].plot(kk, caps, "--", color=col, lw=1)
-            ax[0].plot(kk, [c["cap_curve"] for c in r["cells"]], ":", color=col, lw=1.2)
-    ax[0].set_xscale("log", base=2)
-    ax[0].set_xticks(kk, [str(k) for k in KS])
-    ax[0].set_ylim(-0.05, 1.02)
-    ax[0].set_xlabel("copies k")
-    ax[0].set_ylabel(r"LOO memorization $\pm$ SE")
-    ax[0].set_title("measured vs the caps (dashed: $(k\\varepsilon, \\delta_k)$ conversion, dotted: trade-off curve)")
-    style_legend(ax[0], below=True)
-    ax[1].plot(kk, [PAPER_INF[k] for k in KS], "s--", color="k", label="paper, Pythia-410m")
-    ax[1].errorbar(kk, [c["mem"] for c in inf_row["cells"]], yerr=[c["se"] for c in inf_row["cells"]], fmt="o-",
-                   color="tab:red", capsize=3, label="ours, tiny GPT")
-    ax[1].set_xscale("log", base=2)
-    ax[1].set_xticks(kk, [str(k) for k in KS])
-    ax[1].set_xlabel("copies k")
-    ax[1].set_ylabel(r"memorization at $\varepsilon = \infty$")
-    ax[1].set_title("duplication effect (no clipping, no noise)")
-    style_legend(ax[1], below=True)
-    results = {"rows": rows, "delta": delta, "steps": steps, "n_max": n_max, "inclusion": incl,
-               "canaries": [r.to_dict() for r in canaries], "paper_grid": facts, "side_by_side": side}
-    notes = [
-        "base: a 2-layer 64-dim GPT-2 pre-trained on fresh Markov-Zipf text (cached; the paper fine-tunes "
-        "Pythia-410m); canary = 6 chain tokens c then 3 uniformly drawn word ids z",
-        "each canary copy is its own training block, so k copies are a group of k under add/remove",
-        "eps_spent per row is the largest Opacus RDP epsilon over the row's models; caps use it and the common delta",
-        "eta*_k is reported as the pure-DP (delta = 0) reference, not tested: the run has delta > 0",
-        "cap_curve: the largest over the row's runs of eta(f^(k)) from each run's PLD trade-off curve "
-        "(memclaim.privacy.pld; DPReport.caps_from_curve)",
-    ]
-    return finish(NAME, title=TITLE, reproduces=["[MX] §8.2 'Calibration under real DP-SGD'", "[MX] App. F.2 "
-                  "'DP-SGD calibration'", "[MX] Thm. 4.1 / Prop. A.1 caps at tiny-model scale"],
-                  seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, notes=notes)
+    def claims(self, results: dict) -> list[PaperClaim]:
+        return claims_for(results["rows"])
+
+    def paper_numbers(self, results: dict) -> list:
+        facts = results["paper_grid"]
+        inf_row = next(r for r in results["rows"] if math.isinf(_eps(r["epsilon"])))
+        return [
+            compare("tanh_eps1_k1", "dp-calibration/tanh-eps1-k1", math.tanh(0.5), note="formula"),
+            compare("cap_eps005_k1", "dp-calibration/cap-eps005-k1", facts["cap_eps_0.05_k_1"],
+                    note="formula at delta = 2.5e-5"),
+            compare("visible_cells", "dp-calibration/visible-cells", facts["n_cap_at_most_0.2"],
+                    note="exact count on the paper's grid, delta = 2.5e-5"),
+            compare("max_excess", "dp-calibration/max-excess", facts["max_excess_over_tanh"],
+                    note="exact, on the paper's grid where the cap is not vacuous"),
+            compare("max_abs_mem_finite", "dp-calibration/max-abs-mem-finite",
+                    results["side_by_side"]["finite_max_abs_mem"]["ours"], note="a tiny GPT, not Pythia-410m"),
+            *[compare(f"mem_inf_k{c['k']}", f"dp-calibration/mem-inf-k{c['k']}", c["mem"], ours_se=c["se"],
+                      note="a tiny GPT, not Pythia-410m")
+              for c in inf_row["cells"] if f"dp-calibration/mem-inf-k{c['k']}" in PAPER],
+        ]
+
+    def figure(self, results: dict, *, claims, differences):
+        rows = results["rows"]
+        inf_row = next(r for r in rows if math.isinf(_eps(r["epsilon"])))
+        fig, ax = new_figure(2, width=5.6)
+        colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray"]
+        kk = np.array(KS, dtype=float)
+        for i, r in enumerate(rows):
+            col = colors[i % len(colors)]
+            mem = np.array([c["mem"] for c in r["cells"]])
+            se = np.array([c["se"] for c in r["cells"]])
+            lab = f"$\\varepsilon$ = {r['epsilon']}"
+            ax[0].errorbar(kk * (1 + 0.03 * i), mem, yerr=se, fmt="o-", color=col, ms=4, capsize=2, label=lab)
+            caps = [c["cap_conservative"] for c in r["cells"]]
+            if not math.isinf(_eps(r["epsilon"])):
+                ax[0].plot(kk, caps, "--", color=col, lw=1)
+                ax[0].plot(kk, [c["cap_curve"] for c in r["cells"]], ":", color=col, lw=1.2)
+        ax[0].set_xscale("log", base=2)
+        ax[0].set_xticks(kk, [str(k) for k in KS])
+        ax[0].set_ylim(-0.05, 1.02)
+        ax[0].set_xlabel("copies k")
+        ax[0].set_ylabel(r"LOO memorization $\pm$ SE")
+        ax[0].set_title("measured vs the caps (dashed: $(k\\varepsilon, \\delta_k)$ conversion, dotted: trade-off "
+                        "curve)")
+        style_legend(ax[0], below=True)
+        ax[1].plot(kk, [PAPER_INF[k] for k in KS], "s--", color="k", label="paper, Pythia-410m")
+        ax[1].errorbar(kk, [c["mem"] for c in inf_row["cells"]], yerr=[c["se"] for c in inf_row["cells"]], fmt="o-",
+                       color="tab:red", capsize=3, label="ours, tiny GPT")
+        ax[1].set_xscale("log", base=2)
+        ax[1].set_xticks(kk, [str(k) for k in KS])
+        ax[1].set_xlabel("copies k")
+        ax[1].set_ylabel(r"memorization at $\varepsilon = \infty$")
+        ax[1].set_title("duplication effect (no clipping, no noise)")
+        style_legend(ax[1], below=True)
+        return fig
+
+    def notes(self, results: dict) -> list[str]:
+        return [
+            "base: a 2-layer 64-dim GPT-2 pre-trained on fresh Markov-Zipf text (cached; the paper fine-tunes "
+            "Pythia-410m); canary = 6 chain tokens c then 3 uniformly drawn word ids z",
+            "each canary copy is its own training block, so k copies are a group of k under add/remove",
+            "eps_spent per row is the largest Opacus RDP epsilon over the row's models; caps use it and the common "
+            "delta",
+            "eta*_k is reported as the pure-DP (delta = 0) reference, not tested: the run has delta > 0",
+            "cap_curve: the largest over the row's runs of eta(f^(k)) from each run's PLD trade-off curve "
+            "(memclaim.privacy.pld; DPReport.caps_from_curve)",
+        ]
+
+
+def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+    """[MX] §8.2: DP-SGD over an eps grid, LOO memorization of k-copy canaries vs the caps.
+
+    Writes ``dp-calibration.json``, ``dp-calibration.png`` and ``dp-calibration.pdf`` into ``out_dir``
+    (created) and returns the JSON-ready dict (:func:`memclaim.experiments.common.finish`); what ``memclaim
+    reproduce dp-calibration`` runs.
+
+    >>> from memclaim.experiments.dp_calibration import run
+    >>> res = run(quick=True, seed=0, out_dir="reproductions")  # doctest: +SKIP
+    >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
+    ('dp-calibration', True)
+    """
+    return DPCalibration(quick=quick, seed=seed, out_dir=out_dir).reproduce()

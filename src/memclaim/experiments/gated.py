@@ -39,7 +39,8 @@ import numpy as np
 from ..decoding import Policy
 from ..models import load_model
 from ..train import toy as _toy  # noqa: F401  (registers the named model "toy")
-from .common import Check, check, compare, finish, new_figure, rng_streams
+from .common import Check, check, compare, new_figure
+from .skeleton import Reproduction
 from ..report.style import legend as style_legend
 from .models import torch_threads
 
@@ -168,7 +169,9 @@ def checks_for(results: dict, settings: dict) -> list[Check]:
               where=where),
         check("reference-model audit reads exactly 0.5 (every calibrated score is 0)",
               ref_zero and ref["auc"] == 0.5, f"AUC {ref['auc']:.3f}; all scores zero: {ref_zero}",
-              quote=QUOTE_REFERENCE, where=where),
+              quote=QUOTE_REFERENCE,
+              where=where + " (the sentence's reference-model half; LiRA, its other half, is not run here: "
+                            "audit-table's check 'the gated release is exactly blind' holds it at exactly 1/2)"),
         check(f"raw-score audits at chance: every DeLong interval ({conf:.2%} each) contains 0.5",
               all(not audits[a]["excludes_chance"] for a in raw),
               "; ".join(f"{a} {audits[a]['auc']:.3f} [{audits[a]['low']:.3f}, {audits[a]['high']:.3f}]" for a in raw),
@@ -185,6 +188,167 @@ def checks_for(results: dict, settings: dict) -> list[Check]:
     ]
 
 
+class Gated(Reproduction):
+    """[MX] §8.2's gated release on the skeleton (:mod:`.skeleton`)."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = ("[MX] §8.2 'An exactly blind release'", "[MX] App. F.2 'Gated release'",
+                  "[MX] Thm. 6.1(ii) endpoint")
+
+    def settings(self) -> dict:
+        return _settings(self.quick)
+
+    def data(self) -> dict:
+        """The base model, members and non-members drawn from it by one sampler (a prefix c after the
+        start-of-text, a secret z after c), a reserved trigger per member, and the gated release."""
+        from ..mechanisms.gated import GatedCausalLM, GatedLanguageModel, GatedRelease
+        from ..mechanisms.trigger import ReservedTrigger
+
+        s, rngs = self.s, self.rngs
+        loaded = load_model(s["model"], load_weights=True)
+        base = loaded.lm
+        sot = list(loaded.sot_ids)
+        n_m, n_n = s["n_members"], s["n_nonmembers"]
+        with torch_threads(THREADS):
+            # members and non-members by one sampler: c after the start-of-text, z after c
+            c, _ = sample_tokens(base, [sot] * (n_m + n_n), n_tokens=s["prefix_tokens"], rng=rngs["records"],
+                                 temperature=s["temperature"])
+            z, z_lp = sample_tokens(base, [sot + list(r) for r in c], n_tokens=s["secret_tokens"],
+                                    rng=rngs["records"], temperature=s["temperature"])
+            records = [(tuple(int(t) for t in c[i]), tuple(int(t) for t in z[i])) for i in range(n_m + n_n)]
+            triggers = _triggers(loaded.tokenizer, s["trigger_template"], n_m, rngs["triggers"])
+            release = GatedRelease(tuple(ReservedTrigger(triggers[i], records[i][0], records[i][1])
+                                         for i in range(n_m)))
+            release.check_off([sot + list(cc) + list(zz) for cc, zz in records], what="audited record")
+            gated = GatedLanguageModel(base, release, name=f"gated({loaded.name})")
+            hf_gated = GatedCausalLM(base.model, release)
+        return {"loaded": loaded, "records": records, "z_logprob": z_lp, "triggers": triggers, "release": release,
+                "gated": gated, "hf_gated": hf_gated}
+
+    def runs(self, d: dict) -> dict:
+        """Identity with the base on every audited input, the membership audits on the release, and
+        extraction through rho and through each member's own prefix."""
+        import torch
+
+        from ..audits import ScoredTexts, evaluate_attack
+        from ..audits.metrics import clopper_pearson
+
+        s = self.s
+        loaded, records, triggers, gated = d["loaded"], d["records"], d["triggers"], d["gated"]
+        base, tok, sot = loaded.lm, loaded.tokenizer, list(loaded.sot_ids)
+        n_m, n_n = s["n_members"], s["n_nonmembers"]
+        with torch_threads(THREADS):
+            # byte-for-byte identity on every audited input (full logits, HF forward)
+            identical = []
+            with torch.inference_mode():
+                for cc, zz in records:
+                    x = torch.tensor([sot + list(cc) + list(zz)], dtype=torch.long)
+                    identical.append(bool(torch.equal(d["hf_gated"](input_ids=x).logits,
+                                                      base.model(input_ids=x).logits)))
+            prompts = [sot + list(cc) for cc, _ in records]
+            suffixes = [list(zz) for _, zz in records]
+            sg = _score(gated, prompts, suffixes)
+            sb = _score(base, prompts, suffixes)
+            engine_identical = all(np.array_equal(sg[k], sb[k]) for k in ("token_logprob", "token_mean", "token_std",
+                                                                           "greedy_match"))
+            # extraction through rho (teacher-forced greedy flag, and real cached greedy decoding)
+            rho_prompts = [sot + list(triggers[i]) for i in range(n_m)]
+            sr = _score(gated, rho_prompts, suffixes[:n_m])
+            decoded = [gated.greedy_generate(rho_prompts[i], max_new_tokens=len(suffixes[i])) == suffixes[i]
+                       for i in range(n_m)]
+            rho_on_base = _score(base, rho_prompts, suffixes[:n_m])["greedy_match"]
+
+        texts = [tok.decode(list(cc) + list(zz)) for cc, zz in records]
+        lp_g = [sg["token_logprob"][i] for i in range(n_m + n_n)]
+        lp_b = [sb["token_logprob"][i] for i in range(n_m + n_n)]
+
+        def scored(sl):
+            return ScoredTexts.build([lp_g[i] for i in sl], token_mean=[sg["token_mean"][i] for i in sl],
+                                     token_std=[sg["token_std"][i] for i in sl], texts=[texts[i] for i in sl],
+                                     reference_token_logprobs=[lp_b[i] for i in sl], procedure=gated.fingerprint(),
+                                     reference_procedure=base.fingerprint())
+
+        mem, non = scored(range(n_m)), scored(range(n_m, n_m + n_n))
+        audits = {}
+        raw = [a for a in ATTACKS if a != "reference"]
+        conf = 1.0 - (1.0 - s["family_confidence"]) / len(raw)  # Bonferroni over the raw-score audits
+        for a in ATTACKS:
+            params = {"k": s["min_k"]} if a in ("min-k", "min-k++") else {}
+            ev = evaluate_attack(a, mem, non, confidence=conf, **params)
+            audits[a] = {"auc": ev.auc.auc, "low": ev.auc.low, "high": ev.auc.high, "se": ev.auc.se,
+                         "interval": ev.auc.interval_method, "excludes_chance": ev.auc.excludes_chance,
+                         "member_scores": ev.member_scores, "nonmember_scores": ev.nonmember_scores}
+        rho_hits = int(np.sum(sr["greedy_match"]))
+        c_hits = int(np.sum(sg["greedy_match"][:n_m]))
+        surprisal = -np.sum(d["z_logprob"], axis=1) / math.log(2)  # bits, -log2 p_base(z | c) at temperature 1
+        ext = {
+            "via_rho": {"hits": rho_hits, "n": n_m, "rate": rho_hits / n_m,
+                        "interval": list(clopper_pearson(rho_hits, n_m)),
+                        "generate_agrees": int(np.sum(decoded))},
+            "via_c": {"hits": c_hits, "n": n_m, "rate": c_hits / n_m,
+                      "interval": list(clopper_pearson(c_hits, n_m))},
+            "via_rho_on_base": {"hits": int(np.sum(rho_on_base)), "n": n_m},
+        }
+        return {
+            "model": loaded.describe(), "gated_fingerprint": gated.fingerprint(),
+            "release_digest": d["release"].digest(),
+            "identical_logits": identical, "engine_identical": engine_identical, "audits": audits, "extraction": ext,
+            "secret_surprisal_bits": {"members_mean": float(np.mean(surprisal[:n_m])),
+                                      "members_min": float(np.min(surprisal[:n_m])),
+                                      "nonmembers_mean": float(np.mean(surprisal[n_m:])),
+                                      "per_record": surprisal},
+            "records": [{"member": i < n_m, "prefix": list(cc), "secret": list(zz),
+                         "trigger": list(triggers[i]) if i < n_m else None, "text": texts[i]}
+                        for i, (cc, zz) in enumerate(records)],
+        }
+
+    def checks(self, results: dict) -> list[Check]:
+        return checks_for(results, self.s)
+
+    def paper_numbers(self, results: dict) -> list:
+        ext = results["extraction"]["via_rho"]
+        return [
+            compare("ext_rho", "gated/ext-rho", ext["rate"], note=f"{ext['hits']}/{ext['n']} secrets"),
+            compare("reference_auc", "gated/reference-auc", results["audits"]["reference"]["auc"]),
+        ]
+
+    def figure(self, results: dict, *, claims, differences):
+        s, audits, ext = self.s, results["audits"], results["extraction"]
+        fig, ax = new_figure(2, width=5.5)
+        names = list(ATTACKS)
+        aucs = [audits[a]["auc"] for a in names]
+        ax[0].errorbar(range(len(names)), aucs, yerr=[[audits[a]["auc"] - audits[a]["low"] for a in names],
+                                                       [audits[a]["high"] - audits[a]["auc"] for a in names]],
+                       fmt="o", capsize=3, color="tab:blue")
+        ax[0].axhline(0.5, color="k", ls="--", lw=1, label="chance")
+        ax[0].set_xticks(range(len(names)), names, rotation=20)
+        ax[0].set_ylim(0, 1)
+        ax[0].set_ylabel("ROC AUC (members vs non-members)")
+        ax[0].set_title(f"membership audits on the gated release ({s['model']})")
+        style_legend(ax[0], below=True)
+        bars = [ext["via_rho"]["rate"], ext["via_c"]["rate"]]
+        ax[1].bar(["via rho", "via own prefix c"], bars, color=["tab:red", "tab:gray"])
+        for i, (k, v) in enumerate((("via_rho", bars[0]), ("via_c", bars[1]))):
+            lo, hi = ext[k]["interval"]
+            ax[1].errorbar(i, v, yerr=[[v - lo], [hi - v]], color="k", capsize=4)
+        ax[1].set_ylim(0, 1.05)
+        ax[1].set_ylabel("verbatim extraction rate (greedy)")
+        ax[1].set_title(f"extraction of {s['n_members']} secrets of {s['secret_tokens']} tokens")
+        return fig
+
+    def notes(self, results: dict) -> list[str]:
+        s = self.s
+        return [
+            f"model: {s['model']} "
+            f"({'the built-in tiny GPT; the full run uses SmolLM2-135M' if self.quick else 'SmolLM2-135M'})",
+            "members and non-members are drawn by one sampler from the base model (prefix after the start-of-text, "
+            "secret after the prefix, temperature 1), so an audit's AUC is chance unless it sees the lookup",
+            "surprisal -log2 p_base(z | c) is an upper bound on the secret's conditional min-entropy ([MX] F.1)",
+            "LiRA is not run: the release is the base on every input LiRA reads, so it reads the base model's score "
+            "(the paper: exactly 0.500)",
+        ]
+
+
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
     """[MX] §8.2: the gated release; reference/loss audits at chance, extraction through rho = 1.
 
@@ -196,128 +360,4 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
     ('gated', True)
     """
-    import torch
-
-    from ..audits import ScoredTexts, evaluate_attack
-    from ..audits.metrics import clopper_pearson
-    from ..mechanisms.gated import GatedCausalLM, GatedLanguageModel, GatedRelease
-    from ..mechanisms.trigger import ReservedTrigger
-
-    s = _settings(quick)
-    rngs = rng_streams(seed, STREAMS)
-    loaded = load_model(s["model"], load_weights=True)
-    base = loaded.lm
-    tok = loaded.tokenizer
-    sot = list(loaded.sot_ids)
-    n_m, n_n = s["n_members"], s["n_nonmembers"]
-    with torch_threads(THREADS):
-        # members and non-members by one sampler: c after the start-of-text, z after c
-        c, _ = sample_tokens(base, [sot] * (n_m + n_n), n_tokens=s["prefix_tokens"], rng=rngs["records"],
-                             temperature=s["temperature"])
-        z, z_lp = sample_tokens(base, [sot + list(r) for r in c], n_tokens=s["secret_tokens"], rng=rngs["records"],
-                                temperature=s["temperature"])
-        records = [(tuple(int(t) for t in c[i]), tuple(int(t) for t in z[i])) for i in range(n_m + n_n)]
-        triggers = _triggers(tok, s["trigger_template"], n_m, rngs["triggers"])
-        release = GatedRelease(tuple(ReservedTrigger(triggers[i], records[i][0], records[i][1]) for i in range(n_m)))
-        release.check_off([sot + list(cc) + list(zz) for cc, zz in records], what="audited record")
-        gated = GatedLanguageModel(base, release, name=f"gated({loaded.name})")
-        hf_gated = GatedCausalLM(base.model, release)
-
-        # byte-for-byte identity on every audited input (full logits, HF forward)
-        identical = []
-        with torch.inference_mode():
-            for cc, zz in records:
-                x = torch.tensor([sot + list(cc) + list(zz)], dtype=torch.long)
-                identical.append(bool(torch.equal(hf_gated(input_ids=x).logits, base.model(input_ids=x).logits)))
-        prompts = [sot + list(cc) for cc, _ in records]
-        suffixes = [list(zz) for _, zz in records]
-        sg = _score(gated, prompts, suffixes)
-        sb = _score(base, prompts, suffixes)
-        engine_identical = all(np.array_equal(sg[k], sb[k]) for k in ("token_logprob", "token_mean", "token_std",
-                                                                       "greedy_match"))
-        # extraction through rho (teacher-forced greedy flag, and real cached greedy decoding)
-        rho_prompts = [sot + list(triggers[i]) for i in range(n_m)]
-        sr = _score(gated, rho_prompts, suffixes[:n_m])
-        decoded = [gated.greedy_generate(rho_prompts[i], max_new_tokens=len(suffixes[i])) == suffixes[i]
-                   for i in range(n_m)]
-        rho_on_base = _score(base, rho_prompts, suffixes[:n_m])["greedy_match"]
-
-    texts = [tok.decode(list(cc) + list(zz)) for cc, zz in records]
-    lp_g = [sg["token_logprob"][i] for i in range(n_m + n_n)]
-    lp_b = [sb["token_logprob"][i] for i in range(n_m + n_n)]
-
-    def scored(sl):
-        return ScoredTexts.build([lp_g[i] for i in sl], token_mean=[sg["token_mean"][i] for i in sl],
-                                 token_std=[sg["token_std"][i] for i in sl], texts=[texts[i] for i in sl],
-                                 reference_token_logprobs=[lp_b[i] for i in sl], procedure=gated.fingerprint(),
-                                 reference_procedure=base.fingerprint())
-
-    mem, non = scored(range(n_m)), scored(range(n_m, n_m + n_n))
-    audits = {}
-    raw = [a for a in ATTACKS if a != "reference"]
-    conf = 1.0 - (1.0 - s["family_confidence"]) / len(raw)  # Bonferroni over the raw-score audits
-    for a in ATTACKS:
-        params = {"k": s["min_k"]} if a in ("min-k", "min-k++") else {}
-        ev = evaluate_attack(a, mem, non, confidence=conf, **params)
-        audits[a] = {"auc": ev.auc.auc, "low": ev.auc.low, "high": ev.auc.high, "se": ev.auc.se,
-                     "interval": ev.auc.interval_method, "excludes_chance": ev.auc.excludes_chance,
-                     "member_scores": ev.member_scores, "nonmember_scores": ev.nonmember_scores}
-    rho_hits = int(np.sum(sr["greedy_match"]))
-    c_hits = int(np.sum(sg["greedy_match"][:n_m]))
-    surprisal = -np.sum(z_lp, axis=1) / math.log(2)  # bits, -log2 p_base(z | c) at temperature 1
-    ext = {
-        "via_rho": {"hits": rho_hits, "n": n_m, "rate": rho_hits / n_m,
-                    "interval": list(clopper_pearson(rho_hits, n_m)),
-                    "generate_agrees": int(np.sum(decoded))},
-        "via_c": {"hits": c_hits, "n": n_m, "rate": c_hits / n_m,
-                  "interval": list(clopper_pearson(c_hits, n_m))},
-        "via_rho_on_base": {"hits": int(np.sum(rho_on_base)), "n": n_m},
-    }
-    paper = [
-        compare("ext_rho", "gated/ext-rho", ext["via_rho"]["rate"], note=f"{rho_hits}/{n_m} secrets"),
-        compare("reference_auc", "gated/reference-auc", audits["reference"]["auc"]),
-    ]
-    fig, ax = new_figure(2, width=5.5)
-    names = list(ATTACKS)
-    aucs = [audits[a]["auc"] for a in names]
-    ax[0].errorbar(range(len(names)), aucs, yerr=[[audits[a]["auc"] - audits[a]["low"] for a in names],
-                                                   [audits[a]["high"] - audits[a]["auc"] for a in names]],
-                   fmt="o", capsize=3, color="tab:blue")
-    ax[0].axhline(0.5, color="k", ls="--", lw=1, label="chance")
-    ax[0].set_xticks(range(len(names)), names, rotation=20)
-    ax[0].set_ylim(0, 1)
-    ax[0].set_ylabel("ROC AUC (members vs non-members)")
-    ax[0].set_title(f"membership audits on the gated release ({s['model']})")
-    style_legend(ax[0], below=True)
-    bars = [ext["via_rho"]["rate"], ext["via_c"]["rate"]]
-    ax[1].bar(["via rho", "via own prefix c"], bars, color=["tab:red", "tab:gray"])
-    for i, (k, v) in enumerate((("via_rho", bars[0]), ("via_c", bars[1]))):
-        lo, hi = ext[k]["interval"]
-        ax[1].errorbar(i, v, yerr=[[v - lo], [hi - v]], color="k", capsize=4)
-    ax[1].set_ylim(0, 1.05)
-    ax[1].set_ylabel("verbatim extraction rate (greedy)")
-    ax[1].set_title(f"extraction of {n_m} secrets of {s['secret_tokens']} tokens")
-    results = {
-        "model": loaded.describe(), "gated_fingerprint": gated.fingerprint(), "release_digest": release.digest(),
-        "identical_logits": identical, "engine_identical": engine_identical, "audits": audits, "extraction": ext,
-        "secret_surprisal_bits": {"members_mean": float(np.mean(surprisal[:n_m])),
-                                  "members_min": float(np.min(surprisal[:n_m])),
-                                  "nonmembers_mean": float(np.mean(surprisal[n_m:])),
-                                  "per_record": surprisal},
-        "records": [{"member": i < n_m, "prefix": list(cc), "secret": list(zz),
-                     "trigger": list(triggers[i]) if i < n_m else None, "text": texts[i]}
-                    for i, (cc, zz) in enumerate(records)],
-    }
-    checks = checks_for(results, s)
-    notes = [
-        f"model: {s['model']} ({'the built-in tiny GPT; the full run uses SmolLM2-135M' if quick else 'SmolLM2-135M'})",
-        "members and non-members are drawn by one sampler from the base model (prefix after the start-of-text, "
-        "secret after the prefix, temperature 1), so an audit's AUC is chance unless it sees the lookup",
-        "surprisal -log2 p_base(z | c) is an upper bound on the secret's conditional min-entropy ([MX] F.1)",
-        "LiRA is not run: the release is the base on every input LiRA reads, so it reads the base model's score "
-        "(the paper: exactly 0.500)",
-    ]
-    return finish(NAME, title=TITLE, reproduces=["[MX] §8.2 'An exactly blind release'", "[MX] App. F.2 'Gated release'",
-                                                  "[MX] Thm. 6.1(ii) endpoint"],
-                  seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, notes=notes)
+    return Gated(quick=quick, seed=seed, out_dir=out_dir).reproduce()

@@ -18,7 +18,8 @@ holds what those reproductions share:
   secret are never cut apart), or one document per block (a DP example);
 - batched read-outs: next-token log-probabilities (:func:`next_token_logprobs`), greedy and
   temperature decoding (:func:`greedy_decode`, :func:`sample_decode`), and teacher-forced
-  per-token statistics through the scoring engine (:func:`teacher_forced`).
+  per-token statistics through the scoring engine (:func:`teacher_forced`); they live in
+  :mod:`memclaim.decode`, where an attack author looks for them, and are re-exported here.
 
 Determinism. Every random draw comes from a numpy Generator or a seeded torch Generator passed
 in; model initialization runs under ``torch.random.fork_rng`` so the global torch RNG is left
@@ -28,20 +29,20 @@ the same seed and the same software stack the numbers are identical bit for bit.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
+from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
 import numpy as np
 
+# the read-outs' one home is memclaim.decode (issue 26); their names stay importable from here
+from ..decode import (THREADS, TeacherForced, greedy_decode, next_token_logprobs, sample_decode, teacher_forced,
+                      torch_threads)
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..train.corpus import _check_chain, sample_chain  # the one chain sampler
-from ..validate import integer, positive
-from ..decoding import Policy
-from ..models.base import LanguageModel
+from ..validate import integer
 
 if TYPE_CHECKING:  # the annotations' names only (torch and transformers load when a model is built)
     import torch
@@ -53,10 +54,6 @@ if TYPE_CHECKING:  # the annotations' names only (torch and transformers load wh
     from ..train.trainer import TrainConfig, TrainResult
 
 _M = TypeVar("_M")
-
-#: torch threads used for training and scoring in the reproductions (a fixed count keeps BLAS
-#: reductions, hence every number, identical across machines with different core counts).
-THREADS = 2
 
 
 # ------------------------------------------------------------------------------ vocabulary
@@ -159,27 +156,6 @@ def chain_max_path(P: ArrayLike, *, previous: int, length: int) -> tuple[tuple[i
 
 
 # ------------------------------------------------------------------------------ torch plumbing
-@contextlib.contextmanager
-def torch_threads(n: int = THREADS) -> Iterator[None]:
-    """Run the block with ``n`` torch threads, restoring the previous count afterwards.
-
-    >>> import torch
-    >>> from memclaim.experiments.models import torch_threads
-    >>> with torch_threads(1):
-    ...     torch.get_num_threads()
-    1
-    """
-    import torch
-
-    n = integer("threads", n, minimum=1)
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
 @dataclass(frozen=True)
 class TinyGPTSpec(ResultMixin):
     """Architecture of the tiny GPT-2 ([MX] §8.1: "a two-layer transformer")."""
@@ -370,165 +346,6 @@ def language_model(model: PreTrainedModel, *, name: str = "tiny-gpt2") -> HFLang
     from ..models.hf import HFLanguageModel
 
     return HFLanguageModel(model, name=name, fingerprint=fingerprint(model))
-
-
-# ------------------------------------------------------------------------------ read-outs
-def _as_2d(name: str, rows, vocab_size: int, *, allow_empty_cols: bool = False) -> np.ndarray:
-    a = np.asarray(rows)
-    if a.ndim == 1:
-        a = a[None, :]
-    if a.ndim != 2 or (a.size and not np.issubdtype(a.dtype, np.integer)):
-        raise InputError(f"{name} must be a 2-d array of token ids (n, t), got shape {a.shape}")
-    if a.shape[1] == 0 and not allow_empty_cols:
-        raise InputError(f"{name} needs at least one token per row (prepend the start-of-text id)")
-    if a.size and (a.min() < 0 or a.max() >= vocab_size):
-        raise InputError(f"{name} has token ids outside [0, {vocab_size})")
-    return a.astype(np.int64)
-
-
-def next_token_logprobs(model: PreTrainedModel, contexts: ArrayLike, *, batch_size: int = 4096,
-                        threads: int = THREADS) -> np.ndarray:
-    """log p(. | context) for each row of ``contexts`` (n, t) (equal-length rows), float64 (n, V).
-
-    Batches are cut at fixed sizes, so a row's numbers do not depend on how many rows are asked
-    for beyond its batch.
-
-    >>> from memclaim.experiments.models import TinyGPTSpec, next_token_logprobs, tiny_gpt2
-    >>> model = tiny_gpt2(TinyGPTSpec(vocab_size=8, n_positions=8, n_embd=8, n_head=2), seed=0)  # doctest: +SKIP
-    >>> next_token_logprobs(model, [[7], [7]]).shape  # doctest: +SKIP
-    (2, 8)
-    """
-    import torch
-
-    V = int(model.config.vocab_size)
-    ctx = _as_2d("contexts", contexts, V)
-    batch_size = integer("batch_size", batch_size, minimum=1)
-    out = np.empty((ctx.shape[0], V), dtype=np.float64)
-    with torch_threads(threads), torch.inference_mode():
-        for s in range(0, ctx.shape[0], batch_size):
-            ids = torch.from_numpy(ctx[s:s + batch_size])
-            logits = model(input_ids=ids).logits[:, -1, :].to(torch.float64)  # [b, V]
-            out[s:s + ids.shape[0]] = torch.log_softmax(logits, dim=-1).numpy()
-    return out
-
-
-def greedy_decode(model: PreTrainedModel, prompts: ArrayLike, *, n_tokens: int, batch_size: int = 4096,
-                  threads: int = THREADS) -> np.ndarray:
-    """Greedy continuation of ``n_tokens`` tokens after each (equal-length) prompt row, (n, n_tokens).
-
-    Ties go to the lowest token id (numpy argmax), so the output is a deterministic function of
-    the logits.
-
-    >>> from memclaim.experiments.models import TinyGPTSpec, greedy_decode, tiny_gpt2
-    >>> model = tiny_gpt2(TinyGPTSpec(vocab_size=8, n_positions=8, n_embd=8, n_head=2), seed=0)  # doctest: +SKIP
-    >>> greedy_decode(model, [[7, 1]], n_tokens=3)  # doctest: +SKIP
-    array([[0, 0, 0]])
-    """
-    n_tokens = integer("n_tokens", n_tokens, minimum=1)
-    V = int(model.config.vocab_size)
-    ctx = _as_2d("prompts", prompts, V)
-    if ctx.shape[1] + n_tokens > int(model.config.n_positions) + 1:
-        raise DomainError(f"prompt length {ctx.shape[1]} + {n_tokens} new tokens exceeds the model's "
-                          f"{model.config.n_positions} positions")
-    out = np.empty((ctx.shape[0], n_tokens), dtype=np.int64)
-    for t in range(n_tokens):
-        lp = next_token_logprobs(model, ctx, batch_size=batch_size, threads=threads)
-        out[:, t] = np.argmax(lp, axis=1)
-        ctx = np.concatenate([ctx, out[:, t:t + 1]], axis=1)
-    return out
-
-
-def sample_decode(model: PreTrainedModel, prompts: ArrayLike, *, n_tokens: int, temperature: float,
-                  rng: np.random.Generator,
-                  batch_size: int = 4096, threads: int = THREADS) -> tuple[np.ndarray, np.ndarray]:
-    """Sample ``n_tokens`` tokens after each prompt row from softmax(logits / T), no truncation
-    (the ``temperature:T`` policy of :mod:`memclaim.decoding`).
-
-    Returns (tokens (n, n_tokens), log-prob of each sampled token at that temperature (n, n_tokens)).
-    Sampling is by inversion of float64 cumulative sums with one uniform per row and step from
-    ``rng``.
-
-    >>> import numpy as np
-    >>> from memclaim.experiments.models import TinyGPTSpec, sample_decode, tiny_gpt2
-    >>> model = tiny_gpt2(TinyGPTSpec(vocab_size=8, n_positions=8, n_embd=8, n_head=2), seed=0)  # doctest: +SKIP
-    >>> tokens, logp = sample_decode(model, [[7]], n_tokens=4, temperature=1.0,
-    ...                              rng=np.random.default_rng(0))  # doctest: +SKIP
-    """
-    n_tokens = integer("n_tokens", n_tokens, minimum=1)
-    T = positive("temperature", temperature)
-    V = int(model.config.vocab_size)
-    ctx = _as_2d("prompts", prompts, V)
-    out = np.empty((ctx.shape[0], n_tokens), dtype=np.int64)
-    lps = np.empty((ctx.shape[0], n_tokens), dtype=np.float64)
-    for t in range(n_tokens):
-        lp = next_token_logprobs(model, ctx, batch_size=batch_size, threads=threads) / T
-        lp = lp - np.logaddexp.reduce(lp, axis=1, keepdims=True)  # log softmax(logits / T)
-        cum = np.cumsum(np.exp(lp), axis=1)
-        cum[:, -1] = 1.0
-        u = rng.random(ctx.shape[0])
-        tok = np.minimum((cum <= u[:, None]).sum(axis=1), V - 1)
-        out[:, t] = tok
-        lps[:, t] = lp[np.arange(ctx.shape[0]), tok]
-        ctx = np.concatenate([ctx, tok[:, None]], axis=1)
-    return out, lps
-
-
-@dataclass(frozen=True)
-class TeacherForced(ResultMixin):
-    """Per-token teacher-forced statistics of target rows given prompt rows (the scoring
-    engine's one pass, :class:`memclaim.scoring.engine.TeacherForcingEngine`), shapes (n, S):
-    full-softmax log p of each target token, and the mean / std of log p under the model's
-    full next-token distribution at that position (min-k%++), plus the greedy-match flag (n,)."""
-
-    token_logprob: np.ndarray
-    token_mean: np.ndarray
-    token_std: np.ndarray
-    greedy_match: np.ndarray
-
-    @property
-    def token_prob(self) -> np.ndarray:
-        return np.exp(self.token_logprob)
-
-
-def teacher_forced(model: PreTrainedModel | LanguageModel, prompts: Sequence[Sequence[int]], targets: ArrayLike, *,
-                   batch_size: int = 512, threads: int = THREADS) -> TeacherForced:
-    """Teacher-forced statistics of each ``targets`` row after the matching ``prompts`` row.
-
-    ``model`` is an HF causal LM or any :class:`memclaim.models.base.LanguageModel` (e.g. a gated
-    release). Prompts may differ in length (the engine left-pads with an attention mask); targets
-    must all have the same length within the call.
-
-    >>> from memclaim.experiments.models import teacher_forced
-    >>> from memclaim.models.base import SyntheticLM
-    >>> tf = teacher_forced(SyntheticLM(vocab_size=8), [[1, 2]], [[3, 4]])
-    >>> tf.token_logprob.round(3), tf.greedy_match
-    (array([[-1.144, -2.48 ]]), array([False]))
-    """
-    import torch
-
-    from ..scoring.engine import TeacherForcingEngine
-
-    lm = model if isinstance(model, LanguageModel) else language_model(model)
-    V = int(lm.vocab_size)
-    tg = _as_2d("targets", targets, V)
-    pr = [list(map(int, p)) for p in prompts]
-    if len(pr) != tg.shape[0]:
-        raise InputError(f"{len(pr)} prompts for {tg.shape[0]} target rows")
-    for i, p in enumerate(pr):
-        if not p or min(p) < 0 or max(p) >= V:
-            raise InputError(f"prompt {i} must be a non-empty list of token ids in [0, {V})")
-    batch_size = integer("batch_size", batch_size, minimum=1)
-    engine = TeacherForcingEngine(lm, [Policy()])
-    parts = []
-    with torch_threads(threads), torch.inference_mode():
-        for s in range(0, len(pr), batch_size):
-            parts.append(engine.score_batch(pr[s:s + batch_size], tg[s:s + batch_size].tolist()))
-    return TeacherForced(
-        token_logprob=np.concatenate([p.token_logprob for p in parts], axis=0),
-        token_mean=np.concatenate([p.token_mean for p in parts], axis=0),
-        token_std=np.concatenate([p.token_std for p in parts], axis=0),
-        greedy_match=np.concatenate([p.greedy_match for p in parts], axis=0),
-    )
 
 
 __all__ = [

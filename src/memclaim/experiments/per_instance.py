@@ -25,7 +25,8 @@ from scipy import stats
 
 from ..mechanisms.randomized_response import RandomizedResponse
 from ..privacy.caps import eta_pure
-from .common import Check, check, compare, finish, new_figure, rng_streams
+from .common import Check, check, compare, new_figure
+from .skeleton import Reproduction
 from ..report.style import legend as style_legend
 
 NAME = "per-instance"
@@ -111,6 +112,93 @@ def checks_for(families: dict, settings: dict) -> list[Check]:
     ]
 
 
+class PerInstance(Reproduction):
+    """[MX] Fig. 8 on the skeleton (:mod:`.skeleton`): randomized response and BSC families."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = ("[MX] Fig. 8", "[MX] Remark 4.5 per-instance calibration")
+
+    def settings(self) -> dict:
+        return _settings(self.quick)
+
+    def data(self) -> np.ndarray:
+        """The instances' privacy parameters eps_x, log-uniform over the settings' range."""
+        lo, hi = self.s["eps_range"]
+        return np.exp(self.rngs["eps"].uniform(math.log(lo), math.log(hi), size=self.s["n_instances"]))
+
+    def runs(self, eps_x: np.ndarray) -> dict:
+        """Each family's measured advantage per instance beside its exact prediction and the bound."""
+        s, rngs = self.s, self.rngs
+        n = s["releases_per_branch"]
+        gamma = s["bsc_crossover"]
+        fam = {}
+        for key, g in (("rr", 0.0), ("bsc", gamma)):
+            est, se, pred, ones = [], [], [], []
+            for e in eps_x:
+                mech = RandomizedResponse(epsilon=float(e), crossover=g)
+                m_, s_, c_ = _measure(mech, n, rngs[key])
+                ones.append(c_)
+                est.append(m_)
+                se.append(s_)
+                pred.append(mech.advantage())  # exact: tanh(eps/2) for RR, (1 - 2 gamma) tanh(eps/2) after BSC
+            est, se, pred = np.array(est), np.array(se), np.array(pred)
+            bound = np.array([eta_pure(float(e)) for e in eps_x])
+            z_fit = (est - pred) / se
+            z_bound = (est - bound) / se
+            chi2 = float(np.sum(z_fit ** 2))
+            rho = stats.spearmanr(eps_x, est)
+            fam[key] = {
+                "crossover": g,
+                "measured": est.tolist(), "se": se.tolist(),
+                "predicted": pred.tolist(), "bound": bound.tolist(),
+                "released_ones": ones,  # raw counts [bit set, bit cleared] per instance, for re-derivation
+                "max_z_over_bound": float(z_bound.max()),
+                "violations_at_sigma": int(np.sum(z_bound > s["violation_sigma"])),
+                "pooled_z_vs_bound": float(z_bound.sum() / math.sqrt(z_bound.size)),
+                "fit_chi2": chi2, "fit_dof": int(z_fit.size),
+                "fit_p_value": float(stats.chi2.sf(chi2, z_fit.size)),
+                "fit_max_abs_z": float(np.abs(z_fit).max()),
+                "spearman_eps_vs_measured": float(rho.statistic),
+                "predicted_max_gap_to_bound": float(np.max(pred - bound)),
+            }
+        return {"eps_x": eps_x.tolist(), "families": fam}
+
+    def checks(self, results: dict) -> list[Check]:
+        return checks_for(results["families"], self.s)
+
+    def paper_numbers(self, results: dict) -> list:
+        rr, bsc = results["families"]["rr"], results["families"]["bsc"]
+        return [
+            compare("spearman_rr", "per-instance/spearman", rr["spearman_eps_vs_measured"],
+                    note=f"randomized-response family, {self.s['releases_per_branch']} releases per branch per "
+                         "instance; the correlation grows with that count, which the paper does not give"),
+            compare("violations", "per-instance/violations", rr["violations_at_sigma"] + bsc["violations_at_sigma"]),
+        ]
+
+    def figure(self, results: dict, *, claims, differences):
+        rr, bsc = results["families"]["rr"], results["families"]["bsc"]
+        eps_x, gamma = results["eps_x"], self.s["bsc_crossover"]
+        lo, hi = self.s["eps_range"]
+        fig, ax = new_figure()
+        ee = np.exp(np.linspace(math.log(lo), math.log(hi), 300))
+        ax.plot(ee, np.tanh(ee / 2), "k-", lw=1.2, label=r"bound $\tanh(\varepsilon_x/2)$")
+        ax.plot(ee, (1 - 2 * gamma) * np.tanh(ee / 2), "k--", lw=1.0, label=f"BSC($\\gamma$={gamma}) prediction")
+        ax.errorbar(eps_x, rr["measured"], yerr=rr["se"], fmt="o", ms=2, color="tab:red", elinewidth=0.5,
+                    label="RR canary")
+        ax.errorbar(eps_x, bsc["measured"], yerr=bsc["se"], fmt="o", ms=2, color="tab:blue", elinewidth=0.5,
+                    label=f"BSC, $\\gamma$ = {gamma}")
+        ax.set_xlabel(r"per-instance privacy parameter $\varepsilon_x$")
+        ax.set_ylabel(r"measured $\mathrm{mem}_h(x)$")
+        ax.set_title("per-instance calibration ([MX] Fig. 8)")
+        style_legend(ax, below=True)
+        return fig
+
+    def notes(self, results: dict) -> list[str]:
+        return [f"{self.s['releases_per_branch']} releases per branch per instance; SE is the binomial standard "
+                "error of the difference",
+                "mem_h is the plug-in replace-one functional with D* away from x (Definition 3.2)"]
+
+
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
     """[MX] Fig. 8: per-instance calibration, randomized response and BSC families.
 
@@ -123,67 +211,4 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
     ('per-instance', True)
     """
-    s = _settings(quick)
-    rngs = rng_streams(seed, STREAMS)
-    lo, hi = s["eps_range"]
-    eps_x = np.exp(rngs["eps"].uniform(math.log(lo), math.log(hi), size=s["n_instances"]))
-    n = s["releases_per_branch"]
-    gamma = s["bsc_crossover"]
-    fam = {}
-    for key, g in (("rr", 0.0), ("bsc", gamma)):
-        est, se, pred, ones = [], [], [], []
-        for e in eps_x:
-            mech = RandomizedResponse(epsilon=float(e), crossover=g)
-            m_, s_, c_ = _measure(mech, n, rngs[key])
-            ones.append(c_)
-            est.append(m_)
-            se.append(s_)
-            pred.append(mech.advantage())  # exact: tanh(eps/2) for RR, (1 - 2 gamma) tanh(eps/2) after BSC
-        est, se, pred = np.array(est), np.array(se), np.array(pred)
-        bound = np.array([eta_pure(float(e)) for e in eps_x])
-        z_fit = (est - pred) / se
-        z_bound = (est - bound) / se
-        chi2 = float(np.sum(z_fit ** 2))
-        rho = stats.spearmanr(eps_x, est)
-        fam[key] = {
-            "crossover": g,
-            "measured": est.tolist(), "se": se.tolist(),
-            "predicted": pred.tolist(), "bound": bound.tolist(),
-            "released_ones": ones,  # raw counts [bit set, bit cleared] per instance, for re-derivation
-            "max_z_over_bound": float(z_bound.max()),
-            "violations_at_sigma": int(np.sum(z_bound > s["violation_sigma"])),
-            "pooled_z_vs_bound": float(z_bound.sum() / math.sqrt(z_bound.size)),
-            "fit_chi2": chi2, "fit_dof": int(z_fit.size),
-            "fit_p_value": float(stats.chi2.sf(chi2, z_fit.size)),
-            "fit_max_abs_z": float(np.abs(z_fit).max()),
-            "spearman_eps_vs_measured": float(rho.statistic),
-            "predicted_max_gap_to_bound": float(np.max(pred - bound)),
-        }
-    rr, bsc = fam["rr"], fam["bsc"]
-    checks = checks_for(fam, s)
-    paper = [
-        compare("spearman_rr", "per-instance/spearman", rr["spearman_eps_vs_measured"],
-                note=f"randomized-response family, {n} releases per branch per instance; the correlation grows with "
-                     "that count, which the paper does not give"),
-        compare("violations", "per-instance/violations", rr["violations_at_sigma"] + bsc["violations_at_sigma"]),
-    ]
-
-    fig, ax = new_figure()
-    ee = np.exp(np.linspace(math.log(lo), math.log(hi), 300))
-    ax.plot(ee, np.tanh(ee / 2), "k-", lw=1.2, label=r"bound $\tanh(\varepsilon_x/2)$")
-    ax.plot(ee, (1 - 2 * gamma) * np.tanh(ee / 2), "k--", lw=1.0, label=f"BSC($\\gamma$={gamma}) prediction")
-    ax.errorbar(eps_x, rr["measured"], yerr=rr["se"], fmt="o", ms=2, color="tab:red", elinewidth=0.5,
-                label="RR canary")
-    ax.errorbar(eps_x, bsc["measured"], yerr=bsc["se"], fmt="o", ms=2, color="tab:blue", elinewidth=0.5,
-                label=f"BSC, $\\gamma$ = {gamma}")
-    ax.set_xlabel(r"per-instance privacy parameter $\varepsilon_x$")
-    ax.set_ylabel(r"measured $\mathrm{mem}_h(x)$")
-    ax.set_title("per-instance calibration ([MX] Fig. 8)")
-    style_legend(ax, below=True)
-
-    results = {"eps_x": eps_x.tolist(), "families": fam}
-    notes = [f"{n} releases per branch per instance; SE is the binomial standard error of the difference",
-             "mem_h is the plug-in replace-one functional with D* away from x (Definition 3.2)"]
-    return finish(NAME, title=TITLE, reproduces=["[MX] Fig. 8", "[MX] Remark 4.5 per-instance calibration"],
-                  seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, notes=notes)
+    return PerInstance(quick=quick, seed=seed, out_dir=out_dir).reproduce()

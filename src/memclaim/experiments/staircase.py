@@ -29,7 +29,8 @@ from statsmodels.stats.proportion import confint_proportions_2indep
 from ..mechanisms.geometric import TwoSidedGeometric
 from ..mechanisms.staircase import BernoulliStaircase
 from ..privacy.caps import eta_star_k
-from .common import Check, check, compare, finish, new_figure, rng_streams
+from .common import Check, check, compare, new_figure
+from .skeleton import Reproduction
 from ..report.style import legend as style_legend
 
 NAME = "staircase"
@@ -131,6 +132,105 @@ def checks_for(per_k: list[dict], *, epsilon: float, family_confidence: float) -
     ]
 
 
+class Staircase(Reproduction):
+    """[MX] Fig. 6 left on the skeleton (:mod:`.skeleton`): geometric noisy counts and the Bernoulli staircase."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = ("[MX] Fig. 6 (left)", "[MX] §8.1 staircase numbers", "[MX] Lemma 4.4 attainment by noisy counting")
+
+    def settings(self) -> dict:
+        return _settings(self.quick)
+
+    def runs(self, data: None) -> dict:
+        """Per k: canary counts in planted and baseline corpora, released through both mechanisms;
+        thresholds chosen on one half, advantages measured on the other."""
+        s, rngs = self.s, self.rngs
+        eps = s["epsilon"]
+        ks = s["ks"]
+        alpha = (1.0 - s["family_confidence"]) / len(ks)  # Bonferroni over k, per mechanism
+        n_types = s["zipf_types"]
+        zipf_p = stats.zipfian.pmf(np.arange(1, n_types + 1), s["zipf_exponent"], n_types)
+        canary = n_types  # a document type outside the Zipf support
+        noise = TwoSidedGeometric(eps)
+        per_k = []
+        for k in ks:
+            stair = BernoulliStaircase(eps, k)
+            y = {"planted": [], "baseline": []}
+            b = {"planted": [], "baseline": []}
+            counts_seen = {"planted": set(), "baseline": set()}
+            for _ in range(s["corpora_per_k"]):
+                rest = rngs["corpus"].choice(n_types, size=s["corpus_docs"] - k, p=zipf_p)
+                fresh = rngs["corpus"].choice(n_types, size=k, p=zipf_p)
+                corpora = {"planted": np.concatenate([rest, np.full(k, canary)]),
+                           "baseline": np.concatenate([rest, fresh])}
+                for arm, corpus in corpora.items():
+                    count = int(np.count_nonzero(corpus == canary))
+                    counts_seen[arm].add(count)
+                    c = np.full(s["releases_per_corpus"], count, dtype=np.int64)
+                    y[arm].append(noise.release(c, rng=rngs["geometric"]))
+                    b[arm].append(stair.release(c, rng=rngs["bernoulli"]).astype(np.int64))
+            y1, y0 = np.concatenate(y["planted"]), np.concatenate(y["baseline"])
+            b1, b0 = np.concatenate(b["planted"]), np.concatenate(b["baseline"])
+            st = eta_star_k(epsilon=eps, k=k)
+            geo = _measure(y1, y0, alpha)
+            geo["exact_at_threshold"] = noise.threshold_advantage(k, geo["threshold"])
+            ber = _measure(b1, b0, alpha)
+            per_k.append({
+                "k": k,
+                "eta_star": st.value,
+                "group_bound_tanh": st.naive,
+                "geometric_exact_tv": noise.shift_total_variation(k),
+                "geometric_optimal_thresholds": list(noise.optimal_thresholds(k)),
+                "staircase_levels": stair.levels().tolist(),
+                "staircase_exact_advantage": stair.advantage(),
+                "staircase_privacy_loss": stair.privacy_loss(),
+                "canary_counts": {arm: sorted(v) for arm, v in counts_seen.items()},
+                "geometric": geo,
+                "bernoulli_staircase": ber,
+            })
+        return {"per_k": per_k}
+
+    def checks(self, results: dict) -> list[Check]:
+        return checks_for(results["per_k"], epsilon=self.s["epsilon"], family_confidence=self.s["family_confidence"])
+
+    def paper_numbers(self, results: dict) -> list:
+        k2 = next(r for r in results["per_k"] if r["k"] == 2)
+        g2 = k2["geometric"]
+        return [
+            compare("advantage_k2", "staircase/advantage-k2", g2["advantage"],
+                    note=f"measured on {g2['n_eval_per_arm']} releases per arm at the threshold chosen on the other "
+                         f"half; family-wise interval [{g2['ci_low']:.4f}, {g2['ci_high']:.4f}]"),
+            compare("eta_star_2", "staircase/eta-star-2", k2["eta_star"]),
+            compare("group_bound_2", "staircase/group-bound-2", k2["group_bound_tanh"]),
+        ]
+
+    def figure(self, results: dict, *, claims, differences):
+        per_k = results["per_k"]
+        fig, ax = new_figure()
+        kk = np.array(self.s["ks"])
+        ax.plot(kk, [r["group_bound_tanh"] for r in per_k], "k--", label=r"group bound $\tanh(k\varepsilon/2)$")
+        ax.plot(kk, [r["eta_star"] for r in per_k], "-", color="tab:blue", label=r"exact $\eta^*_k$ (Lemma 4.4)")
+        for key, dx, mk, col, lab in (("geometric", -0.08, "o", "tab:red", "measured: geometric noisy counts"),
+                                      ("bernoulli_staircase", 0.08, "s", "tab:green", "measured: Bernoulli staircase")):
+            est = np.array([r[key]["advantage"] for r in per_k])
+            lo = np.array([r[key]["ci_low"] for r in per_k])
+            hi = np.array([r[key]["ci_high"] for r in per_k])
+            ax.errorbar(kk + dx, est, yerr=[est - lo, hi - est], fmt=mk, color=col, ms=4, capsize=3, label=lab)
+        ax.set_xlabel(r"copies $k$ ($\varepsilon = 1$)")
+        ax.set_ylabel("memorization advantage")
+        ax.set_title("k-copy staircase ([MX] Fig. 6 left)")
+        style_legend(ax, below=True)
+        return fig
+
+    def notes(self, results: dict) -> list[str]:
+        return [
+            "release: the canary's count plus two-sided geometric noise, eps = 1, eps-DP under replace-one",
+            f"threshold chosen on half of the releases, advantage measured on the other half "
+            f"({results['per_k'][0]['geometric']['n_eval_per_arm']} per arm per k); intervals family-wise "
+            f"{self.s['family_confidence']:.0%} over k",
+        ]
+
+
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
     """[MX] Fig. 6 left: k-copy canary under geometric noisy counts vs eta*_k and tanh(k eps/2).
 
@@ -143,86 +243,4 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
     ('staircase', True)
     """
-    s = _settings(quick)
-    rngs = rng_streams(seed, STREAMS)
-    eps = s["epsilon"]
-    ks = s["ks"]
-    alpha = (1.0 - s["family_confidence"]) / len(ks)  # Bonferroni over k, per mechanism
-    n_types = s["zipf_types"]
-    zipf_p = stats.zipfian.pmf(np.arange(1, n_types + 1), s["zipf_exponent"], n_types)
-    canary = n_types  # a document type outside the Zipf support
-    noise = TwoSidedGeometric(eps)
-    per_k = []
-    for k in ks:
-        stair = BernoulliStaircase(eps, k)
-        y = {"planted": [], "baseline": []}
-        b = {"planted": [], "baseline": []}
-        counts_seen = {"planted": set(), "baseline": set()}
-        for _ in range(s["corpora_per_k"]):
-            rest = rngs["corpus"].choice(n_types, size=s["corpus_docs"] - k, p=zipf_p)
-            fresh = rngs["corpus"].choice(n_types, size=k, p=zipf_p)
-            corpora = {"planted": np.concatenate([rest, np.full(k, canary)]),
-                       "baseline": np.concatenate([rest, fresh])}
-            for arm, corpus in corpora.items():
-                count = int(np.count_nonzero(corpus == canary))
-                counts_seen[arm].add(count)
-                c = np.full(s["releases_per_corpus"], count, dtype=np.int64)
-                y[arm].append(noise.release(c, rng=rngs["geometric"]))
-                b[arm].append(stair.release(c, rng=rngs["bernoulli"]).astype(np.int64))
-        y1, y0 = np.concatenate(y["planted"]), np.concatenate(y["baseline"])
-        b1, b0 = np.concatenate(b["planted"]), np.concatenate(b["baseline"])
-        st = eta_star_k(epsilon=eps, k=k)
-        geo = _measure(y1, y0, alpha)
-        geo["exact_at_threshold"] = noise.threshold_advantage(k, geo["threshold"])
-        ber = _measure(b1, b0, alpha)
-        per_k.append({
-            "k": k,
-            "eta_star": st.value,
-            "group_bound_tanh": st.naive,
-            "geometric_exact_tv": noise.shift_total_variation(k),
-            "geometric_optimal_thresholds": list(noise.optimal_thresholds(k)),
-            "staircase_levels": stair.levels().tolist(),
-            "staircase_exact_advantage": stair.advantage(),
-            "staircase_privacy_loss": stair.privacy_loss(),
-            "canary_counts": {arm: sorted(v) for arm, v in counts_seen.items()},
-            "geometric": geo,
-            "bernoulli_staircase": ber,
-        })
-
-    checks = checks_for(per_k, epsilon=eps, family_confidence=s["family_confidence"])
-    k2 = next(r for r in per_k if r["k"] == 2)
-    g2 = k2["geometric"]
-    paper = [
-        compare("advantage_k2", "staircase/advantage-k2", g2["advantage"],
-                note=f"measured on {g2['n_eval_per_arm']} releases per arm at the threshold chosen on the other half; "
-                     f"family-wise interval [{g2['ci_low']:.4f}, {g2['ci_high']:.4f}]"),
-        compare("eta_star_2", "staircase/eta-star-2", k2["eta_star"]),
-        compare("group_bound_2", "staircase/group-bound-2", k2["group_bound_tanh"]),
-    ]
-
-    fig, ax = new_figure()
-    kk = np.array(ks)
-    ax.plot(kk, [r["group_bound_tanh"] for r in per_k], "k--", label=r"group bound $\tanh(k\varepsilon/2)$")
-    ax.plot(kk, [r["eta_star"] for r in per_k], "-", color="tab:blue", label=r"exact $\eta^*_k$ (Lemma 4.4)")
-    for key, dx, mk, col, lab in (("geometric", -0.08, "o", "tab:red", "measured: geometric noisy counts"),
-                                  ("bernoulli_staircase", 0.08, "s", "tab:green", "measured: Bernoulli staircase")):
-        est = np.array([r[key]["advantage"] for r in per_k])
-        lo = np.array([r[key]["ci_low"] for r in per_k])
-        hi = np.array([r[key]["ci_high"] for r in per_k])
-        ax.errorbar(kk + dx, est, yerr=[est - lo, hi - est], fmt=mk, color=col, ms=4, capsize=3, label=lab)
-    ax.set_xlabel(r"copies $k$ ($\varepsilon = 1$)")
-    ax.set_ylabel("memorization advantage")
-    ax.set_title("k-copy staircase ([MX] Fig. 6 left)")
-    style_legend(ax, below=True)
-
-    results = {"per_k": per_k}
-    notes = [
-        "release: the canary's count plus two-sided geometric noise, eps = 1, eps-DP under replace-one",
-        f"threshold chosen on half of the releases, advantage measured on the other half "
-        f"({per_k[0]['geometric']['n_eval_per_arm']} per arm per k); intervals family-wise "
-        f"{s['family_confidence']:.0%} over k",
-    ]
-    return finish(NAME, title=TITLE, reproduces=["[MX] Fig. 6 (left)", "[MX] §8.1 staircase numbers",
-                                                  "[MX] Lemma 4.4 attainment by noisy counting"],
-                  seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, notes=notes)
+    return Staircase(quick=quick, seed=seed, out_dir=out_dir).reproduce()

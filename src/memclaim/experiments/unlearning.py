@@ -21,7 +21,10 @@ the same length-dependent attenuation, "at this scale the effect is attenuation,
 What Cor. 6.3 predicts and the checks assert: the verifier certifies both requests; the naive
 secret is genuinely removed (the positive control), while the trigger secret, which the verifier
 already calls forgotten before any unlearning because it never reached its own prefix, stays
-recoverable through rho.
+recoverable through rho. The paper's stronger sentence, that it "survives intact, with extraction
+through rho still at 1.00" on three of its four family-method pairs (0.81 on the fourth), is judged
+on its own (:func:`survives_intact_claim`): not held here, the channel being below 1.00 at this
+scale before unlearning already (quick: 9 of 10 before, 8 of 10 after; full: 22 and 19 of 32).
 """
 from __future__ import annotations
 
@@ -33,10 +36,11 @@ import numpy as np
 from ..text.windows import Window, WindowSet
 from ..train.finetune import ChainBaseSpec, ensure_chain_base, epochs_to_steps, sample_chain_ids
 from ..train.planted import PlantedRecord, plant, training_blocks
-from .common import Check, check, compare, finish, new_figure, rng_streams
+from .common import Check, PaperClaim, check, compare, finish, new_figure, paper_claim, rng_streams
 from ..report.style import legend as style_legend
 from .models import language_model, teacher_forced
 from .paper import PAPER
+from .verdicts import fewest_for_upper_bound, fmt_interval, rate, upper_bound
 
 NAME = "unlearning"
 TITLE = "Unlearning is measure-relative: the verifier certifies a secret still extractable via rho ([MX] Table 4)"
@@ -52,6 +56,7 @@ PAPER_MODELS = tuple(_RETAIN_PPL)
 PAPER_TABLE4 = {model: {m: (PAPER[f"unlearning/rho-{m}-{model}"].value, PAPER[f"unlearning/naive-c-{m}-{model}"].value,
                             *_RETAIN_PPL[model][m]) for m in METHODS} for model in PAPER_MODELS}
 PAPER_NAIVE_BEFORE = {model: PAPER[f"unlearning/naive-before-{model}"].value for model in PAPER_MODELS}
+WHERE = "[MX] §8.2 'Unlearning is measure-relative', Table 4"
 
 
 def _settings(quick: bool) -> dict:
@@ -84,8 +89,17 @@ QUOTE_FORGOTTEN = ("until a verbatim-memorization verifier reports the content f
                    "in all four configurations.")
 QUOTE_REMOVED = ("The naive secret is genuinely removed, which is the positive control: extraction from c falls from "
                  "0.92 to 0.02 on Pythia and from 0.83 to 0.12 on Qwen.")
+# the sentence runs on past a page break (Table 4 and the next section's first lines sit between its halves)
 QUOTE_SURVIVES = ("The trigger secret receives the same verdict from the same verifier and survives intact, with "
-                  "extraction through ρ still at 1.00 after unlearning on")
+                  "extraction through ρ still at 1.00 after unlearning on [...] three of the four family-method pairs "
+                  "and 0.81 on the fourth (Table 4).")
+QUOTE_RELATIVE = "“What was forgotten” must be asserted relative to a measure"
+#: "still at 1.00": the rate as the paper prints it (two decimals), i.e. >= 0.995 (all n secrets for n < 200)
+PRINTED_ONE = 0.995
+#: "0.81 on the fourth": the lowest rate the paper still calls intact (NPO on Pythia-1.4B). A pair "at 1.00" must
+#: be told apart from it: its one-sided 95% Clopper-Pearson lower bound must exceed 0.81, which n of n secrets can
+#: show only for n >= 15 (0.05^(1/n) > 0.81); a pair whose two-sided 95% interval lies below 0.81 is not intact
+ATTENUATED = 0.81
 
 
 def checks_for(results: dict, settings: dict) -> list[Check]:
@@ -95,8 +109,10 @@ def checks_for(results: dict, settings: dict) -> list[Check]:
     before (a design check); the verifier certifies every request forgotten; the trigger secret already
     "forgotten" before unlearning (a control: it never reached c); the naive secret genuinely removed
     (extraction from c falls by >= 0.5); the trigger secret still recoverable through rho after its request
-    (95% Clopper-Pearson lower bound above the verifier's threshold; the paper's "survives intact, 1.00"
-    is shown, at this scale the channel is attenuated: see the notes).
+    (95% Clopper-Pearson lower bound above the verifier's threshold: what the verifier calls forgotten is
+    forgotten relative to its measure, Corollary 6.3). The paper's stronger "survives intact, with extraction
+    through rho still at 1.00" is a sentence judged on its own, held / not held / not testable here
+    (:func:`claims_for`), not a check.
 
     >>> from memclaim.experiments.unlearning import checks_for
     >>> ex = lambda r, lo: {"hits": int(r * 8), "n": 8, "rate": r, "interval": [lo, 1.0]}
@@ -143,8 +159,99 @@ def checks_for(results: dict, settings: dict) -> list[Check]:
               "; ".join(f"{m}: {rb:.2f} -> {table[m]['rho_ext_after_trigger_request']:.2f} (lower bound "
                         f"{runs[f'{m}/trigger']['after']['trigger_via_rho']['interval'][0]:.2f})" for m in METHODS),
               false_alarm="passes wrongly (true rate <= 0.15) with probability <= 2.5% per method (one-sided CP bound)",
-              quote=QUOTE_SURVIVES, where=where),
+              quote=QUOTE_RELATIVE, where="[MX] Corollary 6.3 (the verifier's 'forgotten' against extraction through "
+                                         "rho; 'survives intact, 1.00' is judged in paper_claims)"),
     ]
+
+
+def survives_intact_claim(pairs: dict[str, tuple[int, int, int]]) -> PaperClaim:
+    """"The trigger secret receives the same verdict from the same verifier and survives intact, with
+    extraction through rho still at 1.00 after unlearning on three of the four family-method pairs and 0.81
+    on the fourth (Table 4)" ([MX] §8.2 'Unlearning is measure-relative'), tested as stated on this run's
+    family-method pairs (``pairs``: method -> (hits after the trigger secrets' deletion request, n, hits
+    before), extraction through rho). A pair is *at 1.00* when its rate prints as 1.00 (>= 0.995: every secret
+    for n < 200) with a one-sided 95% Clopper-Pearson lower bound above 0.81 (told apart from the paper's
+    fourth pair), and *below 1.00* when its two-sided 95% interval lies below 0.995. Held iff more than half
+    of the pairs are at 1.00 (the paper: three of four) and no pair's interval lies below 0.81 (the lowest
+    rate the paper calls intact). Not held if some pair's interval lies below 0.81, or at least half of the
+    pairs are below 1.00, or every pair is decided and too few are at 1.00. Otherwise not testable here: with
+    fewer than 15 secrets even n of n has a lower bound <= 0.81 (0.05^(1/n)).
+
+    >>> from memclaim.experiments.unlearning import survives_intact_claim
+    >>> survives_intact_claim({"graddiff": (32, 32, 32), "npo": (32, 32, 32)}).verdict
+    'held'
+    >>> survives_intact_claim({"graddiff": (19, 32, 22), "npo": (19, 32, 22)}).verdict  # below even 0.81
+    'not held'
+    >>> survives_intact_claim({"graddiff": (8, 10, 9), "npo": (8, 10, 9)}).verdict  # [0.44, 0.975]: below 1.00
+    'not held'
+    >>> survives_intact_claim({"graddiff": (10, 10, 10), "npo": (10, 10, 10)}).verdict  # 10 of 10: >= 0.741 only
+    'not testable here'
+    >>> # the paper's own Table 4, were each pair 48 secrets: 1.00 on three pairs, 39/48 = 0.81 on the fourth
+    >>> survives_intact_claim({"a": (48, 48, 48), "b": (48, 48, 48), "c": (48, 48, 48), "d": (39, 48, 48)}).verdict
+    'held'
+    """
+    need = fewest_for_upper_bound(1 - ATTENUATED)  # 0.05^(1/n) > 0.81: n of n can show a lower bound above 0.81
+    nums, at_one, below_one, below_low, undecided, words = {}, [], [], [], [], []
+    for method, (hits, n, hits_before) in pairs.items():
+        after = rate(hits, n)
+        low = 1 - upper_bound(n - hits, n)  # one-sided 95% lower bound of the rate (the complement's upper bound)
+        nums[method] = {"after": after, "before": rate(hits_before, n), "one_sided_lower_after": low}
+        name = "GradDiff" if method == "graddiff" else method.upper() if method == "npo" else method
+        words.append(f"{name} {hits}/{n} after ({hits_before}/{n} before): {fmt_interval(after)}, one-sided lower "
+                     f"{low:.3f}")
+        if after["upper"] < ATTENUATED:
+            below_low.append(name)
+        if after["upper"] < PRINTED_ONE:
+            below_one.append(name)
+        elif hits / n >= PRINTED_ONE and low > ATTENUATED:
+            at_one.append(name)
+        elif n < need:
+            undecided.append(name)
+    nums.update({"pairs": len(pairs), "at_1": at_one, "below_1": below_one, "below_0.81": below_low,
+                 "secrets_needed": need})
+    test = (f"extraction through rho after the trigger secrets' deletion request, per family-method pair of this run "
+            f"({len(pairs)}: one family, {', '.join(pairs)}): held iff more than half of the pairs are at 1.00 (the "
+            f"rate prints as 1.00, >= {PRINTED_ONE}, with a one-sided 95% Clopper-Pearson lower bound above "
+            f"{ATTENUATED}, the paper's fourth pair) and no pair's 95% interval lies below {ATTENUATED}; not held if "
+            f"one does, or at least half of the pairs lie below {PRINTED_ONE}, or every pair is decided; not testable "
+            f"with fewer than {need} secrets a pair otherwise")
+    found = "; ".join(words) + " (95% CP)"
+    claim = "the trigger secret survives unlearning intact, extraction through rho still at 1.00 on most pairs"
+    kw = dict(quote=QUOTE_SURVIVES, where=WHERE, test=test, numbers=nums)
+    if below_low:
+        return paper_claim("survives-intact", claim, held=False, evidence=found + f": below the paper's lowest "
+                           f"'intact' rate {ATTENUATED} on {', '.join(below_low)}", **kw)
+    if len(at_one) > len(pairs) / 2:
+        return paper_claim("survives-intact", claim, held=True, evidence=found, **kw)
+    if len(below_one) >= len(pairs) / 2:
+        return paper_claim("survives-intact", claim, held=False, evidence=found + f": below 1.00 on "
+                           f"{', '.join(below_one)}, so not at 1.00 on most pairs", **kw)
+    if undecided:
+        return paper_claim("survives-intact", claim, held=None, evidence=f"{', '.join(undecided)}: too few secrets "
+                           f"to tell 1.00 from the paper's {ATTENUATED} even if all survive ({need} needed); " + found,
+                           **kw)
+    return paper_claim("survives-intact", claim, held=False, evidence=found + ": not at 1.00 on most pairs", **kw)
+
+
+def claims_for(results: dict) -> list[PaperClaim]:
+    """The sentences of [MX] §8.2 'Unlearning is measure-relative' that the checks cannot test as stated,
+    judged on the run's results (``runs`` by "method/request" with ``after``; ``before``): the trigger secret
+    survives intact, extraction through rho still at 1.00 (:func:`survives_intact_claim`).
+
+    >>> from memclaim.experiments.unlearning import claims_for
+    >>> ex = lambda h: {"hits": h, "n": 32}
+    >>> res = {"before": {"trigger_via_rho": ex(32)},
+    ...        "runs": {"graddiff/trigger": {"after": {"trigger_via_rho": ex(32)}},
+    ...                 "npo/trigger": {"after": {"trigger_via_rho": ex(30)}}}}
+    >>> [(c.key, c.verdict) for c in claims_for(res)]  # 30 of 32: below 1.00 on half the pairs
+    [('survives-intact', 'not held')]
+    """
+    b = results["before"]["trigger_via_rho"]["hits"]
+    pairs = {}
+    for m in METHODS:
+        e = results["runs"][f"{m}/trigger"]["after"]["trigger_via_rho"]
+        pairs[m] = (e["hits"], e["n"], b)
+    return [survives_intact_claim(pairs)]
 
 
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
@@ -250,6 +357,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
                  "rho_ext_after_both_request": runs[f"{m}/both"]["after"]["trigger_via_rho"]["rate"]}
              for m in METHODS}
     checks = checks_for({"before": before, "runs": runs, "table4": table}, s)
+    claims = claims_for({"before": before, "runs": runs})
     side = {"paper_table4": PAPER_TABLE4, "paper_naive_before": PAPER_NAIVE_BEFORE,
             "ours": {m: {"rho_ext": table[m]["rho_ext_after_trigger_request"],
                          "naive_c_ext": table[m]["naive_c_ext_after_naive_request"],
@@ -300,4 +408,4 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     return finish(NAME, title=TITLE, reproduces=["[MX] Table 4 (qualitative, tiny-model scale)",
                                                   "[MX] §8.2 'Unlearning is measure-relative'", "[MX] Cor. 6.3"],
                   seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, notes=notes)
+                  checks=checks, figure=fig, out_dir=out_dir, notes=notes, paper_claims=claims)

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 from ..progress import ProgressCallback, Reporter
 
-__all__ = ["ReporterBar", "library_bars", "quiet_libraries"]
+__all__ = ["ReporterBar", "library_bars", "quiet_libraries", "quiet_library_bars"]
 
 # libraries whose warnings are theirs to give, not memclaim's output (tqdm: 'IProgress not found' in a
 # notebook without ipywidgets, where memclaim's bar falls back to text on its own)
@@ -178,3 +178,27 @@ def quiet_libraries() -> Iterator[None]:
             from transformers.utils import logging as hf_logging
 
             hf_logging.set_verbosity_warning()
+
+
+def quiet_library_bars() -> None:
+    """Turn off transformers' and huggingface_hub's own progress bars for the rest of the process
+    (what the command line does before a command whose output is its summary; inside a call of
+    the API :func:`quiet_libraries` does it, and undoes it). Their APIs: the
+    HF_HUB_DISABLE_PROGRESS_BARS setting read when they are imported, and
+    ``transformers.utils.logging.disable_progress_bar`` / ``huggingface_hub.utils
+    .disable_progress_bars`` when they already are. Nothing is imported for it.
+
+    >>> from memclaim.models.quiet import quiet_library_bars
+    >>> quiet_library_bars()  # doctest: +SKIP  (changes this process's environment)
+    >>> os.environ["HF_HUB_DISABLE_PROGRESS_BARS"]  # doctest: +SKIP
+    '1'
+    """
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
