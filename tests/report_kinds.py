@@ -34,7 +34,35 @@ def build_unit(root: Path) -> dict[str, Path]:
     dp_bounds(neighbors="add-remove", epsilon=4.0, delta=1e-5, list_size=1, risk=0.1, baseline=0.001,
               successes=12, trials=40).save(root / "dp")
     out["dp bounds"] = root / "dp"
+    out["acr"] = _acr_report(root / "acr")
     return out
+
+
+def _acr_report(folder: Path) -> Path:
+    """An ACR report from recorded target results (issue 29): no model, no search."""
+    from memclaim.claims.acr import acr_comparison, succeeds_on_both
+    from memclaim.report.acr import acr_report
+    from memclaim.report.core import write_report
+
+    def row(i, side, acr, argmax, greedy, words):
+        return {"id": f"{side}-{i}", "text": "The LORD is my shepherd; I shall not want.", "target_ids": [1, 2, 3, 4],
+                "target_len": 4, "criterion": "prob:0.9", "met": acr is not None, "extracted": acr is not None,
+                "prompt_ids": [9, 8] if acr else [9, 8, 7], "prompt_text": " shepherd LORD" if words else " xq zz",
+                "prompt_len": 2 if acr else 3, "acr": acr, "log_q": -0.3 if acr else -6.0, "argmax": argmax,
+                "greedy": greedy, "prob": acr is not None, "b": 0.9, "argmax_margin": 2e-6 if argmax else -1.5,
+                "near_tie": argmax, "argmax_without_greedy": argmax and not greedy, "shared_words": words,
+                "leaks": bool(words)}
+
+    members = [row(0, "m", 2.0, True, False, ["lord", "shepherd"]), row(1, "m", None, False, False, [])]
+    controls = [row(0, "c", 2.0, True, True, []), row(1, "c", None, False, False, [])]
+    c = acr_comparison(member_extracted=[r["extracted"] for r in members],
+                       control_extracted=[r["extracted"] for r in controls], member_acr=[r["acr"] for r in members],
+                       control_acr=[r["acr"] for r in controls], criterion="prob:0.9",
+                       member_ids=[r["id"] for r in members], control_ids=[r["id"] for r in controls])
+    v = succeeds_on_both(members_extracted=1, n_members=2, controls_extracted=1, n_controls=2)
+    write_report(folder, acr_report(c, members=members, controls=controls, verdict=v,
+                                    procedure={"kind": "acr", "criterion": "prob:0.9", "gcg": {"top_k": 256}}))
+    return folder
 
 
 def build_all(root: Path) -> dict[str, Path]:

@@ -149,6 +149,7 @@ C = ("census toy --document {d}/doc.txt --control {d}/ctl.txt --stride 8 --prefi
 T = "test --candidates {d}/s1.csv --controls {d}/s2.csv --out {rep}"
 TS = "test --candidates {store} --controls {store}"
 A = "audit toy --members {d}/m.jsonl --controls {d}/c.jsonl --prefix-tokens 8 --suffix-tokens 8 --out {rep}"
+R = "acr toy --members {d}/m.jsonl --controls {d}/c.jsonl --out {new}"
 CASES = [
     # ---- score: the model and the windows
     ("score-empty-prompt", "score toy --input {d}/m.jsonl --prefix-tokens 0 --sot none --out {store}", "empty prompt", 1),
@@ -385,6 +386,33 @@ CASES = [
                  "devices seen: cpu", 0, id="audit-table-device-cuda-none", marks=NO_GPU),
     ("test-mixed-numerics", T + " --candidates-procedure {d}/proc_cpu.json --controls-procedure {d}/proc_gpu.json",
      "different numerics: model.device_class: 'cpu' != 'cuda'", 0),
+    # ---- issue 29: memclaim acr (adversarial compression), refused before any search or store
+    ("acr-criterion-unknown", R + " --criterion bogus", "unknown success criterion 'bogus'", 0),
+    ("acr-criterion-b", R + " --criterion prob:1.5", "b must lie strictly between 0 and 1", 0),
+    ("acr-criterion-b-text", R + " --criterion prob:high", "'high' is not a number", 0),
+    ("acr-top-k-0", R + " --top-k 0", "--top-k must be >= 1", 0),
+    ("acr-search-batch-0", R + " --search-batch 0", "--search-batch must be >= 1", 0),
+    ("acr-steps-0", R + " --steps 0", "--steps must be >= 1", 0),
+    ("acr-seed-negative", R + " --seed -1", "--seed must be >= 0", 0),
+    ("acr-token-filter", R + " --token-filter utf8", "'utf8' is not one of 'ascii', 'none'", 0),
+    ("acr-start-tokens-0", R + " --start-tokens 0", "--start-tokens must be >= 1", 0),
+    ("acr-max-prompt-tokens-0", R + " --max-prompt-tokens 0", "--max-prompt-tokens must be >= 1", 0),
+    ("acr-limit-0", R + " --limit 0", "--limit must be >= 1", 0),
+    ("acr-alpha", R + " --alpha 2", "alpha must lie strictly between 0 and 1", 0),
+    ("acr-confidence", R + " --confidence 1", "--confidence must lie strictly between 0 and 1", 0),
+    ("acr-same-file", "acr toy --members {d}/m.jsonl --controls {d}/m.jsonl --out {new}", "are the same file", 0),
+    ("acr-identical", "acr toy --members {d}/m.jsonl --controls {d}/m_copy.jsonl --out {rep}", "identical contents", 1),
+    ("acr-longer-than-context", "acr toy --members {d}/long.jsonl --controls {d}/long_c.jsonl --out {new}",
+     "more than the context of toy (256 positions)", 1),
+    ("acr-missing-members", "acr toy --members {d}/nope.jsonl --controls {d}/c.jsonl --out {new}", "does not exist", 1),
+    ("acr-members-not-arrow", "acr toy --members {d}/not.arrow --controls {d}/c.jsonl --out {new}",
+     "is not a readable Arrow file", 1),
+    ("acr-out-is-file", R.replace("{new}", "{file}"), "is a file", 0),
+    ("acr-unknown-model", "acr nosuchmodel --members {d}/m.jsonl --controls {d}/c.jsonl --out {new}",
+     "neither a named model", 0),
+    ("acr-custom-code", "acr {d}/custom-code-model --members {d}/m.jsonl --controls {d}/c.jsonl --out {new}",
+     "--trust-remote-code", 0),
+    ("acr-device-bogus", R + " --device tpu:0", "is not a device memclaim can use", 0),
     # ---- issue 25 (items 4, 6, 7, 9, 10; inputs written by issue25_inputs below): input reading,
     # identity on normalized text, costs estimated before the work, no traceback
     ("score-i25-csv-row-without-text", "score toy --input {d}/i25_csv_short_row.csv --prefix-tokens 2 --suffix-tokens 2 "

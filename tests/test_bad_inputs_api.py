@@ -458,6 +458,20 @@ ROWS = [
      "unknown unlearning method 'erase'"),
     ("audit-table-missing", lambda c: mc.audit_table(c.d / "nope.json", out=c.new), "does not exist"),
     ("audit-table-not-json", lambda c: mc.audit_table(c.d / "inst.json", out=c.new), "not valid JSON"),
+    # ---- issue 29: memclaim.acr, refused before any search or store
+    ("acr-seed", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "c.jsonl", out=c.new, seed=2 ** 64),
+     "--seed must be <= 9223372036854775807"),
+    ("acr-steps-float", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "c.jsonl", out=c.new, steps=1.5),
+     "--steps must be an integer, got 1.5"),
+    ("acr-top-k-bool", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "c.jsonl", out=c.new, top_k=True),
+     "--top-k must be an integer, got True"),
+    ("acr-criterion-nan", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "c.jsonl", out=c.new, criterion="prob:nan"),
+     "b must lie strictly between 0 and 1"),
+    ("acr-retokenize", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "c.jsonl", out=c.new, retokenize="no"),
+     "retokenize must be True or False, got 'no'"),
+    ("acr-keyword", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "c.jsonl", out=c.new, critrion="argmax"),
+     "did you mean criterion="),
+    ("acr-same-file", lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "m.jsonl", out=c.new), "are the same file"),
     # ---- reproduce (issue 26: the CLI's `reproduce` through the API)
     ("reproduce-unknown", lambda c: mc.reproduce("nosuch", out_dir=c.new), "unknown reproduction 'nosuch'"),
     ("reproduce-name-not-text", lambda c: mc.reproduce(3, out_dir=c.new), "unknown reproduction 3"),
@@ -475,7 +489,7 @@ def test_the_api_table_has_at_least_100_rows_over_the_public_functions():
     assert len({r[0] for r in ROWS}) == len(ROWS)  # ids are unique
     called = {r[0].split("-")[0] for r in ROWS}
     assert {"load", "score", "test", "population", "census", "audit", "budget", "dp", "train", "finetune",
-            "unlearn"} <= called
+            "unlearn", "acr"} <= called
 
 
 @pytest.mark.parametrize("call, phrase", [pytest.param(call, phrase, id=cid) for cid, call, phrase in ROWS])

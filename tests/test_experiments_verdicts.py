@@ -23,6 +23,7 @@ import pytest
 from scipy import stats
 
 from memclaim.errors import InputError
+from memclaim.experiments import acr as ACR
 from memclaim.experiments import alpha_sweep as AS
 from memclaim.experiments import book_census as BC
 from memclaim.experiments import budget_coverage as BU
@@ -39,7 +40,7 @@ PAPERS = Path("/work/shared/papers")
 _EM_FILE = "extractable-memorization-from-first-principles.md"
 _MX_FILE = "memorization-is-not-extraction.txt"
 EM_MODULES = ("greedy", "alpha_sweep", "naive_vs_calibrated", "parrot", "book_census", "budget_coverage",
-              "decontamination")
+              "decontamination", "acr")
 
 
 def _paper_text(which: str) -> str | None:
@@ -265,6 +266,26 @@ def test_parrot_rules():
     assert PA.any_length_claim(rows).verdict == "held"
     assert PA.any_length_claim(rows + [{"first_tokens": 10, "calibrated_lower_at_alpha_n": 0.01}]).verdict == "not held"
     assert PA.any_length_claim([]).verdict == "not held"
+
+
+# ------------------------------------------------------------------ acr ([EM] App. A.2)
+def test_acr_rules():
+    from memclaim.claims.acr import succeeds_on_both
+
+    def block(km, nm, kc, nc, complete=True):
+        v = succeeds_on_both(members_extracted=km, n_members=nm, controls_extracted=kc, n_controls=nc,
+                             complete=complete)
+        return {"verdict": v.to_dict(), "members": {"n": nm, "extracted": km}, "controls": {"n": nc, "extracted": kc}}
+
+    held = ACR.succeeds_claim(block(1, 1, 1, 1))  # the paper's run: Gretzky and Brunson, one target each
+    assert held.verdict == "held" and held.quote == ACR.QUOTE_BOTH and held.where.startswith("[EM] App. A.2")
+    assert held.numbers["member_rate"]["count"] == 1 and held.numbers["control_rate"]["n"] == 1
+    assert ACR.succeeds_claim(block(5, 6, 0, 6)).verdict == "not held"  # members only: the sentence fails
+    assert ACR.succeeds_claim(block(0, 6, 4, 6)).verdict == "not held"
+    nt = ACR.succeeds_claim(block(0, 0, 2, 6))
+    assert nt.verdict == "not testable here" and nt.held is None and nt.numbers["member_rate"] is None
+    assert ACR.succeeds_claim(block(0, 6, 0, 6, complete=False)).verdict == "not testable here"
+    assert [c.key for c in ACR.claims_for(block(2, 6, 1, 6))] == ["succeeds-on-both"]
 
 
 # ------------------------------------------------------------------ book-census ([EM] §5, §7)

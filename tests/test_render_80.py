@@ -35,6 +35,9 @@ COMMANDS = {
                   "--risk", "0.1"],
     "audit": ["audit", str(MODEL), "--members", f"{DATA}/kjv_verses.jsonl", "--controls", f"{DATA}/new_verses.jsonl",
               *W, "--alpha", "0.1", "--out", "audit"],
+    "acr": ["acr", str(MODEL), "--members", f"{DATA}/kjv_famous_lines.jsonl", "--controls",
+            f"{DATA}/new_famous_style_lines.jsonl", "--limit", "2", "--criterion", "prob:0.5", "--top-k", "8",
+            "--search-batch", "8", "--steps", "1", "--max-prompt-tokens", "3", "--out", "acr"],
     "demo": ["demo", "--out", "demo"],
 }
 MARKS = {"dp bounds": [], "demo": [pytest.mark.slow]}

@@ -139,11 +139,11 @@ def check_in_chromium(folder: Path, tmp: Path, *, screenshot: Path | None = None
 # what the first callout of each kind's page says (where report.json records no headline string)
 HEADLINE_SHOWS = {"test": "At target FPR", "population": "At target FPR", "census": "characters are covered",
                   "budget": "A sequence with per-query probability", "dp bounds": "Guarantee:",
-                  "audit": "membership attacks on", "audit table": ""}
+                  "audit": "membership attacks on", "audit table": "", "acr": "are extracted (ACR > 1)"}
 
 
 # --------------------------------------------------------------------------- unit tier
-KINDS_UNIT = ["test", "test-null", "budget", "dp bounds"]
+KINDS_UNIT = ["test", "test-null", "budget", "dp bounds", "acr"]
 
 
 @pytest.mark.parametrize("kind", KINDS_UNIT)
@@ -191,7 +191,7 @@ def test_schema_is_published_and_versioned():
     jsonschema.Draft202012Validator.check_schema(s)
 
 
-@pytest.mark.parametrize("kind", ["test", "test-null", "dp bounds"])
+@pytest.mark.parametrize("kind", ["test", "test-null", "dp bounds", "acr"])
 def test_html_in_chromium_unit(unit_reports, kind, tmp_path):
     check_in_chromium(unit_reports[kind], tmp_path)
 

@@ -11,11 +11,11 @@ nor numpy)::
     res.save("reports/members")
 
 Functions: load_model, score, test, population, census, audit, audit_table, dp_bounds, budget,
-dp_account, dp_baseline, dp_plots, the training lab's train_tiny, finetune, unlearn, and
+dp_account, dp_baseline, dp_plots, acr, the training lab's train_tiny, finetune, unlearn, and
 reproduce (with reproductions) (``help(memclaim.census)`` for each); results: ScoreResult,
 TestResult, PopulationResult, CensusRun, AuditRun, AuditTableRun, DPBounds, BudgetResult,
-TrainRun, ReproductionRun; Document for a text given
-in memory. The documentation site (``make docs``) has a tutorial and the full reference.
+TrainRun, ACRResult, ReproductionRun; Document for a text given in memory. The documentation site
+(``make docs``) has a tutorial and the full reference.
 """
 import os as _os
 
@@ -34,7 +34,7 @@ from ._version import __version__  # noqa: E402  (after MKL_CBWR: see above)
 _API = ("load_model", "score", "test", "population", "census", "audit", "audit_table", "dp_bounds", "budget",
         "Document", "ScoreResult", "TestResult", "PopulationResult", "CensusRun", "AuditRun", "AuditTableRun",
         "DPBounds", "BudgetResult", "train_tiny", "finetune", "unlearn", "TrainRun",
-        "dp_account", "DPAccount", "dp_baseline", "dp_corpus_baseline", "dp_plots",
+        "dp_account", "DPAccount", "dp_baseline", "dp_corpus_baseline", "dp_plots", "acr", "ACRResult",
         "reproduce", "reproductions", "ReproductionRun")
 
 __all__ = ["__version__", *_API]

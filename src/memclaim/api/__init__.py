@@ -19,6 +19,7 @@ budget             query budgets for a per-query probability ([EM] §6)
 train_tiny         the training lab: a tiny GPT with planted records ([MX] §8)
 finetune           fine-tuning with planted records, optionally DP-SGD ([MX] App. F.2)
 unlearn            unlearning until the verifier reports forgotten ([MX] App. F.2)
+acr                adversarial compression (GCG) on members and matched controls ([EM] App. A.2)
 reproduce          regenerate a figure or table of [MX] §8 or [EM] (``reproductions()`` names them)
 =================  ==========================================================================
 
@@ -49,6 +50,7 @@ _EXPORTS = {
     "CensusRun": "_census", "AuditRun": "_audit", "AuditTableRun": "_audit", "DPBounds": "_dp",
     "BudgetResult": "_budget", "train_tiny": "_train", "finetune": "_train", "unlearn": "_train", "TrainRun": "_train",
     "dp_account": "_dp", "DPAccount": "_dp", "dp_baseline": "_dp", "dp_corpus_baseline": "_dp", "dp_plots": "_dp",
+    "acr": "_acr", "ACRResult": "_acr",
     "reproduce": "_reproduce", "reproductions": "_reproduce", "ReproductionRun": "_reproduce",
 }
 

@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "budget": ("budget", "Query budgets: P[at least once in n], n for confidence 1-delta."),
     "dp": ("dp", "Differential-privacy bounds on memorization and extraction."),
     "audit": ("audit", "Membership-inference and extraction audits with intervals."),
+    "acr": ("acr", "Adversarial compression (GCG prompt search) on members and matched controls."),
     "reproduce": ("reproduce", "Regenerate a figure of [MX] §8 or [EM] §3-§6 (numbers + plot)."),
     "train": ("train", "The training lab: tiny GPT, fine-tuning, planted records, DP-SGD."),
     "demo": ("demo", "Run the end-to-end demo on the built-in tiny GPT."),

@@ -68,6 +68,9 @@ register("budget-coverage", "memclaim.experiments.budget_coverage",
          "[EM] §6, Fig. 7, F.3: coverage under a query budget, verbatim vs near-verbatim")
 register("decontamination", "memclaim.experiments.decontamination",
          "[EM] App. D.2, §5: planted KJV quotations in the controls; census and test with/without")
+# [EM] App. A.2: the adversarial compression ratio under the matched comparison (issue 29)
+register("acr", "memclaim.experiments.acr",
+         "[EM] App. A.2: GCG/ACR on famous KJV lines vs new lines; 'succeeds on members and non-members'")
 
 
 def get_runner(name: str) -> Callable[..., dict]:

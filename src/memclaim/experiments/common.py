@@ -328,6 +328,11 @@ def _ours_and_paper(p: dict, rel: str, se: str) -> str:
         se_pct = f" +- {100 * float(pse):.2g} pp" if pse else ""
         return (f"ours {100 * p['ours']:.1f}%{se_pct}, paper {rel}{p['paper_printed']} "
                 f"(diff {100 * p['difference']:+.1f} percentage points)")
+    # a number read back from JSON may be the string "nan" (ours undefined on this run, e.g. no
+    # target extracted): printed as it is
+    if not all(isinstance(p[k], (int, float)) for k in ("ours", "difference")):
+        g = lambda x, f: format(x, f) if isinstance(x, (int, float)) else str(x)  # noqa: E731
+        return f"ours {g(p['ours'], '.6g')}{se}, paper {rel}{p['paper_printed']} (diff {g(p['difference'], '+.2g')})"
     return f"ours {p['ours']:.6g}{se}, paper {rel}{p['paper_printed']} (diff {p['difference']:+.2g})"
 
 

@@ -147,6 +147,17 @@ _EM_VALUES = [
     PaperValue("parrot/control-rate", "greedy repeat rate of non-members under 'Repeat after me' (N = 3000)",
                "70.6%", 0.706, f"{_EM} §A.1, Fig. 1 right (OLMo 2 32B Instruct)",
                "the non-member rate is $70.6\\%$ ($[69.0,72.3]$)", same_scale=False),
+    # ---- App. A.2: the adversarial compression ratio ---------------------------------------------
+    PaperValue("acr/member-acr", "ACR of a famous quotation (training data) under prob:0.9", "1.21", 1.21,
+               f"{_EM} App. A.2, Fig. 8(b) (Llama 2 13B)",
+               "a $14$-token prompt for the $17$-token target, $\\mathrm{ACR}=1.21$", same_scale=False),
+    PaperValue("acr/control-acr", "ACR of a post-cutoff quotation (non-training data) under prob:0.9", "1.05", 1.05,
+               f"{_EM} App. A.2, Fig. 8(a) (Llama 2 13B)",
+               "a $22$-token prompt for the $23$-token target, $\\mathrm{ACR}=1.05$", same_scale=False),
+    PaperValue("acr/argmax-not-greedy", "share of argmax 'successes' that greedy generation does not reproduce",
+               "11 of 16", 11 / 16, f"{_EM} App. A.2 (Llama 2 13B and 13B Chat)",
+               "Across $16$ runs ($8$ targets on each of Llama 2 13B and Llama 2 13B Chat), we observed $11$ such "
+               "failures", same_scale=False),
     # ---- Fig. 3: greedy (binary) scores ----------------------------------------------------------
     PaperValue("greedy/floor-short", "certified floor alpha_N = (m+1)/(N+1), 10-token suffixes", "1.84%", 0.0184,
                f"{_EM} §4, Fig. 3 ({_OLMO})",

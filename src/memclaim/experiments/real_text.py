@@ -49,7 +49,8 @@ if TYPE_CHECKING:  # the annotations' names only
 
 #: the files this module reads from ``memclaim/data`` (tests/data links to them; a test checks it)
 DATA_FILES = ("genesis_1_3.txt", "genesis_1_11.txt", "new_genesis_style.txt", "new_heldout_style.txt",
-              "kjv_verses.jsonl", "new_verses.jsonl", "kjv_quotations.jsonl")
+              "kjv_verses.jsonl", "new_verses.jsonl", "kjv_quotations.jsonl", "kjv_famous_lines.jsonl",
+              "new_famous_style_lines.jsonl")
 
 STORE_NAME = "reproduction-scores"
 

@@ -172,6 +172,16 @@ class HFLanguageModel(LanguageModel):
             z = torch.tanh(z / self._softcap) * self._softcap
         return z
 
+    def differentiable_logits(self, hidden):
+        """:meth:`logits` with autograd on (the GCG prompt search's gradient, memclaim.scoring.gcg):
+        the same float32 unembedding, bias and soft-capping, untiled ([N, D] -> [N, V])."""
+        z = hidden.to(self._w.dtype) @ self._w.T
+        if self._b is not None:
+            z = z + self._b
+        if self._softcap is not None:
+            z = torch.tanh(z / self._softcap) * self._softcap
+        return z
+
     def select_cache(self, past, index):
         # shallow copies: reorder_cache index_selects new tensors, the source cache is untouched
         new = copy.copy(past)
