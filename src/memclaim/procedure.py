@@ -65,7 +65,8 @@ DEFAULT_BEAM = 16
 SCORE_NAME = "teacher-forced log q_{theta,phi}(suffix | prompt), natural log, float64"
 VERIFY = "conformal test against matched non-member controls ([EM] §3); applied by `memclaim test`"
 # fields that describe but do not change the numbers; excluded from the key
-_DISPLAY_ONLY = {("model", "name"), ("model", "source"), ("model", "fingerprint_v1")}
+_DISPLAY_ONLY = {("model", "name"), ("model", "source"), ("model", "fingerprint_v1"),
+                 ("model", "url")}  # a served model's URL: the same server moved to another port is the same
 # The numerics of a score: the class of the device that computed it and the body's dtype. Both
 # are in the key (a unit scored on a GPU is never adopted by a CPU run, nor the reverse), but a
 # CPU procedure leaves its device class out of the key, so every store written before device
