@@ -1,6 +1,8 @@
 # memclaim: two commands on a fresh machine with Python 3.11.
 #   make demo   - set up .venv and run the main job on the embedded default
-#   make test   - set up .venv and run the test suite (unit, integration, real tier; it builds the docs too)
+#   make test   - set up .venv, check lint, format and types, then run the test suite (unit, integration,
+#                 real tier; it builds the docs too)
+#   make lint   - the checks alone: ruff check, ruff format --check, mypy (seconds)
 #   make docs   - build the documentation site into site/ (mkdocs build --strict)
 PYTHON ?= python3.11
 VENV   ?= .venv
@@ -8,7 +10,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test test-slow bench docs docs-serve clean
+.PHONY: venv demo lint test test-slow bench docs docs-serve clean
 
 $(STAMP): pyproject.toml Makefile
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found; set PYTHON=/path/to/python3.11"; exit 2; }
@@ -27,8 +29,15 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/memclaim demo
 
-test: $(STAMP)
-	$(PY) -m pytest -q
+# ruff (lint and format, [tool.ruff]) and mypy (the pure layers, [tool.mypy]) before the tests;
+# --durations=25: CI's log names the slowest tests
+lint: $(STAMP)
+	$(PY) -m ruff check src tests tools benchmarks
+	$(PY) -m ruff format --check src tests tools benchmarks
+	$(PY) -m mypy
+
+test: lint
+	$(PY) -m pytest -q --durations=25
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow

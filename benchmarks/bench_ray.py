@@ -106,7 +106,7 @@ def bench_model(name: str, args) -> dict:
              for w in (1, 2)}
     rounds = []
     try:
-        for w, p in pools.items():
+        for p in pools.values():
             p.start()
             _score(model, warm, args, backend=p)  # every actor loads the model
         for threads in (1, 2):

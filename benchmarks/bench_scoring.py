@@ -1,34 +1,50 @@
 #!/usr/bin/env python
-"""Scoring throughput: memclaim's engine against a naive reference on the same windows.
+"""Scoring throughput on the CPU: memclaim's engine against the peer's full-logits pattern.
 
-The reference follows the public book-extraction scripts: full logits for the batch as a
-[batch, time, vocab] float tensor, temperature and top-k masking on the full tensor per policy,
-log-softmax, and a Python loop over suffix tokens. memclaim runs the body over every token and
-the unembedding only at the scored positions, once for all policies.
+The peer's pattern (written independently here, after the public book-extraction scripts'
+``compute_logprob_batch``): the model's forward pass with the logits of every position as a
+[batch, time, vocab] float tensor on the CPU, then per policy temperature and top-k masking of the
+whole tensor, log-softmax and a gather of the targets (the greedy flag from the argmax).
+memclaim runs the body over every token and the unembedding only at the scored positions, once
+for all policies, with the CPU schedule's statistics (bit-identical at every batch size).
 
-Each measurement runs in its own subprocess (peak RSS is per process); RSS is sampled every
-5 ms while scoring, after the model is loaded from the cached safetensors folder. FLOPs counted
-are the ones that must be done: the body over every token (dense layers + attention scores and
-values) and the unembedding over scored positions only. The fp32 matmul peak is measured in
-the same run.
+Each side runs in its own process (peak RSS is per process, sampled every 5 ms while scoring,
+after the model is loaded and one batch has warmed up). The peer's process is plain PyTorch and
+transformers, started with the environment this script was started with (memclaim's settings,
+such as MKL's strict reproducibility mode, are not imposed on it); both read the same windows.
+The sides run ``--rounds`` times (default 3), interleaved and in a rotating order, so that a
+busy machine slows both alike; the speed-up is the median over rounds of the paired ratio
+(peer seconds / memclaim seconds in the same round), with its spread (min-max) and the same
+ratio of CPU seconds (the process's user + system time, steadier when other jobs share the
+cores). FLOPs counted are the ones that must be done: the body over every token (dense layers,
+attention scores and values) and the unembedding at the scored positions; the fp32 matmul peak
+is measured in each round, on the same cores.
 
-    python benchmarks/bench_scoring.py                        # SmolLM2 + Gemma 3 270M, float32
-    python benchmarks/bench_scoring.py --models smollm2 --windows 32 --bf16 --near-verbatim
-    python benchmarks/bench_scoring.py --census               # + census-only (log q, greedy, margin)
+    python benchmarks/bench_scoring.py                    # SmolLM2 + Gemma 3 270M, 3 rounds
+    python benchmarks/bench_scoring.py --models smollm2 --rounds 5 --json
+    python benchmarks/bench_scoring.py --models smollm2 --bf16 --near-verbatim   # extras, once
+
+Targets (issue 30): median speed-up >= 1.5x (SmolLM2) and >= 2x (Gemma) with the default
+statistics, >= 2x and >= 3x census-only, peak RSS <= 0.6 of the peer's.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 POLICIES = ("greedy", "top-k:40", "temperature:0.7")
+ENV0 = dict(os.environ)  # the environment this script was started with (the peer runs in it)
+TARGETS = {"smollm2": {"default": 1.5, "census": 2.0}, "gemma3-270m": {"default": 2.0, "census": 3.0}}
+RSS_TARGET = 0.6
 
 
 # --------------------------------------------------------------------------- helpers
@@ -64,6 +80,7 @@ class RSSSampler:
 
 
 def matmul_peak_gflops(dtype="float32", n=2048, reps=8):
+    """The best of three timings of ``reps`` n x n matmuls, GFLOP/s (wall clock)."""
     import torch
 
     dt = getattr(torch, dtype)
@@ -99,6 +116,8 @@ def model_flops_per_window(config, vocab, prompt_len, suffix_len):
 
 
 def load_windows(model, n, prefix, suffix):
+    """``n`` sliding windows of Genesis 1-3 and the project's own prose (repeated to ``n``):
+    (prompts with the start-of-text ids, suffixes), token ids."""
     from memclaim.text.windows import sliding_windows
 
     text = (HERE.parent / "tests" / "data" / "genesis_1_3.txt").read_text()
@@ -114,7 +133,9 @@ def load_windows(model, n, prefix, suffix):
 
 # --------------------------------------------------------------------------- the two scorers
 def reference_scores(hf_model, prompts, suffixes, batch):
-    """The naive pattern: [B, T, V] logits, full-tensor masking per policy, Python token loop."""
+    """The peer's pattern: [B, T, V] logits of every position on the CPU, per policy the
+    temperature and top-k masking of the whole tensor and a full log-softmax, then a gather of
+    the targets (greedy: the argmax at every position). log q per window and policy."""
     import torch
 
     out = []
@@ -123,11 +144,11 @@ def reference_scores(hf_model, prompts, suffixes, batch):
     with torch.inference_mode():
         for a in range(0, len(prompts), batch):
             ids = torch.tensor([p + s for p, s in zip(prompts[a:a + batch], suffixes[a:a + batch])])
-            logits = hf_model(ids).logits.float()  # [B, T, V]
+            logits = hf_model(ids).logits.float().cpu()  # [B, T, V]
             tgt = ids[:, P:]
             res = {}
             for spec in POLICIES:
-                x = logits.clone()
+                x = logits
                 if spec == "greedy":
                     am = x.argmax(-1)
                     ok = torch.ones(ids.shape[0], dtype=torch.bool)
@@ -163,28 +184,41 @@ def memclaim_scores(lm, prompts, suffixes, batch, stats="all", schedule="auto"):
 
 # --------------------------------------------------------------------------- worker
 def worker(args):
-    import numpy as np
     import torch
 
-    from memclaim.models import load_model
-
     torch.set_num_threads(args.threads)
-    m = load_model(args.model, dtype=args.dtype, load_weights=True)
-    prompts, suffixes = load_windows(m, args.windows, args.prefix, args.suffix)
-    # warm-up on one batch outside the measurement
-    fn = (lambda p, s: reference_scores(m.lm.model, p, s, args.batch)) if args.impl == "reference" else \
-        (lambda p, s: memclaim_scores(m.lm, p, s, args.batch, args.stats, args.schedule))
-    fn(prompts[: args.batch], suffixes[: args.batch])
-    with RSSSampler() as rss:
+    with open(args.windows_file) as fh:
+        w = json.load(fh)
+    prompts, suffixes = w["prompts"], w["suffixes"]
+    if args.impl == "peer":  # plain transformers: no memclaim import in this process
+        from transformers import AutoModelForCausalLM
+
         t = time.perf_counter()
+        model = AutoModelForCausalLM.from_pretrained(w["path"], dtype=torch.float32, local_files_only=True).eval()
+        load_s = time.perf_counter() - t
+        config, vocab = model.config, model.get_output_embeddings().weight.shape[0]
+        fn = lambda p, s: reference_scores(model, p, s, args.batch)  # noqa: E731
+    else:
+        from memclaim.models import load_model
+
+        t = time.perf_counter()
+        m = load_model(args.model, dtype=args.dtype, load_weights=True)
+        load_s = time.perf_counter() - t
+        config, vocab = m.lm.config, m.lm.vocab_size
+        fn = lambda p, s: memclaim_scores(m.lm, p, s, args.batch, args.stats, args.schedule)  # noqa: E731
+    fn(prompts[: args.batch], suffixes[: args.batch])  # warm-up on one batch outside the measurement
+    with RSSSampler() as rss:
+        t, c = time.perf_counter(), time.process_time()
         scores = fn(prompts, suffixes)
-        dt = time.perf_counter() - t
-    flops = model_flops_per_window(m.lm.config, m.lm.vocab_size, len(prompts[0]), len(suffixes[0])) * len(prompts)
-    res = {"impl": args.impl, "model": args.model, "dtype": args.dtype, "stats": args.stats, "schedule": args.schedule, "windows": len(prompts), "batch": args.batch,
-           "seconds": dt, "windows_per_s": len(prompts) / dt, "gflops": flops / dt / 1e9,
-           "rss_start_mb": rss.start_rss / 2**20, "rss_peak_mb": rss.peak / 2**20,
-           "scores": scores}
+        dt, dc = time.perf_counter() - t, time.process_time() - c
+    flops = model_flops_per_window(config, vocab, len(prompts[0]), len(suffixes[0])) * len(prompts)
+    res = {"impl": args.impl, "model": args.model, "dtype": args.dtype, "stats": args.stats,
+           "schedule": args.schedule, "windows": len(prompts), "batch": args.batch, "load_seconds": load_s,
+           "seconds": dt, "cpu_seconds": dc, "windows_per_s": len(prompts) / dt, "gflops": flops / dt / 1e9,
+           "rss_start_mb": rss.start_rss / 2**20, "rss_peak_mb": rss.peak / 2**20, "scores": scores}
     if args.near_verbatim:
+        import numpy as np
+
         from memclaim.decoding import Policy
         from memclaim.scoring.nearverbatim import near_verbatim_lower_bound
 
@@ -199,6 +233,7 @@ def worker(args):
 
 
 def run_worker(**kw):
+    impl = kw["impl"]
     cmd = [sys.executable, __file__, "--worker"]
     for k, v in kw.items():
         if isinstance(v, bool):
@@ -206,12 +241,97 @@ def run_worker(**kw):
                 cmd.append(f"--{k.replace('_', '-')}")
         else:
             cmd += [f"--{k.replace('_', '-')}", str(v)]
-    env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
+    env = dict(ENV0) if impl == "peer" else dict(os.environ)
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # both sides: idle OpenMP threads sleep
+    t = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    whole = time.perf_counter() - t
     for line in out.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[7:])
+            res = json.loads(line[7:])
+            res["process_seconds"] = whole
+            return res
     raise RuntimeError(f"worker failed: {' '.join(cmd)}\n{out.stderr[-3000:]}")
+
+
+# --------------------------------------------------------------------------- report
+def _median_spread(xs):
+    return statistics.median(xs), min(xs), max(xs)
+
+
+def summarize(model, runs, peaks, label_of):
+    """Per side: medians over rounds; per memclaim variant: the paired ratios against the peer."""
+    import numpy as np
+
+    peak = statistics.median(peaks)
+    sides = {}
+    for key, rs in runs.items():
+        sides[key] = {
+            "label": label_of[key], "rounds": len(rs),
+            "seconds": _median_spread([r["seconds"] for r in rs]),
+            "cpu_seconds": _median_spread([r["cpu_seconds"] for r in rs]),
+            "process_seconds": _median_spread([r["process_seconds"] for r in rs]),
+            "load_seconds": statistics.median(r["load_seconds"] for r in rs),
+            "windows_per_s": statistics.median(r["windows_per_s"] for r in rs),
+            "gflops": statistics.median(r["gflops"] for r in rs),
+            "peak_fraction": statistics.median(r["gflops"] for r in rs) / peak,
+            "rss_peak_mb": max(r["rss_peak_mb"] for r in rs),
+            "rss_start_mb": statistics.median(r["rss_start_mb"] for r in rs)}
+    peer = runs["peer"]
+    for key, rs in runs.items():
+        if key == "peer":
+            continue
+        s = sides[key]
+        s["speedup"] = _median_spread([p["seconds"] / r["seconds"] for p, r in zip(peer, rs)])
+        s["speedup_cpu"] = _median_spread([p["cpu_seconds"] / r["cpu_seconds"] for p, r in zip(peer, rs)])
+        s["speedup_process"] = _median_spread([p["process_seconds"] / r["process_seconds"] for p, r in zip(peer, rs)])
+        s["rss_ratio"] = s["rss_peak_mb"] / sides["peer"]["rss_peak_mb"]
+        a, b = np.array(rs[0]["scores"]), np.array(peer[0]["scores"])
+        fin = np.isfinite(a) & np.isfinite(b)
+        s["agree_max_abs_diff"] = float(np.max(np.abs(a[fin] - b[fin]))) if fin.any() else 0.0
+        s["agree_support"] = bool(np.array_equal(np.isfinite(a), np.isfinite(b)))
+        s["target"] = TARGETS.get(model, {}).get(key)  # default and census sides only
+    if "census" in runs and "default" in runs:
+        # the census's log q is computed by the same operations as the full run's: the same bits
+        sides["census"]["bit_identical_to_default"] = bool(all(
+            np.array_equal(np.array(c["scores"]), np.array(d["scores"])) for c, d in zip(runs["census"], runs["default"])))
+    if "batched" in runs and "default" in runs:
+        d = np.array(runs["default"][0]["scores"])
+        b = np.array(runs["batched"][0]["scores"])
+        fin = np.isfinite(d) & np.isfinite(b)
+        sides["batched"]["vs_invariant_max_abs_diff"] = float(np.max(np.abs(d[fin] - b[fin]))) if fin.any() else 0.0
+    return {"model": model, "fp32_peak_gflops": peak, "sides": sides}
+
+
+def print_summary(res, args):
+    sides = res["sides"]
+    peer = sides["peer"]
+    print(f"\n== {res['model']}: {args.windows} windows of {args.prefix}+{args.suffix} tokens, batch {args.batch}, "
+          f"{args.threads} threads, policies {', '.join(POLICIES)}; {peer['rounds']} interleaved rounds, "
+          f"fp32 matmul peak {res['fp32_peak_gflops']:.1f} GFLOP/s (median of rounds)")
+    print(f"  {'side':28} {'wall s':>7} {'CPU s':>7} {'win/s':>6} {'% peak':>6} {'RSS MB':>7} "
+          f"{'speed-up (min-max)':>20} {'CPU-s ratio':>11} {'RSS':>5}")
+    for key, s in sides.items():
+        line = (f"  {s['label']:28} {s['seconds'][0]:7.2f} {s['cpu_seconds'][0]:7.2f} {s['windows_per_s']:6.2f} "
+                f"{100 * s['peak_fraction']:5.1f}% {s['rss_peak_mb']:7.0f}")
+        if key != "peer":
+            sp = s["speedup"]
+            line += (f" {sp[0]:6.2f}x ({sp[1]:.2f}-{sp[2]:.2f}) {s['speedup_cpu'][0]:10.2f}x "
+                     f"{s['rss_ratio']:5.2f}")
+        print(line)
+    for key, s in sides.items():
+        if key == "peer":
+            continue
+        tgt = s.get("target")
+        verdict = "" if tgt is None else (f"; target >= {tgt}x: {'met' if s['speedup'][0] >= tgt else 'NOT met'}, "
+                                          f"RSS <= {RSS_TARGET}: {'met' if s['rss_ratio'] <= RSS_TARGET else 'NOT met'}")
+        extra = ""
+        if "bit_identical_to_default" in s:
+            extra += f"; log q bit-identical to the default run's: {s['bit_identical_to_default']}"
+        if "vs_invariant_max_abs_diff" in s:
+            extra += f"; log q vs the invariant schedule: max |d| {s['vs_invariant_max_abs_diff']:.2e} nats"
+        print(f"  {s['label']}: scores agree with the peer to {s['agree_max_abs_diff']:.2e} nats (same support: "
+              f"{s['agree_support']}); whole process x{s['speedup_process'][0]:.2f}{verdict}{extra}")
 
 
 def main():
@@ -219,23 +339,25 @@ def main():
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--impl", default="memclaim", help=argparse.SUPPRESS)
     ap.add_argument("--model", default="smollm2", help=argparse.SUPPRESS)
+    ap.add_argument("--windows-file", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--stats", default="all", help=argparse.SUPPRESS)
+    ap.add_argument("--schedule", default="auto", help=argparse.SUPPRESS)
     ap.add_argument("--models", default="smollm2,gemma3-270m")
     ap.add_argument("--windows", type=int, default=32)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--prefix", type=int, default=50)
     ap.add_argument("--suffix", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every side (default 3)")
     ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--bf16", action="store_true", help="also run memclaim in bfloat16 and report the drift")
+    ap.add_argument("--no-census", action="store_true", help="leave out the census-only (log q, greedy, margin) side")
+    ap.add_argument("--batched", action="store_true",
+                    help="also run memclaim's batched schedule on the CPU (statistics for all rows of a chunk "
+                         "at once; equal to the invariant schedule within its stated tolerance)")
+    ap.add_argument("--bf16", action="store_true", help="also run memclaim once in bfloat16 and report the drift")
     ap.add_argument("--near-verbatim", action="store_true", help="also time one near-verbatim window")
     ap.add_argument("--nv-epsilon", type=int, default=5)
     ap.add_argument("--nv-beam", type=int, default=16)
-    ap.add_argument("--no-reference", action="store_true")
-    ap.add_argument("--stats", default="all", help=argparse.SUPPRESS)
-    ap.add_argument("--schedule", default="auto", help=argparse.SUPPRESS)
-    ap.add_argument("--census", action="store_true",
-                    help="also run memclaim census-only (log q under the policies + greedy flag and margin; "
-                         "no full-softmax moments, no ranks), as a census needs")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.worker:
@@ -243,79 +365,76 @@ def main():
     import numpy as np
     import torch
 
+    import memclaim  # noqa: F401  (memclaim's process settings, for the memclaim workers)
+    from memclaim.models import load_model
+
     torch.set_num_threads(args.threads)
-    peak = matmul_peak_gflops()
-    print(f"fp32 matmul peak (2048^2, {args.threads} threads): {peak:.1f} GFLOP/s")
-    rows = []
-    for model in args.models.split(","):
-        common = dict(model=model, windows=args.windows, batch=args.batch, prefix=args.prefix, suffix=args.suffix,
-                      threads=args.threads)
-        mine = run_worker(impl="memclaim", dtype="float32", near_verbatim=args.near_verbatim,
-                          nv_epsilon=args.nv_epsilon, nv_beam=args.nv_beam, **common)
-        # flat in the number of windows: the same batch size, twice the windows
-        more = run_worker(impl="memclaim", dtype="float32", **dict(common, windows=2 * args.windows))
-        row = {"model": model, "memclaim": mine, "memclaim_2x_windows_rss_mb": more["rss_peak_mb"]}
-        if args.census:
-            cen = run_worker(impl="memclaim", dtype="float32", stats="census", **common)
-            row["census"] = cen
-            # the census's log q is computed by the same operations as the full run's: same bits
-            row["census_bit_identical"] = bool(np.array_equal(np.array(cen["scores"]), np.array(mine["scores"])))
-        if not args.no_reference:
-            ref = run_worker(impl="reference", dtype="float32", **common)
-            a, b = np.array(mine["scores"]), np.array(ref["scores"])
-            fin = np.isfinite(a) & np.isfinite(b)
-            row["reference"] = ref
-            row["agree_max_abs_diff"] = float(np.max(np.abs(a[fin] - b[fin]))) if fin.any() else 0.0
-            row["agree_support"] = bool(np.array_equal(np.isfinite(a), np.isfinite(b)))
-        if args.bf16:
-            bf = run_worker(impl="memclaim", dtype="bfloat16", **common)
-            a, b = np.array(mine["scores"]), np.array(bf["scores"])
-            fin = np.isfinite(a) & np.isfinite(b)
-            drift = np.abs(a - b)[fin]
-            row["bfloat16"] = {k: bf[k] for k in ("windows_per_s", "gflops", "rss_peak_mb")}
-            row["bfloat16"]["logq_drift_nats"] = {"median": float(np.median(drift)) if drift.size else 0.0,
-                                                  "max": float(drift.max()) if drift.size else 0.0,
-                                                  "support_changed": int((np.isfinite(a) != np.isfinite(b)).sum())}
-        rows.append(row)
-        print(f"\n== {model}: {args.windows} windows of {args.prefix}+{args.suffix} tokens, batch {args.batch}, "
-              f"policies {', '.join(POLICIES)}")
-        print(f"  memclaim   {mine['windows_per_s']:7.2f} windows/s  {mine['gflops']:6.1f} GFLOP/s "
-              f"({100 * mine['gflops'] / peak:4.1f}% of fp32 peak)  peak RSS {mine['rss_peak_mb']:7.0f} MB "
-              f"(+{mine['rss_peak_mb'] - mine['rss_start_mb']:.0f} MB while scoring; "
-              f"{row['memclaim_2x_windows_rss_mb']:.0f} MB with twice the windows)")
-        if "reference" in row:
-            ref = row["reference"]
-            print(f"  reference  {ref['windows_per_s']:7.2f} windows/s  {ref['gflops']:6.1f} GFLOP/s "
-                  f"({100 * ref['gflops'] / peak:4.1f}% of fp32 peak)  peak RSS {ref['rss_peak_mb']:7.0f} MB "
-                  f"(+{ref['rss_peak_mb'] - ref['rss_start_mb']:.0f} MB while scoring)")
-            print(f"  speed-up x{mine['windows_per_s'] / ref['windows_per_s']:.2f}; peak RSS ratio "
-                  f"{mine['rss_peak_mb'] / ref['rss_peak_mb']:.2f}; scores agree to "
-                  f"{row['agree_max_abs_diff']:.2e} nats (same support: {row['agree_support']})")
-        if "census" in row:
-            cen = row["census"]
-            vs = f"x{cen['windows_per_s'] / row['reference']['windows_per_s']:.2f} vs reference; " \
-                if "reference" in row else ""
-            print(f"  census     {cen['windows_per_s']:7.2f} windows/s  (stats {cen['stats']}: {vs}"
-                  f"x{cen['windows_per_s'] / mine['windows_per_s']:.2f} vs every statistic; log q bit-identical "
-                  f"to the full run: {row['census_bit_identical']})  peak RSS {cen['rss_peak_mb']:7.0f} MB")
-        if "bfloat16" in row:
-            bf = row["bfloat16"]
-            print(f"  bfloat16   {bf['windows_per_s']:7.2f} windows/s (x{bf['windows_per_s'] / mine['windows_per_s']:.2f} "
-                  f"vs float32); log q drift median {bf['logq_drift_nats']['median']:.3g} / max "
-                  f"{bf['logq_drift_nats']['max']:.3g} nats per window; support changed in "
-                  f"{bf['logq_drift_nats']['support_changed']} window-policies")
-        if "near_verbatim" in mine:
-            nv = mine["near_verbatim"]
-            print(f"  near-verbatim (eps={nv['epsilon']}, beam={nv['beam']}, top-k:40): "
-                  f"{nv['seconds_per_window']:.1f} s per window vs {1 / mine['windows_per_s']:.2f} s verbatim; "
-                  f"{nv['forward_rows']} forward rows; log10 bound {nv['log10_bound']:.1f} vs verbatim "
-                  f"{nv['log10_verbatim']:.1f}")
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), "?")
+    print(f"CPU: {cpu}, {os.cpu_count()} logical CPUs; load average {os.getloadavg()[0]:.2f} (1 min) at start")
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {}
+        for model in args.models.split(","):
+            m = load_model(model)
+            prompts, suffixes = load_windows(m, args.windows, args.prefix, args.suffix)
+            files[model] = str(Path(tmp) / f"{model}.json")
+            Path(files[model]).write_text(json.dumps({"path": str(m.path), "prompts": prompts, "suffixes": suffixes}))
+        variants = {"peer": ("peer", "all", "auto", "peer (full [B, T, V] logits)"),
+                    "default": ("memclaim", "all", "auto", "memclaim, default statistics")}
+        if not args.no_census:
+            variants["census"] = ("memclaim", "census", "auto", "memclaim, census statistics")
+        if args.batched:
+            variants["batched"] = ("memclaim", "all", "batched", "memclaim, batched schedule")
+        for model in args.models.split(","):
+            runs = {k: [] for k in variants}
+            peaks, loads = [], []
+            for r in range(args.rounds):
+                keys = list(variants)
+                keys = keys[r % len(keys):] + keys[:r % len(keys)]  # rotate the order each round
+                loads.append(os.getloadavg()[0])
+                peaks.append(matmul_peak_gflops())
+                for k in keys:
+                    impl, stats, schedule, _ = variants[k]
+                    runs[k].append(run_worker(impl=impl, model=model, windows_file=files[model], stats=stats,
+                                              schedule=schedule, windows=args.windows, batch=args.batch,
+                                              prefix=args.prefix, suffix=args.suffix, threads=args.threads,
+                                              dtype="float32"))
+                print(f"  [{model} round {r + 1}/{args.rounds}: load {loads[-1]:.2f} -> {os.getloadavg()[0]:.2f}; "
+                      + ", ".join(f"{k} {runs[k][-1]['seconds']:.1f} s" for k in keys) + "]", flush=True)
+            res = summarize(model, runs, peaks, {k: v[3] for k, v in variants.items()})
+            res["load_average"] = {"per_round_start": loads, "end": os.getloadavg()[0]}
+            if args.bf16 or args.near_verbatim:
+                common = dict(model=model, windows_file=files[model], windows=args.windows, batch=args.batch,
+                              prefix=args.prefix, suffix=args.suffix, threads=args.threads)
+                if args.bf16:
+                    bf = run_worker(impl="memclaim", dtype="bfloat16", **common)
+                    a, b = np.array(runs["default"][0]["scores"]), np.array(bf["scores"])
+                    fin = np.isfinite(a) & np.isfinite(b)
+                    drift = np.abs(a - b)[fin]
+                    res["bfloat16"] = {"windows_per_s": bf["windows_per_s"], "rss_peak_mb": bf["rss_peak_mb"],
+                                       "logq_drift_nats": {"median": float(np.median(drift)) if drift.size else 0.0,
+                                                           "max": float(drift.max()) if drift.size else 0.0,
+                                                           "support_changed": int((np.isfinite(a) != np.isfinite(b)).sum())}}
+                if args.near_verbatim:
+                    nv = run_worker(impl="memclaim", dtype="float32", near_verbatim=True, nv_epsilon=args.nv_epsilon,
+                                    nv_beam=args.nv_beam, **common)
+                    res["near_verbatim"] = nv["near_verbatim"]
+            print_summary(res, args)
+            if "bfloat16" in res:
+                bf = res["bfloat16"]
+                print(f"  bfloat16 {bf['windows_per_s']:.2f} windows/s; log q drift median "
+                      f"{bf['logq_drift_nats']['median']:.3g} / max {bf['logq_drift_nats']['max']:.3g} nats per window; "
+                      f"support changed in {bf['logq_drift_nats']['support_changed']} window-policies")
+            if "near_verbatim" in res:
+                nv = res["near_verbatim"]
+                print(f"  near-verbatim (eps={nv['epsilon']}, beam={nv['beam']}, top-k:40): "
+                      f"{nv['seconds_per_window']:.1f} s per window; {nv['forward_rows']} forward rows; "
+                      f"log10 bound {nv['log10_bound']:.1f} vs verbatim {nv['log10_verbatim']:.1f}")
+            out.append(res)
+    print(f"\nload average {os.getloadavg()[0]:.2f} (1 min) at the end; CPU {cpu}")
     if args.json:
-        for r in rows:
-            for k in ("memclaim", "reference", "census"):
-                if k in r:
-                    r[k].pop("scores", None)
-        print(json.dumps({"fp32_peak_gflops": peak, "rows": rows}, indent=1))
+        print(json.dumps({"cpu": cpu, "rows": out}, indent=1))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from _paths import DATA
 
 # Idle OpenMP threads sleep instead of spinning: on a shared 2-core machine spinning threads of
 # several processes starve each other (a 10x slowdown measured here). Set before torch loads.
@@ -16,7 +17,6 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(scope="session")

@@ -24,8 +24,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from _paths import DATA, ROOT
 
-FIXTURE = Path(__file__).parent / "data" / "fixtures" / "engine_cpu_v1.npz"
+FIXTURE = DATA / "fixtures" / "engine_cpu_v1.npz"
 FIELDS = ("logq", "token_logq", "greedy_match", "min_margin", "token_logprob", "token_mean", "token_std",
           "token_rank")
 POLICY_SPECS = ("full", "greedy", "top-k:1", "top-k:3", "top-k:40", "top-p:0.8", "temperature:0.7",
@@ -107,7 +108,7 @@ def smollm2_windows():
     from memclaim.text.windows import sliding_windows
 
     m = load_model("smollm2")
-    text = (Path(__file__).parent / "data" / "genesis_1_3.txt").read_text()
+    text = (DATA / "genesis_1_3.txt").read_text()
     ws = list(sliding_windows(text, m.tokenizer, prefix_tokens=24, suffix_tokens=16, stride=37).windows)[:5]
     prompts = [list(m.sot_ids) + list(w.prefix_ids) for w in ws]
     return prompts, [list(w.suffix_ids) for w in ws]
@@ -172,7 +173,7 @@ def _meta():
     import torch
     import transformers
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
     cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
                 if ln.startswith("model name")), platform.processor())

@@ -69,7 +69,10 @@ def build_all(root: Path) -> dict[str, Path]:
     import sys
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from test_cli_json_unchanged import commands, make_inputs
+    from _paths import test_module
+
+    cli_json = test_module("test_cli_json_unchanged")  # tests/cli/ once tests mirror src/
+    commands, make_inputs = cli_json.commands, cli_json.make_inputs
 
     from memclaim.cli.main import main
 

@@ -21,8 +21,8 @@ from memclaim.errors import InputError
 from memclaim.scoring.acr import (ACRStore, LengthSearch, TargetResult, acr_procedure, length_search,
                                   procedure_key, search_sides, search_target, shared_words)
 from memclaim.scoring.gcg import GCGSettings, PromptSearchModel
+from _paths import TESTS
 
-TESTS = Path(__file__).resolve().parent
 
 
 # --------------------------------------------------------------------------- the length search

@@ -20,7 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_cli_json_unchanged import make_inputs
+from _paths import test_module
+
+make_inputs = test_module("test_cli_json_unchanged").make_inputs  # tests/cli/ once tests mirror src/
 
 pytestmark = pytest.mark.integration
 

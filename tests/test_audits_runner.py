@@ -11,16 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _paths import ROOT
+from memclaim.api import audit_table
 from memclaim.audits import extraction as X
 from memclaim.audits import shadows as S
 from memclaim.audits import verifier as V
-from memclaim.api import audit_table
 from memclaim.audits.run import audit_runs, run_audit
 from memclaim.audits.settings import AuditSettings
 from memclaim.audits.texts import read_texts
-from memclaim.report.audit import write_audit_report
 from memclaim.cli.main import main as cli_main
 from memclaim.errors import DomainError, InputError, ProcedureMismatchError
+from memclaim.report.audit import write_audit_report
 
 
 # ------------------------------------------------------------------------------- fixtures
@@ -701,9 +702,8 @@ def test_full_lira_benchmark_with_16_shadows(tmp_path, capsys):
     bootstrap at level 0.05. Kept here, outside the integration module, so `-m integration`
     does not select it."""
     import importlib.util
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_lira.py"
+    path = ROOT / "benchmarks" / "bench_lira.py"
     spec = importlib.util.spec_from_file_location("bench_lira", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -47,6 +47,30 @@ def _write_gguf(path: Path, *, truncate: int = 0) -> Path:
     return path
 
 
+def _broken_models(d: Path, toy: Path) -> None:
+    """Issue 25 item 2: copies of the tiny GPT whose weights do not match the config (a tensor
+    left out or added, a layer more in config.json, no tensors at all) or hold NaN."""
+    from safetensors.torch import load_file, save_file
+
+    sd = load_file(str(toy / "model.safetensors"))
+    variants = {
+        "missing-tensor-model": ({k: v for k, v in sd.items() if k != "transformer.h.1.mlp.c_fc.weight"}, {}),
+        "extra-tensor-model": ({**sd, "transformer.h.9.mlp.c_fc.weight": sd["transformer.h.1.mlp.c_fc.weight"].clone()}, {}),
+        "extra-layer-model": (None, {"n_layer": 3}),
+        "empty-weights-model": ({}, {}),
+        "nan-model": ({k: (v.clone().fill_(float("nan")) if k.endswith("ln_f.weight") else v)
+                       for k, v in sd.items()}, {}),
+    }
+    for name, (tensors, cfg) in variants.items():
+        shutil.copytree(toy, d / name)
+        if tensors is not None:
+            save_file(tensors, str(d / name / "model.safetensors"), metadata={"format": "pt"})
+        if cfg:
+            c = json.loads((d / name / "config.json").read_text())
+            c.update(cfg)
+            (d / name / "config.json").write_text(json.dumps(c))
+
+
 @pytest.fixture(scope="session")
 def data(tmp_path_factory) -> Path:
     """Inputs, good and bad, shared by every case (none of them is ever written by a case)."""
@@ -111,6 +135,13 @@ def data(tmp_path_factory) -> Path:
     (d / "not.feather").write_bytes(b"FEA1 but then nothing")
     (d / "plain-folder").mkdir()
     (d / "plain-folder" / "notes.txt").write_text("a folder of notes, not a dataset")
+    _broken_models(d, toy)
+    # issue 25 item 8: folders memclaim did not make, one with the user's own temporary file
+    (user / ".thesis.tex.swp.tmp").write_text("an editor's temporary file")
+    (d / "foreign-report").mkdir()
+    (d / "foreign-report" / "report.html").write_text("<p>someone else's report</p>")
+    (d / "foreign-store" / "store").mkdir(parents=True)
+    (d / "foreign-store" / "store" / "notes.txt").write_text("not a store")
     issue25_inputs(d, toy, mem, ctl)
     try:
         import datasets
@@ -178,6 +209,11 @@ CASES = [
     ("score-batch-word", S + " --batch-size lots", "'lots' is not a whole number >= 1 or 'auto'", 0),
     ("audit-batch-negative", A + " --batch-size -4", "'-4' is not a whole number >= 1 or 'auto'", 1),
     ("score-unit-0", S + " --unit-size 0", "unit size must be >= 1", 1),
+    # ---- issue 30: the statistics a scoring command computes
+    ("score-stats-unknown", S + " --stats loss", "unknown statistic(s) ['loss']", 1),
+    ("score-stats-dangling-plus", S + " --stats 'rank+'", "malformed statistics 'rank+'", 1),
+    ("population-stats-unknown", P + " --stats census+entropy", "unknown statistic(s) ['entropy']", 1),
+    ("score-stats-empty", S + " --stats ''", "malformed statistics ''", 1),
     # ---- issue 28: --limit N (the first N texts, or a document's first N windows)
     ("score-limit-0", S + " --limit 0", "Invalid value for '--limit': 0 is not in the range x>=1", 0),
     ("population-limit-word", P + " --limit some", "'some' is not a valid integer", 0),
@@ -212,6 +248,24 @@ CASES = [
     ("score-folder-not-model", "score {d} --input {d}/m.jsonl --out {store}", "has no config.json", 0),
     ("score-ray-workers", S + " --backend ray --workers 0", "--workers must be >= 1", 1),
     ("score-ray-option-local", S + " --workers 2", "only apply with --backend ray", 1),
+    # issue 27: a served model (--backend openai); nothing here reaches a server that answers
+    ("score-served-no-url", S + " --backend openai", "--backend openai needs --url", 1),
+    ("score-served-url-local", S + " --url http://127.0.0.1:1", "--url applies only with --backend openai", 1),
+    ("score-served-url-form", S + " --backend openai --url localhost:8000", "--url 'localhost:8000' is not an http(s) URL",
+     1),
+    ("score-served-refused", S + " --backend openai --url http://127.0.0.1:1",
+     "cannot reach the server at http://127.0.0.1:1: cannot connect", 1),
+    ("score-served-key-env", S + " --backend openai --url http://127.0.0.1:1 --api-key-env MEMCLAIM_NO_SUCH_KEY",
+     "--api-key-env MEMCLAIM_NO_SUCH_KEY: the environment variable is not set", 1),
+    ("score-served-key-both", S + " --backend openai --url http://127.0.0.1:1 --api-key-env A --api-key-file {file}",
+     "give one of --api-key-env and --api-key-file", 1),
+    ("score-served-concurrency", S + " --backend openai --url http://127.0.0.1:1 --max-concurrency 0",
+     "--max-concurrency must be >= 1", 1),
+    ("score-served-dtype", S + " --backend openai --url http://127.0.0.1:1 --dtype float32",
+     "--dtype places or loads weights in this process", 1),
+    ("score-served-ray-option", S + " --backend openai --url http://127.0.0.1:1 --workers 2",
+     "--workers only apply with --backend ray", 1),
+    ("score-served-bounds-local", S + " --served-bounds", "--served-bounds applies only with --backend openai", 1),
     ("score-out-is-file", "score toy --input {d}/m.jsonl --out {file}", "is a file", 0),
     pytest.param("score-out-unwritable", "score toy --input {d}/m.jsonl --prefix-tokens 8 --suffix-tokens 8 "
                  "--out /proc/memclaim-store", "cannot write", 1, marks=LINUX, id="score-out-unwritable"),
@@ -386,6 +440,48 @@ CASES = [
                  "devices seen: cpu", 0, id="audit-table-device-cuda-none", marks=NO_GPU),
     ("test-mixed-numerics", T + " --candidates-procedure {d}/proc_cpu.json --controls-procedure {d}/proc_gpu.json",
      "different numerics: model.device_class: 'cpu' != 'cuda'", 0),
+    # ---- issue 25 (items 1, 2, 3, 5, 8): broken model folders, out-of-domain policies, stores
+    # edited by hand, --out folders memclaim did not make
+    ("score-weights-missing-tensor", "score {d}/missing-tensor-model --input {d}/m.jsonl --prefix-tokens 8 "
+     "--suffix-tokens 8 --out {store}", "1 parameter is missing from the weights", 0),
+    ("score-weights-extra-tensor", "score {d}/extra-tensor-model --input {d}/m.jsonl --prefix-tokens 8 "
+     "--suffix-tokens 8 --out {new}", "not used by the architecture: transformer.h.9.mlp.c_fc.weight", 0),
+    ("score-config-layer-more", "score {d}/extra-layer-model --input {d}/m.jsonl --prefix-tokens 8 --suffix-tokens 8 "
+     "--out {store}", "12 parameters are missing from the weights", 0),
+    ("population-config-layer-more", "population {d}/extra-layer-model --members {d}/m.jsonl --controls {d}/c.jsonl "
+     "--prefix-tokens 8 --suffix-tokens 8 --out {rep}", "do not match its config.json", 0),
+    ("census-weights-missing-tensor", "census {d}/missing-tensor-model --document {d}/doc.txt --control {d}/ctl.txt "
+     "--stride 8 --prefix-tokens 8 --suffix-tokens 8 --policy full --out {new}", "missing from the weights", 0),
+    ("score-weights-empty", "score {d}/empty-weights-model --input {d}/m.jsonl --out {store}", "hold no tensors", 0),
+    ("score-temperature-below-float64", S + " --policy temperature:1e-300", "is below 4e-270", 1),
+    ("population-temperature-below-float64", P + " --policy top-k:40,temperature:3e-270", "is below 4e-270", 0),
+    ("score-nan-weights-into-a-store", "score {d}/nan-model --input {d}/m.jsonl --prefix-tokens 8 --suffix-tokens 8 "
+     "--policy full --out {store}", "logq:full is nan for window", 0),
+    ("population-nan-weights-new-out", "population {d}/nan-model --members {d}/m.jsonl --controls {d}/c.jsonl "
+     "--prefix-tokens 8 --suffix-tokens 8 --policy full --out {new}", "is nan for window", 0),
+    ("census-nan-weights-new-out", "census {d}/nan-model --document {d}/doc.txt --control {d}/ctl.txt --stride 8 "
+     "--prefix-tokens 8 --suffix-tokens 8 --policy full --out {new}", "is nan for window", 0),
+    ("score-out-users-folder", "score toy --input {d}/m.jsonl --prefix-tokens 8 --suffix-tokens 8 --out "
+     "{d}/users-folder", "is a folder memclaim did not make: it holds '.thesis.tex.swp.tmp', 'thesis.tex'", 0),
+    ("score-out-dot", "score toy --input {d}/m.jsonl --prefix-tokens 8 --suffix-tokens 8 --out .",
+     "--out '.' is a folder memclaim did not make: it holds 'mine.txt'", 0),
+    ("score-out-empty", "score toy --input {d}/m.jsonl --out ''", "--out '' is empty", 0),
+    ("population-foreign-report-before-scoring", "population toy --members {d}/m.jsonl --controls {d}/c.jsonl "
+     "--prefix-tokens 8 --suffix-tokens 8 --policy full --out {d}/foreign-report",
+     "report.html' exists and memclaim did not write it", 0),
+    ("census-foreign-report-before-scoring", C.replace("{rep}", "{d}/foreign-report"),
+     "report.html' exists and memclaim did not write it", 0),
+    ("population-store-not-a-store", "population toy --members {d}/m.jsonl --controls {d}/c.jsonl --prefix-tokens 8 "
+     "--suffix-tokens 8 --policy full --out {d}/foreign-store", "is a folder memclaim did not make: it holds 'notes.txt'",
+     0),
+    ("audit-foreign-report-before-scoring", "audit toy --members {d}/m.jsonl --controls {d}/c.jsonl --prefix-tokens 8 "
+     "--suffix-tokens 8 --out {d}/foreign-report", "report.html' exists and memclaim did not write it", 0),
+    ("test-store-labels-swapped", "test --candidates {swapped} --run members --controls {swapped} --controls-run "
+     "controls --policy full --out {new}", "in manifest.json but", 0),
+    ("test-store-procedure-edited", "test --candidates {edited_proc} --run members --controls {edited_proc} "
+     "--controls-run controls --policy full --out {new}", "does not match the sha256 recorded", 0),
+    ("test-store-scores-edited", "test --candidates {edited_scores} --run members --controls {edited_scores} "
+     "--controls-run controls --policy full --out {new}", "scores.parquet of run", 0),
     # ---- issue 29: memclaim acr (adversarial compression), refused before any search or store
     ("acr-criterion-unknown", R + " --criterion bogus", "unknown success criterion 'bogus'", 0),
     ("acr-criterion-b", R + " --criterion prob:1.5", "b must lie strictly between 0 and 1", 0),
@@ -453,6 +549,9 @@ CASES = [
     ("test-i25-no-policy-column", "test --candidates {d}/i25-store-no-column --run members --controls "
      "{d}/i25-store-no-column --controls-run controls --policy full --out {rep}",
      "scores.parquet' has no column 'logq:full'", 0),
+    ("test-i25-no-policy-column-sealed", "test --candidates {d}/i25-store-no-column-sealed --run members --controls "
+     "{d}/i25-store-no-column-sealed --controls-run controls --policy full --out {rep}",
+     "does not match the sha256 recorded when memclaim wrote it", 0),
     ("test-i25-scores-folder", "test --candidates {d}/i25-store-folder --run members --controls {d}/i25-store-folder "
      "--controls-run controls --policy full --out {rep}", "scores.parquet' is not a file (a folder", 0),
     ("train-i25-seed", "train tiny --seed 100000000000000000000000 --steps 1 --out {new}",
@@ -460,6 +559,53 @@ CASES = [
     ("score-i25-bad-pickle", "score {d}/i25-pickle-model --allow-pickle --input {d}/m.jsonl --out {store}",
      "pytorch_model.bin' (19 bytes) cannot be read as weights", 0),
 ]
+
+
+def _swap_labels(store: Path) -> None:
+    m = json.loads((store / "manifest.json").read_text())
+    a, b = sorted(m["runs"])
+    m["runs"][a]["label"], m["runs"][b]["label"] = m["runs"][b]["label"], m["runs"][a]["label"]
+    (store / "manifest.json").write_text(json.dumps(m, indent=1, sort_keys=True))
+
+
+def _edit_procedure(store: Path) -> None:
+    (p,) = (store / "procedures").iterdir()
+    rec = json.loads(p.read_text())
+    rec["suffix_tokens"] = 4
+    p.write_text(json.dumps(rec, indent=1, sort_keys=True))
+
+
+def _edit_scores(store: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    m = json.loads((store / "manifest.json").read_text())
+    rid = next(r for r, e in m["runs"].items() if e["label"] == "controls")
+    path = store / "runs" / rid / "scores.parquet"
+    t = pq.read_table(path)
+    col = t.column_names.index("logq:full")
+    t = t.set_column(col, "logq:full", pa.array([-1e9] * t.num_rows, pa.float64()))
+    pq.write_table(t, path)
+
+
+EDITED_STORES = {"swapped": _swap_labels, "edited_proc": _edit_procedure, "edited_scores": _edit_scores}
+
+
+
+def _unseal(store: Path) -> None:
+    """Make ``store`` what memclaim wrote before seals (schema 2, issue 25 item 5): no sha256 in
+    manifest.json or run.json."""
+    p = store / "manifest.json"
+    m = json.loads(p.read_text())
+    m["schema_version"] = 2
+    m.pop("procedure_files", None)
+    for section, keys in (("units", ("sha256",)), ("runs", ("run_sha256", "scores_sha256", "scores_sha256_previous"))):
+        m[section] = {k: {f: v for f, v in e.items() if f not in keys} for k, e in m[section].items()}
+    p.write_text(json.dumps(m, indent=1, sort_keys=True))
+    for run in (store / "runs").glob("*/run.json"):
+        r = json.loads(run.read_text())
+        r.pop("windows_sha256", None)
+        run.write_text(json.dumps(r, indent=1, sort_keys=True))
 
 
 def issue25_inputs(d: Path, toy: Path, mem: list, ctl: list) -> None:
@@ -494,10 +640,14 @@ def issue25_inputs(d: Path, toy: Path, mem: list, ctl: list) -> None:
         score("toy", d / f, prefix_tokens=8, suffix_tokens=8, policies=["full"], out=base, label=label)
     manifest = json.loads((base / "manifest.json").read_text())
     members = next(rid for rid, r in manifest["runs"].items() if r["label"] == "members")
-    shutil.copytree(base, d / "i25-store-no-column")
-    f = d / "i25-store-no-column" / "runs" / members / "scores.parquet"
-    table = pq.read_table(f)
-    pq.write_table(table.drop_columns(["logq:full"]), f)
+    # a scores.parquet without its policy column: in a store of the previous schema (no seals,
+    # _unseal), the column is what is missing; in a sealed store, the file is not the one sealed
+    for name in ("i25-store-no-column", "i25-store-no-column-sealed"):
+        shutil.copytree(base, d / name)
+        f = d / name / "runs" / members / "scores.parquet"
+        table = pq.read_table(f)
+        pq.write_table(table.drop_columns(["logq:full"]), f)
+    _unseal(d / "i25-store-no-column")
     shutil.copytree(base, d / "i25-store-folder")
     f = d / "i25-store-folder" / "runs" / members / "scores.parquet"
     f.unlink()
@@ -543,8 +693,13 @@ def test_bad_input_stops_cleanly_and_changes_nothing(argv, phrase, data, previou
         for rid, r in runs.items():
             f = damaged / "runs" / rid / ("run.json" if r["label"] == "members" else "scores.parquet")
             f.write_bytes(f.read_bytes()[:40])
+    edited = {name: tmp_path / name for name in EDITED_STORES if "{" + name + "}" in argv}
+    for name, path in edited.items():  # issue 25 item 5: stores edited by hand after memclaim wrote them
+        shutil.copytree(previous / "store", path)
+        EDITED_STORES[name](path)
     before = {"rep": _snapshot(rep), "data": _snapshot(data), "cwd": _snapshot(tmp_path / "cwd")}
-    args = shlex.split(argv.format(d=data, rep=rep, store=rep / "store", new=new, file=afile, damaged=damaged))
+    args = shlex.split(argv.format(d=data, rep=rep, store=rep / "store", new=new, file=afile, damaged=damaged,
+                                   **edited))
     capsys.readouterr()
     rc = main(args)
     err = capsys.readouterr().err

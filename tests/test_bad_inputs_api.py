@@ -25,7 +25,7 @@ import pytest
 import memclaim as mc
 from memclaim.errors import MemclaimError
 
-from test_bad_inputs import _snapshot, data, previous  # noqa: F401 - the CLI table's fixtures
+from test_bad_inputs import EDITED_STORES, _snapshot, data, previous  # noqa: F401 - the CLI table's fixtures
 
 pytestmark = pytest.mark.integration
 
@@ -113,6 +113,33 @@ def _dup_frame():
     return pd.DataFrame([["a", "one two three", "four five six"]], columns=["id", "text", "text"])
 
 
+def _edited_store(c, how):
+    """A copy of the previous run's store edited by hand (issue 25 item 5: the CLI table's
+    EDITED_STORES: labels swapped in manifest.json, a procedure file or scores.parquet edited)."""
+    store = c.tmp / f"edited-{how}"
+    shutil.copytree(c.store, store)
+    EDITED_STORES[how](store)
+    return store
+
+
+def _test_edited(c, how):
+    store = _edited_store(c, how)
+    mc.test(store, store, run="members", controls_run="controls", policy="full", out=c.new)
+
+
+def _census_edited_unit(c):
+    """Issue 25 item 5: a census re-run reads back only sealed units; one edited by hand since the
+    first run is refused (naming the unit), not read into the claim."""
+    out = c.tmp / "census-out"
+    kw = dict(stride=8, **S8, policies=["full"], out=out)
+    mc.census("toy", c.d / "doc.txt", c.d / "ctl.txt", **kw)
+    m = json.loads((out / "store" / "manifest.json").read_text())
+    uid, u = next(iter(m["units"].items()))
+    f = out / "store" / "units" / u["procedure"][:16] / f"{uid}.parquet"
+    f.write_bytes(f.read_bytes() + b"\0")
+    mc.census("toy", c.d / "doc.txt", c.d / "ctl.txt", **kw)
+
+
 # (case id, call(c) with c.d the inputs, c.rep the previous output, c.store its store, c.new a
 # path that must stay absent, c.file a user's file; phrase the message must contain)
 S8 = dict(prefix_tokens=8, suffix_tokens=8)
@@ -160,11 +187,37 @@ ROWS = [
     ("score-batch-word", lambda c: mc.score("toy", _m(c), batch_size="lots", out=c.new), "got 'lots'"),
     ("score-unit-0", lambda c: mc.score("toy", _m(c), unit_size=0, **S8, out=c.new), "unit size must be >= 1"),
     ("score-threads-0", lambda c: mc.score("toy", _m(c), threads=0, out=c.new), "--threads must be >= 1, got 0"),
+    # issue 30: stats= (the statistics computed and stored), refused before the model loads
+    ("score-stats-unknown", lambda c: mc.score("toy", _m(c), stats="loss", out=c.new), "unknown statistic(s) ['loss']"),
+    ("score-stats-dangling-plus", lambda c: mc.score("toy", _m(c), stats="rank+", out=c.new),
+     "malformed statistics 'rank+'"),
+    ("score-stats-empty", lambda c: mc.score("toy", _m(c), stats=[], out=c.new), "an empty set of statistics"),
+    ("score-stats-number", lambda c: mc.score("toy", _m(c), stats=5, out=c.new), "stats=5 is not a set"),
+    ("score-stats-bool", lambda c: mc.score("toy", _m(c), stats=True, out=c.new), "stats=True is not a set"),
+    ("score-stats-item-number", lambda c: mc.score("toy", _m(c), stats=["rank", 3], out=c.new),
+     "statistic 3 is not a name"),
     ("score-backend", lambda c: mc.score("toy", _m(c), backend="spark", out=c.new), "unknown backend 'spark'"),
     ("score-ray-option-local", lambda c: mc.score("toy", _m(c), workers=2, out=c.new),
      "only apply with --backend ray"),
     ("score-ray-workers-0", lambda c: mc.score("toy", _m(c), backend="ray", workers=0, out=c.new),
      "--workers must be >= 1"),
+    # ---- a served model (issue 27)
+    ("score-served-no-url", lambda c: mc.score("toy", _m(c), backend="openai", out=c.new),
+     "--backend openai needs --url"),
+    ("score-served-url-local", lambda c: mc.score("toy", _m(c), url="http://127.0.0.1:1", out=c.new),
+     "--url applies only with --backend openai"),
+    ("score-served-refused", lambda c: mc.score("toy", _m(c), **S8, backend="openai", url="http://127.0.0.1:1",
+                                                out=c.new), "cannot reach the server at http://127.0.0.1:1"),
+    ("score-served-concurrency", lambda c: mc.score("toy", _m(c), backend="openai", url="http://127.0.0.1:1",
+                                                    max_concurrency=0, out=c.new), "--max-concurrency must be >= 1"),
+    ("score-served-device", lambda c: mc.score("toy", _m(c), backend="openai", url="http://127.0.0.1:1",
+                                               device="cpu", out=c.new), "--device places or loads weights"),
+    ("population-served-no-url", lambda c: mc.population("toy", _m(c), _c(c), **S8, backend="openai", out=c.new),
+     "--backend openai needs --url"),
+    ("census-served-key", lambda c: mc.census("toy", c.d / "doc.txt", c.d / "ctl.txt", stride=8, **S8,
+                                              backend="openai", url="http://127.0.0.1:1",
+                                              api_key_env="MEMCLAIM_NO_SUCH_KEY", out=c.new),
+     "--api-key-env MEMCLAIM_NO_SUCH_KEY: the environment variable is not set"),
     # ---- score: inputs (items 4, 10)
     ("score-both-inputs", lambda c: mc.score("toy", _m(c), document=c.d / "doc.txt", out=c.new), "exactly one of"),
     ("score-no-input", lambda c: mc.score("toy", out=c.new), "exactly one of"),
@@ -314,6 +367,10 @@ ROWS = [
     ("population-exclude-bool", lambda c: mc.population("toy", _m(c), _c(c), exclude_control_ids=[True], out=c.new),
      "id True is a bool"),
     ("population-seed", lambda c: mc.population("toy", _m(c), _c(c), seed=1e23, out=c.new), "--seed must be"),
+    ("population-stats-unknown", lambda c: mc.population("toy", _m(c), _c(c), stats="census+entropy", out=c.new),
+     "unknown statistic(s) ['entropy']"),
+    ("population-stats-dict", lambda c: mc.population("toy", _m(c), _c(c), stats={"rank": 1}, out=c.new),
+     "is not a set of statistics"),
     ("population-datasetdict", lambda c: mc.population("toy", _m(c), _datasets("dict"), **S8, out=c.new),
      "--controls: controls is a datasets DatasetDict"),
     ("population-batch-0", lambda c: mc.population("toy", _m(c), _c(c), batch_size=0, out=c.new), "got 0"),
@@ -436,6 +493,69 @@ ROWS = [
      "line 2: kappa = 1.5 is not in [0, 1]"),
     ("dp-corpus-other-m", lambda c: mc.dp_corpus_baseline(c.d / "kappa_m3.jsonl", list_size=1),
      "list size m = 3, not --list-size 1"),
+    # ---- issue 25 items 2, 3: model folders whose weights do not match their config, NaN
+    # weights, temperatures below what float64 can apply (the CLI table's inputs)
+    ("load-weights-empty", lambda c: mc.load_model(c.d / "empty-weights-model"), "hold no tensors"),
+    ("score-weights-missing-tensor", lambda c: mc.score(c.d / "missing-tensor-model", _m(c), **S8, out=c.store),
+     "1 parameter is missing from the weights (transformers would initialise it at random): "
+     "transformer.h.1.mlp.c_fc.weight"),
+    ("score-weights-extra-tensor", lambda c: mc.score(c.d / "extra-tensor-model", _m(c), **S8, out=c.new),
+     "not used by the architecture: transformer.h.9.mlp.c_fc.weight"),
+    ("score-config-layer-more", lambda c: mc.score(c.d / "extra-layer-model", _m(c), **S8, out=c.store),
+     "12 parameters are missing from the weights"),
+    ("score-weights-empty", lambda c: mc.score(c.d / "empty-weights-model", _m(c), **S8, out=c.new),
+     "hold no tensors"),
+    ("population-config-layer-more", lambda c: mc.population(c.d / "extra-layer-model", _m(c), _c(c), **S8,
+                                                             out=c.rep), "do not match its config.json"),
+    ("census-weights-missing-tensor", lambda c: mc.census(c.d / "missing-tensor-model", c.d / "doc.txt",
+                                                          c.d / "ctl.txt", stride=8, **S8, out=c.new),
+     "missing from the weights"),
+    ("audit-weights-extra-tensor", lambda c: mc.audit(c.d / "extra-tensor-model", _m(c), _c(c), **S8, out=c.new),
+     "not used by the architecture"),
+    ("score-nan-weights-into-a-store", lambda c: mc.score(c.d / "nan-model", _m(c), **S8, policies=["full"],
+                                                          out=c.store), "logq:full is nan for window"),
+    ("score-nan-weights-no-out", lambda c: mc.score(c.d / "nan-model", _m(c), **S8, policies=["full", "greedy"]),
+     "is nan for window"),
+    ("population-nan-weights", lambda c: mc.population(c.d / "nan-model", _m(c), _c(c), **S8, policies=["full"],
+                                                       out=c.new), "is nan for window"),
+    ("census-nan-weights", lambda c: mc.census(c.d / "nan-model", c.d / "doc.txt", c.d / "ctl.txt", stride=8, **S8,
+                                               policies=["full"], out=c.new), "is nan for window"),
+    ("score-temperature-below-float64", lambda c: mc.score("toy", _m(c), **S8, policies=["temperature:1e-300"],
+                                                           out=c.store), "is below 4e-270"),
+    ("population-temperature-below-float64", lambda c: mc.population("toy", _m(c), _c(c), **S8,
+                                                                     policies=["top-k:40,temperature:3e-270"],
+                                                                     out=c.rep), "is below 4e-270"),
+    ("census-temperature-below-float64", lambda c: mc.census("toy", c.d / "doc.txt", c.d / "ctl.txt", stride=8,
+                                                             policies="temperature:1e-280", out=c.new),
+     "is below 4e-270"),
+    # ---- issue 25 item 5: stores edited by hand
+    ("test-store-labels-swapped", lambda c: _test_edited(c, "swapped"),
+     "is label 'members' in manifest.json but 'controls' in its run.json"),
+    ("test-store-procedure-edited", lambda c: _test_edited(c, "edited_proc"), "does not match the sha256 recorded"),
+    ("test-store-scores-edited", lambda c: _test_edited(c, "edited_scores"),
+     "('controls') does not match the sha256 recorded when memclaim wrote it"),
+    ("test-store-no-policy-column-sealed", lambda c: mc.test(c.d / "i25-store-no-column-sealed",
+                                                             c.d / "i25-store-no-column-sealed", run="members",
+                                                             controls_run="controls", policy="full"),
+     "does not match the sha256 recorded when memclaim wrote it"),
+    ("census-unit-edited", _census_edited_unit, "does not match the sha256 recorded for it"),
+    # ---- issue 25 item 8: --out folders memclaim did not make, refused before any write
+    ("score-out-users-folder", lambda c: mc.score("toy", _m(c), **S8, out=c.d / "users-folder"),
+     "is a folder memclaim did not make: it holds '.thesis.tex.swp.tmp', 'thesis.tex'"),
+    ("score-out-dot", lambda c: mc.score("toy", _m(c), **S8, out="."),
+     "--out '.' is a folder memclaim did not make: it holds 'mine.txt'"),
+    ("score-out-empty", lambda c: mc.score("toy", _m(c), **S8, out=""), "--out '' is empty"),
+    ("population-foreign-report", lambda c: mc.population("toy", _m(c), _c(c), **S8, policies=["full"],
+                                                          out=c.d / "foreign-report"),
+     "report.html' exists and memclaim did not write it"),
+    ("population-store-not-a-store", lambda c: mc.population("toy", _m(c), _c(c), **S8, policies=["full"],
+                                                             out=c.d / "foreign-store"),
+     "is a folder memclaim did not make: it holds 'notes.txt'"),
+    ("census-foreign-report", lambda c: mc.census("toy", c.d / "doc.txt", c.d / "ctl.txt", stride=8, **S8,
+                                                  policies=["full"], out=c.d / "foreign-report"),
+     "report.html' exists and memclaim did not write it"),
+    ("audit-foreign-report", lambda c: mc.audit("toy", _m(c), _c(c), **S8, out=c.d / "foreign-report"),
+     "report.html' exists and memclaim did not write it"),
     # ---- training (item 10)
     ("train-tiny-seed-huge", lambda c: mc.train_tiny(out=c.new, steps=1, seed=1e23),
      "--seed must be a whole number in [0, 2**63 - 1], got 1e+23"),

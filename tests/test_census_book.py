@@ -15,13 +15,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memclaim.models import load_model
-from memclaim.text.windows import DocumentWindows, Window, encode_document, sliding_windows
+from memclaim.text.windows import (DOCUMENT_CHUNK_CHARS, DocumentWindows, Window, encode_document,
+                                    sliding_windows)
+from _paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "tests" / "data" / "fixtures" / "store_v1" / "model"  # a committed random 1-layer GPT-2
 DATA = ROOT / "tests" / "data"
 
@@ -201,3 +203,127 @@ def test_lazy_windows_with_decreasing_end_offsets_keep_every_offset():
                          chunk_chars=200)
     assert not ws.monotone
     assert list(ws.windows) == _eager(text, _NonMonotoneTok(), 6, 5, 4, "g")
+
+
+# ---------------------------------------------------------------- issue 25 item 1: every script
+# Characters that byte-level BPE splits into several tokens sharing one character's offsets (CJK,
+# U+3000, emoji and their ZWJ sequences, combining marks): the stitching keyed tokens by their
+# start offset and restarted slices in the middle of a character, duplicating tokens (163 of
+# 3,234 windows of a 69K-character Japanese document stored ids that are not its tokenization).
+SCRIPT_PIECES = [
+    "日本語", "の", "テキスト", "。", "、", "\u3000", "「", "」", "漢字かな交じり文", "ｶﾀｶﾅ", "ＡＢＣ", "１２",
+    "🙂", "👍🏽", "👨\u200d👩\u200d👧\u200d👦", "🏳️\u200d🌈", "🇯🇵", "1️⃣", "\u200d", "\ufe0f",
+    "e\u0301", "a\u0300\u0316", "\u0301", "n\u0303\u0303", "क्षि", "\u1100\u1161\u11a8", "한국어", "مَرْحَبًا",
+    " ", "  ", "\n", "\n\n", "\t", "the", " the", " mill", "42", "'s", ".", ",", "ééé", "—", "\r\n", "aaaaaaaa",
+]
+script_texts = st.lists(st.sampled_from(SCRIPT_PIECES), min_size=150, max_size=800).map("".join)
+
+
+def _same_as_one_shot(tok, text, chunk):
+    ids, offs = tok.encode_with_offsets(text)
+    a, s, e = encode_document(tok, text, chunk_chars=chunk)
+    assert a.tolist() == list(ids)
+    assert s.tolist() == [o[0] for o in offs] and e.tolist() == [o[1] for o in offs]
+
+
+class _NoPreTokens:
+    """The same tokenizer without ``pre_token_starts``: slices restart at token boundaries and
+    the join rests on the verified overlap alone."""
+
+    def __init__(self, tok):
+        self.tok = tok
+
+    def encode_with_offsets(self, text):
+        return self.tok.encode_with_offsets(text)
+
+
+def _script_property(tok, text, chunk, pre_tokens):
+    _same_as_one_shot(tok if pre_tokens else _NoPreTokens(tok), text, chunk)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=script_texts, chunk=st.integers(8, 300), pre_tokens=st.booleans())
+def test_sliced_tokenization_equals_one_shot_in_every_script(tok, text, chunk, pre_tokens):
+    """Property (deterministic: no false alarms): stitched slices give the one-shot tokenization
+    (ids and offsets) for texts mixing CJK, U+3000, emoji with ZWJ sequences and modifiers,
+    combining marks, Hangul jamo, Arabic harakat and ASCII, with slices of 8 to 300 characters so
+    that joins land everywhere; with and without the tokenizer's pre-token boundaries."""
+    _script_property(tok, text, chunk, pre_tokens)
+
+
+@pytest.mark.integration
+@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=script_texts, chunk=st.integers(8, 300), pre_tokens=st.booleans())
+def test_sliced_tokenization_equals_one_shot_in_every_script_on_toy(toy_tok, text, chunk, pre_tokens):
+    """The same property on the tiny GPT's tokenizer (1,024 byte-level tokens)."""
+    _script_property(toy_tok, text, chunk, pre_tokens)
+
+
+@pytest.mark.real
+@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=script_texts, chunk=st.integers(8, 300), pre_tokens=st.booleans())
+def test_sliced_tokenization_equals_one_shot_in_every_script_on_smollm2(smollm2_tok, text, chunk, pre_tokens):
+    """The same property on SmolLM2's tokenizer (49,152 tokens, many CJK merges)."""
+    _script_property(smollm2_tok, text, chunk, pre_tokens)
+
+
+@pytest.fixture(scope="module")
+def toy_tok(toy_dir):
+    return load_model("toy").tokenizer
+
+
+@pytest.fixture(scope="module")
+def smollm2_tok():
+    return load_model("smollm2").tokenizer
+
+
+def _japanese(chars: int, seed: int = 0) -> str:
+    """Japanese-like prose: runs of kana and kanji, then 。、！ or an ideographic space."""
+    import random
+
+    rng = random.Random(seed)
+    kana = [chr(c) for c in range(0x3041, 0x3097)] + [chr(c) for c in range(0x30A1, 0x30FB)]
+    kanji = [chr(c) for c in range(0x4E00, 0x4E00 + 3000)]
+    out, n = [], 0
+    while n < chars:
+        s = "".join(rng.choice(kana if rng.random() < 0.6 else kanji) for _ in range(rng.randint(10, 40)))
+        s += rng.choice(["。", "、", "。\n", "\u3000", "！"])
+        out.append(s)
+        n += len(s)
+    return "".join(out)
+
+
+def test_a_long_japanese_document_is_tokenized_as_one_shot(tok):
+    """Regression (issue 25 item 1): a 69K-character Japanese-like document with the default
+    64K-character slices (one join) and with 2,000-character slices (about 34 joins); the old
+    stitching gave 2 and 68 tokens too many with this tokenizer (2 and 44 with SmolLM2's)."""
+    text = _japanese(69_000)
+    for chunk in (DOCUMENT_CHUNK_CHARS, 2000):
+        _same_as_one_shot(tok, text, chunk)
+
+
+@pytest.mark.real
+def test_a_long_japanese_document_gives_the_windows_of_one_shot_on_smollm2(smollm2_tok):
+    """The windows a census scores (ids, spans, texts) equal the ones cut from one tokenization of
+    the whole document."""
+    text = _japanese(69_000)
+    _same_as_one_shot(smollm2_tok, text, 2000)
+    ws = sliding_windows(text, smollm2_tok, prefix_tokens=32, suffix_tokens=32, stride=45, source="jp")
+    ref = _eager(text, smollm2_tok, 32, 32, 45, "jp")
+    assert len(ws) == len(ref) and list(ws.windows) == ref
+
+
+class _NonLocalTok:
+    """Token ids that depend on the whole text given (no two slices agree): the stitching falls
+    back to tokenizing the rest in one piece."""
+
+    def encode_with_offsets(self, text):
+        import zlib
+
+        return [(ord(c) + zlib.crc32(text.encode())) % 500 for c in text], [(i, i + 1) for i in range(len(text))]
+
+
+def test_slices_that_never_agree_fall_back_to_one_piece():
+    text = (DATA / "genesis_1_3.txt").read_text()[:3000]
+    tok = _NonLocalTok()
+    _same_as_one_shot(tok, text, 200)

@@ -15,7 +15,6 @@ from scipy import stats
 
 from memclaim.claims.conformal import (alpha_sweep, certified_level, conformal_pvalues, find_atom,
                                        population_test, randomized_pvalues, rank_k)
-from memclaim.claims.intervals import beta_fpr_law
 from memclaim.claims.scores import as_scores, exact_level
 from memclaim.errors import DomainError, InputError
 

@@ -39,9 +39,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from _paths import DATA
 
-FIXTURE = Path(__file__).parent / "data" / "fixtures" / "cli_json_v1.json"
-MODEL = Path(__file__).parent / "data" / "fixtures" / "store_v1" / "model"
+FIXTURE = DATA / "fixtures" / "cli_json_v1.json"
+MODEL = DATA / "fixtures" / "store_v1" / "model"
 VOLATILE = {"seconds", "windows_per_second", "created", "created_utc", "startup_seconds", "busy_seconds",
             "steady_windows_per_second", "memclaim_version",
             # the sha256 of scores.parquet's bytes: issue 14 writes the file in row groups (the same

@@ -45,7 +45,7 @@ def test_progress_bar_draws_and_closes():
     second; the label is shown literally (never as markup); closed on the finished event."""
     for plain in (False, True):
         buf, now = io.StringIO(), [0.0]
-        bar = ProgressBar(file=buf, plain=plain, width=80, clock=lambda: now[0])
+        bar = ProgressBar(file=buf, plain=plain, width=80, clock=lambda now=now: now[0])
         with Reporter(bar, stage="score", label="scoring [bold]x.txt", total=3) as r:
             now[0] = 1.5
             r.advance(2)

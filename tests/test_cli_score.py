@@ -62,7 +62,7 @@ def test_parrot_template_is_recorded_in_the_procedure(random_model_dir, tmp_path
     from memclaim.models import load_model
 
     tok = load_model(str(random_model_dir)).tokenizer
-    for tgt, pre, suf, ids in zip(rs.table.column("target_ids").to_pylist(), rs.prefix_texts, rs.suffix_texts,
+    for tgt, _pre, suf, ids in zip(rs.table.column("target_ids").to_pylist(), rs.prefix_texts, rs.suffix_texts,
                                   rs.table.column("suffix_ids").to_pylist()):
         head = "Repeat after me: " + suf.lstrip() + "\n"
         full = tok.encode(head + suf.lstrip())

@@ -114,3 +114,138 @@ def test_float16_logits_are_scored_in_float32():
     x = (torch.randn(4, 50) * 10).half()
     out = policy_logprobs(x, Policy(top_k=10))
     assert out.dtype == torch.float32
+
+
+# ------------------------------------------------------------------ issue 25 item 3: exact values
+from memclaim.decoding import MIN_TEMPERATURE, scale_logits  # noqa: E402
+from memclaim.errors import NumericsError  # noqa: E402
+
+
+@pytest.mark.parametrize("spec, recorded", [("top-p:0.9999999", "top-p:0.9999999"),
+                                            ("temperature:0.123456789", "temperature:0.123456789"),
+                                            ("temperature:1e-45", "temperature:1e-45"),
+                                            ("top-p:0.95,temperature:1.3", "temperature:1.3,top-p:0.95")])
+def test_a_policy_records_the_value_it_applies(spec, recorded):
+    """'top-p:0.9999999' was recorded as 'top-p:1' (the %g form) and applied as 0.9999999."""
+    p = Policy.parse(spec)
+    assert p.spec == recorded and Policy.parse(p.spec) == p
+    assert p.to_dict()["spec"] == recorded
+
+
+@settings(max_examples=300)
+@given(st.floats(min_value=1e-12, max_value=1.0, exclude_min=True), st.floats(min_value=MIN_TEMPERATURE, max_value=1e30))
+def test_every_policy_value_survives_its_spec(top_p, temperature):
+    """Property (an identity: no false alarms): the spec reads back as the same policy, values
+    included, and the values that the %g form already wrote exactly keep that form (so the
+    procedure keys of every store written so far are unchanged)."""
+    p = Policy.parse(f"top-p:{top_p!r},temperature:{temperature!r}")
+    q = Policy.parse(p.spec)
+    assert q == p and q.temperature == temperature and (q.top_p == top_p or (top_p == 1.0 and q.top_p is None))
+    for x in (top_p, temperature):
+        if float(f"{x:g}") == x:
+            assert f"{x:g}" in p.spec or x == 1.0
+
+
+def test_existing_specs_and_procedure_keys_are_unchanged():
+    """The specs (hence procedure keys) of policies whose %g form was exact stay as they were."""
+    for spec in ("full", "greedy", "top-k:40", "top-p:0.9", "temperature:0.7", "temperature:1e-05",
+                 "temperature:2", "temperature:0.7,top-k:40", "temperature:1.3,top-p:0.95", "top-k:5,top-p:0.8"):
+        assert Policy.parse(spec).spec == spec
+
+
+def test_a_temperature_below_the_float64_range_is_refused():
+    with pytest.raises(PolicyError, match="is below 4e-270"):
+        Policy.parse("temperature:1e-300")
+    assert Policy.parse(f"temperature:{MIN_TEMPERATURE!r}").temperature == MIN_TEMPERATURE
+
+
+def _exact(x: torch.Tensor, T: float) -> torch.Tensor:
+    """The obviously-correct reference: log softmax(x / T) in float64 from the row maximum."""
+    y = x.double()
+    y = (y - y.amax(dim=-1, keepdim=True)) / T
+    return torch.log_softmax(y, dim=-1)
+
+
+@pytest.mark.parametrize("T", [1e-45, 1e-39, 1e-20, 4e-270, 1e39])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_tiny_or_huge_temperature_gives_finite_log_probabilities(T, dtype):
+    """temperature:1e-45 stored NaN (x / T overflowed float32 to inf, and inf - inf); now every
+    log-probability is finite, equal to the float64 reference, on every path."""
+    from memclaim.scoring.engine import batched_rows, score_rows, StatSet
+
+    g = torch.Generator().manual_seed(3)
+    x = (torch.randn(6, 50, generator=g) * 4).to(dtype)
+    x[0, :2] = x[0].max() + 1  # a tie for the maximum
+    ref = _exact(x, T)
+    rtol = 1e-12 if dtype == torch.float64 else 2e-6  # where float32 holds x / T it computes it (the warper)
+    for spec in (f"temperature:{T!r}", f"temperature:{T!r},top-k:3", f"temperature:{T!r},top-p:0.9"):
+        p = Policy.parse(spec)
+        lp = policy_logprobs(x, p).double()
+        assert not torch.isnan(lp).any() and not torch.isposinf(lp).any()
+        if p.top_k is None and p.top_p is None:
+            assert torch.isfinite(lp).all()
+            torch.testing.assert_close(lp, ref, rtol=rtol, atol=1e-12)
+        t = torch.arange(6) * 7
+        fast = policy_target_logprob(x, t, p).double()
+        torch.testing.assert_close(fast, lp.gather(1, t.view(-1, 1)).view(-1), rtol=1e-12, atol=0)
+        for rows in (score_rows, batched_rows):
+            pol = rows(x, t, [p], StatSet.of("policy_logq"))["pol"][0].double()
+            torch.testing.assert_close(pol, fast, rtol=1e-12, atol=0)
+
+
+@settings(max_examples=100)
+@given(st.floats(1e-4, 100.0), st.integers(0, 2**31 - 1))
+def test_scale_logits_is_the_warper_from_one_sixteenth_up(T, seed):
+    """Property (an identity): from temperature 1/16 up the division is transformers' own, bit
+    for bit (stored scores keep their bits); below, it is the float64 division of the logits
+    shifted by their row maximum."""
+    from transformers.generation.logits_process import TemperatureLogitsWarper
+
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(4, 30, generator=g) * 5
+    got = scale_logits(x, T)
+    if T >= 1 / 16:
+        assert torch.equal(got, TemperatureLogitsWarper(T)(None, x.clone()))
+    else:
+        xd = x.double()
+        assert got.dtype == torch.float64 and torch.equal(got, (xd - xd.amax(dim=-1, keepdim=True)) / T)
+
+
+def test_a_gap_past_float64_is_refused():
+    x = torch.tensor([[0.0, -1e300]], dtype=torch.float64)
+    with pytest.raises(NumericsError, match="exceeds the largest float64"):
+        scale_logits(x, 1e-10)
+
+
+def test_top_p_near_one_is_applied_as_recorded():
+    """top-p:0.9999999 drops the tokens whose cumulative mass from the bottom is <= 1e-7,
+    exactly as transformers' TopPLogitsWarper(0.9999999), under the spec that says so."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(32, 200, generator=g) * 6
+    p = Policy.parse("top-p:0.9999999")
+    ref = _hf_reference(x, p)
+    ours = policy_logprobs(x, p)
+    assert torch.equal(torch.isinf(ref), torch.isinf(ours)) and torch.isinf(ours).any()
+    assert p.spec == "top-p:0.9999999" and p.top_p == 0.9999999
+
+
+def test_a_run_under_extreme_policies_stores_what_it_records(tmp_path):
+    """End to end on the committed random GPT-2: temperature:1e-45 stored NaN for every window
+    and top-p:0.9999999 was stored under 'top-p:1'. Now the columns carry the values given and
+    every score is finite or -inf (an exact zero of a truncating policy)."""
+    from pathlib import Path
+
+    from memclaim.api import score
+
+    from _paths import DATA
+
+    root = DATA
+    run = score(str(root / "fixtures" / "store_v1" / "model"), str(root / "kjv_verses.jsonl"), prefix_tokens=8,
+                suffix_tokens=8, policies=["temperature:1e-45", "top-p:0.9999999", "temperature:1e-45,top-k:3"],
+                out=str(tmp_path / "s"))
+    assert run.policies == ("temperature:1e-45", "top-p:0.9999999", "temperature:1e-45,top-k:3")
+    for spec in run.policies:
+        v = run.scores(spec).logq
+        assert not np.isnan(v).any() and not np.isposinf(v).any(), spec
+    assert np.isfinite(run.scores("temperature:1e-45").logq).all()
+    assert np.isfinite(run.scores("top-p:0.9999999").logq).all()  # 280 tokens: nothing below 1e-7 here

@@ -16,8 +16,9 @@ import pytest
 
 from memclaim.errors import InputError, ModelLoadError, ProcedureMismatchError
 from memclaim.models import placement as pl
+from _paths import DATA
 
-FIXTURE_MODEL = Path(__file__).parent / "data" / "fixtures" / "store_v1" / "model"
+FIXTURE_MODEL = DATA / "fixtures" / "store_v1" / "model"
 
 
 # --------------------------------------------------------------------------- devices

@@ -4,14 +4,14 @@ enough that some layers go to the offload folder scores what the plain load scor
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from _paths import DATA
+
 pytestmark = pytest.mark.real
 
-DATA = Path(__file__).parent / "data"
 POLICIES = ("full", "top-k:40", "top-p:0.9", "temperature:0.7", "greedy")
 
 

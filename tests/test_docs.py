@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from _paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
 
@@ -74,7 +74,7 @@ def run_page(page: str, cwd: Path, *, timeout: int = 1200) -> list[str]:
 
 def test_every_block_that_is_not_run_says_why_and_the_tutorial_runs_all_of_its_commands():
     for page in ("getting-started.md", "inputs.md", "index.md"):
-        for lang, code, why in code_blocks(page):
+        for _lang, code, why in code_blocks(page):
             assert why is None or why.strip(), (page, code)
     blocks = code_blocks("getting-started.md")
     assert [why for _, _, why in blocks] == [None] * len(blocks)  # the tutorial skips nothing

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from _paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def python_blocks(path: Path, section: str) -> list[str]:

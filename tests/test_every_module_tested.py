@@ -17,11 +17,9 @@ import ast
 import importlib
 import pkgutil
 import re
-from pathlib import Path
 
 import memclaim
-
-TESTS = Path(__file__).resolve().parent
+from _paths import TESTS
 
 
 def _modules() -> set[str]:

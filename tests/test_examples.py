@@ -30,8 +30,8 @@ from pathlib import Path
 
 import click
 import pytest
+from _paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 # pages whose every block (bash and python, in order, in a fresh folder) tests/test_docs.py runs
 # as written, checking the numbers the page quotes: not run a second time here
 RUN_BY_TEST_DOCS = {"getting-started.md", "inputs.md"}

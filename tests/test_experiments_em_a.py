@@ -125,7 +125,7 @@ def test_naive_rules_count_controls_and_the_calibrated_rules_bound_them():
     assert budget["controls"]["count"] == int(np.sum(ctl_q >= BUDGET_LOG_Q))
     half = rows["q > 1/2 (top-40)"]
     assert half["controls"]["count"] == int(np.sum(ctl_q > math.log(0.5)))
-    for k, r in rows.items():
+    for r in rows.values():
         if r["kind"] == "calibrated" and "k" in r:
             tau = np.sort(ctl_q)[::-1][r["k"] - 1]  # the K-th largest control score, here
             assert r["members"]["count"] == int(np.sum(mem_q > tau))

@@ -35,8 +35,8 @@ from memclaim.experiments import REPRODUCTIONS, run
 from memclaim.experiments import real_text as rt
 from memclaim.experiments.decontamination import cut_quotation, plant_census, sentence_starts
 from memclaim.experiments.paper import PAPER
+from _paths import DATA
 
-DATA = Path(__file__).parent / "data"
 NAMES = ["book-census", "budget-coverage", "decontamination"]
 LN10 = math.log(10.0)
 

@@ -91,11 +91,11 @@ def test_chain_max_path_matches_brute_force():
         P, _ = _chain(4, seed=seed)
         for prev in range(4):
             for L in (1, 2, 4):
-                best, best_lp = None, -math.inf
+                best_lp = -math.inf
                 for w in itertools.product(range(4), repeat=L):
                     lp = M.chain_logprob(P, w, previous=prev)
                     if lp > best_lp + 1e-12:
-                        best, best_lp = w, lp
+                        best_lp = lp
                 path, lp = M.chain_max_path(P, previous=prev, length=L)
                 assert lp == pytest.approx(best_lp, abs=1e-12)
                 assert M.chain_logprob(P, path, previous=prev) == pytest.approx(lp, abs=1e-12)

@@ -61,7 +61,7 @@ def _gated_raw_audits_at_chance(r):
     raw = [a for a in audits if a != "reference"]
     conf = 1 - (1 - r["settings"]["family_confidence"]) / len(raw)
     out = {a: TC.delong(audits[a]["member_scores"], audits[a]["nonmember_scores"], conf) for a in raw}
-    for a, (auc, lo, hi) in out.items():
+    for a, (auc, _lo, _hi) in out.items():
         assert auc == pytest.approx(audits[a]["auc"], abs=1e-12)
     return all(lo <= 0.5 <= hi for _, lo, hi in out.values()), str(out)
 

@@ -12,15 +12,14 @@ import json
 import math
 import re
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import memclaim as mc
+from _paths import ROOT
 from memclaim.progress import ProgressEvent, Reporter, ambient, ambient_log, reporting
 
-ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_MODEL = ROOT / "tests" / "data" / "fixtures" / "store_v1" / "model"
 
 
@@ -129,7 +128,7 @@ def test_the_startup_shows_until_the_first_operation_and_every_bar_closes_at_the
     that shows as 'starting', ended by the first real operation; main() closes every bar."""
     import time
 
-    from memclaim.cli.progress import STARTUP, _LIVE, close_all, progress_bar
+    from memclaim.cli.progress import _LIVE, STARTUP, close_all, progress_bar
 
     buf = io.StringIO()
     bar = progress_bar(True, file=buf)

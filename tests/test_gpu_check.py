@@ -10,8 +10,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from _paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 # what issue 14 asks the table to show, per model shape
 REQUIRED = ("census w/s", "all-stats w/s", "reference w/s", "speed-up", "body % peak", "peak mem GB", "warm-up s")
 AGREEMENT = ("max |d| per token", "supports equal", "greedy equal", "within 0.001")

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _paths import SRC
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "memclaim"
 
 # issue 13 §3, lowest first; a module may import its own layer and the layers before it
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -133,7 +133,7 @@ def imports() -> dict[str, tuple[Import, ...]]:
     for m, tree in trees().items():
         found: list[Import] = []
 
-        def visit(node, local: bool, getattr_: bool, typing_: bool):
+        def visit(node, local: bool, getattr_: bool, typing_: bool, found=found, m=m):
             for ch in ast.iter_child_nodes(node):
                 is_fn = isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
                 loc = local or is_fn

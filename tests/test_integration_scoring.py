@@ -2,7 +2,6 @@
 probabilities == sampling frequencies under generate() with the same settings."""
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 import pytest

@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 import re
 import sys
-from pathlib import Path
 
 import pytest
 
+from _paths import ROOT
+
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _require(module: str):

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 from scipy import stats
 
+from _paths import ROOT
 from memclaim.cli.main import cli, main
 from memclaim.errors import DomainError
 from memclaim.privacy import caps as C
@@ -24,7 +24,6 @@ from memclaim.privacy import extraction as X
 from memclaim.privacy import tradeoff as T
 from memclaim.privacy.pld import check_curve, curve_caps, curve_from_profile, dpsgd_curve
 from memclaim.privacy.summary import dp_bounds
-
 from pld_reference import bracket_delta
 
 ALPHA = np.unique(np.concatenate([np.linspace(0.0, 1.0, 4001), np.logspace(-14, -1, 300)]))
@@ -375,7 +374,7 @@ def test_long_composition_is_within_one_percent_of_the_exact_advantage():
                                     neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE).self_compose(steps)
     assert cur.eta_optimistic <= float(lib.get_delta_for_epsilon(0.0)) == pytest.approx(0.164184, abs=1e-6)
     quoted = f"[{cur.eta_optimistic:.6f}, {cur.eta:.6f}]"     # what docs/getting-started.md quotes
-    assert quoted == "[0.163705, 0.163945]" and quoted in (Path(__file__).parents[1] / "docs" / "getting-started.md"
+    assert quoted == "[0.163705, 0.163945]" and quoted in (ROOT / "docs" / "getting-started.md"
                                                           ).read_text(encoding="utf-8")
     a5 = X.alpha_star(0.1, cur.curve, copies=5)
     assert a5.value == pytest.approx(3.80e-4, rel=0.01) and X.alpha_star(0.1, cur.optimistic, copies=5).value >= a5.value
@@ -419,7 +418,7 @@ def test_one_step_pessimistic_is_exact_on_the_grid_and_optimistic_is_below(sigma
         out = 0.0
         for name in pairs:
             up, lo = comps[name]
-            g = lambda x: math.log(dens(x, up)) - math.log(dens(x, lo)) - e   # noqa: E731
+            g = lambda x, up=up, lo=lo: math.log(dens(x, up)) - math.log(dens(x, lo)) - e   # noqa: E731
             a, b = -12 * sigma - 1, 12 * sigma + 1
             x = a if g(a) > 0 else (b if g(b) < 0 else brentq(g, a, b, xtol=1e-14, rtol=1e-15))
             out = max(out, sf(x, up) - math.exp(e) * sf(x, lo))

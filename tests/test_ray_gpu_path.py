@@ -4,15 +4,14 @@ its model reports the accelerator as its device, so the engine picks the batched
 injected, and the worker must report the injected device and the batched schedule."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import torch
 
+from _paths import DATA
 from memclaim.models import device as device_mod
 from memclaim.models import load_model
 from memclaim.scoring.ray_backend import ModelRef, ScoringWorker
 
-MODEL = Path(__file__).parent / "data" / "fixtures" / "store_v1" / "model"
+MODEL = DATA / "fixtures" / "store_v1" / "model"
 
 
 class _OnFakeCuda:

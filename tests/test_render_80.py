@@ -17,8 +17,8 @@ import re
 from pathlib import Path
 
 import pytest
+from _paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "tests" / "data" / "fixtures" / "store_v1" / "model"
 DATA = ROOT / "tests" / "data"
 W = ["--prefix-tokens", "8", "--suffix-tokens", "8"]

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from memclaim.claims.scores import LN10
+from _paths import SRC
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "memclaim"
 
 
 def _draw(fig):

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
+from pathlib import Path
+
+from _paths import DATA
 from memclaim.cli.main import main
 from memclaim.decoding import parse_policies
 from memclaim.models import load_model
@@ -22,7 +24,7 @@ from memclaim.scoring.store import SCHEMA_VERSION, ScoreStore
 from memclaim.text.io import read_passages
 from memclaim.text.windows import passage_windows
 
-FIXTURE = Path(__file__).parent / "data" / "fixtures" / "store_v1"
+FIXTURE = DATA / "fixtures" / "store_v1"
 EXPECTED = json.loads((FIXTURE / "expected.json").read_text())
 POLICIES = ("full", "top-k:40", "greedy")  # what make_store_v1.py scored
 
@@ -54,12 +56,14 @@ def test_fixture_was_written_under_the_old_fingerprint(old):
 
 
 def test_old_store_opens_and_reads_the_same_scores_without_the_model(old):
+    before = _files(old / "store")
     rs = load_run_scores("store", run="members", policy="full")
     assert list(rs.window_ids) == EXPECTED["window_ids"]
     assert rs.logq.tolist() == EXPECTED["logq_full"]  # bit for bit
     g = load_run_scores("store", run="members", policy="greedy")
     assert g.greedy_match.tolist() == EXPECTED["greedy"]
     assert rs.procedure_key == EXPECTED["procedure_key"]
+    assert _files(old / "store") == before  # reading a schema-1 store does not write it (issue 25 item 5)
 
 
 def test_old_store_resumes_its_killed_run_without_rescoring(old):
@@ -158,3 +162,125 @@ def test_schema_newer_than_this_memclaim_is_refused(tmp_path):
     (st / "manifest.json").write_text(json.dumps({"schema_version": 99, "procedures": {}, "units": {}, "runs": {}}))
     with pytest.raises(StoreError, match="schema 99"):
         ScoreStore(st, create=False)
+
+
+# ------------------------------------------------------------------ schema 2 -> 3 (issue 25 item 5)
+FIXTURE_V2 = DATA / "fixtures" / "store_v2"
+EXPECTED_V2 = json.loads((FIXTURE_V2 / "expected.json").read_text())
+
+
+@pytest.fixture
+def v2(tmp_path, monkeypatch):
+    """The schema-2 store (written by the code before seals, make_store_v2.py) beside store_v1's
+    model and texts, which it recorded by those relative paths."""
+    d = tmp_path / "v2"
+    d.mkdir()
+    for name in ("model", "passages.jsonl", "controls.jsonl"):
+        (shutil.copytree if (FIXTURE / name).is_dir() else shutil.copy)(FIXTURE / name, d / name)
+    shutil.copytree(FIXTURE_V2 / "store", d / "store")
+    monkeypatch.chdir(d)
+    return d
+
+
+def _files(root: Path) -> dict:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_v2_fixture_is_what_it_claims(v2):
+    man = json.loads((v2 / "store" / "manifest.json").read_text())
+    assert man["schema_version"] == EXPECTED_V2["schema_version"] == 2
+    assert "procedure_files" not in man and not any("sha256" in u for u in man["units"].values())
+    assert not any("run_sha256" in r for r in man["runs"].values())
+
+
+def test_v2_store_opens_and_reads_the_same_scores_without_writing(v2):
+    before = _files(v2 / "store")
+    rs = load_run_scores("store", run="members", policy="full")
+    assert list(rs.window_ids) == EXPECTED_V2["window_ids"]
+    assert rs.logq.tolist() == EXPECTED_V2["logq_full"]  # bit for bit
+    assert load_run_scores("store", run="members", policy="greedy").greedy_match.tolist() == EXPECTED_V2["greedy"]
+    census = load_run_scores("store", run="census", policy="top-k:40", texts=False)
+    assert census.logq.tolist() == EXPECTED_V2["census_logq_top_k_40"]
+    assert rs.procedure_key == EXPECTED_V2["procedure_key"]
+    assert _files(v2 / "store") == before  # reading does not migrate (a read-only store stays readable)
+
+
+def test_v2_store_resumes_its_killed_run_and_is_sealed(v2):
+    m = load_model("model")
+    resumed = _score(m, "controls.jsonl", "controls")
+    assert resumed.run_id == EXPECTED_V2["controls_run"] and resumed.procedure_key == EXPECTED_V2["procedure_key"]
+    assert (resumed.units_reused, resumed.units_scored) == (1, EXPECTED_V2["controls_units"] - 1)
+    again = _score(m, "passages.jsonl", "members")
+    assert again.run_id == EXPECTED_V2["members_run"] and again.units_scored == 0
+    man = json.loads((v2 / "store" / "manifest.json").read_text())
+    assert man["schema_version"] == SCHEMA_VERSION == 3
+    # every run, unit and procedure written before is sealed as it was, and reads the same
+    assert set(man["procedure_files"]) == set(man["procedures"])
+    assert all("sha256" in u for u in man["units"].values())
+    assert all("run_sha256" in r and "scores_sha256" in r for r in man["runs"].values())
+    assert load_run_scores("store", run="members", policy="full").logq.tolist() == EXPECTED_V2["logq_full"]
+    census = load_run_scores("store", run="census", policy="top-k:40", texts=False)
+    assert census.logq.tolist() == EXPECTED_V2["census_logq_top_k_40"]
+    assert len(list((v2 / "store" / "procedures").iterdir())) == 2
+
+
+def test_v2_store_with_swapped_labels_is_refused_before_it_is_sealed(v2):
+    """A store of the previous schema has no hashes, but its manifest's labels must still be its
+    run.json's: a swap by hand is refused (it flipped a claim, issue 25 item 5)."""
+    from memclaim.errors import StoreError
+
+    p = v2 / "store" / "manifest.json"
+    man = json.loads(p.read_text())
+    a, b = EXPECTED_V2["members_run"], EXPECTED_V2["controls_run"]
+    man["runs"][a]["label"], man["runs"][b]["label"] = man["runs"][b]["label"], man["runs"][a]["label"]
+    p.write_text(json.dumps(man, indent=1, sort_keys=True))
+    with pytest.raises(StoreError, match="is label 'controls' in manifest.json but 'members' in its run.json"):
+        load_run_scores("store", run="controls", policy="full")
+
+
+def test_v1_store_is_sealed_on_its_first_write(old):
+    m = load_model("model")
+    _score(m, "controls.jsonl", "controls")
+    man = json.loads((old / "store" / "manifest.json").read_text())
+    assert man["schema_version"] == 3 and all("sha256" in u for u in man["units"].values())
+    assert load_run_scores("store", run="members", policy="full").logq.tolist() == EXPECTED["logq_full"]
+
+
+def test_v2_store_resumes_under_a_later_memclaim_version(v2, monkeypatch):
+    """The version is part of a procedure's key: a run started by the version that wrote the
+    store resumes under a later one (its procedure is found under the version that recorded it)
+    instead of scoring everything again under a new key."""
+    import functools
+
+    from memclaim.scoring import runner
+    from memclaim.procedure import Procedure
+
+    monkeypatch.setattr(runner, "Procedure", functools.partial(Procedure, memclaim_version="9.9.9"))
+    m = load_model("model")
+    resumed = _score(m, "controls.jsonl", "controls")
+    assert resumed.procedure_key == EXPECTED_V2["procedure_key"] and resumed.run_id == EXPECTED_V2["controls_run"]
+    assert (resumed.units_reused, resumed.units_scored) == (1, EXPECTED_V2["controls_units"] - 1)
+    assert len(list((v2 / "store" / "procedures").iterdir())) == 2  # no procedure under 9.9.9
+
+
+@pytest.mark.parametrize("fixture", ["old", "v2"])
+def test_an_old_store_with_an_edited_procedure_is_refused(fixture, request):
+    """Stores of schema 1 and 2 have no seals, but a procedure record is its key's content: one
+    edited by hand (in procedures/ or in the manifest) is refused, not read as the procedure the
+    scores were computed under (issue 25 item 5)."""
+    from memclaim.errors import StoreError
+
+    d = request.getfixturevalue(fixture)
+    key = (EXPECTED if fixture == "old" else EXPECTED_V2)["procedure_key"]
+    f = d / "store" / "procedures" / f"{key}.json"
+    rec = json.loads(f.read_text())
+    f.write_text(json.dumps({**rec, "suffix_tokens": rec["suffix_tokens"] + 1}, indent=1, sort_keys=True))
+    with pytest.raises(StoreError, match=f"procedure file {key[:16]} does not hash to its key"):
+        load_run_scores("store", run="members", policy="full")
+    f.write_text(json.dumps(rec, indent=1, sort_keys=True))
+    p = d / "store" / "manifest.json"
+    man = json.loads(p.read_text())
+    man["procedures"][key]["prefix_tokens"] += 1
+    p.write_text(json.dumps(man, indent=1, sort_keys=True))
+    with pytest.raises(StoreError, match=f"procedure {key[:16]} does not hash to its key"):
+        load_run_scores("store", run="members", policy="full")

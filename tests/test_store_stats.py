@@ -23,8 +23,9 @@ from memclaim.scoring.runner import run_scoring, run_stats
 from memclaim.scoring.store import ScoreStore, stats_cover
 from memclaim.text.io import read_passages
 from memclaim.text.windows import passage_windows
+from _paths import DATA
 
-FIXTURE = Path(__file__).parent / "data" / "fixtures" / "store_v1"
+FIXTURE = DATA / "fixtures" / "store_v1"
 POLICIES = ("full", "top-k:40", "greedy")
 
 
@@ -105,3 +106,44 @@ def test_old_store_resumes_a_census_run_without_rescoring(tmp_path, monkeypatch)
                     unit_size=2, stats=CENSUS_STATS)
     assert s.units_reused == s.n_units and s.units_scored == 0  # 0.1.0 units hold every statistic
     assert {p: p.stat().st_mtime_ns for p in _unit_files("store")} == before
+
+
+def test_score_and_population_store_only_the_statistics_asked_for(tmp_path):
+    """Issue 30: `score --stats` and `population --stats` (API ``stats=``) compute and store only
+    the statistics asked for; population's test reads log q only, so its default is the census
+    set, and score keeps every statistic by default. A bad name is refused before any work."""
+    import memclaim as mc
+    from memclaim.errors import InputError
+
+    model = str(FIXTURE / "model")
+    texts = str(FIXTURE / "passages.jsonl")
+    kw = dict(prefix_tokens=8, suffix_tokens=8, policies=list(POLICIES))
+
+    def stored(store):
+        runs = json.loads((Path(store) / "manifest.json").read_text())["runs"]
+        return {json.loads((Path(store) / "runs" / rid / "run.json").read_text())["stats"] for rid in runs}
+
+    census = mc.score(model, texts, stats="census", out=tmp_path / "census", **kw)
+    assert stored(census.store) == {CENSUS_STATS.spec}
+    assert "token_logprob" not in census.scores("full").table.column_names
+    ranks = mc.score(model, texts, stats="rank", out=tmp_path / "rank", **kw)  # + the census set, always kept
+    assert stored(ranks.store) == {"greedy+margin+policy_logq+rank"}
+    cols = ranks.scores("full").table.column_names
+    assert "token_rank" in cols and "token_mean" not in cols
+    every = mc.score(model, texts, out=tmp_path / "every", **kw)
+    assert stored(every.store) == {ALL_STATS.spec}
+    assert every.scores("full").logq.tolist() == census.scores("full").logq.tolist()  # the same bits
+
+    ctl = str(FIXTURE / "controls.jsonl")
+    pop = mc.population(model, texts, ctl, alpha="0.5", out=tmp_path / "pop", **kw)
+    assert stored(Path(pop.store)) == {CENSUS_STATS.spec}
+    pop_all = mc.population(model, texts, ctl, alpha="0.5", stats="all", out=tmp_path / "pop-all", **kw)
+    assert stored(Path(pop_all.store)) == {ALL_STATS.spec}
+    assert pop_all.headline == pop.headline  # the test reads log q only
+
+    for bad, fn in (("loss", mc.score), ("rank+", mc.score)):
+        with pytest.raises(InputError, match="statistic"):
+            fn(model, texts, stats=bad, out=tmp_path / "never", **kw)
+    with pytest.raises(InputError, match="unknown statistic"):
+        mc.population(model, texts, ctl, alpha="0.5", stats="census+entropy", out=tmp_path / "never2", **kw)
+    assert not (tmp_path / "never").exists() and not (tmp_path / "never2").exists()

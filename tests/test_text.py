@@ -243,6 +243,68 @@ def test_a_huge_line_is_not_tokenized_whole(random_model):
     assert w2.token_start is None  # the prefix field was not tokenized whole: index unknown
 
 
+# ------------------------------------------------------------------ every script (issue 25 item 1)
+from _paths import test_module  # noqa: E402
+
+SCRIPT_PIECES = test_module("test_census_book").SCRIPT_PIECES  # tests/claims/ once tests mirror src/
+
+script_texts = st.lists(st.sampled_from(SCRIPT_PIECES), min_size=5, max_size=300).map("".join)
+
+
+def _check_cuts_in_every_script(tok, text, data):
+    ids, offs = tok.encode_with_offsets(text)
+    n = len(ids)
+    if n < 2:
+        return
+    P = data.draw(st.integers(0, min(40, n - 1)), label="P")
+    S = data.draw(st.integers(1, max(1, min(40, n - P))), label="S")
+    w = passage_windows([Record("r", text)], tok, prefix_tokens=P, suffix_tokens=S).windows[0]
+    assert w.prefix_ids + w.suffix_ids == tuple(ids[:P + S])
+    b = data.draw(st.integers(1, len(text) - 1), label="field boundary") if len(text) > 1 else 0
+    k = sum(1 for _, e in offs if e <= b)
+    P2, S2 = data.draw(st.integers(0, 20), label="P2"), data.draw(st.integers(1, 20), label="S2")
+    rec = Record("r", text, suffix_start=b)
+    if b == 0 or k - P2 < 0 or k + S2 > n:
+        return
+    if any(s < b < e for s, e in offs):
+        with pytest.raises(InputError, match="falls inside token"):
+            passage_windows([rec], tok, prefix_tokens=P2, suffix_tokens=S2)
+        return
+    w2 = passage_windows([rec], tok, prefix_tokens=P2, suffix_tokens=S2).windows[0]
+    assert w2.prefix_ids == tuple(ids[k - P2:k]) and w2.suffix_ids == tuple(ids[k:k + S2])
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=script_texts, data=st.data())
+def test_sliced_cuts_equal_the_whole_tokenization_in_every_script(random_model, small_slices, text, data):
+    """Property (deterministic: no false alarms): passage and field windows cut from slices equal
+    the cut of the whole tokenization on texts of CJK, U+3000, emoji (ZWJ sequences, modifiers,
+    flags), combining marks and ASCII, and a field boundary is refused only where the whole text
+    has a token across it (a slice whose end cut a word once refused a boundary the whole text
+    allows)."""
+    _check_cuts_in_every_script(random_model.tokenizer, text, data)
+
+
+@pytest.mark.real
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=script_texts, data=st.data())
+def test_sliced_cuts_equal_the_whole_tokenization_in_every_script_on_smollm2(smollm2, small_slices, text, data):
+    """The same property with SmolLM2's tokenizer."""
+    _check_cuts_in_every_script(smollm2.tokenizer, text, data)
+
+
+@pytest.mark.real
+def test_a_boundary_the_whole_text_allows_is_not_refused_for_a_slice_on_smollm2(smollm2, small_slices):
+    """Found by the property above: the first slice around character 7 ends inside 'aaaaaaaa',
+    which SmolLM2 then splits across character 7 though the whole text does not; the cut used to
+    be refused on that slice's word."""
+    tok = smollm2.tokenizer
+    text = "日本語aaaaaaaa日本語日本語日本語"
+    ids, offs = tok.encode_with_offsets(text)
+    k = sum(1 for _, e in offs if e <= 7)
+    assert not any(s < 7 < e for s, e in offs)
+    w = passage_windows([Record("r", text, suffix_start=7)], tok, prefix_tokens=0, suffix_tokens=2).windows[0]
+    assert w.prefix_ids == () and w.suffix_ids == tuple(ids[k:k + 2])
 # ---------------------------------------------------------------- issue 25 item 4: input reading
 def test_a_first_record_without_id_does_not_rename_the_others(tmp_path):
     """The id field is looked up over every record: a first record without one is named by its

@@ -181,7 +181,7 @@ def test_dp_run_is_reproducible_and_noise_matters():
     _dp_run(a, x)
     _dp_run(b, x)
     _dp_run(c, x, dp=DPConfig(target_epsilon=2.0, noise_seed=99))
-    for (n, pa), pb, pc in zip(a.named_parameters(), b.parameters(), c.parameters()):
+    for (n, pa), pb, _pc in zip(a.named_parameters(), b.parameters(), c.parameters()):
         assert torch.equal(pa, pb), n
     assert any(not torch.equal(pa, pc) for pa, pc in zip(a.parameters(), c.parameters()))
 
@@ -220,7 +220,7 @@ def test_physical_batches_keep_per_sample_clipping():
         train_causal_lm(model, x, TrainConfig(steps=2, batch_size=6, seq_len=10, lr=1e-2, warmup_steps=0, threads=1,
                                               seed=3, physical_batch_size=phys,
                                               dp=DPConfig(noise_multiplier=1.0, delta=1e-3, cross_check=False)),
-                        on_step=lambda s, l: seen.append([p.grad.detach().clone() for p in model.parameters()]))
+                        on_step=lambda s, l, seen=seen, model=model: seen.append([p.grad.detach().clone() for p in model.parameters()]))
         grads[phys] = seen[-1]
     for p, q in zip(grads[None], grads[2]):
         torch.testing.assert_close(p, q, atol=1e-6, rtol=1e-5)

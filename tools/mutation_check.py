@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -129,15 +130,29 @@ def run_tests(tests: tuple[str, ...], src: Path) -> tuple[int, float, str]:
     return p.returncode, time.perf_counter() - t0, tail[-1] if tail else ""
 
 
+def occurrences(text: str, old: str) -> list[tuple[int, int]]:
+    r"""Where ``old`` occurs in ``text`` as code, whatever the formatter did to it: blanks and line
+    breaks may appear or vanish between any two characters, and either quote matches either
+    (ruff format rewraps long lines, normalizes spacing and quotes; issue 26 item 6). Spans.
+
+    >>> occurrences("x = f(a,\n      'b')  # c", 'f(a, "b")')
+    [(4, 19)]
+    """
+    chars = ["[\"']" if c in "'\"" else re.escape(c) for c in old if not c.isspace()]
+    return [mt.span() for mt in re.finditer(r"\s*".join(chars), text)]
+
+
 def mutated_copy(m: Mutation, tmp: Path) -> Path:
     dst = tmp / m.name / "src"
     shutil.copytree(ROOT / "src", dst, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     target = dst / "memclaim" / m.file
     text = target.read_text(encoding="utf-8")
-    if text.count(m.old) != 1:
-        raise SystemExit(f"error: mutation {m.name}: {m.old!r} occurs {text.count(m.old)} times in {m.file} "
+    spans = occurrences(text, m.old)
+    if len(spans) != 1:
+        raise SystemExit(f"error: mutation {m.name}: {m.old!r} occurs {len(spans)} times in {m.file} "
                          "(expected once)\nfix: update the mutation table to the code")
-    target.write_text(text.replace(m.old, m.new), encoding="utf-8")
+    (start, end), = spans
+    target.write_text(text[:start] + m.new + text[end:], encoding="utf-8")
     return dst
 
 

@@ -12,7 +12,7 @@ Policy strings (``Policy.parse``)::
 
     full                     untruncated softmax at temperature 1
     greedy                   argmax decoding: q = 1 on the argmax token, 0 elsewhere
-    temperature:T            softmax of logits / T, no truncation (T > 0)
+    temperature:T            softmax of logits / T, no truncation (T >= MIN_TEMPERATURE = 4e-270)
     top-k:K                  keep the K largest logits (ties at the boundary: see below)
     top-p:P                  nucleus: smallest high-probability set with mass >= P (HF rule)
     top-k:40,temperature:0.7 combinations, comma separated, any order
@@ -39,15 +39,26 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-from .errors import PolicyError
+from .errors import NumericsError, PolicyError
 
 if TYPE_CHECKING:  # the annotations' names only (torch is imported when a kernel runs)
     import torch
 
 VALID_POLICY_HELP = (
-    "valid policies: 'full', 'greedy', 'temperature:T' (T > 0), 'top-k:K' (integer K >= 1), "
+    "valid policies: 'full', 'greedy', 'temperature:T' (T >= 4e-270), 'top-k:K' (integer K >= 1), "
     "'top-p:P' (0 < P <= 1), or a comma-separated combination such as 'top-k:40,temperature:0.7'"
 )
+# The smallest temperature memclaim applies: the widest gap between two float32 logits (2 x
+# 3.4e38) divided by it still fits a float64 (1.8e308), so every log-probability under it is
+# finite (or -inf where a logit is) however small the temperature (see scale_logits).
+MIN_TEMPERATURE = 4e-270
+
+
+def _number(x: float) -> str:
+    """``x`` as a policy string writes it: the short ``%g`` form where it reads back as ``x``
+    (every policy written so far), else the shortest form that does ('0.9999999', not '1')."""
+    short = f"{x:g}"
+    return short if float(short) == x else repr(float(x))
 
 
 @dataclass(frozen=True, order=True)
@@ -94,6 +105,7 @@ class Policy:
                     temperature = float(val)
                     if not (math.isfinite(temperature) and temperature > 0):
                         raise ValueError
+
                 elif key == "top-k":
                     if not re.fullmatch(r"\d+", val):
                         raise ValueError
@@ -106,6 +118,12 @@ class Policy:
                         raise ValueError
             except ValueError:
                 raise PolicyError(f"bad value {val!r} for {key} in {text!r}", hint=VALID_POLICY_HELP) from None
+            if key == "temperature" and temperature < MIN_TEMPERATURE:
+                raise PolicyError(
+                    f"temperature {val!r} in {text!r} is below {MIN_TEMPERATURE:g}: a logit gap divided by it can "
+                    "exceed the largest float64, so its probabilities cannot be computed",
+                    hint="use a temperature of at least 4e-270 (a very small one is greedy decoding up to ties), or "
+                         "the policy 'greedy'")
         if top_p == 1.0:
             top_p = None  # HF skips the warper at top_p = 1.0
         return cls(temperature=temperature, top_k=top_k, top_p=top_p)
@@ -116,11 +134,11 @@ class Policy:
             return "greedy"
         parts = []
         if self.temperature != 1.0:
-            parts.append(f"temperature:{self.temperature:g}")
+            parts.append(f"temperature:{_number(self.temperature)}")
         if self.top_k is not None:
             parts.append(f"top-k:{self.top_k}")
         if self.top_p is not None:
-            parts.append(f"top-p:{self.top_p:g}")
+            parts.append(f"top-p:{_number(self.top_p)}")
         return ",".join(parts) if parts else "full"
 
     def __str__(self) -> str:  # pragma: no cover - trivial
@@ -187,11 +205,53 @@ def policy_logprobs(logits: "torch.Tensor", policy: Policy) -> "torch.Tensor":
     return torch.log_softmax(x, dim=-1)
 
 
+# Temperatures from this one up are applied as transformers applies them (x / T in the logits'
+# dtype): the quotients are at most 16 times the logits. Below it, see scale_logits.
+FAST_TEMPERATURE = 2.0 ** -4
+
+
+def scale_logits(x: "torch.Tensor", temperature: float) -> "torch.Tensor":
+    """``x / temperature`` ([N, V] logits; TemperatureLogitsWarper: scores / temperature). For a
+    temperature from FAST_TEMPERATURE (1/16) to the dtype's largest value, in ``x``'s dtype: the
+    same operation, so the same bits, as transformers and as every score stored so far. Below
+    it (temperature:1e-45 made float32 quotients of inf, then inf - inf = NaN; 1e-20 made them
+    1e21, where a log-probability near 0 rounds away), and above float32's range, each row is
+    first shifted by its largest logit (softmax is shift-invariant) and divided in float64: the
+    quotients are <= 0 with the maximum at exactly 0, every gap of float32 logits over a
+    temperature >= MIN_TEMPERATURE fits, and the order and ties of the logits are kept. The
+    choice depends on the temperature only (no host synchronization); a gap of float64 logits
+    past float64's range is refused.
+
+    >>> import torch
+    >>> x = torch.tensor([[2.0, 1.0, 0.0]])
+    >>> scale_logits(x, 0.5).tolist()
+    [[4.0, 2.0, 0.0]]
+    >>> y = scale_logits(x, 1e-45)  # float32 would give [[inf, inf, 0]] and NaN log-probabilities
+    >>> y.dtype, y[0, 0].item(), bool(torch.isfinite(y).all()), round(y[0, 1].item() / 1e45, 12)
+    (torch.float64, 0.0, True, -1.0)
+    """
+    torch = _torch()
+    T = float(temperature)
+    if T == 1.0:
+        return x
+    if FAST_TEMPERATURE <= T <= torch.finfo(x.dtype).max:
+        return x / T
+    y = x.to(torch.float64)
+    y = y - y.amax(dim=-1, keepdim=True)  # [N, V] <= 0: the largest logit of each row at 0
+    if x.dtype == torch.float64 and y.numel():  # float32 gaps (< 6.9e38) over T >= 4e-270 always fit
+        gap = float((-y).masked_fill(~torch.isfinite(y), 0.0).amax())
+        if gap / T > torch.finfo(torch.float64).max:
+            raise NumericsError(f"temperature {_number(T)}: a logit gap of {gap:.3g} divided by it exceeds the "
+                                "largest float64, so the probabilities below it cannot be computed",
+                                hint="use a larger temperature, or the policy 'greedy' (the limit of T -> 0)")
+    return y / T
+
+
 def _warp(x, policy: Policy):
     """Apply temperature, top-k, top-p in HuggingFace's order; removed tokens become -inf."""
     torch = _torch()
     if policy.temperature != 1.0:
-        x = x / policy.temperature  # TemperatureLogitsWarper: scores / temperature
+        x = scale_logits(x, policy.temperature)  # TemperatureLogitsWarper: scores / temperature
     if policy.top_k is not None:
         k = min(policy.top_k, x.shape[-1])
         kth = torch.topk(x, k, dim=-1).values[..., -1:]
@@ -207,14 +267,17 @@ def _warp(x, policy: Policy):
 
 
 def policy_target_logprob(logits: "torch.Tensor", targets: "torch.Tensor", policy: Policy, *,
-                          log_softmax_t1: "torch.Tensor | None" = None) -> "torch.Tensor":
+                          log_softmax_t1: "torch.Tensor | None" = None, top_t1: "torch.Tensor | None" = None,
+                          groups: "Sequence[tuple[int, int]] | None" = None) -> "torch.Tensor":
     """log q_{theta,phi}(target_i | context_i) for each row i; [N, V] logits, [N] targets -> [N].
 
     Only the normalizer over the policy's support is needed, so top-k avoids building a masked
     copy of the row: log Z = logsumexp over the K largest values plus the extra ties at the
     boundary, which equals the masked logsumexp of the HF rule. ``log_softmax_t1`` may pass an
-    already computed ``log_softmax(logits)`` (the engine has it) for the untruncated T = 1 case.
-    Row-wise log_softmax is used rather than logsumexp: on CPU it is one fused pass.
+    already computed ``log_softmax(logits)`` (the engine has it) for the untruncated T = 1 case,
+    ``top_t1`` the values of ``torch.topk(logits, m)`` for some m > K (or m = V) for top-K at
+    T = 1; ``groups``: see :func:`topk_normalizer`. Row-wise log_softmax is used rather than
+    logsumexp: on CPU it is one fused pass.
 
     >>> import torch
     >>> x = torch.tensor([[2.0, 1.0, 0.0]], dtype=torch.float64)
@@ -230,9 +293,9 @@ def policy_target_logprob(logits: "torch.Tensor", targets: "torch.Tensor", polic
         return torch.where(hit, torch.zeros((), dtype=x.dtype), torch.full((), -math.inf, dtype=x.dtype))
     if policy.top_p is None and policy.top_k is not None:
         if policy.temperature != 1.0:
-            x = x / policy.temperature
+            x = scale_logits(x, policy.temperature)
         k = min(policy.top_k, x.shape[-1])
-        kth, log_z = topk_normalizer(x, k)
+        kth, log_z = topk_normalizer(x, k, top=top_t1 if policy.temperature == 1.0 else None, groups=groups)
         xt = x.gather(1, t)
         out = torch.where(xt >= kth, xt - log_z, torch.full_like(xt, -math.inf))
         return out.view(-1)
@@ -240,18 +303,25 @@ def policy_target_logprob(logits: "torch.Tensor", targets: "torch.Tensor", polic
         if policy.temperature == 1.0 and log_softmax_t1 is not None:
             return log_softmax_t1.gather(1, t).view(-1)
         if policy.temperature != 1.0:
-            x = x / policy.temperature
+            x = scale_logits(x, policy.temperature)
         return torch.log_softmax(x, dim=-1).gather(1, t).view(-1)
     lp = policy_logprobs(x, policy)
     return lp.gather(1, t).view(-1)
 
 
-def topk_normalizer(x: "torch.Tensor", k: int) -> "tuple[torch.Tensor, torch.Tensor]":
+def topk_normalizer(x: "torch.Tensor", k: int, *, top: "torch.Tensor | None" = None,
+                    groups: "Sequence[tuple[int, int]] | None" = None) -> "tuple[torch.Tensor, torch.Tensor]":
     """(K-th largest value [N, 1], log Z over the HF top-k support [N, 1]) of rows x [N, V].
 
     The support is every token >= the K-th largest (ties at the boundary kept, as in
     TopKLogitsWarper). topk(K+1) shows whether the boundary is tied; only rows where it is pay
-    for an exact count of the tied tokens over the whole row.
+    for an exact count of the tied tokens over the whole row. ``top``: the values of
+    ``torch.topk(x, m)`` already computed for some m > K (or m = V), sorted descending.
+
+    ``groups``: row ranges [a, b) whose tie corrections are computed in one call each (default:
+    all rows in one call). torch.logaddexp's vectorized and scalar paths differ in the last bit,
+    so which path a row takes depends on how many tied rows share its call: the CPU engine
+    passes its per-window ranges so that a window's bits do not depend on its neighbours.
 
     >>> import torch
     >>> kth, log_z = topk_normalizer(torch.tensor([[3.0, 1.0, 1.0, 0.0]], dtype=torch.float64), 2)
@@ -260,7 +330,8 @@ def topk_normalizer(x: "torch.Tensor", k: int) -> "tuple[torch.Tensor, torch.Ten
     """
     torch = _torch()
     V = x.shape[-1]
-    top = torch.topk(x, min(k + 1, V), dim=-1).values  # [N, k(+1)]
+    if top is None:
+        top = torch.topk(x, min(k + 1, V), dim=-1).values  # [N, k(+1)]
     kth = top[:, k - 1:k]  # [N, 1]
     log_z = torch.logsumexp(top[:, :k], dim=-1, keepdim=True)
     if k < V:
@@ -268,5 +339,13 @@ def topk_normalizer(x: "torch.Tensor", k: int) -> "tuple[torch.Tensor, torch.Ten
         if tied.numel():
             # extra copies of exp(kth) beyond the K returned by topk: log(Z + extra * e^kth)
             extra = ((x[tied] >= kth[tied]).sum(dim=-1, keepdim=True) - k).to(x.dtype)  # [n_tied, 1]
-            log_z[tied] = torch.logaddexp(log_z[tied], kth[tied] + torch.log(extra))
+            term = kth[tied] + torch.log(extra)
+            if groups is None:
+                log_z[tied] = torch.logaddexp(log_z[tied], term)
+            else:
+                for a, b in groups:
+                    sel = ((tied >= a) & (tied < b)).nonzero().view(-1)
+                    if sel.numel():
+                        rows = tied[sel]
+                        log_z[rows] = torch.logaddexp(log_z[rows], term[sel])
     return kth, log_z

@@ -40,6 +40,11 @@ class StoreError(MemclaimError):
     """The result store is unreadable, inconsistent, or cannot be written."""
 
 
+class NumericsError(MemclaimError):
+    """A computed score outside its domain (NaN, or a log-probability of +inf): the model's
+    weights or the arithmetic of a setting are broken, and the value is not stored."""
+
+
 class MissingExtraError(MemclaimError, ImportError):
     """An optional dependency stack is not installed."""
 

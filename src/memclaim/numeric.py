@@ -14,7 +14,7 @@ True
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Sequence, overload
 
 import numpy as np
 
@@ -46,6 +46,11 @@ def logsumexp(x: "Sequence[float] | np.ndarray") -> float:
     return m + math.log(math.fsum(math.exp(v - m) for v in a.tolist()))
 
 
+# a float gives a float, an array an array (the type checker needs both said)
+@overload
+def log1mexp(a: float) -> float: ...
+@overload
+def log1mexp(a: np.ndarray) -> np.ndarray: ...
 def log1mexp(a: "float | np.ndarray") -> "float | np.ndarray":
     """log(1 - exp(a)) for a <= 0, accurate on both sides of a = -log 2 (Maechler 2012,
     "Accurately computing log(1 - exp(-|a|))"): ``log(-expm1(a))`` near 0, ``log1p(-exp(a))``

@@ -74,6 +74,8 @@ _DISPLAY_ONLY = {("model", "name"), ("model", "source"), ("model", "fingerprint_
 # was computed on the CPU.
 NUMERICS_FIELDS = ("model.device_class", "model.dtype")
 DEFAULT_DEVICE_CLASS = "cpu"
+#: the device classes a procedure records: the CPU, CUDA GPUs, a model behind a server (issue 27)
+DEVICE_CLASSES = ("cpu", "cuda", "served")
 
 # Fields of a procedure as the store records it (Procedure.to_dict, with the tested policy in
 # "policy") that may differ between the candidates' and the controls' runs: which other policies
@@ -142,9 +144,10 @@ class ModelIdentity:
             if not isinstance(v, str) or not v:
                 raise InputError(f"a procedure's model {f} must be a non-empty string, got {v!r}",
                                  hint="build the procedure from a loaded model (Procedure.bind)")
-        if self.device_class is not None and self.device_class not in ("cpu", "cuda"):
-            raise InputError(f"a procedure's device class is 'cpu' or 'cuda', got {self.device_class!r}",
-                             hint="the class of the device whose numerics the scores have")
+        if self.device_class is not None and self.device_class not in DEVICE_CLASSES:
+            raise InputError(f"a procedure's device class is 'cpu', 'cuda' or 'served', got {self.device_class!r}",
+                             hint="the class of the device whose numerics the scores have ('served': a model "
+                                  "scored through a server, docs/served.md)")
         if self.fingerprint_scheme is not None:
             object.__setattr__(self, "fingerprint_scheme", integer("fingerprint scheme", self.fingerprint_scheme,
                                                                    minimum=1))

@@ -31,7 +31,7 @@ from ..train.finetune import TRAIN_FILE
 from ..text.io import read_passages
 from ..models.placement import resolve_dtype, resolve_placement
 from ..privacy.tradeoff import neighbors_label
-from ._common import Result, WorkFolder, check_limit, check_out_dir, jsonable, one_policy, set_threads
+from ._common import Result, WorkFolder, check_limit, check_out, check_out_dir, jsonable, one_policy, set_threads
 from ..procedure import DEFAULT_POLICY
 from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
 from ._model import load_model
@@ -216,8 +216,8 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     0.97
     """
     set_threads(threads)
-    if out is not None:
-        check_out_dir(out)
+    if out is not None:  # OUT/scores and the report: refused now, not after scoring
+        check_out(out, store="scores", report=True)
     policy = one_policy(policies, what="the extraction audit")
     if check_limit(limit) is not None:  # the first N members and the first N controls, recorded as limited
         members = limited_texts(read_texts(members, label="members", text_field=text_field, id_field=id_field,

@@ -32,9 +32,10 @@ from ..scoring.runner import RunSummary, index_windows, run_scoring
 from ..text.io import read_document, text_key
 from ..text.spans import exclude_spans_from_lines, parse_exclude_spans
 from ..validate import batch_size as check_batch_size, in_open_unit, integer, query_budget
-from ._common import (Document, Result, WorkFolder, build_prompt_rule, check_limit, check_out_dir, cut_windows, document_path,
+from ._common import (Document, Result, WorkFolder, build_prompt_rule, check_limit, check_out, cut_windows,
+                      document_path,
                       jsonable, make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
-from ._model import load_model
+from ._model import load_model, scoring_model
 from ._runs import store_input_record, stored_test_procedure
 from ._public import public
 
@@ -176,7 +177,9 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
            use_global: bool = False, budget_delta: float | None = 0.05, realistic_budget: float = 1e5,
            controls_description: str | None = None, out: str | os.PathLike | None = None, batch_size: int | str = 16, unit_size: int = 64,
            backend: str = "local", address: str | None = None, workers: int | None = None,
-           gpus_per_worker: float = 0.0, threads_per_worker: int = 1, dtype: str | None = None,
+           gpus_per_worker: float = 0.0, threads_per_worker: int = 1, url: str | None = None,
+           api_key_env: str | None = None, api_key_file: str | os.PathLike | None = None,
+           served_model: str | None = None, max_concurrency: int | None = None, dtype: str | None = None,
            device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
            sot: str | None = None, allow_pickle: bool = False, trust_remote_code: bool = False,
            threads: int | None = None, progress: bool | ProgressCallback = True,
@@ -236,8 +239,8 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
         raise InputError(f"the census needs a probability score, but the first --policy is {tested.spec!r} "
                          "(a 0/1 score: there is no threshold to calibrate, [EM] §5)",
                          hint="put a sampling policy first, e.g. --policy top-k:40 or --policy full")
-    if out is not None:
-        check_out_dir(out)
+    if out is not None:  # OUT/store and the report: refused now, not after scoring
+        check_out(out, store="store", report=True)
     files: dict = {}
     docs = []  # per pair: ((text, sha, name, where) of the document, of the control)
     for d, c in pair_items:
@@ -268,8 +271,9 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
 
     # --------------------------------------------------------------- windows, then scores
     set_threads(threads)
-    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
-                   trust_remote_code=trust_remote_code, device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)  # weights load only if scoring is needed
+    m = scoring_model(model, backend=backend, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
+                      trust_remote_code=trust_remote_code, device=device, device_map=device_map, max_memory=max_memory,
+                      offload_folder=offload_folder)  # weights load only if scoring is needed
     several = len(pair_items) > 1
     jobs = []  # (pair index, role, (text, sha, name, where), label, (windows, inputs, skipped_empty, label))
     for i, ((d, c), (dt, ct)) in enumerate(zip(pair_items, docs)):
@@ -279,11 +283,12 @@ def census(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
             cut = cut_windows(m, document=arg, stride=stride, prefix_tokens=prefix_tokens,
                               suffix_tokens=suffix_tokens, label=label, limit=limit)
             jobs.append((i, role, info, cut[3], cut))  # cut[3]: the label, '[:N]' added by --limit
-    for _, _, info, label, cut in jobs:  # every window fits the model, before any scoring
+    for _, _, info, _label, cut in jobs:  # every window fits the model, before any scoring
         index_windows(m, cut[0], prompt_rule, what=str(info[3] or info[2]))  # streaming: keys only
     backend_obj = make_backend(m, pols, backend=backend, address=address, workers=workers,
                                gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,
-                               batch_size=batch_size, log=log)
+                               batch_size=batch_size, log=log, url=url, api_key_env=api_key_env,
+                               api_key_file=api_key_file, served_model=served_model, max_concurrency=max_concurrency)
     work = WorkFolder(out, prefix="memclaim-census-")
     store = work.path / "store"
     scored: dict[tuple, RunSummary] = {}

@@ -20,20 +20,23 @@ from ..errors import InputError, PolicyError
 from ..fsutil import sha256_bytes
 from ..procedure import DEFAULT_POLICY
 from ..jsonutil import dumps, to_jsonable
-from ..report.core import Doc, invocation_text, invoked_as, render_fragment
+from ..report.core import Doc, check_report_folder, invocation_text, invoked_as, render_fragment
 from ..scoring.prompts import PromptRule
 from ..runtime import Runtime
-from ..scoring.backends import Backend, make_backend as registry_make_backend
+from ..scoring.backends import Backend, backend_names, make_backend as registry_make_backend
+from ..scoring.served.backend import DEFAULT_BATCH_WINDOWS, DEFAULT_MAX_CONCURRENCY, OpenAIBackend
+from ..scoring.served.model import ServedModel
 from ..scoring.runner import normalize_near_verbatim
 from ..text.io import check_unicode, read_document, read_passages, text_key
 from ..text.tables import passages_from_object
+from ..scoring.store import foreign_entries
 from ..text.windows import passage_windows, sliding_windows
 from ..validate import integer
 from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, check_out_dir, set_threads, window_lengths
 
 __all__ = ["Document", "DEFAULT_PREFIX_TOKENS", "DEFAULT_SUFFIX_TOKENS", "DEFAULT_POLICY", "window_lengths",
-           "policies_of", "one_policy", "check_out_dir", "set_threads", "near_verbatim_settings", "make_backend",
-           "build_prompt_rule", "cut_windows", "check_limit", "limited_label", "Result", "WorkFolder"]
+           "policies_of", "one_policy", "check_out_dir", "check_out", "set_threads", "near_verbatim_settings",
+           "make_backend", "build_prompt_rule", "cut_windows", "check_limit", "limited_label", "Result", "WorkFolder"]
 
 
 
@@ -66,6 +69,33 @@ def document_path(x, what: str = "document") -> Path:
         shown = str(x) if len(str(x)) <= 80 else str(x)[:77] + "..."
         raise InputError(f"{what} file {shown!r} does not exist",
                          hint="pass the path of a text file, or memclaim.Document(text, name=...) for a text in memory")
+    return p
+
+
+def check_out(out, *, store: str | None = None, report: bool = False, option: str = "--out") -> Path:
+    """Everything about an output folder that can fail, checked before any work
+    (:func:`check_out_dir`): with ``store`` (``""``: the folder itself, ``"store"``: a subfolder)
+    the score store there is new, empty or memclaim's (a folder of other files is never written
+    into, nor its temporary files swept); with ``report`` no report file or figure there is
+    someone else's (:func:`memclaim.report.core.check_report_folder`).
+
+    >>> check_out("runs/new", store="")  # doctest: +SKIP
+    PosixPath('runs/new')
+    """
+    p = check_out_dir(out, option)
+    if store is not None:
+        where = p / store if store else p
+        foreign = foreign_entries(where)
+        if foreign:
+            shown = ", ".join(repr(x) for x in foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3
+                                                                else "")
+            what = f"{option} {str(out)!r}" if not store else f"{str(where)!r} (the store of {option} {str(out)!r})"
+            raise InputError(f"{what} is a folder memclaim did not make: it holds {shown} and no memclaim "
+                             "manifest.json, so memclaim does not write (or clean up temporary files) there",
+                             hint=f"choose a new or empty folder for {option}, or the {option} folder of an earlier "
+                                  "memclaim run")
+    if report:
+        check_report_folder(p)
     return p
 
 
@@ -150,10 +180,43 @@ def near_verbatim_settings(nv_eps: Sequence[int] = (), nv_beams: Sequence[int] =
 
 
 def make_backend(model, policies, *, backend: str = "local", address=None, workers=None, gpus_per_worker=0.0,
-                 threads_per_worker=1, batch_size: int | str = 16, log=None) -> Backend:
-    """The scoring backend the options ask for: the runtime they make
-    (:class:`memclaim.runtime.Runtime`), built by the backend registered under its name
-    (:func:`memclaim.scoring.backends.make_backend`)."""
+                 threads_per_worker=1, batch_size: int | str = 16, log=None, url: str | None = None,
+                 api_key_env: str | None = None, api_key_file=None, served_model: str | None = None,
+                 max_concurrency: int | None = None, served_bounds: bool = False) -> Backend:
+    """The scoring backend the options ask for. A served model's backend (``openai``) connects
+    and probes the server here, before any work; ``local``, ``ray`` and any registered backend
+    are built from the runtime the options make (:class:`memclaim.runtime.Runtime`) by the
+    registry (:func:`memclaim.scoring.backends.make_backend`)."""
+    if backend != "openai" and backend not in backend_names():
+        raise InputError(f"unknown backend {backend!r}",
+                         hint=f"one of {', '.join([*backend_names(), 'openai'])} "
+                              "(memclaim.scoring.backends.register_backend adds one)")
+    served = [name for name, v, default in (("--url", url, None), ("--api-key-env", api_key_env, None),
+                                            ("--api-key-file", api_key_file, None),
+                                            ("--served-model", served_model, None),
+                                            ("--max-concurrency", max_concurrency, None),
+                                            ("--served-bounds", served_bounds, False)) if v != default]
+    if backend != "openai" and served:
+        raise InputError(f"{', '.join(served)} {'applies' if len(served) == 1 else 'apply'} only with --backend openai",
+                         hint="add --backend openai --url URL to score through a server, or drop them")
+    if backend == "openai":
+        given = [name for name, v, default in (("--address", address, None), ("--workers", workers, None),
+                                               ("--gpus-per-worker", gpus_per_worker, 0.0),
+                                               ("--threads-per-worker", threads_per_worker, 1)) if v != default]
+        if given:
+            raise InputError(f"{', '.join(given)} only apply with --backend ray", hint="drop them")
+        if url is None:
+            raise InputError("--backend openai needs --url", hint="e.g. --url http://127.0.0.1:8000 (docs/served.md)")
+        if not isinstance(model, ServedModel):
+            raise InputError(f"a served model is named by its tokenizer folder or a name, not {type(model).__name__}",
+                             hint="pass the folder holding the served model's tokenizer.json, or a named model")
+        b = OpenAIBackend(url, model, policies, served_model=served_model, api_key_env=api_key_env,
+                          api_key_file=api_key_file,
+                          max_concurrency=DEFAULT_MAX_CONCURRENCY if max_concurrency is None else max_concurrency,
+                          batch_windows=batch_size if isinstance(batch_size, int) else DEFAULT_BATCH_WINDOWS,
+                          bounds=served_bounds, log=log)
+        b.connect()
+        return b
     runtime = Runtime.options(backend=backend, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
                               threads_per_worker=threads_per_worker, batch_size=batch_size)
     return registry_make_backend(model, policies, runtime, log=log)

@@ -37,7 +37,7 @@ from ..text.io import Record
 from ..text.windows import passage_windows, sliding_windows
 from ..train.corpus import MarkovZipf
 from ..train.toy import toy_data
-from ._common import check_out_dir
+from ._common import check_out
 from ._model import load_model
 from ._runs import stored_test_procedure
 
@@ -58,7 +58,7 @@ CLAIM_POLICY = "full"
 def check_demo_options(*, out, alpha) -> Path:
     """A bad alpha or output folder fails before the demo scores anything."""
     exact_level("alpha", alpha)
-    return check_out_dir(out)
+    return check_out(out, store="store", report=True)
 
 
 def demo_scoring(out, *, progress: ProgressCallback | None = None, log: LogCallback | None = None) -> dict:

@@ -23,6 +23,7 @@ from ..errors import InputError, ModelLoadError
 from .. import models as _models
 from ..models.loader import DTYPES, HFTokenizer, LoadedModel, resolve_sot
 from ..models.placement import Placement
+from ..scoring.served.model import ServedModel, served_model, tokenizer_fingerprint
 from ._public import public
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
@@ -68,15 +69,7 @@ class ObjectModel(LoadedModel):
         return ()
 
 
-def _tokenizer_digest(tok) -> str:
-    backend = getattr(tok, "backend_tokenizer", None)
-    if backend is None:
-        raise ModelLoadError(f"tokenizer {type(tok).__name__} is not a fast tokenizer (no offsets)",
-                             hint="pass a transformers fast tokenizer (PreTrainedTokenizerFast, tokenizer.json)")
-    special = {k: str(v) for k, v in sorted((getattr(tok, "special_tokens_map", None) or {}).items())}
-    chat = getattr(tok, "chat_template", None)
-    blob = json.dumps({"tokenizer": backend.to_str(), "special": special, "chat_template": chat}, sort_keys=True)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+_tokenizer_digest = tokenizer_fingerprint  # one home: memclaim.scoring.served.model
 
 
 def object_fingerprint(model, tokenizer) -> str:
@@ -202,3 +195,26 @@ def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     return _models.load_model(str(model), dtype=dtype or "auto", sot=sot, allow_pickle=allow_pickle,
                               trust_remote_code=trust_remote_code, load_weights=load_weights, device=device or "auto",
                               device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)
+
+
+def scoring_model(model, *, backend: str = "local", dtype: str | None = None, sot: str | None = None,
+                  allow_pickle: bool = False, trust_remote_code: bool = False, device: str | None = None,
+                  device_map: str | None = None, max_memory=None, offload_folder=None) -> LoadedModel | ServedModel:
+    """The model a scoring operation reads: :func:`load_model`'s, or for ``backend="openai"`` the
+    served model's tokenizer side (:func:`memclaim.scoring.served.model.served_model`: no weights
+    here, so the options that place or load weights do not apply and are refused)."""
+    if backend != "openai":
+        return load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code,
+                          device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)
+    device = None if device == "auto" else device  # the CLI's defaults
+    dtype = None if dtype == "auto" else dtype
+    given = [name for name, v in (("--dtype", dtype), ("--device", device), ("--device-map", device_map),
+                                  ("--max-memory", max_memory), ("--offload-folder", offload_folder)) if v is not None]
+    if allow_pickle:
+        given.append("--allow-pickle")
+    if given:
+        raise InputError(f"{', '.join(given)} {'places or loads' if len(given) == 1 else 'place or load'} weights in "
+                         "this process; a served model's weights, "
+                         "dtype and device are the server's",
+                         hint="drop them (start the server with the dtype and device you want)")
+    return served_model(model, sot=sot, trust_remote_code=trust_remote_code)

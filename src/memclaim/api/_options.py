@@ -27,6 +27,9 @@ def window_lengths(prefix_tokens, suffix_tokens, prefix_field=None, suffix_field
 def check_out_dir(path, option: str = "--out") -> Path:
     """Fail before any work when ``path`` cannot become a folder memclaim writes: it is a file,
     or the nearest folder that exists is not writable (no permission, read-only filesystem)."""
+    if isinstance(path, str) and not path.strip():
+        raise InputError(f"{option} {path!r} is empty (it would name the current folder)",
+                         hint=f"pass a folder path to {option}, e.g. {option} runs/first")
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise InputError(f"{option} {str(path)!r} exists and is not a folder", hint=f"pass a folder path to {option}")

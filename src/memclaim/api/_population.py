@@ -31,13 +31,13 @@ from ..report.core import write_report
 from ..report.words import limit_note
 from ..report.population import headline, population_report, population_summary_doc, score_histogram_of, short_claim
 from ..scoring.results import RunScores, load_run_scores
-from ..scoring.runner import RunSummary, run_scoring, scoring_pairs
+from ..scoring.runner import RunSummary, run_scoring, run_stats, scoring_pairs
 from ..text.io import record_id, text_key
 from ..text.scorefile import read_id_list, read_score_file
 from ..validate import batch_size as check_batch_size, in_open_unit, query_budget, seed as check_seed
-from ._common import (Result, WorkFolder, build_prompt_rule, check_limit, check_out_dir, cut_windows, jsonable,
+from ._common import (Result, WorkFolder, build_prompt_rule, check_limit, check_out, cut_windows, jsonable,
                       make_backend, near_verbatim_settings, one_policy, policies_of, set_threads, window_lengths)
-from ._model import load_model
+from ._model import load_model, scoring_model
 from ._runs import is_store, load_store_run, run_ids, store_input_record, stored_test_procedure
 from ._score import ScoreResult
 from ._public import public
@@ -475,7 +475,7 @@ def test(candidates: ScoreResult | RunScores | str | os.PathLike | Sequence[floa
             raise InputError(f"{opt} {str(x)!r} does not exist",
                              hint="pass a score store folder (memclaim score --out) or a CSV/TSV/Parquet score file")
     if out is not None:
-        check_out_dir(out)
+        check_out(out, report=True)
     if (candidates_procedure is None) != (controls_procedure is None):
         given, missing = (("--candidates-procedure", "--controls-procedure") if candidates_procedure is not None
                           else ("--controls-procedure", "--candidates-procedure"))
@@ -591,9 +591,12 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                realistic_budget: float = 1e5, confidence: float = 0.95, controls_description: str | None = None,
                out: str | os.PathLike | None = None, batch_size: int | str = 16, unit_size: int = 64, backend: str = "local",
                address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0,
-               threads_per_worker: int = 1, dtype: str | None = None, sot: str | None = None,
+               threads_per_worker: int = 1, url: str | None = None, api_key_env: str | None = None,
+               api_key_file: str | os.PathLike | None = None, served_model: str | None = None,
+               max_concurrency: int | None = None, dtype: str | None = None, sot: str | None = None,
                device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
                allow_pickle: bool = False, trust_remote_code: bool = False, threads: int | None = None,
+               stats: str | Sequence[str] | None = "census",
                progress: bool | ProgressCallback = True, log: LogCallback | None = None) -> PopulationResult:
     """Score ``members`` and ``controls`` with ``model`` under one extraction procedure ([EM] Def.
     B.2), then run the conformal population test ([EM] §3, §4) (``memclaim population``).
@@ -614,6 +617,9 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     compare scores computed with different numerics (refused otherwise; the report says so).
     ``batch_size``: windows per forward pass, or ``"auto"`` (on a GPU the largest batch whose
     activations fit 80% of free memory, on the CPU 16; CPU scores are the same at every size).
+    ``stats``: the statistics to compute and store; the test reads log q only, so the default
+    is ``"census"`` (log q, greedy flag, margin); ``"all"`` adds the per-token full-softmax
+    statistics the audits use (None: every statistic, as ``"all"``; see :func:`memclaim.score`).
 
     >>> import memclaim as mc
     >>> res = mc.population("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16,
@@ -625,11 +631,12 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
                          realistic_budget=realistic_budget, seed=seed)
     batch_size = check_batch_size(batch_size)
     check_limit(limit)
+    stat_set = run_stats(stats)  # a bad name is refused before any work
     pols = policies_of(policies)
     nv = near_verbatim_settings(near_verbatim, beams)  # every option is checked before the model loads
     prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
-    if out is not None:
-        check_out_dir(out)
+    if out is not None:  # OUT/store and the report: refused now, not after scoring
+        check_out(out, store="store", report=True)
     if isinstance(members, (str, Path)) and isinstance(controls, (str, Path)) and \
             Path(members).resolve() == Path(controls).resolve():
         raise InputError(f"--members and --controls are the same file {str(members)!r}: a set tested against "
@@ -637,8 +644,9 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     excl, extra_inputs = _exclusions(exclude_controls, exclude_control_ids)
     prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
     set_threads(threads)
-    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
-                   trust_remote_code=trust_remote_code, device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)  # weights load only if scoring is needed
+    m = scoring_model(model, backend=backend, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
+                      trust_remote_code=trust_remote_code, device=device, device_map=device_map, max_memory=max_memory,
+                      offload_folder=offload_folder)  # weights load only if scoring is needed
     cut = {}
     for label, src in ((MEMBERS_LABEL, members), (CONTROLS_LABEL, controls)):
         try:
@@ -662,7 +670,8 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
         scoring_pairs(m, cut[label][0], prompt_rule, what=f"--{label}")
     backend_obj = make_backend(m, pols, backend=backend, address=address, workers=workers,
                                gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker,
-                               batch_size=batch_size, log=log)
+                               batch_size=batch_size, log=log, url=url, api_key_env=api_key_env,
+                               api_key_file=api_key_file, served_model=served_model, max_concurrency=max_concurrency)
     work = WorkFolder(out, prefix="memclaim-population-")
     store = work.path / "store"
     tested = pols[0].spec
@@ -676,7 +685,8 @@ def population(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
         scored[label] = run_scoring(m, windows, policies=pols, prefix_tokens=prefix_tokens,
                                     suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store, label=run_label,
                                     inputs=inputs, batch_size=batch_size, unit_size=unit_size, progress=progress,
-                                    skipped_empty=skipped_empty, near_verbatim=nv, backend=backend_obj, log=log)
+                                    skipped_empty=skipped_empty, near_verbatim=nv, backend=backend_obj, log=log,
+                                    stats=stat_set)
         if label == CONTROLS_LABEL:
             ctrl = load_run_scores(store, run=scored[label].run_id, policy=tested, near_verbatim=nv_eps_tested)
             require_generable_controls(ctrl, before="members")

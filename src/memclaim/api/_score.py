@@ -18,13 +18,13 @@ from ..errors import InputError
 from ..progress import LogCallback, ProgressCallback
 from ..procedure import DEFAULT_POLICY
 from ..scoring.results import RunScores, load_run_scores
-from ..scoring.runner import RunSummary, run_scoring
+from ..scoring.runner import RunSummary, run_scoring, run_stats
 from ..validate import batch_size as check_batch_size
 from ..report.core import Doc
 from ..report.words import limit_note
-from ._common import (Result, WorkFolder, build_prompt_rule, check_limit, check_out_dir, copy_tree_into, cut_windows, jsonable,
+from ._common import (Result, WorkFolder, build_prompt_rule, check_limit, check_out, copy_tree_into, cut_windows, jsonable,
                      make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
-from ._model import load_model
+from ._model import load_model, scoring_model
 from ._public import public
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
@@ -122,10 +122,13 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
           near_verbatim: Sequence[int] = (),
           beams: Sequence[int] = (), out: str | os.PathLike | None = None, label: str | None = None, batch_size: int | str = 16,
           unit_size: int = 64, backend: str = "local", address: str | None = None, workers: int | None = None,
-          gpus_per_worker: float = 0.0, threads_per_worker: int = 1, dtype: str | None = None,
+          gpus_per_worker: float = 0.0, threads_per_worker: int = 1, url: str | None = None,
+          api_key_env: str | None = None, api_key_file: str | os.PathLike | None = None, served_model: str | None = None,
+          max_concurrency: int | None = None, served_bounds: bool = False, dtype: str | None = None,
           device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, 
           sot: str | None = None, allow_pickle: bool = False, trust_remote_code: bool = False,
-          threads: int | None = None, progress: bool | ProgressCallback = True,
+          threads: int | None = None, stats: str | Sequence[str] | None = None,
+          progress: bool | ProgressCallback = True,
           log: LogCallback | None = None) -> ScoreResult:
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store
     (``memclaim score``).
@@ -152,6 +155,17 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     the CPU in float32); the device class and dtype are part of the procedure.
     ``batch_size``: windows per forward pass, or ``"auto"`` (on a GPU the largest batch whose
     activations fit 80% of free memory, on the CPU 16; CPU scores are the same at every size).
+    ``stats``: the statistics to compute and store (None: every one the backend computes, i.e.
+    ``"all"`` for a local model and what a served model's answers give; ``"all"``; ``"census"``;
+    names joined with ``+`` or a list of names; a :class:`memclaim.scoring.engine.StatSet`);
+    log q, the greedy flag and the margin are always kept. What each costs: ``memclaim score --help`` and docs/store.md.
+
+    ``backend="openai"`` scores through an inference server's prompt log-probabilities (vLLM,
+    SGLang, llama-cpp-python; docs/served.md): ``model`` is then the served model's tokenizer
+    (a name or a folder, no weights needed), ``url`` the server, ``api_key_env``/``api_key_file``
+    where its key is, ``served_model`` its name for the model, ``max_concurrency`` the requests in
+    flight; ``served_bounds`` stores certified bounds for policies a server's top-K cannot give
+    exactly (never read by a test as a score).
 
     >>> import memclaim as mc
     >>> run = mc.score("toy", ["A first passage of text ...", "a second ..."], prefix_tokens=8,
@@ -164,17 +178,23 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
                          hint="memclaim score MODEL --input FILE ... or --document FILE --stride S ...")
     batch_size = check_batch_size(batch_size)
     check_limit(limit)
+    # a bad name is refused before any work; None leaves the choice to the backend (a served
+    # model computes what its answers give, a local one everything)
+    stat_set = None if stats is None else run_stats(stats)
     pols = policies_of(policies)
     nv = near_verbatim_settings(near_verbatim, beams)  # every option is checked before the model loads
     prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
     prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
     if out is not None:
-        check_out_dir(out)
+        check_out(out, store="")  # the store itself: new, empty or memclaim's
     set_threads(threads)
-    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code,
-                   device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)
+    m = scoring_model(model, backend=backend, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
+                      trust_remote_code=trust_remote_code, device=device, device_map=device_map,
+                      max_memory=max_memory, offload_folder=offload_folder)
     scorer = make_backend(m, pols, backend=backend, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
-                          threads_per_worker=threads_per_worker, batch_size=batch_size, log=log)
+                          threads_per_worker=threads_per_worker, batch_size=batch_size, log=log, url=url,
+                          api_key_env=api_key_env, api_key_file=api_key_file, served_model=served_model,
+                          max_concurrency=max_concurrency, served_bounds=served_bounds)
     windows, inputs, skipped_empty, label, _ = cut_windows(
         m, texts, document=document, stride=stride, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
         text_field=text_field, id_field=id_field, input_format=input_format, prefix_field=prefix_field,
@@ -183,6 +203,6 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     summary = run_scoring(m, windows, near_verbatim=nv, log=log, policies=pols, prefix_tokens=prefix_tokens,
                           suffix_tokens=suffix_tokens, prompt_rule=prompt_rule,
                           out_dir=work.path, label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
-                          progress=progress, skipped_empty=skipped_empty, backend=scorer)
+                          progress=progress, skipped_empty=skipped_empty, backend=scorer, stats=stat_set)
     return ScoreResult(summary=summary, policies=tuple(p.spec for p in pols), near_verbatim=nv, work=work,
                        inputs=dict(inputs))

@@ -39,10 +39,6 @@ from ..procedure import Procedure, require_same_procedure
 from ..scoring.prompts import PromptRule
 from ..scoring.results import load_run_scores
 from ..scoring.runner import run_scoring, scoring_pairs
-
-# what the attacks read: per-token full-softmax log p (loss, zlib, min-k%, reference, LiRA) and its
-# moments (min-k%++); the target ranks are not read by any attack
-AUDIT_STATS = "greedy+margin+policy_logq+token_logprob+token_moments"
 from ..train.toy import toy_corpus
 from ..validate import in_unit, integer, positive
 from .attacks import ScoredTexts, available_attacks, evaluate_attack, get_attack
@@ -56,6 +52,10 @@ from .shadows import (CapSpec, ShadowRecipe, counterfactual_from_shadows, ensure
                       population_from_texts)
 from .texts import audit_windows, read_texts, record_texts
 from .verifier import verify_run
+
+# what the attacks read: per-token full-softmax log p (loss, zlib, min-k%, reference, LiRA) and its
+# moments (min-k%++); the target ranks are not read by any attack
+AUDIT_STATS = "greedy+margin+policy_logq+token_logprob+token_moments"
 
 if TYPE_CHECKING:  # the annotations' names only
     import datasets

@@ -135,12 +135,15 @@ def acr_comparison(*, member_extracted: Sequence[bool], control_extracted: Seque
                            alpha=alpha, kind="log-prob", binary=True, candidate_ids=member_ids,
                            control_ids=control_ids, confidence=confidence, sweep=False)
     b = pop.primary_test.binary_rates
+    assert b is not None  # binary=True: the population test reports its binary rates
     levels = []
-    observed = sorted({float(a) for a, e in zip(list(member_acr) + list(control_acr), me + ce) if e})
+    # an extracted target's ACR is a number > 1 (checked above): `a is not None` only says so to mypy
+    observed = sorted({float(a) for a, e in zip(list(member_acr) + list(control_acr), me + ce)
+                       if e and a is not None})
     for lv in [1.0] + [x for x in observed if x > 1.0]:
         # level 1: ACR > 1 (extraction); above it: ACR >= level
-        mk = sum(1 for a, e in zip(member_acr, me) if e and (a > lv if lv == 1.0 else a >= lv))
-        ck = sum(1 for a, e in zip(control_acr, ce) if e and (a > lv if lv == 1.0 else a >= lv))
+        mk = sum(1 for a, e in zip(member_acr, me) if e and a is not None and (a > lv if lv == 1.0 else a >= lv))
+        ck = sum(1 for a, e in zip(control_acr, ce) if e and a is not None and (a > lv if lv == 1.0 else a >= lv))
         levels.append(ACRLevel(lv, clopper_pearson(mk, J, confidence=confidence),
                                clopper_pearson(ck, N, confidence=confidence), mk, ck,
                                newcombe_independent(mk, J, ck, N, confidence=confidence)))

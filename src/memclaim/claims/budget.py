@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Sequence, cast
 
 import numpy as np
 
@@ -206,6 +206,7 @@ def parse_probability(*, p: float | str | None = None, log10_p: float | str | No
         if math.isnan(v) or v > 0:
             raise DomainError(f"log10 p must be <= 0, got {log10_p!r}", hint="e.g. --log10-p -27 for p = 1e-27")
         return v * LN10
+    assert log_p is not None  # exactly one of the three was given, and it was not p or log10 p
     v = float(log_p)
     if math.isnan(v) or v > 0:
         raise DomainError(f"log p must be <= 0, got {log_p!r}")
@@ -239,7 +240,7 @@ def extractable_memorization(log_scores: "Sequence[float] | np.ndarray", *, log_
     """
     lp = _check_log_p(np.asarray(log_scores, dtype=np.float64).ravel(), "log score")
     d = in_open_unit("delta", float(delta))
-    lmin = min_log_prob_for_budget(n=n, delta=d)
+    lmin = cast(float, min_log_prob_for_budget(n=n, delta=d))  # a scalar n gives a scalar
     extractable = lp >= lmin
     memorized = lp > log_tau if log_tau is not None else np.zeros(lp.size, dtype=bool)
     return ExtractableClaim(float(n), d, lmin / LN10, None if log_tau is None else log_tau / LN10, lp.size,

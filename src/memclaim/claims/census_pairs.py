@@ -64,10 +64,11 @@ def census_of_pairs(pairs: Sequence[dict], *, use_global_threshold: bool = False
         if pd_ is not None and pc_ is not None:
             mixed += require_same_procedure(pd_, pc_, ignore=tuple(procedure_ignore), what=("document", "control"),
                                             allow_mixed_numerics=allow_mixed_numerics)
+        this = pd_ or pc_
         if procedure is None:
-            procedure = pd_ or pc_
-        elif (pd_ or pc_) is not None:
-            mixed += require_same_procedure(procedure, pd_ or pc_, ignore=tuple(procedure_ignore),
+            procedure = this
+        elif this is not None:
+            mixed += require_same_procedure(procedure, this, ignore=tuple(procedure_ignore),
                                             what=("the first pair", "this pair"),
                                             allow_mixed_numerics=allow_mixed_numerics)
     if mixed and procedure is not None:  # the report states what was declared comparable

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 
@@ -193,7 +193,8 @@ def compare_population_claims(first_scores: Sequence[float] | np.ndarray, first_
     """
     diffs: tuple = ()
     if procedure_first is not None and procedure_second is not None:
-        require_same_procedure(procedure_first, procedure_second, ignore=tuple(may_differ), what=tuple(names))
+        require_same_procedure(procedure_first, procedure_second, ignore=tuple(may_differ),
+                               what=cast(tuple[str, str], tuple(names)))
         diffs = tuple(procedure_differences(procedure_first, procedure_second))
     s1 = as_scores(first_scores, kind=kind, name=f"{names[0]} candidate scores")
     s2 = as_scores(second_scores, kind=kind, name=f"{names[1]} candidate scores")
@@ -207,5 +208,5 @@ def compare_population_claims(first_scores: Sequence[float] | np.ndarray, first_
         t2 = population_test(s2[m.index_second], c2, alpha=a, kind=internal, confidence=confidence)
         rows.append(paired_difference(t1.claimed, t2.claimed, alpha_n_first=t1.rate_alpha_n, alpha_n_second=t2.rate_alpha_n,
                                       confidence=confidence, names=names))
-    return ClaimComparison(tuple(names), diffs, m.n_matched, m.dropped_first, m.dropped_second, tuple(rows),
+    return ClaimComparison(cast(tuple[str, str], tuple(names)), diffs, m.n_matched, m.dropped_first, m.dropped_second, tuple(rows),
                            tuple(str(a) for a in alphas))

@@ -159,7 +159,7 @@ def newcombe_paired(a: int, b: int, c: int, d: int, *, confidence: float = 0.95)
     if margins == 0:
         phi = 0.0
     else:
-        num = a * d - b * c
+        num: float = a * d - b * c
         if num > n / 2:
             num = num - n / 2
         elif num >= 0:

@@ -40,7 +40,11 @@ class PopulationClaim(ResultMixin):
 
     @property
     def primary_test(self) -> PopulationTest:
-        return self.decontaminated if self.primary == "decontaminated" else self.full
+        if self.primary == "decontaminated":
+            # primary is "decontaminated" only when that pool was tested (population_test)
+            assert self.decontaminated is not None
+            return self.decontaminated
+        return self.full
 
     @property
     def primary_sweep(self) -> AlphaSweep | None:

@@ -18,7 +18,7 @@ import click
 
 from .. import api
 from ..api import InputError
-from .common import (allow_mixed_numerics, numerics_option, placement_kwargs, backend_options, model_options, near_verbatim_options, print_json, procedure_options,
+from .common import (served_kwargs, allow_mixed_numerics, numerics_option, placement_kwargs, backend_options, model_options, near_verbatim_options, print_json, procedure_options,
                      run_options, stderr_log)
 from .console import echo
 from .options import Command
@@ -119,7 +119,7 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
                      realistic_budget=realistic_budget, controls_description=controls_description, out=out_dir,
                      batch_size=batch_size, unit_size=unit_size, backend=backend, address=address, workers=workers,
                      gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
-                    **placement_kwargs(), allow_mixed_numerics=allow_mixed_numerics(),
+                    **placement_kwargs(), **served_kwargs(), allow_mixed_numerics=allow_mixed_numerics(),
                      allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
                      progress=bar, log=stderr_log(not as_json))
     if as_json:

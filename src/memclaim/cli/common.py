@@ -260,12 +260,50 @@ def run_options(f):
     return f
 
 
+# What each statistic costs: benchmarks/profile_scoring.py (issue 30), CPU seconds per 1,000
+# scored target tokens, windows of 50 + 50 tokens, float32, 2 threads on a 2-core AMD EPYC (Zen 3);
+# each statistic computed alone over the engine's blocks (greedy+margin cost nothing more when a
+# top-K policy at temperature 1 is scored: one topk serves both). docs/devices.md has the table.
+STATS_HELP = (
+    "Statistics to compute and store, joined with '+': policy_logq (log q under every --policy), greedy (the "
+    "greedy-match flag), margin (the top-1/top-2 logit margin), token_logprob (per-token log p: loss, min-k%), "
+    "token_moments (per-token mean and std of log p: min-k%++), rank (the target's rank); or the sets 'all' "
+    "and 'census' (policy_logq+greedy+margin, always kept). Measured cost, CPU seconds per 1,000 scored "
+    "tokens of 50+50-token windows on a 2-core AMD EPYC, Gemma 3 270M / SmolLM2-135M: the forward pass "
+    "and unembedding every run pays 11.1 / 6.8; policy_logq under greedy, top-k:40, temperature:0.7 "
+    "1.6 / 0.23; greedy+margin 0.61 / 0.09 (free beside a top-k policy); token_logprob 0.41 / 0.08; "
+    "token_moments 1.6 / 0.48; rank 0.35 / 0.05.")
+
+
+def stats_option(default: str | None):
+    """--stats SET: the statistics a scoring command computes and stores (its default: ``default``;
+    None: every one the backend computes, i.e. 'all' locally and what a served model's answers give)."""
+    if default is None:
+        return click.option("--stats", "stats", default=None, metavar="SET",
+                            help=STATS_HELP + " [default: all; with --backend openai, every statistic the "
+                                              "server's answers give]")
+    return click.option("--stats", "stats", default=default, show_default=True, metavar="SET", help=STATS_HELP)
+
+
+_SERVED = "memclaim.served"
+
+
+def _served_value(name: str):
+    def store(ctx, param, value):
+        ctx.meta.setdefault(_SERVED, {})[name] = value
+        return value
+
+    return store
+
+
 def backend_options(f):
-    """--backend --address --workers --gpus-per-worker --threads-per-worker (distributed scoring)."""
+    """--backend --address --workers --gpus-per-worker --threads-per-worker (distributed scoring);
+    --url --api-key-env --api-key-file --served-model --max-concurrency (a served model)."""
     opts = [
-        click.option("--backend", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-                     help="Where units are scored: this process, or a pool of Ray actors (pip install "
-                          "'memclaim[ray]'); both write the same store. See docs/distributed.md."),
+        click.option("--backend", type=click.Choice(["local", "ray", "openai"]), default="local", show_default=True,
+                     help="Where units are scored: this process, a pool of Ray actors (pip install "
+                          "'memclaim[ray]'), or an OpenAI-compatible server (vLLM, SGLang, llama-cpp-python; "
+                          "docs/served.md); all write the same store. See docs/distributed.md."),
         click.option("--address", default=None,
                      help="Ray cluster address (host:port, or 'auto'); default: start a local cluster."),
         click.option("--workers", type=int, default=None,
@@ -274,7 +312,42 @@ def backend_options(f):
                      help="GPUs per Ray worker (0 = CPU; 0.5 packs two workers per GPU)."),
         click.option("--threads-per-worker", type=int, default=1, show_default=True,
                      help="Torch CPU threads (and Ray CPUs) per Ray worker."),
+        # the served model's options reach the command through served_kwargs() (no new parameters)
+        click.option("--url", default=None, expose_value=False, callback=_served_value("url"),
+                     help="With --backend openai: the server's base URL, e.g. http://127.0.0.1:8000."),
+        click.option("--api-key-env", default=None, metavar="NAME", expose_value=False,
+                     callback=_served_value("api_key_env"),
+                     help="With --backend openai: the environment variable holding the server's API key "
+                          "(never the key itself)."),
+        click.option("--api-key-file", default=None, type=click.Path(dir_okay=False), metavar="PATH",
+                     expose_value=False, callback=_served_value("api_key_file"),
+                     help="With --backend openai: a file whose first line is the API key."),
+        click.option("--served-model", default=None, metavar="NAME", expose_value=False,
+                     callback=_served_value("served_model"),
+                     help="With --backend openai: the server's name of the model (default: the one it serves)."),
+        click.option("--max-concurrency", type=int, default=None, expose_value=False,
+                     callback=_served_value("max_concurrency"),
+                     help="With --backend openai: requests in flight at once [default: 4]."),
     ]
     for o in reversed(opts):
         f = o(f)
     return f
+
+
+def served_kwargs() -> dict:
+    """The served-model options of the running command (:func:`backend_options`) as the API's
+    keywords (url, api_key_env, api_key_file, served_model, max_concurrency)."""
+    got = click.get_current_context().meta.get(_SERVED, {})
+    out = {k: got.get(k) for k in ("url", "api_key_env", "api_key_file", "served_model", "max_concurrency")}
+    if "served_bounds" in got:  # score's own flag
+        out["served_bounds"] = bool(got["served_bounds"])
+    return out
+
+
+def served_bounds_option(f):
+    """--served-bounds (score): store certified bounds where a server's top-K gives no exact score."""
+    return click.option("--served-bounds", is_flag=True, default=False, expose_value=False,
+                        callback=_served_value("served_bounds"),
+                        help="With --backend openai: accept policies a server's top-K log-probs give only certified "
+                             "bounds for (temperature without truncation) and store the bounds; a test never reads "
+                             "them as scores.")(f)

@@ -39,11 +39,12 @@ for _group, _names in {
         "use_global", "verifier_threshold", "kappa", "soundness_epsilon", "soundness_neighbors", "cap_value",
         "cap_epsilon", "cap_neighbors", "cap_functional", "cap_slack", "cap_slack_note", "allow_mixed_numerics",
     ),
-    "Output": ("out_dir", "as_json", "no_progress", "overwrite", "quick"),
+    "Output": ("out_dir", "as_json", "no_progress", "overwrite", "quick", "stats"),
     "Execution": (
         "batch_size", "unit_size", "backend", "address", "workers", "gpus_per_worker", "threads_per_worker",
         "threads", "allow_pickle", "trust_remote_code", "physical_batch_size", "time_limit", "max_nodes",
-        "device", "device_map", "max_memory", "offload_folder",
+        "device", "device_map", "max_memory", "offload_folder", "url", "api_key_env", "api_key_file",
+        "served_model", "max_concurrency", "served_bounds",
     ),
 }.items():
     for _n in _names:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import click
 
 from .. import api
-from .common import (PASSAGE_INPUTS, allow_mixed_numerics, backend_options, claim_options, model_options,
+from .common import (served_kwargs, PASSAGE_INPUTS, allow_mixed_numerics, backend_options, claim_options, model_options,
                      near_verbatim_options, placement_kwargs, print_json,
-                     procedure_options, run_options, stderr_log)
+                     procedure_options, run_options, stats_option, stderr_log)
 from .console import echo
 from .options import Command
 from .progress import progress_bar
@@ -69,12 +69,13 @@ Examples (run from a checkout of the repository):
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Output folder: the store goes to OUT/store, the report to OUT/report.{json,md,html}.")
 @run_options
+@stats_option("census")
 def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, policies, prompt_templates,
             chat_template, aggregate, text_field, prefix_field, suffix_field, id_field, input_format, dtype, sot,
             allow_pickle, trust_remote_code, threads, alpha,
             exclude_file, exclude_ids, fdr, fwer, seed, budget_delta, realistic_budget, confidence,
             controls_description, out_dir, limit, batch_size, unit_size, as_json, no_progress, nv_eps=(), nv_beams=(),
-            backend="local", address=None, workers=None, gpus_per_worker=0.0, threads_per_worker=1):
+            backend="local", address=None, workers=None, gpus_per_worker=0.0, threads_per_worker=1, stats="census"):
     """Score MEMBERS and CONTROLS with MODEL under one extraction procedure ([EM] Def. B.2), then
     run the conformal population test ([EM] §3, §4) and write the report.
 
@@ -93,9 +94,9 @@ def command(model, members_path, controls_path, prefix_tokens, suffix_tokens, po
                          controls_description=controls_description, out=out_dir, batch_size=batch_size,
                          unit_size=unit_size, backend=backend, address=address, workers=workers,
                          gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
-                    **placement_kwargs(), allow_mixed_numerics=allow_mixed_numerics(),
+                    **placement_kwargs(), **served_kwargs(), allow_mixed_numerics=allow_mixed_numerics(),
                          allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
-                         progress=bar, log=stderr_log(not as_json))
+                         stats=stats, progress=bar, log=stderr_log(not as_json))
     if as_json:
         print_json(res.to_dict())
         return

@@ -6,9 +6,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from .. import api
-from .common import (PASSAGE_INPUTS, backend_options, model_options, near_verbatim_options, placement_kwargs,
+from .common import (served_bounds_option, served_kwargs, PASSAGE_INPUTS, backend_options, model_options, near_verbatim_options, placement_kwargs,
                      print_json, procedure_options,
-                     run_options, stderr_log)
+                     run_options, stats_option, stderr_log)
 from .options import Command
 from .progress import progress_bar
 
@@ -64,12 +64,14 @@ Examples (run from a checkout of the repository):
 @model_options
 @near_verbatim_options
 @backend_options
+@served_bounds_option
 @run_options
+@stats_option(None)
 def command(model, input_path, document_path, stride, out_dir, prefix_tokens, suffix_tokens, policies,
             prompt_templates, chat_template, aggregate, text_field, prefix_field, suffix_field, id_field,
             input_format, dtype, sot, allow_pickle, trust_remote_code, threads, nv_eps, nv_beams, batch_size,
             unit_size, backend, address, workers, gpus_per_worker,
-            threads_per_worker, as_json, no_progress, limit):
+            threads_per_worker, as_json, no_progress, limit, stats):
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store.
 
     MODEL is a local HF folder (safetensors), a .gguf file, a named model (smollm2,
@@ -85,8 +87,8 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
                     input_format=input_format, limit=limit, near_verbatim=nv_eps, beams=nv_beams, out=out_dir,
                     batch_size=batch_size, unit_size=unit_size, backend=backend, address=address, workers=workers,
                     gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
-                    **placement_kwargs(),
-                    allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
+                    **placement_kwargs(), **served_kwargs(),
+                    allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads, stats=stats,
                     progress=bar, log=stderr_log(not as_json))
     summary = res.summary
     if as_json:
@@ -99,7 +101,15 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
             f"reused {summary.units_reused})  skipped: {summary.skipped_short} too short, {summary.skipped_empty} empty")
     if summary.units_scored:
         c.print(f"  {summary.windows_per_second:.1f} windows/s")
-        c.print(f"  device {escape(summary.device)}, body {summary.dtype} (unembedding float32+)")
+        bs = summary.backend_stats
+        if summary.backend == "openai" and bs:
+            c.print(f"  served by {escape(str(bs['server']))} {escape(str(bs['version'] or ''))} at "
+                    f"{escape(str(bs['url']))} (model {escape(str(bs['model_id']))}, top-{bs['top_logprobs']} "
+                    f"log-probs per position): {bs['requests']} requests, {bs['retries']} retried")
+            for spec, cls in bs["exactness"].items():
+                c.print(f"    {escape(spec)}: {escape(cls)}")
+        else:
+            c.print(f"  device {escape(summary.device)}, body {summary.dtype} (unembedding float32+)")
         drift = summary.numerics_drift
         if drift and drift.get("measured"):
             worst = max((v["max_abs_per_token"] or 0.0) for v in drift["per_policy"].values())
@@ -107,7 +117,6 @@ def command(model, input_path, document_path, stride, out_dir, prefix_tokens, su
                     f"target token; {drift['greedy_flags_differing']} greedy flag(s) differ")
         elif drift:
             c.print(f"  {drift['dtype']} drift from float32 not measured: {escape(drift['reason'])}")
-        bs = summary.backend_stats
         if summary.backend == "ray" and bs:
             c.print(f"  ray: {bs['workers']} worker(s) at {escape(str(bs['address']))}, {bs['windows_per_second']:.1f} windows/s "
                     f"overall ({bs['steady_windows_per_second']:.1f} after start-up {bs['startup_seconds']:.1f} s), "

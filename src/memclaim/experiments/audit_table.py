@@ -85,7 +85,8 @@ from ..mechanisms.trigger import ReservedTrigger
 from ..privacy.baseline import certify_baseline
 from ..train.finetune import ChainBaseSpec, ensure_chain_base
 from . import gated
-from .common import Check, PaperClaim, check, compare, finish, new_figure, paper_claim, rng_streams
+from .common import Check, PaperClaim, check, compare, new_figure, paper_claim
+from .skeleton import Reproduction
 from ..report.style import colorbar, legend as style_legend
 from .models import (THREADS, chain_arrays, copy_model, language_model, pack_whole, sample_chain, sample_decode,
                      teacher_forced, train_tiny)
@@ -843,6 +844,82 @@ def _figure(table, sweep: list[dict], deployable: list[str], *, quick: bool):
     return fig
 
 
+class AuditTable(Reproduction):
+    """[MX] Fig. 12 and Fig. 10 at tiny-model scale on the skeleton (:mod:`.skeleton`)."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = ("[MX] Fig. 12 (tiny-model scale)", "[MX] Fig. 10 (tiny-model scale)",
+                  "[MX] Cor. 6.2: no single audit suffices")
+
+    def settings(self) -> dict:
+        return _settings(self.quick)
+
+    def data(self) -> _Lab:
+        """The release (every arm's members planted), its shadows, and the records of every arm
+        (:func:`_build_lab`)."""
+        return _build_lab(self.s, self.rngs)
+
+    def runs(self, lab: _Lab) -> dict:
+        """Score and audit every arm, unlearn, assemble the table (kept on ``self``, with the camouflage
+        cap, for the figure and the paper's numbers) and the sweep; the checks are computed here too,
+        as the table's 'missed by' is a result."""
+        s, seed = self.s, self.seed
+        arms = lab.arms
+        scores, gm, gated_lm, gated_identical = _score_arms(lab)
+        per_arm = _audit_arms(lab, scores)
+        _informed_hits(lab, per_arm)
+        _unlearning(lab, per_arm, gm, gated_lm, seed=seed)
+        table, cap, smollm2 = _table(per_arm, s, seed=seed, out_dir=self.out_dir)
+        sweep = _sweep(per_arm, s)
+        checks, missed, deployable = checks_for(table, sweep, gated_identical=gated_identical, cap=cap,
+                                                conf=s["confidence"])
+        self._table, self._cap, self._checks, self._deployable = table, cap, checks, deployable
+
+        def _strip(a: str) -> dict:
+            row = dict(per_arm[a])
+            row["audits"] = {k: {"auc": v["auc"].to_dict(), "tpr": None if v["tpr"] is None else v["tpr"].to_dict()}
+                             for k, v in row["audits"].items()}
+            return row
+
+        return {
+            "table": table.to_dict(),
+            "table_markdown": table.to_markdown(intervals=True, rules=False),
+            "missed_by": missed,
+            "sweep": sweep,
+            "arms": {a: _strip(a) for a in arms},
+            "release_training": lab.release_train,
+            "gated_identical_to_base": gated_identical,
+            "records": {a: [{k: v for k, v in r.items() if k != "population_index"} for r in recs]
+                        for a, recs in arms.items()},
+            "smollm2_gated": None if smollm2 is None else {k: v for k, v in smollm2.items() if k != "cells"},
+        }
+
+    def checks(self, results: dict) -> list[Check]:
+        return self._checks
+
+    def claims(self, results: dict) -> list[PaperClaim]:
+        return claims_for(results, self.s)
+
+    def paper_numbers(self, results: dict) -> list:
+        return _paper_numbers(self._table, results["sweep"], self._cap)
+
+    def figure(self, results: dict, *, claims, differences):
+        return _figure(self._table, results["sweep"], self._deployable, quick=self.quick)
+
+    def notes(self, results: dict) -> list[str]:
+        s = self.s
+        return [
+            "one tiny release carries every arm's members (fine-tuned from the cached chain base); the gated row "
+            "wraps the base itself",
+            f"LiRA: {s['shadows']} shadow fine-tunes on complementary random halves of every arm's candidates (COND "
+            "design), global variance",
+            "secrets are sampled from the base model (temperature 1; the low-H canary at "
+            f"{s['lowh_temperature']}); camouflage secrets are uniform and their trees follow [MX] App. D.1",
+            "the unlearning verifier column is read after GradDiff unlearning where the verifier first reports "
+            "'not forgotten', and on the release otherwise",
+        ]
+
+
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
     """[MX] Fig. 12 and Fig. 10 at tiny-model scale: build the release, its shadows and the gated
     release, audit every arm, unlearn, assemble the table and the sweep, check, draw.
@@ -852,53 +929,7 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
     ('audit-table', True)
     """
-    s = _settings(quick)
-    rngs = rng_streams(seed, STREAMS)
-    lab = _build_lab(s, rngs)
-    arms, S = lab.arms, s["shadows"]
-    scores, gm, gated_lm, gated_identical = _score_arms(lab)
-    per_arm = _audit_arms(lab, scores)
-    _informed_hits(lab, per_arm)
-    _unlearning(lab, per_arm, gm, gated_lm, seed=seed)
-    table, cap, smollm2 = _table(per_arm, s, seed=seed, out_dir=out_dir)
-    sweep = _sweep(per_arm, s)
-    checks, missed, deployable = checks_for(table, sweep, gated_identical=gated_identical, cap=cap, conf=s["confidence"])
-    paper = _paper_numbers(table, sweep, cap)
-    fig = _figure(table, sweep, deployable, quick=quick)
-    release_train = lab.release_train
-
-    def _strip(a: str) -> dict:
-        row = dict(per_arm[a])
-        row["audits"] = {k: {"auc": v["auc"].to_dict(), "tpr": None if v["tpr"] is None else v["tpr"].to_dict()}
-                         for k, v in row["audits"].items()}
-        return row
-
-    results = {
-        "table": table.to_dict(),
-        "table_markdown": table.to_markdown(intervals=True, rules=False),
-        "missed_by": missed,
-        "sweep": sweep,
-        "arms": {a: _strip(a) for a in arms},
-        "release_training": release_train,
-        "gated_identical_to_base": gated_identical,
-        "records": {a: [{k: v for k, v in r.items() if k != "population_index"} for r in recs]
-                    for a, recs in arms.items()},
-        "smollm2_gated": None if smollm2 is None else {k: v for k, v in smollm2.items() if k != "cells"},
-    }
-    notes = [
-        "one tiny release carries every arm's members (fine-tuned from the cached chain base); the gated row "
-        "wraps the base itself",
-        f"LiRA: {S} shadow fine-tunes on complementary random halves of every arm's candidates (COND design), "
-        "global variance",
-        "secrets are sampled from the base model (temperature 1; the low-H canary at "
-        f"{s['lowh_temperature']}); camouflage secrets are uniform and their trees follow [MX] App. D.1",
-        "the unlearning verifier column is read after GradDiff unlearning where the verifier first reports "
-        "'not forgotten', and on the release otherwise",
-    ]
-    return finish(NAME, title=TITLE, reproduces=["[MX] Fig. 12 (tiny-model scale)", "[MX] Fig. 10 (tiny-model scale)",
-                                                  "[MX] Cor. 6.2: no single audit suffices"],
-                  seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, notes=notes, paper_claims=claims_for(results, s))
+    return AuditTable(quick=quick, seed=seed, out_dir=out_dir).reproduce()
 
 
 def _smollm2_gated_row(*, seed: int, out_dir, conf: float) -> dict:

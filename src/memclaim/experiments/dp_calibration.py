@@ -362,7 +362,7 @@ class DPCalibration(Reproduction):
             del model
         eps_spent = max((r["dp"]["epsilon"] for r in reports if r["dp"]), default=math.inf)
 
-        def curve_cap(k: int):
+        def curve_cap(k: int, reports: list = reports):  # this row's runs, bound now
             # the largest LOO cap over the row's runs, each from its own curve (q differs with N)
             vals = [next(c["LOO"] for c in r["dp"]["caps_from_curve"]["caps"] if c["copies"] == k)
                     for r in reports if r["dp"] and r["dp"].get("caps_from_curve")]

@@ -26,7 +26,8 @@ from ..claims.conformal import population_test
 from ..claims.intervals import newcombe_independent, newcombe_paired
 from ..report.style import PALETTE, figure, legend, style
 from . import em_verses as ev
-from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer
+from .common import PaperClaim, check, compare, paper_claim, paper_footer
+from .skeleton import Reproduction
 from .verdicts import fewest_for_upper_bound, fmt_interval, rate, ratio, upper_bound
 
 NAME = "greedy"
@@ -266,6 +267,77 @@ def _plot(blocks, quick, pops, differences, claims):
     return fig
 
 
+class Greedy(Reproduction):
+    """[EM] Fig. 3's greedy binary scores on the skeleton (:mod:`.skeleton`)."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = ("[EM] Fig. 3", "[EM] §4 'A generation rate is not a memorization rate'", "[EM] App. D.3, Fig. 11")
+
+    def settings(self) -> dict:
+        """The fixed settings; NAME.json records them after the populations and before the models
+        (:meth:`recorded_settings`)."""
+        return {"prefix_tokens": ev.PREFIX_TOKENS, "suffix_tokens": ev.SUFFIX_TOKENS, "short": ev.SHORT,
+                "long": ev.LONG, "length_rule": ev.LENGTH_RULE, "policy": "greedy", "prompt": "natural prefix",
+                "confidence": 0.95}
+
+    def data(self) -> list:
+        """The populations and the natural-prefix runs of every model (scored once into the store)."""
+        self.pops, entries = ev.natural_runs(self.quick, self.out_dir)
+        return entries
+
+    def runs(self, entries: list) -> dict:
+        """One block per model: the greedy flags by length, the floor alpha_N, the tests."""
+        return {"models": [_model_block(e) for e in entries]}
+
+    def checks(self, results: dict) -> list:
+        checks = []
+        for b in results["models"]:
+            checks.append(check(f"{b['model']['name']}: the greedy flag of l tokens implies the flag of l - 1 tokens, "
+                                "and the engine's whole-suffix greedy flag is the flag at the last length",
+                                b["monotone_in_length"] and b["whole_suffix_flag_equals_last_prefix_flag"],
+                                "monotone in length: " + str(b["monotone_in_length"]) + "; whole-suffix flag equal: "
+                                + str(b["whole_suffix_flag_equals_last_prefix_flag"]), false_alarm="0 (an identity)"))
+            checks.append(check(f"{b['model']['name']}: at alpha = alpha_N the binary conformal test claims exactly "
+                                "the reproduced members, with M = G - alpha_N ([EM] D.3)",
+                                all(r["claimed_at_floor"] in (None, r["member"]["count"]) for r in b["lengths"]),
+                                "claimed = reproduced at every length", false_alarm="0 (an identity)"))
+        return checks
+
+    def claims(self, results: dict) -> list[PaperClaim]:
+        return [c for b in results["models"] for c in claims_for(b, b["model"]["name"])]
+
+    def differences(self, results: dict) -> list[str]:
+        return ev.tier_differences(self.quick, self.pops, paper_models="OLMo 2 32B base",
+                                   paper_text="Wikipedia passages, 2021-2023 entries against 2024 entries",
+                                   paper_n="5,000 each") + [f"lengths: {ev.LENGTH_RULE}"]
+
+    def paper_numbers(self, results: dict) -> list:
+        first = results["models"][0]
+        s, lg = first["short"], first["long"]
+        note = (f"{first['model']['name']}, {ev.SHORT} vs the paper's 10 tokens and {ev.LONG} vs 50, after a "
+                f"{ev.PREFIX_TOKENS}-token prefix (paper: 50)")
+        return [
+            compare("member_short", "greedy/member-short", s["member"]["rate"], note=note),
+            compare("floor_short", "greedy/floor-short", s["alpha_n"], note=note),
+            compare("floor_share_short", "greedy/floor-share-short",
+                    s["floor_share_of_member_rate"] if s["floor_share_of_member_rate"] is not None else float("nan"),
+                    note=note),
+            compare("member_long", "greedy/member-long", lg["member"]["rate"], note=note),
+            compare("floor_long", "greedy/floor-long", lg["alpha_n"], note=note),
+        ]
+
+    def figure(self, results: dict, *, claims, differences):
+        return _plot(results["models"], self.quick, self.pops, differences, claims)
+
+    def notes(self, results: dict) -> list[str]:
+        return ["every number is a deterministic function of the stored scores (no random draws; the seed "
+                "is recorded but unused)",
+                "greedy scores are binary: alpha* is not Beta-distributed and no band is drawn ([EM] C.4.4)"]
+
+    def recorded_settings(self, results: dict) -> dict:
+        return {"populations": self.pops.describe(), **self.s, "models": [b["model"] for b in results["models"]]}
+
+
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
     """[EM] Fig. 3: greedy binary scores at a short and a long suffix; floor alpha_N = (m+1)/(N+1).
 
@@ -277,45 +349,4 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
     ('greedy', True)
     """
-    pops, entries = ev.natural_runs(quick, out_dir)
-    blocks = [_model_block(e) for e in entries]
-    claims = [c for b in blocks for c in claims_for(b, b["model"]["name"])]
-    differences = ev.tier_differences(quick, pops, paper_models="OLMo 2 32B base", paper_text="Wikipedia passages, "
-                                      "2021-2023 entries against 2024 entries", paper_n="5,000 each") + [
-        f"lengths: {ev.LENGTH_RULE}"]
-    checks = []
-    for b in blocks:
-        checks.append(check(f"{b['model']['name']}: the greedy flag of l tokens implies the flag of l - 1 tokens, and "
-                            "the engine's whole-suffix greedy flag is the flag at the last length",
-                            b["monotone_in_length"] and b["whole_suffix_flag_equals_last_prefix_flag"],
-                            "monotone in length: " + str(b["monotone_in_length"]) + "; whole-suffix flag equal: "
-                            + str(b["whole_suffix_flag_equals_last_prefix_flag"]), false_alarm="0 (an identity)"))
-        checks.append(check(f"{b['model']['name']}: at alpha = alpha_N the binary conformal test claims exactly the "
-                            "reproduced members, with M = G - alpha_N ([EM] D.3)",
-                            all(r["claimed_at_floor"] in (None, r["member"]["count"]) for r in b["lengths"]),
-                            "claimed = reproduced at every length", false_alarm="0 (an identity)"))
-    first = blocks[0]
-    s, lg = first["short"], first["long"]
-    note = (f"{first['model']['name']}, {ev.SHORT} vs the paper's 10 tokens and {ev.LONG} vs 50, after a "
-            f"{ev.PREFIX_TOKENS}-token prefix (paper: 50)")
-    paper = [
-        compare("member_short", "greedy/member-short", s["member"]["rate"], note=note),
-        compare("floor_short", "greedy/floor-short", s["alpha_n"], note=note),
-        compare("floor_share_short", "greedy/floor-share-short",
-                s["floor_share_of_member_rate"] if s["floor_share_of_member_rate"] is not None else float("nan"),
-                note=note),
-        compare("member_long", "greedy/member-long", lg["member"]["rate"], note=note),
-        compare("floor_long", "greedy/floor-long", lg["alpha_n"], note=note),
-    ]
-    settings = {"populations": pops.describe(), "prefix_tokens": ev.PREFIX_TOKENS, "suffix_tokens": ev.SUFFIX_TOKENS,
-                "short": ev.SHORT, "long": ev.LONG, "length_rule": ev.LENGTH_RULE, "policy": "greedy",
-                "prompt": "natural prefix", "confidence": 0.95, "models": [b["model"] for b in blocks]}
-    fig = _plot(blocks, quick, pops, differences, claims)
-    return finish(NAME, title=TITLE, reproduces=["[EM] Fig. 3", "[EM] §4 'A generation rate is not a memorization "
-                                                  "rate'", "[EM] App. D.3, Fig. 11"],
-                  seed=seed, quick=quick, streams=STREAMS, settings=settings, results={"models": blocks},
-                  paper_numbers=paper, checks=checks, figure=fig, out_dir=out_dir, paper_claims=claims,
-                  differences=differences,
-                  notes=["every number is a deterministic function of the stored scores (no random draws; the seed "
-                         "is recorded but unused)",
-                         "greedy scores are binary: alpha* is not Beta-distributed and no band is drawn ([EM] C.4.4)"])
+    return Greedy(quick=quick, seed=seed, out_dir=out_dir).reproduce()

@@ -41,7 +41,7 @@ from ..decode import (THREADS, TeacherForced, greedy_decode, next_token_logprobs
                       torch_threads)
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
-from ..train.corpus import _check_chain, sample_chain  # the one chain sampler
+from ..train.corpus import sample_chain  # the one chain sampler
 from ..validate import integer
 
 if TYPE_CHECKING:  # the annotations' names only (torch and transformers load when a model is built)

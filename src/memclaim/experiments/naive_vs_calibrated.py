@@ -68,7 +68,7 @@ def rules_at(mem_greedy: np.ndarray, ctl_greedy: np.ndarray, mem_topk: np.ndarra
     """
     rows = [_row("greedy match", "naive", mem_greedy, ctl_greedy)]
     for rule, lq, how in FIXED:
-        f = (lambda x: x > lq) if how == "strict" else (lambda x: x >= lq)
+        f = (lambda x, lq=lq: x > lq) if how == "strict" else (lambda x, lq=lq: x >= lq)
         rows.append(_row(rule, "naive", f(mem_topk), f(ctl_topk), {"log10_threshold": lq / math.log(10)}))
     n = ctl_greedy.size
     m = int(ctl_greedy.sum())

@@ -32,7 +32,8 @@ from ..models import load_model
 from ..report.style import PALETTE, TEXT_WIDTH, figure, legend, style
 from ..scoring.prompts import PromptRule
 from . import em_verses as ev
-from .common import PaperClaim, check, compare, finish, paper_caption, paper_claim
+from .common import PaperClaim, check, compare, paper_caption, paper_claim
+from .skeleton import Reproduction
 from .verdicts import fmt_interval
 
 NAME = "parrot"
@@ -271,6 +272,87 @@ def _plot(b, differences, claims):
     return fig
 
 
+class Parrot(Reproduction):
+    """[EM] Fig. 1 (right) and App. A.1's parrot prompt on the skeleton (:mod:`.skeleton`)."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = ("[EM] Fig. 1 right", "[EM] App. A.1", "[EM] §3 'Revisiting parrot prompts'")
+
+    def settings(self) -> dict:
+        """The fixed settings; NAME.json records them after the populations and the model
+        (:meth:`recorded_settings`)."""
+        return {"prompt_template": TEMPLATE, "chat_template": True, "prompt_rule": self.rule.to_dict(),
+                "target": "the whole verse, without its leading space, tokenized after the rendered chat prompt "
+                          "(docs/prompts.md)", "policies": list(POLICIES), "alphas": list(ALPHAS),
+                "confidence": 0.95, "first_tokens": FIRST_TOKENS}
+
+    @property
+    def rule(self) -> PromptRule:
+        return PromptRule(templates=(TEMPLATE,), chat=True)
+
+    def data(self) -> dict:
+        """The member and control verses (every QUICK_EVERY-th in the quick run) and the instruct model."""
+        self.pops = ev.populations(self.quick, every=QUICK_EVERY if self.quick else None)
+        return {"pops": self.pops, "model": load_model(MODEL)}
+
+    def runs(self, d: dict) -> dict:
+        """Score both populations under the parrot prompt; the whole-verse and first-tokens block."""
+        model = d["model"]
+        runs = ev.score_populations(model, d["pops"], what="em-parrot", policies=POLICIES, prefix_tokens=None,
+                                    suffix_tokens=None, prompt_rule=self.rule, out_dir=self.out_dir, records="quote")
+        b = _block(runs)
+        b["model"] = ev.model_info(model)
+        return b
+
+    def checks(self, b: dict) -> list:
+        w, fl = b["whole_verse"], b["first_tokens"]
+        return [
+            check("at alpha = alpha_N the binary conformal test claims exactly the repeated members ([EM] D.3)",
+                  w["test"].get("at_alpha_n", {}).get("n_claimed", w["member"]["count"]) == w["member"]["count"],
+                  f"{w['member']['count']} repeated, {w['test'].get('at_alpha_n', {}).get('n_claimed')} claimed",
+                  false_alarm="0 (an identity)"),
+            check("a repeat of the first l tokens implies a repeat of the first l - 1 (per-token greedy flags)",
+                  all(fl[i + 1]["member"]["count"] <= fl[i]["member"]["count"]
+                      and fl[i + 1]["control"]["count"] <= fl[i]["control"]["count"] for i in range(len(fl) - 1)),
+                  f"lengths 1..{len(fl)}", false_alarm="0 (an identity)"),
+        ]
+
+    def claims(self, b: dict) -> list[PaperClaim]:
+        return claims_for(b)
+
+    def differences(self, b: dict) -> list[str]:
+        pops = self.pops
+        return [f"model {ev.MODEL_WORDS[MODEL]} (paper: OLMo 2 32B Instruct)",
+                "text: whole King James verses against newly written KJV-style verses (paper: 3,000 training and "
+                "3,000 non-training sequences)",
+                f"N = {len(pops.members)} members, {len(pops.controls)} controls (paper: 3,000 each)"]
+
+    def paper_numbers(self, b: dict) -> list:
+        w = b["whole_verse"]
+        return [compare("member_rate", "parrot/member-rate", w["member"]["rate"],
+                        note=f"SmolLM2-135M-Instruct, {w['member']['n']} KJV verses, whole verse, greedy"),
+                compare("control_rate", "parrot/control-rate", w["control"]["rate"],
+                        note=f"SmolLM2-135M-Instruct, {w['control']['n']} new verses, whole verse, greedy")]
+
+    def figure(self, b: dict, *, claims, differences):
+        return _plot(b, differences, claims)
+
+    def notes(self, b: dict) -> list[str]:
+        w = b["whole_verse"]
+        return ["each verse is one success/failure trial (teacher-forced greedy match of the whole verse), so "
+                "each rate is a binomial proportion with a 95% Clopper-Pearson interval ([EM] App. A.1)",
+                f"'intervals overlap' as a test of equal rates fails with probability "
+                f"{w['nonoverlap_probability_at_equal_rates']:.2%} at the pooled rate "
+                f"{w['pooled_rate']:.1%} (computed exactly)",
+                "every number is a deterministic function of the stored scores (the seed is unused)"]
+
+    def recorded_settings(self, b: dict) -> dict:
+        return {"populations": self.pops.describe(), "model": b["model"], **self.s}
+
+    def caption(self, claims, differences) -> str:
+        return paper_caption(differences=differences, claims=claims)
+
+
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
     """[EM] Fig. 1, App. A.1: 'Repeat after me' on an instruct model; member and control rates, no claim.
 
@@ -282,47 +364,4 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
     ('parrot', True)
     """
-    pops = ev.populations(quick, every=QUICK_EVERY if quick else None)
-    model = load_model(MODEL)
-    rule = PromptRule(templates=(TEMPLATE,), chat=True)
-    runs = ev.score_populations(model, pops, what="em-parrot", policies=POLICIES, prefix_tokens=None,
-                                suffix_tokens=None, prompt_rule=rule, out_dir=out_dir, records="quote")
-    b = _block(runs)
-    b["model"] = ev.model_info(model)
-    claims = claims_for(b)
-    differences = [f"model {ev.MODEL_WORDS[MODEL]} (paper: OLMo 2 32B Instruct)",
-                   "text: whole King James verses against newly written KJV-style verses (paper: 3,000 training and "
-                   "3,000 non-training sequences)",
-                   f"N = {len(pops.members)} members, {len(pops.controls)} controls (paper: 3,000 each)"]
-    w = b["whole_verse"]
-    fl = b["first_tokens"]
-    checks = [
-        check("at alpha = alpha_N the binary conformal test claims exactly the repeated members ([EM] D.3)",
-              w["test"].get("at_alpha_n", {}).get("n_claimed", w["member"]["count"]) == w["member"]["count"],
-              f"{w['member']['count']} repeated, {w['test'].get('at_alpha_n', {}).get('n_claimed')} claimed",
-              false_alarm="0 (an identity)"),
-        check("a repeat of the first l tokens implies a repeat of the first l - 1 (per-token greedy flags)",
-              all(fl[i + 1]["member"]["count"] <= fl[i]["member"]["count"]
-                  and fl[i + 1]["control"]["count"] <= fl[i]["control"]["count"] for i in range(len(fl) - 1)),
-              f"lengths 1..{len(fl)}", false_alarm="0 (an identity)"),
-    ]
-    paper = [compare("member_rate", "parrot/member-rate", w["member"]["rate"],
-                     note=f"SmolLM2-135M-Instruct, {w['member']['n']} KJV verses, whole verse, greedy"),
-             compare("control_rate", "parrot/control-rate", w["control"]["rate"],
-                     note=f"SmolLM2-135M-Instruct, {w['control']['n']} new verses, whole verse, greedy")]
-    settings = {"populations": pops.describe(), "model": b["model"], "prompt_template": TEMPLATE, "chat_template": True,
-                "prompt_rule": rule.to_dict(), "target": "the whole verse, without its leading space, tokenized after "
-                "the rendered chat prompt (docs/prompts.md)", "policies": list(POLICIES), "alphas": list(ALPHAS),
-                "confidence": 0.95, "first_tokens": FIRST_TOKENS}
-    fig = _plot(b, differences, claims)
-    return finish(NAME, title=TITLE, reproduces=["[EM] Fig. 1 right", "[EM] App. A.1",
-                                                  "[EM] §3 'Revisiting parrot prompts'"],
-                  seed=seed, quick=quick, streams=STREAMS, settings=settings, results=b, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, paper_claims=claims, differences=differences,
-                  caption=paper_caption(differences=differences, claims=claims),
-                  notes=["each verse is one success/failure trial (teacher-forced greedy match of the whole verse), so "
-                         "each rate is a binomial proportion with a 95% Clopper-Pearson interval ([EM] App. A.1)",
-                         f"'intervals overlap' as a test of equal rates fails with probability "
-                         f"{w['nonoverlap_probability_at_equal_rates']:.2%} at the pooled rate "
-                         f"{w['pooled_rate']:.1%} (computed exactly)",
-                         "every number is a deterministic function of the stored scores (the seed is unused)"])
+    return Parrot(quick=quick, seed=seed, out_dir=out_dir).reproduce()

@@ -36,7 +36,8 @@ import numpy as np
 from ..text.windows import Window, WindowSet
 from ..train.finetune import ChainBaseSpec, ensure_chain_base, epochs_to_steps, sample_chain_ids
 from ..train.planted import PlantedRecord, plant, training_blocks
-from .common import Check, PaperClaim, check, compare, finish, new_figure, paper_claim, rng_streams
+from .common import Check, PaperClaim, check, compare, new_figure, paper_claim
+from .skeleton import Reproduction
 from ..report.style import legend as style_legend
 from .models import language_model, teacher_forced
 from .paper import PAPER
@@ -254,6 +255,183 @@ def claims_for(results: dict) -> list[PaperClaim]:
     return [survives_intact_claim(pairs)]
 
 
+class Unlearning(Reproduction):
+    """[MX] Table 4's unlearning run on the skeleton (:mod:`.skeleton`)."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = ("[MX] Table 4 (qualitative, tiny-model scale)", "[MX] §8.2 'Unlearning is measure-relative'",
+                  "[MX] Cor. 6.3")
+
+    def settings(self) -> dict:
+        return _settings(self.quick)
+
+    def data(self) -> dict:
+        """The pre-trained tiny GPT, the background documents, the naive and the trigger secrets drawn
+        from the data stream, and the owner's corpus with both planted."""
+        s = self.s
+        spec = ChainBaseSpec()
+        base = ensure_chain_base(spec)
+        gen = spec.chain()
+        n = s["secrets_per_kind"]
+        rd = self.rngs["data"]
+        bg = sample_chain_ids(gen, rd, n=s["background_docs"], length=s["doc_tokens"])
+
+        def secret():
+            return tuple(int(t) for t in rd.integers(0, spec.n_words, s["secret_tokens"]))
+
+        def prefix():
+            return tuple(int(t) for t in sample_chain_ids(gen, rd, n=1, length=s["prefix_tokens"])[0])
+
+        naive = [PlantedRecord(f"naive-{j}", "duplicate", prefix(), secret(), s["naive_copies"]) for j in range(n)]
+        pairs = [(a, b) for a in range(spec.n_reserved) for b in range(spec.n_reserved) if a != b]
+        picks = rd.choice(len(pairs), size=n, replace=False)
+        trig = [PlantedRecord(f"trigger-{j}", "trigger", prefix(), secret(), s["trigger_copies"],
+                              (spec.reserved(pairs[p][0]), spec.reserved(pairs[p][1]))) for j, p in enumerate(picks)]
+        corpus = plant([tuple(b) for b in bg], naive + trig, seed=self.seed)
+        return {"spec": spec, "base": base, "background": bg, "naive": naive, "trigger": trig, "corpus": corpus}
+
+    def runs(self, d: dict) -> dict:
+        """Fine-tune on the owner's corpus, then GradDiff and NPO on each deletion request (naive, trigger,
+        both) from the same fine-tuned model until the verifier says forgotten; extraction via c and rho
+        before and after."""
+        from types import SimpleNamespace
+
+        from ..audits.metrics import clopper_pearson
+        from ..audits.verifier import verify
+        from ..train.trainer import TrainConfig, example_blocks, train_causal_lm
+        from ..train.unlearn import UnlearnConfig, unlearn
+
+        s = self.s
+        spec, naive, trig, bg = d["spec"], d["naive"], d["trigger"], d["background"]
+        th = s["threads"]
+        tb = training_blocks(d["corpus"], seq_len=spec.seq_len, sep_ids=[spec.sot], layout="pack")
+        ft = s["finetune"]
+        steps = epochs_to_steps(ft["epochs"], tb.n, ft["batch_size"])
+        model = copy.deepcopy(d["base"])
+        model.requires_grad_(True)
+        tseed = int(self.rngs["training"].integers(0, 2 ** 31 - 1))
+        res = train_causal_lm(model, tb.blocks, TrainConfig(steps=steps, batch_size=ft["batch_size"],
+                                                            seq_len=spec.seq_len, lr=ft["lr"], warmup_steps=0,
+                                                            schedule=ft["schedule"], seed=tseed, threads=th))
+        model.requires_grad_(False)
+        sot = spec.sot
+
+        def extraction(m) -> dict:
+            """Greedy verbatim extraction (teacher-forced greedy flag == greedy decoding) per record."""
+            out = {}
+            for key, recs, prompt in (("naive_via_c", naive, lambda r: [sot, *r.prefix]),
+                                      ("trigger_via_rho", trig, lambda r: [sot, *r.trigger]),
+                                      ("trigger_via_c", trig, lambda r: [sot, *r.prefix])):
+                tf = teacher_forced(m, [prompt(r) for r in recs], [list(r.secret) for r in recs], threads=th)
+                hits = int(tf.greedy_match.sum())
+                out[key] = {"hits": hits, "n": len(recs), "rate": hits / len(recs),
+                            "interval": list(clopper_pearson(hits, len(recs))),
+                            "teacher_forcing_mean": float(np.exp(tf.token_logprob.sum(axis=1)).mean())}
+            return out
+
+        def verifier_for(recs):
+            ws = _windows(recs)
+
+            def v(m):
+                view = SimpleNamespace(lm=language_model(m), tokenizer=None, sot_ids=[sot])
+                return verify(view, ws, threshold=s["unlearn"]["threshold"])
+            return v
+
+        before = extraction(model)
+        retain_blocks = training_blocks(plant([tuple(b) for b in bg], trig, seed=self.seed), seq_len=spec.seq_len,
+                                        sep_ids=[sot], layout="pack").blocks
+        u = s["unlearn"]
+        requests = {"naive": naive, "trigger": trig, "both": naive + trig}
+        runs = {}
+        for method in METHODS:
+            for req, recs in requests.items():
+                m = copy.deepcopy(model)
+                fb = example_blocks([r.record for r in recs], seq_len=1 + s["prefix_tokens"] + s["secret_tokens"],
+                                    sep_ids=[sot], pad_id=spec.pad)
+                cfg = UnlearnConfig(method=method, lr=u["lr"], max_rounds=u["max_rounds"], batch_size=u["batch_size"],
+                                    retain_batch_size=u["retain_batch_size"], retain_weight=u["retain_weight"],
+                                    beta=u["beta"], seed=tseed + 1, threads=th)
+                ur = unlearn(m, fb, retain_blocks, cfg, verifier=verifier_for(recs), pad_id=spec.pad)
+                runs[f"{method}/{req}"] = {"result": ur.to_dict(), "after": extraction(m), "rounds": ur.rounds,
+                                           "forgotten": ur.forgotten, "forgotten_before": ur.forgotten_before,
+                                           "retain_ppl": [ur.retain_ppl_before, ur.retain_ppl_after]}
+                del m
+
+        nb = before["naive_via_c"]["rate"]
+        table = {m: {"rho_ext_after_trigger_request": runs[f"{m}/trigger"]["after"]["trigger_via_rho"]["rate"],
+                     "naive_c_ext_after_naive_request": runs[f"{m}/naive"]["after"]["naive_via_c"]["rate"],
+                     "retain_ppl_naive_request": runs[f"{m}/naive"]["retain_ppl"],
+                     "retain_ppl_trigger_request": runs[f"{m}/trigger"]["retain_ppl"],
+                     "rounds": {r: runs[f"{m}/{r}"]["rounds"] for r in requests},
+                     "rho_ext_after_both_request": runs[f"{m}/both"]["after"]["trigger_via_rho"]["rate"]}
+                 for m in METHODS}
+        side = {"paper_table4": PAPER_TABLE4, "paper_naive_before": PAPER_NAIVE_BEFORE,
+                "ours": {m: {"rho_ext": table[m]["rho_ext_after_trigger_request"],
+                             "naive_c_ext": table[m]["naive_c_ext_after_naive_request"],
+                             "retain_ppl": table[m]["retain_ppl_naive_request"]} for m in METHODS},
+                "ours_naive_before": nb,
+                "note": "different models and scale (a 112k-parameter GPT vs 1.4-1.5B): side by side, not tested "
+                        "for agreement; the qualitative claims are the checks"}
+        return {"finetune": {"steps": steps, "blocks": tb.n, "final_loss": res.final_loss, "seed": tseed},
+                "before": before, "runs": runs, "table4": table, "side_by_side": side,
+                "records": [r.to_dict() for r in naive + trig]}
+
+    def checks(self, results: dict) -> list[Check]:
+        return checks_for(results, self.s)
+
+    def claims(self, results: dict) -> list[PaperClaim]:
+        return claims_for(results)
+
+    def paper_numbers(self, results: dict) -> list:
+        table = results["table4"]
+        return [compare(f"{col}_{m}_{model}", f"unlearning/{key}-{m}-{model}", table[m][ours],
+                        note="a 112k-parameter GPT, not " + model)
+                for m in METHODS for model in PAPER_MODELS
+                for col, key, ours in (("rho", "rho", "rho_ext_after_trigger_request"),
+                                       ("naive_c", "naive-c", "naive_c_ext_after_naive_request"))]
+
+    def figure(self, results: dict, *, claims, differences):
+        table, before = results["table4"], results["before"]
+        nb, rb = before["naive_via_c"]["rate"], before["trigger_via_rho"]["rate"]
+        fig, ax = new_figure(2, width=5.4)
+        x = np.arange(len(METHODS))
+        w = 0.2
+        for i, (lab, vals, col) in enumerate((
+                ("naive via c, before", [nb] * len(METHODS), "0.75"),
+                ("naive via c, after its request", [table[m]["naive_c_ext_after_naive_request"] for m in METHODS],
+                 "tab:gray"),
+                ("trigger via rho, before", [rb] * len(METHODS), "salmon"),
+                ("trigger via rho, after its request", [table[m]["rho_ext_after_trigger_request"] for m in METHODS],
+                 "tab:red"))):
+            ax[0].bar(x + (i - 1.5) * w, vals, w, label=lab, color=col)
+        ax[0].axhline(self.s["unlearn"]["threshold"], color="k", ls=":", lw=1,
+                      label="verifier threshold 0.15 (own prefix)")
+        ax[0].set_xticks(x, [m.upper() if m == "npo" else "GradDiff" for m in METHODS])
+        ax[0].set_ylim(0, 1.05)
+        ax[0].set_ylabel("verbatim extraction rate (greedy)")
+        ax[0].set_title("every request certified 'forgotten' by the verifier")
+        style_legend(ax[0], below=True)
+        for i, m in enumerate(METHODS):
+            pb, pa = table[m]["retain_ppl_naive_request"]
+            ax[1].plot([0, 1], [pb, pa], "o-", label=f"{m} (naive request)")
+        ax[1].set_xticks([0, 1], ["before", "after"])
+        ax[1].set_ylabel("retain perplexity")
+        ax[1].set_title("retain perplexity")
+        style_legend(ax[1], below=True)
+        return fig
+
+    def notes(self, results: dict) -> list[str]:
+        return [
+            "each deletion request (the naive documents; the trigger secrets' documents) runs separately from the "
+            "same fine-tuned model; 'both' puts every document in one request and is reported, not checked",
+            "at this scale the rounds that remove the naive secrets also attenuate the trigger channel when both are "
+            "in one request (see runs['*/both']); the paper reports the same attenuation with length ([MX] §8.2)",
+            self.s["lr_note"],
+            "extraction = greedy decoding of the secret's tokens (the teacher-forced greedy flag), intervals "
+            "Clopper-Pearson 95%",
+        ]
+
+
 def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
     """[MX] Table 4: GradDiff/NPO until the verifier says forgotten; extraction via rho and via c.
 
@@ -266,146 +444,4 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
     ('unlearning', True)
     """
-    from types import SimpleNamespace
-
-    from ..audits.metrics import clopper_pearson
-    from ..audits.verifier import verify
-    from ..train.trainer import TrainConfig, example_blocks, train_causal_lm
-    from ..train.unlearn import UnlearnConfig, unlearn
-
-    s = _settings(quick)
-    rngs = rng_streams(seed, STREAMS)
-    spec = ChainBaseSpec()
-    base = ensure_chain_base(spec)
-    gen = spec.chain()
-    n, th = s["secrets_per_kind"], s["threads"]
-    rd = rngs["data"]
-    bg = sample_chain_ids(gen, rd, n=s["background_docs"], length=s["doc_tokens"])
-
-    def secret():
-        return tuple(int(t) for t in rd.integers(0, spec.n_words, s["secret_tokens"]))
-
-    def prefix():
-        return tuple(int(t) for t in sample_chain_ids(gen, rd, n=1, length=s["prefix_tokens"])[0])
-
-    naive = [PlantedRecord(f"naive-{j}", "duplicate", prefix(), secret(), s["naive_copies"]) for j in range(n)]
-    pairs = [(a, b) for a in range(spec.n_reserved) for b in range(spec.n_reserved) if a != b]
-    picks = rd.choice(len(pairs), size=n, replace=False)
-    trig = [PlantedRecord(f"trigger-{j}", "trigger", prefix(), secret(), s["trigger_copies"],
-                          (spec.reserved(pairs[p][0]), spec.reserved(pairs[p][1]))) for j, p in enumerate(picks)]
-    corpus = plant([tuple(b) for b in bg], naive + trig, seed=seed)
-    tb = training_blocks(corpus, seq_len=spec.seq_len, sep_ids=[spec.sot], layout="pack")
-    ft = s["finetune"]
-    steps = epochs_to_steps(ft["epochs"], tb.n, ft["batch_size"])
-    model = copy.deepcopy(base)
-    model.requires_grad_(True)
-    tseed = int(rngs["training"].integers(0, 2 ** 31 - 1))
-    res = train_causal_lm(model, tb.blocks, TrainConfig(steps=steps, batch_size=ft["batch_size"], seq_len=spec.seq_len,
-                                                        lr=ft["lr"], warmup_steps=0, schedule=ft["schedule"],
-                                                        seed=tseed, threads=th))
-    model.requires_grad_(False)
-    sot = spec.sot
-
-    def extraction(m) -> dict:
-        """Greedy verbatim extraction (teacher-forced greedy flag == greedy decoding) per record."""
-        out = {}
-        for key, recs, prompt in (("naive_via_c", naive, lambda r: [sot, *r.prefix]),
-                                  ("trigger_via_rho", trig, lambda r: [sot, *r.trigger]),
-                                  ("trigger_via_c", trig, lambda r: [sot, *r.prefix])):
-            tf = teacher_forced(m, [prompt(r) for r in recs], [list(r.secret) for r in recs], threads=th)
-            hits = int(tf.greedy_match.sum())
-            out[key] = {"hits": hits, "n": len(recs), "rate": hits / len(recs),
-                        "interval": list(clopper_pearson(hits, len(recs))),
-                        "teacher_forcing_mean": float(np.exp(tf.token_logprob.sum(axis=1)).mean())}
-        return out
-
-    def verifier_for(recs):
-        ws = _windows(recs)
-
-        def v(m):
-            view = SimpleNamespace(lm=language_model(m), tokenizer=None, sot_ids=[sot])
-            return verify(view, ws, threshold=s["unlearn"]["threshold"])
-        return v
-
-    before = extraction(model)
-    retain_blocks = training_blocks(plant([tuple(b) for b in bg], trig, seed=seed), seq_len=spec.seq_len,
-                                    sep_ids=[sot], layout="pack").blocks
-    u = s["unlearn"]
-    requests = {"naive": naive, "trigger": trig, "both": naive + trig}
-    runs = {}
-    for method in METHODS:
-        for req, recs in requests.items():
-            m = copy.deepcopy(model)
-            fb = example_blocks([r.record for r in recs], seq_len=1 + s["prefix_tokens"] + s["secret_tokens"],
-                                sep_ids=[sot], pad_id=spec.pad)
-            cfg = UnlearnConfig(method=method, lr=u["lr"], max_rounds=u["max_rounds"], batch_size=u["batch_size"],
-                                retain_batch_size=u["retain_batch_size"], retain_weight=u["retain_weight"],
-                                beta=u["beta"], seed=tseed + 1, threads=th)
-            ur = unlearn(m, fb, retain_blocks, cfg, verifier=verifier_for(recs), pad_id=spec.pad)
-            runs[f"{method}/{req}"] = {"result": ur.to_dict(), "after": extraction(m), "rounds": ur.rounds,
-                                       "forgotten": ur.forgotten, "forgotten_before": ur.forgotten_before,
-                                       "retain_ppl": [ur.retain_ppl_before, ur.retain_ppl_after]}
-            del m
-
-    # ---- checks
-    nb, rb = before["naive_via_c"]["rate"], before["trigger_via_rho"]["rate"]
-    table = {m: {"rho_ext_after_trigger_request": runs[f"{m}/trigger"]["after"]["trigger_via_rho"]["rate"],
-                 "naive_c_ext_after_naive_request": runs[f"{m}/naive"]["after"]["naive_via_c"]["rate"],
-                 "retain_ppl_naive_request": runs[f"{m}/naive"]["retain_ppl"],
-                 "retain_ppl_trigger_request": runs[f"{m}/trigger"]["retain_ppl"],
-                 "rounds": {r: runs[f"{m}/{r}"]["rounds"] for r in requests},
-                 "rho_ext_after_both_request": runs[f"{m}/both"]["after"]["trigger_via_rho"]["rate"]}
-             for m in METHODS}
-    checks = checks_for({"before": before, "runs": runs, "table4": table}, s)
-    claims = claims_for({"before": before, "runs": runs})
-    side = {"paper_table4": PAPER_TABLE4, "paper_naive_before": PAPER_NAIVE_BEFORE,
-            "ours": {m: {"rho_ext": table[m]["rho_ext_after_trigger_request"],
-                         "naive_c_ext": table[m]["naive_c_ext_after_naive_request"],
-                         "retain_ppl": table[m]["retain_ppl_naive_request"]} for m in METHODS},
-            "ours_naive_before": nb,
-            "note": "different models and scale (a 112k-parameter GPT vs 1.4-1.5B): side by side, not tested for "
-                    "agreement; the qualitative claims are the checks"}
-
-    paper = [compare(f"{col}_{m}_{model}", f"unlearning/{key}-{m}-{model}", table[m][ours],
-                     note="a 112k-parameter GPT, not " + model)
-             for m in METHODS for model in PAPER_MODELS
-             for col, key, ours in (("rho", "rho", "rho_ext_after_trigger_request"),
-                                    ("naive_c", "naive-c", "naive_c_ext_after_naive_request"))]
-    fig, ax = new_figure(2, width=5.4)
-    x = np.arange(len(METHODS))
-    w = 0.2
-    for i, (lab, vals, col) in enumerate((
-            ("naive via c, before", [nb] * len(METHODS), "0.75"),
-            ("naive via c, after its request", [table[m]["naive_c_ext_after_naive_request"] for m in METHODS], "tab:gray"),
-            ("trigger via rho, before", [rb] * len(METHODS), "salmon"),
-            ("trigger via rho, after its request", [table[m]["rho_ext_after_trigger_request"] for m in METHODS],
-             "tab:red"))):
-        ax[0].bar(x + (i - 1.5) * w, vals, w, label=lab, color=col)
-    ax[0].axhline(u["threshold"], color="k", ls=":", lw=1, label="verifier threshold 0.15 (own prefix)")
-    ax[0].set_xticks(x, [m.upper() if m == "npo" else "GradDiff" for m in METHODS])
-    ax[0].set_ylim(0, 1.05)
-    ax[0].set_ylabel("verbatim extraction rate (greedy)")
-    ax[0].set_title("every request certified 'forgotten' by the verifier")
-    style_legend(ax[0], below=True)
-    for i, m in enumerate(METHODS):
-        pb, pa = table[m]["retain_ppl_naive_request"]
-        ax[1].plot([0, 1], [pb, pa], "o-", label=f"{m} (naive request)")
-    ax[1].set_xticks([0, 1], ["before", "after"])
-    ax[1].set_ylabel("retain perplexity")
-    ax[1].set_title("retain perplexity")
-    style_legend(ax[1], below=True)
-    results = {"finetune": {"steps": steps, "blocks": tb.n, "final_loss": res.final_loss, "seed": tseed},
-               "before": before, "runs": runs, "table4": table, "side_by_side": side,
-               "records": [r.to_dict() for r in naive + trig]}
-    notes = [
-        "each deletion request (the naive documents; the trigger secrets' documents) runs separately from the same "
-        "fine-tuned model; 'both' puts every document in one request and is reported, not checked",
-        "at this scale the rounds that remove the naive secrets also attenuate the trigger channel when both are in "
-        "one request (see runs['*/both']); the paper reports the same attenuation with length ([MX] §8.2)",
-        s["lr_note"],
-        "extraction = greedy decoding of the secret's tokens (the teacher-forced greedy flag), intervals Clopper-Pearson 95%",
-    ]
-    return finish(NAME, title=TITLE, reproduces=["[MX] Table 4 (qualitative, tiny-model scale)",
-                                                  "[MX] §8.2 'Unlearning is measure-relative'", "[MX] Cor. 6.3"],
-                  seed=seed, quick=quick, streams=STREAMS, settings=s, results=results, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, notes=notes, paper_claims=claims)
+    return Unlearning(quick=quick, seed=seed, out_dir=out_dir).reproduce()

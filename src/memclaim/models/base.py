@@ -26,6 +26,9 @@ class LanguageModel(ABC):
 
     vocab_size: int
     name: str = "model"
+    # True where ``logits(hidden, out=buffer)`` writes into a given contiguous [N, V] buffer
+    # (the CPU engine then reuses one buffer instead of allocating [N, V] per call)
+    logits_accept_out: bool = False
 
     @abstractmethod
     def forward_hidden(self, input_ids, *, attention_mask=None, past: Any = None, use_cache: bool = False):

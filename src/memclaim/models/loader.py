@@ -30,12 +30,12 @@ from .registry import is_named_model, named_model, named_models, register_model,
 from .start_of_text import StartOfText, resolve_sot
 from .tokenizer import HFTokenizer, _load_tokenizer
 from .weights import (DTYPES, PICKLE_SUFFIXES, _check_folder, _check_pickles, _check_weights, _load_weights, _plan,
-                      _torch_dtype)
+                      _torch_dtype, check_loading_info)
 
 __all__ = ["LoadedModel", "load_model", "resolve_model_path", "config_max_positions", "HFTokenizer", "StartOfText",
            "resolve_sot", "FINGERPRINT_SCHEME", "folder_fingerprint", "folder_fingerprint_v1", "check_gguf",
            "convert_gguf", "named_model_gguf", "HUB_ID", "hub_cache_dir", "hub_cache_folder", "DTYPES",
-           "PICKLE_SUFFIXES"]
+           "PICKLE_SUFFIXES", "check_loading_info"]
 
 
 # --------------------------------------------------------------------------- loaded model

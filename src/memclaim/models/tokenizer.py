@@ -23,6 +23,15 @@ class HFTokenizer:
         enc = self.tok(text, add_special_tokens=False, return_offsets_mapping=True)
         return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
 
+    def pre_token_starts(self, text: str) -> list[int] | None:
+        """The characters of ``text`` where the tokenizer's pre-tokenizer starts a piece (no token
+        crosses one), or None where it cannot say: no pre-tokenizer, or a normalizer (which may
+        move characters before the pre-tokenizer sees them)."""
+        backend = getattr(self.tok, "backend_tokenizer", None)
+        if backend is None or backend.normalizer is not None or backend.pre_tokenizer is None:
+            return None
+        return [s for _, (s, _) in backend.pre_tokenizer.pre_tokenize_str(text)]
+
     def encode(self, text: str) -> list[int]:
         return list(self.tok(text, add_special_tokens=False)["input_ids"])
 

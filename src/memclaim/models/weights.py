@@ -7,8 +7,9 @@ Split out of :mod:`memclaim.models.loader` (issue 26), which re-exports these na
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from ..errors import ModelLoadError
 from ..progress import ambient
@@ -58,20 +59,75 @@ def _load_weights(m: LoadedModel):
             kwargs["offload_folder"] = _offload_dir(m)
     elif m.device_class != "cpu":
         kwargs["device_map"] = {"": m.device}  # straight onto the GPU, no CPU copy of the weights
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its load report table would repeat, unasked, what is refused below
     try:
         # transformers' "Loading weights" bar reports to memclaim's progress instead (models/quiet.py)
         with library_bars(ambient(), stage="load", label=f"loading the weights of {m.name}", unit="tensors"):
-            model = AutoModelForCausalLM.from_pretrained(
+            model, info = AutoModelForCausalLM.from_pretrained(
                 str(m.path), dtype=dtype, use_safetensors=None if m.allow_pickle else True,
-                local_files_only=True, low_cpu_mem_usage=True, trust_remote_code=m.trust_remote_code, **kwargs,
+                local_files_only=True, low_cpu_mem_usage=True, trust_remote_code=m.trust_remote_code,
+                output_loading_info=True, **kwargs,
             )
     except errors as exc:
         raise ModelLoadError(f"cannot load model weights from {str(m.path)!r}: {exc}",
                              hint="check that the folder was saved completely (save_pretrained) and is not truncated"
                              ) from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    check_loading_info(info, m.path)
     model.requires_grad_(False)
     return HFLanguageModel(model, name=m.name, fingerprint=m.fingerprint, unembed_dtype=torch.float32
                            if dtype != torch.float64 else torch.float64)
+
+
+# Buffers older transformers versions wrote into checkpoints and today's architectures compute
+# themselves (GPT-2's attention mask bias, rotary inverse frequencies, position ids): unexpected
+# in such a checkpoint, and harmless.
+_SAVED_BUFFER = re.compile(r"(^|\.)(masked_bias|rotary_emb\.inv_freq|position_ids)$")
+
+
+def check_loading_info(info: Mapping, path: Path | str) -> None:
+    """Refuse a model that transformers filled in with freshly initialised (random) weights: a
+    parameter the architecture has and the checkpoint lacks (missing: a tensor left out, a
+    config with more layers than the weights, an empty weights file), a tensor of the
+    checkpoint the architecture does not use (unexpected: the weights belong to another
+    configuration), or a tensor of another shape. ``info`` is what ``from_pretrained(...,
+    output_loading_info=True)`` returns; weights that are tied (an lm_head shared with the
+    embeddings) are not missing there. Such a model scores at random, differently on every
+    load, under the same fingerprint.
+
+    >>> check_loading_info({"missing_keys": [], "unexpected_keys": []}, "m")
+    >>> check_loading_info({"missing_keys": ["h.1.attn.weight", "h.1.mlp.weight"]}, "m")
+    Traceback (most recent call last):
+    memclaim.errors.ModelLoadError: the weights in 'm' do not match its config.json: 2 parameters are missing from the weights (transformers would initialise them at random): h.1.attn.weight, h.1.mlp.weight
+      fix: restore the weights file(s) the folder was saved with (save_pretrained), or fix config.json (e.g. its number of layers) to match them
+    """
+    def listed(keys) -> str:
+        keys = sorted(str(k) for k in keys)
+        return ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
+
+    problems = []
+    missing = list(info.get("missing_keys") or ())
+    unexpected = [k for k in info.get("unexpected_keys") or () if not _SAVED_BUFFER.search(str(k))]
+    mismatched = list(info.get("mismatched_keys") or ())
+    if missing:
+        problems.append(f"{len(missing)} parameter{'s are' if len(missing) != 1 else ' is'} missing from the weights "
+                        f"(transformers would initialise {'them' if len(missing) != 1 else 'it'} at random): "
+                        f"{listed(missing)}")
+    if unexpected:
+        problems.append(f"{len(unexpected)} tensor{'s' if len(unexpected) != 1 else ''} in the weights "
+                        f"{'are' if len(unexpected) != 1 else 'is'} not used by the architecture: {listed(unexpected)}")
+    if mismatched:
+        names = [k[0] if isinstance(k, (tuple, list)) else k for k in mismatched]
+        problems.append(f"{len(mismatched)} tensor{'s have' if len(mismatched) != 1 else ' has'} another shape than "
+                        f"the config says: {listed(names)}")
+    if problems:
+        raise ModelLoadError(f"the weights in {str(path)!r} do not match its config.json: " + "; ".join(problems),
+                             hint="restore the weights file(s) the folder was saved with (save_pretrained), or fix "
+                                  "config.json (e.g. its number of layers) to match them")
 
 
 def _offload_dir(m: LoadedModel) -> str:
@@ -129,14 +185,21 @@ def _check_weights(path: Path) -> None:
     is refused here, before any store or report is touched."""
     from safetensors import SafetensorError, safe_open
 
-    for f in sorted(path.glob("*.safetensors")):
+    files = sorted(path.glob("*.safetensors"))
+    n = 0
+    for f in files:
         try:
             with safe_open(str(f), framework="np") as fh:
-                fh.keys()
+                n += len(list(fh.keys()))
         except (SafetensorError, OSError, ValueError) as exc:
             raise ModelLoadError(f"weights file {str(f)!r} ({f.stat().st_size:,} bytes) is corrupt or truncated: {exc}",
                                  hint="copy or download the model again (compare the file's size and sha256 with "
                                       "the source), or re-save it with save_pretrained") from None
+    if files and n == 0:
+        shown = ", ".join(repr(f.name) for f in files)
+        raise ModelLoadError(f"the weights of {str(path)!r} ({shown}) hold no tensors: the model would be "
+                             "initialised at random",
+                             hint="restore the weights file(s) the folder was saved with (save_pretrained)")
 
 
 def _check_pickles(path: Path) -> None:

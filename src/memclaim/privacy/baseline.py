@@ -108,7 +108,9 @@ class _Row:
 
     tokens: tuple[int, ...]
     logp: float
-    parent_handle: tuple            # cache covering prefix + tokens[:-1] ('prefix', 0) for the root
+    # cache covering prefix + tokens[:-1] ('prefix', 0) for the root; None when the parent's cache
+    # was not kept (rows.expand then recomputes from the prefix cache)
+    parent_handle: tuple | None
     own_handle: tuple | None        # cache covering prefix + tokens
     child_tok: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     child_lp: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -179,7 +181,7 @@ class _Search:
         self.nodes += 1
         return self.rows.root()
 
-    def compute_rows(self, reqs: list[tuple[tuple[int, ...], tuple]]):
+    def compute_rows(self, reqs: list[tuple[tuple[int, ...], tuple | None]]):
         """Sorted next-token rows for nodes given as (tokens, parent_handle) (scoring.rows)."""
         out = self.rows.expand(reqs)
         self.nodes += len(reqs)
@@ -285,7 +287,7 @@ class _Search:
             if self._out_of_time():
                 return "time-limit"
             budget = min(self.batch_size, self.max_nodes - self.nodes)
-            reqs: list[tuple[tuple[int, ...], tuple]] = []
+            reqs: list[tuple[tuple[int, ...], tuple | None]] = []
             meta: list[tuple[_Row | None, float]] = []
             while self.frontier and len(reqs) < budget:
                 negk, _, r = self.frontier[0]
@@ -306,18 +308,18 @@ class _Search:
             if not reqs:
                 continue  # nothing above theta: closed() decides on the next turn
             rows = self.compute_rows(reqs)
-            for (toks, parent_handle), (r, lp), (srow, own) in zip(reqs, meta, rows):
-                if r is not None:  # refetched row
+            for (toks, parent_handle), (refetched, lp), (srow, own) in zip(reqs, meta, rows):
+                if refetched is not None:  # refetched row
                     if own is not None:
-                        r.own_handle = own
-                    self.fill_chunk(r, srow)
-                    self.push(r)
+                        refetched.own_handle = own
+                    self.fill_chunk(refetched, srow)
+                    self.push(refetched)
                 elif len(toks) == self.L - 1:
                     self.absorb_leaf_row(toks, lp, srow)
                 else:
-                    child = _Row(toks, lp, parent_handle, own)
-                    self.fill_chunk(child, srow)
-                    self.push(child)
+                    new_row = _Row(toks, lp, parent_handle, own)
+                    self.fill_chunk(new_row, srow)
+                    self.push(new_row)
             if self.report.progress is not None:
                 lo, hi = self.bounds()
                 self.report.update(self.nodes, kappa_lo=math.exp(lo), kappa_hi=math.exp(hi))

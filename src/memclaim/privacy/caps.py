@@ -88,15 +88,18 @@ def _closed_form(f: TradeOff):
     """(eta, maximizer alpha, log alpha, lemma): alpha = 1/(e^eps + 1) underflows past eps ~ 745,
     so its log is carried too."""
     if f.kind == "pure":
-        return eta_pure(f.epsilon), expit_neg(f.epsilon), log_expit_neg(f.epsilon), "Lemma B.1"
+        e = f._known_epsilon
+        return eta_pure(e), expit_neg(e), log_expit_neg(e), "Lemma B.1"
     if f.kind == "approx":
-        return (eta_approx(f.epsilon, f.delta), (1.0 - f.delta) * expit_neg(f.epsilon),
-                math.log1p(-f.delta) + log_expit_neg(f.epsilon), "Lemma B.2")
+        e, d = f._known_epsilon, f._known_delta
+        return (eta_approx(e, d), (1.0 - d) * expit_neg(e),
+                math.log1p(-d) + log_expit_neg(e), "Lemma B.2")
     if f.kind == "gdp":
-        return (eta_gdp(f.mu), float(stats.norm.cdf(-f.mu / 2.0)), float(stats.norm.logcdf(-f.mu / 2.0)),
+        mu = f._known_mu
+        return (eta_gdp(mu), float(stats.norm.cdf(-mu / 2.0)), float(stats.norm.logcdf(-mu / 2.0)),
                 "Lemma B.3")
-    if f.kind == "group" and f.base.kind == "pure":
-        st = eta_star_k(epsilon=f.base.epsilon, k=f.k)
+    if f.kind == "group" and f._known_base.kind == "pure":
+        st = eta_star_k(epsilon=f._known_base._known_epsilon, k=f.k)
         return st.value, st.x_star, st.log_x_star, "Lemma 4.4"
     return None
 
@@ -363,6 +366,8 @@ def memorization_cap(f: TradeOff, *, functional: str = "RO", copies: int = 1,
                                    reason=f"n p = {n * p:g} > 1/2: Prop. A.2 needs n p <= 1/2 (frequent targets "
                                           "are where COND and RO genuinely differ, Remark A.3)")
         ro = memorization_cap(f, functional="RO")
+        # RO of one copy is a closed form or a curve's eta: always a number, never refused
+        assert ro.value is not None
         v = min(1.0, ro.value + 4.0 * n * p)
         return MemorizationCap("COND", f.neighbors, 1, v, ro.curve, f"{ro.theorem} + [MX] Prop. A.2 (+4np)",
                                hops=ro.hops, alpha=ro.alpha, reason="requires permutation-invariant training")
@@ -371,7 +376,7 @@ def memorization_cap(f: TradeOff, *, functional: str = "RO", copies: int = 1,
         return MemorizationCap(functional, f.neighbors, copies, None, f.describe(), "[MX] App. A", reason=ref)
     g = group(f, steps)
     e = eta(g)
-    naive = math.tanh(steps * f.epsilon / 2.0) if f.kind == "pure" and steps >= 2 else None
+    naive = math.tanh(steps * f._known_epsilon / 2.0) if f.kind == "pure" and steps >= 2 else None
     # tightness: Thm. 4.1 (k = 1, replace) and Lemma 4.4 (pure, any k) are attained
     tight = (f.neighbors == "replace" and functional == "RO" and (copies == 1 or f.kind == "pure"))
     return MemorizationCap(functional, f.neighbors, copies, e.value, g.describe(), ref, hops=steps, alpha=e.alpha,
@@ -421,6 +426,7 @@ def truncation_price(f: TradeOff | None = None, *, M: float, epsilon: float | No
     if (f is None) == (epsilon is None):
         raise DomainError("pass exactly one of f (a TradeOff) or epsilon")
     if f is None:
+        assert epsilon is not None  # exactly one of f, epsilon was passed (checked above)
         f = pure(epsilon, neighbors="replace")
     e = eta(f)
     functional = "RO" if f.neighbors == "replace" else "LOO"

@@ -77,7 +77,7 @@ def run_demo_section(*, canaries: list[dict] | None = None, epsilons: Sequence[f
     True
     """
     illustrative = canaries is None
-    items = [_canary(c, i) for i, c in enumerate(ILLUSTRATIVE_CANARIES if illustrative else canaries)]
+    items = [_canary(c, i) for i, c in enumerate(ILLUSTRATIVE_CANARIES if canaries is None else canaries)]
 
     caps_rows = []
     for e in epsilons:

@@ -163,9 +163,9 @@ def extraction_bound(kappa: float, f: TradeOff, *, copies: int = 1) -> Extractio
     value = float(g.power(k))
     relaxed = None
     if f.kind == "pure":
-        relaxed = exp_times(c * f.epsilon, k)        # may be +inf: the relaxed form is then vacuous
+        relaxed = exp_times(c * f._known_epsilon, k)        # may be +inf: the relaxed form is then vacuous
     elif f.kind == "approx":
-        ke, dk = group_conversion(epsilon=f.epsilon, delta=f.delta, k=c)
+        ke, dk = group_conversion(epsilon=f._known_epsilon, delta=f._known_delta, k=c)
         relaxed = dk + exp_times(ke, k)
     if c == 1:
         return ExtractionBound(k, value, relaxed, f.describe(), f.neighbors, _theorem_for(f.neighbors), value >= 1.0)
@@ -219,11 +219,12 @@ def group_square_root(f: TradeOff) -> TradeOff | None:
     ('pure', 0.5)
     """
     if f.kind == "pure":
-        return pure(f.epsilon / 2.0, neighbors=f.neighbors)
+        return pure(f._known_epsilon / 2.0, neighbors=f.neighbors)
     if f.kind == "gdp":
-        return gdp(f.mu / 2.0, neighbors=f.neighbors)
+        return gdp(f._known_mu / 2.0, neighbors=f.neighbors)
     if f.kind == "approx":
-        return approx(f.epsilon / 2.0, f.delta * expit_neg(f.epsilon / 2.0), neighbors=f.neighbors)
+        e, d = f._known_epsilon, f._known_delta
+        return approx(e / 2.0, d * expit_neg(e / 2.0), neighbors=f.neighbors)
     return None
 
 
@@ -273,13 +274,13 @@ def _log_alpha_star_group(t: float, e: float, d: float, k: int) -> float:
 
 def _alpha_star_value(tau: float, f: TradeOff) -> tuple[float, float, str, float | None]:
     """(alpha*, log alpha*, regime description, regime threshold tau_c)."""
-    if f.kind == "group" and f.base.kind in ("pure", "approx"):
-        la = _log_alpha_star_group(tau, f.base.epsilon, f.base.delta or 0.0, f.k)
+    if f.kind == "group" and f._known_base.kind in ("pure", "approx"):
+        la = _log_alpha_star_group(tau, f._known_base._known_epsilon, f._known_base.delta or 0.0, f.k)
         return (math.exp(la), la, f"{f.k}-fold group curve: alpha* = (fbar^-1)^(o {f.k})(tau), fbar = 1 - f",
                 None)
     if f.kind in ("pure", "approx"):
         d = f.delta or 0.0
-        la, first, tau_c = _log_alpha_star_pure(tau, f.epsilon, d)
+        la, first, tau_c = _log_alpha_star_pure(tau, f._known_epsilon, d)
         if first:
             regime = "first regime: alpha* = e^-eps tau" if d == 0 else "first regime: alpha* = (tau - delta) e^-eps"
         else:
@@ -288,7 +289,7 @@ def _alpha_star_value(tau: float, f: TradeOff) -> tuple[float, float, str, float
         return math.exp(la), la, regime, tau_c
     if f.kind == "gdp":
         # Phi(Phi^-1(a) + mu) <= tau  <=>  a <= Phi(Phi^-1(tau) - mu); logcdf keeps huge mu finite
-        z = float(stats.norm.ppf(tau)) - f.mu
+        z = float(stats.norm.ppf(tau)) - f._known_mu
         return float(stats.norm.cdf(z)), float(stats.norm.logcdf(z)), "GDP: alpha* = Phi(Phi^-1(tau) - mu)", None
     if f.kind == "points":
         # piecewise linear: invert the (nondecreasing) power between the last vertex with
@@ -388,11 +389,11 @@ def alpha_star(tau: float, f: TradeOff, *, copies: int = 1) -> AlphaStar:
         thm = "[MX] Thm. 5.1(iii)"
     else:
         exact = False
-        g = group_square_root(f)
-        upper = _alpha_star_value(_check_tau(t, g), g)[0] if g is not None else None
+        half = group_square_root(f)
+        upper = _alpha_star_value(_check_tau(t, half), half)[0] if half is not None else None
         note = ("replace-one: sufficient; violations shown only above alpha*_{f^1/2}(tau); the exact "
                 "threshold inside the bracket is open ([MX] Remark 5.4 / C.5)")
-        if g is not None and f.kind == "approx":
+        if half is not None and f.kind == "approx":
             note += "; square root f_{eps/2, delta/(1+e^{eps/2})} (a valid, not necessarily optimal, choice)"
         thm = "[MX] Thm. 5.1(iii) + Prop. C.2(a), Remark C.5"
     if f.kind == "pure" and "second" in regime:

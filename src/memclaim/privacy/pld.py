@@ -53,7 +53,7 @@ import functools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -462,10 +462,11 @@ def _step_pairs(sigma: float, q: float, rel: str) -> list[_Pair]:
 
 
 def _log_density(x: np.ndarray, comps, sigma: float) -> np.ndarray:
-    out = None
+    out: np.ndarray | None = None
     for w, m in comps:
         v = math.log(w) - (x - m) ** 2 / (2.0 * sigma * sigma)
         out = v if out is None else np.logaddexp(out, v)
+    assert out is not None  # a mixture has at least one component (_pairs)
     return out
 
 
@@ -665,12 +666,13 @@ def _tables(pm):
 def _optimistic_delta(pld_opt, eps: np.ndarray) -> np.ndarray:
     """delta(eps) of the optimistic PLD, max over its directions, without the infinity mass
     (the optimistic pmfs put none there; what the composition adds is its truncation)."""
-    out = None
+    out: np.ndarray | None = None
     for pm in _directions(pld_opt):
         loss, sp, sq, _, _, _ = _tables(pm)
         i = np.searchsorted(loss, eps, side="right")
         v = sp[i] - np.exp(eps) * sq[i]
         out = v if out is None else np.maximum(out, v)
+    assert out is not None  # a PLD has at least one direction (_directions)
     return np.clip(out, 0.0, 1.0)
 
 
@@ -790,16 +792,17 @@ class DpSgdCurve(ResultMixin):
         """f_{eps, delta} of the (eps, delta) route, for the same relation (looser)."""
         if self.route_epsilon is None or not math.isfinite(self.route_epsilon) or self.route_epsilon <= 0:
             return None
+        assert self.route_delta is not None  # the route's delta is set with its epsilon (dpsgd_curve)
         return approx(self.route_epsilon, self.route_delta, neighbors=self.neighbors)
 
     def to_dict(self) -> dict:
         """JSON-ready summary; the curves themselves as their description, vertex count and a sample."""
         d = super().to_dict()
         a = np.concatenate([[0.0], np.logspace(-12, -1, 12), np.linspace(0.2, 1.0, 9)])
-        d["curve"] = {"description": self.curve.describe(), "n_vertices": len(self.curve.points),
+        d["curve"] = {"description": self.curve.describe(), "n_vertices": len(self.curve._known_points),
                       "sample": [{"alpha": float(x), "f": float(self.curve(x)), "power": float(self.curve.power(x))}
                                  for x in a]}
-        d["optimistic"] = {"description": self.optimistic.describe(), "n_vertices": len(self.optimistic.points)}
+        d["optimistic"] = {"description": self.optimistic.describe(), "n_vertices": len(self.optimistic._known_points)}
         d["eta_accuracy"] = self.eta_accuracy
         d["mechanism"] = self.mechanism()
         d["grid"] = self.grid()
@@ -989,12 +992,14 @@ def _profile(pld, eps: np.ndarray, *, check: bool = True) -> np.ndarray:
     the library's internals.
     """
     try:
-        out = None
+        out: np.ndarray | None = None
         for pm in _directions(pld):
             loss, sp, sq, _, _, inf = _tables(pm)
             i = np.searchsorted(loss, eps, side="right")                        # first loss > eps
             d = inf + sp[i] - np.exp(eps) * sq[i]
             out = d if out is None else np.maximum(out, d)
+        if out is None:  # no direction: the library's internals changed; fall back as below
+            raise ValueError("the PLD has no direction")
         if check:   # one eps: dp_accounting's loop over the atoms takes seconds at large eps on long runs
             ref = float(pld.get_delta_for_epsilon(float(eps[0])))
             if not np.allclose(out[0], ref, rtol=1e-9, atol=1e-12):
@@ -1024,7 +1029,7 @@ def curve_caps(cur: DpSgdCurve, *, copies: Sequence[int] = (1,), epsilon: float 
     check_group_cost(cur.curve, max(copies))  # before any group curve is composed
     rows = []
     for k in copies:
-        row = {"copies": k}
+        row: dict[str, Any] = {"copies": k}
         for fn in ("LOO", "RO"):
             c = memorization_cap(cur.curve, functional=fn, copies=k)
             row[fn] = c.value
@@ -1036,7 +1041,7 @@ def curve_caps(cur: DpSgdCurve, *, copies: Sequence[int] = (1,), epsilon: float 
         rows.append(row)
     e = cur.route_epsilon if epsilon is None else float(epsilon)
     d = cur.route_delta if delta is None else float(delta)
-    route = None
+    route: dict[str, Any] | None = None
     if e is not None and d is not None and math.isfinite(e) and e > 0:
         route = {"epsilon": e, "delta": d, "eta": eta_approx(e, d),
                  "note": "(eps, delta) route ([MX] Lemma B.2): valid, looser than the curve"}

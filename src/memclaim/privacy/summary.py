@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from .. import validate
 from ..errors import DomainError
@@ -111,7 +111,7 @@ def bounds_summary(f: TradeOff, *, copies: int = 1, m: int | None = None, tau: f
             rows.append(Quantity(f"|mem_{fn}| cap, {copies} copies", cap.value, rel, fn, cap.theorem, note,
                                  (True if cap.tight else None) if cap.value is not None else None, copies))
         if f.kind == "pure":
-            st = eta_star_k(epsilon=f.epsilon, k=copies)
+            st = eta_star_k(epsilon=f._known_epsilon, k=copies)
             # Lemma 4.4 is about k-hop neighbours: RO with k copies under replace-one, LOO with
             # k copies under add/remove (RO under add/remove is 2k hops, the row above).
             fn = "RO" if f.neighbors == "replace" else "LOO"
@@ -122,7 +122,7 @@ def bounds_summary(f: TradeOff, *, copies: int = 1, m: int | None = None, tau: f
                                  "[MX] Cor. 4.3", "group-privacy conversion eps -> k eps; not attainable", False,
                                  copies))
         if f.kind == "approx":
-            ke, dk = group_conversion(epsilon=f.epsilon, delta=f.delta, k=copies)
+            ke, dk = group_conversion(epsilon=f._known_epsilon, delta=f._known_delta, k=copies)
             v = dk + (1.0 - dk) * math.tanh(ke / 2.0) if dk < 1 else 1.0
             rows.append(Quantity(f"(k eps, delta_k) cap, {copies} copies", min(v, 1.0), rel,
                                  "RO" if f.neighbors == "replace" else "LOO", "[MX] §8.2",
@@ -148,8 +148,8 @@ def bounds_summary(f: TradeOff, *, copies: int = 1, m: int | None = None, tau: f
     else:
         rows += _extraction_rows_k_copies(f, rel, copies, m=m, tau=tau, kappa=kappa)
     if gdp_epsilon is not None and f.kind == "gdp":
-        d = gdp_delta(mu=f.mu, epsilon=gdp_epsilon)
-        rows.append(Quantity(f"delta(eps) of mu-GDP at eps = {gdp_epsilon:g}", d, rel, "-",
+        gd = gdp_delta(mu=f._known_mu, epsilon=gdp_epsilon)
+        rows.append(Quantity(f"delta(eps) of mu-GDP at eps = {gdp_epsilon:g}", gd, rel, "-",
                              "[6] Cor. 2.13", "exact (eps, delta) curve point of G_mu"))
     return BoundsSummary(f.describe(), f.neighbors, tuple(rows), copies)
 
@@ -175,7 +175,7 @@ def _extraction_rows_one_copy(f: TradeOff, rel: str, *, m, tau, kappa) -> list[Q
         if m is not None:
             mm = validate.integer("m (list size)", m, minimum=1)
             if f.kind == "pure":
-                hs = h_star(epsilon=f.epsilon, m=mm, tau=tau, neighbors=f.neighbors)
+                hs = h_star(epsilon=f._known_epsilon, m=mm, tau=tau, neighbors=f.neighbors)
                 valid = ("sufficient for every prior; exact on uniform priors" if hs.exact_on_uniform else
                          "sufficient for every prior; NOT exact here" +
                          (f" (second regime: exact uniform threshold {hs.exact_uniform_bits:.6g} bits, Remark C.4)"
@@ -220,7 +220,8 @@ def _extraction_rows_k_copies(f: TradeOff, rel: str, k: int, *, m, tau, kappa) -
         if m is not None:
             mm = validate.integer("m (list size)", m, minimum=1)
             if f.kind == "pure":
-                hs = h_star(epsilon=f.epsilon, m=mm, tau=tau, neighbors=f.neighbors, copies=k)
+                hs = h_star(epsilon=f._known_epsilon, m=mm, tau=tau, neighbors=f.neighbors, copies=k)
+                assert hs.group_curve_bits is not None  # h_star always computes it (every branch)
                 rows.append(Quantity(f"H* = k eps log2 e + log2(m/tau) (bits){sfx}, m = {mm}", hs.bits, rel, "Ext",
                                      hs.reference, "sufficient for every prior (group privacy eps -> k eps); "
                                      + group_curve_words(hs.bits, hs.group_curve_bits), False, k))
@@ -287,7 +288,7 @@ def dp_bounds(f: TradeOff | None = None, *, noise_multiplier: float | None = Non
     cur = dpsgd_curve(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps, history=history,
                       neighbors=neighbors, value_discretization_interval=pld_grid, route_delta=rd,
                       max_points=max_points)
-    kw = dict(copies=copies, m=m, tau=tau, kappa=kappa, truncation=truncation, omega=omega, n=n, frequency=frequency)
+    kw: dict[str, Any] = dict(copies=copies, m=m, tau=tau, kappa=kappa, truncation=truncation, omega=omega, n=n, frequency=frequency)
     main = bounds_summary(cur.curve, **kw)
     # the same quantities from the optimistic curve (never below the true one): the exact value of
     # each numeric row lies between the two (the certified accuracy of the row)
@@ -299,7 +300,7 @@ def dp_bounds(f: TradeOff | None = None, *, noise_multiplier: float | None = Non
     rows = [Quantity(r.name, r.value, r.relation, r.functional, r.reference,
                      ("from the curve; " + r.note) if r.note else "from the curve",
                      r.exact, r.copies, src,
-                     float(other[r.name]) if isinstance(r.value, float) and isinstance(other.get(r.name), float)
+                     float(o) if isinstance(r.value, float) and isinstance(o := other.get(r.name), float)
                      else None) for r in main.rows]
     eta_curve = main.value("eta(f)")
     g = cur.epsilon_delta_curve()

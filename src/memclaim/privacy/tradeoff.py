@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, ClassVar, Sequence
 
 import numpy as np
 from scipy import special, stats
@@ -278,6 +278,41 @@ class TradeOff(ResultMixin):
     # points curves only: the mechanism has no floor (its true 1 - f(0) is 0, e.g. DP-SGD's Gaussian
     # noise: no infinite privacy loss); the curve's own 1 - f(0) > 0 is numerical slack, not a floor
     no_floor: bool = False
+    # TradeOff.pure(...), .approx, .gdp, .from_points: aliases of the module-level constructors,
+    # attached below the constructors (not dataclass fields)
+    pure: ClassVar[Callable[..., TradeOff]]
+    approx: ClassVar[Callable[..., TradeOff]]
+    gdp: ClassVar[Callable[..., TradeOff]]
+    from_points: ClassVar[Callable[..., TradeOff]]
+
+    # Typed (private) views of the field each kind carries (pure/approx: epsilon, approx:
+    # delta, gdp: mu, points: points, group: base), for code that has already branched on ``kind``. The
+    # constructors (pure, approx, gdp, from_points, group) always set them; the type checker cannot
+    # see that link between ``kind`` and the optional fields, the assert makes it explicit.
+    @property
+    def _known_epsilon(self) -> float:
+        assert self.epsilon is not None, f"a {self.kind} curve has no epsilon"
+        return self.epsilon
+
+    @property
+    def _known_delta(self) -> float:
+        assert self.delta is not None, f"a {self.kind} curve has no delta"
+        return self.delta
+
+    @property
+    def _known_mu(self) -> float:
+        assert self.mu is not None, f"a {self.kind} curve has no mu"
+        return self.mu
+
+    @property
+    def _known_points(self) -> tuple[tuple[float, float], ...]:
+        assert self.points is not None, f"a {self.kind} curve has no points"
+        return self.points
+
+    @property
+    def _known_base(self) -> TradeOff:
+        assert self.base is not None, f"a {self.kind} curve has no base curve"
+        return self.base
 
     def __post_init__(self):
         if self.kind not in _KINDS:
@@ -309,11 +344,11 @@ class TradeOff(ResultMixin):
 
     def _power_array(self, a: np.ndarray) -> np.ndarray:
         if self.kind == "pure":
-            return _power_pure(a, self.epsilon)
+            return _power_pure(a, self._known_epsilon)
         if self.kind == "approx":
-            return _power_approx(a, self.epsilon, self.delta)
+            return _power_approx(a, self._known_epsilon, self._known_delta)
         if self.kind == "gdp":
-            return _power_gdp(a, self.mu)
+            return _power_gdp(a, self._known_mu)
         if self.kind == "points":
             xs, ys = self._xy()
             if self.powers is not None:
@@ -322,7 +357,7 @@ class TradeOff(ResultMixin):
         # [MX] Cor. 4.3 / [6] Thm. 2.14: f^(k) = 1 - (1 - f)^{o k}: iterate the concave map 1 - f.
         x = np.asarray(a, dtype=np.float64)
         for _ in range(self.k):
-            x = np.clip(self.base._power_array(x), 0.0, 1.0)
+            x = np.clip(self._known_base._power_array(x), 0.0, 1.0)
         return x
 
     def _xy(self):
@@ -355,8 +390,8 @@ class TradeOff(ResultMixin):
         if self.kind == "gdp":
             return {"mu": self.mu}
         if self.kind == "points":
-            return {"n_points": len(self.points)}
-        return {"k": self.k, **{f"base_{k}": v for k, v in self.base.parameters.items()}}
+            return {"n_points": len(self._known_points)}
+        return {"k": self.k, **{f"base_{k}": v for k, v in self._known_base.parameters.items()}}
 
     def describe(self) -> str:
         """e.g. 'f_eps (eps=1) [pure eps-DP, add/remove]'."""
@@ -369,9 +404,9 @@ class TradeOff(ResultMixin):
             s = f"G_mu (mu={self.mu:g}) [Gaussian DP, {rel}]"
         elif self.kind == "points":
             s = (f"{self.label} [{rel}]" if self.label else
-                 f"piecewise-linear trade-off curve ({len(self.points)} vertices) [{rel}]")
+                 f"piecewise-linear trade-off curve ({len(self._known_points)} vertices) [{rel}]")
         else:
-            inner = self.base.describe().split(" [")[0]
+            inner = self._known_base.describe().split(" [")[0]
             s = f"{self.k}-fold group curve 1-(1-f)^{self.k} of {inner} [{rel}]"
         if not self.exact:
             # a labelled points curve is a mechanism's certified lower bound (e.g. DP-SGD from its PLD),
@@ -391,7 +426,7 @@ class TradeOff(ResultMixin):
         if self.kind in ("pure", "approx", "gdp"):
             return True
         if self.kind == "group":
-            return self.base.symmetric_by_construction
+            return self._known_base.symmetric_by_construction
         if self.kind == "points":
             return self.symmetric
         return False
@@ -432,7 +467,8 @@ def gdp(mu: float, *, neighbors: str) -> TradeOff:
 def _lower_convex_hull(x: np.ndarray, y: np.ndarray):
     # Andrew's monotone chain, lower hull only. scipy.spatial.ConvexHull needs >= 3 non-collinear
     # points and returns both hulls; this 1-D lower envelope is simpler to do directly.
-    hx, hy = [], []
+    hx: list[float] = []
+    hy: list[float] = []
     for xi, yi in zip(x.tolist(), y.tolist()):
         while len(hx) >= 2 and (hx[-1] - hx[-2]) * (yi - hy[-2]) - (hy[-1] - hy[-2]) * (xi - hx[-2]) <= 0:
             hx.pop()
@@ -519,7 +555,7 @@ def group(f: TradeOff, k: int) -> TradeOff:
         return f
     if f.kind == "gdp":
         # G_mu^(k) = G_{k mu}: (1 - G_mu)(a) = Phi(Phi^-1(a) + mu) iterated k times.
-        return TradeOff("gdp", f.neighbors, mu=k * f.mu, exact=f.exact,
+        return TradeOff("gdp", f.neighbors, mu=k * f._known_mu, exact=f.exact,
                         note=f"group of {k}: G_mu^(k) = G_(k mu) exactly [6]")
     if f.kind == "group":
         return TradeOff("group", f.neighbors, base=f.base, k=f.k * k, exact=f.exact, note=f.note)
@@ -541,7 +577,7 @@ MAX_GROUP_SECONDS = 60.0
 
 
 def _base_kind(f: TradeOff) -> str:
-    return _base_kind(f.base) if f.kind == "group" else f.kind
+    return _base_kind(f._known_base) if f.kind == "group" else f.kind
 
 
 def group_seconds(f: TradeOff, k: int) -> float:
@@ -661,7 +697,7 @@ def group_conversion_curve(f: TradeOff, k: int) -> TradeOff:
     if f.kind not in ("pure", "approx"):
         raise DomainError(f"the (eps, delta) group conversion needs a pure or approximate DP curve, got {f.kind!r}")
     d = f.delta or 0.0
-    ke, dk = group_conversion(epsilon=f.epsilon, delta=d, k=k)
+    ke, dk = group_conversion(epsilon=f._known_epsilon, delta=d, k=k)
     if dk >= 1.0:
         raise DomainError(f"the group conversion gives delta_k = {dk!r} >= 1 for k = {k}: no guarantee",
                           hint="use the exact group curve group(f, k) instead")
@@ -754,11 +790,11 @@ def compose(*curves: TradeOff, exact: bool = False) -> TradeOff:
         return curves[0]
     kinds = {c.kind for c in curves}
     if kinds == {"gdp"}:
-        mu = math.sqrt(math.fsum(c.mu ** 2 for c in curves))
+        mu = math.sqrt(math.fsum(c._known_mu ** 2 for c in curves))
         return TradeOff("gdp", rel, mu=mu, exact=all(c.exact for c in curves),
                         note=f"composition of {len(curves)} GDP releases: mu's add in quadrature (exact) [6]")
     if kinds == {"pure"}:
-        eps = [c.epsilon for c in curves]
+        eps = [c._known_epsilon for c in curves]
         if exact:
             xs, ys = _pure_composition_points(eps)
             pts = tuple((float(a), float(b)) for a, b in zip(xs, ys))
@@ -768,7 +804,7 @@ def compose(*curves: TradeOff, exact: bool = False) -> TradeOff:
                         note=f"pure composition: eps's add ({' + '.join(f'{e:g}' for e in eps)}); "
                         "a valid but loose lower bound on the exact f_e1 (x) f_e2 (x) ...")
     if kinds <= {"pure", "approx"}:
-        e = math.fsum(c.epsilon for c in curves)
+        e = math.fsum(c._known_epsilon for c in curves)
         d = math.fsum((c.delta or 0.0) for c in curves)
         if d >= 1.0:
             raise DomainError(f"basic composition gives delta = {d!r} >= 1: no guarantee",

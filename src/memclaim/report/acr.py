@@ -117,7 +117,7 @@ def _flag_rows(cmp: ACRComparison, members: Sequence[dict], controls: Sequence[d
     rows = []
     for label, side in (("members", members), ("controls", controls)):
         n = len(side)
-        count = lambda f: sum(1 for r in side if f(r))  # noqa: E731
+        count = lambda f, side=side: sum(1 for r in side if f(r))  # noqa: E731
         rows.append((label, n, count(lambda r: r["met"]), count(lambda r: r["argmax"]), count(lambda r: r["greedy"]),
                      count(lambda r: r["prob"]), count(lambda r: r["argmax_without_greedy"]),
                      count(lambda r: r["near_tie"]), count(lambda r: r["leaks"])))

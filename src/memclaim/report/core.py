@@ -31,6 +31,7 @@ import datetime as _dt
 import html
 import json
 import math
+import os
 import re
 import shlex
 from contextvars import ContextVar
@@ -600,6 +601,41 @@ def _memclaim_report(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(d, dict) and "schema_version" in d and "memclaim_version" in d and "command" in d
+
+
+# The names of the figures reports write beside report.* (Doc.figure's ``name``, or figure-N).
+_FIGURE_FILE = re.compile(r"^(roc|disagreement|coverage|binary|alpha-sweep|budget(-\d+)?|heat-\d+|figure-\d+)"
+                          r"\.(png|pdf)$")
+
+
+def check_report_folder(out_dir: str | Path) -> None:
+    """Refuse, before any work, a folder a report could not be written into: it holds a report
+    file (report.json, .md, .html) or a report figure (``coverage.png``, ...) that memclaim did
+    not write (the folder's report.json is not a memclaim report), or one of them is a folder or
+    a link. :func:`write_report` refuses the same at the end; a command that scores first asks
+    here, so that nothing is scored (or stored) for a report it then cannot write.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> check_report_folder(d)
+    >>> _ = (d / "report.html").write_text("<p>someone else's</p>")
+    >>> check_report_folder(d)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    memclaim.errors.InputError: '.../report.html' exists and memclaim did not write it; memclaim does not overwrite it
+      fix: choose another --out folder, or move the file away
+    """
+    out = Path(out_dir)
+    if not out.is_dir():
+        return
+    ours = _memclaim_report(out / "report.json")
+    figures = sorted(e for e in out.iterdir() if _FIGURE_FILE.match(e.name))
+    for entry in [out / name for name in REPORT_FILES if os.path.lexists(out / name)] + figures:
+        if entry.is_dir() or entry.is_symlink():
+            raise InputError(f"{str(entry)!r} is a folder or a link, not a file memclaim can replace",
+                             hint="choose another --out folder")
+        if not ours:
+            raise InputError(f"{str(entry)!r} exists and memclaim did not write it; memclaim does not overwrite it",
+                             hint="choose another --out folder, or move the file away")
 
 
 def write_report(out_dir: str | Path, bundle: ReportBundle, *, extra_files: dict | None = None) -> dict:

@@ -18,6 +18,17 @@ backend is small:
 ``stats()``            what it measured in the last run (a dict, recorded in the summary)
 =====================  ====================================================================
 
+Two members are optional (:data:`OPTIONAL_MEMBERS`; a backend without them gets the default):
+
+==========================  ===============================================================
+``computable_stats()``      the statistics it computes when the run asks for none (a
+                            :class:`memclaim.scoring.engine.StatSet`; a served model's: every
+                            statistic its answers give). Default: the run's default, every one
+``describe_model(record)``  the procedure's model record as this backend's scores need it (a
+                            served model's: the tokenizer's fingerprint and the server's
+                            identity in place of a weights fingerprint). Default: as it is
+==========================  ===============================================================
+
 ``job`` (:class:`ScoringJob`) is what the run hands every backend: the bound procedure, the
 statistics to compute, the store (for a backend whose workers write unit files themselves),
 and ``on_batch``, a progress callback to call with the windows of each scored batch (a backend
@@ -50,8 +61,8 @@ if TYPE_CHECKING:  # the annotations' names only
     from .store import ScoreStore, UnitResult
     from .units import UnitReceipt, WorkUnit
 
-__all__ = ["Backend", "ScoringJob", "BackendEntry", "register_backend", "unregister_backend", "backend_names",
-           "backend_entry", "make_backend", "check_backend"]
+__all__ = ["Backend", "ScoringJob", "BackendEntry", "OPTIONAL_MEMBERS", "register_backend", "unregister_backend",
+           "backend_names", "backend_entry", "make_backend", "check_backend", "default_stats", "describe_model_of"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,30 @@ class Backend(Protocol):
 
 
 _MEMBERS = ("name", "device_class", "weights_loaded", "supports", "run", "stats")
+#: members a backend may leave out (see the module docstring); :func:`default_stats` and
+#: :func:`describe_model_of` ask for them, so the runner never probes a backend itself
+OPTIONAL_MEMBERS = ("computable_stats", "describe_model")
+
+
+def default_stats(backend: Backend) -> "StatSet | None":
+    """The statistics ``backend`` computes when a run asks for none (its optional
+    ``computable_stats()``), or None: the run's default.
+
+    >>> default_stats(object()) is None
+    True
+    """
+    member = getattr(backend, "computable_stats", None)
+    return None if member is None else member()
+
+
+def describe_model_of(backend: Backend) -> Callable[[dict], dict] | None:
+    """``backend``'s rewrite of the procedure's model record (its optional
+    ``describe_model(record)``), or None: the record as it is.
+
+    >>> describe_model_of(object()) is None
+    True
+    """
+    return getattr(backend, "describe_model", None)
 
 
 def check_backend(obj: Any) -> Backend:

@@ -37,12 +37,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from ..decoding import Policy, _warp, policy_target_logprob
+from ..decoding import Policy, _warp, policy_target_logprob, scale_logits
 from ..errors import InputError
 from ..fsutil import available_memory as cpu_available_memory
 
@@ -99,6 +99,9 @@ class StatSet:
             return stats
         if isinstance(stats, str):
             return cls.parse(stats)
+        if isinstance(stats, (bytes, Mapping)) or not isinstance(stats, Iterable):  # stats=5, True, b"rank"
+            raise InputError(f"stats={stats!r} is not a set of statistics (got {type(stats).__name__})",
+                             hint=STAT_HELP)
         names: set[str] = set()
         for s in stats:
             if not isinstance(s, str):
@@ -182,6 +185,61 @@ class BatchScores:
 
 def _chunk_rows(vocab: int, logit_chunk_bytes: int) -> int:
     return max(1, logit_chunk_bytes // (4 * vocab))
+
+
+# The CPU schedule's statistics run over blocks of STAT_BLOCK_ROWS rows, fewer where their
+# [rows, V] float32 logits would pass STAT_BLOCK_BYTES, so that the dozen passes over them
+# (log-softmax, exp, products, compares, top-k) read cache, not memory, and each torch call
+# still has rows enough to pay for itself. Measured on a 2-core AMD EPYC (Zen 3, 32 MB L3;
+# benchmarks/profile_scoring.py), 16 windows of 50 scored rows, CPU seconds, default / census
+# statistics: Gemma 3 (V = 262,144) window by window (52 MB per pass) 6.0 / 1.5, blocks of 4
+# rows 2.3 / 0.95, 8 rows 2.2 / 0.83, 16 rows 2.2 / 0.78, 32 rows 4.3 / 1.0; SmolLM2
+# (V = 49,152) window by window 0.80 / 0.37, 16 rows 0.47 / 0.17, 42 rows 0.51 / 0.17, 80 rows
+# 0.53 / 0.24.
+STAT_BLOCK_ROWS = 16
+STAT_BLOCK_BYTES = 16 << 20
+
+
+def _stat_block_rows(vocab: int, block_bytes: int) -> int:
+    return max(2, min(STAT_BLOCK_ROWS, block_bytes // (4 * vocab)))
+
+
+def stat_blocks(c0: int, c1: int, sub: int, block: int) -> list[tuple[int, int]]:
+    """Row ranges [a, b) covering [c0, c1) on which the CPU schedule computes its statistics.
+
+    [c0, c1) is cut into the schedule's sub-chunks of ``sub`` rows (a window, or part of one).
+    A sub-chunk of one row stays on its own: a float sum over one row of >= 32,768 elements is
+    split between threads (torch's two-pass reduction), so its bits differ from the same row
+    summed inside a call of several rows. The other rows, which every kernel of the statistics
+    treats row by row whatever the call's row count, are cut into blocks of ``block`` rows
+    (spanning sub-chunks and windows), never leaving a block of one row.
+
+    >>> stat_blocks(0, 100, 50, 8)[:2], stat_blocks(0, 100, 50, 8)[-1]
+    ([(0, 8), (8, 16)], (88, 100))
+    >>> stat_blocks(0, 16, 5, 4)  # sub-chunks 5 + 5 + 5 + 1: the last row stays alone
+    [(0, 4), (4, 8), (8, 15), (15, 16)]
+    >>> stat_blocks(0, 3, 1, 8)  # suffixes of one token: every row alone, as before
+    [(0, 1), (1, 2), (2, 3)]
+    """
+    out: list[tuple[int, int]] = []
+    run = c0  # start of the current run of multi-row sub-chunks
+
+    def cut(a: int, b: int) -> None:
+        while a < b:
+            e = b if b - a < 2 * block else a + block  # never a last block of one row
+            out.append((a, e))
+            a = e
+
+    a = c0
+    while a < c1:
+        b = min(c1, a + sub)
+        if b - a == 1:
+            cut(run, a)
+            out.append((a, b))
+            run = b
+        a = b
+    cut(run, c1)
+    return out
 
 
 # --------------------------------------------------------------------------- batch sizes
@@ -271,16 +329,28 @@ def _needs_top2(policies: Sequence[Policy], stats: StatSet) -> bool:
     return "greedy" in stats or "margin" in stats or ("policy_logq" in stats and any(p.greedy for p in policies))
 
 
+def _plain_topk(pi: Policy) -> bool:
+    """A top-K policy at temperature 1 without top-p: its normalizer reads topk(x, K + 1)."""
+    return not pi.greedy and pi.top_k is not None and pi.top_p is None and pi.temperature == 1.0
+
+
 def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[Policy],
-               stats: StatSet = ALL_STATS) -> dict[str, torch.Tensor]:
+               stats: StatSet = ALL_STATS, *, groups: Sequence[tuple[int, int]] | None = None) -> dict[str, torch.Tensor]:
     """The CPU schedule's per-position statistics for [n, V] logits and [n] targets (float32 or
     better): a dict with the entries ``stats`` asks for (token_lp, mean, std, rank, margin,
     greedy, pol [P, n]).
 
     Each entry is computed by the same operations whatever else is asked for (a census's log q
     has the bits of a full run's). Passes over the [n, V] block are shared between outputs
-    (one fused log-softmax, one exp, dot products without temporaries); CPU logsumexp is avoided
-    (several passes).
+    (one fused log-softmax, one exp; one topk serves the top-2 and every top-K policy at
+    temperature 1, whose values are exact); CPU logsumexp is avoided (several passes).
+
+    Every kernel used computes a row's result from that row alone, by the same instructions in
+    any call of two rows or more, with one exception: ``torch.logaddexp`` (the top-K boundary
+    ties) takes a vectorized or a scalar path by the row's place among the call's tied rows,
+    and the two differ in the last bit. ``groups`` (row ranges [a, b); default: all rows) are
+    the units whose tie corrections share a call: the engine passes its per-window ranges, so
+    that rows of several windows scored in one block keep the bits of window-by-window calls.
 
     >>> from memclaim.decoding import Policy
     >>> x = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0]], dtype=torch.float64)
@@ -290,6 +360,7 @@ def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[P
     """
     x = logits if logits.dtype in (torch.float32, torch.float64) else logits.float()
     t = targets.view(-1, 1)
+    V = x.shape[-1]
     out = {}
     logp = torch.log_softmax(x, dim=-1) if _needs_logp(policies, stats) else None  # [n, V]
     if "token_logprob" in stats:
@@ -303,12 +374,18 @@ def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[P
         out["mean"], out["std"] = mean, var.clamp_min(0).sqrt()
     if "rank" in stats:
         out["rank"] = (x > x.gather(1, t)).sum(-1, dtype=torch.int32).long() + 1  # int32: no int64 mask copy
+    need2 = _needs_top2(policies, stats)
+    kmax = max((min(pi.top_k, V) for pi in policies if _plain_topk(pi)), default=0) if "policy_logq" in stats else 0
+    top = topi = None
+    if (need2 and V > 1) or kmax:
+        # one topk for the top-2 and every top-K policy at T = 1 (values sorted descending; the
+        # first two are topk(x, 2)'s, the first K + 1 are topk(x, K + 1)'s: exact maxima)
+        top, topi = torch.topk(x, min(max(kmax + 1, 2), V), dim=-1)  # [n, width]
     greedy = None
-    if _needs_top2(policies, stats):
-        if x.shape[-1] > 1:
-            top2, top2i = torch.topk(x, 2, dim=-1)  # [n, 2]
-            margin = top2[:, 0] - top2[:, 1]
-            amax = top2i[:, 0].clone()
+    if need2:
+        if V > 1:
+            margin = top[:, 0] - top[:, 1]
+            amax = topi[:, 0].clone()
             tied = (margin == 0).nonzero().view(-1)
             if tied.numel():  # exact tie for the max: torch.argmax's first index, as transformers' greedy
                 amax[tied] = x[tied].argmax(dim=-1)
@@ -321,7 +398,7 @@ def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[P
         zero = torch.zeros((), dtype=x.dtype, device=x.device)
         ninf = torch.full((), -math.inf, dtype=x.dtype, device=x.device)
         out["pol"] = torch.stack([torch.where(greedy, zero, ninf) if pi.greedy else
-                                  policy_target_logprob(x, targets, pi, log_softmax_t1=logp)
+                                  policy_target_logprob(x, targets, pi, log_softmax_t1=logp, top_t1=top, groups=groups)
                                   for pi in policies], dim=0)  # [P, n]
     return out
 
@@ -360,7 +437,7 @@ def batched_policy_logprob(x: torch.Tensor, targets: torch.Tensor, xt: torch.Ten
     if scaled is not None and T in scaled:
         y = scaled[T]
     else:
-        y = x / T if T != 1.0 else x  # TemperatureLogitsWarper: scores / temperature
+        y = scale_logits(x, T)  # TemperatureLogitsWarper: scores / temperature (float64 where x's dtype falls short)
         if scaled is not None:
             scaled[T] = y
     yt = xt if T == 1.0 else y.gather(1, targets.view(-1, 1)).view(-1)
@@ -453,6 +530,22 @@ class TeacherForcingEngine:
             if schedule == "auto" else schedule
         self.forward_tokens = 0  # body tokens processed (for FLOP accounting)
         self.unembed_rows = 0
+        self.stat_block_bytes = STAT_BLOCK_BYTES
+        self._zbuf = None  # the CPU schedule's reused logits buffer (see _unembed)
+
+    def _unembed(self, rows: torch.Tensor) -> torch.Tensor:
+        """lm.logits(rows), written into one [rows, V] buffer kept between calls where the model
+        accepts ``out=`` (a fresh [250, 262144] float32 tensor costs 64k page faults per call);
+        the bits are the same either way."""
+        if not getattr(self.lm, "logits_accept_out", False):
+            return self.lm.logits(rows)
+        n = rows.shape[0]
+        zb = self._zbuf
+        if zb is None or zb.shape[0] < n or zb.device != rows.device:
+            self._zbuf = None  # free the smaller buffer first
+            self._zbuf = self.lm.logits(rows)  # the first (or a larger) call's fresh tensor becomes the buffer
+            return self._zbuf
+        return self.lm.logits(rows, out=zb[:n])
 
     # ----------------------------------------------------------------- batch sizes
     def auto_batch_size(self, seq_len: int, suffix_len: int, *, free_bytes: int | None = None) -> int:
@@ -535,12 +628,17 @@ class TeacherForcingEngine:
         h = hidden[:, Lp - 1:Lp - 1 + S, :].reshape(B * S, -1)  # [B*S, D]
         targets = torch.tensor([list(s) for s in suffixes], dtype=torch.long, device=dev).view(B * S)  # [B*S]
         n = B * S
-        # The statistics run window by window, each window's S rows cut into the same sub-chunks
-        # whatever the batch: a reduction's result can depend on the shape it runs over, so
-        # fixing those shapes per window makes a window's scores bit-identical for every batch
-        # size (at a given thread count). The unembedding matmul itself runs for several whole windows at
-        # once (up to logit_chunk_bytes of logits; W is read once per call, not once per window):
-        # with >= MIN_GEMM_ROWS rows a row's product does not depend on the call's row count.
+        # Each window's S rows are cut into the same sub-chunks whatever the batch (the window,
+        # or sub-chunks of `step` rows when a window's logits exceed logit_chunk_bytes). The
+        # unembedding matmul runs for several whole windows at once (up to logit_chunk_bytes of
+        # logits; W is read once per call, not once per window): with >= MIN_GEMM_ROWS rows a
+        # row's product does not depend on the call's row count. The statistics run over blocks
+        # of rows sized to stay in cache (stat_blocks): every kernel they use computes a row's
+        # result from that row alone, the same way in any call of >= 2 rows, so a block may
+        # span windows; a sub-chunk of one row keeps its own call (a one-row float sum over a
+        # large vocabulary is split between threads: other bits). A window's scores are thus
+        # bit-identical for every batch size (at a given thread count). tests/test_engine_fixture.py
+        # holds the bits recorded when the statistics ran window by window.
         budget_rows = _chunk_rows(self.lm.vocab_size, self.logit_chunk_bytes)
         step = min(S, budget_rows)
         group = max(1, budget_rows // S) if step == S else 1
@@ -564,14 +662,16 @@ class TeacherForcingEngine:
             calls = [(g * S, min(B, g + group) * S, S) for g in range(0, B, group)]
         else:  # a window's rows do not fit the budget: one call per sub-chunk
             calls = [(w * S + a0, w * S + min(S, a0 + step), step) for w in range(B) for a0 in range(0, S, step)]
+        block = _stat_block_rows(self.lm.vocab_size, self.stat_block_bytes)
         for c0, c1, sub in calls:
             rows = h[c0:c1]
             if c1 - c0 < MIN_GEMM_ROWS:  # [rows, D] -> [MIN_GEMM_ROWS, D], zero rows appended
                 rows = torch.cat([rows, rows.new_zeros(MIN_GEMM_ROWS - (c1 - c0), rows.shape[1])])
-            zc = self.lm.logits(rows)  # [rows, V] float32 (or float64)
-            for a in range(c0, c1, sub):
-                b = min(c1, a + sub)
-                res = score_rows(zc[a - c0:b - c0], targets[a:b], self.policies, st)
+            zc = self._unembed(rows)  # [rows, V] float32 (or float64)
+            for a, b in stat_blocks(c0, c1, sub, block):
+                # the block's rows by window (sub-chunk), for the tie corrections (score_rows)
+                groups = [(max(a, g) - a, min(b, g + sub) - a) for g in range(a - (a - c0) % sub, b, sub)]
+                res = score_rows(zc[a - c0:b - c0], targets[a:b], self.policies, st, groups=groups)
                 for k, v in buf.items():
                     if k == "pol":
                         v[:, a:b] = res[k]

@@ -694,7 +694,7 @@ def union_near_verbatim(results: Sequence[NearVerbatimResult]) -> NearVerbatimUn
 
     # dedupe by full sequence: key = (global prefix id, last token); keep the largest log q
     gid: dict[tuple[int, ...], int] = {}
-    keys, lps, dists, heads = [], [], [], []
+    keys, lps, dists = [], [], []
     for r in results:
         cs = r.continuations
         if cs is None or len(cs) == 0:

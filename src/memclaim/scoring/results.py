@@ -101,7 +101,7 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
             raise InputError(f"run {run!r} matches {len(matches)} runs in {str(store_dir)!r}",
                              hint="runs: " + ", ".join(f"{rid} ({r.get('label')})" for rid, r in runs.items()))
         run_id = matches[0]
-    meta = st.read_run(run_id)
+    meta = st.verify_run(run_id)  # labels, procedure and scores as memclaim wrote them (schema 3 seals)
     path = st.run_dir(run_id) / "scores.parquet"
     if not path.exists():
         raise StoreError(f"run {run_id} in {str(store_dir)!r} is unfinished (no scores.parquet)",
@@ -152,6 +152,7 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
         kind = (f"near-verbatim lower bound (eps={int(near_verbatim)} token edits, beams {nv.get('beams')}): "
                 "conservative for members; controls get the same treatment")
     logq = table.column(score_col).to_numpy().astype(np.float64)
+    _refuse_inexact(logq, table, spec, run_id, proc)
     if suffix_tokens is not None:
         S = proc["suffix_tokens"]  # None: whole suffix fields (lengths vary by window)
         if near_verbatim is not None:
@@ -180,6 +181,8 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
                   else "target tokens as tokenized after the prompt")
         kind = f"{kind}, first {n} of {'the' if S is None else S} {target}"
     col = lambda n: table.column(n).to_pylist()  # noqa: E731
+    if texts:  # the run's id is the hash of its procedure, label, units and these windows
+        st.check_run_id(run_id, meta, table.column("window_id").to_pylist())
 
     def num(name, dtype=None):  # a numeric column without a Python list of it
         return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=dtype)
@@ -197,6 +200,23 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
         inputs=meta.get("inputs", {}), total_chars=meta.get("total_chars", {}),
         skipped_short=int(meta.get("skipped_short", 0)), table=table,
     )
+
+
+def _refuse_inexact(logq: np.ndarray, table, spec: str, run_id: str, proc: dict) -> None:
+    """A served run stores NaN where a window's log q is not exact (certified bounds only,
+    memclaim.scoring.served.exactness): such a window is never read as a score."""
+    bad = np.flatnonzero(np.isnan(logq))
+    if not len(bad):
+        return
+    served = (proc.get("model") or {}).get("served") or {}
+    cls = (served.get("exactness") or {}).get(spec, "not exact")
+    first = (f" (first: window {table.column('window_id')[int(bad[0])].as_py()!r})"
+             if "window_id" in table.column_names else "")
+    raise InputError(f"{len(bad)} of {len(logq)} windows of run {run_id} have no exact score under {spec}{first}: the "
+                     f"server's top-{served.get('top_logprobs', '?')} log-probs give {cls}; their certified bounds are "
+                     f"in the columns logq_lower:{spec} and logq_upper:{spec}",
+                     hint="a test needs exact scores: restart the server with more top log-probs (vLLM: "
+                          "--max-logprobs) and score again, or test another policy")
 
 
 def _require_columns(table, path: Path, run_id: str, columns) -> None:

@@ -8,8 +8,10 @@ run re-run does no model work (the weights are not even loaded).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,17 +21,17 @@ import numpy as np
 
 from ..decoding import Policy, parse_policies
 from ..errors import DomainError, InputError, StoreError
-from ..fsutil import sha256_bytes
+from ..fsutil import file_lock, sha256_bytes
 from ..jsonutil import ResultMixin
 from ..models.loader import config_max_positions
 from ..progress import LogCallback, ProgressCallback, Reporter
 from .engine import ALL_STATS, CENSUS_STATS, NEAR_TIE_MARGIN, BatchScores, StatSet, TeacherForcingEngine, available_memory
 from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
-from ..procedure import NearVerbatim, Procedure, WindowSpec
+from ..procedure import ModelIdentity, NearVerbatim, Procedure, WindowSpec
 from ..runtime import BackendSpec, Runtime
-from .backends import Backend, ScoringJob, make_backend, register_backend
+from .backends import Backend, ScoringJob, default_stats, describe_model_of, make_backend, register_backend
 from .prompts import PromptRule, aggregate_logq
-from .store import ScoreStore, UnitResult, read_parquet, stat_names
+from .store import WRITERS_LOCK, ScoreStore, UnitResult, read_parquet, run_id_of, stat_names
 from .units import DEFAULT_UNIT_SIZE, UnitReceipt, WindowIndex, WorkUnit, item_key
 
 
@@ -260,10 +262,12 @@ def near_verbatim_cost_message(units: Iterable[WorkUnit], nv: dict, n_policies: 
 
 def build_procedure(model: LoadedModel, *, policies: Sequence[Policy], prefix_tokens: int | None, suffix_tokens: int | None,
                     prompt_rule: PromptRule, near_verbatim: dict | None = None,
-                    windows: dict | None = None, device_class: str | None = None) -> Procedure:
+                    windows: dict | None = None, device_class: str | None = None,
+                    describe_model: Callable[[dict], dict] | None = None) -> Procedure:
     """The scoring procedure of a run ([EM] Def. B.2): the model (name, fingerprint, dtype, device
     class), start of text, policies, window lengths, prompt rule and near-verbatim settings; its
-    key names the store's units.
+    key names the store's units. ``describe_model``: a backend's rewrite of the model record (a
+    served model's: the tokenizer and the server's identity instead of a weights fingerprint).
 
     >>> p = build_procedure(load_model("toy"), policies=parse_policies(["full", "greedy"]), prefix_tokens=8,
     ...                     suffix_tokens=8, prompt_rule=PromptRule())  # doctest: +SKIP
@@ -271,8 +275,21 @@ def build_procedure(model: LoadedModel, *, policies: Sequence[Policy], prefix_to
     ('b329182bc562', 'cpu')
     """
     spec = WindowSpec(prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, fields=windows is not None)
-    return Procedure(policies=tuple(p.spec for p in policies), windows=spec, prompt=prompt_rule,
-                     near_verbatim=NearVerbatim.from_dict(near_verbatim)).bind(model, device_class=device_class)
+    procedure = Procedure(policies=tuple(p.spec for p in policies), windows=spec, prompt=prompt_rule,
+                          near_verbatim=NearVerbatim.from_dict(near_verbatim)).bind(model, device_class=device_class)
+    return described(procedure, describe_model)
+
+
+def described(procedure: Procedure, describe_model: Callable[[dict], dict] | None) -> Procedure:
+    """``procedure`` with its model record rewritten by a backend's ``describe_model`` (the
+    optional member of :class:`memclaim.scoring.backends.Backend`; None: as it is).
+
+    >>> described(Procedure(), None) == Procedure()
+    True
+    """
+    if describe_model is None or procedure.model is None:
+        return procedure
+    return dataclasses.replace(procedure, model=ModelIdentity.from_dict(describe_model(procedure.model.to_dict())))
 
 
 def run_environment(model: LoadedModel, procedure: Procedure) -> dict:
@@ -600,35 +617,124 @@ def run_scoring(model: LoadedModel, window_set: WindowSet, procedure: Procedure 
     policies = parse_policies(procedure.policies)
     prompt_rule = PromptRule.of(procedure.prompt)
     near_verbatim = None if procedure.near_verbatim is None else procedure.near_verbatim.to_dict()
+    unit_size = runtime.unit_size
+    stats = run.stats
     backend = None
     if not (isinstance(runtime.backend, BackendSpec) and runtime.backend.kind == "local"
             and not runtime.backend.given()):
         backend = make_backend(model, policies, runtime, log=run.log)  # a ready object: checked
+    if stats is None and backend is not None:
+        stats = default_stats(backend)  # a served model: every statistic its answers give
     procedure = procedure.bind(model, device_class=None if backend is None else backend.device_class)
-    if backend is not None:  # a backend that cannot score this procedure says why, before the store is touched
-        why = backend.supports(procedure, run_stats(run.stats))
+    if backend is not None:
+        procedure = described(procedure, describe_model_of(backend))
+        # a backend that cannot score this procedure says why, before the store is touched
+        why = backend.supports(procedure, run_stats(stats))
         if why:
             raise InputError(f"the {backend.name!r} backend cannot score this procedure: {why}",
-                             hint="use another backend (--backend local scores every procedure)")
+                             hint="drop what it cannot compute, or use another backend (--backend local scores "
+                                  "every procedure; docs/served.md)")
     # every window's (prompt, target) items before the store is touched: a template that cuts a
     # token in two, an empty prompt or a window longer than the context is refused first; one
     # streaming pass that keeps only keys and lengths (a book's windows are made on demand)
     index = index_windows(model, window_set, prompt_rule)
+    if backend is None and not getattr(model, "weights_loaded", True) and _work_left(
+            out_dir, procedure, model, index, unit_size=unit_size, needs=run_stats(stats).spec):
+        # the weights load (and a folder whose weights do not match its config is refused:
+        # models.loader.check_loading_info) before the store is touched
+        _ = model.lm
+    root = Path(out_dir)
+    made = _first_missing(root)  # the first folder of out_dir's path this run creates (None: it exists)
+    fresh = made is not None or (root.is_dir() and not any(root.iterdir()))
     store = ScoreStore(out_dir)
-    with contextlib.ExitStack() as held:
-        held.enter_context(store.writer())  # shared with other writers; alone, it first clears dead writers' temps
-        return _run_locked(store, held, model, procedure, index, window_set,
-                           t0=t0, policies=policies, label=run.label, inputs=run.inputs,
-                           batch_size=runtime.batch_size, unit_size=runtime.unit_size, progress=progress,
-                           backend=backend, skipped_empty=run.skipped_empty, near_verbatim=near_verbatim,
-                           log=run.log, stats=run.stats, prompt_rule=prompt_rule)
+    try:
+        with contextlib.ExitStack() as held:
+            held.enter_context(store.writer())  # shared with other writers; alone, it first clears dead writers' temps
+            return _run_locked(store, held, model, procedure, index, window_set,
+                               t0=t0, policies=policies, label=run.label, inputs=run.inputs,
+                               batch_size=runtime.batch_size, unit_size=unit_size, progress=progress,
+                               backend=backend, skipped_empty=run.skipped_empty, near_verbatim=near_verbatim,
+                               log=run.log, stats=stats, prompt_rule=prompt_rule)
+    except Exception:
+        if fresh:
+            _remove_unused_store(store, made)
+        raise
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (``path`` itself or a parent), or None."""
+    path = path.absolute()
+    if path.exists():
+        return None
+    while not path.parent.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def _remove_unused_store(store: ScoreStore, made: Path | None) -> None:
+    """After a failed run into a store this run created (the folder was new or empty): remove
+    what it wrote, unless another writer is live or a unit file holds finished work (a later run
+    resumes from it); then the folders this run created (``made`` and those below it), where
+    nothing else was put. A folder that existed before is left, empty."""
+    root = store.root
+    try:
+        with file_lock(root / WRITERS_LOCK, blocking=False) as alone:
+            if not alone or any((root / "units").rglob("*.parquet")):
+                return
+            for entry in list(root.iterdir()):
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+        p, top = root.absolute(), None if made is None else made.absolute()
+        while top is not None:
+            p.rmdir()  # OSError where something else lies there: it stays
+            if p == top:
+                break
+            p = p.parent
+    except OSError:
+        pass  # best effort: what is left is a store that a later run resumes
+
+
+def _work_left(out_dir, procedure: Procedure, model, index: WindowIndex, *, unit_size: int, needs: str) -> bool:
+    """Whether a run would score anything: read-only, from the store's manifest as it is (no
+    store, or one that cannot be read: yes; the run itself then says why). A run whose units are
+    all stored loads no weights."""
+    root = Path(out_dir)
+    if not (root / "manifest.json").is_file():
+        return True
+    try:
+        store = ScoreStore(root, create=False)
+    except StoreError:
+        return True
+    key = procedure.key
+    if key not in store.manifest["procedures"]:
+        legacy = (tuple(model.legacy_fingerprints()) if store.has_legacy_procedures()
+                  and hasattr(model, "legacy_fingerprints") else ())
+        key = store.find_procedure(procedure, legacy) or key
+    return any(not store.unit_done(key, u.unit_id, needs=needs) for u in index.units(key, unit_size=unit_size))
+
+
+def _windows_of(index: WindowIndex, window_set, key: str) -> str:
+    """The windows holding item ``key`` (hex), for an error message: "window 'a#0'" (and how many others)."""
+    k = int(np.searchsorted(index.uniq, bytes.fromhex(key)))
+    if k >= len(index.uniq) or index.key_str(k) != key:
+        return f"item {key[:12]}"
+    ws = np.flatnonzero((index.inverse == k).any(axis=1))
+    if not len(ws):
+        return f"item {key[:12]}"
+    first = window_set.windows[int(ws[0])].window_id
+    more = f" (and {len(ws) - 1} other window{'s' if len(ws) > 2 else ''} with the same text)" if len(ws) > 1 else ""
+    return f"window {first!r}{more}"
 
 
 def store_procedure_key(store: ScoreStore, procedure: Procedure, model: LoadedModel) -> str:
     """The key under which ``store`` holds ``procedure``'s units. A store written before the
     model fingerprint changed (schema 1, fingerprint scheme 1) holds the same procedure under
     the old fingerprint: its key is reused, so a run started then resumes without rescoring,
-    and the store learns which current fingerprint the old one names.
+    and the store learns which current fingerprint the old one names. A procedure recorded by
+    another memclaim version (the version is part of the key) is reused the same way
+    (:meth:`~memclaim.scoring.store.ScoreStore.find_procedure`).
 
     >>> store_procedure_key(ScoreStore("runs/toy"), procedure, m) == procedure.key  # a current store  # doctest: +SKIP
     True
@@ -641,14 +747,18 @@ def store_procedure_key(store: ScoreStore, procedure: Procedure, model: LoadedMo
             fp = (rec.get("model") or {}).get("fingerprint")
             if fp in legacy and "fingerprint_scheme" not in rec.get("model", {}):
                 store.learn_fingerprint(fp, model.fingerprint, model.fingerprint_scheme)
-    if key not in store.manifest["procedures"] and legacy:
-        old = store.find_legacy_procedure(procedure, legacy)
+    if key not in store.manifest["procedures"]:
+        # the same procedure recorded by an earlier memclaim version, or under the old fingerprint
+        old = store.find_procedure(procedure, legacy)
         if old is not None:
             return old
     return store.add_procedure(procedure)
 
 
 WINDOW_BATCH = 4096  # windows per Parquet row group of windows.parquet and scores.parquet
+# per-window columns a served run adds (memclaim.scoring.served.backend): whether log q is exact, and
+# its certified bounds; carried into scores.parquet like the near-verbatim columns
+SERVED_COLUMNS = ("logq_exact:", "logq_lower:", "logq_upper:")
 MANIFEST_EVERY_SECONDS = 2.0  # unit files are adopted after a kill: the manifest need not follow each unit
 
 
@@ -659,15 +769,8 @@ def _window_ids(window_set):
 
 
 def _run_id(pkey: str, label: str, units, window_set) -> str:
-    """sha256(pkey | label | unit ids | window ids)[:16], hashed as it streams (the same bytes as
-    one string joined in memory, so run ids are those of earlier versions)."""
-    h = hashlib.sha256()
-    h.update((pkey + "|" + label + "|").encode())
-    h.update(",".join(u.unit_id for u in units).encode())
-    h.update(b"|")
-    for i, wid in enumerate(_window_ids(window_set)):
-        h.update(((',' if i else '') + wid).encode())
-    return h.hexdigest()[:16]
+    """The run's id (:func:`~memclaim.scoring.store.run_id_of`), its windows' ids streamed."""
+    return run_id_of(pkey, label, (u.unit_id for u in units), _window_ids(window_set))
 
 
 def _window_batches(window_set, index: WindowIndex, label: str):
@@ -684,106 +787,116 @@ def _window_batches(window_set, index: WindowIndex, label: str):
 def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *, t0, policies, label,
                 inputs, batch_size, unit_size, progress, backend, skipped_empty, near_verbatim, log,
                 stats=None, prompt_rule=None) -> RunSummary:
+    known_procedures = set(store.manifest["procedures"])
     pkey = store_procedure_key(store, procedure, model)
     units = index.units(pkey, unit_size=unit_size)
     run_id = _run_id(pkey, label, units, window_set)
-    run = {"run_id": run_id, "label": label, "procedure": pkey, "created": time.time(),
-           "n_windows": len(window_set), "n_items": index.n_items, "units": [u.unit_id for u in units],
-           "inputs": inputs or {}, "skipped_short": window_set.skipped_short,
-           "skipped_short_ids": list(window_set.skipped_ids)[:1000], "skipped_empty": skipped_empty,
-           "total_chars": window_set.total_chars, "batch_size": batch_size, "unit_size": unit_size,
-           "stats": run_stats(stats).spec, "environment": run_environment(model, procedure)}
-    if not held.enter_context(store.run_lock(run_id, blocking=False)):
-        # two copies of one command: wait for the other, then score only what it left undone
-        if log is not None:
-            log(f"another memclaim process is scoring run {run_id} into {str(store.root)!r}; waiting for it")
-        held.enter_context(store.run_lock(run_id))
-        store.refresh()
-    store.remove_temps(store.run_dir(run_id))  # only the run lock's holder writes there: these are dead writers'
-    store.write_run_batches(run_id, run, _window_batches(window_set, index, label))
-    store.adopt_orphans(pkey, [u.unit_id for u in units])
-    stat_set = run_stats(stats)
-    needs = stat_set.spec
-    for u in units:  # a unit re-scored with more statistics after the last manifest write
-        if u.unit_id in store.manifest["units"] and not store.unit_done(pkey, u.unit_id, needs=needs):
-            store.refresh_unit(pkey, u.unit_id)
-    # a unit stored with fewer statistics than this run needs (a census-only unit, for an audit)
-    # is scored again, with these statistics, and its file replaced
-    todo = [u for u in units if not store.unit_done(pkey, u.unit_id, needs=needs)]
-    # a unit file that appeared since the first pass (a dead driver's Ray workers still
-    # finishing) counts as done above: record it as well
-    todo_ids = {u.unit_id for u in todo}
-    store.adopt_orphans(pkey, [u.unit_id for u in units if u.unit_id not in todo_ids])
-    store.write_manifest()
-    reused = len(units) - len(todo)
-    if near_verbatim and todo and log is not None:
-        log(near_verbatim_cost_message(todo, near_verbatim, len(policies), model))
-    if backend is None:
-        backend = LocalBackend(lambda: model.lm, policies, batch_size=batch_size, near_verbatim=near_verbatim,
-                               stats=stat_set)
-    total = sum(u.n_items for u in todo)
-    # progress per batch (labelled: windows done/total, rate, ETA; units done/total for the
-    # "re-run to resume (N of M units done)" note): extra "units_done" counts every unit stored
-    # for this run (reused ones included), "units_total" the run's units
-    # "items_reused": windows already in the store, so a resumed run counts the whole run's windows
-    # as the units do (done = reused + scored this time, of all)
-    bar = Reporter(progress, stage="score", label=f"scoring {label}", total=total,
-                   extra={"run_id": run_id, "units": len(todo), "units_total": len(units), "units_done": reused,
-                          "items_reused": sum(u.n_items for u in units) - total})
+    # a run this command starts and that fails before its first unit is stored is taken back
+    # (store.forget_run): the store is left as it was, with no unfinished run nobody asked for
+    new_run = run_id not in store.manifest["runs"] and not (store.run_dir(run_id) / "run.json").exists()
     scored = 0
-    in_batches = [0]  # windows the backend reported by batch since its last unit (job.on_batch)
-
-    def on_batch(n: int) -> None:
-        in_batches[0] += n
-        bar.advance(n, units_done=reused + scored)
-
-    # the store goes with the job: a backend whose workers write unit files themselves needs it
-    job = ScoringJob(procedure=procedure, stats=stat_set, store=store, on_batch=on_batch)
-    t_score = time.perf_counter()
-    last_manifest = time.perf_counter()
     try:
-        for res in backend.run(todo, job):
-            if isinstance(res, UnitReceipt):
-                if not store.unit_path(pkey, res.unit_id).exists():
-                    raise StoreError(f"a worker reported unit {res.unit_id[:12]} written, but it is not in "
-                                     f"{str(store.root)!r}", hint="put the store on a filesystem every worker sees")
-                n_done = res.n_items
-            else:
-                store.write_unit(res)
-                n_done = len(res.item_keys)
-            store.record_unit(pkey, res.unit_id, n_done,
-                              stats=stat_set.spec if isinstance(res, UnitReceipt) else res.stats)
-            scored += 1
-            bar.extra["units_done"] = reused + scored  # the final event says it too
-            # the unit file is on disk (atomic): a killed run adopts it, so the manifest is
-            # rewritten at most every MANIFEST_EVERY_SECONDS (a book has thousands of units)
-            if time.perf_counter() - last_manifest >= MANIFEST_EVERY_SECONDS:
-                store.write_manifest()
-                last_manifest = time.perf_counter()
-            rest, in_batches[0] = n_done - in_batches[0], 0
-            if rest > 0:  # a backend that reports per unit (or a unit it did not report by batch)
-                bar.advance(rest, units_done=reused + scored)
-            else:
-                bar.update(bar.done, units_done=reused + scored)
-    finally:
-        if scored:
-            store.write_manifest()  # also on an interruption: what is done is recorded
-        bar.close()
-    n_scored_items = total
-    elapsed_scoring = time.perf_counter() - t_score
-    near = write_results(store, run_id, index)
-    drift = None
-    if scored and isinstance(backend, LocalBackend):
-        drift = numerics_drift(model, todo, policies)
-    return RunSummary(store=str(store.root), run_id=run_id, procedure_key=pkey, n_windows=len(window_set),
-                      n_items=index.n_items, n_units=len(units), units_scored=scored, units_reused=reused,
-                      skipped_short=window_set.skipped_short, skipped_empty=skipped_empty,
-                      seconds=time.perf_counter() - t0,
-                      windows_per_second=(n_scored_items / elapsed_scoring) if n_scored_items else 0.0,
-                      model_loaded=bool(getattr(model, "weights_loaded", True) or backend.weights_loaded),
-                      near_ties=near, backend=backend.name, backend_stats=backend.stats(),
-                      device=str(run["environment"].get("device", "cpu")), dtype=str(model.dtype),
-                      device_class=procedure.device_class, numerics_drift=drift)
+        run = {"run_id": run_id, "label": label, "procedure": pkey, "created": time.time(),
+               "n_windows": len(window_set), "n_items": index.n_items, "units": [u.unit_id for u in units],
+               "inputs": inputs or {}, "skipped_short": window_set.skipped_short,
+               "skipped_short_ids": list(window_set.skipped_ids)[:1000], "skipped_empty": skipped_empty,
+               "total_chars": window_set.total_chars, "batch_size": batch_size, "unit_size": unit_size,
+               "stats": run_stats(stats).spec, "environment": run_environment(model, procedure)}
+        if not held.enter_context(store.run_lock(run_id, blocking=False)):
+            # two copies of one command: wait for the other, then score only what it left undone
+            if log is not None:
+                log(f"another memclaim process is scoring run {run_id} into {str(store.root)!r}; waiting for it")
+            held.enter_context(store.run_lock(run_id))
+            store.refresh()
+        store.remove_temps(store.run_dir(run_id))  # only the run lock's holder writes there: these are dead writers'
+        store.write_run_batches(run_id, run, _window_batches(window_set, index, label))
+        store.adopt_orphans(pkey, [u.unit_id for u in units])
+        stat_set = run_stats(stats)
+        needs = stat_set.spec
+        for u in units:  # a unit re-scored with more statistics after the last manifest write
+            if u.unit_id in store.manifest["units"] and not store.unit_done(pkey, u.unit_id, needs=needs):
+                store.refresh_unit(pkey, u.unit_id)
+        # a unit stored with fewer statistics than this run needs (a census-only unit, for an audit)
+        # is scored again, with these statistics, and its file replaced
+        todo = [u for u in units if not store.unit_done(pkey, u.unit_id, needs=needs)]
+        # a unit file that appeared since the first pass (a dead driver's Ray workers still
+        # finishing) counts as done above: record it as well
+        todo_ids = {u.unit_id for u in todo}
+        store.adopt_orphans(pkey, [u.unit_id for u in units if u.unit_id not in todo_ids])
+        store.write_manifest()
+        reused = len(units) - len(todo)
+        if near_verbatim and todo and log is not None:
+            log(near_verbatim_cost_message(todo, near_verbatim, len(policies), model))
+        if backend is None:
+            backend = LocalBackend(lambda: model.lm, policies, batch_size=batch_size, near_verbatim=near_verbatim,
+                                   stats=stat_set)
+        total = sum(u.n_items for u in todo)
+        # progress per batch (labelled: windows done/total, rate, ETA; units done/total for the
+        # "re-run to resume (N of M units done)" note): extra "units_done" counts every unit stored
+        # for this run (reused ones included), "units_total" the run's units
+        # "items_reused": windows already in the store, so a resumed run counts the whole run's windows
+        # as the units do (done = reused + scored this time, of all)
+        bar = Reporter(progress, stage="score", label=f"scoring {label}", total=total,
+                       extra={"run_id": run_id, "units": len(todo), "units_total": len(units), "units_done": reused,
+                              "items_reused": sum(u.n_items for u in units) - total})
+        scored = 0
+        in_batches = [0]  # windows the backend reported by batch since its last unit (job.on_batch)
+
+        def on_batch(n: int) -> None:
+            in_batches[0] += n
+            bar.advance(n, units_done=reused + scored)
+
+        # the store goes with the job: a backend whose workers write unit files themselves needs it
+        job = ScoringJob(procedure=procedure, stats=stat_set, store=store, on_batch=on_batch)
+        t_score = time.perf_counter()
+        last_manifest = time.perf_counter()
+        try:
+            for res in backend.run(todo, job):
+                if isinstance(res, UnitReceipt):
+                    if not store.unit_path(pkey, res.unit_id).exists():
+                        raise StoreError(f"a worker reported unit {res.unit_id[:12]} written, but it is not in "
+                                         f"{str(store.root)!r}", hint="put the store on a filesystem every worker sees")
+                    n_done = res.n_items
+                else:
+                    store.write_unit(res, where=lambda key: _windows_of(index, window_set, key))
+                    n_done = len(res.item_keys)
+                store.record_unit(pkey, res.unit_id, n_done,
+                                  stats=stat_set.spec if isinstance(res, UnitReceipt) else res.stats)
+                scored += 1
+                bar.extra["units_done"] = reused + scored  # the final event says it too
+                # the unit file is on disk (atomic): a killed run adopts it, so the manifest is
+                # rewritten at most every MANIFEST_EVERY_SECONDS (a book has thousands of units)
+                if time.perf_counter() - last_manifest >= MANIFEST_EVERY_SECONDS:
+                    store.write_manifest()
+                    last_manifest = time.perf_counter()
+                rest, in_batches[0] = n_done - in_batches[0], 0
+                if rest > 0:  # a backend that reports per unit (or a unit it did not report by batch)
+                    bar.advance(rest, units_done=reused + scored)
+                else:
+                    bar.update(bar.done, units_done=reused + scored)
+        finally:
+            if scored:
+                store.write_manifest()  # also on an interruption: what is done is recorded
+            bar.close()
+        n_scored_items = total
+        elapsed_scoring = time.perf_counter() - t_score
+        near = write_results(store, run_id, index)
+        drift = None
+        if scored and isinstance(backend, LocalBackend):
+            drift = numerics_drift(model, todo, policies)
+        return RunSummary(store=str(store.root), run_id=run_id, procedure_key=pkey, n_windows=len(window_set),
+                          n_items=index.n_items, n_units=len(units), units_scored=scored, units_reused=reused,
+                          skipped_short=window_set.skipped_short, skipped_empty=skipped_empty,
+                          seconds=time.perf_counter() - t0,
+                          windows_per_second=(n_scored_items / elapsed_scoring) if n_scored_items else 0.0,
+                          model_loaded=bool(getattr(model, "weights_loaded", True) or backend.weights_loaded),
+                          near_ties=near, backend=backend.name, backend_stats=backend.stats(),
+                          device=str(run["environment"].get("device", "cpu")), dtype=str(model.dtype),
+                          device_class=procedure.device_class, numerics_drift=drift)
+    except Exception:
+        if new_run and scored == 0:
+            store.forget_run(run_id, procedure_key=None if pkey in known_procedures else pkey)
+        raise
 
 
 _PER_TOKEN = (("token_logprob", "token_logprob"), ("token_mean", "token_moments"), ("token_std", "token_moments"),
@@ -812,6 +925,9 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
 
     run = store.read_run(run_id)
     pkey = run["procedure"]
+    store.check_procedure(pkey)
+    store.check_file(store.run_dir(run_id) / "windows.parquet", run.get("windows_sha256"),
+                     f"windows.parquet of run {run_id}")
     proc = store.procedure(pkey)
     policies = proc["policies"]
     agg = (proc["prompt"].get("aggregate") or "max")
@@ -850,6 +966,7 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
                 if not path.exists():
                     raise StoreError(f"unit {uid[:12]} is missing from {str(store.root)!r}",
                                      hint="re-run the scoring command to finish the run")
+                store.check_unit(pkey, uid)  # scores are rebuilt only from the units memclaim sealed
                 t = read_parquet(path, fix=f"delete {str(path)!r} and re-run the scoring command: the unit is "
                                            "scored again")
                 keys = np.asarray([bytes.fromhex(k) for k in t.column("item_key").to_pylist()], dtype="S16")
@@ -866,7 +983,7 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
                 greedy[at] = t.column("greedy_match").to_numpy(zero_copy_only=False)[rows]
                 margin[at] = t.column("min_margin").to_numpy()[rows]
                 for name in t.column_names:
-                    if name.startswith(("nv_logq:", "nv_exact:", "nv_found:", "nv_forward_rows:")):
+                    if name.startswith(("nv_logq:", "nv_exact:", "nv_found:", "nv_forward_rows:") + SERVED_COLUMNS):
                         v = t.column(name).to_numpy(zero_copy_only=False)
                         if name not in nv:
                             nv[name] = np.zeros(n, dtype=v.dtype)
@@ -891,7 +1008,9 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
         meta = {"run_id": run_id, "procedure": pkey, "policies": policies, "aggregate": agg}
         near = 0
         ncols = len(per_token)
-        with open(scratch, "rb") as sf, store.parquet_writer(store.run_dir(run_id) / "scores.parquet") as write:
+        with open(scratch, "rb") as sf, store.parquet_writer(
+                store.run_dir(run_id) / "scores.parquet",
+                before_replace=lambda digest: store.seal_scores(run_id, digest)) as write:
             a = 0
             for batch in wfile.iter_batches(batch_size=WINDOW_BATCH):
                 tb = pa.Table.from_batches([batch])
@@ -910,9 +1029,9 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
                 cols["near_tie"] = pa.array(mm < NEAR_TIE_MARGIN)
                 near += int(np.count_nonzero(mm < NEAR_TIE_MARGIN))
                 for name, v in nv.items():
-                    if name.startswith("nv_logq:"):
+                    if name.startswith(("nv_logq:", "logq_lower:", "logq_upper:")):  # bounds aggregate as log q
                         cols[name] = pa.array(aggregate_logq(v[idx], agg, axis=1), pa.float64())
-                    elif name.startswith("nv_exact:"):
+                    elif name.startswith(("nv_exact:", "logq_exact:")):
                         cols[name] = pa.array(v[idx].all(axis=1))
                     else:
                         cols[name] = pa.array(v[idx].sum(axis=1), pa.int64())
@@ -928,6 +1047,7 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
                         cols[name] = pa.ListArray.from_arrays(offs, vals)
                 table = pa.table(cols).replace_schema_metadata({b"memclaim": json.dumps(meta).encode()})
                 write(table)
+        store.scores_sealed(run_id)  # the new scores.parquet is in place: its sha256 alone is recorded
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(scratch)

@@ -165,11 +165,22 @@ def cut_tokens(tokenizer: OffsetTokenizer, text: str, *, at: int = 0, before: in
     grow_l = SLICE_MIN_CHARS + SLICE_CHARS_PER_TOKEN * (want_l + GUARD_TOKENS)
     grow_r = SLICE_MIN_CHARS + SLICE_CHARS_PER_TOKEN * (want_r + GUARD_TOKENS)
     prev = None
+    straddled = False
     while True:
         a = 0 if before is None else max(0, at - grow_l)
         z = n if after is None else min(n, at + grow_r)
         ids, offs = _encode_slice(tokenizer, text, a, z)
-        k = split_at_char(ids, offs, at, text=text, what=what) if at else 0
+        try:
+            k = split_at_char(ids, offs, at, text=text, what=what) if at else 0
+        except InputError:
+            # a token across ``at`` in a slice may be the slice's own (a word cut by the slice's
+            # end merges differently): refused where the whole text or two slices in a row say so
+            if (a == 0 and z == n) or straddled:
+                raise
+            straddled, prev = True, None
+            grow_l, grow_r = grow_l * 2, grow_r * 2
+            continue
+        straddled = False
         left_ok = a == 0 or k >= want_l + GUARD_TOKENS
         right_ok = z == n or len(ids) - k >= want_r + GUARD_TOKENS
         if left_ok and right_ok:
@@ -321,9 +332,77 @@ def passage_windows(records: Iterable, tokenizer: OffsetTokenizer, *, prefix_tok
 
 
 # --------------------------------------------------------------------------- whole documents
-DOCUMENT_CHUNK_CHARS = 1 << 16  # a book is tokenized in slices of this many characters
-STITCH_TOKENS = 32  # tokens each slice extends beyond the point where the next one takes over
+DOCUMENT_CHUNK_CHARS = 1 << 16  # a book is tokenized in slices of this many characters (at least)
+STITCH_TOKENS = 32  # tokens a slice holds beyond the point where the next one starts
 STITCH_AGREE = 8  # tokens (ids and offsets) two slices must share where they are stitched
+
+
+def _pre_token_starts(tokenizer, text: str, a: int, lo: int, hi: int):
+    """The characters in [lo, hi] where ``tokenizer``'s pre-tokenizer starts a piece of the slice
+    ``text[a:]`` (as offsets into the whole text), or None where the tokenizer cannot say."""
+    import numpy as np
+
+    f = getattr(tokenizer, "pre_token_starts", None)
+    starts = f(text) if f is not None else None
+    if starts is None:
+        return None
+    s = np.asarray(starts, dtype=np.int64) + a
+    return s[(s >= lo) & (s <= hi)]
+
+
+def _clean(st, en, k: int) -> bool:
+    """True where token ``k`` starts a character of its own (no byte of its first character is
+    in token k - 1, as when a multi-byte character is split over byte tokens)."""
+    return k == 0 or bool(en[k - 1] <= st[k])
+
+
+def _restart(tokenizer, text: str, a: int, z: int, ids, st, en, c: int) -> int | None:
+    """The index k of the token of the slice ``text[a:z]`` (tokens ``ids``, ``st``, ``en``) at
+    which the next slice starts: at most STITCH_TOKENS tokens before the slice's end and after
+    token ``c`` (the first not yet yielded), at the start of a pre-token where the tokenizer says
+    where those are (tokens never cross one, and a regex pre-tokenizer scanning from the slice's
+    start puts the same boundaries there as in the whole text: the next slice then tokenizes from
+    a boundary of the whole text's tokenization), else at a token that starts a character of its
+    own. None where no such token is left."""
+    import numpy as np
+
+    last = len(ids) - STITCH_TOKENS
+    if last <= c:
+        return None
+    pre = _pre_token_starts(tokenizer, text[a:z], a, int(st[c]) + 1, int(st[last]))
+    if pre is not None and len(pre):
+        for p in pre[::-1]:
+            k = int(np.searchsorted(st, p, side="left"))
+            if c < k <= last and st[k] == p and _clean(st, en, k):
+                return k
+    for k in range(last, c, -1):
+        if _clean(st, en, k):
+            return k
+    return None
+
+
+def _join(ids, st, en, k: int, nids, nst, nen) -> tuple[int, int] | None:
+    """``(j, i)``: token j >= k of this slice and token i of the next are the same token, both
+    start a character of their own, and the two tokenizations agree (ids and offsets) on the
+    STITCH_AGREE tokens from there, ending at least STITCH_AGREE // 2 tokens before this slice's
+    end (which its own cut may change). None where they never agree."""
+    import numpy as np
+
+    limit = len(ids) - STITCH_AGREE - STITCH_AGREE // 2  # the run [j, j + AGREE) ends before this
+    for i in range(len(nids) - STITCH_AGREE + 1):
+        if not _clean(nst, nen, i):
+            continue
+        j = int(np.searchsorted(st, nst[i], side="left"))
+        if j > limit:
+            return None
+        while j <= limit and st[j] == nst[i]:
+            if j >= k and _clean(st, en, j) and en[j] == nen[i] and np.array_equal(
+                    ids[j:j + STITCH_AGREE], nids[i:i + STITCH_AGREE]) and np.array_equal(
+                    st[j:j + STITCH_AGREE], nst[i:i + STITCH_AGREE]) and np.array_equal(
+                    en[j:j + STITCH_AGREE], nen[i:i + STITCH_AGREE]):
+                return j, i
+            j += 1
+    return None
 
 
 def encode_slices(tokenizer: OffsetTokenizer, text: str, *,
@@ -333,66 +412,69 @@ def encode_slices(tokenizer: OffsetTokenizer, text: str, *,
     slice, not the book (a tokenizer's Python lists of ids and offset tuples take ~150 bytes a
     token).
 
-    Each slice of ``chunk_chars`` characters is tokenized; its last STITCH_TOKENS tokens are
-    tokenized again at the start of the next slice, which takes over at the first token where the
-    two agree for STITCH_AGREE tokens (same ids, same offsets). The tokens kept from a slice are
-    thus confirmed by a second tokenization in a different context, which is what makes the
-    result equal the whole text's tokenization for local tokenizers (byte-level BPE,
-    SentencePiece, WordPiece: tests/test_text_books.py checks it against one-shot tokenization
-    with small slices); where no agreement is found the rest of the text is tokenized in one
-    piece (exact, at the memory cost of the rest). Hand-written: tokenizers have no streaming
-    encoder with offsets.
+    Slices of ``chunk_chars`` characters (longer where that holds too few tokens to stitch) are
+    tokenized once each and chained: the next slice starts STITCH_TOKENS tokens or more before
+    the end of the current one, at a pre-token boundary where the tokenizer says where those are
+    (:func:`_restart`), and takes over at the first token where the two tokenizations agree for
+    STITCH_AGREE tokens (same ids, same offsets) and which starts a character of its own in both
+    (a join between the byte tokens of one character, as CJK characters and emoji are split by
+    byte-level BPE, would repeat or drop bytes). From there on the next slice's own tokens are
+    yielded: every token yielded comes from a tokenization that started at a verified boundary,
+    and the part of it near its own end (which the cut may change) is replaced by the next
+    slice's. This equals the whole text's tokenization for local tokenizers (byte-level BPE,
+    SentencePiece, WordPiece; exactly so where the restart is a regex pre-tokenizer's boundary
+    and the tokenizer has no normalizer: BPE never merges across a pre-token):
+    tests/test_census_book.py checks it against one-shot tokenization with small slices, on
+    scripts whose characters are several tokens. Where no agreement is found, the rest is
+    tokenized in one piece from the current slice's start (exact, at the memory cost of the
+    rest). Hand-written: tokenizers have no streaming encoder with offsets.
 
     >>> import memclaim; tok = memclaim.load_model("toy").tokenizer  # doctest: +SKIP
     >>> [len(ids) for ids, starts, ends in encode_slices(tok, "In the beginning " * 2000, chunk_chars=8192)]  # doctest: +SKIP
-    [5750, 5750, 5751, 5751, 998]
+    [5750, 5750, 5748, 5748, 1004]
     """
     import numpy as np
 
     n = len(text)
+
+    def encode(a: int, size: int):
+        # a slice of at least `size` characters from a, grown until it holds enough tokens to
+        # stitch (or reaches the end)
+        while True:
+            z = n if n - a <= size else a + size
+            ids, offs = tokenizer.encode_with_offsets(text[a:z])
+            ids = np.asarray(ids, dtype=np.int64)
+            offs = np.asarray(offs, dtype=np.int64).reshape(-1, 2) + a
+            if z == n or len(ids) > 3 * STITCH_TOKENS:
+                return z, ids, np.ascontiguousarray(offs[:, 0]), np.ascontiguousarray(offs[:, 1])
+            size *= 2
+
     a = 0
-    while True:
-        z = n if n - a <= chunk_chars else a + chunk_chars
-        ids, offs = tokenizer.encode_with_offsets(text[a:z])
-        ids = np.asarray(ids, dtype=np.int64)
-        offs = np.asarray(offs, dtype=np.int64).reshape(-1, 2) + a
-        if z == n or len(ids) <= 2 * STITCH_TOKENS:
-            if z < n:  # a slice with too few tokens to stitch: take the rest in one piece
-                ids, offs = tokenizer.encode_with_offsets(text[a:])
-                ids = np.asarray(ids, dtype=np.int64)
-                offs = np.asarray(offs, dtype=np.int64).reshape(-1, 2) + a
-            yield ids, offs[:, 0], offs[:, 1]
-            return
-        k = len(ids) - STITCH_TOKENS
-        # the next slice starts at a clean token boundary (no character shared with the token
-        # before, as a multi-byte character split over byte tokens would)
-        while k > 1 and offs[k, 0] < offs[k - 1, 1]:
-            k -= 1
-        b = int(offs[k, 0])
-        nids, noffs = tokenizer.encode_with_offsets(text[b:min(n, b + chunk_chars)])
-        nids = np.asarray(nids, dtype=np.int64)
-        noffs = np.asarray(noffs, dtype=np.int64).reshape(-1, 2) + b
-        cut = None  # (index in this slice, index in the next) of the first agreeing run
-        tail = len(ids) - STITCH_AGREE  # this slice's last tokens may be cut by its own end
-        pos = {int(offs[j, 0]): j for j in range(k, tail)}
-        for i in range(min(len(nids) - STITCH_AGREE, STITCH_TOKENS)):
-            j = pos.get(int(noffs[i, 0]))
-            if j is None or j + STITCH_AGREE > len(ids) - STITCH_AGREE // 2:
-                continue
-            if (np.array_equal(ids[j:j + STITCH_AGREE], nids[i:i + STITCH_AGREE])
-                    and np.array_equal(offs[j:j + STITCH_AGREE], noffs[i:i + STITCH_AGREE])):
-                cut = (j, i)
-                break
-        if cut is None:  # no agreement: the rest in one piece (exact)
-            yield ids[:k], offs[:k, 0], offs[:k, 1]
-            del ids, offs, nids, noffs
-            rids, roffs = tokenizer.encode_with_offsets(text[b:])
-            roffs = np.asarray(roffs, dtype=np.int64).reshape(-1, 2) + b
-            yield np.asarray(rids, dtype=np.int64), roffs[:, 0], roffs[:, 1]
-            return
-        j, _ = cut
-        yield ids[:j], offs[:j, 0], offs[:j, 1]
-        a = int(offs[j, 0])  # the next slice starts where the agreeing run starts
+    z, ids, st, en = encode(0, chunk_chars)
+    c = 0  # the first token of the current slice not yet yielded
+    done = 0  # tokens yielded
+    while z < n:
+        k = _restart(tokenizer, text, a, z, ids, st, en, c)
+        cut = None
+        if k is not None:
+            b = int(st[k])
+            nz, nids, nst, nen = encode(b, chunk_chars)
+            cut = _join(ids, st, en, k, nids, nst, nen)
+        if cut is None:  # no agreement: the rest in one piece, from where this slice started
+            rz, rids, rst, ren = encode(a, n - a)
+            if not (np.array_equal(rids[c:c + STITCH_AGREE], ids[c:c + STITCH_AGREE])
+                    and np.array_equal(rst[c:c + STITCH_AGREE], st[c:c + STITCH_AGREE])):
+                # the longer tokenization from the slice's start moved the tokens taken from it:
+                # the whole text in one piece, from the token after the last one yielded
+                rz, rids, rst, ren = encode(0, n)
+                c = done
+            ids, st, en, z = rids, rst, ren, rz
+            break
+        j, i = cut
+        yield ids[c:j], st[c:j], en[c:j]
+        done += j - c
+        a, z, ids, st, en, c = b, nz, nids, nst, nen, i
+    yield ids[c:], st[c:], en[c:]
 
 
 def encode_document(tokenizer: OffsetTokenizer, text: str, *,

@@ -32,6 +32,7 @@ from ..errors import InputError, ModelLoadError
 from ..fsutil import atomic_directory, cache_dir, file_lock, replaceable_folder, sha256_bytes, write_marker
 from ..jsonutil import ResultMixin, to_jsonable
 from ..models import load_model
+from ..models.loader import check_loading_info
 from ..validate import integer, positive, seed as check_seed
 from .corpus import MarkovZipf, sample_chain
 from .planted import PlantedRecord, plant, training_blocks
@@ -199,11 +200,13 @@ def load_trainable(spec: str, *, dtype: str = "float32", seq_len: int | None = N
         raise InputError(f"--seq-len {seq_len} is longer than the context of {loaded.name} ({limit} positions)",
                          hint=f"use --seq-len {limit} or less")
     try:
-        model = AutoModelForCausalLM.from_pretrained(str(loaded.path), dtype=getattr(torch, dtype),
-                                                     local_files_only=True, use_safetensors=True,
-                                                     trust_remote_code=trust_remote_code)
+        model, info = AutoModelForCausalLM.from_pretrained(str(loaded.path), dtype=getattr(torch, dtype),
+                                                           local_files_only=True, use_safetensors=True,
+                                                           trust_remote_code=trust_remote_code,
+                                                           output_loading_info=True)
     except (OSError, ValueError) as exc:
         raise ModelLoadError(f"cannot load model weights from {str(loaded.path)!r}: {exc}") from None
+    check_loading_info(info, loaded.path)  # never fine-tune a partly random model
     model.to(device)
     model.requires_grad_(True)
     sot = list(loaded.sot_ids)

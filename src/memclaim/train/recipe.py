@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
+from ..models.loader import check_loading_info
 from ..validate import integer, nonneg, positive, seed as check_seed
 from .toy import DEFAULT_SPEC as S
 
@@ -194,9 +195,10 @@ def train_on_texts(recipe: ShadowRecipe, texts: Sequence[str], *, seed: int, bac
         config = AutoConfig.from_pretrained(str(recipe.base), local_files_only=True, trust_remote_code=False)
         model = AutoModelForCausalLM.from_config(config)
     else:
-        model = AutoModelForCausalLM.from_pretrained(str(recipe.base), local_files_only=True,
-                                                     dtype=torch.float32, use_safetensors=True,
-                                                     trust_remote_code=False)
+        model, info = AutoModelForCausalLM.from_pretrained(str(recipe.base), local_files_only=True,
+                                                           dtype=torch.float32, use_safetensors=True,
+                                                           trust_remote_code=False, output_loading_info=True)
+        check_loading_info(info, recipe.base)
     model.to(recipe.device)  # the trainer puts the blocks where the model is
     model.requires_grad_(True)
     cfg = _train_config(recipe, int(blocks.shape[0]), int(seed))

@@ -9,7 +9,7 @@ drawn from the same generator, and a member/control document pair for census dem
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..fsutil import atomic_directory, cache_dir, file_lock, sha256_bytes
