@@ -164,3 +164,44 @@ def test_check_backend_names_the_missing_members():
     with pytest.raises(InputError, match="Half is not a memclaim scoring backend: it lacks device_class, "
                                          "weights_loaded, supports, stats"):
         check_backend(Half())
+
+
+@pytest.mark.integration
+def test_the_optional_members_set_the_default_statistics_and_the_model_record(tmp_path, toy):
+    """computable_stats() and describe_model(record), the protocol's optional members (a served
+    model's backend has both): a run that asks for no statistics computes the backend's, and the
+    procedure's model record (hence its key) is the backend's rewrite of it."""
+    from memclaim.decoding import parse_policies
+    from memclaim.scoring.backends import OPTIONAL_MEMBERS, default_stats, describe_model_of
+    from memclaim.scoring.engine import StatSet
+    from memclaim.scoring.prompts import PromptRule
+    from memclaim.scoring.runner import LocalBackend, run_scoring
+    from memclaim.text.io import read_passages
+    from memclaim.text.windows import passage_windows
+
+    assert OPTIONAL_MEMBERS == ("computable_stats", "describe_model")
+    inp = tmp_path / "in.txt"
+    inp.write_text("In the beginning God created the heaven and the earth, and the earth was without form.\n")
+    ws = passage_windows(read_passages(inp).records, toy.tokenizer, prefix_tokens=8, suffix_tokens=8)
+
+    class Described(_Fake):
+        def computable_stats(self):
+            return StatSet.of("census")
+
+        def describe_model(self, record):
+            return {**record, "served_by": "a test"}
+
+        def run(self, units, job):
+            self.calls.append(job)
+            return LocalBackend(lambda: toy.lm, parse_policies(["full"])).run(units, job)
+
+    b, plain = Described(), _Fake()
+    assert default_stats(b).spec == "greedy+margin+policy_logq" and default_stats(plain) is None
+    assert describe_model_of(plain) is None
+    kw = dict(policies=parse_policies(["full"]), prefix_tokens=8, suffix_tokens=8, prompt_rule=PromptRule())
+    s = run_scoring(toy, ws, out_dir=tmp_path / "s", backend=b, **kw)
+    (job,) = b.calls
+    assert job.stats.spec == "greedy+margin+policy_logq"
+    assert job.procedure.model.to_dict()["served_by"] == "a test" and job.procedure.key == s.procedure_key
+    local = run_scoring(toy, ws, out_dir=tmp_path / "local", **kw)
+    assert local.procedure_key != s.procedure_key
