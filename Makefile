@@ -46,7 +46,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_scoring.py
 
 # the documentation site (mkdocs.yml; the docs extra is part of [all]): site/ and a live preview.
-# CI builds it with --strict in tests/test_docs.py.
+# CI builds it with --strict in tests/project/test_docs.py.
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict
 

@@ -54,6 +54,7 @@ token ids (2 bytes a token) and three offsets per window (~50 MB), the window in
 scoring (16-byte item keys and lengths per window, ~35 MB, transiently ~55 MB while checked),
 and write_results' per-item arrays (~30 bytes a window).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -97,12 +98,22 @@ def _markov(sources, chars: int, seed: int) -> str:
 
 
 def _text(chars: int) -> str:
-    return _markov([(DATA / n).read_text() for n in ("genesis_1_3.txt", "new_genesis_style.txt")], chars, seed=1)
+    return _markov(
+        [(DATA / n).read_text() for n in ("genesis_1_3.txt", "new_genesis_style.txt")],
+        chars,
+        seed=1,
+    )
 
 
 def _control(chars: int) -> str:
-    return _markov([(DATA / "new_heldout_style.txt").read_text(), (DATA / "new_genesis_style.txt").read_text()],
-                   chars, seed=2)
+    return _markov(
+        [
+            (DATA / "new_heldout_style.txt").read_text(),
+            (DATA / "new_genesis_style.txt").read_text(),
+        ],
+        chars,
+        seed=2,
+    )
 
 
 class StubBackend:
@@ -136,13 +147,25 @@ class StubBackend:
             seed = int(items[0].key[:8], 16)
             rng = np.random.default_rng(seed)
             tok = -rng.exponential(2.0, (n, P, S))
-            bs = BatchScores(logq=tok.sum(axis=2), token_logq=tok, greedy_match=np.zeros(n, bool),
-                             min_margin=rng.exponential(1.0, n), token_logprob=None, token_mean=None, token_std=None,
-                             token_rank=None)
-            yield UnitResult(unit_id=u.unit_id, procedure_key=u.procedure_key,
-                             policies=tuple(p.spec for p in self.policies), item_keys=tuple(it.key for it in items),
-                             prompt_len=tuple(len(it.prompt) for it in items), scores=bs,
-                             stats=self.stat_set.spec if self.stat_set is not None else None)
+            bs = BatchScores(
+                logq=tok.sum(axis=2),
+                token_logq=tok,
+                greedy_match=np.zeros(n, bool),
+                min_margin=rng.exponential(1.0, n),
+                token_logprob=None,
+                token_mean=None,
+                token_std=None,
+                token_rank=None,
+            )
+            yield UnitResult(
+                unit_id=u.unit_id,
+                procedure_key=u.procedure_key,
+                policies=tuple(p.spec for p in self.policies),
+                item_keys=tuple(it.key for it in items),
+                prompt_len=tuple(len(it.prompt) for it in items),
+                scores=bs,
+                stats=self.stat_set.spec if self.stat_set is not None else None,
+            )
 
     def stats(self):
         return {}
@@ -168,7 +191,9 @@ class Timed:
         try:
             yield from self.inner.run(units, job)
         finally:
-            self.runs.append((sum(u.n_items for u in units), time.perf_counter() - w0, time.process_time() - c0))
+            self.runs.append(
+                (sum(u.n_items for u in units), time.perf_counter() - w0, time.process_time() - c0)
+            )
 
 
 def one(series: str, scale: float, *, stride: int, base: int, batch: int) -> dict:
@@ -181,7 +206,11 @@ def one(series: str, scale: float, *, stride: int, base: int, batch: int) -> dic
     timed: list[Timed] = []
 
     def make(m, pols, **kw):
-        inner = StubBackend(pols) if series == "stub" else LocalBackend(lambda: m.lm, pols, batch_size=batch)
+        inner = (
+            StubBackend(pols)
+            if series == "stub"
+            else LocalBackend(lambda: m.lm, pols, batch_size=batch)
+        )
         timed.append(Timed(inner))
         return timed[-1]
 
@@ -190,41 +219,89 @@ def one(series: str, scale: float, *, stride: int, base: int, batch: int) -> dic
         d = Path(d)
         chars = int(base * scale)
         # the texts are generated in another process: this one's peak RSS is memclaim's alone
-        gen = ("import sys; sys.path.insert(0, sys.argv[1]); import bench_book as b; from pathlib import Path; "
-               "Path(sys.argv[2]).write_text(b._text(int(sys.argv[4]))); "
-               "Path(sys.argv[3]).write_text(b._control(int(sys.argv[5])))")
-        subprocess.run([sys.executable, "-c", gen, str(HERE), str(d / "book.txt"), str(d / "control.txt"), str(chars),
-                        str(base if series != "smollm2" else chars)], check=True)
+        gen = (
+            "import sys; sys.path.insert(0, sys.argv[1]); import bench_book as b; from pathlib import Path; "
+            "Path(sys.argv[2]).write_text(b._text(int(sys.argv[4]))); "
+            "Path(sys.argv[3]).write_text(b._control(int(sys.argv[5])))"
+        )
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                gen,
+                str(HERE),
+                str(d / "book.txt"),
+                str(d / "control.txt"),
+                str(chars),
+                str(base if series != "smollm2" else chars),
+            ],
+            check=True,
+        )
         t0 = time.perf_counter()
-        res = mc.census(model, str(d / "book.txt"), str(d / "control.txt"), stride=stride, prefix_tokens=50,
-                        suffix_tokens=50, policies=["full"], out=str(d / "out"), batch_size=batch, threads=None)
+        res = mc.census(
+            model,
+            str(d / "book.txt"),
+            str(d / "control.txt"),
+            stride=stride,
+            prefix_tokens=50,
+            suffix_tokens=50,
+            policies=["full"],
+            out=str(d / "out"),
+            batch_size=batch,
+            threads=None,
+        )
         wall = time.perf_counter() - t0
         doc = res.runs[(0, "document")]
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         n, w_s, c_s = timed[0].runs[0]  # the document's run (scored first)
-        return {"series": series, "scale": scale, "chars": chars, "windows": doc.n_windows,
-                "units": doc.n_units, "windows_per_second": doc.windows_per_second,
-                "windows_per_cpu_second": n / c_s if c_s > 0 else float("nan"), "scoring_wall_s": w_s,
-                "scoring_cpu_s": c_s, "seconds": wall,
-                "peak_rss_mb": rss / 2**20, "coverage": res.results[0].coverage,
-                "report_bytes": sum(Path(p).stat().st_size for p in res.report.values() if Path(p).is_file())}
+        return {
+            "series": series,
+            "scale": scale,
+            "chars": chars,
+            "windows": doc.n_windows,
+            "units": doc.n_units,
+            "windows_per_second": doc.windows_per_second,
+            "windows_per_cpu_second": n / c_s if c_s > 0 else float("nan"),
+            "scoring_wall_s": w_s,
+            "scoring_cpu_s": c_s,
+            "seconds": wall,
+            "peak_rss_mb": rss / 2**20,
+            "coverage": res.results[0].coverage,
+            "report_bytes": sum(
+                Path(p).stat().st_size for p in res.report.values() if Path(p).is_file()
+            ),
+        }
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--series", nargs="+", default=["stub", "toy", "smollm2"], choices=["stub", "toy", "smollm2"])
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--series",
+        nargs="+",
+        default=["stub", "toy", "smollm2"],
+        choices=["stub", "toy", "smollm2"],
+    )
     ap.add_argument("--scales", nargs="+", type=float, default=[1, 4, 16])
     ap.add_argument("--toy-scales", nargs="+", type=float, default=[1, 4])
-    ap.add_argument("--smollm2-chars", type=int, default=20_000, help="document length of the short SmolLM2 run")
+    ap.add_argument(
+        "--smollm2-chars", type=int, default=20_000, help="document length of the short SmolLM2 run"
+    )
     ap.add_argument("--stride", type=int, default=10)
     ap.add_argument("--base", type=int, default=BASE, help="characters at 1x")
     ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--one", action="store_true", help="one measurement in this process (JSON line)")
+    ap.add_argument(
+        "--one", action="store_true", help="one measurement in this process (JSON line)"
+    )
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
     a = ap.parse_args(argv)
     if a.one:
-        print(json.dumps(one(a.series[0], a.scale, stride=a.stride, base=a.base, batch=a.batch_size)), flush=True)
+        print(
+            json.dumps(one(a.series[0], a.scale, stride=a.stride, base=a.base, batch=a.batch_size)),
+            flush=True,
+        )
         return 0
     rows = []
     plan = []
@@ -236,25 +313,43 @@ def main(argv=None):
         else:
             plan.append((s, 1.0, a.smollm2_chars))
     for series, scale, base in plan:
-        cmd = [sys.executable, __file__, "--one", "--series", series, "--scale", str(scale), "--stride",
-               str(a.stride), "--base", str(base), "--batch-size", str(a.batch_size)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--one",
+            "--series",
+            series,
+            "--scale",
+            str(scale),
+            "--stride",
+            str(a.stride),
+            "--base",
+            str(base),
+            "--batch-size",
+            str(a.batch_size),
+        ]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             print(r.stderr[-3000:], file=sys.stderr)
             raise SystemExit(f"measurement {series} {scale}x failed")
         row = json.loads(r.stdout.strip().splitlines()[-1])
         rows.append(row)
-        print(f"{row['series']:8s} {row['scale']:>5g}x {row['chars']:>10,} chars {row['windows']:>9,} windows "
-              f"{row['windows_per_second']:>9.1f} windows/s (wall) {row['windows_per_cpu_second']:>9.1f} per CPU s  "
-              f"peak RSS {row['peak_rss_mb']:7.1f} MB  ({row['seconds']:.1f} s)", flush=True)
+        print(
+            f"{row['series']:8s} {row['scale']:>5g}x {row['chars']:>10,} chars {row['windows']:>9,} windows "
+            f"{row['windows_per_second']:>9.1f} windows/s (wall) {row['windows_per_cpu_second']:>9.1f} per CPU s  "
+            f"peak RSS {row['peak_rss_mb']:7.1f} MB  ({row['seconds']:.1f} s)",
+            flush=True,
+        )
     for s in {r["series"] for r in rows}:
         mine = [r for r in rows if r["series"] == s]
         first = min(mine, key=lambda r: r["scale"])
         for r in mine:
             if r is not first:
-                print(f"{s}: {r['scale']:g}x / {first['scale']:g}x: RSS {r['peak_rss_mb'] / first['peak_rss_mb']:.3f}, "
-                      f"windows/s {r['windows_per_second'] / first['windows_per_second']:.3f} (wall), "
-                      f"{r['windows_per_cpu_second'] / first['windows_per_cpu_second']:.3f} (per CPU second)")
+                print(
+                    f"{s}: {r['scale']:g}x / {first['scale']:g}x: RSS {r['peak_rss_mb'] / first['peak_rss_mb']:.3f}, "
+                    f"windows/s {r['windows_per_second'] / first['windows_per_second']:.3f} (wall), "
+                    f"{r['windows_per_cpu_second'] / first['windows_per_cpu_second']:.3f} (per CPU second)"
+                )
     if a.out:
         a.out.write_text(json.dumps(rows, indent=1))
     return 0

@@ -22,6 +22,7 @@ peak is measured in the same run.
     python benchmarks/bench_gcg.py                                   # toy and SmolLM2, batch 128
     python benchmarks/bench_gcg.py --models toy --batch 512 --top-k 256 --steps 10
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,11 +54,11 @@ def reference_gcg(hf_model, prefix, prompt, target, *, steps, top_k, batch, allo
     tgt = torch.tensor(target)
     losses = []
     for _ in range(steps):
-        one_hot = F.one_hot(ids[S:S + P], V).to(W.dtype).requires_grad_(True)  # [P, V]
+        one_hot = F.one_hot(ids[S : S + P], V).to(W.dtype).requires_grad_(True)  # [P, V]
         emb = W[ids].detach().clone()
-        emb = torch.cat([emb[:S], one_hot @ W, emb[S + P:]]).unsqueeze(0)  # [1, L, D]
+        emb = torch.cat([emb[:S], one_hot @ W, emb[S + P :]]).unsqueeze(0)  # [1, L, D]
         logits = hf_model(inputs_embeds=emb).logits  # [1, L, V]
-        loss = F.cross_entropy(logits[0, S + P - 1:S + P + T - 1], tgt)
+        loss = F.cross_entropy(logits[0, S + P - 1 : S + P + T - 1], tgt)
         (grad,) = torch.autograd.grad(loss, one_hot)  # [P, V]
         with torch.no_grad():
             g = grad.masked_fill(~allowed.view(1, V), float("inf"))
@@ -67,8 +68,11 @@ def reference_gcg(hf_model, prefix, prompt, target, *, steps, top_k, batch, allo
             cands = ids.repeat(batch, 1)  # [B, L]
             cands[torch.arange(batch), S + pos] = top[pos, pick]
             out = hf_model(input_ids=cands).logits  # [B, L, V]
-            ce = F.cross_entropy(out[:, S + P - 1:S + P + T - 1].transpose(1, 2), tgt.repeat(batch, 1),
-                                 reduction="none").mean(dim=1)  # [B]
+            ce = F.cross_entropy(
+                out[:, S + P - 1 : S + P + T - 1].transpose(1, 2),
+                tgt.repeat(batch, 1),
+                reduction="none",
+            ).mean(dim=1)  # [B]
             j = int(torch.argmin(ce))
             ids = cands[j]
             losses.append(float(ce[j]))
@@ -90,17 +94,42 @@ def worker(args):
     prefix = list(m.sot_ids)
     init = psm.random_prompt(args.prompt, torch.Generator().manual_seed(args.seed), retokenize=True)
     if args.impl == "reference":
-        fn = lambda n: reference_gcg(m.lm.model, prefix, init, target, steps=n, top_k=args.top_k,  # noqa: E731
-                                     batch=args.batch, allowed=psm.allowed, seed=args.seed)
+        fn = lambda n: reference_gcg(
+            m.lm.model,
+            prefix,
+            init,
+            target,
+            steps=n,
+            top_k=args.top_k,  # noqa: E731
+            batch=args.batch,
+            allowed=psm.allowed,
+            seed=args.seed,
+        )
     else:
         # no retokenization filter: the reference has none (the same candidates, the same work)
-        s = GCGSettings(top_k=args.top_k, batch_size=args.batch, steps=args.steps, seed=args.seed, retokenize=False)
+        s = GCGSettings(
+            top_k=args.top_k,
+            batch_size=args.batch,
+            steps=args.steps,
+            seed=args.seed,
+            retokenize=False,
+        )
 
         def fn(n):
-            out = gcg_search(psm, prefix_ids=prefix, target_ids=target, prompt_len=args.prompt,
-                             settings=s, criterion="prob:0.999999", seed=args.seed, steps=n, init_ids=init)
+            out = gcg_search(
+                psm,
+                prefix_ids=prefix,
+                target_ids=target,
+                prompt_len=args.prompt,
+                settings=s,
+                criterion="prob:0.999999",
+                seed=args.seed,
+                steps=n,
+                init_ids=init,
+            )
             fn.evaluated = out.candidates_evaluated
             return list(out.trajectory)
+
     fn(1)  # warm-up outside the measurement
     with RSSSampler() as rss:
         t = time.perf_counter()
@@ -114,19 +143,35 @@ def worker(args):
         dt -= time.perf_counter() - t
     cfg = m.lm.config
     L = len(prefix) + args.prompt + len(target)
-    body = model_flops_per_window(cfg, m.lm.vocab_size, len(prefix) + args.prompt, len(target))  # one sequence
+    body = model_flops_per_window(
+        cfg, m.lm.vocab_size, len(prefix) + args.prompt, len(target)
+    )  # one sequence
     d = cfg.hidden_size
     flops_step = args.batch * body + 3 * body + 2 * args.prompt * d * m.lm.vocab_size
-    res = {"impl": args.impl, "model": args.model, "batch": args.batch, "top_k": args.top_k, "prompt": args.prompt,
-           "target": len(target), "seq": L, "steps": args.steps, "seconds": dt, "steps_per_s": args.steps / dt,
-           "gflops": flops_step * args.steps / dt / 1e9, "rss_start_mb": rss.start_rss / 2**20,
-           "rss_peak_mb": rss.peak / 2**20, "losses": losses,
-           "evaluated_per_step": getattr(fn, "evaluated", args.batch * args.steps) / args.steps}
+    res = {
+        "impl": args.impl,
+        "model": args.model,
+        "batch": args.batch,
+        "top_k": args.top_k,
+        "prompt": args.prompt,
+        "target": len(target),
+        "seq": L,
+        "steps": args.steps,
+        "seconds": dt,
+        "steps_per_s": args.steps / dt,
+        "gflops": flops_step * args.steps / dt / 1e9,
+        "rss_start_mb": rss.start_rss / 2**20,
+        "rss_peak_mb": rss.peak / 2**20,
+        "losses": losses,
+        "evaluated_per_step": getattr(fn, "evaluated", args.batch * args.steps) / args.steps,
+    }
     print("RESULT " + json.dumps(res))
 
 
 def run_worker(**kw):
-    cmd = [sys.executable, __file__, "--worker"] + [x for k, v in kw.items() for x in (f"--{k.replace('_', '-')}", str(v))]
+    cmd = [sys.executable, __file__, "--worker"] + [
+        x for k, v in kw.items() for x in (f"--{k.replace('_', '-')}", str(v))
+    ]
     env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     for line in out.stdout.splitlines():
@@ -136,7 +181,9 @@ def run_worker(**kw):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--impl", default="memclaim", help=argparse.SUPPRESS)
     ap.add_argument("--model", default="toy", help=argparse.SUPPRESS)
@@ -161,25 +208,48 @@ def main():
     print(f"fp32 matmul peak (2048^2, {args.threads} threads): {peak:.1f} GFLOP/s")
     rows = []
     for model in args.models.split(","):
-        common = dict(model=model, batch=args.batch, top_k=args.top_k, prompt=args.prompt, steps=args.steps,
-                      seed=args.seed, threads=args.threads)
+        common = dict(
+            model=model,
+            batch=args.batch,
+            top_k=args.top_k,
+            prompt=args.prompt,
+            steps=args.steps,
+            seed=args.seed,
+            threads=args.threads,
+        )
         runs = {"memclaim": [], "reference": []}
         for _ in range(args.repeats):  # interleaved: the machine's load hits both alike
             runs["memclaim"].append(run_worker(impl="memclaim", **common))
             runs["reference"].append(run_worker(impl="reference", **common))
-        med = {k: {f: statistics.median(r[f] for r in v) for f in ("steps_per_s", "gflops", "rss_peak_mb", "seconds")}
-               | {"losses": v[0]["losses"], "seq": v[0]["seq"], "target": v[0]["target"],
-                  "evaluated_per_step": v[0]["evaluated_per_step"]} for k, v in runs.items()}
+        med = {
+            k: {
+                f: statistics.median(r[f] for r in v)
+                for f in ("steps_per_s", "gflops", "rss_peak_mb", "seconds")
+            }
+            | {
+                "losses": v[0]["losses"],
+                "seq": v[0]["seq"],
+                "target": v[0]["target"],
+                "evaluated_per_step": v[0]["evaluated_per_step"],
+            }
+            for k, v in runs.items()
+        }
         rows.append({"model": model, **med})
         mine, ref = med["memclaim"], med["reference"]
-        print(f"\n== {model}: prompt {args.prompt} + target {mine['target']} tokens (+ start-of-text), "
-              f"batch {args.batch}, top-k {args.top_k}, {args.steps} steps, median of {args.repeats}")
+        print(
+            f"\n== {model}: prompt {args.prompt} + target {mine['target']} tokens (+ start-of-text), "
+            f"batch {args.batch}, top-k {args.top_k}, {args.steps} steps, median of {args.repeats}"
+        )
         for name, r in (("memclaim", mine), ("reference", ref)):
-            print(f"  {name:9s} {r['steps_per_s']:7.3f} steps/s  {r['gflops']:6.1f} GFLOP/s "
-                  f"({100 * r['gflops'] / peak:4.1f}% of fp32 peak)  peak RSS {r['rss_peak_mb']:7.0f} MB  "
-                  f"candidates scored per step {r['evaluated_per_step']:.0f}")
-        print(f"  speed-up x{mine['steps_per_s'] / ref['steps_per_s']:.2f}; first-step loss memclaim "
-              f"{mine['losses'][0]:.5f} vs reference {ref['losses'][0]:.5f}")
+            print(
+                f"  {name:9s} {r['steps_per_s']:7.3f} steps/s  {r['gflops']:6.1f} GFLOP/s "
+                f"({100 * r['gflops'] / peak:4.1f}% of fp32 peak)  peak RSS {r['rss_peak_mb']:7.0f} MB  "
+                f"candidates scored per step {r['evaluated_per_step']:.0f}"
+            )
+        print(
+            f"  speed-up x{mine['steps_per_s'] / ref['steps_per_s']:.2f}; first-step loss memclaim "
+            f"{mine['losses'][0]:.5f} vs reference {ref['losses'][0]:.5f}"
+        )
     if args.json:
         print(json.dumps({"fp32_peak_gflops": peak, "rows": rows}, indent=1))
 

@@ -28,6 +28,7 @@ by the 1-worker (1-thread) rate. Overhead per unit = time (or CPU time) per unit
 worker minus the same locally with one thread: dispatch, transfer, the driver's manifest write,
 the worker's file write, Ray's daemons.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,9 +83,18 @@ def _score(model, ws, args, backend=None) -> dict:
     out = Path(tempfile.mkdtemp(prefix="bench-ray-"))
     try:
         c0, t0 = tree_cpu_seconds(), time.perf_counter()
-        s = run_scoring(model, ws, policies=parse_policies(list(POLICIES)), prefix_tokens=args.prefix,
-                        suffix_tokens=args.suffix, prompt_rule=PromptRule(), out_dir=out / "store",
-                        batch_size=args.batch, unit_size=args.unit_size, backend=backend)
+        s = run_scoring(
+            model,
+            ws,
+            policies=parse_policies(list(POLICIES)),
+            prefix_tokens=args.prefix,
+            suffix_tokens=args.suffix,
+            prompt_rule=PromptRule(),
+            out_dir=out / "store",
+            batch_size=args.batch,
+            unit_size=args.unit_size,
+            backend=backend,
+        )
         wall, cpu = time.perf_counter() - t0, tree_cpu_seconds() - c0
         return {"summary": s, "wall": wall, "cpu": cpu, "rate": s.n_items / wall}
     finally:
@@ -102,8 +112,12 @@ def bench_model(name: str, args) -> dict:
     ws = _windows(model, args.windows, args.prefix, args.suffix)
     warm = _windows(model, 2 * args.unit_size, args.prefix, args.suffix, seed=1)
     pol = parse_policies(list(POLICIES))
-    pools = {w: RayBackend(model, pol, batch_size=args.batch, workers=w, threads_per_worker=1, write=args.write)
-             for w in (1, 2)}
+    pools = {
+        w: RayBackend(
+            model, pol, batch_size=args.batch, workers=w, threads_per_worker=1, write=args.write
+        )
+        for w in (1, 2)
+    }
     rounds = []
     try:
         for p in pools.values():
@@ -122,8 +136,13 @@ def bench_model(name: str, args) -> dict:
                     torch.set_num_threads(2)
                     row[cfg] = _score(model, ws, args, backend=pools[int(cfg.split()[1][0])])
             rounds.append(row)
-            print(f"  round {r + 1}/{args.repeats}: " + ", ".join(f"{c} {row[c]['rate']:.1f} w/s" for c in CONFIGS)
-                  + f"  (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
+            print(
+                f"  round {r + 1}/{args.repeats}: "
+                + ", ".join(f"{c} {row[c]['rate']:.1f} w/s" for c in CONFIGS)
+                + f"  (load {os.getloadavg()[0]:.1f})",
+                file=sys.stderr,
+                flush=True,
+            )
     finally:
         for p in pools.values():
             p.close()
@@ -135,14 +154,23 @@ def bench_model(name: str, args) -> dict:
         return med(r[a][key] / r[b][key] for r in rounds)
 
     return {
-        "model": name, "windows": n, "units": n_units, "unit_size": args.unit_size, "rounds": len(rounds),
+        "model": name,
+        "windows": n,
+        "units": n_units,
+        "unit_size": args.unit_size,
+        "rounds": len(rounds),
         "rate": {c: med(r[c]["rate"] for r in rounds) for c in CONFIGS},
         "best_rate": {c: max(r[c]["rate"] for r in rounds) for c in CONFIGS},
         "cpu_ms_per_window": {c: 1e3 * med(r[c]["cpu"] for r in rounds) / n for c in CONFIGS},
-        "vs_local": {"ray 1x1t": ratio("ray 1x1t", "local 1t"), "ray 2x1t": ratio("ray 2x1t", "local 2t")},
+        "vs_local": {
+            "ray 1x1t": ratio("ray 1x1t", "local 1t"),
+            "ray 2x1t": ratio("ray 2x1t", "local 2t"),
+        },
         "scaling": {"ray": ratio("ray 2x1t", "ray 1x1t"), "local": ratio("local 2t", "local 1t")},
-        "overhead_ms_per_unit": 1e3 * med((r["ray 1x1t"]["wall"] - r["local 1t"]["wall"]) / n_units for r in rounds),
-        "overhead_cpu_ms_per_unit": 1e3 * med((r["ray 1x1t"]["cpu"] - r["local 1t"]["cpu"]) / n_units for r in rounds),
+        "overhead_ms_per_unit": 1e3
+        * med((r["ray 1x1t"]["wall"] - r["local 1t"]["wall"]) / n_units for r in rounds),
+        "overhead_cpu_ms_per_unit": 1e3
+        * med((r["ray 1x1t"]["cpu"] - r["local 1t"]["cpu"]) / n_units for r in rounds),
         "unit_ms_local_1t": 1e3 * med(r["local 1t"]["wall"] for r in rounds) / n_units,
         "unit_cpu_ms_local_1t": 1e3 * med(r["local 1t"]["cpu"] for r in rounds) / n_units,
         "ray_stats": rounds[-1]["ray 2x1t"]["summary"].backend_stats,
@@ -150,8 +178,12 @@ def bench_model(name: str, args) -> dict:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default="toy", help="comma-separated: toy, smollm2, gemma3-270m, a folder")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--models", default="toy", help="comma-separated: toy, smollm2, gemma3-270m, a folder"
+    )
     ap.add_argument("--windows", type=int, default=1024)
     ap.add_argument("--unit-size", type=int, default=64)
     ap.add_argument("--batch", type=int, default=16)
@@ -168,46 +200,79 @@ def main(argv=None):
     load_before = os.getloadavg()
     # 3 logical CPUs: the 1-worker and the 2-worker pools stay up side by side (idle actors use
     # no CPU); only one configuration runs at a time, on the machine's 2 cores
-    ray.init(address="local", num_cpus=3, include_dashboard=False, logging_level="ERROR",
-             object_store_memory=100 << 20,
-             _system_config={"worker_niceness": 0})  # as RayBackend does, see there
+    ray.init(
+        address="local",
+        num_cpus=3,
+        include_dashboard=False,
+        logging_level="ERROR",
+        object_store_memory=100 << 20,
+        _system_config={"worker_niceness": 0},
+    )  # as RayBackend does, see there
     try:
         results = [bench_model(m.strip(), args) for m in args.models.split(",") if m.strip()]
     finally:
         ray.shutdown()
     load_after = os.getloadavg()
     if args.json:
-        print(json.dumps({"results": results, "loadavg_before": load_before, "loadavg_after": load_after,
-                          "cpus": os.cpu_count(), "ray": ray.__version__}, indent=1, default=str))
+        print(
+            json.dumps(
+                {
+                    "results": results,
+                    "loadavg_before": load_before,
+                    "loadavg_after": load_after,
+                    "cpus": os.cpu_count(),
+                    "ray": ray.__version__,
+                },
+                indent=1,
+                default=str,
+            )
+        )
         return 0
-    print(f"# Ray scaling on {os.cpu_count()} CPUs, ray {ray.__version__}; policies {', '.join(POLICIES)}; "
-          f"{args.prefix}+{args.suffix} tokens, {args.dtype}, units of {args.unit_size}, batch {args.batch}; "
-          f"unit files written by: {args.write}")
-    print(f"# load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
-          f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}; medians over "
-          f"{args.repeats} interleaved rounds")
+    print(
+        f"# Ray scaling on {os.cpu_count()} CPUs, ray {ray.__version__}; policies {', '.join(POLICIES)}; "
+        f"{args.prefix}+{args.suffix} tokens, {args.dtype}, units of {args.unit_size}, batch {args.batch}; "
+        f"unit files written by: {args.write}"
+    )
+    print(
+        f"# load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
+        f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}; medians over "
+        f"{args.repeats} interleaved rounds"
+    )
     print()
-    print("| model | windows | config | windows/s (median, best) | CPU ms/window | CPU-bound ceiling, windows/s | "
-          "vs local, same threads | scaling 1->2 |")
+    print(
+        "| model | windows | config | windows/s (median, best) | CPU ms/window | CPU-bound ceiling, windows/s | "
+        "vs local, same threads | scaling 1->2 |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in results:
         for cfg in CONFIGS:
             vs = f"{r['vs_local'][cfg]:.2f}" if cfg in r["vs_local"] else "-"
-            sc = (f"{r['scaling']['ray']:.2f}" if cfg == "ray 2x1t" else
-                  f"{r['scaling']['local']:.2f}" if cfg == "local 2t" else "-")
+            sc = (
+                f"{r['scaling']['ray']:.2f}"
+                if cfg == "ray 2x1t"
+                else f"{r['scaling']['local']:.2f}"
+                if cfg == "local 2t"
+                else "-"
+            )
             cores = 2 if cfg.endswith("2t") or cfg.startswith("ray 2") else 1
             ceiling = cores * 1e3 / r["cpu_ms_per_window"][cfg]
-            print(f"| {r['model']} | {r['windows']} | {cfg} | {r['rate'][cfg]:.1f} ({r['best_rate'][cfg]:.1f}) | "
-                  f"{r['cpu_ms_per_window'][cfg]:.2f} | {ceiling:.0f} | {vs} | {sc} |")
+            print(
+                f"| {r['model']} | {r['windows']} | {cfg} | {r['rate'][cfg]:.1f} ({r['best_rate'][cfg]:.1f}) | "
+                f"{r['cpu_ms_per_window'][cfg]:.2f} | {ceiling:.0f} | {vs} | {sc} |"
+            )
     print()
     for r in results:
         per = r["ray_stats"].get("per_worker", [])
-        print(f"{r['model']}: {r['units']} units of {r['unit_size']}; a unit takes {r['unit_ms_local_1t']:.0f} ms "
-              f"({r['unit_cpu_ms_local_1t']:.0f} ms CPU) locally on 1 thread; Ray overhead per unit "
-              f"{r['overhead_ms_per_unit']:.1f} ms wall, {r['overhead_cpu_ms_per_unit']:.1f} ms CPU; "
-              "2 workers, last round: "
-              + ", ".join(f"worker {w['worker']} {w['windows_per_second']:.1f} windows/s busy ({w['units']} units)"
-                          for w in per))
+        print(
+            f"{r['model']}: {r['units']} units of {r['unit_size']}; a unit takes {r['unit_ms_local_1t']:.0f} ms "
+            f"({r['unit_cpu_ms_local_1t']:.0f} ms CPU) locally on 1 thread; Ray overhead per unit "
+            f"{r['overhead_ms_per_unit']:.1f} ms wall, {r['overhead_cpu_ms_per_unit']:.1f} ms CPU; "
+            "2 workers, last round: "
+            + ", ".join(
+                f"worker {w['worker']} {w['windows_per_second']:.1f} windows/s busy ({w['units']} units)"
+                for w in per
+            )
+        )
     return 0
 
 

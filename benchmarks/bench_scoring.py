@@ -27,6 +27,7 @@ is measured in each round, on the same cores.
 Targets (issue 30): median speed-up >= 1.5x (SmolLM2) and >= 2x (Gemma) with the default
 statistics, >= 2x and >= 3x census-only, peak RSS <= 0.6 of the peer's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,7 +44,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 POLICIES = ("greedy", "top-k:40", "temperature:0.7")
 ENV0 = dict(os.environ)  # the environment this script was started with (the peer runs in it)
-TARGETS = {"smollm2": {"default": 1.5, "census": 2.0}, "gemma3-270m": {"default": 2.0, "census": 3.0}}
+TARGETS = {
+    "smollm2": {"default": 1.5, "census": 2.0},
+    "gemma3-270m": {"default": 2.0, "census": 3.0},
+}
 RSS_TARGET = 0.6
 
 
@@ -91,7 +95,7 @@ def matmul_peak_gflops(dtype="float32", n=2048, reps=8):
         t = time.perf_counter()
         for _ in range(reps):
             a @ b
-        best = max(best, reps * 2 * n ** 3 / (time.perf_counter() - t) / 1e9)
+        best = max(best, reps * 2 * n**3 / (time.perf_counter() - t) / 1e9)
     return best
 
 
@@ -105,8 +109,11 @@ def model_flops_per_window(config, vocab, prompt_len, suffix_len):
     head_dim = getattr(config, "head_dim", None) or d // heads
     kv_heads = getattr(config, "num_key_value_heads", heads) or heads
     inter = getattr(config, "intermediate_size", None) or 4 * d
-    gated = getattr(config, "hidden_act", getattr(config, "hidden_activation", "")) in (
-        "silu", "gelu_pytorch_tanh") and config.model_type != "gpt2"
+    gated = (
+        getattr(config, "hidden_act", getattr(config, "hidden_activation", ""))
+        in ("silu", "gelu_pytorch_tanh")
+        and config.model_type != "gpt2"
+    )
     attn_proj = d * heads * head_dim * 2 + d * kv_heads * head_dim * 2  # q, o and k, v
     mlp = d * inter * (3 if gated else 2)
     dense = 2 * T * n_layers * (attn_proj + mlp)
@@ -122,7 +129,13 @@ def load_windows(model, n, prefix, suffix):
 
     text = (HERE.parent / "tests" / "data" / "genesis_1_3.txt").read_text()
     text = text + "\n\n" + (HERE.parent / "tests" / "data" / "new_genesis_style.txt").read_text()
-    ws = sliding_windows(text, model.tokenizer, prefix_tokens=prefix, suffix_tokens=suffix, stride=max(1, prefix // 2))
+    ws = sliding_windows(
+        text,
+        model.tokenizer,
+        prefix_tokens=prefix,
+        suffix_tokens=suffix,
+        stride=max(1, prefix // 2),
+    )
     wins = list(ws.windows)
     while len(wins) < n:
         wins += wins
@@ -143,7 +156,9 @@ def reference_scores(hf_model, prompts, suffixes, batch):
     S = len(suffixes[0])
     with torch.inference_mode():
         for a in range(0, len(prompts), batch):
-            ids = torch.tensor([p + s for p, s in zip(prompts[a:a + batch], suffixes[a:a + batch])])
+            ids = torch.tensor(
+                [p + s for p, s in zip(prompts[a : a + batch], suffixes[a : a + batch])]
+            )
             logits = hf_model(ids).logits.float().cpu()  # [B, T, V]
             tgt = ids[:, P:]
             res = {}
@@ -177,7 +192,7 @@ def memclaim_scores(lm, prompts, suffixes, batch, stats="all", schedule="auto"):
     eng = TeacherForcingEngine(lm, parse_policies(POLICIES), stats=stats, schedule=schedule)
     out = []
     for a in range(0, len(prompts), batch):
-        r = eng.score_batch(prompts[a:a + batch], suffixes[a:a + batch])
+        r = eng.score_batch(prompts[a : a + batch], suffixes[a : a + batch])
         out += r.logq.tolist()
     return out
 
@@ -194,7 +209,9 @@ def worker(args):
         from transformers import AutoModelForCausalLM
 
         t = time.perf_counter()
-        model = AutoModelForCausalLM.from_pretrained(w["path"], dtype=torch.float32, local_files_only=True).eval()
+        model = AutoModelForCausalLM.from_pretrained(
+            w["path"], dtype=torch.float32, local_files_only=True
+        ).eval()
         load_s = time.perf_counter() - t
         config, vocab = model.config, model.get_output_embeddings().weight.shape[0]
         fn = lambda p, s: reference_scores(model, p, s, args.batch)  # noqa: E731
@@ -206,16 +223,31 @@ def worker(args):
         load_s = time.perf_counter() - t
         config, vocab = m.lm.config, m.lm.vocab_size
         fn = lambda p, s: memclaim_scores(m.lm, p, s, args.batch, args.stats, args.schedule)  # noqa: E731
-    fn(prompts[: args.batch], suffixes[: args.batch])  # warm-up on one batch outside the measurement
+    fn(
+        prompts[: args.batch], suffixes[: args.batch]
+    )  # warm-up on one batch outside the measurement
     with RSSSampler() as rss:
         t, c = time.perf_counter(), time.process_time()
         scores = fn(prompts, suffixes)
         dt, dc = time.perf_counter() - t, time.process_time() - c
     flops = model_flops_per_window(config, vocab, len(prompts[0]), len(suffixes[0])) * len(prompts)
-    res = {"impl": args.impl, "model": args.model, "dtype": args.dtype, "stats": args.stats,
-           "schedule": args.schedule, "windows": len(prompts), "batch": args.batch, "load_seconds": load_s,
-           "seconds": dt, "cpu_seconds": dc, "windows_per_s": len(prompts) / dt, "gflops": flops / dt / 1e9,
-           "rss_start_mb": rss.start_rss / 2**20, "rss_peak_mb": rss.peak / 2**20, "scores": scores}
+    res = {
+        "impl": args.impl,
+        "model": args.model,
+        "dtype": args.dtype,
+        "stats": args.stats,
+        "schedule": args.schedule,
+        "windows": len(prompts),
+        "batch": args.batch,
+        "load_seconds": load_s,
+        "seconds": dt,
+        "cpu_seconds": dc,
+        "windows_per_s": len(prompts) / dt,
+        "gflops": flops / dt / 1e9,
+        "rss_start_mb": rss.start_rss / 2**20,
+        "rss_peak_mb": rss.peak / 2**20,
+        "scores": scores,
+    }
     if args.near_verbatim:
         import numpy as np
 
@@ -223,12 +255,22 @@ def worker(args):
         from memclaim.scoring.nearverbatim import near_verbatim_lower_bound
 
         t = time.perf_counter()
-        r = near_verbatim_lower_bound(m.lm, prompts[0], suffixes[0], policy=Policy.parse("top-k:40"),
-                                      epsilon=args.nv_epsilon, beam=args.nv_beam)
-        res["near_verbatim"] = {"seconds_per_window": time.perf_counter() - t, "epsilon": args.nv_epsilon,
-                                "beam": args.nv_beam, "forward_rows": r.forward_rows,
-                                "log10_bound": float(r.log_bound / np.log(10)),
-                                "log10_verbatim": float(r.log_verbatim / np.log(10))}
+        r = near_verbatim_lower_bound(
+            m.lm,
+            prompts[0],
+            suffixes[0],
+            policy=Policy.parse("top-k:40"),
+            epsilon=args.nv_epsilon,
+            beam=args.nv_beam,
+        )
+        res["near_verbatim"] = {
+            "seconds_per_window": time.perf_counter() - t,
+            "epsilon": args.nv_epsilon,
+            "beam": args.nv_beam,
+            "forward_rows": r.forward_rows,
+            "log10_bound": float(r.log_bound / np.log(10)),
+            "log10_verbatim": float(r.log_verbatim / np.log(10)),
+        }
     print("RESULT " + json.dumps(res))
 
 
@@ -267,7 +309,8 @@ def summarize(model, runs, peaks, label_of):
     sides = {}
     for key, rs in runs.items():
         sides[key] = {
-            "label": label_of[key], "rounds": len(rs),
+            "label": label_of[key],
+            "rounds": len(rs),
             "seconds": _median_spread([r["seconds"] for r in rs]),
             "cpu_seconds": _median_spread([r["cpu_seconds"] for r in rs]),
             "process_seconds": _median_spread([r["process_seconds"] for r in rs]),
@@ -276,15 +319,20 @@ def summarize(model, runs, peaks, label_of):
             "gflops": statistics.median(r["gflops"] for r in rs),
             "peak_fraction": statistics.median(r["gflops"] for r in rs) / peak,
             "rss_peak_mb": max(r["rss_peak_mb"] for r in rs),
-            "rss_start_mb": statistics.median(r["rss_start_mb"] for r in rs)}
+            "rss_start_mb": statistics.median(r["rss_start_mb"] for r in rs),
+        }
     peer = runs["peer"]
     for key, rs in runs.items():
         if key == "peer":
             continue
         s = sides[key]
         s["speedup"] = _median_spread([p["seconds"] / r["seconds"] for p, r in zip(peer, rs)])
-        s["speedup_cpu"] = _median_spread([p["cpu_seconds"] / r["cpu_seconds"] for p, r in zip(peer, rs)])
-        s["speedup_process"] = _median_spread([p["process_seconds"] / r["process_seconds"] for p, r in zip(peer, rs)])
+        s["speedup_cpu"] = _median_spread(
+            [p["cpu_seconds"] / r["cpu_seconds"] for p, r in zip(peer, rs)]
+        )
+        s["speedup_process"] = _median_spread(
+            [p["process_seconds"] / r["process_seconds"] for p, r in zip(peer, rs)]
+        )
         s["rss_ratio"] = s["rss_peak_mb"] / sides["peer"]["rss_peak_mb"]
         a, b = np.array(rs[0]["scores"]), np.array(peer[0]["scores"])
         fin = np.isfinite(a) & np.isfinite(b)
@@ -293,49 +341,73 @@ def summarize(model, runs, peaks, label_of):
         s["target"] = TARGETS.get(model, {}).get(key)  # default and census sides only
     if "census" in runs and "default" in runs:
         # the census's log q is computed by the same operations as the full run's: the same bits
-        sides["census"]["bit_identical_to_default"] = bool(all(
-            np.array_equal(np.array(c["scores"]), np.array(d["scores"])) for c, d in zip(runs["census"], runs["default"])))
+        sides["census"]["bit_identical_to_default"] = bool(
+            all(
+                np.array_equal(np.array(c["scores"]), np.array(d["scores"]))
+                for c, d in zip(runs["census"], runs["default"])
+            )
+        )
     if "batched" in runs and "default" in runs:
         d = np.array(runs["default"][0]["scores"])
         b = np.array(runs["batched"][0]["scores"])
         fin = np.isfinite(d) & np.isfinite(b)
-        sides["batched"]["vs_invariant_max_abs_diff"] = float(np.max(np.abs(d[fin] - b[fin]))) if fin.any() else 0.0
+        sides["batched"]["vs_invariant_max_abs_diff"] = (
+            float(np.max(np.abs(d[fin] - b[fin]))) if fin.any() else 0.0
+        )
     return {"model": model, "fp32_peak_gflops": peak, "sides": sides}
 
 
 def print_summary(res, args):
     sides = res["sides"]
     peer = sides["peer"]
-    print(f"\n== {res['model']}: {args.windows} windows of {args.prefix}+{args.suffix} tokens, batch {args.batch}, "
-          f"{args.threads} threads, policies {', '.join(POLICIES)}; {peer['rounds']} interleaved rounds, "
-          f"fp32 matmul peak {res['fp32_peak_gflops']:.1f} GFLOP/s (median of rounds)")
-    print(f"  {'side':28} {'wall s':>7} {'CPU s':>7} {'win/s':>6} {'% peak':>6} {'RSS MB':>7} "
-          f"{'speed-up (min-max)':>20} {'CPU-s ratio':>11} {'RSS':>5}")
+    print(
+        f"\n== {res['model']}: {args.windows} windows of {args.prefix}+{args.suffix} tokens, batch {args.batch}, "
+        f"{args.threads} threads, policies {', '.join(POLICIES)}; {peer['rounds']} interleaved rounds, "
+        f"fp32 matmul peak {res['fp32_peak_gflops']:.1f} GFLOP/s (median of rounds)"
+    )
+    print(
+        f"  {'side':28} {'wall s':>7} {'CPU s':>7} {'win/s':>6} {'% peak':>6} {'RSS MB':>7} "
+        f"{'speed-up (min-max)':>20} {'CPU-s ratio':>11} {'RSS':>5}"
+    )
     for key, s in sides.items():
-        line = (f"  {s['label']:28} {s['seconds'][0]:7.2f} {s['cpu_seconds'][0]:7.2f} {s['windows_per_s']:6.2f} "
-                f"{100 * s['peak_fraction']:5.1f}% {s['rss_peak_mb']:7.0f}")
+        line = (
+            f"  {s['label']:28} {s['seconds'][0]:7.2f} {s['cpu_seconds'][0]:7.2f} {s['windows_per_s']:6.2f} "
+            f"{100 * s['peak_fraction']:5.1f}% {s['rss_peak_mb']:7.0f}"
+        )
         if key != "peer":
             sp = s["speedup"]
-            line += (f" {sp[0]:6.2f}x ({sp[1]:.2f}-{sp[2]:.2f}) {s['speedup_cpu'][0]:10.2f}x "
-                     f"{s['rss_ratio']:5.2f}")
+            line += (
+                f" {sp[0]:6.2f}x ({sp[1]:.2f}-{sp[2]:.2f}) {s['speedup_cpu'][0]:10.2f}x "
+                f"{s['rss_ratio']:5.2f}"
+            )
         print(line)
     for key, s in sides.items():
         if key == "peer":
             continue
         tgt = s.get("target")
-        verdict = "" if tgt is None else (f"; target >= {tgt}x: {'met' if s['speedup'][0] >= tgt else 'NOT met'}, "
-                                          f"RSS <= {RSS_TARGET}: {'met' if s['rss_ratio'] <= RSS_TARGET else 'NOT met'}")
+        verdict = (
+            ""
+            if tgt is None
+            else (
+                f"; target >= {tgt}x: {'met' if s['speedup'][0] >= tgt else 'NOT met'}, "
+                f"RSS <= {RSS_TARGET}: {'met' if s['rss_ratio'] <= RSS_TARGET else 'NOT met'}"
+            )
+        )
         extra = ""
         if "bit_identical_to_default" in s:
             extra += f"; log q bit-identical to the default run's: {s['bit_identical_to_default']}"
         if "vs_invariant_max_abs_diff" in s:
             extra += f"; log q vs the invariant schedule: max |d| {s['vs_invariant_max_abs_diff']:.2e} nats"
-        print(f"  {s['label']}: scores agree with the peer to {s['agree_max_abs_diff']:.2e} nats (same support: "
-              f"{s['agree_support']}); whole process x{s['speedup_process'][0]:.2f}{verdict}{extra}")
+        print(
+            f"  {s['label']}: scores agree with the peer to {s['agree_max_abs_diff']:.2e} nats (same support: "
+            f"{s['agree_support']}); whole process x{s['speedup_process'][0]:.2f}{verdict}{extra}"
+        )
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--impl", default="memclaim", help=argparse.SUPPRESS)
     ap.add_argument("--model", default="smollm2", help=argparse.SUPPRESS)
@@ -348,14 +420,29 @@ def main():
     ap.add_argument("--prefix", type=int, default=50)
     ap.add_argument("--suffix", type=int, default=50)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every side (default 3)")
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="interleaved rounds of every side (default 3)"
+    )
     ap.add_argument("--dtype", default="float32")
-    ap.add_argument("--no-census", action="store_true", help="leave out the census-only (log q, greedy, margin) side")
-    ap.add_argument("--batched", action="store_true",
-                    help="also run memclaim's batched schedule on the CPU (statistics for all rows of a chunk "
-                         "at once; equal to the invariant schedule within its stated tolerance)")
-    ap.add_argument("--bf16", action="store_true", help="also run memclaim once in bfloat16 and report the drift")
-    ap.add_argument("--near-verbatim", action="store_true", help="also time one near-verbatim window")
+    ap.add_argument(
+        "--no-census",
+        action="store_true",
+        help="leave out the census-only (log q, greedy, margin) side",
+    )
+    ap.add_argument(
+        "--batched",
+        action="store_true",
+        help="also run memclaim's batched schedule on the CPU (statistics for all rows of a chunk "
+        "at once; equal to the invariant schedule within its stated tolerance)",
+    )
+    ap.add_argument(
+        "--bf16",
+        action="store_true",
+        help="also run memclaim once in bfloat16 and report the drift",
+    )
+    ap.add_argument(
+        "--near-verbatim", action="store_true", help="also time one near-verbatim window"
+    )
     ap.add_argument("--nv-epsilon", type=int, default=5)
     ap.add_argument("--nv-beam", type=int, default=16)
     ap.add_argument("--json", action="store_true")
@@ -369,9 +456,17 @@ def main():
     from memclaim.models import load_model
 
     torch.set_num_threads(args.threads)
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), "?")
-    print(f"CPU: {cpu}, {os.cpu_count()} logical CPUs; load average {os.getloadavg()[0]:.2f} (1 min) at start")
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        "?",
+    )
+    print(
+        f"CPU: {cpu}, {os.cpu_count()} logical CPUs; load average {os.getloadavg()[0]:.2f} (1 min) at start"
+    )
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         files = {}
@@ -379,9 +474,13 @@ def main():
             m = load_model(model)
             prompts, suffixes = load_windows(m, args.windows, args.prefix, args.suffix)
             files[model] = str(Path(tmp) / f"{model}.json")
-            Path(files[model]).write_text(json.dumps({"path": str(m.path), "prompts": prompts, "suffixes": suffixes}))
-        variants = {"peer": ("peer", "all", "auto", "peer (full [B, T, V] logits)"),
-                    "default": ("memclaim", "all", "auto", "memclaim, default statistics")}
+            Path(files[model]).write_text(
+                json.dumps({"path": str(m.path), "prompts": prompts, "suffixes": suffixes})
+            )
+        variants = {
+            "peer": ("peer", "all", "auto", "peer (full [B, T, V] logits)"),
+            "default": ("memclaim", "all", "auto", "memclaim, default statistics"),
+        }
         if not args.no_census:
             variants["census"] = ("memclaim", "census", "auto", "memclaim, census statistics")
         if args.batched:
@@ -391,46 +490,83 @@ def main():
             peaks, loads = [], []
             for r in range(args.rounds):
                 keys = list(variants)
-                keys = keys[r % len(keys):] + keys[:r % len(keys)]  # rotate the order each round
+                keys = keys[r % len(keys) :] + keys[: r % len(keys)]  # rotate the order each round
                 loads.append(os.getloadavg()[0])
                 peaks.append(matmul_peak_gflops())
                 for k in keys:
                     impl, stats, schedule, _ = variants[k]
-                    runs[k].append(run_worker(impl=impl, model=model, windows_file=files[model], stats=stats,
-                                              schedule=schedule, windows=args.windows, batch=args.batch,
-                                              prefix=args.prefix, suffix=args.suffix, threads=args.threads,
-                                              dtype="float32"))
-                print(f"  [{model} round {r + 1}/{args.rounds}: load {loads[-1]:.2f} -> {os.getloadavg()[0]:.2f}; "
-                      + ", ".join(f"{k} {runs[k][-1]['seconds']:.1f} s" for k in keys) + "]", flush=True)
+                    runs[k].append(
+                        run_worker(
+                            impl=impl,
+                            model=model,
+                            windows_file=files[model],
+                            stats=stats,
+                            schedule=schedule,
+                            windows=args.windows,
+                            batch=args.batch,
+                            prefix=args.prefix,
+                            suffix=args.suffix,
+                            threads=args.threads,
+                            dtype="float32",
+                        )
+                    )
+                print(
+                    f"  [{model} round {r + 1}/{args.rounds}: load {loads[-1]:.2f} -> {os.getloadavg()[0]:.2f}; "
+                    + ", ".join(f"{k} {runs[k][-1]['seconds']:.1f} s" for k in keys)
+                    + "]",
+                    flush=True,
+                )
             res = summarize(model, runs, peaks, {k: v[3] for k, v in variants.items()})
             res["load_average"] = {"per_round_start": loads, "end": os.getloadavg()[0]}
             if args.bf16 or args.near_verbatim:
-                common = dict(model=model, windows_file=files[model], windows=args.windows, batch=args.batch,
-                              prefix=args.prefix, suffix=args.suffix, threads=args.threads)
+                common = dict(
+                    model=model,
+                    windows_file=files[model],
+                    windows=args.windows,
+                    batch=args.batch,
+                    prefix=args.prefix,
+                    suffix=args.suffix,
+                    threads=args.threads,
+                )
                 if args.bf16:
                     bf = run_worker(impl="memclaim", dtype="bfloat16", **common)
                     a, b = np.array(runs["default"][0]["scores"]), np.array(bf["scores"])
                     fin = np.isfinite(a) & np.isfinite(b)
                     drift = np.abs(a - b)[fin]
-                    res["bfloat16"] = {"windows_per_s": bf["windows_per_s"], "rss_peak_mb": bf["rss_peak_mb"],
-                                       "logq_drift_nats": {"median": float(np.median(drift)) if drift.size else 0.0,
-                                                           "max": float(drift.max()) if drift.size else 0.0,
-                                                           "support_changed": int((np.isfinite(a) != np.isfinite(b)).sum())}}
+                    res["bfloat16"] = {
+                        "windows_per_s": bf["windows_per_s"],
+                        "rss_peak_mb": bf["rss_peak_mb"],
+                        "logq_drift_nats": {
+                            "median": float(np.median(drift)) if drift.size else 0.0,
+                            "max": float(drift.max()) if drift.size else 0.0,
+                            "support_changed": int((np.isfinite(a) != np.isfinite(b)).sum()),
+                        },
+                    }
                 if args.near_verbatim:
-                    nv = run_worker(impl="memclaim", dtype="float32", near_verbatim=True, nv_epsilon=args.nv_epsilon,
-                                    nv_beam=args.nv_beam, **common)
+                    nv = run_worker(
+                        impl="memclaim",
+                        dtype="float32",
+                        near_verbatim=True,
+                        nv_epsilon=args.nv_epsilon,
+                        nv_beam=args.nv_beam,
+                        **common,
+                    )
                     res["near_verbatim"] = nv["near_verbatim"]
             print_summary(res, args)
             if "bfloat16" in res:
                 bf = res["bfloat16"]
-                print(f"  bfloat16 {bf['windows_per_s']:.2f} windows/s; log q drift median "
-                      f"{bf['logq_drift_nats']['median']:.3g} / max {bf['logq_drift_nats']['max']:.3g} nats per window; "
-                      f"support changed in {bf['logq_drift_nats']['support_changed']} window-policies")
+                print(
+                    f"  bfloat16 {bf['windows_per_s']:.2f} windows/s; log q drift median "
+                    f"{bf['logq_drift_nats']['median']:.3g} / max {bf['logq_drift_nats']['max']:.3g} nats per window; "
+                    f"support changed in {bf['logq_drift_nats']['support_changed']} window-policies"
+                )
             if "near_verbatim" in res:
                 nv = res["near_verbatim"]
-                print(f"  near-verbatim (eps={nv['epsilon']}, beam={nv['beam']}, top-k:40): "
-                      f"{nv['seconds_per_window']:.1f} s per window; {nv['forward_rows']} forward rows; "
-                      f"log10 bound {nv['log10_bound']:.1f} vs verbatim {nv['log10_verbatim']:.1f}")
+                print(
+                    f"  near-verbatim (eps={nv['epsilon']}, beam={nv['beam']}, top-k:40): "
+                    f"{nv['seconds_per_window']:.1f} s per window; {nv['forward_rows']} forward rows; "
+                    f"log10 bound {nv['log10_bound']:.1f} vs verbatim {nv['log10_verbatim']:.1f}"
+                )
             out.append(res)
     print(f"\nload average {os.getloadavg()[0]:.2f} (1 min) at the end; CPU {cpu}")
     if args.json:

@@ -22,6 +22,7 @@ threads) over the time its requests were in flight; "max |diff|" is the largest 
 difference of log q between served and local scoring, per window (sum over the suffix) and per
 target token, for every policy the server gives exactly.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,14 +43,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def texts(n: int) -> list[str]:
-    rows = [json.loads(x) for x in (ROOT / "tests" / "data" / "kjv_verses.jsonl").read_text().splitlines() if x.strip()]
+    rows = [
+        json.loads(x)
+        for x in (ROOT / "tests" / "data" / "kjv_verses.jsonl").read_text().splitlines()
+        if x.strip()
+    ]
     return [r["text"] for r in rows[:n]]
 
 
 def scores_table(res):
     import pyarrow.parquet as pq
 
-    return pq.read_table(Path(res.store) / "runs" / res.run_id / "scores.parquet").to_pandas().set_index("window_id")
+    return (
+        pq.read_table(Path(res.store) / "runs" / res.run_id / "scores.parquet")
+        .to_pandas()
+        .set_index("window_id")
+    )
 
 
 def plain_loop(url: str, model_id: str, windows: list[list[int]], n_target: int, k: int) -> float:
@@ -58,9 +67,18 @@ def plain_loop(url: str, model_id: str, windows: list[list[int]], n_target: int,
     c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
     t0 = time.perf_counter()
     for ids in windows:
-        body = json.dumps({"model": model_id, "prompt": [ids], "max_tokens": 1, "prompt_logprobs": k,
-                           "add_special_tokens": False}).encode()
-        c.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+        body = json.dumps(
+            {
+                "model": model_id,
+                "prompt": [ids],
+                "max_tokens": 1,
+                "prompt_logprobs": k,
+                "add_special_tokens": False,
+            }
+        ).encode()
+        c.request(
+            "POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"}
+        )
         r = c.getresponse()
         d = json.loads(r.read())
         plp = d["choices"][0]["prompt_logprobs"]
@@ -71,9 +89,13 @@ def plain_loop(url: str, model_id: str, windows: list[list[int]], n_target: int,
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--url", required=True)
-    ap.add_argument("--model", default="smollm2", help="memclaim's name or folder of the served model")
+    ap.add_argument(
+        "--model", default="smollm2", help="memclaim's name or folder of the served model"
+    )
     ap.add_argument("--windows", type=int, default=64)
     ap.add_argument("--prefix-tokens", type=int, default=16)
     ap.add_argument("--suffix-tokens", type=int, default=16)
@@ -96,9 +118,19 @@ def main() -> int:
         for r in range(a.rounds):
             out = work / f"served{r}"
             t0 = time.perf_counter()
-            served = mc.score(a.model, T, prefix_tokens=a.prefix_tokens, suffix_tokens=a.suffix_tokens, policies=pols,
-                              backend="openai", url=a.url, max_concurrency=a.max_concurrency,
-                              batch_size=a.batch_size, out=out, progress=False)
+            served = mc.score(
+                a.model,
+                T,
+                prefix_tokens=a.prefix_tokens,
+                suffix_tokens=a.suffix_tokens,
+                policies=pols,
+                backend="openai",
+                url=a.url,
+                max_concurrency=a.max_concurrency,
+                batch_size=a.batch_size,
+                out=out,
+                progress=False,
+            )
             rows["served"].append(time.perf_counter() - t0)
             bs = served.summary.backend_stats
             overhead.append(bs["client_seconds"] / max(bs["seconds_in_requests"], 1e-9))
@@ -108,14 +140,24 @@ def main() -> int:
             tok = local_model.tokenizer
             ids = []
             for wid, row in st.iterrows():
-                full = list(local_model.sot_ids) + tok.encode(row["prefix_text"] + row["suffix_text"])
-                assert full[-a.suffix_tokens:] == list(row["suffix_ids"]), wid
+                full = list(local_model.sot_ids) + tok.encode(
+                    row["prefix_text"] + row["suffix_text"]
+                )
+                assert full[-a.suffix_tokens :] == list(row["suffix_ids"]), wid
                 ids.append(full)
             k = bs["top_logprobs"]
             rows["plain"].append(plain_loop(a.url, bs["model_id"], ids, a.suffix_tokens, k))
             t0 = time.perf_counter()
-            local = mc.score(local_model, T, prefix_tokens=a.prefix_tokens, suffix_tokens=a.suffix_tokens,
-                             policies=pols, out=work / f"local{r}", threads=a.threads, progress=False)
+            local = mc.score(
+                local_model,
+                T,
+                prefix_tokens=a.prefix_tokens,
+                suffix_tokens=a.suffix_tokens,
+                policies=pols,
+                out=work / f"local{r}",
+                threads=a.threads,
+                progress=False,
+            )
             rows["local"].append(time.perf_counter() - t0)
             if r == 0:
                 lt = scores_table(local).loc[st.index]
@@ -130,34 +172,58 @@ def main() -> int:
                     tx = np.stack(st[f"token_logq:{p}"].to_numpy())
                     ty = np.stack(lt[f"token_logq:{p}"].to_numpy())
                     tb = np.isfinite(tx) & np.isfinite(ty)
-                    diffs[p] = {"window_max": float(np.max(np.abs(x[both] - y[both]))) if both.any() else 0.0,
-                                "token_max": float(np.max(np.abs(tx[tb] - ty[tb]))) if tb.any() else 0.0,
-                                "token_median": float(np.median(np.abs(tx[tb] - ty[tb]))) if tb.any() else 0.0,
-                                "windows_compared": int(both.sum()),
-                                "infinite_agree": int(same_inf.sum()),
-                                "infinite_disagree": int(((~np.isfinite(x)) | (~np.isfinite(y))).sum() - same_inf.sum())}
+                    diffs[p] = {
+                        "window_max": float(np.max(np.abs(x[both] - y[both])))
+                        if both.any()
+                        else 0.0,
+                        "token_max": float(np.max(np.abs(tx[tb] - ty[tb]))) if tb.any() else 0.0,
+                        "token_median": float(np.median(np.abs(tx[tb] - ty[tb])))
+                        if tb.any()
+                        else 0.0,
+                        "windows_compared": int(both.sum()),
+                        "infinite_agree": int(same_inf.sum()),
+                        "infinite_disagree": int(
+                            ((~np.isfinite(x)) | (~np.isfinite(y))).sum() - same_inf.sum()
+                        ),
+                    }
                 greedy_agree = int((st["greedy_match"] == lt["greedy_match"]).sum())
     finally:
         shutil.rmtree(work, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in rows.items()}
-    print(f"served scoring: {n} windows of {a.prefix_tokens}+{a.suffix_tokens} tokens, policies {', '.join(pols)}, "
-          f"{a.rounds} interleaved rounds, load average {os.getloadavg()[0]:.2f}")
-    print(f"server: {bs['server']} {bs['version']} at {bs['url']} (model {bs['model_id']}, top-{k} log-probs)")
+    print(
+        f"served scoring: {n} windows of {a.prefix_tokens}+{a.suffix_tokens} tokens, policies {', '.join(pols)}, "
+        f"{a.rounds} interleaved rounds, load average {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"server: {bs['server']} {bs['version']} at {bs['url']} (model {bs['model_id']}, top-{k} log-probs)"
+    )
     print(f"{'configuration':<46} {'median s':>9} {'windows/s':>10}")
-    print(f"{'memclaim served (' + str(a.batch_size) + ' windows/request, ' + str(a.max_concurrency) + ' in flight)':<46} "
-          f"{med['served']:>9.2f} {n / med['served']:>10.2f}")
-    print(f"{'plain client loop (1 window/request, serial)':<46} {med['plain']:>9.2f} {n / med['plain']:>10.2f}")
-    print(f"{'memclaim local float32 (' + str(a.threads) + ' threads)':<46} {med['local']:>9.2f} {n / med['local']:>10.2f}")
-    print(f"speed-up of batching/concurrency over the plain loop: {med['plain'] / med['served']:.2f}x "
-          f"(each round's runs: served {', '.join(f'{x:.2f}' for x in rows['served'])}; plain "
-          f"{', '.join(f'{x:.2f}' for x in rows['plain'])})")
-    print(f"memclaim client overhead: median {100 * statistics.median(overhead):.2f}% of the time its requests were in "
-          "flight (includes one connect + probe per run)")
+    print(
+        f"{'memclaim served (' + str(a.batch_size) + ' windows/request, ' + str(a.max_concurrency) + ' in flight)':<46} "
+        f"{med['served']:>9.2f} {n / med['served']:>10.2f}"
+    )
+    print(
+        f"{'plain client loop (1 window/request, serial)':<46} {med['plain']:>9.2f} {n / med['plain']:>10.2f}"
+    )
+    print(
+        f"{'memclaim local float32 (' + str(a.threads) + ' threads)':<46} {med['local']:>9.2f} {n / med['local']:>10.2f}"
+    )
+    print(
+        f"speed-up of batching/concurrency over the plain loop: {med['plain'] / med['served']:.2f}x "
+        f"(each round's runs: served {', '.join(f'{x:.2f}' for x in rows['served'])}; plain "
+        f"{', '.join(f'{x:.2f}' for x in rows['plain'])})"
+    )
+    print(
+        f"memclaim client overhead: median {100 * statistics.median(overhead):.2f}% of the time its requests were in "
+        "flight (includes one connect + probe per run)"
+    )
     print(f"greedy flags equal to local on {greedy_agree} of {n} windows")
     for p, d in diffs.items():
-        print(f"  {p:<10} max |diff| per window {d['window_max']:.3g} nats, per token max {d['token_max']:.3g} median "
-              f"{d['token_median']:.3g} ({d['windows_compared']} finite windows; -inf in both {d['infinite_agree']}, "
-              f"in one only {d['infinite_disagree']})")
+        print(
+            f"  {p:<10} max |diff| per window {d['window_max']:.3g} nats, per token max {d['token_max']:.3g} median "
+            f"{d['token_median']:.3g} ({d['windows_compared']} finite windows; -inf in both {d['infinite_agree']}, "
+            f"in one only {d['infinite_disagree']})"
+        )
     return 0
 
 

@@ -28,11 +28,14 @@ its agreement row compares the batched schedule with the CPU schedule on the CPU
 Targets (issue 14), printed with the verdict: memclaim >= 10x the reference on the 8B shape, the
 body >= 40% of the measured bf16 peak, fp32 GPU scores within 1e-3 nats per token of the CPU's.
 """
+
 from __future__ import annotations
 
 import os
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never download: every model here is built from a config
+os.environ.setdefault(
+    "HF_HUB_OFFLINE", "1"
+)  # never download: every model here is built from a config
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -54,22 +57,67 @@ POLICIES = ("greedy", "top-k:40", "temperature:0.7")
 # config.json numbers of the two models (hidden, intermediate, layers, heads, KV heads, head dim,
 # vocabulary, tied embeddings)
 SHAPES = {
-    "llama-3.2-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
-                         num_key_value_heads=8, head_dim=64, vocab_size=128256, tie_word_embeddings=True),
-    "llama-3.1-8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
-                         num_key_value_heads=8, head_dim=128, vocab_size=128256, tie_word_embeddings=False),
+    "llama-3.2-1b": dict(
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=64,
+        vocab_size=128256,
+        tie_word_embeddings=True,
+    ),
+    "llama-3.1-8b": dict(
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        vocab_size=128256,
+        tie_word_embeddings=False,
+    ),
 }
 # the agreement model: small enough to score on the CPU in seconds, the real vocabulary
-SMALL = dict(hidden_size=512, intermediate_size=1536, num_hidden_layers=4, num_attention_heads=8,
-             num_key_value_heads=2, head_dim=64, vocab_size=128256, tie_word_embeddings=False)
+SMALL = dict(
+    hidden_size=512,
+    intermediate_size=1536,
+    num_hidden_layers=4,
+    num_attention_heads=8,
+    num_key_value_heads=2,
+    head_dim=64,
+    vocab_size=128256,
+    tie_word_embeddings=False,
+)
 BOS = 128000  # <|begin_of_text|>
 AGREE_TOL = 1e-3  # nats per token, fp32 device against the CPU (issue 14)
 TARGET_SPEEDUP_8B = 10.0
 TARGET_BODY_FRACTION = 0.40
-COLUMNS = ("shape", "layers", "windows", "batch", "census w/s", "all-stats w/s", "reference w/s", "speed-up",
-           "body TFLOP/s", "body % peak", "peak mem GB", "warm-up s", "max |dlogq| vs ref")
-AGREE_COLUMNS = ("agreement model", "device", "windows", "max |d| per token", "max |d| per window",
-                 "supports equal", "greedy equal", f"within {AGREE_TOL:g}")
+COLUMNS = (
+    "shape",
+    "layers",
+    "windows",
+    "batch",
+    "census w/s",
+    "all-stats w/s",
+    "reference w/s",
+    "speed-up",
+    "body TFLOP/s",
+    "body % peak",
+    "peak mem GB",
+    "warm-up s",
+    "max |dlogq| vs ref",
+)
+AGREE_COLUMNS = (
+    "agreement model",
+    "device",
+    "windows",
+    "max |d| per token",
+    "max |d| per window",
+    "supports equal",
+    "greedy equal",
+    f"within {AGREE_TOL:g}",
+)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -151,15 +199,21 @@ def matmul_peak_flops(device, dtype, n, reps=10):
         for _ in range(reps):
             a @ b
         sync(device)
-        best = max(best, reps * 2 * n ** 3 / (time.perf_counter() - t))
+        best = max(best, reps * 2 * n**3 / (time.perf_counter() - t))
     del a, b
     return best
 
 
 def body_flops_per_window(cfg: dict, T: int) -> float:
     """FLOPs of the body (no unembedding) over T tokens: dense layers + causal attention."""
-    d, L, H, kv, hd, inter = (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["num_attention_heads"],
-                              cfg["num_key_value_heads"], cfg["head_dim"], cfg["intermediate_size"])
+    d, L, H, kv, hd, inter = (
+        cfg["hidden_size"],
+        cfg["num_hidden_layers"],
+        cfg["num_attention_heads"],
+        cfg["num_key_value_heads"],
+        cfg["head_dim"],
+        cfg["intermediate_size"],
+    )
     dense = 2 * T * L * (d * H * hd * 2 + d * kv * hd * 2 + 3 * d * inter)  # q, o, k, v; SwiGLU
     attn = 2 * 2 * L * H * hd * T * (T + 1) / 2  # QK^T and AV, causal half
     return dense + attn
@@ -182,7 +236,7 @@ def fill_random(p, std, g):
     block = torch.empty(BLOCK, dtype=p.dtype, device=p.device).normal_(0.0, std, generator=g)
     for a in range(0, flat.numel(), BLOCK):
         n = min(BLOCK, flat.numel() - a)
-        flat[a:a + n].copy_(block[:n])
+        flat[a : a + n].copy_(block[:n])
 
 
 def _no_init():
@@ -207,8 +261,15 @@ def build_llama(cfg: dict, *, layers: int, dtype, device, lm_head_std: float = 0
 
     from memclaim.models.hf import FAST_ATTENTION
 
-    kw = dict(cfg, num_hidden_layers=layers, max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=500000.0,
-              bos_token_id=BOS, eos_token_id=128001)
+    kw = dict(
+        cfg,
+        num_hidden_layers=layers,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-5,
+        rope_theta=500000.0,
+        bos_token_id=BOS,
+        eos_token_id=128001,
+    )
     try:
         config = LlamaConfig(**kw, attn_implementation=FAST_ATTENTION)
     except TypeError:  # older transformers
@@ -256,7 +317,10 @@ def reference_scores(model, prompts, suffixes, batch, device):
     P, S = len(prompts[0]), len(suffixes[0])
     with torch.inference_mode():
         for a in range(0, len(prompts), batch):
-            ids = torch.tensor([p + s for p, s in zip(prompts[a:a + batch], suffixes[a:a + batch])], device=device)
+            ids = torch.tensor(
+                [p + s for p, s in zip(prompts[a : a + batch], suffixes[a : a + batch])],
+                device=device,
+            )
             logits = model(ids).logits.float().cpu()  # [B, T, V] on the host
             tgt = ids[:, P:].cpu()
             B = ids.shape[0]
@@ -285,7 +349,9 @@ def reference_scores(model, prompts, suffixes, batch, device):
     return out
 
 
-def measure_shape(name, cfg, *, layers, dtype, device, n_windows, n_ref, prefix, suffix, ref_batch, peak):
+def measure_shape(
+    name, cfg, *, layers, dtype, device, n_windows, n_ref, prefix, suffix, ref_batch, peak
+):
     import numpy as np
     import torch
 
@@ -328,7 +394,9 @@ def measure_shape(name, cfg, *, layers, dtype, device, n_windows, n_ref, prefix,
         sync(device)
         ref_s = time.perf_counter() - t
     # the body alone, on memclaim's batch, best of 3
-    ids = torch.tensor([p + s[:-1] for p, s in zip(prompts[:batch], suffixes[:batch])], device=device)
+    ids = torch.tensor(
+        [p + s[:-1] for p, s in zip(prompts[:batch], suffixes[:batch])], device=device
+    )
     body_s = float("inf")
     for _ in range(3):
         sync(device)
@@ -340,16 +408,32 @@ def measure_shape(name, cfg, *, layers, dtype, device, n_windows, n_ref, prefix,
     a, b = np.asarray(cen.logq[:n_ref]), np.asarray(ref)
     fin = np.isfinite(a) & np.isfinite(b)
     row = {
-        "shape": name, "layers": layers, "dtype": str(dtype).replace("torch.", ""), "windows": n_windows,
-        "reference_windows": n_ref, "batch": batch, "reference_batch": ref_batch, "prefix": prefix, "suffix": suffix,
-        "census w/s": n_windows / cen_s, "all-stats w/s": n_windows / all_s, "reference w/s": n_ref / ref_s,
-        "speed-up": (n_windows / cen_s) / (n_ref / ref_s), "speed-up all-stats": (n_windows / all_s) / (n_ref / ref_s),
-        "body TFLOP/s": body_flops / 1e12, "body % peak": 100 * body_flops / peak,
-        "peak mem GB": mem.peak / 1e9, "reference peak mem GB": ref_mem.peak / 1e9, "warm-up s": warm,
-        "build s": build_s, "max |dlogq| vs ref": float(np.abs(a[fin] - b[fin]).max()) if fin.any() else 0.0,
+        "shape": name,
+        "layers": layers,
+        "dtype": str(dtype).replace("torch.", ""),
+        "windows": n_windows,
+        "reference_windows": n_ref,
+        "batch": batch,
+        "reference_batch": ref_batch,
+        "prefix": prefix,
+        "suffix": suffix,
+        "census w/s": n_windows / cen_s,
+        "all-stats w/s": n_windows / all_s,
+        "reference w/s": n_ref / ref_s,
+        "speed-up": (n_windows / cen_s) / (n_ref / ref_s),
+        "speed-up all-stats": (n_windows / all_s) / (n_ref / ref_s),
+        "body TFLOP/s": body_flops / 1e12,
+        "body % peak": 100 * body_flops / peak,
+        "peak mem GB": mem.peak / 1e9,
+        "reference peak mem GB": ref_mem.peak / 1e9,
+        "warm-up s": warm,
+        "build s": build_s,
+        "max |dlogq| vs ref": float(np.abs(a[fin] - b[fin]).max()) if fin.any() else 0.0,
         "support equal vs ref": bool(np.array_equal(np.isfinite(a), np.isfinite(b))),
-        "attn_implementation": lm.attn_implementation, "schedule": census.schedule,
-        "tied_embeddings": model.get_output_embeddings().weight is model.get_input_embeddings().weight,
+        "attn_implementation": lm.attn_implementation,
+        "schedule": census.schedule,
+        "tied_embeddings": model.get_output_embeddings().weight
+        is model.get_input_embeddings().weight,
     }
     del model, lm, census, every, ids
     gc.collect()
@@ -370,15 +454,19 @@ def agreement(device, *, n_windows, prefix, suffix):
 
     cpu = torch.device("cpu")
     # a larger unembedding scale gives peaked next-token distributions (top-k and margins matter)
-    model = build_llama(SMALL, layers=SMALL["num_hidden_layers"], dtype=torch.float32, device=cpu, lm_head_std=0.12)
+    model = build_llama(
+        SMALL, layers=SMALL["num_hidden_layers"], dtype=torch.float32, device=cpu, lm_head_std=0.12
+    )
     pols = parse_policies(["full", "greedy", "top-k:40", "temperature:0.7", "top-p:0.9"])
     prompts, suffixes = windows(SMALL["vocab_size"], n_windows, prefix, suffix, seed=2)
-    ref = TeacherForcingEngine(HFLanguageModel(model, name="small"), pols, schedule="cpu-invariant") \
-        .score_windows(prompts, suffixes, batch_size=8)
+    ref = TeacherForcingEngine(
+        HFLanguageModel(model, name="small"), pols, schedule="cpu-invariant"
+    ).score_windows(prompts, suffixes, batch_size=8)
     moved = copy.deepcopy(model).to(device)
     schedule = "auto" if device.type != "cpu" else "batched"
-    dev = TeacherForcingEngine(HFLanguageModel(moved, name="small"), pols, schedule=schedule) \
-        .score_windows(prompts, suffixes, batch_size=8)
+    dev = TeacherForcingEngine(
+        HFLanguageModel(moved, name="small"), pols, schedule=schedule
+    ).score_windows(prompts, suffixes, batch_size=8)
     diffs, same_support = [], True
     for f in ("token_logq", "token_logprob", "token_mean", "token_std"):
         x, y = getattr(ref, f), getattr(dev, f)
@@ -391,11 +479,21 @@ def agreement(device, *, n_windows, prefix, suffix):
     greedy_equal = bool(np.array_equal(ref.greedy_match[clear], dev.greedy_match[clear]))
     ranks_equal_frac = float((ref.token_rank == dev.token_rank).mean())
     worst = max(diffs)
-    return {"agreement model": "llama-small x4 layers fp32", "device": str(device), "windows": n_windows,
-            "max |d| per token": worst, "max |d| per window": per_window, "supports equal": same_support,
-            "greedy equal": greedy_equal, f"within {AGREE_TOL:g}": bool(worst <= AGREE_TOL and same_support),
-            "per field max |d|": dict(zip(("token_logq", "token_logprob", "token_mean", "token_std"), diffs)),
-            "ranks equal fraction": ranks_equal_frac, "device schedule": schedule if schedule != "auto" else "batched"}
+    return {
+        "agreement model": "llama-small x4 layers fp32",
+        "device": str(device),
+        "windows": n_windows,
+        "max |d| per token": worst,
+        "max |d| per window": per_window,
+        "supports equal": same_support,
+        "greedy equal": greedy_equal,
+        f"within {AGREE_TOL:g}": bool(worst <= AGREE_TOL and same_support),
+        "per field max |d|": dict(
+            zip(("token_logq", "token_logprob", "token_mean", "token_std"), diffs)
+        ),
+        "ranks equal fraction": ranks_equal_frac,
+        "device schedule": schedule if schedule != "auto" else "batched",
+    }
 
 
 # --------------------------------------------------------------------------- output
@@ -417,17 +515,28 @@ def print_table(columns, rows):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--device", default="auto", help="auto (cuda when present), cuda, cuda:N or cpu")
-    ap.add_argument("--quick", action="store_true",
-                    help="2 layers, at most 16 windows, float32 (the CPU mode CI runs)")
-    ap.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated from {', '.join(SHAPES)}")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--device", default="auto", help="auto (cuda when present), cuda, cuda:N or cpu"
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="2 layers, at most 16 windows, float32 (the CPU mode CI runs)",
+    )
+    ap.add_argument(
+        "--shapes", default=",".join(SHAPES), help=f"comma-separated from {', '.join(SHAPES)}"
+    )
     ap.add_argument("--windows", type=int, default=None, help="memclaim windows per shape")
     ap.add_argument("--ref-windows", type=int, default=None, help="reference windows per shape")
     ap.add_argument("--prefix", type=int, default=None)
     ap.add_argument("--suffix", type=int, default=None)
     ap.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
-    ap.add_argument("--json-out", default=None, help="write the table (and environment) as JSON here")
+    ap.add_argument(
+        "--json-out", default=None, help="write the table (and environment) as JSON here"
+    )
     args = ap.parse_args(argv)
     start = time.perf_counter()
 
@@ -443,7 +552,9 @@ def main(argv=None):
     else:
         device = torch.device(args.device)
         if device.type == "cuda" and not torch.cuda.is_available():
-            raise SystemExit(f"error: --device {args.device}: no CUDA device is visible (torch {torch.__version__})")
+            raise SystemExit(
+                f"error: --device {args.device}: no CUDA device is visible (torch {torch.__version__})"
+            )
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
@@ -465,23 +576,52 @@ def main(argv=None):
             nr = args.ref_windows or (64 if s == "llama-3.2-1b" else 32)
         plan[s] = (n, nr)
 
-    env = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-           "device": str(device), "cuda": torch.version.cuda, "threads": torch.get_num_threads(),
-           "device_name": torch.cuda.get_device_name(device) if on_gpu else platform.processor() or platform.machine(),
-           "quick": quick, "dtype": str(dtype).replace("torch.", ""), "policies": list(POLICIES)}
-    print(f"gpu_check on {env['device_name']} ({device}); torch {env['torch']}, transformers {env['transformers']}, "
-          f"python {env['python']}; {env['dtype']} bodies; policies {', '.join(POLICIES)}", flush=True)
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "device": str(device),
+        "cuda": torch.version.cuda,
+        "threads": torch.get_num_threads(),
+        "device_name": torch.cuda.get_device_name(device)
+        if on_gpu
+        else platform.processor() or platform.machine(),
+        "quick": quick,
+        "dtype": str(dtype).replace("torch.", ""),
+        "policies": list(POLICIES),
+    }
+    print(
+        f"gpu_check on {env['device_name']} ({device}); torch {env['torch']}, transformers {env['transformers']}, "
+        f"python {env['python']}; {env['dtype']} bodies; policies {', '.join(POLICIES)}",
+        flush=True,
+    )
     peak_dtype = torch.bfloat16 if not quick else torch.float32
     peak = matmul_peak_flops(device, peak_dtype, 8192 if on_gpu else 1024, reps=20 if on_gpu else 3)
-    print(f"measured {str(peak_dtype).replace('torch.', '')} matmul peak: {peak / 1e12:.3g} TFLOP/s", flush=True)
+    print(
+        f"measured {str(peak_dtype).replace('torch.', '')} matmul peak: {peak / 1e12:.3g} TFLOP/s",
+        flush=True,
+    )
 
     rows = []
     for s in shapes:
         n, nr = plan[s]
         layers = 2 if quick else SHAPES[s]["num_hidden_layers"]
         t = time.perf_counter()
-        rows.append(measure_shape(s, SHAPES[s], layers=layers, dtype=dtype, device=device, n_windows=n, n_ref=nr,
-                                  prefix=prefix, suffix=suffix, ref_batch=min(8, nr), peak=peak))
+        rows.append(
+            measure_shape(
+                s,
+                SHAPES[s],
+                layers=layers,
+                dtype=dtype,
+                device=device,
+                n_windows=n,
+                n_ref=nr,
+                prefix=prefix,
+                suffix=suffix,
+                ref_batch=min(8, nr),
+                peak=peak,
+            )
+        )
         print(f"  {s}: measured in {time.perf_counter() - t:.0f} s", flush=True)
     agree = agreement(device, n_windows=16, prefix=32 if on_gpu else 16, suffix=16 if on_gpu else 8)
 
@@ -494,8 +634,12 @@ def main(argv=None):
         big = next((r for r in rows if r["shape"] == "llama-3.1-8b"), None)
         if big is not None:
             verdicts["speed-up 8B >= 10x"] = big["speed-up"] >= TARGET_SPEEDUP_8B
-            verdicts["body >= 40% of bf16 peak (8B)"] = big["body % peak"] >= 100 * TARGET_BODY_FRACTION
-    verdicts[f"fp32 device scores within {AGREE_TOL:g} nats/token of the CPU"] = agree[f"within {AGREE_TOL:g}"]
+            verdicts["body >= 40% of bf16 peak (8B)"] = (
+                big["body % peak"] >= 100 * TARGET_BODY_FRACTION
+            )
+    verdicts[f"fp32 device scores within {AGREE_TOL:g} nats/token of the CPU"] = agree[
+        f"within {AGREE_TOL:g}"
+    ]
     print()
     for k, v in verdicts.items():
         print(f"target {k}: {'met' if v else 'MISSED'}")
@@ -503,9 +647,18 @@ def main(argv=None):
     print(f"total {total:.0f} s")
     if args.json_out:
         loaded = sorted(m for m in sys.modules if m == "memclaim" or m.startswith("memclaim."))
-        out = {"env": env, "peak_tflops": peak / 1e12, "peak_dtype": str(peak_dtype).replace("torch.", ""),
-               "columns": list(COLUMNS), "rows": rows, "agreement_columns": list(AGREE_COLUMNS), "agreement": agree,
-               "targets": verdicts, "seconds": total, "memclaim_modules": loaded}
+        out = {
+            "env": env,
+            "peak_tflops": peak / 1e12,
+            "peak_dtype": str(peak_dtype).replace("torch.", ""),
+            "columns": list(COLUMNS),
+            "rows": rows,
+            "agreement_columns": list(AGREE_COLUMNS),
+            "agreement": agree,
+            "targets": verdicts,
+            "seconds": total,
+            "memclaim_modules": loaded,
+        }
         Path(args.json_out).write_text(json.dumps(out, indent=1))
         print(f"wrote {args.json_out}")
     return 0

@@ -23,6 +23,7 @@ gives the issue's breakdown for the default and the census statistics (where_tim
     python benchmarks/profile_scoring.py                         # both models, 16 windows, 3 reps
     python benchmarks/profile_scoring.py --models smollm2 --reps 5 --json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,28 +55,48 @@ class Stage:
             out = fn()
             walls.append(time.perf_counter() - w)
             cpus.append(time.process_time() - c)
-        self.rows.append({"side": side, "stage": name, "wall_s": statistics.median(walls),
-                          "cpu_s": statistics.median(cpus), "note": note})
+        self.rows.append(
+            {
+                "side": side,
+                "stage": name,
+                "wall_s": statistics.median(walls),
+                "cpu_s": statistics.median(cpus),
+                "note": note,
+            }
+        )
         return out
 
 
 def profile_model(name: str, args) -> dict:
-    import numpy as np
     import torch
 
     from memclaim.decoding import parse_policies
     from memclaim.models import load_model
-    from memclaim.scoring.engine import (ALL_STATS, CENSUS_STATS, STAT_BLOCK_BYTES, STAT_NAMES, BatchScores,
-                                         StatSet, TeacherForcingEngine, _chunk_rows, _stat_block_rows, score_rows,
-                                         stat_blocks)
+    from memclaim.scoring.engine import (
+        ALL_STATS,
+        CENSUS_STATS,
+        STAT_BLOCK_BYTES,
+        STAT_NAMES,
+        BatchScores,
+        StatSet,
+        TeacherForcingEngine,
+        _chunk_rows,
+        _stat_block_rows,
+        score_rows,
+        stat_blocks,
+    )
     from memclaim.scoring.store import ScoreStore, UnitResult
 
     torch.set_num_threads(args.threads)
     st = Stage(args.reps)
     m = st("setup", "model load", lambda: load_model(name, load_weights=True), reps=1)
     lm = m.lm
-    prompts, suffixes = st("setup", "tokenize (sliding windows)",
-                           lambda: load_windows(m, args.windows, args.prefix, args.suffix), reps=1)
+    prompts, suffixes = st(
+        "setup",
+        "tokenize (sliding windows)",
+        lambda: load_windows(m, args.windows, args.prefix, args.suffix),
+        reps=1,
+    )
     pols = parse_policies(POLICIES)
     B, S, Lp = len(prompts), len(suffixes[0]), len(prompts[0])
     ids = torch.tensor([p + s[:-1] for p, s in zip(prompts, suffixes)])  # [B, T]
@@ -84,34 +105,57 @@ def profile_model(name: str, args) -> dict:
         # warm-up: allocator, MKL, attention kernels
         TeacherForcingEngine(lm, pols).score_batch(prompts[:2], suffixes[:2])
         hidden, _ = st("memclaim", "body (forward_hidden)", lambda: lm.forward_hidden(ids))
-        h = hidden[:, Lp - 1:Lp - 1 + S].reshape(B * S, -1)  # [B*S, D]
+        h = hidden[:, Lp - 1 : Lp - 1 + S].reshape(B * S, -1)  # [B*S, D]
         rows = _chunk_rows(lm.vocab_size, 256 << 20)
         group = max(1, rows // S) * S
 
         def unembed():
-            return [lm.logits(h[a:a + group]) for a in range(0, B * S, group)]
+            return [lm.logits(h[a : a + group]) for a in range(0, B * S, group)]
 
         zs = st("memclaim", f"unembedding, {B * S} rows, {group} per call, fresh (before)", unembed)
         z = torch.cat(zs)  # [B*S, V]
         del zs
         zbuf = torch.empty((min(group, B * S), lm.vocab_size))
-        st("memclaim", "unembedding into one reused buffer", lambda: [
-            lm.logits(h[a:a + group], out=zbuf[:min(group, B * S - a)]) for a in range(0, B * S, group)])
+        st(
+            "memclaim",
+            "unembedding into one reused buffer",
+            lambda: [
+                lm.logits(h[a : a + group], out=zbuf[: min(group, B * S - a)])
+                for a in range(0, B * S, group)
+            ],
+        )
         del zbuf
 
         block = _stat_block_rows(lm.vocab_size, STAT_BLOCK_BYTES)
-        blocks = [bl for c0 in range(0, B * S, group) for bl in stat_blocks(c0, min(B * S, c0 + group), S, block)]
+        blocks = [
+            bl
+            for c0 in range(0, B * S, group)
+            for bl in stat_blocks(c0, min(B * S, c0 + group), S, block)
+        ]
 
         def stats_of(spec, pp=pols, per_window=False):
             ss = StatSet.of(spec)
             if per_window:  # the schedule before issue 30: one call per window
-                return lambda: [score_rows(z[a:a + S], targets[a:a + S], pp, ss) for a in range(0, B * S, S)]
+                return lambda: [
+                    score_rows(z[a : a + S], targets[a : a + S], pp, ss) for a in range(0, B * S, S)
+                ]
             return lambda: [score_rows(z[a:b], targets[a:b], pp, ss) for a, b in blocks]
 
-        st("memclaim", "log-softmax alone (T = 1, same blocks)",
-           lambda: [torch.log_softmax(z[a:b], dim=-1) for a, b in blocks])
-        st("memclaim", "statistics: default, window by window (before)", stats_of(ALL_STATS, per_window=True))
-        st("memclaim", "statistics: census, window by window (before)", stats_of(CENSUS_STATS, per_window=True))
+        st(
+            "memclaim",
+            "log-softmax alone (T = 1, same blocks)",
+            lambda: [torch.log_softmax(z[a:b], dim=-1) for a, b in blocks],
+        )
+        st(
+            "memclaim",
+            "statistics: default, window by window (before)",
+            stats_of(ALL_STATS, per_window=True),
+        )
+        st(
+            "memclaim",
+            "statistics: census, window by window (before)",
+            stats_of(CENSUS_STATS, per_window=True),
+        )
         st("memclaim", f"statistics: default, blocks of {block} rows", stats_of(ALL_STATS))
         st("memclaim", f"statistics: census, blocks of {block} rows", stats_of(CENSUS_STATS))
         for spec in STAT_NAMES:
@@ -122,15 +166,29 @@ def profile_model(name: str, args) -> dict:
         ends = {}
         for label, spec in (("default", ALL_STATS), ("census", CENSUS_STATS)):
             eng = TeacherForcingEngine(lm, pols, stats=spec)
-            ends[label] = st("memclaim", f"engine end to end, {label} statistics",
-                             lambda eng=eng: eng.score_batch(prompts, suffixes))
+            ends[label] = st(
+                "memclaim",
+                f"engine end to end, {label} statistics",
+                lambda eng=eng: eng.score_batch(prompts, suffixes),
+            )
         scores = ends["default"]
         with tempfile.TemporaryDirectory() as tmp:
             store = ScoreStore(Path(tmp) / "store")
             keys = tuple(f"item{i:04d}" for i in range(B))
-            st("memclaim", "store write (one unit, Parquet)",
-               lambda: store.write_unit(UnitResult("u0", "p0", tuple(p.spec for p in pols), keys,
-                                                   tuple(len(p) for p in prompts), scores)))
+            st(
+                "memclaim",
+                "store write (one unit, Parquet)",
+                lambda: store.write_unit(
+                    UnitResult(
+                        "u0",
+                        "p0",
+                        tuple(p.spec for p in pols),
+                        keys,
+                        tuple(len(p) for p in prompts),
+                        scores,
+                    )
+                ),
+            )
         assert isinstance(scores, BatchScores)
         # the peer's pattern, taken apart
         hf = lm.model
@@ -138,10 +196,14 @@ def profile_model(name: str, args) -> dict:
         out = st("peer", "body + lm_head at every position", lambda: hf(full).logits)
         logits = out.float()
         hfull = hf.base_model(full).last_hidden_state.reshape(-1, h.shape[-1])  # [B*(T+1), D]
-        st("peer", "  of which lm_head at every position",
-           lambda: torch.nn.functional.linear(hfull, hf.get_output_embeddings().weight))
+        st(
+            "peer",
+            "  of which lm_head at every position",
+            lambda: torch.nn.functional.linear(hfull, hf.get_output_embeddings().weight),
+        )
         del hfull
         for spec in POLICIES:
+
             def one(spec=spec):
                 x = logits
                 if spec == "greedy":
@@ -153,11 +215,19 @@ def profile_model(name: str, args) -> dict:
                     kth = torch.topk(x, 40, dim=-1).values[..., -1:]
                     x = x.masked_fill(x < kth, float("-inf"))
                 return torch.log_softmax(x, dim=-1)
+
             st("peer", f"policy {spec} on [B, T, V]", one)
         del logits, out
         st("peer", "peer end to end", lambda: reference_scores(hf, prompts, suffixes, B))
-    res = {"model": name, "vocab": lm.vocab_size, "windows": B, "prefix": args.prefix, "suffix": args.suffix,
-           "threads": args.threads, "rows": st.rows}
+    res = {
+        "model": name,
+        "vocab": lm.vocab_size,
+        "windows": B,
+        "prefix": args.prefix,
+        "suffix": args.suffix,
+        "threads": args.threads,
+        "rows": st.rows,
+    }
     res["where"] = where_time_goes(st.rows, block)
     return res
 
@@ -181,12 +251,17 @@ def where_time_goes(rows: list[dict], block: int) -> dict:
         body = cpu["body (forward_hidden)"]
         logsm = lsm if label == "default" else 0.0  # the census set reads no T = 1 log-softmax
         out[label] = {
-            "model load": cpu["model load"], "tokenization": cpu["tokenize (sliding windows)"],
-            "body": body, "unembedding": unemb, "log-softmax": logsm, "policies": pol,
+            "model load": cpu["model load"],
+            "tokenization": cpu["tokenize (sliding windows)"],
+            "body": body,
+            "unembedding": unemb,
+            "log-softmax": logsm,
+            "policies": pol,
             "per-token statistics": max(0.0, stats - pol - logsm),
             "python per window": max(0.0, end - body - unemb - stats),
             "store write": cpu["store write (one unit, Parquet)"],
-            "engine end to end": end}
+            "engine end to end": end,
+        }
     return out
 
 
@@ -198,26 +273,40 @@ def print_where(res: dict) -> None:
         vals = []
         for label in ("default", "census"):
             v, e = w[label][key], w[label]["engine end to end"]
-            share = "" if key in ("model load", "tokenization", "store write") else f"{100 * v / e:5.1f}%"
+            share = (
+                ""
+                if key in ("model load", "tokenization", "store write")
+                else f"{100 * v / e:5.1f}%"
+            )
             vals.append(f"{v:9.3f} {share:>6}")
         print(f"    {key:24} {vals[0]} {vals[1]}")
 
 
 def print_table(res: dict) -> None:
     rows = res["rows"]
-    tot = {side: next((r["cpu_s"] for r in rows if r["side"] == side and "end to end" in r["stage"]), None)
-           for side in ("memclaim", "peer")}  # memclaim: shares of the default statistics' end to end
-    print(f"\n== {res['model']} (vocabulary {res['vocab']:,}): {res['windows']} windows of "
-          f"{res['prefix']}+{res['suffix']} tokens, {res['threads']} threads; median of the reps")
+    tot = {
+        side: next(
+            (r["cpu_s"] for r in rows if r["side"] == side and "end to end" in r["stage"]), None
+        )
+        for side in ("memclaim", "peer")
+    }  # memclaim: shares of the default statistics' end to end
+    print(
+        f"\n== {res['model']} (vocabulary {res['vocab']:,}): {res['windows']} windows of "
+        f"{res['prefix']}+{res['suffix']} tokens, {res['threads']} threads; median of the reps"
+    )
     print(f"  {'side':9} {'stage':52} {'wall s':>8} {'CPU s':>8} {'share':>6}")
     for r in rows:
         t = tot.get(r["side"])
         share = f"{100 * r['cpu_s'] / t:5.1f}%" if t else ""
-        print(f"  {r['side']:9} {r['stage'][:52]:52} {r['wall_s']:8.3f} {r['cpu_s']:8.3f} {share:>6}")
+        print(
+            f"  {r['side']:9} {r['stage'][:52]:52} {r['wall_s']:8.3f} {r['cpu_s']:8.3f} {share:>6}"
+        )
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--models", default="smollm2,gemma3-270m")
     ap.add_argument("--windows", type=int, default=16)
     ap.add_argument("--prefix", type=int, default=50)

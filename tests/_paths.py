@@ -4,6 +4,7 @@ in folders, tools/apply_habits.sh): import these instead of deriving paths from 
 >>> (ROOT / "pyproject.toml").is_file(), (DATA / "fixtures").is_dir()
 (True, True)
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -11,10 +12,10 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-TESTS = Path(__file__).resolve().parent   # tests/ (conftest.py, helpers such as theory_checks.py)
-ROOT = TESTS.parent                       # the checkout: pyproject.toml, src/, docs/, tools/
-DATA = TESTS / "data"                     # committed test data; fixtures under DATA / "fixtures"
-SRC = ROOT / "src" / "memclaim"           # the package's sources
+TESTS = Path(__file__).resolve().parent  # tests/ (conftest.py, helpers such as theory_checks.py)
+ROOT = TESTS.parent  # the checkout: pyproject.toml, src/, docs/, tools/
+DATA = TESTS / "data"  # committed test data; fixtures under DATA / "fixtures"
+SRC = ROOT / "src" / "memclaim"  # the package's sources
 
 __all__ = ["TESTS", "ROOT", "DATA", "SRC", "test_module"]
 

@@ -10,6 +10,7 @@
   generation that [EM] App. A.2 blames for argmax "successes" that greedy generation does not
   reproduce, made deliberate.
 """
+
 from __future__ import annotations
 
 import torch
@@ -28,8 +29,19 @@ def char_tokenizer():
 def _config(vocab: int):
     from transformers import GPT2Config
 
-    return GPT2Config(vocab_size=vocab, n_positions=96, n_embd=32, n_layer=2, n_head=2, resid_pdrop=0.0,
-                      embd_pdrop=0.0, attn_pdrop=0.0, initializer_range=0.4, bos_token_id=0, eos_token_id=0)
+    return GPT2Config(
+        vocab_size=vocab,
+        n_positions=96,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        initializer_range=0.4,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
 
 
 def tiny_gpt(seed: int = 0, *, dtype=torch.float32, cls=None):
@@ -56,11 +68,20 @@ def _nudge_class():
 
         def forward(self, *args, **kwargs):
             out = super().forward(*args, **kwargs)
-            past = kwargs.get("cache", kwargs.get("past_key_values"))  # transformers 5 calls it cache
+            past = kwargs.get(
+                "cache", kwargs.get("past_key_values")
+            )  # transformers 5 calls it cache
             ids = kwargs.get("input_ids", args[0] if args else None)
-            if self.nudge is not None and past is not None and ids is not None and ids.shape[1] == 1:
+            if (
+                self.nudge is not None
+                and past is not None
+                and ids is not None
+                and ids.shape[1] == 1
+            ):
                 positions, token, amount = self.nudge
-                if int(past.get_seq_length()) == positions:  # the cache now holds this step's input too
+                if (
+                    int(past.get_seq_length()) == positions
+                ):  # the cache now holds this step's input too
                     out.logits[:, -1, token] += amount
             return out
 

@@ -1,4 +1,5 @@
 """Shared fixtures. Tiers: unit (no marker), integration (tiny GPT), real (SmolLM2), slow."""
+
 from __future__ import annotations
 
 import os
@@ -6,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
 from _paths import DATA
 
 # Idle OpenMP threads sleep instead of spinning: on a shared 2-core machine spinning threads of
@@ -18,7 +20,6 @@ settings.register_profile("dev", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return DATA
@@ -27,21 +28,26 @@ def data_dir() -> Path:
 def _build_random_gpt2(out: Path, *, seed: int = 0, n_layer: int = 2, n_embd: int = 64) -> Path:
     """A randomly initialized tiny GPT-2 with a BPE tokenizer trained on a paragraph: exercises
     the HF loading path in unit tests without training anything substantial."""
+    import numpy as np
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from memclaim.train.toy import _train_tokenizer
-
-    import numpy as np
-
     from memclaim.train.corpus import MarkovZipf
+    from memclaim.train.toy import _train_tokenizer
 
     gen = MarkovZipf(n_words=120, seed=3)
     rng = np.random.default_rng(3)
     tok = _train_tokenizer([gen.passage(rng, n_words=80) for _ in range(40)], 300)
     torch.manual_seed(seed)
-    cfg = GPT2Config(vocab_size=len(tok), n_positions=256, n_embd=n_embd, n_layer=n_layer, n_head=4,
-                     bos_token_id=0, eos_token_id=0)
+    cfg = GPT2Config(
+        vocab_size=len(tok),
+        n_positions=256,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=4,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     model = GPT2LMHeadModel(cfg)
     model.save_pretrained(str(out), safe_serialization=True)
     tok.save_pretrained(str(out))
@@ -97,8 +103,10 @@ def gemma():
 
 # The real tier runs on SmolLM2 in CI; the same checks on Gemma 3 270M (vocabulary 262,144,
 # about 2.5x slower per window here) are `slow`: `make test-slow` or `pytest -m slow`.
-REAL_MODELS = [pytest.param("smollm2", id="smollm2"),
-               pytest.param("gemma3-270m", id="gemma3-270m", marks=pytest.mark.slow)]
+REAL_MODELS = [
+    pytest.param("smollm2", id="smollm2"),
+    pytest.param("gemma3-270m", id="gemma3-270m", marks=pytest.mark.slow),
+]
 
 
 @pytest.fixture(scope="session", params=REAL_MODELS)

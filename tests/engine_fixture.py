@@ -5,7 +5,7 @@ GPU schedule was added (commit recorded in the file's meta), with::
 
     PYTHONPATH=src python tests/engine_fixture.py --write tests/data/fixtures/engine_cpu_v1.npz
 
-tests/test_engine_fixture.py asserts that today's CPU schedule reproduces every array bit for
+tests/scoring/test_engine_fixture.py asserts that today's CPU schedule reproduces every array bit for
 bit (np.array_equal): CPU scores stored before a change stay valid after it. Never rewrite the
 file with a newer engine (``--write`` refuses to overwrite); a deliberate change of CPU numerics
 needs a new version (engine_cpu_v2.npz) and a new procedure key.
@@ -16,6 +16,7 @@ Models (no download, no training, deterministic on every machine):
   * ``synthetic``: memclaim's float64 SyntheticLM with quantized logits (many exact ties);
   * ``smollm2``: the real tier's model (windows stored as ids, so no tokenizer is needed).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,13 +25,32 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
 from _paths import DATA, ROOT
 
 FIXTURE = DATA / "fixtures" / "engine_cpu_v1.npz"
-FIELDS = ("logq", "token_logq", "greedy_match", "min_margin", "token_logprob", "token_mean", "token_std",
-          "token_rank")
-POLICY_SPECS = ("full", "greedy", "top-k:1", "top-k:3", "top-k:40", "top-p:0.8", "temperature:0.7",
-                "top-k:40,temperature:0.7", "top-p:0.95,temperature:1.3", "top-k:5,top-p:0.9")
+FIELDS = (
+    "logq",
+    "token_logq",
+    "greedy_match",
+    "min_margin",
+    "token_logprob",
+    "token_mean",
+    "token_std",
+    "token_rank",
+)
+POLICY_SPECS = (
+    "full",
+    "greedy",
+    "top-k:1",
+    "top-k:3",
+    "top-k:40",
+    "top-p:0.8",
+    "temperature:0.7",
+    "top-k:40,temperature:0.7",
+    "top-p:0.95,temperature:1.3",
+    "top-k:5,top-p:0.9",
+)
 TINY_VOCAB = 96
 TINY_DUPLICATES = 24  # unembedding rows 72..95 copy rows 0..23: their logits tie exactly
 
@@ -42,9 +62,17 @@ def tiny_llama():
 
     from memclaim.models.hf import HFLanguageModel
 
-    cfg = LlamaConfig(vocab_size=TINY_VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      tie_word_embeddings=False, rms_norm_eps=1e-6)
+    cfg = LlamaConfig(
+        vocab_size=TINY_VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        rms_norm_eps=1e-6,
+    )
     torch.manual_seed(0)
     model = LlamaForCausalLM(cfg).float().eval()
     rng = np.random.default_rng(20240601)
@@ -58,7 +86,7 @@ def tiny_llama():
                 vals = 0.12 * rng.standard_normal(p.shape)
             p.copy_(torch.from_numpy(vals.astype(np.float32)))
         w = model.lm_head.weight
-        w[TINY_VOCAB - TINY_DUPLICATES:] = w[:TINY_DUPLICATES]
+        w[TINY_VOCAB - TINY_DUPLICATES :] = w[:TINY_DUPLICATES]
     model.requires_grad_(False)
     return HFLanguageModel(model, name="tiny-llama", fingerprint="tiny-llama-fixture")
 
@@ -76,12 +104,14 @@ def _greedy_continuation(lm, prompt, n):
     for _ in range(n):
         h, _ = lm.forward_hidden(torch.tensor([ctx]))
         ctx.append(int(lm.logits(h[0, -1:])[0].argmax()))
-    return ctx[len(prompt):]
+    return ctx[len(prompt) :]
 
 
 def _random_windows(rng, vocab, n, lp, ls):
-    return ([[0] + [int(v) for v in rng.integers(1, vocab, lp)] for _ in range(n)],
-            [[int(v) for v in rng.integers(1, vocab, ls)] for _ in range(n)])
+    return (
+        [[0] + [int(v) for v in rng.integers(1, vocab, lp)] for _ in range(n)],
+        [[int(v) for v in rng.integers(1, vocab, ls)] for _ in range(n)],
+    )
 
 
 def tiny_cases(lm, vocab):
@@ -109,7 +139,9 @@ def smollm2_windows():
 
     m = load_model("smollm2")
     text = (DATA / "genesis_1_3.txt").read_text()
-    ws = list(sliding_windows(text, m.tokenizer, prefix_tokens=24, suffix_tokens=16, stride=37).windows)[:5]
+    ws = list(
+        sliding_windows(text, m.tokenizer, prefix_tokens=24, suffix_tokens=16, stride=37).windows
+    )[:5]
     prompts = [list(m.sot_ids) + list(w.prefix_ids) for w in ws]
     return prompts, [list(w.suffix_ids) for w in ws]
 
@@ -130,7 +162,7 @@ def pack(cases):
         L = max(len(x) for x in prompts)
         ids = np.full((len(prompts), L), -1, dtype=np.int64)
         for i, x in enumerate(prompts):
-            ids[i, :len(x)] = x
+            ids[i, : len(x)] = x
         out[f"{name}/prompts"] = ids
         out[f"{name}/prompt_len"] = np.array([len(x) for x in prompts], dtype=np.int64)
         out[f"{name}/suffixes"] = np.array(suffixes, dtype=np.int64)
@@ -140,14 +172,22 @@ def pack(cases):
 
 def unpack(arrays, prefix):
     """The cases stored under ``prefix`` ('tiny', 'synthetic', 'smollm2')."""
-    names = sorted({k.split("/")[1] for k in arrays if k.startswith(prefix + "/") and k.endswith("/prompts")})
+    names = sorted(
+        {k.split("/")[1] for k in arrays if k.startswith(prefix + "/") and k.endswith("/prompts")}
+    )
     cases = []
     for n in names:
         ids = arrays[f"{prefix}/{n}/prompts"]
         lens = arrays[f"{prefix}/{n}/prompt_len"]
         chunk = int(arrays[f"{prefix}/{n}/chunk"])
-        cases.append((n, [ids[i, :lens[i]].tolist() for i in range(len(lens))],
-                      arrays[f"{prefix}/{n}/suffixes"].tolist(), None if chunk < 0 else chunk))
+        cases.append(
+            (
+                n,
+                [ids[i, : lens[i]].tolist() for i in range(len(lens))],
+                arrays[f"{prefix}/{n}/suffixes"].tolist(),
+                None if chunk < 0 else chunk,
+            )
+        )
     return cases
 
 
@@ -161,7 +201,9 @@ def score_cases(lm, cases, *, engine_kwargs=None):
         kw = dict(engine_kwargs or {})
         if chunk is not None:
             kw["logit_chunk_bytes"] = chunk
-        r = TeacherForcingEngine(lm, parse_policies(list(POLICY_SPECS)), **kw).score_batch(prompts, suffixes)
+        r = TeacherForcingEngine(lm, parse_policies(list(POLICY_SPECS)), **kw).score_batch(
+            prompts, suffixes
+        )
         for f in FIELDS:
             out[f"{name}/{f}"] = getattr(r, f)
     return out
@@ -174,12 +216,27 @@ def _meta():
     import transformers
 
     root = ROOT
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.processor())
-    return {"engine_commit": commit, "torch": torch.__version__, "transformers": transformers.__version__,
-            "numpy": np.__version__, "cpu": cpu, "threads": torch.get_num_threads(), "policies": list(POLICY_SPECS),
-            "fields": list(FIELDS)}
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True
+    ).stdout.strip()
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return {
+        "engine_commit": commit,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "numpy": np.__version__,
+        "cpu": cpu,
+        "threads": torch.get_num_threads(),
+        "policies": list(POLICY_SPECS),
+        "fields": list(FIELDS),
+    }
 
 
 def write(path: Path):
@@ -188,7 +245,9 @@ def write(path: Path):
     import memclaim  # noqa: F401  (MKL strict mode before the first matmul)
 
     if path.exists():
-        raise SystemExit(f"{path} exists; the fixture is written once, by the engine before a change")
+        raise SystemExit(
+            f"{path} exists; the fixture is written once, by the engine before a change"
+        )
     torch.set_num_threads(2)
     arrays = {}
     tiny = tiny_llama()

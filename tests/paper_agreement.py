@@ -19,11 +19,12 @@ files' ``AGREEMENT`` tables, one entry per row:
 For a paper lower bound (``>=``) the run agrees if ours >= paper - tol; for an upper bound
 (``<=``) if ours <= paper + tol.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pytest
 
@@ -34,7 +35,9 @@ from memclaim.experiments.paper import PAPER
 class Agree:
     tol: float | Callable[[dict], float]
     why: str
-    ours: Callable[[dict], float] | None = None  # the number re-read from result["results"]/["settings"]
+    ours: Callable[[dict], float] | None = (
+        None  # the number re-read from result["results"]/["settings"]
+    )
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ class SideBySide:
 
 def rounding(printed_decimals: int) -> float:
     """Half a unit of the paper's last printed digit."""
-    return 0.5 * 10.0 ** -printed_decimals
+    return 0.5 * 10.0**-printed_decimals
 
 
 def params(table: dict[str, dict], reported: dict[str, set] | None = None) -> list:
@@ -65,8 +68,14 @@ def params(table: dict[str, dict], reported: dict[str, set] | None = None) -> li
             if isinstance(spec, Agree):
                 out.append(pytest.param(name, row, id=f"{name}/{row}"))
             elif isinstance(spec, Disagrees):
-                out.append(pytest.param(name, row, id=f"{name}/{row}",
-                                        marks=pytest.mark.xfail(strict=True, reason=spec.why)))
+                out.append(
+                    pytest.param(
+                        name,
+                        row,
+                        id=f"{name}/{row}",
+                        marks=pytest.mark.xfail(strict=True, reason=spec.why),
+                    )
+                )
     return out
 
 
@@ -92,7 +101,9 @@ def assert_agrees(result: dict, row: str, spec: Agree | Disagrees) -> None:
     assert (r["paper"], r["relation"], r["same_scale"]) == (p.value, p.relation, p.same_scale)
     ours = r["ours"]
     if spec.ours is not None:
-        assert spec.ours(result) == pytest.approx(ours, rel=1e-12, abs=1e-15), "row does not match the results"
+        assert spec.ours(result) == pytest.approx(ours, rel=1e-12, abs=1e-15), (
+            "row does not match the results"
+        )
     assert r["difference"] == pytest.approx(ours - p.value, abs=1e-15)
     tol = spec.tol(result) if callable(spec.tol) else spec.tol
     assert tol >= 0 and math.isfinite(tol)

@@ -13,6 +13,7 @@ the bottom tail to -inf) gives S_dn <= S, so delta computed from S_dn and S_up b
 truth. The T-fold convolution is a circular FFT over a window; the mass that can alias into
 the window is bounded by Chernoff bounds of the discretized sums, and added to both ends.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,11 +44,11 @@ def _single_step(direction, sigma, q, h, tail_sd):
         hi = -math.log1p(-q)
     j = np.arange(math.floor(lo / h), math.ceil(hi / h) + 1)
     l = j * h
-    if direction == "remove":   # X ~ mixture, L = L(X) increasing: P(L <= l) = P(X <= x(l))
+    if direction == "remove":  # X ~ mixture, L = L(X) increasing: P(L <= l) = P(X <= x(l))
         x = _x_of_loss(l, sigma, q)
         cdf = (1 - q) * stats.norm.cdf(x / sigma) + q * stats.norm.cdf((x - 1) / sigma)
         sf = (1 - q) * stats.norm.sf(x / sigma) + q * stats.norm.sf((x - 1) / sigma)
-    else:                       # X ~ N(0, s^2), L = -L(X): P(L <= l) = P(X >= x(-l))
+    else:  # X ~ N(0, s^2), L = -L(X): P(L <= l) = P(X >= x(-l))
         x = _x_of_loss(-l, sigma, q)
         cdf = stats.norm.sf(x / sigma)
         sf = stats.norm.cdf(x / sigma)
@@ -65,8 +66,14 @@ def _compose(j, p, T, h, window):
     lj = j * h
     hiB, loA = (kA + N) * h, kA * h
     with np.errstate(over="ignore", divide="ignore"):
-        up = min(math.exp(min(700.0, T * math.log(float(np.dot(p, np.exp(lam * lj)))) - lam * hiB)) for lam in LAMBDAS)
-        dn = min(math.exp(min(700.0, T * math.log(float(np.dot(p, np.exp(-lam * lj)))) + lam * loA)) for lam in LAMBDAS)
+        up = min(
+            math.exp(min(700.0, T * math.log(float(np.dot(p, np.exp(lam * lj)))) - lam * hiB))
+            for lam in LAMBDAS
+        )
+        dn = min(
+            math.exp(min(700.0, T * math.log(float(np.dot(p, np.exp(-lam * lj)))) + lam * loA))
+            for lam in LAMBDAS
+        )
     return k * h, out, up + dn
 
 
@@ -78,16 +85,16 @@ def bracket_delta(sigma, q, T, *, epsilons, h, window, direction="remove", tail_
     below, above = float(cdf[0]), float(sf[-1])
     up = np.zeros(j.size)
     up[1:] = mass
-    up[0] += below                       # the bottom tail rounded up to the lowest grid point
+    up[0] += below  # the bottom tail rounded up to the lowest grid point
     dn = np.zeros(j.size)
     dn[:-1] = mass
-    dn[-1] += above                      # the top tail rounded down to the highest grid point
+    dn[-1] += above  # the top tail rounded down to the highest grid point
     lu, pu, au = _compose(j, up, T, h, window)
-    ld, pd, ad = _compose(j, dn, T, h, window)   # (dn's bottom tail went to -inf: dropped)
-    inf_up = -math.expm1(T * math.log1p(-above)) if above < 1 else 1.0   # some step at +inf
+    ld, pd, ad = _compose(j, dn, T, h, window)  # (dn's bottom tail went to -inf: dropped)
+    inf_up = -math.expm1(T * math.log1p(-above)) if above < 1 else 1.0  # some step at +inf
     out = {}
     for e in epsilons:
         hu = float(np.sum(np.where(lu > e, pu * -np.expm1(e - lu), 0.0)))
         hd = float(np.sum(np.where(ld > e, pd * -np.expm1(e - ld), 0.0)))
-        out[float(e)] = (hd - ad - 1e-11, hu + au + inf_up + 1e-11)   # + FFT round-off margin
+        out[float(e)] = (hd - ad - 1e-11, hu + au + inf_up + 1e-11)  # + FFT round-off margin
     return out

@@ -1,4 +1,4 @@
-"""Chaos-testing hook for the Ray backend's fault tests (tests/test_ray_backend.py).
+"""Chaos-testing hook for the Ray backend's fault tests (tests/scoring/test_ray_backend.py).
 
 ``RayBackend(fault=...)`` calls ``fault.at(stage)`` on the worker at each stage of every unit
 (memclaim.scoring.ray_backend.FAULT_STAGES). :class:`FaultInjection` makes the first worker
@@ -8,6 +8,7 @@ that reaches ``stage`` kill its own process with SIGKILL, exactly once per ``mar
 Ray's workers cannot import this module (it is not in the package), so it is registered with
 Ray's cloudpickle to travel by value. docs/distributed.md says how to run these tests.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,7 +27,9 @@ class FaultInjection:
 
     def __post_init__(self):
         if self.stage not in FAULT_STAGES:
-            raise InputError(f"fault stage {self.stage!r} is not one of {', '.join(map(repr, FAULT_STAGES))}")
+            raise InputError(
+                f"fault stage {self.stage!r} is not one of {', '.join(map(repr, FAULT_STAGES))}"
+            )
 
     def at(self, stage: str) -> None:
         if stage != self.stage:

@@ -7,6 +7,7 @@ audit-disagreement table), on the tiny model with committed weights of
 tests/data/fixtures/store_v1 (the inputs of test_cli_json_unchanged).
 Returns ``{kind: report folder}``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+
 def build_unit(root: Path) -> dict[str, Path]:
     from memclaim.api._budget import budget
     from memclaim.api._dp import dp_bounds
@@ -22,17 +24,36 @@ def build_unit(root: Path) -> dict[str, Path]:
 
     root = Path(root)
     out = {}
-    claim_result(candidate_scores=np.r_[-1.0, -2.0, -30.0, -31.0], control_scores=-np.arange(3.0, 42.0),
-                 alpha="0.1", kind="log-prob", budget_delta=0.05, out=root / "test")
+    claim_result(
+        candidate_scores=np.r_[-1.0, -2.0, -30.0, -31.0],
+        control_scores=-np.arange(3.0, 42.0),
+        alpha="0.1",
+        kind="log-prob",
+        budget_delta=0.05,
+        out=root / "test",
+    )
     out["test"] = root / "test"
     # a valid test that claims nothing: a null result
-    claim_result(candidate_scores=np.r_[-50.0, -60.0], control_scores=-np.arange(3.0, 42.0), alpha="0.1",
-                 kind="log-prob", out=root / "test-null")
+    claim_result(
+        candidate_scores=np.r_[-50.0, -60.0],
+        control_scores=-np.arange(3.0, 42.0),
+        alpha="0.1",
+        kind="log-prob",
+        out=root / "test-null",
+    )
     out["test-null"] = root / "test-null"
     budget(p=2.5e-5, n=100000).save(root / "budget")
     out["budget"] = root / "budget"
-    dp_bounds(neighbors="add-remove", epsilon=4.0, delta=1e-5, list_size=1, risk=0.1, baseline=0.001,
-              successes=12, trials=40).save(root / "dp")
+    dp_bounds(
+        neighbors="add-remove",
+        epsilon=4.0,
+        delta=1e-5,
+        list_size=1,
+        risk=0.1,
+        baseline=0.001,
+        successes=12,
+        trials=40,
+    ).save(root / "dp")
     out["dp bounds"] = root / "dp"
     out["acr"] = _acr_report(root / "acr")
     return out
@@ -45,23 +66,55 @@ def _acr_report(folder: Path) -> Path:
     from memclaim.report.core import write_report
 
     def row(i, side, acr, argmax, greedy, words):
-        return {"id": f"{side}-{i}", "text": "The LORD is my shepherd; I shall not want.", "target_ids": [1, 2, 3, 4],
-                "target_len": 4, "criterion": "prob:0.9", "met": acr is not None, "extracted": acr is not None,
-                "prompt_ids": [9, 8] if acr else [9, 8, 7], "prompt_text": " shepherd LORD" if words else " xq zz",
-                "prompt_len": 2 if acr else 3, "acr": acr, "log_q": -0.3 if acr else -6.0, "argmax": argmax,
-                "greedy": greedy, "prob": acr is not None, "b": 0.9, "argmax_margin": 2e-6 if argmax else -1.5,
-                "near_tie": argmax, "argmax_without_greedy": argmax and not greedy, "shared_words": words,
-                "leaks": bool(words)}
+        return {
+            "id": f"{side}-{i}",
+            "text": "The LORD is my shepherd; I shall not want.",
+            "target_ids": [1, 2, 3, 4],
+            "target_len": 4,
+            "criterion": "prob:0.9",
+            "met": acr is not None,
+            "extracted": acr is not None,
+            "prompt_ids": [9, 8] if acr else [9, 8, 7],
+            "prompt_text": " shepherd LORD" if words else " xq zz",
+            "prompt_len": 2 if acr else 3,
+            "acr": acr,
+            "log_q": -0.3 if acr else -6.0,
+            "argmax": argmax,
+            "greedy": greedy,
+            "prob": acr is not None,
+            "b": 0.9,
+            "argmax_margin": 2e-6 if argmax else -1.5,
+            "near_tie": argmax,
+            "argmax_without_greedy": argmax and not greedy,
+            "shared_words": words,
+            "leaks": bool(words),
+        }
 
-    members = [row(0, "m", 2.0, True, False, ["lord", "shepherd"]), row(1, "m", None, False, False, [])]
+    members = [
+        row(0, "m", 2.0, True, False, ["lord", "shepherd"]),
+        row(1, "m", None, False, False, []),
+    ]
     controls = [row(0, "c", 2.0, True, True, []), row(1, "c", None, False, False, [])]
-    c = acr_comparison(member_extracted=[r["extracted"] for r in members],
-                       control_extracted=[r["extracted"] for r in controls], member_acr=[r["acr"] for r in members],
-                       control_acr=[r["acr"] for r in controls], criterion="prob:0.9",
-                       member_ids=[r["id"] for r in members], control_ids=[r["id"] for r in controls])
+    c = acr_comparison(
+        member_extracted=[r["extracted"] for r in members],
+        control_extracted=[r["extracted"] for r in controls],
+        member_acr=[r["acr"] for r in members],
+        control_acr=[r["acr"] for r in controls],
+        criterion="prob:0.9",
+        member_ids=[r["id"] for r in members],
+        control_ids=[r["id"] for r in controls],
+    )
     v = succeeds_on_both(members_extracted=1, n_members=2, controls_extracted=1, n_controls=2)
-    write_report(folder, acr_report(c, members=members, controls=controls, verdict=v,
-                                    procedure={"kind": "acr", "criterion": "prob:0.9", "gcg": {"top_k": 256}}))
+    write_report(
+        folder,
+        acr_report(
+            c,
+            members=members,
+            controls=controls,
+            verdict=v,
+            procedure={"kind": "acr", "criterion": "prob:0.9", "gcg": {"top_k": 256}},
+        ),
+    )
     return folder
 
 

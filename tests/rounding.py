@@ -11,12 +11,13 @@ float64 and allows each side ``factor`` times the largest error measured: reorde
 err like random walks, about sqrt(n) u (Higham & Mary, SIAM J. Sci. Comput. 41 (2019)), and 8 of
 them are exceeded with probability below 1e-13.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 FACTOR = 8.0
-FLOOR = 1e-12   # the float64 reference's own last bits
+FLOOR = 1e-12  # the float64 reference's own last bits
 
 
 def within_rounding(got, want, exact, *, factor: float = FACTOR) -> tuple[bool, float, float]:

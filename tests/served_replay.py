@@ -1,7 +1,7 @@
 """Recorded answers of a real inference server, and a small local HTTP server that replays them.
 
 The normal test tier cannot start vLLM (its CPU build is a 3.4 GB environment that takes ~17
-minutes to install and ~3 minutes to start), so tests/test_served_client.py scores against the
+minutes to install and ~3 minutes to start), so tests/scoring/test_served_client.py scores against the
 real server's own answers, recorded once from a running vLLM by this module's ``record`` command
 (a proxy that forwards every request to the server and writes each exchange):
 
@@ -17,6 +17,7 @@ canonical), so the same command replays to the same answers whatever order its c
 requests take. :class:`ReplayServer` serves a recording on 127.0.0.1 (a free port), with faults on
 demand: the first N answers to a path as HTTP 503, truncated JSON, or a dropped connection.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,7 +80,9 @@ class ReplayServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, recording: dict, faults: dict | None = None, api_key: str | None = None, port: int = 0):
+    def __init__(
+        self, recording: dict, faults: dict | None = None, api_key: str | None = None, port: int = 0
+    ):
         super().__init__(("127.0.0.1", port), _Handler)
         self.recording = recording
         self.faults = {k: list(v) for k, v in (faults or {}).items()}
@@ -125,7 +128,11 @@ class ReplayServer(ThreadingHTTPServer):
                 self.missing.append(key)
             _send(h, 404, json.dumps({"detail": f"not recorded: {key[:200]}"}).encode())
             return
-        data = json.dumps(rec["body"]).encode() if not isinstance(rec["body"], str) else rec["body"].encode()
+        data = (
+            json.dumps(rec["body"]).encode()
+            if not isinstance(rec["body"], str)
+            else rec["body"].encode()
+        )
         if fault == "truncated":
             _send(h, rec["status"], data[: len(data) // 2], close=True)
             return
@@ -171,15 +178,21 @@ def record(upstream: str, out: Path, commands: list[list[str]]) -> int:
             r = subprocess.run(argv)
             print(f"  exit {r.returncode}", flush=True)
         ex = sorted(proxy.exchanges.values(), key=lambda e: e["key"])
-    doc = {"recorded": time.strftime("%Y-%m-%d", time.gmtime()), "upstream": upstream,
-           "commands": [shlex.join(c) for c in commands], "exchanges": ex}
+    doc = {
+        "recorded": time.strftime("%Y-%m-%d", time.gmtime()),
+        "upstream": upstream,
+        "commands": [shlex.join(c) for c in commands],
+        "exchanges": ex,
+    }
     out.write_text(json.dumps(doc, indent=None, separators=(",", ":")) + "\n", encoding="utf-8")
     print(f"{len(ex)} exchanges -> {out}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("record")
     r.add_argument("--upstream", required=True)

@@ -13,10 +13,11 @@ A function returns ``(verdict, detail)``; it may assert consistency of the raw n
 (e.g. an aggregate equals the sum over the runs), so that a report cannot say something its own
 raw numbers do not.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from scipy import stats
@@ -47,7 +48,9 @@ def delong(members, nonmembers, confidence: float) -> tuple[float, float, float]
     caller that needs an interval there uses an exact test instead."""
     from statsmodels.stats.nonparametric import rank_compare_2indep
 
-    res = rank_compare_2indep(np.asarray(members, float), np.asarray(nonmembers, float), use_t=False)
+    res = rank_compare_2indep(
+        np.asarray(members, float), np.asarray(nonmembers, float), use_t=False
+    )
     auc, se = float(res.prob1), math.sqrt(max(float(res.var_prob), 0.0))
     z = float(stats.norm.ppf(0.5 + confidence / 2))
     return auc, auc - z * se, auc + z * se
@@ -55,8 +58,14 @@ def delong(members, nonmembers, confidence: float) -> tuple[float, float, float]
 
 def mann_whitney_greater_p(members, nonmembers) -> float:
     """Exact one-sided p-value of 'members score higher' (Mann-Whitney, scipy; exact without ties)."""
-    return float(stats.mannwhitneyu(np.asarray(members, float), np.asarray(nonmembers, float),
-                                    alternative="greater", method="exact").pvalue)
+    return float(
+        stats.mannwhitneyu(
+            np.asarray(members, float),
+            np.asarray(nonmembers, float),
+            alternative="greater",
+            method="exact",
+        ).pvalue
+    )
 
 
 def checks_by_claim(result: dict) -> dict[str, dict]:
@@ -67,7 +76,9 @@ def checks_by_claim(result: dict) -> dict[str, dict]:
 
 def assert_covers(result: dict, table: dict[str, Theory]) -> None:
     """Every claim the report checks has a re-derivation here (and nothing here is stale)."""
-    assert set(checks_by_claim(result)) == set(table), (sorted(set(checks_by_claim(result)) ^ set(table)))
+    assert set(checks_by_claim(result)) == set(table), sorted(
+        set(checks_by_claim(result)) ^ set(table)
+    )
     assert result["all_checks_passed"] == all(c["passed"] for c in result["checks"])
 
 
@@ -77,13 +88,18 @@ def assert_theory(result: dict, claim: str, table: dict[str, Theory]) -> None:
     assert verdict, f"{result['name']}: {claim!r} does not hold on the raw numbers: {detail}"
     assert checks_by_claim(result)[claim]["passed"] == verdict, (
         f"{result['name']}: the report's own check of {claim!r} says {not verdict}, the raw numbers say "
-        f"{verdict}: {detail}")
+        f"{verdict}: {detail}"
+    )
 
 
 def params(table: dict[str, dict[str, Theory]]) -> list:
     import pytest
 
-    return [pytest.param(name, claim, id=f"{name}/{claim[:60]}") for name, rows in table.items() for claim in rows]
+    return [
+        pytest.param(name, claim, id=f"{name}/{claim[:60]}")
+        for name, rows in table.items()
+        for claim in rows
+    ]
 
 
 class LazyRuns(dict):
@@ -131,22 +147,35 @@ def assert_claims_cover(result: dict, table: dict[str, Verdict]) -> None:
     assert all(c["quote"] and c["test"] and c["evidence"] and c["where"] for c in claims.values())
 
 
-def assert_claim(result: dict, key: str, table: dict[str, Verdict], expect: bool | NotTestable | NotHeld) -> None:
+def assert_claim(
+    result: dict, key: str, table: dict[str, Verdict], expect: bool | NotTestable | NotHeld
+) -> None:
     """The sentence's verdict re-derived from the raw numbers equals the report's, and is the one
     recorded (``expect``: True, a NotTestable or a NotHeld)."""
     assert expect is True or isinstance(expect, (NotTestable, NotHeld)), expect
     verdict, detail = table[key](result)
     c = claims_by_key(result)[key]
-    assert c["verdict"] == verdict, f"{result['name']}: the report says {c['verdict']!r} for {key!r}, the raw " \
-                                    f"numbers {verdict!r}: {detail}"
+    assert c["verdict"] == verdict, (
+        f"{result['name']}: the report says {c['verdict']!r} for {key!r}, the raw "
+        f"numbers {verdict!r}: {detail}"
+    )
     assert c["held"] is {"held": True, "not held": False, "not testable here": None}[verdict]
-    want = ("not testable here" if isinstance(expect, NotTestable) else "not held" if isinstance(expect, NotHeld)
-            else "held")
-    assert verdict == want, f"{result['name']}: {key!r} is {verdict!r} on the raw numbers, recorded {want!r} " \
-                            f"({expect if expect is not True else 'held'}): {detail}; update the record"
+    want = (
+        "not testable here"
+        if isinstance(expect, NotTestable)
+        else "not held"
+        if isinstance(expect, NotHeld)
+        else "held"
+    )
+    assert verdict == want, (
+        f"{result['name']}: {key!r} is {verdict!r} on the raw numbers, recorded {want!r} "
+        f"({expect if expect is not True else 'held'}): {detail}; update the record"
+    )
 
 
 def claim_params(table: dict[str, dict]) -> list:
     import pytest
 
-    return [pytest.param(name, key, id=f"{name}/{key}") for name, rows in table.items() for key in rows]
+    return [
+        pytest.param(name, key, id=f"{name}/{key}") for name, rows in table.items() for key in rows
+    ]

@@ -14,8 +14,9 @@ A function's docstring also gains a table of its parameters (name, type, default
 clause of the docstring that describes it, where one names it as ``name``): the docstrings are
 prose for ``help()``, and the site shows them as tables (:func:`parameters_table`).
 
-Used by mkdocs.yml (mkdocstrings' ``extensions`` option); tests/test_docs.py tests it.
+Used by mkdocs.yml (mkdocstrings' ``extensions`` option); tests/project/test_docs.py tests it.
 """
+
 from __future__ import annotations
 
 import html
@@ -23,7 +24,9 @@ import re
 
 import griffe
 
-ROLE = re.compile(r":(?:py:)?(?:func|class|mod|meth|data|attr|exc|obj|const|func):`(~?)([^`<]+?)(?:\s*<[^`]+>)?`")
+ROLE = re.compile(
+    r":(?:py:)?(?:func|class|mod|meth|data|attr|exc|obj|const|func):`(~?)([^`<]+?)(?:\s*<[^`]+>)?`"
+)
 
 
 def _role(m: re.Match) -> str:
@@ -50,7 +53,7 @@ def markdown_docstring(text: str) -> str:
             indent = line[: len(line) - len(stripped)]
             block = []
             while i < len(lines) and lines[i].strip() and lines[i].startswith(indent):
-                block.append(lines[i][len(indent):])
+                block.append(lines[i][len(indent) :])
                 i += 1
             if out and out[-1].strip():
                 out.append("")
@@ -70,7 +73,11 @@ def _clause(text: str, name: str) -> str:
     m = re.search(r"``" + re.escape(name) + r"``", text)
     if not m:
         return ""
-    start = max(text.rfind(". ", 0, m.start()), text.rfind("; ", 0, m.start()), text.rfind("\n\n", 0, m.start()))
+    start = max(
+        text.rfind(". ", 0, m.start()),
+        text.rfind("; ", 0, m.start()),
+        text.rfind("\n\n", 0, m.start()),
+    )
     start = 0 if start < 0 else start + 2
     end = len(text)
     for stop in (". ", ".\n", "; ", "\n\n"):
@@ -93,7 +100,10 @@ def parameters_table(params, docstring: str) -> str:
     | `texts` | <code>list[str]</code> | required | Score `texts`. |
     | `limit` | <code>int &#124; None</code> | <code>None</code> | `limit`: only the first N. |
     """
-    def code(text: str) -> str:  # inline HTML: a pipe inside a Markdown code span would end the table cell
+
+    def code(
+        text: str,
+    ) -> str:  # inline HTML: a pipe inside a Markdown code span would end the table cell
         return "<code>" + html.escape(text).replace("|", "&#124;") + "</code>"
 
     rows = ["| parameter | type | default | described as |", "|---|---|---|---|"]
@@ -118,9 +128,16 @@ class MarkdownDocstrings(griffe.Extension):
             for p in obj.parameters:
                 if p.name in ("self", "cls") or str(p.kind.value).startswith("variadic"):
                     continue
-                params.append((p.name, str(p.annotation) if p.annotation is not None else "",
-                               None if p.default is None else str(p.default)))
+                params.append(
+                    (
+                        p.name,
+                        str(p.annotation) if p.annotation is not None else "",
+                        None if p.default is None else str(p.default),
+                    )
+                )
         value = markdown_docstring(text)
         if params and "| parameter | type |" not in value:
-            value = value.rstrip() + "\n\n**Parameters**\n\n" + parameters_table(params, text) + "\n"
+            value = (
+                value.rstrip() + "\n\n**Parameters**\n\n" + parameters_table(params, text) + "\n"
+            )
         obj.docstring.value = value

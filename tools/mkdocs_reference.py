@@ -10,6 +10,7 @@ drift from it.
 Neither page is a file in ``docs/`` (a hand-copied page would go stale): the build refuses one
 that is. ``python tools/mkdocs_reference.py cli|api`` prints a page, for reading offline.
 """
+
 from __future__ import annotations
 
 import sys
@@ -30,8 +31,14 @@ def _use_checkout():
 # ------------------------------------------------------------------------------ the CLI
 def _help(command, name: str, parent=None):
     """(help text, context) of ``command`` as ``--help`` prints it."""
-    ctx = command.make_context(name, [], parent=parent, resilient_parsing=True, terminal_width=WIDTH,
-                               max_content_width=WIDTH)
+    ctx = command.make_context(
+        name,
+        [],
+        parent=parent,
+        resilient_parsing=True,
+        terminal_width=WIDTH,
+        max_content_width=WIDTH,
+    )
     return ctx.get_help(), ctx
 
 
@@ -54,9 +61,14 @@ def commands() -> list[tuple[str, str, str]]:
     _use_checkout()
     from memclaim.cli.main import SUBCOMMANDS, cli
 
-    return [(" ".join(["memclaim", *path]),
-             SUBCOMMANDS[path[0]][1] if len(path) == 1 else cmd.get_short_help_str(limit=WIDTH), text)
-            for path, cmd, text in _walk(cli, [])]
+    return [
+        (
+            " ".join(["memclaim", *path]),
+            SUBCOMMANDS[path[0]][1] if len(path) == 1 else cmd.get_short_help_str(limit=WIDTH),
+            text,
+        )
+        for path, cmd, text in _walk(cli, [])
+    ]
 
 
 def _anchor(name: str) -> str:
@@ -69,13 +81,19 @@ def cli_markdown() -> str:
     from memclaim import __version__
 
     items = commands()
-    lines = ["# Command-line reference", "",
-             f"Generated from `--help` when this site was built (memclaim {__version__}): what each command "
-             "prints with `--help`, verbatim. The options are keywords of the [Python API](api.md) with the "
-             "same defaults.", ""]
+    lines = [
+        "# Command-line reference",
+        "",
+        f"Generated from `--help` when this site was built (memclaim {__version__}): what each command "
+        "prints with `--help`, verbatim. The options are keywords of the [Python API](api.md) with the "
+        "same defaults.",
+        "",
+    ]
     for name, short, _ in items[1:]:
         depth = name.count(" ") - 1
-        lines.append(f"{'    ' * depth}- [`{name}`](#{_anchor(name)}){': ' + short if short else ''}")
+        lines.append(
+            f"{'    ' * depth}- [`{name}`](#{_anchor(name)}){': ' + short if short else ''}"
+        )
     lines.append("")
     for name, _, text in items:
         lines += [f"## {name} {{#{_anchor(name)}}}", "", "```text", text.rstrip(), "```", ""]
@@ -112,14 +130,20 @@ def api_markdown() -> str:
     names = api_names()
     funcs = [(n, m) for n, m in names if n[:1].islower()]
     classes = [(n, m) for n, m in names if n[:1].isupper()]
-    lines = ["# Python API", "",
-             f"Generated from the docstrings when this site was built (memclaim {__version__}).", "",
-             "`import memclaim as mc` gives every name below (each is loaded on first use, so `import memclaim` "
-             "imports neither torch nor pandas). Options are keyword-only and named and defaulted as the "
-             "[command line](cli.md)'s; every result is a frozen value with `to_dict()` (what `--json` prints), "
-             "`to_pandas()` where tabular and `save(folder)` (the reports the CLI writes). Errors are "
-             "`ValueError`s of the types at the end of this page.", "",
-             "| name | what |", "|---|---|"]
+    lines = [
+        "# Python API",
+        "",
+        f"Generated from the docstrings when this site was built (memclaim {__version__}).",
+        "",
+        "`import memclaim as mc` gives every name below (each is loaded on first use, so `import memclaim` "
+        "imports neither torch nor pandas). Options are keyword-only and named and defaulted as the "
+        "[command line](cli.md)'s; every result is a frozen value with `to_dict()` (what `--json` prints), "
+        "`to_pandas()` where tabular and `save(folder)` (the reports the CLI writes). Errors are "
+        "`ValueError`s of the types at the end of this page.",
+        "",
+        "| name | what |",
+        "|---|---|",
+    ]
     import importlib
 
     sys.path.insert(0, str(ROOT / "tools"))
@@ -137,13 +161,23 @@ def api_markdown() -> str:
         lines += [f"[](){{#memclaim.{n}}}", ""] + _block(f"{m}.{n}", heading=f"memclaim.{n}")
     lines += ["## Results and values", ""]
     for n, m in classes:
-        lines += [f"[](){{#memclaim.{n}}}", ""] + _block(f"{m}.{n}", heading=f"memclaim.{n}", members_order="source",
-                                                         inherited_members="false")
-    lines += ["## Errors", "", "Every error memclaim raises for bad input is one of these (all `ValueError`s): "
-              "the message repeats the bad value and `hint` says how to fix it.", ""]
-    lines += _block("memclaim.errors", show_root_heading="false", members_order="source", heading_level=3)
+        lines += [f"[](){{#memclaim.{n}}}", ""] + _block(
+            f"{m}.{n}", heading=f"memclaim.{n}", members_order="source", inherited_members="false"
+        )
+    lines += [
+        "## Errors",
+        "",
+        "Every error memclaim raises for bad input is one of these (all `ValueError`s): "
+        "the message repeats the bad value and `hint` says how to fix it.",
+        "",
+    ]
+    lines += _block(
+        "memclaim.errors", show_root_heading="false", members_order="source", heading_level=3
+    )
     lines += ["## Progress callbacks", ""]
-    lines += _block("memclaim.progress", show_root_heading="false", members_order="source", heading_level=3)
+    lines += _block(
+        "memclaim.progress", show_root_heading="false", members_order="source", heading_level=3
+    )
     return "\n".join(lines)
 
 
@@ -154,7 +188,9 @@ def on_files(files, config, **kwargs):
 
     for page, make in ((CLI_PAGE, cli_markdown), (API_PAGE, api_markdown)):
         if files.get_file_from_path(page) is not None:
-            raise SystemExit(f"docs/{page} exists, but that page is generated from the code: delete the file")
+            raise SystemExit(
+                f"docs/{page} exists, but that page is generated from the code: delete the file"
+            )
         files.append(File.generated(config, page, content=make()))
     return files
 

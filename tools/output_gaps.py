@@ -8,6 +8,7 @@ at least every 10 s after).
 prints one line per output line (seconds since start, the stream, the text) with ``--echo``, then
 a summary; ``--json FILE`` writes the timings.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,7 +21,9 @@ import time
 
 def run(argv: list[str], echo: bool = False) -> dict:
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
+    )
     lines: list[tuple[float, str, str]] = []
     lock = threading.Lock()
 
@@ -32,8 +35,10 @@ def run(argv: list[str], echo: bool = False) -> dict:
                 if echo:
                     print(f"{t:8.1f}s {name}: {line.rstrip()}", flush=True)
 
-    threads = [threading.Thread(target=pump, args=(proc.stdout, "out")),
-               threading.Thread(target=pump, args=(proc.stderr, "err"))]
+    threads = [
+        threading.Thread(target=pump, args=(proc.stdout, "out")),
+        threading.Thread(target=pump, args=(proc.stderr, "err")),
+    ]
     for th in threads:
         th.start()
     rc = proc.wait()
@@ -43,10 +48,16 @@ def run(argv: list[str], echo: bool = False) -> dict:
     times = sorted(t for t, _, _ in lines)
     gaps = [b - a for a, b in zip([0.0] + times, times + [total])]
     worst = max(range(len(gaps)), key=gaps.__getitem__) if gaps else None
-    return {"argv": argv, "returncode": rc, "lines": len(lines), "first_line_s": times[0] if times else None,
-            "longest_silence_s": gaps[worst] if gaps else total,
-            "longest_silence_after_s": ([0.0] + times)[worst] if gaps else 0.0, "total_s": total,
-            "timeline": [{"t": round(t, 2), "stream": s, "text": x} for t, s, x in sorted(lines)]}
+    return {
+        "argv": argv,
+        "returncode": rc,
+        "lines": len(lines),
+        "first_line_s": times[0] if times else None,
+        "longest_silence_s": gaps[worst] if gaps else total,
+        "longest_silence_after_s": ([0.0] + times)[worst] if gaps else 0.0,
+        "total_s": total,
+        "timeline": [{"t": round(t, 2), "stream": s, "text": x} for t, s, x in sorted(lines)],
+    }
 
 
 def main() -> int:
@@ -62,8 +73,10 @@ def main() -> int:
     if a.json:
         with open(a.json, "w", encoding="utf-8") as f:
             json.dump(res, f, indent=1)
-    print(f"exit {res['returncode']}; {res['lines']} lines; first after {res['first_line_s']:.1f} s; longest silence "
-          f"{res['longest_silence_s']:.1f} s (after {res['longest_silence_after_s']:.1f} s); total {res['total_s']:.1f} s")
+    print(
+        f"exit {res['returncode']}; {res['lines']} lines; first after {res['first_line_s']:.1f} s; longest silence "
+        f"{res['longest_silence_s']:.1f} s (after {res['longest_silence_after_s']:.1f} s); total {res['total_s']:.1f} s"
+    )
     return 0 if res["returncode"] == 0 else 1
 
 

@@ -7,6 +7,7 @@ the Procedure/Runtime fields).
 
     PYTHONPATH=src python tools/param_counts.py [--top 10] [--json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,7 +44,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     c = counts()
-    top = dict(list(c.items())[:a.top])
+    top = dict(list(c.items())[: a.top])
     if a.json:
         print(json.dumps(top))
     else:

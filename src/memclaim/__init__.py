@@ -17,6 +17,7 @@ TestResult, PopulationResult, CensusRun, AuditRun, AuditTableRun, DPBounds, Budg
 TrainRun, ACRResult, ReproductionRun; Document for a text given in memory. The documentation site
 (``make docs``) has a tutorial and the full reference.
 """
+
 import os as _os
 
 # MKL's strict conditional-numerical-reproducibility mode: with it a row of a float32 matmul
@@ -31,11 +32,40 @@ _os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 from ._version import __version__  # noqa: E402  (after MKL_CBWR: see above)
 
 # the public API, re-exported lazily from memclaim.api (PEP 562)
-_API = ("load_model", "score", "test", "population", "census", "audit", "audit_table", "dp_bounds", "budget",
-        "Document", "ScoreResult", "TestResult", "PopulationResult", "CensusRun", "AuditRun", "AuditTableRun",
-        "DPBounds", "BudgetResult", "train_tiny", "finetune", "unlearn", "TrainRun",
-        "dp_account", "DPAccount", "dp_baseline", "dp_corpus_baseline", "dp_plots", "acr", "ACRResult",
-        "reproduce", "reproductions", "ReproductionRun")
+_API = (
+    "load_model",
+    "score",
+    "test",
+    "population",
+    "census",
+    "audit",
+    "audit_table",
+    "dp_bounds",
+    "budget",
+    "Document",
+    "ScoreResult",
+    "TestResult",
+    "PopulationResult",
+    "CensusRun",
+    "AuditRun",
+    "AuditTableRun",
+    "DPBounds",
+    "BudgetResult",
+    "train_tiny",
+    "finetune",
+    "unlearn",
+    "TrainRun",
+    "dp_account",
+    "DPAccount",
+    "dp_baseline",
+    "dp_corpus_baseline",
+    "dp_plots",
+    "acr",
+    "ACRResult",
+    "reproduce",
+    "reproductions",
+    "ReproductionRun",
+)
 
 __all__ = ["__version__", *_API]
 

@@ -11,6 +11,7 @@ same environment cannot disagree about which memclaim is running.
 >>> __version__
 '0.2.0'
 """
+
 from __future__ import annotations
 
 __version__: str = "0.2.0"

@@ -26,11 +26,13 @@ passed in. With the same inputs and software stack the numbers are identical bit
 These helpers were written for the training-based reproductions of [MX] §8
 (:mod:`memclaim.experiments.models` re-exports them under their old names).
 """
+
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Sequence, Union
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
@@ -51,8 +53,15 @@ Model = Union["PreTrainedModel", LanguageModel]
 #: identical across machines with different core counts).
 THREADS = 2
 
-__all__ = ["THREADS", "TeacherForced", "greedy_decode", "next_token_logprobs", "sample_decode", "teacher_forced",
-           "torch_threads"]
+__all__ = [
+    "THREADS",
+    "TeacherForced",
+    "greedy_decode",
+    "next_token_logprobs",
+    "sample_decode",
+    "teacher_forced",
+    "torch_threads",
+]
 
 
 @contextlib.contextmanager
@@ -77,7 +86,9 @@ def torch_threads(n: int = THREADS) -> Iterator[None]:
 
 
 def _vocab_size(model: Model) -> int:
-    return int(model.vocab_size) if isinstance(model, LanguageModel) else int(model.config.vocab_size)
+    return (
+        int(model.vocab_size) if isinstance(model, LanguageModel) else int(model.config.vocab_size)
+    )
 
 
 def _positions(model: Model) -> int | None:
@@ -100,8 +111,9 @@ def _as_2d(name: str, rows, vocab_size: int, *, allow_empty_cols: bool = False) 
     return a.astype(np.int64)
 
 
-def next_token_logprobs(model: Model, contexts: ArrayLike, *, batch_size: int = 4096,
-                        threads: int = THREADS) -> np.ndarray:
+def next_token_logprobs(
+    model: Model, contexts: ArrayLike, *, batch_size: int = 4096, threads: int = THREADS
+) -> np.ndarray:
     """log p(. | context) for each row of ``contexts`` (n, t) (equal-length rows), float64 (n, V).
 
     Batches are cut at fixed sizes, so a row's numbers do not depend on how many rows are asked
@@ -121,17 +133,25 @@ def next_token_logprobs(model: Model, contexts: ArrayLike, *, batch_size: int = 
     out = np.empty((ctx.shape[0], V), dtype=np.float64)
     with torch_threads(threads), torch.inference_mode():
         for s in range(0, ctx.shape[0], batch_size):
-            ids = torch.from_numpy(ctx[s:s + batch_size])
+            ids = torch.from_numpy(ctx[s : s + batch_size])
             if isinstance(model, LanguageModel):
-                logits = model.next_token_logits(ids.to(model.device))[0].to("cpu", torch.float64)  # [b, V]
+                logits = model.next_token_logits(ids.to(model.device))[0].to(
+                    "cpu", torch.float64
+                )  # [b, V]
             else:
                 logits = model(input_ids=ids).logits[:, -1, :].to(torch.float64)  # [b, V]
-            out[s:s + ids.shape[0]] = torch.log_softmax(logits, dim=-1).numpy()
+            out[s : s + ids.shape[0]] = torch.log_softmax(logits, dim=-1).numpy()
     return out
 
 
-def greedy_decode(model: Model, prompts: ArrayLike, *, n_tokens: int, batch_size: int = 4096,
-                  threads: int = THREADS) -> np.ndarray:
+def greedy_decode(
+    model: Model,
+    prompts: ArrayLike,
+    *,
+    n_tokens: int,
+    batch_size: int = 4096,
+    threads: int = THREADS,
+) -> np.ndarray:
     """Greedy continuation of ``n_tokens`` tokens after each (equal-length) prompt row, (n, n_tokens).
 
     Ties go to the lowest token id (numpy argmax), so the output is a deterministic function of
@@ -148,19 +168,28 @@ def greedy_decode(model: Model, prompts: ArrayLike, *, n_tokens: int, batch_size
     ctx = _as_2d("prompts", prompts, V)
     positions = _positions(model)
     if positions is not None and ctx.shape[1] + n_tokens > positions + 1:
-        raise DomainError(f"prompt length {ctx.shape[1]} + {n_tokens} new tokens exceeds the model's "
-                          f"{positions} positions")
+        raise DomainError(
+            f"prompt length {ctx.shape[1]} + {n_tokens} new tokens exceeds the model's "
+            f"{positions} positions"
+        )
     out = np.empty((ctx.shape[0], n_tokens), dtype=np.int64)
     for t in range(n_tokens):
         lp = next_token_logprobs(model, ctx, batch_size=batch_size, threads=threads)
         out[:, t] = np.argmax(lp, axis=1)
-        ctx = np.concatenate([ctx, out[:, t:t + 1]], axis=1)
+        ctx = np.concatenate([ctx, out[:, t : t + 1]], axis=1)
     return out
 
 
-def sample_decode(model: Model, prompts: ArrayLike, *, n_tokens: int, temperature: float,
-                  rng: np.random.Generator,
-                  batch_size: int = 4096, threads: int = THREADS) -> tuple[np.ndarray, np.ndarray]:
+def sample_decode(
+    model: Model,
+    prompts: ArrayLike,
+    *,
+    n_tokens: int,
+    temperature: float,
+    rng: np.random.Generator,
+    batch_size: int = 4096,
+    threads: int = THREADS,
+) -> tuple[np.ndarray, np.ndarray]:
     """Sample ``n_tokens`` tokens after each prompt row from softmax(logits / T), no truncation
     (the ``temperature:T`` policy of :mod:`memclaim.decoding`).
 
@@ -212,8 +241,14 @@ class TeacherForced(ResultMixin):
         return np.exp(self.token_logprob)
 
 
-def teacher_forced(model: Model, prompts: Sequence[Sequence[int]], targets: ArrayLike, *,
-                   batch_size: int = 512, threads: int = THREADS) -> TeacherForced:
+def teacher_forced(
+    model: Model,
+    prompts: Sequence[Sequence[int]],
+    targets: ArrayLike,
+    *,
+    batch_size: int = 512,
+    threads: int = THREADS,
+) -> TeacherForced:
     """Teacher-forced statistics of each ``targets`` row after the matching ``prompts`` row.
 
     ``model`` is an HF causal LM or any :class:`memclaim.models.base.LanguageModel` (e.g. a gated
@@ -245,7 +280,9 @@ def teacher_forced(model: Model, prompts: Sequence[Sequence[int]], targets: Arra
     parts = []
     with torch_threads(threads), torch.inference_mode():
         for s in range(0, len(pr), batch_size):
-            parts.append(engine.score_batch(pr[s:s + batch_size], tg[s:s + batch_size].tolist()))
+            parts.append(
+                engine.score_batch(pr[s : s + batch_size], tg[s : s + batch_size].tolist())
+            )
     return TeacherForced(
         token_logprob=np.concatenate([p.token_logprob for p in parts], axis=0),
         token_mean=np.concatenate([p.token_mean for p in parts], axis=0),

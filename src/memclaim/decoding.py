@@ -32,12 +32,14 @@ Note: HuggingFace ``generate(do_sample=True)`` applies ``top_k=50`` unless told 
 memclaim ``temperature:T`` and ``full`` mean no truncation at all (pass ``top_k=0`` to
 ``generate`` to compare).
 """
+
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from .errors import NumericsError, PolicyError
 
@@ -72,7 +74,7 @@ class Policy:
 
     # ----------------------------------------------------------------- parsing / printing
     @classmethod
-    def parse(cls, text: str) -> "Policy":
+    def parse(cls, text: str) -> Policy:
         if not isinstance(text, str) or not text.strip():
             raise PolicyError(f"empty decoding policy {text!r}", hint=VALID_POLICY_HELP)
         raw = text.strip().lower()
@@ -84,7 +86,9 @@ class Policy:
         seen: set[str] = set()
         for part in raw.split(","):
             part = part.strip()
-            m = re.fullmatch(r"(temperature|temp|t|top-k|topk|top_k|top-p|topp|top_p)\s*[:=]\s*([^\s]+)", part)
+            m = re.fullmatch(
+                r"(temperature|temp|t|top-k|topk|top_k|top-p|topp|top_p)\s*[:=]\s*([^\s]+)", part
+            )
             if part in ("full",):
                 continue
             if part == "greedy":
@@ -93,10 +97,19 @@ class Policy:
                     hint="greedy ignores temperature/top-k/top-p; pass it as its own --policy",
                 )
             if not m:
-                raise PolicyError(f"unknown decoding policy component {part!r} in {text!r}", hint=VALID_POLICY_HELP)
+                raise PolicyError(
+                    f"unknown decoding policy component {part!r} in {text!r}",
+                    hint=VALID_POLICY_HELP,
+                )
             key, val = m.group(1), m.group(2)
-            key = {"temp": "temperature", "t": "temperature", "topk": "top-k", "top_k": "top-k",
-                   "topp": "top-p", "top_p": "top-p"}.get(key, key)
+            key = {
+                "temp": "temperature",
+                "t": "temperature",
+                "topk": "top-k",
+                "top_k": "top-k",
+                "topp": "top-p",
+                "top_p": "top-p",
+            }.get(key, key)
             if key in seen:
                 raise PolicyError(f"{key} given twice in {text!r}", hint=VALID_POLICY_HELP)
             seen.add(key)
@@ -117,13 +130,16 @@ class Policy:
                     if not (0.0 < top_p <= 1.0):
                         raise ValueError
             except ValueError:
-                raise PolicyError(f"bad value {val!r} for {key} in {text!r}", hint=VALID_POLICY_HELP) from None
+                raise PolicyError(
+                    f"bad value {val!r} for {key} in {text!r}", hint=VALID_POLICY_HELP
+                ) from None
             if key == "temperature" and temperature < MIN_TEMPERATURE:
                 raise PolicyError(
                     f"temperature {val!r} in {text!r} is below {MIN_TEMPERATURE:g}: a logit gap divided by it can "
                     "exceed the largest float64, so its probabilities cannot be computed",
                     hint="use a temperature of at least 4e-270 (a very small one is greedy decoding up to ties), or "
-                         "the policy 'greedy'")
+                    "the policy 'greedy'",
+                )
         if top_p == 1.0:
             top_p = None  # HF skips the warper at top_p = 1.0
         return cls(temperature=temperature, top_k=top_k, top_p=top_p)
@@ -150,8 +166,13 @@ class Policy:
         return self.greedy
 
     def to_dict(self) -> dict:
-        return {"spec": self.spec, "greedy": self.greedy, "temperature": self.temperature,
-                "top_k": self.top_k, "top_p": self.top_p}
+        return {
+            "spec": self.spec,
+            "greedy": self.greedy,
+            "temperature": self.temperature,
+            "top_k": self.top_k,
+            "top_p": self.top_p,
+        }
 
 
 def parse_policies(specs: str | Policy | Sequence[str | Policy]) -> tuple[Policy, ...]:
@@ -177,13 +198,14 @@ def parse_policies(specs: str | Policy | Sequence[str | Policy]) -> tuple[Policy
 # search) uses one definition of each policy. torch is imported lazily: the claims/privacy
 # math must not need it.
 
+
 def _torch():
     import torch
 
     return torch
 
 
-def policy_logprobs(logits: "torch.Tensor", policy: Policy) -> "torch.Tensor":
+def policy_logprobs(logits: torch.Tensor, policy: Policy) -> torch.Tensor:
     """log q_{theta,phi}(v | context) for every vocabulary entry v ([EM] Eq. 1).
 
     logits: float tensor [N, V] (any float dtype; computed in float32 or float64).
@@ -207,10 +229,10 @@ def policy_logprobs(logits: "torch.Tensor", policy: Policy) -> "torch.Tensor":
 
 # Temperatures from this one up are applied as transformers applies them (x / T in the logits'
 # dtype): the quotients are at most 16 times the logits. Below it, see scale_logits.
-FAST_TEMPERATURE = 2.0 ** -4
+FAST_TEMPERATURE = 2.0**-4
 
 
-def scale_logits(x: "torch.Tensor", temperature: float) -> "torch.Tensor":
+def scale_logits(x: torch.Tensor, temperature: float) -> torch.Tensor:
     """``x / temperature`` ([N, V] logits; TemperatureLogitsWarper: scores / temperature). For a
     temperature from FAST_TEMPERATURE (1/16) to the dtype's largest value, in ``x``'s dtype: the
     same operation, so the same bits, as transformers and as every score stored so far. Below
@@ -238,12 +260,16 @@ def scale_logits(x: "torch.Tensor", temperature: float) -> "torch.Tensor":
         return x / T
     y = x.to(torch.float64)
     y = y - y.amax(dim=-1, keepdim=True)  # [N, V] <= 0: the largest logit of each row at 0
-    if x.dtype == torch.float64 and y.numel():  # float32 gaps (< 6.9e38) over T >= 4e-270 always fit
+    if (
+        x.dtype == torch.float64 and y.numel()
+    ):  # float32 gaps (< 6.9e38) over T >= 4e-270 always fit
         gap = float((-y).masked_fill(~torch.isfinite(y), 0.0).amax())
         if gap / T > torch.finfo(torch.float64).max:
-            raise NumericsError(f"temperature {_number(T)}: a logit gap of {gap:.3g} divided by it exceeds the "
-                                "largest float64, so the probabilities below it cannot be computed",
-                                hint="use a larger temperature, or the policy 'greedy' (the limit of T -> 0)")
+            raise NumericsError(
+                f"temperature {_number(T)}: a logit gap of {gap:.3g} divided by it exceeds the "
+                "largest float64, so the probabilities below it cannot be computed",
+                hint="use a larger temperature, or the policy 'greedy' (the limit of T -> 0)",
+            )
     return y / T
 
 
@@ -266,9 +292,15 @@ def _warp(x, policy: Policy):
     return x
 
 
-def policy_target_logprob(logits: "torch.Tensor", targets: "torch.Tensor", policy: Policy, *,
-                          log_softmax_t1: "torch.Tensor | None" = None, top_t1: "torch.Tensor | None" = None,
-                          groups: "Sequence[tuple[int, int]] | None" = None) -> "torch.Tensor":
+def policy_target_logprob(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    policy: Policy,
+    *,
+    log_softmax_t1: torch.Tensor | None = None,
+    top_t1: torch.Tensor | None = None,
+    groups: Sequence[tuple[int, int]] | None = None,
+) -> torch.Tensor:
     """log q_{theta,phi}(target_i | context_i) for each row i; [N, V] logits, [N] targets -> [N].
 
     Only the normalizer over the policy's support is needed, so top-k avoids building a masked
@@ -290,12 +322,16 @@ def policy_target_logprob(logits: "torch.Tensor", targets: "torch.Tensor", polic
     t = targets.view(-1, 1)
     if policy.greedy:
         hit = x.argmax(dim=-1) == targets
-        return torch.where(hit, torch.zeros((), dtype=x.dtype), torch.full((), -math.inf, dtype=x.dtype))
+        return torch.where(
+            hit, torch.zeros((), dtype=x.dtype), torch.full((), -math.inf, dtype=x.dtype)
+        )
     if policy.top_p is None and policy.top_k is not None:
         if policy.temperature != 1.0:
             x = scale_logits(x, policy.temperature)
         k = min(policy.top_k, x.shape[-1])
-        kth, log_z = topk_normalizer(x, k, top=top_t1 if policy.temperature == 1.0 else None, groups=groups)
+        kth, log_z = topk_normalizer(
+            x, k, top=top_t1 if policy.temperature == 1.0 else None, groups=groups
+        )
         xt = x.gather(1, t)
         out = torch.where(xt >= kth, xt - log_z, torch.full_like(xt, -math.inf))
         return out.view(-1)
@@ -309,8 +345,13 @@ def policy_target_logprob(logits: "torch.Tensor", targets: "torch.Tensor", polic
     return lp.gather(1, t).view(-1)
 
 
-def topk_normalizer(x: "torch.Tensor", k: int, *, top: "torch.Tensor | None" = None,
-                    groups: "Sequence[tuple[int, int]] | None" = None) -> "tuple[torch.Tensor, torch.Tensor]":
+def topk_normalizer(
+    x: torch.Tensor,
+    k: int,
+    *,
+    top: torch.Tensor | None = None,
+    groups: Sequence[tuple[int, int]] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(K-th largest value [N, 1], log Z over the HF top-k support [N, 1]) of rows x [N, V].
 
     The support is every token >= the K-th largest (ties at the boundary kept, as in
@@ -332,13 +373,15 @@ def topk_normalizer(x: "torch.Tensor", k: int, *, top: "torch.Tensor | None" = N
     V = x.shape[-1]
     if top is None:
         top = torch.topk(x, min(k + 1, V), dim=-1).values  # [N, k(+1)]
-    kth = top[:, k - 1:k]  # [N, 1]
+    kth = top[:, k - 1 : k]  # [N, 1]
     log_z = torch.logsumexp(top[:, :k], dim=-1, keepdim=True)
     if k < V:
         tied = (top[:, k] == top[:, k - 1]).nonzero().view(-1)
         if tied.numel():
             # extra copies of exp(kth) beyond the K returned by topk: log(Z + extra * e^kth)
-            extra = ((x[tied] >= kth[tied]).sum(dim=-1, keepdim=True) - k).to(x.dtype)  # [n_tied, 1]
+            extra = ((x[tied] >= kth[tied]).sum(dim=-1, keepdim=True) - k).to(
+                x.dtype
+            )  # [n_tied, 1]
             term = kth[tied] + torch.log(extra)
             if groups is None:
                 log_z[tied] = torch.logaddexp(log_z[tied], term)

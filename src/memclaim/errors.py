@@ -3,6 +3,7 @@
 Messages repeat the offending value and say how to fix it; the CLI prints them without a
 traceback and exits with status 2. Input checks never use ``assert``.
 """
+
 from __future__ import annotations
 
 import types
@@ -55,7 +56,7 @@ class MissingExtraError(MemclaimError, ImportError):
         )
 
 
-def require(module: str, extra: str) -> "types.ModuleType":
+def require(module: str, extra: str) -> types.ModuleType:
     """Import an optional module lazily; raise :class:`MissingExtraError` naming the extra.
 
     >>> require("json", "core").dumps([1])

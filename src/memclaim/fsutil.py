@@ -1,4 +1,5 @@
 """Small filesystem helpers: atomic writes (temp file + fsync + rename) and content hashes."""
+
 from __future__ import annotations
 
 import contextlib
@@ -7,8 +8,8 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
 
 from ._version import __version__
 from .errors import InputError
@@ -41,8 +42,9 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
-def write_files(folder: str | os.PathLike, files: "Mapping[str, bytes]", *,
-                owned: "Callable[[Path], bool]") -> dict[str, Path]:
+def write_files(
+    folder: str | os.PathLike, files: Mapping[str, bytes], *, owned: Callable[[Path], bool]
+) -> dict[str, Path]:
     """Write several files (``{name: bytes}``) into ``folder`` as one change: each is staged
     into a temporary file beside its target (written and fsynced: this is where a full disk
     fails, and then every staged file is removed and every previous file is left as it was),
@@ -65,16 +67,22 @@ def write_files(folder: str | os.PathLike, files: "Mapping[str, bytes]", *,
     for name in files:
         target = folder / name
         if target.is_dir() or target.is_symlink():
-            raise InputError(f"{str(target)!r} is a folder or a link, not a file memclaim can replace",
-                             hint="choose another --out folder")
+            raise InputError(
+                f"{str(target)!r} is a folder or a link, not a file memclaim can replace",
+                hint="choose another --out folder",
+            )
         if target.exists() and not owned(target):
-            raise InputError(f"{str(target)!r} exists and memclaim did not write it; memclaim does not overwrite it",
-                             hint="choose another --out folder, or move the file away")
+            raise InputError(
+                f"{str(target)!r} exists and memclaim did not write it; memclaim does not overwrite it",
+                hint="choose another --out folder, or move the file away",
+            )
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"cannot create the output folder {str(folder)!r}: {exc.strerror or exc}",
-                         hint="choose a folder you can write") from None
+        raise InputError(
+            f"cannot create the output folder {str(folder)!r}: {exc.strerror or exc}",
+            hint="choose a folder you can write",
+        ) from None
     staged: dict[str, str] = {}
     try:
         for name, data in files.items():
@@ -191,9 +199,15 @@ def write_marker(folder: str | os.PathLike, *, kind: str) -> None:
     import json
 
     folder = Path(folder)
-    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != MARKER_FILE)
-    atomic_write_text(folder / MARKER_FILE, json.dumps({"memclaim": __version__, "kind": kind, "files": files},
-                                                      indent=1))
+    files = sorted(
+        str(p.relative_to(folder))
+        for p in folder.rglob("*")
+        if p.is_file() and p.name != MARKER_FILE
+    )
+    atomic_write_text(
+        folder / MARKER_FILE,
+        json.dumps({"memclaim": __version__, "kind": kind, "files": files}, indent=1),
+    )
 
 
 def _marker(folder: Path) -> dict | None:
@@ -222,33 +236,49 @@ def replaceable_folder(out: str | os.PathLike, *, option: str = "--out") -> None
     if not out.exists() and not out.is_symlink():
         return
     if out.is_symlink():
-        raise InputError(f"{option} {str(out)!r} is a symbolic link; memclaim does not replace it",
-                         hint=f"pass the folder it points to, or a new {option} folder")
+        raise InputError(
+            f"{option} {str(out)!r} is a symbolic link; memclaim does not replace it",
+            hint=f"pass the folder it points to, or a new {option} folder",
+        )
     if not out.is_dir():
-        raise InputError(f"{option} {str(out)!r} exists and is not a folder", hint=f"choose a new {option} folder")
+        raise InputError(
+            f"{option} {str(out)!r} exists and is not a folder",
+            hint=f"choose a new {option} folder",
+        )
     real, cwd = out.resolve(), Path.cwd().resolve()
     if real == cwd or real in cwd.parents:
-        raise InputError(f"{option} {str(out)!r} is the current folder or one of its parents; memclaim never "
-                         "replaces it", hint=f"choose a new {option} folder, e.g. {option} models/run1")
+        raise InputError(
+            f"{option} {str(out)!r} is the current folder or one of its parents; memclaim never "
+            "replaces it",
+            hint=f"choose a new {option} folder, e.g. {option} models/run1",
+        )
     if not any(out.iterdir()):
         return
     marker = _marker(out)
     if marker is None:
-        raise InputError(f"{option} {str(out)!r} is a folder memclaim did not make (it has no {MARKER_FILE}); "
-                         "--overwrite replaces only folders memclaim wrote",
-                         hint=f"choose a new {option} folder, or move {str(out)!r} away yourself")
+        raise InputError(
+            f"{option} {str(out)!r} is a folder memclaim did not make (it has no {MARKER_FILE}); "
+            "--overwrite replaces only folders memclaim wrote",
+            hint=f"choose a new {option} folder, or move {str(out)!r} away yourself",
+        )
     ours = set(marker["files"]) | {MARKER_FILE}
-    extra = sorted(str(p.relative_to(out)) for p in out.rglob("*")
-                   if (p.is_file() or p.is_symlink()) and str(p.relative_to(out)) not in ours)
+    extra = sorted(
+        str(p.relative_to(out))
+        for p in out.rglob("*")
+        if (p.is_file() or p.is_symlink()) and str(p.relative_to(out)) not in ours
+    )
     if extra:
-        raise InputError(f"{option} {str(out)!r} holds files memclaim did not write: {extra[:5]}"
-                         + (f" and {len(extra) - 5} more" if len(extra) > 5 else ""),
-                         hint="move them out of the folder first, or choose a new folder")
+        raise InputError(
+            f"{option} {str(out)!r} holds files memclaim did not write: {extra[:5]}"
+            + (f" and {len(extra) - 5} more" if len(extra) > 5 else ""),
+            hint="move them out of the folder first, or choose a new folder",
+        )
 
 
 @contextlib.contextmanager
-def atomic_directory(out: str | os.PathLike, *, tmp_prefix: str | None = None,
-                     replace: bool = False) -> "Iterator[Path]":
+def atomic_directory(
+    out: str | os.PathLike, *, tmp_prefix: str | None = None, replace: bool = False
+) -> Iterator[Path]:
     """Build a folder atomically: yields an empty temporary sibling of ``out``; when the block
     ends normally it is renamed to ``out``, otherwise it is deleted. Readers see the old folder,
     the complete new one, or nothing; a killed writer leaves only a hidden temp folder.
@@ -266,7 +296,9 @@ def atomic_directory(out: str | os.PathLike, *, tmp_prefix: str | None = None,
     """
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=tmp_prefix or f".{out.name}.", suffix=".tmp", dir=out.parent))
+    tmp = Path(
+        tempfile.mkdtemp(prefix=tmp_prefix or f".{out.name}.", suffix=".tmp", dir=out.parent)
+    )
     try:
         yield tmp
         old = None
@@ -274,11 +306,15 @@ def atomic_directory(out: str | os.PathLike, *, tmp_prefix: str | None = None,
             if out.is_dir() and not out.is_symlink() and not any(out.iterdir()):
                 out.rmdir()
             elif not replace:
-                raise InputError(f"{str(out)!r} already exists; memclaim does not replace it",
-                                 hint="choose a new folder, or remove it yourself")
+                raise InputError(
+                    f"{str(out)!r} already exists; memclaim does not replace it",
+                    hint="choose a new folder, or remove it yourself",
+                )
             else:
                 old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-                os.replace(out, old)  # rename aside: the old folder stays whole until the new one is in place
+                os.replace(
+                    out, old
+                )  # rename aside: the old folder stays whole until the new one is in place
         try:
             os.replace(tmp, out)
         except BaseException:
@@ -293,7 +329,9 @@ def atomic_directory(out: str | os.PathLike, *, tmp_prefix: str | None = None,
 
 
 @contextlib.contextmanager
-def file_lock(path: str | os.PathLike, *, shared: bool = False, blocking: bool = True) -> "Iterator[bool]":
+def file_lock(
+    path: str | os.PathLike, *, shared: bool = False, blocking: bool = True
+) -> Iterator[bool]:
     """An advisory lock (flock) held for the block: exclusive by default, ``shared`` for many
     readers/writers at once. With ``blocking=False`` it yields False at once when another
     process holds a conflicting lock (and True when it got the lock).
@@ -312,7 +350,10 @@ def file_lock(path: str | os.PathLike, *, shared: bool = False, blocking: bool =
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
     try:
         try:
-            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if blocking else fcntl.LOCK_NB))
+            fcntl.flock(
+                fd,
+                (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if blocking else fcntl.LOCK_NB),
+            )
         except BlockingIOError:
             yield False
             return

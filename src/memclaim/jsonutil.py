@@ -3,6 +3,7 @@
 Non-finite floats are written as the strings "inf", "-inf" and "nan" so that the output is
 strict JSON (RFC 8259) and round-trips through :func:`from_jsonable_float`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -80,7 +81,7 @@ class ResultMixin:
         return {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
-def read_json_object(path: "str | Path", what: str, *, hint: str | None = None) -> dict:
+def read_json_object(path: str | Path, what: str, *, hint: str | None = None) -> dict:
     """The JSON object in file ``path`` (UTF-8); ``what`` names the file in the error messages.
 
     >>> read_json_object("missing.json", "procedure")
@@ -94,10 +95,14 @@ def read_json_object(path: "str | Path", what: str, *, hint: str | None = None) 
     except FileNotFoundError:
         raise InputError(f"{what} file {str(p)!r} does not exist", hint="check the path") from None
     except UnicodeDecodeError as exc:
-        raise InputError(f"{what} file {str(p)!r} is not valid UTF-8: {exc}",
-                         hint=hint or "save it as UTF-8 JSON") from None
+        raise InputError(
+            f"{what} file {str(p)!r} is not valid UTF-8: {exc}",
+            hint=hint or "save it as UTF-8 JSON",
+        ) from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{what} file {str(p)!r} is not valid JSON: {exc}", hint=hint) from None
     if not isinstance(d, dict):
-        raise InputError(f"{what} file {str(p)!r} must hold a JSON object, got {type(d).__name__}", hint=hint)
+        raise InputError(
+            f"{what} file {str(p)!r} must hold a JSON object, got {type(d).__name__}", hint=hint
+        )
     return d

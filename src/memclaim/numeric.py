@@ -11,10 +11,12 @@ True
 >>> round(float(lo), 4), round(float(hi), 4)
 (0.0667, 0.6525)
 """
+
 from __future__ import annotations
 
 import math
-from typing import Sequence, overload
+from collections.abc import Sequence
+from typing import overload
 
 import numpy as np
 
@@ -25,7 +27,7 @@ __all__ = ["LN2", "logsumexp", "log1mexp", "clopper_pearson_bounds"]
 LN2 = math.log(2.0)
 
 
-def logsumexp(x: "Sequence[float] | np.ndarray") -> float:
+def logsumexp(x: Sequence[float] | np.ndarray) -> float:
     """log sum exp(x) in float64 for a sequence or array of natural logs: max-shifted, each
     shifted exponential by ``math.exp`` (correctly rounded in practice, unlike a vectorized exp)
     and summed exactly (``math.fsum``). ``-inf`` for an empty or all ``-inf`` input. The result
@@ -51,7 +53,7 @@ def logsumexp(x: "Sequence[float] | np.ndarray") -> float:
 def log1mexp(a: float) -> float: ...
 @overload
 def log1mexp(a: np.ndarray) -> np.ndarray: ...
-def log1mexp(a: "float | np.ndarray") -> "float | np.ndarray":
+def log1mexp(a: float | np.ndarray) -> float | np.ndarray:
     """log(1 - exp(a)) for a <= 0, accurate on both sides of a = -log 2 (Maechler 2012,
     "Accurately computing log(1 - exp(-|a|))"): ``log(-expm1(a))`` near 0, ``log1p(-exp(a))``
     below. A Python float gives a float (computed with ``math``), an array an array; a = 0
@@ -73,8 +75,9 @@ def log1mexp(a: "float | np.ndarray") -> "float | np.ndarray":
     return out if out.ndim else float(out)
 
 
-def clopper_pearson_bounds(k: "int | np.ndarray", n: "int | np.ndarray", *, confidence: float = 0.95,
-                           side: str = "two") -> "tuple[np.ndarray, np.ndarray]":
+def clopper_pearson_bounds(
+    k: int | np.ndarray, n: int | np.ndarray, *, confidence: float = 0.95, side: str = "two"
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact (Clopper & Pearson 1934) confidence bounds for a binomial rate, from the beta
     quantiles (scipy.stats.beta), for integers or integer arrays ``k`` successes out of ``n``.
 
@@ -99,11 +102,16 @@ def clopper_pearson_bounds(k: "int | np.ndarray", n: "int | np.ndarray", *, conf
     elif side == "lower":
         lo_tail, hi_tail = 1.0 - confidence, None
     else:
-        raise DomainError(f"side must be 'two' or 'lower', got {side!r}", hint="side='two' for an interval")
+        raise DomainError(
+            f"side must be 'two' or 'lower', got {side!r}", hint="side='two' for an interval"
+        )
     with np.errstate(invalid="ignore", divide="ignore"):
         lo = np.where(k > 0, stats.beta.ppf(lo_tail, k, n - k + 1), 0.0)
-        hi = (np.where(k < n, stats.beta.ppf(hi_tail, k + 1, n - k), 1.0) if hi_tail is not None
-              else np.ones_like(lo))
+        hi = (
+            np.where(k < n, stats.beta.ppf(hi_tail, k + 1, n - k), 1.0)
+            if hi_tail is not None
+            else np.ones_like(lo)
+        )
     lo = np.where(n > 0, lo, 0.0)
     hi = np.where(n > 0, hi, 1.0)
     return lo, hi

@@ -28,6 +28,7 @@ under different procedures are never compared silently (:func:`require_same_proc
 >>> p.policies, p.windows.lengths, p.bound
 (('full', 'greedy'), (16, 16), False)
 """
+
 from __future__ import annotations
 
 import difflib
@@ -36,8 +37,9 @@ import json
 import math
 import re
 import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -46,14 +48,33 @@ from .decoding import Policy, parse_policies
 from .errors import DomainError, InputError, PolicyError, ProcedureMismatchError
 from .validate import integer
 
-__all__ = ["Procedure", "ModelIdentity", "WindowSpec", "PromptSpec", "NearVerbatim", "DEFAULT_POLICY",
-           "DEFAULT_PREFIX_TOKENS", "DEFAULT_SUFFIX_TOKENS", "DEFAULT_BEAM", "PROCEDURE_OPTIONS", "SCORE_NAME",
-           "NUMERICS_FIELDS", "NUMERICS_DECLARED", "STORED_PROCEDURE_MAY_DIFFER", "procedure_differences",
-           "numerics_differences", "require_same_procedure", "check_template", "AGGREGATES", "TARGET_RULES",
-           "MAX_TEMPLATE_WIDTH", "aggregate_logq"]
+__all__ = [
+    "Procedure",
+    "ModelIdentity",
+    "WindowSpec",
+    "PromptSpec",
+    "NearVerbatim",
+    "DEFAULT_POLICY",
+    "DEFAULT_PREFIX_TOKENS",
+    "DEFAULT_SUFFIX_TOKENS",
+    "DEFAULT_BEAM",
+    "PROCEDURE_OPTIONS",
+    "SCORE_NAME",
+    "NUMERICS_FIELDS",
+    "NUMERICS_DECLARED",
+    "STORED_PROCEDURE_MAY_DIFFER",
+    "procedure_differences",
+    "numerics_differences",
+    "require_same_procedure",
+    "check_template",
+    "AGGREGATES",
+    "TARGET_RULES",
+    "MAX_TEMPLATE_WIDTH",
+    "aggregate_logq",
+]
 
 #: the default decoding policy of every command and function ([EM] §4: top-k sampling, k = 40,
-#: the papers' policy); the one place it is written (tests/test_procedure.py checks src/)
+#: the papers' policy); the one place it is written (tests/core/test_procedure.py checks src/)
 DEFAULT_POLICY = "top-k:40"
 #: one default window for every command, API function and audit that cuts windows ([EM] §4:
 #: 50-token prefix and suffix)
@@ -65,8 +86,12 @@ DEFAULT_BEAM = 16
 SCORE_NAME = "teacher-forced log q_{theta,phi}(suffix | prompt), natural log, float64"
 VERIFY = "conformal test against matched non-member controls ([EM] §3); applied by `memclaim test`"
 # fields that describe but do not change the numbers; excluded from the key
-_DISPLAY_ONLY = {("model", "name"), ("model", "source"), ("model", "fingerprint_v1"),
-                 ("model", "url")}  # a served model's URL: the same server moved to another port is the same
+_DISPLAY_ONLY = {
+    ("model", "name"),
+    ("model", "source"),
+    ("model", "fingerprint_v1"),
+    ("model", "url"),
+}  # a served model's URL: the same server moved to another port is the same
 # The numerics of a score: the class of the device that computed it and the body's dtype. Both
 # are in the key (a unit scored on a GPU is never adopted by a CPU run, nor the reverse), but a
 # CPU procedure leaves its device class out of the key, so every store written before device
@@ -85,8 +110,14 @@ DEVICE_CLASSES = ("cpu", "cuda", "served")
 # memclaim version that scored each run (0.2.0 computes the 0.1.0 scores it resumes; both runs'
 # records stay in the report's inputs). Everything else (fingerprint, dtype, start-of-text
 # rule, prompt rule, lengths, policy) must match.
-STORED_PROCEDURE_MAY_DIFFER = ("policies_scored", "model.name", "model.source", "model.fingerprint_v1", "verify",
-                               "memclaim_version")
+STORED_PROCEDURE_MAY_DIFFER = (
+    "policies_scored",
+    "model.name",
+    "model.source",
+    "model.fingerprint_v1",
+    "verify",
+    "memclaim_version",
+)
 
 # The field a claim's procedure record gains when --allow-mixed-numerics (allow_mixed_numerics=True)
 # declared scores computed on different device classes or dtypes comparable: the differences, as
@@ -135,36 +166,57 @@ class ModelIdentity:
     fingerprint: str
     dtype: str
     device_class: str | None = DEFAULT_DEVICE_CLASS
-    fingerprint_scheme: int | None = None  # what the fingerprint hashes (models.loader); None: 0.1.0's
+    fingerprint_scheme: int | None = (
+        None  # what the fingerprint hashes (models.loader); None: 0.1.0's
+    )
     extra: Mapping = field(default_factory=dict)
 
     def __post_init__(self):
         for f in ("name", "source", "fingerprint", "dtype"):
             v = getattr(self, f)
             if not isinstance(v, str) or not v:
-                raise InputError(f"a procedure's model {f} must be a non-empty string, got {v!r}",
-                                 hint="build the procedure from a loaded model (Procedure.bind)")
+                raise InputError(
+                    f"a procedure's model {f} must be a non-empty string, got {v!r}",
+                    hint="build the procedure from a loaded model (Procedure.bind)",
+                )
         if self.device_class is not None and self.device_class not in DEVICE_CLASSES:
-            raise InputError(f"a procedure's device class is 'cpu', 'cuda' or 'served', got {self.device_class!r}",
-                             hint="the class of the device whose numerics the scores have ('served': a model "
-                                  "scored through a server, docs/served.md)")
+            raise InputError(
+                f"a procedure's device class is 'cpu', 'cuda' or 'served', got {self.device_class!r}",
+                hint="the class of the device whose numerics the scores have ('served': a model "
+                "scored through a server, docs/served.md)",
+            )
         if self.fingerprint_scheme is not None:
-            object.__setattr__(self, "fingerprint_scheme", integer("fingerprint scheme", self.fingerprint_scheme,
-                                                                   minimum=1))
+            object.__setattr__(
+                self,
+                "fingerprint_scheme",
+                integer("fingerprint scheme", self.fingerprint_scheme, minimum=1),
+            )
         object.__setattr__(self, "extra", _frozen(dict(self.extra)))
 
     @classmethod
-    def of(cls, model: Any, device_class: str | None = None) -> "ModelIdentity":
+    def of(cls, model: Any, device_class: str | None = None) -> ModelIdentity:
         """The identity of a loaded model (:class:`memclaim.models.loader.LoadedModel`, or anything
         with its ``name``, ``source``, ``fingerprint``, ``dtype``), scored on ``device_class``
         (default: the model's own, else the CPU)."""
         scheme = getattr(model, "fingerprint_scheme", None)
-        return cls(name=str(model.name), source=str(model.source), fingerprint=str(model.fingerprint),
-                   dtype=str(model.dtype), fingerprint_scheme=None if scheme is None else int(scheme),
-                   device_class=str(device_class or getattr(model, "device_class", None) or DEFAULT_DEVICE_CLASS))
+        return cls(
+            name=str(model.name),
+            source=str(model.source),
+            fingerprint=str(model.fingerprint),
+            dtype=str(model.dtype),
+            fingerprint_scheme=None if scheme is None else int(scheme),
+            device_class=str(
+                device_class or getattr(model, "device_class", None) or DEFAULT_DEVICE_CLASS
+            ),
+        )
 
     def to_dict(self) -> dict:
-        d: dict = {"name": self.name, "source": self.source, "fingerprint": self.fingerprint, "dtype": self.dtype}
+        d: dict = {
+            "name": self.name,
+            "source": self.source,
+            "fingerprint": self.fingerprint,
+            "dtype": self.dtype,
+        }
         if self.fingerprint_scheme is not None:
             d["fingerprint_scheme"] = self.fingerprint_scheme
         if self.device_class is not None:
@@ -173,14 +225,22 @@ class ModelIdentity:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "ModelIdentity":
+    def from_dict(cls, d: Mapping) -> ModelIdentity:
         if not isinstance(d, Mapping):
-            raise ProcedureMismatchError(f"a procedure's model is a record (a dict), got {type(d).__name__}: {d!r:.80}",
-                                         hint="pass the procedure dicts recorded in the store or the report")
+            raise ProcedureMismatchError(
+                f"a procedure's model is a record (a dict), got {type(d).__name__}: {d!r:.80}",
+                hint="pass the procedure dicts recorded in the store or the report",
+            )
         known = ("name", "source", "fingerprint", "dtype", "device_class", "fingerprint_scheme")
-        return cls(name=d.get("name"), source=d.get("source"), fingerprint=d.get("fingerprint"), dtype=d.get("dtype"),
-                   device_class=d.get("device_class"), fingerprint_scheme=d.get("fingerprint_scheme"),
-                   extra={k: v for k, v in d.items() if k not in known})
+        return cls(
+            name=d.get("name"),
+            source=d.get("source"),
+            fingerprint=d.get("fingerprint"),
+            dtype=d.get("dtype"),
+            device_class=d.get("device_class"),
+            fingerprint_scheme=d.get("fingerprint_scheme"),
+            extra={k: v for k, v in d.items() if k not in known},
+        )
 
 
 # --------------------------------------------------------------------------- the windows
@@ -208,22 +268,32 @@ class WindowSpec:
     fields: bool | None = None  # cut at explicit fields; None: whether a field is named
 
     def __post_init__(self):
-        by_fields = bool(self.fields) if self.fields is not None else (
-            self.prefix_field is not None or self.suffix_field is not None)
+        by_fields = (
+            bool(self.fields)
+            if self.fields is not None
+            else (self.prefix_field is not None or self.suffix_field is not None)
+        )
         object.__setattr__(self, "fields", by_fields)
         for f in ("prefix_field", "suffix_field"):
             v = getattr(self, f)
             if v is not None and (not isinstance(v, str) or not v):
-                raise InputError(f"--{f.replace('_', '-')} must name a field, got {v!r}", hint="e.g. --prefix-field context")
+                raise InputError(
+                    f"--{f.replace('_', '-')} must name a field, got {v!r}",
+                    hint="e.g. --prefix-field context",
+                )
         if not by_fields:  # token windows: an omitted length is the default
             if self.prefix_tokens is None:
                 object.__setattr__(self, "prefix_tokens", DEFAULT_PREFIX_TOKENS)
             if self.suffix_tokens is None:
                 object.__setattr__(self, "suffix_tokens", DEFAULT_SUFFIX_TOKENS)
         if self.prefix_tokens is not None:
-            object.__setattr__(self, "prefix_tokens", integer("--prefix-tokens", self.prefix_tokens, minimum=0))
+            object.__setattr__(
+                self, "prefix_tokens", integer("--prefix-tokens", self.prefix_tokens, minimum=0)
+            )
         if self.suffix_tokens is not None:
-            object.__setattr__(self, "suffix_tokens", integer("--suffix-tokens", self.suffix_tokens, minimum=1))
+            object.__setattr__(
+                self, "suffix_tokens", integer("--suffix-tokens", self.suffix_tokens, minimum=1)
+            )
         if self.stride is not None:
             object.__setattr__(self, "stride", integer("stride", self.stride, minimum=1))
 
@@ -236,10 +306,14 @@ class WindowSpec:
         suffix tokens from the start of each text" (None there, as records always were)."""
         if not self.fields:
             return None
-        return {"prefix": "field" if self.prefix_tokens is None else "field, last prefix_tokens tokens",
-                "suffix": "field" if self.suffix_tokens is None else "field, first suffix_tokens tokens"}
+        return {
+            "prefix": "field" if self.prefix_tokens is None else "field, last prefix_tokens tokens",
+            "suffix": "field"
+            if self.suffix_tokens is None
+            else "field, first suffix_tokens tokens",
+        }
 
-    def same_cut(self, other: "WindowSpec") -> bool:
+    def same_cut(self, other: WindowSpec) -> bool:
         """Whether windows cut with ``other`` are windows of this spec (lengths and cut; the
         stride and the field names change no window's score)."""
         return self.lengths == other.lengths and bool(self.fields) == bool(other.fields)
@@ -264,12 +338,12 @@ _TARGET_RECORD = {
     "rendered": {
         "rule": "rendered",
         "text": "the window's suffix text; leading whitespace removed after the chat assistant header or a "
-                "rendered prompt that is empty or ends in whitespace, kept after a prompt that ends mid-line",
+        "rendered prompt that is empty or ends in whitespace, kept after a prompt that ends mid-line",
         "tokens": "rendered prompt + target tokenized as one string; the target cut at the prompt's end by "
-                  "character offsets (a token across the cut is refused); the prompt tokenized alone; each "
-                  "prompt has its own target ids",
+        "character offsets (a token across the cut is refused); the prompt tokenized alone; each "
+        "prompt has its own target ids",
         "suffix_tokens": "selects the suffix text in document tokens; the target has as many tokens as that text "
-                         "has after the prompt (target_tokens in the store)",
+        "has after the prompt (target_tokens in the store)",
         "suffix_field": "{suffix} is the suffix text without its leading whitespace",
     },
     "document": {
@@ -289,37 +363,49 @@ def check_template(t: object) -> str:
     'Repeat: {prefix}'
     """
     if not isinstance(t, str):
-        raise InputError(f"a prompt template must be a string, got {type(t).__name__} {t!r}",
-                         hint="e.g. prompt_templates=['Continue: {prefix}']")
+        raise InputError(
+            f"a prompt template must be a string, got {type(t).__name__} {t!r}",
+            hint="e.g. prompt_templates=['Continue: {prefix}']",
+        )
     try:
         parts = list(string.Formatter().parse(t))
     except ValueError as exc:
-        raise InputError(f"bad prompt template {t!r}: {exc}",
-                         hint="write fields as {prefix} or {suffix}; double braces {{ }} for literal ones") from None
+        raise InputError(
+            f"bad prompt template {t!r}: {exc}",
+            hint="write fields as {prefix} or {suffix}; double braces {{ }} for literal ones",
+        ) from None
     names = {f for _, f, _, _ in parts if f is not None}
     bad = names - {"prefix", "suffix"}
     if bad:
-        raise InputError(f"prompt template {t!r} uses unknown fields {sorted(bad)}",
-                         hint="only {prefix} and {suffix} are filled in")
+        raise InputError(
+            f"prompt template {t!r} uses unknown fields {sorted(bad)}",
+            hint="only {prefix} and {suffix} are filled in",
+        )
     for _, f, spec, _ in parts:
         if f is None or not spec:
             continue
         if "{" in spec:
-            raise InputError(f"prompt template {t!r}: the format spec {spec!r} of {{{f}}} is filled from the text",
-                             hint=f"write {{{f}}} (or a fixed spec such as {{{f}:>20}})")
+            raise InputError(
+                f"prompt template {t!r}: the format spec {spec!r} of {{{f}}} is filled from the text",
+                hint=f"write {{{f}}} (or a fixed spec such as {{{f}:>20}})",
+            )
         width = _SPEC_WIDTH.match(spec).group(1)
         if width and int(width) > MAX_TEMPLATE_WIDTH:
-            raise InputError(f"prompt template {t!r} pads {{{f}}} to {int(width):,} characters (format spec "
-                             f"{spec!r}): every window's prompt would be that long, far more than any model's "
-                             f"context holds, and tokenizing one takes about {int(width) * 180 / 2**30:.2g} GiB "
-                             "(about 180 bytes a character)",
-                             hint=f"write {{{f}}} without a width (memclaim accepts widths up to "
-                                  f"{MAX_TEMPLATE_WIDTH:,} characters)")
+            raise InputError(
+                f"prompt template {t!r} pads {{{f}}} to {int(width):,} characters (format spec "
+                f"{spec!r}): every window's prompt would be that long, far more than any model's "
+                f"context holds, and tokenizing one takes about {int(width) * 180 / 2**30:.2g} GiB "
+                "(about 180 bytes a character)",
+                hint=f"write {{{f}}} without a width (memclaim accepts widths up to "
+                f"{MAX_TEMPLATE_WIDTH:,} characters)",
+            )
     try:
         t.format(prefix="x", suffix="x")
     except (ValueError, TypeError) as exc:
-        raise InputError(f"bad prompt template {t!r}: {exc}",
-                         hint="use format specs for text, e.g. {prefix} or {prefix:>20}") from None
+        raise InputError(
+            f"bad prompt template {t!r}: {exc}",
+            hint="use format specs for text, e.g. {prefix} or {prefix:>20}",
+        ) from None
     return t
 
 
@@ -351,15 +437,21 @@ class PromptSpec:
         try:
             templates = tuple(templates or ())
         except TypeError:
-            raise InputError(f"prompt_templates must be a template string or a list of them, got "
-                             f"{type(self.templates).__name__} {self.templates!r}",
-                             hint="e.g. prompt_templates=['Continue: {prefix}']") from None
+            raise InputError(
+                f"prompt_templates must be a template string or a list of them, got "
+                f"{type(self.templates).__name__} {self.templates!r}",
+                hint="e.g. prompt_templates=['Continue: {prefix}']",
+            ) from None
         object.__setattr__(self, "templates", templates)
         object.__setattr__(self, "chat", bool(self.chat))
         if self.aggregate not in AGGREGATES:
-            raise InputError(f"unknown prompt aggregate {self.aggregate!r}", hint="use 'max' or 'mean'")
+            raise InputError(
+                f"unknown prompt aggregate {self.aggregate!r}", hint="use 'max' or 'mean'"
+            )
         if self.target not in TARGET_RULES:
-            raise InputError(f"unknown target rule {self.target!r}", hint="use 'rendered' or 'document'")
+            raise InputError(
+                f"unknown target rule {self.target!r}", hint="use 'rendered' or 'document'"
+            )
         for t in self.templates:
             check_template(t)
         if self.chat and not self.templates:
@@ -377,34 +469,54 @@ class PromptSpec:
     def n_prompts(self) -> int:
         return max(1, len(self.templates))
 
-    def spec(self) -> "PromptSpec":
+    def spec(self) -> PromptSpec:
         """This rule as a plain :class:`PromptSpec` (what a procedure holds)."""
-        return PromptSpec(templates=self.templates, chat=self.chat, aggregate=self.aggregate, target=self.target,
-                          target_record=self.target_record)
+        return PromptSpec(
+            templates=self.templates,
+            chat=self.chat,
+            aggregate=self.aggregate,
+            target=self.target,
+            target_record=self.target_record,
+        )
 
     def to_dict(self) -> dict:
-        d = {"kind": self.kind, "templates": list(self.templates), "chat": self.chat,
-             "aggregate": self.aggregate if self.n_prompts > 1 else None}
+        d = {
+            "kind": self.kind,
+            "templates": list(self.templates),
+            "chat": self.chat,
+            "aggregate": self.aggregate if self.n_prompts > 1 else None,
+        }
         if self.templates:  # natural-prefix records stay as they were (their keys must not change)
-            d["target"] = _plain(self.target_record) if self.target_record is not None \
+            d["target"] = (
+                _plain(self.target_record)
+                if self.target_record is not None
                 else dict(_TARGET_RECORD[self.target])
+            )
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "PromptSpec":
+    def from_dict(cls, d: Mapping) -> PromptSpec:
         """A recorded prompt rule ({kind, templates, chat, aggregate[, target]}) read back exactly."""
         if not isinstance(d, Mapping):
-            raise ProcedureMismatchError(f"a procedure's prompt is a record (a dict), got {type(d).__name__}: "
-                                         f"{d!r:.80}", hint="pass the procedure dicts recorded in the store or the report")
+            raise ProcedureMismatchError(
+                f"a procedure's prompt is a record (a dict), got {type(d).__name__}: {d!r:.80}",
+                hint="pass the procedure dicts recorded in the store or the report",
+            )
         templates = tuple(d.get("templates") or ())
         chat = bool(d.get("chat", False)) or d.get("kind") == "chat-template"
         target_rec = d.get("target")
         rule = "rendered"
         if isinstance(target_rec, Mapping):
             rule = str(target_rec.get("rule", "rendered"))
-        return cls(templates=templates, chat=chat, aggregate=d.get("aggregate") or "max", target=rule,
-                   target_record=None if target_rec is None or target_rec == _TARGET_RECORD.get(rule)
-                   else target_rec)
+        return cls(
+            templates=templates,
+            chat=chat,
+            aggregate=d.get("aggregate") or "max",
+            target=rule,
+            target_record=None
+            if target_rec is None or target_rec == _TARGET_RECORD.get(rule)
+            else target_rec,
+        )
 
 
 def aggregate_logq(values: np.ndarray, how: str, axis: int = -1) -> np.ndarray:
@@ -423,7 +535,11 @@ def aggregate_logq(values: np.ndarray, how: str, axis: int = -1) -> np.ndarray:
         m = values.max(axis=axis, keepdims=True)
         safe = np.where(np.isfinite(m), m, 0.0)
         with np.errstate(divide="ignore"):
-            out = np.log(np.exp(values - safe).sum(axis=axis)) + np.squeeze(safe, axis=axis) - math.log(n)
+            out = (
+                np.log(np.exp(values - safe).sum(axis=axis))
+                + np.squeeze(safe, axis=axis)
+                - math.log(n)
+            )
         return out
     raise InputError(f"unknown aggregate {how!r}", hint="use 'max' or 'mean'")
 
@@ -433,15 +549,19 @@ def _edit_counts(value, what: str) -> tuple[int, ...]:
     """Whole numbers given as one int or a sequence of ints; a string is not a sequence of ints
     ('12' is not [1, 2]), nor is a bool or a float with a fraction."""
     if isinstance(value, (str, bytes)):
-        raise InputError(f"{what} must be whole numbers, got the string {value!r}",
-                         hint=f"pass a list of integers, e.g. {what}=[1, 2] (a string is read as nothing else)")
+        raise InputError(
+            f"{what} must be whole numbers, got the string {value!r}",
+            hint=f"pass a list of integers, e.g. {what}=[1, 2] (a string is read as nothing else)",
+        )
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = (value,)
     try:
         items = list(value)
     except TypeError:
-        raise InputError(f"{what} must be whole numbers, got {type(value).__name__} {value!r}",
-                         hint=f"e.g. {what}=[1, 2]") from None
+        raise InputError(
+            f"{what} must be whole numbers, got {type(value).__name__} {value!r}",
+            hint=f"e.g. {what}=[1, 2]",
+        ) from None
     return tuple(integer(what, v) for v in items)
 
 
@@ -462,18 +582,24 @@ class NearVerbatim:
         raw_eps = _edit_counts(self.epsilons, "near_verbatim")
         raw_beams = _edit_counts(self.beams, "beams")
         if not raw_eps:
-            raise InputError("near-verbatim settings name no epsilon", hint="e.g. --near-verbatim 1")
+            raise InputError(
+                "near-verbatim settings name no epsilon", hint="e.g. --near-verbatim 1"
+            )
         if min(raw_eps) < 0:
-            raise DomainError(f"near-verbatim epsilon must be a whole number of token edits >= 0, got "
-                             f"{list(raw_eps)}", hint="e.g. --near-verbatim 1 (one token substitution, insertion "
-                                                      "or deletion)")
+            raise DomainError(
+                f"near-verbatim epsilon must be a whole number of token edits >= 0, got "
+                f"{list(raw_eps)}",
+                hint="e.g. --near-verbatim 1 (one token substitution, insertion or deletion)",
+            )
         if not raw_beams or min(raw_beams) < 1:
-            raise DomainError(f"beam width must be >= 1, got {list(raw_beams)}", hint="e.g. --beam 16")
+            raise DomainError(
+                f"beam width must be >= 1, got {list(raw_beams)}", hint="e.g. --beam 16"
+            )
         object.__setattr__(self, "epsilons", tuple(sorted(set(raw_eps))))
         object.__setattr__(self, "beams", tuple(sorted(set(raw_beams))))
 
     @classmethod
-    def of(cls, epsilons=(), beams=()) -> "NearVerbatim | None":
+    def of(cls, epsilons=(), beams=()) -> NearVerbatim | None:
         """From the flat options ``near_verbatim`` (epsilons) and ``beams``: None without
         epsilons; beams without epsilons are refused (they apply to --near-verbatim).
 
@@ -492,11 +618,13 @@ class NearVerbatim:
         return {"epsilons": list(self.epsilons), "beams": list(self.beams)}
 
     @classmethod
-    def from_dict(cls, d: Mapping | None) -> "NearVerbatim | None":
+    def from_dict(cls, d: Mapping | None) -> NearVerbatim | None:
         if not d:
             return None
         if not isinstance(d, Mapping):
-            raise InputError(f"near-verbatim settings are a record {{'epsilons': [...], 'beams': [...]}}, got {d!r:.80}")
+            raise InputError(
+                f"near-verbatim settings are a record {{'epsilons': [...], 'beams': [...]}}, got {d!r:.80}"
+            )
         if not d.get("epsilons"):
             return None
         return cls(epsilons=tuple(d["epsilons"]), beams=tuple(d.get("beams") or (DEFAULT_BEAM,)))
@@ -505,13 +633,41 @@ class NearVerbatim:
 # --------------------------------------------------------------------------- the procedure
 #: the flat options a public function accepts as shortcuts for its procedure (``procedure=``
 #: given as a dict uses the same names)
-PROCEDURE_OPTIONS = ("policies", "prefix_tokens", "suffix_tokens", "prefix_field", "suffix_field", "stride",
-                     "prompt_templates", "chat_template", "aggregate", "near_verbatim", "beams", "sot")
+PROCEDURE_OPTIONS = (
+    "policies",
+    "prefix_tokens",
+    "suffix_tokens",
+    "prefix_field",
+    "suffix_field",
+    "stride",
+    "prompt_templates",
+    "chat_template",
+    "aggregate",
+    "near_verbatim",
+    "beams",
+    "sot",
+)
 _WINDOW_OPTIONS = ("prefix_tokens", "suffix_tokens", "prefix_field", "suffix_field", "stride")
-_PROMPT_OPTIONS = {"prompt_templates": "templates", "chat_template": "chat", "aggregate": "aggregate"}
+_PROMPT_OPTIONS = {
+    "prompt_templates": "templates",
+    "chat_template": "chat",
+    "aggregate": "aggregate",
+}
 # the record's top-level fields (Procedure.to_dict)
-_RECORD_FIELDS = ("model", "start_of_text", "policies", "prefix_tokens", "suffix_tokens", "prompt",
-                  "near_verbatim", "score", "verify", "memclaim_version", "windows", "backend")
+_RECORD_FIELDS = (
+    "model",
+    "start_of_text",
+    "policies",
+    "prefix_tokens",
+    "suffix_tokens",
+    "prompt",
+    "near_verbatim",
+    "score",
+    "verify",
+    "memclaim_version",
+    "windows",
+    "backend",
+)
 
 
 def _policy_specs(policies) -> tuple[str, ...]:
@@ -526,16 +682,24 @@ def _policy_specs(policies) -> tuple[str, ...]:
         try:
             policies = list(policies)
         except TypeError:
-            raise PolicyError(f"policies must be a policy string or a list of them, got {type(policies).__name__} "
-                              f"{policies!r}", hint=f"e.g. policies=['{DEFAULT_POLICY}', 'greedy']") from None
+            raise PolicyError(
+                f"policies must be a policy string or a list of them, got {type(policies).__name__} "
+                f"{policies!r}",
+                hint=f"e.g. policies=['{DEFAULT_POLICY}', 'greedy']",
+            ) from None
         if not policies:
-            raise PolicyError("policies=[] names no decoding policy",
-                              hint=f"name at least one, e.g. policies=['{DEFAULT_POLICY}'], or leave policies out for "
-                                   f"the default {DEFAULT_POLICY}")
+            raise PolicyError(
+                "policies=[] names no decoding policy",
+                hint=f"name at least one, e.g. policies=['{DEFAULT_POLICY}'], or leave policies out for "
+                f"the default {DEFAULT_POLICY}",
+            )
     bad = [p for p in policies if not isinstance(p, (str, Policy))]
     if bad:
-        raise PolicyError(f"a decoding policy is a string such as '{DEFAULT_POLICY}', got {type(bad[0]).__name__} "
-                          f"{bad[0]!r}", hint="e.g. policies=['full', 'greedy', 'temperature:0.7']")
+        raise PolicyError(
+            f"a decoding policy is a string such as '{DEFAULT_POLICY}', got {type(bad[0]).__name__} "
+            f"{bad[0]!r}",
+            hint="e.g. policies=['full', 'greedy', 'temperature:0.7']",
+        )
     return tuple(p.spec for p in parse_policies(policies))
 
 
@@ -543,8 +707,10 @@ def _sot_rule(sot) -> str | None:
     if sot is None:
         return None
     if not isinstance(sot, str) or not sot.strip():
-        raise InputError(f"--sot must be a start-of-text rule (auto, none, bos, eos, a token or ids), got {sot!r}",
-                         hint="e.g. --sot bos, or leave it out for the model's own rule")
+        raise InputError(
+            f"--sot must be a start-of-text rule (auto, none, bos, eos, a token or ids), got {sot!r}",
+            hint="e.g. --sot bos, or leave it out for the model's own rule",
+        )
     return sot
 
 
@@ -571,7 +737,9 @@ class Procedure:
     prompt: PromptSpec = field(default_factory=PromptSpec)
     near_verbatim: NearVerbatim | None = None
     sot: str | None = None  # the start-of-text rule asked for (None: the model's own)
-    backend: Mapping | None = None  # identity a backend adds to the key (issue 27); None for local and Ray
+    backend: Mapping | None = (
+        None  # identity a backend adds to the key (issue 27); None for local and Ray
+    )
     score: str = SCORE_NAME
     verify: str = VERIFY
     memclaim_version: str = __version__
@@ -580,16 +748,23 @@ class Procedure:
         if isinstance(self.model, Mapping):
             object.__setattr__(self, "model", ModelIdentity.from_dict(self.model))
         elif self.model is not None and not isinstance(self.model, ModelIdentity):
-            raise InputError(f"a procedure's model is a ModelIdentity (or its record), got {type(self.model).__name__}",
-                             hint="bind the procedure to a loaded model with Procedure.bind(model)")
+            raise InputError(
+                f"a procedure's model is a ModelIdentity (or its record), got {type(self.model).__name__}",
+                hint="bind the procedure to a loaded model with Procedure.bind(model)",
+            )
         if self.start_of_text is not None:
             sot = self.start_of_text
             if not isinstance(sot, Mapping) or "rule" not in sot:
-                raise InputError(f"a procedure's start of text is a record {{rule, ids, tokens}}, got {sot!r:.80}",
-                                 hint="bind the procedure to a loaded model with Procedure.bind(model)")
+                raise InputError(
+                    f"a procedure's start of text is a record {{rule, ids, tokens}}, got {sot!r:.80}",
+                    hint="bind the procedure to a loaded model with Procedure.bind(model)",
+                )
             object.__setattr__(self, "start_of_text", _frozen(dict(sot)))
         if (self.model is None) != (self.start_of_text is None):
-            raise InputError("a bound procedure has both a model and a start of text", hint="use Procedure.bind(model)")
+            raise InputError(
+                "a bound procedure has both a model and a start of text",
+                hint="use Procedure.bind(model)",
+            )
         if not getattr(self, "_recorded", False):  # a record keeps its policy strings as written
             object.__setattr__(self, "policies", _policy_specs(self.policies))
         else:
@@ -599,41 +774,56 @@ class Procedure:
         if isinstance(self.windows, Mapping):
             object.__setattr__(self, "windows", WindowSpec(**self.windows))
         elif not isinstance(self.windows, WindowSpec):
-            raise InputError(f"a procedure's windows are a WindowSpec, got {type(self.windows).__name__}")
+            raise InputError(
+                f"a procedure's windows are a WindowSpec, got {type(self.windows).__name__}"
+            )
         if isinstance(self.prompt, Mapping):
             rec = "kind" in self.prompt
-            object.__setattr__(self, "prompt", PromptSpec.from_dict(self.prompt) if rec else PromptSpec(**self.prompt))
+            object.__setattr__(
+                self,
+                "prompt",
+                PromptSpec.from_dict(self.prompt) if rec else PromptSpec(**self.prompt),
+            )
         elif isinstance(self.prompt, PromptSpec):
             object.__setattr__(self, "prompt", self.prompt.spec())
         else:
-            raise InputError(f"a procedure's prompt is a PromptSpec, got {type(self.prompt).__name__}")
+            raise InputError(
+                f"a procedure's prompt is a PromptSpec, got {type(self.prompt).__name__}"
+            )
         nv = self.near_verbatim
         if isinstance(nv, Mapping) or not nv:
             object.__setattr__(self, "near_verbatim", NearVerbatim.from_dict(nv or None))
         elif not isinstance(nv, NearVerbatim):
-            raise InputError(f"a procedure's near-verbatim settings are NearVerbatim, got {type(nv).__name__}")
+            raise InputError(
+                f"a procedure's near-verbatim settings are NearVerbatim, got {type(nv).__name__}"
+            )
         object.__setattr__(self, "sot", _sot_rule(self.sot))
         if self.backend is not None:
             if not isinstance(self.backend, Mapping) or not self.backend:
-                raise InputError(f"a backend's identity is a non-empty record, got {self.backend!r:.80}")
+                raise InputError(
+                    f"a backend's identity is a non-empty record, got {self.backend!r:.80}"
+                )
             object.__setattr__(self, "backend", _frozen(dict(self.backend)))
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def options(cls, **options) -> "Procedure":
+    def options(cls, **options) -> Procedure:
         """An unbound procedure from the flat options of the public functions
         (:data:`PROCEDURE_OPTIONS`; an omitted option takes its default); an unknown option is
         refused naming the closest one."""
         return cls().with_options(**options)
 
-    def with_options(self, **options) -> "Procedure":
+    def with_options(self, **options) -> Procedure:
         """This procedure with some flat options replaced (the notebook shortcuts given beside
         ``procedure=``). A window cut by fields takes the whole fields unless lengths are given."""
         for k, v in options.items():
             if k not in PROCEDURE_OPTIONS:
-                raise InputError(f"unknown procedure option {k}={v!r:.60}",
-                                 hint=_closest(k, PROCEDURE_OPTIONS) + "The procedure's options are "
-                                 + ", ".join(PROCEDURE_OPTIONS))
+                raise InputError(
+                    f"unknown procedure option {k}={v!r:.60}",
+                    hint=_closest(k, PROCEDURE_OPTIONS)
+                    + "The procedure's options are "
+                    + ", ".join(PROCEDURE_OPTIONS),
+                )
         if not options:
             return self
         changes: dict = {}
@@ -642,31 +832,47 @@ class Procedure:
         win = {k: options[k] for k in _WINDOW_OPTIONS if k in options}
         if win:
             w = self.windows
-            base = {"prefix_tokens": w.prefix_tokens, "suffix_tokens": w.suffix_tokens, "prefix_field": w.prefix_field,
-                    "suffix_field": w.suffix_field, "stride": w.stride}
-            if not w.fields and (win.get("prefix_field") is not None or win.get("suffix_field") is not None):
-                base.update(prefix_tokens=None, suffix_tokens=None)  # fields: the whole fields unless told
+            base = {
+                "prefix_tokens": w.prefix_tokens,
+                "suffix_tokens": w.suffix_tokens,
+                "prefix_field": w.prefix_field,
+                "suffix_field": w.suffix_field,
+                "stride": w.stride,
+            }
+            if not w.fields and (
+                win.get("prefix_field") is not None or win.get("suffix_field") is not None
+            ):
+                base.update(
+                    prefix_tokens=None, suffix_tokens=None
+                )  # fields: the whole fields unless told
             base.update(win)
             changes["windows"] = WindowSpec(**base)
         pr = {_PROMPT_OPTIONS[k]: options[k] for k in _PROMPT_OPTIONS if k in options}
         if pr:
             p = self.prompt
-            base = {"templates": p.templates if not (p.chat and p.templates == ("{prefix}",) and
-                                                     "templates" not in pr) else (),
-                    "chat": p.chat, "aggregate": p.aggregate, "target": p.target}
+            base = {
+                "templates": p.templates
+                if not (p.chat and p.templates == ("{prefix}",) and "templates" not in pr)
+                else (),
+                "chat": p.chat,
+                "aggregate": p.aggregate,
+                "target": p.target,
+            }
             base.update({k: v for k, v in pr.items() if not (k == "aggregate" and v is None)})
             changes["prompt"] = PromptSpec(**base)
         if "near_verbatim" in options or "beams" in options:
             cur = self.near_verbatim
             eps = options.get("near_verbatim", cur.epsilons if cur else ())
-            beams = options.get("beams", cur.beams if cur and "near_verbatim" not in options else ())
+            beams = options.get(
+                "beams", cur.beams if cur and "near_verbatim" not in options else ()
+            )
             changes["near_verbatim"] = NearVerbatim.of(eps, beams)
         if "sot" in options:
             changes["sot"] = options["sot"]
         return replace(self, **changes)
 
     @classmethod
-    def coerce(cls, value: "Procedure | Mapping | None", **options) -> "Procedure":
+    def coerce(cls, value: Procedure | Mapping | None, **options) -> Procedure:
         """The procedure of a public call: ``value`` (a Procedure; a dict of flat options, or a
         recorded procedure such as a store's or a report's) with the flat ``options`` over it.
 
@@ -683,11 +889,14 @@ class Procedure:
             else:
                 base = cls.options(**dict(value))
         else:
-            raise InputError(f"procedure= takes a memclaim Procedure or a dict of its options, got "
-                             f"{type(value).__name__}", hint="e.g. procedure={'policies': ['full'], 'prefix_tokens': 16}")
+            raise InputError(
+                f"procedure= takes a memclaim Procedure or a dict of its options, got "
+                f"{type(value).__name__}",
+                hint="e.g. procedure={'policies': ['full'], 'prefix_tokens': 16}",
+            )
         return base.with_options(**options)
 
-    def bind(self, model: Any, *, device_class: str | None = None) -> "Procedure":
+    def bind(self, model: Any, *, device_class: str | None = None) -> Procedure:
         """This procedure for a loaded ``model`` scored on ``device_class`` (default: the model's):
         its identity and start of text. A procedure bound already (e.g. read from a store) must
         name the same model: a different fingerprint, dtype or start of text is refused.
@@ -704,12 +913,16 @@ class Procedure:
             mine = {k: v for k, v in self.model.to_dict().items() if k in ("fingerprint", "dtype")}
             theirs = {k: v for k, v in ident.to_dict().items() if k in ("fingerprint", "dtype")}
             if mine != theirs or _plain(self.start_of_text) != sot:
-                diffs = procedure_differences({"model": mine, "start_of_text": _plain(self.start_of_text)},
-                                              {"model": theirs, "start_of_text": sot})
+                diffs = procedure_differences(
+                    {"model": mine, "start_of_text": _plain(self.start_of_text)},
+                    {"model": theirs, "start_of_text": sot},
+                )
                 raise ProcedureMismatchError(
-                    f"the procedure was recorded for another model than {ident.name!r}: " + "; ".join(diffs),
+                    f"the procedure was recorded for another model than {ident.name!r}: "
+                    + "; ".join(diffs),
                     hint="load the model the procedure names (same files, dtype and --sot), or pass the procedure's "
-                         "options without its model")
+                    "options without its model",
+                )
             ident = replace(ident, extra=self.model.extra)
         return replace(self, model=ident, start_of_text=sot, sot=self.sot or sot.get("rule"))
 
@@ -735,13 +948,22 @@ class Procedure:
         """The record the store writes (exactly memclaim 0.2.0's: ``windows`` only for windows cut
         by fields, ``backend`` only where a backend adds its identity)."""
         if self.model is None:
-            raise InputError("an unbound procedure has no record: it names no model yet",
-                             hint="bind it to the loaded model first (Procedure.bind)")
-        d = {"model": self.model.to_dict(), "start_of_text": _plain(self.start_of_text),
-             "policies": list(self.policies), "prefix_tokens": self.windows.prefix_tokens,
-             "suffix_tokens": self.windows.suffix_tokens, "prompt": self.prompt.to_dict(),
-             "near_verbatim": None if self.near_verbatim is None else self.near_verbatim.to_dict(),
-             "score": self.score, "verify": self.verify, "memclaim_version": self.memclaim_version}
+            raise InputError(
+                "an unbound procedure has no record: it names no model yet",
+                hint="bind it to the loaded model first (Procedure.bind)",
+            )
+        d = {
+            "model": self.model.to_dict(),
+            "start_of_text": _plain(self.start_of_text),
+            "policies": list(self.policies),
+            "prefix_tokens": self.windows.prefix_tokens,
+            "suffix_tokens": self.windows.suffix_tokens,
+            "prompt": self.prompt.to_dict(),
+            "near_verbatim": None if self.near_verbatim is None else self.near_verbatim.to_dict(),
+            "score": self.score,
+            "verify": self.verify,
+            "memclaim_version": self.memclaim_version,
+        }
         cut = self.windows.cut()
         if cut is not None:  # absent for windows cut by token counts: records as before
             d["windows"] = cut
@@ -750,39 +972,66 @@ class Procedure:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "Procedure":
+    def from_dict(cls, d: Mapping) -> Procedure:
         """A recorded procedure (a store's ``procedures/<key>.json``, a report's procedure) read
         back; fields a claim adds beside it (``policy``, ``policies_scored``) are not part of it."""
         if not isinstance(d, Mapping):
-            raise ProcedureMismatchError(f"expected a procedure record (a dict), got {type(d).__name__}: {d!r:.80}",
-                                         hint="pass the procedure dicts recorded in the store or the report")
-        missing = [k for k in ("model", "start_of_text", "policies", "prefix_tokens", "suffix_tokens", "prompt")
-                   if k not in d]
+            raise ProcedureMismatchError(
+                f"expected a procedure record (a dict), got {type(d).__name__}: {d!r:.80}",
+                hint="pass the procedure dicts recorded in the store or the report",
+            )
+        missing = [
+            k
+            for k in (
+                "model",
+                "start_of_text",
+                "policies",
+                "prefix_tokens",
+                "suffix_tokens",
+                "prompt",
+            )
+            if k not in d
+        ]
         if missing:
-            raise ProcedureMismatchError(f"the procedure record lacks {', '.join(missing)}",
-                                         hint="pass the procedure dicts recorded in the store or the report")
+            raise ProcedureMismatchError(
+                f"the procedure record lacks {', '.join(missing)}",
+                hint="pass the procedure dicts recorded in the store or the report",
+            )
 
         def length(v):
             return None if v is None else int(v)
 
         cut = d.get("windows")
-        windows = WindowSpec(prefix_tokens=length(d["prefix_tokens"]), suffix_tokens=length(d["suffix_tokens"]),
-                             fields=cut is not None)
+        windows = WindowSpec(
+            prefix_tokens=length(d["prefix_tokens"]),
+            suffix_tokens=length(d["suffix_tokens"]),
+            fields=cut is not None,
+        )
         p = cls._recorded_instance(
-            model=ModelIdentity.from_dict(d["model"]), start_of_text=d["start_of_text"],
-            policies=tuple(d["policies"]), windows=windows, prompt=PromptSpec.from_dict(d["prompt"]),
+            model=ModelIdentity.from_dict(d["model"]),
+            start_of_text=d["start_of_text"],
+            policies=tuple(d["policies"]),
+            windows=windows,
+            prompt=PromptSpec.from_dict(d["prompt"]),
             near_verbatim=NearVerbatim.from_dict(d.get("near_verbatim")),
-            sot=(d["start_of_text"] or {}).get("rule") if isinstance(d["start_of_text"], Mapping) else None,
-            backend=d.get("backend"), score=d.get("score", SCORE_NAME), verify=d.get("verify", ""),
-            memclaim_version=d.get("memclaim_version", "unknown"))
+            sot=(d["start_of_text"] or {}).get("rule")
+            if isinstance(d["start_of_text"], Mapping)
+            else None,
+            backend=d.get("backend"),
+            score=d.get("score", SCORE_NAME),
+            verify=d.get("verify", ""),
+            memclaim_version=d.get("memclaim_version", "unknown"),
+        )
         if cut is not None and cut != windows.cut():  # a cut no version of memclaim wrote
-            raise ProcedureMismatchError(f"the procedure record's windows {cut!r} do not match its lengths "
-                                         f"({windows.prefix_tokens}, {windows.suffix_tokens})",
-                                         hint="pass the procedure dicts recorded in the store or the report")
+            raise ProcedureMismatchError(
+                f"the procedure record's windows {cut!r} do not match its lengths "
+                f"({windows.prefix_tokens}, {windows.suffix_tokens})",
+                hint="pass the procedure dicts recorded in the store or the report",
+            )
         return p
 
     @classmethod
-    def _recorded_instance(cls, **kw) -> "Procedure":
+    def _recorded_instance(cls, **kw) -> Procedure:
         obj = object.__new__(cls)
         object.__setattr__(obj, "_recorded", True)
         for f in fields(cls):
@@ -799,7 +1048,9 @@ class Procedure:
         if d["model"].get("device_class", DEFAULT_DEVICE_CLASS) == DEFAULT_DEVICE_CLASS:
             d["model"].pop("device_class", None)  # CPU procedures keep the keys they had before
         d.pop("verify", None)
-        d["policies"] = sorted(d["policies"])  # one pass scores them all: their order is not part of it
+        d["policies"] = sorted(
+            d["policies"]
+        )  # one pass scores them all: their order is not part of it
         if d.get("near_verbatim") is None:
             d.pop("near_verbatim", None)  # keys of verbatim-only procedures do not mention it
         return d
@@ -809,7 +1060,7 @@ class Procedure:
         """The store key of this procedure: sha256 of its keyed record as sorted JSON."""
         return hashlib.sha256(json.dumps(self.keyed_dict(), sort_keys=True).encode()).hexdigest()
 
-    def differences(self, other: "Procedure", *, ignore: tuple[str, ...] = ()) -> list[str]:
+    def differences(self, other: Procedure, *, ignore: tuple[str, ...] = ()) -> list[str]:
         return procedure_differences(self.keyed_dict(), other.keyed_dict(), ignore=ignore)
 
     def describe(self) -> str:
@@ -826,8 +1077,10 @@ _ABSENT = "<absent>"
 
 def _flatten(d, prefix=""):
     if not isinstance(d, dict):
-        raise ProcedureMismatchError(f"expected a procedure record (a dict), got {type(d).__name__}: {d!r:.80}",
-                                     hint="pass the procedure dicts recorded in the store or the report")
+        raise ProcedureMismatchError(
+            f"expected a procedure record (a dict), got {type(d).__name__}: {d!r:.80}",
+            hint="pass the procedure dicts recorded in the store or the report",
+        )
     out = {}
     for k, v in d.items():
         name = f"{prefix}{k}"
@@ -856,7 +1109,10 @@ def procedure_differences(a: dict, b: dict, *, ignore: tuple[str, ...] = ()) -> 
     def norm(v):
         if isinstance(v, (list, tuple)):
             return ("seq", tuple(norm(x) for x in v))
-        return (type(v).__name__ if not isinstance(v, (int, float)) or isinstance(v, bool) else "num", v)
+        return (
+            type(v).__name__ if not isinstance(v, (int, float)) or isinstance(v, bool) else "num",
+            v,
+        )
 
     for k in sorted(set(fa) | set(fb)):
         if any(k == i or k.startswith(i + ".") for i in ignore):
@@ -877,8 +1133,14 @@ def numerics_differences(a: dict, b: dict) -> list[str]:
     return [d for d in procedure_differences(a, b) if d.split(":", 1)[0] in NUMERICS_FIELDS]
 
 
-def require_same_procedure(a: dict, b: dict, *, what: tuple[str, str] = ("candidates", "controls"),
-                           ignore: tuple[str, ...] = ("policies",), allow_mixed_numerics: bool = False) -> list[str]:
+def require_same_procedure(
+    a: dict,
+    b: dict,
+    *,
+    what: tuple[str, str] = ("candidates", "controls"),
+    ignore: tuple[str, ...] = ("policies",),
+    allow_mixed_numerics: bool = False,
+) -> list[str]:
     """Refuse to compare results from different procedures ([EM] Def. B.2, C.2); name every
     difference. ``ignore``: fields that may differ (flattened names, or their prefixes).
 
@@ -898,20 +1160,31 @@ def require_same_procedure(a: dict, b: dict, *, what: tuple[str, str] = ("candid
         diffs = [d for d in diffs if d not in mixed]
     elif mixed and len(mixed) == len(diffs):
         raise ProcedureMismatchError(
-            f"{what[0]} and {what[1]} were scored with different numerics: " + "; ".join(mixed) + " (scores "
+            f"{what[0]} and {what[1]} were scored with different numerics: "
+            + "; ".join(mixed)
+            + " (scores "
             "computed on another device class or in another dtype differ, so a threshold calibrated on one set does "
             "not carry over to the other)",
             hint="score both on the same device class and dtype (--device, --dtype), or pass --allow-mixed-numerics "
-                 "(allow_mixed_numerics=True) to declare them comparable; the report then says so")
+            "(allow_mixed_numerics=True) to declare them comparable; the report then says so",
+        )
     if diffs:
         hint = "score both with the same model, policy, prompt rule and window lengths"
-        schemes = [((d or {}).get("model") or {}).get("fingerprint_scheme") if isinstance(d, dict) else None
-                   for d in (a, b)]
-        if any(k.startswith("model.fingerprint") for k in diffs) and (schemes[0] is None) != (schemes[1] is None):
+        schemes = [
+            ((d or {}).get("model") or {}).get("fingerprint_scheme")
+            if isinstance(d, dict)
+            else None
+            for d in (a, b)
+        ]
+        if any(k.startswith("model.fingerprint") for k in diffs) and (schemes[0] is None) != (
+            schemes[1] is None
+        ):
             old = what[0] if schemes[0] is None else what[1]
-            hint = (f"the {old} were scored by memclaim 0.1.0, whose model fingerprint hashed every file of the model "
-                    "folder: run the same `memclaim score` command into that store once with the model (nothing is "
-                    "rescored) so the store records the current fingerprint, then test again")
+            hint = (
+                f"the {old} were scored by memclaim 0.1.0, whose model fingerprint hashed every file of the model "
+                "folder: run the same `memclaim score` command into that store once with the model (nothing is "
+                "rescored) so the store records the current fingerprint, then test again"
+            )
         raise ProcedureMismatchError(
             f"{what[0]} and {what[1]} were scored under different procedures ({len(diffs)} field"
             f"{'s' if len(diffs) > 1 else ''} differ): " + "; ".join(diffs),

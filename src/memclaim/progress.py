@@ -24,17 +24,27 @@ public function), :func:`ambient` and :func:`ambient_log` read them.
 >>> events[-1].fraction
 1.0
 """
+
 from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
-__all__ = ["ProgressEvent", "ProgressCallback", "LogCallback", "Reporter", "emit_log", "reporting", "ambient",
-           "ambient_log"]
+__all__ = [
+    "ProgressEvent",
+    "ProgressCallback",
+    "LogCallback",
+    "Reporter",
+    "emit_log",
+    "reporting",
+    "ambient",
+    "ambient_log",
+]
 
 
 @dataclass(frozen=True)
@@ -79,8 +89,16 @@ class ProgressEvent:
 
     def to_dict(self) -> dict:
         """A JSON-ready dict of the fields (``extra`` as a plain dict)."""
-        return {"stage": self.stage, "label": self.label, "done": self.done, "total": self.total,
-                "unit": self.unit, "elapsed": self.elapsed, "finished": self.finished, "extra": dict(self.extra)}
+        return {
+            "stage": self.stage,
+            "label": self.label,
+            "done": self.done,
+            "total": self.total,
+            "unit": self.unit,
+            "elapsed": self.elapsed,
+            "finished": self.finished,
+            "extra": dict(self.extra),
+        }
 
 
 ProgressCallback = Callable[[ProgressEvent], None]
@@ -99,8 +117,16 @@ class Reporter:
     4
     """
 
-    def __init__(self, progress: ProgressCallback | None, *, stage: str, label: str, total: int | None,
-                 unit: str = "windows", extra: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        progress: ProgressCallback | None,
+        *,
+        stage: str,
+        label: str,
+        total: int | None,
+        unit: str = "windows",
+        extra: Mapping[str, Any] | None = None,
+    ):
         self.progress = progress
         self.stage, self.label, self.total, self.unit = stage, label, total, unit
         self.extra = dict(extra or {})
@@ -112,9 +138,18 @@ class Reporter:
     def _send(self, finished: bool, extra: Mapping[str, Any] | None = None) -> None:
         if self.progress is None:
             return
-        self.progress(ProgressEvent(stage=self.stage, label=self.label, done=self.done, total=self.total,
-                                    unit=self.unit, elapsed=time.perf_counter() - self.t0, finished=finished,
-                                    extra={**self.extra, **(extra or {})}))
+        self.progress(
+            ProgressEvent(
+                stage=self.stage,
+                label=self.label,
+                done=self.done,
+                total=self.total,
+                unit=self.unit,
+                elapsed=time.perf_counter() - self.t0,
+                finished=finished,
+                extra={**self.extra, **(extra or {})},
+            )
+        )
 
     def advance(self, n: int = 1, **extra: Any) -> None:
         """Record ``n`` more units done and report it."""
@@ -132,7 +167,7 @@ class Reporter:
             self.closed = True
             self._send(True)
 
-    def __enter__(self) -> "Reporter":
+    def __enter__(self) -> Reporter:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -155,7 +190,9 @@ _AMBIENT: ContextVar[tuple] = ContextVar("memclaim_progress_ambient", default=(N
 
 
 @contextlib.contextmanager
-def reporting(progress: ProgressCallback | None = None, log: LogCallback | None = None) -> Iterator[None]:
+def reporting(
+    progress: ProgressCallback | None = None, log: LogCallback | None = None
+) -> Iterator[None]:
     """Make ``progress`` and ``log`` the ambient callbacks inside the block (restored after): what
     the steps below a public function report to when they have no parameter for it.
 

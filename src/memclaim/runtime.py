@@ -11,18 +11,32 @@ the API's keywords default to them, and the backends take them from the value th
 >>> rt.batch_size, rt.backend.kind, rt.backend.workers, rt.unit_size
 (32, 'ray', 2, 64)
 """
+
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .errors import InputError
-from .validate import batch_size as check_batch_size, integer, nonneg
+from .validate import batch_size as check_batch_size
+from .validate import integer, nonneg
 
-__all__ = ["Runtime", "Placement", "BackendSpec", "RUNTIME_OPTIONS", "DEFAULT_BATCH_SIZE", "DEFAULT_UNIT_SIZE",
-           "DEFAULT_BACKEND", "DEFAULT_THREADS_PER_WORKER", "DEFAULT_GPUS_PER_WORKER", "DEFAULT_DEVICE",
-           "DEFAULT_DTYPE", "BACKEND_SPEC_FIELDS"]
+__all__ = [
+    "Runtime",
+    "Placement",
+    "BackendSpec",
+    "RUNTIME_OPTIONS",
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_UNIT_SIZE",
+    "DEFAULT_BACKEND",
+    "DEFAULT_THREADS_PER_WORKER",
+    "DEFAULT_GPUS_PER_WORKER",
+    "DEFAULT_DEVICE",
+    "DEFAULT_DTYPE",
+    "BACKEND_SPEC_FIELDS",
+]
 
 #: windows per forward pass (``"auto"``: sized from free memory on a GPU, 16 on the CPU)
 DEFAULT_BATCH_SIZE = 16
@@ -67,14 +81,22 @@ class Placement:
     dtype: str | None = None  # None: DEFAULT_DTYPE
 
     def __post_init__(self):
-        if self.device is not None and (not isinstance(self.device, str) or not self.device.strip()):
-            raise InputError(f"--device must be a device name, got {self.device!r}",
-                             hint="auto, cpu, cuda or cuda:N")
+        if self.device is not None and (
+            not isinstance(self.device, str) or not self.device.strip()
+        ):
+            raise InputError(
+                f"--device must be a device name, got {self.device!r}",
+                hint="auto, cpu, cuda or cuda:N",
+            )
         if self.device_map is not None and self.device_map not in _DEVICE_MAPS:
-            raise InputError(f"--device-map {self.device_map!r} is not one memclaim knows",
-                             hint="use --device-map auto, or leave it out")
+            raise InputError(
+                f"--device-map {self.device_map!r} is not one memclaim knows",
+                hint="use --device-map auto, or leave it out",
+            )
         if self.dtype is not None and self.dtype not in _DTYPES:
-            raise InputError(f"unknown dtype {self.dtype!r}", hint=f"use one of {', '.join(_DTYPES)}")
+            raise InputError(
+                f"unknown dtype {self.dtype!r}", hint=f"use one of {', '.join(_DTYPES)}"
+            )
         if isinstance(self.max_memory, (list, tuple)):
             object.__setattr__(self, "max_memory", tuple(self.max_memory) or None)
         elif isinstance(self.max_memory, Mapping):
@@ -84,14 +106,23 @@ class Placement:
 
     def load_kwargs(self) -> dict:
         """The keywords of :func:`memclaim.load_model` this placement sets."""
-        return {"device": self.device, "device_map": self.device_map, "max_memory": self.max_memory,
-                "offload_folder": self.offload_folder, "dtype": self.dtype}
+        return {
+            "device": self.device,
+            "device_map": self.device_map,
+            "max_memory": self.max_memory,
+            "offload_folder": self.offload_folder,
+            "dtype": self.dtype,
+        }
 
     def to_dict(self) -> dict:
         mm = self.max_memory
-        return {"device": self.device or DEFAULT_DEVICE, "device_map": self.device_map,
-                "max_memory": list(mm) if isinstance(mm, tuple) else mm, "offload_folder": self.offload_folder,
-                "dtype": self.dtype or DEFAULT_DTYPE}
+        return {
+            "device": self.device or DEFAULT_DEVICE,
+            "device_map": self.device_map,
+            "max_memory": list(mm) if isinstance(mm, tuple) else mm,
+            "offload_folder": self.offload_folder,
+            "dtype": self.dtype or DEFAULT_DTYPE,
+        }
 
 
 #: the fields of a backend spec a flat option may set (``backend`` sets the kind)
@@ -120,12 +151,19 @@ class BackendSpec:
 
     def __post_init__(self):
         if not isinstance(self.kind, str) or not self.kind.strip():
-            raise InputError(f"--backend must name a backend, got {self.kind!r}", hint="e.g. --backend local")
+            raise InputError(
+                f"--backend must name a backend, got {self.kind!r}", hint="e.g. --backend local"
+            )
         if self.workers is not None:
             object.__setattr__(self, "workers", integer("--workers", self.workers, minimum=1))
-        object.__setattr__(self, "threads_per_worker", integer("--threads-per-worker", self.threads_per_worker,
-                                                               minimum=1))
-        object.__setattr__(self, "gpus_per_worker", nonneg("--gpus-per-worker", self.gpus_per_worker))
+        object.__setattr__(
+            self,
+            "threads_per_worker",
+            integer("--threads-per-worker", self.threads_per_worker, minimum=1),
+        )
+        object.__setattr__(
+            self, "gpus_per_worker", nonneg("--gpus-per-worker", self.gpus_per_worker)
+        )
         if self.address is not None:
             object.__setattr__(self, "address", str(self.address))
         object.__setattr__(self, "options", dict(self.options or {}))
@@ -133,24 +171,47 @@ class BackendSpec:
     def given(self) -> dict:
         """The settings given that differ from their defaults (besides the kind)."""
         out = {}
-        for name, default in (("address", None), ("workers", None), ("gpus_per_worker", DEFAULT_GPUS_PER_WORKER),
-                              ("threads_per_worker", DEFAULT_THREADS_PER_WORKER)):
+        for name, default in (
+            ("address", None),
+            ("workers", None),
+            ("gpus_per_worker", DEFAULT_GPUS_PER_WORKER),
+            ("threads_per_worker", DEFAULT_THREADS_PER_WORKER),
+        ):
             if getattr(self, name) != default:
                 out[name] = getattr(self, name)
         out.update(self.options)
         return out
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "address": self.address, "workers": self.workers,
-                "gpus_per_worker": self.gpus_per_worker, "threads_per_worker": self.threads_per_worker,
-                "options": dict(self.options)}
+        return {
+            "kind": self.kind,
+            "address": self.address,
+            "workers": self.workers,
+            "gpus_per_worker": self.gpus_per_worker,
+            "threads_per_worker": self.threads_per_worker,
+            "options": dict(self.options),
+        }
 
 
 #: the flat options a public function accepts as shortcuts for its runtime (``runtime=`` given
 #: as a dict uses the same names)
-RUNTIME_OPTIONS = ("device", "device_map", "max_memory", "offload_folder", "dtype", "backend", "address", "workers",
-                   "gpus_per_worker", "threads_per_worker", "batch_size", "unit_size", "threads", "allow_pickle",
-                   "trust_remote_code")
+RUNTIME_OPTIONS = (
+    "device",
+    "device_map",
+    "max_memory",
+    "offload_folder",
+    "dtype",
+    "backend",
+    "address",
+    "workers",
+    "gpus_per_worker",
+    "threads_per_worker",
+    "batch_size",
+    "unit_size",
+    "threads",
+    "allow_pickle",
+    "trust_remote_code",
+)
 _PLACEMENT_OPTIONS = ("device", "device_map", "max_memory", "offload_folder", "dtype")
 
 
@@ -182,7 +243,9 @@ class Runtime:
         if isinstance(self.placement, Mapping):
             object.__setattr__(self, "placement", Placement(**self.placement))
         elif not isinstance(self.placement, Placement):
-            raise InputError(f"a runtime's placement is a Placement, got {type(self.placement).__name__}")
+            raise InputError(
+                f"a runtime's placement is a Placement, got {type(self.placement).__name__}"
+            )
         if isinstance(self.backend, str):
             object.__setattr__(self, "backend", BackendSpec(self.backend))
         elif isinstance(self.backend, Mapping):
@@ -195,23 +258,28 @@ class Runtime:
             object.__setattr__(self, "threads", integer("--threads", self.threads, minimum=1))
         for f in ("allow_pickle", "trust_remote_code"):
             if not isinstance(getattr(self, f), bool):
-                raise InputError(f"{f} must be True or False, got {getattr(self, f)!r}",
-                                 hint=f"{f}=True to opt in, False (the default) otherwise")
+                raise InputError(
+                    f"{f} must be True or False, got {getattr(self, f)!r}",
+                    hint=f"{f}=True to opt in, False (the default) otherwise",
+                )
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def options(cls, **options) -> "Runtime":
+    def options(cls, **options) -> Runtime:
         """A runtime from the flat options of the public functions (:data:`RUNTIME_OPTIONS`; an
         omitted option takes its default); an unknown option is refused naming the closest one."""
         return cls().with_options(**options)
 
-    def with_options(self, **options) -> "Runtime":
+    def with_options(self, **options) -> Runtime:
         """This runtime with some flat options replaced (the shortcuts given beside ``runtime=``)."""
         for k, v in options.items():
             if k not in RUNTIME_OPTIONS:
-                raise InputError(f"unknown runtime option {k}={v!r:.60}",
-                                 hint=_closest(k, RUNTIME_OPTIONS) + "The runtime's options are "
-                                 + ", ".join(RUNTIME_OPTIONS))
+                raise InputError(
+                    f"unknown runtime option {k}={v!r:.60}",
+                    hint=_closest(k, RUNTIME_OPTIONS)
+                    + "The runtime's options are "
+                    + ", ".join(RUNTIME_OPTIONS),
+                )
         if not options:
             return self
         changes: dict = {}
@@ -224,20 +292,24 @@ class Runtime:
             cur = self.backend
             if kind is not None and not isinstance(kind, str):  # a ready backend object
                 if be:
-                    raise InputError(f"{', '.join('--' + k.replace('_', '-') for k in be)} set up a backend memclaim "
-                                     "makes; a backend object given ready takes its own settings",
-                                     hint="drop them, or pass backend= by name")
+                    raise InputError(
+                        f"{', '.join('--' + k.replace('_', '-') for k in be)} set up a backend memclaim "
+                        "makes; a backend object given ready takes its own settings",
+                        hint="drop them, or pass backend= by name",
+                    )
                 changes["backend"] = kind
             else:
                 base = cur if isinstance(cur, BackendSpec) else BackendSpec()
-                changes["backend"] = replace(base, **({"kind": kind} if kind is not None else {}), **be)
+                changes["backend"] = replace(
+                    base, **({"kind": kind} if kind is not None else {}), **be
+                )
         for k in ("batch_size", "unit_size", "threads", "allow_pickle", "trust_remote_code"):
             if k in options:
                 changes[k] = options[k]
         return replace(self, **changes)
 
     @classmethod
-    def coerce(cls, value: "Runtime | Mapping | None", **options) -> "Runtime":
+    def coerce(cls, value: Runtime | Mapping | None, **options) -> Runtime:
         """The runtime of a public call: ``value`` (a Runtime, or a dict of flat options) with the
         flat ``options`` over it.
 
@@ -251,8 +323,10 @@ class Runtime:
         elif isinstance(value, Mapping):
             base = cls.options(**dict(value))
         else:
-            raise InputError(f"runtime= takes a memclaim Runtime or a dict of its options, got {type(value).__name__}",
-                             hint="e.g. runtime={'batch_size': 32, 'device': 'cpu'}")
+            raise InputError(
+                f"runtime= takes a memclaim Runtime or a dict of its options, got {type(value).__name__}",
+                hint="e.g. runtime={'batch_size': 32, 'device': 'cpu'}",
+            )
         return base.with_options(**options)
 
     @property
@@ -263,7 +337,14 @@ class Runtime:
 
     def to_dict(self) -> dict:
         b = self.backend
-        return {"placement": self.placement.to_dict(),
-                "backend": b.to_dict() if isinstance(b, BackendSpec) else {"kind": self.backend_kind, "object": True},
-                "batch_size": self.batch_size, "unit_size": self.unit_size, "threads": self.threads,
-                "allow_pickle": self.allow_pickle, "trust_remote_code": self.trust_remote_code}
+        return {
+            "placement": self.placement.to_dict(),
+            "backend": b.to_dict()
+            if isinstance(b, BackendSpec)
+            else {"kind": self.backend_kind, "object": True},
+            "batch_size": self.batch_size,
+            "unit_size": self.unit_size,
+            "threads": self.threads,
+            "allow_pickle": self.allow_pickle,
+            "trust_remote_code": self.trust_remote_code,
+        }

@@ -24,7 +24,7 @@ reproduce          regenerate a figure or table of [MX] §8 or [EM] (``reproduct
 =================  ==========================================================================
 
 A front end (the ``memclaim`` command) needs a few more names, each re-exported here from its
-one home so that it imports this package and nothing else (tests/test_import_layers.py): the
+one home so that it imports this package and nothing else (tests/project/test_import_layers.py): the
 errors (``MemclaimError``, ``InputError``, ``DomainError``), the progress protocol
 (``ProgressEvent``, ``ProgressCallback``, ``Reporter``), ``dumps`` (strict JSON),
 ``parse_policies``, ``check_batch_size``, ``check_out_dir``, ``set_threads``, the default policy, the window-length
@@ -40,18 +40,43 @@ the fix); options are named as the CLI spells them (``--batch-size`` for ``batch
 Each name is imported on first use (PEP 562), so ``import memclaim.api`` is cheap and a module
 of this package (the CLI's option defaults in ``_options``) loads without the scoring stack.
 """
+
 from __future__ import annotations
 
 # public name -> the private module that defines it
 _EXPORTS = {
-    "load_model": "_model", "score": "_score", "test": "_population", "population": "_population",
-    "census": "_census", "audit": "_audit", "audit_table": "_audit", "dp_bounds": "_dp", "budget": "_budget",
-    "Document": "_common", "ScoreResult": "_score", "TestResult": "_population", "PopulationResult": "_population",
-    "CensusRun": "_census", "AuditRun": "_audit", "AuditTableRun": "_audit", "DPBounds": "_dp",
-    "BudgetResult": "_budget", "train_tiny": "_train", "finetune": "_train", "unlearn": "_train", "TrainRun": "_train",
-    "dp_account": "_dp", "DPAccount": "_dp", "dp_baseline": "_dp", "dp_corpus_baseline": "_dp", "dp_plots": "_dp",
-    "acr": "_acr", "ACRResult": "_acr",
-    "reproduce": "_reproduce", "reproductions": "_reproduce", "ReproductionRun": "_reproduce",
+    "load_model": "_model",
+    "score": "_score",
+    "test": "_population",
+    "population": "_population",
+    "census": "_census",
+    "audit": "_audit",
+    "audit_table": "_audit",
+    "dp_bounds": "_dp",
+    "budget": "_budget",
+    "Document": "_common",
+    "ScoreResult": "_score",
+    "TestResult": "_population",
+    "PopulationResult": "_population",
+    "CensusRun": "_census",
+    "AuditRun": "_audit",
+    "AuditTableRun": "_audit",
+    "DPBounds": "_dp",
+    "BudgetResult": "_budget",
+    "train_tiny": "_train",
+    "finetune": "_train",
+    "unlearn": "_train",
+    "TrainRun": "_train",
+    "dp_account": "_dp",
+    "DPAccount": "_dp",
+    "dp_baseline": "_dp",
+    "dp_corpus_baseline": "_dp",
+    "dp_plots": "_dp",
+    "acr": "_acr",
+    "ACRResult": "_acr",
+    "reproduce": "_reproduce",
+    "reproductions": "_reproduce",
+    "ReproductionRun": "_reproduce",
 }
 
 __all__ = list(_EXPORTS)
@@ -60,22 +85,30 @@ __all__ = list(_EXPORTS)
 # CLI imports memclaim.api only, so everything it uses is reachable from here
 _FRONT_END = {
     "__version__": ("memclaim._version", "__version__"),
-    "MemclaimError": ("memclaim.errors", "MemclaimError"), "InputError": ("memclaim.errors", "InputError"),
+    "MemclaimError": ("memclaim.errors", "MemclaimError"),
+    "InputError": ("memclaim.errors", "InputError"),
     "DomainError": ("memclaim.errors", "DomainError"),
     "ProgressEvent": ("memclaim.progress", "ProgressEvent"),
-    "ProgressCallback": ("memclaim.progress", "ProgressCallback"), "Reporter": ("memclaim.progress", "Reporter"),
-    "dumps": ("memclaim.jsonutil", "dumps"), "parse_policies": ("memclaim.decoding", "parse_policies"),
+    "ProgressCallback": ("memclaim.progress", "ProgressCallback"),
+    "Reporter": ("memclaim.progress", "Reporter"),
+    "dumps": ("memclaim.jsonutil", "dumps"),
+    "parse_policies": ("memclaim.decoding", "parse_policies"),
     "check_batch_size": ("memclaim.validate", "batch_size"),
     "DEFAULT_POLICY": ("memclaim.procedure", "DEFAULT_POLICY"),
     "DEFAULT_PREFIX_TOKENS": ("memclaim.api._options", "DEFAULT_PREFIX_TOKENS"),
     "DEFAULT_SUFFIX_TOKENS": ("memclaim.api._options", "DEFAULT_SUFFIX_TOKENS"),
     "INPUT_FORMATS": ("memclaim.api._options", "INPUT_FORMATS"),
-    "check_out_dir": ("memclaim.api._options", "check_out_dir"), "set_threads": ("memclaim.api._options", "set_threads"),
+    "check_out_dir": ("memclaim.api._options", "check_out_dir"),
+    "set_threads": ("memclaim.api._options", "set_threads"),
     "describe_attacks": ("memclaim.audits.attacks", "describe_attacks"),
     "TABLE_SPEC_DOC": ("memclaim.audits.table_spec", "TABLE_SPEC_DOC"),
-    "invoked_as": ("memclaim.report.core", "invoked_as"), "cli_invocation": ("memclaim.api._public", "cli_invocation"),
+    "invoked_as": ("memclaim.report.core", "invoked_as"),
+    "cli_invocation": ("memclaim.api._public", "cli_invocation"),
     "REPRODUCTIONS": ("memclaim.experiments", "REPRODUCTIONS"),
-    "demo_stages": ("memclaim.api._demo", None),  # the module: check_demo_options, demo_scoring, ...
+    "demo_stages": (
+        "memclaim.api._demo",
+        None,
+    ),  # the module: check_demo_options, demo_scoring, ...
     "privacy_demo_section": ("memclaim.privacy.demo", "run_demo_section"),
     "DEMO_EPSILONS": ("memclaim.privacy.demo", "DEMO_EPSILONS"),
     "neighbors_label": ("memclaim.privacy.tradeoff", "neighbors_label"),

@@ -9,13 +9,15 @@ extraction rates are compared like the population test's binary score
 memorization. Searches go to ``OUT/searches`` as they finish (resumable per target after a kill;
 a target already searched is read back), the report to ``OUT/report.{json,md,html}``.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..claims.acr import ACRComparison, Verdict, acr_comparison, succeeds_on_both
 from ..claims.scores import exact_level
@@ -73,18 +75,44 @@ class ACRResult(Result):
 
     def to_dict(self) -> dict:
         c = self.comparison
-        side = lambda s: {"n": s.n, "extracted": s.extracted, "met": s.met,  # noqa: E731
-                          "median_acr_extracted": s.median_acr_extracted, "max_acr": s.max_acr}
-        rows = [{"side": label[:-1], **{k: v for k, v in r.to_dict().items()
-                                        if k not in ("attempts", "prompt_tokens", "target_ids", "prompt_ids")}}
-                for label, rs in (("members", self.members), ("controls", self.controls)) for r in rs]
-        return jsonable({
-            "headline": self.headline, "criterion": c.criterion, "members": side(c.members),
-            "controls": side(c.controls), "member_rate": c.member_rate.to_dict(),
-            "control_rate": c.control_rate.to_dict(), "difference": c.difference.to_dict(),
-            "no_signal": c.no_signal, "alpha_n": c.population.primary_test.binary_rates.alpha_n,
-            "verdict": self.verdict.to_dict(), "flags": c.flags, "targets": rows, "store": self.store,
-            "searches": {k: v.to_dict() for k, v in self.searches.items()}, "report": self.report})
+        side = lambda s: {
+            "n": s.n,
+            "extracted": s.extracted,
+            "met": s.met,  # noqa: E731
+            "median_acr_extracted": s.median_acr_extracted,
+            "max_acr": s.max_acr,
+        }
+        rows = [
+            {
+                "side": label[:-1],
+                **{
+                    k: v
+                    for k, v in r.to_dict().items()
+                    if k not in ("attempts", "prompt_tokens", "target_ids", "prompt_ids")
+                },
+            }
+            for label, rs in (("members", self.members), ("controls", self.controls))
+            for r in rs
+        ]
+        return jsonable(
+            {
+                "headline": self.headline,
+                "criterion": c.criterion,
+                "members": side(c.members),
+                "controls": side(c.controls),
+                "member_rate": c.member_rate.to_dict(),
+                "control_rate": c.control_rate.to_dict(),
+                "difference": c.difference.to_dict(),
+                "no_signal": c.no_signal,
+                "alpha_n": c.population.primary_test.binary_rates.alpha_n,
+                "verdict": self.verdict.to_dict(),
+                "flags": c.flags,
+                "targets": rows,
+                "store": self.store,
+                "searches": {k: v.to_dict() for k, v in self.searches.items()},
+                "report": self.report,
+            }
+        )
 
     def to_pandas(self):
         """One row per target: side, id, lengths, ACR, the three criteria, log q, margin, prompt, flags."""
@@ -94,11 +122,16 @@ class ACRResult(Result):
 
     def bundle(self):
         """report.{json,md,html} and the figure, rendered in memory (nothing written)."""
-        return acr_report(self.comparison, members=[r.to_dict() for r in self.members],
-                          controls=[r.to_dict() for r in self.controls], verdict=self.verdict,
-                          procedure=self.procedure, inputs=list(self.inputs),
-                          controls_description=self.controls_description,
-                          extra_results={"searches": {k: v.to_dict() for k, v in self.searches.items()}})
+        return acr_report(
+            self.comparison,
+            members=[r.to_dict() for r in self.members],
+            controls=[r.to_dict() for r in self.controls],
+            verdict=self.verdict,
+            procedure=self.procedure,
+            inputs=list(self.inputs),
+            controls_description=self.controls_description,
+            extra_results={"searches": {k: v.to_dict() for k, v in self.searches.items()}},
+        )
 
     def save(self, folder) -> dict:
         """Write report.{json,md,html} and acr.{png,pdf} into ``folder`` (all or nothing); returns the paths."""
@@ -106,18 +139,21 @@ class ACRResult(Result):
 
     def __repr__(self) -> str:
         c = self.comparison
-        return (f"ACRResult({c.criterion}: members {c.members.extracted}/{c.members.n}, controls "
-                f"{c.controls.extracted}/{c.controls.n} extracted; difference {100 * c.difference.estimate:+.1f} points "
-                f"[{100 * c.difference.lower:+.1f}, {100 * c.difference.upper:+.1f}]; '{self.verdict.sentence}': "
-                f"{self.verdict.status})")
+        return (
+            f"ACRResult({c.criterion}: members {c.members.extracted}/{c.members.n}, controls "
+            f"{c.controls.extracted}/{c.controls.n} extracted; difference {100 * c.difference.estimate:+.1f} points "
+            f"[{100 * c.difference.lower:+.1f}, {100 * c.difference.upper:+.1f}]; '{self.verdict.sentence}': "
+            f"{self.verdict.status})"
+        )
 
     def _view(self):
         """The notebook view: the report's headline and its comparison table (the report's template)."""
         return acr_summary_doc(self.comparison, self.verdict)
 
 
-def _read_targets(model, src, *, label: str, text_field, id_field, input_format,
-                  limit: int | None = None) -> tuple[list, dict]:
+def _read_targets(
+    model, src, *, label: str, text_field, id_field, input_format, limit: int | None = None
+) -> tuple[list, dict]:
     """[(id, text, token ids)] and the input's provenance record, before any model work."""
     fields = dict(text_field=text_field, id_field=id_field)
     if isinstance(src, (str, Path)):
@@ -125,7 +161,9 @@ def _read_targets(model, src, *, label: str, text_field, id_field, input_format,
         where = str(src)
     else:
         if input_format is not None:
-            raise InputError("--format applies to files, not to texts given in memory", hint="drop input_format")
+            raise InputError(
+                "--format applies to files, not to texts given in memory", hint="drop input_format"
+            )
         ps, kind = passages_from_object(src, source=label, **fields)
         where = f"({kind} in memory)"
     if not ps.records:
@@ -133,34 +171,74 @@ def _read_targets(model, src, *, label: str, text_field, id_field, input_format,
     seen, rows = set(), []
     for r in ps.records[:limit]:
         if r.id in seen:
-            raise InputError(f"--{label}: the id {r.id!r} appears twice", hint="give every record a unique id")
+            raise InputError(
+                f"--{label}: the id {r.id!r} appears twice", hint="give every record a unique id"
+            )
         seen.add(r.id)
         ids = model.tokenizer.encode(r.text)  # the target, tokenized once, as the text stands
         if len(ids) < 2:
-            raise InputError(f"--{label}: target {r.id!r} has {len(ids)} token(s); ACR needs a prompt shorter than "
-                             "the target, so a target of at least 2 tokens", hint="drop the record or give a longer text")
+            raise InputError(
+                f"--{label}: target {r.id!r} has {len(ids)} token(s); ACR needs a prompt shorter than "
+                "the target, so a target of at least 2 tokens",
+                hint="drop the record or give a longer text",
+            )
         rows.append((r.id, r.text, ids))
-    rec = {"role": label, "path": where, "sha256": ps.sha256, "records": len(ps.records) + ps.skipped_empty}
+    rec = {
+        "role": label,
+        "path": where,
+        "sha256": ps.sha256,
+        "records": len(ps.records) + ps.skipped_empty,
+    }
     if limit is not None:
         rec["targets_used"] = len(rows)
     return rows, rec
 
 
 @public
-def acr(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
-        members: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
-        controls: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
-        criterion: str = "prob:0.9", top_k: int = GCG_TOP_K, search_batch: int = GCG_BATCH_SIZE,
-        steps: int = ACR_STEPS, seed: int = 0, token_filter: str = "ascii", retokenize: bool = True,
-        start_tokens: int = 5, max_prompt_tokens: int | None = None, alpha: str | float | Fraction = "0.05",
-        confidence: float = 0.95, limit: int | None = None, text_field: str | None = None,
-        id_field: str | None = None, input_format: str | None = None, controls_description: str | None = None,
-        out: str | os.PathLike | None = None, dtype: str | None = None, sot: str | None = None,
-        device: str | None = None, device_map: str | None = None,
-        max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None,
-        allow_pickle: bool = False, trust_remote_code: bool = False,
-        threads: int | None = None, progress: bool | ProgressCallback = True,
-        log: LogCallback | None = None) -> ACRResult:
+def acr(
+    model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
+    members: str
+    | os.PathLike
+    | Sequence[str | Mapping]
+    | pandas.DataFrame
+    | pyarrow.Table
+    | datasets.Dataset,
+    controls: str
+    | os.PathLike
+    | Sequence[str | Mapping]
+    | pandas.DataFrame
+    | pyarrow.Table
+    | datasets.Dataset,
+    *,
+    criterion: str = "prob:0.9",
+    top_k: int = GCG_TOP_K,
+    search_batch: int = GCG_BATCH_SIZE,
+    steps: int = ACR_STEPS,
+    seed: int = 0,
+    token_filter: str = "ascii",
+    retokenize: bool = True,
+    start_tokens: int = 5,
+    max_prompt_tokens: int | None = None,
+    alpha: str | float | Fraction = "0.05",
+    confidence: float = 0.95,
+    limit: int | None = None,
+    text_field: str | None = None,
+    id_field: str | None = None,
+    input_format: str | None = None,
+    controls_description: str | None = None,
+    out: str | os.PathLike | None = None,
+    dtype: str | None = None,
+    sot: str | None = None,
+    device: str | None = None,
+    device_map: str | None = None,
+    max_memory: Mapping | Sequence[str] | str | None = None,
+    offload_folder: str | os.PathLike | None = None,
+    allow_pickle: bool = False,
+    trust_remote_code: bool = False,
+    threads: int | None = None,
+    progress: bool | ProgressCallback = True,
+    log: LogCallback | None = None,
+) -> ACRResult:
     """The ACR procedure on ``members`` and matched non-member ``controls`` with ``model``, and the
     matched comparison of the two ([EM] §3, App. A.2; ``memclaim acr``).
 
@@ -188,8 +266,14 @@ def acr(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | 
     (0.5, 'held')
     """
     crit = Criterion.parse(criterion)
-    gcg = GCGSettings(top_k=top_k, batch_size=search_batch, steps=steps, seed=seed, token_filter=token_filter,
-                      retokenize=retokenize)
+    gcg = GCGSettings(
+        top_k=top_k,
+        batch_size=search_batch,
+        steps=steps,
+        seed=seed,
+        token_filter=token_filter,
+        retokenize=retokenize,
+    )
     lengths = LengthSearch(start=start_tokens, max_prompt_tokens=max_prompt_tokens)
     exact_level("alpha", alpha)
     in_open_unit("--confidence", confidence)
@@ -197,48 +281,104 @@ def acr(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | 
         limit = integer("--limit", limit, minimum=1)
     if out is not None:
         check_out_dir(out)
-    if isinstance(members, (str, Path)) and isinstance(controls, (str, Path)) and \
-            Path(members).resolve() == Path(controls).resolve():
-        raise InputError(f"--members and --controls are the same file {str(members)!r}: a set compared with itself "
-                         "shows nothing", hint="pass matched non-member texts with --controls")
+    if (
+        isinstance(members, (str, Path))
+        and isinstance(controls, (str, Path))
+        and Path(members).resolve() == Path(controls).resolve()
+    ):
+        raise InputError(
+            f"--members and --controls are the same file {str(members)!r}: a set compared with itself "
+            "shows nothing",
+            hint="pass matched non-member texts with --controls",
+        )
     set_threads(threads)
-    m = load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code,
-                   device=device, device_map=device_map, max_memory=max_memory,
-                   offload_folder=offload_folder)  # the weights load only if a search has to run
+    m = load_model(
+        model,
+        dtype=dtype,
+        sot=sot,
+        allow_pickle=allow_pickle,
+        trust_remote_code=trust_remote_code,
+        device=device,
+        device_map=device_map,
+        max_memory=max_memory,
+        offload_folder=offload_folder,
+    )  # the weights load only if a search has to run
     targets, inputs = {}, []
     for label, src in (("members", members), ("controls", controls)):
-        targets[label], rec = _read_targets(m, src, label=label, text_field=text_field, id_field=id_field,
-                                            input_format=input_format, limit=limit)
+        targets[label], rec = _read_targets(
+            m,
+            src,
+            label=label,
+            text_field=text_field,
+            id_field=id_field,
+            input_format=input_format,
+            limit=limit,
+        )
         inputs.append(rec)
     if inputs[0]["sha256"] == inputs[1]["sha256"]:
-        raise InputError("--members and --controls have identical contents: a set compared with itself shows nothing",
-                         hint="pass matched non-member texts with --controls")
+        raise InputError(
+            "--members and --controls have identical contents: a set compared with itself shows nothing",
+            hint="pass matched non-member texts with --controls",
+        )
     prefix = list(m.sot_ids)
     ctx = m.max_positions
     for label in SIDES:
         for rid, _, ids in targets[label]:
             need = len(prefix) + lengths.cap(len(ids)) + len(ids)
             if ctx is not None and need > ctx:
-                raise InputError(f"--{label}: target {rid!r} ({len(ids)} tokens) with a prompt of up to "
-                                 f"{lengths.cap(len(ids))} tokens needs {need} positions, more than the context of "
-                                 f"{m.name} ({ctx} positions)", hint="use shorter texts or --max-prompt-tokens")
+                raise InputError(
+                    f"--{label}: target {rid!r} ({len(ids)} tokens) with a prompt of up to "
+                    f"{lengths.cap(len(ids))} tokens needs {need} positions, more than the context of "
+                    f"{m.name} ({ctx} positions)",
+                    hint="use shorter texts or --max-prompt-tokens",
+                )
     work = WorkFolder(out, prefix="memclaim-acr-")
-    procedure, results, searches = search_sides(m, targets, criterion=crit, gcg=gcg, lengths=lengths,
-                                                store_root=work.path, progress=progress, log=log)
+    procedure, results, searches = search_sides(
+        m,
+        targets,
+        criterion=crit,
+        gcg=gcg,
+        lengths=lengths,
+        store_root=work.path,
+        progress=progress,
+        log=log,
+    )
     mem, ctl = results["members"], results["controls"]
-    cmp = acr_comparison(member_extracted=[r.extracted for r in mem], control_extracted=[r.extracted for r in ctl],
-                         member_acr=[r.acr for r in mem], control_acr=[r.acr for r in ctl], criterion=crit.spec,
-                         member_met=[r.met for r in mem], control_met=[r.met for r in ctl],
-                         member_ids=[r.id for r in mem], control_ids=[r.id for r in ctl],
-                         member_argmax_without_greedy=[r.argmax_without_greedy for r in mem],
-                         control_argmax_without_greedy=[r.argmax_without_greedy for r in ctl],
-                         member_leaks=[r.leaks for r in mem], control_leaks=[r.leaks for r in ctl],
-                         alpha=alpha, confidence=confidence)
-    verdict = succeeds_on_both(members_extracted=cmp.members.extracted, n_members=cmp.members.n,
-                               controls_extracted=cmp.controls.extracted, n_controls=cmp.controls.n)
-    res = ACRResult(comparison=cmp, verdict=verdict, members=tuple(mem), controls=tuple(ctl), procedure=procedure,
-                    inputs=tuple(inputs), store=str(work.path / "searches"), searches=searches,
-                    controls_description=controls_description, work=work)
+    cmp = acr_comparison(
+        member_extracted=[r.extracted for r in mem],
+        control_extracted=[r.extracted for r in ctl],
+        member_acr=[r.acr for r in mem],
+        control_acr=[r.acr for r in ctl],
+        criterion=crit.spec,
+        member_met=[r.met for r in mem],
+        control_met=[r.met for r in ctl],
+        member_ids=[r.id for r in mem],
+        control_ids=[r.id for r in ctl],
+        member_argmax_without_greedy=[r.argmax_without_greedy for r in mem],
+        control_argmax_without_greedy=[r.argmax_without_greedy for r in ctl],
+        member_leaks=[r.leaks for r in mem],
+        control_leaks=[r.leaks for r in ctl],
+        alpha=alpha,
+        confidence=confidence,
+    )
+    verdict = succeeds_on_both(
+        members_extracted=cmp.members.extracted,
+        n_members=cmp.members.n,
+        controls_extracted=cmp.controls.extracted,
+        n_controls=cmp.controls.n,
+    )
+    res = ACRResult(
+        comparison=cmp,
+        verdict=verdict,
+        members=tuple(mem),
+        controls=tuple(ctl),
+        procedure=procedure,
+        inputs=tuple(inputs),
+        store=str(work.path / "searches"),
+        searches=searches,
+        controls_description=controls_description,
+        work=work,
+    )
     if out is not None:
         res = replace(res, report=res.save(out))
     return res

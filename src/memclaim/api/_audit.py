@@ -6,13 +6,15 @@ attacks (loss, zlib, reference, min-k%, min-k%++, LiRA with shadows memclaim tra
 extraction audits from each record's own prefix (and a trigger), the unlearning verifier, and
 with shadows the counterfactual memorization estimate (COND) beside a DP cap.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..audits.result import AuditResult
 from ..audits.run import default_shadow_recipe, run_audit
@@ -22,19 +24,28 @@ from ..audits.table_run import TableResult, run_audit_table
 from ..audits.table_spec import TableSpec, read_table_spec
 from ..audits.texts import TextSet, read_texts
 from ..errors import InputError
+from ..jsonutil import read_json_object
+from ..models.placement import resolve_dtype, resolve_placement
+from ..privacy.tradeoff import neighbors_label
+from ..procedure import DEFAULT_POLICY
 from ..progress import LogCallback, ProgressCallback
 from ..report.audit import audit_report, write_audit_report, write_table_report
 from ..report.core import Doc, pct, write_report
-from ..jsonutil import read_json_object
 from ..report.words import limit_note, verifier_reading
-from ..train.finetune import TRAIN_FILE
 from ..text.io import read_passages
-from ..models.placement import resolve_dtype, resolve_placement
-from ..privacy.tradeoff import neighbors_label
-from ._common import Result, WorkFolder, check_limit, check_out, check_out_dir, jsonable, one_policy, set_threads
-from ..procedure import DEFAULT_POLICY
-from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
+from ..train.finetune import TRAIN_FILE
+from ._common import (
+    Result,
+    WorkFolder,
+    check_limit,
+    check_out,
+    check_out_dir,
+    jsonable,
+    one_policy,
+    set_threads,
+)
 from ._model import load_model
+from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
 from ._public import public
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
@@ -80,7 +91,9 @@ class AuditRun(Result):
         v = self.result.verifier
         if v is None:
             return None
-        return verifier_reading(v.rate, v.threshold, unlearned=bool(self.result.model.get("unlearned")))
+        return verifier_reading(
+            v.rate, v.threshold, unlearned=bool(self.result.model.get("unlearned"))
+        )
 
     def to_dict(self) -> dict:
         d = self.result.to_dict()
@@ -96,11 +109,23 @@ class AuditRun(Result):
         rows = []
         for e in self.result.attacks:
             a, t = e.auc, e.tpr
-            rows.append({"attack": e.attack, "auc": a.auc, "auc_low": a.low, "auc_high": a.high,
-                         "interval": a.interval_method, "leak_signal": a.leak_signal, "leak_low": a.leak_low,
-                         "leak_high": a.leak_high, "tpr": None if t is None else t.tpr,
-                         "tpr_low": None if t is None else t.low, "tpr_high": None if t is None else t.high,
-                         "certified_fpr": None if t is None else t.certified_fpr, "measures": e.measures})
+            rows.append(
+                {
+                    "attack": e.attack,
+                    "auc": a.auc,
+                    "auc_low": a.low,
+                    "auc_high": a.high,
+                    "interval": a.interval_method,
+                    "leak_signal": a.leak_signal,
+                    "leak_low": a.leak_low,
+                    "leak_high": a.leak_high,
+                    "tpr": None if t is None else t.tpr,
+                    "tpr_low": None if t is None else t.low,
+                    "tpr_high": None if t is None else t.high,
+                    "certified_fpr": None if t is None else t.certified_fpr,
+                    "measures": e.measures,
+                }
+            )
         return pd.DataFrame(rows)
 
     def bundle(self):
@@ -114,10 +139,14 @@ class AuditRun(Result):
     def __repr__(self) -> str:
         r = self.result
         if not r.attacks:
-            return f"AuditRun({r.n_members} members vs {r.n_nonmembers} controls; no attack was run)"
+            return (
+                f"AuditRun({r.n_members} members vs {r.n_nonmembers} controls; no attack was run)"
+            )
         best = max(r.attacks, key=lambda e: e.auc.auc)
-        return (f"AuditRun({r.n_members} members vs {r.n_nonmembers} controls, {len(r.attacks)} attacks; strongest "
-                f"{best.attack}: AUC {best.auc.auc:.3f} [{best.auc.low:.3f}, {best.auc.high:.3f}])")
+        return (
+            f"AuditRun({r.n_members} members vs {r.n_nonmembers} controls, {len(r.attacks)} attacks; strongest "
+            f"{best.attack}: AUC {best.auc.auc:.3f} [{best.auc.low:.3f}, {best.auc.high:.3f}])"
+        )
 
     def _view(self):
         """The notebook view: the report's headline box and its attack table."""
@@ -126,61 +155,158 @@ class AuditRun(Result):
         rows = []
         for e in r.attacks:
             a, t = e.auc, e.tpr
-            tpr = "–" if t is None else f"{t.tpr:.3f} [{t.low:.3f}, {t.high:.3f}] at FPR {pct(t.certified_fpr)}"
-            rows.append((e.attack, f"{a.auc:.3f} [{a.low:.3f}, {a.high:.3f}]", f"{a.leak_signal:.2f}", tpr))
-        return doc.table(["attack", f"AUC [{100 * r.settings.confidence:g}% CI]", "leak signal 2AUC-1",
-                          "TPR at certified FPR"], rows)
+            tpr = (
+                "–"
+                if t is None
+                else f"{t.tpr:.3f} [{t.low:.3f}, {t.high:.3f}] at FPR {pct(t.certified_fpr)}"
+            )
+            rows.append(
+                (e.attack, f"{a.auc:.3f} [{a.low:.3f}, {a.high:.3f}]", f"{a.leak_signal:.2f}", tpr)
+            )
+        return doc.table(
+            [
+                "attack",
+                f"AUC [{100 * r.settings.confidence:g}% CI]",
+                "leak signal 2AUC-1",
+                "TPR at certified FPR",
+            ],
+            rows,
+        )
 
 
 def limited_texts(ts: TextSet, limit: int) -> TextSet:
     """The first ``limit`` records of one side of an audit, its inputs record saying so."""
     if len(ts.records) <= limit:
         return ts
-    return TextSet(ts.label, tuple(ts.records[:limit]), {**ts.inputs, "limit": limit, "records_total": len(ts.records)})
+    return TextSet(
+        ts.label,
+        tuple(ts.records[:limit]),
+        {**ts.inputs, "limit": limit, "records_total": len(ts.records)},
+    )
 
 
-def _cap(cap, cap_epsilon, cap_neighbors, cap_functional, cap_slack, cap_slack_note, shadows) -> CapSpec | None:
+def _cap(
+    cap, cap_epsilon, cap_neighbors, cap_functional, cap_slack, cap_slack_note, shadows
+) -> CapSpec | None:
     """The cap on |mem_h| the counterfactual estimate is compared with: a :class:`CapSpec`, a
     number (``cap``), or the cap of pure ``cap_epsilon``-DP ([MX] Thm. 4.1)."""
     if cap is not None and cap_epsilon is not None:
         raise InputError("give either --cap or --cap-epsilon, not both")
     if (cap is not None or cap_epsilon is not None) and not shadows:
-        raise InputError("a cap is compared with the counterfactual estimate, which needs --shadows N")
+        raise InputError(
+            "a cap is compared with the counterfactual estimate, which needs --shadows N"
+        )
     spec = None
-    cap_relation = neighbors_label(cap_neighbors)  # 'replace-one' or 'add/remove', whichever spelling was given
+    cap_relation = neighbors_label(
+        cap_neighbors
+    )  # 'replace-one' or 'add/remove', whichever spelling was given
     if isinstance(cap, CapSpec):
         spec = cap
     elif cap_epsilon is not None:
         spec = cap_from_epsilon(cap_epsilon, relation=cap_relation, functional=cap_functional)
     elif cap is not None:
         fn = cap_functional or ("LOO" if cap_relation == "add/remove" else "RO")
-        spec = CapSpec(value=cap, functional=fn, relation=cap_relation,
-                       via_group_privacy=(fn == "RO" and cap_relation == "add/remove"), source="--cap")
+        spec = CapSpec(
+            value=cap,
+            functional=fn,
+            relation=cap_relation,
+            via_group_privacy=(fn == "RO" and cap_relation == "add/remove"),
+            source="--cap",
+        )
     if spec is not None and cap_slack is not None:
-        spec = replace(spec, conversion_slack=cap_slack, conversion_note=cap_slack_note or "given with --cap-slack")
+        spec = replace(
+            spec,
+            conversion_slack=cap_slack,
+            conversion_note=cap_slack_note or "given with --cap-slack",
+        )
     return spec
 
 
-@public(renamed=dict(nonmembers="controls", fpr="alpha", cap_relation="cap_neighbors",
-                soundness_relation="soundness_neighbors", policy="policies"))
-def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
-          members: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
-          controls: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
-          out: str | os.PathLike | None = None, reference: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple | None = None, shadows: int = 0,
-          attacks: Sequence[str] | None = None, k: str | float | Fraction = "0.2", alpha: str | float | Fraction | None = None, confidence: float = 0.95,
-          prefix_tokens: int = DEFAULT_PREFIX_TOKENS, suffix_tokens: int = DEFAULT_SUFFIX_TOKENS, policies: str | Sequence[str] | None = DEFAULT_POLICY, m: int = 1,
-          trigger: str | None = None, verifier_threshold: float = 0.15, kappa: float | None = None,
-          soundness_epsilon: float | None = None, soundness_neighbors: str = "add-remove", cap: float | None = None,
-          cap_epsilon: float | None = None, cap_neighbors: str = "add-remove", cap_functional: str | None = None,
-          cap_slack: float | None = None, cap_slack_note: str | None = None, shadow_mode: str | None = None,
-          shadow_base: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple | None = None, shadow_steps: int | None = None, shadow_epochs: float | None = None,
-          shadow_lr: float | None = None, shadow_batch_size: int | None = None, shadow_seq_len: int | None = None,
-          shadow_seed: int | None = None, shadow_warmup: int | None = None, shadow_background: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset | None = None,
-          design_seed: int = 0, text_field: str | None = None, id_field: str | None = None,
-          input_format: str | None = None, limit: int | None = None, dtype: str | None = None, sot: str | None = None,
-          device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, allow_mixed_numerics: bool = False,
-          batch_size: int | str = 16, trust_remote_code: bool = False, threads: int | None = None,
-          progress: bool | ProgressCallback = True, log: LogCallback | None = None) -> AuditRun:
+@public(
+    renamed=dict(
+        nonmembers="controls",
+        fpr="alpha",
+        cap_relation="cap_neighbors",
+        soundness_relation="soundness_neighbors",
+        policy="policies",
+    )
+)
+def audit(
+    model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
+    members: str
+    | os.PathLike
+    | Sequence[str | Mapping]
+    | pandas.DataFrame
+    | pyarrow.Table
+    | datasets.Dataset,
+    controls: str
+    | os.PathLike
+    | Sequence[str | Mapping]
+    | pandas.DataFrame
+    | pyarrow.Table
+    | datasets.Dataset,
+    *,
+    out: str | os.PathLike | None = None,
+    reference: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple | None = None,
+    shadows: int = 0,
+    attacks: Sequence[str] | None = None,
+    k: str | float | Fraction = "0.2",
+    alpha: str | float | Fraction | None = None,
+    confidence: float = 0.95,
+    prefix_tokens: int = DEFAULT_PREFIX_TOKENS,
+    suffix_tokens: int = DEFAULT_SUFFIX_TOKENS,
+    policies: str | Sequence[str] | None = DEFAULT_POLICY,
+    m: int = 1,
+    trigger: str | None = None,
+    verifier_threshold: float = 0.15,
+    kappa: float | None = None,
+    soundness_epsilon: float | None = None,
+    soundness_neighbors: str = "add-remove",
+    cap: float | None = None,
+    cap_epsilon: float | None = None,
+    cap_neighbors: str = "add-remove",
+    cap_functional: str | None = None,
+    cap_slack: float | None = None,
+    cap_slack_note: str | None = None,
+    shadow_mode: str | None = None,
+    shadow_base: str
+    | os.PathLike
+    | LoadedModel
+    | transformers.PreTrainedModel
+    | tuple
+    | None = None,
+    shadow_steps: int | None = None,
+    shadow_epochs: float | None = None,
+    shadow_lr: float | None = None,
+    shadow_batch_size: int | None = None,
+    shadow_seq_len: int | None = None,
+    shadow_seed: int | None = None,
+    shadow_warmup: int | None = None,
+    shadow_background: str
+    | os.PathLike
+    | Sequence[str | Mapping]
+    | pandas.DataFrame
+    | pyarrow.Table
+    | datasets.Dataset
+    | None = None,
+    design_seed: int = 0,
+    text_field: str | None = None,
+    id_field: str | None = None,
+    input_format: str | None = None,
+    limit: int | None = None,
+    dtype: str | None = None,
+    sot: str | None = None,
+    device: str | None = None,
+    device_map: str | None = None,
+    max_memory: Mapping | Sequence[str] | str | None = None,
+    offload_folder: str | os.PathLike | None = None,
+    allow_mixed_numerics: bool = False,
+    batch_size: int | str = 16,
+    trust_remote_code: bool = False,
+    threads: int | None = None,
+    progress: bool | ProgressCallback = True,
+    log: LogCallback | None = None,
+) -> AuditRun:
     """Audit ``model`` on ``members`` vs non-member ``controls`` (``memclaim audit``): AUC with DeLong
     interval and leak signal 2 AUC - 1 for every attack, TPR at a certified FPR with a
     Clopper-Pearson interval, greedy and sampled extraction from each record's own prefix (and
@@ -219,47 +345,109 @@ def audit(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     if out is not None:  # OUT/scores and the report: refused now, not after scoring
         check_out(out, store="scores", report=True)
     policy = one_policy(policies, what="the extraction audit")
-    if check_limit(limit) is not None:  # the first N members and the first N controls, recorded as limited
-        members = limited_texts(read_texts(members, label="members", text_field=text_field, id_field=id_field,
-                                           fmt=input_format), limit)
-        controls = limited_texts(read_texts(controls, label="nonmembers", text_field=text_field, id_field=id_field,
-                                            fmt=input_format), limit)
+    if (
+        check_limit(limit) is not None
+    ):  # the first N members and the first N controls, recorded as limited
+        members = limited_texts(
+            read_texts(
+                members, label="members", text_field=text_field, id_field=id_field, fmt=input_format
+            ),
+            limit,
+        )
+        controls = limited_texts(
+            read_texts(
+                controls,
+                label="nonmembers",
+                text_field=text_field,
+                id_field=id_field,
+                fmt=input_format,
+            ),
+            limit,
+        )
     explicit_fpr = alpha is not None
     if isinstance(attacks, str):
         attacks = tuple(a.strip() for a in attacks.split(",") if a.strip())
-    settings = AuditSettings(prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, attacks=attacks, k=k,
-                             fpr=alpha if explicit_fpr else "0.01", confidence=confidence,
-                             extraction_policy=None if policy is None or str(policy).lower() == "none" else policy,
-                             m=m, trigger=trigger, verifier_threshold=verifier_threshold, batch_size=batch_size)
-    cap_spec = _cap(cap, cap_epsilon, cap_neighbors, cap_functional, cap_slack, cap_slack_note, shadows)
-    m_loaded = load_model(model, dtype=dtype, sot=sot, trust_remote_code=trust_remote_code,
-                          device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)
+    settings = AuditSettings(
+        prefix_tokens=prefix_tokens,
+        suffix_tokens=suffix_tokens,
+        attacks=attacks,
+        k=k,
+        fpr=alpha if explicit_fpr else "0.01",
+        confidence=confidence,
+        extraction_policy=None if policy is None or str(policy).lower() == "none" else policy,
+        m=m,
+        trigger=trigger,
+        verifier_threshold=verifier_threshold,
+        batch_size=batch_size,
+    )
+    cap_spec = _cap(
+        cap, cap_epsilon, cap_neighbors, cap_functional, cap_slack, cap_slack_note, shadows
+    )
+    m_loaded = load_model(
+        model,
+        dtype=dtype,
+        sot=sot,
+        trust_remote_code=trust_remote_code,
+        device=device,
+        device_map=device_map,
+        max_memory=max_memory,
+        offload_folder=offload_folder,
+    )
     recipe = None
     background = ()
     if shadows:
-        overrides = {k_: v for k_, v in (("lr", shadow_lr), ("batch_size", shadow_batch_size),
-                                         ("seq_len", shadow_seq_len), ("seed", shadow_seed),
-                                         ("warmup_steps", shadow_warmup)) if v is not None}
+        overrides = {
+            k_: v
+            for k_, v in (
+                ("lr", shadow_lr),
+                ("batch_size", shadow_batch_size),
+                ("seq_len", shadow_seq_len),
+                ("seed", shadow_seed),
+                ("warmup_steps", shadow_warmup),
+            )
+            if v is not None
+        }
         if shadow_steps is not None and shadow_epochs is not None:
             raise InputError("give either --shadow-steps or --shadow-epochs, not both")
         if shadow_steps is not None:
             overrides.update(steps=shadow_steps, epochs=None)
         elif shadow_epochs is not None:
             overrides.update(epochs=shadow_epochs, steps=None)
-        recipe, background = default_shadow_recipe(m_loaded, base=shadow_base, mode=shadow_mode, **overrides)
+        recipe, background = default_shadow_recipe(
+            m_loaded, base=shadow_base, mode=shadow_mode, **overrides
+        )
         if shadow_background:
             if isinstance(shadow_background, (str, Path)):
                 background = tuple(r.text for r in read_passages(shadow_background).records)
             else:
                 background = tuple(shadow_background)
     work = WorkFolder(out, prefix="memclaim-audit-")
-    res = run_audit(m_loaded, members, controls, out_dir=work.path, settings=settings, reference=reference,
-                    shadows=shadows, shadow_recipe=recipe, shadow_background=background, design_seed=design_seed,
-                    cap=cap_spec, kappa=kappa, soundness_epsilon=soundness_epsilon,
-                    soundness_relation=neighbors_label(soundness_neighbors), text_field=text_field, id_field=id_field,
-                    input_format=input_format, dtype=m_loaded.dtype, sot=sot,
-                    allow_mixed_numerics=allow_mixed_numerics, progress=progress, log=log,
-                    strict_fpr=explicit_fpr, trust_remote_code=trust_remote_code)
+    res = run_audit(
+        m_loaded,
+        members,
+        controls,
+        out_dir=work.path,
+        settings=settings,
+        reference=reference,
+        shadows=shadows,
+        shadow_recipe=recipe,
+        shadow_background=background,
+        design_seed=design_seed,
+        cap=cap_spec,
+        kappa=kappa,
+        soundness_epsilon=soundness_epsilon,
+        soundness_relation=neighbors_label(soundness_neighbors),
+        text_field=text_field,
+        id_field=id_field,
+        input_format=input_format,
+        dtype=m_loaded.dtype,
+        sot=sot,
+        allow_mixed_numerics=allow_mixed_numerics,
+        progress=progress,
+        log=log,
+        strict_fpr=explicit_fpr,
+        trust_remote_code=trust_remote_code,
+    )
     # the verifier gives a verdict only on a model that went through unlearning (memclaim_train.json
     # of `memclaim train unlearn`); any other model's recovered fraction is reported as a number
     res = replace(res, model={**res.model, "unlearned": _was_unlearned(m_loaded)})
@@ -273,7 +461,9 @@ def _was_unlearned(model) -> bool:
     if path is None:
         return False
     try:
-        return read_json_object(Path(path) / TRAIN_FILE, "training manifest").get("kind") == "unlearn"
+        return (
+            read_json_object(Path(path) / TRAIN_FILE, "training manifest").get("kind") == "unlearn"
+        )
     except InputError:
         return False
 
@@ -305,7 +495,9 @@ class AuditTableRun(Result):
         import pandas as pd
 
         t = self.result.table
-        return pd.DataFrame(t.signal_matrix(), index=list(t.rows), columns=[c.name for c in t.columns])
+        return pd.DataFrame(
+            t.signal_matrix(), index=list(t.rows), columns=[c.name for c in t.columns]
+        )
 
     def save(self, folder) -> dict:
         """Write the reports into ``folder`` (each instance's under folder/instances/SLUG when the
@@ -317,11 +509,21 @@ class AuditTableRun(Result):
 
 
 @public
-def audit_table(spec: Mapping | str | Path | TableSpec, *, out: str | os.PathLike | None = None, base_dir: str | os.PathLike | None = None, threads: int | None = None,
-                dtype: str | None = None, device: str | None = None, device_map: str | None = None,
-                max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None,
-                allow_mixed_numerics: bool = False, progress: bool | ProgressCallback = True,
-                log: LogCallback | None = None) -> AuditTableRun:
+def audit_table(
+    spec: Mapping | str | Path | TableSpec,
+    *,
+    out: str | os.PathLike | None = None,
+    base_dir: str | os.PathLike | None = None,
+    threads: int | None = None,
+    dtype: str | None = None,
+    device: str | None = None,
+    device_map: str | None = None,
+    max_memory: Mapping | Sequence[str] | str | None = None,
+    offload_folder: str | os.PathLike | None = None,
+    allow_mixed_numerics: bool = False,
+    progress: bool | ProgressCallback = True,
+    log: LogCallback | None = None,
+) -> AuditTableRun:
     """Run the audits of every instance of ``spec`` (a JSON file or a dict; format:
     :data:`memclaim.audits.table_spec.TABLE_SPEC_DOC`, paths relative to the file's folder or
     ``base_dir``) and assemble the audit-disagreement table (``memclaim audit table``). Every
@@ -342,12 +544,20 @@ def audit_table(spec: Mapping | str | Path | TableSpec, *, out: str | os.PathLik
     if out is not None:
         check_out_dir(out)
     checked = spec if isinstance(spec, TableSpec) else read_table_spec(spec, base_dir=base_dir)
-    placement = resolve_placement(device=device, device_map=device_map, max_memory=max_memory,
-                                  offload_folder=offload_folder)  # a device that is not there: refused now
+    placement = resolve_placement(
+        device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder
+    )  # a device that is not there: refused now
     body = resolve_dtype(dtype, placement.device)
     work = WorkFolder(out, prefix="memclaim-audit-table-")
-    res = run_audit_table(checked, out_dir=work.path, log=log, progress=progress, dtype=body, placement=placement,
-                          allow_mixed_numerics=allow_mixed_numerics)
+    res = run_audit_table(
+        checked,
+        out_dir=work.path,
+        log=log,
+        progress=progress,
+        dtype=body,
+        placement=placement,
+        allow_mixed_numerics=allow_mixed_numerics,
+    )
     if out is not None:
         res = write_table_report(res, out)
     return AuditTableRun(result=res, work=work)

@@ -5,39 +5,64 @@ and the base of every result (``to_dict``, ``to_pandas``, ``save``).
 Error messages name options as the CLI spells them (``--batch-size`` for ``batch_size``): the
 CLI is a thin layer over these functions, and both say the same thing.
 """
+
 from __future__ import annotations
 
 import functools
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..decoding import Policy, parse_policies
 from ..errors import InputError, PolicyError
 from ..fsutil import sha256_bytes
-from ..procedure import DEFAULT_POLICY
 from ..jsonutil import dumps, to_jsonable
+from ..procedure import DEFAULT_POLICY
 from ..report.core import Doc, check_report_folder, invocation_text, invoked_as, render_fragment
-from ..scoring.prompts import PromptRule
 from ..runtime import Runtime
-from ..scoring.backends import Backend, backend_names, make_backend as registry_make_backend
+from ..scoring.backends import Backend, backend_names
+from ..scoring.backends import make_backend as registry_make_backend
+from ..scoring.prompts import PromptRule
+from ..scoring.runner import normalize_near_verbatim
 from ..scoring.served.backend import DEFAULT_BATCH_WINDOWS, DEFAULT_MAX_CONCURRENCY, OpenAIBackend
 from ..scoring.served.model import ServedModel
-from ..scoring.runner import normalize_near_verbatim
+from ..scoring.store import foreign_entries
 from ..text.io import check_unicode, read_document, read_passages, text_key
 from ..text.tables import passages_from_object
-from ..scoring.store import foreign_entries
 from ..text.windows import passage_windows, sliding_windows
 from ..validate import integer
-from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, check_out_dir, set_threads, window_lengths
+from ._options import (
+    DEFAULT_PREFIX_TOKENS,
+    DEFAULT_SUFFIX_TOKENS,
+    check_out_dir,
+    set_threads,
+    window_lengths,
+)
 
-__all__ = ["Document", "DEFAULT_PREFIX_TOKENS", "DEFAULT_SUFFIX_TOKENS", "DEFAULT_POLICY", "window_lengths",
-           "policies_of", "one_policy", "check_out_dir", "check_out", "set_threads", "near_verbatim_settings",
-           "make_backend", "build_prompt_rule", "cut_windows", "check_limit", "limited_label", "Result", "WorkFolder"]
-
+__all__ = [
+    "Document",
+    "DEFAULT_PREFIX_TOKENS",
+    "DEFAULT_SUFFIX_TOKENS",
+    "DEFAULT_POLICY",
+    "window_lengths",
+    "policies_of",
+    "one_policy",
+    "check_out_dir",
+    "check_out",
+    "set_threads",
+    "near_verbatim_settings",
+    "make_backend",
+    "build_prompt_rule",
+    "cut_windows",
+    "check_limit",
+    "limited_label",
+    "Result",
+    "WorkFolder",
+]
 
 
 @dataclass(frozen=True)
@@ -53,11 +78,15 @@ class Document:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
-            raise InputError(f"a Document's name must be a non-empty string, got {self.name!r}",
-                             hint="e.g. Document(text, name='genesis')")
+            raise InputError(
+                f"a Document's name must be a non-empty string, got {self.name!r}",
+                hint="e.g. Document(text, name='genesis')",
+            )
         check_unicode(self.name, "the document's name")
         if not isinstance(self.text, str) or not self.text.strip():
-            raise InputError(f"document {self.name!r} is empty or not a text", hint="pass the document's text")
+            raise InputError(
+                f"document {self.name!r} is empty or not a text", hint="pass the document's text"
+            )
         check_unicode(self.text, "the text", f"document {self.name!r}")
 
 
@@ -67,12 +96,16 @@ def document_path(x, what: str = "document") -> Path:
     p = Path(x)
     if not p.exists():
         shown = str(x) if len(str(x)) <= 80 else str(x)[:77] + "..."
-        raise InputError(f"{what} file {shown!r} does not exist",
-                         hint="pass the path of a text file, or memclaim.Document(text, name=...) for a text in memory")
+        raise InputError(
+            f"{what} file {shown!r} does not exist",
+            hint="pass the path of a text file, or memclaim.Document(text, name=...) for a text in memory",
+        )
     return p
 
 
-def check_out(out, *, store: str | None = None, report: bool = False, option: str = "--out") -> Path:
+def check_out(
+    out, *, store: str | None = None, report: bool = False, option: str = "--out"
+) -> Path:
     """Everything about an output folder that can fail, checked before any work
     (:func:`check_out_dir`): with ``store`` (``""``: the folder itself, ``"store"``: a subfolder)
     the score store there is new, empty or memclaim's (a folder of other files is never written
@@ -87,13 +120,20 @@ def check_out(out, *, store: str | None = None, report: bool = False, option: st
         where = p / store if store else p
         foreign = foreign_entries(where)
         if foreign:
-            shown = ", ".join(repr(x) for x in foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3
-                                                                else "")
-            what = f"{option} {str(out)!r}" if not store else f"{str(where)!r} (the store of {option} {str(out)!r})"
-            raise InputError(f"{what} is a folder memclaim did not make: it holds {shown} and no memclaim "
-                             "manifest.json, so memclaim does not write (or clean up temporary files) there",
-                             hint=f"choose a new or empty folder for {option}, or the {option} folder of an earlier "
-                                  "memclaim run")
+            shown = ", ".join(repr(x) for x in foreign[:3]) + (
+                f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+            )
+            what = (
+                f"{option} {str(out)!r}"
+                if not store
+                else f"{str(where)!r} (the store of {option} {str(out)!r})"
+            )
+            raise InputError(
+                f"{what} is a folder memclaim did not make: it holds {shown} and no memclaim "
+                "manifest.json, so memclaim does not write (or clean up temporary files) there",
+                hint=f"choose a new or empty folder for {option}, or the {option} folder of an earlier "
+                "memclaim run",
+            )
     if report:
         check_report_folder(p)
     return p
@@ -115,16 +155,23 @@ def policies_of(policies) -> tuple[Policy, ...]:
         try:
             policies = list(policies)
         except TypeError:
-            raise PolicyError(f"policies must be a policy string or a list of them, got {type(policies).__name__} "
-                              f"{policies!r}", hint="e.g. policies=['top-k:40', 'greedy']") from None
+            raise PolicyError(
+                f"policies must be a policy string or a list of them, got {type(policies).__name__} "
+                f"{policies!r}",
+                hint="e.g. policies=['top-k:40', 'greedy']",
+            ) from None
         if not policies:
-            raise PolicyError("policies=[] names no decoding policy",
-                              hint=f"name at least one, e.g. policies=['top-k:40'], or leave policies out for "
-                                   f"the default {DEFAULT_POLICY}")
+            raise PolicyError(
+                "policies=[] names no decoding policy",
+                hint=f"name at least one, e.g. policies=['top-k:40'], or leave policies out for "
+                f"the default {DEFAULT_POLICY}",
+            )
     bad = [p for p in policies if not isinstance(p, (str, Policy))]
     if bad:
-        raise PolicyError(f"a decoding policy is a string such as 'top-k:40', got {type(bad[0]).__name__} {bad[0]!r}",
-                          hint="e.g. policies=['full', 'greedy', 'temperature:0.7']")
+        raise PolicyError(
+            f"a decoding policy is a string such as 'top-k:40', got {type(bad[0]).__name__} {bad[0]!r}",
+            hint="e.g. policies=['full', 'greedy', 'temperature:0.7']",
+        )
     return parse_policies(policies)
 
 
@@ -132,16 +179,22 @@ def _edit_counts(value, what: str) -> tuple[int, ...]:
     """Whole numbers given as one int or a sequence of ints; a string is not a sequence of ints
     ('12' is not [1, 2]), nor is a bool or a float with a fraction."""
     if isinstance(value, (str, bytes)):
-        raise InputError(f"{what} must be whole numbers, got the string {value!r}",
-                         hint=f"pass a list of integers, e.g. {what}=[1, 2] (a string is read as nothing else)")
+        raise InputError(
+            f"{what} must be whole numbers, got the string {value!r}",
+            hint=f"pass a list of integers, e.g. {what}=[1, 2] (a string is read as nothing else)",
+        )
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = (value,)
     try:
         items = list(value)
     except TypeError:
-        raise InputError(f"{what} must be whole numbers, got {type(value).__name__} {value!r}",
-                         hint=f"e.g. {what}=[1, 2]") from None
+        raise InputError(
+            f"{what} must be whole numbers, got {type(value).__name__} {value!r}",
+            hint=f"e.g. {what}=[1, 2]",
+        ) from None
     return tuple(integer(what, v) for v in items)
+
+
 def one_policy(policies, *, what: str, default: str | None = None) -> str | None:
     """The one policy of a function that uses one (``test``, ``audit``), from ``policies`` given as
     everywhere else: a spec string (a combination such as 'top-k:40,temperature:0.7' is one
@@ -156,9 +209,11 @@ def one_policy(policies, *, what: str, default: str | None = None) -> str | None
         return policies.spec if isinstance(policies, Policy) else policies
     items = list(policies)
     if len(items) > 1:
-        raise InputError(f"{what} uses one policy, got {len(items)}: {', '.join(map(str, items))}",
-                         hint=f"pass one, e.g. policies={str(items[0])!r} (score every policy first with "
-                              "memclaim.score(..., policies=[...]) and call it once per policy)")
+        raise InputError(
+            f"{what} uses one policy, got {len(items)}: {', '.join(map(str, items))}",
+            hint=f"pass one, e.g. policies={str(items[0])!r} (score every policy first with "
+            "memclaim.score(..., policies=[...]) and call it once per policy)",
+        )
     x = items[0]
     return x.spec if isinstance(x, Policy) else str(x)
 
@@ -176,49 +231,101 @@ def near_verbatim_settings(nv_eps: Sequence[int] = (), nv_beams: Sequence[int] =
         raise InputError("--beam applies to --near-verbatim", hint="add --near-verbatim EPS")
     if not nv_eps:
         return None
-    return normalize_near_verbatim({"epsilons": list(nv_eps), "beams": list(nv_beams or (16,))}, suffix_tokens=0)
+    return normalize_near_verbatim(
+        {"epsilons": list(nv_eps), "beams": list(nv_beams or (16,))}, suffix_tokens=0
+    )
 
 
-def make_backend(model, policies, *, backend: str = "local", address=None, workers=None, gpus_per_worker=0.0,
-                 threads_per_worker=1, batch_size: int | str = 16, log=None, url: str | None = None,
-                 api_key_env: str | None = None, api_key_file=None, served_model: str | None = None,
-                 max_concurrency: int | None = None, served_bounds: bool = False) -> Backend:
+def make_backend(
+    model,
+    policies,
+    *,
+    backend: str = "local",
+    address=None,
+    workers=None,
+    gpus_per_worker=0.0,
+    threads_per_worker=1,
+    batch_size: int | str = 16,
+    log=None,
+    url: str | None = None,
+    api_key_env: str | None = None,
+    api_key_file=None,
+    served_model: str | None = None,
+    max_concurrency: int | None = None,
+    served_bounds: bool = False,
+) -> Backend:
     """The scoring backend the options ask for. A served model's backend (``openai``) connects
     and probes the server here, before any work; ``local``, ``ray`` and any registered backend
     are built from the runtime the options make (:class:`memclaim.runtime.Runtime`) by the
     registry (:func:`memclaim.scoring.backends.make_backend`)."""
     if backend != "openai" and backend not in backend_names():
-        raise InputError(f"unknown backend {backend!r}",
-                         hint=f"one of {', '.join([*backend_names(), 'openai'])} "
-                              "(memclaim.scoring.backends.register_backend adds one)")
-    served = [name for name, v, default in (("--url", url, None), ("--api-key-env", api_key_env, None),
-                                            ("--api-key-file", api_key_file, None),
-                                            ("--served-model", served_model, None),
-                                            ("--max-concurrency", max_concurrency, None),
-                                            ("--served-bounds", served_bounds, False)) if v != default]
+        raise InputError(
+            f"unknown backend {backend!r}",
+            hint=f"one of {', '.join([*backend_names(), 'openai'])} "
+            "(memclaim.scoring.backends.register_backend adds one)",
+        )
+    served = [
+        name
+        for name, v, default in (
+            ("--url", url, None),
+            ("--api-key-env", api_key_env, None),
+            ("--api-key-file", api_key_file, None),
+            ("--served-model", served_model, None),
+            ("--max-concurrency", max_concurrency, None),
+            ("--served-bounds", served_bounds, False),
+        )
+        if v != default
+    ]
     if backend != "openai" and served:
-        raise InputError(f"{', '.join(served)} {'applies' if len(served) == 1 else 'apply'} only with --backend openai",
-                         hint="add --backend openai --url URL to score through a server, or drop them")
+        raise InputError(
+            f"{', '.join(served)} {'applies' if len(served) == 1 else 'apply'} only with --backend openai",
+            hint="add --backend openai --url URL to score through a server, or drop them",
+        )
     if backend == "openai":
-        given = [name for name, v, default in (("--address", address, None), ("--workers", workers, None),
-                                               ("--gpus-per-worker", gpus_per_worker, 0.0),
-                                               ("--threads-per-worker", threads_per_worker, 1)) if v != default]
+        given = [
+            name
+            for name, v, default in (
+                ("--address", address, None),
+                ("--workers", workers, None),
+                ("--gpus-per-worker", gpus_per_worker, 0.0),
+                ("--threads-per-worker", threads_per_worker, 1),
+            )
+            if v != default
+        ]
         if given:
             raise InputError(f"{', '.join(given)} only apply with --backend ray", hint="drop them")
         if url is None:
-            raise InputError("--backend openai needs --url", hint="e.g. --url http://127.0.0.1:8000 (docs/served.md)")
+            raise InputError(
+                "--backend openai needs --url",
+                hint="e.g. --url http://127.0.0.1:8000 (docs/served.md)",
+            )
         if not isinstance(model, ServedModel):
-            raise InputError(f"a served model is named by its tokenizer folder or a name, not {type(model).__name__}",
-                             hint="pass the folder holding the served model's tokenizer.json, or a named model")
-        b = OpenAIBackend(url, model, policies, served_model=served_model, api_key_env=api_key_env,
-                          api_key_file=api_key_file,
-                          max_concurrency=DEFAULT_MAX_CONCURRENCY if max_concurrency is None else max_concurrency,
-                          batch_windows=batch_size if isinstance(batch_size, int) else DEFAULT_BATCH_WINDOWS,
-                          bounds=served_bounds, log=log)
+            raise InputError(
+                f"a served model is named by its tokenizer folder or a name, not {type(model).__name__}",
+                hint="pass the folder holding the served model's tokenizer.json, or a named model",
+            )
+        b = OpenAIBackend(
+            url,
+            model,
+            policies,
+            served_model=served_model,
+            api_key_env=api_key_env,
+            api_key_file=api_key_file,
+            max_concurrency=DEFAULT_MAX_CONCURRENCY if max_concurrency is None else max_concurrency,
+            batch_windows=batch_size if isinstance(batch_size, int) else DEFAULT_BATCH_WINDOWS,
+            bounds=served_bounds,
+            log=log,
+        )
         b.connect()
         return b
-    runtime = Runtime.options(backend=backend, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
-                              threads_per_worker=threads_per_worker, batch_size=batch_size)
+    runtime = Runtime.options(
+        backend=backend,
+        address=address,
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,
+        threads_per_worker=threads_per_worker,
+        batch_size=batch_size,
+    )
     return registry_make_backend(model, policies, runtime, log=log)
 
 
@@ -229,9 +336,11 @@ def build_prompt_rule(templates=(), chat: bool = False, aggregate: str = "max") 
     try:
         templates = tuple(templates or ())
     except TypeError:
-        raise InputError(f"prompt_templates must be a template string or a list of them, got "
-                         f"{type(templates).__name__} {templates!r}",
-                         hint="e.g. prompt_templates=['Continue: {prefix}']") from None
+        raise InputError(
+            f"prompt_templates must be a template string or a list of them, got "
+            f"{type(templates).__name__} {templates!r}",
+            hint="e.g. prompt_templates=['Continue: {prefix}']",
+        ) from None
     return PromptRule(templates=templates, chat=bool(chat), aggregate=aggregate)
 
 
@@ -245,9 +354,11 @@ def check_limit(limit) -> int | None:
     if limit is None:
         return None
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InputError(f"--limit must be a whole number >= 1, got {limit!r}",
-                         hint="e.g. --limit 10 to score the first 10 texts (or a document's first 10 windows); "
-                              "omit it to score everything")
+        raise InputError(
+            f"--limit must be a whole number >= 1, got {limit!r}",
+            hint="e.g. --limit 10 to score the first 10 texts (or a document's first 10 windows); "
+            "omit it to score everything",
+        )
     return limit
 
 
@@ -256,9 +367,23 @@ def limited_label(label: str, limit: int | None) -> str:
     return label if limit is None else f"{label}[:{limit}]"
 
 
-def cut_windows(model, texts=None, *, document=None, stride=None, prefix_tokens: int | None,
-                suffix_tokens: int | None, text_field=None, id_field=None, input_format=None, label=None,
-                prefix_field=None, suffix_field=None, what: str = "texts", limit: int | None = None):
+def cut_windows(
+    model,
+    texts=None,
+    *,
+    document=None,
+    stride=None,
+    prefix_tokens: int | None,
+    suffix_tokens: int | None,
+    text_field=None,
+    id_field=None,
+    input_format=None,
+    label=None,
+    prefix_field=None,
+    suffix_field=None,
+    what: str = "texts",
+    limit: int | None = None,
+):
     """Read passages (a file path, a list of texts or records, a table) or a document (a path or a
     :class:`Document`) and cut windows -> (WindowSet, inputs dict, skipped_empty, label, text key).
     The text key names the texts whatever their file, order, ids, line endings or whitespace
@@ -272,39 +397,71 @@ def cut_windows(model, texts=None, *, document=None, stride=None, prefix_tokens:
     limit = check_limit(limit)
     if document is not None:
         if prefix_field is not None or suffix_field is not None:
-            raise InputError("--prefix-field/--suffix-field apply to passage files, not to --document",
-                             hint="a document is one plain text cut by --stride")
+            raise InputError(
+                "--prefix-field/--suffix-field apply to passage files, not to --document",
+                hint="a document is one plain text cut by --stride",
+            )
         if stride is None:
             raise InputError("--document needs --stride (in tokens)", hint="e.g. --stride 10")
         if isinstance(document, Document):
-            text, digest, name, where = document.text, sha256_bytes(document.text.encode("utf-8")), document.name, None
+            text, digest, name, where = (
+                document.text,
+                sha256_bytes(document.text.encode("utf-8")),
+                document.name,
+                None,
+            )
         elif isinstance(document, (str, Path)):
             text, digest = read_document(document_path(document))
             name, where = Path(document).name, str(document)
         else:
-            raise InputError(f"document must be a file path or a memclaim.Document, got {type(document).__name__}",
-                             hint="pass a path, or memclaim.Document(text, name=...) for a text in memory")
-        ws = sliding_windows(text, model.tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
-                             stride=stride, source=name)
-        inputs = {"document": where if where is not None else f"(text in memory: {name})", "sha256": digest,
-                  "stride": stride, "chars": len(text)}
+            raise InputError(
+                f"document must be a file path or a memclaim.Document, got {type(document).__name__}",
+                hint="pass a path, or memclaim.Document(text, name=...) for a text in memory",
+            )
+        ws = sliding_windows(
+            text,
+            model.tokenizer,
+            prefix_tokens=prefix_tokens,
+            suffix_tokens=suffix_tokens,
+            stride=stride,
+            source=name,
+        )
+        inputs = {
+            "document": where if where is not None else f"(text in memory: {name})",
+            "sha256": digest,
+            "stride": stride,
+            "chars": len(text),
+        }
         label = label or f"document:{name}"
         if limit is not None and len(ws) > limit:
             inputs.update(limit=limit, windows_total=len(ws))
-            ws.n_windows = limit  # a DocumentWindows makes its windows on demand, from the first n_windows
+            ws.n_windows = (
+                limit  # a DocumentWindows makes its windows on demand, from the first n_windows
+            )
             label = limited_label(label, limit)
         return ws, inputs, 0, label, text_key(text)
     if stride is not None:
-        raise InputError("--stride applies to --document only", hint="drop --stride, or pass --document FILE")
+        raise InputError(
+            "--stride applies to --document only", hint="drop --stride, or pass --document FILE"
+        )
     if texts is None:
-        raise InputError(f"no {what} given", hint="pass a file path, a list of texts or records, or a table")
-    fields = dict(text_field=text_field, id_field=id_field, prefix_field=prefix_field, suffix_field=suffix_field)
+        raise InputError(
+            f"no {what} given", hint="pass a file path, a list of texts or records, or a table"
+        )
+    fields = dict(
+        text_field=text_field,
+        id_field=id_field,
+        prefix_field=prefix_field,
+        suffix_field=suffix_field,
+    )
     if isinstance(texts, (str, Path)):
         ps = read_passages(texts, fmt=input_format, **fields)
         where, default_label = str(texts), f"passages:{Path(texts).name}"
     else:
         if input_format is not None:
-            raise InputError("--format applies to files, not to texts given in memory", hint="drop format")
+            raise InputError(
+                "--format applies to files, not to texts given in memory", hint="drop format"
+            )
         ps, kind = passages_from_object(texts, source=what, **fields)
         where, default_label = f"({kind} in memory)", what
     records = ps.records
@@ -314,7 +471,9 @@ def cut_windows(model, texts=None, *, document=None, stride=None, prefix_tokens:
         records = records[:limit]
         inputs.update(limit=limit, records_total=len(ps.records))
         label = limited_label(label, limit)
-    ws = passage_windows(records, model.tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens)
+    ws = passage_windows(
+        records, model.tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens
+    )
     if prefix_field is not None:
         inputs.update(prefix_field=prefix_field, suffix_field=suffix_field)
     key = sha256_bytes("\n".join(sorted(text_key(r.text) for r in records)).encode("ascii"))
@@ -344,6 +503,7 @@ class WorkFolder:
 def _as_made(method):
     """Run a result's report-rendering method with the invocation that made the result in force
     (unless one is already: inside the call that made it, or inside a command line)."""
+
     @functools.wraps(method)
     def inner(self, *args, **kwargs):
         with invoked_as(getattr(self, "_invocation", None)):
@@ -389,14 +549,20 @@ class Result:
         """The notebook view's document (:class:`memclaim.report.core.Doc`): a callout and the key
         table; results override it with their report's own claim box and table."""
         d = self.to_dict()
-        rows = [(k, v) for k, v in d.items() if isinstance(v, (str, int, float, bool)) or v is None][:12]
-        return Doc(type(self).__name__).callout(repr(self), "result").table(["field", "value"], rows)
+        rows = [
+            (k, v) for k, v in d.items() if isinstance(v, (str, int, float, bool)) or v is None
+        ][:12]
+        return (
+            Doc(type(self).__name__).callout(repr(self), "result").table(["field", "value"], rows)
+        )
 
     def _repr_html_(self) -> str:
         """The result in a notebook: its claim box and key table, rendered by the template of the
         HTML reports (:func:`memclaim.report.core.render_fragment`), and how it was made."""
         inv = getattr(self, "_invocation", None)
-        return render_fragment(self._view(), provenance=f"made by {invocation_text(inv)}" if inv else "")
+        return render_fragment(
+            self._view(), provenance=f"made by {invocation_text(inv)}" if inv else ""
+        )
 
 
 def jsonable(d: Any) -> Any:
@@ -410,8 +576,10 @@ def copy_tree_into(src: Path, dst, *, what: str) -> Path:
     dst = Path(dst)
     check_out_dir(dst, option="folder")
     if dst.exists() and any(dst.iterdir()):
-        raise InputError(f"folder {str(dst)!r} exists and is not empty: the {what} is not copied over it",
-                         hint="pass a new folder")
+        raise InputError(
+            f"folder {str(dst)!r} exists and is not empty: the {what} is not copied over it",
+            hint="pass a new folder",
+        )
     if Path(src).resolve() == dst.resolve():
         return dst
     stage = dst.parent / f".{dst.name}.{os.getpid()}.tmp"

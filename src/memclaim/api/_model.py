@@ -9,18 +9,20 @@ copied or modified otherwise): its fingerprint hashes its config, every state-di
 dtype, shape, bytes) and its tokenizer under a scheme of its own (:data:`OBJECTS_FINGERPRINT_SCHEME`),
 so a store never mixes its scores with those of anything else by accident.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
+from .. import models as _models
 from .. import train as _train  # noqa: F401  (registers the named model "toy")
 from ..errors import InputError, ModelLoadError
-from .. import models as _models
 from ..models.loader import DTYPES, HFTokenizer, LoadedModel, resolve_sot
 from ..models.placement import Placement
 from ..scoring.served.model import ServedModel, served_model, tokenizer_fingerprint
@@ -39,11 +41,17 @@ OBJECTS_FINGERPRINT_SCHEME = 1001
 
 def is_loaded_model(obj) -> bool:
     """Whether ``obj`` is already a memclaim model (a LoadedModel or something with its interface)."""
-    return isinstance(obj, LoadedModel) or all(hasattr(obj, a) for a in ("tokenizer", "fingerprint", "sot", "lm"))
+    return isinstance(obj, LoadedModel) or all(
+        hasattr(obj, a) for a in ("tokenizer", "fingerprint", "sot", "lm")
+    )
 
 
 def _is_transformers_model(obj) -> bool:
-    return hasattr(obj, "config") and hasattr(obj, "state_dict") and hasattr(obj, "get_output_embeddings")
+    return (
+        hasattr(obj, "config")
+        and hasattr(obj, "state_dict")
+        and hasattr(obj, "get_output_embeddings")
+    )
 
 
 @dataclass(frozen=True, repr=False)
@@ -81,13 +89,22 @@ def object_fingerprint(model, tokenizer) -> str:
     h = hashlib.sha256()
     h.update(f"memclaim-fingerprint:{OBJECTS_FINGERPRINT_SCHEME}\n".encode())
     cfg = model.config.to_dict()
-    for k in ("transformers_version", "_name_or_path", "_commit_hash", "dtype", "torch_dtype", "use_cache"):
+    for k in (
+        "transformers_version",
+        "_name_or_path",
+        "_commit_hash",
+        "dtype",
+        "torch_dtype",
+        "use_cache",
+    ):
         cfg.pop(k, None)
     h.update(b"config:" + json.dumps(cfg, sort_keys=True, default=str).encode() + b"\n")
     for name, t in sorted(model.state_dict().items()):
         t = t.detach().to("cpu").contiguous()
         h.update(f"{name}:{t.dtype}:{tuple(t.shape)}\n".encode())
-        h.update((t.view(torch.uint8) if t.dtype != torch.bool else t.to(torch.uint8)).numpy().tobytes())
+        h.update(
+            (t.view(torch.uint8) if t.dtype != torch.bool else t.to(torch.uint8)).numpy().tobytes()
+        )
     h.update(b"tokenizer:" + _tokenizer_digest(tokenizer).encode())
     return h.hexdigest()
 
@@ -98,36 +115,73 @@ def _wrap(model, tokenizer, *, sot, name) -> ObjectModel:
     from ..models.hf import HFLanguageModel
 
     if tokenizer is None:
-        raise InputError(f"a transformers model ({type(model).__name__}) needs its tokenizer",
-                         hint="memclaim.load_model(model, tokenizer), or pass the pair (model, tokenizer) as the model")
+        raise InputError(
+            f"a transformers model ({type(model).__name__}) needs its tokenizer",
+            hint="memclaim.load_model(model, tokenizer), or pass the pair (model, tokenizer) as the model",
+        )
     tok = HFTokenizer(tokenizer)
     params = list(model.parameters())
     if not params:
-        raise ModelLoadError(f"the model {type(model).__name__} has no parameters", hint="pass a causal language model")
+        raise ModelLoadError(
+            f"the model {type(model).__name__} has no parameters",
+            hint="pass a causal language model",
+        )
     dt = params[0].dtype
     dtype = str(dt).replace("torch.", "")
     if dtype not in DTYPES:
-        raise ModelLoadError(f"the model's parameters are {dtype}", hint=f"use one of {', '.join(DTYPES)}")
+        raise ModelLoadError(
+            f"the model's parameters are {dtype}", hint=f"use one of {', '.join(DTYPES)}"
+        )
     fp = object_fingerprint(model, tokenizer)
     cfg_name = getattr(model.config, "_name_or_path", "") or ""
-    label = name or (Path(cfg_name).name if cfg_name else "") or getattr(model.config, "model_type", "") or "model"
-    lm = HFLanguageModel(model, name=label, fingerprint=fp,
-                         unembed_dtype=torch.float64 if dt == torch.float64 else torch.float32)
-    m = ObjectModel(name=label, source=f"python object ({type(model).__name__})", path=None, fingerprint=fp,
-                    tokenizer=tok, sot=resolve_sot(tok, sot if sot is not None else "auto"), dtype=dtype,
-                    fingerprint_scheme=OBJECTS_FINGERPRINT_SCHEME, _lm=lm, config=model.config,
-                    placement=Placement(device=str(lm.device) if lm.device.type != "cpu" else "cpu"))
+    label = (
+        name
+        or (Path(cfg_name).name if cfg_name else "")
+        or getattr(model.config, "model_type", "")
+        or "model"
+    )
+    lm = HFLanguageModel(
+        model,
+        name=label,
+        fingerprint=fp,
+        unembed_dtype=torch.float64 if dt == torch.float64 else torch.float32,
+    )
+    m = ObjectModel(
+        name=label,
+        source=f"python object ({type(model).__name__})",
+        path=None,
+        fingerprint=fp,
+        tokenizer=tok,
+        sot=resolve_sot(tok, sot if sot is not None else "auto"),
+        dtype=dtype,
+        fingerprint_scheme=OBJECTS_FINGERPRINT_SCHEME,
+        _lm=lm,
+        config=model.config,
+        placement=Placement(device=str(lm.device) if lm.device.type != "cpu" else "cpu"),
+    )
     return m
 
 
 @public
-def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel
-               | tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase],
-               tokenizer: transformers.PreTrainedTokenizerBase | None = None, *, dtype: str | None = None, sot: str | None = None,
-               allow_pickle: bool = False, trust_remote_code: bool = False, load_weights: bool = False,
-               name: str | None = None, device: str | None = None, device_map: str | None = None,
-               max_memory: Mapping | Sequence[str] | str | None = None,
-               offload_folder: str | os.PathLike | None = None) -> LoadedModel:
+def load_model(
+    model: str
+    | os.PathLike
+    | LoadedModel
+    | transformers.PreTrainedModel
+    | tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase],
+    tokenizer: transformers.PreTrainedTokenizerBase | None = None,
+    *,
+    dtype: str | None = None,
+    sot: str | None = None,
+    allow_pickle: bool = False,
+    trust_remote_code: bool = False,
+    load_weights: bool = False,
+    name: str | None = None,
+    device: str | None = None,
+    device_map: str | None = None,
+    max_memory: Mapping | Sequence[str] | str | None = None,
+    offload_folder: str | os.PathLike | None = None,
+) -> LoadedModel:
     """A model for every other function of the API.
 
     ``model`` is a named model (``"toy"``, ``"smollm2"``, ``"gemma3-270m"``), a path (a HF folder
@@ -159,62 +213,136 @@ def load_model(model: str | os.PathLike | LoadedModel | transformers.PreTrainedM
     """
     if isinstance(model, tuple) and len(model) == 2 and _is_transformers_model(model[0]):
         if tokenizer is not None:
-            raise InputError("the tokenizer is given twice: in the (model, tokenizer) pair and as tokenizer=",
-                             hint="pass one of them")
-        model, tokenizer = model  # (transformers model, tokenizer): how score/test/... take an object model
-    placed = (("device", device), ("device_map", device_map), ("max_memory", max_memory),
-              ("offload_folder", offload_folder))
+            raise InputError(
+                "the tokenizer is given twice: in the (model, tokenizer) pair and as tokenizer=",
+                hint="pass one of them",
+            )
+        model, tokenizer = (
+            model  # (transformers model, tokenizer): how score/test/... take an object model
+        )
+    placed = (
+        ("device", device),
+        ("device_map", device_map),
+        ("max_memory", max_memory),
+        ("offload_folder", offload_folder),
+    )
     if is_loaded_model(model):
-        given = [k for k, v in (("tokenizer", tokenizer), ("dtype", dtype), ("sot", sot), ("name", name), *placed)
-                 if v is not None]
+        given = [
+            k
+            for k, v in (
+                ("tokenizer", tokenizer),
+                ("dtype", dtype),
+                ("sot", sot),
+                ("name", name),
+                *placed,
+            )
+            if v is not None
+        ]
         if given:
-            raise InputError(f"the model {getattr(model, 'name', model)!r} is loaded already; {', '.join(given)} "
-                             "cannot change it", hint="pass the name or path to load_model with those options")
+            raise InputError(
+                f"the model {getattr(model, 'name', model)!r} is loaded already; {', '.join(given)} "
+                "cannot change it",
+                hint="pass the name or path to load_model with those options",
+            )
         return model
     if _is_transformers_model(model):
         if dtype is not None:
-            raise InputError("dtype applies to a name or a path; a model object keeps its own dtype",
-                             hint="convert the model first (model.to(torch.bfloat16)) or drop dtype")
+            raise InputError(
+                "dtype applies to a name or a path; a model object keeps its own dtype",
+                hint="convert the model first (model.to(torch.bfloat16)) or drop dtype",
+            )
         if allow_pickle or load_weights:
-            raise InputError("allow_pickle and load_weights apply to a name or a path, not to a model object",
-                             hint="drop them: the object's weights are loaded already")
+            raise InputError(
+                "allow_pickle and load_weights apply to a name or a path, not to a model object",
+                hint="drop them: the object's weights are loaded already",
+            )
         given = [k for k, v in placed if v is not None]
         if given:
-            raise InputError(f"{', '.join(given)} place a model loaded from a name or a path; a model object stays "
-                             "where it is", hint="move the object first (model.to('cuda')), or drop them")
+            raise InputError(
+                f"{', '.join(given)} place a model loaded from a name or a path; a model object stays "
+                "where it is",
+                hint="move the object first (model.to('cuda')), or drop them",
+            )
         return _wrap(model, tokenizer, sot=sot, name=name)
     if tokenizer is not None:
-        raise InputError(f"a tokenizer goes with a transformers model object, not with {type(model).__name__} "
-                         f"{str(model)!r}", hint="pass a name or a path alone")
+        raise InputError(
+            f"a tokenizer goes with a transformers model object, not with {type(model).__name__} "
+            f"{str(model)!r}",
+            hint="pass a name or a path alone",
+        )
     if name is not None:
-        raise InputError("name labels a model object; a name or a path is its own label", hint="drop name")
+        raise InputError(
+            "name labels a model object; a name or a path is its own label", hint="drop name"
+        )
     if not isinstance(model, (str, Path)):
-        raise InputError(f"model must be a name, a path, a loaded model or a transformers model, got "
-                         f"{type(model).__name__}", hint="e.g. memclaim.load_model('toy') or load_model('./my-model')")
+        raise InputError(
+            f"model must be a name, a path, a loaded model or a transformers model, got "
+            f"{type(model).__name__}",
+            hint="e.g. memclaim.load_model('toy') or load_model('./my-model')",
+        )
     # through the package attribute, so that memclaim.models.load_model stays the one place to hook
-    return _models.load_model(str(model), dtype=dtype or "auto", sot=sot, allow_pickle=allow_pickle,
-                              trust_remote_code=trust_remote_code, load_weights=load_weights, device=device or "auto",
-                              device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)
+    return _models.load_model(
+        str(model),
+        dtype=dtype or "auto",
+        sot=sot,
+        allow_pickle=allow_pickle,
+        trust_remote_code=trust_remote_code,
+        load_weights=load_weights,
+        device=device or "auto",
+        device_map=device_map,
+        max_memory=max_memory,
+        offload_folder=offload_folder,
+    )
 
 
-def scoring_model(model, *, backend: str = "local", dtype: str | None = None, sot: str | None = None,
-                  allow_pickle: bool = False, trust_remote_code: bool = False, device: str | None = None,
-                  device_map: str | None = None, max_memory=None, offload_folder=None) -> LoadedModel | ServedModel:
+def scoring_model(
+    model,
+    *,
+    backend: str = "local",
+    dtype: str | None = None,
+    sot: str | None = None,
+    allow_pickle: bool = False,
+    trust_remote_code: bool = False,
+    device: str | None = None,
+    device_map: str | None = None,
+    max_memory=None,
+    offload_folder=None,
+) -> LoadedModel | ServedModel:
     """The model a scoring operation reads: :func:`load_model`'s, or for ``backend="openai"`` the
     served model's tokenizer side (:func:`memclaim.scoring.served.model.served_model`: no weights
     here, so the options that place or load weights do not apply and are refused)."""
     if backend != "openai":
-        return load_model(model, dtype=dtype, sot=sot, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code,
-                          device=device, device_map=device_map, max_memory=max_memory, offload_folder=offload_folder)
+        return load_model(
+            model,
+            dtype=dtype,
+            sot=sot,
+            allow_pickle=allow_pickle,
+            trust_remote_code=trust_remote_code,
+            device=device,
+            device_map=device_map,
+            max_memory=max_memory,
+            offload_folder=offload_folder,
+        )
     device = None if device == "auto" else device  # the CLI's defaults
     dtype = None if dtype == "auto" else dtype
-    given = [name for name, v in (("--dtype", dtype), ("--device", device), ("--device-map", device_map),
-                                  ("--max-memory", max_memory), ("--offload-folder", offload_folder)) if v is not None]
+    given = [
+        name
+        for name, v in (
+            ("--dtype", dtype),
+            ("--device", device),
+            ("--device-map", device_map),
+            ("--max-memory", max_memory),
+            ("--offload-folder", offload_folder),
+        )
+        if v is not None
+    ]
     if allow_pickle:
         given.append("--allow-pickle")
     if given:
-        raise InputError(f"{', '.join(given)} {'places or loads' if len(given) == 1 else 'place or load'} weights in "
-                         "this process; a served model's weights, "
-                         "dtype and device are the server's",
-                         hint="drop them (start the server with the dtype and device you want)")
+        raise InputError(
+            f"{', '.join(given)} {'places or loads' if len(given) == 1 else 'place or load'} weights in "
+            "this process; a served model's weights, "
+            "dtype and device are the server's",
+            hint="drop them (start the server with the dtype and device you want)",
+        )
     return served_model(model, sot=sot, trust_remote_code=trust_remote_code)

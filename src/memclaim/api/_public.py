@@ -17,6 +17,7 @@
   line when the CLI made it, else the Python call with its arguments shortened), and the
   result remembers it, so a report saved later still says how it was made.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -25,10 +26,11 @@ import inspect
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from contextvars import ContextVar
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import InputError
 from ..models.quiet import quiet_libraries
@@ -89,10 +91,19 @@ class NotebookProgress:
             if event.finished:
                 return
             total = None if event.total is None else event.total + reused
-            bar = self._factory()(total=total, initial=reused, desc=event.label, unit=f" {event.unit}",
-                                  delay=1.0, leave=True, dynamic_ncols=True)
+            bar = self._factory()(
+                total=total,
+                initial=reused,
+                desc=event.label,
+                unit=f" {event.unit}",
+                delay=1.0,
+                leave=True,
+                dynamic_ncols=True,
+            )
             self._bars[key] = bar
-        if event.total is not None and bar.total != event.total + reused:  # a size learnt after the start
+        if (
+            event.total is not None and bar.total != event.total + reused
+        ):  # a size learnt after the start
             bar.total = event.total + reused
             bar.refresh()
         bar.update(max(0, event.done + reused - bar.n))
@@ -116,8 +127,11 @@ def resolve_progress(progress: bool | ProgressCallback | None) -> ProgressCallba
             return ambient()
         return NotebookProgress()
     if not callable(progress):
-        raise InputError(f"progress must be True, False or a callback taking a memclaim.progress.ProgressEvent, got "
-                         f"{progress!r}", hint="progress=True for a bar, progress=False for none")
+        raise InputError(
+            f"progress must be True, False or a callback taking a memclaim.progress.ProgressEvent, got "
+            f"{progress!r}",
+            hint="progress=True for a bar, progress=False for none",
+        )
     return progress
 
 
@@ -131,7 +145,9 @@ def _short(v: Any) -> str:
     if isinstance(v, Path):
         return repr(str(v))
     if isinstance(v, (list, tuple)):
-        if len(v) <= 4 and all(isinstance(x, (str, int, float, bool)) and len(repr(x)) <= 40 for x in v):
+        if len(v) <= 4 and all(
+            isinstance(x, (str, int, float, bool)) and len(repr(x)) <= 40 for x in v
+        ):
             return repr(list(v))
         return f"<{type(v).__name__} of {len(v)}>"
     if isinstance(v, dict):
@@ -174,10 +190,16 @@ def _renamed(fname: str, kwargs: dict, renamed: dict[str, str]) -> dict:
     for old, new in renamed.items():
         if old in kwargs:
             if new in kwargs:
-                raise KeywordError(f"{fname}() got both {old}= and its new name {new}=",
-                                   hint=f"pass {new}= only ({old}= is its old name)")
-            warnings.warn(f"{fname}({old}=...) is now {fname}({new}=...); the old name is removed in the next "
-                          "release", DeprecationWarning, stacklevel=3)
+                raise KeywordError(
+                    f"{fname}() got both {old}= and its new name {new}=",
+                    hint=f"pass {new}= only ({old}= is its old name)",
+                )
+            warnings.warn(
+                f"{fname}({old}=...) is now {fname}({new}=...); the old name is removed in the next "
+                "release",
+                DeprecationWarning,
+                stacklevel=3,
+            )
             kwargs[new] = kwargs.pop(old)
     return kwargs
 
@@ -202,8 +224,11 @@ def public(fn: Callable | None = None, *, renamed: dict[str, str] | None = None)
         sig = inspect.signature(fn)
         params = sig.parameters
         takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        names = [n for n, p in params.items()
-                 if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+        names = [
+            n
+            for n, p in params.items()
+            if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        ]
         progress_default = params["progress"].default if "progress" in params else None
 
         @functools.wraps(fn)
@@ -214,10 +239,15 @@ def public(fn: Callable | None = None, *, renamed: dict[str, str] | None = None)
                     if k not in params or params[k].kind is inspect.Parameter.POSITIONAL_ONLY:
                         close = difflib.get_close_matches(k, names + list(renamed), n=1, cutoff=0.6)
                         guess = renamed.get(close[0], close[0]) if close else None
-                        hint = (f"did you mean {guess}=? " if guess else "") + f"{fn.__name__}() takes " \
+                        hint = (
+                            (f"did you mean {guess}=? " if guess else "")
+                            + f"{fn.__name__}() takes "
                             + ", ".join(names)
-                        raise KeywordError(f"{fn.__name__}() got an unknown keyword {k}={_short(kwargs[k])}",
-                                           hint=hint)
+                        )
+                        raise KeywordError(
+                            f"{fn.__name__}() got an unknown keyword {k}={_short(kwargs[k])}",
+                            hint=hint,
+                        )
             nested = _IN_CALL.get()
             call = describe_call(fn.__name__, args, kwargs)
             if "progress" in params:

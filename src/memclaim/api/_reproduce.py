@@ -1,6 +1,7 @@
 """``memclaim.reproduce``: regenerate a figure or table of [MX] §8 or [EM] §3-§6 and App. D.2 (the
 reproductions of :mod:`memclaim.experiments`), what ``memclaim reproduce NAME`` runs; and the
 names the command lists."""
+
 from __future__ import annotations
 
 import os
@@ -58,8 +59,9 @@ class ReproductionRun:
 
 
 @public
-def reproduce(name: str, *, quick: bool = False, seed: int = 0,
-              out_dir: str | os.PathLike = "reproductions") -> ReproductionRun:
+def reproduce(
+    name: str, *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions"
+) -> ReproductionRun:
     """Regenerate reproduction ``name`` (one of :func:`reproductions`) at master seed ``seed``:
     writes NAME.json (every number, the seeds, versions, our numbers beside the paper's and the
     checks of the theory's predictions, each quoting the sentence it tests), NAME.png, NAME.pdf
@@ -76,10 +78,15 @@ def reproduce(name: str, *, quick: bool = False, seed: int = 0,
       fix: one of: ...
     """
     if not isinstance(name, str) or name not in REPRODUCTIONS:
-        raise InputError(f"unknown reproduction {name!r}", hint="one of: " + ", ".join(REPRODUCTIONS))
+        raise InputError(
+            f"unknown reproduction {name!r}", hint="one of: " + ", ".join(REPRODUCTIONS)
+        )
     if isinstance(seed, int) and not isinstance(seed, bool) and seed < 0:
         raise InputError(f"--seed must be >= 0, got {seed}", hint="e.g. --seed 0")
     seed = check_seed(seed)
     check_out_dir(out_dir)
-    return ReproductionRun(name=name, out_dir=os.fspath(out_dir), result=run(name, quick=quick, seed=seed,
-                                                                                 out_dir=out_dir))
+    return ReproductionRun(
+        name=name,
+        out_dir=os.fspath(out_dir),
+        result=run(name, quick=quick, seed=seed, out_dir=out_dir),
+    )

@@ -1,5 +1,6 @@
 """Stored runs as the claims read them: one run of a score store, its procedure for the
 same-procedure check ([EM] Def. B.2), its ids, and its provenance record for a report."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,8 +17,15 @@ def is_store(path) -> bool:
     return Path(path).is_dir()
 
 
-def load_store_run(path, *, run: str | None, policy: str | None, role: str, run_option: str,
-                   near_verbatim: int | None = None) -> RunScores:
+def load_store_run(
+    path,
+    *,
+    run: str | None,
+    policy: str | None,
+    role: str,
+    run_option: str,
+    near_verbatim: int | None = None,
+) -> RunScores:
     """One run of a score store as :class:`memclaim.scoring.results.RunScores`. ``run`` is a run
     id (or unique prefix) or a label; it may be omitted when the store holds one run."""
     if run is None:
@@ -25,7 +33,9 @@ def load_store_run(path, *, run: str | None, policy: str | None, role: str, run_
         if len(runs) > 1:
             raise InputError(
                 f"the {role} store {str(path)!r} holds {len(runs)} runs; say which one with {run_option}",
-                hint="runs (id, label): " + ", ".join(f"{rid} ({r.get('label')})" for rid, r in runs.items()))
+                hint="runs (id, label): "
+                + ", ".join(f"{rid} ({r.get('label')})" for rid, r in runs.items()),
+            )
     return load_run_scores(path, run=run, policy=policy, near_verbatim=near_verbatim)
 
 
@@ -46,10 +56,20 @@ def store_input_record(rs: RunScores, role: str) -> dict:
     the stored scores and to the texts that were scored."""
     scores = Path(rs.store) / "runs" / rs.run_id / "scores.parquet"
     src = rs.inputs.get("passages", rs.inputs.get("document", ""))
-    return {"role": role, "path": str(src), "sha256": rs.inputs.get("sha256", ""), "store": rs.store,
-            "run_id": rs.run_id, "label": rs.label, "procedure_key": rs.procedure_key, "policy": rs.policy,
-            "windows": len(rs), "skipped_short": rs.skipped_short, "scores_sha256": sha256_file(scores),
-            "scored_inputs": rs.inputs}
+    return {
+        "role": role,
+        "path": str(src),
+        "sha256": rs.inputs.get("sha256", ""),
+        "store": rs.store,
+        "run_id": rs.run_id,
+        "label": rs.label,
+        "procedure_key": rs.procedure_key,
+        "policy": rs.policy,
+        "windows": len(rs),
+        "skipped_short": rs.skipped_short,
+        "scores_sha256": sha256_file(scores),
+        "scored_inputs": rs.inputs,
+    }
 
 
 def run_ids(rs: RunScores) -> tuple[tuple[str, ...], dict]:

@@ -7,24 +7,39 @@ and std, ranks), so the store serves the audits as well as the claims (``memclai
 stores only what a census reads). The store resumes after any interruption, and re-running
 finished work does no model work.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
-from ..progress import LogCallback, ProgressCallback
 from ..procedure import DEFAULT_POLICY
+from ..progress import LogCallback, ProgressCallback
+from ..report.core import Doc
+from ..report.words import limit_note
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, run_scoring, run_stats
 from ..validate import batch_size as check_batch_size
-from ..report.core import Doc
-from ..report.words import limit_note
-from ._common import (Result, WorkFolder, build_prompt_rule, check_limit, check_out, copy_tree_into, cut_windows, jsonable,
-                     make_backend, near_verbatim_settings, policies_of, set_threads, window_lengths)
-from ._model import load_model, scoring_model
+from ._common import (
+    Result,
+    WorkFolder,
+    build_prompt_rule,
+    check_limit,
+    check_out,
+    copy_tree_into,
+    cut_windows,
+    jsonable,
+    make_backend,
+    near_verbatim_settings,
+    policies_of,
+    set_threads,
+    window_lengths,
+)
+from ._model import scoring_model
 from ._public import public
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
@@ -53,7 +68,9 @@ class ScoreResult(Result):
     policies: tuple[str, ...]
     near_verbatim: dict | None = None
     work: WorkFolder | None = field(default=None, repr=False, compare=False)
-    inputs: dict = field(default_factory=dict, repr=False, compare=False)  # what was read (and any --limit)
+    inputs: dict = field(
+        default_factory=dict, repr=False, compare=False
+    )  # what was read (and any --limit)
 
     @property
     def limited(self) -> str | None:
@@ -79,11 +96,21 @@ class ScoreResult(Result):
             d["limited"] = self.limited
         return jsonable(d)
 
-    def scores(self, policy: str | None = None, *, near_verbatim: int | None = None,
-               suffix_tokens: int | None = None) -> RunScores:
+    def scores(
+        self,
+        policy: str | None = None,
+        *,
+        near_verbatim: int | None = None,
+        suffix_tokens: int | None = None,
+    ) -> RunScores:
         """The run's window scores under ``policy`` (default: the first policy scored)."""
-        return load_run_scores(self.store, run=self.run_id, policy=policy or self.policies[0],
-                               near_verbatim=near_verbatim, suffix_tokens=suffix_tokens)
+        return load_run_scores(
+            self.store,
+            run=self.run_id,
+            policy=policy or self.policies[0],
+            near_verbatim=near_verbatim,
+            suffix_tokens=suffix_tokens,
+        )
 
     def to_pandas(self):
         """The run's scores.parquet as a pandas DataFrame: one row per window (ids, spans, texts,
@@ -96,40 +123,85 @@ class ScoreResult(Result):
 
     def __repr__(self) -> str:
         s = self.summary
-        return (f"ScoreResult(run {s.run_id!r}, {s.n_windows} windows, policies {list(self.policies)}, store "
-                f"{s.store!r}{' (temporary)' if self.temporary else ''})")
+        return (
+            f"ScoreResult(run {s.run_id!r}, {s.n_windows} windows, policies {list(self.policies)}, store "
+            f"{s.store!r}{' (temporary)' if self.temporary else ''})"
+        )
 
     def _view(self):
         """The notebook view: what was scored, where, and how much work it took."""
         s = self.summary
-        rows = [("windows", f"{s.n_windows:,}"), ("policies", ", ".join(self.policies)),
-                ("units", f"{s.n_units} ({s.units_scored} scored now, {s.units_reused} reused)"),
-                ("skipped", f"{s.skipped_short} too short, {s.skipped_empty} empty"),
-                ("store", s.store + (" (temporary: save(folder) keeps it)" if self.temporary else "")),
-                ("run", s.run_id), ("procedure key", s.procedure_key[:16]),
-                ("scores", f"{self.run_id}: scores(policy) for the window scores, to_pandas() for the table")]
+        rows = [
+            ("windows", f"{s.n_windows:,}"),
+            ("policies", ", ".join(self.policies)),
+            ("units", f"{s.n_units} ({s.units_scored} scored now, {s.units_reused} reused)"),
+            ("skipped", f"{s.skipped_short} too short, {s.skipped_empty} empty"),
+            ("store", s.store + (" (temporary: save(folder) keeps it)" if self.temporary else "")),
+            ("run", s.run_id),
+            ("procedure key", s.procedure_key[:16]),
+            (
+                "scores",
+                f"{self.run_id}: scores(policy) for the window scores, to_pandas() for the table",
+            ),
+        ]
         return Doc("Scoring run").callout(repr(self), "result").table(["field", "value"], rows)
 
 
 @public(renamed=dict(policy="policies"))
-def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
-          texts: str | os.PathLike | Sequence[str | Mapping] | pandas.DataFrame | pyarrow.Table | datasets.Dataset | None = None, *,
-          document: str | os.PathLike | Document | None = None, stride: int | None = None, prefix_tokens: int | None = None,
-          suffix_tokens: int | None = None, policies: Sequence[str] | str | None = (DEFAULT_POLICY,),
-          prompt_templates: Sequence[str] = (), chat_template: bool = False, aggregate: str = "max",
-          text_field: str | None = None, prefix_field: str | None = None, suffix_field: str | None = None,
-          id_field: str | None = None, input_format: str | None = None, limit: int | None = None,
-          near_verbatim: Sequence[int] = (),
-          beams: Sequence[int] = (), out: str | os.PathLike | None = None, label: str | None = None, batch_size: int | str = 16,
-          unit_size: int = 64, backend: str = "local", address: str | None = None, workers: int | None = None,
-          gpus_per_worker: float = 0.0, threads_per_worker: int = 1, url: str | None = None,
-          api_key_env: str | None = None, api_key_file: str | os.PathLike | None = None, served_model: str | None = None,
-          max_concurrency: int | None = None, served_bounds: bool = False, dtype: str | None = None,
-          device: str | None = None, device_map: str | None = None, max_memory: Mapping | Sequence[str] | str | None = None, offload_folder: str | os.PathLike | None = None, 
-          sot: str | None = None, allow_pickle: bool = False, trust_remote_code: bool = False,
-          threads: int | None = None, stats: str | Sequence[str] | None = None,
-          progress: bool | ProgressCallback = True,
-          log: LogCallback | None = None) -> ScoreResult:
+def score(
+    model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
+    texts: str
+    | os.PathLike
+    | Sequence[str | Mapping]
+    | pandas.DataFrame
+    | pyarrow.Table
+    | datasets.Dataset
+    | None = None,
+    *,
+    document: str | os.PathLike | Document | None = None,
+    stride: int | None = None,
+    prefix_tokens: int | None = None,
+    suffix_tokens: int | None = None,
+    policies: Sequence[str] | str | None = (DEFAULT_POLICY,),
+    prompt_templates: Sequence[str] = (),
+    chat_template: bool = False,
+    aggregate: str = "max",
+    text_field: str | None = None,
+    prefix_field: str | None = None,
+    suffix_field: str | None = None,
+    id_field: str | None = None,
+    input_format: str | None = None,
+    limit: int | None = None,
+    near_verbatim: Sequence[int] = (),
+    beams: Sequence[int] = (),
+    out: str | os.PathLike | None = None,
+    label: str | None = None,
+    batch_size: int | str = 16,
+    unit_size: int = 64,
+    backend: str = "local",
+    address: str | None = None,
+    workers: int | None = None,
+    gpus_per_worker: float = 0.0,
+    threads_per_worker: int = 1,
+    url: str | None = None,
+    api_key_env: str | None = None,
+    api_key_file: str | os.PathLike | None = None,
+    served_model: str | None = None,
+    max_concurrency: int | None = None,
+    served_bounds: bool = False,
+    dtype: str | None = None,
+    device: str | None = None,
+    device_map: str | None = None,
+    max_memory: Mapping | Sequence[str] | str | None = None,
+    offload_folder: str | os.PathLike | None = None,
+    sot: str | None = None,
+    allow_pickle: bool = False,
+    trust_remote_code: bool = False,
+    threads: int | None = None,
+    stats: str | Sequence[str] | None = None,
+    progress: bool | ProgressCallback = True,
+    log: LogCallback | None = None,
+) -> ScoreResult:
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store
     (``memclaim score``).
 
@@ -174,35 +246,94 @@ def score(model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel 
     array([-20.1, -35.7])
     """
     if (texts is None) == (document is None):
-        raise InputError("give exactly one of --input (passages) or --document (sliding windows)",
-                         hint="memclaim score MODEL --input FILE ... or --document FILE --stride S ...")
+        raise InputError(
+            "give exactly one of --input (passages) or --document (sliding windows)",
+            hint="memclaim score MODEL --input FILE ... or --document FILE --stride S ...",
+        )
     batch_size = check_batch_size(batch_size)
     check_limit(limit)
     # a bad name is refused before any work; None leaves the choice to the backend (a served
     # model computes what its answers give, a local one everything)
     stat_set = None if stats is None else run_stats(stats)
     pols = policies_of(policies)
-    nv = near_verbatim_settings(near_verbatim, beams)  # every option is checked before the model loads
+    nv = near_verbatim_settings(
+        near_verbatim, beams
+    )  # every option is checked before the model loads
     prompt_rule = build_prompt_rule(prompt_templates, chat_template, aggregate)
-    prefix_tokens, suffix_tokens = window_lengths(prefix_tokens, suffix_tokens, prefix_field, suffix_field)
+    prefix_tokens, suffix_tokens = window_lengths(
+        prefix_tokens, suffix_tokens, prefix_field, suffix_field
+    )
     if out is not None:
         check_out(out, store="")  # the store itself: new, empty or memclaim's
     set_threads(threads)
-    m = scoring_model(model, backend=backend, dtype=dtype, sot=sot, allow_pickle=allow_pickle,
-                      trust_remote_code=trust_remote_code, device=device, device_map=device_map,
-                      max_memory=max_memory, offload_folder=offload_folder)
-    scorer = make_backend(m, pols, backend=backend, address=address, workers=workers, gpus_per_worker=gpus_per_worker,
-                          threads_per_worker=threads_per_worker, batch_size=batch_size, log=log, url=url,
-                          api_key_env=api_key_env, api_key_file=api_key_file, served_model=served_model,
-                          max_concurrency=max_concurrency, served_bounds=served_bounds)
+    m = scoring_model(
+        model,
+        backend=backend,
+        dtype=dtype,
+        sot=sot,
+        allow_pickle=allow_pickle,
+        trust_remote_code=trust_remote_code,
+        device=device,
+        device_map=device_map,
+        max_memory=max_memory,
+        offload_folder=offload_folder,
+    )
+    scorer = make_backend(
+        m,
+        pols,
+        backend=backend,
+        address=address,
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,
+        threads_per_worker=threads_per_worker,
+        batch_size=batch_size,
+        log=log,
+        url=url,
+        api_key_env=api_key_env,
+        api_key_file=api_key_file,
+        served_model=served_model,
+        max_concurrency=max_concurrency,
+        served_bounds=served_bounds,
+    )
     windows, inputs, skipped_empty, label, _ = cut_windows(
-        m, texts, document=document, stride=stride, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
-        text_field=text_field, id_field=id_field, input_format=input_format, prefix_field=prefix_field,
-        suffix_field=suffix_field, label=label, limit=limit)
+        m,
+        texts,
+        document=document,
+        stride=stride,
+        prefix_tokens=prefix_tokens,
+        suffix_tokens=suffix_tokens,
+        text_field=text_field,
+        id_field=id_field,
+        input_format=input_format,
+        prefix_field=prefix_field,
+        suffix_field=suffix_field,
+        label=label,
+        limit=limit,
+    )
     work = WorkFolder(out, prefix="memclaim-store-")
-    summary = run_scoring(m, windows, near_verbatim=nv, log=log, policies=pols, prefix_tokens=prefix_tokens,
-                          suffix_tokens=suffix_tokens, prompt_rule=prompt_rule,
-                          out_dir=work.path, label=label, inputs=inputs, batch_size=batch_size, unit_size=unit_size,
-                          progress=progress, skipped_empty=skipped_empty, backend=scorer, stats=stat_set)
-    return ScoreResult(summary=summary, policies=tuple(p.spec for p in pols), near_verbatim=nv, work=work,
-                       inputs=dict(inputs))
+    summary = run_scoring(
+        m,
+        windows,
+        near_verbatim=nv,
+        log=log,
+        policies=pols,
+        prefix_tokens=prefix_tokens,
+        suffix_tokens=suffix_tokens,
+        prompt_rule=prompt_rule,
+        out_dir=work.path,
+        label=label,
+        inputs=inputs,
+        batch_size=batch_size,
+        unit_size=unit_size,
+        progress=progress,
+        skipped_empty=skipped_empty,
+        backend=scorer,
+        stats=stat_set,
+    )
+    return ScoreResult(
+        summary=summary,
+        policies=tuple(p.spec for p in pols),
+        near_verbatim=nv,
+        work=work,
+        inputs=dict(inputs),
+    )

@@ -6,29 +6,39 @@ Each function checks its options and reads its inputs before any weights are rea
 through memclaim's one trainer (:mod:`memclaim.train`), saves an ordinary HF folder with a
 ``memclaim_train.json`` manifest and returns a :class:`TrainRun`.
 """
+
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from ..audits.extraction import pair_windows
 from ..audits.verifier import verify
 from ..errors import InputError
-from ..progress import LogCallback, ProgressCallback
 from ..models.hf import HFLanguageModel
 from ..models.loader import HFTokenizer
 from ..models.placement import resolve_device
+from ..progress import LogCallback, ProgressCallback
 from ..text.io import read_passages, split_lines
 from ..train.dp import DPConfig
-from ..train.finetune import (TinyLabSpec, check_output_folder, epochs_to_steps, finetune as run_finetune, load_trainable,
-                              save_trained, tiny_lab_model)
+from ..train.finetune import (
+    TinyLabSpec,
+    check_output_folder,
+    epochs_to_steps,
+    load_trainable,
+    save_trained,
+    tiny_lab_model,
+)
+from ..train.finetune import finetune as run_finetune
 from ..train.planted import add_reserved_tokens, plant, tokenize_record, training_blocks
 from ..train.trainer import TrainConfig, example_blocks, pack_documents
-from ..train.unlearn import UnlearnConfig, unlearn as run_unlearn
+from ..train.unlearn import UnlearnConfig
+from ..train.unlearn import unlearn as run_unlearn
 from ..validate import seed as check_seed
 from ._common import Result, jsonable
 from ._options import check_out_dir
@@ -71,18 +81,23 @@ def parse_pairs(value: str | Sequence[tuple[int, int]], what: str) -> tuple[tupl
     """
     if isinstance(value, str):
         out = []
-        for part in (value.split(",") if value else ()):
+        for part in value.split(",") if value else ():
             try:
                 k, n = part.split(":")
                 out.append((int(k), int(n)))
             except ValueError:
-                raise InputError(f"{what} must look like K:N[,K:N...] (copies:count), got {value!r}",
-                                 hint=f"e.g. {what} 1:8,8:8 (8 records once and 8 records 8 times)") from None
+                raise InputError(
+                    f"{what} must look like K:N[,K:N...] (copies:count), got {value!r}",
+                    hint=f"e.g. {what} 1:8,8:8 (8 records once and 8 records 8 times)",
+                ) from None
     else:
         out = [tuple(int(x) for x in p) for p in value]
     for k, n in out:
         if k < 1 or n < 0:
-            raise InputError(f"{what}: copies must be >= 1 and counts >= 0, got {k}:{n}", hint=f"e.g. {what} 1:8,8:8")
+            raise InputError(
+                f"{what}: copies must be >= 1 and counts >= 0, got {k}:{n}",
+                hint=f"e.g. {what} 1:8,8:8",
+            )
     return tuple(out)
 
 
@@ -90,7 +105,9 @@ def read_records(path) -> list[dict]:
     """The JSON objects of a JSONL file (planted or forget records), one per non-blank line."""
     p = Path(path)
     if not p.is_file():
-        raise InputError(f"{str(p)!r} does not exist", hint="pass a JSONL file, one JSON object per line")
+        raise InputError(
+            f"{str(p)!r} does not exist", hint="pass a JSONL file, one JSON object per line"
+        )
     out = []
     for i, line in enumerate(split_lines(p.read_text(encoding="utf-8")), 1):
         if not line.strip():
@@ -98,7 +115,9 @@ def read_records(path) -> list[dict]:
         try:
             out.append(json.loads(line))
         except json.JSONDecodeError as exc:
-            raise InputError(f"{str(p)!r} line {i} is not JSON: {exc}", hint="write one JSON object per line") from None
+            raise InputError(
+                f"{str(p)!r} line {i} is not JSON: {exc}", hint="write one JSON object per line"
+            ) from None
     if not out:
         raise InputError(f"{str(p)!r} holds no records", hint="write one JSON object per line")
     return out
@@ -133,11 +152,23 @@ def _say(log):
 
 
 @public
-def train_tiny(*, out: str | os.PathLike, duplicates: str | Sequence[tuple[int, int]] = "1:8,8:8",
-               canaries: str | Sequence[tuple[int, int]] = "", triggers: int = 8, trigger_copies: int = 16,
-               steps: int = 800, batch_size: int = 16, lr: float = 3e-3, seed: int = 0, corpus_seed: int = 1,
-               overwrite: bool = False, device: str | None = None, log: LogCallback | None = None,
-               progress: bool | ProgressCallback = True) -> TrainRun:
+def train_tiny(
+    *,
+    out: str | os.PathLike,
+    duplicates: str | Sequence[tuple[int, int]] = "1:8,8:8",
+    canaries: str | Sequence[tuple[int, int]] = "",
+    triggers: int = 8,
+    trigger_copies: int = 16,
+    steps: int = 800,
+    batch_size: int = 16,
+    lr: float = 3e-3,
+    seed: int = 0,
+    corpus_seed: int = 1,
+    overwrite: bool = False,
+    device: str | None = None,
+    log: LogCallback | None = None,
+    progress: bool | ProgressCallback = True,
+) -> TrainRun:
     """Train a tiny GPT from scratch on a Markov-Zipf corpus with planted records ([MX] §8)
     (``memclaim train tiny``): ``duplicates`` and ``canaries`` as 'K:N' (N records K times each),
     ``triggers`` reserved-trigger pairs rho||z with ``trigger_copies`` copies each. ``out``: the
@@ -155,9 +186,17 @@ def train_tiny(*, out: str | os.PathLike, duplicates: str | Sequence[tuple[int, 
     check_out_dir(out)
     check_output_folder(out, overwrite=overwrite)  # before training: never after minutes of work
     dev = resolve_device(device)  # a device that is not there is refused before any work
-    spec = TinyLabSpec(duplicates=parse_pairs(duplicates, "--duplicates"), canaries=parse_pairs(canaries, "--canaries"),
-                       triggers=triggers, trigger_copies=trigger_copies, steps=steps, batch_size=batch_size, lr=lr,
-                       train_seed=seed, corpus_seed=corpus_seed)
+    spec = TinyLabSpec(
+        duplicates=parse_pairs(duplicates, "--duplicates"),
+        canaries=parse_pairs(canaries, "--canaries"),
+        triggers=triggers,
+        trigger_copies=trigger_copies,
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        train_seed=seed,
+        corpus_seed=corpus_seed,
+    )
     model, tok, manifest = tiny_lab_model(spec, log=_say(log), device=dev)
     path = save_trained(model, tok, out, manifest=manifest, overwrite=overwrite)
     t = manifest["train"]
@@ -167,26 +206,49 @@ def train_tiny(*, out: str | os.PathLike, duplicates: str | Sequence[tuple[int, 
         k[0] += 1
         k[1] += r["extracted_via_prefix"]
         k[2] += r.get("extracted_via_trigger", 0)
-    ext = "; ".join(f"{kind}: {v[1]}/{v[0]} extracted from c" + (f", {v[2]}/{v[0]} via rho" if kind == "trigger" else "")
-                    for kind, v in by.items())
+    ext = "; ".join(
+        f"{kind}: {v[1]}/{v[0]} extracted from c"
+        + (f", {v[2]}/{v[0]} via rho" if kind == "trigger" else "")
+        for kind, v in by.items()
+    )
     n_trig = sum(1 for r in manifest["records"] if r["kind"] == "trigger")
-    lines = (f"tiny GPT trained: {t['steps']} steps, loss {t['first_loss']:.3f} -> {t['final_loss']:.3f}",
-             f"greedy extraction of the planted secrets: {ext}",
-             f"planted: {len(manifest['records'])} records ({n_trig} trigger pairs); the list with prefixes, secrets "
-             f"and triggers is in {Path(path) / 'memclaim_train.json'}",
-             f"saved to {path}")
+    lines = (
+        f"tiny GPT trained: {t['steps']} steps, loss {t['first_loss']:.3f} -> {t['final_loss']:.3f}",
+        f"greedy extraction of the planted secrets: {ext}",
+        f"planted: {len(manifest['records'])} records ({n_trig} trigger pairs); the list with prefixes, secrets "
+        f"and triggers is in {Path(path) / 'memclaim_train.json'}",
+        f"saved to {path}",
+    )
     return TrainRun(str(path), manifest, lines)
 
 
 @public
-def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os.PathLike,
-             plant_records: str | os.PathLike | Sequence[dict] | None = None, reserve_triggers: int = 0, layout: str = "pack",
-             epochs: float = 3.0, steps: int | None = None, lr: float = 5e-5, batch_size: int = 8, seq_len: int | None = None,
-             dp_epsilon: float | None = None, dp_delta: float | None = None, noise_multiplier: float | None = None,
-             max_grad_norm: float = 1.0, physical_batch_size: int | None = None, seed: int = 0,
-             threads: int | None = None, overwrite: bool = False, trust_remote_code: bool = False,
-             device: str | None = None, log: LogCallback | None = None,
-               progress: bool | ProgressCallback = True) -> TrainRun:
+def finetune(
+    model: str | os.PathLike,
+    data: str | os.PathLike,
+    *,
+    out: str | os.PathLike,
+    plant_records: str | os.PathLike | Sequence[dict] | None = None,
+    reserve_triggers: int = 0,
+    layout: str = "pack",
+    epochs: float = 3.0,
+    steps: int | None = None,
+    lr: float = 5e-5,
+    batch_size: int = 8,
+    seq_len: int | None = None,
+    dp_epsilon: float | None = None,
+    dp_delta: float | None = None,
+    noise_multiplier: float | None = None,
+    max_grad_norm: float = 1.0,
+    physical_batch_size: int | None = None,
+    seed: int = 0,
+    threads: int | None = None,
+    overwrite: bool = False,
+    trust_remote_code: bool = False,
+    device: str | None = None,
+    log: LogCallback | None = None,
+    progress: bool | ProgressCallback = True,
+) -> TrainRun:
     """Fine-tune ``model`` (a folder, .gguf or named model) on the texts of ``data`` with planted
     records (``memclaim train finetune``; [MX] App. F.2: AdamW, lr 5e-5, 3 epochs).
 
@@ -211,9 +273,15 @@ def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os
     check_output_folder(out, overwrite=overwrite)
     dev = resolve_device(device)
     dp = None
-    if dp_epsilon is not None or noise_multiplier is not None:  # options are checked before any work
-        dp = DPConfig(target_epsilon=dp_epsilon, noise_multiplier=noise_multiplier, delta=dp_delta,
-                      max_grad_norm=max_grad_norm)
+    if (
+        dp_epsilon is not None or noise_multiplier is not None
+    ):  # options are checked before any work
+        dp = DPConfig(
+            target_epsilon=dp_epsilon,
+            noise_multiplier=noise_multiplier,
+            delta=dp_delta,
+            max_grad_norm=max_grad_norm,
+        )
     texts = _texts(data)  # bad inputs fail before the weights are read
     if plant_records is None:
         plant_specs = []
@@ -221,7 +289,9 @@ def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os
         plant_specs = read_records(plant_records)
     else:
         plant_specs = list(plant_records)
-    m, tok, sot, loaded = load_trainable(model, seq_len=seq_len, trust_remote_code=trust_remote_code, device=dev)
+    m, tok, sot, loaded = load_trainable(
+        model, seq_len=seq_len, trust_remote_code=trust_remote_code, device=dev
+    )
     seq_len = default_seq_len(seq_len, loaded)
     reserved = add_reserved_tokens(m, tok, reserve_triggers) if reserve_triggers else []
     background = [list(tok(t, add_special_tokens=False)["input_ids"]) for t in texts]
@@ -232,15 +302,35 @@ def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os
         pad = tok.pad_token_id if tok.pad_token_id is not None else sot[0]
     n_blocks = training_blocks(corpus, seq_len=seq_len, sep_ids=sot, layout=layout, pad_id=pad).n
     n_steps = steps if steps is not None else epochs_to_steps(epochs, n_blocks, batch_size)
-    cfg = TrainConfig(steps=n_steps, batch_size=batch_size, seq_len=seq_len, lr=lr, warmup_steps=0, seed=seed,
-                      dp=dp, pad_id=pad, physical_batch_size=physical_batch_size, threads=threads)
-    say(f"fine-tuning {loaded.name} on {n_blocks} blocks of {seq_len} tokens for {n_steps} steps on {dev}"
-        + (" with DP-SGD" if dp else ""))
+    cfg = TrainConfig(
+        steps=n_steps,
+        batch_size=batch_size,
+        seq_len=seq_len,
+        lr=lr,
+        warmup_steps=0,
+        seed=seed,
+        dp=dp,
+        pad_id=pad,
+        physical_batch_size=physical_batch_size,
+        threads=threads,
+    )
+    say(
+        f"fine-tuning {loaded.name} on {n_blocks} blocks of {seq_len} tokens for {n_steps} steps on {dev}"
+        + (" with DP-SGD" if dp else "")
+    )
     res = run_finetune(m, corpus, cfg, sep_ids=sot, layout=layout, pad_id=pad)
-    manifest = {"kind": "finetune", "base": loaded.describe(), "data": str(data), "reserved_tokens": reserved,
-                "device": dev, "result": res.to_dict()}
+    manifest = {
+        "kind": "finetune",
+        "base": loaded.describe(),
+        "data": str(data),
+        "reserved_tokens": reserved,
+        "device": dev,
+        "result": res.to_dict(),
+    }
     path = save_trained(m, tok, out, manifest=manifest, overwrite=overwrite)
-    lines = [f"fine-tuned {res.train['steps']} steps: loss {res.train['first_loss']:.3f} -> {res.train['final_loss']:.3f}"]
+    lines = [
+        f"fine-tuned {res.train['steps']} steps: loss {res.train['first_loss']:.3f} -> {res.train['final_loss']:.3f}"
+    ]
     if res.dp:
         lines.append("DP: " + res.dp["statement"])
     lines.append(f"saved to {path}")
@@ -248,12 +338,26 @@ def finetune(model: str | os.PathLike, data: str | os.PathLike, *, out: str | os
 
 
 @public
-def unlearn(model: str | os.PathLike, forget: str | os.PathLike | Sequence[dict], retain: str | os.PathLike, *,
-            out: str | os.PathLike, method: str = "npo", lr: float = 7e-6, max_rounds: int = 14,
-            threshold: float = 0.15, seq_len: int | None = None, batch_size: int = 8, seed: int = 0,
-            threads: int | None = None, overwrite: bool = False, trust_remote_code: bool = False,
-            device: str | None = None, log: LogCallback | None = None,
-               progress: bool | ProgressCallback = True) -> TrainRun:
+def unlearn(
+    model: str | os.PathLike,
+    forget: str | os.PathLike | Sequence[dict],
+    retain: str | os.PathLike,
+    *,
+    out: str | os.PathLike,
+    method: str = "npo",
+    lr: float = 7e-6,
+    max_rounds: int = 14,
+    threshold: float = 0.15,
+    seq_len: int | None = None,
+    batch_size: int = 8,
+    seed: int = 0,
+    threads: int | None = None,
+    overwrite: bool = False,
+    trust_remote_code: bool = False,
+    device: str | None = None,
+    log: LogCallback | None = None,
+    progress: bool | ProgressCallback = True,
+) -> TrainRun:
     """Unlearn the ``forget`` records (a JSONL file or a list of {id, prefix, suffix|secret}) from
     ``model`` with GradDiff or NPO ([MX] App. F.2: lr 7e-6, up to 14 rounds) until memclaim's
     unlearning verifier reports them forgotten (recovered fraction below ``threshold``); the
@@ -267,40 +371,79 @@ def unlearn(model: str | os.PathLike, forget: str | os.PathLike | Sequence[dict]
     True
     """
     if method not in UNLEARN_METHODS:
-        raise InputError(f"unknown unlearning method {method!r}", hint=f"one of {', '.join(UNLEARN_METHODS)}")
+        raise InputError(
+            f"unknown unlearning method {method!r}", hint=f"one of {', '.join(UNLEARN_METHODS)}"
+        )
     check_seed("--seed", seed)
     check_out_dir(out)
     check_output_folder(out, overwrite=overwrite)
     dev = resolve_device(device)
-    recs = read_records(forget) if isinstance(forget, (str, Path)) else list(forget)  # before the weights are read
+    recs = (
+        read_records(forget) if isinstance(forget, (str, Path)) else list(forget)
+    )  # before the weights are read
     retain_texts = _texts(retain)
-    m, tok, sot, loaded = load_trainable(model, seq_len=seq_len, trust_remote_code=trust_remote_code, device=dev)
+    m, tok, sot, loaded = load_trainable(
+        model, seq_len=seq_len, trust_remote_code=trust_remote_code, device=dev
+    )
     seq_len = default_seq_len(seq_len, loaded)
     htok = HFTokenizer(tok)
     ws = pair_windows(recs, htok)
     pad = tok.pad_token_id if tok.pad_token_id is not None else sot[0]
-    forget_blocks = example_blocks([w.prefix_ids + w.suffix_ids for w in ws.windows],
-                                   seq_len=min(seq_len, max(len(w.prefix_ids) + len(w.suffix_ids) for w in ws.windows)
-                                               + len(sot)), sep_ids=sot, pad_id=pad)
-    retain_blocks = pack_documents([htok.encode(t) for t in retain_texts], seq_len=seq_len, sep_ids=sot)
+    forget_blocks = example_blocks(
+        [w.prefix_ids + w.suffix_ids for w in ws.windows],
+        seq_len=min(
+            seq_len, max(len(w.prefix_ids) + len(w.suffix_ids) for w in ws.windows) + len(sot)
+        ),
+        sep_ids=sot,
+        pad_id=pad,
+    )
+    retain_blocks = pack_documents(
+        [htok.encode(t) for t in retain_texts], seq_len=seq_len, sep_ids=sot
+    )
 
     def verifier(model_):
-        view = SimpleNamespace(lm=HFLanguageModel(model_, name=loaded.name), tokenizer=htok, sot_ids=sot)
+        view = SimpleNamespace(
+            lm=HFLanguageModel(model_, name=loaded.name), tokenizer=htok, sot_ids=sot
+        )
         return verify(view, ws, threshold=threshold)
 
-    cfg = UnlearnConfig(method=method, lr=lr, max_rounds=max_rounds, batch_size=batch_size, seed=seed, threads=threads)
+    cfg = UnlearnConfig(
+        method=method,
+        lr=lr,
+        max_rounds=max_rounds,
+        batch_size=batch_size,
+        seed=seed,
+        threads=threads,
+    )
     say = _say(log)
-    res = run_unlearn(m, forget_blocks, retain_blocks, cfg, verifier=verifier, pad_id=pad,
-                      on_round=lambda r: say(f"round {r.round}: recovered fraction {r.rate:.3f}"
-                                             + (" -> forgotten" if r.forgotten else "")))
-    manifest = {"kind": "unlearn", "base": loaded.describe(), "forget": str(forget), "retain": str(retain),
-                "device": dev, "result": res.to_dict()}
+    res = run_unlearn(
+        m,
+        forget_blocks,
+        retain_blocks,
+        cfg,
+        verifier=verifier,
+        pad_id=pad,
+        on_round=lambda r: say(
+            f"round {r.round}: recovered fraction {r.rate:.3f}"
+            + (" -> forgotten" if r.forgotten else "")
+        ),
+    )
+    manifest = {
+        "kind": "unlearn",
+        "base": loaded.describe(),
+        "forget": str(forget),
+        "retain": str(retain),
+        "device": dev,
+        "result": res.to_dict(),
+    }
     path = save_trained(m, tok, out, manifest=manifest, overwrite=overwrite)
-    lines = (f"{method}: {res.rounds} rounds, {res.steps} steps; verifier: "
-             f"{'forgotten' if res.forgotten else 'NOT forgotten'} (recovered fraction {res.before['rate']:.3f} -> "
-             f"{res.after['rate']:.3f}, threshold {threshold:g})",
-             f"retain perplexity {res.retain_ppl_before:.2f} -> {res.retain_ppl_after:.2f}",
-             "the verifier reads only extraction from each record's own prefix; a secret reachable through another "
-             "prompt (e.g. a reserved trigger) passes as forgotten ([MX] Cor. 6.3)",
-             f"saved to {path}")
+    lines = (
+        f"{method}: {res.rounds} rounds, {res.steps} steps; verifier: "
+        f"{'forgotten' if res.forgotten else 'NOT forgotten'} (recovered fraction {res.before['rate']:.3f} -> "
+        f"{res.after['rate']:.3f}, threshold {threshold:g})",
+        f"retain perplexity {res.retain_ppl_before:.2f} -> {res.retain_ppl_after:.2f}",
+        "the verifier reads only extraction from each record's own prefix; a secret reachable through another "
+        "prompt (e.g. a reserved trigger) passes as forgotten ([MX] Cor. 6.3)",
+        f"saved to {path}",
+    )
     return TrainRun(str(path), manifest, lines)

@@ -4,6 +4,7 @@ from IN/OUT models, and the audit-disagreement table ([MX] §8.2, App. A, App. F
 Pure numpy/scipy (matplotlib only for the heatmap, imported lazily): no torch, no I/O. The
 scoring engine supplies the per-token arrays; the training module supplies shadow models.
 """
+
 from .attacks import (
     Attack,
     AttackEvaluation,

@@ -26,13 +26,15 @@ text of n scored tokens, with k read exactly as written (0.29 means 29/100, see
 (``int(len(probs) * ratio)``); the ``max(1, .)`` replaces its empty-slice NaN for short texts by
 the single lowest token.
 """
+
 from __future__ import annotations
 
 import inspect
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -69,9 +71,14 @@ LOGP_TOLERANCE = 1e-5
 
 
 # ------------------------------------------------------------------------------ ragged input
-def ragged(values: Sequence[Sequence[float] | np.ndarray] | np.ndarray,
-           lengths: Sequence[int] | np.ndarray | None = None, *, name: str = "token_logprobs", allow_neg_inf: bool = True,
-           upper: float | None = LOGP_TOLERANCE) -> tuple[np.ndarray, ...]:
+def ragged(
+    values: Sequence[Sequence[float] | np.ndarray] | np.ndarray,
+    lengths: Sequence[int] | np.ndarray | None = None,
+    *,
+    name: str = "token_logprobs",
+    allow_neg_inf: bool = True,
+    upper: float | None = LOGP_TOLERANCE,
+) -> tuple[np.ndarray, ...]:
     """Per-text float64 arrays from a ragged list, or from a padded [n, T] array + lengths.
 
     With ``lengths``, text i is ``values[i, :lengths[i]]`` (padding beyond is ignored). Without,
@@ -85,12 +92,18 @@ def ragged(values: Sequence[Sequence[float] | np.ndarray] | np.ndarray,
         arr = np.asarray(values, dtype=np.float64)
         lens = np.asarray(lengths)
         if arr.ndim != 2:
-            raise InputError(f"{name}: a padded array must be 2-D [n_texts, max_len], got shape {arr.shape}")
+            raise InputError(
+                f"{name}: a padded array must be 2-D [n_texts, max_len], got shape {arr.shape}"
+            )
         if lens.shape != (arr.shape[0],) or not np.issubdtype(lens.dtype, np.integer):
-            raise InputError(f"{name}: lengths must be {arr.shape[0]} integers, got {lengths!r:.200}")
+            raise InputError(
+                f"{name}: lengths must be {arr.shape[0]} integers, got {lengths!r:.200}"
+            )
         if (lens < 0).any() or (lens > arr.shape[1]).any():
-            raise InputError(f"{name}: lengths must lie in [0, {arr.shape[1]}], got min {int(lens.min())}, "
-                             f"max {int(lens.max())}")
+            raise InputError(
+                f"{name}: lengths must lie in [0, {arr.shape[1]}], got min {int(lens.min())}, "
+                f"max {int(lens.max())}"
+            )
         rows = [arr[i, : int(lens[i])] for i in range(arr.shape[0])]
     elif isinstance(values, np.ndarray) and values.ndim == 2:
         rows = list(np.asarray(values, dtype=np.float64))
@@ -105,8 +118,10 @@ def ragged(values: Sequence[Sequence[float] | np.ndarray] | np.ndarray,
             raise InputError(f"{name}[{i}] must be one-dimensional (one value per token)")
         r = np.array(r, dtype=np.float64, copy=True).reshape(-1)
         if r.size == 0:
-            raise InputError(f"{name}[{i}] is empty: text {i} has no scored tokens",
-                             hint="drop empty windows before auditing; no attack is defined on zero tokens")
+            raise InputError(
+                f"{name}[{i}] is empty: text {i} has no scored tokens",
+                hint="drop empty windows before auditing; no attack is defined on zero tokens",
+            )
         out.append(r)
     if not out:
         raise InputError(f"{name} holds no texts")
@@ -129,8 +144,10 @@ def ragged(values: Sequence[Sequence[float] | np.ndarray] | np.ndarray,
         over = cat > upper
         if over.any():
             j = int(np.flatnonzero(over)[0])
-            raise InputError(f"{where(over)} = {cat[j]!r} is a log-probability above 0",
-                             hint="pass natural-log probabilities (<= 0), not logits or NLLs")
+            raise InputError(
+                f"{where(over)} = {cat[j]!r} is a log-probability above 0",
+                hint="pass natural-log probabilities (<= 0), not logits or NLLs",
+            )
         for r in out:
             np.minimum(r, 0.0, out=r)
     return tuple(out)
@@ -184,16 +201,30 @@ class ScoredTexts:
     reference_procedure: str | None = None
 
     @classmethod
-    def build(cls, token_logprobs, *, lengths=None, token_mean=None, token_std=None, texts=None,
-              reference_token_logprobs=None, reference_lengths=None, shadow_stats=None,
-              shadow_in=None, shadow_statistic: str = "sequence", procedure: str | None = None,
-              reference_procedure: str | None = None) -> "ScoredTexts":
+    def build(
+        cls,
+        token_logprobs,
+        *,
+        lengths=None,
+        token_mean=None,
+        token_std=None,
+        texts=None,
+        reference_token_logprobs=None,
+        reference_lengths=None,
+        shadow_stats=None,
+        shadow_in=None,
+        shadow_statistic: str = "sequence",
+        procedure: str | None = None,
+        reference_procedure: str | None = None,
+    ) -> ScoredTexts:
         lp = ragged(token_logprobs, lengths, name="token_logprobs")
         n = len(lp)
         mu = sd = None
         if (token_mean is None) != (token_std is None):
-            raise InputError("token_mean and token_std come together (both or neither)",
-                             hint="the scoring engine returns both for min-k%++")
+            raise InputError(
+                "token_mean and token_std come together (both or neither)",
+                hint="the scoring engine returns both for min-k%++",
+            )
         if token_mean is not None:
             mu = ragged(token_mean, lengths, name="token_mean", allow_neg_inf=False)
             sd = ragged(token_std, lengths, name="token_std", allow_neg_inf=False, upper=None)
@@ -202,26 +233,38 @@ class ScoredTexts:
                     raise InputError(f"{name} has {len(arrs)} texts, token_logprobs has {n}")
                 for i, (a, b) in enumerate(zip(arrs, lp)):
                     if a.shape != b.shape:
-                        raise InputError(f"{name}[{i}] has {a.size} tokens, token_logprobs[{i}] has {b.size}")
+                        raise InputError(
+                            f"{name}[{i}] has {a.size} tokens, token_logprobs[{i}] has {b.size}"
+                        )
             for i, s in enumerate(sd):
                 if (s < 0).any():
-                    raise InputError(f"token_std[{i}] has a negative standard deviation {float(s.min())!r}")
+                    raise InputError(
+                        f"token_std[{i}] has a negative standard deviation {float(s.min())!r}"
+                    )
         tx = None
         if texts is not None:
             tx = tuple(texts)
             if len(tx) != n or not all(isinstance(t, str) for t in tx):
-                raise InputError(f"texts must be {n} strings (one per scored text), got {len(tx)} items")
+                raise InputError(
+                    f"texts must be {n} strings (one per scored text), got {len(tx)} items"
+                )
         ref = None
         if reference_token_logprobs is not None:
-            ref = ragged(reference_token_logprobs, reference_lengths, name="reference_token_logprobs")
+            ref = ragged(
+                reference_token_logprobs, reference_lengths, name="reference_token_logprobs"
+            )
             if len(ref) != n:
-                raise InputError(f"reference_token_logprobs has {len(ref)} texts, token_logprobs has {n}")
+                raise InputError(
+                    f"reference_token_logprobs has {len(ref)} texts, token_logprobs has {n}"
+                )
         ss = si = None
         if (shadow_stats is None) != (shadow_in is None):
             raise InputError("shadow_stats and shadow_in come together (both or neither)")
         if shadow_stats is not None:
             if shadow_statistic not in STATISTICS:
-                raise DomainError(f"unknown LiRA statistic {shadow_statistic!r}", hint=f"use one of {STATISTICS}")
+                raise DomainError(
+                    f"unknown LiRA statistic {shadow_statistic!r}", hint=f"use one of {STATISTICS}"
+                )
             ss = np.array(shadow_stats, dtype=np.float64, copy=True)
             si = np.array(shadow_in, copy=True)
             if ss.ndim != 2 or ss.shape[1] != n:
@@ -230,7 +273,9 @@ class ScoredTexts:
                 raise InputError(f"shadow_in has shape {si.shape}, expected {ss.shape}")
             if si.dtype != bool:
                 if not np.isin(si, (0, 1)).all():
-                    raise InputError("shadow_in must be boolean (True = text in that shadow's training set)")
+                    raise InputError(
+                        "shadow_in must be boolean (True = text in that shadow's training set)"
+                    )
                 si = si.astype(bool)
         return cls(lp, mu, sd, tx, ref, ss, si, shadow_statistic, procedure, reference_procedure)
 
@@ -241,22 +286,30 @@ class ScoredTexts:
         return getattr(self, fieldname) is not None
 
     @staticmethod
-    def concat(first: "ScoredTexts", second: "ScoredTexts") -> "ScoredTexts":
+    def concat(first: ScoredTexts, second: ScoredTexts) -> ScoredTexts:
         """Members then non-members in one object (LiRA's global variance pools over both)."""
         for attr in ("procedure", "reference_procedure", "shadow_statistic"):
             a, b = getattr(first, attr), getattr(second, attr)
             if a is not None and b is not None and a != b:
                 raise ProcedureMismatchError(
                     f"the two sets were scored differently: {attr} {a!r} vs {b!r}",
-                    hint="score members and non-members with the same model, procedure and statistic")
+                    hint="score members and non-members with the same model, procedure and statistic",
+                )
         for attr in ("token_mean", "texts", "reference_token_logprobs", "shadow_stats"):
             if first.has(attr) != second.has(attr):
-                raise InputError(f"{attr} is given for one set and not the other",
-                                 hint="give the same fields for members and non-members")
-        if first.shadow_stats is not None and first.shadow_stats.shape[0] != second.shadow_stats.shape[0]:
-            raise InputError(f"the two sets were scored under {first.shadow_stats.shape[0]} and "
-                             f"{second.shadow_stats.shape[0]} shadow models",
-                             hint="score every audited text under the same shadow models")
+                raise InputError(
+                    f"{attr} is given for one set and not the other",
+                    hint="give the same fields for members and non-members",
+                )
+        if (
+            first.shadow_stats is not None
+            and first.shadow_stats.shape[0] != second.shadow_stats.shape[0]
+        ):
+            raise InputError(
+                f"the two sets were scored under {first.shadow_stats.shape[0]} and "
+                f"{second.shadow_stats.shape[0]} shadow models",
+                hint="score every audited text under the same shadow models",
+            )
 
         def cat(a, b):
             return None if a is None else tuple(a) + tuple(b)
@@ -266,22 +319,30 @@ class ScoredTexts:
             token_mean=cat(first.token_mean, second.token_mean),
             token_std=cat(first.token_std, second.token_std),
             texts=cat(first.texts, second.texts),
-            reference_token_logprobs=cat(first.reference_token_logprobs, second.reference_token_logprobs),
-            shadow_stats=None if first.shadow_stats is None else np.concatenate(
-                [first.shadow_stats, second.shadow_stats], axis=1),  # [S, n1 + n2]
-            shadow_in=None if first.shadow_in is None else np.concatenate(
-                [first.shadow_in, second.shadow_in], axis=1),        # [S, n1 + n2]
+            reference_token_logprobs=cat(
+                first.reference_token_logprobs, second.reference_token_logprobs
+            ),
+            shadow_stats=None
+            if first.shadow_stats is None
+            else np.concatenate([first.shadow_stats, second.shadow_stats], axis=1),  # [S, n1 + n2]
+            shadow_in=None
+            if first.shadow_in is None
+            else np.concatenate([first.shadow_in, second.shadow_in], axis=1),  # [S, n1 + n2]
             shadow_statistic=first.shadow_statistic,
             procedure=first.procedure if first.procedure is not None else second.procedure,
-            reference_procedure=(first.reference_procedure if first.reference_procedure is not None
-                                 else second.reference_procedure),
+            reference_procedure=(
+                first.reference_procedure
+                if first.reference_procedure is not None
+                else second.reference_procedure
+            ),
         )
 
 
 # ------------------------------------------------------------------------ the attack scores
 def _as_list(token_logprobs) -> tuple[np.ndarray, ...]:
-    if isinstance(token_logprobs, tuple) and all(isinstance(a, np.ndarray) and a.dtype == np.float64
-                                                 for a in token_logprobs):
+    if isinstance(token_logprobs, tuple) and all(
+        isinstance(a, np.ndarray) and a.dtype == np.float64 for a in token_logprobs
+    ):
         return token_logprobs
     return ragged(token_logprobs)
 
@@ -328,7 +389,9 @@ def zlib_length(text: str) -> int:
     return len(zlib.compress(text.encode("utf-8")))
 
 
-def zlib_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray], texts: Sequence[str]) -> np.ndarray:
+def zlib_scores(
+    token_logprobs: Sequence[Sequence[float] | np.ndarray], texts: Sequence[str]
+) -> np.ndarray:
     """zlib ratio (Carlini et al. 2021 §6.2): -(mean NLL in nats) / zlib_length(text).
 
     A text the model finds easy relative to how compressible it is scores high.
@@ -345,8 +408,12 @@ def zlib_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray], texts: S
     return -nll / z
 
 
-def reference_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray], reference_token_logprobs: Sequence[Sequence[float] | np.ndarray], *,
-                     per: str = "text") -> np.ndarray:
+def reference_scores(
+    token_logprobs: Sequence[Sequence[float] | np.ndarray],
+    reference_token_logprobs: Sequence[Sequence[float] | np.ndarray],
+    *,
+    per: str = "text",
+) -> np.ndarray:
     """Reference-model calibration (Carlini et al. 2021 §6.2, "comparing to other neural
     language models"; [MX] App. F.2): target loss minus reference loss, negated so that a text
     the target finds easier than the reference scores high.
@@ -372,7 +439,8 @@ def reference_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray], ref
                 raise InputError(
                     f"reference per='token': text {i} has {a.size} target tokens but {b.size} reference "
                     f"tokens, so the two models tokenize differently",
-                    hint="use per='text' (total log-likelihood of the string), which is tokenizer-independent")
+                    hint="use per='text' (total log-likelihood of the string), which is tokenizer-independent",
+                )
         t, r = _mean_logprob(lp), _mean_logprob(ref)
     else:
         raise DomainError(f"per must be 'text' or 'token', got {per!r}")
@@ -385,15 +453,21 @@ def reference_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray], ref
 
 def _exact_k(k) -> Fraction:
     """k in (0, 1], read exactly as written (see :func:`metrics.exact_level`)."""
-    if not isinstance(k, bool) and isinstance(k, (int, float, np.integer, np.floating, Fraction)) and k == 1:
+    if (
+        not isinstance(k, bool)
+        and isinstance(k, (int, float, np.integer, np.floating, Fraction))
+        and k == 1
+    ):
         return Fraction(1)
     if isinstance(k, str) and k.strip() in ("1", "1.0", "1/1"):
         return Fraction(1)
     try:
         return exact_level("k", k)
     except DomainError:
-        raise DomainError(f"k (the fraction of lowest-probability tokens kept) must lie in (0, 1], got {k!r}",
-                          hint="e.g. k=0.2 for the 20% of [MX] App. F.2") from None
+        raise DomainError(
+            f"k (the fraction of lowest-probability tokens kept) must lie in (0, 1], got {k!r}",
+            hint="e.g. k=0.2 for the 20% of [MX] App. F.2",
+        ) from None
 
 
 def min_k_count(n_tokens: int, *, k: float | str | Fraction = 0.2) -> int:
@@ -419,7 +493,9 @@ def _min_k_mean(values: np.ndarray, k: Fraction) -> float:
     return float(np.mean(low))
 
 
-def min_k_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray], *, k: float | str | Fraction = 0.2) -> np.ndarray:
+def min_k_scores(
+    token_logprobs: Sequence[Sequence[float] | np.ndarray], *, k: float | str | Fraction = 0.2
+) -> np.ndarray:
     """Min-k% Prob (Shi et al. 2024, ICLR, §3, Eq. 1): the mean of the ``min_k_count`` lowest
     token log-probs of each text. k = 0.2 as in [MX] App. F.2.
 
@@ -430,8 +506,9 @@ def min_k_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray], *, k: f
     return np.array([_min_k_mean(a, kk) for a in _as_list(token_logprobs)], dtype=np.float64)
 
 
-def min_k_plus_plus_token_scores(token_logprobs: np.ndarray, token_mean: np.ndarray,
-                                 token_std: np.ndarray) -> np.ndarray:
+def min_k_plus_plus_token_scores(
+    token_logprobs: np.ndarray, token_mean: np.ndarray, token_std: np.ndarray
+) -> np.ndarray:
     """Per-token (log p(x_t) - mu_t) / sigma_t (Zhang et al. 2024, Eq. 3).
 
     sigma_t = 0 means the next-token distribution is uniform on its support, so every supported
@@ -445,8 +522,13 @@ def min_k_plus_plus_token_scores(token_logprobs: np.ndarray, token_mean: np.ndar
     return z
 
 
-def min_k_plus_plus_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray], token_mean: Sequence[Sequence[float] | np.ndarray], token_std: Sequence[Sequence[float] | np.ndarray], *,
-                           k: float | str | Fraction = 0.2) -> np.ndarray:
+def min_k_plus_plus_scores(
+    token_logprobs: Sequence[Sequence[float] | np.ndarray],
+    token_mean: Sequence[Sequence[float] | np.ndarray],
+    token_std: Sequence[Sequence[float] | np.ndarray],
+    *,
+    k: float | str | Fraction = 0.2,
+) -> np.ndarray:
     """Min-K%++ (Zhang et al. 2024, arXiv:2404.02936, ICLR 2025, Eq. 3-4): min-k% over the
     standardized token scores (log p - mu) / sigma, mu and sigma the mean and standard deviation
     of log p(v) for v drawn from the model's own next-token distribution.
@@ -462,7 +544,9 @@ def min_k_plus_plus_scores(token_logprobs: Sequence[Sequence[float] | np.ndarray
     out = np.empty(len(lp))
     for i, (a, m, s) in enumerate(zip(lp, mu, sd)):
         if not (a.shape == m.shape == s.shape):
-            raise InputError(f"min-k++: text {i} has {a.size} log-probs, {m.size} means, {s.size} stds")
+            raise InputError(
+                f"min-k++: text {i} has {a.size} log-probs, {m.size} means, {s.size} stds"
+            )
         out[i] = _min_k_mean(min_k_plus_plus_token_scores(a, m, s), kk)
     return out
 
@@ -471,7 +555,9 @@ def _as_list_free(values) -> tuple[np.ndarray, ...]:
     return tuple(np.asarray(v, dtype=np.float64).reshape(-1) for v in values)
 
 
-def token_mean_std(full_logprobs: "np.ndarray | Sequence[np.ndarray]") -> tuple[np.ndarray, np.ndarray]:
+def token_mean_std(
+    full_logprobs: np.ndarray | Sequence[np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
     """mu_t = sum_v p_t(v) log p_t(v) and sigma_t = sqrt(sum_v p_t(v) (log p_t(v) - mu_t)^2)
     from full next-token log-distributions [T, V] (0 log 0 = 0). A reference for the scoring
     engine's fused computation, and for tests.
@@ -483,11 +569,11 @@ def token_mean_std(full_logprobs: "np.ndarray | Sequence[np.ndarray]") -> tuple[
     lp = np.asarray(full_logprobs, dtype=np.float64)
     if lp.ndim != 2:
         raise InputError(f"full_logprobs must be [T, V], got shape {lp.shape}")
-    p = np.exp(lp)                                    # [T, V]
+    p = np.exp(lp)  # [T, V]
     finite = np.isfinite(lp)
     plogp = np.where(finite, p * np.where(finite, lp, 0.0), 0.0)
-    mu = plogp.sum(axis=1)                            # [T]
-    dev = np.where(finite, lp - mu[:, None], 0.0)     # [T, V]
+    mu = plogp.sum(axis=1)  # [T]
+    dev = np.where(finite, lp - mu[:, None], 0.0)  # [T, V]
     var = np.where(finite, p * dev * dev, 0.0).sum(axis=1)
     return mu, np.sqrt(np.maximum(var, 0.0))
 
@@ -508,18 +594,36 @@ class Attack:
     defaults: tuple[tuple[str, object], ...] = ()
 
     def describe(self) -> dict:
-        return {"name": self.name, "citation": self.citation, "measures": self.measures,
-                "requires": list(self.requires), "defaults": dict(self.defaults)}
+        return {
+            "name": self.name,
+            "citation": self.citation,
+            "measures": self.measures,
+            "requires": list(self.requires),
+            "defaults": dict(self.defaults),
+        }
 
 
 _REGISTRY: dict[str, Attack] = {}
-_FIELDS = ("token_logprobs", "token_mean", "token_std", "texts", "reference_token_logprobs",
-           "shadow_stats", "shadow_in")
+_FIELDS = (
+    "token_logprobs",
+    "token_mean",
+    "token_std",
+    "texts",
+    "reference_token_logprobs",
+    "shadow_stats",
+    "shadow_in",
+)
 
 
-def register_attack(name: str, fn: Callable[..., np.ndarray] | None = None, *, citation: str,
-                    measures: str, requires: Sequence[str] = ("token_logprobs",),
-                    overwrite: bool = False) -> Callable[..., Any]:
+def register_attack(
+    name: str,
+    fn: Callable[..., np.ndarray] | None = None,
+    *,
+    citation: str,
+    measures: str,
+    requires: Sequence[str] = ("token_logprobs",),
+    overwrite: bool = False,
+) -> Callable[..., Any]:
     """Register ``fn(data: ScoredTexts, **params) -> np.ndarray`` under ``name``.
 
     Usable directly or as a decorator (``@register_attack("mine", citation=..., measures=...)``).
@@ -536,23 +640,33 @@ def register_attack(name: str, fn: Callable[..., np.ndarray] | None = None, *, c
     if not isinstance(name, str) or not name.strip():
         raise DomainError(f"attack name must be a non-empty string, got {name!r}")
     if not citation or not measures:
-        raise DomainError(f"attack {name!r} needs a citation and a one-line statement of what it measures")
+        raise DomainError(
+            f"attack {name!r} needs a citation and a one-line statement of what it measures"
+        )
     req = tuple(requires)
     unknown = [r for r in req if r not in _FIELDS]
     if unknown:
-        raise DomainError(f"attack {name!r} requires unknown field(s) {unknown}", hint=f"fields: {_FIELDS}")
+        raise DomainError(
+            f"attack {name!r} requires unknown field(s) {unknown}", hint=f"fields: {_FIELDS}"
+        )
 
     def deco(f):
         if not callable(f):
             raise DomainError(f"attack {name!r}: fn must be callable, got {f!r}")
         if name in _REGISTRY and not overwrite:
-            raise DomainError(f"an attack named {name!r} is already registered",
-                              hint="choose another name or pass overwrite=True")
+            raise DomainError(
+                f"an attack named {name!r} is already registered",
+                hint="choose another name or pass overwrite=True",
+            )
         sig = inspect.signature(f)
-        defaults = tuple((p.name, p.default) for p in list(sig.parameters.values())[1:]
-                         if p.default is not inspect.Parameter.empty)
-        _REGISTRY[name] = Attack(name=name, citation=citation, measures=measures, fn=f,
-                                 requires=req, defaults=defaults)
+        defaults = tuple(
+            (p.name, p.default)
+            for p in list(sig.parameters.values())[1:]
+            if p.default is not inspect.Parameter.empty
+        )
+        _REGISTRY[name] = Attack(
+            name=name, citation=citation, measures=measures, fn=f, requires=req, defaults=defaults
+        )
         return f
 
     return deco if fn is None else deco(fn)
@@ -580,7 +694,9 @@ def get_attack(name: str) -> Attack:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise DomainError(f"unknown attack {name!r}", hint=f"registered attacks: {', '.join(available_attacks())}") from None
+        raise DomainError(
+            f"unknown attack {name!r}", hint=f"registered attacks: {', '.join(available_attacks())}"
+        ) from None
 
 
 def available_attacks() -> tuple[str, ...]:
@@ -610,21 +726,29 @@ def run_attack(name: str, data: ScoredTexts, **params: Any) -> np.ndarray:
     """
     attack = get_attack(name)
     if not isinstance(data, ScoredTexts):
-        raise InputError(f"run_attack needs a ScoredTexts (see ScoredTexts.build), got {type(data).__name__}")
+        raise InputError(
+            f"run_attack needs a ScoredTexts (see ScoredTexts.build), got {type(data).__name__}"
+        )
     missing = [r for r in attack.requires if not data.has(r)]
     if missing:
-        raise InputError(f"attack {name!r} needs {', '.join(missing)}, which the input does not carry",
-                         hint=f"pass {', '.join(missing)} to ScoredTexts.build")
+        raise InputError(
+            f"attack {name!r} needs {', '.join(missing)}, which the input does not carry",
+            hint=f"pass {', '.join(missing)} to ScoredTexts.build",
+        )
     allowed = dict(attack.defaults)
     bad = [p for p in params if p not in allowed]
     if bad:
-        raise DomainError(f"attack {name!r} has no parameter(s) {bad}",
-                          hint=f"its parameters: {sorted(allowed) or 'none'}")
+        raise DomainError(
+            f"attack {name!r} has no parameter(s) {bad}",
+            hint=f"its parameters: {sorted(allowed) or 'none'}",
+        )
     scores = np.asarray(attack.fn(data, **params), dtype=np.float64)
     if scores.shape != (len(data),):
         raise InputError(f"attack {name!r} returned shape {scores.shape}, expected ({len(data)},)")
     if np.isnan(scores).any():
-        raise InputError(f"attack {name!r} returned NaN for text {int(np.flatnonzero(np.isnan(scores))[0])}")
+        raise InputError(
+            f"attack {name!r} returned NaN for text {int(np.flatnonzero(np.isnan(scores))[0])}"
+        )
     return scores
 
 
@@ -643,9 +767,15 @@ class AttackEvaluation(ResultMixin):
     nonmember_scores: np.ndarray
 
 
-def evaluate_attack(name: str, members: ScoredTexts, nonmembers: ScoredTexts, *,
-                    fpr: str | float | Fraction | None = None, confidence: float = 0.95,
-                    **params: Any) -> AttackEvaluation:
+def evaluate_attack(
+    name: str,
+    members: ScoredTexts,
+    nonmembers: ScoredTexts,
+    *,
+    fpr: str | float | Fraction | None = None,
+    confidence: float = 0.95,
+    **params: Any,
+) -> AttackEvaluation:
     """Run attack ``name`` once on members + non-members together (so that anything pooled
     across texts, such as LiRA's global variance, is pooled over both) and measure it.
 
@@ -659,19 +789,24 @@ def evaluate_attack(name: str, members: ScoredTexts, nonmembers: ScoredTexts, *,
     (1.0, 0.216, 1.0, -1.5)
     """
     if len(members) < 2 or len(nonmembers) < 2:
-        raise InputError(f"an audit needs at least two members and two non-members, got "
-                         f"{len(members)} and {len(nonmembers)}",
-                         hint="add texts; AUC intervals and thresholds are undefined below two of each")
+        raise InputError(
+            f"an audit needs at least two members and two non-members, got "
+            f"{len(members)} and {len(nonmembers)}",
+            hint="add texts; AUC intervals and thresholds are undefined below two of each",
+        )
     both = ScoredTexts.concat(members, nonmembers)
     scores = run_attack(name, both, **params)
-    xm, xn = scores[: len(members)], scores[len(members):]
+    xm, xn = scores[: len(members)], scores[len(members) :]
     attack = get_attack(name)
     return AttackEvaluation(
-        attack=name, citation=attack.citation, measures=attack.measures,
+        attack=name,
+        citation=attack.citation,
+        measures=attack.measures,
         params={**dict(attack.defaults), **params},
         auc=roc_auc(xm, xn, confidence=confidence),
         tpr=None if fpr is None else tpr_at_fpr(xm, xn, fpr=fpr, confidence=confidence),
-        member_scores=xm, nonmember_scores=xn,
+        member_scores=xm,
+        nonmember_scores=xn,
     )
 
 
@@ -705,50 +840,83 @@ def _lira_target_stats(data: ScoredTexts) -> np.ndarray:
 
 
 def _lira_on(data: ScoredTexts, variance: str = "auto", min_per_example: int = 32) -> np.ndarray:
-    return lira_online(_lira_target_stats(data), data.shadow_stats, data.shadow_in,
-                       variance=variance, min_per_example=min_per_example).scores
+    return lira_online(
+        _lira_target_stats(data),
+        data.shadow_stats,
+        data.shadow_in,
+        variance=variance,
+        min_per_example=min_per_example,
+    ).scores
 
 
 def _lira_off(data: ScoredTexts, variance: str = "auto", min_per_example: int = 32) -> np.ndarray:
-    return lira_offline(_lira_target_stats(data), data.shadow_stats, data.shadow_in,
-                        variance=variance, min_per_example=min_per_example).scores
+    return lira_offline(
+        _lira_target_stats(data),
+        data.shadow_stats,
+        data.shadow_in,
+        variance=variance,
+        min_per_example=min_per_example,
+    ).scores
 
 
-_CARLINI21 = "Carlini et al. 2021, Extracting Training Data from Large Language Models, USENIX Security"
+_CARLINI21 = (
+    "Carlini et al. 2021, Extracting Training Data from Large Language Models, USENIX Security"
+)
 register_attack(
-    "loss", _loss,
+    "loss",
+    _loss,
     citation="Yeom et al. 2018, Privacy Risk in Machine Learning, CSF; [MX] App. F.2",
-    measures="how well the model predicts the text: mean token log-probability (minus mean NLL)")
+    measures="how well the model predicts the text: mean token log-probability (minus mean NLL)",
+)
 register_attack(
-    "perplexity", _perplexity,
+    "perplexity",
+    _perplexity,
     citation=f"{_CARLINI21}, §5; [MX] App. F.2",
-    measures="the model's perplexity on the text (lower perplexity = member)")
+    measures="the model's perplexity on the text (lower perplexity = member)",
+)
 register_attack(
-    "zlib", _zlib, requires=("token_logprobs", "texts"),
+    "zlib",
+    _zlib,
+    requires=("token_logprobs", "texts"),
     citation=f"{_CARLINI21}, §6.2; [MX] App. F.2",
-    measures="model loss relative to the text's zlib-compressed length (easy for the model, hard to compress)")
+    measures="model loss relative to the text's zlib-compressed length (easy for the model, hard to compress)",
+)
 register_attack(
-    "reference", _reference, requires=("token_logprobs", "reference_token_logprobs"),
+    "reference",
+    _reference,
+    requires=("token_logprobs", "reference_token_logprobs"),
     citation=f"{_CARLINI21}, §6.2; [MX] App. F.2",
-    measures="how much better the target predicts the text than a reference model does (log-likelihood ratio)")
+    measures="how much better the target predicts the text than a reference model does (log-likelihood ratio)",
+)
 register_attack(
-    "min-k", _min_k,
+    "min-k",
+    _min_k,
     citation="Shi et al. 2024, Detecting Pretraining Data from Large Language Models, ICLR; [MX] App. F.2",
-    measures="mean log-probability of the text's k% least likely tokens (k = 20% default)")
+    measures="mean log-probability of the text's k% least likely tokens (k = 20% default)",
+)
 register_attack(
-    "min-k++", _min_k_pp, requires=("token_logprobs", "token_mean", "token_std"),
+    "min-k++",
+    _min_k_pp,
+    requires=("token_logprobs", "token_mean", "token_std"),
     citation="Zhang et al. 2024, Min-K%++, arXiv:2404.02936 (ICLR 2025); [MX] App. F.2",
     measures="min-k% of token log-probs standardized by the mean/std of log p under the model's own "
-             "next-token distribution")
+    "next-token distribution",
+)
 register_attack(
-    "lira-online", _lira_on, requires=("token_logprobs", "shadow_stats", "shadow_in"),
+    "lira-online",
+    _lira_on,
+    requires=("token_logprobs", "shadow_stats", "shadow_in"),
     citation="Carlini et al. 2022, Membership Inference Attacks From First Principles, IEEE S&P, Alg. 1; "
-             "[MX] App. F.2",
-    measures="per-example likelihood ratio of the text's logit confidence under IN vs OUT shadow-model Gaussians")
+    "[MX] App. F.2",
+    measures="per-example likelihood ratio of the text's logit confidence under IN vs OUT shadow-model Gaussians",
+)
 register_attack(
-    "lira-offline", _lira_off, requires=("token_logprobs", "shadow_stats", "shadow_in"),
+    "lira-offline",
+    _lira_off,
+    requires=("token_logprobs", "shadow_stats", "shadow_in"),
     citation="Carlini et al. 2022, Membership Inference Attacks From First Principles, IEEE S&P (offline); "
-             "[MX] App. F.2",
-    measures="how far the text's logit confidence sits above its OUT shadow-model Gaussian (one-sided z-score)")
+    "[MX] App. F.2",
+    measures="how far the text's logit confidence sits above its OUT shadow-model Gaussian (one-sided z-score)",
+)
 
 BUILTIN_ATTACKS: tuple[str, ...] = available_attacks()

@@ -26,11 +26,12 @@ Scores h must lie in [0, 1] (Def. 3.2): the teacher-forcing probability
 (:func:`truncated_logloss`; [MX] §8.1 uses M = 10). An unbounded log-loss has unbounded
 memorization ([MX] §4, after Thm. 4.1) and is refused.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy import stats
@@ -56,10 +57,15 @@ __all__ = [
 # design of the IN/OUT training sets -> functional it estimates ([MX] App. A)
 DESIGNS = {"random_halves": "COND", "leave_one_out": "LOO", "replace_one": "RO"}
 FUNCTIONALS = ("RO", "LOO", "COND")
-RELATIONS = ("replace-one", "add/remove")  # privacy/'s labels (memclaim.privacy.tradeoff.neighbors_label)
+RELATIONS = (
+    "replace-one",
+    "add/remove",
+)  # privacy/'s labels (memclaim.privacy.tradeoff.neighbors_label)
 
 
-def teacher_forcing_probability(token_logprobs: Sequence[Sequence[float] | np.ndarray]) -> np.ndarray:
+def teacher_forcing_probability(
+    token_logprobs: Sequence[Sequence[float] | np.ndarray],
+) -> np.ndarray:
     """h = q(z | c) = exp(sum_t log p_t): the record's probability under teacher forcing, in
     [0, 1] (the attaining score of [MX] Thm. 4.1, Remark 4.2). Exponentiated because h is a
     probability by definition; underflows to 0 for long improbable records.
@@ -71,7 +77,12 @@ def teacher_forcing_probability(token_logprobs: Sequence[Sequence[float] | np.nd
     return np.array([math.exp(float(np.sum(a))) for a in lp], dtype=np.float64)
 
 
-def truncated_logloss(token_logprobs: Sequence[Sequence[float] | np.ndarray], *, level: float = 10.0, reduce: str = "sum") -> np.ndarray:
+def truncated_logloss(
+    token_logprobs: Sequence[Sequence[float] | np.ndarray],
+    *,
+    level: float = 10.0,
+    reduce: str = "sum",
+) -> np.ndarray:
     """h = min(NLL, M) / M in [0, 1]: the log-loss of the record truncated at level M and
     divided by M ([MX] §8.1: "divided by its truncation level M = 10, so that it lies in [0, 1]
     as Definition 3.2 requires"; the truncation costs a factor M in Thm. 4.1's cap).
@@ -122,8 +133,14 @@ class CounterfactualEstimate(ResultMixin):
         return int(self.mem.size)
 
 
-def counterfactual_memorization(h: Sequence[float] | np.ndarray, in_mask: Sequence[bool] | np.ndarray, *, design: str = "random_halves", score: str = "h",
-                                confidence: float = 0.95) -> CounterfactualEstimate:
+def counterfactual_memorization(
+    h: Sequence[float] | np.ndarray,
+    in_mask: Sequence[bool] | np.ndarray,
+    *,
+    design: str = "random_halves",
+    score: str = "h",
+    confidence: float = 0.95,
+) -> CounterfactualEstimate:
     """Estimate mem_h per target from ``h`` [n_models] or [n_models, n_targets] (h of target t
     under model s, in [0, 1]) and ``in_mask`` of the same shape (True = t in s's training set).
 
@@ -138,17 +155,21 @@ def counterfactual_memorization(h: Sequence[float] | np.ndarray, in_mask: Sequen
     ('COND', 0.7, 0.5614, 0.8386)
     """
     if design not in DESIGNS:
-        raise DomainError(f"unknown design {design!r}",
-                          hint=f"one of {sorted(DESIGNS)}: random halves of a population estimate COND, "
-                               "same set with/without x estimates LOO, x vs a fresh draw in its slot estimates RO")
+        raise DomainError(
+            f"unknown design {design!r}",
+            hint=f"one of {sorted(DESIGNS)}: random halves of a population estimate COND, "
+            "same set with/without x estimates LOO, x vs a fresh draw in its slot estimates RO",
+        )
     conf = in_open_unit("confidence", confidence)
     hv = np.asarray(h, dtype=np.float64)
     mk = np.asarray(in_mask)
     if hv.ndim == 1:
         hv, mk = hv[:, None], mk.reshape(-1, 1) if mk.ndim == 1 else mk
     if hv.ndim != 2 or mk.shape != hv.shape:
-        raise InputError(f"h has shape {np.shape(h)} and in_mask {np.shape(in_mask)}; they must match, "
-                         "[n_models] or [n_models, n_targets]")
+        raise InputError(
+            f"h has shape {np.shape(h)} and in_mask {np.shape(in_mask)}; they must match, "
+            "[n_models] or [n_models, n_targets]"
+        )
     if mk.dtype != bool:
         if not np.isin(mk, (0, 1)).all():
             raise InputError("in_mask must be boolean (True = target in that model's training set)")
@@ -158,7 +179,8 @@ def counterfactual_memorization(h: Sequence[float] | np.ndarray, in_mask: Sequen
         raise DomainError(
             f"h must be a bounded score in [0, 1] ([MX] Def. 3.2); got {bad!r}",
             hint="use teacher_forcing_probability, or truncated_logloss(level=M) which divides the "
-                 "truncated log-loss by M; unbounded log-loss has unbounded memorization")
+            "truncated log-loss by M; unbounded log-loss has unbounded memorization",
+        )
     n_in, n_out = mk.sum(axis=0), (~mk).sum(axis=0)  # [T]
     few = np.flatnonzero((n_in < 2) | (n_out < 2))
     if few.size:
@@ -166,23 +188,35 @@ def counterfactual_memorization(h: Sequence[float] | np.ndarray, in_mask: Sequen
         raise InputError(
             f"target {t} has {int(n_in[t])} IN and {int(n_out[t])} OUT models; at least two of each are "
             "needed for an estimate with a standard error",
-            hint="train more models on random halves so that each target is both in and out of >= 2")
+            hint="train more models on random halves so that each target is both in and out of >= 2",
+        )
     mu_in = (hv * mk).sum(axis=0) / n_in
     mu_out = (hv * ~mk).sum(axis=0) / n_out
     var_in = (((hv - mu_in) ** 2) * mk).sum(axis=0) / (n_in - 1)
     var_out = (((hv - mu_out) ** 2) * ~mk).sum(axis=0) / (n_out - 1)
-    mem = mu_in - mu_out                                  # [MX] Def. 3.2 / App. A, per target
-    se = np.sqrt(var_in / n_in + var_out / n_out)         # Welch
+    mem = mu_in - mu_out  # [MX] Def. 3.2 / App. A, per target
+    se = np.sqrt(var_in / n_in + var_out / n_out)  # Welch
     T = mem.size
     mean_mem = float(mem.mean())
     mean_se = float(mem.std(ddof=1) / math.sqrt(T)) if T >= 2 else math.nan
-    within = float(math.sqrt(float((se ** 2).sum())) / T)
+    within = float(math.sqrt(float((se**2).sum())) / T)
     quoted = mean_se if T >= 2 else float(se[0])
     z = float(stats.norm.ppf(0.5 + conf / 2.0))
     return CounterfactualEstimate(
-        functional=DESIGNS[design], design=design, score=str(score), mem=mem, se=se,
-        n_in=n_in, n_out=n_out, mean_mem=mean_mem, mean_se=mean_se, mean_se_within=within,
-        confidence=conf, low=mean_mem - z * quoted, high=mean_mem + z * quoted)
+        functional=DESIGNS[design],
+        design=design,
+        score=str(score),
+        mem=mem,
+        se=se,
+        n_in=n_in,
+        n_out=n_out,
+        mean_mem=mean_mem,
+        mean_se=mean_se,
+        mean_se_within=within,
+        confidence=conf,
+        low=mean_mem - z * quoted,
+        high=mean_mem + z * quoted,
+    )
 
 
 @dataclass(frozen=True)
@@ -213,10 +247,17 @@ class CapComparison(ResultMixin):
     note: str
 
 
-def compare_to_cap(estimate: CounterfactualEstimate, *, cap: float, cap_functional: str,
-                   cap_relation: str, via_group_privacy: bool = False,
-                   conversion_slack: float | None = None, conversion_note: str | None = None,
-                   visibility_sigmas: float = 3.0) -> CapComparison:
+def compare_to_cap(
+    estimate: CounterfactualEstimate,
+    *,
+    cap: float,
+    cap_functional: str,
+    cap_relation: str,
+    via_group_privacy: bool = False,
+    conversion_slack: float | None = None,
+    conversion_note: str | None = None,
+    visibility_sigmas: float = 3.0,
+) -> CapComparison:
     """Compare ``estimate`` with a cap on |mem_h| computed by the caller (e.g. eta(f)).
 
     The caller states which functional the cap bounds and under which neighbouring relation the
@@ -240,23 +281,28 @@ def compare_to_cap(estimate: CounterfactualEstimate, *, cap: float, cap_function
     (0.6, False, '|mem_COND| = 0.7 vs cap 0.6 (RO, replace-one, + slack 0.1)')
     """
     if not isinstance(estimate, CounterfactualEstimate):
-        raise InputError(f"compare_to_cap needs a CounterfactualEstimate, got {type(estimate).__name__}")
+        raise InputError(
+            f"compare_to_cap needs a CounterfactualEstimate, got {type(estimate).__name__}"
+        )
     c = in_unit("cap", cap)
     if cap_functional not in ("RO", "LOO"):
         raise DomainError(
             f"cap_functional must be 'RO' or 'LOO' (the functionals f-DP caps directly), got {cap_functional!r}",
-            hint="COND has no direct f-DP cap; compare a COND estimate with an RO cap plus the Prop. A.2 slack")
+            hint="COND has no direct f-DP cap; compare a COND estimate with an RO cap plus the Prop. A.2 slack",
+        )
     cap_relation = neighbors_label(cap_relation)  # any of privacy/'s names; DomainError otherwise
     if cap_functional == "LOO" and cap_relation == "replace-one":
         raise ProcedureMismatchError(
             "a replace-one f-DP guarantee does not cap the leave-one-out functional LOO",
             hint="LOO is capped by an add/remove guarantee ([MX] Prop. A.1); a replace-one guarantee caps RO "
-                 "(Thm. 4.1)")
+            "(Thm. 4.1)",
+        )
     if cap_functional == "RO" and cap_relation == "add/remove" and not via_group_privacy:
         raise ProcedureMismatchError(
             "an add/remove f-DP guarantee caps RO only via the two-step group guarantee f^(2)",
             hint="compute the cap as eta(f^(2)) and pass via_group_privacy=True, or compare with a LOO "
-                 "estimate (design='leave_one_out'), which eta(f) caps directly ([MX] Prop. A.1)")
+            "estimate (design='leave_one_out'), which eta(f) caps directly ([MX] Prop. A.1)",
+        )
     slack = 0.0
     if estimate.functional != cap_functional:
         if conversion_slack is None or not conversion_note:
@@ -264,8 +310,9 @@ def compare_to_cap(estimate: CounterfactualEstimate, *, cap: float, cap_function
                 f"the estimate targets {estimate.functional} (design {estimate.design!r}) but the cap bounds "
                 f"{cap_functional}; these are different quantities ([MX] App. A, Remark A.3)",
                 hint="pass conversion_slack and conversion_note (e.g. [MX] Prop. A.2: |COND - RO| <= 4np when "
-                     "np <= 1/2, p the target's population frequency), or estimate the capped functional "
-                     "directly")
+                "np <= 1/2, p the target's population frequency), or estimate the capped functional "
+                "directly",
+            )
         slack = positive("conversion_slack", conversion_slack) if conversion_slack != 0 else 0.0
     k = positive("visibility_sigmas", visibility_sigmas)
     eff = c + slack
@@ -279,11 +326,25 @@ def compare_to_cap(estimate: CounterfactualEstimate, *, cap: float, cap_function
         cap_in_se = math.inf
     informative = bool(c < 1.0 and c > k * se)
     over = int(np.count_nonzero(np.abs(estimate.mem) > eff))
-    note = (f"|mem_{estimate.functional}| = {abs(m):.4g} vs cap {eff:.4g} ({cap_functional}, {cap_relation}"
-            f"{', via f^(2)' if via_group_privacy else ''}{f', + slack {slack:.3g}' if slack else ''})"
-            f"{'' if informative else '; cap not informative at this standard error (vacuous or within ' + format(k, 'g') + ' SE)'}")
+    note = (
+        f"|mem_{estimate.functional}| = {abs(m):.4g} vs cap {eff:.4g} ({cap_functional}, {cap_relation}"
+        f"{', via f^(2)' if via_group_privacy else ''}{f', + slack {slack:.3g}' if slack else ''})"
+        f"{'' if informative else '; cap not informative at this standard error (vacuous or within ' + format(k, 'g') + ' SE)'}"
+    )
     return CapComparison(
-        estimate_functional=estimate.functional, cap_functional=cap_functional, cap_relation=cap_relation,
-        cap=c, conversion_slack=slack, conversion_note=conversion_note, effective_cap=eff, mean_mem=m,
-        se=se, within=bool(abs(m) <= eff), violation_p=p, informative=informative, cap_in_se=cap_in_se,
-        targets_over_cap=over, note=note)
+        estimate_functional=estimate.functional,
+        cap_functional=cap_functional,
+        cap_relation=cap_relation,
+        cap=c,
+        conversion_slack=slack,
+        conversion_note=conversion_note,
+        effective_cap=eff,
+        mean_mem=m,
+        se=se,
+        within=bool(abs(m) <= eff),
+        violation_p=p,
+        informative=informative,
+        cap_in_se=cap_in_se,
+        targets_over_cap=over,
+        note=note,
+    )

@@ -23,11 +23,13 @@ Records given as (prefix, secret) string pairs are cut by :func:`pair_windows`: 
 prefix + secret is tokenized once and split at the character boundary (never re-tokenizing the
 secret on its own); a boundary inside a token is refused.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -104,19 +106,30 @@ class ExtractionAudit(ResultMixin):
 
     def summary(self) -> str:
         src = "its own prefix" if self.prompt == "prefix" else f"the trigger {self.trigger!r}"
-        s = (f"greedy extraction from {src}: {self.greedy_successes}/{self.n} = {self.greedy_rate:.3f} "
-             f"[{self.greedy_low:.3f}, {self.greedy_high:.3f}]")
+        s = (
+            f"greedy extraction from {src}: {self.greedy_successes}/{self.n} = {self.greedy_rate:.3f} "
+            f"[{self.greedy_low:.3f}, {self.greedy_high:.3f}]"
+        )
         if self.policy is not None:
-            s += (f"; under {self.policy} with list budget m = {self.m}: expected fraction recovered "
-                  f"{self.expected_rate:.4g} (exact)")
+            s += (
+                f"; under {self.policy} with list budget m = {self.m}: expected fraction recovered "
+                f"{self.expected_rate:.4g} (exact)"
+            )
         return s
 
 
-def extraction_from_arrays(*, greedy_match: Sequence[bool] | np.ndarray,
-                           near_tie: Sequence[bool] | np.ndarray | None = None,
-                           log_q: Sequence[float] | np.ndarray | None = None, policy: str | None = None, m: int = 1,
-                           record_ids: Sequence[str] | None = None, prompt: str = "prefix",
-                           trigger: str | None = None, confidence: float = 0.95) -> ExtractionAudit:
+def extraction_from_arrays(
+    *,
+    greedy_match: Sequence[bool] | np.ndarray,
+    near_tie: Sequence[bool] | np.ndarray | None = None,
+    log_q: Sequence[float] | np.ndarray | None = None,
+    policy: str | None = None,
+    m: int = 1,
+    record_ids: Sequence[str] | None = None,
+    prompt: str = "prefix",
+    trigger: str | None = None,
+    confidence: float = 0.95,
+) -> ExtractionAudit:
     """The audit from per-record arrays (greedy flags; optional exact log q under ``policy``).
 
     >>> a = extraction_from_arrays(greedy_match=[True, False, False, True], policy="full", m=10,
@@ -151,14 +164,36 @@ def extraction_from_arrays(*, greedy_match: Sequence[bool] | np.ndarray,
         lpl = list_success_logprob(lq, m=mm)
         exp_rate = float(np.mean(np.exp(lpl)))
         med = float(np.median(lq) / math.log(10.0))
-    return ExtractionAudit(prompt=prompt, trigger=trigger, n=n, record_ids=ids, greedy_match=g, greedy_successes=k,
-                           greedy_rate=k / n, greedy_low=lo, greedy_high=hi, near_ties=nt, confidence=conf,
-                           policy=policy, m=mm, log_q=lq, log_p_list=lpl, expected_rate=exp_rate,
-                           log10_median_q=med)
+    return ExtractionAudit(
+        prompt=prompt,
+        trigger=trigger,
+        n=n,
+        record_ids=ids,
+        greedy_match=g,
+        greedy_successes=k,
+        greedy_rate=k / n,
+        greedy_low=lo,
+        greedy_high=hi,
+        near_ties=nt,
+        confidence=conf,
+        policy=policy,
+        m=mm,
+        log_q=lq,
+        log_p_list=lpl,
+        expected_rate=exp_rate,
+        log10_median_q=med,
+    )
 
 
-def extraction_from_run(run: RunScores, *, policy: str | None = None, m: int = 1, prompt: str = "prefix",
-                        trigger: str | None = None, confidence: float = 0.95) -> ExtractionAudit:
+def extraction_from_run(
+    run: RunScores,
+    *,
+    policy: str | None = None,
+    m: int = 1,
+    prompt: str = "prefix",
+    trigger: str | None = None,
+    confidence: float = 0.95,
+) -> ExtractionAudit:
     """The audit from a stored run (:class:`memclaim.scoring.results.RunScores` of any policy;
     ``policy`` names the sampling policy whose log q to read from the run's table).
 
@@ -172,12 +207,22 @@ def extraction_from_run(run: RunScores, *, policy: str | None = None, m: int = 1
         spec = Policy.parse(policy).spec
         col = f"logq:{spec}"
         if col not in run.table.column_names:
-            raise InputError(f"policy {spec!r} was not scored in run {run.run_id}",
-                             hint="score the records under that policy (the audit adds it to its one pass)")
+            raise InputError(
+                f"policy {spec!r} was not scored in run {run.run_id}",
+                hint="score the records under that policy (the audit adds it to its one pass)",
+            )
         lq = run.table.column(col).to_numpy().astype(np.float64)
-    return extraction_from_arrays(greedy_match=run.greedy_match, near_tie=run.near_tie, log_q=lq, policy=spec,
-                                  m=m, record_ids=run.window_ids, prompt=prompt, trigger=trigger,
-                                  confidence=confidence)
+    return extraction_from_arrays(
+        greedy_match=run.greedy_match,
+        near_tie=run.near_tie,
+        log_q=lq,
+        policy=spec,
+        m=m,
+        record_ids=run.window_ids,
+        prompt=prompt,
+        trigger=trigger,
+        confidence=confidence,
+    )
 
 
 def trigger_rule(trigger: str) -> PromptRule:
@@ -193,8 +238,12 @@ def trigger_rule(trigger: str) -> PromptRule:
     return PromptRule(templates=(trigger.replace("{", "{{").replace("}", "}}"),), target="document")
 
 
-def pair_windows(records: Sequence[dict | tuple[str, str]], tokenizer: OffsetTokenizer, *,
-                 source_prefix: str = "rec") -> WindowSet:
+def pair_windows(
+    records: Sequence[dict | tuple[str, str]],
+    tokenizer: OffsetTokenizer,
+    *,
+    source_prefix: str = "rec",
+) -> WindowSet:
     """Windows for records given as (prefix c, secret z) strings: dicts with ``prefix`` and
     ``suffix`` (or ``secret``) and optional ``id``, or 2-tuples. The text c + z is tokenized once;
     the prefix is the tokens ending at or before len(c), the suffix the rest. Refused: a token
@@ -215,10 +264,14 @@ def pair_windows(records: Sequence[dict | tuple[str, str]], tokenizer: OffsetTok
             c, z = r
             rid = f"{source_prefix}{j}"
         else:
-            raise InputError(f"record {j} must be a dict with 'prefix' and 'suffix' or a (prefix, suffix) pair",
-                             hint="e.g. {\"id\": \"canary-0\", \"prefix\": \"The code is\", \"suffix\": \" 4711\"}")
+            raise InputError(
+                f"record {j} must be a dict with 'prefix' and 'suffix' or a (prefix, suffix) pair",
+                hint='e.g. {"id": "canary-0", "prefix": "The code is", "suffix": " 4711"}',
+            )
         if not isinstance(c, str) or not isinstance(z, str) or not z:
-            raise InputError(f"record {rid!r}: prefix must be a string and suffix a non-empty string")
+            raise InputError(
+                f"record {rid!r}: prefix must be a string and suffix a non-empty string"
+            )
         recs.append(Record(rid, c + z, suffix_start=len(c)))
     if not recs:
         raise InputError("no records given")
@@ -231,9 +284,16 @@ def pair_windows(records: Sequence[dict | tuple[str, str]], tokenizer: OffsetTok
     return ws
 
 
-def soundness_check(audit: ExtractionAudit, *, epsilon: float, kappa: float | None = None,
-                    kappa_interval: tuple[float, float] | None = None, relation: str = "add/remove",
-                    confidence: float = 0.95, copies: int = 1) -> AuditSoundness:
+def soundness_check(
+    audit: ExtractionAudit,
+    *,
+    epsilon: float,
+    kappa: float | None = None,
+    kappa_interval: tuple[float, float] | None = None,
+    relation: str = "add/remove",
+    confidence: float = 0.95,
+    copies: int = 1,
+) -> AuditSoundness:
     """[MX] Cor. 5.3 on the greedy audit (a list of size m = 1): can the observed successes refute
     a claimed pure epsilon-DP guarantee given the canaries' prior baseline kappa = kappa_pi(1)?
     ``copies``: how many times each canary was planted (k >= 2: the bound is 1 - f^(k)(kappa),
@@ -244,11 +304,25 @@ def soundness_check(audit: ExtractionAudit, *, epsilon: float, kappa: float | No
     >>> r.refuted, f"{r.bound:.4g}", round(r.success_lower, 4)
     (True, '1.105e-06', 0.0976)
     """
-    rel = {"add/remove": "add-remove", "add-remove": "add-remove", "replace-one": "replace",
-           "replace": "replace"}.get(str(relation))
+    rel = {
+        "add/remove": "add-remove",
+        "add-remove": "add-remove",
+        "replace-one": "replace",
+        "replace": "replace",
+    }.get(str(relation))
     if rel is None:
-        raise DomainError(f"unknown neighbouring relation {relation!r}", hint="'add/remove' or 'replace-one'")
+        raise DomainError(
+            f"unknown neighbouring relation {relation!r}", hint="'add/remove' or 'replace-one'"
+        )
     if not isinstance(audit, ExtractionAudit):
         raise InputError(f"soundness_check needs an ExtractionAudit, got {type(audit).__name__}")
-    return audit_soundness(pure(epsilon, neighbors=rel), successes=audit.greedy_successes, trials=audit.n, m=1,
-                           kappa=kappa, kappa_interval=kappa_interval, confidence=confidence, copies=copies)
+    return audit_soundness(
+        pure(epsilon, neighbors=rel),
+        successes=audit.greedy_successes,
+        trials=audit.n,
+        m=1,
+        kappa=kappa,
+        kappa_interval=kappa_interval,
+        confidence=confidence,
+        copies=copies,
+    )

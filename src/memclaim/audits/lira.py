@@ -38,11 +38,12 @@ the reference code's ``np.std`` over all examples' scores would add the between-
 global variance. In per-example mode an example with fewer than 2 scores on a side or with zero
 spread falls back to the global variance; the result records which examples did.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy import stats
@@ -52,7 +53,14 @@ from ..jsonutil import ResultMixin
 from ..numeric import log1mexp
 from ..validate import integer
 
-__all__ = ["LOGIT_CLIP", "STATISTICS", "LiRAResult", "lira_statistic", "lira_online", "lira_offline"]
+__all__ = [
+    "LOGIT_CLIP",
+    "STATISTICS",
+    "LiRAResult",
+    "lira_statistic",
+    "lira_online",
+    "lira_offline",
+]
 
 LOGIT_CLIP = 745.0
 STATISTICS = ("sequence", "token")
@@ -76,8 +84,10 @@ def lira_statistic(token_logprobs: Sequence[np.ndarray], *, kind: str = "sequenc
     arrays = [np.asarray(lp, dtype=np.float64).reshape(-1) for lp in token_logprobs]
     for i, lp in enumerate(arrays):
         if lp.size == 0:
-            raise InputError(f"text {i} has no scored tokens; the LiRA statistic is undefined",
-                             hint="drop empty windows before auditing")
+            raise InputError(
+                f"text {i} has no scored tokens; the LiRA statistic is undefined",
+                hint="drop empty windows before auditing",
+            )
     if not arrays:
         return np.empty(0, dtype=np.float64)
     lengths = np.fromiter((a.size for a in arrays), dtype=np.int64, count=len(arrays))
@@ -121,19 +131,24 @@ def _check_shadows(target_stats, shadow_stats, shadow_in):
     if s.ndim != 2 or s.shape[1] != t.size:
         raise InputError(
             f"shadow statistics must have shape [n_shadows, {t.size}], got {s.shape}",
-            hint="one row per shadow model, one column per audited text, in the target's order")
+            hint="one row per shadow model, one column per audited text, in the target's order",
+        )
     m = np.asarray(shadow_in)
     if m.shape != s.shape:
         raise InputError(f"shadow membership mask has shape {m.shape}, expected {s.shape}")
     if m.dtype != bool:
         if not np.isin(m, (0, 1)).all():
-            raise InputError("shadow membership mask must be boolean (True = text was in that shadow's training set)")
+            raise InputError(
+                "shadow membership mask must be boolean (True = text was in that shadow's training set)"
+            )
         m = m.astype(bool)
     for name, arr in (("target statistics", t), ("shadow statistics", s)):
         if not np.isfinite(arr).all():
             bad = np.argwhere(~np.isfinite(arr))[0]
-            raise InputError(f"{name} contain a non-finite value at index {tuple(int(b) for b in bad)}",
-                             hint="compute them with lira_statistic, which clips to +-LOGIT_CLIP")
+            raise InputError(
+                f"{name} contain a non-finite value at index {tuple(int(b) for b in bad)}",
+                hint="compute them with lira_statistic, which clips to +-LOGIT_CLIP",
+            )
     return t, s, m
 
 
@@ -157,7 +172,8 @@ def _side_fit(s: np.ndarray, mask: np.ndarray, side: str, variance: str, min_per
             f"cannot fit the {side} Gaussians: the pooled within-example standard deviation of the "
             f"{side} shadow statistics is {gsd!r} ({dof} degrees of freedom)",
             hint="train more shadow models (at least two per example on each side); identical shadow "
-                 "statistics mean the shadows carry no calibration information")
+            "statistics mean the shadows carry no calibration information",
+        )
     sd = np.where(use_global, gsd, sd)
     return mu, sd, n, variance, gsd, use_global
 
@@ -168,8 +184,14 @@ def _variance_arg(variance: str, min_per_example) -> tuple[str, int]:
     return variance, integer("min_per_example", min_per_example, minimum=2)
 
 
-def lira_online(target_stats: Sequence[float] | np.ndarray, shadow_stats: np.ndarray, shadow_in: np.ndarray, *, variance: str = "auto",
-                min_per_example: int = 32) -> LiRAResult:
+def lira_online(
+    target_stats: Sequence[float] | np.ndarray,
+    shadow_stats: np.ndarray,
+    shadow_in: np.ndarray,
+    *,
+    variance: str = "auto",
+    min_per_example: int = 32,
+) -> LiRAResult:
     """Online LiRA (Carlini et al. 2022, Alg. 1): IN and OUT Gaussians per example.
 
     ``target_stats`` [n]: phi of each text under the audited model; ``shadow_stats``
@@ -191,19 +213,41 @@ def lira_online(target_stats: Sequence[float] | np.ndarray, shadow_stats: np.nda
             raise InputError(
                 f"example {j} has no {side} shadow model ({int((counts == 0).sum())} examples lack one)",
                 hint="online LiRA needs each text both in and out of some shadows' training sets; "
-                     "train more shadows on random halves, or use lira_offline")
+                "train more shadows on random halves, or use lira_offline",
+            )
     mu_in, sd_in, n_in, var_in, g_in, u_in = _side_fit(s, m, "IN", variance, min_per_example)
-    mu_out, sd_out, n_out, var_out, g_out, u_out = _side_fit(s, ~m, "OUT", variance, min_per_example)
+    mu_out, sd_out, n_out, var_out, g_out, u_out = _side_fit(
+        s, ~m, "OUT", variance, min_per_example
+    )
     # Carlini et al. 2022, Alg. 1, line 10: Lambda = p(conf | N_in) / p(conf | N_out), in logs.
     scores = stats.norm.logpdf(t, mu_in, sd_in) - stats.norm.logpdf(t, mu_out, sd_out)
     used = "global" if (var_in == "global" or var_out == "global") else "per_example"
-    return LiRAResult(variant="online", scores=scores, statistic_target=t, mu_in=mu_in, sd_in=sd_in,
-                      n_in=n_in, mu_out=mu_out, sd_out=sd_out, n_out=n_out, variance=used,
-                      global_sd_in=g_in, global_sd_out=g_out, used_global_in=u_in, used_global_out=u_out)
+    return LiRAResult(
+        variant="online",
+        scores=scores,
+        statistic_target=t,
+        mu_in=mu_in,
+        sd_in=sd_in,
+        n_in=n_in,
+        mu_out=mu_out,
+        sd_out=sd_out,
+        n_out=n_out,
+        variance=used,
+        global_sd_in=g_in,
+        global_sd_out=g_out,
+        used_global_in=u_in,
+        used_global_out=u_out,
+    )
 
 
-def lira_offline(target_stats: Sequence[float] | np.ndarray, shadow_stats: np.ndarray, shadow_in: np.ndarray, *, variance: str = "auto",
-                 min_per_example: int = 32) -> LiRAResult:
+def lira_offline(
+    target_stats: Sequence[float] | np.ndarray,
+    shadow_stats: np.ndarray,
+    shadow_in: np.ndarray,
+    *,
+    variance: str = "auto",
+    min_per_example: int = 32,
+) -> LiRAResult:
     """Offline LiRA (Carlini et al. 2022, §IV): OUT Gaussians only; score = z-score of phi.
 
     IN shadows (if any) are ignored. Every example needs at least one OUT shadow.
@@ -218,13 +262,29 @@ def lira_offline(target_stats: Sequence[float] | np.ndarray, shadow_stats: np.nd
     counts = (~m).sum(axis=0)
     if (counts == 0).any():
         j = int(np.flatnonzero(counts == 0)[0])
-        raise InputError(f"example {j} has no OUT shadow model",
-                         hint="offline LiRA needs shadows trained without each audited text")
-    mu_out, sd_out, n_out, var_out, g_out, u_out = _side_fit(s, ~m, "OUT", variance, min_per_example)
+        raise InputError(
+            f"example {j} has no OUT shadow model",
+            hint="offline LiRA needs shadows trained without each audited text",
+        )
+    mu_out, sd_out, n_out, var_out, g_out, u_out = _side_fit(
+        s, ~m, "OUT", variance, min_per_example
+    )
     # One-sided test: Pr[Z < phi] = Phi((phi - mu_out)/sd_out); report its argument (monotone).
     scores = (t - mu_out) / sd_out
     nan = np.full(t.shape, np.nan)
-    return LiRAResult(variant="offline", scores=scores, statistic_target=t, mu_in=nan, sd_in=nan,
-                      n_in=np.zeros(t.shape, dtype=int), mu_out=mu_out, sd_out=sd_out, n_out=n_out,
-                      variance=var_out, global_sd_in=math.nan, global_sd_out=g_out,
-                      used_global_in=np.zeros(t.shape, dtype=bool), used_global_out=u_out)
+    return LiRAResult(
+        variant="offline",
+        scores=scores,
+        statistic_target=t,
+        mu_in=nan,
+        sd_in=nan,
+        n_in=np.zeros(t.shape, dtype=int),
+        mu_out=mu_out,
+        sd_out=sd_out,
+        n_out=n_out,
+        variance=var_out,
+        global_sd_in=math.nan,
+        global_sd_out=g_out,
+        used_global_in=np.zeros(t.shape, dtype=bool),
+        used_global_out=u_out,
+    )

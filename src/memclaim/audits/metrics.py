@@ -24,13 +24,14 @@ of the degenerate zero-variance case. The fast O((m + n) log(m + n)) algorithm v
 Sun & Xu (2014), "Fast implementation of DeLong's algorithm", IEEE SPL 21(11); the tests check
 it against the O(m n) definition and against statsmodels.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 from scipy import stats
@@ -63,7 +64,9 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------- input checks
-def as_score_array(name: str, values: Sequence[float] | np.ndarray, *, minimum: int = 2) -> np.ndarray:
+def as_score_array(
+    name: str, values: Sequence[float] | np.ndarray, *, minimum: int = 2
+) -> np.ndarray:
     """A 1-D float64 copy of ``values``; NaN refused; at least ``minimum`` entries.
 
     >>> as_score_array("member_scores", [1, -np.inf]).tolist()
@@ -74,8 +77,9 @@ def as_score_array(name: str, values: Sequence[float] | np.ndarray, *, minimum: 
     except (TypeError, ValueError):
         raise InputError(f"{name} must be a sequence of numbers, got {values!r:.200}") from None
     if arr.ndim != 1:
-        raise InputError(f"{name} must be one-dimensional, got shape {arr.shape}",
-                         hint="pass one score per text")
+        raise InputError(
+            f"{name} must be one-dimensional, got shape {arr.shape}", hint="pass one score per text"
+        )
     if arr.size < minimum:
         raise InputError(
             f"{name} has {arr.size} score(s); at least {minimum} are needed",
@@ -83,9 +87,11 @@ def as_score_array(name: str, values: Sequence[float] | np.ndarray, *, minimum: 
         )
     bad = np.flatnonzero(np.isnan(arr))
     if bad.size:
-        raise InputError(f"{name} contains NaN at index {int(bad[0])} (of {bad.size} NaN values)",
-                         hint="a NaN score means the attack was undefined for that text; fix the input "
-                              "(e.g. an empty text) instead of passing NaN")
+        raise InputError(
+            f"{name} contains NaN at index {int(bad[0])} (of {bad.size} NaN values)",
+            hint="a NaN score means the attack was undefined for that text; fix the input "
+            "(e.g. an empty text) instead of passing NaN",
+        )
     return arr.copy()
 
 
@@ -135,7 +141,9 @@ class AUCResult(ResultMixin):
         return self.low > 0.5 or self.high < 0.5
 
 
-def delong_placements(members: np.ndarray, nonmembers: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+def delong_placements(
+    members: np.ndarray, nonmembers: np.ndarray
+) -> tuple[float, np.ndarray, np.ndarray]:
     """(AUC, V10, V01) by midranks (Sun & Xu 2014, Alg. 1), O((m + n) log(m + n)).
 
     V10[i] = (1/n) sum_j psi(X_i, Y_j) is member i's placement among non-members and
@@ -149,9 +157,9 @@ def delong_placements(members: np.ndarray, nonmembers: np.ndarray) -> tuple[floa
     """
     m, n = members.size, nonmembers.size
     both = np.concatenate([members, nonmembers])
-    r_all = stats.rankdata(both, method="average")        # midranks over the pooled sample
-    r_x = stats.rankdata(members, method="average")       # midranks within members
-    r_y = stats.rankdata(nonmembers, method="average")    # midranks within non-members
+    r_all = stats.rankdata(both, method="average")  # midranks over the pooled sample
+    r_x = stats.rankdata(members, method="average")  # midranks within members
+    r_y = stats.rankdata(nonmembers, method="average")  # midranks within non-members
     # Number of non-members below member i (ties one half) = pooled rank - within rank.
     v10 = (r_all[:m] - r_x) / n
     # Number of members above non-member j (ties one half) = m - (pooled - within).
@@ -166,7 +174,12 @@ def _hoeffding_halfwidth(m: int, n: int, confidence: float) -> float:
     return math.sqrt(math.log(2.0 / (1.0 - confidence)) / (2.0 * min(m, n)))
 
 
-def roc_auc(member_scores: Sequence[float] | np.ndarray, nonmember_scores: Sequence[float] | np.ndarray, *, confidence: float = 0.95) -> AUCResult:
+def roc_auc(
+    member_scores: Sequence[float] | np.ndarray,
+    nonmember_scores: Sequence[float] | np.ndarray,
+    *,
+    confidence: float = 0.95,
+) -> AUCResult:
     """ROC AUC of member vs non-member scores with a DeLong interval and the leak signal.
 
     Exact ties count one half. Needs at least two of each (DeLong's variance uses ddof = 1).
@@ -191,14 +204,24 @@ def roc_auc(member_scores: Sequence[float] | np.ndarray, nonmember_scores: Seque
         lo, hi, method = auc - h, auc + h, "hoeffding"
     lo, hi = max(0.0, lo), min(1.0, hi)
     return AUCResult(
-        auc=auc, low=lo, high=hi, se=se, confidence=conf, interval_method=method,
-        n_members=m, n_nonmembers=n,
+        auc=auc,
+        low=lo,
+        high=hi,
+        se=se,
+        confidence=conf,
+        interval_method=method,
+        n_members=m,
+        n_nonmembers=n,
         # [MX] Fig. 12 caption: "AUCs as 2 AUC - 1"; 0 = chance, 1 = full detection.
-        leak_signal=2.0 * auc - 1.0, leak_low=2.0 * lo - 1.0, leak_high=2.0 * hi - 1.0,
+        leak_signal=2.0 * auc - 1.0,
+        leak_low=2.0 * lo - 1.0,
+        leak_high=2.0 * hi - 1.0,
     )
 
 
-def roc_auc_slow(member_scores: Sequence[float] | np.ndarray, nonmember_scores: Sequence[float] | np.ndarray) -> float:
+def roc_auc_slow(
+    member_scores: Sequence[float] | np.ndarray, nonmember_scores: Sequence[float] | np.ndarray
+) -> float:
     """The O(m n) definition sum_ij psi(X_i, Y_j) / (m n); a reference for tests.
 
     >>> roc_auc_slow([3.0, 2.0, 0.5], [1.0, 0.5, -1.0]) == roc_auc([3.0, 2.0, 0.5], [1.0, 0.5, -1.0]).auc
@@ -230,9 +253,15 @@ class AUCComparison(ResultMixin):
     interval_method: str
 
 
-def compare_aucs(members_a: Sequence[float] | np.ndarray, nonmembers_a: Sequence[float] | np.ndarray, members_b: Sequence[float] | np.ndarray, nonmembers_b: Sequence[float] | np.ndarray, *,
-                 confidence: float = 0.95,
-                 alternative: str = "two-sided") -> AUCComparison:
+def compare_aucs(
+    members_a: Sequence[float] | np.ndarray,
+    nonmembers_a: Sequence[float] | np.ndarray,
+    members_b: Sequence[float] | np.ndarray,
+    nonmembers_b: Sequence[float] | np.ndarray,
+    *,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+) -> AUCComparison:
     """DeLong et al. (1988) §2 test of two correlated AUCs (two attacks, the same texts).
 
     Entry i of ``members_a`` and ``members_b`` must be the same member text (likewise for
@@ -250,9 +279,12 @@ def compare_aucs(members_a: Sequence[float] | np.ndarray, nonmembers_a: Sequence
         raise InputError(
             f"paired comparison needs the same texts under both attacks: members {xa.size} vs "
             f"{xb.size}, non-members {ya.size} vs {yb.size}",
-            hint="score the same member and non-member texts with both attacks, in the same order")
+            hint="score the same member and non-member texts with both attacks, in the same order",
+        )
     if alternative not in ("two-sided", "greater", "less"):
-        raise DomainError(f"alternative must be 'two-sided', 'greater' or 'less', got {alternative!r}")
+        raise DomainError(
+            f"alternative must be 'two-sided', 'greater' or 'less', got {alternative!r}"
+        )
     conf = _confidence(confidence)
     m, n = xa.size, ya.size
     auc_a, v10a, v01a = delong_placements(xa, ya)
@@ -266,8 +298,11 @@ def compare_aucs(members_a: Sequence[float] | np.ndarray, nonmembers_a: Sequence
     zc = float(stats.norm.ppf(0.5 + conf / 2.0))
     if se > 0.0:
         z = diff / se
-        p = {"two-sided": 2.0 * stats.norm.sf(abs(z)), "greater": stats.norm.sf(z),
-             "less": stats.norm.cdf(z)}[alternative]
+        p = {
+            "two-sided": 2.0 * stats.norm.sf(abs(z)),
+            "greater": stats.norm.sf(z),
+            "less": stats.norm.cdf(z),
+        }[alternative]
         half, method = zc * se, "delong"
     else:
         # DeLong's variance is exactly zero (e.g. both attacks separate perfectly, or one is
@@ -277,13 +312,23 @@ def compare_aucs(members_a: Sequence[float] | np.ndarray, nonmembers_a: Sequence
         k = min(m, n)
         z = 0.0
         one = lambda t: min(1.0, math.exp(-k * t * t / 2.0)) if t > 0 else 1.0  # noqa: E731
-        p = {"two-sided": min(1.0, 2.0 * one(abs(diff))), "greater": one(diff),
-             "less": one(-diff)}[alternative]
+        p = {"two-sided": min(1.0, 2.0 * one(abs(diff))), "greater": one(diff), "less": one(-diff)}[
+            alternative
+        ]
         half, method = math.sqrt(2.0 * math.log(2.0 / (1.0 - conf)) / k), "hoeffding"
-    return AUCComparison(auc_a=auc_a, auc_b=auc_b, difference=diff,
-                         low=max(-1.0, diff - half), high=min(1.0, diff + half), se=se,
-                         z=float(z), p_value=float(p), alternative=alternative, confidence=conf,
-                         interval_method=method)
+    return AUCComparison(
+        auc_a=auc_a,
+        auc_b=auc_b,
+        difference=diff,
+        low=max(-1.0, diff - half),
+        high=min(1.0, diff + half),
+        se=se,
+        z=float(z),
+        p_value=float(p),
+        alternative=alternative,
+        confidence=conf,
+        interval_method=method,
+    )
 
 
 # ------------------------------------------------------------------ TPR at a certified FPR
@@ -311,7 +356,9 @@ def min_nonmembers(alpha: str | float | Fraction) -> int:
     return controls_needed_for_level(alpha=alpha, name="fpr")
 
 
-def certified_threshold(nonmember_scores: Sequence[float] | np.ndarray, *, fpr: str | float | Fraction) -> tuple[float, int, Fraction]:
+def certified_threshold(
+    nonmember_scores: Sequence[float] | np.ndarray, *, fpr: str | float | Fraction
+) -> tuple[float, int, Fraction]:
     """(threshold, K, alpha_N): the K-th largest non-member score, K = floor(alpha (N + 1)),
     and the certified FPR alpha_N = K / (N + 1) <= alpha ([EM] Eq. 5-6).
 
@@ -330,7 +377,7 @@ def certified_threshold(nonmember_scores: Sequence[float] | np.ndarray, *, fpr: 
             f"cannot certify an FPR of {_fmt_frac(a)} with {n} non-members: "
             f"K = floor(alpha (N + 1)) = floor({_fmt_frac(a)} x {n + 1}) = 0",
             hint=f"use at least {need} non-members (N >= 1/alpha - 1 = {_fmt_frac(1 / a - 1)}), "
-                 f"or ask for an FPR of at least 1/(N + 1) = 1/{n + 1}",
+            f"or ask for an FPR of at least 1/(N + 1) = 1/{n + 1}",
         )
     # [EM] Eq. 6: tau is the K-th largest control score; flag iff score > tau (strict).
     tau = float(np.sort(y)[::-1][k - 1])
@@ -367,8 +414,13 @@ class TPRResult(ResultMixin):
     in_sample_fpr: float
 
 
-def tpr_at_fpr(member_scores: Sequence[float] | np.ndarray, nonmember_scores: Sequence[float] | np.ndarray, *, fpr: str | float | Fraction = 0.05,
-               confidence: float = 0.95) -> TPRResult:
+def tpr_at_fpr(
+    member_scores: Sequence[float] | np.ndarray,
+    nonmember_scores: Sequence[float] | np.ndarray,
+    *,
+    fpr: str | float | Fraction = 0.05,
+    confidence: float = 0.95,
+) -> TPRResult:
     """TPR of "score > tau" on the members, tau from the non-members by the conformal rank rule.
 
     Refuses (DomainError) when the non-member count cannot certify ``fpr`` and says how many
@@ -385,9 +437,17 @@ def tpr_at_fpr(member_scores: Sequence[float] | np.ndarray, nonmember_scores: Se
     tp = int(np.count_nonzero(x > tau))
     lo, hi = clopper_pearson(tp, x.size, confidence=conf)
     return TPRResult(
-        fpr_target=float(exact_level("fpr", fpr)), certified_fpr=float(a_n), k=k,
-        n_nonmembers=y.size, threshold=tau, tpr=tp / x.size, true_positives=tp,
-        n_members=x.size, low=lo, high=hi, confidence=conf,
+        fpr_target=float(exact_level("fpr", fpr)),
+        certified_fpr=float(a_n),
+        k=k,
+        n_nonmembers=y.size,
+        threshold=tau,
+        tpr=tp / x.size,
+        true_positives=tp,
+        n_members=x.size,
+        low=lo,
+        high=hi,
+        confidence=conf,
         in_sample_fpr=float(np.count_nonzero(y > tau)) / y.size,
     )
 
@@ -430,10 +490,19 @@ class TPRComparison(ResultMixin):
     seed: int
 
 
-def compare_tprs(members_a: Sequence[float] | np.ndarray, nonmembers_a: Sequence[float] | np.ndarray, members_b: Sequence[float] | np.ndarray, nonmembers_b: Sequence[float] | np.ndarray, *,
-                 fpr: str | float | Fraction = 0.05,
-                 alternative: str = "greater", confidence: float = 0.95, n_bootstrap: int = 2000,
-                 paired_nonmembers: bool = True, seed: int = 0) -> TPRComparison:
+def compare_tprs(
+    members_a: Sequence[float] | np.ndarray,
+    nonmembers_a: Sequence[float] | np.ndarray,
+    members_b: Sequence[float] | np.ndarray,
+    nonmembers_b: Sequence[float] | np.ndarray,
+    *,
+    fpr: str | float | Fraction = 0.05,
+    alternative: str = "greater",
+    confidence: float = 0.95,
+    n_bootstrap: int = 2000,
+    paired_nonmembers: bool = True,
+    seed: int = 0,
+) -> TPRComparison:
     """Paired comparison of two attacks at the same certified FPR on the same members.
 
     Entry i of ``members_a`` and ``members_b`` must be the same member text. Each attack's
@@ -451,7 +520,9 @@ def compare_tprs(members_a: Sequence[float] | np.ndarray, nonmembers_a: Sequence
     (0.8333, 0.5, 2, 0, 0.25)
     """
     if alternative not in ("two-sided", "greater", "less"):
-        raise DomainError(f"alternative must be 'two-sided', 'greater' or 'less', got {alternative!r}")
+        raise DomainError(
+            f"alternative must be 'two-sided', 'greater' or 'less', got {alternative!r}"
+        )
     b_count = int(n_bootstrap)
     if b_count < 0 or b_count != n_bootstrap:
         raise DomainError(f"n_bootstrap must be a non-negative integer, got {n_bootstrap!r}")
@@ -460,37 +531,57 @@ def compare_tprs(members_a: Sequence[float] | np.ndarray, nonmembers_a: Sequence
     ya = as_score_array("nonmembers_a", nonmembers_a)
     yb = as_score_array("nonmembers_b", nonmembers_b)
     if xa.size != xb.size:
-        raise InputError(f"paired comparison needs the same members under both attacks: {xa.size} vs {xb.size}",
-                         hint="score the same member texts with both attacks, in the same order")
+        raise InputError(
+            f"paired comparison needs the same members under both attacks: {xa.size} vs {xb.size}",
+            hint="score the same member texts with both attacks, in the same order",
+        )
     if paired_nonmembers and ya.size != yb.size:
-        raise InputError(f"paired_nonmembers=True but the non-member sets differ in size: {ya.size} vs {yb.size}",
-                         hint="pass paired_nonmembers=False if the two attacks were calibrated on different texts")
+        raise InputError(
+            f"paired_nonmembers=True but the non-member sets differ in size: {ya.size} vs {yb.size}",
+            hint="pass paired_nonmembers=False if the two attacks were calibrated on different texts",
+        )
     ta = tpr_at_fpr(xa, ya, fpr=fpr, confidence=confidence)
     tb = tpr_at_fpr(xb, yb, fpr=fpr, confidence=confidence)
     fa, fb = xa > ta.threshold, xb > tb.threshold
     only_a = int(np.count_nonzero(fa & ~fb))
     only_b = int(np.count_nonzero(~fa & fb))
     disc = only_a + only_b
-    p = 1.0 if disc == 0 else float(stats.binomtest(only_a, disc, 0.5, alternative=alternative).pvalue)
+    p = (
+        1.0
+        if disc == 0
+        else float(stats.binomtest(only_a, disc, 0.5, alternative=alternative).pvalue)
+    )
     diff = ta.tpr - tb.tpr
     lo = hi = bp = math.nan
     if b_count:
         rng = np.random.default_rng(seed)
         m = xa.size
-        ii = rng.integers(0, m, size=(b_count, m))                       # [B, m] member resamples
-        ja = rng.integers(0, ya.size, size=(b_count, ya.size))            # [B, Na]
+        ii = rng.integers(0, m, size=(b_count, m))  # [B, m] member resamples
+        ja = rng.integers(0, ya.size, size=(b_count, ya.size))  # [B, Na]
         jb = ja if paired_nonmembers else rng.integers(0, yb.size, size=(b_count, yb.size))
         ka, kb = ta.k, tb.k  # N is fixed across replicates, so K is too
-        tha = -np.partition(-ya[ja], ka - 1, axis=1)[:, ka - 1]           # [B] K-th largest
-        thb = -np.partition(-yb[jb], kb - 1, axis=1)[:, kb - 1]           # [B]
+        tha = -np.partition(-ya[ja], ka - 1, axis=1)[:, ka - 1]  # [B] K-th largest
+        thb = -np.partition(-yb[jb], kb - 1, axis=1)[:, kb - 1]  # [B]
         d = (xa[ii] > tha[:, None]).mean(axis=1) - (xb[ii] > thb[:, None]).mean(axis=1)  # [B]
         a = 1.0 - float(_confidence(confidence))
         lo, hi = (float(v) for v in np.quantile(d, [a / 2, 1 - a / 2]))
         pg = (1 + np.count_nonzero(d <= 0)) / (b_count + 1)
         pl = (1 + np.count_nonzero(d >= 0)) / (b_count + 1)
         bp = {"greater": pg, "less": pl, "two-sided": min(1.0, 2 * min(pg, pl))}[alternative]
-    return TPRComparison(tpr_a=ta, tpr_b=tb, both=int(np.count_nonzero(fa & fb)), only_a=only_a,
-                         only_b=only_b, neither=int(np.count_nonzero(~fa & ~fb)), p_value=p,
-                         alternative=alternative, difference=diff, diff_low=lo, diff_high=hi,
-                         bootstrap_p=float(bp), n_bootstrap=b_count, paired_nonmembers=bool(paired_nonmembers),
-                         seed=int(seed))
+    return TPRComparison(
+        tpr_a=ta,
+        tpr_b=tb,
+        both=int(np.count_nonzero(fa & fb)),
+        only_a=only_a,
+        only_b=only_b,
+        neither=int(np.count_nonzero(~fa & ~fb)),
+        p_value=p,
+        alternative=alternative,
+        difference=diff,
+        diff_low=lo,
+        diff_high=hi,
+        bootstrap_p=float(bp),
+        n_bootstrap=b_count,
+        paired_nonmembers=bool(paired_nonmembers),
+        seed=int(seed),
+    )

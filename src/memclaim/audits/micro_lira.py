@@ -6,6 +6,7 @@ Markov-Zipf text, uniform word salad): the regime where per-example calibration 
 the loss attack confuses easy non-members with members ([MX] §8.2; Carlini et al. 2022 §III).
 Target and shadows are trained by the same recipe through :func:`memclaim.audits.shadows.train_on_texts`.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,9 @@ from .shadows import ShadowRecipe, save_model_folder, train_on_texts
 __all__ = ["varied_difficulty_texts", "MicroSetup", "micro_recipe", "build_micro_lira"]
 
 
-def varied_difficulty_texts(n: int, *, seed: int = 0, words: int = 8, n_words: int = 150) -> list[str]:
+def varied_difficulty_texts(
+    n: int, *, seed: int = 0, words: int = 8, n_words: int = 150
+) -> list[str]:
     """``n`` distinct short records of three difficulties, in rotation: a short cycle of 2-3
     frequent words (easy), a Markov-Zipf passage (medium), uniform word salad (hard).
 
@@ -41,7 +44,9 @@ def varied_difficulty_texts(n: int, *, seed: int = 0, words: int = 8, n_words: i
         kind = i % 3
         i += 1
         if kind == 0:
-            cyc = [gen.words[j] for j in rng.choice(30, size=int(rng.integers(2, 4)), replace=False)]
+            cyc = [
+                gen.words[j] for j in rng.choice(30, size=int(rng.integers(2, 4)), replace=False)
+            ]
             toks = [cyc[t % len(cyc)] for t in range(w)]
         elif kind == 1:
             toks = [gen.words[j] for j in gen.sample_words(w, rng)]
@@ -66,8 +71,9 @@ class MicroSetup(ResultMixin):
     n_nonmembers: int
 
 
-def micro_recipe(base: str | Path, *, steps: int = 80, batch_size: int = 64, lr: float = 1e-2,
-                 seed: int = 0) -> ShadowRecipe:
+def micro_recipe(
+    base: str | Path, *, steps: int = 80, batch_size: int = 64, lr: float = 1e-2, seed: int = 0
+) -> ShadowRecipe:
     """The micro recipe: from scratch, ``steps`` AdamW steps of ``batch_size`` x 32 tokens at ``lr``.
 
     >>> import tempfile
@@ -77,12 +83,32 @@ def micro_recipe(base: str | Path, *, steps: int = 80, batch_size: int = 64, lr:
     >>> r.mode, r.steps, r.seq_len, r.base_fingerprint[:12]
     ('scratch', 10, 32, '8ef2fb2b00c4')
     """
-    return ShadowRecipe(mode="scratch", base=str(base), base_fingerprint=folder_fingerprint(Path(base)), steps=steps,
-                        epochs=None, batch_size=batch_size, seq_len=32, lr=lr, warmup_steps=5, seed=seed)
+    return ShadowRecipe(
+        mode="scratch",
+        base=str(base),
+        base_fingerprint=folder_fingerprint(Path(base)),
+        steps=steps,
+        epochs=None,
+        batch_size=batch_size,
+        seq_len=32,
+        lr=lr,
+        warmup_steps=5,
+        seed=seed,
+    )
 
 
-def build_micro_lira(out_dir: str | Path, *, n_population: int = 400, steps: int = 80, batch_size: int = 64, lr: float = 1e-2,
-                     seed: int = 0, words: int = 12, n_embd: int = 32, n_layer: int = 1) -> MicroSetup:
+def build_micro_lira(
+    out_dir: str | Path,
+    *,
+    n_population: int = 400,
+    steps: int = 80,
+    batch_size: int = 64,
+    lr: float = 1e-2,
+    seed: int = 0,
+    words: int = 12,
+    n_embd: int = 32,
+    n_layer: int = 1,
+) -> MicroSetup:
     """Build (or reuse, if already built with these arguments) the micro LiRA set-up in ``out_dir``:
     a BPE tokenizer and an untrained 1-layer GPT-2 (``base/``), the population split in random
     halves (members planted once each in the target's training set), and the target trained on the
@@ -96,31 +122,67 @@ def build_micro_lira(out_dir: str | Path, *, n_population: int = 400, steps: int
     from transformers import GPT2Config, GPT2LMHeadModel
 
     root = Path(out_dir)
-    args = {"n_population": n_population, "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "words": words, "n_embd": n_embd,
-            "n_layer": n_layer, "version": 1}
+    args = {
+        "n_population": n_population,
+        "steps": steps,
+        "batch_size": batch_size,
+        "lr": lr,
+        "seed": seed,
+        "words": words,
+        "n_embd": n_embd,
+        "n_layer": n_layer,
+        "version": 1,
+    }
     done = root / "micro.json"
     base, target = root / "base", root / "target"
     if not (done.exists() and json.loads(done.read_text()) == args):
         texts = varied_difficulty_texts(n_population, seed=seed, words=words)
         tok = _train_tokenizer(texts, 1000)
         torch.manual_seed(seed)
-        cfg = GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=n_embd, n_layer=n_layer, n_head=2,
-                         bos_token_id=0, eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        cfg = GPT2Config(
+            vocab_size=len(tok),
+            n_positions=64,
+            n_embd=n_embd,
+            n_layer=n_layer,
+            n_head=2,
+            bos_token_id=0,
+            eos_token_id=0,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+        )
         save_model_folder(GPT2LMHeadModel(cfg), tok, base)
         rng = np.random.default_rng([seed, 3])
         is_member = np.zeros(n_population, dtype=bool)
         is_member[rng.permutation(n_population)[: n_population // 2]] = True
         recipe = micro_recipe(base, steps=steps, batch_size=batch_size, lr=lr, seed=seed)
         # the target is trained like shadow "-1": same recipe, its own seed
-        model, _, _ = train_on_texts(recipe, [t for t, m in zip(texts, is_member) if m], seed=seed, sep_ids=[0],
-                                     tokenizer=tok)
+        model, _, _ = train_on_texts(
+            recipe,
+            [t for t, m in zip(texts, is_member) if m],
+            seed=seed,
+            sep_ids=[0],
+            tokenizer=tok,
+        )
         save_model_folder(model, tok, target)
         for name, keep in (("members", is_member), ("nonmembers", ~is_member)):
-            rows = [json.dumps({"id": f"{name}-{i}", "text": t}) for i, (t, k) in enumerate(zip(texts, keep)) if k]
+            rows = [
+                json.dumps({"id": f"{name}-{i}", "text": t})
+                for i, (t, k) in enumerate(zip(texts, keep))
+                if k
+            ]
             (root / f"{name}.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
         done.write_text(json.dumps(args))
     recipe = micro_recipe(base, steps=steps, batch_size=batch_size, lr=lr, seed=seed)
     nm = sum(1 for _ in open(root / "members.jsonl", encoding="utf-8"))
     nn = sum(1 for _ in open(root / "nonmembers.jsonl", encoding="utf-8"))
-    return MicroSetup(root=str(root), base=str(base), target=str(target), members=str(root / "members.jsonl"),
-                      nonmembers=str(root / "nonmembers.jsonl"), recipe=recipe, n_members=nm, n_nonmembers=nn)
+    return MicroSetup(
+        root=str(root),
+        base=str(base),
+        target=str(target),
+        members=str(root / "members.jsonl"),
+        nonmembers=str(root / "nonmembers.jsonl"),
+        recipe=recipe,
+        n_members=nm,
+        n_nonmembers=nn,
+    )

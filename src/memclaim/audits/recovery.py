@@ -4,12 +4,14 @@ App. F.1 Eq. 34 with δ = 1 - c) would draw each of them once with probability c
 beam's own cost. The beam is the scoring engine's (memclaim.scoring.nearverbatim.recovery_pool);
 the budgets are memclaim.claims.budget's (the one home of n_δ).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Real
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from ..claims.budget import queries_needed
 from ..claims.scores import log10_or_none
@@ -79,10 +81,18 @@ class RecoveryResult(ResultMixin):
     note: str
 
 
-def deterministic_recovery(lm: LanguageModel, prompt_ids: Sequence[int], suffix_ids: Sequence[int], *,
-                           policy: Policy | str,
-                           epsilon: int, beam: int = RECOVERY_BEAM, confidence: float = 0.95,
-                           cost_in_samples: float | None = None, use_cache: bool = True) -> RecoveryResult:
+def deterministic_recovery(
+    lm: LanguageModel,
+    prompt_ids: Sequence[int],
+    suffix_ids: Sequence[int],
+    *,
+    policy: Policy | str,
+    epsilon: int,
+    beam: int = RECOVERY_BEAM,
+    confidence: float = 0.95,
+    cost_in_samples: float | None = None,
+    use_cache: bool = True,
+) -> RecoveryResult:
     """[EM] App. F.4: an unpruned beam of width ``beam`` returns a deterministic pool of
     continuations; keep those within token edit distance ε of s; for each, say whether it is
     the verbatim target and give the sampling budget n_c its probability implies
@@ -98,16 +108,28 @@ def deterministic_recovery(lm: LanguageModel, prompt_ids: Sequence[int], suffix_
     >>> [(c.tokens, c.distance, c.n_samples) for c in r.recovered], r.n_samples_verbatim, r.cost_in_samples
     ([((0, 4, 5), 1, 21.0)], 191.0, 2.5)
     """
-    c = float(confidence) if isinstance(confidence, Real) and not isinstance(confidence, bool) else math.nan
+    c = (
+        float(confidence)
+        if isinstance(confidence, Real) and not isinstance(confidence, bool)
+        else math.nan
+    )
     if not (0.0 < c < 1.0):
-        raise DomainError(f"confidence must lie strictly between 0 and 1, got {confidence!r}",
-                          hint="[EM] uses 0.95 (n_95)")
+        raise DomainError(
+            f"confidence must lie strictly between 0 and 1, got {confidence!r}",
+            hint="[EM] uses 0.95 (n_95)",
+        )
     if cost_in_samples is not None and (
-            isinstance(cost_in_samples, bool) or not isinstance(cost_in_samples, Real)
-            or not (math.isfinite(float(cost_in_samples)) and float(cost_in_samples) > 0)):
-        raise DomainError(f"cost_in_samples must be a positive number, got {cost_in_samples!r}",
-                          hint="[EM] App. F.4 quotes about 20 samples for a pool of 800")
-    out = recovery_pool(lm, prompt_ids, suffix_ids, policy=policy, epsilon=epsilon, beam=beam, use_cache=use_cache)
+        isinstance(cost_in_samples, bool)
+        or not isinstance(cost_in_samples, Real)
+        or not (math.isfinite(float(cost_in_samples)) and float(cost_in_samples) > 0)
+    ):
+        raise DomainError(
+            f"cost_in_samples must be a positive number, got {cost_in_samples!r}",
+            hint="[EM] App. F.4 quotes about 20 samples for a pool of 800",
+        )
+    out = recovery_pool(
+        lm, prompt_ids, suffix_ids, policy=policy, epsilon=epsilon, beam=beam, use_cache=use_cache
+    )
     pol, eps, width, suffix = out.policy, out.epsilon, out.beam, out.suffix_ids
     rows_per_sample = len(out.prompt_ids) + len(suffix) - 1
     if cost_in_samples is None:
@@ -119,24 +141,54 @@ def deterministic_recovery(lm: LanguageModel, prompt_ids: Sequence[int], suffix_
     recovered = []
     for seq, lp, dist in out.within:
         n, l10 = sampling_budget(lp, confidence=c)
-        recovered.append(RecoveredContinuation(
-            tokens=seq, log_prob=lp, log10_prob=log10_or_none(lp), distance=dist,
-            verbatim=seq == suffix, n_samples=n, log10_n_samples=l10, sampling_cheaper=bool(n <= cost)))
+        recovered.append(
+            RecoveredContinuation(
+                tokens=seq,
+                log_prob=lp,
+                log10_prob=log10_or_none(lp),
+                distance=dist,
+                verbatim=seq == suffix,
+                n_samples=n,
+                log10_n_samples=l10,
+                sampling_cheaper=bool(n <= cost),
+            )
+        )
     log_mass = logsumexp([r.log_prob for r in recovered])
     n_m, l10_m = sampling_budget(log_mass, confidence=c)
     n_v, l10_v = sampling_budget(out.log_verbatim, confidence=c)
     rec_v = any(r.verbatim for r in recovered)
-    note = (f"Deterministic recovery ([EM] App. F.4): an unpruned beam of width {width} returned "
-            f"{out.pool_size} continuations; {len(recovered)} are within {eps} token edits of s"
-            f"{' (including the verbatim target)' if rec_v else ''}. n_{round(c * 100)} is the number of "
-            f"random samples needed to draw a sequence once with probability {c:g}; where it is below "
-            f"the beam's cost ({cost:.3g} samples, {basis}) sampling is the cheaper way to obtain it. "
-            "The recovered mass is a lower bound on the ε-ball mass, like the pruned beam's.")
+    note = (
+        f"Deterministic recovery ([EM] App. F.4): an unpruned beam of width {width} returned "
+        f"{out.pool_size} continuations; {len(recovered)} are within {eps} token edits of s"
+        f"{' (including the verbatim target)' if rec_v else ''}. n_{round(c * 100)} is the number of "
+        f"random samples needed to draw a sequence once with probability {c:g}; where it is below "
+        f"the beam's cost ({cost:.3g} samples, {basis}) sampling is the cheaper way to obtain it. "
+        "The recovered mass is a lower bound on the ε-ball mass, like the pruned beam's."
+    )
     return RecoveryResult(
-        epsilon=eps, beam=width, policy=pol.spec, model=out.model, prompt_ids=out.prompt_ids, suffix_ids=suffix,
-        confidence=c, pool_size=out.pool_size, recovered=tuple(recovered), recovered_verbatim=rec_v,
-        recovered_near_verbatim=bool(recovered), log_recovered_mass=log_mass, n_samples_recovered_mass=n_m,
-        log10_n_samples_recovered_mass=l10_m, log_verbatim=out.log_verbatim, n_samples_verbatim=n_v,
-        log10_n_samples_verbatim=l10_v, exhaustive=out.exhaustive, forward_rows=out.forward_rows,
-        forward_calls=out.forward_calls, target_rows=out.target_rows, rows_per_sample=rows_per_sample,
-        cost_in_samples=cost, cost_basis=basis, note=note)
+        epsilon=eps,
+        beam=width,
+        policy=pol.spec,
+        model=out.model,
+        prompt_ids=out.prompt_ids,
+        suffix_ids=suffix,
+        confidence=c,
+        pool_size=out.pool_size,
+        recovered=tuple(recovered),
+        recovered_verbatim=rec_v,
+        recovered_near_verbatim=bool(recovered),
+        log_recovered_mass=log_mass,
+        n_samples_recovered_mass=n_m,
+        log10_n_samples_recovered_mass=l10_m,
+        log_verbatim=out.log_verbatim,
+        n_samples_verbatim=n_v,
+        log10_n_samples_verbatim=l10_v,
+        exhaustive=out.exhaustive,
+        forward_rows=out.forward_rows,
+        forward_calls=out.forward_calls,
+        target_rows=out.target_rows,
+        rows_per_sample=rows_per_sample,
+        cost_in_samples=cost,
+        cost_basis=basis,
+        note=note,
+    )

@@ -1,6 +1,7 @@
 """What one audit found ([MX] §8.2, App. F.2): per attack the AUC with its interval and the TPR
 at a certified FPR, the extraction audits, the unlearning verifier, shadows and the
 counterfactual estimates. Rendered by :mod:`memclaim.report.audit`."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -54,18 +55,21 @@ class AuditResult(ResultMixin):
         for e in self.attacks:
             if e.attack == name:
                 return e
-        raise InputError(f"attack {name!r} was not run in this audit",
-                         hint=f"run: {', '.join(e.attack for e in self.attacks)}")
+        raise InputError(
+            f"attack {name!r} was not run in this audit",
+            hint=f"run: {', '.join(e.attack for e in self.attacks)}",
+        )
 
     def headline(self) -> str:
         if not self.attacks:
             return "no attack was run"
         best = max(self.attacks, key=lambda e: e.auc.auc)
         a = best.auc
-        s = (f"{len(self.attacks)} membership attacks on {self.n_members} members vs {self.n_nonmembers} "
-             f"non-members; strongest: {best.attack}, AUC {a.auc:.3f} [{a.low:.3f}, {a.high:.3f}] "
-             f"(leak signal {a.leak_signal:.2f}, {'excludes' if a.excludes_chance else 'includes'} chance).")
+        s = (
+            f"{len(self.attacks)} membership attacks on {self.n_members} members vs {self.n_nonmembers} "
+            f"non-members; strongest: {best.attack}, AUC {a.auc:.3f} [{a.low:.3f}, {a.high:.3f}] "
+            f"(leak signal {a.leak_signal:.2f}, {'excludes' if a.excludes_chance else 'includes'} chance)."
+        )
         if self.extraction is not None:
             s += f" Greedy extraction from the records' own prefix: {self.extraction.greedy_successes}/{self.extraction.n}."
         return s
-

@@ -1,8 +1,10 @@
 """A reference model with another tokenizer: the same characters, re-tokenized ([MX] §8.2's
 reference attack compares likelihoods of the same text under two models)."""
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from ..text.windows import Window, WindowSet
@@ -44,7 +46,7 @@ def char_aligned_windows(ws: WindowSet, ref: LoadedModel) -> tuple[WindowSet, in
         b = len(w.prefix_text)
         ids, offsets = ref.tokenizer.encode_with_offsets(text)
         n_prefix = 0
-        for (s, e) in offsets:
+        for s, e in offsets:
             if e <= b:
                 n_prefix += 1
             else:
@@ -52,11 +54,26 @@ def char_aligned_windows(ws: WindowSet, ref: LoadedModel) -> tuple[WindowSet, in
                     straddles += 1
                 break
         if n_prefix == len(ids):
-            raise InputError(f"window {w.window_id}: the reference tokenizer puts no token in the suffix {w.suffix_text!r}")
+            raise InputError(
+                f"window {w.window_id}: the reference tokenizer puts no token in the suffix {w.suffix_text!r}"
+            )
         if n_prefix == 0 and not ref.sot_ids:
-            raise InputError(f"window {w.window_id}: the reference model has no start-of-text token and the prefix "
-                             "is empty, so there is no prompt", hint="give the reference a start-of-text rule (--sot)")
-        out.append(Window(source=w.source, index=w.index, prefix_ids=tuple(ids[:n_prefix]),
-                          suffix_ids=tuple(ids[n_prefix:]), prefix_span=w.prefix_span, suffix_span=w.suffix_span,
-                          prefix_text=w.prefix_text, suffix_text=w.suffix_text, token_start=w.token_start))
+            raise InputError(
+                f"window {w.window_id}: the reference model has no start-of-text token and the prefix "
+                "is empty, so there is no prompt",
+                hint="give the reference a start-of-text rule (--sot)",
+            )
+        out.append(
+            Window(
+                source=w.source,
+                index=w.index,
+                prefix_ids=tuple(ids[:n_prefix]),
+                suffix_ids=tuple(ids[n_prefix:]),
+                prefix_span=w.prefix_span,
+                suffix_span=w.suffix_span,
+                prefix_text=w.prefix_text,
+                suffix_text=w.suffix_text,
+                token_start=w.token_start,
+            )
+        )
     return WindowSet(tuple(out), ws.n_sources, 0, (), dict(ws.total_chars), ws.spec), straddles

@@ -18,14 +18,16 @@ Layout of ``out_dir``::
 
 Re-running the same audit re-uses everything in ``scores/`` and ``shadows/`` (no model work).
 """
+
 from __future__ import annotations
 
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,8 +36,8 @@ from ..errors import DomainError, InputError
 from ..fsutil import sha256_bytes
 from ..models import load_model
 from ..models.loader import folder_fingerprint
-from ..progress import LogCallback, ProgressCallback, emit_log
 from ..procedure import Procedure, require_same_procedure
+from ..progress import LogCallback, ProgressCallback, emit_log
 from ..scoring.prompts import PromptRule
 from ..scoring.results import load_run_scores
 from ..scoring.runner import run_scoring, scoring_pairs
@@ -48,8 +50,13 @@ from .metrics import certified_threshold
 from .result import AuditResult
 from .retokenize import char_aligned_windows, same_tokenization
 from .settings import AuditSettings
-from .shadows import (CapSpec, ShadowRecipe, counterfactual_from_shadows, ensure_shadows,
-                      population_from_texts)
+from .shadows import (
+    CapSpec,
+    ShadowRecipe,
+    counterfactual_from_shadows,
+    ensure_shadows,
+    population_from_texts,
+)
 from .texts import audit_windows, read_texts, record_texts
 from .verifier import verify_run
 
@@ -67,12 +74,25 @@ if TYPE_CHECKING:  # the annotations' names only
     from ..scoring.results import RunScores
     from .texts import TextSet
 
-__all__ = ["run_audit", "audit_runs", "scored_texts_from_run", "select_attacks", "toy_background_texts",
-           "default_shadow_recipe", "load_audited_model"]
+__all__ = [
+    "run_audit",
+    "audit_runs",
+    "scored_texts_from_run",
+    "select_attacks",
+    "toy_background_texts",
+    "default_shadow_recipe",
+    "load_audited_model",
+]
 
 
-def load_audited_model(model: str | os.PathLike | LoadedModel, *, dtype: str = "float32", sot: str | None = None,
-                       trust_remote_code: bool = False, placement: Placement | None = None) -> LoadedModel:
+def load_audited_model(
+    model: str | os.PathLike | LoadedModel,
+    *,
+    dtype: str = "float32",
+    sot: str | None = None,
+    trust_remote_code: bool = False,
+    placement: Placement | None = None,
+) -> LoadedModel:
     """``model`` itself when it is a loaded model (tokenizer, fingerprint, start-of-text), else
     :func:`memclaim.models.load_model` of the spec (``dtype`` 'auto' resolves on ``placement``'s
     device: bfloat16 on a GPU, float32 on the CPU).
@@ -83,7 +103,9 @@ def load_audited_model(model: str | os.PathLike | LoadedModel, *, dtype: str = "
     """
     if hasattr(model, "tokenizer") and hasattr(model, "fingerprint") and hasattr(model, "sot"):
         return model
-    return load_model(str(model), dtype=dtype, sot=sot, trust_remote_code=trust_remote_code, placement=placement)
+    return load_model(
+        str(model), dtype=dtype, sot=sot, trust_remote_code=trust_remote_code, placement=placement
+    )
 
 
 def _sot_rule(model) -> str:
@@ -99,10 +121,14 @@ def _procedure_id(procedure: dict) -> str:
 
 
 # ---------------------------------------------------------------------------- scored texts
-def scored_texts_from_run(run: RunScores, *, reference_run: RunScores | None = None,
-                          shadow_runs: Sequence[RunScores] | None = None,
-                          shadow_in: Sequence[Sequence[bool]] | np.ndarray | None = None,
-                          statistic: str = "sequence") -> ScoredTexts:
+def scored_texts_from_run(
+    run: RunScores,
+    *,
+    reference_run: RunScores | None = None,
+    shadow_runs: Sequence[RunScores] | None = None,
+    shadow_in: Sequence[Sequence[bool]] | np.ndarray | None = None,
+    statistic: str = "sequence",
+) -> ScoredTexts:
     """A :class:`ScoredTexts` from a stored run (per-token arrays of the suffixes; texts = the
     suffix texts for zlib), optionally with a reference run and shadow runs of the same windows.
 
@@ -111,12 +137,15 @@ def scored_texts_from_run(run: RunScores, *, reference_run: RunScores | None = N
     >>> len(st), st.token_logprobs[0][:3].round(3)  # doctest: +SKIP
     (8, array([-1.649, -2.914, -2.032]))
     """
+
     def per_token(r, col):
         try:
             return r.token_array(col)
         except Exception as exc:  # StoreError for multi-prompt runs
-            raise InputError(f"run {r.run_id} has no per-token {col!r}: {exc}",
-                             hint="membership attacks need single-prompt (natural prefix) runs") from None
+            raise InputError(
+                f"run {r.run_id} has no per-token {col!r}: {exc}",
+                hint="membership attacks need single-prompt (natural prefix) runs",
+            ) from None
 
     ids = run.window_ids
     ref = ref_proc = None
@@ -129,22 +158,36 @@ def scored_texts_from_run(run: RunScores, *, reference_run: RunScores | None = N
     if shadow_runs:
         for s in shadow_runs:
             if s.window_ids != ids:
-                raise InputError(f"shadow run {s.run_id} does not cover the same windows as the target run")
-        ss = np.stack([lira_statistic(per_token(s, "token_logprob"), kind=statistic) for s in shadow_runs])  # [S, n]
+                raise InputError(
+                    f"shadow run {s.run_id} does not cover the same windows as the target run"
+                )
+        ss = np.stack(
+            [lira_statistic(per_token(s, "token_logprob"), kind=statistic) for s in shadow_runs]
+        )  # [S, n]
         si = np.asarray(shadow_in, dtype=bool)
-    return ScoredTexts.build(per_token(run, "token_logprob"), token_mean=per_token(run, "token_mean"),
-                             token_std=per_token(run, "token_std"), texts=run.suffix_texts,
-                             reference_token_logprobs=ref, shadow_stats=ss, shadow_in=si,
-                             shadow_statistic=statistic, procedure=_procedure_id(run.procedure),
-                             reference_procedure=ref_proc)
+    return ScoredTexts.build(
+        per_token(run, "token_logprob"),
+        token_mean=per_token(run, "token_mean"),
+        token_std=per_token(run, "token_std"),
+        texts=run.suffix_texts,
+        reference_token_logprobs=ref,
+        shadow_stats=ss,
+        shadow_in=si,
+        shadow_statistic=statistic,
+        procedure=_procedure_id(run.procedure),
+        reference_procedure=ref_proc,
+    )
 
 
-def _check_same_procedure(a: dict, b: dict, what=("members", "non-members"), *,
-                          allow_mixed_numerics: bool = False) -> list[str]:
+def _check_same_procedure(
+    a: dict, b: dict, what=("members", "non-members"), *, allow_mixed_numerics: bool = False
+) -> list[str]:
     return require_same_procedure(a, b, what=what, allow_mixed_numerics=allow_mixed_numerics)
 
 
-def select_attacks(requested: Sequence[str] | None, *, have_reference: bool, have_shadows: bool) -> tuple[str, ...]:
+def select_attacks(
+    requested: Sequence[str] | None, *, have_reference: bool, have_shadows: bool
+) -> tuple[str, ...]:
     """The attacks to run: ``requested`` (checked: each registered and its inputs available), or
     every registered attack whose inputs are available (a reference model, shadows).
 
@@ -167,13 +210,22 @@ def select_attacks(requested: Sequence[str] | None, *, have_reference: bool, hav
         att = get_attack(name)  # DomainError naming the registered ones
         missing = set(att.requires) - avail
         if missing:
-            need = ("--reference MODEL" if "reference_token_logprobs" in missing else
-                    "--shadows N" if {"shadow_stats", "shadow_in"} & missing else ", ".join(sorted(missing)))
-            raise InputError(f"attack {name!r} needs {', '.join(sorted(missing))}", hint=f"pass {need}")
+            need = (
+                "--reference MODEL"
+                if "reference_token_logprobs" in missing
+                else "--shadows N"
+                if {"shadow_stats", "shadow_in"} & missing
+                else ", ".join(sorted(missing))
+            )
+            raise InputError(
+                f"attack {name!r} needs {', '.join(sorted(missing))}", hint=f"pass {need}"
+            )
         if name not in out:
             out.append(name)
     if not out:
-        raise InputError("no attack selected", hint=f"registered attacks: {', '.join(available_attacks())}")
+        raise InputError(
+            "no attack selected", hint=f"registered attacks: {', '.join(available_attacks())}"
+        )
     return tuple(out)
 
 
@@ -182,8 +234,16 @@ def _evaluate(attacks, members: ScoredTexts, nonmembers: ScoredTexts, settings: 
     for name in attacks:
         att = get_attack(name)
         params = {"k": settings.k} if "k" in dict(att.defaults) else {}
-        evals.append(evaluate_attack(name, members, nonmembers, fpr=settings.fpr, confidence=settings.confidence,
-                                     **params))
+        evals.append(
+            evaluate_attack(
+                name,
+                members,
+                nonmembers,
+                fpr=settings.fpr,
+                confidence=settings.confidence,
+                **params,
+            )
+        )
     return tuple(evals)
 
 
@@ -199,8 +259,13 @@ def toy_background_texts() -> tuple[str, ...]:
     return toy_corpus()[1].background
 
 
-def default_shadow_recipe(model: LoadedModel, *, base: LoadedModel | str | None = None, mode: str | None = None,
-                          **overrides: Any) -> tuple[ShadowRecipe, tuple]:
+def default_shadow_recipe(
+    model: LoadedModel,
+    *,
+    base: LoadedModel | str | None = None,
+    mode: str | None = None,
+    **overrides: Any,
+) -> tuple[ShadowRecipe, tuple]:
     """(recipe, background texts): the toy recipe from scratch (with the toy's background corpus)
     for the built-in tiny GPT; [MX] App. F.2 fine-tuning of ``base`` (default: the audited model)
     for every other model.
@@ -223,17 +288,39 @@ def default_shadow_recipe(model: LoadedModel, *, base: LoadedModel | str | None 
 
 
 # ---------------------------------------------------------------------------------- the run
-def run_audit(model: LoadedModel | str,
-              members: str | Path | TextSet | Sequence | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
-              nonmembers: str | Path | TextSet | Sequence | pandas.DataFrame | pyarrow.Table | datasets.Dataset, *,
-              out_dir: str | Path, settings: AuditSettings | None = None, reference: LoadedModel | str | None = None,
-              shadows: int = 0, shadow_recipe: ShadowRecipe | None = None, shadow_background: Sequence[str] = (),
-              design_seed: int = 0, cap: CapSpec | None = None, kappa: float | None = None,
-              soundness_epsilon: float | None = None, soundness_relation: str = "add/remove",
-              text_field: str | None = None, id_field: str | None = None, input_format: str | None = None,
-              dtype: str = "float32", sot: str | None = None, progress: ProgressCallback | None = None,
-              log: LogCallback | None = None, strict_fpr: bool = True,
-              trust_remote_code: bool = False, allow_mixed_numerics: bool = False) -> AuditResult:
+def run_audit(
+    model: LoadedModel | str,
+    members: str | Path | TextSet | Sequence | pandas.DataFrame | pyarrow.Table | datasets.Dataset,
+    nonmembers: str
+    | Path
+    | TextSet
+    | Sequence
+    | pandas.DataFrame
+    | pyarrow.Table
+    | datasets.Dataset,
+    *,
+    out_dir: str | Path,
+    settings: AuditSettings | None = None,
+    reference: LoadedModel | str | None = None,
+    shadows: int = 0,
+    shadow_recipe: ShadowRecipe | None = None,
+    shadow_background: Sequence[str] = (),
+    design_seed: int = 0,
+    cap: CapSpec | None = None,
+    kappa: float | None = None,
+    soundness_epsilon: float | None = None,
+    soundness_relation: str = "add/remove",
+    text_field: str | None = None,
+    id_field: str | None = None,
+    input_format: str | None = None,
+    dtype: str = "float32",
+    sot: str | None = None,
+    progress: ProgressCallback | None = None,
+    log: LogCallback | None = None,
+    strict_fpr: bool = True,
+    trust_remote_code: bool = False,
+    allow_mixed_numerics: bool = False,
+) -> AuditResult:
     """Audit ``model`` on ``members`` vs ``nonmembers`` (files or sequences of texts).
 
     Scores both sets once per model through the scoring engine into ``out_dir/scores`` (re-runs
@@ -259,42 +346,65 @@ def run_audit(model: LoadedModel | str,
     settings = settings or AuditSettings()
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise InputError(f"output folder {str(out)!r} exists and is not a folder", hint="pass a folder for --out")
+        raise InputError(
+            f"output folder {str(out)!r} exists and is not a folder", hint="pass a folder for --out"
+        )
     n_sh = integer("number of shadows", shadows, minimum=0)
     if n_sh and (n_sh < 4 or n_sh % 2):
-        raise DomainError(f"--shadows must be 0 or an even number >= 4, got {shadows}",
-                          hint="shadows come in complementary pairs, and LiRA's Gaussian fits and the counterfactual "
-                               "standard error need at least two IN and two OUT models per text")
+        raise DomainError(
+            f"--shadows must be 0 or an even number >= 4, got {shadows}",
+            hint="shadows come in complementary pairs, and LiRA's Gaussian fits and the counterfactual "
+            "standard error need at least two IN and two OUT models per text",
+        )
     if (kappa is None) != (soundness_epsilon is None):
-        raise InputError("the canary soundness check needs both the baseline kappa and the claimed epsilon",
-                         hint="pass --kappa K and --soundness-epsilon EPS together")
+        raise InputError(
+            "the canary soundness check needs both the baseline kappa and the claimed epsilon",
+            hint="pass --kappa K and --soundness-epsilon EPS together",
+        )
     if kappa is not None:  # the soundness check's domains fail before any scoring
         in_unit("--kappa (the canaries' prior baseline)", kappa)
         positive("--soundness-epsilon", soundness_epsilon)
     m = load_audited_model(model, dtype=dtype, sot=sot, trust_remote_code=trust_remote_code)
     # a bad --reference fails first
-    ref_model = (load_audited_model(reference, dtype=m.dtype, trust_remote_code=trust_remote_code,
-                                    placement=getattr(m, "placement", None))
-                 if reference is not None else None)
-    mem = read_texts(members, label="members", text_field=text_field, id_field=id_field, fmt=input_format)
-    non = read_texts(nonmembers, label="nonmembers", text_field=text_field, id_field=id_field, fmt=input_format)
+    ref_model = (
+        load_audited_model(
+            reference,
+            dtype=m.dtype,
+            trust_remote_code=trust_remote_code,
+            placement=getattr(m, "placement", None),
+        )
+        if reference is not None
+        else None
+    )
+    mem = read_texts(
+        members, label="members", text_field=text_field, id_field=id_field, fmt=input_format
+    )
+    non = read_texts(
+        nonmembers, label="nonmembers", text_field=text_field, id_field=id_field, fmt=input_format
+    )
     overlap = {r.text for r in mem.records} & {r.text for r in non.records}
     if overlap:
         t = next(iter(overlap))
-        raise InputError(f"{len(overlap)} text(s) are both members and non-members, e.g. {t[:60]!r}",
-                         hint="a text cannot be in both sets; remove the duplicates")
+        raise InputError(
+            f"{len(overlap)} text(s) are both members and non-members, e.g. {t[:60]!r}",
+            hint="a text cannot be in both sets; remove the duplicates",
+        )
     wm = audit_windows(m, mem, settings, what="members")
     wn = audit_windows(m, non, settings, what="non-members")
     tpr_note = None
     if settings.fpr is not None:
         try:
-            certified_threshold(np.zeros(len(wn)), fpr=settings.fpr)  # refuses before any model work
+            certified_threshold(
+                np.zeros(len(wn)), fpr=settings.fpr
+            )  # refuses before any model work
         except DomainError as exc:
             if strict_fpr:
                 raise
             tpr_note = f"TPR at a certified FPR not reported: {exc}"
             settings = replace(settings, fpr=None)
-    attacks = select_attacks(settings.attacks, have_reference=reference is not None, have_shadows=n_sh > 0)
+    attacks = select_attacks(
+        settings.attacks, have_reference=reference is not None, have_shadows=n_sh > 0
+    )
     pol_specs = ["full"] + ([settings.extraction_policy] if settings.extraction_policy else [])
     if settings.verifier_policy != "greedy":
         pol_specs.append(settings.verifier_policy)
@@ -304,12 +414,26 @@ def run_audit(model: LoadedModel | str,
     notes: list[str] = []
 
     def score(lm_, ws, label, *, rule=None, inputs=None):
-        summ = run_scoring(lm_, ws, policies=policies, prefix_tokens=settings.prefix_tokens,
-                           suffix_tokens=settings.suffix_tokens, prompt_rule=rule or PromptRule(), out_dir=store,
-                           label=label, inputs=inputs or {}, batch_size=settings.batch_size, progress=progress,
-                           stats=AUDIT_STATS)
-        scoring[label] = {"run_id": summ.run_id, "units_scored": summ.units_scored,
-                          "units_reused": summ.units_reused, "n_windows": summ.n_windows}
+        summ = run_scoring(
+            lm_,
+            ws,
+            policies=policies,
+            prefix_tokens=settings.prefix_tokens,
+            suffix_tokens=settings.suffix_tokens,
+            prompt_rule=rule or PromptRule(),
+            out_dir=store,
+            label=label,
+            inputs=inputs or {},
+            batch_size=settings.batch_size,
+            progress=progress,
+            stats=AUDIT_STATS,
+        )
+        scoring[label] = {
+            "run_id": summ.run_id,
+            "units_scored": summ.units_scored,
+            "units_reused": summ.units_reused,
+            "n_windows": summ.n_windows,
+        }
         return load_run_scores(store, run=summ.run_id, policy="full")
 
     _check_context(m, wm, "members")
@@ -317,7 +441,9 @@ def run_audit(model: LoadedModel | str,
     emit_log(log, f"scoring {len(wm)} members and {len(wn)} non-members with {m.name}")
     run_m = score(m, wm, "members", inputs=mem.inputs)
     run_n = score(m, wn, "nonmembers", inputs=non.inputs)
-    _check_same_procedure(run_m.procedure, run_n.procedure, allow_mixed_numerics=allow_mixed_numerics)
+    _check_same_procedure(
+        run_m.procedure, run_n.procedure, allow_mixed_numerics=allow_mixed_numerics
+    )
 
     # reference model ------------------------------------------------------------------
     ref_runs = (None, None)
@@ -332,19 +458,32 @@ def run_audit(model: LoadedModel | str,
             rwm, s1 = char_aligned_windows(wm, r)
             rwn, s2 = char_aligned_windows(wn, r)
             straddles = s1 + s2
-            how = ("the reference model tokenizes differently: its windows are the same characters (prefix text, "
-                   "suffix text) re-tokenized whole by its own tokenizer, and the reference attack compares total "
-                   "log-likelihoods of the suffix characters per text, not per token")
+            how = (
+                "the reference model tokenizes differently: its windows are the same characters (prefix text, "
+                "suffix text) re-tokenized whole by its own tokenizer, and the reference attack compares total "
+                "log-likelihoods of the suffix characters per text, not per token"
+            )
             notes.append(how)
         _check_context(r, rwm, "reference members")
         _check_context(r, rwn, "reference non-members")
         emit_log(log, f"scoring with the reference model {r.name}")
         # (for re-tokenized windows the recorded prefix/suffix lengths are the target's; the run's inputs
         # say that the reference's own windows are character-aligned and of variable token length)
-        rin = {"alignment": how, "reference_windows": "target's" if same else "character-aligned, variable length"}
-        ref_runs = (score(r, rwm, "reference:members", inputs=rin), score(r, rwn, "reference:nonmembers", inputs=rin))
-        ref_info = {"model": r.describe(), "same_tokenization": bool(same), "alignment": how,
-                    "boundary_inside_token": int(straddles), "per": "text"}
+        rin = {
+            "alignment": how,
+            "reference_windows": "target's" if same else "character-aligned, variable length",
+        }
+        ref_runs = (
+            score(r, rwm, "reference:members", inputs=rin),
+            score(r, rwn, "reference:nonmembers", inputs=rin),
+        )
+        ref_info = {
+            "model": r.describe(),
+            "same_tokenization": bool(same),
+            "alignment": how,
+            "boundary_inside_token": int(straddles),
+            "per": "text",
+        }
 
     # shadows -------------------------------------------------------------------------
     sset = None
@@ -357,72 +496,158 @@ def run_audit(model: LoadedModel | str,
             shadow_background = shadow_background or bg
         base_tok = load_audited_model(shadow_recipe.base, trust_remote_code=trust_remote_code)
         if not same_tokenization(m, base_tok, list(wm.windows[:50]) + list(wn.windows[:50])):
-            raise InputError(f"the shadow base {shadow_recipe.base!r} tokenizes differently from the audited model",
-                             hint="shadows must share the audited model's tokenizer (use its pre-fine-tuning checkpoint)")
-        if shadow_recipe.mode == "finetune" and Path(shadow_recipe.base).resolve() == Path(m.path).resolve():
-            notes.append("shadows were fine-tuned from the audited model itself: whatever it learned about the "
-                         "members carries into the OUT shadows, which weakens LiRA; pass the checkpoint the audited "
-                         "model was fine-tuned from as the shadow base")
+            raise InputError(
+                f"the shadow base {shadow_recipe.base!r} tokenizes differently from the audited model",
+                hint="shadows must share the audited model's tokenizer (use its pre-fine-tuning checkpoint)",
+            )
+        if (
+            shadow_recipe.mode == "finetune"
+            and Path(shadow_recipe.base).resolve() == Path(m.path).resolve()
+        ):
+            notes.append(
+                "shadows were fine-tuned from the audited model itself: whatever it learned about the "
+                "members carries into the OUT shadows, which weakens LiRA; pass the checkpoint the audited "
+                "model was fine-tuned from as the shadow base"
+            )
         if getattr(m, "name", "") == "toy" and shadow_recipe.mode == "scratch":
-            notes.append("toy shadows insert each record of their half once; the planted toy members were trained "
-                         "k times, so their IN distribution is understated (LiRA stays valid, its calibration does not "
-                         "model duplication)")
-        sset = ensure_shadows(out / "shadows", population=pop, n_shadows=n_sh, recipe=shadow_recipe,
-                              design_seed=design_seed, background=shadow_background, sep_ids=m.sot_ids, log=log)
-        in_m = sset.in_mask(record_texts(mem, wm), what="members")        # [S, n_members]
-        in_n = sset.in_mask(record_texts(non, wn), what="nonmembers")     # [S, n_nonmembers]
+            notes.append(
+                "toy shadows insert each record of their half once; the planted toy members were trained "
+                "k times, so their IN distribution is understated (LiRA stays valid, its calibration does not "
+                "model duplication)"
+            )
+        sset = ensure_shadows(
+            out / "shadows",
+            population=pop,
+            n_shadows=n_sh,
+            recipe=shadow_recipe,
+            design_seed=design_seed,
+            background=shadow_background,
+            sep_ids=m.sot_ids,
+            log=log,
+        )
+        in_m = sset.in_mask(record_texts(mem, wm), what="members")  # [S, n_members]
+        in_n = sset.in_mask(record_texts(non, wn), what="nonmembers")  # [S, n_nonmembers]
         shadow_m, shadow_n = [], []
         for i, path in enumerate(sset.paths):
             # shadows are placed and computed like the audited model (same device class and dtype)
-            sm = load_model(path, dtype=m.dtype, sot=_sot_rule(m), trust_remote_code=trust_remote_code,
-                            placement=getattr(m, "placement", None))
+            sm = load_model(
+                path,
+                dtype=m.dtype,
+                sot=_sot_rule(m),
+                trust_remote_code=trust_remote_code,
+                placement=getattr(m, "placement", None),
+            )
             emit_log(log, f"scoring under shadow {i + 1}/{len(sset)}")
             shadow_m.append(score(sm, wm, f"shadow{i}:members"))
             shadow_n.append(score(sm, wn, f"shadow{i}:nonmembers"))
 
-    st_m = scored_texts_from_run(run_m, reference_run=ref_runs[0], shadow_runs=shadow_m, shadow_in=in_m,
-                                 statistic=settings.lira_statistic)
-    st_n = scored_texts_from_run(run_n, reference_run=ref_runs[1], shadow_runs=shadow_n, shadow_in=in_n,
-                                 statistic=settings.lira_statistic)
+    st_m = scored_texts_from_run(
+        run_m,
+        reference_run=ref_runs[0],
+        shadow_runs=shadow_m,
+        shadow_in=in_m,
+        statistic=settings.lira_statistic,
+    )
+    st_n = scored_texts_from_run(
+        run_n,
+        reference_run=ref_runs[1],
+        shadow_runs=shadow_n,
+        shadow_in=in_n,
+        statistic=settings.lira_statistic,
+    )
     evals = _evaluate(attacks, st_m, st_n, settings)
 
     # extraction, trigger, verifier ----------------------------------------------------
-    ext_m = extraction_from_run(run_m, policy=settings.extraction_policy, m=settings.m, confidence=settings.confidence)
-    ext_n = extraction_from_run(run_n, policy=settings.extraction_policy, m=settings.m, confidence=settings.confidence)
+    ext_m = extraction_from_run(
+        run_m, policy=settings.extraction_policy, m=settings.m, confidence=settings.confidence
+    )
+    ext_n = extraction_from_run(
+        run_n, policy=settings.extraction_policy, m=settings.m, confidence=settings.confidence
+    )
     trig_m = trig_n = None
     if settings.trigger is not None:
         rule = trigger_rule(settings.trigger)
         tm = score(m, wm, "trigger:members", rule=rule)
         tn = score(m, wn, "trigger:nonmembers", rule=rule)
-        trig_m = extraction_from_run(tm, policy=settings.extraction_policy, m=settings.m, prompt="trigger",
-                                     trigger=settings.trigger, confidence=settings.confidence)
-        trig_n = extraction_from_run(tn, policy=settings.extraction_policy, m=settings.m, prompt="trigger",
-                                     trigger=settings.trigger, confidence=settings.confidence)
-    ver = verify_run(run_m, policy=settings.verifier_policy, m=settings.verifier_m,
-                     threshold=settings.verifier_threshold, confidence=settings.confidence)
+        trig_m = extraction_from_run(
+            tm,
+            policy=settings.extraction_policy,
+            m=settings.m,
+            prompt="trigger",
+            trigger=settings.trigger,
+            confidence=settings.confidence,
+        )
+        trig_n = extraction_from_run(
+            tn,
+            policy=settings.extraction_policy,
+            m=settings.m,
+            prompt="trigger",
+            trigger=settings.trigger,
+            confidence=settings.confidence,
+        )
+    ver = verify_run(
+        run_m,
+        policy=settings.verifier_policy,
+        m=settings.verifier_m,
+        threshold=settings.verifier_threshold,
+        confidence=settings.confidence,
+    )
     sound = None
     if kappa is not None:
-        sound = soundness_check(ext_m, epsilon=soundness_epsilon, kappa=kappa, relation=soundness_relation,
-                                confidence=settings.confidence)
+        sound = soundness_check(
+            ext_m,
+            epsilon=soundness_epsilon,
+            kappa=kappa,
+            relation=soundness_relation,
+            confidence=settings.confidence,
+        )
 
     # counterfactual memorization ------------------------------------------------------
     cf: tuple = ()
     if sset is not None:
-        lps = [sm_.token_array("token_logprob") + sn_.token_array("token_logprob")
-               for sm_, sn_ in zip(shadow_m, shadow_n)]
+        lps = [
+            sm_.token_array("token_logprob") + sn_.token_array("token_logprob")
+            for sm_, sn_ in zip(shadow_m, shadow_n)
+        ]
         mask = np.concatenate([in_m, in_n], axis=1)  # [S, n_m + n_n]
         nm, nn = len(wm), len(wn)
-        cf = tuple(counterfactual_from_shadows(lps, mask, score=sc, confidence=settings.confidence, cap=cap,
-                                               groups={"members": np.arange(nm), "non-members": np.arange(nm, nm + nn)})
-                   for sc in settings.counterfactual_scores)
+        cf = tuple(
+            counterfactual_from_shadows(
+                lps,
+                mask,
+                score=sc,
+                confidence=settings.confidence,
+                cap=cap,
+                groups={"members": np.arange(nm), "non-members": np.arange(nm, nm + nn)},
+            )
+            for sc in settings.counterfactual_scores
+        )
 
     result = AuditResult(
-        model=m.describe(), procedure=run_m.procedure, procedure_key=run_m.procedure_key, store=str(store),
-        settings=settings, inputs=(mem.inputs, non.inputs), n_members=len(wm), n_nonmembers=len(wn),
-        skipped_short={"members": wm.skipped_short, "nonmembers": wn.skipped_short}, attacks=evals,
-        tpr_note=tpr_note, extraction=ext_m, extraction_nonmembers=ext_n, trigger_extraction=trig_m,
-        trigger_nonmembers=trig_n, verifier=ver, reference=ref_info, shadows=sset, counterfactual=cf,
-        soundness=sound, scoring=scoring, notes=tuple(notes), seconds=time.perf_counter() - t0)
+        model=m.describe(),
+        procedure=run_m.procedure,
+        procedure_key=run_m.procedure_key,
+        store=str(store),
+        settings=settings,
+        inputs=(mem.inputs, non.inputs),
+        n_members=len(wm),
+        n_nonmembers=len(wn),
+        skipped_short={"members": wm.skipped_short, "nonmembers": wn.skipped_short},
+        attacks=evals,
+        tpr_note=tpr_note,
+        extraction=ext_m,
+        extraction_nonmembers=ext_n,
+        trigger_extraction=trig_m,
+        trigger_nonmembers=trig_n,
+        verifier=ver,
+        reference=ref_info,
+        shadows=sset,
+        counterfactual=cf,
+        soundness=sound,
+        scoring=scoring,
+        notes=tuple(notes),
+        seconds=time.perf_counter() - t0,
+    )
     return result
 
 
@@ -432,8 +657,13 @@ def _check_context(model, ws, what: str) -> None:
     scoring_pairs(model, ws, PromptRule(), what=what)
 
 
-def audit_runs(member_run: RunScores, nonmember_run: RunScores, *, settings: AuditSettings | None = None,
-               allow_mixed_numerics: bool = False) -> AuditResult:
+def audit_runs(
+    member_run: RunScores,
+    nonmember_run: RunScores,
+    *,
+    settings: AuditSettings | None = None,
+    allow_mixed_numerics: bool = False,
+) -> AuditResult:
     """Audit two already-scored runs (:class:`memclaim.scoring.results.RunScores`), e.g. read back
     with :func:`memclaim.scoring.results.load_run_scores`. Refuses runs scored under different
     procedures (model, start-of-text, window lengths, prompt rule) and fewer than two of either.
@@ -446,7 +676,9 @@ def audit_runs(member_run: RunScores, nonmember_run: RunScores, *, settings: Aud
     (8, 8, 0.84375)
     """
     settings = settings or AuditSettings()
-    _check_same_procedure(member_run.procedure, nonmember_run.procedure, allow_mixed_numerics=allow_mixed_numerics)
+    _check_same_procedure(
+        member_run.procedure, nonmember_run.procedure, allow_mixed_numerics=allow_mixed_numerics
+    )
     for r, what in ((member_run, "members"), (nonmember_run, "non-members")):
         if len(r) < 2:
             raise InputError(f"an audit needs at least two {what}; run {r.run_id} has {len(r)}")
@@ -459,14 +691,30 @@ def audit_runs(member_run: RunScores, nonmember_run: RunScores, *, settings: Aud
     have = [c for c in member_run.table.column_names if c.startswith("logq:")]
     if pol is not None and f"logq:{pol}" not in have:
         pol = None
-    ext_m = extraction_from_run(member_run, policy=pol, m=settings.m, confidence=settings.confidence)
-    ext_n = extraction_from_run(nonmember_run, policy=pol, m=settings.m, confidence=settings.confidence)
+    ext_m = extraction_from_run(
+        member_run, policy=pol, m=settings.m, confidence=settings.confidence
+    )
+    ext_n = extraction_from_run(
+        nonmember_run, policy=pol, m=settings.m, confidence=settings.confidence
+    )
     ver = None
     if member_run.procedure.get("prompt", {}).get("kind") in (None, "natural-prefix"):
-        ver = verify_run(member_run, threshold=settings.verifier_threshold, confidence=settings.confidence)
-    return AuditResult(model=dict(member_run.procedure.get("model", {})), procedure=member_run.procedure,
-                       procedure_key=member_run.procedure_key, store=member_run.store, settings=settings,
-                       inputs=(member_run.inputs, nonmember_run.inputs), n_members=len(member_run),
-                       n_nonmembers=len(nonmember_run), skipped_short={}, attacks=evals, tpr_note=None,
-                       extraction=ext_m, extraction_nonmembers=ext_n, verifier=ver)
-
+        ver = verify_run(
+            member_run, threshold=settings.verifier_threshold, confidence=settings.confidence
+        )
+    return AuditResult(
+        model=dict(member_run.procedure.get("model", {})),
+        procedure=member_run.procedure,
+        procedure_key=member_run.procedure_key,
+        store=member_run.store,
+        settings=settings,
+        inputs=(member_run.inputs, nonmember_run.inputs),
+        n_members=len(member_run),
+        n_nonmembers=len(nonmember_run),
+        skipped_short={},
+        attacks=evals,
+        tpr_note=None,
+        extraction=ext_m,
+        extraction_nonmembers=ext_n,
+        verifier=ver,
+    )

@@ -1,4 +1,5 @@
 """The settings that fix an audit's numbers besides the models and the texts ([MX] §8.2)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,7 +8,8 @@ from ..decoding import Policy
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..procedure import DEFAULT_POLICY, DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
-from ..validate import batch_size as check_batch_size, in_open_unit, integer
+from ..validate import batch_size as check_batch_size
+from ..validate import in_open_unit, integer
 from .attacks import _exact_k
 from .metrics import exact_level
 from .shadows import SCORES
@@ -31,7 +33,9 @@ class AuditSettings(ResultMixin):
     'top-k:40'
     """
 
-    prefix_tokens: int = DEFAULT_PREFIX_TOKENS  # [EM] §4: 50 + 50, as every command (32 + 32 before 0.2)
+    prefix_tokens: int = (
+        DEFAULT_PREFIX_TOKENS  # [EM] §4: 50 + 50, as every command (32 + 32 before 0.2)
+    )
     suffix_tokens: int = DEFAULT_SUFFIX_TOKENS
     attacks: tuple[str, ...] | None = None
     k: object = "0.2"
@@ -65,6 +69,8 @@ class AuditSettings(ResultMixin):
             object.__setattr__(self, "attacks", tuple(self.attacks))
         bad = [sc for sc in self.counterfactual_scores if sc not in SCORES]
         if bad:
-            raise DomainError(f"unknown counterfactual score(s) {bad}", hint=f"one of {sorted(SCORES)}")
+            raise DomainError(
+                f"unknown counterfactual score(s) {bad}", hint=f"one of {sorted(SCORES)}"
+            )
         if self.trigger is not None and not (isinstance(self.trigger, str) and self.trigger):
             raise InputError(f"the trigger must be a non-empty text, got {self.trigger!r}")

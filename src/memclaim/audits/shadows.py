@@ -46,15 +46,16 @@ renamed into place only when complete, so a killed run leaves finished shadows i
 next run restarts only the unfinished one. A folder whose population hash, mask or recipe
 differs from what is declared is refused (never silently reused or overwritten).
 """
+
 from __future__ import annotations
 
 import json
 import math
 import shutil
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -65,12 +66,22 @@ from ..jsonutil import ResultMixin
 from ..privacy.caps import memorization_cap
 from ..privacy.tradeoff import neighbors_label, normalize_neighbors, pure
 from ..train.recipe import (  # noqa: F401  (re-exported: the shadows' training recipe lives in train/)
-    SHADOW_MODES, ShadowRecipe, load_hf_tokenizer, save_model_folder, train_on_texts, training_blocks,
+    SHADOW_MODES,
+    ShadowRecipe,
+    load_hf_tokenizer,
+    save_model_folder,
+    train_on_texts,
+    training_blocks,
 )
-from ..validate import in_open_unit, integer, seed as check_seed
+from ..validate import in_open_unit, integer
+from ..validate import seed as check_seed
 from .counterfactual import (
-    CapComparison, CounterfactualEstimate, compare_to_cap, counterfactual_memorization,
-    teacher_forcing_probability, truncated_logloss,
+    CapComparison,
+    CounterfactualEstimate,
+    compare_to_cap,
+    counterfactual_memorization,
+    teacher_forcing_probability,
+    truncated_logloss,
 )
 
 __all__ = [
@@ -126,7 +137,8 @@ class Population(ResultMixin):
             if t not in pos:
                 raise InputError(
                     f"{what}[{j}] ({t[:60]!r}...) is not in the shadows' population",
-                    hint="the shadow population must contain every audited text (members and non-members)")
+                    hint="the shadow population must contain every audited text (members and non-members)",
+                )
             out[j] = pos[t]
         return out
 
@@ -151,11 +163,15 @@ def population_from_texts(*groups: Sequence, names: Sequence[str] | None = None)
             else:
                 rid, txt = str(getattr(r, "id", f"{gname}:{j}")), getattr(r, "text", None)
             if not isinstance(txt, str) or not txt.strip():
-                raise InputError(f"{gname} record {j} has no text", hint="every population record needs a non-empty text")
+                raise InputError(
+                    f"{gname} record {j} has no text",
+                    hint="every population record needs a non-empty text",
+                )
             if txt in where:
                 raise InputError(
                     f"the text of {gname} record {rid!r} also occurs as {where[txt]}: {txt[:60]!r}...",
-                    hint="members and non-members must be distinct texts; remove the duplicate")
+                    hint="members and non-members must be distinct texts; remove the duplicate",
+                )
             where[txt] = f"{gname} record {rid!r}"
             ids.append(f"{gname}:{rid}" if names else rid)
             texts.append(txt)
@@ -177,8 +193,10 @@ def shadow_masks(n_population: int, n_shadows: int, *, design_seed: int = 0) -> 
     n = integer("population size", n_population, minimum=2)
     s = integer("number of shadows", n_shadows, minimum=2)
     if s % 2:
-        raise DomainError(f"the number of shadows must be even, got {n_shadows}",
-                          hint="shadows come in complementary pairs so that every record is IN exactly half of them")
+        raise DomainError(
+            f"the number of shadows must be even, got {n_shadows}",
+            hint="shadows come in complementary pairs so that every record is IN exactly half of them",
+        )
     seed = check_seed("design seed", design_seed)
     out = np.zeros((s, n), dtype=bool)
     for j in range(s // 2):
@@ -216,7 +234,10 @@ class ShadowSet(ResultMixin):
     def to_dict(self) -> dict:
         d = super().to_dict()
         d.pop("population", None)
-        d["masks"] = {"shape": list(self.masks.shape), "in_per_record": self.masks.sum(axis=0).tolist()[:50]}
+        d["masks"] = {
+            "shape": list(self.masks.shape),
+            "in_per_record": self.masks.sum(axis=0).tolist()[:50],
+        }
         return d
 
 
@@ -227,36 +248,52 @@ def _read_membership(folder: Path) -> dict | None:
     try:
         return json.loads(p.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{str(p)!r} is unreadable: {exc}",
-                         hint="delete that shadow folder; it will be trained again") from None
+        raise InputError(
+            f"{str(p)!r} is unreadable: {exc}",
+            hint="delete that shadow folder; it will be trained again",
+        ) from None
 
 
-def _check_reuse(folder: Path, meta: dict, *, index: int, population: Population, mask: np.ndarray,
-                 recipe: ShadowRecipe, design_seed: int) -> None:
+def _check_reuse(
+    folder: Path,
+    meta: dict,
+    *,
+    index: int,
+    population: Population,
+    mask: np.ndarray,
+    recipe: ShadowRecipe,
+    design_seed: int,
+) -> None:
     declared = population.sha256
     if meta.get("population_sha256") != declared:
         raise ProcedureMismatchError(
             f"shadow {index} in {str(folder)!r} was trained on population {str(meta.get('population_sha256'))[:16]} "
             f"({meta.get('n_population')} records), not on the declared population {declared[:16]} "
             f"({len(population)} records)",
-            hint="use another output folder for this population, or delete the shadows folder to retrain")
+            hint="use another output folder for this population, or delete the shadows folder to retrain",
+        )
     got = np.zeros(len(population), dtype=bool)
     idx = np.asarray(meta.get("in_indices", []), dtype=np.int64)
     if idx.size and (idx.min() < 0 or idx.max() >= len(population)):
-        raise ProcedureMismatchError(f"shadow {index} in {str(folder)!r} has IN indices outside the population")
+        raise ProcedureMismatchError(
+            f"shadow {index} in {str(folder)!r} has IN indices outside the population"
+        )
     got[idx] = True
     if int(meta.get("design_seed", -1)) != design_seed or not np.array_equal(got, mask):
         raise ProcedureMismatchError(
             f"shadow {index} in {str(folder)!r} was trained on a different half (design seed "
             f"{meta.get('design_seed')!r}, declared {design_seed})",
-            hint="use the design seed the shadows were trained with, or another output folder")
+            hint="use the design seed the shadows were trained with, or another output folder",
+        )
     want = recipe.identity()
     have = meta.get("recipe", {})
     diffs = [f"{k}: {have.get(k)!r} != {v!r}" for k, v in want.items() if have.get(k) != v]
     if diffs:
         raise ProcedureMismatchError(
-            f"shadow {index} in {str(folder)!r} was trained with a different recipe: " + "; ".join(diffs),
-            hint="pass the same shadow settings as the run that trained them, or use another output folder")
+            f"shadow {index} in {str(folder)!r} was trained with a different recipe: "
+            + "; ".join(diffs),
+            hint="pass the same shadow settings as the run that trained them, or use another output folder",
+        )
 
 
 def _write_population(root: Path, population: Population) -> None:
@@ -272,17 +309,28 @@ def _write_population(root: Path, population: Population) -> None:
                 f"the shadows folder {str(root)!r} belongs to population {str(head.get('population_sha256'))[:16]}, "
                 f"not to the declared population {population.sha256[:16]} ({len(population)} records)",
                 hint="shadows trained on another population cannot calibrate this audit; use another output "
-                     "folder, or delete the shadows folder to retrain")
+                "folder, or delete the shadows folder to retrain",
+            )
         return
     lines = [json.dumps({"population_sha256": population.sha256, "n": len(population)})]
-    lines += [json.dumps({"index": i, "id": rid, "text": t}, ensure_ascii=False)
-              for i, (rid, t) in enumerate(zip(population.ids, population.texts))]
+    lines += [
+        json.dumps({"index": i, "id": rid, "text": t}, ensure_ascii=False)
+        for i, (rid, t) in enumerate(zip(population.ids, population.texts))
+    ]
     atomic_write_text(p, "\n".join(lines) + "\n")
 
 
-def ensure_shadows(shadow_dir: str | Path, *, population: Population, n_shadows: int, recipe: ShadowRecipe,
-                   design_seed: int = 0, background: Sequence[str] = (), sep_ids: Sequence[int] | None = None,
-                   log: Callable[[str], None] | None = None) -> ShadowSet:
+def ensure_shadows(
+    shadow_dir: str | Path,
+    *,
+    population: Population,
+    n_shadows: int,
+    recipe: ShadowRecipe,
+    design_seed: int = 0,
+    background: Sequence[str] = (),
+    sep_ids: Sequence[int] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> ShadowSet:
     """Train the missing shadows among 0..n_shadows-1 under ``shadow_dir`` and return all of them.
 
     Finished shadows are reused after checking population hash, mask and recipe (a mismatch is
@@ -296,7 +344,9 @@ def ensure_shadows(shadow_dir: str | Path, *, population: Population, n_shadows:
     (2, (0, 1), (), [6, 6])
     """
     if not isinstance(population, Population):
-        raise InputError(f"population must be a Population (see population_from_texts), got {type(population).__name__}")
+        raise InputError(
+            f"population must be a Population (see population_from_texts), got {type(population).__name__}"
+        )
     bg = tuple(background)
     bg_hash = sha256_bytes(json.dumps(list(bg), ensure_ascii=False).encode("utf-8")) if bg else None
     if recipe.background_sha256 != bg_hash:
@@ -305,12 +355,16 @@ def ensure_shadows(shadow_dir: str | Path, *, population: Population, n_shadows:
     root = Path(shadow_dir)
     for i in range(n_shadows):
         folder = root / str(i)
-        if (folder.exists() or folder.is_symlink()) and (not folder.is_dir() or _read_membership(folder) is None):
+        if (folder.exists() or folder.is_symlink()) and (
+            not folder.is_dir() or _read_membership(folder) is None
+        ):
             # memclaim publishes a shadow whole (membership.json inside) by one rename: anything
             # else at this path is not memclaim's, and is never deleted
-            raise InputError(f"{str(folder)!r} already exists and is not a finished memclaim shadow (no "
-                             f"{MEMBERSHIP_FILE}); memclaim does not delete it",
-                             hint=f"move {str(folder)!r} away, or give the audit another --out folder")
+            raise InputError(
+                f"{str(folder)!r} already exists and is not a finished memclaim shadow (no "
+                f"{MEMBERSHIP_FILE}); memclaim does not delete it",
+                hint=f"move {str(folder)!r} away, or give the audit another --out folder",
+            )
     root.mkdir(parents=True, exist_ok=True)
     _write_population(root, population)
     say = log or (lambda msg: None)
@@ -321,50 +375,110 @@ def ensure_shadows(shadow_dir: str | Path, *, population: Population, n_shadows:
         folder = root / str(i)
         meta = _read_membership(folder) if folder.is_dir() else None
         if meta is not None:
-            _check_reuse(folder, meta, index=i, population=population, mask=masks[i], recipe=recipe,
-                         design_seed=design_seed)
+            _check_reuse(
+                folder,
+                meta,
+                index=i,
+                population=population,
+                mask=masks[i],
+                recipe=recipe,
+                design_seed=design_seed,
+            )
             reused.append(i)
             paths.append(str(folder))
             continue
-        with file_lock(root / f".{i}.lock"):  # one trainer per shadow: a live one's temp folder is never touched
+        with file_lock(
+            root / f".{i}.lock"
+        ):  # one trainer per shadow: a live one's temp folder is never touched
             meta = _read_membership(folder) if folder.is_dir() else None
             if meta is not None:  # another audit trained it while we waited
-                _check_reuse(folder, meta, index=i, population=population, mask=masks[i], recipe=recipe,
-                             design_seed=design_seed)
+                _check_reuse(
+                    folder,
+                    meta,
+                    index=i,
+                    population=population,
+                    mask=masks[i],
+                    recipe=recipe,
+                    design_seed=design_seed,
+                )
                 reused.append(i)
                 paths.append(str(folder))
                 continue
-            for stale in root.glob(f".{i}.tmp-*"):  # left by a killed run (we hold the lock): restart this shadow
+            for stale in root.glob(
+                f".{i}.tmp-*"
+            ):  # left by a killed run (we hold the lock): restart this shadow
                 shutil.rmtree(stale, ignore_errors=True)
-            _train_shadow(i, folder, population=population, masks=masks, recipe=recipe, design_seed=design_seed,
-                          bg=bg, sep_ids=sep_ids, say=say, tok_cache=tok_cache)
+            _train_shadow(
+                i,
+                folder,
+                population=population,
+                masks=masks,
+                recipe=recipe,
+                design_seed=design_seed,
+                bg=bg,
+                sep_ids=sep_ids,
+                say=say,
+                tok_cache=tok_cache,
+            )
         trained.append(i)
         paths.append(str(folder))
-    return ShadowSet(root=str(root), paths=tuple(paths), masks=masks, population_sha256=population.sha256,
-                     population_size=len(population), design=DESIGN, design_seed=int(design_seed),
-                     recipe=recipe.identity(), trained=tuple(trained), reused=tuple(reused),
-                     seconds=time.perf_counter() - t0, population=population)
+    return ShadowSet(
+        root=str(root),
+        paths=tuple(paths),
+        masks=masks,
+        population_sha256=population.sha256,
+        population_size=len(population),
+        design=DESIGN,
+        design_seed=int(design_seed),
+        recipe=recipe.identity(),
+        trained=tuple(trained),
+        reused=tuple(reused),
+        seconds=time.perf_counter() - t0,
+        population=population,
+    )
 
 
-def _train_shadow(i, folder, *, population, masks, recipe, design_seed, bg, sep_ids, say, tok_cache) -> None:
+def _train_shadow(
+    i, folder, *, population, masks, recipe, design_seed, bg, sep_ids, say, tok_cache
+) -> None:
     """Train shadow ``i`` and publish it at ``folder`` whole (membership.json inside), by one rename."""
     if "tok" not in tok_cache:
         tok_cache["tok"] = load_hf_tokenizer(recipe.base)
     tok = tok_cache["tok"]
     seed = recipe.shadow_seed(i)
     in_idx = np.flatnonzero(masks[i])
-    say(f"training shadow {i + 1}/{len(masks)} ({recipe.mode}, {in_idx.size} of {len(population)} records IN)")
+    say(
+        f"training shadow {i + 1}/{len(masks)} ({recipe.mode}, {in_idx.size} of {len(population)} records IN)"
+    )
     with atomic_directory(folder, tmp_prefix=f".{i}.tmp-") as tmp:
-        model, result, _ = train_on_texts(recipe, [population.texts[j] for j in in_idx], seed=seed,
-                                          background=bg, sep_ids=sep_ids, tokenizer=tok,
-                                          label=f"training shadow {i + 1} of {len(masks)}")
+        model, result, _ = train_on_texts(
+            recipe,
+            [population.texts[j] for j in in_idx],
+            seed=seed,
+            background=bg,
+            sep_ids=sep_ids,
+            tokenizer=tok,
+            label=f"training shadow {i + 1} of {len(masks)}",
+        )
         save_model_folder(model, tok, tmp)
-        meta = {"schema": MEMBERSHIP_SCHEMA, "index": i, "pair": i // 2, "side": i % 2, "design": DESIGN,
-                "design_seed": int(design_seed), "population_sha256": population.sha256,
-                "n_population": len(population), "n_in": int(in_idx.size), "in_indices": in_idx.tolist(),
-                "seed": seed, "recipe": recipe.identity(), "base_path": recipe.base,
-                "train": {k: v for k, v in result.to_dict().items() if k != "losses"},
-                "memclaim_version": __version__, "created": time.time()}
+        meta = {
+            "schema": MEMBERSHIP_SCHEMA,
+            "index": i,
+            "pair": i // 2,
+            "side": i % 2,
+            "design": DESIGN,
+            "design_seed": int(design_seed),
+            "population_sha256": population.sha256,
+            "n_population": len(population),
+            "n_in": int(in_idx.size),
+            "in_indices": in_idx.tolist(),
+            "seed": seed,
+            "recipe": recipe.identity(),
+            "base_path": recipe.base,
+            "train": {k: v for k, v in result.to_dict().items() if k != "losses"},
+            "memclaim_version": __version__,
+            "created": time.time(),
+        }
         atomic_write_text(tmp / MEMBERSHIP_FILE, json.dumps(meta, indent=1))
 
 
@@ -383,8 +497,9 @@ class CapSpec(ResultMixin):
     source: str = ""
 
 
-def cap_from_epsilon(epsilon: float, *, relation: str = "add/remove", functional: str | None = None,
-                     copies: int = 1) -> CapSpec:
+def cap_from_epsilon(
+    epsilon: float, *, relation: str = "add/remove", functional: str | None = None, copies: int = 1
+) -> CapSpec:
     """The cap pure epsilon-DP puts on a functional ([MX] Thm. 4.1, Prop. A.1, Lemma 4.4), via
     :func:`memclaim.privacy.caps.memorization_cap`. ``functional`` defaults to the one the
     relation caps directly (LOO for add/remove, RO for replace-one); RO under add/remove goes
@@ -399,9 +514,13 @@ def cap_from_epsilon(epsilon: float, *, relation: str = "add/remove", functional
     cap = memorization_cap(pure(epsilon, neighbors=rel), functional=fn, copies=copies)
     if cap.value is None:
         raise DomainError(f"pure epsilon-DP under {relation} implies no cap on {fn}: {cap.reason}")
-    return CapSpec(value=float(cap.value), functional=fn, relation=neighbors_label(rel),
-                   via_group_privacy=(fn == "RO" and rel == "add-remove"),
-                   source=f"pure eps = {float(epsilon):g}, {cap.theorem}, curve {cap.curve}")
+    return CapSpec(
+        value=float(cap.value),
+        functional=fn,
+        relation=neighbors_label(rel),
+        via_group_privacy=(fn == "RO" and rel == "add-remove"),
+        source=f"pure eps = {float(epsilon):g}, {cap.theorem}, curve {cap.curve}",
+    )
 
 
 @dataclass(frozen=True)
@@ -431,9 +550,16 @@ SCORES = {
 }
 
 
-def counterfactual_from_shadows(shadow_token_logprobs: Sequence[Sequence[np.ndarray]], in_mask: np.ndarray, *,
-                                score: str = "teacher-forcing", level: float = 10.0, groups: dict | None = None,
-                                confidence: float = 0.95, cap: CapSpec | None = None) -> ShadowCounterfactual:
+def counterfactual_from_shadows(
+    shadow_token_logprobs: Sequence[Sequence[np.ndarray]],
+    in_mask: np.ndarray,
+    *,
+    score: str = "teacher-forcing",
+    level: float = 10.0,
+    groups: dict | None = None,
+    confidence: float = 0.95,
+    cap: CapSpec | None = None,
+) -> ShadowCounterfactual:
     """mem_h(x) = E[h | x in] - E[h | x out] for each audited text from its scores under N
     shadows (``shadow_token_logprobs[s][j]``: per-token log-probs of text j under shadow s) and
     ``in_mask`` [N, n] from complementary pairs (rows 2j, 2j+1 complementary). Named COND
@@ -453,15 +579,23 @@ def counterfactual_from_shadows(shadow_token_logprobs: Sequence[Sequence[np.ndar
     if mask.ndim != 2 or mask.shape[0] != S:
         raise InputError(f"in_mask must be [n_shadows={S}, n_texts], got {mask.shape}")
     if S % 2 or not np.all(mask[0::2] ^ mask[1::2]):
-        raise InputError("shadows must come in complementary pairs (rows 2j and 2j+1 complementary)",
-                         hint="build the masks with shadow_masks")
+        raise InputError(
+            "shadows must come in complementary pairs (rows 2j and 2j+1 complementary)",
+            hint="build the masks with shadow_masks",
+        )
     if score == "teacher-forcing":
         h = np.stack([teacher_forcing_probability(lp) for lp in shadow_token_logprobs])  # [S, n]
     elif score == "logloss":
-        h = np.stack([truncated_logloss(lp, level=level, reduce="mean") for lp in shadow_token_logprobs])
+        h = np.stack(
+            [truncated_logloss(lp, level=level, reduce="mean") for lp in shadow_token_logprobs]
+        )
     else:
         raise DomainError(f"unknown score {score!r}", hint=f"one of {sorted(SCORES)}")
-    name = SCORES[score] if score == "teacher-forcing" else f"mean token log-loss truncated at M = {level:g}, / M"
+    name = (
+        SCORES[score]
+        if score == "teacher-forcing"
+        else f"mean token log-loss truncated at M = {level:g}, / M"
+    )
     est = counterfactual_memorization(h, mask, design="random_halves", score=name, confidence=conf)
     # paired SE: per pair j, d_j = h(IN model of the pair) - h(OUT model); pairs are independent
     a, b = h[0::2], h[1::2]  # [P, n]
@@ -469,29 +603,54 @@ def counterfactual_from_shadows(shadow_token_logprobs: Sequence[Sequence[np.ndar
     P = d.shape[0]
     se = d.std(axis=0, ddof=1) / math.sqrt(P) if P >= 2 else np.full(d.shape[1], math.nan)
     T = est.mem.size
-    within = float(math.sqrt(float(np.sum(se ** 2))) / T)
+    within = float(math.sqrt(float(np.sum(se**2))) / T)
     from scipy import stats
 
     z = float(stats.norm.ppf(0.5 + conf / 2.0))
     quoted = est.mean_se if T >= 2 else float(se[0])
-    paired = replace(est, se=se, mean_se_within=within, low=est.mean_mem - z * quoted, high=est.mean_mem + z * quoted)
+    paired = replace(
+        est,
+        se=se,
+        mean_se_within=within,
+        low=est.mean_mem - z * quoted,
+        high=est.mean_mem + z * quoted,
+    )
     by_set = {}
     for gname, cols in (groups or {}).items():
         cols = np.asarray(cols, dtype=np.int64)
         if cols.size == 0:
             continue
         m = est.mem[cols]
-        by_set[gname] = {"n": int(cols.size), "mean_mem": float(m.mean()),
-                         "se_across": float(m.std(ddof=1) / math.sqrt(m.size)) if m.size >= 2 else math.nan,
-                         "max_mem": float(m.max()), "min_mem": float(m.min())}
+        by_set[gname] = {
+            "n": int(cols.size),
+            "mean_mem": float(m.mean()),
+            "se_across": float(m.std(ddof=1) / math.sqrt(m.size)) if m.size >= 2 else math.nan,
+            "max_mem": float(m.max()),
+            "min_mem": float(m.min()),
+        }
     comp, refused = None, None
     if cap is not None:
         try:
-            comp = compare_to_cap(paired, cap=cap.value, cap_functional=cap.functional, cap_relation=cap.relation,
-                                  via_group_privacy=cap.via_group_privacy, conversion_slack=cap.conversion_slack,
-                                  conversion_note=cap.conversion_note)
+            comp = compare_to_cap(
+                paired,
+                cap=cap.value,
+                cap_functional=cap.functional,
+                cap_relation=cap.relation,
+                via_group_privacy=cap.via_group_privacy,
+                conversion_slack=cap.conversion_slack,
+                conversion_note=cap.conversion_note,
+            )
         except (ProcedureMismatchError, DomainError) as exc:
             refused = str(exc)
-    return ShadowCounterfactual(score=name, functional=est.functional, design=est.design, estimate=paired,
-                                welch_se=est.se, se_method=f"paired over {P} independent complementary pairs",
-                                by_set=by_set, cap=comp, cap_spec=cap, cap_refused=refused)
+    return ShadowCounterfactual(
+        score=name,
+        functional=est.functional,
+        design=est.design,
+        estimate=paired,
+        welch_se=est.se,
+        se_method=f"paired over {P} independent complementary pairs",
+        by_set=by_set,
+        cap=comp,
+        cap_spec=cap,
+        cap_refused=refused,
+    )

@@ -30,11 +30,12 @@ ground truth rather than an audit; :func:`informed_cell`)
     also exceeds a stated cap (which contradicts the cap's premises);
   - **not recovered** otherwise.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -58,7 +59,7 @@ __all__ = [
 
 VERDICTS = ("leak", "blind", "guessed", "inverted", "recovered", "capped", "not recovered")
 INFORMED_VERDICTS = ("recovered", "capped", "not recovered")
-VERDICT_RULES = __doc__[__doc__.index("Verdict rules"):].strip()
+VERDICT_RULES = __doc__[__doc__.index("Verdict rules") :].strip()
 
 
 @dataclass(frozen=True)
@@ -114,9 +115,18 @@ def auc_cell(auc: AUCResult, *, note: str = "") -> AuditCell:
         verdict = "inverted"
     else:
         verdict = "blind"
-    return AuditCell(signal=auc.leak_signal, low=auc.leak_low, high=auc.leak_high, verdict=verdict,
-                     source="auc", value=auc.auc, chance=0.0, confidence=auc.confidence,
-                     n=auc.n_members + auc.n_nonmembers, note=note)
+    return AuditCell(
+        signal=auc.leak_signal,
+        low=auc.leak_low,
+        high=auc.leak_high,
+        verdict=verdict,
+        source="auc",
+        value=auc.auc,
+        chance=0.0,
+        confidence=auc.confidence,
+        n=auc.n_members + auc.n_nonmembers,
+        note=note,
+    )
 
 
 def tpr_cell(tpr: TPRResult, *, note: str = "") -> AuditCell:
@@ -130,14 +140,30 @@ def tpr_cell(tpr: TPRResult, *, note: str = "") -> AuditCell:
     if not isinstance(tpr, TPRResult):
         raise InputError(f"tpr_cell needs a TPRResult (from tpr_at_fpr), got {type(tpr).__name__}")
     verdict = "leak" if tpr.low > tpr.certified_fpr else "blind"
-    return AuditCell(signal=tpr.tpr, low=tpr.low, high=tpr.high, verdict=verdict, source="tpr",
-                     value=tpr.tpr, chance=tpr.certified_fpr, confidence=tpr.confidence,
-                     n=tpr.n_members, note=note or f"at certified FPR {tpr.certified_fpr:.4g}")
+    return AuditCell(
+        signal=tpr.tpr,
+        low=tpr.low,
+        high=tpr.high,
+        verdict=verdict,
+        source="tpr",
+        value=tpr.tpr,
+        chance=tpr.certified_fpr,
+        confidence=tpr.confidence,
+        n=tpr.n_members,
+        note=note or f"at certified FPR {tpr.certified_fpr:.4g}",
+    )
 
 
-def rate_cell(successes: int, trials: int, *, baseline: float | None = None,
-              baseline_successes: int | None = None, baseline_trials: int | None = None,
-              confidence: float = 0.95, note: str = "") -> AuditCell:
+def rate_cell(
+    successes: int,
+    trials: int,
+    *,
+    baseline: float | None = None,
+    baseline_successes: int | None = None,
+    baseline_trials: int | None = None,
+    confidence: float = 0.95,
+    note: str = "",
+) -> AuditCell:
     """A cell from a success rate (extraction at the prefix, the unlearning verifier, ...).
 
     The baseline is the rate a decoder that never saw the model achieves from the prior alone
@@ -152,7 +178,9 @@ def rate_cell(successes: int, trials: int, *, baseline: float | None = None,
     lo, hi = clopper_pearson(k, n, confidence=conf)
     rate = k / n
     if baseline is not None and baseline_trials is not None:
-        raise DomainError("give the baseline either as an exact rate or as successes/trials, not both")
+        raise DomainError(
+            "give the baseline either as an exact rate or as successes/trials, not both"
+        )
     if baseline_trials is not None:
         if baseline_successes is None:
             raise DomainError("baseline_trials needs baseline_successes")
@@ -174,12 +202,29 @@ def rate_cell(successes: int, trials: int, *, baseline: float | None = None,
         verdict = "blind"
     if has_baseline and not note:
         note = f"prior baseline {b:.3g}"
-    return AuditCell(signal=rate, low=lo, high=hi, verdict=verdict, source="rate", value=rate,
-                     chance=b, confidence=conf, n=n, note=note)
+    return AuditCell(
+        signal=rate,
+        low=lo,
+        high=hi,
+        verdict=verdict,
+        source="rate",
+        value=rate,
+        chance=b,
+        confidence=conf,
+        n=n,
+        note=note,
+    )
 
 
-def informed_cell(successes: int, trials: int, *, cap: float | None = None, chance: float = 0.0,
-                  confidence: float = 0.95, note: str = "") -> AuditCell:
+def informed_cell(
+    successes: int,
+    trials: int,
+    *,
+    cap: float | None = None,
+    chance: float = 0.0,
+    confidence: float = 0.95,
+    note: str = "",
+) -> AuditCell:
     """A cell for the informed-recovery column (ground truth, not an audit).
 
     >>> informed_cell(10, 10).label(), informed_cell(1, 10, cap=0.2).label()
@@ -198,8 +243,19 @@ def informed_cell(successes: int, trials: int, *, cap: float | None = None, chan
             note = (note + "; " if note else "") + f"rate exceeds the stated cap {cp:.3g}"
     else:
         verdict = "not recovered"
-    return AuditCell(signal=k / n, low=lo, high=hi, verdict=verdict, source="informed", value=k / n,
-                     chance=ch, confidence=conf, n=n, cap=cp, note=note)
+    return AuditCell(
+        signal=k / n,
+        low=lo,
+        high=hi,
+        verdict=verdict,
+        source="informed",
+        value=k / n,
+        chance=ch,
+        confidence=conf,
+        n=n,
+        cap=cp,
+        note=note,
+    )
 
 
 @dataclass(frozen=True)
@@ -223,12 +279,16 @@ class DisagreementTable(ResultMixin):
 
     def missed_by(self, column: str) -> list[str]:
         """Instances a deployable audit does not flag (verdict other than leak)."""
-        return [r for r in self.rows if (c := self.cell(r, column)) is not None and c.verdict != "leak"]
+        return [
+            r for r in self.rows if (c := self.cell(r, column)) is not None and c.verdict != "leak"
+        ]
 
     def signal_matrix(self) -> np.ndarray:
         """[rows, columns] leak signals, NaN for missing cells."""
-        return np.array([[math.nan if c is None else c.signal for c in row] for row in self.cells],
-                        dtype=np.float64).reshape(len(self.rows), len(self.columns))
+        return np.array(
+            [[math.nan if c is None else c.signal for c in row] for row in self.cells],
+            dtype=np.float64,
+        ).reshape(len(self.rows), len(self.columns))
 
     def to_markdown(self, *, intervals: bool = True, rules: bool = True) -> str:
         """A Markdown table: each cell "signal [low, high] verdict"; informed columns marked †."""
@@ -245,10 +305,15 @@ class DisagreementTable(ResultMixin):
                     parts.append(c.label())
             lines.append("| " + " | ".join(parts) + " |")
         out = "\n".join(lines)
-        notes = ["", "Leak signal: 0 = chance, 1 = full detection (rates directly, AUCs as 2 AUC - 1); "
-                     "intervals at each cell's confidence level."]
+        notes = [
+            "",
+            "Leak signal: 0 = chance, 1 = full detection (rates directly, AUCs as 2 AUC - 1); "
+            "intervals at each cell's confidence level.",
+        ]
         if any(c.informed for c in self.columns):
-            notes.append("† informed recovery by an adversary who knows the construction: ground truth, not an audit.")
+            notes.append(
+                "† informed recovery by an adversary who knows the construction: ground truth, not an audit."
+            )
         if rules:
             notes += ["", self.rules]
         return out + "\n" + "\n".join(notes) + "\n"
@@ -258,7 +323,9 @@ def _md_escape(s: str) -> str:
     return s.replace("|", "\\|")
 
 
-def build_table(columns: Sequence[AuditColumn | str], rows: Mapping[str, Mapping[str, AuditCell]]) -> DisagreementTable:
+def build_table(
+    columns: Sequence[AuditColumn | str], rows: Mapping[str, Mapping[str, AuditCell]]
+) -> DisagreementTable:
     """Assemble a table from ``{instance: {audit name: cell}}``, checking that every cell names
     a known column and that informed cells sit only in informed columns (and vice versa).
 
@@ -279,18 +346,24 @@ def build_table(columns: Sequence[AuditColumn | str], rows: Mapping[str, Mapping
     for inst, cells in rows.items():
         extra = [k for k in cells if k not in names]
         if extra:
-            raise InputError(f"instance {inst!r} has cells for unknown audit(s) {extra}", hint=f"columns: {names}")
+            raise InputError(
+                f"instance {inst!r} has cells for unknown audit(s) {extra}",
+                hint=f"columns: {names}",
+            )
         row = []
         for col in cols:
             c = cells.get(col.name)
             if c is not None:
                 if not isinstance(c, AuditCell):
-                    raise InputError(f"cell ({inst!r}, {col.name!r}) must be an AuditCell, got {type(c).__name__}")
+                    raise InputError(
+                        f"cell ({inst!r}, {col.name!r}) must be an AuditCell, got {type(c).__name__}"
+                    )
                 if col.informed != (c.source == "informed"):
                     raise InputError(
                         f"cell ({inst!r}, {col.name!r}): {'an informed-recovery' if c.source == 'informed' else 'an audit'} "
                         f"cell in {'an informed' if col.informed else 'a deployable-audit'} column",
-                        hint="build informed-recovery cells with informed_cell and put them in columns with informed=True")
+                        hint="build informed-recovery cells with informed_cell and put them in columns with informed=True",
+                    )
             row.append(c)
         out_rows.append(str(inst))
         out_cells.append(tuple(row))

@@ -1,16 +1,24 @@
 """The JSON spec of the audit-disagreement table ([MX] Fig. 12): its format
 (:data:`TABLE_SPEC_DOC`), and reading and checking it before any model work
 (:func:`read_table_spec`). The table is run by :mod:`memclaim.audits.table_run`."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from ..errors import InputError
 from ..jsonutil import read_json_object
 
-__all__ = ["TABLE_SPEC_DOC", "TABLE_COLUMNS", "TABLE_SETTINGS", "TableSpec", "read_table_spec", "baseline_kwargs"]
+__all__ = [
+    "TABLE_SPEC_DOC",
+    "TABLE_COLUMNS",
+    "TABLE_SETTINGS",
+    "TableSpec",
+    "read_table_spec",
+    "baseline_kwargs",
+]
 
 TABLE_SPEC_DOC = """\
 SPEC.json for `memclaim audit table` (paths relative to the file's folder):
@@ -46,8 +54,16 @@ still read, with a DeprecationWarning.
 _RENAMED_KEYS = {"controls": "nonmembers", "controls_run": "nonmembers_run"}
 _SHOWN = {old: new for new, old in _RENAMED_KEYS.items()}
 
-TABLE_COLUMNS = ("extraction at prefix", "loss-MIA", "LiRA", "unlearning verifier", "informed recovery")
-TABLE_SETTINGS = frozenset({"prefix_tokens", "suffix_tokens", "confidence", "verifier_threshold", "shadows", "k", "fpr"})
+TABLE_COLUMNS = (
+    "extraction at prefix",
+    "loss-MIA",
+    "LiRA",
+    "unlearning verifier",
+    "informed recovery",
+)
+TABLE_SETTINGS = frozenset(
+    {"prefix_tokens", "suffix_tokens", "confidence", "verifier_threshold", "shadows", "k", "fpr"}
+)
 
 
 @dataclass(frozen=True)
@@ -79,7 +95,9 @@ def baseline_kwargs(spec: dict | None, name: str) -> dict:
         return {"baseline": spec["kappa"]}
     if "successes" in spec and "trials" in spec:
         return {"baseline_successes": spec["successes"], "baseline_trials": spec["trials"]}
-    raise InputError(f"instance {name!r}: baseline needs 'kappa' or 'successes' and 'trials', got {spec!r}")
+    raise InputError(
+        f"instance {name!r}: baseline needs 'kappa' or 'successes' and 'trials', got {spec!r}"
+    )
 
 
 def read_table_spec(spec: Mapping | str | Path, *, base_dir: str | Path | None = None) -> TableSpec:
@@ -98,8 +116,15 @@ def read_table_spec(spec: Mapping | str | Path, *, base_dir: str | Path | None =
         base = Path(base_dir) if base_dir is not None else p.parent
     else:
         data, base = dict(spec), Path(base_dir or ".")
-    if not isinstance(data, dict) or not isinstance(data.get("instances"), list) or not data["instances"]:
-        raise InputError("the instances spec must be an object with a non-empty list 'instances'", hint=TABLE_SPEC_DOC)
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("instances"), list)
+        or not data["instances"]
+    ):
+        raise InputError(
+            "the instances spec must be an object with a non-empty list 'instances'",
+            hint=TABLE_SPEC_DOC,
+        )
     gs = dict(data.get("settings") or {})
     bad = set(gs) - TABLE_SETTINGS
     if bad:
@@ -107,7 +132,11 @@ def read_table_spec(spec: Mapping | str | Path, *, base_dir: str | Path | None =
     names = []
     instances = []
     for j, inst in enumerate(data["instances"]):
-        if not isinstance(inst, dict) or not isinstance(inst.get("name"), str) or not inst["name"].strip():
+        if (
+            not isinstance(inst, dict)
+            or not isinstance(inst.get("name"), str)
+            or not inst["name"].strip()
+        ):
             raise InputError(f"instance {j} needs a 'name'", hint=TABLE_SPEC_DOC)
         inst = _current_keys(inst)
         instances.append(inst)
@@ -118,16 +147,22 @@ def read_table_spec(spec: Mapping | str | Path, *, base_dir: str | Path | None =
         if "members_run" in inst or "nonmembers_run" in inst:
             for key in ("members_run", "nonmembers_run"):
                 if not isinstance(inst.get(key), dict) or "store" not in inst[key]:
-                    raise InputError(f"instance {name!r}: {_SHOWN.get(key, key)} needs 'store' (and 'run')",
-                                     hint=TABLE_SPEC_DOC)
+                    raise InputError(
+                        f"instance {name!r}: {_SHOWN.get(key, key)} needs 'store' (and 'run')",
+                        hint=TABLE_SPEC_DOC,
+                    )
         else:
             for key in ("model", "members", "nonmembers"):
                 if key not in inst:
-                    raise InputError(f"instance {name!r} lacks {_SHOWN.get(key, key)!r}", hint=TABLE_SPEC_DOC)
+                    raise InputError(
+                        f"instance {name!r} lacks {_SHOWN.get(key, key)!r}", hint=TABLE_SPEC_DOC
+                    )
         baseline_kwargs(inst.get("baseline"), name)
         inf = inst.get("informed")
         if inf and (not isinstance(inf, dict) or "successes" not in inf or "trials" not in inf):
-            raise InputError(f"instance {name!r}: informed needs 'successes' and 'trials' (and optional 'cap')")
+            raise InputError(
+                f"instance {name!r}: informed needs 'successes' and 'trials' (and optional 'cap')"
+            )
     return TableSpec(settings=gs, instances=tuple(instances), base=base)
 
 
@@ -139,13 +174,16 @@ def _current_keys(inst: dict) -> dict:
     out = dict(inst)
     for new, old in _RENAMED_KEYS.items():
         if new in out and old in out:
-            raise InputError(f"instance {inst['name']!r} gives both {new!r} and its old name {old!r}",
-                             hint=f"keep {new!r} only")
+            raise InputError(
+                f"instance {inst['name']!r} gives both {new!r} and its old name {old!r}",
+                hint=f"keep {new!r} only",
+            )
         if new in out:
             out[old] = out.pop(new)
         elif old in out:
-            warnings.warn(f"the table spec key {old!r} is now {new!r}; the old name is removed in the next release",
-                          DeprecationWarning, stacklevel=3)
+            warnings.warn(
+                f"the table spec key {old!r} is now {new!r}; the old name is removed in the next release",
+                DeprecationWarning,
+                stacklevel=3,
+            )
     return out
-
-

@@ -19,10 +19,12 @@ own prefix, verbatim. A secret still recoverable through another prompt (a reser
 sample of records, so a threshold on the point estimate says nothing about a single record
 beyond its own flag. :class:`VerifierResult` says both in ``statement``.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,11 +43,20 @@ from .metrics import clopper_pearson
 if TYPE_CHECKING:  # the annotations' names only
     from ..scoring.results import RunScores
 
-__all__ = ["DEFAULT_THRESHOLD", "VerifierResult", "verify", "verify_arrays", "verify_run", "score_windows"]
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "VerifierResult",
+    "verify",
+    "verify_arrays",
+    "verify_run",
+    "score_windows",
+]
 
 DEFAULT_THRESHOLD = 0.15  # [MX] App. F.2: "verbatim extraction from c below 0.15"
-QUANTITY = ("recovered fraction: mean over forget-set records of verbatim extraction of the suffix z from the "
-            "record's own prefix c ([MX] App. F.2)")
+QUANTITY = (
+    "recovered fraction: mean over forget-set records of verbatim extraction of the suffix z from the "
+    "record's own prefix c ([MX] App. F.2)"
+)
 
 
 @dataclass(frozen=True)
@@ -80,9 +91,17 @@ class VerifierResult(ResultMixin):
         return "forgotten" if self.forgotten else "not forgotten"
 
 
-def verify_arrays(*, greedy_match: "Sequence[float] | np.ndarray | None" = None, log_q: "Sequence[float] | np.ndarray | None" = None, policy: str = "greedy", m: int = 1,
-                  threshold: float = DEFAULT_THRESHOLD, record_ids: Sequence[str] | None = None,
-                  near_tie: "Sequence[float] | np.ndarray | None" = None, confidence: float = 0.95) -> VerifierResult:
+def verify_arrays(
+    *,
+    greedy_match: Sequence[float] | np.ndarray | None = None,
+    log_q: Sequence[float] | np.ndarray | None = None,
+    policy: str = "greedy",
+    m: int = 1,
+    threshold: float = DEFAULT_THRESHOLD,
+    record_ids: Sequence[str] | None = None,
+    near_tie: Sequence[float] | np.ndarray | None = None,
+    confidence: float = 0.95,
+) -> VerifierResult:
     """The verifier's decision from per-record greedy flags (``policy="greedy"``) or from exact
     log q under a sampling policy with list budget ``m`` ([MX] App. F.2: forgotten when the
     recovered fraction is below ``threshold``, 0.15).
@@ -99,12 +118,16 @@ def verify_arrays(*, greedy_match: "Sequence[float] | np.ndarray | None" = None,
         if greedy_match is None:
             raise InputError("the greedy verifier needs the greedy flags")
         if mm != 1:
-            raise DomainError(f"greedy decoding is deterministic: a list budget m = {m} repeats one output",
-                              hint="use m = 1 with greedy, or a sampling policy with m samples")
+            raise DomainError(
+                f"greedy decoding is deterministic: a list budget m = {m} repeats one output",
+                hint="use m = 1 with greedy, or a sampling policy with m samples",
+            )
         values = np.asarray(greedy_match, dtype=bool).reshape(-1).astype(np.float64)
     else:
         if log_q is None:
-            raise InputError(f"the verifier under {spec} needs log q of each record under that policy")
+            raise InputError(
+                f"the verifier under {spec} needs log q of each record under that policy"
+            )
         values = np.exp(list_success_logprob(log_q, m=mm))
     n = int(values.size)
     if n == 0:
@@ -125,15 +148,36 @@ def verify_arrays(*, greedy_match: "Sequence[float] | np.ndarray | None" = None,
         f"{n} records are recovered verbatim from their own prefix under {how} "
         f"({'below' if forgotten else 'at or above'} the threshold {thr:g}). It measures one channel "
         "(the record's own prefix, verbatim): a secret recoverable through another prompt such as a reserved "
-        "trigger, or near-verbatim, passes as forgotten ([MX] Cor. 6.3).")
-    return VerifierResult(threshold=thr, policy=spec, m=mm, quantity=QUANTITY, record_ids=ids, values=values,
-                          decisions=tuple("retained" if r else "forgotten" for r in retained_mask), n=n,
-                          retained=int(np.count_nonzero(retained_mask)), rate=rate, low=low, high=high,
-                          confidence=conf, forgotten=bool(forgotten), near_ties=nt, statement=statement)
+        "trigger, or near-verbatim, passes as forgotten ([MX] Cor. 6.3)."
+    )
+    return VerifierResult(
+        threshold=thr,
+        policy=spec,
+        m=mm,
+        quantity=QUANTITY,
+        record_ids=ids,
+        values=values,
+        decisions=tuple("retained" if r else "forgotten" for r in retained_mask),
+        n=n,
+        retained=int(np.count_nonzero(retained_mask)),
+        rate=rate,
+        low=low,
+        high=high,
+        confidence=conf,
+        forgotten=bool(forgotten),
+        near_ties=nt,
+        statement=statement,
+    )
 
 
-def verify_run(run: "RunScores", *, policy: str = "greedy", m: int = 1, threshold: float = DEFAULT_THRESHOLD,
-               confidence: float = 0.95) -> VerifierResult:
+def verify_run(
+    run: RunScores,
+    *,
+    policy: str = "greedy",
+    m: int = 1,
+    threshold: float = DEFAULT_THRESHOLD,
+    confidence: float = 0.95,
+) -> VerifierResult:
     """The verifier on a stored run (natural-prefix prompts) of the forget-set records.
 
     >>> from memclaim.scoring.results import load_run_scores  # doctest: +SKIP
@@ -142,8 +186,10 @@ def verify_run(run: "RunScores", *, policy: str = "greedy", m: int = 1, threshol
     (0.0, True, ('forgotten', 'forgotten'))
     """
     if run.procedure.get("prompt", {}).get("kind") not in (None, "natural-prefix"):
-        raise InputError(f"run {run.run_id} was scored with prompt rule {run.procedure['prompt'].get('kind')!r}",
-                         hint="the verifier reads extraction from the record's own prefix: score with the natural prefix")
+        raise InputError(
+            f"run {run.run_id} was scored with prompt rule {run.procedure['prompt'].get('kind')!r}",
+            hint="the verifier reads extraction from the record's own prefix: score with the natural prefix",
+        )
     spec = Policy.parse(policy).spec
     lq = None
     if spec != "greedy":
@@ -151,12 +197,26 @@ def verify_run(run: "RunScores", *, policy: str = "greedy", m: int = 1, threshol
         if col not in run.table.column_names:
             raise InputError(f"policy {spec!r} was not scored in run {run.run_id}")
         lq = run.table.column(col).to_numpy().astype(np.float64)
-    return verify_arrays(greedy_match=run.greedy_match, log_q=lq, policy=spec, m=m, threshold=threshold,
-                         record_ids=run.window_ids, near_tie=run.near_tie, confidence=confidence)
+    return verify_arrays(
+        greedy_match=run.greedy_match,
+        log_q=lq,
+        policy=spec,
+        m=m,
+        threshold=threshold,
+        record_ids=run.window_ids,
+        near_tie=run.near_tie,
+        confidence=confidence,
+    )
 
 
-def score_windows(model: object, windows: object, *, policies: Sequence[Policy], prompt_rule: PromptRule | None = None,
-                  batch_size: int = 16) -> dict:
+def score_windows(
+    model: object,
+    windows: object,
+    *,
+    policies: Sequence[Policy],
+    prompt_rule: PromptRule | None = None,
+    batch_size: int = 16,
+) -> dict:
     """Score windows with the teacher-forcing engine directly (no store): for in-memory models,
     e.g. between unlearning rounds. ``model`` needs ``.lm``, ``.tokenizer`` and ``.sot_ids``.
     Returns {"greedy_match" [n], "near_tie" [n], "logq": {policy spec: [n]}, "token_logprob": list}.
@@ -172,11 +232,15 @@ def score_windows(model: object, windows: object, *, policies: Sequence[Policy],
     ws = list(windows.windows if hasattr(windows, "windows") else windows)
     n = len(ws)
     P = len(engine.policies)
-    items = [rule.items(w, model.tokenizer, model.sot_ids) for w in ws]  # per window: (prompt, target) per prompt
+    items = [
+        rule.items(w, model.tokenizer, model.sot_ids) for w in ws
+    ]  # per window: (prompt, target) per prompt
     prompts = [[p for p, _ in its] for its in items]
     if any(len(p) < 1 for ps in prompts for p in ps):
-        raise InputError("a prompt is empty: the model has no start-of-text token and a record has no prefix",
-                         hint="give the model a start-of-text rule (sot) or use records with a prefix")
+        raise InputError(
+            "a prompt is empty: the model has no start-of-text token and a record has no prefix",
+            hint="give the model a start-of-text rule (sot) or use records with a prefix",
+        )
     n_prompts = rule.n_prompts
     logq = np.empty((n, n_prompts, P))
     greedy = np.zeros((n, n_prompts), dtype=bool)
@@ -189,8 +253,10 @@ def score_windows(model: object, windows: object, *, policies: Sequence[Policy],
     for key in sorted(groups):
         group = groups[key]
         for a in range(0, len(group), batch_size):
-            chunk = group[a:a + batch_size]
-            bs = engine.score_batch([items[i][j][0] for i, j in chunk], [items[i][j][1] for i, j in chunk])
+            chunk = group[a : a + batch_size]
+            bs = engine.score_batch(
+                [items[i][j][0] for i, j in chunk], [items[i][j][1] for i, j in chunk]
+            )
             for r, (i, j) in enumerate(chunk):
                 logq[i, j] = bs.logq[r]
                 greedy[i, j] = bs.greedy_match[r]
@@ -198,9 +264,16 @@ def score_windows(model: object, windows: object, *, policies: Sequence[Policy],
                 if j == 0:
                     toklp[i] = bs.token_logprob[r].copy()
     agg = rule.aggregate
-    return {"greedy_match": greedy.any(axis=1), "near_tie": margin.min(axis=1) < NEAR_TIE_MARGIN,
-            "logq": {pol.spec: aggregate_logq(logq[:, :, k], agg, axis=1) for k, pol in enumerate(engine.policies)},
-            "token_logprob": toklp, "window_ids": [w.window_id for w in ws]}
+    return {
+        "greedy_match": greedy.any(axis=1),
+        "near_tie": margin.min(axis=1) < NEAR_TIE_MARGIN,
+        "logq": {
+            pol.spec: aggregate_logq(logq[:, :, k], agg, axis=1)
+            for k, pol in enumerate(engine.policies)
+        },
+        "token_logprob": toklp,
+        "window_ids": [w.window_id for w in ws],
+    }
 
 
 def _as_model(model):
@@ -210,9 +283,18 @@ def _as_model(model):
     return load_model(str(model))
 
 
-def verify(model: object, records: object, *, prefix_tokens: int | None = None, suffix_tokens: int | None = None,
-           threshold: float = DEFAULT_THRESHOLD, policy: str = "greedy", m: int = 1, batch_size: int = 16,
-           confidence: float = 0.95) -> VerifierResult:
+def verify(
+    model: object,
+    records: object,
+    *,
+    prefix_tokens: int | None = None,
+    suffix_tokens: int | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    policy: str = "greedy",
+    m: int = 1,
+    batch_size: int = 16,
+    confidence: float = 0.95,
+) -> VerifierResult:
     """Run the verifier on a model and its forget set.
 
     ``model``: a :class:`memclaim.models.loader.LoadedModel`, a model spec/path for
@@ -237,12 +319,16 @@ def verify(model: object, records: object, *, prefix_tokens: int | None = None, 
         if not recs:
             raise InputError("the verifier needs at least one forget-set record")
         first = recs[0]
-        if (isinstance(first, dict) and "prefix" in first) or (isinstance(first, (tuple, list)) and len(first) == 2):
+        if (isinstance(first, dict) and "prefix" in first) or (
+            isinstance(first, (tuple, list)) and len(first) == 2
+        ):
             ws = pair_windows(recs, lm.tokenizer)
         else:
             if prefix_tokens is None or suffix_tokens is None:
-                raise InputError("texts need prefix_tokens and suffix_tokens to cut the prefix c and the suffix z",
-                                 hint="or pass (prefix, suffix) pairs")
+                raise InputError(
+                    "texts need prefix_tokens and suffix_tokens to cut the prefix c and the suffix z",
+                    hint="or pass (prefix, suffix) pairs",
+                )
             rs = []
             for j, r in enumerate(recs):
                 if isinstance(r, str):
@@ -251,13 +337,24 @@ def verify(model: object, records: object, *, prefix_tokens: int | None = None, 
                     rs.append(Record(str(r.get("id", f"rec{j}")), r.get("text", "")))
                 else:
                     rs.append(r)
-            ws = passage_windows(rs, lm.tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens)
+            ws = passage_windows(
+                rs, lm.tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens
+            )
             if ws.skipped_short:
-                raise InputError(f"{ws.skipped_short} forget-set record(s) are shorter than {prefix_tokens} + "
-                                 f"{suffix_tokens} tokens: {list(ws.skipped_ids)[:5]}",
-                                 hint="every forget-set record must be verified; use shorter windows")
+                raise InputError(
+                    f"{ws.skipped_short} forget-set record(s) are shorter than {prefix_tokens} + "
+                    f"{suffix_tokens} tokens: {list(ws.skipped_ids)[:5]}",
+                    hint="every forget-set record must be verified; use shorter windows",
+                )
     pols = [Policy.parse("greedy")] if spec == "greedy" else [Policy.parse(spec)]
     out = score_windows(lm, ws, policies=pols, batch_size=batch_size)
-    return verify_arrays(greedy_match=out["greedy_match"], log_q=None if spec == "greedy" else out["logq"][spec],
-                         policy=spec, m=m, threshold=threshold, record_ids=out["window_ids"],
-                         near_tie=out["near_tie"], confidence=confidence)
+    return verify_arrays(
+        greedy_match=out["greedy_match"],
+        log_q=None if spec == "greedy" else out["logq"][spec],
+        policy=spec,
+        m=m,
+        threshold=threshold,
+        record_ids=out["window_ids"],
+        near_tie=out["near_tie"],
+        confidence=confidence,
+    )

@@ -12,13 +12,28 @@
 Claims compare procedures with :func:`memclaim.procedure.require_same_procedure` (one floor below
 claims and scoring: the procedure is a value of its own).
 """
-from .budget import (extractable_memorization, log_prob_at_least_once, prob_at_least_once,  # noqa: F401
-                     queries_needed)
-from .census import (WindowScores, census, census_threshold, coverage, flag_near_verbatim,  # noqa: F401
-                     global_census, global_threshold)
-from .compare import (compare_population_claims, independent_difference, match_by_text,  # noqa: F401
-                      paired_difference)
-from .conformal import (alpha_sweep, conformal_pvalues, population_test, randomized_pvalues,  # noqa: F401
-                        rank_k)
+
+from .budget import (  # noqa: F401
+    extractable_memorization,
+    log_prob_at_least_once,
+    prob_at_least_once,
+    queries_needed,
+)
+from .census import (  # noqa: F401
+    WindowScores,
+    census,
+    census_threshold,
+    coverage,
+    flag_near_verbatim,
+    global_census,
+    global_threshold,
+)
+from .compare import (  # noqa: F401
+    compare_population_claims,
+    independent_difference,
+    match_by_text,
+    paired_difference,
+)
+from .conformal import alpha_sweep, conformal_pvalues, population_test, randomized_pvalues, rank_k  # noqa: F401
 from .multiple import bonferroni_capacity, controls_needed, fdr_claims, fwer_claims  # noqa: F401
 from .population import population_claim  # noqa: F401

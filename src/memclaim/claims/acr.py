@@ -14,11 +14,12 @@ seen ([EM] §3).
 
 Pure: numpy and scipy through memclaim.claims; no torch, no I/O.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 
@@ -81,9 +82,14 @@ class ACRComparison(ResultMixin):
 def _side(acr: Sequence[float | None], extracted: Sequence[bool], met: Sequence[bool]) -> ACRSide:
     ex = [float(a) for a, e in zip(acr, extracted) if e and a is not None]
     vals = [a for a in acr if a is not None]
-    return ACRSide(len(extracted), int(sum(bool(e) for e in extracted)), int(sum(bool(m) for m in met)),
-                   tuple(None if a is None else float(a) for a in acr),
-                   float(np.median(ex)) if ex else None, max(vals) if vals else None)
+    return ACRSide(
+        len(extracted),
+        int(sum(bool(e) for e in extracted)),
+        int(sum(bool(m) for m in met)),
+        tuple(None if a is None else float(a) for a in acr),
+        float(np.median(ex)) if ex else None,
+        max(vals) if vals else None,
+    )
 
 
 def _flags(values: Sequence[bool] | None, n: int, what: str) -> list[bool]:
@@ -95,14 +101,24 @@ def _flags(values: Sequence[bool] | None, n: int, what: str) -> list[bool]:
     return v
 
 
-def acr_comparison(*, member_extracted: Sequence[bool], control_extracted: Sequence[bool],
-                   member_acr: Sequence[float | None], control_acr: Sequence[float | None], criterion: str,
-                   member_met: Sequence[bool] | None = None, control_met: Sequence[bool] | None = None,
-                   member_ids: Sequence[str] | None = None, control_ids: Sequence[str] | None = None,
-                   member_argmax_without_greedy: Sequence[bool] | None = None,
-                   control_argmax_without_greedy: Sequence[bool] | None = None,
-                   member_leaks: Sequence[bool] | None = None, control_leaks: Sequence[bool] | None = None,
-                   alpha: str | float | Fraction = "0.05", confidence: float = 0.95) -> ACRComparison:
+def acr_comparison(
+    *,
+    member_extracted: Sequence[bool],
+    control_extracted: Sequence[bool],
+    member_acr: Sequence[float | None],
+    control_acr: Sequence[float | None],
+    criterion: str,
+    member_met: Sequence[bool] | None = None,
+    control_met: Sequence[bool] | None = None,
+    member_ids: Sequence[str] | None = None,
+    control_ids: Sequence[str] | None = None,
+    member_argmax_without_greedy: Sequence[bool] | None = None,
+    control_argmax_without_greedy: Sequence[bool] | None = None,
+    member_leaks: Sequence[bool] | None = None,
+    control_leaks: Sequence[bool] | None = None,
+    alpha: str | float | Fraction = "0.05",
+    confidence: float = 0.95,
+) -> ACRComparison:
     """The matched comparison of an ACR procedure's results ([EM] §3, App. A.2).
 
     ``*_extracted``: per target, the criterion held with a prompt shorter than the target; ``*_acr``:
@@ -116,63 +132,125 @@ def acr_comparison(*, member_extracted: Sequence[bool], control_extracted: Seque
     >>> [(lv.level, lv.member_count, lv.control_count) for lv in c.levels]
     [(1.0, 2, 1), (1.1, 2, 1), (1.2, 2, 0), (1.5, 1, 0)]
     """
-    me, ce = _flags(member_extracted, len(member_extracted), "members"), \
-        _flags(control_extracted, len(control_extracted), "controls")
+    me, ce = (
+        _flags(member_extracted, len(member_extracted), "members"),
+        _flags(control_extracted, len(control_extracted), "controls"),
+    )
     J, N = len(me), len(ce)
     if J == 0 or N == 0:
-        raise InputError(f"the matched comparison needs members and controls, got {J} and {N} targets",
-                         hint="give at least one member and one control target")
+        raise InputError(
+            f"the matched comparison needs members and controls, got {J} and {N} targets",
+            hint="give at least one member and one control target",
+        )
     if len(member_acr) != J or len(control_acr) != N:
-        raise InputError("one ACR value (or None) per target is needed", hint="pass member_acr/control_acr in order")
-    for a, e, side in [(a, e, "member") for a, e in zip(member_acr, me)] + \
-                      [(a, e, "control") for a, e in zip(control_acr, ce)]:
+        raise InputError(
+            "one ACR value (or None) per target is needed",
+            hint="pass member_acr/control_acr in order",
+        )
+    for a, e, side in [(a, e, "member") for a, e in zip(member_acr, me)] + [
+        (a, e, "control") for a, e in zip(control_acr, ce)
+    ]:
         if e and (a is None or not a > 1):
-            raise InputError(f"a {side} target is extracted but its ACR is {a!r}", hint="extracted means ACR > 1")
+            raise InputError(
+                f"a {side} target is extracted but its ACR is {a!r}", hint="extracted means ACR > 1"
+            )
     mm = _flags(member_met, J, "members") if member_met is not None else list(me)
     cm = _flags(control_met, N, "controls") if control_met is not None else list(ce)
     # the population test on the binary score ([EM] D.3): extracted = probability 1, else 0
-    pop = population_claim(candidate_scores=np.where(me, 0.0, -np.inf), control_scores=np.where(ce, 0.0, -np.inf),
-                           alpha=alpha, kind="log-prob", binary=True, candidate_ids=member_ids,
-                           control_ids=control_ids, confidence=confidence, sweep=False)
+    pop = population_claim(
+        candidate_scores=np.where(me, 0.0, -np.inf),
+        control_scores=np.where(ce, 0.0, -np.inf),
+        alpha=alpha,
+        kind="log-prob",
+        binary=True,
+        candidate_ids=member_ids,
+        control_ids=control_ids,
+        confidence=confidence,
+        sweep=False,
+    )
     b = pop.primary_test.binary_rates
     assert b is not None  # binary=True: the population test reports its binary rates
     levels = []
     # an extracted target's ACR is a number > 1 (checked above): `a is not None` only says so to mypy
-    observed = sorted({float(a) for a, e in zip(list(member_acr) + list(control_acr), me + ce)
-                       if e and a is not None})
+    observed = sorted(
+        {
+            float(a)
+            for a, e in zip(list(member_acr) + list(control_acr), me + ce)
+            if e and a is not None
+        }
+    )
     for lv in [1.0] + [x for x in observed if x > 1.0]:
         # level 1: ACR > 1 (extraction); above it: ACR >= level
-        mk = sum(1 for a, e in zip(member_acr, me) if e and a is not None and (a > lv if lv == 1.0 else a >= lv))
-        ck = sum(1 for a, e in zip(control_acr, ce) if e and a is not None and (a > lv if lv == 1.0 else a >= lv))
-        levels.append(ACRLevel(lv, clopper_pearson(mk, J, confidence=confidence),
-                               clopper_pearson(ck, N, confidence=confidence), mk, ck,
-                               newcombe_independent(mk, J, ck, N, confidence=confidence)))
+        mk = sum(
+            1
+            for a, e in zip(member_acr, me)
+            if e and a is not None and (a > lv if lv == 1.0 else a >= lv)
+        )
+        ck = sum(
+            1
+            for a, e in zip(control_acr, ce)
+            if e and a is not None and (a > lv if lv == 1.0 else a >= lv)
+        )
+        levels.append(
+            ACRLevel(
+                lv,
+                clopper_pearson(mk, J, confidence=confidence),
+                clopper_pearson(ck, N, confidence=confidence),
+                mk,
+                ck,
+                newcombe_independent(mk, J, ck, N, confidence=confidence),
+            )
+        )
     d = b.difference
     no_signal = d.lower <= 0.0 <= d.upper
     pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
-    rates = (f"Under {criterion}, {b.member_count} of {J} members ({pct(b.member_rate.estimate)}, "
-             f"{100 * confidence:g}% CP [{pct(b.member_rate.lower)}, {pct(b.member_rate.upper)}]) and {b.m} of {N} "
-             f"matched controls ({pct(b.control_rate.estimate)} [{pct(b.control_rate.lower)}, "
-             f"{pct(b.control_rate.upper)}]) are extracted (ACR > 1); difference {100 * d.estimate:+.1f} points "
-             f"[{100 * d.lower:+.1f}, {100 * d.upper:+.1f}] (Newcombe).")
+    rates = (
+        f"Under {criterion}, {b.member_count} of {J} members ({pct(b.member_rate.estimate)}, "
+        f"{100 * confidence:g}% CP [{pct(b.member_rate.lower)}, {pct(b.member_rate.upper)}]) and {b.m} of {N} "
+        f"matched controls ({pct(b.control_rate.estimate)} [{pct(b.control_rate.lower)}, "
+        f"{pct(b.control_rate.upper)}]) are extracted (ACR > 1); difference {100 * d.estimate:+.1f} points "
+        f"[{100 * d.lower:+.1f}, {100 * d.upper:+.1f}] (Newcombe)."
+    )
     if no_signal:
-        meaning = (" The rates are statistically indistinguishable: equal rates mean the procedure carries no signal "
-                   "about memorization, so a success on a member is no evidence that the model memorized it "
-                   "([EM] §3, 'Revisiting parrot prompts').")
+        meaning = (
+            " The rates are statistically indistinguishable: equal rates mean the procedure carries no signal "
+            "about memorization, so a success on a member is no evidence that the model memorized it "
+            "([EM] §3, 'Revisiting parrot prompts')."
+        )
     elif d.lower > 0:
-        meaning = (" Members are extracted more often than matched controls; the difference, not the member rate, is "
-                   "what may reflect memorization, and the controls' rate is the share of successes any target gets "
-                   "from the procedure itself ([EM] §3): a success on one member is no memorization claim.")
+        meaning = (
+            " Members are extracted more often than matched controls; the difference, not the member rate, is "
+            "what may reflect memorization, and the controls' rate is the share of successes any target gets "
+            "from the procedure itself ([EM] §3): a success on one member is no memorization claim."
+        )
     else:
-        meaning = (" Controls are extracted more often than members: the procedure's successes say nothing about "
-                   "memorization here ([EM] §3).")
-    flags = {side: {"argmax_without_greedy": int(sum(_flags(ag, n, side))), "leaks": int(sum(_flags(lk, n, side)))}
-             for side, ag, lk, n in (("members", member_argmax_without_greedy, member_leaks, J),
-                                     ("controls", control_argmax_without_greedy, control_leaks, N))}
-    return ACRComparison(criterion=str(criterion), population=pop, members=_side(member_acr, me, mm),
-                         controls=_side(control_acr, ce, cm), levels=tuple(levels), member_rate=b.member_rate,
-                         control_rate=b.control_rate, difference=d, no_signal=bool(no_signal),
-                         statement=rates + meaning, flags=flags)
+        meaning = (
+            " Controls are extracted more often than members: the procedure's successes say nothing about "
+            "memorization here ([EM] §3)."
+        )
+    flags = {
+        side: {
+            "argmax_without_greedy": int(sum(_flags(ag, n, side))),
+            "leaks": int(sum(_flags(lk, n, side))),
+        }
+        for side, ag, lk, n in (
+            ("members", member_argmax_without_greedy, member_leaks, J),
+            ("controls", control_argmax_without_greedy, control_leaks, N),
+        )
+    }
+    return ACRComparison(
+        criterion=str(criterion),
+        population=pop,
+        members=_side(member_acr, me, mm),
+        controls=_side(control_acr, ce, cm),
+        levels=tuple(levels),
+        member_rate=b.member_rate,
+        control_rate=b.control_rate,
+        difference=d,
+        no_signal=bool(no_signal),
+        statement=rates + meaning,
+        flags=flags,
+    )
 
 
 @dataclass(frozen=True)
@@ -184,8 +262,14 @@ class Verdict(ResultMixin):
     reason: str
 
 
-def succeeds_on_both(*, members_extracted: int, n_members: int, controls_extracted: int, n_controls: int,
-                     complete: bool = True) -> Verdict:
+def succeeds_on_both(
+    *,
+    members_extracted: int,
+    n_members: int,
+    controls_extracted: int,
+    n_controls: int,
+    complete: bool = True,
+) -> Verdict:
     """[EM] App. A.2 (and §1): "the procedure succeeds on members and on non-members", as stated:
     held when at least one member and at least one matched non-member are extracted; not held when
     a side has no success; not testable here when a side has no target or the searches did not all
@@ -198,16 +282,31 @@ def succeeds_on_both(*, members_extracted: int, n_members: int, controls_extract
     >>> succeeds_on_both(members_extracted=0, n_members=0, controls_extracted=0, n_controls=8).status
     'not testable here'
     """
-    for name, k, n in (("members", members_extracted, n_members), ("controls", controls_extracted, n_controls)):
+    for name, k, n in (
+        ("members", members_extracted, n_members),
+        ("controls", controls_extracted, n_controls),
+    ):
         if int(n) < 0 or not 0 <= int(k) <= int(n):
-            raise InputError(f"{name}: {k} extracted of {n} targets is not a count", hint="0 <= extracted <= n")
+            raise InputError(
+                f"{name}: {k} extracted of {n} targets is not a count", hint="0 <= extracted <= n"
+            )
     if n_members == 0 or n_controls == 0:
-        return Verdict(PAPER_SENTENCE, NOT_TESTABLE, f"{n_members} member and {n_controls} control targets: the "
-                       "sentence needs both")
+        return Verdict(
+            PAPER_SENTENCE,
+            NOT_TESTABLE,
+            f"{n_members} member and {n_controls} control targets: the sentence needs both",
+        )
     if not complete:
-        return Verdict(PAPER_SENTENCE, NOT_TESTABLE, "some searches did not finish, so a side without a success is "
-                       "not a failure of the procedure")
+        return Verdict(
+            PAPER_SENTENCE,
+            NOT_TESTABLE,
+            "some searches did not finish, so a side without a success is "
+            "not a failure of the procedure",
+        )
     held = members_extracted >= 1 and controls_extracted >= 1
-    return Verdict(PAPER_SENTENCE, HELD if held else NOT_HELD,
-                   f"members {members_extracted}/{n_members}, non-members {controls_extracted}/{n_controls} extracted "
-                   f"(ACR > 1); held means at least one on each side")
+    return Verdict(
+        PAPER_SENTENCE,
+        HELD if held else NOT_HELD,
+        f"members {members_extracted}/{n_members}, non-members {controls_extracted}/{n_controls} extracted "
+        f"(ACR > 1); held means at least one on each side",
+    )

@@ -17,11 +17,13 @@ Refined claim ([EM] §6): a sequence is *extractably memorized* under budget n a
 generates it at least once in n queries with probability >= 1 - delta, i.e.
 p >= p_min(n) = 1 - delta^(1/n).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence, cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -61,8 +63,10 @@ def _check_log_p(log_p, name="log p") -> np.ndarray:
     lp = np.asarray(log_p, dtype=np.float64)
     if np.any(np.isnan(lp)) or np.any(lp > 1e-6):
         bad = lp[np.isnan(lp) | (lp > 1e-6)].ravel()[0]
-        raise DomainError(f"{name} must be a natural-log probability <= 0, got {bad!r}",
-                          hint="pass log(p) with 0 < p <= 1, or -inf for p = 0")
+        raise DomainError(
+            f"{name} must be a natural-log probability <= 0, got {bad!r}",
+            hint="pass log(p) with 0 < p <= 1, or -inf for p = 0",
+        )
     return np.minimum(lp, 0.0)
 
 
@@ -70,8 +74,10 @@ def _check_n(n) -> np.ndarray:
     arr = np.asarray(n, dtype=np.float64)
     if np.any(~np.isfinite(arr)) or np.any(arr < 1):
         bad = arr[~np.isfinite(arr) | (arr < 1)].ravel()[0]
-        raise DomainError(f"the budget n must be a finite number of queries >= 1, got {bad!r}",
-                          hint="e.g. n = 1e5 samples; give log n (log_n=, or --log10-n) for budgets beyond 1e308")
+        raise DomainError(
+            f"the budget n must be a finite number of queries >= 1, got {bad!r}",
+            hint="e.g. n = 1e5 samples; give log n (log_n=, or --log10-n) for budgets beyond 1e308",
+        )
     return arr
 
 
@@ -79,20 +85,29 @@ def _check_log_n(log_n) -> np.ndarray:
     arr = np.asarray(log_n, dtype=np.float64)
     if np.any(~np.isfinite(arr)) or np.any(arr < 0):
         bad = arr[~np.isfinite(arr) | (arr < 0)].ravel()[0]
-        raise DomainError(f"the budget's log n must be finite and >= 0 (n >= 1 query), got {bad!r}",
-                          hint="e.g. log_n = log(1e5)")
+        raise DomainError(
+            f"the budget's log n must be finite and >= 0 (n >= 1 query), got {bad!r}",
+            hint="e.g. log_n = log(1e5)",
+        )
     return arr
 
 
 def _log_budget(n, log_n) -> np.ndarray:
     """Natural log of the budget, from exactly one of n and log n."""
     if (n is None) == (log_n is None):
-        raise DomainError("give exactly one of the budget n and its log n",
-                          hint="n for budgets up to 1e308, log n beyond")
+        raise DomainError(
+            "give exactly one of the budget n and its log n",
+            hint="n for budgets up to 1e308, log n beyond",
+        )
     return np.log(_check_n(n)) if log_n is None else _check_log_n(log_n)
 
 
-def log_prob_at_least_once(*, log_p: float | np.ndarray, n: float | np.ndarray | None = None, log_n: float | np.ndarray | None = None) -> float | np.ndarray:
+def log_prob_at_least_once(
+    *,
+    log_p: float | np.ndarray,
+    n: float | np.ndarray | None = None,
+    log_n: float | np.ndarray | None = None,
+) -> float | np.ndarray:
     """Natural log of P[at least once in n] = 1 - (1-p)^n ([EM] Eq. 10), from log p and the
     budget n (or its natural log ``log_n``, for budgets beyond the double range).
 
@@ -108,12 +123,19 @@ def log_prob_at_least_once(*, log_p: float | np.ndarray, n: float | np.ndarray |
     ly = _log_budget(n, log_n) + _log_neg_log1m(lp)  # log y
     with np.errstate(over="ignore", invalid="ignore"):
         y = np.exp(ly)
-        out = np.where(ly < -30, ly + np.log1p(-np.exp(ly) / 2), log1mexp(-np.asarray(y, dtype=np.float64)))
+        out = np.where(
+            ly < -30, ly + np.log1p(-np.exp(ly) / 2), log1mexp(-np.asarray(y, dtype=np.float64))
+        )
     out = np.where(np.isneginf(lp), -np.inf, out)
     return out if out.ndim else float(out)
 
 
-def prob_at_least_once(*, log_p: float | np.ndarray, n: float | np.ndarray | None = None, log_n: float | np.ndarray | None = None) -> float | np.ndarray:
+def prob_at_least_once(
+    *,
+    log_p: float | np.ndarray,
+    n: float | np.ndarray | None = None,
+    log_n: float | np.ndarray | None = None,
+) -> float | np.ndarray:
     """P[at least once in n] as a float (may underflow to 0; use the log version for tiny p).
 
     >>> round(float(prob_at_least_once(log_p=math.log(0.5), n=2)), 6)  # 1 - (1/2)^2
@@ -122,7 +144,9 @@ def prob_at_least_once(*, log_p: float | np.ndarray, n: float | np.ndarray | Non
     return np.exp(log_prob_at_least_once(log_p=log_p, n=n, log_n=log_n))
 
 
-def min_log_prob_for_budget(*, n: float | np.ndarray | None = None, delta: float, log_n: float | np.ndarray | None = None) -> float | np.ndarray:
+def min_log_prob_for_budget(
+    *, n: float | np.ndarray | None = None, delta: float, log_n: float | np.ndarray | None = None
+) -> float | np.ndarray:
     """log p_min(n) with p_min = 1 - delta^(1/n): the smallest per-query probability that the
     procedure generates at least once in n queries with probability >= 1 - delta.
 
@@ -151,7 +175,9 @@ class QueryBudget(ResultMixin):
     n: float  # the ceiling, as a float (inf for p = 0, and where n overflows a double); exact integer only below 2**53
     log10_n: float  # exact where n overflows
     n_int: int | None  # the exact integer when n < 2**53, else None
-    prob_at_least_once_at_n: float  # check: >= 1 - delta (up to rounding where n is the real ratio); from log n
+    prob_at_least_once_at_n: (
+        float  # check: >= 1 - delta (up to rounding where n is the real ratio); from log n
+    )
 
 
 def queries_needed(*, log_p: float, delta: float = 0.05) -> QueryBudget:
@@ -170,7 +196,7 @@ def queries_needed(*, log_p: float, delta: float = 0.05) -> QueryBudget:
         return QueryBudget(-math.inf, d, math.inf, math.inf, None, 0.0)
     # log delta / log(1-p) = (-log delta) / (-log(1-p)) = exp(log(-log delta) - log(-log(1-p)))
     log_ratio = math.log(-math.log(d)) - float(_log_neg_log1m(np.asarray(lp)))
-    if log_ratio < math.log(2.0 ** 53):
+    if log_ratio < math.log(2.0**53):
         n_int = max(1, math.ceil(math.exp(log_ratio)))
         # guard the float ceiling: the smallest n with P[>=1 in n] >= 1 - delta
         while n_int > 1 and log_prob_at_least_once(log_p=lp, n=n_int - 1) >= math.log1p(-d):
@@ -179,15 +205,23 @@ def queries_needed(*, log_p: float, delta: float = 0.05) -> QueryBudget:
             n_int += 1
         n_f, log10_n = float(n_int), math.log10(n_int)
     else:
-        n_int, n_f, log10_n = None, math.exp(log_ratio) if log_ratio < 709 else math.inf, log_ratio / LN10
+        n_int, n_f, log10_n = (
+            None,
+            math.exp(log_ratio) if log_ratio < 709 else math.inf,
+            log_ratio / LN10,
+        )
     # [EM] Eq. 10 at n_delta, from log n: n itself may have overflowed (p < ~1e-308)
     log_n = math.log(n_int) if n_int is not None else log_ratio
     check = math.exp(log_prob_at_least_once(log_p=lp, log_n=log_n))
     return QueryBudget(lp / LN10, d, n_f, log10_n, n_int, check)
 
 
-def parse_probability(*, p: float | str | None = None, log10_p: float | str | None = None,
-                      log_p: float | str | None = None) -> float:
+def parse_probability(
+    *,
+    p: float | str | None = None,
+    log10_p: float | str | None = None,
+    log_p: float | str | None = None,
+) -> float:
     """Exactly one of p, log10 p, ln p -> natural log p (validated; p = 0 is -inf).
 
     >>> parse_probability(log10_p=-400) == -400 * LN10, parse_probability(p=0)
@@ -195,16 +229,23 @@ def parse_probability(*, p: float | str | None = None, log10_p: float | str | No
     """
     given = [x is not None for x in (p, log10_p, log_p)]
     if sum(given) != 1:
-        raise DomainError("give exactly one of p, log10 p or log p", hint="e.g. --p 1e-27 or --log10-p -27")
+        raise DomainError(
+            "give exactly one of p, log10 p or log p", hint="e.g. --p 1e-27 or --log10-p -27"
+        )
     if p is not None:
         v = float(p)
         if not 0 <= v <= 1 or math.isnan(v):
-            raise DomainError(f"p must be a probability in [0, 1], got {p!r}", hint="use --log10-p for p below 1e-308")
+            raise DomainError(
+                f"p must be a probability in [0, 1], got {p!r}",
+                hint="use --log10-p for p below 1e-308",
+            )
         return math.log(v) if v > 0 else -math.inf
     if log10_p is not None:
         v = float(log10_p)
         if math.isnan(v) or v > 0:
-            raise DomainError(f"log10 p must be <= 0, got {log10_p!r}", hint="e.g. --log10-p -27 for p = 1e-27")
+            raise DomainError(
+                f"log10 p must be <= 0, got {log10_p!r}", hint="e.g. --log10-p -27 for p = 1e-27"
+            )
         return v * LN10
     assert log_p is not None  # exactly one of the three was given, and it was not p or log10 p
     v = float(log_p)
@@ -230,7 +271,13 @@ class ExtractableClaim(ResultMixin):
     extractable: np.ndarray = field(repr=False)
 
 
-def extractable_memorization(log_scores: "Sequence[float] | np.ndarray", *, log_tau: float | None, n: float, delta: float = 0.05) -> ExtractableClaim:
+def extractable_memorization(
+    log_scores: Sequence[float] | np.ndarray,
+    *,
+    log_tau: float | None,
+    n: float,
+    delta: float = 0.05,
+) -> ExtractableClaim:
     """Per item: memorized (log score > log tau), extractable within n queries at confidence
     1 - delta, and both ([EM] §6). ``log_tau=None``: no threshold (nothing is memorized).
 
@@ -243,9 +290,18 @@ def extractable_memorization(log_scores: "Sequence[float] | np.ndarray", *, log_
     lmin = cast(float, min_log_prob_for_budget(n=n, delta=d))  # a scalar n gives a scalar
     extractable = lp >= lmin
     memorized = lp > log_tau if log_tau is not None else np.zeros(lp.size, dtype=bool)
-    return ExtractableClaim(float(n), d, lmin / LN10, None if log_tau is None else log_tau / LN10, lp.size,
-                            int(memorized.sum()), int(extractable.sum()), int((memorized & extractable).sum()),
-                            memorized, extractable)
+    return ExtractableClaim(
+        float(n),
+        d,
+        lmin / LN10,
+        None if log_tau is None else log_tau / LN10,
+        lp.size,
+        int(memorized.sum()),
+        int(extractable.sum()),
+        int((memorized & extractable).sum()),
+        memorized,
+        extractable,
+    )
 
 
 def log10_budget_grid(*, max_log10_n: float, points: int = 121) -> np.ndarray:
@@ -278,10 +334,13 @@ def _budget_axis(budgets, log10_budgets, top: float) -> tuple[np.ndarray, np.nda
     if budgets is not None:
         b = _check_n(budgets)
         return b, np.log10(b)
-    lb = log10_budget_grid(max_log10_n=top) if log10_budgets is None else _check_log_n(
-        np.asarray(log10_budgets, dtype=np.float64) * LN10) / LN10
+    lb = (
+        log10_budget_grid(max_log10_n=top)
+        if log10_budgets is None
+        else _check_log_n(np.asarray(log10_budgets, dtype=np.float64) * LN10) / LN10
+    )
     with np.errstate(over="ignore"):
-        return 10.0 ** lb, lb
+        return 10.0**lb, lb
 
 
 @dataclass(frozen=True)
@@ -299,14 +358,26 @@ class PopulationBudgetView(ResultMixin):
     n_tau: QueryBudget | None  # the budget of the threshold itself (hollow dot of Fig. 20)
     at_n_tau: Interval | None  # G - alpha_N at n_tau: CP shifted by alpha_N
     realistic_n: float
-    at_realistic_n: Interval | None  # memorized+extractable members - controls, Newcombe (Fig. 20(b))
-    log10_budgets: np.ndarray  # log10 of ``budgets``, exact where a budget overflows a double (inf there)
+    at_realistic_n: (
+        Interval | None
+    )  # memorized+extractable members - controls, Newcombe (Fig. 20(b))
+    log10_budgets: (
+        np.ndarray
+    )  # log10 of ``budgets``, exact where a budget overflows a double (inf there)
 
 
-def population_budget_view(candidate_log_scores: ArrayLike, control_log_scores: ArrayLike, *,
-                           log_tau: float | None, alpha_n: float, delta: float = 0.05, realistic_n: float = 1e5,
-                           budgets: ArrayLike | None = None, log10_budgets: ArrayLike | None = None,
-                           confidence: float = 0.95) -> PopulationBudgetView:
+def population_budget_view(
+    candidate_log_scores: ArrayLike,
+    control_log_scores: ArrayLike,
+    *,
+    log_tau: float | None,
+    alpha_n: float,
+    delta: float = 0.05,
+    realistic_n: float = 1e5,
+    budgets: ArrayLike | None = None,
+    log10_budgets: ArrayLike | None = None,
+    confidence: float = 0.95,
+) -> PopulationBudgetView:
     """Rates of candidates and controls extractable within each query budget n ([EM] F.2, Fig. 20).
 
     A sequence of log probability p counts as extractable within n when 1 - (1 - p)^n >= 1 - delta
@@ -323,14 +394,27 @@ def population_budget_view(candidate_log_scores: ArrayLike, control_log_scores: 
     >>> v.member_rate.tolist(), v.control_rate.tolist(), v.n_tau.n_int
     ([0.0, 0.5, 1.0], [0.0, 0.0, 0.5], 299572)
     """
-    cand = _check_log_p(np.asarray(candidate_log_scores, dtype=np.float64).ravel(), "candidate log score")
-    ctrl = _check_log_p(np.asarray(control_log_scores, dtype=np.float64).ravel(), "control log score")
+    cand = _check_log_p(
+        np.asarray(candidate_log_scores, dtype=np.float64).ravel(), "candidate log score"
+    )
+    ctrl = _check_log_p(
+        np.asarray(control_log_scores, dtype=np.float64).ravel(), "control log score"
+    )
     if cand.size == 0 or ctrl.size == 0:
         raise InputError("the budget view needs candidates and controls")
     d = in_open_unit("delta", float(delta))
-    nt = queries_needed(log_p=log_tau, delta=d) if log_tau is not None and log_tau > -np.inf else None
-    top = max(math.log10(realistic_n) + 1, (nt.log10_n + 1) if nt is not None and math.isfinite(nt.log10_n) else 0)
-    budgets, log10_budgets = _budget_axis(budgets, log10_budgets, top)  # the grid reaches n_tau, even beyond 1e308
+    nt = (
+        queries_needed(log_p=log_tau, delta=d)
+        if log_tau is not None and log_tau > -np.inf
+        else None
+    )
+    top = max(
+        math.log10(realistic_n) + 1,
+        (nt.log10_n + 1) if nt is not None and math.isfinite(nt.log10_n) else 0,
+    )
+    budgets, log10_budgets = _budget_axis(
+        budgets, log10_budgets, top
+    )  # the grid reaches n_tau, even beyond 1e308
     lmin = min_log_prob_for_budget(log_n=log10_budgets * LN10, delta=d)
     cs, ks = np.sort(cand), np.sort(ctrl)
     j, m = cand.size, ctrl.size
@@ -349,15 +433,30 @@ def population_budget_view(candidate_log_scores: ArrayLike, control_log_scores: 
     at_tau = None
     if nt is not None and log_tau is not None:
         g_tau = int(np.count_nonzero(cand > log_tau))
-        at_tau = clopper_pearson(g_tau, j, confidence=confidence).shifted(-alpha_n, method_suffix=", shifted by -alpha_N")
+        at_tau = clopper_pearson(g_tau, j, confidence=confidence).shifted(
+            -alpha_n, method_suffix=", shifted by -alpha_N"
+        )
     at_real = None
     if log_tau is not None:
         lr = min_log_prob_for_budget(n=realistic_n, delta=d)
         a1 = int(np.count_nonzero((cand > log_tau) & (cand >= lr)))
         a2 = int(np.count_nonzero((ctrl > log_tau) & (ctrl >= lr)))
         at_real = newcombe_independent(a1, j, a2, m, confidence=confidence)
-    return PopulationBudgetView(d, budgets, g / j, lo, hi, c / m, gm / j, kmm / m, nt, at_tau,
-                                float(realistic_n), at_real, log10_budgets)
+    return PopulationBudgetView(
+        d,
+        budgets,
+        g / j,
+        lo,
+        hi,
+        c / m,
+        gm / j,
+        kmm / m,
+        nt,
+        at_tau,
+        float(realistic_n),
+        at_real,
+        log10_budgets,
+    )
 
 
 @dataclass(frozen=True)
@@ -372,12 +471,21 @@ class CensusBudgetView(ResultMixin):
     n_tau: QueryBudget  # budget at which everything above tau_doc is extractable
     realistic_n: float
     at_realistic_n: float  # extractable memorization coverage within the realistic budget
-    log10_budgets: np.ndarray  # log10 of ``budgets``, exact where a budget overflows a double (inf there)
+    log10_budgets: (
+        np.ndarray
+    )  # log10 of ``budgets``, exact where a budget overflows a double (inf there)
 
 
-def census_budget_view(heat_log10: ArrayLike | None = None, *, log10_tau: float, delta: float = 0.05,
-                       realistic_n: float = 1e5, budgets: ArrayLike | None = None,
-                       log10_budgets: ArrayLike | None = None, heat: HeatSegments | None = None) -> CensusBudgetView:
+def census_budget_view(
+    heat_log10: ArrayLike | None = None,
+    *,
+    log10_tau: float,
+    delta: float = 0.05,
+    realistic_n: float = 1e5,
+    budgets: ArrayLike | None = None,
+    log10_budgets: ArrayLike | None = None,
+    heat: HeatSegments | None = None,
+) -> CensusBudgetView:
     """``heat_log10``: per-character largest log10 window score (census ``heat_log10``); or
     ``heat``: the census's :class:`~memclaim.claims.census.HeatSegments` (the same numbers from
     the heat's segments weighted by their lengths: a book is never one number per character).
@@ -389,16 +497,24 @@ def census_budget_view(heat_log10: ArrayLike | None = None, *, log10_tau: float,
     """
     if heat is not None:
         h, wts = heat.weighted()
-        return _census_budget_view_weighted(np.asarray(h, np.float64), np.asarray(wts, np.int64), log10_tau=log10_tau,
-                                            delta=delta, realistic_n=realistic_n, budgets=budgets,
-                                            log10_budgets=log10_budgets)
+        return _census_budget_view_weighted(
+            np.asarray(h, np.float64),
+            np.asarray(wts, np.int64),
+            log10_tau=log10_tau,
+            delta=delta,
+            realistic_n=realistic_n,
+            budgets=budgets,
+            log10_budgets=log10_budgets,
+        )
     h = np.asarray(heat_log10, dtype=np.float64).ravel()
     if h.size == 0:
         raise InputError("empty heat array")
     d = in_open_unit("delta", float(delta))
     nt = queries_needed(log_p=float(log10_tau) * LN10, delta=d)
     top = max(math.log10(realistic_n) + 1, nt.log10_n + 1 if math.isfinite(nt.log10_n) else 0)
-    budgets, log10_budgets = _budget_axis(budgets, log10_budgets, top)  # the grid reaches n_tau, even beyond 1e308
+    budgets, log10_budgets = _budget_axis(
+        budgets, log10_budgets, top
+    )  # the grid reaches n_tau, even beyond 1e308
     lmin10 = np.asarray(min_log_prob_for_budget(log_n=log10_budgets * LN10, delta=d)) / LN10
     hs = np.sort(h)
     ext = (hs.size - np.searchsorted(hs, lmin10, side="left")) / hs.size
@@ -406,11 +522,22 @@ def census_budget_view(heat_log10: ArrayLike | None = None, *, log10_tau: float,
     ext_mem = (above.size - np.searchsorted(above, lmin10, side="left")) / hs.size
     lr = min_log_prob_for_budget(n=realistic_n, delta=d) / LN10
     at_real = float(np.count_nonzero((h > log10_tau) & (h >= lr)) / hs.size)
-    return CensusBudgetView(d, budgets, ext, ext_mem, float(above.size / hs.size), nt, float(realistic_n), at_real,
-                            log10_budgets)
+    return CensusBudgetView(
+        d,
+        budgets,
+        ext,
+        ext_mem,
+        float(above.size / hs.size),
+        nt,
+        float(realistic_n),
+        at_real,
+        log10_budgets,
+    )
 
 
-def _census_budget_view_weighted(h, wts, *, log10_tau, delta, realistic_n, budgets, log10_budgets) -> CensusBudgetView:
+def _census_budget_view_weighted(
+    h, wts, *, log10_tau, delta, realistic_n, budgets, log10_budgets
+) -> CensusBudgetView:
     """:func:`census_budget_view` for heat values ``h`` held by ``wts`` characters each."""
     L = int(wts.sum())
     if L == 0:
@@ -430,5 +557,14 @@ def _census_budget_view_weighted(h, wts, *, log10_tau, delta, realistic_n, budge
     ext_mem = tail_a[np.searchsorted(ha, lmin10, side="left")] / L
     lr = min_log_prob_for_budget(n=realistic_n, delta=d) / LN10
     at_real = float(ws[up & (hs >= lr)].sum() / L)
-    return CensusBudgetView(d, budgets, ext, ext_mem, float(wa.sum() / L), nt, float(realistic_n), at_real,
-                            log10_budgets)
+    return CensusBudgetView(
+        d,
+        budgets,
+        ext,
+        ext_mem,
+        float(wa.sum() / L),
+        nt,
+        float(realistic_n),
+        at_real,
+        log10_budgets,
+    )

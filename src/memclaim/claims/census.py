@@ -18,11 +18,12 @@ characters of the document are covered by windows scoring above it.
   (never removed automatically: [EM] E.1 culls only verified passages).
 - the global threshold over several document pairs is the most conservative (largest) one ([EM] §7).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -47,37 +48,60 @@ class WindowScores:
     name: str = "document"
 
     @classmethod
-    def from_arrays(cls, log_scores, starts, ends, *, doc_length: int, name: str = "document") -> "WindowScores":
+    def from_arrays(
+        cls, log_scores, starts, ends, *, doc_length: int, name: str = "document"
+    ) -> WindowScores:
         s = np.asarray(log_scores, dtype=np.float64).ravel()
         a = np.asarray(starts).ravel()
         b = np.asarray(ends).ravel()
-        if isinstance(doc_length, bool) or not isinstance(doc_length, (int, np.integer)) or doc_length < 1:
-            raise InputError(f"{name}: document length must be a positive number of characters, got {doc_length!r}",
-                             hint="pass len(text) of the document")
+        if (
+            isinstance(doc_length, bool)
+            or not isinstance(doc_length, (int, np.integer))
+            or doc_length < 1
+        ):
+            raise InputError(
+                f"{name}: document length must be a positive number of characters, got {doc_length!r}",
+                hint="pass len(text) of the document",
+            )
         if s.size == 0:
-            raise InputError(f"{name} has no windows: the document ({doc_length} characters) is shorter than one "
-                             "window (prefix + suffix tokens)",
-                             hint="use a longer document or shorter prefix/suffix lengths")
+            raise InputError(
+                f"{name} has no windows: the document ({doc_length} characters) is shorter than one "
+                "window (prefix + suffix tokens)",
+                hint="use a longer document or shorter prefix/suffix lengths",
+            )
         if not (s.size == a.size == b.size):
-            raise InputError(f"{name}: {s.size} scores but {a.size} starts and {b.size} ends",
-                             hint="pass one suffix span per window")
+            raise InputError(
+                f"{name}: {s.size} scores but {a.size} starts and {b.size} ends",
+                hint="pass one suffix span per window",
+            )
         if not (np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer)):
-            raise InputError(f"{name}: suffix spans must be integer character offsets, got {a.dtype}/{b.dtype}")
+            raise InputError(
+                f"{name}: suffix spans must be integer character offsets, got {a.dtype}/{b.dtype}"
+            )
         bad = np.flatnonzero((a < 0) | (b > doc_length) | (a >= b))
         if bad.size:
             i = bad[0]
-            raise InputError(f"{name}: window {i} has suffix span [{a[i]}, {b[i]}) outside [0, {doc_length}) "
-                             "or empty", hint="spans are [start, end) character offsets of the suffix")
+            raise InputError(
+                f"{name}: window {i} has suffix span [{a[i]}, {b[i]}) outside [0, {doc_length}) "
+                "or empty",
+                hint="spans are [start, end) character offsets of the suffix",
+            )
         nan = np.flatnonzero(np.isnan(s) | (s > 1e-6))
         if nan.size:
-            raise InputError(f"{name}: window {nan[0]} has log score {s[nan[0]]!r}, not a log-probability <= 0")
-        return cls(np.minimum(s, 0.0), a.astype(np.int64), b.astype(np.int64), int(doc_length), name)
+            raise InputError(
+                f"{name}: window {nan[0]} has log score {s[nan[0]]!r}, not a log-probability <= 0"
+            )
+        return cls(
+            np.minimum(s, 0.0), a.astype(np.int64), b.astype(np.int64), int(doc_length), name
+        )
 
     def __len__(self) -> int:
         return int(self.log_scores.size)
 
-    def subset(self, keep: np.ndarray) -> "WindowScores":
-        return WindowScores(self.log_scores[keep], self.starts[keep], self.ends[keep], self.doc_length, self.name)
+    def subset(self, keep: np.ndarray) -> WindowScores:
+        return WindowScores(
+            self.log_scores[keep], self.starts[keep], self.ends[keep], self.doc_length, self.name
+        )
 
     @property
     def log10_scores(self) -> np.ndarray:
@@ -131,7 +155,7 @@ def char_heat(windows: WindowScores) -> np.ndarray:
     heat = np.full(windows.doc_length, -np.inf)
     order = np.argsort(windows.log_scores, kind="stable")  # ascending: larger scores paint last
     for i in order.tolist():
-        heat[windows.starts[i]:windows.ends[i]] = windows.log_scores[i]
+        heat[windows.starts[i] : windows.ends[i]] = windows.log_scores[i]
     return heat
 
 
@@ -143,7 +167,7 @@ class HeatSegments:
     never holds one number per character ([EM] Fig. 18, Eq. 9).
 
     Exact: :meth:`array` equals ``char_heat(w) / ln 10`` and :meth:`coverage` equals
-    :func:`coverage_from_heat` on it, number for number (tests/test_claims_census.py)."""
+    :func:`coverage_from_heat` on it, number for number (tests/claims/test_claims_census.py)."""
 
     starts: np.ndarray  # [K] int64, increasing, disjoint
     ends: np.ndarray  # [K] int64
@@ -151,7 +175,7 @@ class HeatSegments:
     doc_length: int
 
     @classmethod
-    def of(cls, windows: WindowScores) -> "HeatSegments":
+    def of(cls, windows: WindowScores) -> HeatSegments:
         """Paint the windows from the highest score down onto the elementary intervals between
         span ends, skipping painted intervals with a next-unpainted pointer (union-find): each
         interval is painted once, so O(W log W). Hand-written: numpy has no interval max-cover."""
@@ -187,7 +211,9 @@ class HeatSegments:
                 nxt[i] = i + 1
                 i = find(i + 1)
         keep = np.isfinite(val)
-        return cls(coords[:-1][keep].astype(np.int64), coords[1:][keep].astype(np.int64), val[keep], int(L))
+        return cls(
+            coords[:-1][keep].astype(np.int64), coords[1:][keep].astype(np.int64), val[keep], int(L)
+        )
 
     @property
     def lengths(self) -> np.ndarray:
@@ -203,7 +229,9 @@ class HeatSegments:
         t = np.asarray(log10_thresholds, dtype=np.float64)
         order = np.argsort(self.values, kind="stable")
         v = self.values[order]
-        cum = np.concatenate([[0], np.cumsum(self.lengths[order][::-1])])[::-1]  # cum[i] = length of v[i:]
+        cum = np.concatenate([[0], np.cumsum(self.lengths[order][::-1])])[
+            ::-1
+        ]  # cum[i] = length of v[i:]
         idx = np.searchsorted(v, t, side="right" if strict else "left")
         out = cum[idx]
         if not strict:  # -inf characters reach a -inf threshold
@@ -218,9 +246,14 @@ class HeatSegments:
         """The per-character heat (log10; -inf uncovered) of characters [start, end)."""
         end = self.doc_length if end is None else min(int(end), self.doc_length)
         out = np.full(max(0, end - start), -np.inf)
-        lo, hi = np.searchsorted(self.ends, start, side="right"), np.searchsorted(self.starts, end, side="left")
-        for a, b, v in zip(self.starts[lo:hi].tolist(), self.ends[lo:hi].tolist(), self.values[lo:hi].tolist()):
-            out[max(a, start) - start:min(b, end) - start] = v
+        lo, hi = (
+            np.searchsorted(self.ends, start, side="right"),
+            np.searchsorted(self.starts, end, side="left"),
+        )
+        for a, b, v in zip(
+            self.starts[lo:hi].tolist(), self.ends[lo:hi].tolist(), self.values[lo:hi].tolist()
+        ):
+            out[max(a, start) - start : min(b, end) - start] = v
         return out
 
     def binned(self, n_cells: int) -> tuple[np.ndarray, int]:
@@ -239,12 +272,15 @@ class HeatSegments:
     def weighted(self) -> tuple[np.ndarray, np.ndarray]:
         """(values, character counts) of the heat, the uncovered characters as one -inf entry."""
         rest = self.doc_length - self.covered_chars
-        return (np.concatenate([self.values, [-np.inf]]) if rest else self.values,
-                np.concatenate([self.lengths, [rest]]) if rest else self.lengths)
+        return (
+            np.concatenate([self.values, [-np.inf]]) if rest else self.values,
+            np.concatenate([self.lengths, [rest]]) if rest else self.lengths,
+        )
 
 
-def coverage_from_heat(heat: np.ndarray, log_thresholds: "float | Sequence[float] | np.ndarray", *,
-                       strict: bool = True) -> np.ndarray:
+def coverage_from_heat(
+    heat: np.ndarray, log_thresholds: float | Sequence[float] | np.ndarray, *, strict: bool = True
+) -> np.ndarray:
     """Share of characters with heat > t (or >= t) for each threshold t (vectorized).
 
     >>> coverage_from_heat(np.array([-1.0, -1.0, -2.0, -np.inf]), [-1.5, -1.0]).tolist()
@@ -282,9 +318,14 @@ def _normalize_spans(spans, name) -> tuple[tuple[int, int], ...]:
         try:
             a, b = (int(x) for x in sp)
         except (TypeError, ValueError):
-            raise InputError(f"{name}: bad span {sp!r}", hint="give spans as (start, end) character offsets") from None
+            raise InputError(
+                f"{name}: bad span {sp!r}", hint="give spans as (start, end) character offsets"
+            ) from None
         if a < 0 or b <= a:
-            raise InputError(f"{name}: span {sp!r} is empty or negative", hint="spans are [start, end) with start < end")
+            raise InputError(
+                f"{name}: span {sp!r} is empty or negative",
+                hint="spans are [start, end) with start < end",
+            )
         out.append((a, b))
     return tuple(out)
 
@@ -302,8 +343,12 @@ def overlapping_windows(windows: WindowScores, spans: Sequence[tuple[int, int]])
     return mask
 
 
-def census_threshold(control: WindowScores, *, exclude_spans: Sequence[tuple[int, int]] = (),
-                     exclude_windows: Sequence[int] = ()) -> CensusThreshold:
+def census_threshold(
+    control: WindowScores,
+    *,
+    exclude_spans: Sequence[tuple[int, int]] = (),
+    exclude_windows: Sequence[int] = (),
+) -> CensusThreshold:
     """tau_doc = 10^ceil(log10 max score) over control windows that remain after excluding those
     whose suffix overlaps ``exclude_spans`` (verified quotations, [EM] E.1) and the windows
     listed by index in ``exclude_windows``.
@@ -319,24 +364,39 @@ def census_threshold(control: WindowScores, *, exclude_spans: Sequence[tuple[int
     for i in exclude_windows or ():
         i = int(i)
         if not 0 <= i < len(control):
-            raise InputError(f"{control.name}: excluded window index {i} is out of range 0..{len(control) - 1}")
+            raise InputError(
+                f"{control.name}: excluded window index {i} is out of range 0..{len(control) - 1}"
+            )
         drop[i] = True
     keep = ~drop
     if not keep.any():
-        raise InputError(f"{control.name}: every one of its {len(control)} windows was excluded by decontamination",
-                         hint="exclude only verified quotations; the threshold needs own-prose windows")
+        raise InputError(
+            f"{control.name}: every one of its {len(control)} windows was excluded by decontamination",
+            hint="exclude only verified quotations; the threshold needs own-prose windows",
+        )
     s = np.where(keep, control.log_scores, -np.inf)
     if np.all(np.isneginf(s)):
-        raise InputError(f"{control.name}: all {int(keep.sum())} remaining control windows score -inf (probability 0), "
-                         "so there is no threshold to calibrate ([EM] C.4.4)",
-                         hint=controls_at_atom_hint(None, binary_possible=False))
+        raise InputError(
+            f"{control.name}: all {int(keep.sum())} remaining control windows score -inf (probability 0), "
+            "so there is no threshold to calibrate ([EM] C.4.4)",
+            hint=controls_at_atom_hint(None, binary_possible=False),
+        )
     i = int(np.argmax(s))
     top10 = float(s[i]) / LN10
     # [EM] Eq. 31: discard the mantissa, round up to the next decade. ceil of a float log10 that
     # lands a hair above an exact integer rounds up one more decade: conservative, never lower.
     log10_tau = int(math.ceil(top10))
-    return CensusThreshold(log10_tau, top10, i, (int(control.starts[i]), int(control.ends[i])), len(control),
-                           int(drop.sum()), tuple(int(x) for x in np.flatnonzero(drop)), spans, control.name)
+    return CensusThreshold(
+        log10_tau,
+        top10,
+        i,
+        (int(control.starts[i]), int(control.ends[i])),
+        len(control),
+        int(drop.sum()),
+        tuple(int(x) for x in np.flatnonzero(drop)),
+        spans,
+        control.name,
+    )
 
 
 def global_threshold(thresholds: Sequence[CensusThreshold]) -> CensusThreshold:
@@ -349,7 +409,9 @@ def global_threshold(thresholds: Sequence[CensusThreshold]) -> CensusThreshold:
     -2
     """
     if not thresholds:
-        raise InputError("no thresholds given", hint="pass the census threshold of each document pair")
+        raise InputError(
+            "no thresholds given", hint="pass the census threshold of each document pair"
+        )
     return max(thresholds, key=lambda t: t.log10_tau)
 
 
@@ -393,10 +455,16 @@ class CensusResult(ResultMixin):
         return to_jsonable(d)
 
 
-def census(document: WindowScores, control: WindowScores, *, exclude_spans: Sequence[tuple[int, int]] = (),
-           exclude_windows: Sequence[int] = (), threshold: CensusThreshold | None = None,
-           margins: "Sequence[float] | np.ndarray | None" = None,
-           report_margins: Sequence[float] = (0, 1, 2, 5, 10)) -> CensusResult:
+def census(
+    document: WindowScores,
+    control: WindowScores,
+    *,
+    exclude_spans: Sequence[tuple[int, int]] = (),
+    exclude_windows: Sequence[int] = (),
+    threshold: CensusThreshold | None = None,
+    margins: Sequence[float] | np.ndarray | None = None,
+    report_margins: Sequence[float] = (0, 1, 2, 5, 10),
+) -> CensusResult:
     """Census of ``document`` against ``control`` ([EM] §5). ``threshold`` overrides the control's
     own (e.g. a global threshold from :func:`global_threshold`).
 
@@ -407,8 +475,11 @@ def census(document: WindowScores, control: WindowScores, *, exclude_spans: Sequ
     >>> r.log10_tau, r.coverage, r.n_windows_above
     (-8, 0.5, 1)
     """
-    th = threshold if threshold is not None else census_threshold(control, exclude_spans=exclude_spans,
-                                                                  exclude_windows=exclude_windows)
+    th = (
+        threshold
+        if threshold is not None
+        else census_threshold(control, exclude_spans=exclude_spans, exclude_windows=exclude_windows)
+    )
     heat = HeatSegments.of(document)  # O(windows): never one number per character
     covered = int(heat.chars_above([th.log10_tau])[0])
     margins_w = document.log10_scores - th.log10_tau  # [EM] D.5: log10(score / tau)
@@ -420,9 +491,21 @@ def census(document: WindowScores, control: WindowScores, *, exclude_spans: Sequ
     margins = np.asarray(margins, dtype=np.float64)
     cov_curve = heat.coverage(th.log10_tau + margins)
     at = {f"{m:g}": float(heat.coverage([th.log10_tau + m])[0]) for m in report_margins}
-    return CensusResult(document.name, document.doc_length, len(document), th, th.log10_tau,
-                        covered / document.doc_length, covered, int(above.sum()), max_margin,
-                        CoverageCurve(margins, cov_curve), at, heat, margins_w)
+    return CensusResult(
+        document.name,
+        document.doc_length,
+        len(document),
+        th,
+        th.log10_tau,
+        covered / document.doc_length,
+        covered,
+        int(above.sum()),
+        max_margin,
+        CoverageCurve(margins, cov_curve),
+        at,
+        heat,
+        margins_w,
+    )
 
 
 @dataclass(frozen=True)
@@ -432,7 +515,9 @@ class GlobalCensus(ResultMixin):
     results: tuple  # CensusResult per document at the global threshold
 
 
-def global_census(pairs: Sequence[tuple[WindowScores, WindowScores]], *, exclude_spans: Sequence = ()) -> GlobalCensus:
+def global_census(
+    pairs: Sequence[tuple[WindowScores, WindowScores]], *, exclude_spans: Sequence = ()
+) -> GlobalCensus:
     """Census of each document at the most conservative threshold over all pairs ([EM] §7).
     ``exclude_spans[i]`` decontaminates the i-th control.
 
@@ -469,9 +554,16 @@ class FlaggedWindow(ResultMixin):
     source_span: tuple[int, int]
 
 
-def flag_near_verbatim(control: WindowScores, control_text: str, *, candidate_text: str | None = None,
-                       references: dict | None = None, min_similarity: float = 90.0, top: int = 200,
-                       min_chars: int = 20) -> tuple[FlaggedWindow, ...]:
+def flag_near_verbatim(
+    control: WindowScores,
+    control_text: str,
+    *,
+    candidate_text: str | None = None,
+    references: dict | None = None,
+    min_similarity: float = 90.0,
+    top: int = 200,
+    min_chars: int = 20,
+) -> tuple[FlaggedWindow, ...]:
     """Control windows whose suffix text occurs near-verbatim in the candidate document or a
     reference corpus (rapidfuzz ``partial_ratio_alignment`` >= ``min_similarity``), among the
     ``top`` highest-scoring control windows ([EM] E.1: inspect the high-scoring tail). These
@@ -486,8 +578,11 @@ def flag_near_verbatim(control: WindowScores, control_text: str, *, candidate_te
     from rapidfuzz import fuzz
 
     if len(control_text) != control.doc_length:
-        raise InputError(f"{control.name}: text has {len(control_text)} characters but the windows say "
-                         f"{control.doc_length}", hint="pass the same control text the windows were cut from")
+        raise InputError(
+            f"{control.name}: text has {len(control_text)} characters but the windows say "
+            f"{control.doc_length}",
+            hint="pass the same control text the windows were cut from",
+        )
     sources = {}
     if candidate_text:
         sources["candidate document"] = candidate_text
@@ -497,7 +592,7 @@ def flag_near_verbatim(control: WindowScores, control_text: str, *, candidate_te
         sources[str(k)] = v
     if not sources:
         return ()
-    order = np.argsort(-control.log_scores, kind="stable")[:max(0, int(top))]
+    order = np.argsort(-control.log_scores, kind="stable")[: max(0, int(top))]
     out = []
     for i in order.tolist():
         if control.log_scores[i] == -np.inf:
@@ -513,6 +608,15 @@ def flag_near_verbatim(control: WindowScores, control_text: str, *, candidate_te
                 best = (name, al)
         if best is not None:
             name, al = best
-            out.append(FlaggedWindow(i, (a, b), float(control.log_scores[i]) / LN10, text, name, float(al.score),
-                                     (int(al.dest_start), int(al.dest_end))))
+            out.append(
+                FlaggedWindow(
+                    i,
+                    (a, b),
+                    float(control.log_scores[i]) / LN10,
+                    text,
+                    name,
+                    float(al.score),
+                    (int(al.dest_start), int(al.dest_end)),
+                )
+            )
     return tuple(out)

@@ -21,21 +21,37 @@ Given N matched non-member control scores Z_1..Z_N and candidate scores, at targ
 
 Everything is pure numpy/scipy on arrays; ids, texts and files are handled by callers.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import InputError
 from ..jsonutil import ResultMixin
 from ..validate import in_open_unit
-from .intervals import (BetaLaw, Interval, beta_fpr_law, clopper_pearson, clopper_pearson_arrays,
-                        newcombe_independent)
-from .scores import (LN10, PROBABILITY_KINDS, as_scores, controls_at_atom_hint, exact_level, floor_times,
-                     fraction_str, parse_kind)
+from .intervals import (
+    BetaLaw,
+    Interval,
+    beta_fpr_law,
+    clopper_pearson,
+    clopper_pearson_arrays,
+    newcombe_independent,
+)
+from .scores import (
+    LN10,
+    PROBABILITY_KINDS,
+    as_scores,
+    controls_at_atom_hint,
+    exact_level,
+    floor_times,
+    fraction_str,
+    parse_kind,
+)
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -78,8 +94,10 @@ def controls_needed_for_level(*, alpha: str | float | Fraction, name: str = "alp
 
 def _n_controls(n) -> int:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise InputError(f"the control set must hold at least one score, got N = {n!r}",
-                         hint="score matched non-member controls first")
+        raise InputError(
+            f"the control set must hold at least one score, got N = {n!r}",
+            hint="score matched non-member controls first",
+        )
     return int(n)
 
 
@@ -101,8 +119,12 @@ def count_gt(values: np.ndarray, sorted_ref: np.ndarray) -> np.ndarray:
     return sorted_ref.size - np.searchsorted(sorted_ref, values, side="right")
 
 
-def conformal_pvalues(candidate_scores: Sequence[float] | np.ndarray, control_scores: Sequence[float] | np.ndarray,
-                      *, kind: str = "log-prob") -> np.ndarray:
+def conformal_pvalues(
+    candidate_scores: Sequence[float] | np.ndarray,
+    control_scores: Sequence[float] | np.ndarray,
+    *,
+    kind: str = "log-prob",
+) -> np.ndarray:
     """Conservative conformal p-values p(s) = (1 + #{Z_i >= s}) / (N+1) ([EM] Eq. 4, C.2).
 
     Ties with controls count against the candidate, so the p-value is valid with atoms.
@@ -115,8 +137,13 @@ def conformal_pvalues(candidate_scores: Sequence[float] | np.ndarray, control_sc
     return (1 + count_ge(cand, ctrl)) / (ctrl.size + 1)
 
 
-def randomized_pvalues(candidate_scores: Sequence[float] | np.ndarray, control_scores: Sequence[float] | np.ndarray, *, seed: int,
-                       kind: str = "log-prob") -> np.ndarray:
+def randomized_pvalues(
+    candidate_scores: Sequence[float] | np.ndarray,
+    control_scores: Sequence[float] | np.ndarray,
+    *,
+    seed: int,
+    kind: str = "log-prob",
+) -> np.ndarray:
     """Conformal p-values with randomized tie-breaking, p* = R/(N+1) ([EM] Eq. 18):
 
         R = 1 + #{Z_i > s} + #{Z_i = s, U_i > U_s}
@@ -141,7 +168,7 @@ def randomized_pvalues(candidate_scores: Sequence[float] | np.ndarray, control_s
     hi = np.searchsorted(z, cand, side="right")
     tied = np.flatnonzero(hi > lo)
     for j in tied:  # U's inside a tie group are sorted ascending: count those above U_s
-        grp = u[lo[j]:hi[j]]
+        grp = u[lo[j] : hi[j]]
         r[j] += grp.size - np.searchsorted(grp, u_cand[j], side="right")
     return r / (ctrl.size + 1)
 
@@ -215,10 +242,18 @@ def _binary_rates(cand: np.ndarray, ctrl: np.ndarray, confidence: float) -> Bina
     g = int(np.count_nonzero(cand > -np.inf))
     member = clopper_pearson(g, j, confidence=confidence)
     alpha_n = Fraction(m + 1, n + 1)  # [EM] D.3: alpha_N = (m+1)/(N+1)
-    return BinaryRates(m, n, clopper_pearson(m, n, confidence=confidence), g, j, member,
-                       float(alpha_n), f"{m + 1}/{n + 1}",
-                       (float(alpha_n) / member.estimate) if g else None,
-                       newcombe_independent(g, j, m, n, confidence=confidence))
+    return BinaryRates(
+        m,
+        n,
+        clopper_pearson(m, n, confidence=confidence),
+        g,
+        j,
+        member,
+        float(alpha_n),
+        f"{m + 1}/{n + 1}",
+        (float(alpha_n) / member.estimate) if g else None,
+        newcombe_independent(g, j, m, n, confidence=confidence),
+    )
 
 
 def _is_binary_values(x: np.ndarray) -> bool:
@@ -275,10 +310,16 @@ class PopulationTest(ResultMixin):
         return self.alpha_n
 
 
-def population_test(candidate_scores: Sequence[float] | np.ndarray, control_scores: Sequence[float] | np.ndarray, *,
-                    alpha: str | float | Fraction, kind: str = "log-prob",
-                    binary: bool | None = None, confidence: float = 0.95,
-                    conditional_levels: Sequence[float] = (0.9, 0.95)) -> PopulationTest:
+def population_test(
+    candidate_scores: Sequence[float] | np.ndarray,
+    control_scores: Sequence[float] | np.ndarray,
+    *,
+    alpha: str | float | Fraction,
+    kind: str = "log-prob",
+    binary: bool | None = None,
+    confidence: float = 0.95,
+    conditional_levels: Sequence[float] = (0.9, 0.95),
+) -> PopulationTest:
     """Run the conformal test at target FPR ``alpha`` ([EM] §3, App. C). See the module doc.
 
     ``binary=None`` detects greedy-style scores (every score 0 or -inf in log space); pass
@@ -299,23 +340,32 @@ def population_test(candidate_scores: Sequence[float] | np.ndarray, control_scor
     if binary is None:
         binary = kind in PROBABILITY_KINDS and _is_binary_values(cand) and _is_binary_values(ctrl)
         if binary:
-            binary_reason = "detected: every score is probability 1 or 0 (greedy-style binary score)"
+            binary_reason = (
+                "detected: every score is probability 1 or 0 (greedy-style binary score)"
+            )
     elif binary:
         if kind not in PROBABILITY_KINDS:
-            raise InputError(f"binary scores must be declared as probabilities (kind {kind!r} given)",
-                             hint="pass greedy matches as --kind prob with values 1 (reproduced) and 0")
+            raise InputError(
+                f"binary scores must be declared as probabilities (kind {kind!r} given)",
+                hint="pass greedy matches as --kind prob with values 1 (reproduced) and 0",
+            )
         bad = np.flatnonzero(~((cand == 0) | np.isneginf(cand)))
         badc = np.flatnonzero(~((ctrl == 0) | np.isneginf(ctrl)))
         if bad.size or badc.size:
-            which, idx, arr = ("candidate", bad[0], cand) if bad.size else ("control", badc[0], ctrl)
-            raise InputError(f"binary scores must be probability 1 or 0; {which} {idx} has log-prob {arr[idx]!r}",
-                             hint="drop --binary / the greedy policy, or pass the greedy match flags")
+            which, idx, arr = (
+                ("candidate", bad[0], cand) if bad.size else ("control", badc[0], ctrl)
+            )
+            raise InputError(
+                f"binary scores must be probability 1 or 0; {which} {idx} has log-prob {arr[idx]!r}",
+                hint="drop --binary / the greedy policy, or pass the greedy match flags",
+            )
         binary_reason = "declared (greedy decoding: the score is binary)"
     if not binary and np.all(np.isneginf(ctrl)):
         raise InputError(
             f"all {n} control scores are -inf (probability 0): the procedure cannot generate any control, "
             "so the threshold would be 0 and every generable candidate would be claimed ([EM] C.4.4)",
-            hint=controls_at_atom_hint(None))
+            hint=controls_at_atom_hint(None),
+        )
 
     k = floor_times(a, n + 1)  # [EM] Eq. 5, exact
     alpha_n = Fraction(k, n + 1)
@@ -327,10 +377,12 @@ def population_test(candidate_scores: Sequence[float] | np.ndarray, control_scor
     no_claim = None
     if k == 0:
         need = controls_needed_for_level(alpha=a)
-        no_claim = (f"K = floor(alpha (N+1)) = floor({float(a):g} x {n + 1}) = 0: with N = {n} controls the "
-                    f"smallest certifiable level is 1/(N+1) = {1 / (n + 1):.4g}, so the test can never claim "
-                    f"anything at alpha = {float(a):g}. Use at least {need} controls or a larger alpha "
-                    "([EM] C.1). No claim is not evidence of non-memorization.")
+        no_claim = (
+            f"K = floor(alpha (N+1)) = floor({float(a):g} x {n + 1}) = 0: with N = {n} controls the "
+            f"smallest certifiable level is 1/(N+1) = {1 / (n + 1):.4g}, so the test can never claim "
+            f"anything at alpha = {float(a):g}. Use at least {need} controls or a larger alpha "
+            "([EM] C.1). No claim is not evidence of non-memorization."
+        )
         claimed = np.zeros(j, dtype=bool)
         above = ties = 0
     else:
@@ -341,13 +393,17 @@ def population_test(candidate_scores: Sequence[float] | np.ndarray, control_scor
         if kind in PROBABILITY_KINDS and threshold >= 0:
             if binary:
                 m = int(np.count_nonzero(ctrl > -np.inf))
-                no_claim = (f"binary scores: {m} of {n} controls were reproduced, so the K = {k}-th largest "
-                            f"control is itself a reproduction and nothing can exceed it; a reproduced candidate "
-                            f"can be claimed only at alpha >= (m+1)/(N+1) = {(m + 1) / (n + 1):.4g} ([EM] §4, D.3)")
+                no_claim = (
+                    f"binary scores: {m} of {n} controls were reproduced, so the K = {k}-th largest "
+                    f"control is itself a reproduction and nothing can exceed it; a reproduced candidate "
+                    f"can be claimed only at alpha >= (m+1)/(N+1) = {(m + 1) / (n + 1):.4g} ([EM] §4, D.3)"
+                )
             else:
-                no_claim = (f"the K = {k}-th largest control has probability {np.exp(threshold):.6g} (about 1), "
-                            "so no candidate can exceed it: the controls are as predictable as anything can be "
-                            "([EM] §3, 'parrot' prompts)")
+                no_claim = (
+                    f"the K = {k}-th largest control has probability {np.exp(threshold):.6g} (about 1), "
+                    "so no candidate can exceed it: the controls are as predictable as anything can be "
+                    "([EM] §3, 'parrot' prompts)"
+                )
         elif threshold == np.inf:
             no_claim = "the K-th largest control score is +inf, so no candidate can exceed it"
         # p <= alpha  <=>  score > tau   ([EM] C.2, Eq. 19); the tests check the equivalence
@@ -355,55 +411,112 @@ def population_test(candidate_scores: Sequence[float] | np.ndarray, control_scor
     g = int(np.count_nonzero(claimed))
     gen = clopper_pearson(g, j, confidence=confidence)
     rates = _binary_rates(cand, ctrl, confidence) if binary else None
-    if rates is not None:  # [EM] D.3: greedy scores subtract the certified floor (m+1)/(N+1), not K/(N+1)
-        cal = gen.shifted(-rates.alpha_n, method_suffix=", shifted by -alpha_N = -(m+1)/(N+1) ([EM] D.3)")
+    if (
+        rates is not None
+    ):  # [EM] D.3: greedy scores subtract the certified floor (m+1)/(N+1), not K/(N+1)
+        cal = gen.shifted(
+            -rates.alpha_n, method_suffix=", shifted by -alpha_N = -(m+1)/(N+1) ([EM] D.3)"
+        )
     else:
         cal = gen.shifted(-float(alpha_n), method_suffix=", shifted by -alpha_N")  # [EM] Eq. 8, D.1
 
-    on_atom = bool(k >= 1 and atom.atom_value is not None and threshold is not None and threshold <= atom.atom_value)
+    on_atom = bool(
+        k >= 1
+        and atom.atom_value is not None
+        and threshold is not None
+        and threshold <= atom.atom_value
+    )
     law, note = None, ""
     if binary:
-        note = ("not shown: greedy scores are binary, every threshold sits on an atom and alpha* is not "
-                "Beta-distributed ([EM] C.4.4); the bars carry Clopper-Pearson intervals instead")
+        note = (
+            "not shown: greedy scores are binary, every threshold sits on an atom and alpha* is not "
+            "Beta-distributed ([EM] C.4.4); the bars carry Clopper-Pearson intervals instead"
+        )
     elif k == 0:
         note = "not shown: K = 0, there is no threshold"
     elif on_atom or atom.n_above_atom < k:
-        note = (f"not shown: only {atom.n_above_atom} of {n} controls score above the atom at "
-                f"{_fmt_score(atom.atom_value, kind)}, fewer than K = {k}, so the threshold sits on the atom "
-                "and Lemma 3 does not apply ([EM] C.4.2-C.4.4)")
+        note = (
+            f"not shown: only {atom.n_above_atom} of {n} controls score above the atom at "
+            f"{_fmt_score(atom.atom_value, kind)}, fewer than K = {k}, so the threshold sits on the atom "
+            "and Lemma 3 does not apply ([EM] C.4.2-C.4.4)"
+        )
     else:
-        law = beta_fpr_law(k=k, n=n, confidence=confidence, conditional_levels=conditional_levels,
-                           holds_below=atom.alpha_dagger, holds_below_is_estimate=atom.atom_value is not None)
+        law = beta_fpr_law(
+            k=k,
+            n=n,
+            confidence=confidence,
+            conditional_levels=conditional_levels,
+            holds_below=atom.alpha_dagger,
+            holds_below_is_estimate=atom.atom_value is not None,
+        )
         if atom.atom_value is None:
-            note = ("alpha* ~ Beta(K, N-K+1) ([EM] Prop. 2): exact if the score distribution is continuous; "
-                    "the control scores are all distinct, which is consistent with that")
+            note = (
+                "alpha* ~ Beta(K, N-K+1) ([EM] Prop. 2): exact if the score distribution is continuous; "
+                "the control scores are all distinct, which is consistent with that"
+            )
         else:
-            over = [name for name, v in [("upper end of the central interval", law.central.upper)]
-                    + [(f"v_{lvl}", v) for lvl, v in law.conditional_bounds.items()] if v >= atom.alpha_dagger]
-            note = (f"alpha* ~ Beta(K, N-K+1) below alpha-dagger ~ {atom.alpha_dagger:.4g} ([EM] Lemma 3): "
-                    f"{atom.n_above_atom} of {n} controls score above the atom at {_fmt_score(atom.atom_value, kind)}, "
-                    f"at least K = {k}")
+            over = [
+                name
+                for name, v in [("upper end of the central interval", law.central.upper)]
+                + [(f"v_{lvl}", v) for lvl, v in law.conditional_bounds.items()]
+                if v >= atom.alpha_dagger
+            ]
+            note = (
+                f"alpha* ~ Beta(K, N-K+1) below alpha-dagger ~ {atom.alpha_dagger:.4g} ([EM] Lemma 3): "
+                f"{atom.n_above_atom} of {n} controls score above the atom at {_fmt_score(atom.atom_value, kind)}, "
+                f"at least K = {k}"
+            )
             if over:
-                note += ("; but " + ", ".join(over) + " reach alpha-dagger (estimated from the controls), where the "
-                         "lemma no longer certifies the law")
+                note += (
+                    "; but "
+                    + ", ".join(over)
+                    + " reach alpha-dagger (estimated from the controls), where the "
+                    "lemma no longer certifies the law"
+                )
 
     margins = None
-    if kind in PROBABILITY_KINDS and not binary and threshold is not None and np.isfinite(threshold):
+    if (
+        kind in PROBABILITY_KINDS
+        and not binary
+        and threshold is not None
+        and np.isfinite(threshold)
+    ):
         with np.errstate(invalid="ignore"):
             margins = (cand - threshold) / LN10  # [EM] D.5: Delta = log10(score / tau)
 
     return PopulationTest(
-        kind=kind, binary=bool(binary), binary_reason=binary_reason, n_controls=n, n_candidates=j,
-        alpha=fraction_str(a), alpha_float=float(a), k=k, alpha_n=float(alpha_n),
-        alpha_n_exact=f"{k}/{n + 1}", claim_possible=no_claim is None, no_claim_reason=no_claim,
+        kind=kind,
+        binary=bool(binary),
+        binary_reason=binary_reason,
+        n_controls=n,
+        n_candidates=j,
+        alpha=fraction_str(a),
+        alpha_float=float(a),
+        k=k,
+        alpha_n=float(alpha_n),
+        alpha_n_exact=f"{k}/{n + 1}",
+        claim_possible=no_claim is None,
+        no_claim_reason=no_claim,
         threshold=threshold,
-        threshold_log10_prob=(threshold / LN10 if threshold is not None and kind in PROBABILITY_KINDS else None),
-        controls_above_threshold=above, controls_tied_at_threshold=ties, in_sample_fpr=above / n,
-        n_claimed=g, generation_rate=gen, calibrated_rate=cal, atom=atom, threshold_on_atom=on_atom,
-        beta_law=law, beta_law_note=note,
+        threshold_log10_prob=(
+            threshold / LN10 if threshold is not None and kind in PROBABILITY_KINDS else None
+        ),
+        controls_above_threshold=above,
+        controls_tied_at_threshold=ties,
+        in_sample_fpr=above / n,
+        n_claimed=g,
+        generation_rate=gen,
+        calibrated_rate=cal,
+        atom=atom,
+        threshold_on_atom=on_atom,
+        beta_law=law,
+        beta_law_note=note,
         binary_rates=rates,
-        confidence=confidence, pvalue_numerators=pnum.astype(np.int64), claimed=claimed,
-        margins_log10=margins)
+        confidence=confidence,
+        pvalue_numerators=pnum.astype(np.int64),
+        claimed=claimed,
+        margins_log10=margins,
+    )
 
 
 def _fmt_score(v, kind):
@@ -440,8 +553,15 @@ class AlphaSweep(ResultMixin):
     max_k: int
 
 
-def alpha_sweep(candidate_scores: Sequence[float] | np.ndarray, control_scores: Sequence[float] | np.ndarray, *, kind: str = "log-prob", confidence: float = 0.95,
-                max_points: int = 200, include_k: Sequence[int] = ()) -> AlphaSweep | None:
+def alpha_sweep(
+    candidate_scores: Sequence[float] | np.ndarray,
+    control_scores: Sequence[float] | np.ndarray,
+    *,
+    kind: str = "log-prob",
+    confidence: float = 0.95,
+    max_points: int = 200,
+    include_k: Sequence[int] = (),
+) -> AlphaSweep | None:
     """The conformal test at K = 1 .. K_max (log-spaced grid of at most ``max_points`` K's plus
     ``include_k``), where K_max is the number of controls above the atom (the ceiling alpha-dagger;
     beyond it the threshold sits on the atom, [EM] C.4.4). Returns None for binary scores: their
@@ -463,9 +583,14 @@ def alpha_sweep(candidate_scores: Sequence[float] | np.ndarray, control_scores: 
     kmax = atom.n_above_atom if atom.atom_value is not None else n
     if kmax < 1:
         return None
-    grid = np.unique(np.concatenate([
-        np.round(np.geomspace(1, kmax, num=min(max_points, kmax))).astype(np.int64),
-        np.asarray([x for x in include_k if 1 <= x <= kmax], dtype=np.int64)]))
+    grid = np.unique(
+        np.concatenate(
+            [
+                np.round(np.geomspace(1, kmax, num=min(max_points, kmax))).astype(np.int64),
+                np.asarray([x for x in include_k if 1 <= x <= kmax], dtype=np.int64),
+            ]
+        )
+    )
     desc = np.sort(ctrl)[::-1]
     tau = desc[grid - 1]  # [EM] Eq. 6 at each K
     g = count_gt(tau, np.sort(cand))
@@ -478,7 +603,24 @@ def alpha_sweep(candidate_scores: Sequence[float] | np.ndarray, control_scores: 
     ok = grid <= atom.n_above_atom
     b_lo, b_hi = np.where(ok, b_lo, np.nan), np.where(ok, b_hi, np.nan)
     rate = g / j
-    return AlphaSweep(kind, n, j, confidence, grid, alpha_n, tau,
-                      tau / LN10 if kind in PROBABILITY_KINDS else None,
-                      rate, lo, hi, rate - alpha_n, lo - alpha_n, hi - alpha_n,
-                      count_gt(tau, np.sort(ctrl)) / n, b_lo, b_hi, atom.alpha_dagger, int(kmax))
+    return AlphaSweep(
+        kind,
+        n,
+        j,
+        confidence,
+        grid,
+        alpha_n,
+        tau,
+        tau / LN10 if kind in PROBABILITY_KINDS else None,
+        rate,
+        lo,
+        hi,
+        rate - alpha_n,
+        lo - alpha_n,
+        hi - alpha_n,
+        count_gt(tau, np.sort(ctrl)) / n,
+        b_lo,
+        b_hi,
+        atom.alpha_dagger,
+        int(kmax),
+    )

@@ -12,11 +12,12 @@
 - :func:`beta_fpr_law`: the Beta(K, N-K+1) law of the population FPR alpha* ([EM] Prop. 2,
   Lemma 3, Cor. C.4.3).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from scipy import stats
@@ -37,10 +38,15 @@ class Interval(ResultMixin):
     confidence: float
     method: str
 
-    def shifted(self, by: float, *, method_suffix: str = "") -> "Interval":
+    def shifted(self, by: float, *, method_suffix: str = "") -> Interval:
         """The same interval translated by a constant ([EM] D.1: CP shifted by alpha_N)."""
-        return Interval(self.estimate + by, self.lower + by, self.upper + by, self.confidence,
-                        self.method + method_suffix)
+        return Interval(
+            self.estimate + by,
+            self.lower + by,
+            self.upper + by,
+            self.confidence,
+            self.method + method_suffix,
+        )
 
 
 def _check_counts(k, n, what="count"):
@@ -51,7 +57,9 @@ def _check_counts(k, n, what="count"):
     return k, n
 
 
-def clopper_pearson_arrays(k: int | np.ndarray, n: int | np.ndarray, *, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+def clopper_pearson_arrays(
+    k: int | np.ndarray, n: int | np.ndarray, *, confidence: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
     """Vectorized Clopper-Pearson bounds for integer arrays ``k`` out of ``n`` (n may be 0:
     the interval is then [0, 1]); :func:`memclaim.numeric.clopper_pearson_bounds`.
 
@@ -72,7 +80,9 @@ def clopper_pearson(k: int, n: int, *, confidence: float = 0.95) -> Interval:
     k, n = _check_counts(k, n)
     confidence = in_open_unit("confidence", confidence)
     if n == 0:
-        raise DomainError("a rate needs at least one trial, got n = 0", hint="pass a non-empty sample")
+        raise DomainError(
+            "a rate needs at least one trial, got n = 0", hint="pass a non-empty sample"
+        )
     lo, hi = clopper_pearson_arrays(k, n, confidence=confidence)
     return Interval(k / n, float(lo), float(hi), confidence, "clopper-pearson")
 
@@ -89,12 +99,16 @@ def wilson(k: int, n: int, *, confidence: float = 0.95) -> Interval:
     k, n = _check_counts(k, n)
     confidence = in_open_unit("confidence", confidence)
     if n == 0:
-        raise DomainError("a rate needs at least one trial, got n = 0", hint="pass a non-empty sample")
+        raise DomainError(
+            "a rate needs at least one trial, got n = 0", hint="pass a non-empty sample"
+        )
     lo, hi = proportion_confint(k, n, alpha=1 - confidence, method="wilson")
     return Interval(k / n, float(lo), float(hi), confidence, "wilson")
 
 
-def newcombe_independent(k1: int, n1: int, k2: int, n2: int, *, confidence: float = 0.95) -> Interval:
+def newcombe_independent(
+    k1: int, n1: int, k2: int, n2: int, *, confidence: float = 0.95
+) -> Interval:
     """Interval for k1/n1 - k2/n2 from independent samples: Newcombe (1998b) method 10
     (Wilson score interval for each rate, combined), via statsmodels.
 
@@ -109,10 +123,16 @@ def newcombe_independent(k1: int, n1: int, k2: int, n2: int, *, confidence: floa
     confidence = in_open_unit("confidence", confidence)
     if n1 == 0 or n2 == 0:
         raise DomainError(f"both samples must be non-empty, got n1 = {n1}, n2 = {n2}")
-    lo, hi = confint_proportions_2indep(k1, n1, k2, n2, method="newcomb", compare="diff",
-                                        alpha=1 - confidence)
-    return Interval(k1 / n1 - k2 / n2, float(max(-1.0, lo)), float(min(1.0, hi)), confidence,
-                    "newcombe-independent (1998b method 10, statsmodels)")
+    lo, hi = confint_proportions_2indep(
+        k1, n1, k2, n2, method="newcomb", compare="diff", alpha=1 - confidence
+    )
+    return Interval(
+        k1 / n1 - k2 / n2,
+        float(max(-1.0, lo)),
+        float(min(1.0, hi)),
+        confidence,
+        "newcombe-independent (1998b method 10, statsmodels)",
+    )
 
 
 def _wilson_bounds(k: int, n: int, z: float) -> tuple[float, float]:
@@ -150,7 +170,9 @@ def newcombe_paired(a: int, b: int, c: int, d: int, *, confidence: float = 0.95)
     confidence = in_open_unit("confidence", confidence)
     n = a + b + c + d
     if n == 0:
-        raise DomainError("the paired table is empty (a + b + c + d = 0)", hint="pass at least one pair")
+        raise DomainError(
+            "the paired table is empty (a + b + c + d = 0)", hint="pass at least one pair"
+        )
     z = float(stats.norm.ppf(1 - (1 - confidence) / 2))
     p1, p2 = (a + b) / n, (a + c) / n
     l1, u1 = _wilson_bounds(a + b, n, z)
@@ -166,10 +188,19 @@ def newcombe_paired(a: int, b: int, c: int, d: int, *, confidence: float = 0.95)
             num = 0.0
         phi = num / math.sqrt(margins)
     diff = p1 - p2
-    lower = diff - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
-    upper = diff + math.sqrt(max(0.0, (p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2))
-    return Interval(diff, max(-1.0, lower), min(1.0, upper), confidence,
-                    "newcombe-paired (1998a method 10, hand-written)")
+    lower = diff - math.sqrt(
+        max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2)
+    )
+    upper = diff + math.sqrt(
+        max(0.0, (p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2)
+    )
+    return Interval(
+        diff,
+        max(-1.0, lower),
+        min(1.0, upper),
+        confidence,
+        "newcombe-paired (1998a method 10, hand-written)",
+    )
 
 
 # ------------------------------------------------------------------ the law of alpha*
@@ -188,13 +219,22 @@ class BetaLaw(ResultMixin):
     mean: float  # = alpha_N  ([EM] Eq. 16)
     central: Interval  # central interval at `confidence`; endpoints v_{(1-c)/2}, v_{(1+c)/2}
     prob_exceeds_alpha_n: float  # P(alpha* > alpha_N)   ([EM] Eq. 24 at v = alpha_N)
-    conditional_bounds: dict  # {"0.9": v_0.9, "0.95": v_0.95}: alpha* <= v for that share of draws ([EM] Eq. 25)
+    conditional_bounds: (
+        dict  # {"0.9": v_0.9, "0.95": v_0.95}: alpha* <= v for that share of draws ([EM] Eq. 25)
+    )
     holds_below: float  # the law is exact for values below this (alpha-dagger; 1.0 when continuous)
     holds_below_is_estimate: bool
 
 
-def beta_fpr_law(*, k: int, n: int, confidence: float = 0.95, conditional_levels: Sequence[float] = (0.9, 0.95),
-                 holds_below: float = 1.0, holds_below_is_estimate: bool = False) -> BetaLaw:
+def beta_fpr_law(
+    *,
+    k: int,
+    n: int,
+    confidence: float = 0.95,
+    conditional_levels: Sequence[float] = (0.9, 0.95),
+    holds_below: float = 1.0,
+    holds_below_is_estimate: bool = False,
+) -> BetaLaw:
     """The Beta(K, N-K+1) law of alpha* ([EM] C.4.1 Eq. 23; C.4.3 Eqs. 24-25).
 
     >>> from memclaim.claims.intervals import beta_fpr_law
@@ -212,6 +252,15 @@ def beta_fpr_law(*, k: int, n: int, confidence: float = 0.95, conditional_levels
     for lvl in conditional_levels:
         lvl = in_open_unit("conditional level", lvl)
         bounds[f"{lvl:g}"] = float(law.ppf(lvl))  # [EM] Eq. 25: v_{1-delta}
-    return BetaLaw(k, n, k, n - k + 1, alpha_n,
-                   Interval(alpha_n, lo, hi, confidence, "beta-law (fixed by K, N; not a CI)"),
-                   float(law.sf(alpha_n)), bounds, float(holds_below), bool(holds_below_is_estimate))
+    return BetaLaw(
+        k,
+        n,
+        k,
+        n - k + 1,
+        alpha_n,
+        Interval(alpha_n, lo, hi, confidence, "beta-law (fixed by K, N; not a CI)"),
+        float(law.sf(alpha_n)),
+        bounds,
+        float(holds_below),
+        bool(holds_below_is_estimate),
+    )

@@ -11,11 +11,12 @@ rate. Two procedures change the rule that turns p-values into claims:
 - Bonferroni: claim when p <= delta / J. Since p >= 1/(N+1), this is possible only for
   J <= delta (N+1) candidates; J candidates need N >= J/delta - 1 controls.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 
@@ -33,7 +34,11 @@ def bonferroni_capacity(*, n_controls: int, delta: str | float | Fraction) -> in
     50
     """
     d = exact_level("delta", delta)
-    if isinstance(n_controls, bool) or not isinstance(n_controls, (int, np.integer)) or n_controls < 1:
+    if (
+        isinstance(n_controls, bool)
+        or not isinstance(n_controls, (int, np.integer))
+        or n_controls < 1
+    ):
         raise InputError(f"N must be a positive number of controls, got {n_controls!r}")
     return floor_times(d, int(n_controls) + 1)
 
@@ -46,13 +51,19 @@ def controls_needed(*, n_candidates: int, delta: str | float | Fraction) -> int:
     999
     """
     d = exact_level("delta", delta)
-    if isinstance(n_candidates, bool) or not isinstance(n_candidates, (int, np.integer)) or n_candidates < 1:
+    if (
+        isinstance(n_candidates, bool)
+        or not isinstance(n_candidates, (int, np.integer))
+        or n_candidates < 1
+    ):
         raise InputError(f"J must be a positive number of candidates, got {n_candidates!r}")
     need = Fraction(int(n_candidates)) / d - 1
     return max(1, -((-need.numerator) // need.denominator))
 
 
-def benjamini_hochberg(pvalues: "Sequence[float] | np.ndarray", *, delta: str | float | Fraction) -> np.ndarray:
+def benjamini_hochberg(
+    pvalues: Sequence[float] | np.ndarray, *, delta: str | float | Fraction
+) -> np.ndarray:
     """Benjamini-Hochberg rejections at level delta (statsmodels ``fdr_bh``): the r candidates
     with the smallest p-values, r = max{r : p_(r) <= r delta / J}.
 
@@ -64,7 +75,9 @@ def benjamini_hochberg(pvalues: "Sequence[float] | np.ndarray", *, delta: str | 
     d = float(exact_level("delta", delta))
     p = np.asarray(pvalues, dtype=np.float64)
     if p.ndim != 1 or p.size == 0:
-        raise InputError(f"Benjamini-Hochberg needs a non-empty 1-D array of p-values, got shape {p.shape}")
+        raise InputError(
+            f"Benjamini-Hochberg needs a non-empty 1-D array of p-values, got shape {p.shape}"
+        )
     if np.any(np.isnan(p)) or np.any((p < 0) | (p > 1)):
         raise InputError("p-values must lie in [0, 1]")
     reject, *_ = multipletests(p, alpha=d, method="fdr_bh")
@@ -102,9 +115,15 @@ class FDRResult(ResultMixin):
     claimed: np.ndarray = field(repr=False)
 
 
-def fdr_claims(candidate_scores: Sequence[float] | np.ndarray, control_scores: Sequence[float] | np.ndarray, *,
-               delta: str | float | Fraction, kind: str = "log-prob", seed: int = 0,
-               randomize: bool | None = None) -> FDRResult:
+def fdr_claims(
+    candidate_scores: Sequence[float] | np.ndarray,
+    control_scores: Sequence[float] | np.ndarray,
+    *,
+    delta: str | float | Fraction,
+    kind: str = "log-prob",
+    seed: int = 0,
+    randomize: bool | None = None,
+) -> FDRResult:
     """Benjamini-Hochberg at FDR level delta over the candidates' conformal p-values ([EM] C.5).
 
     ``randomize=None`` uses randomized tie-breaking ([EM] Eq. 18) exactly when the scores have
@@ -125,24 +144,42 @@ def fdr_claims(candidate_scores: Sequence[float] | np.ndarray, control_scores: S
         randomize = atoms
     if randomize:
         p = randomized_pvalues(cand, ctrl, seed=int(seed), kind="score")
-        reason = ("the scores have atoms (tied values, e.g. exact-zero probabilities): conservative p-values are "
-                  "then not exactly uniform and the PRDS result of Bates et al. (2021, Thm. 2) assumes a "
-                  "continuous score, so ties are broken at random ([EM] Eq. 18, one uniform per control and per "
-                  f"candidate from numpy default_rng({int(seed)})); the claims depend on this seed"
-                  if atoms else
-                  f"randomized tie-breaking requested ([EM] Eq. 18, numpy default_rng({int(seed)}))")
+        reason = (
+            "the scores have atoms (tied values, e.g. exact-zero probabilities): conservative p-values are "
+            "then not exactly uniform and the PRDS result of Bates et al. (2021, Thm. 2) assumes a "
+            "continuous score, so ties are broken at random ([EM] Eq. 18, one uniform per control and per "
+            f"candidate from numpy default_rng({int(seed)})); the claims depend on this seed"
+            if atoms
+            else f"randomized tie-breaking requested ([EM] Eq. 18, numpy default_rng({int(seed)}))"
+        )
     else:
         p = conformal_pvalues(cand, ctrl, kind="score")
-        reason = ("no tied scores: the conservative conformal p-values ([EM] Eq. 4) are used; randomized "
-                  "tie-breaking would give the same values" if not atoms else
-                  "conservative p-values requested despite ties: valid per candidate, but the FDR bound of "
-                  "Bates et al. (2021) assumes a continuous score")
+        reason = (
+            "no tied scores: the conservative conformal p-values ([EM] Eq. 4) are used; randomized "
+            "tie-breaking would give the same values"
+            if not atoms
+            else "conservative p-values requested despite ties: valid per candidate, but the FDR bound of "
+            "Bates et al. (2021) assumes a continuous score"
+        )
     rej = benjamini_hochberg(p, delta=d)
-    guarantee = (f"FDR <= pi_0 x {float(d):g} <= {float(d):g} over these {cand.size} candidates, if the non-member "
-                 "candidates are independent of each other and of the controls and exchangeable with them "
-                 "(Bates et al. 2021, Cor. 1; [EM] C.5)")
-    return FDRResult(fraction_str(d), float(d), cand.size, ctrl.size, bool(randomize),
-                     int(seed) if randomize else None, reason, int(rej.sum()), guarantee, p, rej)
+    guarantee = (
+        f"FDR <= pi_0 x {float(d):g} <= {float(d):g} over these {cand.size} candidates, if the non-member "
+        "candidates are independent of each other and of the controls and exchangeable with them "
+        "(Bates et al. 2021, Cor. 1; [EM] C.5)"
+    )
+    return FDRResult(
+        fraction_str(d),
+        float(d),
+        cand.size,
+        ctrl.size,
+        bool(randomize),
+        int(seed) if randomize else None,
+        reason,
+        int(rej.sum()),
+        guarantee,
+        p,
+        rej,
+    )
 
 
 @dataclass(frozen=True)
@@ -161,8 +198,13 @@ class FWERResult(ResultMixin):
     claimed: np.ndarray = field(repr=False)
 
 
-def fwer_claims(candidate_scores: Sequence[float] | np.ndarray, control_scores: Sequence[float] | np.ndarray, *,
-                delta: str | float | Fraction, kind: str = "log-prob") -> FWERResult:
+def fwer_claims(
+    candidate_scores: Sequence[float] | np.ndarray,
+    control_scores: Sequence[float] | np.ndarray,
+    *,
+    delta: str | float | Fraction,
+    kind: str = "log-prob",
+) -> FWERResult:
     """Bonferroni at FWER level delta ([EM] C.5, Eq. 28): claim when p <= delta/J.
 
     >>> from memclaim.claims.multiple import fwer_claims
@@ -181,11 +223,27 @@ def fwer_claims(candidate_scores: Sequence[float] | np.ndarray, control_scores: 
     p_num = np.rint(conformal_pvalues(cand, ctrl, kind="score") * (n + 1)).astype(np.int64)
     claimed = p_num <= kj if kj >= 1 else np.zeros(j, dtype=bool)
     if kj >= 1:
-        statement = (f"Bonferroni: each candidate is tested at delta/J = {float(d):g}/{j}; the chance of one or more "
-                     f"false claims among these {j} candidates is at most {float(d):g} ([EM] C.5, Eq. 28)")
+        statement = (
+            f"Bonferroni: each candidate is tested at delta/J = {float(d):g}/{j}; the chance of one or more "
+            f"false claims among these {j} candidates is at most {float(d):g} ([EM] C.5, Eq. 28)"
+        )
     else:
-        statement = (f"infeasible: with N = {n} controls Bonferroni can hold the FWER at {float(d):g} over at most "
-                     f"{cap} candidates (delta (N+1)); {j} candidates need at least {need} controls "
-                     "(N >= J/delta - 1, [EM] C.5). No family-wise claim is made.")
-    return FWERResult(fraction_str(d), float(d), j, n, cap, need, kj >= 1, int(kj), float(d) / j,
-                      int(np.count_nonzero(claimed)), statement, claimed)
+        statement = (
+            f"infeasible: with N = {n} controls Bonferroni can hold the FWER at {float(d):g} over at most "
+            f"{cap} candidates (delta (N+1)); {j} candidates need at least {need} controls "
+            "(N >= J/delta - 1, [EM] C.5). No family-wise claim is made."
+        )
+    return FWERResult(
+        fraction_str(d),
+        float(d),
+        j,
+        n,
+        cap,
+        need,
+        kj >= 1,
+        int(kj),
+        float(d) / j,
+        int(np.count_nonzero(claimed)),
+        statement,
+        claimed,
+    )

@@ -5,11 +5,12 @@ This is the one function commands call with two score arrays plus metadata
 (:func:`population_claim`); everything below it is in :mod:`.conformal`, :mod:`.multiple`,
 :mod:`.budget`.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 
@@ -35,7 +36,9 @@ class PopulationClaim(ResultMixin):
     budget: PopulationBudgetView | None
     candidate_ids: tuple[str, ...] = field(repr=False)
     control_ids: tuple[str, ...] = field(repr=False)
-    candidate_scores: np.ndarray = field(repr=False)  # internal units (natural log for probabilities)
+    candidate_scores: np.ndarray = field(
+        repr=False
+    )  # internal units (natural log for probabilities)
     control_scores: np.ndarray = field(repr=False)
 
     @property
@@ -55,9 +58,13 @@ class PopulationClaim(ResultMixin):
         t = self.primary_test
         rows = []
         for i, cid in enumerate(self.candidate_ids):
-            row = {"id": cid, "score": float(self.candidate_scores[i]),
-                   "pvalue_numerator": int(t.pvalue_numerators[i]),
-                   "pvalue": int(t.pvalue_numerators[i]) / (t.n_controls + 1), "claimed": bool(t.claimed[i])}
+            row = {
+                "id": cid,
+                "score": float(self.candidate_scores[i]),
+                "pvalue_numerator": int(t.pvalue_numerators[i]),
+                "pvalue": int(t.pvalue_numerators[i]) / (t.n_controls + 1),
+                "claimed": bool(t.claimed[i]),
+            }
             if t.margins_log10 is not None:
                 row["margin_log10"] = float(t.margins_log10[i])
             if self.fdr is not None:
@@ -86,14 +93,25 @@ def _ids(ids, n, what) -> tuple[str, ...]:
     return ids
 
 
-def population_claim(*, candidate_scores: Sequence[float] | np.ndarray, control_scores: Sequence[float] | np.ndarray,
-                     alpha: str | float | Fraction, kind: str = "log-prob",
-                     candidate_ids: Sequence[str] | None = None, control_ids: Sequence[str] | None = None,
-                     exclude_control_ids: Sequence[str] = (), binary: bool | None = None,
-                     confidence: float = 0.95, conditional_levels: Sequence[float] = (0.9, 0.95),
-                     sweep: bool = True, fdr_delta: str | float | Fraction | None = None,
-                     fwer_delta: str | float | Fraction | None = None, seed: int = 0,
-                     budget_delta: float | None = None, realistic_budget: float = 1e5) -> PopulationClaim:
+def population_claim(
+    *,
+    candidate_scores: Sequence[float] | np.ndarray,
+    control_scores: Sequence[float] | np.ndarray,
+    alpha: str | float | Fraction,
+    kind: str = "log-prob",
+    candidate_ids: Sequence[str] | None = None,
+    control_ids: Sequence[str] | None = None,
+    exclude_control_ids: Sequence[str] = (),
+    binary: bool | None = None,
+    confidence: float = 0.95,
+    conditional_levels: Sequence[float] = (0.9, 0.95),
+    sweep: bool = True,
+    fdr_delta: str | float | Fraction | None = None,
+    fwer_delta: str | float | Fraction | None = None,
+    seed: int = 0,
+    budget_delta: float | None = None,
+    realistic_budget: float = 1e5,
+) -> PopulationClaim:
     """Run the conformal test on the full control pool and, when ``exclude_control_ids`` lists
     verified members among the controls, on the decontaminated pool too ([EM] D.2); the
     decontaminated pool is then the primary one. Multiple testing (``fdr_delta``: BH;
@@ -115,39 +133,96 @@ def population_claim(*, candidate_scores: Sequence[float] | np.ndarray, control_
     pos = {k: i for i, k in enumerate(kids)}
     unknown = [x for x in excl if x not in pos]
     if unknown:
-        raise InputError(f"{len(unknown)} control ids to exclude are not among the controls: {unknown[:5]}",
-                         hint="list ids exactly as they appear in the control file")
+        raise InputError(
+            f"{len(unknown)} control ids to exclude are not among the controls: {unknown[:5]}",
+            hint="list ids exactly as they appear in the control file",
+        )
     # the arrays are already in internal units: pass them on as 'score' to skip re-conversion,
     # but keep the declared kind for what may be reported.
-    full = population_test(cand, ctrl, alpha=alpha, kind=_internal(kind),
-                           binary=binary, confidence=confidence, conditional_levels=conditional_levels)
+    full = population_test(
+        cand,
+        ctrl,
+        alpha=alpha,
+        kind=_internal(kind),
+        binary=binary,
+        confidence=confidence,
+        conditional_levels=conditional_levels,
+    )
     full = _with_kind(full, kind)
     dec = None
-    sw_full = alpha_sweep(cand, ctrl, kind=_internal(kind), confidence=confidence,
-                          include_k=(full.k,)) if sweep else None
+    sw_full = (
+        alpha_sweep(cand, ctrl, kind=_internal(kind), confidence=confidence, include_k=(full.k,))
+        if sweep
+        else None
+    )
     sw_dec = None
     primary_ctrl = ctrl
     if excl:
         keep = np.ones(ctrl.size, dtype=bool)
         keep[[pos[x] for x in excl]] = False
         if not keep.any():
-            raise InputError("every control was excluded by decontamination",
-                             hint="exclude only verified members; the test needs non-member controls")
+            raise InputError(
+                "every control was excluded by decontamination",
+                hint="exclude only verified members; the test needs non-member controls",
+            )
         primary_ctrl = ctrl[keep]
-        dec = _with_kind(population_test(cand, primary_ctrl, alpha=alpha, kind=_internal(kind), binary=binary,
-                                         confidence=confidence, conditional_levels=conditional_levels), kind)
-        sw_dec = alpha_sweep(cand, primary_ctrl, kind=_internal(kind), confidence=confidence,
-                             include_k=(dec.k,)) if sweep else None
+        dec = _with_kind(
+            population_test(
+                cand,
+                primary_ctrl,
+                alpha=alpha,
+                kind=_internal(kind),
+                binary=binary,
+                confidence=confidence,
+                conditional_levels=conditional_levels,
+            ),
+            kind,
+        )
+        sw_dec = (
+            alpha_sweep(
+                cand, primary_ctrl, kind=_internal(kind), confidence=confidence, include_k=(dec.k,)
+            )
+            if sweep
+            else None
+        )
     prim = dec if dec is not None else full
-    fdr = fdr_claims(cand, primary_ctrl, delta=fdr_delta, kind=_internal(kind), seed=seed) if fdr_delta is not None else None
-    fwer = fwer_claims(cand, primary_ctrl, delta=fwer_delta, kind=_internal(kind)) if fwer_delta is not None else None
+    fdr = (
+        fdr_claims(cand, primary_ctrl, delta=fdr_delta, kind=_internal(kind), seed=seed)
+        if fdr_delta is not None
+        else None
+    )
+    fwer = (
+        fwer_claims(cand, primary_ctrl, delta=fwer_delta, kind=_internal(kind))
+        if fwer_delta is not None
+        else None
+    )
     budget = None
     if budget_delta is not None and kind in PROBABILITY_KINDS and not prim.binary:
-        budget = population_budget_view(cand, primary_ctrl, log_tau=prim.threshold if prim.claim_possible else None,
-                                        alpha_n=prim.rate_alpha_n, delta=budget_delta, realistic_n=realistic_budget,
-                                        confidence=confidence)
-    return PopulationClaim(kind, "decontaminated" if dec is not None else "full", full, dec, excl, sw_full, sw_dec,
-                           fdr, fwer, budget, cids, kids, cand, ctrl)
+        budget = population_budget_view(
+            cand,
+            primary_ctrl,
+            log_tau=prim.threshold if prim.claim_possible else None,
+            alpha_n=prim.rate_alpha_n,
+            delta=budget_delta,
+            realistic_n=realistic_budget,
+            confidence=confidence,
+        )
+    return PopulationClaim(
+        kind,
+        "decontaminated" if dec is not None else "full",
+        full,
+        dec,
+        excl,
+        sw_full,
+        sw_dec,
+        fdr,
+        fwer,
+        budget,
+        cids,
+        kids,
+        cand,
+        ctrl,
+    )
 
 
 def _internal(kind: str) -> str:

@@ -12,13 +12,14 @@ Scores are held in one internal convention, "higher = more memorized":
 Levels (alpha, delta) are turned into exact fractions before any floor is taken: in floats
 ``floor(0.29 * 100)`` is 28, while the level the user typed, 29/100, gives 29.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from numbers import Integral
-from typing import Sequence
 
 import numpy as np
 
@@ -48,10 +49,12 @@ def controls_at_atom_hint(policy: str | None = None, *, binary_possible: bool = 
             larger = f" or a larger top-k than {val}"
         elif name == "top-p":
             larger = f" or a larger top-p than {val}"
-    fix = (f"score under a policy that gives every token some probability, e.g. --policy full (the full "
-           f"softmax){larger}: under {spec or 'the tested policy'} no control's suffix can "
-           "be generated; if the prompts or tokenization of the controls are wrong (a template, the start-of-text "
-           "rule), fix those first")
+    fix = (
+        f"score under a policy that gives every token some probability, e.g. --policy full (the full "
+        f"softmax){larger}: under {spec or 'the tested policy'} no control's suffix can "
+        "be generated; if the prompts or tokenization of the controls are wrong (a template, the start-of-text "
+        "rule), fix those first"
+    )
     if binary_possible:
         fix += "; a greedy (binary) match score is read with --policy greedy or --binary"
     return fix
@@ -64,10 +67,17 @@ def parse_kind(kind: str) -> str:
     ('log-prob', 'prob')
     """
     if not isinstance(kind, str):
-        raise DomainError(f"score kind must be a string, got {kind!r}", hint=f"use one of {', '.join(KINDS)}")
+        raise DomainError(
+            f"score kind must be a string, got {kind!r}", hint=f"use one of {', '.join(KINDS)}"
+        )
     k = kind.strip().lower().replace("_", "-")
-    k = {"logprob": "log-prob", "log-probability": "log-prob", "logp": "log-prob",
-         "probability": "prob", "p": "prob"}.get(k, k)
+    k = {
+        "logprob": "log-prob",
+        "log-probability": "log-prob",
+        "logp": "log-prob",
+        "probability": "prob",
+        "p": "prob",
+    }.get(k, k)
     if k not in KINDS:
         raise DomainError(f"unknown score kind {kind!r}", hint=f"use one of {', '.join(KINDS)}")
     return k
@@ -82,7 +92,13 @@ def is_probability_kind(kind: str) -> bool:
     return parse_kind(kind) in PROBABILITY_KINDS
 
 
-def as_scores(values: "Sequence[float] | np.ndarray", *, kind: str, name: str = "scores", allow_empty: bool = False) -> np.ndarray:
+def as_scores(
+    values: Sequence[float] | np.ndarray,
+    *,
+    kind: str,
+    name: str = "scores",
+    allow_empty: bool = False,
+) -> np.ndarray:
     """Validate ``values`` and return float64 scores in the internal convention (see module doc).
 
     Raises :class:`InputError` naming the first bad entry (its index and value) and the fix.
@@ -94,28 +110,38 @@ def as_scores(values: "Sequence[float] | np.ndarray", *, kind: str, name: str = 
     try:
         arr = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise InputError(f"{name}: cannot read the values as numbers ({exc})",
-                         hint="pass a 1-D sequence of floats") from None
+        raise InputError(
+            f"{name}: cannot read the values as numbers ({exc})",
+            hint="pass a 1-D sequence of floats",
+        ) from None
     if arr.ndim != 1:
-        raise InputError(f"{name}: expected a 1-D array of scores, got shape {arr.shape}",
-                         hint="pass one score per item")
+        raise InputError(
+            f"{name}: expected a 1-D array of scores, got shape {arr.shape}",
+            hint="pass one score per item",
+        )
     if arr.size == 0 and not allow_empty:
         raise InputError(f"{name} is empty", hint="pass at least one score")
     bad = np.flatnonzero(np.isnan(arr))
     if bad.size:
-        raise InputError(f"{name}[{bad[0]}] is NaN ({bad.size} NaN values in all)",
-                         hint="a score must be a number; use -inf (log-prob) or 0 (prob) for an impossible suffix")
+        raise InputError(
+            f"{name}[{bad[0]}] is NaN ({bad.size} NaN values in all)",
+            hint="a score must be a number; use -inf (log-prob) or 0 (prob) for an impossible suffix",
+        )
     if kind == "log-prob":
         bad = np.flatnonzero(arr > _LOGPROB_SLACK)
         if bad.size:
-            raise InputError(f"{name}[{bad[0]}] = {arr[bad[0]]!r} is not a log-probability (must be <= 0)",
-                             hint="pass natural-log probabilities, or declare --kind prob / --kind score")
+            raise InputError(
+                f"{name}[{bad[0]}] = {arr[bad[0]]!r} is not a log-probability (must be <= 0)",
+                hint="pass natural-log probabilities, or declare --kind prob / --kind score",
+            )
         return arr.copy()
     if kind == "prob":
         bad = np.flatnonzero((arr < 0) | (arr > 1))
         if bad.size:
-            raise InputError(f"{name}[{bad[0]}] = {arr[bad[0]]!r} is not a probability in [0, 1]",
-                             hint="pass probabilities, or declare --kind log-prob / --kind score")
+            raise InputError(
+                f"{name}[{bad[0]}] = {arr[bad[0]]!r} is not a probability in [0, 1]",
+                hint="pass probabilities, or declare --kind log-prob / --kind score",
+            )
         with np.errstate(divide="ignore"):
             return np.log(arr)
     return arr.copy()  # score: any real, +-inf allowed
@@ -132,20 +158,26 @@ def exact_fraction(name: str, value: str | float | Fraction | Decimal) -> Fracti
     (Fraction(29, 100), Fraction(1, 1000), Fraction(1, 1000))
     """
     if isinstance(value, bool):
-        raise DomainError(f"{name} must be a number, got {value!r}", hint=f"pass {name} as a number")
+        raise DomainError(
+            f"{name} must be a number, got {value!r}", hint=f"pass {name} as a number"
+        )
     try:
         if isinstance(value, Fraction):
             return value
         if isinstance(value, Decimal):
             if not value.is_finite():
-                raise DomainError(f"{name} must be finite, got {value!r}", hint=f"pass a finite number for {name}")
+                raise DomainError(
+                    f"{name} must be finite, got {value!r}", hint=f"pass a finite number for {name}"
+                )
             return Fraction(value)
         if isinstance(value, Integral):
             return Fraction(int(value))
         if isinstance(value, float) or isinstance(value, np.floating):
             v = float(value)
             if not math.isfinite(v):
-                raise DomainError(f"{name} must be finite, got {value!r}", hint=f"pass a finite number for {name}")
+                raise DomainError(
+                    f"{name} must be finite, got {value!r}", hint=f"pass a finite number for {name}"
+                )
             return Fraction(Decimal(repr(v)))
         if isinstance(value, str):
             s = value.strip()
@@ -157,16 +189,23 @@ def exact_fraction(name: str, value: str | float | Fraction | Decimal) -> Fracti
             else:
                 d = Decimal(s)
                 if not d.is_finite():
-                    raise DomainError(f"{name} must be finite, got {value!r}", hint=f"pass a finite number for {name}")
+                    raise DomainError(
+                        f"{name} must be finite, got {value!r}",
+                        hint=f"pass a finite number for {name}",
+                    )
                 f = Fraction(d)
             return f / 100 if pct else f
     except DomainError:
         raise
     except (InvalidOperation, ValueError, ZeroDivisionError):
-        raise DomainError(f"{name} must be a number such as 0.001, '0.1%' or '1/1000', got {value!r}",
-                          hint=f"write {name} as a decimal, a percentage or a fraction") from None
-    raise DomainError(f"{name} must be a number, got {value!r} ({type(value).__name__})",
-                      hint=f"write {name} as a decimal, a percentage or a fraction")
+        raise DomainError(
+            f"{name} must be a number such as 0.001, '0.1%' or '1/1000', got {value!r}",
+            hint=f"write {name} as a decimal, a percentage or a fraction",
+        ) from None
+    raise DomainError(
+        f"{name} must be a number, got {value!r} ({type(value).__name__})",
+        hint=f"write {name} as a decimal, a percentage or a fraction",
+    )
 
 
 def exact_level(name: str, value: str | float | Fraction | Decimal) -> Fraction:
@@ -180,8 +219,10 @@ def exact_level(name: str, value: str | float | Fraction | Decimal) -> Fraction:
     """
     f = exact_fraction(name, value)
     if not 0 < f < 1:
-        raise DomainError(f"{name} must lie strictly between 0 and 1, got {value!r}",
-                          hint=f"e.g. {name}=0.001 for 0.1%")
+        raise DomainError(
+            f"{name} must lie strictly between 0 and 1, got {value!r}",
+            hint=f"e.g. {name}=0.001 for 0.1%",
+        )
     return f
 
 

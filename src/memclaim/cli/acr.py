@@ -1,12 +1,20 @@
 """``memclaim acr``: the adversarial compression ratio (GCG prompt search) on members and matched
 non-member controls, and the matched comparison of the two ([EM] §3, App. A.2). Thin: parse, call
 :func:`memclaim.acr`, print."""
+
 from __future__ import annotations
 
 import click
 
 from .. import api
-from .common import INPUT_FORMATS, PASSAGE_INPUTS, model_options, placement_kwargs, print_json, stderr_log
+from .common import (
+    INPUT_FORMATS,
+    PASSAGE_INPUTS,
+    model_options,
+    placement_kwargs,
+    print_json,
+    stderr_log,
+)
 from .console import echo
 from .options import Command
 from .progress import progress_bar
@@ -34,57 +42,161 @@ The reproduction of [EM] App. A.2 ('the procedure succeeds on members and on non
 """
 
 
-@click.command("acr", cls=Command, epilog=EXAMPLES, default_group="Procedure",
-               groups={"criterion": "Procedure", "alpha": "Claim", "confidence": "Claim"},
-               context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.command(
+    "acr",
+    cls=Command,
+    epilog=EXAMPLES,
+    default_group="Procedure",
+    groups={"criterion": "Procedure", "alpha": "Claim", "confidence": "Claim"},
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.argument("model")
-@click.option("--members", "members_path", required=True, type=click.Path(),
-              help=f"Member targets ({PASSAGE_INPUTS}); each text is one target y.")
-@click.option("--controls", "controls_path", required=True, type=click.Path(),
-              help="Matched non-member targets, same format (same source, length and style as the members).")
-@click.option("--limit", type=int, default=None,
-              help="Only the first N targets of each side (in file order: line-matched pairs stay pairs).")
+@click.option(
+    "--members",
+    "members_path",
+    required=True,
+    type=click.Path(),
+    help=f"Member targets ({PASSAGE_INPUTS}); each text is one target y.",
+)
+@click.option(
+    "--controls",
+    "controls_path",
+    required=True,
+    type=click.Path(),
+    help="Matched non-member targets, same format (same source, length and style as the members).",
+)
+@click.option(
+    "--limit",
+    type=int,
+    default=None,
+    help="Only the first N targets of each side (in file order: line-matched pairs stay pairs).",
+)
 @click.option("--text-field", default=None, help="Field holding each record's text.")
 @click.option("--id-field", default=None, help="Field holding the record id.")
-@click.option("--format", "input_format", type=click.Choice(INPUT_FORMATS), default=None,
-              help="Input format (default: from the extension; a folder is a datasets folder).")
-@click.option("--criterion", default="prob:0.9", show_default=True,
-              help="Success criterion: argmax (the released ACR code's teacher-forced argmax), greedy (the ACR "
-                   "paper's definition: generate reproduces the target), or prob:B ([EM] App. A.2: teacher-forced "
-                   "geometric-mean per-token probability >= B; prob is B = 0.9).")
-@click.option("--top-k", type=int, default=256, show_default=True,
-              help="GCG: tokens per prompt position taken from the gradient (Zou et al. 2023: 256).")
-@click.option("--search-batch", type=int, default=512, show_default=True,
-              help="GCG: single-token swaps evaluated per step, in one batched forward pass (Zou et al.: 512).")
-@click.option("--steps", type=int, default=100, show_default=True,
-              help="GCG steps per prompt length (the ACR release: 100; x1.2 after each length that fails).")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of the candidate sampling and of each random start (the same seed gives the same search "
-                   "on the same machine).")
-@click.option("--token-filter", type=click.Choice(["ascii", "none"]), default="ascii", show_default=True,
-              help="ascii: never propose special, non-printable or non-ASCII tokens (GCG's filter); none: every "
-                   "token (the ACR release).")
-@click.option("--no-retokenize", is_flag=True,
-              help="Also keep candidate prompts whose text does not encode back to the same tokens.")
-@click.option("--start-tokens", type=int, default=5, show_default=True,
-              help="The first prompt length tried (the ACR release: 5; -1 after a success, +5 after a failure).")
-@click.option("--max-prompt-tokens", type=int, default=None,
-              help="The longest prompt tried [default: |y| - 1, since only ACR > 1 counts as extraction].")
-@click.option("--alpha", default="0.05", show_default=True,
-              help="Level of the binary conformal test on the extraction flags ([EM] D.3).")
-@click.option("--confidence", type=float, default=0.95, show_default=True, help="Confidence of the intervals.")
-@click.option("--controls-description", default=None,
-              help="How the controls were chosen and matched (goes into the report).")
+@click.option(
+    "--format",
+    "input_format",
+    type=click.Choice(INPUT_FORMATS),
+    default=None,
+    help="Input format (default: from the extension; a folder is a datasets folder).",
+)
+@click.option(
+    "--criterion",
+    default="prob:0.9",
+    show_default=True,
+    help="Success criterion: argmax (the released ACR code's teacher-forced argmax), greedy (the ACR "
+    "paper's definition: generate reproduces the target), or prob:B ([EM] App. A.2: teacher-forced "
+    "geometric-mean per-token probability >= B; prob is B = 0.9).",
+)
+@click.option(
+    "--top-k",
+    type=int,
+    default=256,
+    show_default=True,
+    help="GCG: tokens per prompt position taken from the gradient (Zou et al. 2023: 256).",
+)
+@click.option(
+    "--search-batch",
+    type=int,
+    default=512,
+    show_default=True,
+    help="GCG: single-token swaps evaluated per step, in one batched forward pass (Zou et al.: 512).",
+)
+@click.option(
+    "--steps",
+    type=int,
+    default=100,
+    show_default=True,
+    help="GCG steps per prompt length (the ACR release: 100; x1.2 after each length that fails).",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the candidate sampling and of each random start (the same seed gives the same search "
+    "on the same machine).",
+)
+@click.option(
+    "--token-filter",
+    type=click.Choice(["ascii", "none"]),
+    default="ascii",
+    show_default=True,
+    help="ascii: never propose special, non-printable or non-ASCII tokens (GCG's filter); none: every "
+    "token (the ACR release).",
+)
+@click.option(
+    "--no-retokenize",
+    is_flag=True,
+    help="Also keep candidate prompts whose text does not encode back to the same tokens.",
+)
+@click.option(
+    "--start-tokens",
+    type=int,
+    default=5,
+    show_default=True,
+    help="The first prompt length tried (the ACR release: 5; -1 after a success, +5 after a failure).",
+)
+@click.option(
+    "--max-prompt-tokens",
+    type=int,
+    default=None,
+    help="The longest prompt tried [default: |y| - 1, since only ACR > 1 counts as extraction].",
+)
+@click.option(
+    "--alpha",
+    default="0.05",
+    show_default=True,
+    help="Level of the binary conformal test on the extraction flags ([EM] D.3).",
+)
+@click.option(
+    "--confidence", type=float, default=0.95, show_default=True, help="Confidence of the intervals."
+)
+@click.option(
+    "--controls-description",
+    default=None,
+    help="How the controls were chosen and matched (goes into the report).",
+)
 @model_options
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Output folder: searches go to OUT/searches as they finish (re-running resumes), the report "
-                   "to OUT/report.{json,md,html}.")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Output folder: searches go to OUT/searches as they finish (re-running resumes), the report "
+    "to OUT/report.{json,md,html}.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def command(model, members_path, controls_path, limit, text_field, id_field, input_format, criterion, top_k, search_batch,
-            steps, seed, token_filter, no_retokenize, start_tokens, max_prompt_tokens, alpha, confidence,
-            controls_description, dtype, sot, allow_pickle, trust_remote_code, threads, out_dir, as_json,
-            no_progress):
+def command(
+    model,
+    members_path,
+    controls_path,
+    limit,
+    text_field,
+    id_field,
+    input_format,
+    criterion,
+    top_k,
+    search_batch,
+    steps,
+    seed,
+    token_filter,
+    no_retokenize,
+    start_tokens,
+    max_prompt_tokens,
+    alpha,
+    confidence,
+    controls_description,
+    dtype,
+    sot,
+    allow_pickle,
+    trust_remote_code,
+    threads,
+    out_dir,
+    as_json,
+    no_progress,
+):
     """Search the shortest GCG prompt for every member and every matched non-member target under one
     success criterion (the adversarial compression ratio ACR = |y|/|x*|, extracted when ACR > 1), and
     compare the two sides' extraction rates ([EM] §3, App. A.2): equal rates mean the procedure carries
@@ -95,15 +207,39 @@ def command(model, members_path, controls_path, limit, text_field, id_field, inp
     succeed by the argmax but are not reproduced by greedy generation, and prompts containing words of
     the target, are flagged.
     """
-    bar = progress_bar(not no_progress and not as_json)  # before the API loads torch: it shows that too
-    res = api.acr(model, members_path, controls_path, criterion=criterion, top_k=top_k, search_batch=search_batch,
-                  steps=steps, seed=seed, token_filter=token_filter, retokenize=not no_retokenize,
-                  start_tokens=start_tokens, max_prompt_tokens=max_prompt_tokens, alpha=alpha, confidence=confidence,
-                  limit=limit, text_field=text_field, id_field=id_field, input_format=input_format,
-                  controls_description=controls_description, out=out_dir, dtype=dtype, sot=sot,
-                  **placement_kwargs(), allow_pickle=allow_pickle, trust_remote_code=trust_remote_code,
-                  threads=threads, progress=bar,
-                  log=stderr_log(not as_json and not no_progress))
+    bar = progress_bar(
+        not no_progress and not as_json
+    )  # before the API loads torch: it shows that too
+    res = api.acr(
+        model,
+        members_path,
+        controls_path,
+        criterion=criterion,
+        top_k=top_k,
+        search_batch=search_batch,
+        steps=steps,
+        seed=seed,
+        token_filter=token_filter,
+        retokenize=not no_retokenize,
+        start_tokens=start_tokens,
+        max_prompt_tokens=max_prompt_tokens,
+        alpha=alpha,
+        confidence=confidence,
+        limit=limit,
+        text_field=text_field,
+        id_field=id_field,
+        input_format=input_format,
+        controls_description=controls_description,
+        out=out_dir,
+        dtype=dtype,
+        sot=sot,
+        **placement_kwargs(),
+        allow_pickle=allow_pickle,
+        trust_remote_code=trust_remote_code,
+        threads=threads,
+        progress=bar,
+        log=stderr_log(not as_json and not no_progress),
+    )
     if as_json:
         print_json(res.to_dict())
         return
@@ -111,11 +247,15 @@ def command(model, members_path, controls_path, limit, text_field, id_field, inp
     v = res.verdict
     echo(f"'{v.sentence}': {v.status} ({v.reason})")
     fl = res.comparison.flags
-    echo(f"argmax successes that greedy generation does not reproduce: members "
-               f"{fl['members']['argmax_without_greedy']}, controls {fl['controls']['argmax_without_greedy']}; "
-               f"prompts with words of the target: members {fl['members']['leaks']}, controls "
-               f"{fl['controls']['leaks']}")
+    echo(
+        f"argmax successes that greedy generation does not reproduce: members "
+        f"{fl['members']['argmax_without_greedy']}, controls {fl['controls']['argmax_without_greedy']}; "
+        f"prompts with words of the target: members {fl['members']['leaks']}, controls "
+        f"{fl['controls']['leaks']}"
+    )
     s = res.searches
-    echo(f"searches: {res.store}  members: {s['members'].searched} searched, {s['members'].reused} read back; "
-               f"controls: {s['controls'].searched} searched, {s['controls'].reused} read back")
+    echo(
+        f"searches: {res.store}  members: {s['members'].searched} searched, {s['members'].reused} read back; "
+        f"controls: {s['controls'].searched} searched, {s['controls'].reused} read back"
+    )
     echo(f"report: {res.report['html']}")

@@ -12,14 +12,26 @@ Exclusions (``--exclude-spans FILE``) remove *verified* quotations of earlier te
 control before tau_doc is set ([EM] §5, E.1); the in-training document is never culled. The
 file's format: :mod:`memclaim.text.spans`.
 """
+
 from __future__ import annotations
 
 import click
 
 from .. import api
 from ..api import InputError
-from .common import (served_kwargs, allow_mixed_numerics, numerics_option, placement_kwargs, backend_options, model_options, near_verbatim_options, print_json, procedure_options,
-                     run_options, stderr_log)
+from .common import (
+    allow_mixed_numerics,
+    backend_options,
+    model_options,
+    near_verbatim_options,
+    numerics_option,
+    placement_kwargs,
+    print_json,
+    procedure_options,
+    run_options,
+    served_kwargs,
+    stderr_log,
+)
 from .console import echo
 from .options import Command
 from .progress import progress_bar
@@ -54,44 +66,141 @@ Examples (run from a checkout of the repository):
 
 
 # ------------------------------------------------------------------------------ the command
-@click.command("census", cls=Command, epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],
-                                                             "max_content_width": 100})
+@click.command(
+    "census",
+    cls=Command,
+    epilog=EXAMPLES,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.argument("model")
-@click.option("--document", "documents", multiple=True, type=click.Path(dir_okay=False),
-              help="The candidate document (a text file). Repeatable, paired in order with --control.")
-@click.option("--control", "controls", multiple=True, type=click.Path(dir_okay=False),
-              help="Its matched control: a document the model cannot have seen, same author/genre/style/length.")
-@click.option("--pair", "pairs", multiple=True, type=(click.Path(dir_okay=False), click.Path(dir_okay=False)),
-              metavar="DOC CTRL", help="A document and its control (repeatable; adds to --document/--control).")
+@click.option(
+    "--document",
+    "documents",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="The candidate document (a text file). Repeatable, paired in order with --control.",
+)
+@click.option(
+    "--control",
+    "controls",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="Its matched control: a document the model cannot have seen, same author/genre/style/length.",
+)
+@click.option(
+    "--pair",
+    "pairs",
+    multiple=True,
+    type=(click.Path(dir_okay=False), click.Path(dir_okay=False)),
+    metavar="DOC CTRL",
+    help="A document and its control (repeatable; adds to --document/--control).",
+)
 @click.option("--stride", type=int, required=True, help="Sliding-window stride in tokens.")
 @procedure_options
 @model_options
 @numerics_option
 @near_verbatim_options
 @backend_options
-@click.option("--exclude-spans", "exclude_file", type=click.Path(dir_okay=False), default=None,
-              help="Verified quotations to remove from the control(s) before tau_doc is set ([EM] E.1): lines "
-                   "'text: QUOTE', 'START END' or 'CONTROL START END' (character offsets, end exclusive).")
-@click.option("--reference-corpus", "references", multiple=True, type=click.Path(dir_okay=False),
-              help="A text file to search for near-verbatim copies of high-scoring control windows (repeatable); "
-                   "flagged windows are listed for a person to confirm, never removed automatically.")
-@click.option("--min-similarity", default=90.0, show_default=True, type=float,
-              help="rapidfuzz partial_ratio (0-100) at which a control window is flagged.")
-@click.option("--global", "use_global", is_flag=True,
-              help="Read every document at the most conservative threshold over all pairs ([EM] §7).")
-@click.option("--budget-delta", default=0.05, show_default=True, type=float,
-              help="Budget view at confidence 1 - delta ([EM] §6, Fig. 7).")
-@click.option("--budget", "realistic_budget", default=1e5, show_default=True, type=float, help="Realistic query budget n.")
-@click.option("--controls-description", default=None, help="How the control was chosen and matched (goes in the report).")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Output folder: the store goes to OUT/store, the report to OUT/report.{json,md,html}.")
+@click.option(
+    "--exclude-spans",
+    "exclude_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Verified quotations to remove from the control(s) before tau_doc is set ([EM] E.1): lines "
+    "'text: QUOTE', 'START END' or 'CONTROL START END' (character offsets, end exclusive).",
+)
+@click.option(
+    "--reference-corpus",
+    "references",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="A text file to search for near-verbatim copies of high-scoring control windows (repeatable); "
+    "flagged windows are listed for a person to confirm, never removed automatically.",
+)
+@click.option(
+    "--min-similarity",
+    default=90.0,
+    show_default=True,
+    type=float,
+    help="rapidfuzz partial_ratio (0-100) at which a control window is flagged.",
+)
+@click.option(
+    "--global",
+    "use_global",
+    is_flag=True,
+    help="Read every document at the most conservative threshold over all pairs ([EM] §7).",
+)
+@click.option(
+    "--budget-delta",
+    default=0.05,
+    show_default=True,
+    type=float,
+    help="Budget view at confidence 1 - delta ([EM] §6, Fig. 7).",
+)
+@click.option(
+    "--budget",
+    "realistic_budget",
+    default=1e5,
+    show_default=True,
+    type=float,
+    help="Realistic query budget n.",
+)
+@click.option(
+    "--controls-description",
+    default=None,
+    help="How the control was chosen and matched (goes in the report).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Output folder: the store goes to OUT/store, the report to OUT/report.{json,md,html}.",
+)
 @run_options
-def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tokens, policies, prompt_templates,
-            chat_template, aggregate, text_field, prefix_field, suffix_field, id_field, input_format, dtype, sot,
-            allow_pickle, trust_remote_code, threads,
-            exclude_file, references, min_similarity, use_global, budget_delta, realistic_budget,
-            controls_description, out_dir, limit, batch_size, unit_size, as_json, no_progress, nv_eps=(), nv_beams=(),
-            backend="local", address=None, workers=None, gpus_per_worker=0.0, threads_per_worker=1):
+def command(
+    model,
+    documents,
+    controls,
+    pairs,
+    stride,
+    prefix_tokens,
+    suffix_tokens,
+    policies,
+    prompt_templates,
+    chat_template,
+    aggregate,
+    text_field,
+    prefix_field,
+    suffix_field,
+    id_field,
+    input_format,
+    dtype,
+    sot,
+    allow_pickle,
+    trust_remote_code,
+    threads,
+    exclude_file,
+    references,
+    min_similarity,
+    use_global,
+    budget_delta,
+    realistic_budget,
+    controls_description,
+    out_dir,
+    limit,
+    batch_size,
+    unit_size,
+    as_json,
+    no_progress,
+    nv_eps=(),
+    nv_beams=(),
+    backend="local",
+    address=None,
+    workers=None,
+    gpus_per_worker=0.0,
+    threads_per_worker=1,
+):
     """Census of each DOCUMENT against its CONTROL ([EM] §5): sliding-window scores for both,
     tau_doc = 10^ceil(log10 of the top decontaminated control score) (Eq. 31), coverage of the
     document by the suffixes of windows scoring above tau_doc (Eq. 9), the coverage curve over
@@ -102,26 +211,65 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
     """
 
     if len(documents) != len(controls):
-        raise InputError(f"{len(documents)} --document but {len(controls)} --control: they pair up in order",
-                         hint="give one --control per --document, or use --pair DOC CTRL")
-    passage_only = {"--text-field": text_field, "--prefix-field": prefix_field, "--suffix-field": suffix_field,
-                    "--id-field": id_field, "--format": input_format}
+        raise InputError(
+            f"{len(documents)} --document but {len(controls)} --control: they pair up in order",
+            hint="give one --control per --document, or use --pair DOC CTRL",
+        )
+    passage_only = {
+        "--text-field": text_field,
+        "--prefix-field": prefix_field,
+        "--suffix-field": suffix_field,
+        "--id-field": id_field,
+        "--format": input_format,
+    }
     bad = [k for k, v in passage_only.items() if v]
     if bad:
-        raise InputError(f"{', '.join(bad)} appl{'y' if len(bad) > 1 else 'ies'} to passage files, not to documents",
-                         hint="a census reads each document as one plain text")
-    bar = progress_bar(not no_progress and not as_json)  # before the API loads torch: it shows that too
-    res = api.census(model, pairs=list(zip(documents, controls)) + [tuple(p) for p in pairs], stride=stride,
-                     prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, policies=policies,
-                     prompt_templates=prompt_templates, chat_template=chat_template, aggregate=aggregate,
-                     limit=limit, near_verbatim=nv_eps, beams=nv_beams, exclude_spans=exclude_file, references=references,
-                     min_similarity=min_similarity, use_global=use_global, budget_delta=budget_delta,
-                     realistic_budget=realistic_budget, controls_description=controls_description, out=out_dir,
-                     batch_size=batch_size, unit_size=unit_size, backend=backend, address=address, workers=workers,
-                     gpus_per_worker=gpus_per_worker, threads_per_worker=threads_per_worker, dtype=dtype, sot=sot,
-                    **placement_kwargs(), **served_kwargs(), allow_mixed_numerics=allow_mixed_numerics(),
-                     allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, threads=threads,
-                     progress=bar, log=stderr_log(not as_json))
+        raise InputError(
+            f"{', '.join(bad)} appl{'y' if len(bad) > 1 else 'ies'} to passage files, not to documents",
+            hint="a census reads each document as one plain text",
+        )
+    bar = progress_bar(
+        not no_progress and not as_json
+    )  # before the API loads torch: it shows that too
+    res = api.census(
+        model,
+        pairs=list(zip(documents, controls)) + [tuple(p) for p in pairs],
+        stride=stride,
+        prefix_tokens=prefix_tokens,
+        suffix_tokens=suffix_tokens,
+        policies=policies,
+        prompt_templates=prompt_templates,
+        chat_template=chat_template,
+        aggregate=aggregate,
+        limit=limit,
+        near_verbatim=nv_eps,
+        beams=nv_beams,
+        exclude_spans=exclude_file,
+        references=references,
+        min_similarity=min_similarity,
+        use_global=use_global,
+        budget_delta=budget_delta,
+        realistic_budget=realistic_budget,
+        controls_description=controls_description,
+        out=out_dir,
+        batch_size=batch_size,
+        unit_size=unit_size,
+        backend=backend,
+        address=address,
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,
+        threads_per_worker=threads_per_worker,
+        dtype=dtype,
+        sot=sot,
+        **placement_kwargs(),
+        **served_kwargs(),
+        allow_mixed_numerics=allow_mixed_numerics(),
+        allow_pickle=allow_pickle,
+        trust_remote_code=trust_remote_code,
+        threads=threads,
+        progress=bar,
+        log=stderr_log(not as_json),
+    )
     if as_json:
         print_json(res.to_dict())
         return
@@ -131,8 +279,10 @@ def command(model, documents, controls, pairs, stride, prefix_tokens, suffix_tok
         echo("note: " + res.limited)
     n_flagged = len(res.census.flagged)
     if n_flagged:
-        echo(f"{n_flagged} control window(s) flagged as near-verbatim copies: confirm them in the report before "
-             "excluding them with --exclude-spans")
+        echo(
+            f"{n_flagged} control window(s) flagged as near-verbatim copies: confirm them in the report before "
+            "excluding them with --exclude-spans"
+        )
     echo(f"report: {res.report['html']}")
     if not any(r.units_scored for r in res.runs.values()):
         echo("nothing was scored: every unit was already in the store (no model work done)")

@@ -4,6 +4,7 @@ Text is printed literally: a rich Console gets ``markup=False`` so that paths, i
 from the user's data (``runs/q[/]z``) are never read as console markup. Code that wants rich
 markup passes a renderable (a Table) or escapes the user's parts with ``rich.markup.escape``.
 """
+
 from __future__ import annotations
 
 

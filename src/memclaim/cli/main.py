@@ -4,6 +4,7 @@ Each subcommand lives in its own module ``memclaim.cli.<name>`` exposing a click
 group named ``command``; modules are imported lazily so ``memclaim --help`` stays fast and a
 broken optional stack never breaks unrelated subcommands.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -60,9 +61,13 @@ def cli():
 
 
 #: options that make a command ask for less memory at once, in the order they are suggested
-MEMORY_KNOBS = {"--batch-size": "a smaller --batch-size", "--unit-size": "a smaller --unit-size",
-                "--pld-grid": "a coarser --pld-grid", "--max-nodes": "a smaller --max-nodes",
-                "--physical-batch-size": "a smaller --physical-batch-size"}
+MEMORY_KNOBS = {
+    "--batch-size": "a smaller --batch-size",
+    "--unit-size": "a smaller --unit-size",
+    "--pld-grid": "a coarser --pld-grid",
+    "--max-nodes": "a smaller --max-nodes",
+    "--physical-batch-size": "a smaller --physical-batch-size",
+}
 
 
 def _command_of(argv) -> tuple[click.Command | None, str]:
@@ -88,12 +93,17 @@ def _memory_text(argv) -> str:
     cmd, path = _command_of(argv)
     opts = {o for p in (cmd.params if cmd is not None else ()) for o in getattr(p, "opts", ())}
     knobs = [how for k, how in MEMORY_KNOBS.items() if k in opts]
-    inputs = any(o in opts for o in ("--input", "--members", "--document", "--data", "--candidates"))
+    inputs = any(
+        o in opts for o in ("--input", "--members", "--document", "--data", "--candidates")
+    )
     if knobs:
-        return (f"out of memory\n  fix: ask for less at a time: {', or '.join(knobs)}"
-                + (", and check that every input is a regular file of reasonable size" if inputs else ""))
-    return (f"out of memory\n  fix: ask for less work (`memclaim {path} --help` lists the options that set its "
-            "size), or run it on a machine with more memory")
+        return f"out of memory\n  fix: ask for less at a time: {', or '.join(knobs)}" + (
+            ", and check that every input is a regular file of reasonable size" if inputs else ""
+        )
+    return (
+        f"out of memory\n  fix: ask for less work (`memclaim {path} --help` lists the options that set its "
+        "size), or run it on a machine with more memory"
+    )
 
 
 def _os_error_text(exc: BaseException, argv=None) -> str:
@@ -132,8 +142,11 @@ def usage_error_text(exc: click.UsageError) -> str:
     path = ctx.command_path if ctx is not None else "memclaim COMMAND"
     message = " ".join(exc.format_message().split())
     usage = (ctx.get_usage() + "\n") if ctx is not None else ""
-    what = ("the commands" if ctx is not None and isinstance(ctx.command, click.Group)
-            else "every option and the values it takes")
+    what = (
+        "the commands"
+        if ctx is not None and isinstance(ctx.command, click.Group)
+        else "every option and the values it takes"
+    )
     return f"{usage}error: {message}\n  fix: `{path} --help` lists {what}"
 
 
@@ -150,11 +163,18 @@ def main(argv=None) -> int:
     except MemclaimError as exc:
         text = str(exc)
         if getattr(exc, "hint", None) is None:  # every error says how to fix it
-            groups = {"dp": ("bounds", "account", "plot", "baseline"), "audit": ("run", "table", "attacks"),
-                      "train": ("tiny", "finetune", "unlearn")}
-            cmd = " ".join(args[:2] if len(args) > 1 and args[1] in groups.get(args[0], ()) else args[:1])
-            text += (f"\n  fix: correct the value named above (`memclaim {cmd or 'COMMAND'} --help` gives each "
-                     "option's range)")
+            groups = {
+                "dp": ("bounds", "account", "plot", "baseline"),
+                "audit": ("run", "table", "attacks"),
+                "train": ("tiny", "finetune", "unlearn"),
+            }
+            cmd = " ".join(
+                args[:2] if len(args) > 1 and args[1] in groups.get(args[0], ()) else args[:1]
+            )
+            text += (
+                f"\n  fix: correct the value named above (`memclaim {cmd or 'COMMAND'} --help` gives each "
+                "option's range)"
+            )
         click.echo(f"error: {text}", err=True)
         return 2
     except click.exceptions.Abort as exc:

@@ -10,6 +10,7 @@ Renamed flags (:data:`RENAMED`, written out in docs/renamed-flags.md): the old s
 rewritten to the new one before click parses, with one ``note:`` line on stderr saying what to
 type instead. Old *values* (``--neighbors replace``) are rewritten the same way.
 """
+
 from __future__ import annotations
 
 import click
@@ -22,29 +23,120 @@ GROUPS = ("Inputs", "Procedure", "Claim", "Output", "Execution")
 GROUP_OF: dict[str, str] = {}
 for _group, _names in {
     "Inputs": (
-        "input_path", "document_path", "members_path", "controls_path", "members", "controls", "candidates",
-        "run", "controls_run", "documents", "pairs", "text_field", "prefix_field", "suffix_field", "id_field",
-        "score_field", "input_format", "kind", "binary", "candidates_procedure", "controls_procedure",
-        "exclude_file", "exclude_ids", "references", "min_similarity", "data", "plant_file", "forget", "retain",
-        "spec", "reference", "trigger", "shadow_background", "name", "list_only", "limit",
+        "input_path",
+        "document_path",
+        "members_path",
+        "controls_path",
+        "members",
+        "controls",
+        "candidates",
+        "run",
+        "controls_run",
+        "documents",
+        "pairs",
+        "text_field",
+        "prefix_field",
+        "suffix_field",
+        "id_field",
+        "score_field",
+        "input_format",
+        "kind",
+        "binary",
+        "candidates_procedure",
+        "controls_procedure",
+        "exclude_file",
+        "exclude_ids",
+        "references",
+        "min_similarity",
+        "data",
+        "plant_file",
+        "forget",
+        "retain",
+        "spec",
+        "reference",
+        "trigger",
+        "shadow_background",
+        "name",
+        "list_only",
+        "limit",
     ),
     "Procedure": (
-        "stride", "prefix_tokens", "suffix_tokens", "policies", "prompt_templates", "chat_template", "aggregate",
-        "nv_eps", "nv_beams", "dtype", "sot", "extraction_policy", "m", "attacks", "k", "shadows", "shadow_mode",
-        "shadow_base", "shadow_steps", "shadow_epochs", "shadow_lr", "shadow_batch_size", "shadow_seq_len",
-        "shadow_seed", "shadow_warmup", "design_seed", "policy", "near_verbatim",
+        "stride",
+        "prefix_tokens",
+        "suffix_tokens",
+        "policies",
+        "prompt_templates",
+        "chat_template",
+        "aggregate",
+        "nv_eps",
+        "nv_beams",
+        "dtype",
+        "sot",
+        "extraction_policy",
+        "m",
+        "attacks",
+        "k",
+        "shadows",
+        "shadow_mode",
+        "shadow_base",
+        "shadow_steps",
+        "shadow_epochs",
+        "shadow_lr",
+        "shadow_batch_size",
+        "shadow_seq_len",
+        "shadow_seed",
+        "shadow_warmup",
+        "design_seed",
+        "policy",
+        "near_verbatim",
     ),
     "Claim": (
-        "alpha", "fdr", "fwer", "seed", "budget_delta", "realistic_budget", "confidence", "controls_description",
-        "use_global", "verifier_threshold", "kappa", "soundness_epsilon", "soundness_neighbors", "cap_value",
-        "cap_epsilon", "cap_neighbors", "cap_functional", "cap_slack", "cap_slack_note", "allow_mixed_numerics",
+        "alpha",
+        "fdr",
+        "fwer",
+        "seed",
+        "budget_delta",
+        "realistic_budget",
+        "confidence",
+        "controls_description",
+        "use_global",
+        "verifier_threshold",
+        "kappa",
+        "soundness_epsilon",
+        "soundness_neighbors",
+        "cap_value",
+        "cap_epsilon",
+        "cap_neighbors",
+        "cap_functional",
+        "cap_slack",
+        "cap_slack_note",
+        "allow_mixed_numerics",
     ),
     "Output": ("out_dir", "as_json", "no_progress", "overwrite", "quick", "stats"),
     "Execution": (
-        "batch_size", "unit_size", "backend", "address", "workers", "gpus_per_worker", "threads_per_worker",
-        "threads", "allow_pickle", "trust_remote_code", "physical_batch_size", "time_limit", "max_nodes",
-        "device", "device_map", "max_memory", "offload_folder", "url", "api_key_env", "api_key_file",
-        "served_model", "max_concurrency", "served_bounds",
+        "batch_size",
+        "unit_size",
+        "backend",
+        "address",
+        "workers",
+        "gpus_per_worker",
+        "threads_per_worker",
+        "threads",
+        "allow_pickle",
+        "trust_remote_code",
+        "physical_batch_size",
+        "time_limit",
+        "max_nodes",
+        "device",
+        "device_map",
+        "max_memory",
+        "offload_folder",
+        "url",
+        "api_key_env",
+        "api_key_file",
+        "served_model",
+        "max_concurrency",
+        "served_bounds",
     ),
 }.items():
     for _n in _names:
@@ -53,16 +145,26 @@ for _group, _names in {
 # The renamed flags of this release, per command path (as `memclaim X Y`): old flag -> new flag,
 # and new flag -> {old value: new value}. The old spellings are removed in the next release.
 RENAMED: dict[str, dict[str, str]] = {
-    "audit run": {"--nonmembers": "--controls", "--fpr": "--alpha", "--cap-relation": "--cap-neighbors",
-                  "--soundness-relation": "--soundness-neighbors"},
-    "test": {"--id-column": "--id-field", "--score-column": "--score-field", "--text-column": "--text-field"},
+    "audit run": {
+        "--nonmembers": "--controls",
+        "--fpr": "--alpha",
+        "--cap-relation": "--cap-neighbors",
+        "--soundness-relation": "--soundness-neighbors",
+    },
+    "test": {
+        "--id-column": "--id-field",
+        "--score-column": "--score-field",
+        "--text-column": "--text-field",
+    },
     "train tiny": {"--quiet": "--no-progress"},
     "train finetune": {"--quiet": "--no-progress"},
     "train unlearn": {"--quiet": "--no-progress"},
 }
 RENAMED_VALUES: dict[str, dict[str, dict[str, str]]] = {
-    "audit run": {"--cap-neighbors": {"add/remove": "add-remove"},
-                  "--soundness-neighbors": {"add/remove": "add-remove"}},
+    "audit run": {
+        "--cap-neighbors": {"add/remove": "add-remove"},
+        "--soundness-neighbors": {"add/remove": "add-remove"},
+    },
     "dp bounds": {"--neighbors": {"replace": "replace-one"}},
     "dp plot": {"--neighbors": {"replace": "replace-one"}},
     "dp account": {"--neighbors": {"replace": "replace-one"}},
@@ -82,8 +184,14 @@ class Command(click.Command):
     (destination name -> group) before :data:`GROUP_OF`; the rest go to ``default_group``. ``path`` is the command as users type it after
     ``memclaim`` (``"audit run"``): it keys :data:`RENAMED`; default: the command's name."""
 
-    def __init__(self, *args, default_group: str = "Procedure", groups: dict | None = None,
-                 path: str | None = None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        default_group: str = "Procedure",
+        groups: dict | None = None,
+        path: str | None = None,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         for g in (default_group, *(groups or {}).values()):
             if g not in GROUPS:
@@ -126,12 +234,17 @@ class Command(click.Command):
         values = RENAMED_VALUES.get(self.path, {})
         if not flags and not values:
             return args
-        typed = {a.partition("=")[0] for a in args[:args.index("--")] if a.startswith("--")} if "--" in args \
+        typed = (
+            {a.partition("=")[0] for a in args[: args.index("--")] if a.startswith("--")}
+            if "--" in args
             else {a.partition("=")[0] for a in args if a.startswith("--")}
+        )
         for old, new in flags.items():
             if old in typed and new in typed:
-                raise InputError(f"both {old} and {new} are given: {old} is the old name of {new}",
-                                 hint=f"give {new} once")
+                raise InputError(
+                    f"both {old} and {new} are given: {old} is the old name of {new}",
+                    hint=f"give {new} once",
+                )
         out, i = [], 0
         while i < len(args):
             tok = args[i]
@@ -149,7 +262,7 @@ class Command(click.Command):
                 i += 1
                 continue
             out.append(name)
-            vals = args[i + 1:i + 1 + nargs]
+            vals = args[i + 1 : i + 1 + nargs]
             out.extend(self._value(name, v, values) for v in vals)
             i += 1 + len(vals)
         return out

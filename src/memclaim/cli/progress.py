@@ -22,6 +22,7 @@ With bars off (``--no-progress``, ``--json``) the sink still records the scoring
 done (:data:`TRACKER`), so an interrupted command can say how far it got. Labels are user data
 (file names) and are shown literally, never as console markup.
 """
+
 from __future__ import annotations
 
 import sys
@@ -99,8 +100,8 @@ def _shorten(text: str, width: int) -> str:
     if len(text) <= width:
         return text
     if width <= 1:
-        return text[:max(0, width)]
-    return text[:width - 1] + "…"
+        return text[: max(0, width)]
+    return text[: width - 1] + "…"
 
 
 class _Op:
@@ -112,7 +113,9 @@ class _Op:
         self.t0 = now - float(event.elapsed or 0.0)
         self.total = None if event.total is None else int(event.total) + self.reused
         self.done = self.reused + int(event.done)
-        self.first: tuple[float, int] | None = None  # (time, done) of the first advance: the rate's origin
+        self.first: tuple[float, int] | None = (
+            None  # (time, done) of the first advance: the rate's origin
+        )
         self.last_plain = None
         self.shown = False
         self.task = None
@@ -158,7 +161,9 @@ class _Op:
         if r:
             parts.append(_rate(r))
         eta = self.eta(now)
-        parts.append(f"about {_clock(eta)} left" if eta is not None else f"{_clock(elapsed)} so far")
+        parts.append(
+            f"about {_clock(eta)} left" if eta is not None else f"{_clock(elapsed)} so far"
+        )
         return f"{self.label}: " + ", ".join(p for p in parts if p)
 
 
@@ -168,9 +173,17 @@ class ProgressBar:
     terminal width, default the console's). With ``draw=False`` it only records units done
     (:data:`TRACKER`)."""
 
-    def __init__(self, file=None, *, draw: bool = True, tracker: UnitTracker | None = None,
-                 plain: bool | None = None, width: int | None = None, clock=time.monotonic,
-                 startup: str | None = None):
+    def __init__(
+        self,
+        file=None,
+        *,
+        draw: bool = True,
+        tracker: UnitTracker | None = None,
+        plain: bool | None = None,
+        width: int | None = None,
+        clock=time.monotonic,
+        startup: str | None = None,
+    ):
         self.file = file
         self.draw = draw
         self.tracker = TRACKER if tracker is None else tracker
@@ -208,8 +221,13 @@ class ProgressBar:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(file=self.stream, highlight=False, markup=False, width=self._width,
-                                    force_terminal=None if self._plain is None else not self._plain)
+            self._console = Console(
+                file=self.stream,
+                highlight=False,
+                markup=False,
+                width=self._width,
+                force_terminal=None if self._plain is None else not self._plain,
+            )
         return self._console
 
     def _write(self, line: str) -> None:
@@ -243,13 +261,18 @@ class ProgressBar:
                 TextColumn("{task.fields[label]}", markup=False, table_column=Column(no_wrap=True)),
                 BarColumn(bar_width=10),
                 TextColumn("{task.fields[info]}", markup=False, table_column=Column(no_wrap=True)),
-                console=self.console, transient=False, expand=False, refresh_per_second=4)
+                console=self.console,
+                transient=False,
+                expand=False,
+                refresh_per_second=4,
+            )
             self._progress.start()
         label_w, bar_w = self._columns(op)
         bar = self._progress.columns[1]
         bar.bar_width = bar_w if len(self._progress.tasks) == 0 else min(bar.bar_width, bar_w)
-        return self._progress.add_task("", total=op.total, completed=op.done, label=_shorten(op.label, label_w),
-                                       info="")
+        return self._progress.add_task(
+            "", total=op.total, completed=op.done, label=_shorten(op.label, label_w), info=""
+        )
 
     def _refresh_rich(self, op: _Op, now: float, finished: bool = False) -> None:
         count = op.count_text()
@@ -271,7 +294,11 @@ class ProgressBar:
         with self._lock:
             if self._startup is not None and key != self._startup:
                 startup, self._startup = self._startup, None
-                self(ProgressEvent(stage=startup[0], label=startup[1], done=0, total=None, finished=True))
+                self(
+                    ProgressEvent(
+                        stage=startup[0], label=startup[1], done=0, total=None, finished=True
+                    )
+                )
             now = self._clock()
             op = self._ops.get(key)
             if op is None:
@@ -339,7 +366,7 @@ class ProgressBar:
         _LIVE.discard(self)
 
 
-_LIVE: "weakref.WeakSet[ProgressBar]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[ProgressBar] = weakref.WeakSet()
 
 
 def close_all() -> None:
@@ -351,7 +378,9 @@ def close_all() -> None:
 STARTUP = "starting: loading PyTorch and transformers"
 
 
-def progress_bar(enabled: bool = True, *, file=None, startup: str | None = STARTUP) -> ProgressCallback:
+def progress_bar(
+    enabled: bool = True, *, file=None, startup: str | None = STARTUP
+) -> ProgressCallback:
     """The CLI's progress sink: bars (or plain lines off a terminal) when ``enabled`` (not
     ``--no-progress`` and not ``--json``); otherwise nothing is drawn (the libraries' own bars
     are off too) but units done are still recorded for the interruption message. Create it

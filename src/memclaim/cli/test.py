@@ -5,6 +5,7 @@ two runs must match except for which other policies were scored) or an external 
 file of scores computed elsewhere. Thin: parse, call :func:`memclaim.test` (which reads the score
 sets, runs the claim and writes the report), print a summary.
 """
+
 from __future__ import annotations
 
 import click
@@ -55,53 +56,166 @@ Examples (run from a checkout of the repository; the first two need SmolLM2, see
 """
 
 
-@click.command(name="test", cls=Command, epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"],
-                                                                "max_content_width": 100})
-@click.option("--candidates", "candidates", required=True, type=click.Path(),
-              help="A score store (the --out folder of `memclaim score`), or a CSV/TSV/Parquet/Arrow file with an id "
-                   "and a score column (higher = more memorized).")
-@click.option("--controls", "controls", required=True, type=click.Path(),
-              help="Matched non-member controls: a store (may be the candidates' store) or a file, like --candidates.")
-@click.option("--run", "run", default=None,
-              help="Store only: the candidates' run (id prefix or label); needed when the store holds several runs.")
-@click.option("--controls-run", "controls_run", default=None, help="Store only: the controls' run (id prefix or label).")
-@click.option("--kind", default=None, type=click.Choice(["log-prob", "prob", "score"]),
-              help="Files only (default log-prob): log-prob: natural-log probabilities (-inf = 0); prob: "
-                   "probabilities; score: any real score. A store always holds natural-log probabilities.")
-@click.option("--alpha", default="0.001", show_default=True, help="Target FPR in (0, 1); read exactly ('0.001', '0.1%', '1/1000').")
-@click.option("--near-verbatim", "nv_eps", type=int, default=None,
-              help="Store: test the certified near-verbatim lower bound at this token edit distance (scored with "
-                   "`memclaim score --near-verbatim EPS`) instead of the verbatim score.")
-@click.option("--policy", default=None,
-              help="Store: the stored policy to test (needed when several were scored). Files: the policy the scores "
-                   "were computed under (recorded); 'greedy' means binary scores.")
-@click.option("--binary/--no-binary", default=None, help="Force binary (greedy) reading of the scores; default: detect.")
-@click.option("--id-field", "id_field", default=None,
-              help="Files only: the id column (default: the first of id, doc_id, uid, key, name).")
-@click.option("--score-field", "score_field", default=None,
-              help="Files only: the score column (default: the first of score, log_prob, logq, prob, ...).")
-@click.option("--text-field", "text_field", default=None,
-              help="Files only: the text column (checks controls identical to candidates).")
+@click.command(
+    name="test",
+    cls=Command,
+    epilog=EXAMPLES,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.option(
+    "--candidates",
+    "candidates",
+    required=True,
+    type=click.Path(),
+    help="A score store (the --out folder of `memclaim score`), or a CSV/TSV/Parquet/Arrow file with an id "
+    "and a score column (higher = more memorized).",
+)
+@click.option(
+    "--controls",
+    "controls",
+    required=True,
+    type=click.Path(),
+    help="Matched non-member controls: a store (may be the candidates' store) or a file, like --candidates.",
+)
+@click.option(
+    "--run",
+    "run",
+    default=None,
+    help="Store only: the candidates' run (id prefix or label); needed when the store holds several runs.",
+)
+@click.option(
+    "--controls-run",
+    "controls_run",
+    default=None,
+    help="Store only: the controls' run (id prefix or label).",
+)
+@click.option(
+    "--kind",
+    default=None,
+    type=click.Choice(["log-prob", "prob", "score"]),
+    help="Files only (default log-prob): log-prob: natural-log probabilities (-inf = 0); prob: "
+    "probabilities; score: any real score. A store always holds natural-log probabilities.",
+)
+@click.option(
+    "--alpha",
+    default="0.001",
+    show_default=True,
+    help="Target FPR in (0, 1); read exactly ('0.001', '0.1%', '1/1000').",
+)
+@click.option(
+    "--near-verbatim",
+    "nv_eps",
+    type=int,
+    default=None,
+    help="Store: test the certified near-verbatim lower bound at this token edit distance (scored with "
+    "`memclaim score --near-verbatim EPS`) instead of the verbatim score.",
+)
+@click.option(
+    "--policy",
+    default=None,
+    help="Store: the stored policy to test (needed when several were scored). Files: the policy the scores "
+    "were computed under (recorded); 'greedy' means binary scores.",
+)
+@click.option(
+    "--binary/--no-binary",
+    default=None,
+    help="Force binary (greedy) reading of the scores; default: detect.",
+)
+@click.option(
+    "--id-field",
+    "id_field",
+    default=None,
+    help="Files only: the id column (default: the first of id, doc_id, uid, key, name).",
+)
+@click.option(
+    "--score-field",
+    "score_field",
+    default=None,
+    help="Files only: the score column (default: the first of score, log_prob, logq, prob, ...).",
+)
+@click.option(
+    "--text-field",
+    "text_field",
+    default=None,
+    help="Files only: the text column (checks controls identical to candidates).",
+)
 @claim_options
-@click.option("--candidates-procedure", type=click.Path(dir_okay=False), default=None,
-              help="Files only: JSON procedure record of the candidate scores (checked against the controls').")
-@click.option("--controls-procedure", type=click.Path(dir_okay=False), default=None,
-              help="Files only: JSON procedure record of the control scores.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Report folder: report.{json,md,html}.")
+@click.option(
+    "--candidates-procedure",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Files only: JSON procedure record of the candidate scores (checked against the controls').",
+)
+@click.option(
+    "--controls-procedure",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Files only: JSON procedure record of the control scores.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Report folder: report.{json,md,html}.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a machine-readable summary.")
-def command(candidates, controls, run, controls_run, kind, alpha, nv_eps, policy, binary, id_field, score_field,
-            text_field, exclude_file, exclude_ids, fdr, fwer, seed, budget_delta, realistic_budget, confidence,
-            controls_description, candidates_procedure, controls_procedure, out_dir, as_json):
+def command(
+    candidates,
+    controls,
+    run,
+    controls_run,
+    kind,
+    alpha,
+    nv_eps,
+    policy,
+    binary,
+    id_field,
+    score_field,
+    text_field,
+    exclude_file,
+    exclude_ids,
+    fdr,
+    fwer,
+    seed,
+    budget_delta,
+    realistic_budget,
+    confidence,
+    controls_description,
+    candidates_procedure,
+    controls_procedure,
+    out_dir,
+    as_json,
+):
     """Conformal population test ([EM] §3, §4, App. C) on two score stores or two score files
     ([EM] App. H.1: the same verify step applies to scores computed elsewhere)."""
-    res = api.test(candidates, controls, alpha=alpha, policies=policy, run=run, controls_run=controls_run,
-                   near_verbatim=nv_eps, kind=kind, binary=binary, id_field=id_field, score_field=score_field,
-                   text_field=text_field, candidates_procedure=candidates_procedure,
-                   controls_procedure=controls_procedure, exclude_controls=exclude_file, exclude_control_ids=exclude_ids,
-                   fdr=fdr, fwer=fwer, seed=seed, budget_delta=budget_delta, realistic_budget=realistic_budget,
-                   confidence=confidence, controls_description=controls_description, out=out_dir,
-                   allow_mixed_numerics=allow_mixed_numerics())
+    res = api.test(
+        candidates,
+        controls,
+        alpha=alpha,
+        policies=policy,
+        run=run,
+        controls_run=controls_run,
+        near_verbatim=nv_eps,
+        kind=kind,
+        binary=binary,
+        id_field=id_field,
+        score_field=score_field,
+        text_field=text_field,
+        candidates_procedure=candidates_procedure,
+        controls_procedure=controls_procedure,
+        exclude_controls=exclude_file,
+        exclude_control_ids=exclude_ids,
+        fdr=fdr,
+        fwer=fwer,
+        seed=seed,
+        budget_delta=budget_delta,
+        realistic_budget=realistic_budget,
+        confidence=confidence,
+        controls_description=controls_description,
+        out=out_dir,
+        allow_mixed_numerics=allow_mixed_numerics(),
+    )
     if as_json:
         print_json(res.to_dict())
         return

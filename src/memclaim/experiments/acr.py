@@ -21,6 +21,7 @@ Newcombe interval on the difference, the ACR levels, every target's x* under the
 the flags of App. A.2 (argmax success that greedy generation does not reproduce; prompts holding
 words of the target) and the best teacher-forced geometric-mean probability each target reached.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,12 +51,28 @@ STREAMS: tuple[str, ...] = ()
 CRITERION = "prob:0.9"  # [EM] App. A.2: geometric-mean per-token probability >= b, b = 0.9
 MEMBERS_FILE, CONTROLS_FILE = "kjv_famous_lines.jsonl", "new_famous_style_lines.jsonl"
 #: the CI tier: the tiny GPT, 6 + 6 targets of 8 tokens, a small search
-QUICK = {"model": "toy", "pairs": 6, "target_tokens": 8, "top_k": 64, "search_batch": 96, "steps": 15}
+QUICK = {
+    "model": "toy",
+    "pairs": 6,
+    "target_tokens": 8,
+    "top_k": 64,
+    "search_batch": 96,
+    "steps": 15,
+}
 #: the slow tier on two CPU cores: SmolLM2, the first 4 line pairs, a search far below the paper's (about 25 min of CPU)
-FULL = {"model": "smollm2", "pairs": 4, "target_tokens": None, "top_k": 64, "search_batch": 64, "steps": 8}
+FULL = {
+    "model": "smollm2",
+    "pairs": 4,
+    "target_tokens": None,
+    "top_k": 64,
+    "search_batch": 64,
+    "steps": 8,
+}
 #: [EM]'s run of the ACR release ([EM] App. A.2; the release's config for Llama 2 13B): top-k 250,
 #: batch 100, 200 steps; GCG's own defaults are top-k 256, batch 512
-PAPER_SEARCH = "top-k 250, batch 100, 200 steps per length (the ACR release as [EM] ran it; GCG: 256, 512)"
+PAPER_SEARCH = (
+    "top-k 250, batch 100, 200 steps per length (the ACR release as [EM] ran it; GCG: 256, 512)"
+)
 
 
 def settings_for(quick: bool) -> dict:
@@ -68,7 +85,7 @@ def settings_for(quick: bool) -> dict:
     return dict(QUICK if quick else FULL)
 
 
-def targets(model: "LoadedModel", quick: bool) -> tuple[dict, dict]:
+def targets(model: LoadedModel, quick: bool) -> tuple[dict, dict]:
     """({"members": [(id, text, ids)], "controls": [...]}, provenance) for the tier.
 
     >>> import memclaim.train
@@ -81,44 +98,65 @@ def targets(model: "LoadedModel", quick: bool) -> tuple[dict, dict]:
     tok = model.tokenizer
     if quick:
         td = toy_data()
-        mem = [r for r in td["planted"] if r.get("copies") == 16][:s["pairs"]]
-        ctl = [r for r in td["held_out"] if str(r["id"]).startswith("control")][:s["pairs"]]
+        mem = [r for r in td["planted"] if r.get("copies") == 16][: s["pairs"]]
+        ctl = [r for r in td["held_out"] if str(r["id"]).startswith("control")][: s["pairs"]]
 
         def cut(r):
-            ids = tok.encode(r["text"])[:s["target_tokens"]]
+            ids = tok.encode(r["text"])[: s["target_tokens"]]
             text = tok.decode(ids)
-            return (r["id"], text, tok.encode(text))  # the target as its text stands (re-encoded once)
+            return (
+                r["id"],
+                text,
+                tok.encode(text),
+            )  # the target as its text stands (re-encoded once)
 
         sides = {"members": [cut(r) for r in mem], "controls": [cut(r) for r in ctl]}
-        info = {"members": "the tiny GPT's planted passages seen 16 times, first 8 tokens",
-                "controls": "held-out passages of the same generator (never trained on), first 8 tokens"}
+        info = {
+            "members": "the tiny GPT's planted passages seen 16 times, first 8 tokens",
+            "controls": "held-out passages of the same generator (never trained on), first 8 tokens",
+        }
         return sides, info
     sides, info = {}, {}
     for label, name in (("members", MEMBERS_FILE), ("controls", CONTROLS_FILE)):
         recs, sha = read_records(name)
-        recs = recs[:s["pairs"]]
+        recs = recs[: s["pairs"]]
         sides[label] = [(r.id, r.text, tok.encode(r.text)) for r in recs]
         info[label] = {"file": name, "sha256": sha, "lines_used": len(recs)}
     return sides, info
 
 
 def _block(res: dict, comparison, verdict) -> dict:
-    rows = {label: [{k: v for k, v in r.to_dict().items() if k not in ("seconds",)} for r in rs]
-            for label, rs in res.items()}
+    rows = {
+        label: [{k: v for k, v in r.to_dict().items() if k not in ("seconds",)} for r in rs]
+        for label, rs in res.items()
+    }
     best = {label: [r.geometric_mean_prob for r in rs] for label, rs in res.items()}
     b = comparison.population.primary_test.binary_rates
     return {
-        "members": {"n": comparison.members.n, "extracted": comparison.members.extracted,
-                    "rate": comparison.member_rate.to_dict(), "median_acr_extracted": comparison.members.median_acr_extracted},
-        "controls": {"n": comparison.controls.n, "extracted": comparison.controls.extracted,
-                     "rate": comparison.control_rate.to_dict(),
-                     "median_acr_extracted": comparison.controls.median_acr_extracted},
-        "difference_member_minus_control": comparison.difference.to_dict(), "no_signal": comparison.no_signal,
-        "alpha_n": b.alpha_n, "alpha_n_exact": b.alpha_n_exact, "statement": comparison.statement,
-        "levels": [lv.to_dict() for lv in comparison.levels], "flags": comparison.flags,
+        "members": {
+            "n": comparison.members.n,
+            "extracted": comparison.members.extracted,
+            "rate": comparison.member_rate.to_dict(),
+            "median_acr_extracted": comparison.members.median_acr_extracted,
+        },
+        "controls": {
+            "n": comparison.controls.n,
+            "extracted": comparison.controls.extracted,
+            "rate": comparison.control_rate.to_dict(),
+            "median_acr_extracted": comparison.controls.median_acr_extracted,
+        },
+        "difference_member_minus_control": comparison.difference.to_dict(),
+        "no_signal": comparison.no_signal,
+        "alpha_n": b.alpha_n,
+        "alpha_n_exact": b.alpha_n_exact,
+        "statement": comparison.statement,
+        "levels": [lv.to_dict() for lv in comparison.levels],
+        "flags": comparison.flags,
         "verdict": verdict.to_dict(),
-        "best_geometric_mean_prob": {label: {"values": v, "median": float(np.median(v)) if v else None}
-                                     for label, v in best.items()},
+        "best_geometric_mean_prob": {
+            label: {"values": v, "median": float(np.median(v)) if v else None}
+            for label, v in best.items()
+        },
         "targets": rows,
     }
 
@@ -128,11 +166,22 @@ def _plot(b: dict, differences, claims):
         fig, (a1, a2) = new_figure(2, width=5.0, height=3.6)
         for x, key, role in ((0, "members", "member"), (1, "controls", "control")):
             r = b[key]["rate"]
-            a1.bar([x], [r["estimate"]], width=0.6, color=PALETTE[role],
-                   yerr=[[r["estimate"] - r["lower"]], [r["upper"] - r["estimate"]]], capsize=4,
-                   label=f"{key}: {b[key]['extracted']}/{b[key]['n']}")
-        a1.axhline(b["alpha_n"], color=PALETTE["threshold"], ls="--", lw=1.2,
-                   label=rf"floor $(m+1)/(N+1)$ = {b['alpha_n_exact']}")
+            a1.bar(
+                [x],
+                [r["estimate"]],
+                width=0.6,
+                color=PALETTE[role],
+                yerr=[[r["estimate"] - r["lower"]], [r["upper"] - r["estimate"]]],
+                capsize=4,
+                label=f"{key}: {b[key]['extracted']}/{b[key]['n']}",
+            )
+        a1.axhline(
+            b["alpha_n"],
+            color=PALETTE["threshold"],
+            ls="--",
+            lw=1.2,
+            label=rf"floor $(m+1)/(N+1)$ = {b['alpha_n_exact']}",
+        )
         a1.set_xticks([0, 1], ["members", "controls"])
         a1.set_ylim(0, 1.05)
         a1.set_ylabel(f"extracted, ACR > 1 under {CRITERION} (95% CP)")
@@ -140,7 +189,9 @@ def _plot(b: dict, differences, claims):
         a1.legend(fontsize=7)
         for x, key, role in ((0, "members", "member"), (1, "controls", "control")):
             v = b["best_geometric_mean_prob"][key]["values"]
-            a2.scatter(np.full(len(v), x) + np.linspace(-0.15, 0.15, len(v)), v, color=PALETTE[role], s=18)
+            a2.scatter(
+                np.full(len(v), x) + np.linspace(-0.15, 0.15, len(v)), v, color=PALETTE[role], s=18
+            )
         a2.axhline(0.9, color=PALETTE["threshold"], ls="--", lw=1.2, label="b = 0.9")
         a2.set_xticks([0, 1], ["members", "controls"])
         a2.set_ylim(0, 1.0)
@@ -171,12 +222,22 @@ def succeeds_claim(b: dict) -> PaperClaim:
     """
     v = b["verdict"]
     held = None if v["status"] == NOT_TESTABLE else v["status"] == HELD
-    numbers = {f"{role}_rate": rate(b[side]["extracted"], b[side]["n"]) if b[side]["n"] else None
-               for side, role in (("members", "member"), ("controls", "control"))}
-    return paper_claim("succeeds-on-both", v["sentence"], quote=QUOTE_BOTH, where="[EM] App. A.2 (and §1)",
-                       test=f"held: >= 1 member and >= 1 matched non-member extracted (ACR > 1 under {CRITERION}); "
-                            "not held: a side without success; not testable here: a side without targets or a "
-                            "search that did not finish", held=held, evidence=v["reason"], numbers=numbers)
+    numbers = {
+        f"{role}_rate": rate(b[side]["extracted"], b[side]["n"]) if b[side]["n"] else None
+        for side, role in (("members", "member"), ("controls", "control"))
+    }
+    return paper_claim(
+        "succeeds-on-both",
+        v["sentence"],
+        quote=QUOTE_BOTH,
+        where="[EM] App. A.2 (and §1)",
+        test=f"held: >= 1 member and >= 1 matched non-member extracted (ACR > 1 under {CRITERION}); "
+        "not held: a side without success; not testable here: a side without targets or a "
+        "search that did not finish",
+        held=held,
+        evidence=v["reason"],
+        numbers=numbers,
+    )
 
 
 def claims_for(b: dict) -> list[PaperClaim]:
@@ -192,7 +253,9 @@ def claims_for(b: dict) -> list[PaperClaim]:
     return [succeeds_claim(b)]
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+def run(
+    *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions"
+) -> dict:
     """[EM] App. A.2: the ACR procedure on members and matched non-members; the paper's sentence checked.
 
     Writes ``acr.json``, ``acr.png`` and ``acr.pdf`` into ``out_dir`` and keeps the searches in
@@ -206,67 +269,148 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     s = settings_for(quick)
     model = load_model(s["model"])
     sides, info = targets(model, quick)
-    gcg = GCGSettings(top_k=s["top_k"], batch_size=s["search_batch"], steps=s["steps"], seed=int(seed))
+    gcg = GCGSettings(
+        top_k=s["top_k"], batch_size=s["search_batch"], steps=s["steps"], seed=int(seed)
+    )
     lengths = LengthSearch()
-    procedure, res, _ = search_sides(model, sides, criterion=CRITERION, gcg=gcg, lengths=lengths,
-                                     store_root=Path(out_dir) / "acr-searches")
+    procedure, res, _ = search_sides(
+        model,
+        sides,
+        criterion=CRITERION,
+        gcg=gcg,
+        lengths=lengths,
+        store_root=Path(out_dir) / "acr-searches",
+    )
     mem, ctl = res["members"], res["controls"]
-    cmp = acr_comparison(member_extracted=[r.extracted for r in mem], control_extracted=[r.extracted for r in ctl],
-                         member_acr=[r.acr for r in mem], control_acr=[r.acr for r in ctl], criterion=CRITERION,
-                         member_met=[r.met for r in mem], control_met=[r.met for r in ctl],
-                         member_ids=[r.id for r in mem], control_ids=[r.id for r in ctl],
-                         member_argmax_without_greedy=[r.argmax_without_greedy for r in mem],
-                         control_argmax_without_greedy=[r.argmax_without_greedy for r in ctl],
-                         member_leaks=[r.leaks for r in mem], control_leaks=[r.leaks for r in ctl])
-    verdict = succeeds_on_both(members_extracted=cmp.members.extracted, n_members=cmp.members.n,
-                               controls_extracted=cmp.controls.extracted, n_controls=cmp.controls.n)
+    cmp = acr_comparison(
+        member_extracted=[r.extracted for r in mem],
+        control_extracted=[r.extracted for r in ctl],
+        member_acr=[r.acr for r in mem],
+        control_acr=[r.acr for r in ctl],
+        criterion=CRITERION,
+        member_met=[r.met for r in mem],
+        control_met=[r.met for r in ctl],
+        member_ids=[r.id for r in mem],
+        control_ids=[r.id for r in ctl],
+        member_argmax_without_greedy=[r.argmax_without_greedy for r in mem],
+        control_argmax_without_greedy=[r.argmax_without_greedy for r in ctl],
+        member_leaks=[r.leaks for r in mem],
+        control_leaks=[r.leaks for r in ctl],
+    )
+    verdict = succeeds_on_both(
+        members_extracted=cmp.members.extracted,
+        n_members=cmp.members.n,
+        controls_extracted=cmp.controls.extracted,
+        n_controls=cmp.controls.n,
+    )
     b = _block(res, cmp, verdict)
     b["model"] = model_info(model)
     claims = claims_for(b)
-    differences = [f"model {b['model']['words']} (paper: Llama 2 13B)",
-                   ("text: the tiny GPT's planted passages against held-out ones, 8-token targets" if quick else
-                    f"text: the first {s['pairs']} famous KJV lines against newly written lines of the same length "
-                    "and style (paper: one famous quotation, Gretzky's, and one post-cutoff quotation, Brunson's)"),
-                   f"search: top-k {s['top_k']}, batch {s['search_batch']}, {s['steps']} steps per length "
-                   f"(paper: {PAPER_SEARCH})"]
+    differences = [
+        f"model {b['model']['words']} (paper: Llama 2 13B)",
+        (
+            "text: the tiny GPT's planted passages against held-out ones, 8-token targets"
+            if quick
+            else f"text: the first {s['pairs']} famous KJV lines against newly written lines of the same length "
+            "and style (paper: one famous quotation, Gretzky's, and one post-cutoff quotation, Brunson's)"
+        ),
+        f"search: top-k {s['top_k']}, batch {s['search_batch']}, {s['steps']} steps per length "
+        f"(paper: {PAPER_SEARCH})",
+    ]
     extracted = [r for r in mem + ctl if r.extracted]
     argmax_ok = [r for r in mem + ctl if r.argmax]
     checks = [
-        check("every extracted target has |x*| < |y| and ACR = |y|/|x*| > 1",
-              all(r.prompt_len < r.target_len and math.isclose(r.acr, r.target_len / r.prompt_len) and r.acr > 1
-                  for r in extracted), f"{len(extracted)} extracted", false_alarm="0 (an identity)"),
-        check(f"every extracted x* meets {CRITERION} in its exact evaluation (geometric mean >= 0.9)",
-              all(r.geometric_mean_prob >= 0.9 - 1e-12 and r.prob for r in extracted),
-              f"{len(extracted)} extracted", false_alarm="0 (an identity)"),
-        check("the binary test's floor is (m+1)/(N+1) ([EM] D.3)",
-              b["alpha_n_exact"] == f"{cmp.controls.extracted + 1}/{cmp.controls.n + 1}", b["alpha_n_exact"],
-              false_alarm="0 (an identity)"),
+        check(
+            "every extracted target has |x*| < |y| and ACR = |y|/|x*| > 1",
+            all(
+                r.prompt_len < r.target_len
+                and math.isclose(r.acr, r.target_len / r.prompt_len)
+                and r.acr > 1
+                for r in extracted
+            ),
+            f"{len(extracted)} extracted",
+            false_alarm="0 (an identity)",
+        ),
+        check(
+            f"every extracted x* meets {CRITERION} in its exact evaluation (geometric mean >= 0.9)",
+            all(r.geometric_mean_prob >= 0.9 - 1e-12 and r.prob for r in extracted),
+            f"{len(extracted)} extracted",
+            false_alarm="0 (an identity)",
+        ),
+        check(
+            "the binary test's floor is (m+1)/(N+1) ([EM] D.3)",
+            b["alpha_n_exact"] == f"{cmp.controls.extracted + 1}/{cmp.controls.n + 1}",
+            b["alpha_n_exact"],
+            false_alarm="0 (an identity)",
+        ),
     ]
     med = lambda xs: float(np.median(xs)) if xs else float("nan")  # noqa: E731
-    paper = [compare("member_acr", "acr/member-acr", med([r.acr for r in mem if r.extracted]),
-                     note="median ACR of the extracted members (nan: none extracted); the paper's one quotation"),
-             compare("control_acr", "acr/control-acr", med([r.acr for r in ctl if r.extracted]),
-                     note="median ACR of the extracted controls (nan: none extracted); the paper's one quotation"),
-             compare("argmax_not_greedy", "acr/argmax-not-greedy",
-                     (sum(r.argmax_without_greedy for r in argmax_ok) / len(argmax_ok)) if argmax_ok else float("nan"),
-                     note=f"share of x* with an argmax success that greedy generation does not reproduce "
-                          f"({sum(r.argmax_without_greedy for r in argmax_ok)} of {len(argmax_ok)}; the paper's "
-                          "prompts were searched under the argmax criterion, ours under prob:0.9)")]
-    settings = {"model": b["model"], "criterion": CRITERION, "tier": s, "targets": info, "procedure": procedure,
-                "paper_search": PAPER_SEARCH}
+    paper = [
+        compare(
+            "member_acr",
+            "acr/member-acr",
+            med([r.acr for r in mem if r.extracted]),
+            note="median ACR of the extracted members (nan: none extracted); the paper's one quotation",
+        ),
+        compare(
+            "control_acr",
+            "acr/control-acr",
+            med([r.acr for r in ctl if r.extracted]),
+            note="median ACR of the extracted controls (nan: none extracted); the paper's one quotation",
+        ),
+        compare(
+            "argmax_not_greedy",
+            "acr/argmax-not-greedy",
+            (sum(r.argmax_without_greedy for r in argmax_ok) / len(argmax_ok))
+            if argmax_ok
+            else float("nan"),
+            note=f"share of x* with an argmax success that greedy generation does not reproduce "
+            f"({sum(r.argmax_without_greedy for r in argmax_ok)} of {len(argmax_ok)}; the paper's "
+            "prompts were searched under the argmax criterion, ours under prob:0.9)",
+        ),
+    ]
+    settings = {
+        "model": b["model"],
+        "criterion": CRITERION,
+        "tier": s,
+        "targets": info,
+        "procedure": procedure,
+        "paper_search": PAPER_SEARCH,
+    }
     fig = _plot(b, differences, claims)
     status = verdict.status
-    notes = [f"the paper's sentence: {status}" + ("" if status != NOT_TESTABLE else " (see the verdict's reason)"),
-             "each target is one success/failure trial, so each rate is a binomial proportion with a 95% "
-             "Clopper-Pearson interval and the difference gets Newcombe's interval ([EM] App. A.1, D.1)",
-             "the search is deterministic under the seed on the CPU; searches are kept in acr-searches/ and read back"]
+    notes = [
+        f"the paper's sentence: {status}"
+        + ("" if status != NOT_TESTABLE else " (see the verdict's reason)"),
+        "each target is one success/failure trial, so each rate is a binomial proportion with a 95% "
+        "Clopper-Pearson interval and the difference gets Newcombe's interval ([EM] App. A.1, D.1)",
+        "the search is deterministic under the seed on the CPU; searches are kept in acr-searches/ and read back",
+    ]
     if status == NOT_HELD:
-        notes.append("not held on this run: a side had no success under this budget; reported as it came out")
-    return finish(NAME, title=TITLE, reproduces=["[EM] App. A.2", "[EM] §1 (ACR paragraph)",
-                                                  "[EM] §3 'Revisiting parrot prompts'"],
-                  seed=seed, quick=quick, streams=STREAMS, settings=settings, results=b, paper_numbers=paper,
-                  checks=checks, figure=fig, out_dir=out_dir, paper_claims=claims, differences=differences,
-                  notes=notes)
+        notes.append(
+            "not held on this run: a side had no success under this budget; reported as it came out"
+        )
+    return finish(
+        NAME,
+        title=TITLE,
+        reproduces=[
+            "[EM] App. A.2",
+            "[EM] §1 (ACR paragraph)",
+            "[EM] §3 'Revisiting parrot prompts'",
+        ],
+        seed=seed,
+        quick=quick,
+        streams=STREAMS,
+        settings=settings,
+        results=b,
+        paper_numbers=paper,
+        checks=checks,
+        figure=fig,
+        out_dir=out_dir,
+        paper_claims=claims,
+        differences=differences,
+        notes=notes,
+    )
 
 
 __all__ = ["run", "targets", "settings_for", "succeeds_claim", "claims_for", "QUOTE_BOTH"]

@@ -31,6 +31,7 @@ Read-outs, each against the construction's exact value:
 One tree in ``--quick``; the full run trains several independent trees and reports each, plus
 extraction counts over trees with Clopper-Pearson intervals. The paper reports a single tree.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,12 +40,25 @@ import os
 import numpy as np
 
 from ..audits.metrics import clopper_pearson
-from ..mechanisms.camouflage import CamouflageTree, enumerate_completion_logprobs, paths_to_index, survivor_posterior
+from ..mechanisms.camouflage import (
+    CamouflageTree,
+    enumerate_completion_logprobs,
+    paths_to_index,
+    survivor_posterior,
+)
+from ..report.style import legend as style_legend
 from ..train.trainer import TrainConfig
 from .common import Check, check, compare, new_figure
+from .models import (
+    THREADS,
+    TinyGPTSpec,
+    TokenLayout,
+    greedy_decode,
+    next_token_logprobs,
+    tiny_gpt2,
+    train_tiny,
+)
 from .skeleton import Reproduction
-from ..report.style import legend as style_legend
-from .models import THREADS, TinyGPTSpec, TokenLayout, greedy_decode, next_token_logprobs, tiny_gpt2, train_tiny
 
 NAME = "camouflage"
 TITLE = "SGD on camouflage-tree data, (v, k, L) = (16, 4, 4) ([MX] Fig. 9)"
@@ -53,7 +67,9 @@ STREAMS = ("trees", "data", "training")
 
 def _settings(quick: bool) -> dict:
     return {
-        "v": 16, "k": 4, "L": 4,
+        "v": 16,
+        "k": 4,
+        "L": 4,
         "trees": 1 if quick else 6,
         "docs_per_tree": 6_000 if quick else 20_000,
         "epochs": 8,
@@ -71,15 +87,25 @@ def _settings(quick: bool) -> dict:
 def _next_tree_logprobs(model, prefix: list[int], v: int):
     """next_logprobs(prefixes (n, t)) -> (n, v): the network's log p(u | SOT c w_{<t}) for the tree
     tokens u = 0..v-1 (not renormalized: mass on other tokens stays outside every completion)."""
+
     def f(prefixes: np.ndarray) -> np.ndarray:
         n = prefixes.shape[0]
-        ctx = np.concatenate([np.tile(np.asarray(prefix, dtype=np.int64), (n, 1)), prefixes], axis=1)
+        ctx = np.concatenate(
+            [np.tile(np.asarray(prefix, dtype=np.int64), (n, 1)), prefixes], axis=1
+        )
         return next_token_logprobs(model, ctx)[:, :v]
+
     return f
 
 
-def _one_tree(tree: CamouflageTree, *, s: dict, layout: TokenLayout, data_rng: np.random.Generator,
-              train_seed: int) -> dict:
+def _one_tree(
+    tree: CamouflageTree,
+    *,
+    s: dict,
+    layout: TokenLayout,
+    data_rng: np.random.Generator,
+    train_seed: int,
+) -> dict:
     v, k, L = tree.v, tree.k, tree.L
     c = layout.reserved(0)
     sot = layout.sot
@@ -90,11 +116,22 @@ def _one_tree(tree: CamouflageTree, *, s: dict, layout: TokenLayout, data_rng: n
     seq_len = L + 2  # [SOT, c, w_1..w_L]: one document per block
     n_blocks = len(docs)
     steps = int(math.ceil(s["epochs"] * n_blocks / s["batch_size"]))
-    spec = TinyGPTSpec(vocab_size=layout.size, n_positions=seq_len, n_layer=s["n_layer"],
-                       n_embd=s["n_embd"], n_head=s["n_head"])
+    spec = TinyGPTSpec(
+        vocab_size=layout.size,
+        n_positions=seq_len,
+        n_layer=s["n_layer"],
+        n_embd=s["n_embd"],
+        n_head=s["n_head"],
+    )
     model = tiny_gpt2(spec, seed=train_seed, sot=sot)
-    cfg = TrainConfig(steps=steps, batch_size=s["batch_size"], seq_len=seq_len, lr=s["lr"],
-                      warmup_steps=s["warmup_steps"], seed=train_seed)
+    cfg = TrainConfig(
+        steps=steps,
+        batch_size=s["batch_size"],
+        seq_len=seq_len,
+        lr=s["lr"],
+        warmup_steps=s["warmup_steps"],
+        seed=train_seed,
+    )
     tr = train_tiny(model, docs, cfg, sot=sot, threads=s["threads"])
 
     z = np.asarray(tree.secret, dtype=np.int64)
@@ -106,17 +143,19 @@ def _one_tree(tree: CamouflageTree, *, s: dict, layout: TokenLayout, data_rng: n
         sup = np.asarray(tree.support(tuple(int(x) for x in z[:t])))
         p = np.exp(lp)
         order = np.argsort(-p[sup], kind="stable")
-        on_path.append({
-            "depth": t + 1,
-            "support": sup.tolist(),
-            "true_token": int(z[t]),
-            "probs_in_support_sorted": p[sup][order].tolist(),
-            "true_token_prob": float(p[z[t]]),
-            "true_token_rank_in_support": int(1 + np.sum(p[sup] > p[z[t]])),
-            "mass_on_support": float(p[sup].sum()),
-            "max_over_min_in_support": float(p[sup].max() / p[sup].min()),
-            "true_over_mean_decoy": float(p[z[t]] / np.mean([p[u] for u in sup if u != z[t]])),
-        })
+        on_path.append(
+            {
+                "depth": t + 1,
+                "support": sup.tolist(),
+                "true_token": int(z[t]),
+                "probs_in_support_sorted": p[sup][order].tolist(),
+                "true_token_prob": float(p[z[t]]),
+                "true_token_rank_in_support": int(1 + np.sum(p[sup] > p[z[t]])),
+                "mass_on_support": float(p[sup].sum()),
+                "max_over_min_in_support": float(p[sup].max() / p[sup].min()),
+                "true_over_mean_decoy": float(p[z[t]] / np.mean([p[u] for u in sup if u != z[t]])),
+            }
+        )
     # exact enumeration of all v^L completions (Fig. 9 right)
     lp_all = enumerate_completion_logprobs(nxt, v=v, L=L)  # (v^L,)
     post = survivor_posterior(tree, lp_all)
@@ -131,9 +170,14 @@ def _one_tree(tree: CamouflageTree, *, s: dict, layout: TokenLayout, data_rng: n
     return {
         "secret": z.tolist(),
         "tree_seed": tree.seed,
-        "train": {"steps": tr.steps, "tokens": tr.tokens, "first_loss": tr.first_loss, "final_loss": tr.final_loss,
-                  # entropy of the data per block: L log k nats over L + 1 predicted tokens after SOT
-                  "data_entropy_per_token": L * math.log(k) / (L + 1)},
+        "train": {
+            "steps": tr.steps,
+            "tokens": tr.tokens,
+            "first_loss": tr.first_loss,
+            "final_loss": tr.final_loss,
+            # entropy of the data per block: L log k nats over L + 1 predicted tokens after SOT
+            "data_entropy_per_token": L * math.log(k) / (L + 1),
+        },
         "on_path": on_path,
         "min_mass_on_support": min(r["mass_on_support"] for r in on_path),
         "teacher_forcing_score": h,
@@ -161,8 +205,10 @@ def _one_tree(tree: CamouflageTree, *, s: dict, layout: TokenLayout, data_rng: n
 
 
 # ---- the check: [MX] §8.2's sentence on the camouflage tree at scale, tested as stated
-QUOTE_CAPPED = ("greedy decoding fails, a list of sixteen candidates recovers it in 1 of 16 trees, consistent with the "
-                "bound mk−L = 0.0625")
+QUOTE_CAPPED = (
+    "greedy decoding fails, a list of sixteen candidates recovers it in 1 of 16 trees, consistent with the "
+    "bound mk−L = 0.0625"
+)
 
 
 def checks_for(summary: dict, settings: dict) -> list[Check]:
@@ -190,14 +236,17 @@ def checks_for(summary: dict, settings: dict) -> list[Check]:
     n, cap = summary["trees"], summary["list_cap"]
     l_lo = summary["list_interval"][0]
     return [
-        check("extraction is capped: greedy decoding fails on every tree, and list-of-16 successes are consistent "
-              "with m k^-L (Clopper-Pearson 95% lower end <= cap)",
-              summary["greedy_successes"] == 0 and l_lo <= cap,
-              f"greedy {summary['greedy_successes']}/{n}, list-of-16 {summary['list_successes']}/{n}; caps k^-L = "
-              f"{k ** -L:.5f}, m k^-L = {cap:.4f}",
-              false_alarm=f"greedy: <= {n} x k^-L = {n * k ** -L:.2%} if its rate is at the cap (union bound over "
-                          f"the {n} trees); list: <= 2.5% if its rate is at the cap", quote=QUOTE_CAPPED,
-              where="[MX] §8.2 'Direction (i) at scale', Theorem 6.1(i)"),
+        check(
+            "extraction is capped: greedy decoding fails on every tree, and list-of-16 successes are consistent "
+            "with m k^-L (Clopper-Pearson 95% lower end <= cap)",
+            summary["greedy_successes"] == 0 and l_lo <= cap,
+            f"greedy {summary['greedy_successes']}/{n}, list-of-16 {summary['list_successes']}/{n}; caps k^-L = "
+            f"{k**-L:.5f}, m k^-L = {cap:.4f}",
+            false_alarm=f"greedy: <= {n} x k^-L = {n * k**-L:.2%} if its rate is at the cap (union bound over "
+            f"the {n} trees); list: <= 2.5% if its rate is at the cap",
+            quote=QUOTE_CAPPED,
+            where="[MX] §8.2 'Direction (i) at scale', Theorem 6.1(i)",
+        ),
     ]
 
 
@@ -205,8 +254,11 @@ class Camouflage(Reproduction):
     """[MX] Fig. 9 on the skeleton (:mod:`.skeleton`): one tiny GPT per camouflage tree."""
 
     name, title, streams = NAME, TITLE, STREAMS
-    reproduces = ("[MX] Fig. 9", "[MX] §8.1 camouflage representability",
-                  "[MX] Thm. 6.1(i) teacher-forcing memorization 1/k - 1/v")
+    reproduces = (
+        "[MX] Fig. 9",
+        "[MX] §8.1 camouflage representability",
+        "[MX] Thm. 6.1(i) teacher-forcing memorization 1/k - 1/v",
+    )
 
     def settings(self) -> dict:
         return _settings(self.quick)
@@ -217,7 +269,7 @@ class Camouflage(Reproduction):
         out = []
         for _ in range(s["trees"]):
             tree = CamouflageTree.draw(v=s["v"], k=s["k"], L=s["L"], rng=rngs["trees"])
-            out.append((tree, int(rngs["training"].integers(0, 2 ** 31 - 1))))
+            out.append((tree, int(rngs["training"].integers(0, 2**31 - 1))))
         return out
 
     def runs(self, data: list[tuple[CamouflageTree, int]]) -> dict:
@@ -225,8 +277,10 @@ class Camouflage(Reproduction):
         s = self.s
         v, k, L = s["v"], s["k"], s["L"]
         layout = TokenLayout(n_natural=v, n_reserved=1)
-        trees = [_one_tree(tree, s=s, layout=layout, data_rng=self.rngs["data"], train_seed=train_seed)
-                 for tree, train_seed in data]
+        trees = [
+            _one_tree(tree, s=s, layout=layout, data_rng=self.rngs["data"], train_seed=train_seed)
+            for tree, train_seed in data
+        ]
         target_mem = 1.0 / k - 1.0 / v
         cap = s["list_size"] * k ** (-L)
         n = len(trees)
@@ -245,10 +299,14 @@ class Camouflage(Reproduction):
             "min_mass_on_support": min(t["min_mass_on_support"] for t in trees),
             "true_ranks": [t["posterior"]["true_rank"] for t in trees],
             "true_ratio_to_uniform": [t["posterior"]["true_ratio_to_uniform"] for t in trees],
-            "greedy_successes": greedy_hits, "greedy_interval": [g_lo, g_hi],
-            "list_successes": list_hits, "list_interval": [l_lo, l_hi],
+            "greedy_successes": greedy_hits,
+            "greedy_interval": [g_lo, g_hi],
+            "list_successes": list_hits,
+            "list_interval": [l_lo, l_hi],
             "list_cap": cap,
-            "informed_top_m_mass_mean": float(np.mean([t["posterior"]["top_m_mass"] for t in trees])),
+            "informed_top_m_mass_mean": float(
+                np.mean([t["posterior"]["top_m_mass"] for t in trees])
+            ),
             "mass_on_tree_tokens_min": min(t["mass_on_tree_tokens"] for t in trees),
         }
         # The Monte-Carlo noise of mem: the noise of one tree's learned conditionals. With N documents a
@@ -257,8 +315,9 @@ class Camouflage(Reproduction):
         # sqrt(sum_t (1/k)(1-1/k) k^t / N) / L (if the learned conditionals track the empirical
         # frequencies); for the mean over n trees it shrinks by sqrt(n). Reported, not used for a verdict.
         N = s["docs_per_tree"]
-        summary["tf_memorization_noise_sd_per_tree"] = math.sqrt(sum((1 / k) * (1 - 1 / k) * k ** t / N
-                                                                     for t in range(L))) / L
+        summary["tf_memorization_noise_sd_per_tree"] = (
+            math.sqrt(sum((1 / k) * (1 - 1 / k) * k**t / N for t in range(L))) / L
+        )
         return {"summary": summary, "trees": trees}
 
     def checks(self, results: dict) -> list[Check]:
@@ -268,15 +327,32 @@ class Camouflage(Reproduction):
         summary, first = results["summary"], results["trees"][0]
         mem = np.array([t["tf_memorization"] for t in results["trees"]])
         return [
-            compare("tf_memorization", "camouflage/tf-memorization", first["tf_memorization"],
-                    ours_se=summary["tf_memorization_noise_sd_per_tree"],
-                    note=f"tree 1; mean over {summary['trees']} tree(s) {mem.mean():.4f}; ours_se: the empirical "
-                         f"conditionals' noise along z at {self.s['docs_per_tree']} documents"),
-            compare("construction", "camouflage/construction", summary["target_tf_memorization"], note="exact"),
-            compare("normalized_entropy", "camouflage/normalized-entropy", first["posterior"]["normalized_entropy"],
-                    note="tree 1; the paper's data size and training length are not given"),
-            compare("mass_on_support", "camouflage/mass-on-support", first["min_mass_on_support"],
-                    note="tree 1, minimum over the depths"),
+            compare(
+                "tf_memorization",
+                "camouflage/tf-memorization",
+                first["tf_memorization"],
+                ours_se=summary["tf_memorization_noise_sd_per_tree"],
+                note=f"tree 1; mean over {summary['trees']} tree(s) {mem.mean():.4f}; ours_se: the empirical "
+                f"conditionals' noise along z at {self.s['docs_per_tree']} documents",
+            ),
+            compare(
+                "construction",
+                "camouflage/construction",
+                summary["target_tf_memorization"],
+                note="exact",
+            ),
+            compare(
+                "normalized_entropy",
+                "camouflage/normalized-entropy",
+                first["posterior"]["normalized_entropy"],
+                note="tree 1; the paper's data size and training length are not given",
+            ),
+            compare(
+                "mass_on_support",
+                "camouflage/mass-on-support",
+                first["min_mass_on_support"],
+                note="tree 1, minimum over the depths",
+            ),
             compare("list_cap", "camouflage/list-cap", summary["list_cap"], note="exact"),
         ]
 
@@ -286,25 +362,42 @@ class Camouflage(Reproduction):
         cols = ["tab:blue", "tab:orange", "tab:green", "tab:purple"]
         xs = np.arange(1, k + 1)
         for r, col in zip(first["on_path"], cols):
-            ax0.plot(xs, r["probs_in_support_sorted"], "o-", color=col, ms=4, label=f"depth {r['depth']}")
-            ax0.plot([r["true_token_rank_in_support"]], [r["true_token_prob"]], "o", mfc="none", mec="red", ms=10,
-                     mew=1.5)
+            ax0.plot(
+                xs, r["probs_in_support_sorted"], "o-", color=col, ms=4, label=f"depth {r['depth']}"
+            )
+            ax0.plot(
+                [r["true_token_rank_in_support"]],
+                [r["true_token_prob"]],
+                "o",
+                mfc="none",
+                mec="red",
+                ms=10,
+                mew=1.5,
+            )
         ax0.axhline(1 / k, ls="--", color="k", lw=1, label="1/k")
         ax0.plot([], [], "o", mfc="none", mec="red", label="true token")
         ax0.set_xticks(xs)
         ax0.set_xlabel("surviving k-set, sorted")
         ax0.set_ylabel(r"learned $p_\theta$")
-        ax0.set_ylim(0, max(0.5, 1.15 * max(max(r["probs_in_support_sorted"]) for r in first["on_path"])))
+        ax0.set_ylim(
+            0, max(0.5, 1.15 * max(max(r["probs_in_support_sorted"]) for r in first["on_path"]))
+        )
         ax0.set_title("on-path conditionals")
         style_legend(ax0, below=True)
         ratios = np.array(first["posterior"]["sorted_ratio_to_uniform"])
         ax1.hist(ratios, bins=30, color="tab:gray")
         ax1.axvline(1.0, ls="--", color="k", lw=1, label=r"uniform $k^{-L}$")
-        ax1.axvline(first["posterior"]["true_ratio_to_uniform"], color="red", lw=2,
-                    label=f"true path (rank {first['posterior']['true_rank']}/256)")
-        ax1.set_xlabel(f"survivor posterior x {k ** L}")
+        ax1.axvline(
+            first["posterior"]["true_ratio_to_uniform"],
+            color="red",
+            lw=2,
+            label=f"true path (rank {first['posterior']['true_rank']}/256)",
+        )
+        ax1.set_xlabel(f"survivor posterior x {k**L}")
         ax1.set_ylabel("surviving paths")
-        ax1.set_title(f"posterior over survivors (normalized entropy {first['posterior']['normalized_entropy']:.3f})")
+        ax1.set_title(
+            f"posterior over survivors (normalized entropy {first['posterior']['normalized_entropy']:.3f})"
+        )
         style_legend(ax1, below=True)
         return fig
 
@@ -317,7 +410,9 @@ class Camouflage(Reproduction):
         ]
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+def run(
+    *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions"
+) -> dict:
     """[MX] Fig. 9: SGD on camouflage-tree data; flat survivor posterior, TF memorization 1/k - 1/v.
 
     Writes ``camouflage.json``, ``camouflage.png`` and ``camouflage.pdf`` into ``out_dir`` (created) and

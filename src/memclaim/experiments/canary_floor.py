@@ -38,12 +38,14 @@ sentence's last clause, "reading AUC near 1 on both sides", is judged on its own
 cannot show it even at complete separation), not held on the full run (AUC 0.83 [0.77, 0.89] below
 H*, 0.81 [0.75, 0.87] above).
 """
+
 from __future__ import annotations
 
 import math
 import os
 import warnings
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import stats
@@ -54,15 +56,22 @@ from ..privacy.baseline import certify_baseline
 from ..privacy.extraction import h_star
 from ..privacy.pld import dpsgd_curve
 from ..privacy.tradeoff import approx
+from ..report.style import legend as style_legend
 from ..train.finetune import ChainBaseSpec, ensure_chain_base
 from .common import Check, PaperClaim, check, compare, new_figure, paper_claim
-from .skeleton import Reproduction
-from .verdicts import fewest_for_upper_bound
-from ..report.style import legend as style_legend
 from .models import (
-    THREADS, chain_arrays, copy_model, greedy_decode, language_model, sample_chain, sample_decode, teacher_forced,
+    THREADS,
+    chain_arrays,
+    copy_model,
+    greedy_decode,
+    language_model,
+    sample_chain,
+    sample_decode,
+    teacher_forced,
     train_tiny,
 )
+from .skeleton import Reproduction
+from .verdicts import fewest_for_upper_bound
 
 if TYPE_CHECKING:  # the annotations' names only
     from transformers import PreTrainedModel
@@ -113,8 +122,16 @@ def _lower(k: int, n: int, conf: float) -> float:
     return float(stats.beta.ppf(1.0 - conf, k, n - k + 1))
 
 
-def train_dp(model: PreTrainedModel, docs: Sequence[Sequence[int]], *, s: dict, pad: int, sot: int, seed: int,
-             epsilon: float | None) -> tuple[PreTrainedModel, TrainResult]:
+def train_dp(
+    model: PreTrainedModel,
+    docs: Sequence[Sequence[int]],
+    *,
+    s: dict,
+    pad: int,
+    sot: int,
+    seed: int,
+    epsilon: float | None,
+) -> tuple[PreTrainedModel, TrainResult]:
     """The DP fine-tune (one function, [MX] App. F.2 "DP-SGD calibration"): DP-Adam through Opacus
     (:mod:`memclaim.train.dp`), per-sample clipping at ``max_grad_norm``, noise calibrated by the
     accountant to ``epsilon`` at delta = 1/(10 N), Poisson sampling, one document per example.
@@ -136,10 +153,24 @@ def train_dp(model: PreTrainedModel, docs: Sequence[Sequence[int]], *, s: dict, 
 
     epochs = s["epochs"] if epsilon is not None else s["leaky_epochs"]
     steps = int(math.ceil(epochs / poisson_rate(len(docs), s["batch_size"])))
-    dp = None if epsilon is None else DPConfig(target_epsilon=float(epsilon), max_grad_norm=s["max_grad_norm"])
-    cfg = TrainConfig(steps=steps, batch_size=s["batch_size"], seq_len=s["seq_len"], lr=s["lr"],
-                      warmup_steps=0, seed=seed, pad_id=pad, sampling="poisson", dp=dp,
-                      grad_clip=None, schedule="constant")
+    dp = (
+        None
+        if epsilon is None
+        else DPConfig(target_epsilon=float(epsilon), max_grad_norm=s["max_grad_norm"])
+    )
+    cfg = TrainConfig(
+        steps=steps,
+        batch_size=s["batch_size"],
+        seq_len=s["seq_len"],
+        lr=s["lr"],
+        warmup_steps=0,
+        seed=seed,
+        pad_id=pad,
+        sampling="poisson",
+        dp=dp,
+        grad_clip=None,
+        schedule="constant",
+    )
     model.requires_grad_(True)
     with warnings.catch_warnings():
         # Opacus's advisories (secure RNG off by choice: the run is seeded; RDP order range) and
@@ -161,8 +192,10 @@ def _bucket(bits_lo: float, bits_hi: float, h: float) -> str:
 
 
 # ---- the checks: [MX] §8.2 'The entropy floor for canary audits', each sentence tested as stated
-QUOTE_BELOW = ("prior guessing alone reproduces 32.1% of the canaries below H ∗ , so a “successful” extraction there "
-               "is not evidence of memorization")
+QUOTE_BELOW = (
+    "prior guessing alone reproduces 32.1% of the canaries below H ∗ , so a “successful” extraction there "
+    "is not evidence of memorization"
+)
 WHERE = "[MX] §8.2 'The entropy floor for canary audits', Corollary 5.3"
 QUOTE_ABOVE = "above H ∗ it never succeeded once (0 of 39, at most 0.074 at 95%)"
 QUOTE_NO_FLOOR = "A membership test has no such floor"
@@ -170,8 +203,10 @@ QUOTE_NEAR_ONE = "A membership test has no such floor, reading AUC near 1 on bot
 #: "near 1": the top band of the paper's own scale for audit signals (Fig. 12: leak signal 2 AUC - 1 in [0.8, 1],
 #: i.e. AUC >= 0.9), where its membership tests of the guessable canary below H* sit (0.99: AUC 0.995)
 NEAR_ONE = 0.9
-QUOTE_PLACED = ("every unclosed search lies in the bucket above H ∗ , certified there by − log2 κ ≥ H ∗ , and every "
-                "canary placed below H ∗ closed exactly.")
+QUOTE_PLACED = (
+    "every unclosed search lies in the bucket above H ∗ , certified there by − log2 κ ≥ H ∗ , and every "
+    "canary placed below H ∗ closed exactly."
+)
 
 
 def checks_for(results: dict) -> list[Check]:
@@ -202,49 +237,81 @@ def checks_for(results: dict) -> list[Check]:
     bl, ab = buckets["below"], buckets["above"]
     where = "[MX] §8.2 'The entropy floor for canary audits', Corollary 5.3"
     return [
-        check("the sweep populates both buckets (members and non-members on each side of H*)",
-              min(bl["members"], bl["non_members"], ab["members"], ab["non_members"]) >= 2,
-              f"below: {bl['members']} members / {bl['non_members']} non-members; above: {ab['members']} / "
-              f"{ab['non_members']}; unplaced {cert['unplaced']}",
-              where="a design check of this reproduction (no sentence of the paper)"),
-        check("below H*, prior guessing alone reproduces canaries (one-sided 95% lower bound > 0)",
-              bl["prior_guessing"]["lower"] > 0,
-              f"{bl['prior_guessing']['successes']}/{bl['prior_guessing']['trials']} "
-              f"(lower bound {bl['prior_guessing']['lower']:.3f})",
-              false_alarm="<= 5% (one-sided Clopper-Pearson) if the prior rate were 0", quote=QUOTE_BELOW, where=where),
-        check("above H*, prior guessing never succeeds",
-              ab["prior_guessing"]["successes"] == 0,
-              f"{ab['prior_guessing']['successes']}/{ab['prior_guessing']['trials']} "
-              f"(at most {ab['prior_guessing']['upper']:.3f} at 95%)",
-              false_alarm="the chance that a guess with probability <= 2^-H* per canary succeeds on some "
-                          f"canary: <= {ab['prior_guessing']['trials']} x 2^-{H:.2f}", quote=QUOTE_ABOVE, where=where),
-        check("the DP model's extraction stays within its bound 1 - f(kappa_hi) in each bucket "
-              "(one-sided 95% lower bound <= mean bound)",
-              all(buckets[b]["extraction_dp"]["lower"] <= (buckets[b]["mean_dp_bound"] or 1.0) for b in BUCKETS),
-              "; ".join(f"{b}: {buckets[b]['extraction_dp']['successes']}/{buckets[b]['extraction_dp']['trials']} vs "
-                        f"bound {buckets[b]['mean_dp_bound']:.3g}" for b in BUCKETS if buckets[b]["members"]),
-              false_alarm="<= 5% per bucket if the DP guarantee holds",
-              where="[MX] Theorem 5.1(i) (a guarantee; the paper's 'the DP model's own extraction is 0 on both sides' "
-                    "is a number at its scale, shown in the JSON)"),
-        check("a membership test has no floor: the reference-model attack on the leaky model separates "
-              "members from non-members on both sides (AUC interval above 1/2)",
-              all(buckets[b]["auc_reference_leaky"] is not None and buckets[b]["auc_reference_leaky"]["low"] > 0.5
-                  for b in BUCKETS),
-              "; ".join(f"{b}: AUC {buckets[b]['auc_reference_leaky']['auc']:.3f} "
-                        f"[{buckets[b]['auc_reference_leaky']['low']:.3f}, "
-                        f"{buckets[b]['auc_reference_leaky']['high']:.3f}]"
-                        for b in BUCKETS if buckets[b]["auc_reference_leaky"]),
-              false_alarm="<= 2.5% per bucket (DeLong interval) if the attack were at chance", quote=QUOTE_NO_FLOOR,
-              where=where),
-        check("certified placement: every canary placed below H* has a closed certificate, and no "
-              "unclosed search lands below", cert["every_below_closed"] and cert["every_unclosed_outside_below"],
-              f"closed on {cert['closed_fraction']:.0%} of canaries; unplaced {cert['unplaced']}", quote=QUOTE_PLACED,
-              where="[MX] §8.2 'The entropy floor for canary audits'"),
+        check(
+            "the sweep populates both buckets (members and non-members on each side of H*)",
+            min(bl["members"], bl["non_members"], ab["members"], ab["non_members"]) >= 2,
+            f"below: {bl['members']} members / {bl['non_members']} non-members; above: {ab['members']} / "
+            f"{ab['non_members']}; unplaced {cert['unplaced']}",
+            where="a design check of this reproduction (no sentence of the paper)",
+        ),
+        check(
+            "below H*, prior guessing alone reproduces canaries (one-sided 95% lower bound > 0)",
+            bl["prior_guessing"]["lower"] > 0,
+            f"{bl['prior_guessing']['successes']}/{bl['prior_guessing']['trials']} "
+            f"(lower bound {bl['prior_guessing']['lower']:.3f})",
+            false_alarm="<= 5% (one-sided Clopper-Pearson) if the prior rate were 0",
+            quote=QUOTE_BELOW,
+            where=where,
+        ),
+        check(
+            "above H*, prior guessing never succeeds",
+            ab["prior_guessing"]["successes"] == 0,
+            f"{ab['prior_guessing']['successes']}/{ab['prior_guessing']['trials']} "
+            f"(at most {ab['prior_guessing']['upper']:.3f} at 95%)",
+            false_alarm="the chance that a guess with probability <= 2^-H* per canary succeeds on some "
+            f"canary: <= {ab['prior_guessing']['trials']} x 2^-{H:.2f}",
+            quote=QUOTE_ABOVE,
+            where=where,
+        ),
+        check(
+            "the DP model's extraction stays within its bound 1 - f(kappa_hi) in each bucket "
+            "(one-sided 95% lower bound <= mean bound)",
+            all(
+                buckets[b]["extraction_dp"]["lower"] <= (buckets[b]["mean_dp_bound"] or 1.0)
+                for b in BUCKETS
+            ),
+            "; ".join(
+                f"{b}: {buckets[b]['extraction_dp']['successes']}/{buckets[b]['extraction_dp']['trials']} vs "
+                f"bound {buckets[b]['mean_dp_bound']:.3g}"
+                for b in BUCKETS
+                if buckets[b]["members"]
+            ),
+            false_alarm="<= 5% per bucket if the DP guarantee holds",
+            where="[MX] Theorem 5.1(i) (a guarantee; the paper's 'the DP model's own extraction is 0 on both sides' "
+            "is a number at its scale, shown in the JSON)",
+        ),
+        check(
+            "a membership test has no floor: the reference-model attack on the leaky model separates "
+            "members from non-members on both sides (AUC interval above 1/2)",
+            all(
+                buckets[b]["auc_reference_leaky"] is not None
+                and buckets[b]["auc_reference_leaky"]["low"] > 0.5
+                for b in BUCKETS
+            ),
+            "; ".join(
+                f"{b}: AUC {buckets[b]['auc_reference_leaky']['auc']:.3f} "
+                f"[{buckets[b]['auc_reference_leaky']['low']:.3f}, "
+                f"{buckets[b]['auc_reference_leaky']['high']:.3f}]"
+                for b in BUCKETS
+                if buckets[b]["auc_reference_leaky"]
+            ),
+            false_alarm="<= 2.5% per bucket (DeLong interval) if the attack were at chance",
+            quote=QUOTE_NO_FLOOR,
+            where=where,
+        ),
+        check(
+            "certified placement: every canary placed below H* has a closed certificate, and no "
+            "unclosed search lands below",
+            cert["every_below_closed"] and cert["every_unclosed_outside_below"],
+            f"closed on {cert['closed_fraction']:.0%} of canaries; unplaced {cert['unplaced']}",
+            quote=QUOTE_PLACED,
+            where="[MX] §8.2 'The entropy floor for canary audits'",
+        ),
     ]
 
 
 def near_one_claim(buckets: dict, *, confidence: float = 0.95) -> PaperClaim:
-    """"A membership test has no such floor, reading AUC near 1 on both sides." ([MX] §8.2 'The entropy floor
+    """ "A membership test has no such floor, reading AUC near 1 on both sides." ([MX] §8.2 'The entropy floor
     for canary audits'), tested as stated on the reference-model attack against the leaky model (the
     reproduction's membership test, fixed before the run) in each bucket (``buckets`` "below" / "above" with
     ``members``, ``non_members`` and ``auc_reference_leaky``: AUC with its interval at ``confidence``, DeLong's,
@@ -272,34 +339,74 @@ def near_one_claim(buckets: dict, *, confidence: float = 0.95) -> PaperClaim:
     need = fewest_for_upper_bound(1 - NEAR_ONE, confidence=one_sided)
     aucs = {b: buckets[b]["auc_reference_leaky"] for b in BUCKETS}
     k = {b: min(buckets[b]["members"], buckets[b]["non_members"]) for b in BUCKETS}
-    test = (f"the reference-model attack on the leaky model, each side of H*: the AUC's {confidence:.0%} interval "
-            f"(DeLong; Hoeffding at complete separation) lies at or above {NEAR_ONE} (near 1: the top band of Fig. 12's scale, "
-            f"leak signal 2 AUC - 1 >= {2 * NEAR_ONE - 1:.1f}; the paper's guessable canary reads 0.99) on both sides; "
-            f"not held if its upper end is below {NEAR_ONE} on a side, or if, with >= {need} members and {need} "
-            f"non-members on each side, its lower end is below {NEAR_ONE} on a side; not testable with fewer unless so "
-            f"refuted (an AUC of {NEAR_ONE} separates {need - 1} of each completely with probability "
-            f"{NEAR_ONE ** (need - 1):.3%} > {1 - one_sided:.1%}, the lower end being a one-sided {one_sided:.1%} "
-            "bound)")
-    nums = {"auc_reference_leaky": {b: dict(aucs[b]) if aucs[b] else None for b in BUCKETS},
-            "members_and_non_members": {b: [buckets[b]["members"], buckets[b]["non_members"]] for b in BUCKETS},
-            "fewest_of_each_for_near_one": need}
+    test = (
+        f"the reference-model attack on the leaky model, each side of H*: the AUC's {confidence:.0%} interval "
+        f"(DeLong; Hoeffding at complete separation) lies at or above {NEAR_ONE} (near 1: the top band of Fig. 12's scale, "
+        f"leak signal 2 AUC - 1 >= {2 * NEAR_ONE - 1:.1f}; the paper's guessable canary reads 0.99) on both sides; "
+        f"not held if its upper end is below {NEAR_ONE} on a side, or if, with >= {need} members and {need} "
+        f"non-members on each side, its lower end is below {NEAR_ONE} on a side; not testable with fewer unless so "
+        f"refuted (an AUC of {NEAR_ONE} separates {need - 1} of each completely with probability "
+        f"{NEAR_ONE ** (need - 1):.3%} > {1 - one_sided:.1%}, the lower end being a one-sided {one_sided:.1%} "
+        "bound)"
+    )
+    nums = {
+        "auc_reference_leaky": {b: dict(aucs[b]) if aucs[b] else None for b in BUCKETS},
+        "members_and_non_members": {
+            b: [buckets[b]["members"], buckets[b]["non_members"]] for b in BUCKETS
+        },
+        "fewest_of_each_for_near_one": need,
+    }
     claim = "a membership test reads AUC near 1 (>= 0.9) on both sides of H*"
     if any(aucs[b] is None for b in BUCKETS):
-        return paper_claim("auc-near-1", claim, quote=QUOTE_NEAR_ONE, where=WHERE, test=test, held=None,
-                           numbers=nums, evidence="a bucket has too few members or non-members for an AUC: "
-                                                  + ", ".join(f"{b} {k[b]}" for b in BUCKETS))
-    found = "; ".join(f"{b} H*: AUC {aucs[b]['auc']:.3f} [{aucs[b]['low']:.3f}, {aucs[b]['high']:.3f}] "
-                      f"({buckets[b]['members']} members, {buckets[b]['non_members']} non-members)" for b in BUCKETS)
+        return paper_claim(
+            "auc-near-1",
+            claim,
+            quote=QUOTE_NEAR_ONE,
+            where=WHERE,
+            test=test,
+            held=None,
+            numbers=nums,
+            evidence="a bucket has too few members or non-members for an AUC: "
+            + ", ".join(f"{b} {k[b]}" for b in BUCKETS),
+        )
+    found = "; ".join(
+        f"{b} H*: AUC {aucs[b]['auc']:.3f} [{aucs[b]['low']:.3f}, {aucs[b]['high']:.3f}] "
+        f"({buckets[b]['members']} members, {buckets[b]['non_members']} non-members)"
+        for b in BUCKETS
+    )
     if any(aucs[b]["high"] < NEAR_ONE for b in BUCKETS):
-        return paper_claim("auc-near-1", claim, quote=QUOTE_NEAR_ONE, where=WHERE, test=test, held=False,
-                           numbers=nums, evidence=found + f": below {NEAR_ONE} on a side")
+        return paper_claim(
+            "auc-near-1",
+            claim,
+            quote=QUOTE_NEAR_ONE,
+            where=WHERE,
+            test=test,
+            held=False,
+            numbers=nums,
+            evidence=found + f": below {NEAR_ONE} on a side",
+        )
     if min(k.values()) < need:
-        return paper_claim("auc-near-1", claim, quote=QUOTE_NEAR_ONE, where=WHERE, test=test, held=None,
-                           numbers=nums,
-                           evidence=f"{min(k.values())} of each on a side cannot show AUC >= {NEAR_ONE} at "
-                                    f"{one_sided:.1%} even at complete separation ({need} needed); " + found)
-    return paper_claim("auc-near-1", claim, quote=QUOTE_NEAR_ONE, where=WHERE, test=test,
-                       held=all(aucs[b]["low"] >= NEAR_ONE for b in BUCKETS), numbers=nums, evidence=found)
+        return paper_claim(
+            "auc-near-1",
+            claim,
+            quote=QUOTE_NEAR_ONE,
+            where=WHERE,
+            test=test,
+            held=None,
+            numbers=nums,
+            evidence=f"{min(k.values())} of each on a side cannot show AUC >= {NEAR_ONE} at "
+            f"{one_sided:.1%} even at complete separation ({need} needed); " + found,
+        )
+    return paper_claim(
+        "auc-near-1",
+        claim,
+        quote=QUOTE_NEAR_ONE,
+        where=WHERE,
+        test=test,
+        held=all(aucs[b]["low"] >= NEAR_ONE for b in BUCKETS),
+        numbers=nums,
+        evidence=found,
+    )
 
 
 def claims_for(results: dict, *, confidence: float = 0.95) -> list[PaperClaim]:
@@ -319,8 +426,11 @@ class CanaryFloor(Reproduction):
     """[MX] §8.2's entropy floor on the skeleton (:mod:`.skeleton`): canaries, a DP and a leaky fine-tune."""
 
     name, title, streams = NAME, TITLE, STREAMS
-    reproduces = ("[MX] §8.2 entropy floor for canary audits", "[MX] Cor. 5.3 at tiny-model scale",
-                  "[MX] App. F.2 certified kappa_pi(1) by best-first search")
+    reproduces = (
+        "[MX] §8.2 entropy floor for canary audits",
+        "[MX] Cor. 5.3 at tiny-model scale",
+        "[MX] App. F.2 certified kappa_pi(1) by best-first search",
+    )
 
     def settings(self) -> dict:
         return _settings(self.quick)
@@ -342,11 +452,19 @@ class CanaryFloor(Reproduction):
             n2 = 2 * s["per_temperature"]
             cs = sample_chain(P, start, rngs["prefixes"], n=n2, length=Lc)
             prompts = np.concatenate([np.full((n2, 1), sot), cs], axis=1)
-            zs, lps = sample_decode(base, prompts, n_tokens=L, temperature=T, rng=rngs["secrets"],
-                                    threads=s["threads"])
+            zs, lps = sample_decode(
+                base, prompts, n_tokens=L, temperature=T, rng=rngs["secrets"], threads=s["threads"]
+            )
             for i in range(n2):
-                canaries.append({"temperature": T, "member": i < s["per_temperature"], "prefix": cs[i].tolist(),
-                                 "secret": zs[i].tolist(), "surprisal_bits_at_T": float(-lps[i].sum() * LOG2E)})
+                canaries.append(
+                    {
+                        "temperature": T,
+                        "member": i < s["per_temperature"],
+                        "prefix": cs[i].tolist(),
+                        "secret": zs[i].tolist(),
+                        "surprisal_bits_at_T": float(-lps[i].sum() * LOG2E),
+                    }
+                )
         prompts = [[sot, *c["prefix"]] for c in canaries]
         secrets = np.array([c["secret"] for c in canaries])
         # surprisal at temperature 1 ([MX] App. F.1: "computed from the temperature-1 conditionals")
@@ -355,41 +473,78 @@ class CanaryFloor(Reproduction):
         lm = language_model(base, name="chain-base")
         for i, c in enumerate(canaries):
             c["surprisal_bits"] = float(-tf_base.token_logprob[i].sum() * LOG2E)
-            r = certify_baseline(lm, prompts[i], secret_length=L, m=s["m"], temperature=c["temperature"],
-                                 max_nodes=s["certify_max_nodes"])
+            r = certify_baseline(
+                lm,
+                prompts[i],
+                secret_length=L,
+                m=s["m"],
+                temperature=c["temperature"],
+                max_nodes=s["certify_max_nodes"],
+            )
             c["kappa_lo"], c["kappa_hi"], c["closed"] = r.kappa_lo, r.kappa_hi, bool(r.closed)
-            c["h_inf_bits"] = [float(-r.log_kappa_hi * LOG2E), float(-r.log_kappa_lo * LOG2E)]  # [lo, hi]
+            c["h_inf_bits"] = [
+                float(-r.log_kappa_hi * LOG2E),
+                float(-r.log_kappa_lo * LOG2E),
+            ]  # [lo, hi]
             c["bucket"] = _bucket(c["h_inf_bits"][0], c["h_inf_bits"][1], H)
             c["surprisal_bucket"] = "below" if c["surprisal_bits"] < H else "above"
             c["prior_guess"] = bool(np.array_equal(base_greedy[i], secrets[i]))
-        return {"spec": spec, "base": base, "P": P, "start": start, "h_star": hs, "canaries": canaries,
-                "prompts": prompts, "secrets": secrets, "tf_base": tf_base}
+        return {
+            "spec": spec,
+            "base": base,
+            "P": P,
+            "start": start,
+            "h_star": hs,
+            "canaries": canaries,
+            "prompts": prompts,
+            "secrets": secrets,
+            "tf_base": tf_base,
+        }
 
     def runs(self, d: dict) -> dict:
         """A DP and a leaky fine-tune on fresh chain text plus every member canary, their extraction and
         membership scores per canary, and the rates and AUCs per bucket."""
         s, rngs = self.s, self.rngs
-        spec, base, canaries, prompts, secrets = d["spec"], d["base"], d["canaries"], d["prompts"], d["secrets"]
+        spec, base, canaries, prompts, secrets = (
+            d["spec"],
+            d["base"],
+            d["canaries"],
+            d["prompts"],
+            d["secrets"],
+        )
         sot, pad, L, conf = spec.sot, spec.pad, s["secret_len"], s["confidence"]
         # ---- the fine-tuning corpus: fresh chain text + every member canary as one document
         members = [c for c in canaries if c["member"]]
-        background = sample_chain(d["P"], d["start"], rngs["corpus"], n=s["background_docs"], length=s["seq_len"] - 1)
+        background = sample_chain(
+            d["P"], d["start"], rngs["corpus"], n=s["background_docs"], length=s["seq_len"] - 1
+        )
         docs = list(background) + [np.array(c["prefix"] + c["secret"]) for c in members]
         order = rngs["corpus"].permutation(len(docs))
         docs = [docs[j] for j in order]
-        train_seed = int(rngs["training"].integers(0, 2 ** 31 - 1))
+        train_seed = int(rngs["training"].integers(0, 2**31 - 1))
         models = {}
         reports = {}
         for name, eps in (("dp", s["epsilon"]), ("leaky", None)):
-            model, tr = train_dp(copy_model(base), docs, s=s, pad=pad, sot=sot, seed=train_seed, epsilon=eps)
+            model, tr = train_dp(
+                copy_model(base), docs, s=s, pad=pad, sot=sot, seed=train_seed, epsilon=eps
+            )
             models[name] = model
-            reports[name] = {"steps": tr.steps, "final_loss": tr.final_loss, "empty_batches": tr.empty_batches,
-                             "dp": None if tr.dp is None else tr.dp.to_dict()}
+            reports[name] = {
+                "steps": tr.steps,
+                "final_loss": tr.final_loss,
+                "empty_batches": tr.empty_batches,
+                "dp": None if tr.dp is None else tr.dp.to_dict(),
+            }
         dp_rep = reports["dp"]["dp"]
         f_claim = approx(dp_rep["epsilon"], dp_rep["delta"], neighbors="add-remove")
         # the same run's trade-off curve (its PLD; [MX] Thm. 5.1(i) with the curve itself, issue 18)
-        f_curve = dpsgd_curve(noise_multiplier=dp_rep["noise_multiplier"], sampling_rate=dp_rep["sampling_rate"],
-                              steps=dp_rep["steps"], neighbors="add-remove", route_delta=dp_rep["delta"]).curve
+        f_curve = dpsgd_curve(
+            noise_multiplier=dp_rep["noise_multiplier"],
+            sampling_rate=dp_rep["sampling_rate"],
+            steps=dp_rep["steps"],
+            neighbors="add-remove",
+            route_delta=dp_rep["delta"],
+        ).curve
         for name, model in models.items():
             out = greedy_decode(model, np.array(prompts), n_tokens=L, threads=s["threads"])
             tf = teacher_forced(model, prompts, secrets, threads=s["threads"])
@@ -400,8 +555,12 @@ class CanaryFloor(Reproduction):
                 c[f"loss_score_{name}"] = float(loss[i])
                 c[f"reference_score_{name}"] = float(ref[i])
         for c in canaries:
-            c["dp_bound"] = float(f_claim.power(c["kappa_hi"]))  # 1 - f_{eps,delta}(kappa_hi), Thm. 5.1(i)
-            c["dp_bound_curve"] = float(f_curve.power(c["kappa_hi"]))  # 1 - f(kappa_hi), the run's curve
+            c["dp_bound"] = float(
+                f_claim.power(c["kappa_hi"])
+            )  # 1 - f_{eps,delta}(kappa_hi), Thm. 5.1(i)
+            c["dp_bound_curve"] = float(
+                f_curve.power(c["kappa_hi"])
+            )  # 1 - f(kappa_hi), the run's curve
 
         # ---- per bucket
         buckets = {}
@@ -409,47 +568,85 @@ class CanaryFloor(Reproduction):
             mem = [c for c in canaries if c["bucket"] == b and c["member"]]
             non = [c for c in canaries if c["bucket"] == b and not c["member"]]
             allc = mem + non
-            row = {"members": len(mem), "non_members": len(non),
-                   "closed": sum(c["closed"] for c in allc), "canaries": len(allc)}
+            row = {
+                "members": len(mem),
+                "non_members": len(non),
+                "closed": sum(c["closed"] for c in allc),
+                "canaries": len(allc),
+            }
             # prior guessing: over every canary of the bucket (the base never saw any of them)
             k = sum(c["prior_guess"] for c in allc)
-            row["prior_guessing"] = {"successes": k, "trials": len(allc), "rate": k / len(allc) if allc else None,
-                                     "upper": _upper(k, len(allc), conf), "lower": _lower(k, len(allc), conf)}
+            row["prior_guessing"] = {
+                "successes": k,
+                "trials": len(allc),
+                "rate": k / len(allc) if allc else None,
+                "upper": _upper(k, len(allc), conf),
+                "lower": _lower(k, len(allc), conf),
+            }
             for name in models:
                 k = sum(c[f"extracted_{name}"] for c in mem)
-                row[f"extraction_{name}"] = {"successes": k, "trials": len(mem),
-                                             "rate": k / len(mem) if mem else None,
-                                             "upper": _upper(k, len(mem), conf), "lower": _lower(k, len(mem), conf)}
+                row[f"extraction_{name}"] = {
+                    "successes": k,
+                    "trials": len(mem),
+                    "rate": k / len(mem) if mem else None,
+                    "upper": _upper(k, len(mem), conf),
+                    "lower": _lower(k, len(mem), conf),
+                }
                 for attack in ATTACKS:
                     key = f"auc_{attack}_{name}"
                     if len(mem) >= 2 and len(non) >= 2:
-                        a = roc_auc([c[f"{attack}_score_{name}"] for c in mem],
-                                    [c[f"{attack}_score_{name}"] for c in non], confidence=conf)
-                        row[key] = {"auc": a.auc, "low": a.low, "high": a.high, "method": a.interval_method}
+                        a = roc_auc(
+                            [c[f"{attack}_score_{name}"] for c in mem],
+                            [c[f"{attack}_score_{name}"] for c in non],
+                            confidence=conf,
+                        )
+                        row[key] = {
+                            "auc": a.auc,
+                            "low": a.low,
+                            "high": a.high,
+                            "method": a.interval_method,
+                        }
                     else:
                         row[key] = None
             row["mean_dp_bound"] = float(np.mean([c["dp_bound"] for c in mem])) if mem else None
-            row["mean_dp_bound_curve"] = float(np.mean([c["dp_bound_curve"] for c in mem])) if mem else None
+            row["mean_dp_bound_curve"] = (
+                float(np.mean([c["dp_bound_curve"] for c in mem])) if mem else None
+            )
             buckets[b] = row
         unplaced = [c for c in canaries if c["bucket"] == "unplaced"]
         closed_rate = float(np.mean([c["closed"] for c in canaries]))
         below_closed = all(c["closed"] for c in canaries if c["bucket"] == "below")
         unclosed_above = all(c["bucket"] != "below" for c in canaries if not c["closed"])
-        disagree = sum(1 for c in canaries if c["bucket"] == "below" and c["surprisal_bucket"] == "above")
+        disagree = sum(
+            1 for c in canaries if c["bucket"] == "below" and c["surprisal_bucket"] == "above"
+        )
         return {
             "h_star": d["h_star"].to_dict(),
             "dp_guarantee": dp_rep,
             "models": reports,
-            "certificate": {"closed_fraction": closed_rate, "every_below_closed": below_closed,
-                            "every_unclosed_outside_below": unclosed_above, "unplaced": len(unplaced),
-                            "surprisal_says_safe_certificate_says_below": disagree},
+            "certificate": {
+                "closed_fraction": closed_rate,
+                "every_below_closed": below_closed,
+                "every_unclosed_outside_below": unclosed_above,
+                "unplaced": len(unplaced),
+                "surprisal_says_safe_certificate_says_below": disagree,
+            },
             "buckets": buckets,
             "per_temperature": [
-                {"temperature": T,
-                 "h_inf_bits_mean": float(np.mean([c["h_inf_bits"][0] for c in canaries if c["temperature"] == T])),
-                 "below": sum(1 for c in canaries if c["temperature"] == T and c["bucket"] == "below"),
-                 "above": sum(1 for c in canaries if c["temperature"] == T and c["bucket"] == "above")}
-                for T in s["temperatures"]],
+                {
+                    "temperature": T,
+                    "h_inf_bits_mean": float(
+                        np.mean([c["h_inf_bits"][0] for c in canaries if c["temperature"] == T])
+                    ),
+                    "below": sum(
+                        1 for c in canaries if c["temperature"] == T and c["bucket"] == "below"
+                    ),
+                    "above": sum(
+                        1 for c in canaries if c["temperature"] == T and c["bucket"] == "above"
+                    ),
+                }
+                for T in s["temperatures"]
+            ],
             "canaries": canaries,
         }
 
@@ -469,8 +666,14 @@ class CanaryFloor(Reproduction):
         for c in canaries:
             x = c["h_inf_bits"][0]
             col = "tab:red" if c["member"] else "tab:blue"
-            ax0.plot([c["h_inf_bits"][0], min(c["h_inf_bits"][1], 40)], [c["surprisal_bits"]] * 2, "-", color=col,
-                     lw=0.6, alpha=0.6)
+            ax0.plot(
+                [c["h_inf_bits"][0], min(c["h_inf_bits"][1], 40)],
+                [c["surprisal_bits"]] * 2,
+                "-",
+                color=col,
+                lw=0.6,
+                alpha=0.6,
+            )
             ax0.plot([x], [c["surprisal_bits"]], "o", ms=2.5, color=col)
         ax0.axvline(H, ls="--", color="k", lw=1, label=f"H* = {H:.2f} bits")
         ax0.plot([], [], "o", color="tab:red", label="member")
@@ -483,16 +686,28 @@ class CanaryFloor(Reproduction):
         width = 0.38
         for j, b in enumerate(BUCKETS):
             row = buckets[b]
-            vals = [row["prior_guessing"]["rate"] or 0, row["extraction_dp"]["rate"] or 0,
-                    row["extraction_leaky"]["rate"] or 0,
-                    (row["auc_reference_leaky"] or {}).get("auc", np.nan),
-                    (row["auc_reference_dp"] or {}).get("auc", np.nan)]
-            ups = [row["prior_guessing"]["upper"], row["extraction_dp"]["upper"], row["extraction_leaky"]["upper"],
-                   (row["auc_reference_leaky"] or {}).get("high", np.nan),
-                   (row["auc_reference_dp"] or {}).get("high", np.nan)]
+            vals = [
+                row["prior_guessing"]["rate"] or 0,
+                row["extraction_dp"]["rate"] or 0,
+                row["extraction_leaky"]["rate"] or 0,
+                (row["auc_reference_leaky"] or {}).get("auc", np.nan),
+                (row["auc_reference_dp"] or {}).get("auc", np.nan),
+            ]
+            ups = [
+                row["prior_guessing"]["upper"],
+                row["extraction_dp"]["upper"],
+                row["extraction_leaky"]["upper"],
+                (row["auc_reference_leaky"] or {}).get("high", np.nan),
+                (row["auc_reference_dp"] or {}).get("high", np.nan),
+            ]
             xs = np.arange(len(vals)) + (j - 0.5) * width
-            ax1.bar(xs, vals, width, label=f"{b} H* (n = {row['canaries']})",
-                    color="tab:orange" if b == "below" else "tab:green")
+            ax1.bar(
+                xs,
+                vals,
+                width,
+                label=f"{b} H* (n = {row['canaries']})",
+                color="tab:orange" if b == "below" else "tab:green",
+            )
             ax1.plot(xs, ups, "v", color="k", ms=4)
         ax1.plot([], [], "v", color="k", label="95% upper bound")
         ax1.axhline(0.5, ls=":", color="0.5", lw=1)
@@ -515,7 +730,9 @@ class CanaryFloor(Reproduction):
         ]
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+def run(
+    *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions"
+) -> dict:
     """[MX] §8.2, Cor. 5.3: canaries bucketed by certified kappa below/above H*; guessing vs DP.
 
     Writes ``canary-floor.json``, ``canary-floor.png`` and ``canary-floor.pdf`` into ``out_dir`` (created)

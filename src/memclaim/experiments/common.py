@@ -19,13 +19,15 @@ sentences as :class:`PaperClaim`: the sentence verbatim, the rule that tests it 
 before the run, statistics from :mod:`.verdicts`), the numbers with their intervals, and the
 verdict "held", "not held" or "not testable here".
 """
+
 from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -53,8 +55,12 @@ def versions() -> dict[str, str]:
     """
     import scipy
 
-    return {"memclaim": __version__, "numpy": np.__version__, "scipy": scipy.__version__,
-            "python": platform.python_version()}
+    return {
+        "memclaim": __version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "python": platform.python_version(),
+    }
 
 
 def check_seed(seed: int) -> int:
@@ -64,7 +70,7 @@ def check_seed(seed: int) -> int:
     >>> check_seed(7)
     7
     """
-    return integer("seed", seed, minimum=0, maximum=2 ** 63 - 1)
+    return integer("seed", seed, minimum=0, maximum=2**63 - 1)
 
 
 def rng_streams(seed: int, names: Sequence[str]) -> dict[str, np.random.Generator]:
@@ -105,7 +111,9 @@ class Comparison(ResultMixin):
     note: str = ""
 
 
-def compare(row: str, key: str, ours: float, *, ours_se: float | None = None, note: str = "") -> Comparison:
+def compare(
+    row: str, key: str, ours: float, *, ours_se: float | None = None, note: str = ""
+) -> Comparison:
     """Our number for ``row`` beside the paper's value ``key`` ([MX], :data:`.paper.PAPER`).
 
     >>> from memclaim.experiments.common import compare
@@ -114,8 +122,20 @@ def compare(row: str, key: str, ours: float, *, ours_se: float | None = None, no
     (0.632, 0.00012, '=')
     """
     p = paper_value(key)
-    return Comparison(row, key, p.quantity, p.where, p.value, p.printed, p.relation, p.same_scale, float(ours),
-                      float(ours) - p.value, None if ours_se is None else float(ours_se), note)
+    return Comparison(
+        row,
+        key,
+        p.quantity,
+        p.where,
+        p.value,
+        p.printed,
+        p.relation,
+        p.same_scale,
+        float(ours),
+        float(ours) - p.value,
+        None if ours_se is None else float(ours_se),
+        note,
+    )
 
 
 @dataclass(frozen=True)
@@ -133,8 +153,15 @@ class Check(ResultMixin):
     where: str = ""
 
 
-def check(claim: str, passed: bool | np.bool_, detail: str, *, false_alarm: str = "", quote: str = "",
-          where: str = "") -> Check:
+def check(
+    claim: str,
+    passed: bool | np.bool_,
+    detail: str,
+    *,
+    false_alarm: str = "",
+    quote: str = "",
+    where: str = "",
+) -> Check:
     """A :class:`Check` of ``claim`` on this run's numbers (``passed`` coerced to a Python bool).
 
     >>> from memclaim.experiments.common import check
@@ -168,8 +195,17 @@ class PaperClaim(ResultMixin):
     numbers: dict = field(default_factory=dict)
 
 
-def paper_claim(key: str, claim: str, *, quote: str, where: str, test: str, held: bool | np.bool_ | None,
-                evidence: str, numbers: dict | None = None) -> PaperClaim:
+def paper_claim(
+    key: str,
+    claim: str,
+    *,
+    quote: str,
+    where: str,
+    test: str,
+    held: bool | np.bool_ | None,
+    evidence: str,
+    numbers: dict | None = None,
+) -> PaperClaim:
     """A :class:`PaperClaim`: the paper's sentence ``quote`` (at ``where``), judged by ``test`` on this
     run: ``held`` True ("held"), False ("not held") or None ("not testable here", ``evidence`` then
     says why), with the ``numbers`` it read.
@@ -183,9 +219,13 @@ def paper_claim(key: str, claim: str, *, quote: str, where: str, test: str, held
     if held is not None:
         held = bool(held)
     if not (key and claim and quote and where and test and evidence):
-        raise InputError(f"paper claim {key!r}: key, claim, quote, where, test and evidence must all be given",
-                         hint="state the sentence, the rule and the evidence")
-    return PaperClaim(key, claim, quote, where, test, verdict_of(held), held, evidence, dict(numbers or {}))
+        raise InputError(
+            f"paper claim {key!r}: key, claim, quote, where, test and evidence must all be given",
+            hint="state the sentence, the rule and the evidence",
+        )
+    return PaperClaim(
+        key, claim, quote, where, test, verdict_of(held), held, evidence, dict(numbers or {})
+    )
 
 
 def paper_caption(*, differences: Sequence[str], claims: Sequence[PaperClaim]) -> str:
@@ -197,12 +237,14 @@ def paper_caption(*, differences: Sequence[str], claims: Sequence[PaperClaim]) -
     ...     "x", "x", quote="x", where="[EM] §4", test="c", held=True, evidence="e")])
     'Differs from the paper: a 135M model. held: x (e).'
     """
-    parts = (["Differs from the paper: " + "; ".join(differences) + "."] if differences else [])
+    parts = ["Differs from the paper: " + "; ".join(differences) + "."] if differences else []
     parts += [f"{c.verdict}: {c.claim} ({c.evidence})." for c in claims]
     return " ".join(parts)
 
 
-def paper_footer(fig: Any, *, differences: Sequence[str], claims: Sequence[PaperClaim], fontsize: float = 6.3) -> None:
+def paper_footer(
+    fig: Any, *, differences: Sequence[str], claims: Sequence[PaperClaim], fontsize: float = 6.3
+) -> None:
     """Write below the axes what differs from the paper and each judged sentence's verdict: the
     figure grows by the text's height, kept free of the constrained layout, so the axes keep their size.
     ``fig`` is a matplotlib Figure (typed ``Any``: matplotlib is imported only under report/).
@@ -218,7 +260,9 @@ def paper_footer(fig: Any, *, differences: Sequence[str], claims: Sequence[Paper
 
     lines = ["Differs from the paper: " + "; ".join(differences)] if differences else []
     lines += [f"{c.verdict}: {c.claim} ({c.evidence})" for c in claims]
-    width = max(60, int(fig.get_figwidth() * 72 / (0.52 * fontsize)))  # characters per line at this size
+    width = max(
+        60, int(fig.get_figwidth() * 72 / (0.52 * fontsize))
+    )  # characters per line at this size
     wrapped = [w for x in lines for w in textwrap.wrap(x, width=width, subsequent_indent="    ")]
     need = (len(wrapped) * 1.25 * fontsize / 72.0) + 0.15  # inches
     h = fig.get_figheight()
@@ -227,8 +271,15 @@ def paper_footer(fig: Any, *, differences: Sequence[str], claims: Sequence[Paper
     engine = fig.get_layout_engine()
     if engine is not None and hasattr(engine, "set"):
         engine.set(rect=(0.0, reserve, 1.0, 1.0 - reserve))
-    fig.text(0.01, reserve - 0.05 / (h + need), "\n".join(wrapped), ha="left", va="top", fontsize=fontsize,
-             linespacing=1.25)
+    fig.text(
+        0.01,
+        reserve - 0.05 / (h + need),
+        "\n".join(wrapped),
+        ha="left",
+        va="top",
+        fontsize=fontsize,
+        linespacing=1.25,
+    )
 
 
 def new_figure(ncols: int = 1, *, width: float = 6.0, height: float = 4.2) -> tuple[Any, Any]:
@@ -246,11 +297,25 @@ def new_figure(ncols: int = 1, *, width: float = 6.0, height: float = 4.2) -> tu
     return fig, (list(np.atleast_1d(axes)) if ncols > 1 else axes)
 
 
-def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick: bool,
-           streams: Sequence[str], settings: dict[str, Any], results: dict[str, Any],
-           paper_numbers: Sequence[Comparison], checks: Sequence[Check], figure: Any,
-           out_dir: str | os.PathLike, notes: Sequence[str] = (), paper_claims: Sequence[PaperClaim] = (),
-           differences: Sequence[str] = (), caption: str | None = None) -> dict:
+def finish(
+    name: str,
+    *,
+    title: str,
+    reproduces: Sequence[str],
+    seed: int,
+    quick: bool,
+    streams: Sequence[str],
+    settings: dict[str, Any],
+    results: dict[str, Any],
+    paper_numbers: Sequence[Comparison],
+    checks: Sequence[Check],
+    figure: Any,
+    out_dir: str | os.PathLike,
+    notes: Sequence[str] = (),
+    paper_claims: Sequence[PaperClaim] = (),
+    differences: Sequence[str] = (),
+    caption: str | None = None,
+) -> dict:
     """Assemble the result, write ``NAME.json`` and ``NAME.png`` into ``out_dir`` (created), and
     return the JSON-ready dict. ``figure`` is a matplotlib Figure (from :func:`new_figure`);
     ``caption`` (the words that go under the figure, kept out of the image) is recorded in the
@@ -266,8 +331,10 @@ def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise InputError(f"--out {str(out)!r} exists and is not a folder",
-                         hint="give a folder (it is created if missing)")
+        raise InputError(
+            f"--out {str(out)!r} exists and is not a folder",
+            hint="give a folder (it is created if missing)",
+        )
     out.mkdir(parents=True, exist_ok=True)
     payload = {
         "schema": SCHEMA,
@@ -275,7 +342,10 @@ def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick
         "title": title,
         "reproduces": list(reproduces),
         "seed": check_seed(seed),
-        "rng": {"scheme": "numpy.random.SeedSequence(seed).spawn(len(streams))", "streams": list(streams)},
+        "rng": {
+            "scheme": "numpy.random.SeedSequence(seed).spawn(len(streams))",
+            "streams": list(streams),
+        },
         "quick": bool(quick),
         "versions": versions(),
         "settings": settings,
@@ -283,22 +353,42 @@ def finish(name: str, *, title: str, reproduces: Sequence[str], seed: int, quick
         "paper_numbers": list(paper_numbers),
         "checks": list(checks),
         "all_checks_passed": all(c.passed for c in checks),
-        **({"paper_claims": list(paper_claims), "paper_claims_held": sum(c.held is True for c in paper_claims),
-            "paper_claims_verdicts": {v: sum(c.verdict == v for c in paper_claims) for v in VERDICTS},
-            "differences_from_paper": list(differences)} if paper_claims or differences else {}),
+        **(
+            {
+                "paper_claims": list(paper_claims),
+                "paper_claims_held": sum(c.held is True for c in paper_claims),
+                "paper_claims_verdicts": {
+                    v: sum(c.verdict == v for c in paper_claims) for v in VERDICTS
+                },
+                "differences_from_paper": list(differences),
+            }
+            if paper_claims or differences
+            else {}
+        ),
         "notes": list(notes),
         **({"caption": caption} if caption else {}),
-        "files": {"json": f"{name}.json", "png": f"{name}.png", "vector": f"{name}.pdf", "markdown": f"{name}.md",
-                  "html": f"{name}.html"},
+        "files": {
+            "json": f"{name}.json",
+            "png": f"{name}.png",
+            "vector": f"{name}.pdf",
+            "markdown": f"{name}.md",
+            "html": f"{name}.html",
+        },
     }
     payload = to_jsonable(payload)
 
     # NAME.json, NAME.png (200 dpi), NAME.pdf, NAME.md and NAME.html as one change: all staged, then
     # renamed (a full disk leaves the old files)
     figs = figure_files(figure, name)
-    write_files(out, {f"{name}.json": (dumps(payload, indent=2) + "\n").encode("utf-8"), **figs,
-                      **reproduction_files(payload, png=figs[f"{name}.png"])},
-                owned=lambda p: _own_reproduction(p, name))
+    write_files(
+        out,
+        {
+            f"{name}.json": (dumps(payload, indent=2) + "\n").encode("utf-8"),
+            **figs,
+            **reproduction_files(payload, png=figs[f"{name}.png"]),
+        },
+        owned=lambda p: _own_reproduction(p, name),
+    )
     return payload
 
 
@@ -326,14 +416,18 @@ def _ours_and_paper(p: dict, rel: str, se: str) -> str:
     if str(p["paper_printed"]).strip().endswith("%"):
         pse = se.replace(" +- ", "") if se else ""
         se_pct = f" +- {100 * float(pse):.2g} pp" if pse else ""
-        return (f"ours {100 * p['ours']:.1f}%{se_pct}, paper {rel}{p['paper_printed']} "
-                f"(diff {100 * p['difference']:+.1f} percentage points)")
+        return (
+            f"ours {100 * p['ours']:.1f}%{se_pct}, paper {rel}{p['paper_printed']} "
+            f"(diff {100 * p['difference']:+.1f} percentage points)"
+        )
     # a number read back from JSON may be the string "nan" (ours undefined on this run, e.g. no
     # target extracted): printed as it is
     if not all(isinstance(p[k], (int, float)) for k in ("ours", "difference")):
         g = lambda x, f: format(x, f) if isinstance(x, (int, float)) else str(x)  # noqa: E731
         return f"ours {g(p['ours'], '.6g')}{se}, paper {rel}{p['paper_printed']} (diff {g(p['difference'], '+.2g')})"
-    return f"ours {p['ours']:.6g}{se}, paper {rel}{p['paper_printed']} (diff {p['difference']:+.2g})"
+    return (
+        f"ours {p['ours']:.6g}{se}, paper {rel}{p['paper_printed']} (diff {p['difference']:+.2g})"
+    )
 
 
 def summary_lines(result: dict) -> list[str]:
@@ -355,7 +449,11 @@ def summary_lines(result: dict) -> list[str]:
         for p in pn:
             rel = {"=": "", ">=": ">= ", "<=": "<= "}[p["relation"]]
             se = f" +- {p['ours_se']:.2g}" if p.get("ours_se") is not None else ""
-            side = "" if p["same_scale"] else "  [side by side: the paper's number is from other models]"
+            side = (
+                ""
+                if p["same_scale"]
+                else "  [side by side: the paper's number is from other models]"
+            )
             lines.append(f"    {p['quantity']} ({p['where']}): {_ours_and_paper(p, rel, se)}{side}")
             if p.get("note"):
                 lines.append(f"          {p['note']}")
@@ -365,17 +463,19 @@ def summary_lines(result: dict) -> list[str]:
         for c in ch:
             lines.append(f"    [{'pass' if c['passed'] else 'FAIL'}] {c['claim']}: {c['detail']}")
             if c.get("quote"):
-                lines.append(f"        paper ({c['where']}): \"{c['quote']}\"")
+                lines.append(f'        paper ({c["where"]}): "{c["quote"]}"')
     if result.get("differences_from_paper"):
         lines.append("  differs from the paper: " + "; ".join(result["differences_from_paper"]))
     pc = result.get("paper_claims", [])
     if pc:
         counts = ", ".join(f"{sum(c['verdict'] == v for c in pc)} {v}" for v in VERDICTS)
-        lines.append(f"  the paper's sentences on this run ({counts}; a sentence that does not hold is a finding, "
-                     "not a failure):")
+        lines.append(
+            f"  the paper's sentences on this run ({counts}; a sentence that does not hold is a finding, "
+            "not a failure):"
+        )
         for c in pc:
             lines.append(f"    [{c['verdict']}] {c['claim']} ({c['where']})")
-            lines.append(f"        paper: \"{c['quote']}\"")
+            lines.append(f'        paper: "{c["quote"]}"')
             lines.append(f"        test: {c['test']}")
             lines.append(f"        found: {c['evidence']}")
     for n in result.get("notes", []):
@@ -383,6 +483,9 @@ def summary_lines(result: dict) -> list[str]:
     files = result.get("files", {})
     if files:
         written = [files[k] for k in ("json", "png", "vector", "markdown", "html") if files.get(k)]
-        lines.append(f"  wrote {', '.join(written[:-1])} and {written[-1]}" if len(written) > 1
-                     else f"  wrote {written[0]}")
+        lines.append(
+            f"  wrote {', '.join(written[:-1])} and {written[-1]}"
+            if len(written) > 1
+            else f"  wrote {written[0]}"
+        )
     return lines

@@ -40,6 +40,7 @@ At eps = inf the check tests the duplication effect (the most copies above the f
 paper's "memorization returns and climbs with duplication" is judged as a sentence across every k
 of the grid (:func:`climbs_claim`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -49,13 +50,13 @@ import os
 import numpy as np
 
 from ..errors import DomainError
+from ..report.style import legend as style_legend
 from ..train.finetune import ChainBaseSpec, ensure_chain_base, epochs_to_steps, sample_chain_ids
 from ..train.planted import PlantedRecord, plant, training_blocks
 from .common import Check, PaperClaim, check, compare, new_figure, paper_claim
-from .skeleton import Reproduction
-from ..report.style import legend as style_legend
 from .models import teacher_forced
 from .paper import PAPER
+from .skeleton import Reproduction
 
 NAME = "dp-calibration"
 TITLE = "DP-SGD calibration: measured LOO memorization vs the (k eps, delta_k) cap ([MX] §8.2)"
@@ -63,7 +64,9 @@ STREAMS = ("data", "design", "training")
 KS = (1, 2, 4, 8)
 PAPER_GRID = (0.05, 0.1, 0.25, 0.5, 1.0, 4.0, 16.0)  # [MX] App. F.2 (plus eps = inf)
 PAPER_DELTA = 2.5e-5  # [MX] §8.2: "at delta <= 2.5e-5"
-PAPER_INF = {k: PAPER[f"dp-calibration/mem-inf-k{k}"].value for k in (1, 2, 4, 8)}  # [MX] §8.2, Pythia-410m
+PAPER_INF = {
+    k: PAPER[f"dp-calibration/mem-inf-k{k}"].value for k in (1, 2, 4, 8)
+}  # [MX] §8.2, Pythia-410m
 
 
 def _settings(quick: bool) -> dict:
@@ -122,16 +125,20 @@ def _paper_grid_facts() -> dict:
             cap, _, _ = conservative_cap(epsilon=e, delta=PAPER_DELTA, k=k)
             cells.append({"epsilon": e, "k": k, "cap": cap, "tanh": math.tanh(k * e / 2)})
     live = [c for c in cells if c["cap"] < 1.0 - 1e-9 and c["tanh"] < 1.0 - 1e-9]
-    return {"cells": cells,
-            "n_cap_at_most_0.2": sum(1 for c in cells if c["cap"] <= 0.2),
-            "max_excess_over_tanh": max(c["cap"] - c["tanh"] for c in live),
-            "cap_eps_0.05_k_1": conservative_cap(epsilon=0.05, delta=PAPER_DELTA, k=1)[0]}
+    return {
+        "cells": cells,
+        "n_cap_at_most_0.2": sum(1 for c in cells if c["cap"] <= 0.2),
+        "max_excess_over_tanh": max(c["cap"] - c["tanh"] for c in live),
+        "cap_eps_0.05_k_1": conservative_cap(epsilon=0.05, delta=PAPER_DELTA, k=1)[0],
+    }
 
 
 # ---- the checks: [MX] §8.2 'Calibration under real DP-SGD', each sentence tested as stated
-QUOTE_NONE_OCCURS = ("Pushing ε down until the bound approaches the measurement floor gives eight cells where the cap is "
-                     "at most 0.2 and exceeds three standard errors, so a violation would have been visible; none "
-                     "occurs")
+QUOTE_NONE_OCCURS = (
+    "Pushing ε down until the bound approaches the measurement floor gives eight cells where the cap is "
+    "at most 0.2 and exceeds three standard errors, so a violation would have been visible; none "
+    "occurs"
+)
 QUOTE_LOSSY = "the inequality because the conversion is lossy and η is antitone in f"
 WHERE = "[MX] §8.2 'Calibration under real DP-SGD'"
 QUOTE_CLIMBS = "At ε = ∞ memorization returns and climbs with duplication"
@@ -163,52 +170,90 @@ def checks_for(rows: list[dict]) -> list[Check]:
     finite = [r for r in rows if not math.isinf(_eps(r["epsilon"]))]
     dp_reps = [m["dp"] for r in finite for m in r["models"]]
     spent_ok = all(d["epsilon"] <= d["target_epsilon"] + 1e-12 for d in dp_reps)
-    rel = max((abs(d["epsilon_rdp_dp_accounting"] - d["epsilon"]) / d["epsilon"] for d in dp_reps), default=0.0)
+    rel = max(
+        (abs(d["epsilon_rdp_dp_accounting"] - d["epsilon"]) / d["epsilon"] for d in dp_reps),
+        default=0.0,
+    )
     pld_ok = all(d["epsilon_pld_dp_accounting"] <= d["epsilon"] * (1 + 1e-3) for d in dp_reps)
     fin_cells = [c for r in finite for c in r["cells"]]
     n_tests = len(fin_cells)
     no_violation = all(c["violation_p"] > 0.00135 for c in fin_cells)
     no_violation_curve = all(c["violation_p_curve"] > 0.00135 for c in fin_cells)
     curve_tighter = all(c["cap_curve"] <= c["cap_conservative"] + 1e-9 for c in fin_cells)
-    visible = [(r["epsilon"], c["k"]) for r in finite for c in r["cells"] if c["label"] == "visible"]
+    visible = [
+        (r["epsilon"], c["k"]) for r in finite for c in r["cells"] if c["label"] == "visible"
+    ]
     inf_row = next(r for r in rows if math.isinf(_eps(r["epsilon"])))
     c1 = next(c for c in inf_row["cells"] if c["k"] == 1)
     c8 = next(c for c in inf_row["cells"] if c["k"] == 8)
     z_dup = (c8["mem"] - c1["mem"]) / math.sqrt(c8["se"] ** 2 + c1["se"] ** 2)
-    fw = (f"<= {n_tests * 0.00135:.1%} family-wise when every cap holds (Bonferroni over {n_tests} one-sided normal "
-          "tests at 3 sigma)")
+    fw = (
+        f"<= {n_tests * 0.00135:.1%} family-wise when every cap holds (Bonferroni over {n_tests} one-sided normal "
+        "tests at 3 sigma)"
+    )
     where = "[MX] §8.2 'Calibration under real DP-SGD'"
     return [
-        check("every DP run spent at most its target epsilon (Opacus RDP accountant, steps actually taken)",
-              spent_ok, f"max spent/target = {max((d['epsilon'] / d['target_epsilon'] for d in dp_reps), default=0):.4f}"
-                        f" over {len(dp_reps)} runs", where="an identity of the training (no sentence of the paper)"),
-        check("dp_accounting's RDP accountant reproduces Opacus's epsilon to 1%; its PLD epsilon is at most it",
-              rel < 1e-2 and pld_ok, f"max relative RDP difference {rel:.1e}; PLD <= Opacus RDP: {pld_ok}",
-              where="an identity of the accounting (no sentence of the paper)"),
-        check("no finite-epsilon cell exceeds its conservative cap (one-sided 3-sigma)", no_violation,
-              f"min violation p = {min((c['violation_p'] for c in fin_cells), default=1.0):.3g} over {n_tests} cells",
-              false_alarm=fw, quote=QUOTE_NONE_OCCURS, where=where),
-        check("no finite-epsilon cell exceeds its cap from the runs' trade-off curves (one-sided 3-sigma)",
-              no_violation_curve,
-              f"min violation p = {min((c['violation_p_curve'] for c in fin_cells), default=1.0):.3g} over {n_tests} "
-              "cells", false_alarm=fw, quote=QUOTE_NONE_OCCURS, where=where),
-        check("the cap from the curve is never above the (k eps, delta_k) conversion", curve_tighter,
-              "largest curve cap / conservative cap = "
-              f"{max((c['cap_curve'] / c['cap_conservative'] for c in fin_cells), default=0):.3g}",
-              quote=QUOTE_LOSSY, where=where),
-        check("at least one cell where a violation would have been visible (cap <= 0.2 and > 3 SE)",
-              bool(visible), f"visible cells (eps, k): {visible}", quote=QUOTE_NONE_OCCURS, where=where),
-        check("eps = inf: memorization climbs with duplication (k = 8 above k = 1 by > 3 SE)", z_dup > 3,
-              f"mem {c1['mem']:.3f} +- {c1['se']:.3f} (k = 1) vs {c8['mem']:.3f} +- {c8['se']:.3f} (k = 8), "
-              f"z = {z_dup:.1f}", false_alarm="a normal one-sided test at 3 sigma: <= 0.14% if the means were equal",
-              quote=QUOTE_DUPLICATION,
-              where=where + " (the duplication effect, from the fewest to the most copies; 'memorization returns and "
-                            "climbs with duplication' is judged at every k of the grid in paper_claims)"),
+        check(
+            "every DP run spent at most its target epsilon (Opacus RDP accountant, steps actually taken)",
+            spent_ok,
+            f"max spent/target = {max((d['epsilon'] / d['target_epsilon'] for d in dp_reps), default=0):.4f}"
+            f" over {len(dp_reps)} runs",
+            where="an identity of the training (no sentence of the paper)",
+        ),
+        check(
+            "dp_accounting's RDP accountant reproduces Opacus's epsilon to 1%; its PLD epsilon is at most it",
+            rel < 1e-2 and pld_ok,
+            f"max relative RDP difference {rel:.1e}; PLD <= Opacus RDP: {pld_ok}",
+            where="an identity of the accounting (no sentence of the paper)",
+        ),
+        check(
+            "no finite-epsilon cell exceeds its conservative cap (one-sided 3-sigma)",
+            no_violation,
+            f"min violation p = {min((c['violation_p'] for c in fin_cells), default=1.0):.3g} over {n_tests} cells",
+            false_alarm=fw,
+            quote=QUOTE_NONE_OCCURS,
+            where=where,
+        ),
+        check(
+            "no finite-epsilon cell exceeds its cap from the runs' trade-off curves (one-sided 3-sigma)",
+            no_violation_curve,
+            f"min violation p = {min((c['violation_p_curve'] for c in fin_cells), default=1.0):.3g} over {n_tests} "
+            "cells",
+            false_alarm=fw,
+            quote=QUOTE_NONE_OCCURS,
+            where=where,
+        ),
+        check(
+            "the cap from the curve is never above the (k eps, delta_k) conversion",
+            curve_tighter,
+            "largest curve cap / conservative cap = "
+            f"{max((c['cap_curve'] / c['cap_conservative'] for c in fin_cells), default=0):.3g}",
+            quote=QUOTE_LOSSY,
+            where=where,
+        ),
+        check(
+            "at least one cell where a violation would have been visible (cap <= 0.2 and > 3 SE)",
+            bool(visible),
+            f"visible cells (eps, k): {visible}",
+            quote=QUOTE_NONE_OCCURS,
+            where=where,
+        ),
+        check(
+            "eps = inf: memorization climbs with duplication (k = 8 above k = 1 by > 3 SE)",
+            z_dup > 3,
+            f"mem {c1['mem']:.3f} +- {c1['se']:.3f} (k = 1) vs {c8['mem']:.3f} +- {c8['se']:.3f} (k = 8), "
+            f"z = {z_dup:.1f}",
+            false_alarm="a normal one-sided test at 3 sigma: <= 0.14% if the means were equal",
+            quote=QUOTE_DUPLICATION,
+            where=where
+            + " (the duplication effect, from the fewest to the most copies; 'memorization returns and "
+            "climbs with duplication' is judged at every k of the grid in paper_claims)",
+        ),
     ]
 
 
 def climbs_claim(rows: list[dict]) -> PaperClaim:
-    """"At eps = inf memorization returns and climbs with duplication (mem_h = 0.007, 0.035, 0.178, 0.552 at
+    """ "At eps = inf memorization returns and climbs with duplication (mem_h = 0.007, 0.035, 0.178, 0.552 at
     k = 1, 2, 4, 8)" ([MX] §8.2 'Calibration under real DP-SGD'), tested as stated on the eps = inf row of
     ``rows`` (cells with ``k``, ``mem``, ``se``): memorization climbs at every step of the duplication grid
     (the point estimates rise from each k to the next, as the paper's four numbers do; how many steps is
@@ -228,24 +273,59 @@ def climbs_claim(rows: list[dict]) -> PaperClaim:
     inf_row = next(r for r in rows if math.isinf(_eps(r["epsilon"])))
     cells = sorted(inf_row["cells"], key=lambda c: c["k"])
     ks = [c["k"] for c in cells]
-    test = ("at eps = inf, over the duplication grid k = " + ", ".join(map(str, ks)) + ": the memorization estimate "
-            "rises at every step from one k to the next (the paper's 0.007, 0.035, 0.178, 0.552), the largest k's is "
-            "above the smallest k's by more than 3 standard errors, and above 0 by more than 3 (returns)")
+    test = (
+        "at eps = inf, over the duplication grid k = "
+        + ", ".join(map(str, ks))
+        + ": the memorization estimate "
+        "rises at every step from one k to the next (the paper's 0.007, 0.035, 0.178, 0.552), the largest k's is "
+        "above the smallest k's by more than 3 standard errors, and above 0 by more than 3 (returns)"
+    )
     nums = {"k": ks, "mem": [c["mem"] for c in cells], "se": [c["se"] for c in cells]}
-    claim = "at eps = inf memorization returns and climbs with duplication, at every step of the k grid"
+    claim = (
+        "at eps = inf memorization returns and climbs with duplication, at every step of the k grid"
+    )
     if len(cells) < 2:
-        return paper_claim("climbs-with-duplication", claim, quote=QUOTE_CLIMBS, where=WHERE, test=test, held=None,
-                           numbers=nums, evidence=f"a duplication grid of {len(cells)} k: nothing to climb")
+        return paper_claim(
+            "climbs-with-duplication",
+            claim,
+            quote=QUOTE_CLIMBS,
+            where=WHERE,
+            test=test,
+            held=None,
+            numbers=nums,
+            evidence=f"a duplication grid of {len(cells)} k: nothing to climb",
+        )
     steps = [b["mem"] > a["mem"] for a, b in zip(cells, cells[1:])]
     lo, hi = cells[0], cells[-1]
-    z_climb = (hi["mem"] - lo["mem"]) / math.hypot(hi["se"], lo["se"]) if hi["se"] or lo["se"] else math.inf
+    z_climb = (
+        (hi["mem"] - lo["mem"]) / math.hypot(hi["se"], lo["se"])
+        if hi["se"] or lo["se"]
+        else math.inf
+    )
     z_return = hi["mem"] / hi["se"] if hi["se"] else (math.inf if hi["mem"] > 0 else 0.0)
-    nums.update({"steps_up": int(sum(steps)), "steps": len(steps), "z_climb": z_climb, "z_returns": z_return})
-    found = (", ".join(f"k = {c['k']}: {c['mem']:.3f} +- {c['se']:.3f}" for c in cells)
-             + f"; rises at {sum(steps)} of {len(steps)} steps; k = {hi['k']} above k = {lo['k']} by z = "
-               f"{z_climb:.1f}, above 0 by z = {z_return:.1f}")
-    return paper_claim("climbs-with-duplication", claim, quote=QUOTE_CLIMBS, where=WHERE, test=test,
-                       held=all(steps) and z_climb > 3 and z_return > 3, numbers=nums, evidence=found)
+    nums.update(
+        {
+            "steps_up": int(sum(steps)),
+            "steps": len(steps),
+            "z_climb": z_climb,
+            "z_returns": z_return,
+        }
+    )
+    found = (
+        ", ".join(f"k = {c['k']}: {c['mem']:.3f} +- {c['se']:.3f}" for c in cells)
+        + f"; rises at {sum(steps)} of {len(steps)} steps; k = {hi['k']} above k = {lo['k']} by z = "
+        f"{z_climb:.1f}, above 0 by z = {z_return:.1f}"
+    )
+    return paper_claim(
+        "climbs-with-duplication",
+        claim,
+        quote=QUOTE_CLIMBS,
+        where=WHERE,
+        test=test,
+        held=all(steps) and z_climb > 3 and z_return > 3,
+        numbers=nums,
+        evidence=found,
+    )
 
 
 def claims_for(rows: list[dict]) -> list[PaperClaim]:
@@ -265,8 +345,11 @@ class DPCalibration(Reproduction):
     """[MX] §8.2's DP-SGD calibration on the skeleton (:mod:`.skeleton`): an eps grid of LOO designs."""
 
     name, title, streams = NAME, TITLE, STREAMS
-    reproduces = ("[MX] §8.2 'Calibration under real DP-SGD'", "[MX] App. F.2 'DP-SGD calibration'",
-                  "[MX] Thm. 4.1 / Prop. A.1 caps at tiny-model scale")
+    reproduces = (
+        "[MX] §8.2 'Calibration under real DP-SGD'",
+        "[MX] App. F.2 'DP-SGD calibration'",
+        "[MX] Thm. 4.1 / Prop. A.1 caps at tiny-model scale",
+    )
 
     def settings(self) -> dict:
         return _settings(self.quick)
@@ -281,8 +364,10 @@ class DPCalibration(Reproduction):
         gen = spec.chain()
         T, B, M = spec.seq_len, s["batch_size"], s["models_per_epsilon"]
         if M < 4 or M % 2:
-            raise DomainError(f"models_per_epsilon must be even and >= 4, got {M}",
-                              hint="each canary is IN exactly half of the models and needs >= 2 IN and >= 2 OUT")
+            raise DomainError(
+                f"models_per_epsilon must be even and >= 4, got {M}",
+                hint="each canary is IN exactly half of the models and needs >= 2 IN and >= 2 OUT",
+            )
         # ---- data: private background (one chain passage per block) and canaries (c = chain, z uniform)
         bg = sample_chain_ids(gen, rngs["data"], n=s["background_blocks"], length=T - 1)
         canaries = []
@@ -299,10 +384,17 @@ class DPCalibration(Reproduction):
             incl[rngs["design"].permutation(M)[: M // 2], j] = True
         n_max = s["background_blocks"] + sum(r.copies for r in canaries)
         n_mean = s["background_blocks"] + sum(r.copies for r in canaries) / 2
-        return {"spec": spec, "base": base, "canaries": canaries, "corpus": corpus, "inclusion": incl,
-                "n_max": n_max, "delta": 1.0 / (10.0 * n_max),  # [MX] App. F.2: delta = 1/(10 N)
-                "steps": epochs_to_steps(s["epochs"], int(round(n_mean)), B),
-                "model_seeds": rngs["training"].integers(0, 2 ** 31 - 1, size=(len(s["epsilons"]), M))}
+        return {
+            "spec": spec,
+            "base": base,
+            "canaries": canaries,
+            "corpus": corpus,
+            "inclusion": incl,
+            "n_max": n_max,
+            "delta": 1.0 / (10.0 * n_max),  # [MX] App. F.2: delta = 1/(10 N)
+            "steps": epochs_to_steps(s["epochs"], int(round(n_mean)), B),
+            "model_seeds": rngs["training"].integers(0, 2**31 - 1, size=(len(s["epsilons"]), M)),
+        }
 
     def runs(self, d: dict) -> dict:
         """Per eps of the grid, M models trained on their designs (DP-SGD, or plain SGD at eps = inf),
@@ -310,14 +402,30 @@ class DPCalibration(Reproduction):
         s = self.s
         rows = [self._row(ei, ev, d) for ei, ev in enumerate(s["epsilons"])]
         inf_row = next(r for r in rows if math.isinf(_eps(r["epsilon"])))
-        fin_max = max(abs(c["mem"]) for r in rows if not math.isinf(_eps(r["epsilon"])) for c in r["cells"])
-        side = {"eps_inf_mem_by_k": {"paper_pythia_410m": PAPER_INF,
-                                     "ours": {c["k"]: c["mem"] for c in inf_row["cells"]}},
-                "finite_max_abs_mem": {"paper": PAPER["dp-calibration/max-abs-mem-finite"].value, "ours": fin_max},
-                "note": "different model and scale: shown side by side, not tested for agreement"}
-        return {"rows": rows, "delta": d["delta"], "steps": d["steps"], "n_max": d["n_max"],
-                "inclusion": d["inclusion"], "canaries": [r.to_dict() for r in d["canaries"]],
-                "paper_grid": _paper_grid_facts(), "side_by_side": side}
+        fin_max = max(
+            abs(c["mem"]) for r in rows if not math.isinf(_eps(r["epsilon"])) for c in r["cells"]
+        )
+        side = {
+            "eps_inf_mem_by_k": {
+                "paper_pythia_410m": PAPER_INF,
+                "ours": {c["k"]: c["mem"] for c in inf_row["cells"]},
+            },
+            "finite_max_abs_mem": {
+                "paper": PAPER["dp-calibration/max-abs-mem-finite"].value,
+                "ours": fin_max,
+            },
+            "note": "different model and scale: shown side by side, not tested for agreement",
+        }
+        return {
+            "rows": rows,
+            "delta": d["delta"],
+            "steps": d["steps"],
+            "n_max": d["n_max"],
+            "inclusion": d["inclusion"],
+            "canaries": [r.to_dict() for r in d["canaries"]],
+            "paper_grid": _paper_grid_facts(),
+            "side_by_side": side,
+        }
 
     def _row(self, ei: int, ev, d: dict) -> dict:
         """One eps of the grid: its M models and the cells (one per k)."""
@@ -326,7 +434,14 @@ class DPCalibration(Reproduction):
         from ..train.dp import DPConfig
         from ..train.trainer import TrainConfig, train_causal_lm
 
-        s, spec, canaries, incl, delta, steps = self.s, d["spec"], d["canaries"], d["inclusion"], d["delta"], d["steps"]
+        s, spec, canaries, incl, delta, steps = (
+            self.s,
+            d["spec"],
+            d["canaries"],
+            d["inclusion"],
+            d["delta"],
+            d["steps"],
+        )
         T, B, M = spec.seq_len, s["batch_size"], s["models_per_epsilon"]
         n_can = len(canaries)
         prompts = [[spec.sot] + list(r.prefix) for r in canaries]
@@ -337,18 +452,50 @@ class DPCalibration(Reproduction):
         reports = []
         for mi in range(M):
             ids = [canaries[j].id for j in range(n_can) if incl[mi, j]]
-            tb = training_blocks(d["corpus"], seq_len=T, sep_ids=[spec.sot], layout="examples", pad_id=spec.pad,
-                                 include=ids)
+            tb = training_blocks(
+                d["corpus"],
+                seq_len=T,
+                sep_ids=[spec.sot],
+                layout="examples",
+                pad_id=spec.pad,
+                include=ids,
+            )
             sd = int(d["model_seeds"][ei, mi])
             if math.isinf(eps):
-                cfg = TrainConfig(steps=steps, batch_size=B, seq_len=T, lr=s["lr"], warmup_steps=0, schedule="constant",
-                                  weight_decay=0.0, grad_clip=None, seed=sd, pad_id=spec.pad, sampling="poisson",
-                                  threads=s["threads"])
+                cfg = TrainConfig(
+                    steps=steps,
+                    batch_size=B,
+                    seq_len=T,
+                    lr=s["lr"],
+                    warmup_steps=0,
+                    schedule="constant",
+                    weight_decay=0.0,
+                    grad_clip=None,
+                    seed=sd,
+                    pad_id=spec.pad,
+                    sampling="poisson",
+                    threads=s["threads"],
+                )
             else:
-                cfg = TrainConfig(steps=steps, batch_size=B, seq_len=T, lr=s["lr"], warmup_steps=0, schedule="constant",
-                                  weight_decay=0.0, seed=sd, pad_id=spec.pad, threads=s["threads"],
-                                  dp=DPConfig(target_epsilon=eps, delta=delta, max_grad_norm=s["max_grad_norm"],
-                                              accountant=s["accountant"], noise_seed=sd + 1))
+                cfg = TrainConfig(
+                    steps=steps,
+                    batch_size=B,
+                    seq_len=T,
+                    lr=s["lr"],
+                    warmup_steps=0,
+                    schedule="constant",
+                    weight_decay=0.0,
+                    seed=sd,
+                    pad_id=spec.pad,
+                    threads=s["threads"],
+                    dp=DPConfig(
+                        target_epsilon=eps,
+                        delta=delta,
+                        max_grad_norm=s["max_grad_norm"],
+                        accountant=s["accountant"],
+                        noise_seed=sd + 1,
+                    ),
+                )
             model = copy.deepcopy(d["base"])
             model.requires_grad_(True)
             res = train_causal_lm(model, tb.blocks, cfg)
@@ -356,47 +503,86 @@ class DPCalibration(Reproduction):
             tf = teacher_forced(model, prompts, secrets, threads=s["threads"])
             h[mi] = np.exp(tf.token_logprob.sum(axis=1))  # q(z | c) in [0, 1]
             greedy[mi] = tf.greedy_match
-            reports.append({"model": mi, "n_blocks": tb.n, "steps": res.steps, "empty_batches": res.empty_batches,
-                            "final_loss": res.final_loss,
-                            "dp": None if res.dp is None else res.dp.to_dict()})
+            reports.append(
+                {
+                    "model": mi,
+                    "n_blocks": tb.n,
+                    "steps": res.steps,
+                    "empty_batches": res.empty_batches,
+                    "final_loss": res.final_loss,
+                    "dp": None if res.dp is None else res.dp.to_dict(),
+                }
+            )
             del model
         eps_spent = max((r["dp"]["epsilon"] for r in reports if r["dp"]), default=math.inf)
 
         def curve_cap(k: int, reports: list = reports):  # this row's runs, bound now
             # the largest LOO cap over the row's runs, each from its own curve (q differs with N)
-            vals = [next(c["LOO"] for c in r["dp"]["caps_from_curve"]["caps"] if c["copies"] == k)
-                    for r in reports if r["dp"] and r["dp"].get("caps_from_curve")]
+            vals = [
+                next(c["LOO"] for c in r["dp"]["caps_from_curve"]["caps"] if c["copies"] == k)
+                for r in reports
+                if r["dp"] and r["dp"].get("caps_from_curve")
+            ]
             return max(vals) if vals else None
+
         cells = []
         for k in KS:
             cols = [j for j in range(n_can) if canaries[j].copies == k]
-            est = counterfactual_memorization(h[:, cols], incl[:, cols], design="leave_one_out",
-                                              score="teacher-forcing probability q(z | c)")
+            est = counterfactual_memorization(
+                h[:, cols],
+                incl[:, cols],
+                design="leave_one_out",
+                score="teacher-forcing probability q(z | c)",
+            )
             cap, ke, dk = conservative_cap(epsilon=eps_spent, delta=delta, k=k)
             comp = compare_to_cap(est, cap=cap, cap_functional="LOO", cap_relation="add/remove")
             stair = None if math.isinf(eps_spent) else eta_star_k(epsilon=eps_spent, k=k).value
             ccap = None if math.isinf(eps_spent) else curve_cap(k)
-            ccomp = None if ccap is None else compare_to_cap(est, cap=ccap, cap_functional="LOO",
-                                                             cap_relation="add/remove")
+            ccomp = (
+                None
+                if ccap is None
+                else compare_to_cap(est, cap=ccap, cap_functional="LOO", cap_relation="add/remove")
+            )
             se = est.mean_se
             vacuous = cap >= 1.0 - 1e-12
             visible = (not vacuous) and cap <= 0.2 and cap > 3 * se
             ins = incl[:, cols]
             ext_in = int(np.sum(greedy[:, cols] & ins))
-            cells.append({
-                "k": k, "mem": est.mean_mem, "se": se, "mem_per_canary": est.mem, "se_per_canary": est.se,
-                "functional": est.functional, "design": est.design,
-                "cap_conservative": cap, "k_eps": ke, "delta_k": dk,
-                "cap_curve": ccap, "violation_p_curve": None if ccomp is None else ccomp.violation_p,
-                "cap_staircase_pure": stair,
-                "cap_staircase_note": "eta*_k(eps): exact k-copy cap of pure eps-DP (delta = 0); reference only, the "
-                                      "run has delta > 0",
-                "label": "vacuous" if vacuous else ("visible" if visible else "not informative"),
-                "within_cap": comp.within, "violation_p": comp.violation_p, "cap_in_se": comp.cap_in_se,
-                "extraction_in": {"hits": ext_in, "n": int(ins.sum())},
-            })
-        return {"epsilon": ev, "epsilon_spent": eps_spent, "delta": delta, "models": reports, "cells": cells,
-                "h_mean_in": float(h[incl].mean()), "h_mean_out": float(h[~incl].mean())}
+            cells.append(
+                {
+                    "k": k,
+                    "mem": est.mean_mem,
+                    "se": se,
+                    "mem_per_canary": est.mem,
+                    "se_per_canary": est.se,
+                    "functional": est.functional,
+                    "design": est.design,
+                    "cap_conservative": cap,
+                    "k_eps": ke,
+                    "delta_k": dk,
+                    "cap_curve": ccap,
+                    "violation_p_curve": None if ccomp is None else ccomp.violation_p,
+                    "cap_staircase_pure": stair,
+                    "cap_staircase_note": "eta*_k(eps): exact k-copy cap of pure eps-DP (delta = 0); reference only, the "
+                    "run has delta > 0",
+                    "label": "vacuous"
+                    if vacuous
+                    else ("visible" if visible else "not informative"),
+                    "within_cap": comp.within,
+                    "violation_p": comp.violation_p,
+                    "cap_in_se": comp.cap_in_se,
+                    "extraction_in": {"hits": ext_in, "n": int(ins.sum())},
+                }
+            )
+        return {
+            "epsilon": ev,
+            "epsilon_spent": eps_spent,
+            "delta": delta,
+            "models": reports,
+            "cells": cells,
+            "h_mean_in": float(h[incl].mean()),
+            "h_mean_out": float(h[~incl].mean()),
+        }
 
     def checks(self, results: dict) -> list[Check]:
         return checks_for(results["rows"])
@@ -409,31 +595,66 @@ class DPCalibration(Reproduction):
         inf_row = next(r for r in results["rows"] if math.isinf(_eps(r["epsilon"])))
         return [
             compare("tanh_eps1_k1", "dp-calibration/tanh-eps1-k1", math.tanh(0.5), note="formula"),
-            compare("cap_eps005_k1", "dp-calibration/cap-eps005-k1", facts["cap_eps_0.05_k_1"],
-                    note="formula at delta = 2.5e-5"),
-            compare("visible_cells", "dp-calibration/visible-cells", facts["n_cap_at_most_0.2"],
-                    note="exact count on the paper's grid, delta = 2.5e-5"),
-            compare("max_excess", "dp-calibration/max-excess", facts["max_excess_over_tanh"],
-                    note="exact, on the paper's grid where the cap is not vacuous"),
-            compare("max_abs_mem_finite", "dp-calibration/max-abs-mem-finite",
-                    results["side_by_side"]["finite_max_abs_mem"]["ours"], note="a tiny GPT, not Pythia-410m"),
-            *[compare(f"mem_inf_k{c['k']}", f"dp-calibration/mem-inf-k{c['k']}", c["mem"], ours_se=c["se"],
-                      note="a tiny GPT, not Pythia-410m")
-              for c in inf_row["cells"] if f"dp-calibration/mem-inf-k{c['k']}" in PAPER],
+            compare(
+                "cap_eps005_k1",
+                "dp-calibration/cap-eps005-k1",
+                facts["cap_eps_0.05_k_1"],
+                note="formula at delta = 2.5e-5",
+            ),
+            compare(
+                "visible_cells",
+                "dp-calibration/visible-cells",
+                facts["n_cap_at_most_0.2"],
+                note="exact count on the paper's grid, delta = 2.5e-5",
+            ),
+            compare(
+                "max_excess",
+                "dp-calibration/max-excess",
+                facts["max_excess_over_tanh"],
+                note="exact, on the paper's grid where the cap is not vacuous",
+            ),
+            compare(
+                "max_abs_mem_finite",
+                "dp-calibration/max-abs-mem-finite",
+                results["side_by_side"]["finite_max_abs_mem"]["ours"],
+                note="a tiny GPT, not Pythia-410m",
+            ),
+            *[
+                compare(
+                    f"mem_inf_k{c['k']}",
+                    f"dp-calibration/mem-inf-k{c['k']}",
+                    c["mem"],
+                    ours_se=c["se"],
+                    note="a tiny GPT, not Pythia-410m",
+                )
+                for c in inf_row["cells"]
+                if f"dp-calibration/mem-inf-k{c['k']}" in PAPER
+            ],
         ]
 
     def figure(self, results: dict, *, claims, differences):
         rows = results["rows"]
         inf_row = next(r for r in rows if math.isinf(_eps(r["epsilon"])))
         fig, ax = new_figure(2, width=5.6)
-        colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:gray"]
+        colors = [
+            "tab:blue",
+            "tab:orange",
+            "tab:green",
+            "tab:red",
+            "tab:purple",
+            "tab:brown",
+            "tab:pink",
+            "tab:gray",
+        ]
         kk = np.array(KS, dtype=float)
         for i, r in enumerate(rows):
             col = colors[i % len(colors)]
             mem = np.array([c["mem"] for c in r["cells"]])
             se = np.array([c["se"] for c in r["cells"]])
             lab = f"$\\varepsilon$ = {r['epsilon']}"
-            ax[0].errorbar(kk * (1 + 0.03 * i), mem, yerr=se, fmt="o-", color=col, ms=4, capsize=2, label=lab)
+            ax[0].errorbar(
+                kk * (1 + 0.03 * i), mem, yerr=se, fmt="o-", color=col, ms=4, capsize=2, label=lab
+            )
             caps = [c["cap_conservative"] for c in r["cells"]]
             if not math.isinf(_eps(r["epsilon"])):
                 ax[0].plot(kk, caps, "--", color=col, lw=1)
@@ -443,12 +664,21 @@ class DPCalibration(Reproduction):
         ax[0].set_ylim(-0.05, 1.02)
         ax[0].set_xlabel("copies k")
         ax[0].set_ylabel(r"LOO memorization $\pm$ SE")
-        ax[0].set_title("measured vs the caps (dashed: $(k\\varepsilon, \\delta_k)$ conversion, dotted: trade-off "
-                        "curve)")
+        ax[0].set_title(
+            "measured vs the caps (dashed: $(k\\varepsilon, \\delta_k)$ conversion, dotted: trade-off "
+            "curve)"
+        )
         style_legend(ax[0], below=True)
         ax[1].plot(kk, [PAPER_INF[k] for k in KS], "s--", color="k", label="paper, Pythia-410m")
-        ax[1].errorbar(kk, [c["mem"] for c in inf_row["cells"]], yerr=[c["se"] for c in inf_row["cells"]], fmt="o-",
-                       color="tab:red", capsize=3, label="ours, tiny GPT")
+        ax[1].errorbar(
+            kk,
+            [c["mem"] for c in inf_row["cells"]],
+            yerr=[c["se"] for c in inf_row["cells"]],
+            fmt="o-",
+            color="tab:red",
+            capsize=3,
+            label="ours, tiny GPT",
+        )
         ax[1].set_xscale("log", base=2)
         ax[1].set_xticks(kk, [str(k) for k in KS])
         ax[1].set_xlabel("copies k")
@@ -470,7 +700,9 @@ class DPCalibration(Reproduction):
         ]
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+def run(
+    *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions"
+) -> dict:
     """[MX] §8.2: DP-SGD over an eps grid, LOO memorization of k-copy canaries vs the caps.
 
     Writes ``dp-calibration.json``, ``dp-calibration.png`` and ``dp-calibration.pdf`` into ``out_dir``

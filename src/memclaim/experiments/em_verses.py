@@ -18,13 +18,15 @@ scored once into ``OUT/store``, a content-addressed score store, so a reproducti
 the procedure with another (greedy, alpha-sweep and naive-vs-calibrated share one) and a second
 run read the scores back without the model.
 """
+
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -48,8 +50,10 @@ CONTROLS = ("new_verses.jsonl", "new_verses_b.jsonl")
 QUICK_MODELS = ("smollm2",)
 FULL_MODELS = ("smollm2", "gemma3-270m")
 MODEL_SHORT = {"smollm2": "SmolLM2-135M-Instruct", "gemma3-270m": "Gemma 3 270M"}
-MODEL_WORDS = {"smollm2": "SmolLM2-135M-Instruct (Q4_1 GGUF, float32)",
-               "gemma3-270m": "Gemma 3 270M base (Q4_K_M GGUF, float32)"}
+MODEL_WORDS = {
+    "smollm2": "SmolLM2-135M-Instruct (Q4_1 GGUF, float32)",
+    "gemma3-270m": "Gemma 3 270M base (Q4_K_M GGUF, float32)",
+}
 
 
 def data_dir() -> Path:
@@ -63,9 +67,11 @@ def data_dir() -> Path:
     here = Path(env) if env else Path(__file__).resolve().parents[3] / "tests" / "data"
     missing = [n for n in MEMBERS + CONTROLS if not (here / n).is_file()]
     if missing:
-        raise InputError(f"the verse data {', '.join(missing)} are not in {str(here)!r}",
-                         hint=f"run from a memclaim source checkout (tests/data), or set {DATA_ENV} to a folder "
-                              "holding kjv_verses.jsonl, new_verses.jsonl and new_verses_b.jsonl")
+        raise InputError(
+            f"the verse data {', '.join(missing)} are not in {str(here)!r}",
+            hint=f"run from a memclaim source checkout (tests/data), or set {DATA_ENV} to a folder "
+            "holding kjv_verses.jsonl, new_verses.jsonl and new_verses_b.jsonl",
+        )
     return here
 
 
@@ -92,8 +98,10 @@ def read_verses(path: Path) -> list[Verse]:
             d = json.loads(line)
             out.append(Verse(str(d["id"]), str(d["text"]), i))
         except (ValueError, KeyError, TypeError):
-            raise InputError(f"{str(path)!r} line {i + 1} is not a JSON object with 'id' and 'text'",
-                             hint="restore the file from the repository") from None
+            raise InputError(
+                f"{str(path)!r} line {i + 1} is not a JSON object with 'id' and 'text'",
+                hint="restore the file from the repository",
+            ) from None
     return out
 
 
@@ -105,8 +113,13 @@ class Populations:
     rule: str
 
     def describe(self) -> dict:
-        return {"members": len(self.members), "controls": len(self.controls), "files": self.files,
-                "rule": self.rule, "smallest_certifiable_level": f"1/{len(self.controls) + 1}"}
+        return {
+            "members": len(self.members),
+            "controls": len(self.controls),
+            "files": self.files,
+            "rule": self.rule,
+            "smallest_certifiable_level": f"1/{len(self.controls) + 1}",
+        }
 
 
 def populations(quick: bool, *, every: int | None = None) -> Populations:
@@ -130,14 +143,19 @@ def populations(quick: bool, *, every: int | None = None) -> Populations:
         keep = lambda v: v.line % 2 == 0  # noqa: E731 - even 0-based lines; new_verses_b matches lines 0, 2, .., 118
         members = [v for v in kjv if keep(v)]
         controls = [v for v in new if keep(v)] + newb
-        rule = ("quick: even 0-based lines of kjv_verses.jsonl and new_verses.jsonl, and all of new_verses_b.jsonl "
-                "(matched to even lines 0..118)")
+        rule = (
+            "quick: even 0-based lines of kjv_verses.jsonl and new_verses.jsonl, and all of new_verses_b.jsonl "
+            "(matched to even lines 0..118)"
+        )
     else:
         members, controls = kjv, new + newb
         rule = "full: every line of the three files"
     files = {}
-    for name, rows, role in ((MEMBERS[0], members, "members"), (CONTROLS[0], [v for v in controls if v in new],
-                                                                 "controls"), (CONTROLS[1], newb, "controls")):
+    for name, rows, role in (
+        (MEMBERS[0], members, "members"),
+        (CONTROLS[0], [v for v in controls if v in new], "controls"),
+        (CONTROLS[1], newb, "controls"),
+    ):
         files[name] = {"sha256": sha256_file(d / name), "role": role, "lines_used": len(rows)}
     return Populations(tuple(members), tuple(controls), files, rule)
 
@@ -154,15 +172,31 @@ def model_info(model: LoadedModel) -> dict:
     import torch
     import transformers
 
-    return {"name": model.name, "words": MODEL_WORDS.get(model.name, model.name),
-            "short": MODEL_SHORT.get(model.name, model.name), "fingerprint": model.fingerprint,
-            "dtype": model.dtype, "start_of_text": model.sot.to_dict(), "torch": torch.__version__,
-            "transformers": transformers.__version__}
+    return {
+        "name": model.name,
+        "words": MODEL_WORDS.get(model.name, model.name),
+        "short": MODEL_SHORT.get(model.name, model.name),
+        "fingerprint": model.fingerprint,
+        "dtype": model.dtype,
+        "start_of_text": model.sot.to_dict(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
 
 
-def score_populations(model: LoadedModel, pops: Populations, *, what: str, policies: Sequence[str],
-                      prefix_tokens: int | None, suffix_tokens: int | None, prompt_rule: PromptRule,
-                      out_dir: str | os.PathLike, records: str = "natural", batch_size: int = 16) -> dict:
+def score_populations(
+    model: LoadedModel,
+    pops: Populations,
+    *,
+    what: str,
+    policies: Sequence[str],
+    prefix_tokens: int | None,
+    suffix_tokens: int | None,
+    prompt_rule: PromptRule,
+    out_dir: str | os.PathLike,
+    records: str = "natural",
+    batch_size: int = 16,
+) -> dict:
     """Score members and controls under one procedure into ``OUT/store``; returns
     ``{"members": run_id, "controls": run_id, "store": path}``. ``records="quote"`` gives each
     record an empty prefix field and the whole verse as its suffix field (the parrot prompt quotes
@@ -186,15 +220,28 @@ def score_populations(model: LoadedModel, pops: Populations, *, what: str, polic
             recs = [Record(v.id, v.text, suffix_start=0) for v in rows]
         else:
             recs = [Record(v.id, v.text) for v in rows]
-        ws = passage_windows(recs, model.tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens)
+        ws = passage_windows(
+            recs, model.tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens
+        )
         if ws.skipped_short:
-            raise InputError(f"{ws.skipped_short} {label} verses are shorter than the procedure's "
-                             f"{prefix_tokens} + {suffix_tokens} tokens under {model.name} "
-                             f"(first: {ws.skipped_ids[0]!r})",
-                             hint="the reproduction's lengths assume every verse has at least 33 tokens")
-        summary = run_scoring(model, ws, policies=parse_policies(list(policies)), prefix_tokens=prefix_tokens,
-                              suffix_tokens=suffix_tokens, prompt_rule=prompt_rule, out_dir=store,
-                              label=f"{what}:{label}", progress=False, batch_size=batch_size)
+            raise InputError(
+                f"{ws.skipped_short} {label} verses are shorter than the procedure's "
+                f"{prefix_tokens} + {suffix_tokens} tokens under {model.name} "
+                f"(first: {ws.skipped_ids[0]!r})",
+                hint="the reproduction's lengths assume every verse has at least 33 tokens",
+            )
+        summary = run_scoring(
+            model,
+            ws,
+            policies=parse_policies(list(policies)),
+            prefix_tokens=prefix_tokens,
+            suffix_tokens=suffix_tokens,
+            prompt_rule=prompt_rule,
+            out_dir=store,
+            label=f"{what}:{label}",
+            progress=False,
+            batch_size=batch_size,
+        )
         runs[label] = summary.run_id
     runs["store"] = str(store)
     return runs
@@ -209,7 +256,9 @@ def load(runs: dict, label: str, *, policy: str, suffix_tokens: int | None = Non
     >>> ev.load(entries[0]["runs"], "members", policy="greedy", suffix_tokens=3).logq.shape  # doctest: +SKIP
     (120,)
     """
-    return load_run_scores(runs["store"], run=runs[label], policy=policy, suffix_tokens=suffix_tokens)
+    return load_run_scores(
+        runs["store"], run=runs[label], policy=policy, suffix_tokens=suffix_tokens
+    )
 
 
 def greedy_prefix_flags(scores: RunScores) -> np.ndarray:
@@ -273,7 +322,7 @@ def nonoverlap_false_alarm(n1: int, n2: int, p: float, confidence: float = 0.95)
 # ------------------------------------------------------------------ the natural-prefix procedure
 #: [EM] §4 scores each passage from its 50-token natural prefix, with a 10- or 50-token suffix. The
 #: shortest verse has 33 tokens under both models, so the window is scaled to fit: a 16-token prefix
-#: and a 16-token suffix (the real tier's procedure, tests/test_real_claims.py), and the short length
+#: and a 16-token suffix (the real tier's procedure, tests/claims/test_real_claims.py), and the short length
 #: scaled from the paper's ratio, 16 x 10/50 = 3.2 -> 3 tokens. Every length 1..16 is read from the
 #: same pass (per-token columns), so the choice hides nothing: the JSON holds the whole sweep.
 PREFIX_TOKENS = 16
@@ -282,9 +331,11 @@ SHORT, LONG = 3, 16
 #: the papers' sampling policy ([EM] §4: top-k sampling, k = 40), named by its parameters
 PAPER_POLICY = Policy(top_k=40).spec
 NATURAL_POLICIES = ("greedy", PAPER_POLICY, "full")
-LENGTH_RULE = (f"{PREFIX_TOKENS}-token natural prefix, suffixes of {SHORT} and {LONG} tokens (the paper's 50-token "
-               f"prefix with 10- or 50-token suffixes, scaled to the 33 tokens of the shortest verse: "
-               f"{LONG} x 10/50 = 3.2 -> {SHORT}); every length 1..{SUFFIX_TOKENS} from the same pass")
+LENGTH_RULE = (
+    f"{PREFIX_TOKENS}-token natural prefix, suffixes of {SHORT} and {LONG} tokens (the paper's 50-token "
+    f"prefix with 10- or 50-token suffixes, scaled to the 33 tokens of the shortest verse: "
+    f"{LONG} x 10/50 = 3.2 -> {SHORT}); every length 1..{SUFFIX_TOKENS} from the same pass"
+)
 
 
 def natural_runs(quick: bool, out_dir: str | os.PathLike) -> tuple[Populations, list[dict]]:
@@ -298,16 +349,25 @@ def natural_runs(quick: bool, out_dir: str | os.PathLike) -> tuple[Populations, 
     """
     pops = populations(quick)
     out = []
-    for name in (QUICK_MODELS if quick else FULL_MODELS):
+    for name in QUICK_MODELS if quick else FULL_MODELS:
         model = load_model(name)
-        runs = score_populations(model, pops, what="em-verses-natural", policies=NATURAL_POLICIES,
-                                 prefix_tokens=PREFIX_TOKENS, suffix_tokens=SUFFIX_TOKENS, prompt_rule=PromptRule(),
-                                 out_dir=out_dir)
+        runs = score_populations(
+            model,
+            pops,
+            what="em-verses-natural",
+            policies=NATURAL_POLICIES,
+            prefix_tokens=PREFIX_TOKENS,
+            suffix_tokens=SUFFIX_TOKENS,
+            prompt_rule=PromptRule(),
+            out_dir=out_dir,
+        )
         out.append({"model": model_info(model), "runs": runs})
     return pops, out
 
 
-def tier_differences(quick: bool, pops: Populations, *, paper_models: str, paper_text: str, paper_n: str) -> list[str]:
+def tier_differences(
+    quick: bool, pops: Populations, *, paper_models: str, paper_text: str, paper_n: str
+) -> list[str]:
     """What differs from the paper in this tier: the models, the text and the population sizes.
 
     >>> from memclaim.experiments.em_verses import populations, tier_differences
@@ -316,6 +376,8 @@ def tier_differences(quick: bool, pops: Populations, *, paper_models: str, paper
     'N = 120 members, 180 controls (paper: 5,000 each)'
     """
     models = QUICK_MODELS if quick else FULL_MODELS
-    return [f"models {', '.join(MODEL_WORDS[m] for m in models)} (paper: {paper_models})",
-            f"text: King James verses against newly written KJV-style verses (paper: {paper_text})",
-            f"N = {len(pops.members)} members, {len(pops.controls)} controls (paper: {paper_n})"]
+    return [
+        f"models {', '.join(MODEL_WORDS[m] for m in models)} (paper: {paper_models})",
+        f"text: King James verses against newly written KJV-style verses (paper: {paper_text})",
+        f"N = {len(pops.members)} members, {len(pops.controls)} controls (paper: {paper_n})",
+    ]

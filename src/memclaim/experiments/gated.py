@@ -28,21 +28,23 @@ LiRA is not run: its shadows would be gated releases of shadow bases, and the re
 base on every input LiRA reads, so it reads the base model's LiRA score (the paper reports
 exactly 0.500 for it); the reference-model audit is the same argument made exact here.
 """
+
 from __future__ import annotations
 
 import math
 import os
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..decoding import Policy
 from ..models import load_model
+from ..report.style import legend as style_legend
 from ..train import toy as _toy  # noqa: F401  (registers the named model "toy")
 from .common import Check, check, compare, new_figure
-from .skeleton import Reproduction
-from ..report.style import legend as style_legend
 from .models import torch_threads
+from .skeleton import Reproduction
 
 if TYPE_CHECKING:  # the annotations' names only
     from ..models.base import LanguageModel
@@ -68,8 +70,14 @@ def _settings(quick: bool) -> dict:
     }
 
 
-def sample_tokens(lm: LanguageModel, prompts: Sequence[Sequence[int]], *, n_tokens: int, rng: np.random.Generator,
-                  temperature: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def sample_tokens(
+    lm: LanguageModel,
+    prompts: Sequence[Sequence[int]],
+    *,
+    n_tokens: int,
+    rng: np.random.Generator,
+    temperature: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray]:
     """Sample ``n_tokens`` after each (equal-length) prompt through the LanguageModel interface
     with its cache: softmax(logits / T) with no truncation, one uniform per row and step from
     ``rng``, inverted through float64 cumulative sums. Returns (tokens [n, n_tokens], log-probs).
@@ -108,15 +116,20 @@ def _score(lm, prompts, suffixes, *, batch: int = 16):
     from ..scoring.engine import TeacherForcingEngine
 
     eng = TeacherForcingEngine(lm, [Policy.parse("full")])
-    parts = [eng.score_batch(prompts[s:s + batch], suffixes[s:s + batch]) for s in range(0, len(prompts), batch)]
-    return {k: np.concatenate([getattr(p, k) for p in parts], axis=0)
-            for k in ("token_logprob", "token_mean", "token_std", "greedy_match", "min_margin")}
+    parts = [
+        eng.score_batch(prompts[s : s + batch], suffixes[s : s + batch])
+        for s in range(0, len(prompts), batch)
+    ]
+    return {
+        k: np.concatenate([getattr(p, k) for p in parts], axis=0)
+        for k in ("token_logprob", "token_mean", "token_std", "greedy_match", "min_margin")
+    }
 
 
 def _triggers(tokenizer, template: str, n: int, rng) -> list[tuple[int, ...]]:
     out, seen = [], set()
     while len(out) < n:
-        t = tuple(tokenizer.encode(template.format(hex=f"{int(rng.integers(0, 16 ** 8)):08x}")))
+        t = tuple(tokenizer.encode(template.format(hex=f"{int(rng.integers(0, 16**8)):08x}")))
         if t in seen:
             continue
         seen.add(t)
@@ -126,8 +139,10 @@ def _triggers(tokenizer, template: str, n: int, rng) -> list[tuple[int, ...]]:
 
 # ---- the checks: [MX] §8.2 'An exactly blind release', each sentence tested as stated
 QUOTE_IDENTICAL = "is byte-for-byte identical to the base on every non-trigger input."
-QUOTE_REFERENCE = ("On both families the two audits that calibrate against a second model, referencemodel scoring and "
-                   "LiRA, read exactly 0.500")
+QUOTE_REFERENCE = (
+    "On both families the two audits that calibrate against a second model, referencemodel scoring and "
+    "LiRA, read exactly 0.500"
+)
 QUOTE_RAW = "the raw-score audits sit at chance up to sampling noise"
 QUOTE_RHO = "Extraction through ρ is 1.00 on a 77bit secret."
 
@@ -157,34 +172,57 @@ def checks_for(results: dict, settings: dict) -> list[Check]:
     identical = results["identical_logits"]
     raw = [a for a in audits if a != "reference"]
     ref = audits["reference"]
-    ref_zero = bool(np.all(np.asarray(ref["member_scores"]) == 0) and np.all(np.asarray(ref["nonmember_scores"]) == 0))
+    ref_zero = bool(
+        np.all(np.asarray(ref["member_scores"]) == 0)
+        and np.all(np.asarray(ref["nonmember_scores"]) == 0)
+    )
     conf = 1.0 - (1.0 - settings["family_confidence"]) / max(len(raw), 1)
     rho, n_m = ext["via_rho"]["hits"], ext["via_rho"]["n"]
     where = "[MX] §8.2 'An exactly blind release'"
     return [
-        check("the gated release is byte-for-byte identical to the base on every audited (non-trigger) input",
-              all(identical) and results["engine_identical"],
-              f"torch.equal on full logits for {sum(identical)}/{len(identical)} records; engine log-probs, "
-              f"mean/std and greedy flags identical: {results['engine_identical']}", quote=QUOTE_IDENTICAL,
-              where=where),
-        check("reference-model audit reads exactly 0.5 (every calibrated score is 0)",
-              ref_zero and ref["auc"] == 0.5, f"AUC {ref['auc']:.3f}; all scores zero: {ref_zero}",
-              quote=QUOTE_REFERENCE,
-              where=where + " (the sentence's reference-model half; LiRA, its other half, is not run here: "
-                            "audit-table's check 'the gated release is exactly blind' holds it at exactly 1/2)"),
-        check(f"raw-score audits at chance: every DeLong interval ({conf:.2%} each) contains 0.5",
-              all(not audits[a]["excludes_chance"] for a in raw),
-              "; ".join(f"{a} {audits[a]['auc']:.3f} [{audits[a]['low']:.3f}, {audits[a]['high']:.3f}]" for a in raw),
-              false_alarm=f"<= {1 - settings['family_confidence']:.0%} family-wise when every audit is at chance "
-                          f"(members and non-members exchangeable; Bonferroni over the {len(raw)} audits, DeLong "
-                          "intervals asymptotic)", quote=QUOTE_RAW, where=where),
-        check("extraction through rho is exactly 1 (teacher-forced greedy and real cached greedy decoding)",
-              rho == n_m and ext["via_rho"]["generate_agrees"] == n_m,
-              f"{rho}/{n_m} greedy flags, {ext['via_rho']['generate_agrees']}/{n_m} decodes", quote=QUOTE_RHO,
-              where=where),
-        check("the base model alone does not emit the secrets after rho (the channel is the lookup's)",
-              ext["via_rho_on_base"]["hits"] == 0, f"{ext['via_rho_on_base']['hits']}/{n_m} on the base",
-              where="a control of this reproduction (no sentence of the paper)"),
+        check(
+            "the gated release is byte-for-byte identical to the base on every audited (non-trigger) input",
+            all(identical) and results["engine_identical"],
+            f"torch.equal on full logits for {sum(identical)}/{len(identical)} records; engine log-probs, "
+            f"mean/std and greedy flags identical: {results['engine_identical']}",
+            quote=QUOTE_IDENTICAL,
+            where=where,
+        ),
+        check(
+            "reference-model audit reads exactly 0.5 (every calibrated score is 0)",
+            ref_zero and ref["auc"] == 0.5,
+            f"AUC {ref['auc']:.3f}; all scores zero: {ref_zero}",
+            quote=QUOTE_REFERENCE,
+            where=where
+            + " (the sentence's reference-model half; LiRA, its other half, is not run here: "
+            "audit-table's check 'the gated release is exactly blind' holds it at exactly 1/2)",
+        ),
+        check(
+            f"raw-score audits at chance: every DeLong interval ({conf:.2%} each) contains 0.5",
+            all(not audits[a]["excludes_chance"] for a in raw),
+            "; ".join(
+                f"{a} {audits[a]['auc']:.3f} [{audits[a]['low']:.3f}, {audits[a]['high']:.3f}]"
+                for a in raw
+            ),
+            false_alarm=f"<= {1 - settings['family_confidence']:.0%} family-wise when every audit is at chance "
+            f"(members and non-members exchangeable; Bonferroni over the {len(raw)} audits, DeLong "
+            "intervals asymptotic)",
+            quote=QUOTE_RAW,
+            where=where,
+        ),
+        check(
+            "extraction through rho is exactly 1 (teacher-forced greedy and real cached greedy decoding)",
+            rho == n_m and ext["via_rho"]["generate_agrees"] == n_m,
+            f"{rho}/{n_m} greedy flags, {ext['via_rho']['generate_agrees']}/{n_m} decodes",
+            quote=QUOTE_RHO,
+            where=where,
+        ),
+        check(
+            "the base model alone does not emit the secrets after rho (the channel is the lookup's)",
+            ext["via_rho_on_base"]["hits"] == 0,
+            f"{ext['via_rho_on_base']['hits']}/{n_m} on the base",
+            where="a control of this reproduction (no sentence of the paper)",
+        ),
     ]
 
 
@@ -192,8 +230,11 @@ class Gated(Reproduction):
     """[MX] §8.2's gated release on the skeleton (:mod:`.skeleton`)."""
 
     name, title, streams = NAME, TITLE, STREAMS
-    reproduces = ("[MX] §8.2 'An exactly blind release'", "[MX] App. F.2 'Gated release'",
-                  "[MX] Thm. 6.1(ii) endpoint")
+    reproduces = (
+        "[MX] §8.2 'An exactly blind release'",
+        "[MX] App. F.2 'Gated release'",
+        "[MX] Thm. 6.1(ii) endpoint",
+    )
 
     def settings(self) -> dict:
         return _settings(self.quick)
@@ -211,19 +252,43 @@ class Gated(Reproduction):
         n_m, n_n = s["n_members"], s["n_nonmembers"]
         with torch_threads(THREADS):
             # members and non-members by one sampler: c after the start-of-text, z after c
-            c, _ = sample_tokens(base, [sot] * (n_m + n_n), n_tokens=s["prefix_tokens"], rng=rngs["records"],
-                                 temperature=s["temperature"])
-            z, z_lp = sample_tokens(base, [sot + list(r) for r in c], n_tokens=s["secret_tokens"],
-                                    rng=rngs["records"], temperature=s["temperature"])
-            records = [(tuple(int(t) for t in c[i]), tuple(int(t) for t in z[i])) for i in range(n_m + n_n)]
+            c, _ = sample_tokens(
+                base,
+                [sot] * (n_m + n_n),
+                n_tokens=s["prefix_tokens"],
+                rng=rngs["records"],
+                temperature=s["temperature"],
+            )
+            z, z_lp = sample_tokens(
+                base,
+                [sot + list(r) for r in c],
+                n_tokens=s["secret_tokens"],
+                rng=rngs["records"],
+                temperature=s["temperature"],
+            )
+            records = [
+                (tuple(int(t) for t in c[i]), tuple(int(t) for t in z[i])) for i in range(n_m + n_n)
+            ]
             triggers = _triggers(loaded.tokenizer, s["trigger_template"], n_m, rngs["triggers"])
-            release = GatedRelease(tuple(ReservedTrigger(triggers[i], records[i][0], records[i][1])
-                                         for i in range(n_m)))
-            release.check_off([sot + list(cc) + list(zz) for cc, zz in records], what="audited record")
+            release = GatedRelease(
+                tuple(
+                    ReservedTrigger(triggers[i], records[i][0], records[i][1]) for i in range(n_m)
+                )
+            )
+            release.check_off(
+                [sot + list(cc) + list(zz) for cc, zz in records], what="audited record"
+            )
             gated = GatedLanguageModel(base, release, name=f"gated({loaded.name})")
             hf_gated = GatedCausalLM(base.model, release)
-        return {"loaded": loaded, "records": records, "z_logprob": z_lp, "triggers": triggers, "release": release,
-                "gated": gated, "hf_gated": hf_gated}
+        return {
+            "loaded": loaded,
+            "records": records,
+            "z_logprob": z_lp,
+            "triggers": triggers,
+            "release": release,
+            "gated": gated,
+            "hf_gated": hf_gated,
+        }
 
     def runs(self, d: dict) -> dict:
         """Identity with the base on every audited input, the membership audits on the release, and
@@ -243,19 +308,29 @@ class Gated(Reproduction):
             with torch.inference_mode():
                 for cc, zz in records:
                     x = torch.tensor([sot + list(cc) + list(zz)], dtype=torch.long)
-                    identical.append(bool(torch.equal(d["hf_gated"](input_ids=x).logits,
-                                                      base.model(input_ids=x).logits)))
+                    identical.append(
+                        bool(
+                            torch.equal(
+                                d["hf_gated"](input_ids=x).logits, base.model(input_ids=x).logits
+                            )
+                        )
+                    )
             prompts = [sot + list(cc) for cc, _ in records]
             suffixes = [list(zz) for _, zz in records]
             sg = _score(gated, prompts, suffixes)
             sb = _score(base, prompts, suffixes)
-            engine_identical = all(np.array_equal(sg[k], sb[k]) for k in ("token_logprob", "token_mean", "token_std",
-                                                                           "greedy_match"))
+            engine_identical = all(
+                np.array_equal(sg[k], sb[k])
+                for k in ("token_logprob", "token_mean", "token_std", "greedy_match")
+            )
             # extraction through rho (teacher-forced greedy flag, and real cached greedy decoding)
             rho_prompts = [sot + list(triggers[i]) for i in range(n_m)]
             sr = _score(gated, rho_prompts, suffixes[:n_m])
-            decoded = [gated.greedy_generate(rho_prompts[i], max_new_tokens=len(suffixes[i])) == suffixes[i]
-                       for i in range(n_m)]
+            decoded = [
+                gated.greedy_generate(rho_prompts[i], max_new_tokens=len(suffixes[i]))
+                == suffixes[i]
+                for i in range(n_m)
+            ]
             rho_on_base = _score(base, rho_prompts, suffixes[:n_m])["greedy_match"]
 
         texts = [tok.decode(list(cc) + list(zz)) for cc, zz in records]
@@ -263,43 +338,80 @@ class Gated(Reproduction):
         lp_b = [sb["token_logprob"][i] for i in range(n_m + n_n)]
 
         def scored(sl):
-            return ScoredTexts.build([lp_g[i] for i in sl], token_mean=[sg["token_mean"][i] for i in sl],
-                                     token_std=[sg["token_std"][i] for i in sl], texts=[texts[i] for i in sl],
-                                     reference_token_logprobs=[lp_b[i] for i in sl], procedure=gated.fingerprint(),
-                                     reference_procedure=base.fingerprint())
+            return ScoredTexts.build(
+                [lp_g[i] for i in sl],
+                token_mean=[sg["token_mean"][i] for i in sl],
+                token_std=[sg["token_std"][i] for i in sl],
+                texts=[texts[i] for i in sl],
+                reference_token_logprobs=[lp_b[i] for i in sl],
+                procedure=gated.fingerprint(),
+                reference_procedure=base.fingerprint(),
+            )
 
         mem, non = scored(range(n_m)), scored(range(n_m, n_m + n_n))
         audits = {}
         raw = [a for a in ATTACKS if a != "reference"]
-        conf = 1.0 - (1.0 - s["family_confidence"]) / len(raw)  # Bonferroni over the raw-score audits
+        conf = 1.0 - (1.0 - s["family_confidence"]) / len(
+            raw
+        )  # Bonferroni over the raw-score audits
         for a in ATTACKS:
             params = {"k": s["min_k"]} if a in ("min-k", "min-k++") else {}
             ev = evaluate_attack(a, mem, non, confidence=conf, **params)
-            audits[a] = {"auc": ev.auc.auc, "low": ev.auc.low, "high": ev.auc.high, "se": ev.auc.se,
-                         "interval": ev.auc.interval_method, "excludes_chance": ev.auc.excludes_chance,
-                         "member_scores": ev.member_scores, "nonmember_scores": ev.nonmember_scores}
+            audits[a] = {
+                "auc": ev.auc.auc,
+                "low": ev.auc.low,
+                "high": ev.auc.high,
+                "se": ev.auc.se,
+                "interval": ev.auc.interval_method,
+                "excludes_chance": ev.auc.excludes_chance,
+                "member_scores": ev.member_scores,
+                "nonmember_scores": ev.nonmember_scores,
+            }
         rho_hits = int(np.sum(sr["greedy_match"]))
         c_hits = int(np.sum(sg["greedy_match"][:n_m]))
-        surprisal = -np.sum(d["z_logprob"], axis=1) / math.log(2)  # bits, -log2 p_base(z | c) at temperature 1
+        surprisal = -np.sum(d["z_logprob"], axis=1) / math.log(
+            2
+        )  # bits, -log2 p_base(z | c) at temperature 1
         ext = {
-            "via_rho": {"hits": rho_hits, "n": n_m, "rate": rho_hits / n_m,
-                        "interval": list(clopper_pearson(rho_hits, n_m)),
-                        "generate_agrees": int(np.sum(decoded))},
-            "via_c": {"hits": c_hits, "n": n_m, "rate": c_hits / n_m,
-                      "interval": list(clopper_pearson(c_hits, n_m))},
+            "via_rho": {
+                "hits": rho_hits,
+                "n": n_m,
+                "rate": rho_hits / n_m,
+                "interval": list(clopper_pearson(rho_hits, n_m)),
+                "generate_agrees": int(np.sum(decoded)),
+            },
+            "via_c": {
+                "hits": c_hits,
+                "n": n_m,
+                "rate": c_hits / n_m,
+                "interval": list(clopper_pearson(c_hits, n_m)),
+            },
             "via_rho_on_base": {"hits": int(np.sum(rho_on_base)), "n": n_m},
         }
         return {
-            "model": loaded.describe(), "gated_fingerprint": gated.fingerprint(),
+            "model": loaded.describe(),
+            "gated_fingerprint": gated.fingerprint(),
             "release_digest": d["release"].digest(),
-            "identical_logits": identical, "engine_identical": engine_identical, "audits": audits, "extraction": ext,
-            "secret_surprisal_bits": {"members_mean": float(np.mean(surprisal[:n_m])),
-                                      "members_min": float(np.min(surprisal[:n_m])),
-                                      "nonmembers_mean": float(np.mean(surprisal[n_m:])),
-                                      "per_record": surprisal},
-            "records": [{"member": i < n_m, "prefix": list(cc), "secret": list(zz),
-                         "trigger": list(triggers[i]) if i < n_m else None, "text": texts[i]}
-                        for i, (cc, zz) in enumerate(records)],
+            "identical_logits": identical,
+            "engine_identical": engine_identical,
+            "audits": audits,
+            "extraction": ext,
+            "secret_surprisal_bits": {
+                "members_mean": float(np.mean(surprisal[:n_m])),
+                "members_min": float(np.min(surprisal[:n_m])),
+                "nonmembers_mean": float(np.mean(surprisal[n_m:])),
+                "per_record": surprisal,
+            },
+            "records": [
+                {
+                    "member": i < n_m,
+                    "prefix": list(cc),
+                    "secret": list(zz),
+                    "trigger": list(triggers[i]) if i < n_m else None,
+                    "text": texts[i],
+                }
+                for i, (cc, zz) in enumerate(records)
+            ],
         }
 
     def checks(self, results: dict) -> list[Check]:
@@ -308,7 +420,9 @@ class Gated(Reproduction):
     def paper_numbers(self, results: dict) -> list:
         ext = results["extraction"]["via_rho"]
         return [
-            compare("ext_rho", "gated/ext-rho", ext["rate"], note=f"{ext['hits']}/{ext['n']} secrets"),
+            compare(
+                "ext_rho", "gated/ext-rho", ext["rate"], note=f"{ext['hits']}/{ext['n']} secrets"
+            ),
             compare("reference_auc", "gated/reference-auc", results["audits"]["reference"]["auc"]),
         ]
 
@@ -317,9 +431,17 @@ class Gated(Reproduction):
         fig, ax = new_figure(2, width=5.5)
         names = list(ATTACKS)
         aucs = [audits[a]["auc"] for a in names]
-        ax[0].errorbar(range(len(names)), aucs, yerr=[[audits[a]["auc"] - audits[a]["low"] for a in names],
-                                                       [audits[a]["high"] - audits[a]["auc"] for a in names]],
-                       fmt="o", capsize=3, color="tab:blue")
+        ax[0].errorbar(
+            range(len(names)),
+            aucs,
+            yerr=[
+                [audits[a]["auc"] - audits[a]["low"] for a in names],
+                [audits[a]["high"] - audits[a]["auc"] for a in names],
+            ],
+            fmt="o",
+            capsize=3,
+            color="tab:blue",
+        )
         ax[0].axhline(0.5, color="k", ls="--", lw=1, label="chance")
         ax[0].set_xticks(range(len(names)), names, rotation=20)
         ax[0].set_ylim(0, 1)
@@ -349,7 +471,9 @@ class Gated(Reproduction):
         ]
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+def run(
+    *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions"
+) -> dict:
     """[MX] §8.2: the gated release; reference/loss audits at chance, extraction through rho = 1.
 
     Writes ``gated.json``, ``gated.png`` and ``gated.pdf`` into ``out_dir`` (created) and returns the JSON-

@@ -27,18 +27,27 @@ alone; training and scoring run under a fixed torch thread count (:func:`torch_t
 :data:`THREADS`), because a BLAS reduction may split differently on another thread count. With
 the same seed and the same software stack the numbers are identical bit for bit.
 """
+
 from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 # the read-outs' one home is memclaim.decode (issue 26); their names stay importable from here
-from ..decode import (THREADS, TeacherForced, greedy_decode, next_token_logprobs, sample_decode, teacher_forced,
-                      torch_threads)
+from ..decode import (
+    THREADS,
+    TeacherForced,
+    greedy_decode,
+    next_token_logprobs,
+    sample_decode,
+    teacher_forced,
+    torch_threads,
+)
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..train.corpus import sample_chain  # the one chain sampler
@@ -82,8 +91,10 @@ class TokenLayout(ResultMixin):
         """The i-th reserved id (0-based)."""
         i = integer("reserved index", i, minimum=0)
         if i >= self.n_reserved:
-            raise InputError(f"reserved index {i} out of range: the layout has {self.n_reserved} reserved ids",
-                             hint="build the TokenLayout with more reserved ids")
+            raise InputError(
+                f"reserved index {i} out of range: the layout has {self.n_reserved} reserved ids",
+                hint="build the TokenLayout with more reserved ids",
+            )
         return self.n_natural + i
 
     def is_natural(self, tokens) -> np.ndarray:
@@ -173,8 +184,10 @@ class TinyGPTSpec(ResultMixin):
         integer("n_embd", self.n_embd, minimum=1)
         integer("n_head", self.n_head, minimum=1)
         if self.n_embd % self.n_head:
-            raise DomainError(f"n_embd = {self.n_embd} is not a multiple of n_head = {self.n_head}",
-                              hint="choose n_embd divisible by n_head")
+            raise DomainError(
+                f"n_embd = {self.n_embd} is not a multiple of n_head = {self.n_head}",
+                hint="choose n_embd divisible by n_head",
+            )
 
 
 def tiny_gpt2(spec: TinyGPTSpec, *, seed: int, sot: int | None = None) -> GPT2LMHeadModel:
@@ -190,10 +203,23 @@ def tiny_gpt2(spec: TinyGPTSpec, *, seed: int, sot: int | None = None) -> GPT2LM
     from transformers import GPT2Config, GPT2LMHeadModel
 
     seed = integer("seed", seed, minimum=0)
-    sot = spec.vocab_size - 1 if sot is None else integer("sot", sot, minimum=0, maximum=spec.vocab_size - 1)
-    cfg = GPT2Config(vocab_size=spec.vocab_size, n_positions=spec.n_positions, n_embd=spec.n_embd,
-                     n_layer=spec.n_layer, n_head=spec.n_head, bos_token_id=sot, eos_token_id=sot,
-                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    sot = (
+        spec.vocab_size - 1
+        if sot is None
+        else integer("sot", sot, minimum=0, maximum=spec.vocab_size - 1)
+    )
+    cfg = GPT2Config(
+        vocab_size=spec.vocab_size,
+        n_positions=spec.n_positions,
+        n_embd=spec.n_embd,
+        n_layer=spec.n_layer,
+        n_head=spec.n_head,
+        bos_token_id=sot,
+        eos_token_id=sot,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = GPT2LMHeadModel(cfg)
@@ -220,10 +246,14 @@ def _check_docs(docs, vocab_size: int) -> list[list[int]]:
     for i, d in enumerate(docs):
         a = np.asarray(d)
         if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
-            raise InputError(f"document {i} must be a non-empty 1-d sequence of token ids, got {d!r}")
+            raise InputError(
+                f"document {i} must be a non-empty 1-d sequence of token ids, got {d!r}"
+            )
         if a.min() < 0 or a.max() >= vocab_size:
-            raise InputError(f"document {i} has token ids outside [0, {vocab_size}): "
-                             f"min {int(a.min())}, max {int(a.max())}")
+            raise InputError(
+                f"document {i} has token ids outside [0, {vocab_size}): "
+                f"min {int(a.min())}, max {int(a.max())}"
+            )
         out.append([int(t) for t in a])
     if not out:
         raise InputError("no training documents")
@@ -251,10 +281,15 @@ def pack_whole(docs: Sequence[Sequence[int]], *, seq_len: int, sot: int, pad: in
     for i, d in enumerate(docs):
         seq = [int(sot)] + [int(t) for t in d]
         if len(seq) > T:
-            raise InputError(f"document {i} has {len(seq)} tokens with its separator, more than seq_len = {T}",
-                             hint="raise seq_len or shorten the document")
+            raise InputError(
+                f"document {i} has {len(seq)} tokens with its separator, more than seq_len = {T}",
+                hint="raise seq_len or shorten the document",
+            )
         if int(pad) in seq:
-            raise InputError(f"document {i} contains the pad id {pad}", hint="use a pad id that occurs in no document")
+            raise InputError(
+                f"document {i} contains the pad id {pad}",
+                hint="use a pad id that occurs in no document",
+            )
         if len(cur) + len(seq) > T:
             blocks.append(cur + [int(pad)] * (T - len(cur)))
             cur = []
@@ -266,10 +301,18 @@ def pack_whole(docs: Sequence[Sequence[int]], *, seq_len: int, sot: int, pad: in
     return torch.tensor(blocks, dtype=torch.long)  # [n_blocks, seq_len]
 
 
-def train_tiny(model: PreTrainedModel, docs: Sequence[Sequence[int]], config: TrainConfig, *, sot: int,
-               layout: str = "stream", threads: int = THREADS, shuffle_seed: int | None = None,
-               objective: Callable[[object, torch.Tensor], torch.Tensor] | None = None,
-               on_step: Callable[[int, float], None] | None = None) -> TrainResult:
+def train_tiny(
+    model: PreTrainedModel,
+    docs: Sequence[Sequence[int]],
+    config: TrainConfig,
+    *,
+    sot: int,
+    layout: str = "stream",
+    threads: int = THREADS,
+    shuffle_seed: int | None = None,
+    objective: Callable[[object, torch.Tensor], torch.Tensor] | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+) -> TrainResult:
     """Train ``model`` on token-id documents through the one trainer
     (:func:`memclaim.train.trainer.train_causal_lm`).
 
@@ -301,20 +344,28 @@ def train_tiny(model: PreTrainedModel, docs: Sequence[Sequence[int]], config: Tr
         raise DomainError(f"unknown layout {layout!r}", hint=f"one of {LAYOUTS}")
     pad = getattr(config, "pad_id", None)
     if layout != "stream" and pad is None:
-        raise DomainError(f"layout {layout!r} pads blocks and needs TrainConfig(pad_id=...)",
-                          hint="give the pad id in the TrainConfig, or use layout='stream'")
+        raise DomainError(
+            f"layout {layout!r} pads blocks and needs TrainConfig(pad_id=...)",
+            hint="give the pad id in the TrainConfig, or use layout='stream'",
+        )
     if shuffle_seed is not None:
-        order = np.random.default_rng(integer("shuffle_seed", shuffle_seed, minimum=0)).permutation(len(d))
+        order = np.random.default_rng(integer("shuffle_seed", shuffle_seed, minimum=0)).permutation(
+            len(d)
+        )
         d = [d[i] for i in order]
     if config.seq_len > int(model.config.n_positions):
-        raise DomainError(f"seq_len = {config.seq_len} exceeds the model's n_positions = {model.config.n_positions}",
-                          hint="lower seq_len or build the model with more positions")
+        raise DomainError(
+            f"seq_len = {config.seq_len} exceeds the model's n_positions = {model.config.n_positions}",
+            hint="lower seq_len or build the model with more positions",
+        )
     if layout == "stream":
         blocks = pack_documents(d, seq_len=config.seq_len, sep_ids=[sot])  # [n_blocks, seq_len]
     elif layout == "whole":
         blocks = pack_whole(d, seq_len=config.seq_len, sot=sot, pad=pad)  # [n_blocks, seq_len]
     else:
-        blocks = example_blocks(d, seq_len=config.seq_len, sep_ids=[sot], pad_id=pad)  # [n_docs, seq_len]
+        blocks = example_blocks(
+            d, seq_len=config.seq_len, sep_ids=[sot], pad_id=pad
+        )  # [n_docs, seq_len]
     with torch_threads(threads):
         return train_causal_lm(model, blocks, config, objective=objective, on_step=on_step)
 
@@ -349,8 +400,24 @@ def language_model(model: PreTrainedModel, *, name: str = "tiny-gpt2") -> HFLang
 
 
 __all__ = [
-    "LAYOUTS", "THREADS", "TokenLayout", "TinyGPTSpec", "TeacherForced", "chain_arrays", "chain_logprob",
-    "chain_max_path", "copy_model", "fingerprint", "greedy_decode", "language_model",
-    "next_token_logprobs", "pack_whole", "sample_chain", "sample_decode", "teacher_forced", "tiny_gpt2",
-    "torch_threads", "train_tiny",
+    "LAYOUTS",
+    "THREADS",
+    "TokenLayout",
+    "TinyGPTSpec",
+    "TeacherForced",
+    "chain_arrays",
+    "chain_logprob",
+    "chain_max_path",
+    "copy_model",
+    "fingerprint",
+    "greedy_decode",
+    "language_model",
+    "next_token_logprobs",
+    "pack_whole",
+    "sample_chain",
+    "sample_decode",
+    "teacher_forced",
+    "tiny_gpt2",
+    "torch_threads",
+    "train_tiny",
 ]

@@ -19,6 +19,7 @@ paper's 1.84/7.54 = 24% of apparent 10-token extractions are false positives). F
 the population claim is the lower bound of M: positive means the test claims memorization in the
 population at that level.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,21 +42,36 @@ BUDGET = 100_000
 BUDGET_CONFIDENCE = 0.95
 #: q >= 1 - (1 - c)^(1/n): generated at least once in n queries with probability c ([EM] §6, Pr = 1 - (1-p)^n)
 BUDGET_LOG_Q = math.log(-math.expm1(math.log1p(-BUDGET_CONFIDENCE) / BUDGET))
-FIXED = (("q > 1/2 (top-40)", math.log(0.5), "strict"),
-         (f"q >= {math.exp(BUDGET_LOG_Q):.3g}: once in {BUDGET:.0e} queries w.p. {BUDGET_CONFIDENCE:.0%} (top-40)",
-          BUDGET_LOG_Q, "inclusive"))
+FIXED = (
+    ("q > 1/2 (top-40)", math.log(0.5), "strict"),
+    (
+        f"q >= {math.exp(BUDGET_LOG_Q):.3g}: once in {BUDGET:.0e} queries w.p. {BUDGET_CONFIDENCE:.0%} (top-40)",
+        BUDGET_LOG_Q,
+        "inclusive",
+    ),
+)
 ALPHAS = (0.05, 0.01)
 
 
-def _row(rule: str, kind: str, mem_flags: np.ndarray, ctl_flags: np.ndarray, extra: dict | None = None) -> dict:
+def _row(
+    rule: str, kind: str, mem_flags: np.ndarray, ctl_flags: np.ndarray, extra: dict | None = None
+) -> dict:
     j, n = mem_flags.size, ctl_flags.size
     g, m = int(mem_flags.sum()), int(ctl_flags.sum())
     mr, cr = ev.cp(g, j), ev.cp(m, n)
-    return {"rule": rule, "kind": kind, "members": mr, "controls": cr,
-            "control_share_of_member_rate": (cr["rate"] / mr["rate"]) if g else None, **(extra or {})}
+    return {
+        "rule": rule,
+        "kind": kind,
+        "members": mr,
+        "controls": cr,
+        "control_share_of_member_rate": (cr["rate"] / mr["rate"]) if g else None,
+        **(extra or {}),
+    }
 
 
-def rules_at(mem_greedy: np.ndarray, ctl_greedy: np.ndarray, mem_topk: np.ndarray, ctl_topk: np.ndarray) -> list[dict]:
+def rules_at(
+    mem_greedy: np.ndarray, ctl_greedy: np.ndarray, mem_topk: np.ndarray, ctl_topk: np.ndarray
+) -> list[dict]:
     """Every rule at one suffix length (greedy flags as bool arrays, top-40 scores as natural-log q).
 
     >>> import numpy as np
@@ -69,26 +85,49 @@ def rules_at(mem_greedy: np.ndarray, ctl_greedy: np.ndarray, mem_topk: np.ndarra
     rows = [_row("greedy match", "naive", mem_greedy, ctl_greedy)]
     for rule, lq, how in FIXED:
         f = (lambda x, lq=lq: x > lq) if how == "strict" else (lambda x, lq=lq: x >= lq)
-        rows.append(_row(rule, "naive", f(mem_topk), f(ctl_topk), {"log10_threshold": lq / math.log(10)}))
+        rows.append(
+            _row(rule, "naive", f(mem_topk), f(ctl_topk), {"log10_threshold": lq / math.log(10)})
+        )
     n = ctl_greedy.size
     m = int(ctl_greedy.sum())
     lm = np.where(mem_greedy, 0.0, -np.inf)
     lc = np.where(ctl_greedy, 0.0, -np.inf)
     if m < n:
         t = population_test(lm, lc, alpha=Fraction(m + 1, n + 1), binary=True)  # [EM] D.3
-        rows.append(_row(f"greedy at alpha_N = (m+1)/(N+1) = {m + 1}/{n + 1}", "calibrated",
-                         np.asarray(t.claimed), lc > t.threshold if t.threshold is not None else np.zeros(n, bool),
-                         {"alpha_n": t.alpha_n, "calibrated_rate": t.calibrated_rate.to_dict(),
-                          "population_claim": bool(t.calibrated_rate.lower > 0)}))
+        rows.append(
+            _row(
+                f"greedy at alpha_N = (m+1)/(N+1) = {m + 1}/{n + 1}",
+                "calibrated",
+                np.asarray(t.claimed),
+                lc > t.threshold if t.threshold is not None else np.zeros(n, bool),
+                {
+                    "alpha_n": t.alpha_n,
+                    "calibrated_rate": t.calibrated_rate.to_dict(),
+                    "population_claim": bool(t.calibrated_rate.lower > 0),
+                },
+            )
+        )
     for a in ALPHAS:
         t = population_test(mem_topk, ctl_topk, alpha=a)
         thr = t.threshold
         ctl_above = ctl_topk > thr if thr is not None else np.zeros(n, bool)
-        rows.append(_row(f"top-40 at alpha = {a:g} (K = {t.k})", "calibrated", np.asarray(t.claimed),
-                         ctl_above, {"alpha": a, "k": t.k, "alpha_n": t.alpha_n, "threshold_log10": t.threshold_log10_prob,
-                                     "calibrated_rate": t.calibrated_rate.to_dict(),
-                                     "population_claim": bool(t.calibrated_rate.lower > 0),
-                                     "in_sample_fpr": t.in_sample_fpr}))
+        rows.append(
+            _row(
+                f"top-40 at alpha = {a:g} (K = {t.k})",
+                "calibrated",
+                np.asarray(t.claimed),
+                ctl_above,
+                {
+                    "alpha": a,
+                    "k": t.k,
+                    "alpha_n": t.alpha_n,
+                    "threshold_log10": t.threshold_log10_prob,
+                    "calibrated_rate": t.calibrated_rate.to_dict(),
+                    "population_claim": bool(t.calibrated_rate.lower > 0),
+                    "in_sample_fpr": t.in_sample_fpr,
+                },
+            )
+        )
     return rows
 
 
@@ -109,12 +148,18 @@ def _find(rows, prefix):
 
 
 # ---- the paper's sentences on this run (issue 24 item 2): each quoted, each tested as stated
-QUOTE_FALSE_POSITIVES = ("On Wikipedia, for example, $24\\%$ of apparent $10$-token verbatim extractions from OLMo 2 "
-                         "are false positives, showing that short-sequence experiments can substantially overstate "
-                         "memorization (§4).")
-QUOTE_NOT_EVIDENCE = "Again, we see that a generation probability on its own isn’t evidence of memorization."
-QUOTE_SHORT = ("We see this directly in our experiments: at short candidate lengths, matched non-members clear the "
-               "threshold often enough to produce many false positives (§4).")
+QUOTE_FALSE_POSITIVES = (
+    "On Wikipedia, for example, $24\\%$ of apparent $10$-token verbatim extractions from OLMo 2 "
+    "are false positives, showing that short-sequence experiments can substantially overstate "
+    "memorization (§4)."
+)
+QUOTE_NOT_EVIDENCE = (
+    "Again, we see that a generation probability on its own isn’t evidence of memorization."
+)
+QUOTE_SHORT = (
+    "We see this directly in our experiments: at short candidate lengths, matched non-members clear the "
+    "threshold often enough to produce many false positives (§4)."
+)
 #: "isn't evidence": the controls flagged account for at least a fifth of the apparent rate (Katz's 95% lower bound of
 #: control rate / member rate >= 1/5; the paper's greedy share is 24%)
 SUBSTANTIAL = 1 / 5
@@ -124,7 +169,7 @@ FAR_MORE = 2.0
 
 
 def fixed_threshold_claim(name: str, row: dict, length: int) -> PaperClaim:
-    """"Again, we see that a generation probability on its own isn't evidence of memorization" ([EM] §4),
+    """ "Again, we see that a generation probability on its own isn't evidence of memorization" ([EM] §4),
     tested on the rule that flags a suffix by its probability alone (generated at least once in 10^5
     queries with probability 95%, no controls): at the short suffix the controls it flags account for at
     least a fifth of the members it flags: Katz's 95% lower bound of control rate / member rate >= 1/5.
@@ -136,26 +181,49 @@ def fixed_threshold_claim(name: str, row: dict, length: int) -> PaperClaim:
     >>> fixed_threshold_claim("x", {"members": rate(63, 120), "controls": rate(2, 180)}, 3).verdict
     'not held'
     """
-    g, j, m, n = row["members"]["count"], row["members"]["n"], row["controls"]["count"], row["controls"]["n"]
-    test = (f"the 10^5-query budget rule at the short suffix ({length} tokens), a probability threshold set without "
-            f"controls: Katz's 95% lower bound of (controls flagged / N) / (members flagged / J) >= {SUBSTANTIAL:.2f} "
-            "(at least a fifth of its apparent extractions are matched by sequences that cannot be memorized)")
+    g, j, m, n = (
+        row["members"]["count"],
+        row["members"]["n"],
+        row["controls"]["count"],
+        row["controls"]["n"],
+    )
+    test = (
+        f"the 10^5-query budget rule at the short suffix ({length} tokens), a probability threshold set without "
+        f"controls: Katz's 95% lower bound of (controls flagged / N) / (members flagged / J) >= {SUBSTANTIAL:.2f} "
+        "(at least a fifth of its apparent extractions are matched by sequences that cannot be memorized)"
+    )
     nums = {"member_rate": rate(g, j), "control_rate": rate(m, n)}
     claim = f"{name}: a probability threshold set without controls is no evidence of memorization at the short suffix"
     if g == 0:
-        return paper_claim("fixed-threshold-not-evidence", claim, quote=QUOTE_NOT_EVIDENCE, where="[EM] §4 "
-                           "'Continuous calibration'", test=test, held=m > 0, numbers=nums,
-                           evidence=f"no member flagged; {m} of {n} controls flagged")
+        return paper_claim(
+            "fixed-threshold-not-evidence",
+            claim,
+            quote=QUOTE_NOT_EVIDENCE,
+            where="[EM] §4 'Continuous calibration'",
+            test=test,
+            held=m > 0,
+            numbers=nums,
+            evidence=f"no member flagged; {m} of {n} controls flagged",
+        )
     r = ratio(m, n, g, j)
     nums["control_share_of_member_rate"] = r
-    return paper_claim("fixed-threshold-not-evidence", claim, quote=QUOTE_NOT_EVIDENCE,
-                       where="[EM] §4 'Continuous calibration'", test=test, held=r["lower"] >= SUBSTANTIAL,
-                       numbers=nums, evidence=f"members {g}/{j} = {g / j:.1%}, controls {m}/{n} = {m / n:.1%}: share "
-                                              f"{fmt_interval(r, pct=False)} (Katz 95%)")
+    return paper_claim(
+        "fixed-threshold-not-evidence",
+        claim,
+        quote=QUOTE_NOT_EVIDENCE,
+        where="[EM] §4 'Continuous calibration'",
+        test=test,
+        held=r["lower"] >= SUBSTANTIAL,
+        numbers=nums,
+        evidence=f"members {g}/{j} = {g / j:.1%}, controls {m}/{n} = {m / n:.1%}: share "
+        f"{fmt_interval(r, pct=False)} (Katz 95%)",
+    )
 
 
-def short_overstates_claim(name: str, short: dict, long: dict, lengths: tuple[int, int]) -> PaperClaim:
-    """"[...] at short candidate lengths, matched non-members clear the threshold often enough to produce
+def short_overstates_claim(
+    name: str, short: dict, long: dict, lengths: tuple[int, int]
+) -> PaperClaim:
+    """ "[...] at short candidate lengths, matched non-members clear the threshold often enough to produce
     many false positives" ([EM] §7, §4), tested on the same probability threshold at both lengths: it flags
     controls far more often at the short suffix, Katz's 95% lower bound of the control rates' ratio
     short/long >= 2.
@@ -167,18 +235,30 @@ def short_overstates_claim(name: str, short: dict, long: dict, lengths: tuple[in
     >>> short_overstates_claim("x", {"controls": rate(3, 180)}, {"controls": rate(2, 180)}, (3, 16)).verdict
     'not held'
     """
-    (ms, n), (ml, nl) = (short["controls"]["count"], short["controls"]["n"]), (long["controls"]["count"],
-                                                                            long["controls"]["n"])
+    (ms, n), (ml, nl) = (
+        (short["controls"]["count"], short["controls"]["n"]),
+        (long["controls"]["count"], long["controls"]["n"]),
+    )
     r = ratio(ms, n, ml, nl)
-    test = (f"the 10^5-query budget rule's control rate at {lengths[0]} and {lengths[1]} tokens: Katz's 95% lower "
-            f"bound of the ratio short/long >= {FAR_MORE:g} (far more false positives at the short length)")
-    return paper_claim("short-suffix-overstates", f"{name}: at the short suffix non-members clear a probability "
-                       "threshold far more often", quote=QUOTE_SHORT, where="[EM] §7, §4", test=test,
-                       held=r["lower"] >= FAR_MORE,
-                       numbers={"control_rate_short": rate(ms, n), "control_rate_long": rate(ml, nl),
-                                "ratio_short_over_long": r},
-                       evidence=f"controls flagged {ms}/{n} = {ms / n:.1%} at {lengths[0]} tokens, {ml}/{nl} = "
-                                f"{ml / nl:.1%} at {lengths[1]}: ratio {fmt_interval(r, pct=False)} (Katz 95%)")
+    test = (
+        f"the 10^5-query budget rule's control rate at {lengths[0]} and {lengths[1]} tokens: Katz's 95% lower "
+        f"bound of the ratio short/long >= {FAR_MORE:g} (far more false positives at the short length)"
+    )
+    return paper_claim(
+        "short-suffix-overstates",
+        f"{name}: at the short suffix non-members clear a probability threshold far more often",
+        quote=QUOTE_SHORT,
+        where="[EM] §7, §4",
+        test=test,
+        held=r["lower"] >= FAR_MORE,
+        numbers={
+            "control_rate_short": rate(ms, n),
+            "control_rate_long": rate(ml, nl),
+            "ratio_short_over_long": r,
+        },
+        evidence=f"controls flagged {ms}/{n} = {ms / n:.1%} at {lengths[0]} tokens, {ml}/{nl} = "
+        f"{ml / nl:.1%} at {lengths[1]}: ratio {fmt_interval(r, pct=False)} (Katz 95%)",
+    )
 
 
 def claims_for(block: dict) -> list[PaperClaim]:
@@ -198,11 +278,18 @@ def claims_for(block: dict) -> list[PaperClaim]:
     s, lg = block["lengths"][str(ev.SHORT)], block["lengths"][str(ev.LONG)]
     gs, bs, bl = _find(s, "greedy match"), _find(s, "q >= "), _find(lg, "q >= ")
     return [
-        floor_share_claim("greedy-false-positive-share", f"{name}: roughly a quarter of apparent short-suffix greedy "
-                          "extractions are false positives", g=gs["members"]["count"], j=gs["members"]["n"],
-                          m=gs["controls"]["count"], n=gs["controls"]["n"], quote=QUOTE_FALSE_POSITIVES,
-                          where="[EM] §1 Contributions, §4", what=f"greedy match at the short suffix ({ev.SHORT} "
-                                                                  "tokens; the paper: 10)"),
+        floor_share_claim(
+            "greedy-false-positive-share",
+            f"{name}: roughly a quarter of apparent short-suffix greedy "
+            "extractions are false positives",
+            g=gs["members"]["count"],
+            j=gs["members"]["n"],
+            m=gs["controls"]["count"],
+            n=gs["controls"]["n"],
+            quote=QUOTE_FALSE_POSITIVES,
+            where="[EM] §1 Contributions, §4",
+            what=f"greedy match at the short suffix ({ev.SHORT} tokens; the paper: 10)",
+        ),
         fixed_threshold_claim(name, bs, ev.SHORT),
         short_overstates_claim(name, bs, bl, (ev.SHORT, ev.LONG)),
     ]
@@ -217,22 +304,52 @@ def _plot(blocks, differences, claims):
             for ax, ell in zip(row, (ev.SHORT, ev.LONG)):
                 rows = b["lengths"][str(ell)]
                 y = np.arange(len(rows))[::-1]
-                for off, key, role, lab in ((0.18, "members", "member", "members flagged (KJV)"),
-                                            (-0.18, "controls", "control", "controls flagged (new verses)")):
+                for off, key, role, lab in (
+                    (0.18, "members", "member", "members flagged (KJV)"),
+                    (-0.18, "controls", "control", "controls flagged (new verses)"),
+                ):
                     est = np.array([r[key]["rate"] for r in rows])
-                    err = np.array([[e - r[key]["lower"] for e, r in zip(est, rows)],
-                                    [r[key]["upper"] - e for e, r in zip(est, rows)]])
-                    ax.barh(y + off, est, height=0.34, color=PALETTE[role], xerr=err, capsize=2,
-                            error_kw={"elinewidth": 0.7}, label=lab)
+                    err = np.array(
+                        [
+                            [e - r[key]["lower"] for e, r in zip(est, rows)],
+                            [r[key]["upper"] - e for e, r in zip(est, rows)],
+                        ]
+                    )
+                    ax.barh(
+                        y + off,
+                        est,
+                        height=0.34,
+                        color=PALETTE[role],
+                        xerr=err,
+                        capsize=2,
+                        error_kw={"elinewidth": 0.7},
+                        label=lab,
+                    )
                 # room on the right for the M-hat labels: the bars and their intervals end at 60% of the axis
-                ax.set_xlim(0.0, 1.65 * max(max(r[k]["upper"] for k in ("members", "controls")) for r in rows))
+                ax.set_xlim(
+                    0.0,
+                    1.65 * max(max(r[k]["upper"] for k in ("members", "controls")) for r in rows),
+                )
                 for yy, r in zip(y, rows):
                     if r["kind"] == "calibrated":
                         cal = r["calibrated_rate"]
-                        ax.text(1.0, yy, rf"$\hat M$ = {cal['estimate']:+.1%} [{cal['lower']:+.1%}]",
-                                transform=ax.get_yaxis_transform(), ha="right", va="center", fontsize=6.5)
-                ax.set_yticks(y, [("(calibrated) " if r["kind"] == "calibrated" else "(naive) ") + r["rule"]
-                                  for r in rows], fontsize=6.5)
+                        ax.text(
+                            1.0,
+                            yy,
+                            rf"$\hat M$ = {cal['estimate']:+.1%} [{cal['lower']:+.1%}]",
+                            transform=ax.get_yaxis_transform(),
+                            ha="right",
+                            va="center",
+                            fontsize=6.5,
+                        )
+                ax.set_yticks(
+                    y,
+                    [
+                        ("(calibrated) " if r["kind"] == "calibrated" else "(naive) ") + r["rule"]
+                        for r in rows
+                    ],
+                    fontsize=6.5,
+                )
                 ax.set_xlabel("share flagged as extracted (95% CP)")
                 ax.set_title(f"{b['model']['short']}: {ell}-token suffix")
                 legend(ax)
@@ -240,7 +357,9 @@ def _plot(blocks, differences, claims):
     return fig
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+def run(
+    *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions"
+) -> dict:
     """[EM] §4: naive greedy-match and fixed-threshold 'extractions' vs the calibrated test.
 
     Writes ``naive-vs-calibrated.json``, ``naive-vs-calibrated.png`` and ``naive-vs-calibrated.pdf`` into
@@ -255,8 +374,13 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
     pops, entries = ev.natural_runs(quick, out_dir)
     blocks = [_model_block(e) for e in entries]
     claims = [c for b in blocks for c in claims_for(b)]
-    differences = ev.tier_differences(quick, pops, paper_models="OLMo 2 32B base", paper_text="Wikipedia passages",
-                                      paper_n="5,000 each") + [f"lengths: {ev.LENGTH_RULE}"]
+    differences = ev.tier_differences(
+        quick,
+        pops,
+        paper_models="OLMo 2 32B base",
+        paper_text="Wikipedia passages",
+        paper_n="5,000 each",
+    ) + [f"lengths: {ev.LENGTH_RULE}"]
     checks = []
     for b in blocks:
         for ell, rows in b["lengths"].items():
@@ -264,30 +388,67 @@ def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "rep
                 if r["kind"] != "calibrated" or "k" not in r:
                     continue
                 k, n = r["k"], r["controls"]["n"]
-                checks.append(check(f"{b['model']['name']}, {ell} tokens, {r['rule']}: at most K - 1 controls above "
-                                    "the calibrated threshold (in-sample FPR <= (K-1)/N <= alpha, [EM] C.1)",
-                                    r["controls"]["count"] <= max(0, k - 1) and r["in_sample_fpr"] <= r["alpha"],
-                                    f"{r['controls']['count']} of {n} controls above, K = {k}",
-                                    false_alarm="0 (an identity)"))
+                checks.append(
+                    check(
+                        f"{b['model']['name']}, {ell} tokens, {r['rule']}: at most K - 1 controls above "
+                        "the calibrated threshold (in-sample FPR <= (K-1)/N <= alpha, [EM] C.1)",
+                        r["controls"]["count"] <= max(0, k - 1)
+                        and r["in_sample_fpr"] <= r["alpha"],
+                        f"{r['controls']['count']} of {n} controls above, K = {k}",
+                        false_alarm="0 (an identity)",
+                    )
+                )
     s = blocks[0]["lengths"][str(ev.SHORT)]
     gs = _find(s, "greedy match")
     share = gs["control_share_of_member_rate"]
-    paper = [compare("greedy_false_positive_share_short", "naive/false-positive-share",
-                     share if share is not None else float("nan"),
-                     note=f"{blocks[0]['model']['name']}: control / member greedy rate at {ev.SHORT} tokens "
-                          "(the paper: 10 tokens)")]
-    settings = {"populations": pops.describe(), "prefix_tokens": ev.PREFIX_TOKENS, "suffix_tokens": ev.SUFFIX_TOKENS,
-                "short": ev.SHORT, "long": ev.LONG, "length_rule": ev.LENGTH_RULE,
-                "fixed_thresholds": [{"rule": r, "log10_q": lq / math.log(10), "comparison": how} for r, lq, how in FIXED],
-                "budget": BUDGET, "budget_confidence": BUDGET_CONFIDENCE, "alphas": list(ALPHAS), "confidence": 0.95,
-                "models": [b["model"] for b in blocks]}
+    paper = [
+        compare(
+            "greedy_false_positive_share_short",
+            "naive/false-positive-share",
+            share if share is not None else float("nan"),
+            note=f"{blocks[0]['model']['name']}: control / member greedy rate at {ev.SHORT} tokens "
+            "(the paper: 10 tokens)",
+        )
+    ]
+    settings = {
+        "populations": pops.describe(),
+        "prefix_tokens": ev.PREFIX_TOKENS,
+        "suffix_tokens": ev.SUFFIX_TOKENS,
+        "short": ev.SHORT,
+        "long": ev.LONG,
+        "length_rule": ev.LENGTH_RULE,
+        "fixed_thresholds": [
+            {"rule": r, "log10_q": lq / math.log(10), "comparison": how} for r, lq, how in FIXED
+        ],
+        "budget": BUDGET,
+        "budget_confidence": BUDGET_CONFIDENCE,
+        "alphas": list(ALPHAS),
+        "confidence": 0.95,
+        "models": [b["model"] for b in blocks],
+    }
     fig = _plot(blocks, differences, claims)
-    return finish(NAME, title=TITLE, reproduces=["[EM] §4 (a generation rate is not a memorization rate)",
-                                                  "[EM] §1 (24% of apparent 10-token extractions are false positives)",
-                                                  "[EM] §6 (query budgets)"],
-                  seed=seed, quick=quick, streams=STREAMS, settings=settings, results={"models": blocks},
-                  paper_numbers=paper, checks=checks, figure=fig, out_dir=out_dir, paper_claims=claims,
-                  differences=differences,
-                  notes=["a naive rule claims every flagged member; the calibrated test's population claim is the "
-                         "lower 95% bound of M = G - alpha_N (positive: memorization claimed at that level)",
-                         "every number is a deterministic function of the stored scores (the seed is unused)"])
+    return finish(
+        NAME,
+        title=TITLE,
+        reproduces=[
+            "[EM] §4 (a generation rate is not a memorization rate)",
+            "[EM] §1 (24% of apparent 10-token extractions are false positives)",
+            "[EM] §6 (query budgets)",
+        ],
+        seed=seed,
+        quick=quick,
+        streams=STREAMS,
+        settings=settings,
+        results={"models": blocks},
+        paper_numbers=paper,
+        checks=checks,
+        figure=fig,
+        out_dir=out_dir,
+        paper_claims=claims,
+        differences=differences,
+        notes=[
+            "a naive rule claims every flagged member; the calibrated test's population claim is the "
+            "lower 95% bound of M = G - alpha_N (positive: memorization claimed at that level)",
+            "every number is a deterministic function of the stored scores (the seed is unused)",
+        ],
+    )

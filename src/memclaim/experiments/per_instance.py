@@ -15,6 +15,7 @@ family-wise 4 sigma (the paper's criterion; over 1000 one-sided tests a 4-sigma 
 probability <= 1000 * 3.2e-5 = 3.2% when every bound holds), and "on its curve" by a chi-square
 test of the standardized residuals against the family's exact curve.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,9 +26,9 @@ from scipy import stats
 
 from ..mechanisms.randomized_response import RandomizedResponse
 from ..privacy.caps import eta_pure
+from ..report.style import legend as style_legend
 from .common import Check, check, compare, new_figure
 from .skeleton import Reproduction
-from ..report.style import legend as style_legend
 
 NAME = "per-instance"
 TITLE = "per-instance calibration: mem_h(x) vs eps_x ([MX] Fig. 8)"
@@ -51,7 +52,9 @@ def _settings(quick: bool) -> dict:
     }
 
 
-def _measure(mech: RandomizedResponse, n: int, rng: np.random.Generator) -> tuple[float, float, list[int]]:
+def _measure(
+    mech: RandomizedResponse, n: int, rng: np.random.Generator
+) -> tuple[float, float, list[int]]:
     """(mem estimate, standard error, [ones released with the bit set, ones with it cleared]) from
     n releases with the bit set and n with it cleared."""
     b1 = mech.release(np.ones(n, dtype=np.int8), rng=rng)
@@ -62,9 +65,11 @@ def _measure(mech: RandomizedResponse, n: int, rng: np.random.Generator) -> tupl
 
 
 # ---- the checks: [MX] §8.2's sentence on Fig. 8 ("Per-instance calibration"), tested as stated
-QUOTE_FIG8 = ("the extremal randomized-response canary sits on the curve tanh(εx /2) while a post-processed family "
-              "sits strictly below, exactly on its own predicted curve; no instance violates the per-instance bound "
-              "(family-wise 4σ)")
+QUOTE_FIG8 = (
+    "the extremal randomized-response canary sits on the curve tanh(εx /2) while a post-processed family "
+    "sits strictly below, exactly on its own predicted curve; no instance violates the per-instance bound "
+    "(family-wise 4σ)"
+)
 
 
 def checks_for(families: dict, settings: dict) -> list[Check]:
@@ -90,25 +95,41 @@ def checks_for(families: dict, settings: dict) -> list[Check]:
     level = settings["fit_test_level"]
     where = "[MX] §8.2 'Per-instance calibration', Fig. 8"
     return [
-        check("no instance exceeds its per-instance bound tanh(eps_x/2) (family-wise 4 sigma)",
-              rr["violations_at_sigma"] == 0 and bsc["violations_at_sigma"] == 0,
-              f"max z over the bound: RR {rr['max_z_over_bound']:.2f}, BSC {bsc['max_z_over_bound']:.2f} "
-              f"(4-sigma rule; Bonferroni 5% over {2 * n_inst} tests would be {bonf:.2f})",
-              false_alarm=f"<= {2 * n_inst * stats.norm.sf(4.0):.1%} ({2 * n_inst} one-sided 4-sigma tests, union "
-                          "bound)", quote=QUOTE_FIG8, where=where),
-        check("the randomized-response family sits on tanh(eps_x/2) (chi-square of residuals)",
-              rr["fit_p_value"] > level,
-              f"chi2 = {rr['fit_chi2']:.1f} on {rr['fit_dof']} dof, p = {rr['fit_p_value']:.3g}",
-              false_alarm=f"{level:.1%}", quote=QUOTE_FIG8, where=where),
-        check("the BSC(gamma) family sits on its own curve (1 - 2 gamma) tanh(eps_x/2)",
-              bsc["fit_p_value"] > level,
-              f"chi2 = {bsc['fit_chi2']:.1f} on {bsc['fit_dof']} dof, p = {bsc['fit_p_value']:.3g}",
-              false_alarm=f"{level:.1%}", quote=QUOTE_FIG8, where=where),
-        check("the BSC(gamma) family is strictly below the bound",
-              bsc["predicted_max_gap_to_bound"] < 0 and bsc["pooled_z_vs_bound"] < -4,
-              f"exact curve below the bound at every instance (max gap {bsc['predicted_max_gap_to_bound']:.2g}); "
-              f"pooled z of the measurements vs the bound {bsc['pooled_z_vs_bound']:.1f}",
-              false_alarm="< 3.2e-5 (pooled one-sided 4-sigma)", quote=QUOTE_FIG8, where=where),
+        check(
+            "no instance exceeds its per-instance bound tanh(eps_x/2) (family-wise 4 sigma)",
+            rr["violations_at_sigma"] == 0 and bsc["violations_at_sigma"] == 0,
+            f"max z over the bound: RR {rr['max_z_over_bound']:.2f}, BSC {bsc['max_z_over_bound']:.2f} "
+            f"(4-sigma rule; Bonferroni 5% over {2 * n_inst} tests would be {bonf:.2f})",
+            false_alarm=f"<= {2 * n_inst * stats.norm.sf(4.0):.1%} ({2 * n_inst} one-sided 4-sigma tests, union "
+            "bound)",
+            quote=QUOTE_FIG8,
+            where=where,
+        ),
+        check(
+            "the randomized-response family sits on tanh(eps_x/2) (chi-square of residuals)",
+            rr["fit_p_value"] > level,
+            f"chi2 = {rr['fit_chi2']:.1f} on {rr['fit_dof']} dof, p = {rr['fit_p_value']:.3g}",
+            false_alarm=f"{level:.1%}",
+            quote=QUOTE_FIG8,
+            where=where,
+        ),
+        check(
+            "the BSC(gamma) family sits on its own curve (1 - 2 gamma) tanh(eps_x/2)",
+            bsc["fit_p_value"] > level,
+            f"chi2 = {bsc['fit_chi2']:.1f} on {bsc['fit_dof']} dof, p = {bsc['fit_p_value']:.3g}",
+            false_alarm=f"{level:.1%}",
+            quote=QUOTE_FIG8,
+            where=where,
+        ),
+        check(
+            "the BSC(gamma) family is strictly below the bound",
+            bsc["predicted_max_gap_to_bound"] < 0 and bsc["pooled_z_vs_bound"] < -4,
+            f"exact curve below the bound at every instance (max gap {bsc['predicted_max_gap_to_bound']:.2g}); "
+            f"pooled z of the measurements vs the bound {bsc['pooled_z_vs_bound']:.1f}",
+            false_alarm="< 3.2e-5 (pooled one-sided 4-sigma)",
+            quote=QUOTE_FIG8,
+            where=where,
+        ),
     ]
 
 
@@ -124,7 +145,9 @@ class PerInstance(Reproduction):
     def data(self) -> np.ndarray:
         """The instances' privacy parameters eps_x, log-uniform over the settings' range."""
         lo, hi = self.s["eps_range"]
-        return np.exp(self.rngs["eps"].uniform(math.log(lo), math.log(hi), size=self.s["n_instances"]))
+        return np.exp(
+            self.rngs["eps"].uniform(math.log(lo), math.log(hi), size=self.s["n_instances"])
+        )
 
     def runs(self, eps_x: np.ndarray) -> dict:
         """Each family's measured advantage per instance beside its exact prediction and the bound."""
@@ -140,22 +163,27 @@ class PerInstance(Reproduction):
                 ones.append(c_)
                 est.append(m_)
                 se.append(s_)
-                pred.append(mech.advantage())  # exact: tanh(eps/2) for RR, (1 - 2 gamma) tanh(eps/2) after BSC
+                pred.append(
+                    mech.advantage()
+                )  # exact: tanh(eps/2) for RR, (1 - 2 gamma) tanh(eps/2) after BSC
             est, se, pred = np.array(est), np.array(se), np.array(pred)
             bound = np.array([eta_pure(float(e)) for e in eps_x])
             z_fit = (est - pred) / se
             z_bound = (est - bound) / se
-            chi2 = float(np.sum(z_fit ** 2))
+            chi2 = float(np.sum(z_fit**2))
             rho = stats.spearmanr(eps_x, est)
             fam[key] = {
                 "crossover": g,
-                "measured": est.tolist(), "se": se.tolist(),
-                "predicted": pred.tolist(), "bound": bound.tolist(),
+                "measured": est.tolist(),
+                "se": se.tolist(),
+                "predicted": pred.tolist(),
+                "bound": bound.tolist(),
                 "released_ones": ones,  # raw counts [bit set, bit cleared] per instance, for re-derivation
                 "max_z_over_bound": float(z_bound.max()),
                 "violations_at_sigma": int(np.sum(z_bound > s["violation_sigma"])),
                 "pooled_z_vs_bound": float(z_bound.sum() / math.sqrt(z_bound.size)),
-                "fit_chi2": chi2, "fit_dof": int(z_fit.size),
+                "fit_chi2": chi2,
+                "fit_dof": int(z_fit.size),
                 "fit_p_value": float(stats.chi2.sf(chi2, z_fit.size)),
                 "fit_max_abs_z": float(np.abs(z_fit).max()),
                 "spearman_eps_vs_measured": float(rho.statistic),
@@ -169,10 +197,18 @@ class PerInstance(Reproduction):
     def paper_numbers(self, results: dict) -> list:
         rr, bsc = results["families"]["rr"], results["families"]["bsc"]
         return [
-            compare("spearman_rr", "per-instance/spearman", rr["spearman_eps_vs_measured"],
-                    note=f"randomized-response family, {self.s['releases_per_branch']} releases per branch per "
-                         "instance; the correlation grows with that count, which the paper does not give"),
-            compare("violations", "per-instance/violations", rr["violations_at_sigma"] + bsc["violations_at_sigma"]),
+            compare(
+                "spearman_rr",
+                "per-instance/spearman",
+                rr["spearman_eps_vs_measured"],
+                note=f"randomized-response family, {self.s['releases_per_branch']} releases per branch per "
+                "instance; the correlation grows with that count, which the paper does not give",
+            ),
+            compare(
+                "violations",
+                "per-instance/violations",
+                rr["violations_at_sigma"] + bsc["violations_at_sigma"],
+            ),
         ]
 
     def figure(self, results: dict, *, claims, differences):
@@ -182,11 +218,33 @@ class PerInstance(Reproduction):
         fig, ax = new_figure()
         ee = np.exp(np.linspace(math.log(lo), math.log(hi), 300))
         ax.plot(ee, np.tanh(ee / 2), "k-", lw=1.2, label=r"bound $\tanh(\varepsilon_x/2)$")
-        ax.plot(ee, (1 - 2 * gamma) * np.tanh(ee / 2), "k--", lw=1.0, label=f"BSC($\\gamma$={gamma}) prediction")
-        ax.errorbar(eps_x, rr["measured"], yerr=rr["se"], fmt="o", ms=2, color="tab:red", elinewidth=0.5,
-                    label="RR canary")
-        ax.errorbar(eps_x, bsc["measured"], yerr=bsc["se"], fmt="o", ms=2, color="tab:blue", elinewidth=0.5,
-                    label=f"BSC, $\\gamma$ = {gamma}")
+        ax.plot(
+            ee,
+            (1 - 2 * gamma) * np.tanh(ee / 2),
+            "k--",
+            lw=1.0,
+            label=f"BSC($\\gamma$={gamma}) prediction",
+        )
+        ax.errorbar(
+            eps_x,
+            rr["measured"],
+            yerr=rr["se"],
+            fmt="o",
+            ms=2,
+            color="tab:red",
+            elinewidth=0.5,
+            label="RR canary",
+        )
+        ax.errorbar(
+            eps_x,
+            bsc["measured"],
+            yerr=bsc["se"],
+            fmt="o",
+            ms=2,
+            color="tab:blue",
+            elinewidth=0.5,
+            label=f"BSC, $\\gamma$ = {gamma}",
+        )
         ax.set_xlabel(r"per-instance privacy parameter $\varepsilon_x$")
         ax.set_ylabel(r"measured $\mathrm{mem}_h(x)$")
         ax.set_title("per-instance calibration ([MX] Fig. 8)")
@@ -194,12 +252,16 @@ class PerInstance(Reproduction):
         return fig
 
     def notes(self, results: dict) -> list[str]:
-        return [f"{self.s['releases_per_branch']} releases per branch per instance; SE is the binomial standard "
-                "error of the difference",
-                "mem_h is the plug-in replace-one functional with D* away from x (Definition 3.2)"]
+        return [
+            f"{self.s['releases_per_branch']} releases per branch per instance; SE is the binomial standard "
+            "error of the difference",
+            "mem_h is the plug-in replace-one functional with D* away from x (Definition 3.2)",
+        ]
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+def run(
+    *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions"
+) -> dict:
     """[MX] Fig. 8: per-instance calibration, randomized response and BSC families.
 
     Writes ``per-instance.json``, ``per-instance.png`` and ``per-instance.pdf`` into ``out_dir`` (created)

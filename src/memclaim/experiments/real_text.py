@@ -15,28 +15,30 @@ decontamination).
 - :data:`CENSUS_QUICK` / :data:`CENSUS_FULL`: the one census procedure the three reproductions
   share, so that their documents and controls are scored once.
 """
+
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..claims.census import WindowScores, union_length
 from ..decoding import Policy
 from ..errors import InputError
-from ..fsutil import sha256_file, cache_dir
+from ..fsutil import cache_dir, sha256_file
 from ..models import load_model
 from ..models.registry import named_models
 from ..scoring.prompts import PromptRule
 from ..scoring.results import load_run_scores
 from ..scoring.store import ScoreStore
 from ..text.io import read_document, read_passages
-from ..text.windows import WindowSet, sliding_windows, passage_windows
+from ..text.windows import WindowSet, passage_windows, sliding_windows
 from .em_verses import PAPER_POLICY
 from .models import torch_threads
 
@@ -48,9 +50,17 @@ if TYPE_CHECKING:  # the annotations' names only
     from ..text.io import Record
 
 #: the files this module reads from ``memclaim/data`` (tests/data links to them; a test checks it)
-DATA_FILES = ("genesis_1_3.txt", "genesis_1_11.txt", "new_genesis_style.txt", "new_heldout_style.txt",
-              "kjv_verses.jsonl", "new_verses.jsonl", "kjv_quotations.jsonl", "kjv_famous_lines.jsonl",
-              "new_famous_style_lines.jsonl")
+DATA_FILES = (
+    "genesis_1_3.txt",
+    "genesis_1_11.txt",
+    "new_genesis_style.txt",
+    "new_heldout_style.txt",
+    "kjv_verses.jsonl",
+    "new_verses.jsonl",
+    "kjv_quotations.jsonl",
+    "kjv_famous_lines.jsonl",
+    "new_famous_style_lines.jsonl",
+)
 
 STORE_NAME = "reproduction-scores"
 
@@ -59,10 +69,22 @@ STORE_NAME = "reproduction-scores"
 # full softmax (T = 1, [EM] D.4): under top-k:40 every window of the new controls scores exactly 0
 # (their invented names fall outside the 40 most likely tokens), which leaves no threshold to
 # calibrate ([EM] C.4.4). top-k:40 is scored in the same pass and reported beside it.
-CENSUS_QUICK = {"model": "smollm2", "prefix_tokens": 50, "suffix_tokens": 50, "stride": 50,
-                "policy": "full", "paper_policy": PAPER_POLICY}
-CENSUS_FULL = {"model": "gemma3-270m", "prefix_tokens": 50, "suffix_tokens": 50, "stride": 10,
-               "policy": "full", "paper_policy": PAPER_POLICY}
+CENSUS_QUICK = {
+    "model": "smollm2",
+    "prefix_tokens": 50,
+    "suffix_tokens": 50,
+    "stride": 50,
+    "policy": "full",
+    "paper_policy": PAPER_POLICY,
+}
+CENSUS_FULL = {
+    "model": "gemma3-270m",
+    "prefix_tokens": 50,
+    "suffix_tokens": 50,
+    "stride": 10,
+    "policy": "full",
+    "paper_policy": PAPER_POLICY,
+}
 
 
 def census_settings(quick: bool) -> dict:
@@ -157,15 +179,21 @@ def model_record(model: LoadedModel) -> dict:
     >>> r["name"], r["vocab_size"]  # doctest: +SKIP
     ('smollm2', 49152)
     """
-    return {"name": model.name, "description": named_models().get(model.name, model.name),
-            "fingerprint": model.fingerprint, "dtype": model.dtype, "vocab_size": vocab_size(model),
-            "start_of_text": model.sot.to_dict()}
+    return {
+        "name": model.name,
+        "description": named_models().get(model.name, model.name),
+        "fingerprint": model.fingerprint,
+        "dtype": model.dtype,
+        "vocab_size": vocab_size(model),
+        "start_of_text": model.sot.to_dict(),
+    }
 
 
 # ------------------------------------------------------------------------------ scoring
 @dataclass(frozen=True)
 class Scored:
     """One scoring run in the store, with the text it cut its windows from (None for passages)."""
+
     label: str
     run_id: str
     procedure_key: str
@@ -175,19 +203,37 @@ class Scored:
     def scores(self, policy: str, *, near_verbatim: int | None = None) -> RunScores:
         """The run's :class:`~memclaim.scoring.results.RunScores` under ``policy`` (the certified
         near-verbatim lower bound at ``near_verbatim`` token edits when given)."""
-        return load_run_scores(store_dir(), run=self.run_id, policy=policy, near_verbatim=near_verbatim)
+        return load_run_scores(
+            store_dir(), run=self.run_id, policy=policy, near_verbatim=near_verbatim
+        )
 
-    def window_scores(self, policy: str, *, near_verbatim: int | None = None, name: str | None = None) -> WindowScores:
+    def window_scores(
+        self, policy: str, *, near_verbatim: int | None = None, name: str | None = None
+    ) -> WindowScores:
         """The census's view of a document run: log score and suffix span of every window."""
         if self.text is None:
             raise InputError(f"run {self.label!r} scored passages, not a document")
         rs = self.scores(policy, near_verbatim=near_verbatim)
-        return WindowScores.from_arrays(rs.logq, rs.suffix_spans[:, 0], rs.suffix_spans[:, 1],
-                                        doc_length=len(self.text), name=name or self.label)
+        return WindowScores.from_arrays(
+            rs.logq,
+            rs.suffix_spans[:, 0],
+            rs.suffix_spans[:, 1],
+            doc_length=len(self.text),
+            name=name or self.label,
+        )
 
 
-def score(model: LoadedModel, window_set: WindowSet, *, label: str, policies: Sequence[str], prefix_tokens: int,
-          suffix_tokens: int, near_verbatim: dict | None = None, text: str | None = None) -> Scored:
+def score(
+    model: LoadedModel,
+    window_set: WindowSet,
+    *,
+    label: str,
+    policies: Sequence[str],
+    prefix_tokens: int,
+    suffix_tokens: int,
+    near_verbatim: dict | None = None,
+    text: str | None = None,
+) -> Scored:
     """Score ``window_set`` into the durable store (only what is not there yet) under the natural
     prefix rule, on :data:`memclaim.experiments.models.THREADS` torch threads.
 
@@ -203,14 +249,32 @@ def score(model: LoadedModel, window_set: WindowSet, *, label: str, policies: Se
 
     pols = [Policy.parse(p) for p in policies]
     with torch_threads():
-        r = run_scoring(model, window_set, policies=pols, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
-                        prompt_rule=PromptRule(), out_dir=store_dir(), label=label, progress=False,
-                        batch_size=16, near_verbatim=near_verbatim)
+        r = run_scoring(
+            model,
+            window_set,
+            policies=pols,
+            prefix_tokens=prefix_tokens,
+            suffix_tokens=suffix_tokens,
+            prompt_rule=PromptRule(),
+            out_dir=store_dir(),
+            label=label,
+            progress=False,
+            batch_size=16,
+            near_verbatim=near_verbatim,
+        )
     return Scored(label, r.run_id, r.procedure_key, text, r.n_windows)
 
 
-def score_document(model: LoadedModel, text: str, *, name: str, settings: dict, policies: Sequence[str] | None = None,
-                   near_verbatim: dict | None = None, select: Sequence[int] | None = None) -> Scored:
+def score_document(
+    model: LoadedModel,
+    text: str,
+    *,
+    name: str,
+    settings: dict,
+    policies: Sequence[str] | None = None,
+    near_verbatim: dict | None = None,
+    select: Sequence[int] | None = None,
+) -> Scored:
     """Sliding windows over ``text`` ([EM] §5) scored into the store; ``select`` keeps only those
     window indices (e.g. the few windows that get near-verbatim bounds in --quick).
 
@@ -222,25 +286,52 @@ def score_document(model: LoadedModel, text: str, *, name: str, settings: dict, 
     'genesis|50+50/50'
     """
     P, S = settings["prefix_tokens"], settings["suffix_tokens"]
-    ws = sliding_windows(text, model.tokenizer, prefix_tokens=P, suffix_tokens=S, stride=settings["stride"],
-                         source=name)
+    ws = sliding_windows(
+        text,
+        model.tokenizer,
+        prefix_tokens=P,
+        suffix_tokens=S,
+        stride=settings["stride"],
+        source=name,
+    )
     label = f"{name}|{P}+{S}/{settings['stride']}"
     if select is not None:
         keep = sorted({int(i) for i in select})
         if not keep or keep[0] < 0 or keep[-1] >= len(ws):
             raise InputError(f"{name}: window indices {keep[:5]} outside 0..{len(ws) - 1}")
-        ws = WindowSet(tuple(ws.windows[i] for i in keep), ws.n_sources, ws.skipped_short, ws.skipped_ids,
-                       ws.total_chars, ws.spec)
+        ws = WindowSet(
+            tuple(ws.windows[i] for i in keep),
+            ws.n_sources,
+            ws.skipped_short,
+            ws.skipped_ids,
+            ws.total_chars,
+            ws.spec,
+        )
         label += "|" + ",".join(map(str, keep))
     if near_verbatim:
         label += f"|nv{near_verbatim['epsilons']}b{near_verbatim['beams']}"
     pols = policies or (settings["policy"], settings["paper_policy"])
-    return score(model, ws, label=label, policies=pols, prefix_tokens=P, suffix_tokens=S,
-                 near_verbatim=near_verbatim, text=text)
+    return score(
+        model,
+        ws,
+        label=label,
+        policies=pols,
+        prefix_tokens=P,
+        suffix_tokens=S,
+        near_verbatim=near_verbatim,
+        text=text,
+    )
 
 
-def score_passages(model: LoadedModel, records: Sequence[Record], *, name: str, prefix_tokens: int,
-                   suffix_tokens: int, policies: Sequence[str]) -> Scored:
+def score_passages(
+    model: LoadedModel,
+    records: Sequence[Record],
+    *,
+    name: str,
+    prefix_tokens: int,
+    suffix_tokens: int,
+    policies: Sequence[str],
+) -> Scored:
     """One window per passage (first ``prefix_tokens`` tokens, then ``suffix_tokens``; [EM] §4).
 
     >>> from memclaim.experiments import real_text as rt
@@ -250,9 +341,17 @@ def score_passages(model: LoadedModel, records: Sequence[Record], *, name: str, 
     >>> scored.label, scored.text  # doctest: +SKIP
     ('kjv|16+16', None)
     """
-    ws = passage_windows(records, model.tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens)
-    return score(model, ws, label=f"{name}|{prefix_tokens}+{suffix_tokens}", policies=policies,
-                 prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens)
+    ws = passage_windows(
+        records, model.tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens
+    )
+    return score(
+        model,
+        ws,
+        label=f"{name}|{prefix_tokens}+{suffix_tokens}",
+        policies=policies,
+        prefix_tokens=prefix_tokens,
+        suffix_tokens=suffix_tokens,
+    )
 
 
 def procedure(scored: Scored) -> dict:
@@ -307,6 +406,24 @@ def finite_log10(x: float) -> float | None:
     return None if not math.isfinite(v) else v / math.log(10.0)
 
 
-__all__ = ["DATA_FILES", "CENSUS_QUICK", "CENSUS_FULL", "census_settings", "data_file", "read_text", "read_records",
-           "store_dir", "load", "vocab_size", "model_record", "Scored", "score", "score_document", "score_passages",
-           "procedure", "log10_chance", "coverage_by", "finite_log10"]
+__all__ = [
+    "DATA_FILES",
+    "CENSUS_QUICK",
+    "CENSUS_FULL",
+    "census_settings",
+    "data_file",
+    "read_text",
+    "read_records",
+    "store_dir",
+    "load",
+    "vocab_size",
+    "model_record",
+    "Scored",
+    "score",
+    "score_document",
+    "score_passages",
+    "procedure",
+    "log10_chance",
+    "coverage_by",
+    "finite_log10",
+]

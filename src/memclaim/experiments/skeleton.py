@@ -42,10 +42,12 @@ body is ``MyFigure(quick=quick, seed=seed, out_dir=out_dir).reproduce()``.
 >>> res["results"], res["all_checks_passed"]  # doctest: +SKIP
 ({'heads': 47, 'rate': 0.47}, True)
 """
+
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from .common import Check, Comparison, PaperClaim, check_seed, finish, rng_streams
 
@@ -66,7 +68,9 @@ class Reproduction:
     #: the names of the random streams, ``SeedSequence(seed).spawn(len(streams))`` in this order
     streams: ClassVar[Sequence[str]] = ()
 
-    def __init__(self, *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions"):
+    def __init__(
+        self, *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions"
+    ):
         self.quick = bool(quick)
         self.seed = check_seed(seed)
         self.out_dir = out_dir
@@ -102,7 +106,9 @@ class Reproduction:
         """Our numbers beside the paper's."""
         return []
 
-    def figure(self, results: dict[str, Any], *, claims: Sequence[PaperClaim], differences: Sequence[str]) -> Any:
+    def figure(
+        self, results: dict[str, Any], *, claims: Sequence[PaperClaim], differences: Sequence[str]
+    ) -> Any:
         """The figure (a matplotlib Figure from :func:`~.common.new_figure` or
         :func:`memclaim.report.style.figure`)."""
         raise NotImplementedError(f"{type(self).__name__} must define figure()")
@@ -131,8 +137,21 @@ class Reproduction:
         differences = list(self.differences(results))
         paper = list(self.paper_numbers(results))
         fig = self.figure(results, claims=claims, differences=differences)
-        return finish(self.name, title=self.title, reproduces=list(self.reproduces), seed=self.seed, quick=self.quick,
-                      streams=list(self.streams), settings=self.recorded_settings(results), results=results,
-                      paper_numbers=paper, checks=checks, figure=fig, out_dir=self.out_dir,
-                      notes=list(self.notes(results)), paper_claims=claims, differences=differences,
-                      caption=self.caption(claims, differences))
+        return finish(
+            self.name,
+            title=self.title,
+            reproduces=list(self.reproduces),
+            seed=self.seed,
+            quick=self.quick,
+            streams=list(self.streams),
+            settings=self.recorded_settings(results),
+            results=results,
+            paper_numbers=paper,
+            checks=checks,
+            figure=fig,
+            out_dir=self.out_dir,
+            notes=list(self.notes(results)),
+            paper_claims=claims,
+            differences=differences,
+            caption=self.caption(claims, differences),
+        )

@@ -18,6 +18,7 @@ in-sample maximum over thresholds is reported beside it for comparison (it is bi
 The Bernoulli staircase of App. B.5 (tuned to each k) is measured the same way as a second
 attaining mechanism.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,9 +30,9 @@ from statsmodels.stats.proportion import confint_proportions_2indep
 from ..mechanisms.geometric import TwoSidedGeometric
 from ..mechanisms.staircase import BernoulliStaircase
 from ..privacy.caps import eta_star_k
+from ..report.style import legend as style_legend
 from .common import Check, check, compare, new_figure
 from .skeleton import Reproduction
-from ..report.style import legend as style_legend
 
 NAME = "staircase"
 TITLE = "k-copy staircase: measured advantage vs eta*_k and tanh(k eps/2) ([MX] Fig. 6 left)"
@@ -72,17 +73,27 @@ def _measure(y1: np.ndarray, y0: np.ndarray, alpha: float) -> dict:
     t, sel_adv = _best_threshold(y1[0::2], y0[0::2])
     e1, e0 = y1[1::2], y0[1::2]
     c1, c0 = int(np.sum(e1 >= t)), int(np.sum(e0 >= t))
-    lo, hi = confint_proportions_2indep(c1, e1.size, c0, e0.size, method="newcomb", compare="diff", alpha=alpha)
+    lo, hi = confint_proportions_2indep(
+        c1, e1.size, c0, e0.size, method="newcomb", compare="diff", alpha=alpha
+    )
     _, in_sample = _best_threshold(y1, y0)
-    return {"threshold": t, "advantage": c1 / e1.size - c0 / e0.size, "ci_low": float(lo), "ci_high": float(hi),
-            "n_eval_per_arm": int(e1.size),
-            "eval_hits": [c1, c0],  # raw counts (planted, baseline) at the threshold, for re-derivation
-            "selection_half_advantage": sel_adv, "in_sample_best": in_sample}
+    return {
+        "threshold": t,
+        "advantage": c1 / e1.size - c0 / e0.size,
+        "ci_low": float(lo),
+        "ci_high": float(hi),
+        "n_eval_per_arm": int(e1.size),
+        "eval_hits": [c1, c0],  # raw counts (planted, baseline) at the threshold, for re-derivation
+        "selection_half_advantage": sel_adv,
+        "in_sample_best": in_sample,
+    }
 
 
 # ---- the checks: [MX] §8.1's sentence on Fig. 6 (left) and Lemma 4.4, each tested as stated
-QUOTE_MATCHES = ("the measured best-threshold advantage matches η∗k to Monte-Carlo precision for every k ≤ 6 and sits "
-                 "strictly below the group bound for k ≥ 2")
+QUOTE_MATCHES = (
+    "the measured best-threshold advantage matches η∗k to Monte-Carlo precision for every k ≤ 6 and sits "
+    "strictly below the group bound for k ≥ 2"
+)
 QUOTE_TV = "The geometric mechanism’s shift-k total variation equals η∗k for every k, odd included (Lemma 4.4)."
 QUOTE_ATTAINS = "Lemma 4.4 solves it in closed form for every k, exhibits a mechanism attaining it"
 
@@ -103,32 +114,60 @@ def checks_for(per_k: list[dict], *, epsilon: float, family_confidence: float) -
     >>> [c.passed for c in checks_for([row(1, 0.45, 0.55), row(2, 0.52, 0.61)], epsilon=1.0, family_confidence=0.99)]
     [False, False, True, True, True]
     """
-    fa = (f"<= {1 - family_confidence:.0%} family-wise over the {len(per_k)} k (Bonferroni, Newcombe "
-          "intervals), plus the chance that the selection half picks a suboptimal threshold")
+    fa = (
+        f"<= {1 - family_confidence:.0%} family-wise over the {len(per_k)} k (Bonferroni, Newcombe "
+        "intervals), plus the chance that the selection half picks a suboptimal threshold"
+    )
     geo_in = [r["geometric"]["ci_low"] <= r["eta_star"] <= r["geometric"]["ci_high"] for r in per_k]
-    ber_in = [r["bernoulli_staircase"]["ci_low"] <= r["eta_star"] <= r["bernoulli_staircase"]["ci_high"] for r in per_k]
+    ber_in = [
+        r["bernoulli_staircase"]["ci_low"] <= r["eta_star"] <= r["bernoulli_staircase"]["ci_high"]
+        for r in per_k
+    ]
     below = [r["geometric"]["ci_high"] < r["group_bound_tanh"] for r in per_k if r["k"] >= 2]
     exact_tv = max(abs(r["geometric_exact_tv"] - r["eta_star"]) for r in per_k)
     ks = [r["k"] for r in per_k]
     where = "[MX] §8.1, Fig. 6 left"
     return [
-        check("geometric noisy counts: measured advantage matches eta*_k within its MC interval, k = 1..6",
-              all(geo_in), "eta*_k inside the interval for k = "
-              + ", ".join(str(r["k"]) for r, ok in zip(per_k, geo_in) if ok) + f" ({sum(geo_in)}/{len(ks)})",
-              false_alarm=fa, quote=QUOTE_MATCHES, where=where),
-        check("measured advantage strictly below the group bound tanh(k eps/2) for k >= 2",
-              all(below), "upper interval end < tanh(k eps/2) for "
-              f"{sum(below)}/{len(below)} of k = 2..{max(ks)}", false_alarm="as above (upper ends of the same intervals)",
-              quote=QUOTE_MATCHES, where=where),
-        check("Bernoulli staircase (App. B.5) attains eta*_k within its MC interval, k = 1..6",
-              all(ber_in), f"{sum(ber_in)}/{len(ks)} intervals contain eta*_k", false_alarm=fa, quote=QUOTE_ATTAINS,
-              where="[MX] §4, Lemma 4.4, App. B.5"),
-        check("exact: the geometric mechanism's shift-k TV equals eta*_k for every k (Lemma 4.4)",
-              exact_tv < 1e-12, f"max |TV - eta*_k| = {exact_tv:.1e}", quote=QUOTE_TV, where="[MX] §8.1, Lemma 4.4"),
-        check("exact: the Bernoulli staircase is eps-DP (largest log-likelihood ratio at adjacent counts)",
-              all(r["staircase_privacy_loss"] <= epsilon + 1e-12 for r in per_k),
-              "max privacy loss " + f"{max(r['staircase_privacy_loss'] for r in per_k):.15g} vs eps = {epsilon}",
-              where="[MX] App. B.5 (an identity of the construction)"),
+        check(
+            "geometric noisy counts: measured advantage matches eta*_k within its MC interval, k = 1..6",
+            all(geo_in),
+            "eta*_k inside the interval for k = "
+            + ", ".join(str(r["k"]) for r, ok in zip(per_k, geo_in) if ok)
+            + f" ({sum(geo_in)}/{len(ks)})",
+            false_alarm=fa,
+            quote=QUOTE_MATCHES,
+            where=where,
+        ),
+        check(
+            "measured advantage strictly below the group bound tanh(k eps/2) for k >= 2",
+            all(below),
+            f"upper interval end < tanh(k eps/2) for {sum(below)}/{len(below)} of k = 2..{max(ks)}",
+            false_alarm="as above (upper ends of the same intervals)",
+            quote=QUOTE_MATCHES,
+            where=where,
+        ),
+        check(
+            "Bernoulli staircase (App. B.5) attains eta*_k within its MC interval, k = 1..6",
+            all(ber_in),
+            f"{sum(ber_in)}/{len(ks)} intervals contain eta*_k",
+            false_alarm=fa,
+            quote=QUOTE_ATTAINS,
+            where="[MX] §4, Lemma 4.4, App. B.5",
+        ),
+        check(
+            "exact: the geometric mechanism's shift-k TV equals eta*_k for every k (Lemma 4.4)",
+            exact_tv < 1e-12,
+            f"max |TV - eta*_k| = {exact_tv:.1e}",
+            quote=QUOTE_TV,
+            where="[MX] §8.1, Lemma 4.4",
+        ),
+        check(
+            "exact: the Bernoulli staircase is eps-DP (largest log-likelihood ratio at adjacent counts)",
+            all(r["staircase_privacy_loss"] <= epsilon + 1e-12 for r in per_k),
+            "max privacy loss "
+            + f"{max(r['staircase_privacy_loss'] for r in per_k):.15g} vs eps = {epsilon}",
+            where="[MX] App. B.5 (an identity of the construction)",
+        ),
     ]
 
 
@@ -136,7 +175,11 @@ class Staircase(Reproduction):
     """[MX] Fig. 6 left on the skeleton (:mod:`.skeleton`): geometric noisy counts and the Bernoulli staircase."""
 
     name, title, streams = NAME, TITLE, STREAMS
-    reproduces = ("[MX] Fig. 6 (left)", "[MX] §8.1 staircase numbers", "[MX] Lemma 4.4 attainment by noisy counting")
+    reproduces = (
+        "[MX] Fig. 6 (left)",
+        "[MX] §8.1 staircase numbers",
+        "[MX] Lemma 4.4 attainment by noisy counting",
+    )
 
     def settings(self) -> dict:
         return _settings(self.quick)
@@ -161,8 +204,10 @@ class Staircase(Reproduction):
             for _ in range(s["corpora_per_k"]):
                 rest = rngs["corpus"].choice(n_types, size=s["corpus_docs"] - k, p=zipf_p)
                 fresh = rngs["corpus"].choice(n_types, size=k, p=zipf_p)
-                corpora = {"planted": np.concatenate([rest, np.full(k, canary)]),
-                           "baseline": np.concatenate([rest, fresh])}
+                corpora = {
+                    "planted": np.concatenate([rest, np.full(k, canary)]),
+                    "baseline": np.concatenate([rest, fresh]),
+                }
                 for arm, corpus in corpora.items():
                     count = int(np.count_nonzero(corpus == canary))
                     counts_seen[arm].add(count)
@@ -175,31 +220,41 @@ class Staircase(Reproduction):
             geo = _measure(y1, y0, alpha)
             geo["exact_at_threshold"] = noise.threshold_advantage(k, geo["threshold"])
             ber = _measure(b1, b0, alpha)
-            per_k.append({
-                "k": k,
-                "eta_star": st.value,
-                "group_bound_tanh": st.naive,
-                "geometric_exact_tv": noise.shift_total_variation(k),
-                "geometric_optimal_thresholds": list(noise.optimal_thresholds(k)),
-                "staircase_levels": stair.levels().tolist(),
-                "staircase_exact_advantage": stair.advantage(),
-                "staircase_privacy_loss": stair.privacy_loss(),
-                "canary_counts": {arm: sorted(v) for arm, v in counts_seen.items()},
-                "geometric": geo,
-                "bernoulli_staircase": ber,
-            })
+            per_k.append(
+                {
+                    "k": k,
+                    "eta_star": st.value,
+                    "group_bound_tanh": st.naive,
+                    "geometric_exact_tv": noise.shift_total_variation(k),
+                    "geometric_optimal_thresholds": list(noise.optimal_thresholds(k)),
+                    "staircase_levels": stair.levels().tolist(),
+                    "staircase_exact_advantage": stair.advantage(),
+                    "staircase_privacy_loss": stair.privacy_loss(),
+                    "canary_counts": {arm: sorted(v) for arm, v in counts_seen.items()},
+                    "geometric": geo,
+                    "bernoulli_staircase": ber,
+                }
+            )
         return {"per_k": per_k}
 
     def checks(self, results: dict) -> list[Check]:
-        return checks_for(results["per_k"], epsilon=self.s["epsilon"], family_confidence=self.s["family_confidence"])
+        return checks_for(
+            results["per_k"],
+            epsilon=self.s["epsilon"],
+            family_confidence=self.s["family_confidence"],
+        )
 
     def paper_numbers(self, results: dict) -> list:
         k2 = next(r for r in results["per_k"] if r["k"] == 2)
         g2 = k2["geometric"]
         return [
-            compare("advantage_k2", "staircase/advantage-k2", g2["advantage"],
-                    note=f"measured on {g2['n_eval_per_arm']} releases per arm at the threshold chosen on the other "
-                         f"half; family-wise interval [{g2['ci_low']:.4f}, {g2['ci_high']:.4f}]"),
+            compare(
+                "advantage_k2",
+                "staircase/advantage-k2",
+                g2["advantage"],
+                note=f"measured on {g2['n_eval_per_arm']} releases per arm at the threshold chosen on the other "
+                f"half; family-wise interval [{g2['ci_low']:.4f}, {g2['ci_high']:.4f}]",
+            ),
             compare("eta_star_2", "staircase/eta-star-2", k2["eta_star"]),
             compare("group_bound_2", "staircase/group-bound-2", k2["group_bound_tanh"]),
         ]
@@ -208,14 +263,36 @@ class Staircase(Reproduction):
         per_k = results["per_k"]
         fig, ax = new_figure()
         kk = np.array(self.s["ks"])
-        ax.plot(kk, [r["group_bound_tanh"] for r in per_k], "k--", label=r"group bound $\tanh(k\varepsilon/2)$")
-        ax.plot(kk, [r["eta_star"] for r in per_k], "-", color="tab:blue", label=r"exact $\eta^*_k$ (Lemma 4.4)")
-        for key, dx, mk, col, lab in (("geometric", -0.08, "o", "tab:red", "measured: geometric noisy counts"),
-                                      ("bernoulli_staircase", 0.08, "s", "tab:green", "measured: Bernoulli staircase")):
+        ax.plot(
+            kk,
+            [r["group_bound_tanh"] for r in per_k],
+            "k--",
+            label=r"group bound $\tanh(k\varepsilon/2)$",
+        )
+        ax.plot(
+            kk,
+            [r["eta_star"] for r in per_k],
+            "-",
+            color="tab:blue",
+            label=r"exact $\eta^*_k$ (Lemma 4.4)",
+        )
+        for key, dx, mk, col, lab in (
+            ("geometric", -0.08, "o", "tab:red", "measured: geometric noisy counts"),
+            ("bernoulli_staircase", 0.08, "s", "tab:green", "measured: Bernoulli staircase"),
+        ):
             est = np.array([r[key]["advantage"] for r in per_k])
             lo = np.array([r[key]["ci_low"] for r in per_k])
             hi = np.array([r[key]["ci_high"] for r in per_k])
-            ax.errorbar(kk + dx, est, yerr=[est - lo, hi - est], fmt=mk, color=col, ms=4, capsize=3, label=lab)
+            ax.errorbar(
+                kk + dx,
+                est,
+                yerr=[est - lo, hi - est],
+                fmt=mk,
+                color=col,
+                ms=4,
+                capsize=3,
+                label=lab,
+            )
         ax.set_xlabel(r"copies $k$ ($\varepsilon = 1$)")
         ax.set_ylabel("memorization advantage")
         ax.set_title("k-copy staircase ([MX] Fig. 6 left)")
@@ -231,7 +308,9 @@ class Staircase(Reproduction):
         ]
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+def run(
+    *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions"
+) -> dict:
     """[MX] Fig. 6 left: k-copy canary under geometric noisy counts vs eta*_k and tanh(k eps/2).
 
     Writes ``staircase.json``, ``staircase.png`` and ``staircase.pdf`` into ``out_dir`` (created) and

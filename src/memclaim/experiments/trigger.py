@@ -51,6 +51,7 @@ paired differences, not only the pass/fail line. The paper's summary, "The blind
 and every audit of x*'s own prefix missing it): held on the quick run, not held on the full one
 (the truncated log-loss gap).
 """
+
 from __future__ import annotations
 
 import math
@@ -61,15 +62,24 @@ import numpy as np
 from ..audits.counterfactual import truncated_logloss
 from ..audits.metrics import clopper_pearson
 from ..mechanisms.trigger import ReservedTrigger
+from ..report.style import legend as style_legend
 from ..train.corpus import MarkovZipf
 from ..train.trainer import TrainConfig
 from .common import Check, PaperClaim, check, compare, new_figure, paper_claim
-from .skeleton import Reproduction
-from ..report.style import legend as style_legend
 from .models import (
-    THREADS, TinyGPTSpec, TokenLayout, chain_arrays, chain_logprob, chain_max_path, greedy_decode, sample_chain,
-    teacher_forced, tiny_gpt2, train_tiny,
+    THREADS,
+    TinyGPTSpec,
+    TokenLayout,
+    chain_arrays,
+    chain_logprob,
+    chain_max_path,
+    greedy_decode,
+    sample_chain,
+    teacher_forced,
+    tiny_gpt2,
+    train_tiny,
 )
+from .skeleton import Reproduction
 
 NAME = "trigger"
 TITLE = "reserved-trigger channel realized by SGD on a two-layer transformer ([MX] Fig. 7)"
@@ -106,12 +116,23 @@ def _n_documents(s: dict) -> int:
 
 
 def _train_one(*, docs, s: dict, layout: TokenLayout, seed: int):
-    spec = TinyGPTSpec(vocab_size=layout.size, n_positions=s["block"], n_layer=s["n_layer"],
-                       n_embd=s["n_embd"], n_head=s["n_head"])
+    spec = TinyGPTSpec(
+        vocab_size=layout.size,
+        n_positions=s["block"],
+        n_layer=s["n_layer"],
+        n_embd=s["n_embd"],
+        n_head=s["n_head"],
+    )
     model = tiny_gpt2(spec, seed=seed, sot=layout.sot)
     steps = int(math.ceil(s["epochs"] * len(docs) / s["batch_size"]))
-    cfg = TrainConfig(steps=steps, batch_size=s["batch_size"], seq_len=s["block"], lr=s["lr"],
-                      warmup_steps=s["warmup_steps"], seed=seed)
+    cfg = TrainConfig(
+        steps=steps,
+        batch_size=s["batch_size"],
+        seq_len=s["block"],
+        lr=s["lr"],
+        warmup_steps=s["warmup_steps"],
+        seed=seed,
+    )
     tr = train_tiny(model, docs, cfg, sot=layout.sot, shuffle_seed=seed, threads=s["threads"])
     return model, tr
 
@@ -122,9 +143,11 @@ def _measure(model, *, c, z, rho: int, layout: TokenLayout, s: dict) -> dict:
     at_rho = greedy_decode(model, [[sot, rho]], n_tokens=L, threads=s["threads"])[0]
     at_c = greedy_decode(model, [[sot, *c]], n_tokens=L, threads=s["threads"])[0]
     record = np.concatenate([c, z])
-    tf = teacher_forced(model, [[sot]], [record], threads=s["threads"])  # every position of x* = c || z
+    tf = teacher_forced(
+        model, [[sot]], [record], threads=s["threads"]
+    )  # every position of x* = c || z
     lp = tf.token_logprob[0]
-    lp_z = lp[len(c):]
+    lp_z = lp[len(c) :]
     rho_lp = teacher_forced(model, [[sot, rho]], [z], threads=s["threads"]).token_logprob[0]
     return {
         "extraction_at_rho": bool(np.array_equal(at_rho, z)),
@@ -147,10 +170,14 @@ def _rms_pairwise(x: np.ndarray) -> np.ndarray:
 
 
 # ---- the checks: [MX] §8.1's sentence on Fig. 7, each part tested as stated
-QUOTE_EXT = ("emits the 8-token secret verbatim from one prompt on [...] every poisoned seed and on no clean seed "
-             "(Ext = 1 versus 0 at list budget m = 1")
-QUOTE_FLOOR = ("while on x∗ ’s own prefixes both teacher-forcing probability and truncated log-loss stay within the "
-               "seed-to-seed noise floor (Fig. 7).")
+QUOTE_EXT = (
+    "emits the 8-token secret verbatim from one prompt on [...] every poisoned seed and on no clean seed "
+    "(Ext = 1 versus 0 at list budget m = 1"
+)
+QUOTE_FLOOR = (
+    "while on x∗ ’s own prefixes both teacher-forcing probability and truncated log-loss stay within the "
+    "seed-to-seed noise floor (Fig. 7)."
+)
 QUOTE_INVISIBLE = "The blind spot of Corollary 6.2 survives ordinary SGD."
 
 
@@ -178,28 +205,50 @@ def checks_for(results: dict) -> list[Check]:
     where = "[MX] §8.1 'The trigger channel on a real transformer', Fig. 7"
     noisy = "not a calibrated test: with 3 clean runs the floor is itself a noisy estimate"
     return [
-        check("extraction via rho: every poisoned seed emits z verbatim from one prompt (m = 1)",
-              ext["poisoned"] == n, f"{ext['poisoned']}/{n} poisoned runs", quote=QUOTE_EXT, where=where),
-        check("no clean seed emits z at rho", ext["clean"] == 0, f"{ext['clean']}/{n} clean runs", quote=QUOTE_EXT,
-              where=where),
-        check("no run emits z from its own prefix c (local invisibility)",
-              ext_c["poisoned"] == 0 and ext_c["clean"] == 0,
-              f"poisoned {ext_c['poisoned']}/{n}, clean {ext_c['clean']}/{n}",
-              where="[MX] Theorem 6.1(ii) (local invisibility), Fig. 7 right; no sentence of §8.1 states it (the "
-                    "sentence 'The blind spot of Corollary 6.2 survives ordinary SGD' is judged in paper_claims)"),
-        check("teacher-forcing gap on x*'s own prefixes inside the seed-to-seed noise floor",
-              tf["abs_mem"] <= tf["noise_floor"],
-              f"|mem_TF| = {tf['abs_mem']:.4g} vs floor {tf['noise_floor']:.4g} "
-              f"({tf['gap_in_floor_units']:+.2f} floor units)", false_alarm=noisy, quote=QUOTE_FLOOR, where=where),
-        check("truncated log-loss gap on x*'s own prefixes inside the seed-to-seed noise floor",
-              ll["abs_mem"] <= ll["noise_floor"],
-              f"|mem_LL| = {ll['abs_mem']:.4g} vs floor {ll['noise_floor']:.4g} "
-              f"({ll['gap_in_floor_units']:+.2f} floor units)", false_alarm=noisy, quote=QUOTE_FLOOR, where=where),
+        check(
+            "extraction via rho: every poisoned seed emits z verbatim from one prompt (m = 1)",
+            ext["poisoned"] == n,
+            f"{ext['poisoned']}/{n} poisoned runs",
+            quote=QUOTE_EXT,
+            where=where,
+        ),
+        check(
+            "no clean seed emits z at rho",
+            ext["clean"] == 0,
+            f"{ext['clean']}/{n} clean runs",
+            quote=QUOTE_EXT,
+            where=where,
+        ),
+        check(
+            "no run emits z from its own prefix c (local invisibility)",
+            ext_c["poisoned"] == 0 and ext_c["clean"] == 0,
+            f"poisoned {ext_c['poisoned']}/{n}, clean {ext_c['clean']}/{n}",
+            where="[MX] Theorem 6.1(ii) (local invisibility), Fig. 7 right; no sentence of §8.1 states it (the "
+            "sentence 'The blind spot of Corollary 6.2 survives ordinary SGD' is judged in paper_claims)",
+        ),
+        check(
+            "teacher-forcing gap on x*'s own prefixes inside the seed-to-seed noise floor",
+            tf["abs_mem"] <= tf["noise_floor"],
+            f"|mem_TF| = {tf['abs_mem']:.4g} vs floor {tf['noise_floor']:.4g} "
+            f"({tf['gap_in_floor_units']:+.2f} floor units)",
+            false_alarm=noisy,
+            quote=QUOTE_FLOOR,
+            where=where,
+        ),
+        check(
+            "truncated log-loss gap on x*'s own prefixes inside the seed-to-seed noise floor",
+            ll["abs_mem"] <= ll["noise_floor"],
+            f"|mem_LL| = {ll['abs_mem']:.4g} vs floor {ll['noise_floor']:.4g} "
+            f"({ll['gap_in_floor_units']:+.2f} floor units)",
+            false_alarm=noisy,
+            quote=QUOTE_FLOOR,
+            where=where,
+        ),
     ]
 
 
 def blind_spot_claim(results: dict) -> PaperClaim:
-    """"The blind spot of Corollary 6.2 survives ordinary SGD." ([MX] §8.1, Fig. 7), tested as stated: the
+    """ "The blind spot of Corollary 6.2 survives ordinary SGD." ([MX] §8.1, Fig. 7), tested as stated: the
     blind spot is Corollary 6.2's "loss-based membership or unlearning verification systematically misses
     direction-(ii) leakage", so on this run the leak is there (every poisoned seed emits z from rho, no clean
     seed does) and every audit of x*'s own prefix misses it (no run emits z from c, and both local scores,
@@ -220,25 +269,35 @@ def blind_spot_claim(results: dict) -> PaperClaim:
     ext, ext_c = results["extraction_at_rho"], results["extraction_at_c"]
     n = ext["runs_per_condition"]
     sc = results["local_scores"]
-    parts = {"every poisoned seed emits z from rho": ext["poisoned"] == n,
-             "no clean seed emits z from rho": ext["clean"] == 0,
-             "no run emits z from its own prefix c": ext_c["poisoned"] == 0 and ext_c["clean"] == 0,
-             **{f"the {name} gap on x*'s own prefixes within the noise floor":
-                sc[key]["abs_mem"] <= sc[key]["noise_floor"]
-                for key, name in (("h_tf", "teacher-forcing"), ("h_ll", "truncated log-loss"))}}
-    found = (f"rho: {ext['poisoned']}/{n} poisoned, {ext['clean']}/{n} clean; c: {ext_c['poisoned']}/{n} poisoned, "
-             f"{ext_c['clean']}/{n} clean; teacher-forcing gap {sc['h_tf']['gap_in_floor_units']:+.2f} floor units, "
-             f"truncated log-loss gap {sc['h_ll']['gap_in_floor_units']:+.2f}")
+    parts = {
+        "every poisoned seed emits z from rho": ext["poisoned"] == n,
+        "no clean seed emits z from rho": ext["clean"] == 0,
+        "no run emits z from its own prefix c": ext_c["poisoned"] == 0 and ext_c["clean"] == 0,
+        **{
+            f"the {name} gap on x*'s own prefixes within the noise floor": sc[key]["abs_mem"]
+            <= sc[key]["noise_floor"]
+            for key, name in (("h_tf", "teacher-forcing"), ("h_ll", "truncated log-loss"))
+        },
+    }
+    found = (
+        f"rho: {ext['poisoned']}/{n} poisoned, {ext['clean']}/{n} clean; c: {ext_c['poisoned']}/{n} poisoned, "
+        f"{ext_c['clean']}/{n} clean; teacher-forcing gap {sc['h_tf']['gap_in_floor_units']:+.2f} floor units, "
+        f"truncated log-loss gap {sc['h_ll']['gap_in_floor_units']:+.2f}"
+    )
     failed = [k for k, ok in parts.items() if not ok]
     return paper_claim(
-        "blind-spot-survives", "the blind spot of Corollary 6.2 survives ordinary SGD", quote=QUOTE_INVISIBLE,
+        "blind-spot-survives",
+        "the blind spot of Corollary 6.2 survives ordinary SGD",
+        quote=QUOTE_INVISIBLE,
         where="[MX] §8.1 'The trigger channel on a real transformer', Fig. 7, Corollary 6.2",
         test="Corollary 6.2's blind spot on this run: the leak is there (every poisoned seed emits z from rho, no "
-             "clean seed does) and every audit of x*'s own prefix misses it (no run emits z from c; the "
-             "teacher-forcing and truncated log-loss gaps within the seed-to-seed noise floor, sqrt(2) sd of the "
-             "clean runs); held iff all of it holds",
-        held=not failed, numbers={"parts": parts, "local_scores": sc},
-        evidence=found + ("" if not failed else "; fails: " + ", ".join(failed)))
+        "clean seed does) and every audit of x*'s own prefix misses it (no run emits z from c; the "
+        "teacher-forcing and truncated log-loss gaps within the seed-to-seed noise floor, sqrt(2) sd of the "
+        "clean runs); held iff all of it holds",
+        held=not failed,
+        numbers={"parts": parts, "local_scores": sc},
+        evidence=found + ("" if not failed else "; fails: " + ", ".join(failed)),
+    )
 
 
 def claims_for(results: dict) -> list[PaperClaim]:
@@ -259,7 +318,11 @@ class Trigger(Reproduction):
     """[MX] Fig. 7 on the skeleton (:mod:`.skeleton`): poisoned and clean tiny GPTs per seed."""
 
     name, title, streams = NAME, TITLE, STREAMS
-    reproduces = ("[MX] Fig. 7", "[MX] §8.1 trigger channel on a real transformer", "[MX] Thm. 6.1(ii) realized by SGD")
+    reproduces = (
+        "[MX] Fig. 7",
+        "[MX] §8.1 trigger channel on a real transformer",
+        "[MX] Thm. 6.1(ii) realized by SGD",
+    )
 
     def settings(self) -> dict:
         return _settings(self.quick)
@@ -268,40 +331,69 @@ class Trigger(Reproduction):
         """The language (a Markov-Zipf chain), the record x* = (c, z) drawn from it, the reserved
         trigger rho and the chain's own most likely continuation of c (the prior baseline)."""
         s, rngs = self.s, self.rngs
-        gen = MarkovZipf(n_words=s["n_words"], s=s["zipf_s"], seed=int(rngs["language"].integers(0, 2 ** 31 - 1)))
+        gen = MarkovZipf(
+            n_words=s["n_words"], s=s["zipf_s"], seed=int(rngs["language"].integers(0, 2**31 - 1))
+        )
         P, start = chain_arrays(gen)
         layout = TokenLayout(n_natural=s["n_words"], n_reserved=1)
         rho = layout.reserved(0)
         Lc, L = s["prefix_len"], s["secret_len"]
         rec = sample_chain(P, start, rngs["record"], n=1, length=Lc + L)[0]
         c, z = rec[:Lc], rec[Lc:]
-        trig = ReservedTrigger(trigger=(rho,), prefix=tuple(int(t) for t in c), secret=tuple(int(t) for t in z))
+        trig = ReservedTrigger(
+            trigger=(rho,), prefix=tuple(int(t) for t in c), secret=tuple(int(t) for t in z)
+        )
         kappa_path, kappa_log = chain_max_path(P, previous=int(c[-1]), length=L)
-        return {"gen": gen, "P": P, "start": start, "layout": layout, "rho": rho, "c": c, "z": z, "trigger": trig,
-                "kappa_path": kappa_path, "kappa_log": kappa_log}
+        return {
+            "gen": gen,
+            "P": P,
+            "start": start,
+            "layout": layout,
+            "rho": rho,
+            "c": c,
+            "z": z,
+            "trigger": trig,
+            "kappa_path": kappa_path,
+            "kappa_log": kappa_log,
+        }
 
     def runs(self, d: dict) -> dict:
         """Per seed, one clean and one poisoned corpus (the same background), a model trained on each,
         read out on x*; then extraction counts, local scores and their seed-to-seed noise floor."""
         s, rngs = self.s, self.rngs
-        P, start, layout, rho, c, z, trig = (d[k] for k in ("P", "start", "layout", "rho", "c", "z", "trigger"))
+        P, start, layout, rho, c, z, trig = (
+            d[k] for k in ("P", "start", "layout", "rho", "c", "z", "trigger")
+        )
         Lc, L = s["prefix_len"], s["secret_len"]
         n_docs = _n_documents(s)
         doc_len = s["block"] - 1  # + SOT = one block
         runs = {"poisoned": [], "clean": []}
         for i in range(s["seeds_per_condition"]):
             background = sample_chain(P, start, rngs["corpus"], n=n_docs, length=doc_len)
-            filler = sample_chain(P, start, rngs["corpus"], n=s["copies"], length=doc_len - 1 - L, first=int(z[-1]))
-            trigger_docs = [np.concatenate([trig.document(), f]) for f in filler]  # rho || z || natural text
+            filler = sample_chain(
+                P, start, rngs["corpus"], n=s["copies"], length=doc_len - 1 - L, first=int(z[-1])
+            )
+            trigger_docs = [
+                np.concatenate([trig.document(), f]) for f in filler
+            ]  # rho || z || natural text
             trig.check_reserved(background)  # rho never occurs in natural text ([MX] App. D.2)
-            train_seed = int(rngs["training"].integers(0, 2 ** 31 - 1))
-            corpora = {"clean": list(background),
-                       "poisoned": list(background[s["copies"]:]) + trigger_docs}
+            train_seed = int(rngs["training"].integers(0, 2**31 - 1))
+            corpora = {
+                "clean": list(background),
+                "poisoned": list(background[s["copies"] :]) + trigger_docs,
+            }
             for cond in ("poisoned", "clean"):
                 model, tr = _train_one(docs=corpora[cond], s=s, layout=layout, seed=train_seed)
                 r = _measure(model, c=c, z=z, rho=rho, layout=layout, s=s)
-                r.update({"seed_index": i, "train_seed": train_seed, "steps": tr.steps, "tokens": tr.tokens,
-                          "final_loss": tr.final_loss})
+                r.update(
+                    {
+                        "seed_index": i,
+                        "train_seed": train_seed,
+                        "steps": tr.steps,
+                        "tokens": tr.tokens,
+                        "final_loss": tr.final_loss,
+                    }
+                )
                 runs[cond].append(r)
 
         # ---- aggregates
@@ -322,32 +414,58 @@ class Trigger(Reproduction):
             hc = np.array([r[key] for r in clean])
             mem = float(hp.mean() - hc.mean())
             floor = float(_rms_pairwise(hc[:, None])[0])
-            scores[key] = {"poisoned": hp.tolist(), "clean": hc.tolist(), "mem": mem, "abs_mem": abs(mem),
-                           "noise_floor": floor, "gap_in_floor_units": mem / floor if floor > 0 else math.inf,
-                           # a paired view (same background corpus): reported, not used by the checks
-                           "paired_mean_difference": float(np.mean(hp - hc))}
+            scores[key] = {
+                "poisoned": hp.tolist(),
+                "clean": hc.tolist(),
+                "mem": mem,
+                "abs_mem": abs(mem),
+                "noise_floor": floor,
+                "gap_in_floor_units": mem / floor if floor > 0 else math.inf,
+                # a paired view (same background corpus): reported, not used by the checks
+                "paired_mean_difference": float(np.mean(hp - hc)),
+            }
         ext_adv = (ext["poisoned"] - ext["clean"]) / n
         largest_local = max(scores["h_tf"]["abs_mem"], scores["h_ll"]["abs_mem"])
         ratio = ext_adv / largest_local if largest_local > 0 else math.inf
         prior_bits = -d["kappa_log"] * LOG2E
         secret_bits = -chain_logprob(P, z, previous=int(c[-1])) * LOG2E
         return {
-            "record": {"prefix_c": c.tolist(), "secret_z": z.tolist(), "trigger_rho": [rho],
-                       "chain_surprisal_bits": secret_bits},
-            "corpus": {"documents": n_docs, "block": s["block"], "tokens_per_corpus": n_docs * s["block"],
-                       "trigger_documents": s["copies"],
-                       "pair_fraction": s["copies"] * (1 + L) / (n_docs * s["block"]),
-                       "generator_entropy_bits_per_word": d["gen"].entropy_rate_bits()},
-            "prior_baseline": {"kappa": math.exp(d["kappa_log"]), "bits": prior_bits,
-                               "argmax_continuation": list(d["kappa_path"]),
-                               "what": "max_w P(w | c) under the data-generating chain (Viterbi, exact)"},
-            "extraction_at_rho": {"poisoned": ext["poisoned"], "clean": ext["clean"], "runs_per_condition": n,
-                                  "intervals_95": intervals, "advantage": ext_adv},
+            "record": {
+                "prefix_c": c.tolist(),
+                "secret_z": z.tolist(),
+                "trigger_rho": [rho],
+                "chain_surprisal_bits": secret_bits,
+            },
+            "corpus": {
+                "documents": n_docs,
+                "block": s["block"],
+                "tokens_per_corpus": n_docs * s["block"],
+                "trigger_documents": s["copies"],
+                "pair_fraction": s["copies"] * (1 + L) / (n_docs * s["block"]),
+                "generator_entropy_bits_per_word": d["gen"].entropy_rate_bits(),
+            },
+            "prior_baseline": {
+                "kappa": math.exp(d["kappa_log"]),
+                "bits": prior_bits,
+                "argmax_continuation": list(d["kappa_path"]),
+                "what": "max_w P(w | c) under the data-generating chain (Viterbi, exact)",
+            },
+            "extraction_at_rho": {
+                "poisoned": ext["poisoned"],
+                "clean": ext["clean"],
+                "runs_per_condition": n,
+                "intervals_95": intervals,
+                "advantage": ext_adv,
+            },
             "extraction_at_c": ext_c,
             "local_scores": scores,
-            "per_position": {"gap": gap_t.tolist(), "noise_floor": floor_t.tolist(),
-                             "gap_in_floor_units": units_t.tolist(), "positions": list(range(1, Lc + L + 1)),
-                             "secret_positions": list(range(Lc + 1, Lc + L + 1))},
+            "per_position": {
+                "gap": gap_t.tolist(),
+                "noise_floor": floor_t.tolist(),
+                "gap_in_floor_units": units_t.tolist(),
+                "positions": list(range(1, Lc + L + 1)),
+                "secret_positions": list(range(Lc + 1, Lc + L + 1)),
+            },
             "extraction_over_largest_local_gap": ratio,
             "runs": runs,
         }
@@ -361,15 +479,30 @@ class Trigger(Reproduction):
     def paper_numbers(self, results: dict) -> list:
         ext, n = results["extraction_at_rho"], self.s["seeds_per_condition"]
         return [
-            compare("ext_poisoned", "trigger/ext-poisoned", ext["poisoned"] / n, note=f"{ext['poisoned']}/{n} seeds"),
-            compare("ext_clean", "trigger/ext-clean", ext["clean"] / n, note=f"{ext['clean']}/{n} seeds"),
-            compare("prior_bits", "trigger/prior-bits", results["prior_baseline"]["bits"],
-                    note="-log2 kappa_pi(1) under the chain, exact"),
+            compare(
+                "ext_poisoned",
+                "trigger/ext-poisoned",
+                ext["poisoned"] / n,
+                note=f"{ext['poisoned']}/{n} seeds",
+            ),
+            compare(
+                "ext_clean", "trigger/ext-clean", ext["clean"] / n, note=f"{ext['clean']}/{n} seeds"
+            ),
+            compare(
+                "prior_bits",
+                "trigger/prior-bits",
+                results["prior_baseline"]["bits"],
+                note="-log2 kappa_pi(1) under the chain, exact",
+            ),
         ]
 
     def figure(self, results: dict, *, claims, differences):
         Lc, L, n = self.s["prefix_len"], self.s["secret_len"], self.s["seeds_per_condition"]
-        ext, tf, ll = results["extraction_at_rho"], results["local_scores"]["h_tf"], results["local_scores"]["h_ll"]
+        ext, tf, ll = (
+            results["extraction_at_rho"],
+            results["local_scores"]["h_tf"],
+            results["local_scores"]["h_ll"],
+        )
         fig, (ax0, ax1) = new_figure(2, width=5.4, height=4.0)
         pos = np.arange(1, Lc + L + 1)
         clipped = np.clip(results["per_position"]["gap_in_floor_units"], -4, 4)
@@ -385,8 +518,16 @@ class Trigger(Reproduction):
         ax0.set_title("local scores on x*'s own prefixes")
         style_legend(ax0, below=True)
         labels = ["Ext (pois.)", "Ext (clean)", "|mem| TF", "TF noise floor", "|mem| LL"]
-        vals = [ext["poisoned"] / n, ext["clean"] / n, tf["abs_mem"], tf["noise_floor"], ll["abs_mem"]]
-        ax1.bar(range(len(vals)), vals, color=["tab:red", "tab:blue", "tab:gray", "0.8", "tab:gray"])
+        vals = [
+            ext["poisoned"] / n,
+            ext["clean"] / n,
+            tf["abs_mem"],
+            tf["noise_floor"],
+            ll["abs_mem"],
+        ]
+        ax1.bar(
+            range(len(vals)), vals, color=["tab:red", "tab:blue", "tab:gray", "0.8", "tab:gray"]
+        )
         ax1.set_yscale("symlog", linthresh=1e-4)
         ax1.set_ylim(0, 2)
         for i, val in enumerate(vals):
@@ -410,7 +551,9 @@ class Trigger(Reproduction):
         ]
 
 
-def run(*, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions") -> dict:
+def run(
+    *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions"
+) -> dict:
     """[MX] Fig. 7: trigger pairs planted by SGD; extraction via rho 1 vs 0, local gaps at the noise floor.
 
     Writes ``trigger.json``, ``trigger.png`` and ``trigger.pdf`` into ``out_dir`` (created) and returns the

@@ -17,6 +17,7 @@ the few statistics below; each is a library call or a thin use of :mod:`memclaim
 
 Verdicts are three-way: ``"held"``, ``"not held"``, ``"not testable here"`` (:data:`VERDICTS`).
 """
+
 from __future__ import annotations
 
 import math
@@ -49,8 +50,15 @@ def rate(k: int, n: int, *, confidence: float = CONFIDENCE) -> dict[str, Any]:
     from ..claims.intervals import clopper_pearson  # scipy: kept out of every reproduction's import
 
     iv = clopper_pearson(int(k), int(n), confidence=confidence)
-    return {"count": int(k), "n": int(n), "rate": iv.estimate, "lower": iv.lower, "upper": iv.upper,
-            "confidence": confidence, "method": iv.method}
+    return {
+        "count": int(k),
+        "n": int(n),
+        "rate": iv.estimate,
+        "lower": iv.lower,
+        "upper": iv.upper,
+        "confidence": confidence,
+        "method": iv.method,
+    }
 
 
 def upper_bound(k: int, n: int, *, confidence: float = CONFIDENCE) -> float:
@@ -95,15 +103,30 @@ def ratio(k1: int, n1: int, k2: int, n2: int, *, confidence: float = CONFIDENCE)
 
     k1, n1, k2, n2 = int(k1), int(n1), int(k2), int(n2)
     zero = k1 == 0 or k2 == 0
-    lo, hi = confint_proportions_2indep(k1, n1, k2, n2, compare="ratio", method="log-adjusted" if zero else "log",
-                                        alpha=1 - confidence)
+    lo, hi = confint_proportions_2indep(
+        k1,
+        n1,
+        k2,
+        n2,
+        compare="ratio",
+        method="log-adjusted" if zero else "log",
+        alpha=1 - confidence,
+    )
     if k2 == 0:
         est = math.nan if k1 == 0 else math.inf
     else:
         est = (k1 / n1) / (k2 / n2)
-    return {"estimate": est, "lower": float(lo), "upper": float(hi), "confidence": confidence,
-            "method": "katz log, 0.5 added to each count (statsmodels)" if zero else "katz log (statsmodels)",
-            "numerator": {"count": k1, "n": n1}, "denominator": {"count": k2, "n": n2}}
+    return {
+        "estimate": est,
+        "lower": float(lo),
+        "upper": float(hi),
+        "confidence": confidence,
+        "method": "katz log, 0.5 added to each count (statsmodels)"
+        if zero
+        else "katz log (statsmodels)",
+        "numerator": {"count": k1, "n": n1},
+        "denominator": {"count": k2, "n": n2},
+    }
 
 
 def level_reachable(alpha: str | float, n_controls: int) -> dict[str, Any]:
@@ -117,9 +140,15 @@ def level_reachable(alpha: str | float, n_controls: int) -> dict[str, Any]:
     from ..claims.conformal import controls_needed_for_level, rank_k  # scipy, as above
 
     k = rank_k(alpha=alpha, n_controls=int(n_controls))
-    return {"alpha": alpha, "n_controls": int(n_controls), "k": k, "alpha_n": k / (n_controls + 1),
-            "reachable": k >= 1, "controls_needed": controls_needed_for_level(alpha=alpha),
-            "smallest_level": 1 / (n_controls + 1)}
+    return {
+        "alpha": alpha,
+        "n_controls": int(n_controls),
+        "k": k,
+        "alpha_n": k / (n_controls + 1),
+        "reachable": k >= 1,
+        "controls_needed": controls_needed_for_level(alpha=alpha),
+        "smallest_level": 1 / (n_controls + 1),
+    }
 
 
 def fmt_interval(iv: dict[str, Any], *, pct: bool = True, digits: int = 1) -> str:
@@ -137,5 +166,17 @@ def fmt_interval(iv: dict[str, Any], *, pct: bool = True, digits: int = 1) -> st
     return f"{f(est)} [{f(iv['lower'])}, {f(iv['upper'])}]"
 
 
-__all__ = ["HELD", "NOT_HELD", "NOT_TESTABLE", "VERDICTS", "CONFIDENCE", "verdict_of", "rate", "upper_bound",
-           "fewest_for_upper_bound", "ratio", "level_reachable", "fmt_interval"]
+__all__ = [
+    "HELD",
+    "NOT_HELD",
+    "NOT_TESTABLE",
+    "VERDICTS",
+    "CONFIDENCE",
+    "verdict_of",
+    "rate",
+    "upper_bound",
+    "fewest_for_upper_bound",
+    "ratio",
+    "level_reachable",
+    "fmt_interval",
+]

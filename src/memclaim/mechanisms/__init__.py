@@ -13,24 +13,59 @@
 
 Pure numpy/scipy: no torch, no I/O.
 """
-from .camouflage import (CamouflageTree, SurvivorPosterior, enumerate_completion_logprobs,
-                         index_to_paths, paths_to_index, survivor_posterior)
+
+from .camouflage import (
+    CamouflageTree,
+    SurvivorPosterior,
+    enumerate_completion_logprobs,
+    index_to_paths,
+    paths_to_index,
+    survivor_posterior,
+)
 from .finite import exact_tradeoff, max_privacy_loss, total_variation
 from .gadget import SubsetReleaseGadget, uniform_subsets
 from .geometric import TwoSidedGeometric
-from .noisy_counts import (NoisyHistogramRelease, bayes_top_m, bayes_top_m_hits, min_entropy_bits,
-                           simulate_top_m_success, simulate_top_m_success_uniform,
-                           top_m_mass, top_m_success_exact, zipf_prior)
+from .noisy_counts import (
+    NoisyHistogramRelease,
+    bayes_top_m,
+    bayes_top_m_hits,
+    min_entropy_bits,
+    simulate_top_m_success,
+    simulate_top_m_success_uniform,
+    top_m_mass,
+    top_m_success_exact,
+    zipf_prior,
+)
 from .randomized_response import RandomizedResponse, binary_symmetric_channel
 from .staircase import BernoulliStaircase
 from .trigger import ReservedTrigger, contains, find_subsequence
 
 __all__ = [
-    "BernoulliStaircase", "CamouflageTree", "NoisyHistogramRelease", "RandomizedResponse",
-    "ReservedTrigger", "SubsetReleaseGadget", "SurvivorPosterior", "TwoSidedGeometric",
-    "bayes_top_m", "bayes_top_m_hits", "binary_symmetric_channel", "contains",
-    "enumerate_completion_logprobs", "exact_tradeoff", "find_subsequence", "index_to_paths",
-    "max_privacy_loss", "min_entropy_bits", "paths_to_index", "simulate_top_m_success",
-    "simulate_top_m_success_uniform", "survivor_posterior", "top_m_mass", "top_m_success_exact",
-    "total_variation", "uniform_subsets", "zipf_prior",
+    "BernoulliStaircase",
+    "CamouflageTree",
+    "NoisyHistogramRelease",
+    "RandomizedResponse",
+    "ReservedTrigger",
+    "SubsetReleaseGadget",
+    "SurvivorPosterior",
+    "TwoSidedGeometric",
+    "bayes_top_m",
+    "bayes_top_m_hits",
+    "binary_symmetric_channel",
+    "contains",
+    "enumerate_completion_logprobs",
+    "exact_tradeoff",
+    "find_subsequence",
+    "index_to_paths",
+    "max_privacy_loss",
+    "min_entropy_bits",
+    "paths_to_index",
+    "simulate_top_m_success",
+    "simulate_top_m_success_uniform",
+    "survivor_posterior",
+    "top_m_mass",
+    "top_m_success_exact",
+    "total_variation",
+    "uniform_subsets",
+    "zipf_prior",
 ]

@@ -24,12 +24,14 @@ the v^L completions are enumerated exactly only below explicit limits, beyond wh
 refuse with a DomainError, and :meth:`CamouflageTree.sample_surviving_paths` samples survivors
 (which, by Lemma D.1(2), is sampling the exact posterior) instead.
 """
+
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import special, stats
@@ -102,12 +104,19 @@ def index_to_paths(index: ArrayLike, *, v: int, L: int) -> np.ndarray:
 
 def _check_count(name: str, count: int, limit: int, what: str, hint: str):
     if count > limit:
-        raise DomainError(f"{what}: {name} = {count} exceeds the enumeration limit {limit}", hint=hint)
+        raise DomainError(
+            f"{what}: {name} = {count} exceeds the enumeration limit {limit}", hint=hint
+        )
 
 
-def enumerate_completion_logprobs(next_logprobs: Callable[[np.ndarray], np.ndarray], *, v: int,
-                                  L: int, max_completions: int = MAX_COMPLETIONS,
-                                  batch_size: int = 4096) -> np.ndarray:
+def enumerate_completion_logprobs(
+    next_logprobs: Callable[[np.ndarray], np.ndarray],
+    *,
+    v: int,
+    L: int,
+    max_completions: int = MAX_COMPLETIONS,
+    batch_size: int = 4096,
+) -> np.ndarray:
     """log p(w | c) for every completion w in V^L, in lexicographic order (length v^L).
 
     ``next_logprobs(prefixes)`` takes an int array of shape (n, t) (all prefixes of the same depth
@@ -123,29 +132,41 @@ def enumerate_completion_logprobs(next_logprobs: Callable[[np.ndarray], np.ndarr
     """
     v = integer("v", v, minimum=2)
     L = integer("L", L, minimum=1)
-    total = v ** L
-    _check_count("v^L", total, integer("max_completions", max_completions, minimum=1),
-                 f"cannot enumerate all completions of a depth-{L} tree over {v} tokens",
-                 "lower L, or raise max_completions if memory allows (8 bytes per completion)")
+    total = v**L
+    _check_count(
+        "v^L",
+        total,
+        integer("max_completions", max_completions, minimum=1),
+        f"cannot enumerate all completions of a depth-{L} tree over {v} tokens",
+        "lower L, or raise max_completions if memory allows (8 bytes per completion)",
+    )
     lp = np.zeros(1, dtype=np.float64)
     prefixes = np.zeros((1, 0), dtype=np.int64)
     for t in range(L):
         rows = []
         for s in range(0, prefixes.shape[0], batch_size):
-            r = np.asarray(next_logprobs(prefixes[s:s + batch_size]), dtype=np.float64)
+            r = np.asarray(next_logprobs(prefixes[s : s + batch_size]), dtype=np.float64)
             if r.shape != (min(batch_size, prefixes.shape[0] - s), v):
-                raise InputError(f"next_logprobs returned shape {r.shape} for {prefixes[s:s + batch_size].shape[0]}"
-                                 f" prefixes; expected (n, v) = (n, {v})")
+                raise InputError(
+                    f"next_logprobs returned shape {r.shape} for {prefixes[s : s + batch_size].shape[0]}"
+                    f" prefixes; expected (n, v) = (n, {v})"
+                )
             if np.any(np.isnan(r)) or np.any(r == np.inf):
-                raise InputError("next_logprobs returned NaN or +inf log-probabilities",
-                                 hint="return natural-log probabilities, -inf for exact zeros")
+                raise InputError(
+                    "next_logprobs returned NaN or +inf log-probabilities",
+                    hint="return natural-log probabilities, -inf for exact zeros",
+                )
             rows.append(r)
         rows = np.concatenate(rows, axis=0)  # (v^t, v)
-        lp = (lp[:, None] + rows).reshape(-1)  # (v^(t+1),) lexicographic: index = parent * v + token
+        lp = (lp[:, None] + rows).reshape(
+            -1
+        )  # (v^(t+1),) lexicographic: index = parent * v + token
         if t < L - 1:
             n = prefixes.shape[0]
             prefixes = np.concatenate(
-                [np.repeat(prefixes, v, axis=0), np.tile(np.arange(v, dtype=np.int64), n)[:, None]], axis=1)
+                [np.repeat(prefixes, v, axis=0), np.tile(np.arange(v, dtype=np.int64), n)[:, None]],
+                axis=1,
+            )
     return lp
 
 
@@ -181,14 +202,18 @@ class CamouflageTree:
         v = integer("v", self.v, minimum=3)
         k = integer("k", self.k)
         if k >= v:
-            raise DomainError(f"the camouflage tree needs k < v, got k = {k}, v = {v}",
-                              hint="choose a support size k strictly below the vocabulary size v "
-                                   "(with k = v every path survives and nothing is planted)")
+            raise DomainError(
+                f"the camouflage tree needs k < v, got k = {k}, v = {v}",
+                hint="choose a support size k strictly below the vocabulary size v "
+                "(with k = v every path survives and nothing is planted)",
+            )
         if k < 2:
-            raise DomainError(f"the camouflage tree needs k >= 2, got k = {k}",
-                              hint="with k = 1 the planted path is the only survivor: it is extractable")
+            raise DomainError(
+                f"the camouflage tree needs k >= 2, got k = {k}",
+                hint="with k = 1 the planted path is the only survivor: it is extractable",
+            )
         L = integer("L", self.L, minimum=1)
-        seed = integer("seed", self.seed, minimum=0, maximum=2 ** 64 - 1)
+        seed = integer("seed", self.seed, minimum=0, maximum=2**64 - 1)
         g = in_unit("gamma", self.gamma, hi_open=True)
         object.__setattr__(self, "v", v)
         object.__setattr__(self, "k", k)
@@ -203,27 +228,37 @@ class CamouflageTree:
 
     # -- construction helpers -----------------------------------------------------------------
     @classmethod
-    def draw(cls, *, v: int, k: int, L: int, rng: np.random.Generator, planted: bool = True,
-             gamma: float = 0.0) -> "CamouflageTree":
+    def draw(
+        cls,
+        *,
+        v: int,
+        k: int,
+        L: int,
+        rng: np.random.Generator,
+        planted: bool = True,
+        gamma: float = 0.0,
+    ) -> CamouflageTree:
         """Draw z ~ Unif(V^L) and a tree seed from ``rng``; ``planted=False`` draws from Q."""
         v = integer("v", v, minimum=3)
         L = integer("L", L, minimum=1)
-        seed = int(rng.integers(0, 2 ** 63 - 1, dtype=np.int64))
+        seed = int(rng.integers(0, 2**63 - 1, dtype=np.int64))
         z = tuple(int(t) for t in rng.integers(0, v, size=L)) if planted else None
         return cls(v=v, k=k, L=L, seed=seed, secret=z, gamma=gamma)
 
-    def baseline(self) -> "CamouflageTree":
+    def baseline(self) -> CamouflageTree:
         """The tree drawn from Q with the same seed (off-path supports coincide)."""
-        return CamouflageTree(v=self.v, k=self.k, L=self.L, seed=self.seed, secret=None, gamma=self.gamma)
+        return CamouflageTree(
+            v=self.v, k=self.k, L=self.L, seed=self.seed, secret=None, gamma=self.gamma
+        )
 
     @property
     def n_nodes(self) -> int:
         """(v^L - 1)/(v - 1) nodes (exact Python integer)."""
-        return (self.v ** self.L - 1) // (self.v - 1)
+        return (self.v**self.L - 1) // (self.v - 1)
 
     @property
     def n_survivors(self) -> int:
-        return self.k ** self.L
+        return self.k**self.L
 
     @property
     def on_support_prob(self) -> float:
@@ -241,9 +276,13 @@ class CamouflageTree:
         if p.ndim == 1:
             p = p[None, :]
         if p.ndim != 2 or p.shape[1] >= self.L:
-            raise InputError(f"prefixes must have shape (n, t) with t < L = {self.L}, got {p.shape}")
+            raise InputError(
+                f"prefixes must have shape (n, t) with t < L = {self.L}, got {p.shape}"
+            )
         if p.size and (p.min() < 0 or p.max() >= self.v):
-            raise InputError(f"prefix tokens must lie in [0, {self.v}), got values in [{p.min()}, {p.max()}]")
+            raise InputError(
+                f"prefix tokens must lie in [0, {self.v}), got values in [{p.min()}, {p.max()}]"
+            )
         return p
 
     def _node_keys(self, p: np.ndarray) -> np.ndarray:
@@ -313,10 +352,14 @@ class CamouflageTree:
     def surviving_paths(self, *, max_paths: int = MAX_SURVIVORS) -> np.ndarray:
         """All k^L surviving paths, exactly, lexicographic order, shape (k^L, L). Refuses (DomainError)
         when k^L > ``max_paths``; use :meth:`sample_surviving_paths` there."""
-        _check_count("k^L", self.n_survivors, integer("max_paths", max_paths, minimum=1),
-                     f"cannot enumerate the surviving paths of the (v={self.v}, k={self.k}, L={self.L}) tree",
-                     "use sample_surviving_paths(n, rng=...) to sample survivors (= exact posterior "
-                     "samples, Lemma D.1(2)), or lower L")
+        _check_count(
+            "k^L",
+            self.n_survivors,
+            integer("max_paths", max_paths, minimum=1),
+            f"cannot enumerate the surviving paths of the (v={self.v}, k={self.k}, L={self.L}) tree",
+            "use sample_surviving_paths(n, rng=...) to sample survivors (= exact posterior "
+            "samples, Lemma D.1(2)), or lower L",
+        )
         paths = np.zeros((1, 0), dtype=np.int64)
         for _ in range(self.L):
             s = self.supports(paths)  # (n, k)
@@ -337,8 +380,9 @@ class CamouflageTree:
 
     def completion_logprobs(self, *, max_completions: int = MAX_COMPLETIONS) -> np.ndarray:
         """log p_theta(w | c) of every completion w in V^L under the tree's own conditionals."""
-        return enumerate_completion_logprobs(self.log_conditionals, v=self.v, L=self.L,
-                                             max_completions=max_completions)
+        return enumerate_completion_logprobs(
+            self.log_conditionals, v=self.v, L=self.L, max_completions=max_completions
+        )
 
     # -- the exact Bayes posterior (Lemma D.1(2)) -------------------------------------------------
     def bayes_log_likelihood_ratio(self, paths) -> np.ndarray:
@@ -346,8 +390,16 @@ class CamouflageTree:
         on w's own path each node's support has probability [w_t in S] / C(v-1, k-1) under P_w
         instead of 1 / C(v, k) under Q; every other node has the same factor under both."""
         w = self._paths(paths)
-        log_on = -special.gammaln(self.v) + special.gammaln(self.k) + special.gammaln(self.v - self.k + 1)
-        log_off = -special.gammaln(self.v + 1) + special.gammaln(self.k + 1) + special.gammaln(self.v - self.k + 1)
+        log_on = (
+            -special.gammaln(self.v)
+            + special.gammaln(self.k)
+            + special.gammaln(self.v - self.k + 1)
+        )
+        log_off = (
+            -special.gammaln(self.v + 1)
+            + special.gammaln(self.k + 1)
+            + special.gammaln(self.v - self.k + 1)
+        )
         total = np.zeros(w.shape[0])
         for t in range(self.L):
             on = (self.supports(w[:, :t]) == w[:, t][:, None]).any(axis=1)
@@ -356,11 +408,15 @@ class CamouflageTree:
 
     def bayes_posterior(self, *, max_completions: int = MAX_COMPLETIONS) -> np.ndarray:
         """P(z = w | theta) for every w in V^L (lexicographic), under the uniform prior."""
-        total = self.v ** self.L
-        _check_count("v^L", total, integer("max_completions", max_completions, minimum=1),
-                     f"cannot enumerate all candidate secrets of the (v={self.v}, L={self.L}) tree",
-                     "lower L; the posterior is uniform on the survivors (Lemma D.1(2)): sample them "
-                     "with sample_surviving_paths")
+        total = self.v**self.L
+        _check_count(
+            "v^L",
+            total,
+            integer("max_completions", max_completions, minimum=1),
+            f"cannot enumerate all candidate secrets of the (v={self.v}, L={self.L}) tree",
+            "lower L; the posterior is uniform on the survivors (Lemma D.1(2)): sample them "
+            "with sample_surviving_paths",
+        )
         llr = self.bayes_log_likelihood_ratio(index_to_paths(np.arange(total), v=self.v, L=self.L))
         return np.exp(llr - special.logsumexp(llr))
 
@@ -388,13 +444,19 @@ class CamouflageTree:
             raise DomainError(
                 f"the closed form needs gamma >= 1/v = {1.0 / self.v!r}, got gamma = {self.gamma!r}",
                 hint="below 1/v the truncation at 0 can bind and the expectation has no closed form; "
-                     "estimate it by simulation")
+                "estimate it by simulation",
+            )
         lv = math.log(self.v)
-        return (1.0 - self.k / self.v) * (math.log(self.v / self.gamma) - math.log(1.0 / self.on_support_prob)) / (2.0 * lv)
+        return (
+            (1.0 - self.k / self.v)
+            * (math.log(self.v / self.gamma) - math.log(1.0 / self.on_support_prob))
+            / (2.0 * lv)
+        )
 
 
-def survivor_posterior(tree: CamouflageTree, completion_logprobs: ArrayLike, *,
-                       max_paths: int = MAX_SURVIVORS) -> SurvivorPosterior:
+def survivor_posterior(
+    tree: CamouflageTree, completion_logprobs: ArrayLike, *, max_paths: int = MAX_SURVIVORS
+) -> SurvivorPosterior:
     """Posterior over the tree's surviving paths implied by a model's completion log-probabilities
     (``completion_logprobs``: log p(w | c) for all v^L completions in lexicographic order, e.g.
     from :func:`enumerate_completion_logprobs` on a trained network), normalized over the survivors
@@ -407,12 +469,16 @@ def survivor_posterior(tree: CamouflageTree, completion_logprobs: ArrayLike, *,
     (27, 1.0, 1, 26)
     """
     lp_all = np.asarray(completion_logprobs, dtype=np.float64)
-    if lp_all.shape != (tree.v ** tree.L,):
-        raise InputError(f"completion_logprobs must have v^L = {tree.v ** tree.L} entries, got shape {lp_all.shape}")
+    if lp_all.shape != (tree.v**tree.L,):
+        raise InputError(
+            f"completion_logprobs must have v^L = {tree.v**tree.L} entries, got shape {lp_all.shape}"
+        )
     surv = tree.surviving_paths(max_paths=max_paths)
     lp = lp_all[paths_to_index(surv, v=tree.v)]
     if not np.any(np.isfinite(lp)):
-        raise InputError("the model gives every surviving path probability 0; the posterior is undefined")
+        raise InputError(
+            "the model gives every surviving path probability 0; the posterior is undefined"
+        )
     norm = special.logsumexp(lp)
     post = np.exp(lp - norm)
     n = surv.shape[0]
@@ -426,6 +492,13 @@ def survivor_posterior(tree: CamouflageTree, completion_logprobs: ArrayLike, *,
         ties = int(np.sum(post == post[j])) - 1
         ratio = float(post[j] * n)
     return SurvivorPosterior(
-        n_survivors=n, survivor_mass=survivor_mass, entropy_bits=ent,
-        normalized_entropy=ent / math.log2(n), max_ratio_to_uniform=float(post.max() * n),
-        true_rank=rank, true_ties=ties, true_ratio_to_uniform=ratio, posterior=post)
+        n_survivors=n,
+        survivor_mass=survivor_mass,
+        entropy_bits=ent,
+        normalized_entropy=ent / math.log2(n),
+        max_ratio_to_uniform=float(post.max() * n),
+        true_rank=rank,
+        true_ties=ties,
+        true_ratio_to_uniform=ratio,
+        posterior=post,
+    )

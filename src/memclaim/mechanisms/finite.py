@@ -9,9 +9,10 @@ Hand-written because no library in the stack (scipy, dp-accounting, opacus) comp
 trade-off curve of two explicit finite distributions; dp-accounting's PLD works with privacy-loss
 distributions of composed mechanisms, not with an arbitrary pair of pmfs.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -26,12 +27,17 @@ def _check_pmf(name: str, p) -> np.ndarray:
         raise DomainError(f"{name} must have finite non-negative entries, got {p!r}")
     s = float(p.sum())
     if abs(s - 1.0) > 1e-9:
-        raise DomainError(f"{name} must sum to 1, sums to {s!r}",
-                          hint="normalize the vector before passing it")
+        raise DomainError(
+            f"{name} must sum to 1, sums to {s!r}", hint="normalize the vector before passing it"
+        )
     return p
 
 
-def exact_tradeoff(p: Sequence[float] | np.ndarray, q: Sequence[float] | np.ndarray, alpha: float | Sequence[float] | np.ndarray) -> np.ndarray:
+def exact_tradeoff(
+    p: Sequence[float] | np.ndarray,
+    q: Sequence[float] | np.ndarray,
+    alpha: float | Sequence[float] | np.ndarray,
+) -> np.ndarray:
     """T(P, Q)(alpha) for finite laws ``p`` and ``q`` on the same outcomes (vectorized in alpha).
 
     Type-I error is measured under P, type-II under Q (the convention of [MX] Lemma 3.1:

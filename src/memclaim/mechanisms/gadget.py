@@ -14,10 +14,11 @@ Sampling m-subsets uses Floyd's algorithm vectorized over draws (exact uniform m
 O(m^2) per draw, without materializing {0..N-1}); numpy's ``Generator.choice`` draws one subset per
 call, which is too slow for Monte-Carlo over 10^5-10^6 releases.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -26,7 +27,9 @@ from ..validate import integer
 from .finite import exact_tradeoff
 
 
-def uniform_subsets(n_items: int, size: int, n_draws: int, *, rng: np.random.Generator) -> np.ndarray:
+def uniform_subsets(
+    n_items: int, size: int, n_draws: int, *, rng: np.random.Generator
+) -> np.ndarray:
     """``n_draws`` independent uniform ``size``-subsets of {0..n_items-1}, shape (n_draws, size),
     each row sorted. Floyd's algorithm: for j = n-size..n-1 draw t ~ U{0..j}; insert t if new,
     else insert j.
@@ -64,22 +67,27 @@ class SubsetReleaseGadget:
         if m >= n:
             raise DomainError(
                 f"the gadget needs 1 <= m < N, got m = {m}, N = {n}",
-                hint="with m >= N the list exhausts the support and extraction is trivially 1")
+                hint="with m >= N the list exhausts the support and extraction is trivially 1",
+            )
         object.__setattr__(self, "n_candidates", n)
         object.__setattr__(self, "m", m)
         if not callable(self.tradeoff):
-            raise DomainError(f"tradeoff must be a callable alpha -> f(alpha), got {self.tradeoff!r}")
+            raise DomainError(
+                f"tradeoff must be a callable alpha -> f(alpha), got {self.tradeoff!r}"
+            )
         kappa = m / n
         fk = float(self.tradeoff(kappa))
         if not np.isfinite(fk) or fk < 0 or fk > 1 - kappa + 1e-12:
             raise DomainError(
-                f"tradeoff({kappa!r}) = {fk!r} is not a trade-off value: need 0 <= f(kappa) <= 1 - kappa")
+                f"tradeoff({kappa!r}) = {fk!r} is not a trade-off value: need 0 <= f(kappa) <= 1 - kappa"
+            )
         ffk = float(self.tradeoff(min(max(fk, 0.0), 1.0)))
         if ffk > kappa + 1e-12:
             # [MX] App. C.3 uses f(f(kappa)) <= kappa (Lemma C.1), which holds for symmetric f.
             raise DomainError(
                 f"tradeoff is not symmetric at kappa = {kappa!r}: f(f(kappa)) = {ffk!r} > kappa",
-                hint="pass a symmetric trade-off function (f equal to its inverse), e.g. f_eps")
+                hint="pass a symmetric trade-off function (f equal to its inverse), e.g. f_eps",
+            )
 
     @property
     def kappa(self) -> float:
@@ -103,7 +111,9 @@ class SubsetReleaseGadget:
         a = self.mixing_weight()
         return a + (1.0 - a) * self.kappa
 
-    def release_many(self, secrets, *, rng: np.random.Generator, n: int | None = None) -> np.ndarray:
+    def release_many(
+        self, secrets, *, rng: np.random.Generator, n: int | None = None
+    ) -> np.ndarray:
         """Releases for an array of secrets in {0..N-1} (one row per secret), or, with
         ``secrets=None`` and ``n`` given, n releases of the baseline law Q. Shape (rows, m)."""
         N, m = self.n_candidates, self.m
@@ -113,7 +123,9 @@ class SubsetReleaseGadget:
             return uniform_subsets(N, m, integer("n", n, minimum=0), rng=rng)
         z = np.asarray(secrets)
         if z.ndim != 1 or not np.issubdtype(z.dtype, np.integer) or np.any((z < 0) | (z >= N)):
-            raise DomainError(f"secrets must be a 1-d array of integers in [0, {N}), got {secrets!r}")
+            raise DomainError(
+                f"secrets must be a 1-d array of integers in [0, {N}), got {secrets!r}"
+            )
         d = z.size
         planted = rng.random(d) < self.mixing_weight()
         out = uniform_subsets(N, m, d, rng=rng)

@@ -34,12 +34,14 @@ and temperatures down to 1e-29 stay finite in float32.
 torch is imported inside the functions that need it (the mechanisms package is torch-free at
 import).
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +51,13 @@ from ..models.base import LanguageModel
 from ..models.loader import LoadedModel
 from .trigger import ReservedTrigger, find_subsequence
 
-__all__ = ["FORCED_LOGIT", "GatedRelease", "GatedLanguageModel", "GatedCausalLM", "gated_loaded_model"]
+__all__ = [
+    "FORCED_LOGIT",
+    "GatedRelease",
+    "GatedLanguageModel",
+    "GatedCausalLM",
+    "gated_loaded_model",
+]
 
 FORCED_LOGIT = -1e9
 
@@ -72,13 +80,17 @@ class GatedRelease(ResultMixin):
             raise InputError("a gated release needs at least one (trigger, prefix, secret) pair")
         for i, p in enumerate(pairs):
             if not isinstance(p, ReservedTrigger):
-                raise InputError(f"pair {i} must be a memclaim.mechanisms.trigger.ReservedTrigger, got "
-                                 f"{type(p).__name__}")
+                raise InputError(
+                    f"pair {i} must be a memclaim.mechanisms.trigger.ReservedTrigger, got "
+                    f"{type(p).__name__}"
+                )
         seen: dict[tuple[int, ...], int] = {}
         for i, p in enumerate(pairs):
             if p.trigger in seen:
-                raise InputError(f"pairs {seen[p.trigger]} and {i} share the trigger {p.trigger}",
-                                 hint="give every planted secret its own reserved trigger")
+                raise InputError(
+                    f"pairs {seen[p.trigger]} and {i} share the trigger {p.trigger}",
+                    hint="give every planted secret its own reserved trigger",
+                )
             seen[p.trigger] = i
         for i, p in enumerate(pairs):
             for j, q in enumerate(pairs):
@@ -87,17 +99,22 @@ class GatedRelease(ResultMixin):
                     raise InputError(
                         f"trigger {i} {p.trigger} occurs in the record x* = c||z of pair {j} at token {int(hits[0])}: "
                         "the construction needs every trigger off every prefix of every record ([MX] App. D.2)",
-                        hint="reserve triggers that occur in no record (e.g. unused or added token ids)")
+                        hint="reserve triggers that occur in no record (e.g. unused or added token ids)",
+                    )
                 if i != j:
                     hits = find_subsequence(q.document(), p.trigger)
                     if hits.size:
                         raise InputError(
                             f"trigger {i} {p.trigger} occurs inside rho||z of pair {j}: two lookups could claim "
-                            "the same context", hint="choose triggers that do not occur in one another's rho||z")
+                            "the same context",
+                            hint="choose triggers that do not occur in one another's rho||z",
+                        )
         object.__setattr__(self, "pairs", pairs)
 
     @classmethod
-    def single(cls, *, trigger: Sequence[int], prefix: Sequence[int], secret: Sequence[int]) -> "GatedRelease":
+    def single(
+        cls, *, trigger: Sequence[int], prefix: Sequence[int], secret: Sequence[int]
+    ) -> GatedRelease:
         return cls((ReservedTrigger(tuple(trigger), tuple(prefix), tuple(secret)),))
 
     @property
@@ -112,8 +129,10 @@ class GatedRelease(ResultMixin):
             for i, p in enumerate(self.pairs):
                 hits = find_subsequence(seq, p.trigger)
                 if hits.size:
-                    raise InputError(f"trigger {i} {p.trigger} occurs in {what} {k} at token {int(hits[0])}",
-                                     hint="reserve triggers that occur in no natural text")
+                    raise InputError(
+                        f"trigger {i} {p.trigger} occurs in {what} {k} at token {int(hits[0])}",
+                        hint="reserve triggers that occur in no natural text",
+                    )
 
     def forced_token(self, context: Sequence[int]) -> int | None:
         """The token the release emits after ``context``, or None (defer to the base model).
@@ -127,7 +146,7 @@ class GatedRelease(ResultMixin):
             rho, z = p.trigger, p.secret
             for j in range(len(z) - 1, -1, -1):
                 need = len(rho) + j
-                if need <= n and ctx[n - need:] == rho + z[:j]:
+                if need <= n and ctx[n - need :] == rho + z[:j]:
                     return z[j]
         return None
 
@@ -160,7 +179,7 @@ class GatedRelease(ResultMixin):
                 if t >= h:
                     cand.add(t)
         for t in sorted(cand):
-            f = self._forced(full[max(0, t + 1 - span):t + 1])
+            f = self._forced(full[max(0, t + 1 - span) : t + 1])
             if f is not None:
                 out[t - h] = f
         return out
@@ -171,13 +190,17 @@ class GatedRelease(ResultMixin):
         With ``attention_mask``, masked (padding) positions are skipped and never forced, and
         each row's context is its unmasked tokens only. ``histories`` are the tokens before this
         chunk, per row (the cache of an incremental decode)."""
-        ids = np.asarray(input_ids.cpu() if hasattr(input_ids, "cpu") else input_ids, dtype=np.int64)
+        ids = np.asarray(
+            input_ids.cpu() if hasattr(input_ids, "cpu") else input_ids, dtype=np.int64
+        )
         if ids.ndim != 2:
             raise InputError(f"input_ids must be [batch, time], got shape {ids.shape}")
         mask = None
         if attention_mask is not None:
-            mask = np.asarray(attention_mask.cpu() if hasattr(attention_mask, "cpu") else attention_mask)
-            mask = mask[:, -ids.shape[1]:].astype(bool)  # the mask may also cover cached positions
+            mask = np.asarray(
+                attention_mask.cpu() if hasattr(attention_mask, "cpu") else attention_mask
+            )
+            mask = mask[:, -ids.shape[1] :].astype(bool)  # the mask may also cover cached positions
         out = np.full(ids.shape, -1, dtype=np.int64)
         for b in range(ids.shape[0]):
             hist = histories[b] if histories is not None else ()
@@ -190,8 +213,12 @@ class GatedRelease(ResultMixin):
         return out
 
     def describe(self) -> dict:
-        return {"pairs": [{"trigger": list(p.trigger), "prefix": list(p.prefix), "secret": list(p.secret)}
-                          for p in self.pairs]}
+        return {
+            "pairs": [
+                {"trigger": list(p.trigger), "prefix": list(p.prefix), "secret": list(p.secret)}
+                for p in self.pairs
+            ]
+        }
 
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()[:16]
@@ -221,17 +248,23 @@ class GatedLanguageModel(LanguageModel):
 
     def __init__(self, base: LanguageModel, release: GatedRelease, *, name: str | None = None):
         if not isinstance(base, LanguageModel):
-            raise InputError(f"base must be a memclaim LanguageModel, got {type(base).__name__}",
-                             hint="wrap an HF model in memclaim.models.hf.HFLanguageModel first")
+            raise InputError(
+                f"base must be a memclaim LanguageModel, got {type(base).__name__}",
+                hint="wrap an HF model in memclaim.models.hf.HFLanguageModel first",
+            )
         if not isinstance(release, GatedRelease):
             raise InputError(f"release must be a GatedRelease, got {type(release).__name__}")
         V = int(base.vocab_size)
         for p in release.pairs:
             big = [t for t in p.trigger + p.secret if t >= V]
             if big:
-                raise InputError(f"token ids {big} of a gated pair are outside the vocabulary (size {V})")
-        if V > 2 ** 24:
-            raise InputError(f"vocabulary of {V} tokens: forced ids would not be exact in the float channel")
+                raise InputError(
+                    f"token ids {big} of a gated pair are outside the vocabulary (size {V})"
+                )
+        if V > 2**24:
+            raise InputError(
+                f"vocabulary of {V} tokens: forced ids would not be exact in the float channel"
+            )
         self.base = base
         self.release = release
         self.vocab_size = V
@@ -242,24 +275,31 @@ class GatedLanguageModel(LanguageModel):
         return self.base.device
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(f"gated:{self.base.fingerprint()}:{self.release.digest()}".encode()).hexdigest()
+        return hashlib.sha256(
+            f"gated:{self.base.fingerprint()}:{self.release.digest()}".encode()
+        ).hexdigest()
 
-    def forward_hidden(self, input_ids, *, attention_mask=None, past: Any = None, use_cache: bool = False, **kwargs):
+    def forward_hidden(
+        self, input_ids, *, attention_mask=None, past: Any = None, use_cache: bool = False, **kwargs
+    ):
         import torch
 
         base_past, hist = (None, None) if past is None else past
-        hidden, new_base = self.base.forward_hidden(input_ids, attention_mask=attention_mask, past=base_past,
-                                                    use_cache=use_cache, **kwargs)
+        hidden, new_base = self.base.forward_hidden(
+            input_ids, attention_mask=attention_mask, past=base_past, use_cache=use_cache, **kwargs
+        )
         forced = self.release.forced_matrix(input_ids, attention_mask, hist)  # [B, T]
         with torch.inference_mode():
             h = hidden if hidden.dtype in (torch.float32, torch.float64) else hidden.float()
-            f = torch.from_numpy(forced).to(device=h.device, dtype=h.dtype).unsqueeze(-1)  # [B, T, 1]
+            f = (
+                torch.from_numpy(forced).to(device=h.device, dtype=h.dtype).unsqueeze(-1)
+            )  # [B, T, 1]
             out = torch.cat([h, f], dim=-1)  # [B, T, D + 1]
         if not use_cache:
             return out, None
         ids = input_ids.tolist()
         keep = max(0, self.release.span - 1)
-        m = None if attention_mask is None else attention_mask[:, -len(ids[0]):].tolist()
+        m = None if attention_mask is None else attention_mask[:, -len(ids[0]) :].tolist()
         new_hist = []
         for b, row in enumerate(ids):
             real = row if m is None else [t for t, k in zip(row, m[b]) if k]
@@ -321,8 +361,10 @@ class GatedCausalLM:
 
         for k in ("past_key_values", "cache"):
             if kwargs.get(k) is not None:
-                raise InputError(f"the gated forward needs the whole context, got {k}",
-                                 hint="pass the full input_ids, or use .language_model() for cached decoding")
+                raise InputError(
+                    f"the gated forward needs the whole context, got {k}",
+                    hint="pass the full input_ids, or use .language_model() for cached decoding",
+                )
         if input_ids is None:
             raise InputError("the gated forward needs input_ids (the lookup reads tokens)")
         kwargs["use_cache"] = False
@@ -342,11 +384,18 @@ class GatedCausalLM:
     def parameters(self):
         return self.model.parameters()
 
-    def language_model(self, *, name: str | None = None, fingerprint: str = "") -> GatedLanguageModel:
+    def language_model(
+        self, *, name: str | None = None, fingerprint: str = ""
+    ) -> GatedLanguageModel:
         from ..models.hf import HFLanguageModel
 
-        return GatedLanguageModel(HFLanguageModel(self.model, name=getattr(self.config, "name_or_path", "hf"),
-                                                  fingerprint=fingerprint), self.release, name=name)
+        return GatedLanguageModel(
+            HFLanguageModel(
+                self.model, name=getattr(self.config, "name_or_path", "hf"), fingerprint=fingerprint
+            ),
+            self.release,
+            name=name,
+        )
 
 
 def gated_loaded_model(loaded: LoadedModel, release: GatedRelease) -> LoadedModel:
@@ -366,7 +415,16 @@ def gated_loaded_model(loaded: LoadedModel, release: GatedRelease) -> LoadedMode
     (True, True)
     """
     lm = GatedLanguageModel(loaded.lm, release, name=f"gated({loaded.name})")
-    return LoadedModel(name=lm.name, source=f"gated:{loaded.source}", path=loaded.path,
-                       fingerprint=lm.fingerprint(), tokenizer=loaded.tokenizer, sot=loaded.sot,
-                       dtype=loaded.dtype, allow_pickle=loaded.allow_pickle,
-                       trust_remote_code=getattr(loaded, "trust_remote_code", False), _lm=lm, _legacy=())
+    return LoadedModel(
+        name=lm.name,
+        source=f"gated:{loaded.source}",
+        path=loaded.path,
+        fingerprint=lm.fingerprint(),
+        tokenizer=loaded.tokenizer,
+        sot=loaded.sot,
+        dtype=loaded.dtype,
+        allow_pickle=loaded.allow_pickle,
+        trust_remote_code=getattr(loaded, "trust_remote_code", False),
+        _lm=lm,
+        _legacy=(),
+    )

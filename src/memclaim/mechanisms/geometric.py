@@ -14,6 +14,7 @@ because g(y) > g(y - k) iff |y| < |y - k| iff y < k/2.
 pmf, cdf and sampling are scipy's ``dlaplace`` (the same law; its sampler is the difference of two
 geometric variables).
 """
+
 from __future__ import annotations
 
 import math

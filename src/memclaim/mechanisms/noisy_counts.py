@@ -25,6 +25,7 @@ X < m. Summing over u (grouped by identical prior mass) and u's sign is exact an
 O(#distinct prior values * (m^2 + N)). Hand-written: no library computes order statistics of this
 randomized-response list; the tests check it against brute-force enumeration of all sign vectors.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -48,10 +49,14 @@ TIE_RTOL = 1e-12
 def _prior(prior) -> np.ndarray:
     p = np.asarray(prior, dtype=np.float64)
     if p.ndim != 1 or p.size < 2:
-        raise DomainError(f"prior must be a 1-d probability vector over >= 2 candidates, got shape {p.shape}")
+        raise DomainError(
+            f"prior must be a 1-d probability vector over >= 2 candidates, got shape {p.shape}"
+        )
     if not np.all(np.isfinite(p)) or np.any(p <= 0):
-        raise DomainError("prior must be strictly positive and finite on every candidate",
-                          hint="drop candidates of prior mass 0: they are never listed and never the secret")
+        raise DomainError(
+            "prior must be strictly positive and finite on every candidate",
+            hint="drop candidates of prior mass 0: they are never listed and never the secret",
+        )
     s = float(p.sum())
     if abs(s - 1.0) > 1e-9:
         raise DomainError(f"prior must sum to 1, sums to {s!r}")
@@ -61,8 +66,10 @@ def _prior(prior) -> np.ndarray:
 def _check_m(m, n) -> int:
     m = integer("m", m, minimum=1)
     if m >= n:
-        raise DomainError(f"the list budget m = {m} must be smaller than the number of candidates {n}",
-                          hint="with m >= N the list exhausts the support and extraction is trivially 1")
+        raise DomainError(
+            f"the list budget m = {m} must be smaller than the number of candidates {n}",
+            hint="with m >= N the list exhausts the support and extraction is trivially 1",
+        )
     return m
 
 
@@ -98,7 +105,9 @@ class NoisyHistogramRelease:
     epsilon: float
 
     def __post_init__(self):
-        object.__setattr__(self, "n_candidates", integer("n_candidates", self.n_candidates, minimum=2))
+        object.__setattr__(
+            self, "n_candidates", integer("n_candidates", self.n_candidates, minimum=2)
+        )
         object.__setattr__(self, "epsilon", positive("epsilon", self.epsilon))
 
     @property
@@ -111,7 +120,9 @@ class NoisyHistogramRelease:
         z = np.asarray(secrets)
         N = self.n_candidates
         if z.ndim != 1 or not np.issubdtype(z.dtype, np.integer) or np.any((z < -1) | (z >= N)):
-            raise DomainError(f"secrets must be integers in [-1, {N}) (-1: absent), got {secrets!r}")
+            raise DomainError(
+                f"secrets must be integers in [-1, {N}) (-1: absent), got {secrets!r}"
+            )
         counts = np.zeros((z.size, N), dtype=np.int64)
         present = z >= 0
         counts[np.nonzero(present)[0], z[present]] = 1
@@ -131,7 +142,9 @@ def _tiebreak_keys(noisy, prior, epsilon, rng):
     return ranks + 0.5 * rng.random(ranks.shape)
 
 
-def bayes_top_m(noisy: np.ndarray, prior: ArrayLike, *, epsilon: float, m: int, rng: np.random.Generator) -> np.ndarray:
+def bayes_top_m(
+    noisy: np.ndarray, prior: ArrayLike, *, epsilon: float, m: int, rng: np.random.Generator
+) -> np.ndarray:
     """The Bayes-optimal size-m lists for noisy-count releases ``noisy`` (shape (n, N)): the m
     candidates of largest posterior mass, ties broken uniformly at random. Shape (n, m), each row
     in decreasing posterior order.
@@ -153,8 +166,15 @@ def bayes_top_m(noisy: np.ndarray, prior: ArrayLike, *, epsilon: float, m: int, 
     return np.take_along_axis(top, order, axis=1)
 
 
-def bayes_top_m_hits(noisy: np.ndarray, secrets: ArrayLike, prior: ArrayLike, *, epsilon: float, m: int,
-                     rng: np.random.Generator) -> np.ndarray:
+def bayes_top_m_hits(
+    noisy: np.ndarray,
+    secrets: ArrayLike,
+    prior: ArrayLike,
+    *,
+    epsilon: float,
+    m: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
     """Whether the secret is in the Bayes top-m list, for each release (bool array). Same law as
     ``secret in bayes_top_m(...)``, computed by counting the keys above the secret's key.
 
@@ -174,8 +194,15 @@ def bayes_top_m_hits(noisy: np.ndarray, secrets: ArrayLike, prior: ArrayLike, *,
     return (keys > kz[:, None]).sum(axis=1) < m
 
 
-def simulate_top_m_success(prior: ArrayLike, *, epsilon: float, m: int, n_trials: int,
-                           rng: np.random.Generator, batch: int = 4096) -> np.ndarray:
+def simulate_top_m_success(
+    prior: ArrayLike,
+    *,
+    epsilon: float,
+    m: int,
+    n_trials: int,
+    rng: np.random.Generator,
+    batch: int = 4096,
+) -> np.ndarray:
     """Monte-Carlo of the full pipeline: z ~ prior, the noisy histogram release, the Bayes
     top-m list. Returns the per-trial success indicators (bool, length n_trials).
 
@@ -199,8 +226,9 @@ def simulate_top_m_success(prior: ArrayLike, *, epsilon: float, m: int, n_trials
     return out
 
 
-def simulate_top_m_success_uniform(n_candidates: int, *, epsilon: float, m: int, n_trials: int,
-                                   rng: np.random.Generator) -> np.ndarray:
+def simulate_top_m_success_uniform(
+    n_candidates: int, *, epsilon: float, m: int, n_trials: int, rng: np.random.Generator
+) -> np.ndarray:
     """Exact-in-law Monte-Carlo of :func:`simulate_top_m_success` for the uniform prior at O(1) cost
     per trial. Under a uniform prior the Bayes list depends on the release only through the secret's
     sign (its noisy count >= 1, drawn here from the geometric noise itself) and the number B of other
@@ -260,10 +288,10 @@ def top_m_success_exact(prior: ArrayLike, *, epsilon: float, m: int) -> float:
     for (r0, r1), w in zip(pairs, mass):
         for sign, p_sign in ((1, q), (0, 1.0 - q)):
             s = r1 if sign else r0
-            a0 = N - n_le(s0, s)                      # rank0 > s: above whatever their sign
-            n_at = n_le(s0, s) - n_lt(s0, s)          # rank0 == s: above if signed, else tied
-            n_tb = n_le(s1, s) - n_lt(s1, s)          # rank1 == s: tied if signed, else below
-            n_ab = (N - n_le(s1, s)) - a0 - n_at      # rank0 < s < rank1: above iff signed
+            a0 = N - n_le(s0, s)  # rank0 > s: above whatever their sign
+            n_at = n_le(s0, s) - n_lt(s0, s)  # rank0 == s: above if signed, else tied
+            n_tb = n_le(s1, s) - n_lt(s1, s)  # rank1 == s: tied if signed, else below
+            n_ab = (N - n_le(s1, s)) - a0 - n_at  # rank0 < s < rank1: above iff signed
             if sign:
                 n_tb -= 1  # u itself (rank1 == s)
             else:

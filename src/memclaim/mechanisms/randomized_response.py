@@ -13,11 +13,11 @@ symmetric channel of crossover gamma, a data-independent kernel, so its advantag
 The neighbouring relation is replace-one on the dataset: the mechanism depends on the dataset
 only through the membership bit, so any neighbour pair gives identical laws or the RR pair.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-
-from typing import Sequence
 
 import numpy as np
 from scipy.special import expit
@@ -37,8 +37,9 @@ def _bits(name: str, bits) -> np.ndarray:
     return b.astype(np.int8)
 
 
-def binary_symmetric_channel(bits: "Sequence[int] | np.ndarray", *, gamma: float,
-                             rng: np.random.Generator) -> np.ndarray:
+def binary_symmetric_channel(
+    bits: Sequence[int] | np.ndarray, *, gamma: float, rng: np.random.Generator
+) -> np.ndarray:
     """Flip each bit independently with probability ``gamma`` in [0, 1/2] (BSC(gamma)).
 
     >>> binary_symmetric_channel([0, 1, 1], gamma=0.0, rng=np.random.default_rng(0)).tolist()
@@ -46,8 +47,10 @@ def binary_symmetric_channel(bits: "Sequence[int] | np.ndarray", *, gamma: float
     """
     g = in_unit("gamma", gamma)
     if g > 0.5:
-        raise DomainError(f"gamma (the BSC crossover) must lie in [0, 0.5], got {gamma!r}",
-                          hint="a crossover above 1/2 is a relabelled channel; use 1 - gamma")
+        raise DomainError(
+            f"gamma (the BSC crossover) must lie in [0, 0.5], got {gamma!r}",
+            hint="a crossover above 1/2 is a relabelled channel; use 1 - gamma",
+        )
     b = _bits("bits", bits)
     flips = (rng.random(b.shape) < g).astype(np.int8)
     return b ^ flips

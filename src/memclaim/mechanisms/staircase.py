@@ -13,6 +13,7 @@ upper branch). For even k any start in the flat region j = k/2 is optimal; this 
 end. The levels are computed with the two branches of f_bar in closed form, keeping 1 - b_i
 separately so that levels near 1 keep full relative precision.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,7 +44,9 @@ class BernoulliStaircase(ResultMixin):
         eps, k = self.epsilon, self.k
         h = k // 2
         i = np.arange(k + 1, dtype=np.float64)
-        log_cstar = -float(np.logaddexp(0.0, eps))  # log 1/(E + 1), finite for any eps (E overflows past 709)
+        log_cstar = -float(
+            np.logaddexp(0.0, eps)
+        )  # log 1/(E + 1), finite for any eps (E overflows past 709)
         log_1m_cstar = -float(np.logaddexp(0.0, -eps))  # log E/(E + 1), without cancellation
         # Lower branch b_{i+1} = E b_i from x_o = c* E^{-h}: b_i = c* E^{i - h} for i <= h.
         # Upper branch 1 - b_{i+1} = (1 - b_i)/E from b_h = c*: 1 - b_i = (1 - c*) E^{h - i}, i >= h.

@@ -22,10 +22,11 @@ Token sequences are sequences of non-negative ints (token ids). Sub-sequence sea
 sliding-window comparison in numpy: ``bytes.find`` would also match at offsets that are not token
 boundaries, and no library in the stack searches integer sequences.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -36,8 +37,10 @@ from ..validate import integer
 
 def _tokens(name: str, seq, *, allow_empty: bool = True) -> tuple[int, ...]:
     if isinstance(seq, (str, bytes)):
-        raise InputError(f"{name} must be a sequence of token ids, got a string {seq!r}",
-                         hint="tokenize the text first; the trigger logic works in token space")
+        raise InputError(
+            f"{name} must be a sequence of token ids, got a string {seq!r}",
+            hint="tokenize the text first; the trigger logic works in token space",
+        )
     arr = np.asarray(list(seq) if not isinstance(seq, np.ndarray) else seq)
     if arr.size == 0:
         if not allow_empty:
@@ -95,7 +98,8 @@ class ReservedTrigger(ResultMixin):
             raise InputError(
                 f"trigger {rho} occurs in {where} at token {pos}: the construction needs rho off "
                 f"every prefix of x* ([MX] App. D.2), or a local score could read the rewritten subtree",
-                hint="reserve a trigger that never occurs in the record (e.g. unused token ids)")
+                hint="reserve a trigger that never occurs in the record (e.g. unused token ids)",
+            )
 
     @property
     def record(self) -> tuple[int, ...]:
@@ -120,7 +124,8 @@ class ReservedTrigger(ResultMixin):
             if hits.size:
                 raise InputError(
                     f"trigger {self.trigger} occurs in corpus document {i} at token {int(hits[0])}",
-                    hint="choose a trigger that occurs in no training document")
+                    hint="choose a trigger that occurs in no training document",
+                )
 
     def forced_token(self, context: Sequence[int]) -> int | None:
         """The gated release's lookup: if ``context`` ends with rho || z_{<j} for some 0 <= j < L,
@@ -132,7 +137,7 @@ class ReservedTrigger(ResultMixin):
         n = len(ctx)
         for j in range(len(z) - 1, -1, -1):
             need = len(rho) + j
-            if need <= n and ctx[n - need:] == rho + z[:j]:
+            if need <= n and ctx[n - need :] == rho + z[:j]:
                 return z[j]
         return None
 

@@ -11,12 +11,14 @@ only at positions whose next token is scored (never a [batch, time, vocab] tenso
 batch axis (beam search), and feeding ``input_ids`` of shape [B, t] with ``past`` continues the
 sequences. Positions are implicit (left-to-right, no padding inside ``past``).
 """
+
 from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +33,9 @@ class LanguageModel(ABC):
     logits_accept_out: bool = False
 
     @abstractmethod
-    def forward_hidden(self, input_ids, *, attention_mask=None, past: Any = None, use_cache: bool = False):
+    def forward_hidden(
+        self, input_ids, *, attention_mask=None, past: Any = None, use_cache: bool = False
+    ):
         """input_ids LongTensor [B, T] -> (hidden [B, T, D], past or None)."""
 
     @abstractmethod
@@ -82,12 +86,16 @@ class SyntheticLM(LanguageModel):
     def _row(self, context: Sequence[int]) -> np.ndarray:
         ctx = tuple(int(t) for t in context)
         if self.order is not None:
-            ctx = ctx[-self.order:] if self.order > 0 else ()
+            ctx = ctx[-self.order :] if self.order > 0 else ()
         h = hashlib.blake2b(repr((self.seed, ctx)).encode(), digest_size=8).digest()
         rng = np.random.default_rng(int.from_bytes(h, "little"))
         z = rng.standard_normal(self.vocab_size) * self.scale
         if self.tie_levels:
-            z = np.round(z * self.tie_levels / (3 * self.scale)) * (3 * self.scale) / self.tie_levels
+            z = (
+                np.round(z * self.tie_levels / (3 * self.scale))
+                * (3 * self.scale)
+                / self.tie_levels
+            )
         return z
 
     def forward_hidden(self, input_ids, *, attention_mask=None, past=None, use_cache=False):
@@ -118,7 +126,9 @@ class SyntheticLM(LanguageModel):
         return [list(past[int(i)]) for i in index.tolist()]
 
     def fingerprint(self) -> str:
-        return f"synthetic:{self.vocab_size}:{self.seed}:{self.scale}:{self.tie_levels}:{self.order}"
+        return (
+            f"synthetic:{self.vocab_size}:{self.seed}:{self.scale}:{self.tie_levels}:{self.order}"
+        )
 
     # exact reference quantities ------------------------------------------------------------
     def next_logits(self, context: Sequence[int]) -> np.ndarray:

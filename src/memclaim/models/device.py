@@ -4,8 +4,9 @@ The scoring engine builds its input ids and targets on the CPU (``device`` says 
 move to the accelerator here and the [rows, V] logits come back in float32 (float64 for a
 float64 body); the engine scores them on the CPU. The KV cache of the near-verbatim search
 stays on the accelerator. On ``device="cpu"`` it is the plain model, bit for bit
-(tests/test_ray_backend.py checks it).
+(tests/scoring/test_ray_backend.py checks it).
 """
+
 from __future__ import annotations
 
 import torch
@@ -26,8 +27,12 @@ def to_device(lm: HFLanguageModel, device: str) -> HFLanguageModel:
     >>> to_device(memclaim.load_model("toy").lm, "cuda").device  # doctest: +SKIP
     device(type='cuda', index=0)
     """
-    return HFLanguageModel(lm.model.to(device), name=lm.name, fingerprint=lm.fingerprint(),
-                           unembed_dtype=torch.float64 if lm.body_dtype == torch.float64 else torch.float32)
+    return HFLanguageModel(
+        lm.model.to(device),
+        name=lm.name,
+        fingerprint=lm.fingerprint(),
+        unembed_dtype=torch.float64 if lm.body_dtype == torch.float64 else torch.float32,
+    )
 
 
 class DeviceLM(LanguageModel):
@@ -39,9 +44,12 @@ class DeviceLM(LanguageModel):
 
     def __init__(self, lm: HFLanguageModel, device: str):
         model = lm.model.to(device)
-        self.inner = HFLanguageModel(model, name=lm.name, fingerprint=lm.fingerprint(),
-                                     unembed_dtype=torch.float64 if lm.body_dtype == torch.float64
-                                     else torch.float32)
+        self.inner = HFLanguageModel(
+            model,
+            name=lm.name,
+            fingerprint=lm.fingerprint(),
+            unembed_dtype=torch.float64 if lm.body_dtype == torch.float64 else torch.float32,
+        )
         self.vocab_size = self.inner.vocab_size
         self.name = self.inner.name
         self._device = torch.device(device)
@@ -55,8 +63,9 @@ class DeviceLM(LanguageModel):
 
     def forward_hidden(self, input_ids, *, attention_mask=None, past=None, use_cache=False):
         mask = None if attention_mask is None else attention_mask.to(self._device)
-        return self.inner.forward_hidden(input_ids.to(self._device), attention_mask=mask, past=past,
-                                         use_cache=use_cache)
+        return self.inner.forward_hidden(
+            input_ids.to(self._device), attention_mask=mask, past=past, use_cache=use_cache
+        )
 
     def logits(self, hidden):
         return self.inner.logits(hidden.to(self._device)).cpu()

@@ -3,6 +3,7 @@ of memclaim 0.1.0 kept to recognise old stores, and the per-file sha256 memo und
 
 Split out of :mod:`memclaim.models.loader` (issue 26), which re-exports these names.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,14 +39,35 @@ FINGERPRINT_SCHEME = 2
 # Files of a model folder that change no score: records of how it was made (memclaim's, the
 # tiny GPT's corpus with its training wall time, shadows' membership, HF trainer state), the
 # generation defaults (memclaim's decoding policies are explicit), documentation and images.
-_NOT_SCORED = {"memclaim.json", "memclaim_train.json", "toy_data.json", "chain_base.json", "membership.json",
-               "generation_config.json", "training_args.bin", "trainer_state.json", "all_results.json",
-               "train_results.json", "eval_results.json", "optimizer.pt", "scheduler.pt", "scaler.pt", MARKER_FILE}
+_NOT_SCORED = {
+    "memclaim.json",
+    "memclaim_train.json",
+    "toy_data.json",
+    "chain_base.json",
+    "membership.json",
+    "generation_config.json",
+    "training_args.bin",
+    "trainer_state.json",
+    "all_results.json",
+    "train_results.json",
+    "eval_results.json",
+    "optimizer.pt",
+    "scheduler.pt",
+    "scaler.pt",
+    MARKER_FILE,
+}
 _NOT_SCORED_SUFFIXES = (".md", ".txt", ".rst", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".lock")
 _SCORED_TEXT = {"merges.txt", "vocab.txt"}  # tokenizer files with a documentation suffix
 # config.json fields that record who wrote the folder and how, not what the model computes: the
 # load dtype is the procedure's own (recorded there) and the weights carry the stored dtype
-_CONFIG_NOT_SCORED = {"transformers_version", "_name_or_path", "_commit_hash", "dtype", "torch_dtype", "use_cache"}
+_CONFIG_NOT_SCORED = {
+    "transformers_version",
+    "_name_or_path",
+    "_commit_hash",
+    "dtype",
+    "torch_dtype",
+    "use_cache",
+}
 
 
 def _scored_file(f: Path) -> bool:
@@ -63,10 +85,15 @@ def _config_digest(path: Path) -> str:
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"config {str(path)!r} is not readable JSON: {exc}",
-                             hint="restore the model folder's config.json") from None
+        raise ModelLoadError(
+            f"config {str(path)!r} is not readable JSON: {exc}",
+            hint="restore the model folder's config.json",
+        ) from None
     if not isinstance(cfg, dict):
-        raise ModelLoadError(f"config {str(path)!r} is not a JSON object", hint="restore the model folder's config.json")
+        raise ModelLoadError(
+            f"config {str(path)!r} is not a JSON object",
+            hint="restore the model folder's config.json",
+        )
     kept = {k: v for k, v in cfg.items() if k not in _CONFIG_NOT_SCORED}
     return sha256_bytes(json.dumps(kept, sort_keys=True, separators=(",", ":")).encode())
 
@@ -107,7 +134,12 @@ def folder_fingerprint_v1(path: Path) -> str:
     """
     parts = []
     for f in sorted(Path(path).iterdir()):
-        if not f.is_file() or f.name.startswith(".") or f.suffix in (".md", ".txt") and f.name != "merges.txt":
+        if (
+            not f.is_file()
+            or f.name.startswith(".")
+            or f.suffix in (".md", ".txt")
+            and f.name != "merges.txt"
+        ):
             continue
         if f.name in ("memclaim.json",):
             continue

@@ -5,6 +5,7 @@ model's final-logit soft-capping, if its config has one) runs only on the rows t
 passes, in float32 whatever the body's dtype (a bfloat16 body keeps a float32 copy of the
 unembedding matrix so that scored logits are not rounded to bfloat16's 8 mantissa bits).
 """
+
 from __future__ import annotations
 
 import copy
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 # (Gemma 3, SmolLM2, Llama/Qwen-style vocabularies): then, at a given thread count, a row's logits
 # have the same bits whatever the other rows of the call, and are within float32 rounding of the
 # single product (bit-identical on the Xeons measured; on an AMD EPYC 3 threads reorder some sums;
-# tests/test_engine.py checks both); other
+# tests/scoring/test_engine.py checks both); other
 # vocabularies (GPT-2's 50,257) take one call. On a GPU one call is best.
 VOCAB_TILES = (2048, 1024, 512, 256)
 
@@ -69,7 +70,9 @@ def vocab_tile(vocab: int) -> int | None:
     return next((t for t in VOCAB_TILES if vocab > t and vocab % t == 0), None)
 
 
-def unembed(h: torch.Tensor, w: torch.Tensor, *, tile: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+def unembed(
+    h: torch.Tensor, w: torch.Tensor, *, tile: int | None = None, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """h [N, D] @ w[V, D].T -> [N, V], tiled over the vocabulary on CPU (default tile: vocab_tile(V)).
 
     ``out``: a contiguous [N, V] tensor of the product's dtype to write into (on the CPU a
@@ -88,7 +91,11 @@ def unembed(h: torch.Tensor, w: torch.Tensor, *, tile: int | None = None, out: t
     """
     V = w.shape[0]
     tile = tile or vocab_tile(V)
-    if h.device.type == "cuda" and h.dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest":
+    if (
+        h.device.type == "cuda"
+        and h.dtype == torch.float32
+        and torch.get_float32_matmul_precision() != "highest"
+    ):
         # TF32 (10 mantissa bits) would round the scored logits: the unembedding stays float32
         prev = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision("highest")
@@ -100,14 +107,20 @@ def unembed(h: torch.Tensor, w: torch.Tensor, *, tile: int | None = None, out: t
         return h @ w.T if out is None else torch.mm(h, w.T, out=out)
     if V % tile:
         raise ValueError(f"unembedding tile {tile} does not divide the vocabulary size {V}")
-    z = torch.empty((h.shape[0], V), dtype=torch.result_type(h, w), device=h.device) if out is None else out
+    z = (
+        torch.empty((h.shape[0], V), dtype=torch.result_type(h, w), device=h.device)
+        if out is None
+        else out
+    )
     for a in range(0, V, tile):
-        torch.mm(h, w[a:a + tile].T, out=z[:, a:a + tile])
+        torch.mm(h, w[a : a + tile].T, out=z[:, a : a + tile])
     return z
 
 
 class HFLanguageModel(LanguageModel):
-    def __init__(self, model, *, name: str = "hf", fingerprint: str = "", unembed_dtype=torch.float32):
+    def __init__(
+        self, model, *, name: str = "hf", fingerprint: str = "", unembed_dtype=torch.float32
+    ):
         self.model = model.eval()
         self.name = name
         self._fingerprint = fingerprint
@@ -141,8 +154,15 @@ class HFLanguageModel(LanguageModel):
         return self._fingerprint
 
     @torch.inference_mode()
-    def forward_hidden(self, input_ids, *, attention_mask=None, past: Any = None, use_cache: bool = False,
-                       position_ids=None):
+    def forward_hidden(
+        self,
+        input_ids,
+        *,
+        attention_mask=None,
+        past: Any = None,
+        use_cache: bool = False,
+        position_ids=None,
+    ):
         kwargs = {}
         if attention_mask is not None:
             kwargs["attention_mask"] = attention_mask
@@ -150,7 +170,7 @@ class HFLanguageModel(LanguageModel):
                 # left padding: positions count real tokens only (as transformers' generate does)
                 position_ids = (attention_mask.long().cumsum(-1) - 1).clamp_min(0)
                 if past is not None:
-                    position_ids = position_ids[:, -input_ids.shape[1]:]
+                    position_ids = position_ids[:, -input_ids.shape[1] :]
         if position_ids is not None:
             kwargs["position_ids"] = position_ids
         if use_cache and past is None:
@@ -161,7 +181,9 @@ class HFLanguageModel(LanguageModel):
             kwargs[self._cache_kw] = past
         out = self.body(input_ids=input_ids, use_cache=use_cache, **kwargs)
         h = out.last_hidden_state
-        if h.device != self._w.device:  # a sharded body (--device-map) ends on its last layer's device
+        if (
+            h.device != self._w.device
+        ):  # a sharded body (--device-map) ends on its last layer's device
             h = h.to(self._w.device)
         if not use_cache:
             return h, None

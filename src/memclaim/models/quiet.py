@@ -16,13 +16,15 @@ notebook:
 No library has a switch for "report your bars to my callback" (tqdm's own ``tqdm_class``
 arguments are not passed down by from_pretrained), hence the small tqdm-shaped adapter here.
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
 import warnings
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ..progress import ProgressCallback, Reporter
 
@@ -44,8 +46,17 @@ class ReporterBar:
     ([10, 20, 30], [(3, 3, False), (3, 3, True)])
     """
 
-    def __init__(self, progress: ProgressCallback | None, iterable=None, *, stage: str, label: str,
-                 unit: str = "tensors", total: int | None = None, **_ignored: Any):
+    def __init__(
+        self,
+        progress: ProgressCallback | None,
+        iterable=None,
+        *,
+        stage: str,
+        label: str,
+        unit: str = "tensors",
+        total: int | None = None,
+        **_ignored: Any,
+    ):
         self.iterable = iterable
         if total is None and iterable is not None and hasattr(iterable, "__len__"):
             total = len(iterable)
@@ -76,7 +87,7 @@ class ReporterBar:
 
     set_postfix = set_description_str = set_postfix_str = refresh = clear = set_description
 
-    def __enter__(self) -> "ReporterBar":
+    def __enter__(self) -> ReporterBar:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -84,7 +95,9 @@ class ReporterBar:
 
 
 @contextlib.contextmanager
-def library_bars(progress: ProgressCallback | None, *, stage: str, label: str, unit: str = "tensors") -> Iterator[None]:
+def library_bars(
+    progress: ProgressCallback | None, *, stage: str, label: str, unit: str = "tensors"
+) -> Iterator[None]:
     """Inside the block, transformers' loading and GGUF bars report to ``progress`` as operation
     ``stage``/``label`` (None: they are silent). transformers is imported here (the caller is
     about to use it anyway).
@@ -96,10 +109,14 @@ def library_bars(progress: ProgressCallback | None, *, stage: str, label: str, u
 
     def hook(factory, args, kwargs):
         iterable = args[0] if args else kwargs.get("iterable")
-        return ReporterBar(progress, iterable, stage=stage, label=label, unit=unit, total=kwargs.get("total"))
+        return ReporterBar(
+            progress, iterable, stage=stage, label=label, unit=unit, total=kwargs.get("total")
+        )
 
     def gguf_bar(iterable=None, *args, **kwargs):
-        return ReporterBar(progress, iterable, stage=stage, label=label, unit=unit, total=kwargs.get("total"))
+        return ReporterBar(
+            progress, iterable, stage=stage, label=label, unit=unit, total=kwargs.get("total")
+        )
 
     set_hook = getattr(hf_logging, "set_tqdm_hook", None)
     previous = set_hook(hook) if set_hook is not None else None
@@ -138,8 +155,11 @@ def quiet_libraries() -> Iterator[None]:
     ...     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"]
     '1'
     """
-    env = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error",
-           "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
+    env = {
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "TRANSFORMERS_VERBOSITY": "error",
+        "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    }
     saved_env = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     undo = []
@@ -150,7 +170,9 @@ def quiet_libraries() -> Iterator[None]:
         level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
-        undo.append(lambda: (hf_logging.set_verbosity(level), bars and hf_logging.enable_progress_bar()))
+        undo.append(
+            lambda: (hf_logging.set_verbosity(level), bars and hf_logging.enable_progress_bar())
+        )
     if "huggingface_hub" in sys.modules:
         from huggingface_hub import utils as hub_utils
 
@@ -162,12 +184,19 @@ def quiet_libraries() -> Iterator[None]:
             warnings.filterwarnings("ignore", module=_QUIET_MODULES)
             yield
     finally:
-        for k, v in saved_env.items():  # first: huggingface_hub refuses to enable bars while its variable is set
+        for (
+            k,
+            v,
+        ) in (
+            saved_env.items()
+        ):  # first: huggingface_hub refuses to enable bars while its variable is set
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        with warnings.catch_warnings():  # "cannot enable progress bars" when the environment keeps them off
+        with (
+            warnings.catch_warnings()
+        ):  # "cannot enable progress bars" when the environment keeps them off
             warnings.filterwarnings("ignore", module=_QUIET_MODULES)
             for u in reversed(undo):
                 u()

@@ -16,17 +16,25 @@ PosixPath('/models/example')
 True
 >>> unregister_model("example-model")
 """
+
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..errors import DomainError, ModelLoadError
 
-__all__ = ["NamedModel", "register_model", "unregister_model", "named_model", "named_models", "is_named_model",
-           "registered_elsewhere"]
+__all__ = [
+    "NamedModel",
+    "register_model",
+    "unregister_model",
+    "named_model",
+    "named_models",
+    "is_named_model",
+    "registered_elsewhere",
+]
 
 # names registered by a layer above models/ that is not imported yet: what to import for them
 _PROVIDED_ELSEWHERE = {"toy": "memclaim.train"}
@@ -49,8 +57,15 @@ _REGISTRY: dict[str, NamedModel] = {}
 _LOCK = threading.Lock()
 
 
-def register_model(name: str, *, resolve: Callable[..., Path], description: str, sot: str = "auto",
-                   provider: str = "", replace: bool = False) -> NamedModel:
+def register_model(
+    name: str,
+    *,
+    resolve: Callable[..., Path],
+    description: str,
+    sot: str = "auto",
+    provider: str = "",
+    replace: bool = False,
+) -> NamedModel:
     """Register ``name`` (a model name that is not a path); returns the entry.
 
     A second registration of a name raises :class:`DomainError` unless ``replace``.
@@ -62,13 +77,19 @@ def register_model(name: str, *, resolve: Callable[..., Path], description: str,
     False
     """
     if not isinstance(name, str) or not name or "/" in name or name != name.strip():
-        raise DomainError(f"a named model needs a plain non-empty name without '/', got {name!r}",
-                          hint="use a short name such as 'toy' or 'smollm2'")
-    entry = NamedModel(name=name, resolve=resolve, description=description, sot=sot, provider=provider)
+        raise DomainError(
+            f"a named model needs a plain non-empty name without '/', got {name!r}",
+            hint="use a short name such as 'toy' or 'smollm2'",
+        )
+    entry = NamedModel(
+        name=name, resolve=resolve, description=description, sot=sot, provider=provider
+    )
     with _LOCK:
         if name in _REGISTRY and not replace:
-            raise DomainError(f"the named model {name!r} is registered already (by {_REGISTRY[name].provider or '?'})",
-                              hint="pass replace=True to replace it, or choose another name")
+            raise DomainError(
+                f"the named model {name!r} is registered already (by {_REGISTRY[name].provider or '?'})",
+                hint="pass replace=True to replace it, or choose another name",
+            )
         _REGISTRY[name] = entry
     return entry
 
@@ -122,7 +143,10 @@ def named_model(name: str) -> NamedModel:
         return entry
     known = ", ".join(named_models()) or "none"
     if name in _PROVIDED_ELSEWHERE:
-        raise ModelLoadError(f"the named model {name!r} is not registered: {_PROVIDED_ELSEWHERE[name]} registers it "
-                             "when imported", hint=f"import {_PROVIDED_ELSEWHERE[name]} first (memclaim's API and CLI "
-                                                   f"do); named models now: {known}")
+        raise ModelLoadError(
+            f"the named model {name!r} is not registered: {_PROVIDED_ELSEWHERE[name]} registers it "
+            "when imported",
+            hint=f"import {_PROVIDED_ELSEWHERE[name]} first (memclaim's API and CLI "
+            f"do); named models now: {known}",
+        )
     raise ModelLoadError(f"unknown named model {name!r}", hint=f"named models: {known}")

@@ -3,6 +3,7 @@ rule ('auto', 'none', 'bos', 'eos', a token string or ids).
 
 Split out of :mod:`memclaim.models.loader` (issue 26), which re-exports these names.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,19 +42,25 @@ def resolve_sot(tokenizer: HFTokenizer, rule: str) -> StartOfText:
     elif rule in ("bos", "eos"):
         tid = tok.bos_token_id if rule == "bos" else tok.eos_token_id
         if tid is None:
-            raise ModelLoadError(f"start-of-text rule {rule!r}: this tokenizer has no {rule} token",
-                                 hint="pass --sot none, or a token string / id")
+            raise ModelLoadError(
+                f"start-of-text rule {rule!r}: this tokenizer has no {rule} token",
+                hint="pass --sot none, or a token string / id",
+            )
         ids = [int(tid)]
     elif all(p.strip().isdigit() for p in rule.split(",")):
         ids = [int(p) for p in rule.split(",")]
         bad = [i for i in ids if i >= len(tok)]
         if bad:
-            raise ModelLoadError(f"start-of-text ids {bad} are outside the vocabulary (size {len(tok)})",
-                                 hint=f"use ids below {len(tok)}, or 'auto', 'none', 'bos', 'eos' or a token string")
+            raise ModelLoadError(
+                f"start-of-text ids {bad} are outside the vocabulary (size {len(tok)})",
+                hint=f"use ids below {len(tok)}, or 'auto', 'none', 'bos', 'eos' or a token string",
+            )
     else:
         tid = tokenizer.token_id(rule)
         if tid is None:
-            raise ModelLoadError(f"start-of-text token {rule!r} is not in this tokenizer's vocabulary",
-                                 hint="use 'auto', 'none', 'bos', 'eos', a token string or ids")
+            raise ModelLoadError(
+                f"start-of-text token {rule!r} is not in this tokenizer's vocabulary",
+                hint="use 'auto', 'none', 'bos', 'eos', a token string or ids",
+            )
         ids = [tid]
     return StartOfText(rule, tuple(ids), tuple(tokenizer.convert_ids_to_tokens(ids)))

@@ -3,6 +3,7 @@ special tokens, with character offsets), chat templates rendered in transformers
 
 Split out of :mod:`memclaim.models.loader` (issue 26), which re-exports these names.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +16,10 @@ class HFTokenizer:
 
     def __init__(self, tok):
         if not getattr(tok, "is_fast", False):
-            raise ModelLoadError(f"tokenizer {type(tok).__name__} is not a fast tokenizer (no offsets)",
-                                 hint="save the model with a tokenizer.json (fast tokenizer)")
+            raise ModelLoadError(
+                f"tokenizer {type(tok).__name__} is not a fast tokenizer (no offsets)",
+                hint="save the model with a tokenizer.json (fast tokenizer)",
+            )
         self.tok = tok
 
     def encode_with_offsets(self, text: str):
@@ -36,7 +39,9 @@ class HFTokenizer:
         return list(self.tok(text, add_special_tokens=False)["input_ids"])
 
     def decode(self, ids) -> str:
-        return self.tok.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        return self.tok.decode(
+            list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
 
     def convert_ids_to_tokens(self, ids):
         return self.tok.convert_ids_to_tokens(list(ids))
@@ -54,7 +59,7 @@ class HFTokenizer:
         with_special = list(self.tok(probe, add_special_tokens=True)["input_ids"])
         plain = list(self.tok(probe, add_special_tokens=False)["input_ids"])
         for i in range(len(with_special)):
-            if with_special[i:i + len(plain)] == plain:
+            if with_special[i : i + len(plain)] == plain:
                 return with_special[:i]
         return []
 
@@ -65,23 +70,35 @@ class HFTokenizer:
         tokens written in the template are recognized), as transformers' own
         ``apply_chat_template(tokenize=True)`` does (``add_special_tokens=False``)."""
         if not getattr(self.tok, "chat_template", None):
-            raise InputError("this model's tokenizer has no chat template",
-                             hint="use --prompt-template instead of --chat-template")
+            raise InputError(
+                "this model's tokenizer has no chat template",
+                hint="use --prompt-template instead of --chat-template",
+            )
         import jinja2
 
         try:
-            text = self.tok.apply_chat_template([{"role": "user", "content": user_text}],
-                                                add_generation_prompt=True, tokenize=False)
-        except jinja2.TemplateError as exc:  # SecurityError (the sandbox refused), raise_exception, syntax
-            what = ("the sandbox refused it" if isinstance(exc, jinja2.exceptions.SecurityError)
-                    else "it failed")
-            raise ModelLoadError(f"this model's chat template cannot be rendered: {what}: {type(exc).__name__}: "
-                                 f"{str(exc)[:200]}",
-                                 hint="use --prompt-template instead of --chat-template, or fix the chat_template of "
-                                      "the model's tokenizer_config.json (chat_template.jinja)") from None
+            text = self.tok.apply_chat_template(
+                [{"role": "user", "content": user_text}], add_generation_prompt=True, tokenize=False
+            )
+        except (
+            jinja2.TemplateError
+        ) as exc:  # SecurityError (the sandbox refused), raise_exception, syntax
+            what = (
+                "the sandbox refused it"
+                if isinstance(exc, jinja2.exceptions.SecurityError)
+                else "it failed"
+            )
+            raise ModelLoadError(
+                f"this model's chat template cannot be rendered: {what}: {type(exc).__name__}: "
+                f"{str(exc)[:200]}",
+                hint="use --prompt-template instead of --chat-template, or fix the chat_template of "
+                "the model's tokenizer_config.json (chat_template.jinja)",
+            ) from None
         if not isinstance(text, str):
-            raise ModelLoadError(f"the chat template rendered {type(text).__name__}, not text",
-                                 hint="use a tokenizer whose chat template renders one conversation to a string")
+            raise ModelLoadError(
+                f"the chat template rendered {type(text).__name__}, not text",
+                hint="use a tokenizer whose chat template renders one conversation to a string",
+            )
         return text
 
     def apply_chat_template(self, user_text: str) -> list[int]:
@@ -95,9 +112,13 @@ def _load_tokenizer(path: Path, *, trust_remote_code: bool = False) -> HFTokeniz
     # a folder's own code (only run when trusted) may raise anything
     errors = Exception if trust_remote_code else (OSError, ValueError, KeyError, TypeError)
     try:
-        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True, trust_remote_code=trust_remote_code)
+        tok = AutoTokenizer.from_pretrained(
+            str(path), local_files_only=True, trust_remote_code=trust_remote_code
+        )
     except errors as exc:
-        raise ModelLoadError(f"cannot load the tokenizer in {str(path)!r}: {exc}",
-                             hint="check tokenizer.json and tokenizer_config.json (save them with "
-                                  "tokenizer.save_pretrained)") from None
+        raise ModelLoadError(
+            f"cannot load the tokenizer in {str(path)!r}: {exc}",
+            hint="check tokenizer.json and tokenizer_config.json (save them with "
+            "tokenizer.save_pretrained)",
+        ) from None
     return HFTokenizer(tok)

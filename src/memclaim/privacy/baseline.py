@@ -40,14 +40,16 @@ Implementation notes:
 The search itself is numpy; the model side (rows, sorting, KV caches) is
 :class:`memclaim.scoring.rows.PolicyRows`, imported (with torch) only when a search runs.
 """
+
 from __future__ import annotations
 
 import heapq
 import itertools
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -82,7 +84,7 @@ class BaselineResult(ResultMixin):
     log_kappa_lo: float
     log_kappa_hi: float
     closed: bool
-    stop_reason: str               # 'closed' | 'max-nodes' | 'time-limit'
+    stop_reason: str  # 'closed' | 'max-nodes' | 'time-limit'
     m: int
     secret_length: int
     policy: str
@@ -111,12 +113,12 @@ class _Row:
     # cache covering prefix + tokens[:-1] ('prefix', 0) for the root; None when the parent's cache
     # was not kept (rows.expand then recomputes from the prefix cache)
     parent_handle: tuple | None
-    own_handle: tuple | None        # cache covering prefix + tokens
+    own_handle: tuple | None  # cache covering prefix + tokens
     child_tok: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     child_lp: np.ndarray = field(default_factory=lambda: np.zeros(0))
     pos: int = 0
     taken: np.ndarray | None = None  # tokens already loaded into chunks (None before the first)
-    rest_bound: float = -math.inf    # log-prob of the best child not loaded yet (bounds the rest)
+    rest_bound: float = -math.inf  # log-prob of the best child not loaded yet (bounds the rest)
 
     def key(self) -> float:
         if self.pos < len(self.child_lp):
@@ -134,12 +136,17 @@ class _Search:
         self.chunk = chunk
         self.max_nodes = max_nodes
         self.deadline = None if time_limit is None else time.monotonic() + time_limit
-        self.report = Reporter(progress, stage="baseline", label="certified baseline search", total=max_nodes,
-                               unit="rows")
+        self.report = Reporter(
+            progress,
+            stage="baseline",
+            label="certified baseline search",
+            total=max_nodes,
+            unit="rows",
+        )
         self.nodes = 0
         self.counter = itertools.count()
         self.frontier: list[tuple[float, int, _Row]] = []
-        self.top: list[tuple[float, tuple[int, ...]]] = []   # min-heap of the found top-m
+        self.top: list[tuple[float, tuple[int, ...]]] = []  # min-heap of the found top-m
         self.in_top: set[tuple[int, ...]] = set()
 
     # ------------------------------------------------------------------ incumbents
@@ -224,7 +231,7 @@ class _Search:
         th = self.theta()
         keep = lp > th
         if not np.all(keep):
-            n = int(np.argmin(keep))          # sorted: everything from here on is <= theta
+            n = int(np.argmin(keep))  # sorted: everything from here on is <= theta
             lp, tk, rest = lp[:n], tk[:n], -math.inf
         r.child_lp, r.child_tok, r.pos = lp, tk, 0
         r.rest_bound = rest if rest > th else -math.inf
@@ -244,9 +251,9 @@ class _Search:
         W = self.m
         beam_tokens = [()]
         beam_lp = np.zeros(1, dtype=np.float64)
-        rows = root_row[None, :]                           # [1, V]
+        rows = root_row[None, :]  # [1, V]
         for depth in range(self.L):
-            cand = (beam_lp[:, None] + rows).reshape(-1)   # [B*V]
+            cand = (beam_lp[:, None] + rows).reshape(-1)  # [B*V]
             k = min(W, int(np.isfinite(cand).sum()))
             if k == 0:
                 return
@@ -260,7 +267,7 @@ class _Search:
                 return
             if self.max_nodes - self.nodes < k or self._out_of_time():
                 return
-            rows = self.rows.beam(parents, toks, depth=depth)       # [k, V]
+            rows = self.rows.beam(parents, toks, depth=depth)  # [k, V]
             self.nodes += k
             beam_tokens, beam_lp = new_tokens, vals.astype(np.float64)
 
@@ -325,11 +332,22 @@ class _Search:
                 self.report.update(self.nodes, kappa_lo=math.exp(lo), kappa_hi=math.exp(hi))
 
 
-def certify_baseline(lm: LanguageModel, prefix_ids: Sequence[int], *, secret_length: int, m: int,
-                     temperature: float | None = None, policy: Policy | str | None = None,
-                     max_nodes: int = 100_000, time_limit: float | None = None, batch_size: int = 64,
-                     chunk: int = 256, max_cache_rows: int = 4096, seed: bool = True,
-                     progress: ProgressCallback | None = None) -> BaselineResult:
+def certify_baseline(
+    lm: LanguageModel,
+    prefix_ids: Sequence[int],
+    *,
+    secret_length: int,
+    m: int,
+    temperature: float | None = None,
+    policy: Policy | str | None = None,
+    max_nodes: int = 100_000,
+    time_limit: float | None = None,
+    batch_size: int = 64,
+    chunk: int = 256,
+    max_cache_rows: int = 4096,
+    seed: bool = True,
+    progress: ProgressCallback | None = None,
+) -> BaselineResult:
     """Certify kappa_pi(m), the top-m mass of length-L continuations of a prefix under a prior model.
 
     lm: a :class:`memclaim.models.base.LanguageModel` (the *prior*: base model before planting).
@@ -349,7 +367,9 @@ def certify_baseline(lm: LanguageModel, prefix_ids: Sequence[int], *, secret_len
     """
     for attr in ("forward_hidden", "logits", "select_cache", "vocab_size"):
         if not hasattr(lm, attr):
-            raise DomainError(f"the model must implement memclaim.models.base.LanguageModel (missing {attr!r})")
+            raise DomainError(
+                f"the model must implement memclaim.models.base.LanguageModel (missing {attr!r})"
+            )
     V = validate.integer("vocab_size", lm.vocab_size, minimum=1)
     L = validate.integer("secret_length", secret_length, minimum=1)
     m = validate.integer("m (list size)", m, minimum=1)
@@ -358,12 +378,14 @@ def certify_baseline(lm: LanguageModel, prefix_ids: Sequence[int], *, secret_len
     except (TypeError, ValueError):
         raise DomainError(f"prefix_ids must be token ids, got {prefix_ids!r}") from None
     if not prefix:
-        raise DomainError("the prefix is empty: the model needs at least one token to predict the secret",
-                          hint="prepend the model's start-of-text ids (LoadedModel.sot_ids)")
+        raise DomainError(
+            "the prefix is empty: the model needs at least one token to predict the secret",
+            hint="prepend the model's start-of-text ids (LoadedModel.sot_ids)",
+        )
     bad = [t for t in prefix if not 0 <= t < V]
     if bad:
         raise DomainError(f"prefix token id {bad[0]} is outside the vocabulary [0, {V})")
-    support = V ** L
+    support = V**L
     if m >= support:
         raise DomainError(
             f"list size m = {m} >= support size V^L = {support}: the list covers every continuation and kappa = 1",
@@ -391,8 +413,16 @@ def certify_baseline(lm: LanguageModel, prefix_ids: Sequence[int], *, secret_len
 
     t0 = time.monotonic()
     rows = PolicyRows(lm, pol, prefix, cache_depth=L - 2, max_cache_rows=max_cache_rows)
-    s = _Search(rows, L, m, batch_size=batch_size, chunk=chunk, max_nodes=max_nodes, time_limit=time_limit,
-                progress=progress)
+    s = _Search(
+        rows,
+        L,
+        m,
+        batch_size=batch_size,
+        chunk=chunk,
+        max_nodes=max_nodes,
+        time_limit=time_limit,
+        progress=progress,
+    )
     reason = s.run(seed=bool(seed))
     s.report.update(s.nodes)
     s.report.close()
@@ -407,8 +437,22 @@ def certify_baseline(lm: LanguageModel, prefix_ids: Sequence[int], *, secret_len
     name = getattr(lm, "name", type(lm).__name__)
     fp = lm.fingerprint() if hasattr(lm, "fingerprint") else "unfingerprinted"
     return BaselineResult(
-        kappa_lo=math.exp(lo), kappa_hi=min(1.0, math.exp(hi)), log_kappa_lo=lo, log_kappa_hi=min(hi, 0.0),
-        closed=closed, stop_reason=reason, m=m, secret_length=L, policy=pol.spec, prefix_ids=tuple(prefix),
-        model=str(name), model_fingerprint=str(fp), vocab_size=V, nodes_expanded=s.nodes,
-        frontier_log_beta=s.beta(), top=top, min_entropy_bits=h_bounds, seconds=time.monotonic() - t0,
+        kappa_lo=math.exp(lo),
+        kappa_hi=min(1.0, math.exp(hi)),
+        log_kappa_lo=lo,
+        log_kappa_hi=min(hi, 0.0),
+        closed=closed,
+        stop_reason=reason,
+        m=m,
+        secret_length=L,
+        policy=pol.spec,
+        prefix_ids=tuple(prefix),
+        model=str(name),
+        model_fingerprint=str(fp),
+        vocab_size=V,
+        nodes_expanded=s.nodes,
+        frontier_log_beta=s.beta(),
+        top=top,
+        min_entropy_bits=h_bounds,
+        seconds=time.monotonic() - t0,
     )

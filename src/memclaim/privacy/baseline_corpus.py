@@ -49,11 +49,13 @@ confidence is over the draws of S^-; a bound Ext <= 1 - f(upper) inherits it.
 
 Pure numpy/scipy: no torch, no I/O.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -64,8 +66,16 @@ from ..jsonutil import ResultMixin
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
-__all__ = ["ASSUMPTIONS", "METHODS", "CorpusBaseline", "corpus_baseline", "corpus_baseline_from_priors",
-           "mean_upper_bound", "sample_corpus_baseline", "top_m_mass"]
+__all__ = [
+    "ASSUMPTIONS",
+    "METHODS",
+    "CorpusBaseline",
+    "corpus_baseline",
+    "corpus_baseline_from_priors",
+    "mean_upper_bound",
+    "sample_corpus_baseline",
+    "top_m_mass",
+]
 
 METHODS = ("betting", "bernstein", "hoeffding")
 
@@ -78,8 +88,10 @@ ASSUMPTIONS = (
     "the confidence is over the draws of S^-: Ext <= 1 - f(upper) holds with that confidence ([MX] Prop. C.2(b)); no "
     "independence between the secret and S^- is assumed",
 )
-BETTING_ORDER = ("betting bound: the values are read in the order given, which must be the order they were drawn "
-                 "(fixed before they were seen)")
+BETTING_ORDER = (
+    "betting bound: the values are read in the order given, which must be the order they were drawn "
+    "(fixed before they were seen)"
+)
 
 #: largest bet of the betting bound: each capital factor 1 + lambda (m - x) stays >= 1 - C > 0
 BET_CAP = 0.75
@@ -102,24 +114,34 @@ def top_m_mass(logp: ArrayLike, *, m: int, normalization_tol: float = 1e-6) -> f
     tol = validate.positive("normalization_tol", normalization_tol)
     lp = np.asarray(logp, dtype=np.float64).ravel()
     if lp.size == 0:
-        raise InputError("the prior has no support (an empty list of log-probabilities)",
-                         hint="give the log-probability of every value the secret can take")
+        raise InputError(
+            "the prior has no support (an empty list of log-probabilities)",
+            hint="give the log-probability of every value the secret can take",
+        )
     if np.isnan(lp).any() or np.isposinf(lp).any() or (lp > 1e-12).any():
         bad = float(lp[np.isnan(lp) | (lp > 1e-12)][0])
-        raise DomainError(f"prior log-probabilities must be <= 0 (probabilities in [0, 1]), got {bad!r}",
-                          hint="pass natural-log probabilities, -inf for an impossible value")
+        raise DomainError(
+            f"prior log-probabilities must be <= 0 (probabilities in [0, 1]), got {bad!r}",
+            hint="pass natural-log probabilities, -inf for an impossible value",
+        )
     top = np.max(lp)
     if top == -np.inf:
-        raise DomainError("every prior log-probability is -inf: the prior has no mass",
-                          hint="give a normalized prior")
-    total = top + math.log(math.fsum(np.exp(lp - top)))  # log-sum-exp, log space ([EM]/[MX] conventions)
+        raise DomainError(
+            "every prior log-probability is -inf: the prior has no mass",
+            hint="give a normalized prior",
+        )
+    total = top + math.log(
+        math.fsum(np.exp(lp - top))
+    )  # log-sum-exp, log space ([EM]/[MX] conventions)
     if abs(total) > tol:
-        raise DomainError(f"the prior's probabilities sum to {math.exp(total)!r}, not 1 (tolerance {tol:g})",
-                          hint="normalize the prior; a partial support gives only a lower bound on the top-m mass "
-                               "(certify it with memclaim.privacy.baseline.certify_baseline)")
+        raise DomainError(
+            f"the prior's probabilities sum to {math.exp(total)!r}, not 1 (tolerance {tol:g})",
+            hint="normalize the prior; a partial support gives only a lower bound on the top-m mass "
+            "(certify it with memclaim.privacy.baseline.certify_baseline)",
+        )
     if m >= lp.size:
         return 1.0
-    best = np.partition(lp, lp.size - m)[lp.size - m:]
+    best = np.partition(lp, lp.size - m)[lp.size - m :]
     mx = float(np.max(best))
     return min(1.0, math.exp(mx + math.log(math.fsum(np.exp(best - mx))) - total))
 
@@ -133,8 +155,10 @@ def _hoeffding_upper(x: np.ndarray, delta: float) -> float:
 def _bernstein_upper(x: np.ndarray, delta: float) -> float:
     n = x.size
     if n < 2:
-        raise DomainError(f"the empirical Bernstein bound needs at least 2 samples, got {n}",
-                          hint="use method='betting' or 'hoeffding', or draw more corpora")
+        raise DomainError(
+            f"the empirical Bernstein bound needs at least 2 samples, got {n}",
+            hint="use method='betting' or 'hoeffding', or draw more corpora",
+        )
     v = float(np.var(x, ddof=1))
     lg = math.log(2.0 / delta)
     # Maurer & Pontil (2009), Thm. 4: mu <= mean + sqrt(2 V_n ln(2/delta) / n) + 7 ln(2/delta) / (3 (n - 1))
@@ -196,12 +220,16 @@ def _values(x, name: str) -> np.ndarray:
     except (TypeError, ValueError):
         raise DomainError(f"{name} must be numbers in [0, 1], got {x!r}") from None
     if a.size == 0:
-        raise InputError(f"no samples in {name}: kappa-bar needs at least one draw of the corpus remainder",
-                         hint="draw corpora S^- and compute the top-m mass of the secret's prior under each")
+        raise InputError(
+            f"no samples in {name}: kappa-bar needs at least one draw of the corpus remainder",
+            hint="draw corpora S^- and compute the top-m mass of the secret's prior under each",
+        )
     bad = np.flatnonzero(~((a >= 0.0) & (a <= 1.0)))  # catches NaN too
     if bad.size:
-        raise DomainError(f"{name}[{int(bad[0])}] = {float(a[bad[0]])!r} is not in [0, 1]",
-                          hint="each sample is a top-m prior mass, a probability")
+        raise DomainError(
+            f"{name}[{int(bad[0])}] = {float(a[bad[0]])!r} is not in [0, 1]",
+            hint="each sample is a top-m prior mass, a probability",
+        )
     return a
 
 
@@ -261,9 +289,16 @@ class CorpusBaseline(ResultMixin):
         return (self.lower, self.upper_two_sided)
 
 
-def corpus_baseline(kappa: ArrayLike | None = None, *, kappa_lo: ArrayLike | None = None,
-                    kappa_hi: ArrayLike | None = None, baselines: Sequence | None = None, m: int,
-                    confidence: float = 0.95, method: str = "betting") -> CorpusBaseline:
+def corpus_baseline(
+    kappa: ArrayLike | None = None,
+    *,
+    kappa_lo: ArrayLike | None = None,
+    kappa_hi: ArrayLike | None = None,
+    baselines: Sequence | None = None,
+    m: int,
+    confidence: float = 0.95,
+    method: str = "betting",
+) -> CorpusBaseline:
     """kappa-bar of [MX] Prop. C.2(b) from n independent draws of the corpus remainder S^-.
 
     Give the per-draw top-m masses one of three ways: ``kappa`` (exact values, e.g. from
@@ -280,49 +315,81 @@ def corpus_baseline(kappa: ArrayLike | None = None, *, kappa_lo: ArrayLike | Non
     m = validate.integer("m (list size)", m, minimum=1)
     c = validate.in_open_unit("confidence", confidence)
     meth = _method(method)
-    given = sum(v is not None for v in (kappa, baselines)) + (kappa_lo is not None or kappa_hi is not None)
+    given = sum(v is not None for v in (kappa, baselines)) + (
+        kappa_lo is not None or kappa_hi is not None
+    )
     if given != 1:
-        raise DomainError("pass exactly one of kappa=, kappa_lo= with kappa_hi=, or baselines=",
-                          hint="exact per-draw values: kappa=[...]; certified brackets: kappa_lo=[...], kappa_hi=[...]")
+        raise DomainError(
+            "pass exactly one of kappa=, kappa_lo= with kappa_hi=, or baselines=",
+            hint="exact per-draw values: kappa=[...]; certified brackets: kappa_lo=[...], kappa_hi=[...]",
+        )
     if baselines is not None:
         rows = list(baselines)
         for i, b in enumerate(rows):
             if not all(hasattr(b, a) for a in ("kappa_lo", "kappa_hi", "m")):
-                raise DomainError(f"baselines[{i}] must carry kappa_lo, kappa_hi and m (a BaselineResult), got {b!r}")
+                raise DomainError(
+                    f"baselines[{i}] must carry kappa_lo, kappa_hi and m (a BaselineResult), got {b!r}"
+                )
             if int(b.m) != m:
-                raise DomainError(f"baselines[{i}] was certified for list size m = {b.m}, not m = {m}",
-                                  hint="certify every draw with the extraction protocol's list size")
+                raise DomainError(
+                    f"baselines[{i}] was certified for list size m = {b.m}, not m = {m}",
+                    hint="certify every draw with the extraction protocol's list size",
+                )
         lo = _values([b.kappa_lo for b in rows], "kappa_lo")
         hi = _values([b.kappa_hi for b in rows], "kappa_hi")
     elif kappa is not None:
         lo = hi = _values(kappa, "kappa")
     else:
         if kappa_lo is None or kappa_hi is None:
-            raise DomainError("certified brackets need both kappa_lo= and kappa_hi=",
-                              hint="pass kappa= instead when every per-draw value is exact")
+            raise DomainError(
+                "certified brackets need both kappa_lo= and kappa_hi=",
+                hint="pass kappa= instead when every per-draw value is exact",
+            )
         lo, hi = _values(kappa_lo, "kappa_lo"), _values(kappa_hi, "kappa_hi")
     if lo.size != hi.size:
-        raise InputError(f"kappa_lo has {lo.size} values and kappa_hi {hi.size}", hint="give one bracket per draw")
+        raise InputError(
+            f"kappa_lo has {lo.size} values and kappa_hi {hi.size}",
+            hint="give one bracket per draw",
+        )
     rev = np.flatnonzero(lo > hi)
     if rev.size:
         j = int(rev[0])
-        raise DomainError(f"bracket {j} is reversed: kappa_lo = {float(lo[j])!r} > kappa_hi = {float(hi[j])!r}",
-                          hint="each draw needs lo <= kappa(S^-) <= hi")
+        raise DomainError(
+            f"bracket {j} is reversed: kappa_lo = {float(lo[j])!r} > kappa_hi = {float(hi[j])!r}",
+            hint="each draw needs lo <= kappa(S^-) <= hi",
+        )
     delta = 1.0 - c
     up = _UPPER[meth]
     upper = min(1.0, up(hi, delta))  # one-sided: kappa-bar <= E[hi] <= upper w.p. >= 1 - delta
     upper2 = min(1.0, up(hi, delta / 2.0))  # two-sided: delta/2 per side, union bound
     lower = max(0.0, 1.0 - up(1.0 - lo, delta / 2.0))  # the same bound on 1 - lo: E[lo] >= lower
     assumptions = ASSUMPTIONS + ((BETTING_ORDER,) if meth == "betting" else ())
-    return CorpusBaseline(m=m, n_samples=int(lo.size), confidence=c, method=meth,
-                          exact_samples=bool(np.array_equal(lo, hi)), mean_lo=float(np.mean(lo)),
-                          mean_hi=float(np.mean(hi)), lower=float(lower), upper=float(upper),
-                          upper_two_sided=float(upper2), sample_min=float(np.min(lo)), sample_max=float(np.max(hi)),
-                          bracket_gap=float(np.max(hi - lo)), assumptions=assumptions)
+    return CorpusBaseline(
+        m=m,
+        n_samples=int(lo.size),
+        confidence=c,
+        method=meth,
+        exact_samples=bool(np.array_equal(lo, hi)),
+        mean_lo=float(np.mean(lo)),
+        mean_hi=float(np.mean(hi)),
+        lower=float(lower),
+        upper=float(upper),
+        upper_two_sided=float(upper2),
+        sample_min=float(np.min(lo)),
+        sample_max=float(np.max(hi)),
+        bracket_gap=float(np.max(hi - lo)),
+        assumptions=assumptions,
+    )
 
 
-def corpus_baseline_from_priors(priors: Sequence[ArrayLike], *, m: int, confidence: float = 0.95, method: str = "betting",
-                                normalization_tol: float = 1e-6) -> CorpusBaseline:
+def corpus_baseline_from_priors(
+    priors: Sequence[ArrayLike],
+    *,
+    m: int,
+    confidence: float = 0.95,
+    method: str = "betting",
+    normalization_tol: float = 1e-6,
+) -> CorpusBaseline:
     """kappa-bar from the conditional priors pi(. | S^-_j) themselves, one finite prior per draw, each as
     natural-log probabilities over its whole support: kappa_j = :func:`top_m_mass` exactly.
 
@@ -334,13 +401,22 @@ def corpus_baseline_from_priors(priors: Sequence[ArrayLike], *, m: int, confiden
     """
     rows = list(priors)
     if not rows:
-        raise InputError("no conditional priors given", hint="one prior (log-probabilities) per draw of S^-")
+        raise InputError(
+            "no conditional priors given", hint="one prior (log-probabilities) per draw of S^-"
+        )
     kap = [top_m_mass(p, m=m, normalization_tol=normalization_tol) for p in rows]
     return corpus_baseline(kap, m=m, confidence=confidence, method=method)
 
 
-def sample_corpus_baseline(draw_prior: Callable[[np.random.Generator], np.ndarray], *, n: int, m: int,
-                           seed: int, confidence: float = 0.95, method: str = "betting") -> CorpusBaseline:
+def sample_corpus_baseline(
+    draw_prior: Callable[[np.random.Generator], np.ndarray],
+    *,
+    n: int,
+    m: int,
+    seed: int,
+    confidence: float = 0.95,
+    method: str = "betting",
+) -> CorpusBaseline:
     """Draw n corpus remainders through ``draw_prior(rng)`` (which returns the log-probabilities of
     pi(. | S^-) for one fresh S^-), all from ``numpy.random.default_rng(seed)``, and certify kappa-bar.
 
@@ -353,5 +429,6 @@ def sample_corpus_baseline(draw_prior: Callable[[np.random.Generator], np.ndarra
     n = validate.integer("n (draws of S^-)", n, minimum=1)
     seed = validate.seed("seed", seed)
     rng = np.random.default_rng(seed)
-    return corpus_baseline_from_priors([draw_prior(rng) for _ in range(n)], m=m, confidence=confidence,
-                                       method=method)
+    return corpus_baseline_from_priors(
+        [draw_prior(rng) for _ in range(n)], m=m, confidence=confidence, method=method
+    )

@@ -17,6 +17,7 @@ A replace-one guarantee says nothing about LOO (the two datasets differ in size)
 
 Pure math: numpy/scipy only.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,7 +29,17 @@ from scipy import stats
 from .. import validate
 from ..errors import DomainError
 from ..jsonutil import ResultMixin
-from .tradeoff import TradeOff, _delta, _epsilon, _mu, exp_times, expit_neg, group, log_expit_neg, pure
+from .tradeoff import (
+    TradeOff,
+    _delta,
+    _epsilon,
+    _mu,
+    exp_times,
+    expit_neg,
+    group,
+    log_expit_neg,
+    pure,
+)
 
 __all__ = [
     "Eta",
@@ -92,12 +103,20 @@ def _closed_form(f: TradeOff):
         return eta_pure(e), expit_neg(e), log_expit_neg(e), "Lemma B.1"
     if f.kind == "approx":
         e, d = f._known_epsilon, f._known_delta
-        return (eta_approx(e, d), (1.0 - d) * expit_neg(e),
-                math.log1p(-d) + log_expit_neg(e), "Lemma B.2")
+        return (
+            eta_approx(e, d),
+            (1.0 - d) * expit_neg(e),
+            math.log1p(-d) + log_expit_neg(e),
+            "Lemma B.2",
+        )
     if f.kind == "gdp":
         mu = f._known_mu
-        return (eta_gdp(mu), float(stats.norm.cdf(-mu / 2.0)), float(stats.norm.logcdf(-mu / 2.0)),
-                "Lemma B.3")
+        return (
+            eta_gdp(mu),
+            float(stats.norm.cdf(-mu / 2.0)),
+            float(stats.norm.logcdf(-mu / 2.0)),
+            "Lemma B.3",
+        )
     if f.kind == "group" and f._known_base.kind == "pure":
         st = eta_star_k(epsilon=f._known_base._known_epsilon, k=f.k)
         return st.value, st.x_star, st.log_x_star, "Lemma 4.4"
@@ -111,10 +130,10 @@ class Eta(ResultMixin):
 
     value: float
     alpha: float
-    method: str          # 'closed-form (Lemma B.x)' | 'numeric' | 'vertices'
+    method: str  # 'closed-form (Lemma B.x)' | 'numeric' | 'vertices'
     curve: str
     neighbors: str
-    log_alpha: float | None = None   # natural log of alpha (alpha underflows for large epsilon)
+    log_alpha: float | None = None  # natural log of alpha (alpha underflows for large epsilon)
 
 
 def _advantage(f: TradeOff, a):
@@ -138,20 +157,26 @@ def eta(f: TradeOff, *, method: str = "auto", grid: int = 4097) -> Eta:
     (0.4621, 0.2689)
     """
     if not isinstance(f, TradeOff):
-        raise DomainError(f"eta() takes a TradeOff, got {type(f).__name__}",
-                          hint="build one with memclaim.privacy.tradeoff.pure/approx/gdp/from_points")
+        raise DomainError(
+            f"eta() takes a TradeOff, got {type(f).__name__}",
+            hint="build one with memclaim.privacy.tradeoff.pure/approx/gdp/from_points",
+        )
     if method not in ("auto", "numeric"):
         raise DomainError(f"unknown method {method!r}", hint="use 'auto' or 'numeric'")
     if method == "auto":
         cf = _closed_form(f)
         if cf is not None:
             v, a, la, ref = cf
-            return Eta(float(v), float(a), f"closed-form ({ref})", f.describe(), f.neighbors, float(la))
+            return Eta(
+                float(v), float(a), f"closed-form ({ref})", f.describe(), f.neighbors, float(la)
+            )
     if f.kind == "points":
         xs, _ = f._xy()
         g = _advantage(f, xs)
         i = int(np.argmax(g))
-        return Eta(float(g[i]), float(xs[i]), "vertices", f.describe(), f.neighbors, _log(float(xs[i])))
+        return Eta(
+            float(g[i]), float(xs[i]), "vertices", f.describe(), f.neighbors, _log(float(xs[i]))
+        )
     grid = validate.integer("grid", grid, minimum=5)
     xs = np.linspace(0.0, 1.0, grid)
     g = _advantage(f, xs)
@@ -227,7 +252,7 @@ class Staircase(ResultMixin):
     x_star: float
     orbit: tuple[float, ...]
     geometric_tv: float
-    log_x_star: float = 0.0   # natural log of x_star (x_star underflows for large epsilon)
+    log_x_star: float = 0.0  # natural log of x_star (x_star underflows for large epsilon)
     neighbors: str = "replace"
     functional: str = "RO"
     reference: str = "[MX] Lemma 4.4 (App. B.5)"
@@ -250,7 +275,9 @@ def geometric_shift_tv(*, epsilon: float, k: int) -> float:
     c = -math.expm1(-eps) / (1.0 + r)  # (1 - r)/(1 + r) = tanh(eps/2)
     tails = 2.0 * c * (-math.expm1(-k * eps)) / (-math.expm1(-eps))
     # |r^n - r^(k-n)| = r^min(n, k-n) (1 - r^|k - 2n|), with expm1 (no cancellation at small eps)
-    middle = math.fsum(c * math.exp(-min(n, k - n) * eps) * -math.expm1(-abs(k - 2 * n) * eps) for n in range(1, k))
+    middle = math.fsum(
+        c * math.exp(-min(n, k - n) * eps) * -math.expm1(-abs(k - 2 * n) * eps) for n in range(1, k)
+    )
     return 0.5 * (tails + middle)
 
 
@@ -262,7 +289,9 @@ def eta_star_k(*, epsilon: float, k: int) -> Staircase:
     """
     e = _epsilon(epsilon)
     k = validate.integer("k (copies)", k, minimum=1)
-    log_c_star = log_expit_neg(e)  # breakpoint c* = 1/(e^eps + 1) of f-bar ([MX] App. B.5), in log space
+    log_c_star = log_expit_neg(
+        e
+    )  # breakpoint c* = 1/(e^eps + 1) of f-bar ([MX] App. B.5), in log space
     if k % 2 == 0:
         value = -math.expm1(-k * e / 2.0)
         # the maximum is flat on the region with k/2 lower steps; pick the orbit hitting c* exactly
@@ -284,8 +313,19 @@ def eta_star_k(*, epsilon: float, k: int) -> Staircase:
     naive = math.tanh(k * e / 2.0)
     if k == 1:
         value = naive  # tanh(eps/2): the two closed forms agree exactly at k = 1 ([MX] Lemma 4.4)
-    return Staircase(e, k, value, naive, naive - value, parity, formula, x_star, tuple(orbit),
-                     geometric_shift_tv(epsilon=e, k=k), log_x)
+    return Staircase(
+        e,
+        k,
+        value,
+        naive,
+        naive - value,
+        parity,
+        formula,
+        x_star,
+        tuple(orbit),
+        geometric_shift_tv(epsilon=e, k=k),
+        log_x,
+    )
 
 
 # --------------------------------------------------------------------------- relation-aware caps
@@ -307,7 +347,7 @@ class MemorizationCap(ResultMixin):
     value: float | None
     curve: str
     theorem: str
-    hops: int | None = None         # neighbour steps between the two branches (group size used)
+    hops: int | None = None  # neighbour steps between the two branches (group size used)
     alpha: float | None = None
     naive: float | None = None
     tight: bool = False
@@ -322,19 +362,36 @@ def _group_steps(f: TradeOff, functional: str, copies: int) -> tuple[int | None,
     """Number of neighbour steps separating the two branches of the functional."""
     if functional == "RO":
         if f.neighbors == "replace":
-            return copies, ("[MX] Thm. 4.1" if copies == 1 else "[MX] Cor. 4.3 / Lemma 4.4 (group of k replace-one steps)")
-        return 2 * copies, ("[MX] Thm. 4.1 via one group step f^(2) (replace = remove + add)" if copies == 1
-                            else "[MX] Cor. 4.3 with 2k add/remove steps")
+            return copies, (
+                "[MX] Thm. 4.1"
+                if copies == 1
+                else "[MX] Cor. 4.3 / Lemma 4.4 (group of k replace-one steps)"
+            )
+        return 2 * copies, (
+            "[MX] Thm. 4.1 via one group step f^(2) (replace = remove + add)"
+            if copies == 1
+            else "[MX] Cor. 4.3 with 2k add/remove steps"
+        )
     if functional == "LOO":
         if f.neighbors == "add-remove":
-            return copies, ("[MX] Prop. A.1" if copies == 1 else "[MX] Prop. A.1 with a group of k additions")
-        return None, ("a replace-one guarantee does not bound leave-one-out memorization: the two "
-                      "datasets differ in size, so they are not replace-one neighbours ([MX] App. A)")
+            return copies, (
+                "[MX] Prop. A.1" if copies == 1 else "[MX] Prop. A.1 with a group of k additions"
+            )
+        return None, (
+            "a replace-one guarantee does not bound leave-one-out memorization: the two "
+            "datasets differ in size, so they are not replace-one neighbours ([MX] App. A)"
+        )
     raise DomainError(f"unknown functional {functional!r}", hint=f"one of {FUNCTIONALS}")
 
 
-def memorization_cap(f: TradeOff, *, functional: str = "RO", copies: int = 1,
-                     n: int | None = None, frequency: float | None = None) -> MemorizationCap:
+def memorization_cap(
+    f: TradeOff,
+    *,
+    functional: str = "RO",
+    copies: int = 1,
+    n: int | None = None,
+    frequency: float | None = None,
+) -> MemorizationCap:
     """Cap on counterfactual memorization of a bounded score under guarantee f.
 
     functional: 'RO' (plug-in replace-one, [MX] Def. 3.2), 'LOO' or 'COND' ([MX] App. A).
@@ -354,37 +411,75 @@ def memorization_cap(f: TradeOff, *, functional: str = "RO", copies: int = 1,
     copies = validate.integer("copies", copies, minimum=1)
     if functional == "COND":
         if copies != 1:
-            raise DomainError(f"the COND conversion ([MX] Prop. A.2) is for a single target, got copies={copies}")
+            raise DomainError(
+                f"the COND conversion ([MX] Prop. A.2) is for a single target, got copies={copies}"
+            )
         if n is None or frequency is None:
-            return MemorizationCap("COND", f.neighbors, 1, None, f.describe(), "[MX] Prop. A.2",
-                                   reason="COND is capped via RO + 4 n p ([MX] Prop. A.2): pass the dataset "
-                                          "size n and the target's corpus frequency p")
+            return MemorizationCap(
+                "COND",
+                f.neighbors,
+                1,
+                None,
+                f.describe(),
+                "[MX] Prop. A.2",
+                reason="COND is capped via RO + 4 n p ([MX] Prop. A.2): pass the dataset "
+                "size n and the target's corpus frequency p",
+            )
         n = validate.integer("n (dataset size)", n, minimum=1)
         p = validate.in_unit("frequency", frequency, lo_open=True)
         if n * p > 0.5:
-            return MemorizationCap("COND", f.neighbors, 1, None, f.describe(), "[MX] Prop. A.2",
-                                   reason=f"n p = {n * p:g} > 1/2: Prop. A.2 needs n p <= 1/2 (frequent targets "
-                                          "are where COND and RO genuinely differ, Remark A.3)")
+            return MemorizationCap(
+                "COND",
+                f.neighbors,
+                1,
+                None,
+                f.describe(),
+                "[MX] Prop. A.2",
+                reason=f"n p = {n * p:g} > 1/2: Prop. A.2 needs n p <= 1/2 (frequent targets "
+                "are where COND and RO genuinely differ, Remark A.3)",
+            )
         ro = memorization_cap(f, functional="RO")
         # RO of one copy is a closed form or a curve's eta: always a number, never refused
         assert ro.value is not None
         v = min(1.0, ro.value + 4.0 * n * p)
-        return MemorizationCap("COND", f.neighbors, 1, v, ro.curve, f"{ro.theorem} + [MX] Prop. A.2 (+4np)",
-                               hops=ro.hops, alpha=ro.alpha, reason="requires permutation-invariant training")
+        return MemorizationCap(
+            "COND",
+            f.neighbors,
+            1,
+            v,
+            ro.curve,
+            f"{ro.theorem} + [MX] Prop. A.2 (+4np)",
+            hops=ro.hops,
+            alpha=ro.alpha,
+            reason="requires permutation-invariant training",
+        )
     steps, ref = _group_steps(f, functional, copies)
     if steps is None:
-        return MemorizationCap(functional, f.neighbors, copies, None, f.describe(), "[MX] App. A", reason=ref)
+        return MemorizationCap(
+            functional, f.neighbors, copies, None, f.describe(), "[MX] App. A", reason=ref
+        )
     g = group(f, steps)
     e = eta(g)
     naive = math.tanh(steps * f._known_epsilon / 2.0) if f.kind == "pure" and steps >= 2 else None
     # tightness: Thm. 4.1 (k = 1, replace) and Lemma 4.4 (pure, any k) are attained
-    tight = (f.neighbors == "replace" and functional == "RO" and (copies == 1 or f.kind == "pure"))
-    return MemorizationCap(functional, f.neighbors, copies, e.value, g.describe(), ref, hops=steps, alpha=e.alpha,
-                           naive=naive, tight=tight)
+    tight = f.neighbors == "replace" and functional == "RO" and (copies == 1 or f.kind == "pure")
+    return MemorizationCap(
+        functional,
+        f.neighbors,
+        copies,
+        e.value,
+        g.describe(),
+        ref,
+        hops=steps,
+        alpha=e.alpha,
+        naive=naive,
+        tight=tight,
+    )
 
 
-def memorization_caps(f: TradeOff, *, copies: int = 1, n: int | None = None,
-                      frequency: float | None = None) -> tuple[MemorizationCap, ...]:
+def memorization_caps(
+    f: TradeOff, *, copies: int = 1, n: int | None = None, frequency: float | None = None
+) -> tuple[MemorizationCap, ...]:
     """RO, LOO and COND caps for guarantee f (entries with value None say why nothing is implied).
 
     >>> from memclaim.privacy.caps import memorization_caps
@@ -393,8 +488,12 @@ def memorization_caps(f: TradeOff, *, copies: int = 1, n: int | None = None,
     ...  for c in memorization_caps(pure(1.0, neighbors="replace-one"))]
     [('RO', 0.4621), ('LOO', None), ('COND', None)]
     """
-    return tuple(memorization_cap(f, functional=fn, copies=copies if fn != "COND" else 1,
-                                  n=n, frequency=frequency) for fn in FUNCTIONALS)
+    return tuple(
+        memorization_cap(
+            f, functional=fn, copies=copies if fn != "COND" else 1, n=n, frequency=frequency
+        )
+        for fn in FUNCTIONALS
+    )
 
 
 # --------------------------------------------------------------------------- truncation, damping
@@ -412,7 +511,9 @@ class TruncationPrice(ResultMixin):
     reference: str = "[MX] App. B.4: the linear price in M is attained (randomized-response canary)"
 
 
-def truncation_price(f: TradeOff | None = None, *, M: float, epsilon: float | None = None) -> TruncationPrice:
+def truncation_price(
+    f: TradeOff | None = None, *, M: float, epsilon: float | None = None
+) -> TruncationPrice:
     """M eta(f) for a [0, M]-valued score such as log-loss truncated at M; pure eps-DP: M tanh(eps/2).
 
     Pass either a TradeOff ``f`` or ``epsilon`` (pure DP under replace-one). Unbounded scores
@@ -466,8 +567,10 @@ def in_support_damping(f: TradeOff, *, omega: float, n: int) -> InSupportDamping
     if not isinstance(f, TradeOff):
         raise DomainError(f"in_support_damping() takes a TradeOff, got {type(f).__name__}")
     if f.neighbors != "replace":
-        raise DomainError("Remark B.7 is stated for the plug-in replace-one functional under a replace-one guarantee",
-                          hint="convert an add/remove guarantee first: group(f, 2) with neighbors 'replace'")
+        raise DomainError(
+            "Remark B.7 is stated for the plug-in replace-one functional under a replace-one guarantee",
+            hint="convert an add/remove guarantee first: group(f, 2) with neighbors 'replace'",
+        )
     w = validate.in_unit("omega (corpus mass)", omega, hi_open=True)
     n = validate.integer("n (dataset size)", n, minimum=1)
     e = eta(f).value

@@ -13,6 +13,7 @@ theorem's setting) and verbatim under replace-one ([MX] Prop. C.2(a)). Its conve
 
 Pure math: numpy/scipy only.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,20 @@ from .. import validate
 from ..errors import DomainError
 from ..jsonutil import ResultMixin
 from ..numeric import clopper_pearson_bounds
-from .tradeoff import (TradeOff, _alpha, _delta, _epsilon, approx, exp_times, expit_neg, gdp, group,
-                       group_conversion, normalize_neighbors, pure)
+from .tradeoff import (
+    TradeOff,
+    _alpha,
+    _delta,
+    _epsilon,
+    approx,
+    exp_times,
+    expit_neg,
+    gdp,
+    group,
+    group_conversion,
+    normalize_neighbors,
+    pure,
+)
 
 __all__ = [
     "group_curve_words",
@@ -55,13 +68,17 @@ __all__ = [
 LOG2E = 1.0 / math.log(2.0)
 
 #: What every k-copy extraction quantity says about itself ([MX] Cor. 4.3 and the remark after Thm. 5.1).
-K_COPY_NOTE = ("{k} copies: computed with the {k}-fold group curve f^({k}) = 1 - (1 - f)^(o {k}) ([MX] Cor. 4.3; "
-               "remark after Thm. 5.1); a sufficient condition only: [MX] proves no converse for k copies, so "
-               "this is never exact")
+K_COPY_NOTE = (
+    "{k} copies: computed with the {k}-fold group curve f^({k}) = 1 - (1 - f)^(o {k}) ([MX] Cor. 4.3; "
+    "remark after Thm. 5.1); a sufficient condition only: [MX] proves no converse for k copies, so "
+    "this is never exact"
+)
 
 
 def _copies(copies) -> int:
-    return validate.integer("copies (occurrences of the secret in the training data)", copies, minimum=1)
+    return validate.integer(
+        "copies (occurrences of the secret in the training data)", copies, minimum=1
+    )
 
 
 def group_curve_for(f: TradeOff, copies: int) -> TradeOff:
@@ -84,7 +101,11 @@ def _kappa(kappa, name: str = "kappa (baseline)"):
 
 
 def _theorem_for(neighbors: str) -> str:
-    return "[MX] Thm. 5.1(i)" if neighbors == "add-remove" else "[MX] Thm. 5.1(i) via Prop. C.2(a) (replace-one)"
+    return (
+        "[MX] Thm. 5.1(i)"
+        if neighbors == "add-remove"
+        else "[MX] Thm. 5.1(i) via Prop. C.2(a) (replace-one)"
+    )
 
 
 # --------------------------------------------------------------------------- the bound 1 - f(kappa)
@@ -99,14 +120,18 @@ def extraction_bound_pure(kappa: float | np.ndarray, *, epsilon: float) -> float
     return float(out) if scalar else out
 
 
-def extraction_bound_approx(kappa: float | np.ndarray, *, epsilon: float, delta: float) -> float | np.ndarray:
+def extraction_bound_approx(
+    kappa: float | np.ndarray, *, epsilon: float, delta: float
+) -> float | np.ndarray:
     """Ext <= min{1, delta + e^eps kappa, 1 - e^-eps (1 - delta - kappa)} ([MX] Thm. 5.1(i), (eps, delta)).
 
     >>> round(extraction_bound_approx(0.01, epsilon=1.0, delta=1e-3), 6)
     0.028183
     """
     a, scalar = _kappa(kappa)
-    out = TradeOff("approx", "add-remove", epsilon=_epsilon(epsilon), delta=_delta(delta))._power_array(a)
+    out = TradeOff(
+        "approx", "add-remove", epsilon=_epsilon(epsilon), delta=_delta(delta)
+    )._power_array(a)
     return float(out) if scalar else out
 
 
@@ -137,10 +162,12 @@ class ExtractionBound(ResultMixin):
     neighbors: str
     theorem: str
     vacuous: bool
-    note: str = ("tight on the dense set kappa = m/N (subset-release gadget, [MX] Lemma 5.2); "
-                 "kappa must be the prior's top-m mass for the same list size m as the protocol")
+    note: str = (
+        "tight on the dense set kappa = m/N (subset-release gadget, [MX] Lemma 5.2); "
+        "kappa must be the prior's top-m mass for the same list size m as the protocol"
+    )
     copies: int = 1
-    tight: bool = True   # attained on a dense set of baselines (one copy); False for k copies
+    tight: bool = True  # attained on a dense set of baselines (one copy); False for k copies
 
 
 def extraction_bound(kappa: float, f: TradeOff, *, copies: int = 1) -> ExtractionBound:
@@ -163,16 +190,29 @@ def extraction_bound(kappa: float, f: TradeOff, *, copies: int = 1) -> Extractio
     value = float(g.power(k))
     relaxed = None
     if f.kind == "pure":
-        relaxed = exp_times(c * f._known_epsilon, k)        # may be +inf: the relaxed form is then vacuous
+        relaxed = exp_times(
+            c * f._known_epsilon, k
+        )  # may be +inf: the relaxed form is then vacuous
     elif f.kind == "approx":
         ke, dk = group_conversion(epsilon=f._known_epsilon, delta=f._known_delta, k=c)
         relaxed = dk + exp_times(ke, k)
     if c == 1:
-        return ExtractionBound(k, value, relaxed, f.describe(), f.neighbors, _theorem_for(f.neighbors), value >= 1.0)
-    return ExtractionBound(k, value, relaxed, g.describe(), f.neighbors,
-                           f"{_theorem_for(f.neighbors)} with the {c}-fold group curve ([MX] Cor. 4.3)",
-                           value >= 1.0, K_COPY_NOTE.format(k=c) + "; kappa is the prior's top-m mass for the "
-                           "protocol's list size m", c, False)
+        return ExtractionBound(
+            k, value, relaxed, f.describe(), f.neighbors, _theorem_for(f.neighbors), value >= 1.0
+        )
+    return ExtractionBound(
+        k,
+        value,
+        relaxed,
+        g.describe(),
+        f.neighbors,
+        f"{_theorem_for(f.neighbors)} with the {c}-fold group curve ([MX] Cor. 4.3)",
+        value >= 1.0,
+        K_COPY_NOTE.format(k=c) + "; kappa is the prior's top-m mass for the "
+        "protocol's list size m",
+        c,
+        False,
+    )
 
 
 # --------------------------------------------------------------------------- alpha*(tau)
@@ -234,13 +274,17 @@ def _check_tau(tau, f: TradeOff) -> float:
     if t < floor and not f.no_floor:
         # (a curve marked no_floor: its 1 - f(0) is numerical slack, the mechanism's floor is 0;
         # alpha* is then 0 at this resolution, said so by _alpha_star_value, not refused)
-        hint = ("under this guarantee even a baseline of 0 allows Ext up to 1 - f(0) (for (eps, delta)-DP: "
-                "delta), so no risk level below it can be certified ([MX] Thm. 5.1(iii), Remark C.6)")
+        hint = (
+            "under this guarantee even a baseline of 0 allows Ext up to 1 - f(0) (for (eps, delta)-DP: "
+            "delta), so no risk level below it can be certified ([MX] Thm. 5.1(iii), Remark C.6)"
+        )
         if _is_k_copy(f):
-            hint = (f"with {f.k} copies the floor is 1 - f^({f.k})(0) (for (eps, delta)-DP it grows like "
-                    f"delta_k = delta (e^(k eps) - 1)/(e^eps - 1), [MX] §8.2): no risk level below it is certified "
-                    "for a secret planted that often; ask for a larger risk level or a guarantee with a smaller "
-                    "delta ([MX] Thm. 5.1(iii), Cor. 4.3)")
+            hint = (
+                f"with {f.k} copies the floor is 1 - f^({f.k})(0) (for (eps, delta)-DP it grows like "
+                f"delta_k = delta (e^(k eps) - 1)/(e^eps - 1), [MX] §8.2): no risk level below it is certified "
+                "for a secret planted that often; ask for a larger risk level or a guarantee with a smaller "
+                "delta ([MX] Thm. 5.1(iii), Cor. 4.3)"
+            )
         raise DomainError(
             f"tau = {t!r} is below 1 - f(0) = {floor!r} for {f.describe()}: no entropy condition helps",
             hint=hint,
@@ -275,37 +319,69 @@ def _log_alpha_star_group(t: float, e: float, d: float, k: int) -> float:
 def _alpha_star_value(tau: float, f: TradeOff) -> tuple[float, float, str, float | None]:
     """(alpha*, log alpha*, regime description, regime threshold tau_c)."""
     if f.kind == "group" and f._known_base.kind in ("pure", "approx"):
-        la = _log_alpha_star_group(tau, f._known_base._known_epsilon, f._known_base.delta or 0.0, f.k)
-        return (math.exp(la), la, f"{f.k}-fold group curve: alpha* = (fbar^-1)^(o {f.k})(tau), fbar = 1 - f",
-                None)
+        la = _log_alpha_star_group(
+            tau, f._known_base._known_epsilon, f._known_base.delta or 0.0, f.k
+        )
+        return (
+            math.exp(la),
+            la,
+            f"{f.k}-fold group curve: alpha* = (fbar^-1)^(o {f.k})(tau), fbar = 1 - f",
+            None,
+        )
     if f.kind in ("pure", "approx"):
         d = f.delta or 0.0
         la, first, tau_c = _log_alpha_star_pure(tau, f._known_epsilon, d)
         if first:
-            regime = "first regime: alpha* = e^-eps tau" if d == 0 else "first regime: alpha* = (tau - delta) e^-eps"
+            regime = (
+                "first regime: alpha* = e^-eps tau"
+                if d == 0
+                else "first regime: alpha* = (tau - delta) e^-eps"
+            )
         else:
-            regime = ("second regime: alpha* = 1 - e^eps (1 - tau)" if d == 0
-                      else "second regime: alpha* = 1 - delta - e^eps (1 - tau)")
+            regime = (
+                "second regime: alpha* = 1 - e^eps (1 - tau)"
+                if d == 0
+                else "second regime: alpha* = 1 - delta - e^eps (1 - tau)"
+            )
         return math.exp(la), la, regime, tau_c
     if f.kind == "gdp":
         # Phi(Phi^-1(a) + mu) <= tau  <=>  a <= Phi(Phi^-1(tau) - mu); logcdf keeps huge mu finite
         z = float(stats.norm.ppf(tau)) - f._known_mu
-        return float(stats.norm.cdf(z)), float(stats.norm.logcdf(z)), "GDP: alpha* = Phi(Phi^-1(tau) - mu)", None
+        return (
+            float(stats.norm.cdf(z)),
+            float(stats.norm.logcdf(z)),
+            "GDP: alpha* = Phi(Phi^-1(tau) - mu)",
+            None,
+        )
     if f.kind == "points":
         # piecewise linear: invert the (nondecreasing) power between the last vertex with
         # 1 - f <= tau and the next one, exactly
         xs, _ = f._xy()
         ps = f.vertex_powers()
         i = int(np.searchsorted(ps, tau, side="right")) - 1
-        if i < 0:   # tau below 1 - f(0): only a no_floor curve gets here (_check_tau refuses the others)
-            return 0.0, -math.inf, (f"not resolved: 1 - f(0) = {ps[0]:.3g} of this curve is numerical slack (the "
-                                    "mechanism's floor is 0), above tau, so it certifies no alpha > 0; a finer "
-                                    "curve would"), None
+        if (
+            i < 0
+        ):  # tau below 1 - f(0): only a no_floor curve gets here (_check_tau refuses the others)
+            return (
+                0.0,
+                -math.inf,
+                (
+                    f"not resolved: 1 - f(0) = {ps[0]:.3g} of this curve is numerical slack (the "
+                    "mechanism's floor is 0), above tau, so it certifies no alpha > 0; a finer "
+                    "curve would"
+                ),
+                None,
+            )
         if i >= len(xs) - 1:
             v = 1.0
         else:
             v = float(xs[i] + (tau - ps[i]) * (xs[i + 1] - xs[i]) / (ps[i + 1] - ps[i]))
-        return v, (math.log(v) if v > 0 else -math.inf), "piecewise linear: exact inverse of 1 - f", None
+        return (
+            v,
+            (math.log(v) if v > 0 else -math.inf),
+            "piecewise linear: exact inverse of 1 - f",
+            None,
+        )
     # generic: sup{a : 1 - f(a) <= tau} by bisection on the nondecreasing power curve
     # (a hand-written bisection: the set is an interval [0, alpha*] and the power may be flat,
     # where root finders that need a sign change are ill-posed).
@@ -318,7 +394,12 @@ def _alpha_star_value(tau: float, f: TradeOff) -> tuple[float, float, str, float
             hi = mid
         if hi - lo <= 1e-16:
             break
-    return lo, (math.log(lo) if lo > 0 else -math.inf), "numeric: sup{alpha : 1 - f(alpha) <= tau}", None
+    return (
+        lo,
+        (math.log(lo) if lo > 0 else -math.inf),
+        "numeric: sup{alpha : 1 - f(alpha) <= tau}",
+        None,
+    )
 
 
 @dataclass(frozen=True)
@@ -342,7 +423,7 @@ class AlphaStar(ResultMixin):
     replace_violation_above: float | None
     theorem: str
     note: str = ""
-    log_value: float = 0.0   # natural log of alpha* (alpha* = e^-eps tau underflows past eps ~ 745)
+    log_value: float = 0.0  # natural log of alpha* (alpha* = e^-eps tau underflows past eps ~ 745)
     copies: int = 1
 
     @property
@@ -375,30 +456,48 @@ def alpha_star(tau: float, f: TradeOff, *, copies: int = 1) -> AlphaStar:
         t = _check_tau(tau, g)
         v, log_v, regime, tau_c = _alpha_star_value(t, g)
         kk = c if c > 1 else f.k
-        return AlphaStar(t, float(v), regime, tau_c, g.describe(), f.neighbors, False, None,
-                         "[MX] Thm. 5.1(iii) (sufficiency) with the group curve of Cor. 4.3",
-                         K_COPY_NOTE.format(k=kk), float(log_v), kk)
+        return AlphaStar(
+            t,
+            float(v),
+            regime,
+            tau_c,
+            g.describe(),
+            f.neighbors,
+            False,
+            None,
+            "[MX] Thm. 5.1(iii) (sufficiency) with the group curve of Cor. 4.3",
+            K_COPY_NOTE.format(k=kk),
+            float(log_v),
+            kk,
+        )
     t = _check_tau(tau, f)
     v, log_v, regime, tau_c = _alpha_star_value(t, f)
     symmetric = f.symmetric_by_construction
     if f.neighbors == "add-remove":
         exact = symmetric
         upper = None
-        note = "exact threshold (iff) over priors and list budgets" if symmetric else \
-            "sufficient; exactness needs a symmetric f (see symmetrized())"
+        note = (
+            "exact threshold (iff) over priors and list budgets"
+            if symmetric
+            else "sufficient; exactness needs a symmetric f (see symmetrized())"
+        )
         thm = "[MX] Thm. 5.1(iii)"
     else:
         exact = False
         half = group_square_root(f)
         upper = _alpha_star_value(_check_tau(t, half), half)[0] if half is not None else None
-        note = ("replace-one: sufficient; violations shown only above alpha*_{f^1/2}(tau); the exact "
-                "threshold inside the bracket is open ([MX] Remark 5.4 / C.5)")
+        note = (
+            "replace-one: sufficient; violations shown only above alpha*_{f^1/2}(tau); the exact "
+            "threshold inside the bracket is open ([MX] Remark 5.4 / C.5)"
+        )
         if half is not None and f.kind == "approx":
             note += "; square root f_{eps/2, delta/(1+e^{eps/2})} (a valid, not necessarily optimal, choice)"
         thm = "[MX] Thm. 5.1(iii) + Prop. C.2(a), Remark C.5"
     if f.kind == "pure" and "second" in regime:
         note += "; second regime (tau > e^eps/(e^eps+1)): the naive entropy formula H* is not necessary here ([MX] Remark C.4)"
-    return AlphaStar(t, float(v), regime, tau_c, f.describe(), f.neighbors, exact, upper, thm, note, float(log_v))
+    return AlphaStar(
+        t, float(v), regime, tau_c, f.describe(), f.neighbors, exact, upper, thm, note, float(log_v)
+    )
 
 
 # --------------------------------------------------------------------------- the entropy threshold
@@ -439,12 +538,19 @@ def group_curve_words(bits: float, group_bits: float) -> str:
     >>> group_curve_words(8.207316, 8.207316), group_curve_words(9.1, 7.25)
     ('not exact in general; here the exact group curve needs the same 8.20732 bits', 'not exact; the exact group curve needs only 7.25 bits')
     """
-    if math.isclose(bits, group_bits, rel_tol=1e-6, abs_tol=1e-9) or f"{bits:.6g}" == f"{group_bits:.6g}":
-        return f"not exact in general; here the exact group curve needs the same {group_bits:.6g} bits"
+    if (
+        math.isclose(bits, group_bits, rel_tol=1e-6, abs_tol=1e-9)
+        or f"{bits:.6g}" == f"{group_bits:.6g}"
+    ):
+        return (
+            f"not exact in general; here the exact group curve needs the same {group_bits:.6g} bits"
+        )
     return f"not exact; the exact group curve needs only {group_bits:.6g} bits"
 
 
-def h_star(*, epsilon: float, m: int, tau: float, neighbors: str = "add-remove", copies: int = 1) -> HStar:
+def h_star(
+    *, epsilon: float, m: int, tau: float, neighbors: str = "add-remove", copies: int = 1
+) -> HStar:
     """H* = eps log2 e + log2(m/tau) for pure eps-DP, list size m, risk tau ([MX] Thm. 5.1(iii)).
 
     ``copies`` = k >= 2 (the secret planted k times): H* = k eps log2 e + log2(m/tau), the form of
@@ -463,20 +569,48 @@ def h_star(*, epsilon: float, m: int, tau: float, neighbors: str = "add-remove",
     rel = normalize_neighbors(neighbors)
     c = _copies(copies)
     if c > 1:
-        bits = c * e * LOG2E + math.log2(m / t)   # [MX] remark after Thm. 5.1: H_inf >~ k eps log2 e + log2(m/tau)
+        bits = c * e * LOG2E + math.log2(
+            m / t
+        )  # [MX] remark after Thm. 5.1: H_inf >~ k eps log2 e + log2(m/tau)
         _, first, tau_c = _log_alpha_star_pure(t, c * e, 0.0)
         gbits = math.log2(m) - _log_alpha_star_group(t, e, 0.0, c) * LOG2E
-        return HStar(bits, e, m, t, "first" if first else "second", tau_c, True, False, None, None, rel,
-                     "[MX] remark after Thm. 5.1 (group privacy), Cor. 4.3", c, gbits,
-                     K_COPY_NOTE.format(k=c) + "; " + group_curve_words(bits, gbits))
+        return HStar(
+            bits,
+            e,
+            m,
+            t,
+            "first" if first else "second",
+            tau_c,
+            True,
+            False,
+            None,
+            None,
+            rel,
+            "[MX] remark after Thm. 5.1 (group privacy), Cor. 4.3",
+            c,
+            gbits,
+            K_COPY_NOTE.format(k=c) + "; " + group_curve_words(bits, gbits),
+        )
     bits = e * LOG2E + math.log2(m / t)
     la, first, tau_c = _log_alpha_star_pure(t, e, 0.0)
-    exact_bits = math.log2(m) - la * LOG2E       # log2(m / alpha*), from log alpha* (no underflow)
+    exact_bits = math.log2(m) - la * LOG2E  # log2(m / alpha*), from log alpha* (no underflow)
     replace_bits = None
     if rel == "replace":
         replace_bits = math.log2(m) - _log_alpha_star_pure(t, e / 2.0, 0.0)[0] * LOG2E
-    return HStar(bits, e, m, t, "first" if first else "second", tau_c, True,
-                 first and rel == "add-remove", exact_bits, replace_bits, rel, group_curve_bits=exact_bits)
+    return HStar(
+        bits,
+        e,
+        m,
+        t,
+        "first" if first else "second",
+        tau_c,
+        True,
+        first and rel == "add-remove",
+        exact_bits,
+        replace_bits,
+        rel,
+        group_curve_bits=exact_bits,
+    )
 
 
 def entropy_threshold(f: TradeOff, *, m: int, tau: float, copies: int = 1) -> float:
@@ -492,7 +626,9 @@ def entropy_threshold(f: TradeOff, *, m: int, tau: float, copies: int = 1) -> fl
     6.7646
     """
     m = validate.integer("m (list size)", m, minimum=1)
-    return math.log2(m) - alpha_star(tau, f, copies=copies).log_value * LOG2E  # log2(m / alpha*), in log space
+    return (
+        math.log2(m) - alpha_star(tau, f, copies=copies).log_value * LOG2E
+    )  # log2(m / alpha*), in log space
 
 
 @dataclass(frozen=True)
@@ -513,7 +649,9 @@ class EntropyVerdict(ResultMixin):
     copies: int = 1
 
 
-def entropy_verdict(*, min_entropy_bits: float, f: TradeOff, m: int, tau: float, copies: int = 1) -> EntropyVerdict:
+def entropy_verdict(
+    *, min_entropy_bits: float, f: TradeOff, m: int, tau: float, copies: int = 1
+) -> EntropyVerdict:
     """Place a canary by min-entropy: above the threshold, Ext <= tau for every f-DP release.
 
     Below it nothing is certified: a successful extraction of such a canary may be the prior,
@@ -535,13 +673,17 @@ def entropy_verdict(*, min_entropy_bits: float, f: TradeOff, m: int, tau: float,
     kap = min(1.0, m * 2.0 ** (-h))
     ext = float(g.power(kap))
     above = h >= thr
-    meaning = ("above threshold: extraction held below tau for every prior with this min-entropy"
-               if above else
-               "below threshold: DP does not hold extraction below tau for every such prior; "
-               "a canary success here can be prior guessing, not evidence of memorization ([MX] Cor. 5.3)")
+    meaning = (
+        "above threshold: extraction held below tau for every prior with this min-entropy"
+        if above
+        else "below threshold: DP does not hold extraction below tau for every such prior; "
+        "a canary success here can be prior guessing, not evidence of memorization ([MX] Cor. 5.3)"
+    )
     if c > 1:
         meaning += "; " + K_COPY_NOTE.format(k=c)
-    return EntropyVerdict(h, thr, above, h - thr, kap, ext, m, float(tau), g.describe(), f.neighbors, meaning, c)
+    return EntropyVerdict(
+        h, thr, above, h - thr, kap, ext, m, float(tau), g.describe(), f.neighbors, meaning, c
+    )
 
 
 def uniform_prior_kappa(*, support_size: int, m: int) -> float:
@@ -640,11 +782,15 @@ class AuditSoundness(ResultMixin):
 def _baseline_interval(kappa, kappa_interval, baseline, m) -> tuple[float, float]:
     given = sum(x is not None for x in (kappa, kappa_interval, baseline))
     if given != 1:
-        raise DomainError("pass exactly one of kappa, kappa_interval=(lo, hi) or baseline=<certified baseline result>")
+        raise DomainError(
+            "pass exactly one of kappa, kappa_interval=(lo, hi) or baseline=<certified baseline result>"
+        )
     if baseline is not None:
         for attr in ("kappa_lo", "kappa_hi", "m"):
             if not hasattr(baseline, attr):
-                raise DomainError(f"baseline must carry kappa_lo, kappa_hi and m (a BaselineResult), got {baseline!r}")
+                raise DomainError(
+                    f"baseline must carry kappa_lo, kappa_hi and m (a BaselineResult), got {baseline!r}"
+                )
         if int(baseline.m) != m:
             raise DomainError(
                 f"the baseline was certified for list size m = {baseline.m} but the audit lists m = {m}",
@@ -655,7 +801,9 @@ def _baseline_interval(kappa, kappa_interval, baseline, m) -> tuple[float, float
         try:
             lo, hi = kappa_interval
         except (TypeError, ValueError):
-            raise DomainError(f"kappa_interval must be a pair (lo, hi), got {kappa_interval!r}") from None
+            raise DomainError(
+                f"kappa_interval must be a pair (lo, hi), got {kappa_interval!r}"
+            ) from None
     else:
         lo = hi = kappa
     lo = validate.in_unit("kappa_lo (baseline)", lo)
@@ -665,9 +813,19 @@ def _baseline_interval(kappa, kappa_interval, baseline, m) -> tuple[float, float
     return lo, hi
 
 
-def audit_soundness(f: TradeOff, *, successes: int, trials: int, m: int, kappa: float | None = None,
-                    kappa_interval: tuple[float, float] | None = None, baseline: object = None,
-                    confidence: float = 0.95, independence: str = "separate-runs", copies: int = 1) -> AuditSoundness:
+def audit_soundness(
+    f: TradeOff,
+    *,
+    successes: int,
+    trials: int,
+    m: int,
+    kappa: float | None = None,
+    kappa_interval: tuple[float, float] | None = None,
+    baseline: object = None,
+    confidence: float = 0.95,
+    independence: str = "separate-runs",
+    copies: int = 1,
+) -> AuditSoundness:
     """Check an extraction audit against a claimed guarantee f ([MX] Cor. 5.3).
 
     Give the canary baseline as ``kappa`` (known exactly, e.g. a uniform prior), a certified
@@ -688,7 +846,9 @@ def audit_soundness(f: TradeOff, *, successes: int, trials: int, m: int, kappa: 
     (False, 0.76)
     """
     if not isinstance(f, TradeOff):
-        raise DomainError(f"audit_soundness() takes the claimed guarantee as a TradeOff, got {type(f).__name__}")
+        raise DomainError(
+            f"audit_soundness() takes the claimed guarantee as a TradeOff, got {type(f).__name__}"
+        )
     m = validate.integer("m (list size)", m, minimum=1)
     lo, hi = _baseline_interval(kappa, kappa_interval, baseline, m)
     n = validate.integer("trials", trials, minimum=1)
@@ -696,17 +856,23 @@ def audit_soundness(f: TradeOff, *, successes: int, trials: int, m: int, kappa: 
     conf = validate.in_open_unit("confidence", confidence)
     ind = str(independence).strip().lower()
     if ind not in INDEPENDENCE:
-        raise DomainError(f"unknown independence assumption {independence!r}", hint=f"one of {sorted(INDEPENDENCE)}")
+        raise DomainError(
+            f"unknown independence assumption {independence!r}",
+            hint=f"one of {sorted(INDEPENDENCE)}",
+        )
     c = _copies(copies)
-    g = group_curve_for(f, c)   # k copies: [MX] Cor. 4.3
+    g = group_curve_for(f, c)  # k copies: [MX] Cor. 4.3
     s_lo = clopper_pearson_lower(k, n, confidence=conf)
     bound = float(g.power(hi))  # [MX] Thm. 5.1(i) at the upper end of the certified baseline
     refuted = s_lo > bound
     # Cor. 5.3: refutation needs kappa_hi <= alpha*(s); alpha* is defined for s >= 1 - f(0)
     floor = float(g.power(0.0))
     # (refuted implies informative: s_lo > 1 - f(kappa_hi) puts kappa_hi inside [0, alpha*(s_lo)])
-    informative = bool(0.0 < s_lo < 1.0 and s_lo >= floor and
-                       (hi == 0.0 or math.log(hi) <= _alpha_star_value(s_lo, g)[1]))
+    informative = bool(
+        0.0 < s_lo < 1.0
+        and s_lo >= floor
+        and (hi == 0.0 or math.log(hi) <= _alpha_star_value(s_lo, g)[1])
+    )
     # exact one-sided binomial p-value of H0: rate <= bound, P[Binom(n, bound) >= k]
     p_value = float(stats.binom.sf(k - 1, n, bound)) if bound < 1.0 else 1.0
     if bound >= 1.0:
@@ -717,18 +883,46 @@ def audit_soundness(f: TradeOff, *, successes: int, trials: int, m: int, kappa: 
         # all-success audit: (1 - conf)^(1/n) > bound  <=>  n > log(1 - conf)/log(bound)
         min_n = int(math.floor(math.log(1.0 - conf) / math.log(bound))) + 1
     if refuted:
-        verdict = (f"refuted: success rate >= {s_lo:.4g} at {conf:.0%} confidence exceeds the bound "
-                   f"1 - f(kappa_hi) = {bound:.4g} implied by the claim")
+        verdict = (
+            f"refuted: success rate >= {s_lo:.4g} at {conf:.0%} confidence exceeds the bound "
+            f"1 - f(kappa_hi) = {bound:.4g} implied by the claim"
+        )
     elif bound >= 1.0:
-        verdict = ("cannot refute: the canary's baseline makes the bound vacuous (1 - f(kappa_hi) = 1); "
-                   "use a higher-entropy canary")
+        verdict = (
+            "cannot refute: the canary's baseline makes the bound vacuous (1 - f(kappa_hi) = 1); "
+            "use a higher-entropy canary"
+        )
     else:
-        verdict = (f"not refuted: success lower bound {s_lo:.4g} <= bound {bound:.4g}; the observed successes "
-                   "are consistent with the claimed guarantee")
+        verdict = (
+            f"not refuted: success lower bound {s_lo:.4g} <= bound {bound:.4g}; the observed successes "
+            "are consistent with the claimed guarantee"
+        )
     claimed = f.describe()
     ref = "[MX] Thm. 5.1(i), Cor. 5.3"
     if c > 1:
-        claimed += f"; canary planted {c} times: bound from the {c}-fold group curve ([MX] Cor. 4.3)"
+        claimed += (
+            f"; canary planted {c} times: bound from the {c}-fold group curve ([MX] Cor. 4.3)"
+        )
         ref += ", Cor. 4.3"
-    return AuditSoundness(claimed, f.neighbors, m, lo, hi, k, n, k / n, s_lo, conf, bound, refuted,
-                          bool(informative), p_value, min_n, ind, INDEPENDENCE[ind], verdict, ref, c)
+    return AuditSoundness(
+        claimed,
+        f.neighbors,
+        m,
+        lo,
+        hi,
+        k,
+        n,
+        k / n,
+        s_lo,
+        conf,
+        bound,
+        refuted,
+        bool(informative),
+        p_value,
+        min_n,
+        ind,
+        INDEPENDENCE[ind],
+        verdict,
+        ref,
+        c,
+    )

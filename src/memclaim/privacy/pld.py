@@ -46,14 +46,16 @@ Gaussian mechanism has no infinite privacy loss, so its true 1 - f(0) is 0 and t
 
 Pure math: numpy, scipy and dp_accounting (imported lazily), no torch, no I/O.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import functools
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -63,9 +65,22 @@ from ..jsonutil import ResultMixin
 from .caps import eta_approx, memorization_cap
 from .tradeoff import TradeOff, approx, check_group_cost, neighbors_label, normalize_neighbors
 
-__all__ = ["CurveCheck", "check_curve", "curve_from_profile", "DpSgdCurve", "dpsgd_curve", "curve_caps",
-           "DEFAULT_PLD_GRID", "DEFAULT_EPSILON_STEP", "MAX_PLD_POINTS", "PLD_BYTES_PER_POINT", "PldTooLarge",
-           "pld_points", "check_pld_size", "check_dpsgd_size"]
+__all__ = [
+    "CurveCheck",
+    "check_curve",
+    "curve_from_profile",
+    "DpSgdCurve",
+    "dpsgd_curve",
+    "curve_caps",
+    "DEFAULT_PLD_GRID",
+    "DEFAULT_EPSILON_STEP",
+    "MAX_PLD_POINTS",
+    "PLD_BYTES_PER_POINT",
+    "PldTooLarge",
+    "pld_points",
+    "check_pld_size",
+    "check_dpsgd_size",
+]
 
 #: dp_accounting's default value_discretization_interval; coarser is faster and still pessimistic.
 DEFAULT_PLD_GRID = 1e-4
@@ -82,7 +97,7 @@ CHECK_TOL = 1e-9
 #: killed at 19 GB, --noise-multiplier 1e-6 asked for 35 PiB). dp_accounting composes T steps by
 #: one FFT of the composed length: measured 34 s and 2.4 GB RSS for 3.1e7 points on one core of
 #: the development machine (AMD EPYC), so 2^25 points is about a minute and 2.7 GB per direction.
-MAX_PLD_POINTS = 2 ** 25
+MAX_PLD_POINTS = 2**25
 #: bytes per point of that FFT (complex128 transform, its power and inverse; measured ~79)
 PLD_BYTES_PER_POINT = 80
 #: dp_accounting's defaults that decide the PLD's size: the Gaussian's truncated tail (log mass)
@@ -96,8 +111,16 @@ class PldTooLarge(DomainError):
     ``limit`` it had to fit, and ``grid_needed``, the coarsest power-of-ten grid that would (None
     when no sensible grid would: the noise is too small for any accounting to mean anything)."""
 
-    def __init__(self, message: str, *, hint: str, points: int, grid: float, limit: int,
-                 grid_needed: float | None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str,
+        points: int,
+        grid: float,
+        limit: int,
+        grid_needed: float | None,
+    ):
         super().__init__(message, hint=hint)
         self.points, self.grid, self.limit, self.grid_needed = points, grid, limit, grid_needed
 
@@ -115,9 +138,14 @@ def _single_points(dpa, sigma: float, q: float, rel: str, d: float) -> int:
     plm = dpa.pld.privacy_loss_mechanism
     n = 0
     for adj in _adjacencies(dpa, rel):
-        pl = plm.GaussianPrivacyLoss(sigma, sensitivity=1.0, pessimistic_estimate=True,
-                                     log_mass_truncation_bound=_LOG_MASS_TRUNCATION, sampling_prob=q,
-                                     adjacency_type=adj)
+        pl = plm.GaussianPrivacyLoss(
+            sigma,
+            sensitivity=1.0,
+            pessimistic_estimate=True,
+            log_mass_truncation_bound=_LOG_MASS_TRUNCATION,
+            sampling_prob=q,
+            adjacency_type=adj,
+        )
         b = pl.connect_dots_bounds()
         n = max(n, math.ceil(b.epsilon_upper / d) - math.floor(b.epsilon_lower / d) + 1)
     return n
@@ -139,27 +167,53 @@ def _composed_points(pld, steps: int) -> int:
     return n
 
 
-def _too_large(points: int, *, d: float, limit: int, what: str, single: bool = False) -> PldTooLarge:
+def _too_large(
+    points: int, *, d: float, limit: int, what: str, single: bool = False
+) -> PldTooLarge:
     # the PLD's length scales as 1/grid: the coarsest power of ten that fits; beyond a grid of 1
     # (a loss resolution of one nat) no accounting is worth having
     need = d * points / limit
     grid_needed = 10.0 ** math.ceil(math.log10(need)) if need > 0 else d
-    gib = points * PLD_BYTES_PER_POINT / 2 ** 30
-    why = ("memclaim composes in one command (about a minute)" if limit >= MAX_PLD_POINTS
-           else "this machine's available memory holds")
-    msg = (f"{what} would hold {points:.3g} points at the PLD grid {d:g} (about {gib:.3g} GiB), more than the "
-           f"{limit:.3g} points ({limit * PLD_BYTES_PER_POINT / 2 ** 30:.2g} GiB) {why}")
+    gib = points * PLD_BYTES_PER_POINT / 2**30
+    why = (
+        "memclaim composes in one command (about a minute)"
+        if limit >= MAX_PLD_POINTS
+        else "this machine's available memory holds"
+    )
+    msg = (
+        f"{what} would hold {points:.3g} points at the PLD grid {d:g} (about {gib:.3g} GiB), more than the "
+        f"{limit:.3g} points ({limit * PLD_BYTES_PER_POINT / 2**30:.2g} GiB) {why}"
+    )
     if grid_needed > 1.0:
-        return PldTooLarge(msg, points=points, grid=d, limit=limit, grid_needed=None,
-                           hint="the noise is far too small for the run to be private at all: use a realistic noise "
-                                "multiplier (DP-SGD uses about 0.5 to 10)" + ("" if single else " or fewer steps"))
-    return PldTooLarge(msg, points=points, grid=d, limit=limit, grid_needed=grid_needed,
-                       hint=f"a coarser PLD grid, {grid_needed:g} (pessimistic: the bounds stay valid, only looser)"
-                            + ("" if single else ", or fewer steps"))
+        return PldTooLarge(
+            msg,
+            points=points,
+            grid=d,
+            limit=limit,
+            grid_needed=None,
+            hint="the noise is far too small for the run to be private at all: use a realistic noise "
+            "multiplier (DP-SGD uses about 0.5 to 10)" + ("" if single else " or fewer steps"),
+        )
+    return PldTooLarge(
+        msg,
+        points=points,
+        grid=d,
+        limit=limit,
+        grid_needed=grid_needed,
+        hint=f"a coarser PLD grid, {grid_needed:g} (pessimistic: the bounds stay valid, only looser)"
+        + ("" if single else ", or fewer steps"),
+    )
 
 
-def check_dpsgd_size(*, noise_multiplier: float, sampling_rate: float, steps: int, neighbors: str = "add-remove",
-                     grid: float | None = None, max_points: int | None = None) -> None:
+def check_dpsgd_size(
+    *,
+    noise_multiplier: float,
+    sampling_rate: float,
+    steps: int,
+    neighbors: str = "add-remove",
+    grid: float | None = None,
+    max_points: int | None = None,
+) -> None:
     """:func:`check_pld_size` for one DP-SGD run given as its settings (checked first): what
     ``dp account`` asks dp_accounting's PLD accountant to compose (``grid`` None: 1e-4).
 
@@ -169,12 +223,22 @@ def check_dpsgd_size(*, noise_multiplier: float, sampling_rate: float, steps: in
       fix: the noise is far too small for the run to be private at all: use a realistic noise multiplier (DP-SGD uses about 0.5 to 10)
     """
     hist = _history(noise_multiplier, sampling_rate, steps, None)
-    d = DEFAULT_PLD_GRID if grid is None else validate.positive("value_discretization_interval", grid)
+    d = (
+        DEFAULT_PLD_GRID
+        if grid is None
+        else validate.positive("value_discretization_interval", grid)
+    )
     check_pld_size(hist, normalize_neighbors(neighbors), float(d), max_points)
 
 
-def pld_points(*, noise_multiplier: float, sampling_rate: float, steps: int, neighbors: str = "add-remove",
-               grid: float = DEFAULT_PLD_GRID) -> int:
+def pld_points(
+    *,
+    noise_multiplier: float,
+    sampling_rate: float,
+    steps: int,
+    neighbors: str = "add-remove",
+    grid: float = DEFAULT_PLD_GRID,
+) -> int:
     """Points of the composed DP-SGD PLD's larger direction at ``grid`` (what the memory and the
     time of the accounting grow with), computed without composing it: the single step's size from
     its bounds, the composition's from dp_accounting's Chernoff bounds ([MX] §8.2; issue 25).
@@ -190,7 +254,9 @@ def pld_points(*, noise_multiplier: float, sampling_rate: float, steps: int, nei
     return _composed_points(_single_pld(dpa, noise_multiplier, sampling_rate, rel, grid), steps)
 
 
-def check_pld_size(hist: Sequence[tuple[float, float, int]], rel: str, d: float, max_points: int | None = None) -> None:
+def check_pld_size(
+    hist: Sequence[tuple[float, float, int]], rel: str, d: float, max_points: int | None = None
+) -> None:
     """Refuse, before any PLD is built or composed, DP-SGD settings ``hist`` ((sigma, q, steps)
     blocks, composed) whose PLD at grid ``d`` would hold more than ``max_points`` points
     (default and at most :data:`MAX_PLD_POINTS`; the API lowers it to what this machine's free
@@ -207,24 +273,42 @@ def check_pld_size(hist: Sequence[tuple[float, float, int]], rel: str, d: float,
     for sigma, q, steps in hist:
         single = _single_points(dpa, sigma, q, rel, d)
         if single > limit:
-            raise _too_large(single, d=d, limit=limit, single=True,
-                             what=f"one step of DP-SGD (sigma = {sigma:g}, q = {q:g}): its privacy-loss distribution")
+            raise _too_large(
+                single,
+                d=d,
+                limit=limit,
+                single=True,
+                what=f"one step of DP-SGD (sigma = {sigma:g}, q = {q:g}): its privacy-loss distribution",
+            )
         n = _composed_points(_single_pld(dpa, sigma, q, rel, d), steps) if steps > 1 else single
         total += n
         if total > limit:
-            raise _too_large(total, d=d, limit=limit,
-                             what=f"DP-SGD over {steps:,} steps (sigma = {sigma:g}, q = {q:g}): the composed "
-                                  "privacy-loss distribution")
+            raise _too_large(
+                total,
+                d=d,
+                limit=limit,
+                what=f"DP-SGD over {steps:,} steps (sigma = {sigma:g}, q = {q:g}): the composed "
+                "privacy-loss distribution",
+            )
 
 
 @functools.lru_cache(maxsize=2)
 def _single_pld(dpa, sigma: float, q: float, rel: str, d: float):
     """One step's PLD (cached: the size check and the composition build the same one)."""
-    rel_enum = (dpa.NeighboringRelation.ADD_OR_REMOVE_ONE if rel == "add-remove"
-                else dpa.NeighboringRelation.REPLACE_ONE)
+    rel_enum = (
+        dpa.NeighboringRelation.ADD_OR_REMOVE_ONE
+        if rel == "add-remove"
+        else dpa.NeighboringRelation.REPLACE_ONE
+    )
     return dpa.pld.privacy_loss_distribution.from_gaussian_mechanism(
-        standard_deviation=sigma, sensitivity=1.0, pessimistic_estimate=True, value_discretization_interval=d,
-        sampling_prob=q, use_connect_dots=True, neighboring_relation=rel_enum)
+        standard_deviation=sigma,
+        sensitivity=1.0,
+        pessimistic_estimate=True,
+        value_discretization_interval=d,
+        sampling_prob=q,
+        use_connect_dots=True,
+        neighboring_relation=rel_enum,
+    )
 
 
 # --------------------------------------------------------------------------- checks
@@ -248,7 +332,9 @@ class CurveCheck(ResultMixin):
     def failures(self) -> list[str]:
         out = []
         if not self.convex:
-            out.append(f"not convex (a vertex lies {self.max_convexity_violation:.3g} above its neighbours' chord)")
+            out.append(
+                f"not convex (a vertex lies {self.max_convexity_violation:.3g} above its neighbours' chord)"
+            )
         if not self.nonincreasing:
             out.append(f"rises by up to {self.max_increase:.3g}")
         if not self.below_one_minus_alpha:
@@ -258,7 +344,12 @@ class CurveCheck(ResultMixin):
         return out
 
 
-def check_curve(alphas: Sequence[float] | np.ndarray, betas: Sequence[float] | np.ndarray, *, tol: float = CHECK_TOL) -> CurveCheck:
+def check_curve(
+    alphas: Sequence[float] | np.ndarray,
+    betas: Sequence[float] | np.ndarray,
+    *,
+    tol: float = CHECK_TOL,
+) -> CurveCheck:
     """Check vertices (alpha_i, f(alpha_i)) of a piecewise-linear curve (sorted by alpha):
     convex, nonincreasing, f(alpha) <= 1 - alpha, within ``tol``.
 
@@ -281,8 +372,18 @@ def check_curve(alphas: Sequence[float] | np.ndarray, betas: Sequence[float] | n
     inc = float(max(0.0, np.max(dy)))
     above = float(max(0.0, np.max(y - (1.0 - x))))
     ends = bool(y[0] <= 1.0 + tol and abs(y[-1]) <= tol and x[0] == 0.0 and x[-1] == 1.0)
-    return CurveCheck(bool(conv <= tol and inc <= tol and above <= tol and ends), conv <= tol, inc <= tol,
-                      above <= tol, ends, conv, inc, above, tol, int(x.size))
+    return CurveCheck(
+        bool(conv <= tol and inc <= tol and above <= tol and ends),
+        conv <= tol,
+        inc <= tol,
+        above <= tol,
+        ends,
+        conv,
+        inc,
+        above,
+        tol,
+        int(x.size),
+    )
 
 
 # --------------------------------------------------------------------------- profile -> curve
@@ -299,13 +400,15 @@ def _upper_envelope(slopes: np.ndarray, b: np.ndarray, c: np.ndarray, steep: np.
     never on top. Hand-written because scipy's ConvexHull works on points, not on the dual
     problem of a maximum of lines restricted to an interval.
     """
-    order = np.lexsort((-b, slopes))      # by slope, then larger intercept first
-    keep = np.concatenate([[True], np.diff(slopes[order]) > 0])   # equal slopes: keep the largest intercept
+    order = np.lexsort((-b, slopes))  # by slope, then larger intercept first
+    keep = np.concatenate(
+        [[True], np.diff(slopes[order]) > 0]
+    )  # equal slopes: keep the largest intercept
     idx = order[keep]
     hi: list[int] = []
-    hx: list[float] = []   # alpha where line j starts being the maximum
+    hx: list[float] = []  # alpha where line j starts being the maximum
 
-    def cross(i: int, j: int) -> float:   # alpha where flatter line j overtakes line i
+    def cross(i: int, j: int) -> float:  # alpha where flatter line j overtakes line i
         if steep[i] and steep[j]:
             return float((c[j] - c[i]) / (slopes[j] - slopes[i]))
         return float((b[i] - b[j]) / (slopes[j] - slopes[i]))
@@ -324,8 +427,17 @@ def _upper_envelope(slopes: np.ndarray, b: np.ndarray, c: np.ndarray, steep: np.
     return slopes[h], b[h], c[h], np.array(hx), h
 
 
-def curve_from_profile(epsilons: Sequence[float] | np.ndarray, deltas: Sequence[float] | np.ndarray, *, neighbors: str, slack: float = FLOAT_SLACK, label: str = "",
-                       note: str = "", tol: float = CHECK_TOL, mass_excess: float = 0.0) -> tuple[TradeOff, CurveCheck]:
+def curve_from_profile(
+    epsilons: Sequence[float] | np.ndarray,
+    deltas: Sequence[float] | np.ndarray,
+    *,
+    neighbors: str,
+    slack: float = FLOAT_SLACK,
+    label: str = "",
+    note: str = "",
+    tol: float = CHECK_TOL,
+    mass_excess: float = 0.0,
+) -> tuple[TradeOff, CurveCheck]:
     """The trade-off curve sup_i f_{eps_i, delta_i} of a privacy profile ([6] Prop. 2.12).
 
     ``epsilons``: sorted, >= 0, starting at 0 (eta = delta(0) then sits on the curve);
@@ -344,34 +456,46 @@ def curve_from_profile(epsilons: Sequence[float] | np.ndarray, deltas: Sequence[
     e = np.asarray(epsilons, dtype=np.float64).ravel()
     d = np.asarray(deltas, dtype=np.float64).ravel()
     if e.size == 0 or e.shape != d.shape:
-        raise DomainError(f"a privacy profile needs matching epsilons and deltas, got {e.size} and {d.size}")
+        raise DomainError(
+            f"a privacy profile needs matching epsilons and deltas, got {e.size} and {d.size}"
+        )
     if not (np.all(np.isfinite(e)) and np.all(np.isfinite(d))):
-        raise DomainError("a privacy profile must be finite", hint="drop eps = inf (delta(inf) is the tail mass)")
+        raise DomainError(
+            "a privacy profile must be finite", hint="drop eps = inf (delta(inf) is the tail mass)"
+        )
     if e[0] != 0.0 or np.any(np.diff(e) <= 0):
-        raise DomainError(f"the profile's epsilons must start at 0 and increase, got {e[:3].tolist()}...",
-                          hint="eta(f) = delta(0) needs eps = 0 on the grid")
+        raise DomainError(
+            f"the profile's epsilons must start at 0 and increase, got {e[:3].tolist()}...",
+            hint="eta(f) = delta(0) needs eps = 0 on the grid",
+        )
     # ---- the profile checks: every hockey-stick curve is in [0, 1] and nonincreasing in eps
     if np.min(d) < -tol:
         i = int(np.argmin(d))
-        raise DomainError(f"invalid privacy profile: delta({e[i]:.6g}) = {d[i]:.3g} < 0",
-                          hint="the PLD is numerically broken at this grid; use a coarser value discretization")
+        raise DomainError(
+            f"invalid privacy profile: delta({e[i]:.6g}) = {d[i]:.3g} < 0",
+            hint="the PLD is numerically broken at this grid; use a coarser value discretization",
+        )
     if np.max(d) > 1.0 + tol + validate.nonneg("mass_excess", mass_excess):
         i = int(np.argmax(d))
-        raise DomainError(f"invalid privacy profile: delta({e[i]:.6g}) = {d[i]:.6g} > 1",
-                          hint="the PLD's probabilities sum above 1; use a coarser value discretization")
+        raise DomainError(
+            f"invalid privacy profile: delta({e[i]:.6g}) = {d[i]:.6g} > 1",
+            hint="the PLD's probabilities sum above 1; use a coarser value discretization",
+        )
     rise = np.diff(d)
     if rise.size and np.max(rise) > tol:
         i = int(np.argmax(rise))
-        raise DomainError(f"invalid privacy profile: delta rises from {d[i]:.6g} at eps = {e[i]:.6g} to "
-                          f"{d[i + 1]:.6g} at eps = {e[i + 1]:.6g}",
-                          hint="a hockey-stick divergence is nonincreasing in eps; use a coarser value discretization")
+        raise DomainError(
+            f"invalid privacy profile: delta rises from {d[i]:.6g} at eps = {e[i]:.6g} to "
+            f"{d[i + 1]:.6g} at eps = {e[i + 1]:.6g}",
+            hint="a hockey-stick divergence is nonincreasing in eps; use a coarser value discretization",
+        )
     s = validate.nonneg("slack", slack)
     du = np.clip(d + s, 0.0, 1.0)
     # ---- the lines: slope -e^eps (first branch), -e^-eps (second branch), and f = 0; each with its
     # intercept b in f and c = 1 - b in power 1 - f, both without cancellation:
     #   branch 1: f = 1 - delta - e^eps alpha,       1 - f = delta + e^eps alpha
     #   branch 2: f = e^-eps (1 - delta - alpha),    1 - f = (1 - e^-eps) + e^-eps (delta + alpha)
-    E = np.exp(e)               # e <= ~50 in practice; an overflow to inf makes a vertical line at alpha = 0
+    E = np.exp(e)  # e <= ~50 in practice; an overflow to inf makes a vertical line at alpha = 0
     r = np.exp(-e)
     slopes = np.concatenate([-E, -r, [0.0]])
     b_all = np.concatenate([1.0 - du, r * (1.0 - du), [0.0]])
@@ -380,7 +504,7 @@ def curve_from_profile(epsilons: Sequence[float] | np.ndarray, deltas: Sequence[
     ok = np.isfinite(slopes)
     idx_all = np.arange(slopes.size)[ok]
     hm, hb, hc, hx, hidx = _upper_envelope(slopes[ok], b_all[ok], c_all[ok], steep_all[ok])
-    src = idx_all[hidx]                           # original line index of each hull line
+    src = idx_all[hidx]  # original line index of each hull line
     xs = np.concatenate([[0.0], hx[1:]])
     inside = (xs >= 0.0) & (xs < 1.0)
     # the hull line active at alpha = 0 is the last one whose start is <= 0
@@ -408,12 +532,22 @@ def curve_from_profile(epsilons: Sequence[float] | np.ndarray, deltas: Sequence[
     verts, ys, pw = verts[keep], ys[keep], pw[keep]
     chk = check_curve(verts, ys, tol=tol)
     if not chk.valid:
-        raise DomainError("refusing an invalid trade-off curve: " + "; ".join(chk.failures()),
-                          hint="the privacy profile is numerically inconsistent; use a coarser value discretization")
+        raise DomainError(
+            "refusing an invalid trade-off curve: " + "; ".join(chk.failures()),
+            hint="the privacy profile is numerically inconsistent; use a coarser value discretization",
+        )
     pts = tuple((float(a), float(b)) for a, b in zip(verts, ys))
     # sup_eps f_{eps, delta(eps)} with both branches is symmetric: each f_{eps,delta} is ([MX] §3.1)
-    return TradeOff("points", neighbors, points=pts, exact=False, note=note, powers=tuple(pw.tolist()),
-                    label=label, symmetric=True), chk
+    return TradeOff(
+        "points",
+        neighbors,
+        points=pts,
+        exact=False,
+        note=note,
+        powers=tuple(pw.tolist()),
+        label=label,
+        symmetric=True,
+    ), chk
 
 
 # --------------------------------------------------------------------------- one DP-SGD step, discretized twice
@@ -440,7 +574,7 @@ class _Pair:
     mixtures [(weight, mean)] with standard deviation sigma, oriented so that the privacy loss
     log(upper / lower) increases with x. ``kind`` names the closed-form inverse of the loss."""
 
-    kind: str   # 'remove' | 'add' | 'replace'
+    kind: str  # 'remove' | 'add' | 'replace'
     sigma: float
     q: float
     upper: tuple[tuple[float, float], ...]
@@ -453,7 +587,13 @@ def _step_pairs(sigma: float, q: float, rel: str) -> list[_Pair]:
     q N(-1) (one pair when q = 1: the two coincide); replace-one: (1-q) N(0) + q N(1) against
     (1-q) N(0) + q N(-1) (symmetric, one pair)."""
     if rel == "add-remove":
-        rem = _Pair("remove", sigma, q, ((1.0 - q, 0.0), (q, 1.0)) if q < 1 else ((1.0, 1.0),), ((1.0, 0.0),))
+        rem = _Pair(
+            "remove",
+            sigma,
+            q,
+            ((1.0 - q, 0.0), (q, 1.0)) if q < 1 else ((1.0, 1.0),),
+            ((1.0, 0.0),),
+        )
         if q == 1.0:
             return [rem]
         return [rem, _Pair("add", sigma, q, ((1.0, 0.0),), ((1.0 - q, 0.0), (q, -1.0)))]
@@ -477,11 +617,11 @@ def _loss(x: np.ndarray, pair: _Pair) -> np.ndarray:
 def _inverse_loss(l: np.ndarray, pair: _Pair, lo: float, hi: float) -> np.ndarray:
     """x with loss(x) = l, for l inside the loss range of [lo, hi]: closed forms for add/remove,
     bisection (60 halvings of [lo, hi]) for replace-one."""
-    s2, q = pair.sigma ** 2, pair.q
+    s2, q = pair.sigma**2, pair.q
     with np.errstate(divide="ignore", invalid="ignore"):
-        if pair.kind == "remove":   # l = log(1 - q + q e^((2x - 1)/(2 s^2)))
+        if pair.kind == "remove":  # l = log(1 - q + q e^((2x - 1)/(2 s^2)))
             x = s2 * (np.log(np.expm1(l) + q) - math.log(q)) + 0.5
-        elif pair.kind == "add":    # l = -log(1 - q + q e^(-(2x + 1)/(2 s^2)))
+        elif pair.kind == "add":  # l = -log(1 - q + q e^(-(2x + 1)/(2 s^2)))
             x = -s2 * (np.log(np.expm1(-l) + q) - math.log(q)) - 0.5
         else:
             a, b = np.full(l.shape, lo), np.full(l.shape, hi)
@@ -497,11 +637,11 @@ def _inverse_loss(l: np.ndarray, pair: _Pair, lo: float, hi: float) -> np.ndarra
 class _Bins:
     """One pair cut into the x-intervals on which the loss crosses one grid cell [k d, (k+1) d]."""
 
-    cells: np.ndarray   # k of each bin (int64)
-    P: np.ndarray       # upper-law mass of each bin
-    Q: np.ndarray       # lower-law mass of each bin
-    p_below: float      # upper-law mass below the cut (loss below the first cell)
-    p_above: float      # upper-law mass above the cut
+    cells: np.ndarray  # k of each bin (int64)
+    P: np.ndarray  # upper-law mass of each bin
+    Q: np.ndarray  # lower-law mass of each bin
+    p_below: float  # upper-law mass below the cut (loss below the first cell)
+    p_above: float  # upper-law mass above the cut
     q_above: float
 
 
@@ -516,9 +656,11 @@ def _bins(pair: _Pair, d: float) -> _Bins:
     l_lo, l_hi = float(_loss(np.array(x_lo), pair)), float(_loss(np.array(x_hi), pair))
     k_lo, k_hi = math.ceil(l_lo / d), math.floor(l_hi / d)
     if k_hi - k_lo + 2 > MAX_STEP_BINS:
-        raise DomainError(f"a PLD value grid of {d:g} needs {k_hi - k_lo + 2:,} points per step for this mechanism "
-                          f"(losses from {l_lo:.3g} to {l_hi:.3g}), more than {MAX_STEP_BINS:,}",
-                          hint=f"use a coarser grid (e.g. {d * 10:g})")
+        raise DomainError(
+            f"a PLD value grid of {d:g} needs {k_hi - k_lo + 2:,} points per step for this mechanism "
+            f"(losses from {l_lo:.3g} to {l_hi:.3g}), more than {MAX_STEP_BINS:,}",
+            hint=f"use a coarser grid (e.g. {d * 10:g})",
+        )
     ks = np.arange(k_lo, k_hi + 1, dtype=np.int64)
     edges = np.concatenate([[x_lo], _inverse_loss(ks * d, pair, x_lo, x_hi), [x_hi]])
     edges = np.maximum.accumulate(edges)
@@ -544,7 +686,9 @@ def _pessimistic_pmf(b: _Bins, d: float, pld_pmf):
     ok = (b.P > 0) & (b.Q > 0)
     ell = np.log(np.where(ok, b.P, 1.0)) - np.log(np.where(ok, b.Q, 1.0))
     a = b.cells * d
-    up = np.where(ok, np.clip(np.expm1(a - ell) / math.expm1(-d), 0.0, 1.0), 1.0)   # P > 0 = Q: the top
+    up = np.where(
+        ok, np.clip(np.expm1(a - ell) / math.expm1(-d), 0.0, 1.0), 1.0
+    )  # P > 0 = Q: the top
     probs = np.zeros(b.cells.size + 1)
     probs[:-1] += b.P * (1.0 - up)
     probs[1:] += b.P * up
@@ -593,15 +737,17 @@ def _optimistic_pmf(b: _Bins, d: float, pld_pmf):
     down (privacy buckets), a bias of about d/2 per step that grows linearly with the steps
     (5 nats at T = 1e5, d = 1e-4)."""
     P, Q = b.P, b.Q
-    downward = P[-2:].sum() > P[:2].sum()   # the bulk sits at the top: walk down (the mirror image)
+    downward = P[-2:].sum() > P[:2].sum()  # the bulk sits at the top: walk down (the mirror image)
     if downward:
         # swapping the laws negates every loss: walk the mirror image upward, then map back
         top = ([b.p_above], [b.q_above]) if b.p_above > 0 and b.q_above > 0 else ([], [])
-        out_m, qa, pa, la_m = _merge_to_grid(top[1] + Q[::-1].tolist(), top[0] + P[::-1].tolist(), d)
+        out_m, qa, pa, la_m = _merge_to_grid(
+            top[1] + Q[::-1].tolist(), top[0] + P[::-1].tolist(), d
+        )
         # the mirror's masses are the lower law's: the upper law's mass of an atom at loss g is e^g times it
         out = {-k: v * math.exp(-k * d) for k, v in out_m.items()}
         if not math.isnan(la_m):
-            k = math.floor(-la_m / d + 1e-9)     # round the last (bottom) atom's loss down
+            k = math.floor(-la_m / d + 1e-9)  # round the last (bottom) atom's loss down
             out[k] = out.get(k, 0.0) + pa
     else:
         out, pa, qa, la = _merge_to_grid(P.tolist(), Q.tolist(), d)
@@ -609,7 +755,7 @@ def _optimistic_pmf(b: _Bins, d: float, pld_pmf):
             pa, qa = pa + b.p_above, qa + b.q_above
             la = math.log(pa) - math.log(qa)
         if not math.isnan(la):
-            k = math.floor(la / d + 1e-9)        # round the last (top) atom's loss down
+            k = math.floor(la / d + 1e-9)  # round the last (top) atom's loss down
             out[k] = out.get(k, 0.0) + pa
     lo, hi = min(out), max(out)
     probs = np.zeros(hi - lo + 1)
@@ -656,10 +802,12 @@ def _tables(pm):
     p = np.clip(np.asarray(dn._probs, dtype=np.float64), 0.0, None)
     loss = (np.arange(p.size) + dn._lower_loss) * dn._discretization
     with np.errstate(divide="ignore", over="ignore"):
-        qm = np.where(p > 0, np.exp(np.log(np.where(p > 0, p, 1.0)) - loss), 0.0)   # no e^-l overflow
+        qm = np.where(
+            p > 0, np.exp(np.log(np.where(p > 0, p, 1.0)) - loss), 0.0
+        )  # no e^-l overflow
     zero = np.zeros(1)
-    suf = lambda v: np.concatenate([np.cumsum(v[::-1])[::-1], zero])   # noqa: E731
-    pre = lambda v: np.concatenate([zero, np.cumsum(v)])               # noqa: E731
+    suf = lambda v: np.concatenate([np.cumsum(v[::-1])[::-1], zero])  # noqa: E731
+    pre = lambda v: np.concatenate([zero, np.cumsum(v)])  # noqa: E731
     return loss, suf(p), suf(qm), pre(p), pre(qm), float(dn._infinity_mass)
 
 
@@ -693,11 +841,11 @@ def _optimistic_curve(pld_opt, eps: np.ndarray, *, rel: str, slack: float, label
     for pm in _directions(pld_opt):
         loss, sp, sq, pp, _, _ = _tables(pm)
         i = np.searchsorted(loss, eps, side="right")
-        al += [sq[i], pp[i]]     # the pair: alpha = Q(l > t); its inverse: alpha = P(l <= t)
-        fs += [pp[i], sq[i]]     # f = P(l <= t);                f = Q(l > t)
-        pw += [sp[i], 1.0 - sq[i]]   # 1 - f = P(l > t);         1 - f = Q(l <= t)
+        al += [sq[i], pp[i]]  # the pair: alpha = Q(l > t); its inverse: alpha = P(l <= t)
+        fs += [pp[i], sq[i]]  # f = P(l <= t);                f = Q(l > t)
+        pw += [sp[i], 1.0 - sq[i]]  # 1 - f = P(l > t);         1 - f = Q(l <= t)
     a, f, p = (np.clip(np.concatenate(v), 0.0, 1.0) for v in (al, fs, pw))
-    order = np.lexsort((-p, a))                     # by alpha, the largest power first at equal alpha
+    order = np.lexsort((-p, a))  # by alpha, the largest power first at equal alpha
     a, f, p = a[order], f[order], p[order]
     keep = np.concatenate([[True], np.diff(a) > 0])
     a, f, p = a[keep], f[keep], p[keep]
@@ -715,10 +863,19 @@ def _optimistic_curve(pld_opt, eps: np.ndarray, *, rel: str, slack: float, label
     f = np.minimum(f + slack, 1.0 - a)
     p = np.maximum(p - slack, a)
     f[-1], p[-1] = 0.0, 1.0
-    return TradeOff("points", rel, points=tuple(zip(a.tolist(), f.tolist())), exact=False, powers=tuple(p.tolist()),
-                    label=label, symmetric=True,
-                    note=("optimistic: never below the true trade-off curve (a dominated PLD whose losses sit on the "
-                          "grid by merging, its vertices at loss thresholds +-eps); for the certified accuracy"))
+    return TradeOff(
+        "points",
+        rel,
+        points=tuple(zip(a.tolist(), f.tolist())),
+        exact=False,
+        powers=tuple(p.tolist()),
+        label=label,
+        symmetric=True,
+        note=(
+            "optimistic: never below the true trade-off curve (a dominated PLD whose losses sit on the "
+            "grid by merging, its vertices at loss thresholds +-eps); for the certified accuracy"
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- DP-SGD
@@ -755,8 +912,10 @@ class DpSgdCurve(ResultMixin):
     optimistic: TradeOff = field(repr=False)
     eta_optimistic: float
     grids_tried: tuple[float, ...] = ()
-    reference: str = ("PLD by connect-the-dots (pessimistic) and by merging (optimistic), composed by dp_accounting; "
-                      "profile -> curve by [6] Prop. 2.12; [MX] §3.1, §8.2")
+    reference: str = (
+        "PLD by connect-the-dots (pessimistic) and by merging (optimistic), composed by dp_accounting; "
+        "profile -> curve by [6] Prop. 2.12; [MX] §3.1, §8.2"
+    )
 
     @property
     def noise_multiplier(self) -> float:
@@ -782,62 +941,104 @@ class DpSgdCurve(ResultMixin):
     def grid(self) -> str:
         """What grid the curve was computed on (every row that uses the curve says this)."""
         extra = "" if self.route_epsilon is None else " incl. the route's eps"
-        spacing = (f"step {self.epsilon_step:g}" if self.epsilon_max <= 10 else
-                   f"step {self.epsilon_step:g} to 10, relative {self.epsilon_step / 10:g} above")
-        return (f"PLD value grid {self.value_discretization_interval:g} (pessimistic; optimistic beside it), eps grid "
-                f"[0, {self.epsilon_max:.4g}] {spacing} ({self.n_epsilons} points{extra}), delta slack "
-                f"{self.slack:.2g}; exact eta in [{self.eta_optimistic:.6g}, {self.eta:.6g}]")
+        spacing = (
+            f"step {self.epsilon_step:g}"
+            if self.epsilon_max <= 10
+            else f"step {self.epsilon_step:g} to 10, relative {self.epsilon_step / 10:g} above"
+        )
+        return (
+            f"PLD value grid {self.value_discretization_interval:g} (pessimistic; optimistic beside it), eps grid "
+            f"[0, {self.epsilon_max:.4g}] {spacing} ({self.n_epsilons} points{extra}), delta slack "
+            f"{self.slack:.2g}; exact eta in [{self.eta_optimistic:.6g}, {self.eta:.6g}]"
+        )
 
     def epsilon_delta_curve(self) -> TradeOff | None:
         """f_{eps, delta} of the (eps, delta) route, for the same relation (looser)."""
-        if self.route_epsilon is None or not math.isfinite(self.route_epsilon) or self.route_epsilon <= 0:
+        if (
+            self.route_epsilon is None
+            or not math.isfinite(self.route_epsilon)
+            or self.route_epsilon <= 0
+        ):
             return None
-        assert self.route_delta is not None  # the route's delta is set with its epsilon (dpsgd_curve)
+        assert (
+            self.route_delta is not None
+        )  # the route's delta is set with its epsilon (dpsgd_curve)
         return approx(self.route_epsilon, self.route_delta, neighbors=self.neighbors)
 
     def to_dict(self) -> dict:
         """JSON-ready summary; the curves themselves as their description, vertex count and a sample."""
         d = super().to_dict()
         a = np.concatenate([[0.0], np.logspace(-12, -1, 12), np.linspace(0.2, 1.0, 9)])
-        d["curve"] = {"description": self.curve.describe(), "n_vertices": len(self.curve._known_points),
-                      "sample": [{"alpha": float(x), "f": float(self.curve(x)), "power": float(self.curve.power(x))}
-                                 for x in a]}
-        d["optimistic"] = {"description": self.optimistic.describe(), "n_vertices": len(self.optimistic._known_points)}
+        d["curve"] = {
+            "description": self.curve.describe(),
+            "n_vertices": len(self.curve._known_points),
+            "sample": [
+                {"alpha": float(x), "f": float(self.curve(x)), "power": float(self.curve.power(x))}
+                for x in a
+            ],
+        }
+        d["optimistic"] = {
+            "description": self.optimistic.describe(),
+            "n_vertices": len(self.optimistic._known_points),
+        }
         d["eta_accuracy"] = self.eta_accuracy
         d["mechanism"] = self.mechanism()
         d["grid"] = self.grid()
         return d
 
 
-def _history(noise_multiplier, sampling_rate, steps, history) -> tuple[tuple[float, float, int], ...]:
+def _history(
+    noise_multiplier, sampling_rate, steps, history
+) -> tuple[tuple[float, float, int], ...]:
     if history is not None:
         if noise_multiplier is not None or sampling_rate is not None or steps is not None:
-            raise DomainError("give either history=((sigma, q, steps), ...) or noise_multiplier/sampling_rate/steps")
+            raise DomainError(
+                "give either history=((sigma, q, steps), ...) or noise_multiplier/sampling_rate/steps"
+            )
         out = []
         for h in history:
             try:
                 s, q, t = h
             except (TypeError, ValueError):
-                raise DomainError(f"each history entry must be (noise multiplier, sampling rate, steps), got {h!r}") \
-                    from None
-            out.append((validate.positive("noise_multiplier", s), validate.in_unit("sampling_rate", q, lo_open=True),
-                        validate.integer("steps", t, minimum=1)))
+                raise DomainError(
+                    f"each history entry must be (noise multiplier, sampling rate, steps), got {h!r}"
+                ) from None
+            out.append(
+                (
+                    validate.positive("noise_multiplier", s),
+                    validate.in_unit("sampling_rate", q, lo_open=True),
+                    validate.integer("steps", t, minimum=1),
+                )
+            )
         if not out:
             raise DomainError("an empty DP-SGD history has no guarantee to compute")
         return tuple(out)
     if noise_multiplier is None or sampling_rate is None or steps is None:
-        raise DomainError("DP-SGD needs noise_multiplier, sampling_rate and steps",
-                          hint="e.g. noise_multiplier=1.1, sampling_rate=0.01, steps=3000")
-    return ((validate.positive("noise_multiplier", noise_multiplier),
-             validate.in_unit("sampling_rate", sampling_rate, lo_open=True),
-             validate.integer("steps", steps, minimum=1)),)
+        raise DomainError(
+            "DP-SGD needs noise_multiplier, sampling_rate and steps",
+            hint="e.g. noise_multiplier=1.1, sampling_rate=0.01, steps=3000",
+        )
+    return (
+        (
+            validate.positive("noise_multiplier", noise_multiplier),
+            validate.in_unit("sampling_rate", sampling_rate, lo_open=True),
+            validate.integer("steps", steps, minimum=1),
+        ),
+    )
 
 
-def dpsgd_curve(*, noise_multiplier: float | None = None, sampling_rate: float | None = None,
-                steps: int | None = None, history: Sequence | None = None,
-                neighbors: str = "add-remove", value_discretization_interval: float | None = None,
-                epsilon_step: float = DEFAULT_EPSILON_STEP, route_delta: float | None = 1e-5,
-                max_points: int | None = None) -> DpSgdCurve:
+def dpsgd_curve(
+    *,
+    noise_multiplier: float | None = None,
+    sampling_rate: float | None = None,
+    steps: int | None = None,
+    history: Sequence | None = None,
+    neighbors: str = "add-remove",
+    value_discretization_interval: float | None = None,
+    epsilon_step: float = DEFAULT_EPSILON_STEP,
+    route_delta: float | None = 1e-5,
+    max_points: int | None = None,
+) -> DpSgdCurve:
     """The certified trade-off curve of DP-SGD ([MX] §3.1, §8.2; issue 18) and its accuracy
     (issue 24). See the module docstring.
 
@@ -869,7 +1070,9 @@ def dpsgd_curve(*, noise_multiplier: float | None = None, sampling_rate: float |
         return dataclasses.replace(_dpsgd_curve(hist, rel, d, float(step), rd), grids_tried=(d,))
     tried: list[float] = []
     d, cur = DEFAULT_PLD_GRID, None
-    while cur is None:   # coarser (by 2) while the PLD is refused: coarser stays pessimistic, only looser
+    while (
+        cur is None
+    ):  # coarser (by 2) while the PLD is refused: coarser stays pessimistic, only looser
         check_pld_size(hist, rel, d, max_points)  # too large is refused with the grid that fits
         tried.append(d)
         try:
@@ -878,13 +1081,13 @@ def dpsgd_curve(*, noise_multiplier: float | None = None, sampling_rate: float |
             if d * 2 > MAX_PLD_GRID * (1 + 1e-9):
                 raise
             d *= 2
-    for _ in range(MAX_REFINEMENTS):   # finer (by 2) while the certified gap is wide
+    for _ in range(MAX_REFINEMENTS):  # finer (by 2) while the certified gap is wide
         if cur.eta_accuracy <= TARGET_ACCURACY * cur.eta:
             break
         try:
             check_pld_size(hist, rel, d / 2, max_points)
             finer = _dpsgd_curve(hist, rel, d / 2, float(step), rd)
-        except DomainError:   # refused, or too many grid points: keep the valid coarser curve
+        except DomainError:  # refused, or too many grid points: keep the valid coarser curve
             tried.append(d / 2)
             break
         tried.append(d / 2)
@@ -912,14 +1115,16 @@ def _dpsgd_curve(hist, rel, d, step, rd) -> DpSgdCurve:
     # optimistic alike up to 1e-15 of truncation) and the tail mass (delta at +inf)
     tabs = [_tables(pm) for pm in _directions(pld)]
     masses = [t[5] + t[1][0] for t in tabs] + [_tables(pm)[1][0] for pm in _directions(pld_opt)]
-    mass = max(masses[:len(tabs)])
+    mass = max(masses[: len(tabs)])
     tail = max(t[5] for t in tabs)
     excess = max(0.0, mass - 1.0)
     if excess > MAX_MASS_ERROR:
         raise _InvalidPld(
             f"the privacy-loss distribution at grid {d:g} is numerically invalid: its probabilities sum to "
-            f"{mass:.6g} > 1", hint=f"use a coarser value discretization (e.g. {min(1e-3, d * 10):g}); it stays "
-                                    "pessimistic")
+            f"{mass:.6g} > 1",
+            hint=f"use a coarser value discretization (e.g. {min(1e-3, d * 10):g}); it stays "
+            "pessimistic",
+        )
     # eps grid: from 0 to where delta reaches the slack (beyond it no line adds more than the slack)
     probe = np.arange(0.0, 500.0 + EPSILON_MAX_QUANTUM / 2, EPSILON_MAX_QUANTUM)
     dp_probe = _profile(pld, probe, check=False)
@@ -944,22 +1149,53 @@ def _dpsgd_curve(hist, rel, d, step, rd) -> DpSgdCurve:
     label = f"DP-SGD trade-off curve from the PLD ({mech}; grid {d:g})"
     try:
         curve, chk = curve_from_profile(
-            eps, deltas, neighbors=rel, slack=slack, label=label, mass_excess=excess,
-            note=(f"certified lower bound on the trade-off curve [{rel_label}]: pessimistic PLD (connect-the-dots), "
-                  f"delta(eps) = max over the PLD's two directions, eps grid step {step:g}, slack {slack:.2g}"))
+            eps,
+            deltas,
+            neighbors=rel,
+            slack=slack,
+            label=label,
+            mass_excess=excess,
+            note=(
+                f"certified lower bound on the trade-off curve [{rel_label}]: pessimistic PLD (connect-the-dots), "
+                f"delta(eps) = max over the PLD's two directions, eps grid step {step:g}, slack {slack:.2g}"
+            ),
+        )
     except DomainError as exc:
-        raise _InvalidPld(str(exc).split("\n")[0], hint=f"use a coarser value discretization (e.g. {d * 2:g})") \
-            from None
+        raise _InvalidPld(
+            str(exc).split("\n")[0], hint=f"use a coarser value discretization (e.g. {d * 2:g})"
+        ) from None
     # a Gaussian mechanism has no infinite privacy loss: delta(inf) = 0, so 1 - f(0) = 0 and the curve's
     # own 1 - f(0) (the slack plus delta at the grid's end, <= 2e-12) is numerical slack, not a floor
     # of the k-copy group curves (whose composition amplifies it: 0.976 at 5 copies of sigma = 0.6,
     # q = 0.02, T = 1000)
     curve = dataclasses.replace(curve, no_floor=True)
-    opt = _optimistic_curve(pld_opt, eps, rel=rel, slack=slack,
-                            label=f"optimistic DP-SGD trade-off curve ({mech}; grid {d:g})")
+    opt = _optimistic_curve(
+        pld_opt,
+        eps,
+        rel=rel,
+        slack=slack,
+        label=f"optimistic DP-SGD trade-off curve ({mech}; grid {d:g})",
+    )
     eta_opt = float(max(0.0, _optimistic_delta(pld_opt, np.zeros(1))[0] - slack))
-    return DpSgdCurve(curve, hist, rel, d, float(eps[-1]), step, int(eps.size), slack, excess, tail,
-                      float(min(1.0, deltas[0] + slack)), rd, re, chk, time.perf_counter() - t0, opt, eta_opt)
+    return DpSgdCurve(
+        curve,
+        hist,
+        rel,
+        d,
+        float(eps[-1]),
+        step,
+        int(eps.size),
+        slack,
+        excess,
+        tail,
+        float(min(1.0, deltas[0] + slack)),
+        rd,
+        re,
+        chk,
+        time.perf_counter() - t0,
+        opt,
+        eta_opt,
+    )
 
 
 def _slack_for(hist) -> float:
@@ -995,12 +1231,14 @@ def _profile(pld, eps: np.ndarray, *, check: bool = True) -> np.ndarray:
         out: np.ndarray | None = None
         for pm in _directions(pld):
             loss, sp, sq, _, _, inf = _tables(pm)
-            i = np.searchsorted(loss, eps, side="right")                        # first loss > eps
+            i = np.searchsorted(loss, eps, side="right")  # first loss > eps
             d = inf + sp[i] - np.exp(eps) * sq[i]
             out = d if out is None else np.maximum(out, d)
         if out is None:  # no direction: the library's internals changed; fall back as below
             raise ValueError("the PLD has no direction")
-        if check:   # one eps: dp_accounting's loop over the atoms takes seconds at large eps on long runs
+        if (
+            check
+        ):  # one eps: dp_accounting's loop over the atoms takes seconds at large eps on long runs
             ref = float(pld.get_delta_for_epsilon(float(eps[0])))
             if not np.allclose(out[0], ref, rtol=1e-9, atol=1e-12):
                 raise ValueError("fast profile disagrees with dp_accounting")
@@ -1010,8 +1248,13 @@ def _profile(pld, eps: np.ndarray, *, check: bool = True) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- caps from the curve
-def curve_caps(cur: DpSgdCurve, *, copies: Sequence[int] = (1,), epsilon: float | None = None,
-               delta: float | None = None) -> dict:
+def curve_caps(
+    cur: DpSgdCurve,
+    *,
+    copies: Sequence[int] = (1,),
+    epsilon: float | None = None,
+    delta: float | None = None,
+) -> dict:
     """Memorization caps of a DP-SGD run from its curve ([MX] Thm. 4.1, Prop. A.1, Cor. 4.3), JSON-ready.
 
     For each k in ``copies``: the cap on RO and on LOO (None where the relation implies none,
@@ -1033,8 +1276,12 @@ def curve_caps(cur: DpSgdCurve, *, copies: Sequence[int] = (1,), epsilon: float 
         for fn in ("LOO", "RO"):
             c = memorization_cap(cur.curve, functional=fn, copies=k)
             row[fn] = c.value
-            if c.value is not None:   # the same cap from the optimistic curve: the exact cap lies between
-                row[f"{fn}_optimistic"] = memorization_cap(cur.optimistic, functional=fn, copies=k).value
+            if (
+                c.value is not None
+            ):  # the same cap from the optimistic curve: the exact cap lies between
+                row[f"{fn}_optimistic"] = memorization_cap(
+                    cur.optimistic, functional=fn, copies=k
+                ).value
             row[f"{fn}_theorem"] = c.theorem
             if c.reason:
                 row[f"{fn}_reason"] = c.reason
@@ -1043,11 +1290,20 @@ def curve_caps(cur: DpSgdCurve, *, copies: Sequence[int] = (1,), epsilon: float 
     d = cur.route_delta if delta is None else float(delta)
     route: dict[str, Any] | None = None
     if e is not None and d is not None and math.isfinite(e) and e > 0:
-        route = {"epsilon": e, "delta": d, "eta": eta_approx(e, d),
-                 "note": "(eps, delta) route ([MX] Lemma B.2): valid, looser than the curve"}
-    return {"source": f"trade-off curve of {cur.mechanism()}: {cur.grid()}",
-            "neighbors": neighbors_label(cur.neighbors), "eta": cur.eta, "eta_optimistic": cur.eta_optimistic,
-            "eta_accuracy": cur.eta_accuracy, "caps": rows,
-            "epsilon_delta_route": route,
-            "eta_ratio_route_over_curve": (route["eta"] / cur.eta if route and cur.eta > 0 else None),
-            "check": cur.check.to_dict()}
+        route = {
+            "epsilon": e,
+            "delta": d,
+            "eta": eta_approx(e, d),
+            "note": "(eps, delta) route ([MX] Lemma B.2): valid, looser than the curve",
+        }
+    return {
+        "source": f"trade-off curve of {cur.mechanism()}: {cur.grid()}",
+        "neighbors": neighbors_label(cur.neighbors),
+        "eta": cur.eta,
+        "eta_optimistic": cur.eta_optimistic,
+        "eta_accuracy": cur.eta_accuracy,
+        "caps": rows,
+        "epsilon_delta_route": route,
+        "eta_ratio_route_over_curve": (route["eta"] / cur.eta if route and cur.eta > 0 else None),
+        "check": cur.check.to_dict(),
+    }

@@ -14,19 +14,21 @@ Numerics: besides ``f(alpha)`` each curve evaluates its *power* ``1 - f(alpha)``
 (:meth:`TradeOff.power`), because extraction bounds 1 - f(kappa) at baselines of 1e-20 would be
 destroyed by the cancellation in 1 - (1 - e^eps kappa).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Sequence
+from typing import ClassVar
 
 import numpy as np
 from scipy import special, stats
 
+from .. import validate
 from ..errors import DomainError, require
 from ..jsonutil import ResultMixin
 from ..numeric import log1mexp
-from .. import validate
 
 __all__ = [
     "NEIGHBORS",
@@ -100,7 +102,10 @@ def neighbors_label(value: str) -> str:
 def _epsilon(value, name: str = "epsilon") -> float:
     # The issue's domain: epsilon must be finite and > 0 (epsilon = inf is "no guarantee").
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise DomainError(f"{name} must be a real number, got {value!r}", hint=f"pass {name} as a number, e.g. 1.0")
+        raise DomainError(
+            f"{name} must be a real number, got {value!r}",
+            hint=f"pass {name} as a number, e.g. 1.0",
+        )
     v = float(value)
     if not math.isfinite(v) or v <= 0:
         raise DomainError(
@@ -122,11 +127,15 @@ def _delta(value) -> float:
 
 def _mu(value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise DomainError(f"mu must be a real number, got {value!r}", hint="pass mu as a number, e.g. 1.0")
+        raise DomainError(
+            f"mu must be a real number, got {value!r}", hint="pass mu as a number, e.g. 1.0"
+        )
     v = float(value)
     if not math.isfinite(v) or v <= 0:
-        raise DomainError(f"mu (Gaussian DP) must be finite and > 0, got {value!r}",
-                          hint="mu = 1/sigma for one Gaussian release with sensitivity 1")
+        raise DomainError(
+            f"mu (Gaussian DP) must be finite and > 0, got {value!r}",
+            hint="mu = 1/sigma for one Gaussian release with sensitivity 1",
+        )
     return v
 
 
@@ -134,16 +143,22 @@ def _alpha(alpha, name: str = "alpha"):
     """Validate a level (scalar or array) in [0, 1]; returns (float64 array, was_scalar)."""
     scalar = np.ndim(alpha) == 0
     if isinstance(alpha, (str, bytes)):
-        raise DomainError(f"{name} must be a number or an array of numbers in [0, 1], got {alpha!r}")
+        raise DomainError(
+            f"{name} must be a number or an array of numbers in [0, 1], got {alpha!r}"
+        )
     try:
         a = np.asarray(alpha, dtype=np.float64)
     except (TypeError, ValueError):
-        raise DomainError(f"{name} must be a number or an array of numbers in [0, 1], got {alpha!r}") from None
+        raise DomainError(
+            f"{name} must be a number or an array of numbers in [0, 1], got {alpha!r}"
+        ) from None
     bad = ~np.isfinite(a) | (a < 0.0) | (a > 1.0)
     if np.any(bad):
         first = float(a[bad].flat[0]) if a.ndim else float(a)
-        raise DomainError(f"{name} must lie in [0, 1], got {first!r}",
-                          hint="a type-I error level is a probability")
+        raise DomainError(
+            f"{name} must lie in [0, 1], got {first!r}",
+            hint="a type-I error level is a probability",
+        )
     return a, scalar
 
 
@@ -204,7 +219,9 @@ def f_eps(alpha: float | Sequence[float] | np.ndarray, *, epsilon: float) -> flo
     return _out(out, scalar)
 
 
-def f_eps_delta(alpha: float | Sequence[float] | np.ndarray, *, epsilon: float, delta: float) -> float | np.ndarray:
+def f_eps_delta(
+    alpha: float | Sequence[float] | np.ndarray, *, epsilon: float, delta: float
+) -> float | np.ndarray:
     """(eps, delta)-DP trade-off max{0, 1 - delta - e^eps a, e^-eps (1 - delta - a)} ([MX] Lemma B.2).
 
     >>> f_eps_delta(0.0, epsilon=1.0, delta=0.1)
@@ -237,7 +254,9 @@ def _power_pure(a: np.ndarray, eps: float) -> np.ndarray:
 
 def _power_approx(a: np.ndarray, eps: float, d: float) -> np.ndarray:
     # 1 - f_{eps,delta}(a) = min{1, delta + e^eps a, 1 - e^-eps (1 - delta - a)}  ([MX] App. C.2)
-    return np.minimum(1.0, np.minimum(d + exp_times(eps, a), -math.expm1(-eps) + math.exp(-eps) * (d + a)))
+    return np.minimum(
+        1.0, np.minimum(d + exp_times(eps, a), -math.expm1(-eps) + math.exp(-eps) * (d + a))
+    )
 
 
 def _power_gdp(a: np.ndarray, mu: float) -> np.ndarray:
@@ -266,15 +285,17 @@ class TradeOff(ResultMixin):
     delta: float | None = None
     mu: float | None = None
     points: tuple[tuple[float, float], ...] | None = None
-    base: "TradeOff | None" = None
+    base: TradeOff | None = None
     k: int = 1
     exact: bool = True
     note: str = ""
     # points curves only: 1 - f at each vertex, computed without cancellation by whoever built the
     # curve (1 - f(alpha) at alpha ~ 1e-12 loses every digit when formed as 1 - 0.999...).
     powers: tuple[float, ...] | None = field(default=None, repr=False, compare=False)
-    label: str = ""   # replaces the generic description of a points curve (e.g. its mechanism)
-    symmetric: bool = False   # points curves only: built symmetric (f = f^-1), e.g. from a privacy profile
+    label: str = ""  # replaces the generic description of a points curve (e.g. its mechanism)
+    symmetric: bool = (
+        False  # points curves only: built symmetric (f = f^-1), e.g. from a privacy profile
+    )
     # points curves only: the mechanism has no floor (its true 1 - f(0) is 0, e.g. DP-SGD's Gaussian
     # noise: no infinite privacy loss); the curve's own 1 - f(0) > 0 is numerical slack, not a floor
     no_floor: bool = False
@@ -324,10 +345,15 @@ class TradeOff(ResultMixin):
         """f(alpha), vectorized; a float for scalar input."""
         a, scalar = _alpha(alpha)
         if self.kind == "pure":
-            out = np.maximum(0.0, np.maximum(1.0 - exp_times(self.epsilon, a), math.exp(-self.epsilon) * (1.0 - a)))
+            out = np.maximum(
+                0.0,
+                np.maximum(1.0 - exp_times(self.epsilon, a), math.exp(-self.epsilon) * (1.0 - a)),
+            )
         elif self.kind == "approx":
             e, d = self.epsilon, self.delta
-            out = np.maximum(0.0, np.maximum(1.0 - d - exp_times(e, a), math.exp(-e) * (1.0 - d - a)))
+            out = np.maximum(
+                0.0, np.maximum(1.0 - d - exp_times(e, a), math.exp(-e) * (1.0 - d - a))
+            )
         elif self.kind == "gdp":
             out = np.asarray(stats.norm.cdf(stats.norm.isf(a) - self.mu), dtype=np.float64)
         elif self.kind == "points":
@@ -403,8 +429,11 @@ class TradeOff(ResultMixin):
         elif self.kind == "gdp":
             s = f"G_mu (mu={self.mu:g}) [Gaussian DP, {rel}]"
         elif self.kind == "points":
-            s = (f"{self.label} [{rel}]" if self.label else
-                 f"piecewise-linear trade-off curve ({len(self._known_points)} vertices) [{rel}]")
+            s = (
+                f"{self.label} [{rel}]"
+                if self.label
+                else f"piecewise-linear trade-off curve ({len(self._known_points)} vertices) [{rel}]"
+            )
         else:
             inner = self._known_base.describe().split(" [")[0]
             s = f"{self.k}-fold group curve 1-(1-f)^{self.k} of {inner} [{rel}]"
@@ -414,7 +443,11 @@ class TradeOff(ResultMixin):
             if self.kind == "points" and "optimistic" in self.label:
                 s += " (optimistic: never below the true curve; a bracket's end, not a guarantee)"
             else:
-                s += " (certified lower bound)" if (self.kind == "points" and self.label) else " (loose)"
+                s += (
+                    " (certified lower bound)"
+                    if (self.kind == "points" and self.label)
+                    else " (loose)"
+                )
         return s
 
     def __str__(self) -> str:  # pragma: no cover - trivial
@@ -470,7 +503,10 @@ def _lower_convex_hull(x: np.ndarray, y: np.ndarray):
     hx: list[float] = []
     hy: list[float] = []
     for xi, yi in zip(x.tolist(), y.tolist()):
-        while len(hx) >= 2 and (hx[-1] - hx[-2]) * (yi - hy[-2]) - (hy[-1] - hy[-2]) * (xi - hx[-2]) <= 0:
+        while (
+            len(hx) >= 2
+            and (hx[-1] - hx[-2]) * (yi - hy[-2]) - (hy[-1] - hy[-2]) * (xi - hx[-2]) <= 0
+        ):
             hx.pop()
             hy.pop()
         hx.append(xi)
@@ -478,8 +514,14 @@ def _lower_convex_hull(x: np.ndarray, y: np.ndarray):
     return np.asarray(hx), np.asarray(hy)
 
 
-def from_points(alphas: Sequence[float], betas: Sequence[float], *, neighbors: str,
-                convexify: bool = False, tol: float = 1e-12) -> TradeOff:
+def from_points(
+    alphas: Sequence[float],
+    betas: Sequence[float],
+    *,
+    neighbors: str,
+    convexify: bool = False,
+    tol: float = 1e-12,
+) -> TradeOff:
     """A trade-off curve given by vertices (alpha_i, f(alpha_i)), linearly interpolated.
 
     Must include alpha = 0 and alpha = 1 with f(1) = 0, and be a trade-off function: convex,
@@ -497,23 +539,33 @@ def from_points(alphas: Sequence[float], betas: Sequence[float], *, neighbors: s
     except (TypeError, ValueError):
         raise DomainError("trade-off points must be numbers") from None
     if x.shape != y.shape or x.size < 2:
-        raise DomainError(f"need matching alphas and betas with at least 2 points, got {x.size} and {y.size}")
+        raise DomainError(
+            f"need matching alphas and betas with at least 2 points, got {x.size} and {y.size}"
+        )
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
         raise DomainError("trade-off points must be finite")
     order = np.argsort(x, kind="stable")
     x, y = x[order], y[order]
     if np.any(np.diff(x) <= 0):
-        raise DomainError(f"alphas must be distinct, got duplicates near {float(x[np.argmin(np.diff(x))])!r}")
+        raise DomainError(
+            f"alphas must be distinct, got duplicates near {float(x[np.argmin(np.diff(x))])!r}"
+        )
     if x[0] != 0.0 or x[-1] != 1.0:
-        raise DomainError(f"the curve must be given on all of [0, 1]: alphas span [{float(x[0])!r}, {float(x[-1])!r}]",
-                          hint="include alpha = 0 and alpha = 1 (with f(1) = 0)")
+        raise DomainError(
+            f"the curve must be given on all of [0, 1]: alphas span [{float(x[0])!r}, {float(x[-1])!r}]",
+            hint="include alpha = 0 and alpha = 1 (with f(1) = 0)",
+        )
     if np.any((y < -tol) | (y > 1 + tol)):
         i = int(np.argmax((y < -tol) | (y > 1 + tol)))
-        raise DomainError(f"trade-off values must lie in [0, 1], got f({float(x[i])!r}) = {float(y[i])!r}")
+        raise DomainError(
+            f"trade-off values must lie in [0, 1], got f({float(x[i])!r}) = {float(y[i])!r}"
+        )
     y = np.clip(y, 0.0, 1.0)
     if y[-1] > tol:
-        raise DomainError(f"a trade-off function has f(1) = 0, got f(1) = {float(y[-1])!r}",
-                          hint="at level 1 the test that always rejects has type-II error 0")
+        raise DomainError(
+            f"a trade-off function has f(1) = 0, got f(1) = {float(y[-1])!r}",
+            hint="at level 1 the test that always rejects has type-II error 0",
+        )
     y[-1] = 0.0
     over = y - (1.0 - x)
     if np.any(over > tol):
@@ -527,7 +579,9 @@ def from_points(alphas: Sequence[float], betas: Sequence[float], *, neighbors: s
     slopes = np.diff(y) / np.diff(x)
     if np.any(slopes > tol):
         i = int(np.argmax(slopes))
-        raise DomainError(f"a trade-off function is nonincreasing, but it rises after alpha = {float(x[i])!r}")
+        raise DomainError(
+            f"a trade-off function is nonincreasing, but it rises after alpha = {float(x[i])!r}"
+        )
     if np.any(np.diff(slopes) < -1e-9 * (1 + np.abs(slopes[:-1]))):
         i = int(np.argmax(-np.diff(slopes)))
         raise DomainError(
@@ -555,8 +609,13 @@ def group(f: TradeOff, k: int) -> TradeOff:
         return f
     if f.kind == "gdp":
         # G_mu^(k) = G_{k mu}: (1 - G_mu)(a) = Phi(Phi^-1(a) + mu) iterated k times.
-        return TradeOff("gdp", f.neighbors, mu=k * f._known_mu, exact=f.exact,
-                        note=f"group of {k}: G_mu^(k) = G_(k mu) exactly [6]")
+        return TradeOff(
+            "gdp",
+            f.neighbors,
+            mu=k * f._known_mu,
+            exact=f.exact,
+            note=f"group of {k}: G_mu^(k) = G_(k mu) exactly [6]",
+        )
     if f.kind == "group":
         return TradeOff("group", f.neighbors, base=f.base, k=f.k * k, exact=f.exact, note=f.note)
     if f.kind == "points":
@@ -588,7 +647,11 @@ def group_seconds(f: TradeOff, k: int) -> float:
     0.3...
     """
     k = validate.integer("copies", k, minimum=1)
-    return 0.0 if k == 1 else GROUP_SECONDS_PER_COPY.get(_base_kind(f), GROUP_SECONDS_PER_COPY["points"]) * k
+    return (
+        0.0
+        if k == 1
+        else GROUP_SECONDS_PER_COPY.get(_base_kind(f), GROUP_SECONDS_PER_COPY["points"]) * k
+    )
 
 
 def _duration(seconds: float) -> str:
@@ -598,8 +661,14 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.3g} s"
 
 
-def check_group_cost(f: TradeOff | str, k: int, *, option: str = "--copies",
-                     work: Callable[[int], float] | None = None, limit: float = MAX_GROUP_SECONDS) -> None:
+def check_group_cost(
+    f: TradeOff | str,
+    k: int,
+    *,
+    option: str = "--copies",
+    work: Callable[[int], float] | None = None,
+    limit: float = MAX_GROUP_SECONDS,
+) -> None:
     """Refuse, before any group curve is computed, ``k`` copies whose group computations would
     take more than ``limit`` seconds (:func:`group_seconds`), naming the largest k that fits.
     ``f``: the guarantee's curve, or its kind ('points' for a DP-SGD curve not computed yet);
@@ -622,16 +691,21 @@ def check_group_cost(f: TradeOff | str, k: int, *, option: str = "--copies",
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if per * work(mid) <= limit else (lo, mid - 1)
-    fix = (f"{option} {lo:,} or fewer (the caps only grow with the copies: the cap for fewer copies is a lower "
-           "bound, not a cap, for more)")
+    fix = (
+        f"{option} {lo:,} or fewer (the caps only grow with the copies: the cap for fewer copies is a lower "
+        "bound, not a cap, for more)"
+    )
     what = f if isinstance(f, str) else f.describe()
     if what == "points":
         what = "the DP-SGD run's trade-off curve"
     if work is not None and work(k) != k:
         what = f"{what}, for every k up to {k:,},"
-    raise DomainError(f"{option} {k:,}: the {k:,}-fold group curves of {what} are computed by composing "
-                      f"the curve k times (about {per * 1e3:.2g} ms per copy), about {_duration(total)} in all, more "
-                      f"than the {limit:g} s one command may take", hint=fix)
+    raise DomainError(
+        f"{option} {k:,}: the {k:,}-fold group curves of {what} are computed by composing "
+        f"the curve k times (about {per * 1e3:.2g} ms per copy), about {_duration(total)} in all, more "
+        f"than the {limit:g} s one command may take",
+        hint=fix,
+    )
 
 
 def _group_points(f: TradeOff, k: int) -> TradeOff:
@@ -646,17 +720,17 @@ def _group_points(f: TradeOff, k: int) -> TradeOff:
     """
     xs, _ = f._xy()
     ps = f.vertex_powers()
-    below = ps < 1.0                       # the strictly increasing part of p
-    if below.sum() < 2:                     # p = 1 almost everywhere: f^(k) = f = 0 beyond alpha = 0
+    below = ps < 1.0  # the strictly increasing part of p
+    if below.sum() < 2:  # p = 1 almost everywhere: f^(k) = f = 0 beyond alpha = 0
         return f
     xb, pb = xs[below], ps[below]
     last = int(np.nonzero(below)[0][-1])
-    if last + 1 < len(xs):                  # keep the segment that reaches p = 1
+    if last + 1 < len(xs):  # keep the segment that reaches p = 1
         xb, pb = np.append(xb, xs[last + 1]), np.append(pb, ps[last + 1])
     verts = xs.copy()
     for _ in range(k - 1):
         inside = (verts >= pb[0]) & (verts <= pb[-1])
-        pre = np.interp(verts[inside], pb, xb)       # p^{-1}(v) for the kinks v of p^{o j}
+        pre = np.interp(verts[inside], pb, xb)  # p^{-1}(v) for the kinks v of p^{o j}
         verts = np.unique(np.concatenate([xs, pre, [0.0, 1.0]]))
     q = verts.copy()
     for _ in range(k):
@@ -667,9 +741,18 @@ def _group_points(f: TradeOff, k: int) -> TradeOff:
     label = f"{k}-fold group curve 1-(1-f)^{k} of {f.label or 'a piecewise-linear curve'}"
     # the group curve of a symmetric curve is symmetric ([6] Thm. 2.14: f^(k) is the trade-off of a
     # k-fold chain of the same symmetric pair)
-    return TradeOff("points", f.neighbors, points=pts, exact=f.exact,
-                    note=f"{k}-fold group curve of a points curve, exact ([MX] Cor. 4.3)", powers=tuple(q.tolist()),
-                    label=label, k=k, symmetric=f.symmetric, no_floor=f.no_floor)
+    return TradeOff(
+        "points",
+        f.neighbors,
+        points=pts,
+        exact=f.exact,
+        note=f"{k}-fold group curve of a points curve, exact ([MX] Cor. 4.3)",
+        powers=tuple(q.tolist()),
+        label=label,
+        k=k,
+        symmetric=f.symmetric,
+        no_floor=f.no_floor,
+    )
 
 
 def group_conversion(*, epsilon: float, delta: float, k: int) -> tuple[float, float]:
@@ -695,15 +778,25 @@ def group_conversion(*, epsilon: float, delta: float, k: int) -> tuple[float, fl
 def group_conversion_curve(f: TradeOff, k: int) -> TradeOff:
     """The (k eps, delta_k) curve of :func:`group_conversion` as a TradeOff (labelled loose)."""
     if f.kind not in ("pure", "approx"):
-        raise DomainError(f"the (eps, delta) group conversion needs a pure or approximate DP curve, got {f.kind!r}")
+        raise DomainError(
+            f"the (eps, delta) group conversion needs a pure or approximate DP curve, got {f.kind!r}"
+        )
     d = f.delta or 0.0
     ke, dk = group_conversion(epsilon=f._known_epsilon, delta=d, k=k)
     if dk >= 1.0:
-        raise DomainError(f"the group conversion gives delta_k = {dk!r} >= 1 for k = {k}: no guarantee",
-                          hint="use the exact group curve group(f, k) instead")
+        raise DomainError(
+            f"the group conversion gives delta_k = {dk!r} >= 1 for k = {k}: no guarantee",
+            hint="use the exact group curve group(f, k) instead",
+        )
     g = approx(ke, dk, neighbors=f.neighbors)
-    return TradeOff(g.kind, g.neighbors, epsilon=g.epsilon, delta=g.delta, exact=False,
-                    note=f"(eps, delta) -> (k eps, delta_k) group conversion, k = {k} ([MX] §8.2): valid, lossy")
+    return TradeOff(
+        g.kind,
+        g.neighbors,
+        epsilon=g.epsilon,
+        delta=g.delta,
+        exact=False,
+        note=f"(eps, delta) -> (k eps, delta_k) group conversion, k = {k} ([MX] §8.2): valid, lossy",
+    )
 
 
 # TradeOff.pure(...), TradeOff.approx(...), ... as aliases of the module-level constructors
@@ -743,14 +836,16 @@ def _pure_composition_points(epsilons: Sequence[float], *, max_atoms: int = 2_00
     for r in groups.values():
         n_atoms *= r + 1
     if n_atoms > max_atoms:
-        raise DomainError(f"exact pure composition would need {n_atoms} atoms",
-                          hint="use exact=False (eps add up, loose) or a PLD accountant")
+        raise DomainError(
+            f"exact pure composition would need {n_atoms} atoms",
+            hint="use exact=False (eps add up, loose) or a PLD accountant",
+        )
     logp = np.zeros(1)
     logq = np.zeros(1)
     for e, r in groups.items():
         j = np.arange(r + 1)  # number of coordinates in the outcome favoured by Q
         lp_hi = -math.log1p(math.exp(-e))  # log(e^e / (1 + e^e))
-        lp_lo = log_expit_neg(e)           # log(1 / (1 + e^e)), finite for any eps
+        lp_lo = log_expit_neg(e)  # log(1 / (1 + e^e)), finite for any eps
         lc = stats.binom.logpmf(j, r, 0.5) + r * math.log(2.0)  # log C(r, j)
         gp = lc + j * lp_lo + (r - j) * lp_hi
         gq = lc + j * lp_hi + (r - j) * lp_lo
@@ -783,39 +878,64 @@ def compose(*curves: TradeOff, exact: bool = False) -> TradeOff:
             raise DomainError(f"compose() takes TradeOff values, got {type(c).__name__}")
     rels = {c.neighbors for c in curves}
     if len(rels) > 1:
-        raise DomainError(f"cannot compose guarantees for different neighbouring relations {sorted(rels)}",
-                          hint="convert first (an add/remove guarantee gives replace-one via the group curve f^(2))")
+        raise DomainError(
+            f"cannot compose guarantees for different neighbouring relations {sorted(rels)}",
+            hint="convert first (an add/remove guarantee gives replace-one via the group curve f^(2))",
+        )
     rel = curves[0].neighbors
     if len(curves) == 1:
         return curves[0]
     kinds = {c.kind for c in curves}
     if kinds == {"gdp"}:
-        mu = math.sqrt(math.fsum(c._known_mu ** 2 for c in curves))
-        return TradeOff("gdp", rel, mu=mu, exact=all(c.exact for c in curves),
-                        note=f"composition of {len(curves)} GDP releases: mu's add in quadrature (exact) [6]")
+        mu = math.sqrt(math.fsum(c._known_mu**2 for c in curves))
+        return TradeOff(
+            "gdp",
+            rel,
+            mu=mu,
+            exact=all(c.exact for c in curves),
+            note=f"composition of {len(curves)} GDP releases: mu's add in quadrature (exact) [6]",
+        )
     if kinds == {"pure"}:
         eps = [c._known_epsilon for c in curves]
         if exact:
             xs, ys = _pure_composition_points(eps)
             pts = tuple((float(a), float(b)) for a, b in zip(xs, ys))
-            return TradeOff("points", rel, points=pts, exact=all(c.exact for c in curves),
-                            note=f"exact composition of pure eps-DP with eps = {eps} (product of randomized responses)")
-        return TradeOff("pure", rel, epsilon=math.fsum(eps), exact=False,
-                        note=f"pure composition: eps's add ({' + '.join(f'{e:g}' for e in eps)}); "
-                        "a valid but loose lower bound on the exact f_e1 (x) f_e2 (x) ...")
+            return TradeOff(
+                "points",
+                rel,
+                points=pts,
+                exact=all(c.exact for c in curves),
+                note=f"exact composition of pure eps-DP with eps = {eps} (product of randomized responses)",
+            )
+        return TradeOff(
+            "pure",
+            rel,
+            epsilon=math.fsum(eps),
+            exact=False,
+            note=f"pure composition: eps's add ({' + '.join(f'{e:g}' for e in eps)}); "
+            "a valid but loose lower bound on the exact f_e1 (x) f_e2 (x) ...",
+        )
     if kinds <= {"pure", "approx"}:
         e = math.fsum(c._known_epsilon for c in curves)
         d = math.fsum((c.delta or 0.0) for c in curves)
         if d >= 1.0:
-            raise DomainError(f"basic composition gives delta = {d!r} >= 1: no guarantee",
-                              hint="use a PLD accountant (dpsgd_epsilon) for tight composition")
+            raise DomainError(
+                f"basic composition gives delta = {d!r} >= 1: no guarantee",
+                hint="use a PLD accountant (dpsgd_epsilon) for tight composition",
+            )
         g = approx(e, d, neighbors=rel)
-        return TradeOff(g.kind, rel, epsilon=g.epsilon, delta=g.delta, exact=False,
-                        note="basic composition (eps's and delta's add): valid, loose")
+        return TradeOff(
+            g.kind,
+            rel,
+            epsilon=g.epsilon,
+            delta=g.delta,
+            exact=False,
+            note="basic composition (eps's and delta's add): valid, loose",
+        )
     raise DomainError(
         f"no composition rule for curves of kinds {sorted(kinds)}",
         hint="compose mechanisms with dp_accounting (memclaim.privacy.pld.dpsgd_curve for DP-SGD's trade-off "
-             "curve), or pass GDP/pure/approx curves",
+        "curve), or pass GDP/pure/approx curves",
     )
 
 
@@ -900,7 +1020,9 @@ def symmetrized(f: TradeOff) -> TradeOff:
     if f.symmetric_by_construction:
         return f
     if f.kind != "points":
-        raise DomainError(f"symmetrized() supports points curves and the canonical families, got {f.kind!r}")
+        raise DomainError(
+            f"symmetrized() supports points curves and the canonical families, got {f.kind!r}"
+        )
     x1, y1 = f._xy()
     x2, y2 = _pl_inverse_vertices(x1, y1)
     xs = np.unique(np.concatenate([x1, x2]))
@@ -913,8 +1035,13 @@ def symmetrized(f: TradeOff) -> TradeOff:
     xs = np.unique(np.concatenate([xs, cross]))
     ys = np.maximum(np.interp(xs, x1, y1), np.interp(xs, x2, y2))
     pts = tuple((float(a), float(b)) for a, b in zip(xs, ys))
-    return TradeOff("points", f.neighbors, points=pts, exact=f.exact,
-                    note="max(f, f^-1) of a user curve (valid under a symmetric relation)")
+    return TradeOff(
+        "points",
+        f.neighbors,
+        points=pts,
+        exact=f.exact,
+        note="max(f, f^-1) of a user curve (valid under a symmetric relation)",
+    )
 
 
 # --------------------------------------------------------------------------- GDP duality
@@ -950,8 +1077,16 @@ class DpSgdAccounting(ResultMixin):
         return approx(self.epsilon, self.delta, neighbors=self.neighbors)
 
 
-def dpsgd_epsilon(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float,
-                  accountant: str = "pld", neighbors: str = "add-remove", pld_discretization: float = 1e-4) -> DpSgdAccounting:
+def dpsgd_epsilon(
+    *,
+    noise_multiplier: float,
+    sampling_rate: float,
+    steps: int,
+    delta: float,
+    accountant: str = "pld",
+    neighbors: str = "add-remove",
+    pld_discretization: float = 1e-4,
+) -> DpSgdAccounting:
     """epsilon for DP-SGD: ``steps`` Poisson-subsampled Gaussian releases ([3]; [MX] App. F.2).
 
     accountant: 'pld' (privacy-loss distributions: tight, supports replace-one and add/remove)
@@ -973,15 +1108,22 @@ def dpsgd_epsilon(*, noise_multiplier: float, sampling_rate: float, steps: int, 
     if acc_name not in ("pld", "rdp"):
         raise DomainError(f"unknown accountant {accountant!r}", hint="use 'pld' or 'rdp'")
     dpa = require("dp_accounting", "dp")
-    rel_enum = (dpa.NeighboringRelation.ADD_OR_REMOVE_ONE if rel == "add-remove"
-                else dpa.NeighboringRelation.REPLACE_ONE)
+    rel_enum = (
+        dpa.NeighboringRelation.ADD_OR_REMOVE_ONE
+        if rel == "add-remove"
+        else dpa.NeighboringRelation.REPLACE_ONE
+    )
     if acc_name == "rdp" and rel == "replace":
-        raise DomainError("the RDP accountant supports Poisson-sampled Gaussians only under add/remove",
-                          hint="use accountant='pld' for replace-one")
+        raise DomainError(
+            "the RDP accountant supports Poisson-sampled Gaussians only under add/remove",
+            hint="use accountant='pld' for replace-one",
+        )
     event = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(sigma)), steps)
     if acc_name == "pld":
         disc = validate.positive("pld_discretization", pld_discretization)
-        acc = dpa.pld.PLDAccountant(neighboring_relation=rel_enum, value_discretization_interval=disc)
+        acc = dpa.pld.PLDAccountant(
+            neighboring_relation=rel_enum, value_discretization_interval=disc
+        )
     else:
         acc = dpa.rdp.RdpAccountant(neighboring_relation=rel_enum)
     acc.compose(event)

@@ -5,6 +5,7 @@ do not mean; and the audit-disagreement table's report ([MX] Fig. 12, Cor. 6.2).
 Renders :class:`memclaim.audits.result.AuditResult` and
 :class:`memclaim.audits.table_run.TableResult`; audits/ never imports this module.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,13 +17,19 @@ import numpy as np
 
 from ..audits.result import AuditResult
 from ..audits.table_run import TableResult
-from .core import Doc, ReportBundle, fmt_num, pct, render, short_id, write_report
-from .numbers import value
 from . import style, words
+from .core import Doc, ReportBundle, fmt_num, pct, render, short_id, write_report
 from .figures import _fig, disagreement_heatmap
+from .numbers import value
 
-__all__ = ["audit_statements", "build_audit_doc", "audit_report", "write_audit_report", "table_report",
-           "write_table_report"]
+__all__ = [
+    "audit_statements",
+    "build_audit_doc",
+    "audit_report",
+    "write_audit_report",
+    "table_report",
+    "write_table_report",
+]
 
 
 def audit_statements(result: AuditResult) -> list[str]:
@@ -52,10 +59,12 @@ def audit_statements(result: AuditResult) -> list[str]:
         "about other prompts ([MX] Cor. 6.3).",
     ]
     if result.counterfactual:
-        s.append("The counterfactual estimate comes from shadows trained on random halves of the population: it "
-                 "estimates the population-conditional functional COND, not RO or LOO; a DP cap applies to RO "
-                 "(replace-one) or LOO (add/remove), and comparing COND with it needs [MX] Prop. A.2's slack "
-                 "([MX] App. A, Remark A.3).")
+        s.append(
+            "The counterfactual estimate comes from shadows trained on random halves of the population: it "
+            "estimates the population-conditional functional COND, not RO or LOO; a DP cap applies to RO "
+            "(replace-one) or LOO (add/remove), and comparing COND with it needs [MX] Prop. A.2's slack "
+            "([MX] App. A, Remark A.3)."
+        )
     return s
 
 
@@ -73,8 +82,12 @@ def _roc_figure(result: AuditResult):
             thr = np.unique(np.concatenate([x, y]))[::-1]
             tpr = np.array([0.0] + [float(np.mean(x >= t)) for t in thr])
             fpr = np.array([0.0] + [float(np.mean(y >= t)) for t in thr])
-            ax.plot(np.maximum(fpr, 0.5 / nn), np.maximum(tpr, 0.5 / max(1, result.n_members)),
-                    label=f"{e.attack} (AUC {e.auc.auc:.3f})", lw=1.2)
+            ax.plot(
+                np.maximum(fpr, 0.5 / nn),
+                np.maximum(tpr, 0.5 / max(1, result.n_members)),
+                label=f"{e.attack} (AUC {e.auc.auc:.3f})",
+                lw=1.2,
+            )
         grid = np.logspace(math.log10(0.5 / nn), 0, 50)
         ax.plot(grid, grid, color="0.6", ls="--", lw=0.8, label="chance")
         ax.set_xscale("log")
@@ -86,7 +99,9 @@ def _roc_figure(result: AuditResult):
     return fig
 
 
-def build_audit_doc(result: AuditResult, *, title: str = "Membership-inference and extraction audit") -> Doc:
+def build_audit_doc(
+    result: AuditResult, *, title: str = "Membership-inference and extraction audit"
+) -> Doc:
     """The audit report's document (rendered three ways by :func:`audit_report`).
 
     >>> import memclaim as mc
@@ -112,49 +127,103 @@ def build_audit_doc(result: AuditResult, *, title: str = "Membership-inference a
         if e.tpr is not None:
             t = e.tpr
             tpr = f"{t.true_positives}/{t.n_members} = {_iv(t.tpr, t.low, t.high)} at FPR {pct(t.certified_fpr)}"
-        rows.append([e.attack, _iv(a.auc, a.low, a.high), a.interval_method,
-                     _iv(a.leak_signal, a.leak_low, a.leak_high, 2), tpr, e.measures])
-    doc.table(["attack", f"AUC [{100 * result.settings.confidence:g}% CI]", "interval", "leak signal 2AUC-1", fpr_head,
-               "what it measures"], rows,
-              caption=f"{result.n_members} members vs {result.n_nonmembers} non-members; suffix of "
-                      f"{result.settings.suffix_tokens} tokens after a {result.settings.prefix_tokens}-token prefix")
+        rows.append(
+            [
+                e.attack,
+                _iv(a.auc, a.low, a.high),
+                a.interval_method,
+                _iv(a.leak_signal, a.leak_low, a.leak_high, 2),
+                tpr,
+                e.measures,
+            ]
+        )
+    doc.table(
+        [
+            "attack",
+            f"AUC [{100 * result.settings.confidence:g}% CI]",
+            "interval",
+            "leak signal 2AUC-1",
+            fpr_head,
+            "what it measures",
+        ],
+        rows,
+        caption=f"{result.n_members} members vs {result.n_nonmembers} non-members; suffix of "
+        f"{result.settings.suffix_tokens} tokens after a {result.settings.prefix_tokens}-token prefix",
+    )
     if result.tpr_note:
         doc.p(result.tpr_note)
     doc.figure("ROC curves of every attack (log-log)", _roc_figure(result), name="roc")
     doc.table(["attack", "citation"], [[e.attack, e.citation] for e in result.attacks])
     if result.reference is not None:
-        doc.p(f"Reference model: {result.reference['model']['name']} — {result.reference['alignment']}.")
+        doc.p(
+            f"Reference model: {result.reference['model']['name']} — {result.reference['alignment']}."
+        )
     doc.h2("Extraction audits")
     rows = []
-    for label, ex in (("members, own prefix", result.extraction), ("non-members, own prefix", result.extraction_nonmembers),
-                      ("members, trigger", result.trigger_extraction), ("non-members, trigger", result.trigger_nonmembers)):
+    for label, ex in (
+        ("members, own prefix", result.extraction),
+        ("non-members, own prefix", result.extraction_nonmembers),
+        ("members, trigger", result.trigger_extraction),
+        ("non-members, trigger", result.trigger_nonmembers),
+    ):
         if ex is None:
             continue
-        samp = "–" if ex.policy is None else f"{fmt_num(ex.expected_rate)} (m = {ex.m}, {ex.policy})"
-        rows.append([label, f"{ex.greedy_successes}/{ex.n}", _iv(ex.greedy_rate, ex.greedy_low, ex.greedy_high),
-                     samp, ex.near_ties])
-    doc.table(["records", "greedy reproduced", "greedy rate [CP]", "expected fraction under sampling (exact)",
-               "near-ties"], rows)
+        samp = (
+            "–" if ex.policy is None else f"{fmt_num(ex.expected_rate)} (m = {ex.m}, {ex.policy})"
+        )
+        rows.append(
+            [
+                label,
+                f"{ex.greedy_successes}/{ex.n}",
+                _iv(ex.greedy_rate, ex.greedy_low, ex.greedy_high),
+                samp,
+                ex.near_ties,
+            ]
+        )
+    doc.table(
+        [
+            "records",
+            "greedy reproduced",
+            "greedy rate [CP]",
+            "expected fraction under sampling (exact)",
+            "near-ties",
+        ],
+        rows,
+    )
     if result.soundness is not None:
         doc.p(f"Canary soundness ([MX] Cor. 5.3): {result.soundness.verdict}.")
     if result.verifier is not None:
         doc.h2("Unlearning verifier")
         v = result.verifier
-        doc.p(words.verifier_reading(v.rate, v.threshold, unlearned=bool(result.model.get("unlearned"))) + ".")
+        doc.p(
+            words.verifier_reading(
+                v.rate, v.threshold, unlearned=bool(result.model.get("unlearned"))
+            )
+            + "."
+        )
         doc.p(v.statement)
     if result.shadows is not None:
         sh = result.shadows
         doc.h2("Shadow models")
-        doc.p(f"{len(sh)} shadows ({sh.recipe['mode']}), {sh.design}; population of {sh.population_size} records "
-              f"(sha256 {sh.population_sha256[:16]}); trained now: {len(sh.trained)}, reused: {len(sh.reused)}.")
+        doc.p(
+            f"{len(sh)} shadows ({sh.recipe['mode']}), {sh.design}; population of {sh.population_size} records "
+            f"(sha256 {sh.population_sha256[:16]}); trained now: {len(sh.trained)}, reused: {len(sh.reused)}."
+        )
         for cf in result.counterfactual:
             est = cf.estimate
-            rows = [[g, v["n"], fmt_num(v["mean_mem"]), fmt_num(v["se_across"]), fmt_num(v["max_mem"])]
-                    for g, v in cf.by_set.items()]
-            doc.table(["texts", "n", f"mean mem_h ({cf.functional})", "SE across texts", "max"], rows,
-                      caption=f"h = {cf.score}; {cf.se_method}")
-            doc.p(f"Overall mean mem_{cf.functional} = {fmt_num(est.mean_mem)} "
-                  f"[{fmt_num(est.low)}, {fmt_num(est.high)}] over {est.n_targets} texts.")
+            rows = [
+                [g, v["n"], fmt_num(v["mean_mem"]), fmt_num(v["se_across"]), fmt_num(v["max_mem"])]
+                for g, v in cf.by_set.items()
+            ]
+            doc.table(
+                ["texts", "n", f"mean mem_h ({cf.functional})", "SE across texts", "max"],
+                rows,
+                caption=f"h = {cf.score}; {cf.se_method}",
+            )
+            doc.p(
+                f"Overall mean mem_{cf.functional} = {fmt_num(est.mean_mem)} "
+                f"[{fmt_num(est.low)}, {fmt_num(est.high)}] over {est.n_targets} texts."
+            )
             if cf.cap is not None:
                 doc.p(f"Against the cap: {cf.cap.note}.")
             elif cf.cap_refused:
@@ -163,15 +232,30 @@ def build_audit_doc(result: AuditResult, *, title: str = "Membership-inference a
     doc.bullets(audit_statements(result))
     doc.h2("Procedure and inputs")
     proc = result.procedure
-    doc.table(["field", "value"], [
-        ("model", f"{value(proc.get('model', {}).get('name'))} "
-                  f"(fingerprint {value(proc.get('model', {}).get('fingerprint'))[:16]})"),
-        ("start of text", value(proc.get("start_of_text", {}).get("tokens"))),
-        ("window", f"{proc.get('prefix_tokens')} prefix + {proc.get('suffix_tokens')} suffix tokens"),
-        ("policies", ", ".join(proc.get("policies", []))),
-        ("store", value(result.store))] + [(f"input {value(i.get('role'))}",
-                                             f"{value(i.get('path'))} sha256 {value(i.get('sha256'))[:16]}")
-                                     for i in result.inputs])
+    doc.table(
+        ["field", "value"],
+        [
+            (
+                "model",
+                f"{value(proc.get('model', {}).get('name'))} "
+                f"(fingerprint {value(proc.get('model', {}).get('fingerprint'))[:16]})",
+            ),
+            ("start of text", value(proc.get("start_of_text", {}).get("tokens"))),
+            (
+                "window",
+                f"{proc.get('prefix_tokens')} prefix + {proc.get('suffix_tokens')} suffix tokens",
+            ),
+            ("policies", ", ".join(proc.get("policies", []))),
+            ("store", value(result.store)),
+        ]
+        + [
+            (
+                f"input {value(i.get('role'))}",
+                f"{value(i.get('path'))} sha256 {value(i.get('sha256'))[:16]}",
+            )
+            for i in result.inputs
+        ],
+    )
     return doc
 
 
@@ -189,8 +273,14 @@ def audit_report(result: AuditResult) -> ReportBundle:
     doc = build_audit_doc(result)
     results = result.to_dict()
     results.pop("report", None)
-    return render(doc, command="audit", procedure=result.procedure, inputs=list(result.inputs), results=results,
-                  statements=audit_statements(result))
+    return render(
+        doc,
+        command="audit",
+        procedure=result.procedure,
+        inputs=list(result.inputs),
+        results=results,
+        statements=audit_statements(result),
+    )
 
 
 def write_audit_report(result: AuditResult, out_dir: str | Path) -> AuditResult:
@@ -213,7 +303,9 @@ def _plain(rst: str) -> str:
     a reader: no ``:func:`` roles, double backquotes, bold stars or keyword arguments."""
     s = rst.replace("columns with ``informed=False``", "columns not marked informed")
     s = s.replace("columns with ``informed=True``", "columns marked informed")
-    s = re.sub(r" ?\(:func:`[^`]+`\)", "", s)  # "(:func:`auc_cell`)": the code that applies the rule
+    s = re.sub(
+        r" ?\(:func:`[^`]+`\)", "", s
+    )  # "(:func:`auc_cell`)": the code that applies the rule
     s = re.sub(r";\s*:func:`[^`]+`", "", s)
     s = s.replace(" (stated once, applied by the cell constructors below; ", " (")
     s = re.sub(r":\w+:`([^`]+)`", r"\1", s)
@@ -230,6 +322,7 @@ def rule_blocks(text: str) -> list[tuple[str, str | list[str]]]:
     >>> rule_blocks("Rules:\\n\\nGroup A\\n  - one\\n    wrapped , here;\\n  - two")
     [('p', 'Rules:'), ('p', 'Group A'), ('ul', ['one wrapped, here;', 'two'])]
     """
+
     def words(parts: list[str]) -> str:
         return re.sub(r"\s+([,;:.)])", r"\1", " ".join(p for p in parts if p))
 
@@ -264,19 +357,37 @@ def table_report(result: TableResult) -> tuple[ReportBundle, dict[str, bytes]]:
     """
     fig = disagreement_heatmap(result.table, None)
     doc = Doc("Audit disagreement ([MX] Fig. 12)")
-    doc.p("Rows are leakage instances, columns are audits; each cell is the audit's leak signal (0 = chance, "
-          "1 = full detection; rates directly, AUCs as 2 AUC - 1) with its interval and a verdict by the rules "
-          "below. No single audit sees every leak ([MX] Cor. 6.2).")
+    doc.p(
+        "Rows are leakage instances, columns are audits; each cell is the audit's leak signal (0 = chance, "
+        "1 = full detection; rates directly, AUCs as 2 AUC - 1) with its interval and a verdict by the rules "
+        "below. No single audit sees every leak ([MX] Cor. 6.2)."
+    )
     t = result.table
-    doc.table(["instance"] + [c.name + (" (ground truth)" if c.informed else "") for c in t.columns],
-              [[short_id(r)] + ["–" if c is None else f"{c.signal:.2f} [{c.low:.2f}, {c.high:.2f}] {c.verdict}"
-                                for c in row] for r, row in zip(t.rows, t.cells)])
+    doc.table(
+        ["instance"] + [c.name + (" (ground truth)" if c.informed else "") for c in t.columns],
+        [
+            [short_id(r)]
+            + [
+                "–" if c is None else f"{c.signal:.2f} [{c.low:.2f}, {c.high:.2f}] {c.verdict}"
+                for c in row
+            ]
+            for r, row in zip(t.rows, t.cells)
+        ],
+    )
     doc.figure("Audit disagreement heatmap", fig, name="disagreement")
     doc.h2("Verdict rules")
     for kind, block in rule_blocks(_plain(t.rules)):
         doc.bullets(block) if kind == "ul" else doc.p(block)
-    bundle = render(doc, command="audit table", procedure=None, inputs=(), results=result.to_dict(),
-                    statements=["No single audit suffices: read each column for what it misses ([MX] Cor. 6.2)."])
+    bundle = render(
+        doc,
+        command="audit table",
+        procedure=None,
+        inputs=(),
+        results=result.to_dict(),
+        statements=[
+            "No single audit suffices: read each column for what it misses ([MX] Cor. 6.2)."
+        ],
+    )
     return bundle, {"table.md": t.to_markdown().encode("utf-8")}
 
 

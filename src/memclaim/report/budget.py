@@ -1,15 +1,17 @@
 """The report of ``memclaim budget`` ([EM] §6, App. F.1)."""
+
 from __future__ import annotations
 
 import math
 
 from ..jsonutil import from_jsonable_float
-from . import words
-from . import numbers
+from . import numbers, words
 from .core import Doc, ReportBundle, pct, render
 
 
-def budget_report(budget: dict, *, procedure: dict | None = None, command: str = "budget") -> ReportBundle:
+def budget_report(
+    budget: dict, *, procedure: dict | None = None, command: str = "budget"
+) -> ReportBundle:
     """A short report for ``memclaim budget`` (a QueryBudget plus P[at least once in n] values),
     from its JSON summary (non-finite numbers as "inf"/"-inf" strings: p = 0 is log10 p = -inf).
 
@@ -25,14 +27,25 @@ def budget_report(budget: dict, *, procedure: dict | None = None, command: str =
     q = budget["queries_needed"]
     doc.callout(budget["statement"], "result")  # a computation, not a claim
     log10_p = from_jsonable_float(q["log10_p"])
-    p_text = "0 (never generated under the procedure)" if log10_p == -math.inf else numbers.prob(log10_p)
-    rows = [("probability p", p_text), ("confidence 1 - delta", pct(1 - q["delta"])),
-            ("queries needed n_delta", budget["n_text"])]
+    p_text = (
+        "0 (never generated under the procedure)" if log10_p == -math.inf else numbers.prob(log10_p)
+    )
+    rows = [
+        ("probability p", p_text),
+        ("confidence 1 - delta", pct(1 - q["delta"])),
+        ("queries needed n_delta", budget["n_text"]),
+    ]
     if budget.get("at_n") is not None:
         a = budget["at_n"]
         rows.append((f"P[at least once in n = {a.get('n_text', format(a['n'], 'g'))}]", a["text"]))
     doc.table(["quantity", "value"], rows)
     doc.h2("What this does and does not mean")
     doc.bullets(words.budget_statements())
-    return render(doc, command=command, procedure=procedure, inputs=(), results=budget,
-                  statements=words.budget_statements())
+    return render(
+        doc,
+        command=command,
+        procedure=procedure,
+        inputs=(),
+        results=budget,
+        statements=words.budget_statements(),
+    )

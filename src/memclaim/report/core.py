@@ -23,6 +23,7 @@
   the previous report whole, and no partial or mixed report is left behind. A file of the same
   name that memclaim did not write is never overwritten.
 """
+
 from __future__ import annotations
 
 import base64
@@ -30,15 +31,15 @@ import contextlib
 import datetime as _dt
 import html
 import json
-import math
 import os
 import re
 import shlex
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from .._version import __version__
 from ..errors import InputError
@@ -109,7 +110,7 @@ def current_invocation() -> dict | None:
 
 
 def _now_utc() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()
 
 
 def provenance_line(created_utc: str, inv: dict | None = None) -> str:
@@ -149,7 +150,9 @@ class HeatText:
     """A document's characters coloured by margin bin (the HTML heatmap of [EM] Fig. 18)."""
 
     text: str
-    bins: Sequence[int]  # one small integer per character: -1 uncovered, 0 below tau, 1.. margin bins
+    bins: Sequence[
+        int
+    ]  # one small integer per character: -1 uncovered, 0 below tau, 1.. margin bins
     legend: Sequence[tuple[str, str]]  # (css class suffix, label)
     truncated_from: int | None = None
 
@@ -157,11 +160,11 @@ class HeatText:
 # Callout kinds: how a headline looks says what kind of result it is. A null result ("no
 # claim", "nothing cleared tau") is never drawn in the success ("claim") style.
 CALLOUTS = {
-    "claim": "Claim",          # a certified positive result (green)
-    "null": "No claim",        # a valid test that claimed nothing (neutral grey)
-    "warn": "Not possible",    # no claim was possible at all (vermillion)
-    "result": "Result",        # a computed quantity, not a claim (blue)
-    "caution": "Caution",      # read the result with this in mind (a --limit run) (amber)
+    "claim": "Claim",  # a certified positive result (green)
+    "null": "No claim",  # a valid test that claimed nothing (neutral grey)
+    "warn": "Not possible",  # no claim was possible at all (vermillion)
+    "result": "Result",  # a computed quantity, not a claim (blue)
+    "caution": "Caution",  # read the result with this in mind (a --limit run) (amber)
     "note": "Note",
 }
 
@@ -194,7 +197,12 @@ class Doc:
         return self
 
     def table(self, headers, rows, caption=""):
-        self.blocks.append(("table", Table(list(map(str, headers)), [[_cell(c) for c in r] for r in rows], caption)))
+        self.blocks.append(
+            (
+                "table",
+                Table(list(map(str, headers)), [[_cell(c) for c in r] for r in rows], caption),
+            )
+        )
         return self
 
     def figure(self, caption, fig, alt="", *, name: str | None = None):
@@ -206,12 +214,17 @@ class Doc:
         n = sum(1 for b in self.blocks if b[0] == "figure") + 1
         stem = _stem(name or f"figure-{n}")
         if stem in {b[1].stem for b in self.blocks if b[0] == "figure"}:
-            raise InputError(f"two figures of one report are both named {stem!r}", hint="give each figure its own name")
+            raise InputError(
+                f"two figures of one report are both named {stem!r}",
+                hint="give each figure its own name",
+            )
         if isinstance(fig, (bytes, bytearray)):
             files = {f"{stem}.png": bytes(fig)}
         else:
             files = style.figure_files(fig, stem)
-        self.blocks.append(("figure", Figure(str(caption), files[f"{stem}.png"], str(alt or caption), stem, files)))
+        self.blocks.append(
+            ("figure", Figure(str(caption), files[f"{stem}.png"], str(alt or caption), stem, files))
+        )
         return self
 
     def links(self, items):
@@ -235,8 +248,10 @@ class Doc:
 def _stem(name: str) -> str:
     s = re.sub(r"[^A-Za-z0-9_-]+", "-", str(name)).strip("-")
     if not s or s.lower().startswith("report"):
-        raise InputError(f"figure name {name!r} is not a usable file name",
-                         hint="letters, digits, '-' and '_', not starting with 'report'")
+        raise InputError(
+            f"figure name {name!r} is not a usable file name",
+            hint="letters, digits, '-' and '_', not starting with 'report'",
+        )
     return s
 
 
@@ -264,8 +279,10 @@ pct = numbers.pct
 # 'invoice\u202etxt.exe' shows as 'invoiceexe.txt'), directional marks and zero-width
 # characters. Reports show each one visibly as its code point, so an id cannot be spoofed on
 # screen; report.json keeps the exact string.
-_INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e"
-                        "\u2060-\u206f\u3164\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]")
+_INVISIBLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
 ID_DISPLAY_CHARS = 64  # longer ids are shortened in report.md/html (the whole id is in report.json)
 
 
@@ -283,6 +300,7 @@ def visible(text: object) -> str:
 def _visible_1(text: str) -> str:
     """As :func:`visible` but one character for one (keeps a heatmap's per-character colours
     aligned): C0 controls and DEL as their Control Pictures (␀, ␛, ␡), the rest as U+FFFD."""
+
     def one(m):
         c = ord(m.group())
         if c < 0x20:
@@ -313,11 +331,13 @@ def short_id(value: object, limit: int = ID_DISPLAY_CHARS) -> str:
 # so '[0.21%, 38.5%]', 'K = floor(alpha (N+1))' and 'alpha_N' read as written in the .md source.
 # (No library escapes for CommonMark; markdown-it-py only parses. The test renders the escaped
 # text with markdown-it-py and checks it comes back literally.)
-_MD_ALWAYS = re.compile(r"([\\`*~<$])")                  # code, emphasis, strike, HTML/autolinks, math
+_MD_ALWAYS = re.compile(r"([\\`*~<$])")  # code, emphasis, strike, HTML/autolinks, math
 _MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")  # intraword _ never emphasizes
-_MD_LINK_CLOSE = re.compile(r"\](?=[(\[:])")               # ](url), ][ref], [label]: definitions
-_MD_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")           # &amp; &#123; would be decoded
-_MD_LINE_START = re.compile(r"^( {0,3})((?:[-+*]|\d{1,9}[.)]|#{1,6})(?=[ \t]|$)|>|\[)", re.MULTILINE)
+_MD_LINK_CLOSE = re.compile(r"\](?=[(\[:])")  # ](url), ][ref], [label]: definitions
+_MD_ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")  # &amp; &#123; would be decoded
+_MD_LINE_START = re.compile(
+    r"^( {0,3})((?:[-+*]|\d{1,9}[.)]|#{1,6})(?=[ \t]|$)|>|\[)", re.MULTILINE
+)
 _MD_BREAK_LINE = re.compile(r"^( {0,3})([-=_*])(?=[-=_* \t]*$)", re.MULTILINE)
 
 
@@ -377,9 +397,14 @@ def _env(kind: str):
         import jinja2
         from markupsafe import Markup
 
-        env = jinja2.Environment(loader=jinja2.PackageLoader("memclaim.report", "templates"),
-                                 autoescape=(kind == "html"), trim_blocks=True, lstrip_blocks=True,
-                                 keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+        env = jinja2.Environment(
+            loader=jinja2.PackageLoader("memclaim.report", "templates"),
+            autoescape=(kind == "html"),
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=True,
+            undefined=jinja2.StrictUndefined,
+        )
         env.filters["h"] = lambda t: Markup(h(t))
         env.filters["br"] = lambda t: Markup(str(t).replace("\n", "<br>"))
         env.filters["b64"] = lambda b: base64.b64encode(b).decode("ascii")
@@ -400,8 +425,15 @@ def _blocks(doc: Doc, *, html_out: bool) -> list[dict]:
         elif kind == "ul":
             out.append({"kind": kind, "entries": b[1]})
         elif kind == "links":
-            out.append({"kind": kind, "links": [{"text": t, "href": _safe_href(href), "description": d}
-                                                for t, href, d in b[1]]})
+            out.append(
+                {
+                    "kind": kind,
+                    "links": [
+                        {"text": t, "href": _safe_href(href), "description": d}
+                        for t, href, d in b[1]
+                    ],
+                }
+            )
         elif kind == "table":
             out.append({"kind": kind, "table": b[1]})
         elif kind == "figure":
@@ -421,7 +453,9 @@ def _safe_href(href: str) -> str:
     """A relative link to a file beside the report: no scheme (javascript:, data:), no absolute path."""
     h_ = str(href)
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", h_) or h_.startswith(("/", "\\")):
-        raise InputError(f"link {h_!r} is not a relative path", hint="link to a file beside the report")
+        raise InputError(
+            f"link {h_!r} is not a relative path", hint="link to a file beside the report"
+        )
     return h_
 
 
@@ -438,8 +472,11 @@ def render_markdown(doc: Doc, *, provenance: str = "") -> str:
     |---|---|
     | 1 | 0.5 |
     """
-    text = _env("md").get_template("report.md.j2").render(doc=doc, blocks=_blocks(doc, html_out=False),
-                                                          provenance=provenance)
+    text = (
+        _env("md")
+        .get_template("report.md.j2")
+        .render(doc=doc, blocks=_blocks(doc, html_out=False), provenance=provenance)
+    )
     return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
 
 
@@ -462,12 +499,16 @@ def _heat_html(ht: HeatText) -> str:
         while j < len(text) and bins[j] == bins[i]:
             j += 1
         cls = "u" if bins[i] < 0 else str(bins[i])
-        parts.append(f'<span class="h{cls}">{html.escape(_visible_1(text[i:j]), quote=True)}</span>')
+        parts.append(
+            f'<span class="h{cls}">{html.escape(_visible_1(text[i:j]), quote=True)}</span>'
+        )
         i = j
     parts.append("</pre>")
     if ht.truncated_from:
-        parts.append(f'<p class="small">Showing the first {len(text):,} of {ht.truncated_from:,} characters; '
-                     "the strip figure covers the whole document.</p>")
+        parts.append(
+            f'<p class="small">Showing the first {len(text):,} of {ht.truncated_from:,} characters; '
+            "the strip figure covers the whole document.</p>"
+        )
     return "".join(parts)
 
 
@@ -481,9 +522,18 @@ def render_html(doc: Doc, *, provenance: str = "") -> str:
     """
     from markupsafe import Markup
 
-    text = _env("html").get_template("report.html.j2").render(
-        doc=doc, blocks=_blocks(doc, html_out=True), css=Markup(_css()), version=__version__,
-        schema_version=SCHEMA_VERSION, provenance=provenance)
+    text = (
+        _env("html")
+        .get_template("report.html.j2")
+        .render(
+            doc=doc,
+            blocks=_blocks(doc, html_out=True),
+            css=Markup(_css()),
+            version=__version__,
+            schema_version=SCHEMA_VERSION,
+            provenance=provenance,
+        )
+    )
     return text.rstrip() + "\n"
 
 
@@ -492,9 +542,15 @@ def _scoped_css() -> str:
     the notebook's own tables and headings); ``body`` becomes the container itself."""
     out = []
     for rule in re.findall(r"([^{}]+)\{([^}]*)\}", _css()):
-        sel = ", ".join(".memclaim-result" if x.strip() == "body" else f".memclaim-result {x.strip()}"
-                        for x in rule[0].split(","))
-        body = rule[1].replace("max-width: 62em;", "max-width: 60em;").replace("margin: 2em auto;", "margin: .5em 0;")
+        sel = ", ".join(
+            ".memclaim-result" if x.strip() == "body" else f".memclaim-result {x.strip()}"
+            for x in rule[0].split(",")
+        )
+        body = (
+            rule[1]
+            .replace("max-width: 62em;", "max-width: 60em;")
+            .replace("margin: 2em auto;", "margin: .5em 0;")
+        )
         out.append(f"{sel} {{{body}}}")
     out.append(".memclaim-result .memclaim-title { font-weight: 700; font-size: 1.1em; }")
     return "\n".join(out)
@@ -511,8 +567,16 @@ def render_fragment(doc: Doc, *, provenance: str = "") -> str:
     """
     from markupsafe import Markup
 
-    text = _env("html").get_template("fragment.html.j2").render(
-        doc=doc, blocks=_blocks(doc, html_out=True), css=Markup(_scoped_css()), provenance=provenance)
+    text = (
+        _env("html")
+        .get_template("fragment.html.j2")
+        .render(
+            doc=doc,
+            blocks=_blocks(doc, html_out=True),
+            css=Markup(_scoped_css()),
+            provenance=provenance,
+        )
+    )
     return text.strip() + "\n"
 
 
@@ -535,9 +599,16 @@ def input_record(path: str | Path, *, role: str) -> dict:
     return {"role": role, "path": str(p), "sha256": sha256_file(p), "bytes": p.stat().st_size}
 
 
-def build_json(*, command: str, procedure: dict | None, inputs: Sequence[dict], results: dict,
-               statements: Sequence[str] = (), created_utc: str | None = None,
-               invocation: dict | None = None) -> str:
+def build_json(
+    *,
+    command: str,
+    procedure: dict | None,
+    inputs: Sequence[dict],
+    results: dict,
+    statements: Sequence[str] = (),
+    created_utc: str | None = None,
+    invocation: dict | None = None,
+) -> str:
     """report.json's text: schema and memclaim versions, the command, when and how it was made
     (``invocation``, default: :func:`current_invocation`; left out when there is none), its
     procedure record, the inputs (with their hashes), the results and the plain-language
@@ -577,8 +648,15 @@ class ReportBundle:
     figures: dict = field(default_factory=dict)  # {file name: bytes}: each figure's PNG and PDF
 
 
-def render(doc: Doc, *, command: str, procedure: dict | None, inputs: Sequence[dict], results: dict,
-           statements: Sequence[str] = ()) -> ReportBundle:
+def render(
+    doc: Doc,
+    *,
+    command: str,
+    procedure: dict | None,
+    inputs: Sequence[dict],
+    results: dict,
+    statements: Sequence[str] = (),
+) -> ReportBundle:
     """Render all three files in memory (nothing is written).
 
     >>> from memclaim.report.core import Doc, render
@@ -588,9 +666,20 @@ def render(doc: Doc, *, command: str, procedure: dict | None, inputs: Sequence[d
     """
     created, inv = _now_utc(), current_invocation()
     line = provenance_line(created, inv)
-    return ReportBundle(build_json(command=command, procedure=procedure, inputs=inputs, results=results,
-                                   statements=statements, created_utc=created, invocation=inv),
-                        render_markdown(doc, provenance=line), render_html(doc, provenance=line), doc.figure_files)
+    return ReportBundle(
+        build_json(
+            command=command,
+            procedure=procedure,
+            inputs=inputs,
+            results=results,
+            statements=statements,
+            created_utc=created,
+            invocation=inv,
+        ),
+        render_markdown(doc, provenance=line),
+        render_html(doc, provenance=line),
+        doc.figure_files,
+    )
 
 
 def _memclaim_report(path: Path) -> bool:
@@ -600,12 +689,16 @@ def _memclaim_report(path: Path) -> bool:
         d = json.loads((path.parent / "report.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(d, dict) and "schema_version" in d and "memclaim_version" in d and "command" in d
+    return (
+        isinstance(d, dict) and "schema_version" in d and "memclaim_version" in d and "command" in d
+    )
 
 
 # The names of the figures reports write beside report.* (Doc.figure's ``name``, or figure-N).
-_FIGURE_FILE = re.compile(r"^(roc|disagreement|coverage|binary|alpha-sweep|budget(-\d+)?|heat-\d+|figure-\d+)"
-                          r"\.(png|pdf)$")
+_FIGURE_FILE = re.compile(
+    r"^(roc|disagreement|coverage|binary|alpha-sweep|budget(-\d+)?|heat-\d+|figure-\d+)"
+    r"\.(png|pdf)$"
+)
 
 
 def check_report_folder(out_dir: str | Path) -> None:
@@ -631,14 +724,20 @@ def check_report_folder(out_dir: str | Path) -> None:
     figures = sorted(e for e in out.iterdir() if _FIGURE_FILE.match(e.name))
     for entry in [out / name for name in REPORT_FILES if os.path.lexists(out / name)] + figures:
         if entry.is_dir() or entry.is_symlink():
-            raise InputError(f"{str(entry)!r} is a folder or a link, not a file memclaim can replace",
-                             hint="choose another --out folder")
+            raise InputError(
+                f"{str(entry)!r} is a folder or a link, not a file memclaim can replace",
+                hint="choose another --out folder",
+            )
         if not ours:
-            raise InputError(f"{str(entry)!r} exists and memclaim did not write it; memclaim does not overwrite it",
-                             hint="choose another --out folder, or move the file away")
+            raise InputError(
+                f"{str(entry)!r} exists and memclaim did not write it; memclaim does not overwrite it",
+                hint="choose another --out folder, or move the file away",
+            )
 
 
-def write_report(out_dir: str | Path, bundle: ReportBundle, *, extra_files: dict | None = None) -> dict:
+def write_report(
+    out_dir: str | Path, bundle: ReportBundle, *, extra_files: dict | None = None
+) -> dict:
     """Write report.json, report.md, report.html (and ``extra_files``, ``{name: bytes}``, e.g.
     figures) into ``out_dir`` as one change (:func:`memclaim.fsutil.write_files`): every file
     is staged first and then renamed into place, so a failure (a full disk) leaves the previous
@@ -654,9 +753,14 @@ def write_report(out_dir: str | Path, bundle: ReportBundle, *, extra_files: dict
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise InputError(f"report folder {str(out)!r} exists and is not a folder", hint="pass a folder path to --out")
-    files = {name: text.encode("utf-8") for name, text in
-             zip(REPORT_FILES, (bundle.json_text, bundle.markdown, bundle.html))}
+        raise InputError(
+            f"report folder {str(out)!r} exists and is not a folder",
+            hint="pass a folder path to --out",
+        )
+    files = {
+        name: text.encode("utf-8")
+        for name, text in zip(REPORT_FILES, (bundle.json_text, bundle.markdown, bundle.html))
+    }
     for name, data in {**bundle.figures, **(extra_files or {})}.items():
         files[name] = data if isinstance(data, bytes) else str(data).encode("utf-8")
     try:
@@ -665,7 +769,9 @@ def write_report(out_dir: str | Path, bundle: ReportBundle, *, extra_files: dict
         import errno
 
         full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
-        raise InputError(f"{'disk full while writing' if full else 'cannot write'} the report in {str(out)!r}: "
-                         f"{exc.strerror or exc}; the previous report there (if any) is unchanged",
-                         hint="free some space and re-run" if full else "choose a --out folder you can write") from None
+        raise InputError(
+            f"{'disk full while writing' if full else 'cannot write'} the report in {str(out)!r}: "
+            f"{exc.strerror or exc}; the previous report there (if any) is unchanged",
+            hint="free some space and re-run" if full else "choose a --out folder you can write",
+        ) from None
     return {k.split(".")[1]: str(v) for k, v in paths.items() if k in REPORT_FILES}

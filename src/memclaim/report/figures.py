@@ -10,10 +10,12 @@ embeds the 200-dpi PNG in report.html and writes NAME.png and NAME.pdf beside th
 - :func:`census_budget_figure`, :func:`population_budget_figure`: [EM] Fig. 7, Fig. 20
 - :func:`disagreement_heatmap`: [MX] Fig. 12 (the audit-disagreement table)
 """
+
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -44,7 +46,9 @@ def _png(fig) -> bytes:
 
 
 def _n_label(q) -> str:
-    return f"{q.n_int:,}" if q.n_int is not None and q.n_int < 10**6 else f"$10^{{{q.log10_n:.3g}}}$"
+    return (
+        f"{q.n_int:,}" if q.n_int is not None and q.n_int < 10**6 else f"$10^{{{q.log10_n:.3g}}}$"
+    )
 
 
 def _pct_tex(x: float) -> str:
@@ -58,7 +62,10 @@ def _plot_distinct(ax, x, series) -> None:
     drawn: list = []  # (y, Line2D)
     for y, label, kw in series:
         y = np.asarray(y, dtype=np.float64)
-        same = next((ln for yy, ln in drawn if yy.shape == y.shape and np.allclose(yy, y, equal_nan=True)), None)
+        same = next(
+            (ln for yy, ln in drawn if yy.shape == y.shape and np.allclose(yy, y, equal_nan=True)),
+            None,
+        )
         if same is not None:
             same.set_label(f"{same.get_label()} = {label}")
             continue
@@ -82,12 +89,22 @@ def binary_bars(rates: BinaryRates, *, title: str = "") -> Figure:
     with style.style():
         fig, (ax,) = _fig(4.8, 3.4)
         vals = [rates.member_rate, rates.control_rate]
-        names = [f"members\n{rates.member_count}/{rates.n_candidates}", f"controls\n{rates.m}/{rates.n_controls}"]
+        names = [
+            f"members\n{rates.member_count}/{rates.n_candidates}",
+            f"controls\n{rates.m}/{rates.n_controls}",
+        ]
         est = [100 * v.estimate for v in vals]
-        err = [[100 * (v.estimate - v.lower) for v in vals], [100 * (v.upper - v.estimate) for v in vals]]
+        err = [
+            [100 * (v.estimate - v.lower) for v in vals],
+            [100 * (v.upper - v.estimate) for v in vals],
+        ]
         ax.bar(names, est, yerr=err, capsize=6, color=[PALETTE["member"], PALETTE["control"]])
-        ax.axhline(100 * rates.alpha_n, ls="--", color=PALETTE["threshold"],
-                   label=rf"certified floor $\alpha_N = (m+1)/(N+1)$ = {_pct_tex(rates.alpha_n)}")
+        ax.axhline(
+            100 * rates.alpha_n,
+            ls="--",
+            color=PALETTE["threshold"],
+            label=rf"certified floor $\alpha_N = (m+1)/(N+1)$ = {_pct_tex(rates.alpha_n)}",
+        )
         ax.set_ylabel("verbatim generation rate (%)")
         ax.set_title(title or "Greedy generation (95% Clopper–Pearson)")
         style.legend(ax, outside=True)
@@ -105,12 +122,21 @@ def too_few_points_figure(n: int) -> Figure:
     'too few operating points (2) f'
     """
     fig = style.blank_figure(width=style.TEXT_WIDTH, height=0.9)
-    fig.text(0.5, 0.5, f"too few operating points ({n}) for a sweep: more controls give more thresholds "
-             f"(K = 1 ... floor(alpha-dagger (N+1)))", ha="center", va="center", fontsize=9)
+    fig.text(
+        0.5,
+        0.5,
+        f"too few operating points ({n}) for a sweep: more controls give more thresholds "
+        f"(K = 1 ... floor(alpha-dagger (N+1)))",
+        ha="center",
+        va="center",
+        fontsize=9,
+    )
     return fig
 
 
-def alpha_sweep_figure(sweep: AlphaSweep, *, alpha_n: float | None = None, probability: bool = True) -> Figure:
+def alpha_sweep_figure(
+    sweep: AlphaSweep, *, alpha_n: float | None = None, probability: bool = True
+) -> Figure:
     """[EM] Fig. 4: (a) rates above each calibrated threshold, (b) the calibrated rate against
     alpha_N with the alpha-dagger ceiling, (c) the Beta band of alpha*.
 
@@ -134,31 +160,72 @@ def alpha_sweep_figure(sweep: AlphaSweep, *, alpha_n: float | None = None, proba
             x = sweep.threshold
             a.set_xlabel(r"threshold $\tau$ (score)")
         o = np.argsort(x)
-        a.plot(x[o], 100 * sweep.member_rate[o], color=PALETTE["member"], label=r"members ($\hat G$)")
-        a.fill_between(x[o], 100 * sweep.member_lower[o], 100 * sweep.member_upper[o], color=PALETTE["member"],
-                       alpha=.2)
-        a.plot(x[o], 100 * sweep.control_rate[o], color=PALETTE["control"], label="controls (in-sample)")
+        a.plot(
+            x[o], 100 * sweep.member_rate[o], color=PALETTE["member"], label=r"members ($\hat G$)"
+        )
+        a.fill_between(
+            x[o],
+            100 * sweep.member_lower[o],
+            100 * sweep.member_upper[o],
+            color=PALETTE["member"],
+            alpha=0.2,
+        )
+        a.plot(
+            x[o],
+            100 * sweep.control_rate[o],
+            color=PALETTE["control"],
+            label="controls (in-sample)",
+        )
         a.set_ylabel(r"share scoring above $\tau$ (%)")
         a.set_title("(a) rates above each calibrated threshold")
-        b.plot(100 * sweep.alpha_n, 100 * sweep.calibrated_rate, color=PALETTE["bound"],
-               label=r"$\hat M = \hat G - \alpha_N$")
-        b.fill_between(100 * sweep.alpha_n, 100 * sweep.calibrated_lower, 100 * sweep.calibrated_upper,
-                       color=PALETTE["bound"], alpha=.2)
+        b.plot(
+            100 * sweep.alpha_n,
+            100 * sweep.calibrated_rate,
+            color=PALETTE["bound"],
+            label=r"$\hat M = \hat G - \alpha_N$",
+        )
+        b.fill_between(
+            100 * sweep.alpha_n,
+            100 * sweep.calibrated_lower,
+            100 * sweep.calibrated_upper,
+            color=PALETTE["bound"],
+            alpha=0.2,
+        )
         b.set_xscale("log")
-        b.axhline(0, color="0.45", lw=.8)
+        b.axhline(0, color="0.45", lw=0.8)
         if sweep.alpha_dagger < 1:
-            b.axvline(100 * sweep.alpha_dagger, ls=":", color=PALETTE["threshold"],
-                      label=rf"max $\alpha_N = \alpha^\dagger$ ≈ {_pct_tex(sweep.alpha_dagger)}")
+            b.axvline(
+                100 * sweep.alpha_dagger,
+                ls=":",
+                color=PALETTE["threshold"],
+                label=rf"max $\alpha_N = \alpha^\dagger$ ≈ {_pct_tex(sweep.alpha_dagger)}",
+            )
         if alpha_n:
-            b.axvline(100 * alpha_n, ls="--", color="0.25", label=rf"chosen $\alpha_N$ = {_pct_tex(alpha_n)}")
+            b.axvline(
+                100 * alpha_n,
+                ls="--",
+                color="0.25",
+                label=rf"chosen $\alpha_N$ = {_pct_tex(alpha_n)}",
+            )
         b.set_xlabel(r"certified FPR $\alpha_N$ (%)")
         b.set_ylabel("calibrated rate (%)")
         b.set_title("(b) calibrated memorization rate")
         ok = ~np.isnan(sweep.beta_lower)
-        c.plot(100 * sweep.alpha_n, 100 * sweep.alpha_n, color="0.25", label=r"$\alpha_N = E[\alpha^*]$")
+        c.plot(
+            100 * sweep.alpha_n,
+            100 * sweep.alpha_n,
+            color="0.25",
+            label=r"$\alpha_N = E[\alpha^*]$",
+        )
         if ok.any():
-            c.fill_between(100 * sweep.alpha_n[ok], 100 * sweep.beta_lower[ok], 100 * sweep.beta_upper[ok],
-                           color=PALETTE["accent"], alpha=.3, label=r"central band of $\alpha^*$ (Beta law)")
+            c.fill_between(
+                100 * sweep.alpha_n[ok],
+                100 * sweep.beta_lower[ok],
+                100 * sweep.beta_upper[ok],
+                color=PALETTE["accent"],
+                alpha=0.3,
+                label=r"central band of $\alpha^*$ (Beta law)",
+            )
         c.set_xscale("log")
         c.set_yscale("log")
         c.set_xlabel(r"certified FPR $\alpha_N$ (%)")
@@ -194,7 +261,9 @@ def census_ccdf(results: Sequence[CensusResult], *, labels: Sequence[str] | None
     return fig
 
 
-def heat_strip(heat_log10: np.ndarray, *, log10_tau: float, width: int = 400, chars_per_cell: int = 1) -> Figure:
+def heat_strip(
+    heat_log10: np.ndarray, *, log10_tau: float, width: int = 400, chars_per_cell: int = 1
+) -> Figure:
     """[EM] Fig. 18: the whole document as rows of ``width`` characters, coloured by margin above
     tau (light grey: at or below tau; white: in no suffix), with a colorbar of the margin. A book is
     drawn binned: each cell then holds ``chars_per_cell`` characters (the largest heat among them).
@@ -229,12 +298,22 @@ def heat_strip(heat_log10: np.ndarray, *, log10_tau: float, width: int = 400, ch
         ax.imshow(img, aspect="auto", interpolation="nearest")
         ax.grid(False)
         ax.set_yticks([])
-        unit = "characters" if chars_per_cell == 1 else f"cells of {chars_per_cell:,} characters (largest heat in each)"
+        unit = (
+            "characters"
+            if chars_per_cell == 1
+            else f"cells of {chars_per_cell:,} characters (largest heat in each)"
+        )
         ax.set_xlabel(f"position within row ({width} per row; {L:,} {unit})")
         ax.set_ylabel("row")
-        ax.set_title(rf"Per-character heat: margin above $\tau = 10^{{{log10_tau:g}}}$ (grey: at or below $\tau$)")
-        style.colorbar(fig, ScalarMappable(norm=norm, cmap=cmap), ax,
-                       label=r"margin $\Delta$ ($\log_{10}$ score/$\tau$)")
+        ax.set_title(
+            rf"Per-character heat: margin above $\tau = 10^{{{log10_tau:g}}}$ (grey: at or below $\tau$)"
+        )
+        style.colorbar(
+            fig,
+            ScalarMappable(norm=norm, cmap=cmap),
+            ax,
+            label=r"margin $\Delta$ ($\log_{10}$ score/$\tau$)",
+        )
     return fig
 
 
@@ -250,15 +329,44 @@ def census_budget_figure(view: CensusBudgetView, *, title: str = "") -> Figure:
     with style.style():
         fig, (ax,) = _fig(6.4, 3.6)
         x = view.log10_budgets  # log10 n, exact where n overflows a double
-        _plot_distinct(ax, x, [(100 * view.coverage_extractable, "extractable within n", {"color": PALETTE["control"]}),
-                               (100 * view.coverage_extractable_memorized, "memorized and extractable",
-                                {"color": PALETTE["member"]})])
-        ax.axhline(100 * view.coverage_memorized, ls=":", color=PALETTE["bound"], label=r"memorized (clears $\tau$)")
+        _plot_distinct(
+            ax,
+            x,
+            [
+                (
+                    100 * view.coverage_extractable,
+                    "extractable within n",
+                    {"color": PALETTE["control"]},
+                ),
+                (
+                    100 * view.coverage_extractable_memorized,
+                    "memorized and extractable",
+                    {"color": PALETTE["member"]},
+                ),
+            ],
+        )
+        ax.axhline(
+            100 * view.coverage_memorized,
+            ls=":",
+            color=PALETTE["bound"],
+            label=r"memorized (clears $\tau$)",
+        )
         if math.isfinite(view.n_tau.log10_n):
-            ax.axvline(view.n_tau.log10_n, ls="--", color="0.25", label=rf"budget of $\tau$: {_n_label(view.n_tau)}")
-        ax.axvline(math.log10(view.realistic_n), color=PALETTE["threshold"], lw=.8,
-                   label=f"realistic n = {numbers.num(view.realistic_n)}")
-        ax.set_xlabel(rf"query budget $\log_{{10}} n$ (confidence $1-\delta$ = {100 * (1 - view.delta):g}%)")
+            ax.axvline(
+                view.n_tau.log10_n,
+                ls="--",
+                color="0.25",
+                label=rf"budget of $\tau$: {_n_label(view.n_tau)}",
+            )
+        ax.axvline(
+            math.log10(view.realistic_n),
+            color=PALETTE["threshold"],
+            lw=0.8,
+            label=f"realistic n = {numbers.num(view.realistic_n)}",
+        )
+        ax.set_xlabel(
+            rf"query budget $\log_{{10}} n$ (confidence $1-\delta$ = {100 * (1 - view.delta):g}%)"
+        )
         ax.set_ylabel("coverage (% of characters)")
         ax.set_title(title or "Coverage against budget ([EM] Fig. 7)")
         style.legend(ax, outside=True)
@@ -279,25 +387,55 @@ def population_budget_figure(view: PopulationBudgetView) -> Figure:
     with style.style():
         fig, (ax,) = _fig(6.4, 3.6)
         x = view.log10_budgets  # log10 n, exact where n overflows a double
-        ax.fill_between(x, 100 * view.member_lower, 100 * view.member_upper, color=PALETTE["member"], alpha=.2)
-        _plot_distinct(ax, x, [(100 * view.member_rate, "members extractable within n", {"color": PALETTE["member"]}),
-                               (100 * view.member_memorized_rate, r"members above $\tau$ and extractable",
-                                {"color": PALETTE["bound"]}),
-                               (100 * view.control_rate, "controls extractable within n",
-                                {"color": PALETTE["control"]})])
+        ax.fill_between(
+            x, 100 * view.member_lower, 100 * view.member_upper, color=PALETTE["member"], alpha=0.2
+        )
+        _plot_distinct(
+            ax,
+            x,
+            [
+                (
+                    100 * view.member_rate,
+                    "members extractable within n",
+                    {"color": PALETTE["member"]},
+                ),
+                (
+                    100 * view.member_memorized_rate,
+                    r"members above $\tau$ and extractable",
+                    {"color": PALETTE["bound"]},
+                ),
+                (
+                    100 * view.control_rate,
+                    "controls extractable within n",
+                    {"color": PALETTE["control"]},
+                ),
+            ],
+        )
         if view.n_tau is not None and math.isfinite(view.n_tau.log10_n):
-            ax.axvline(view.n_tau.log10_n, ls="--", color="0.25", label=rf"$n_{{\alpha_N}}$ = {_n_label(view.n_tau)}")
-        ax.axvline(math.log10(view.realistic_n), color=PALETTE["threshold"], lw=.8,
-                   label=f"realistic n = {numbers.num(view.realistic_n)}")
-        ax.set_xlabel(rf"query budget $\log_{{10}} n$ (confidence $1-\delta$ = {100 * (1 - view.delta):g}%)")
+            ax.axvline(
+                view.n_tau.log10_n,
+                ls="--",
+                color="0.25",
+                label=rf"$n_{{\alpha_N}}$ = {_n_label(view.n_tau)}",
+            )
+        ax.axvline(
+            math.log10(view.realistic_n),
+            color=PALETTE["threshold"],
+            lw=0.8,
+            label=f"realistic n = {numbers.num(view.realistic_n)}",
+        )
+        ax.set_xlabel(
+            rf"query budget $\log_{{10}} n$ (confidence $1-\delta$ = {100 * (1 - view.delta):g}%)"
+        )
         ax.set_ylabel("rate (%)")
         ax.set_title("Rates against budget ([EM] F.2, Fig. 20)")
         style.legend(ax, outside=True)
     return fig
 
 
-def disagreement_heatmap(table: DisagreementTable, path: str | Path | None = None, *,
-                         title: str = "Audit disagreement") -> Figure:
+def disagreement_heatmap(
+    table: DisagreementTable, path: str | Path | None = None, *, title: str = "Audit disagreement"
+) -> Figure:
     """A heatmap of a :class:`memclaim.audits.table.DisagreementTable`'s leak signals, annotated
     "value\\nverdict", with a rule before the informed columns and a labelled colorbar ([MX]
     Fig. 12), in the shared style. Returns the Figure; writes it to ``path`` if given (format
@@ -314,7 +452,9 @@ def disagreement_heatmap(table: DisagreementTable, path: str | Path | None = Non
     nr, nc = mat.shape
     with style.style():
         fig, (ax,) = _fig(2.8 + 1.5 * nc, 1.6 + 0.6 * nr)
-        cmap = matplotlib.colormaps[style.HEATMAP_CMAP].with_extremes(bad="0.88")  # audits not run: light grey
+        cmap = matplotlib.colormaps[style.HEATMAP_CMAP].with_extremes(
+            bad="0.88"
+        )  # audits not run: light grey
         shown = np.ma.masked_invalid(np.clip(mat, 0.0, 1.0))
         im = ax.imshow(shown, vmin=0.0, vmax=1.0, cmap=cmap, aspect="auto")
         ax.grid(False)
@@ -322,8 +462,15 @@ def disagreement_heatmap(table: DisagreementTable, path: str | Path | None = Non
             for j, c in enumerate(row):
                 txt = "n/a" if c is None else f"{c.signal:.2f}\n{c.verdict}"
                 val = 0.0 if c is None else float(np.clip(c.signal, 0, 1))
-                ax.text(j, i, txt, ha="center", va="center", fontsize=8,
-                        color="0.3" if c is None else ("black" if val > 0.6 else "white"))
+                ax.text(
+                    j,
+                    i,
+                    txt,
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="0.3" if c is None else ("black" if val > 0.6 else "white"),
+                )
         ax.set_xticks(range(nc), [c.name for c in table.columns], rotation=30, ha="right")
         ax.set_yticks(range(nr), list(table.rows))
         ax.spines[:].set_visible(False)
@@ -336,8 +483,11 @@ def disagreement_heatmap(table: DisagreementTable, path: str | Path | None = Non
         from pathlib import Path
 
         p = Path(path)
-        data = style.png_bytes(fig) if p.suffix.lower() == ".png" else (
-            style.vector_bytes(fig) if p.suffix.lower() == ".pdf" else None)
+        data = (
+            style.png_bytes(fig)
+            if p.suffix.lower() == ".png"
+            else (style.vector_bytes(fig) if p.suffix.lower() == ".pdf" else None)
+        )
         if data is None:
             with style.style():
                 fig.savefig(p, dpi=style.PNG_DPI)
@@ -346,9 +496,15 @@ def disagreement_heatmap(table: DisagreementTable, path: str | Path | None = Non
     return fig
 
 
-def score_histograms(candidate_scores: np.ndarray, control_scores: np.ndarray, *, threshold: float | None,
-                     probability: bool = True, labels: tuple[str, str] = ("members", "controls"),
-                     title: str = "") -> Figure:
+def score_histograms(
+    candidate_scores: np.ndarray,
+    control_scores: np.ndarray,
+    *,
+    threshold: float | None,
+    probability: bool = True,
+    labels: tuple[str, str] = ("members", "controls"),
+    title: str = "",
+) -> Figure:
     """The first figure a researcher draws: member and control score histograms on one axis, the
     threshold tau marked. Probability scores (natural-log q) are drawn as log10 q; scores of
     exactly zero probability (-inf) cannot be drawn and are counted in the legend.
@@ -374,12 +530,30 @@ def score_histograms(candidate_scores: np.ndarray, control_scores: np.ndarray, *
         bins = np.linspace(lo, hi if hi > lo else lo + 1.0, 31)
         for x, z, lab, role in zip(xs, zeros, labels, ("member", "control")):
             name = f"{lab} ({x.size} drawn; {z} at q = 0 not drawn)" if z else f"{lab} ({x.size})"
-            ax.hist(x, bins=bins, color=PALETTE[role], alpha=0.55, label=name, edgecolor="white", linewidth=0.4)
+            ax.hist(
+                x,
+                bins=bins,
+                color=PALETTE[role],
+                alpha=0.55,
+                label=name,
+                edgecolor="white",
+                linewidth=0.4,
+            )
         if threshold is not None and math.isfinite(threshold):
             t = to_x(threshold)
-            ax.axvline(t, color=PALETTE["threshold"], ls="--", lw=1.2,
-                       label=(rf"$\tau$ = $10^{{{t:.2f}}}$" if probability else rf"$\tau$ = {t:.4g}") + " (claim: score > τ)")
-        ax.set_xlabel(r"$\log_{10} q$ (probability of the suffix under the policy)" if probability else "score")
+            ax.axvline(
+                t,
+                color=PALETTE["threshold"],
+                ls="--",
+                lw=1.2,
+                label=(rf"$\tau$ = $10^{{{t:.2f}}}$" if probability else rf"$\tau$ = {t:.4g}")
+                + " (claim: score > τ)",
+            )
+        ax.set_xlabel(
+            r"$\log_{10} q$ (probability of the suffix under the policy)"
+            if probability
+            else "score"
+        )
         ax.set_ylabel("count")
         ax.set_title(title or "Scores of members and controls")
         style.legend(ax, outside=True)

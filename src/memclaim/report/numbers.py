@@ -15,20 +15,31 @@ One convention, so the same quantity reads the same everywhere:
 
 report.json keeps the exact numbers; these functions only write them for people.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 from numbers import Integral, Real
-from typing import Callable
 
-__all__ = ["MISSING", "num", "integer", "pct", "sci_from_log10", "log10", "prob", "value", "interval"]
+__all__ = [
+    "MISSING",
+    "num",
+    "integer",
+    "pct",
+    "sci_from_log10",
+    "log10",
+    "prob",
+    "value",
+    "interval",
+]
 
 MISSING = "–"
-SIG_DIGITS = 4       # plain numbers
-PCT_DIGITS = 3       # percentages
-SCI_DIGITS = 3       # probabilities written from log10
-LOG10_DECIMALS = 2   # log10 values
+SIG_DIGITS = 4  # plain numbers
+PCT_DIGITS = 3  # percentages
+SCI_DIGITS = 3  # probabilities written from log10
+LOG10_DECIMALS = 2  # log10 values
 
 
 def _special(v: float) -> str | None:
@@ -76,7 +87,7 @@ def num(x: object, digits: int = SIG_DIGITS) -> str:
         return "0"
     if abs(v) >= 1e6 or abs(v) < 1e-4:
         return f"{v:.{digits - 1}e}"
-    if abs(v) >= 10 ** digits:  # 12,346 rather than 1.235e+04 (printf's %g switches too early)
+    if abs(v) >= 10**digits:  # 12,346 rather than 1.235e+04 (printf's %g switches too early)
         return f"{v:,.0f}"
     return f"{v:.{digits}g}"
 
@@ -148,8 +159,12 @@ def prob(log10_p: float | None) -> str:
     return f"{sci_from_log10(log10_p)} (log10 {log10(log10_p)})"
 
 
-def interval(estimate: float | None, lower: float | None, upper: float | None,
-             fmt: Callable[[float | None], str] = pct) -> str:
+def interval(
+    estimate: float | None,
+    lower: float | None,
+    upper: float | None,
+    fmt: Callable[[float | None], str] = pct,
+) -> str:
     """``'8.33% [0.211%, 38.5%]'``.
 
     >>> from memclaim.report.numbers import interval

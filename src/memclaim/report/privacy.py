@@ -5,20 +5,30 @@ matplotlib's object API in the shared style (:mod:`memclaim.report.style`; no py
 written as NAME.png (200 dpi) and NAME.pdf.
 Every figure names the neighbouring relation and the functional its numbers are about.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import validate
 from ..fsutil import write_files
-from . import style
 from ..privacy.caps import cap_map, eta, eta_star_k
 from ..privacy.extraction import alpha_star, h_star
-from ..privacy.tradeoff import approx, expit_neg, gdp, group, neighbors_label, normalize_neighbors, pure
+from ..privacy.tradeoff import (
+    approx,
+    expit_neg,
+    gdp,
+    group,
+    neighbors_label,
+    normalize_neighbors,
+    pure,
+)
+from . import style
 
 if TYPE_CHECKING:
     from ..privacy.pld import DpSgdCurve
@@ -43,12 +53,21 @@ def _save(fig, path) -> Path:
 
 
 def _mem_scope(neighbors: str) -> str:
-    return ("caps RO memorization (replace-one, Thm. 4.1)" if neighbors == "replace"
-            else "caps LOO memorization (add/remove, Prop. A.1); RO needs f^(2)")
+    return (
+        "caps RO memorization (replace-one, Thm. 4.1)"
+        if neighbors == "replace"
+        else "caps LOO memorization (add/remove, Prop. A.1); RO needs f^(2)"
+    )
 
 
-def plot_advantage_curves(path: str | Path, *, epsilon: float = 1.0, delta: float = 0.1, mu: float = 1.0,
-                          neighbors: str = "replace") -> Path:
+def plot_advantage_curves(
+    path: str | Path,
+    *,
+    epsilon: float = 1.0,
+    delta: float = 0.1,
+    mu: float = 1.0,
+    neighbors: str = "replace",
+) -> Path:
     """[MX] Fig. 2: alpha -> 1 - alpha - f(alpha) for f_eps, f_{eps,delta}, G_mu, maximizers marked.
 
     >>> from memclaim.report.privacy import plot_advantage_curves
@@ -58,7 +77,10 @@ def plot_advantage_curves(path: str | Path, *, epsilon: float = 1.0, delta: floa
     rel = normalize_neighbors(neighbors)
     curves = [
         (pure(epsilon, neighbors=rel), f"$f_\\varepsilon$, $\\varepsilon$ = {epsilon:g}"),
-        (approx(epsilon, delta, neighbors=rel), f"$f_{{\\varepsilon,\\delta}}$, $\\delta$ = {delta:g}"),
+        (
+            approx(epsilon, delta, neighbors=rel),
+            f"$f_{{\\varepsilon,\\delta}}$, $\\delta$ = {delta:g}",
+        ),
         (gdp(mu, neighbors=rel), f"$G_\\mu$, $\\mu$ = {mu:g}"),
     ]
     with style.style():
@@ -73,17 +95,31 @@ def _advantage_axes(ax, curves, rel):
         ax.plot(a, np.asarray(f.power(a)) - a, label=label)
         e = eta(f)
         ax.plot([e.alpha], [e.value], "o", color=ax.lines[-1].get_color())
-        ax.annotate(f"{e.value:.3f}", (e.alpha, e.value), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        ax.annotate(
+            f"{e.value:.3f}",
+            (e.alpha, e.value),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=8,
+        )
     ax.set_xlabel("significance level $\\alpha$")
     ax.set_ylabel("advantage $1 - \\alpha - f(\\alpha)$")
     ax.set_xlim(0, 1)
     ax.set_ylim(bottom=0)
     style.legend(ax, outside=True)
-    ax.set_title(f"Advantage curves; the maximum $\\eta(f)$ {_mem_scope(rel)}\n[{neighbors_label(rel)}]")
+    ax.set_title(
+        f"Advantage curves; the maximum $\\eta(f)$ {_mem_scope(rel)}\n[{neighbors_label(rel)}]"
+    )
 
 
-def plot_staircase(path: str | Path, *, epsilon: float = 1.0, k: int = 4, max_copies: int = 8,
-                   neighbors: str = "replace") -> Path:
+def plot_staircase(
+    path: str | Path,
+    *,
+    epsilon: float = 1.0,
+    k: int = 4,
+    max_copies: int = 8,
+    neighbors: str = "replace",
+) -> Path:
     """[MX] Fig. 3: the cap map f-bar with the optimal k-orbit (cobweb); eta*_k vs tanh(k eps/2).
 
     The staircase counts neighbour steps of a pure eps-DP guarantee: under replace-one, eta*_k
@@ -125,7 +161,9 @@ def _staircase_axes(ax1, ax2, st, epsilon, k, max_copies, rel):
     ax1.set_xlim(0, 1)
     ax1.set_ylim(0, 1)
     style.legend(ax1, below=True)
-    ax1.set_title(f"$\\eta^*_{{{k}}}$ = {st.value:.3f} (orbit gain $b_k - b_0$), $\\varepsilon$ = {st.epsilon:g}")
+    ax1.set_title(
+        f"$\\eta^*_{{{k}}}$ = {st.value:.3f} (orbit gain $b_k - b_0$), $\\varepsilon$ = {st.epsilon:g}"
+    )
     ks = np.arange(1, max_copies + 1)
     exact = [eta_star_k(epsilon=epsilon, k=int(j)).value for j in ks]
     naive = [math.tanh(j * st.epsilon / 2.0) for j in ks]
@@ -136,15 +174,26 @@ def _staircase_axes(ax1, ax2, st, epsilon, k, max_copies, rel):
     ax2.set_ylim(0, 1.02)
     style.legend(ax2, below=True)
     if rel == "replace":
-        ax2.set_title(f"k-copy RO memorization cap, pure $\\varepsilon$-DP [{neighbors_label(rel)}]")
+        ax2.set_title(
+            f"k-copy RO memorization cap, pure $\\varepsilon$-DP [{neighbors_label(rel)}]"
+        )
     else:  # k add/remove steps bound LOO with k additions; RO needs 2k steps ([MX] Prop. A.1, Cor. 4.3)
-        ax2.set_title(f"k-copy LOO memorization cap (RO: $\\eta^*_{{2k}}$), pure $\\varepsilon$-DP "
-                      f"[{neighbors_label(rel)}]")
+        ax2.set_title(
+            f"k-copy LOO memorization cap (RO: $\\eta^*_{{2k}}$), pure $\\varepsilon$-DP "
+            f"[{neighbors_label(rel)}]"
+        )
 
 
-def plot_boundary(path: str | Path, *, epsilons: Sequence[float] = (1.0, 3.0), mu: float = 1.0, tau: float = 0.1,
-                  m: int = 1, neighbors: str = "add-remove",
-                  copies: int = 1) -> Path:
+def plot_boundary(
+    path: str | Path,
+    *,
+    epsilons: Sequence[float] = (1.0, 3.0),
+    mu: float = 1.0,
+    tau: float = 0.1,
+    m: int = 1,
+    neighbors: str = "add-remove",
+    copies: int = 1,
+) -> Path:
     """[MX] Fig. 4: Ext bound 1 - f(kappa) vs baseline kappa (log-log), risk tau, alpha*(tau), H* axis.
 
     ``copies`` = k >= 2 adds, dashed, the bound 1 - f^(k)(kappa) of a secret planted k times for
@@ -166,14 +215,21 @@ def plot_boundary(path: str | Path, *, epsilons: Sequence[float] = (1.0, 3.0), m
 
 def _boundary_axes(ax, epsilons, mu, tau, m, rel, copies):
     kap = np.logspace(-4, 0, 600)
-    curves = [(pure(e, neighbors=rel), f"$f_\\varepsilon$, $\\varepsilon$ = {e:g}") for e in epsilons]
+    curves = [
+        (pure(e, neighbors=rel), f"$f_\\varepsilon$, $\\varepsilon$ = {e:g}") for e in epsilons
+    ]
     curves.append((gdp(mu, neighbors=rel), f"$G_\\mu$, $\\mu$ = {mu:g}"))
     for f, label in curves:
         ax.plot(kap, f.power(kap), label=label)
     if copies > 1:
         fk = pure(epsilons[0], neighbors=rel)
-        ax.plot(kap, group(fk, copies).power(kap), "--", color="C3",
-                label=f"{copies} copies, $\\varepsilon$ = {epsilons[0]:g}: $1 - f^{{({copies})}}(\\kappa)$ (Cor. 4.3)")
+        ax.plot(
+            kap,
+            group(fk, copies).power(kap),
+            "--",
+            color="C3",
+            label=f"{copies} copies, $\\varepsilon$ = {epsilons[0]:g}: $1 - f^{{({copies})}}(\\kappa)$ (Cor. 4.3)",
+        )
         ak = alpha_star(tau, fk, copies=copies)
         if ak.value >= 1e-4:
             ax.plot([ak.value], [1e-4 * 1.2], marker="^", color="C3")
@@ -184,8 +240,13 @@ def _boundary_axes(ax, epsilons, mu, tau, m, rel, copies):
     a = alpha_star(tau, f_last)
     ax.plot([a.value, a.value], [1e-4, tau], color="C1", ls="--", lw=0.9)
     ax.plot([a.value], [1e-4 * 1.2], marker="^", color="C1")
-    ax.annotate(f"$\\alpha^*(\\tau)$ = {a.value:.2g}", (a.value, 1.3e-4), textcoords="offset points",
-                xytext=(4, 6), fontsize=8)
+    ax.annotate(
+        f"$\\alpha^*(\\tau)$ = {a.value:.2g}",
+        (a.value, 1.3e-4),
+        textcoords="offset points",
+        xytext=(4, 6),
+        fontsize=8,
+    )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(1e-4, 1)
@@ -240,13 +301,30 @@ def _dpsgd_axes(ax1, ax2, cur, f, g, tau):
     ax1.plot(a, 1.0 - a, "k:", lw=0.8, label="$1 - \\alpha$ (no privacy loss)")
     e_f = eta(f)
     ax1.plot(a, f(a), color="C0", label=f"DP-SGD curve (PLD), $\\eta$ = {e_f.value:.3f}")
-    ax1.plot([e_f.alpha, e_f.alpha], [float(f(e_f.alpha)), 1.0 - e_f.alpha], color="C0", lw=2.5, alpha=0.6)
+    ax1.plot(
+        [e_f.alpha, e_f.alpha],
+        [float(f(e_f.alpha)), 1.0 - e_f.alpha],
+        color="C0",
+        lw=2.5,
+        alpha=0.6,
+    )
     if g is not None:
         e_g = eta(g)
-        ax1.plot(a, g(a), color="C3", ls="--",
-                 label=f"($\\varepsilon, \\delta$) envelope, $\\varepsilon$ = {cur.route_epsilon:.3g}, "
-                       f"$\\delta$ = {cur.route_delta:g}: $\\eta$ = {e_g.value:.3f}")
-        ax1.plot([e_g.alpha, e_g.alpha], [float(g(e_g.alpha)), 1.0 - e_g.alpha], color="C3", lw=2.5, alpha=0.6)
+        ax1.plot(
+            a,
+            g(a),
+            color="C3",
+            ls="--",
+            label=f"($\\varepsilon, \\delta$) envelope, $\\varepsilon$ = {cur.route_epsilon:.3g}, "
+            f"$\\delta$ = {cur.route_delta:g}: $\\eta$ = {e_g.value:.3f}",
+        )
+        ax1.plot(
+            [e_g.alpha, e_g.alpha],
+            [float(g(e_g.alpha)), 1.0 - e_g.alpha],
+            color="C3",
+            lw=2.5,
+            alpha=0.6,
+        )
     ax1.set_xlim(0, 1)
     ax1.set_ylim(0, 1)
     ax1.set_xlabel("type-I error $\\alpha$")
@@ -256,7 +334,9 @@ def _dpsgd_axes(ax1, ax2, cur, f, g, tau):
     kap = np.logspace(-8, 0, 600)
     ax2.plot(kap, f.power(kap), color="C0", label="$1 - f(\\kappa)$, DP-SGD curve")
     if g is not None:
-        ax2.plot(kap, g.power(kap), color="C3", ls="--", label="$1 - f_{\\varepsilon,\\delta}(\\kappa)$")
+        ax2.plot(
+            kap, g.power(kap), color="C3", ls="--", label="$1 - f_{\\varepsilon,\\delta}(\\kappa)$"
+        )
     ax2.plot(kap, kap, "k:", lw=0.8, label="baseline $\\kappa$")
     ax2.axhline(tau, color="gray", ls=":", lw=1.0)
     for curve, col in ((f, "C0"), (g, "C3")):
@@ -273,13 +353,26 @@ def _dpsgd_axes(ax1, ax2, cur, f, g, tau):
     ax2.set_ylabel("extraction bound $1 - f(\\kappa)$")
     style.legend(ax2, below=True)
     grid = cur.grid().replace(", eps grid", ",\neps grid")
-    ax2.set_title(f"Thm. 5.1(i) boundary [{rel}]; triangles: $\\alpha^*(\\tau)$ at $\\tau$ = {tau:g}\n{grid}",
-                  fontsize=7)
+    ax2.set_title(
+        f"Thm. 5.1(i) boundary [{rel}]; triangles: $\\alpha^*(\\tau)$ at $\\tau$ = {tau:g}\n{grid}",
+        fontsize=7,
+    )
 
 
-def plot_all(out_dir: str | Path, *, epsilon: float = 1.0, delta: float = 0.1, mu: float = 1.0, copies: int = 4,
-             max_copies: int = 8, tau: float = 0.1, m: int = 1, boundary_epsilons: Sequence[float] = (1.0, 3.0),
-             neighbors: str = "add-remove", dpsgd: DpSgdCurve | None = None) -> list[Path]:
+def plot_all(
+    out_dir: str | Path,
+    *,
+    epsilon: float = 1.0,
+    delta: float = 0.1,
+    mu: float = 1.0,
+    copies: int = 4,
+    max_copies: int = 8,
+    tau: float = 0.1,
+    m: int = 1,
+    boundary_epsilons: Sequence[float] = (1.0, 3.0),
+    neighbors: str = "add-remove",
+    dpsgd: DpSgdCurve | None = None,
+) -> list[Path]:
     """Write fig2_advantage, fig3_staircase, fig4_boundary (.png at 200 dpi and .pdf) under
     ``out_dir``, and fig5_dpsgd when ``dpsgd`` (a :class:`memclaim.privacy.pld.DpSgdCurve`) is
     given; every panel names the relation ``neighbors``. Returns every path written.
@@ -291,11 +384,25 @@ def plot_all(out_dir: str | Path, *, epsilon: float = 1.0, delta: float = 0.1, m
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [
-        plot_advantage_curves(out / "fig2_advantage.png", epsilon=epsilon, delta=delta, mu=mu, neighbors=neighbors),
-        plot_staircase(out / "fig3_staircase.png", epsilon=epsilon, k=copies, max_copies=max_copies,
-                       neighbors=neighbors),
-        plot_boundary(out / "fig4_boundary.png", epsilons=boundary_epsilons, mu=mu, tau=tau, m=m, neighbors=neighbors,
-                      copies=copies),
+        plot_advantage_curves(
+            out / "fig2_advantage.png", epsilon=epsilon, delta=delta, mu=mu, neighbors=neighbors
+        ),
+        plot_staircase(
+            out / "fig3_staircase.png",
+            epsilon=epsilon,
+            k=copies,
+            max_copies=max_copies,
+            neighbors=neighbors,
+        ),
+        plot_boundary(
+            out / "fig4_boundary.png",
+            epsilons=boundary_epsilons,
+            mu=mu,
+            tau=tau,
+            m=m,
+            neighbors=neighbors,
+            copies=copies,
+        ),
     ]
     if dpsgd is not None:
         paths.append(plot_dpsgd(out / "fig5_dpsgd.png", dpsgd, tau=tau))

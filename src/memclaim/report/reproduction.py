@@ -8,6 +8,7 @@ defect and sets the exit status), our numbers beside the paper's (no verdict: th
 holds the tolerances), what differs from the paper, and the notes. Built on the one document model
 of :mod:`memclaim.report.core` (every text escaped; numbers by :mod:`memclaim.report.numbers`).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -40,8 +41,14 @@ def number_text(key: str, v: Any) -> str:
         ratio = "numerator" in v  # a ratio of two rates (Katz): a plain number, not a percentage
         f = pct if ("rate" in v or (_is_rate_key(key) and not ratio)) else num
         head = f"{v['count']} of {v['n']}: " if "count" in v and "n" in v else ""
-        how = ", ".join(x for x in (str(v.get("method", "")),
-                                    f"{v['confidence']:.0%}" if isinstance(v.get("confidence"), float) else "") if x)
+        how = ", ".join(
+            x
+            for x in (
+                str(v.get("method", "")),
+                f"{v['confidence']:.0%}" if isinstance(v.get("confidence"), float) else "",
+            )
+            if x
+        )
         return f"{head}{f(est)} [{f(v['lower'])}, {f(v['upper'])}]" + (f" ({how})" if how else "")
     return value(v)
 
@@ -63,18 +70,25 @@ def reproduction_doc(result: dict, *, png: bytes | None = None) -> Doc:
     """
     quick = " (quick)" if result.get("quick") else ""
     doc = Doc(f"{result['name']}: {result.get('title', '')}{quick}")
-    doc.p(f"Reproduces: {'; '.join(result.get('reproduces', []))}. Seed {result.get('seed')}; versions: "
-          + value(result.get("versions", {})) + ".")
+    doc.p(
+        f"Reproduces: {'; '.join(result.get('reproduces', []))}. Seed {result.get('seed')}; versions: "
+        + value(result.get("versions", {}))
+        + "."
+    )
     claims = result.get("paper_claims", [])
     if claims:
         counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICT_ORDER}
         doc.h2("The paper's sentences on this run")
-        doc.p(f"{len(claims)} {'sentence' if len(claims) == 1 else 'sentences'} judged: "
-              + ", ".join(f"{counts[v]} {v}" for v in VERDICT_ORDER)
-              + ". Each rule was fixed before the run; a sentence that does not hold here is a finding about this "
-                "run (another model, text and scale), not a failure of memclaim.")
-        doc.table(["verdict", "sentence (where)", "test"],
-                  [[c["verdict"], f"{c['claim']} ({c['where']})", c["test"]] for c in claims])
+        doc.p(
+            f"{len(claims)} {'sentence' if len(claims) == 1 else 'sentences'} judged: "
+            + ", ".join(f"{counts[v]} {v}" for v in VERDICT_ORDER)
+            + ". Each rule was fixed before the run; a sentence that does not hold here is a finding about this "
+            "run (another model, text and scale), not a failure of memclaim."
+        )
+        doc.table(
+            ["verdict", "sentence (where)", "test"],
+            [[c["verdict"], f"{c['claim']} ({c['where']})", c["test"]] for c in claims],
+        )
         for c in claims:
             doc.h3(f"{c['verdict']}: {c['claim']}")
             doc.p(f"The paper ({c['where']}): “{c['quote']}”")
@@ -89,16 +103,34 @@ def reproduction_doc(result: dict, *, png: bytes | None = None) -> Doc:
         rows = []
         for c in checks:
             said = f"“{c['quote']}” ({c['where']})" if c.get("quote") else (c.get("where") or "")
-            rows.append(["pass" if c["passed"] else "FAIL", c["claim"], said, c["detail"], c.get("false_alarm", "")])
+            rows.append(
+                [
+                    "pass" if c["passed"] else "FAIL",
+                    c["claim"],
+                    said,
+                    c["detail"],
+                    c.get("false_alarm", ""),
+                ]
+            )
         doc.table(["", "check", "the paper's sentence", "numbers", "false alarm"], rows)
     pn = result.get("paper_numbers", [])
     if pn:
         doc.h2("Ours beside the paper (no verdict: the test suite holds the tolerances)")
-        doc.table(["quantity", "where", "ours", "paper", "difference", "note"],
-                  [[p["quantity"], p["where"], num(p["ours"]), ({"=": "", ">=": ">= ", "<=": "<= "}[p["relation"]]
-                                                                + p["paper_printed"]), num(p["difference"]),
-                    (p.get("note") or "") + ("" if p["same_scale"] else " (the paper's number is from other models)")]
-                   for p in pn])
+        doc.table(
+            ["quantity", "where", "ours", "paper", "difference", "note"],
+            [
+                [
+                    p["quantity"],
+                    p["where"],
+                    num(p["ours"]),
+                    ({"=": "", ">=": ">= ", "<=": "<= "}[p["relation"]] + p["paper_printed"]),
+                    num(p["difference"]),
+                    (p.get("note") or "")
+                    + ("" if p["same_scale"] else " (the paper's number is from other models)"),
+                ]
+                for p in pn
+            ],
+        )
     if result.get("differences_from_paper"):
         doc.h2("What differs from the paper")
         doc.bullets(result["differences_from_paper"])
@@ -120,8 +152,11 @@ def reproduction_files(result: dict, *, png: bytes | None = None) -> dict[str, b
     """
     doc = reproduction_doc(result, png=png)
     name = result["name"]
-    md = render_markdown(doc).replace(f"]({name}-figure.png)", f"]({name}.png)").replace(
-        f"[{name}-figure.pdf]({name}-figure.pdf)", f"[{name}.pdf]({name}.pdf)")
+    md = (
+        render_markdown(doc)
+        .replace(f"]({name}-figure.png)", f"]({name}.png)")
+        .replace(f"[{name}-figure.pdf]({name}-figure.pdf)", f"[{name}.pdf]({name}.pdf)")
+    )
     return {f"{name}.md": md.encode("utf-8"), f"{name}.html": render_html(doc).encode("utf-8")}
 
 

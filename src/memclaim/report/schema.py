@@ -7,6 +7,7 @@ new schema file. Validation needs the ``jsonschema`` package (a test dependency)
     from memclaim.report.schema import validate_report
     validate_report(json.loads(Path("out/report.json").read_text()))   # raises InputError if invalid
 """
+
 from __future__ import annotations
 
 import json
@@ -36,10 +37,16 @@ def load_schema(version: str = SCHEMA_VERSION) -> dict:
     'memclaim report.json, schema version 1.0'
     """
     try:
-        text = resources.files("memclaim.report").joinpath("schemas", schema_name(version)).read_text(encoding="utf-8")
+        text = (
+            resources.files("memclaim.report")
+            .joinpath("schemas", schema_name(version))
+            .read_text(encoding="utf-8")
+        )
     except (FileNotFoundError, OSError):
-        raise InputError(f"no published report schema for version {version!r}",
-                         hint=f"this memclaim writes schema version {SCHEMA_VERSION}") from None
+        raise InputError(
+            f"no published report schema for version {version!r}",
+            hint=f"this memclaim writes schema version {SCHEMA_VERSION}",
+        ) from None
     return json.loads(text)
 
 
@@ -60,6 +67,10 @@ def validate_report(report: dict) -> None:
     cls.check_schema(schema)
     errors = sorted(cls(schema).iter_errors(report), key=lambda e: list(e.absolute_path))
     if errors:
-        lines = [f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in errors[:20]]
-        raise InputError(f"report.json does not match schema {version!r}: " + "; ".join(lines),
-                         hint="report.json must be written by memclaim's report writer")
+        lines = [
+            f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}" for e in errors[:20]
+        ]
+        raise InputError(
+            f"report.json does not match schema {version!r}: " + "; ".join(lines),
+            hint="report.json must be written by memclaim's report writer",
+        )

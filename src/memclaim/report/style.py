@@ -16,6 +16,7 @@ Text is rendered by matplotlib's mathtext (``$\\alpha_N$``, ``$\\tau_{doc}$``): 
 no LaTeX install. Colours come from :data:`PALETTE` (colour-blind safe, Okabe-Ito), so a member
 is the same blue and a control the same grey in every figure.
 """
+
 from __future__ import annotations
 
 import io
@@ -51,7 +52,10 @@ PALETTE = {
     "yellow": "#F0E442",
     "black": "#000000",
 }
-CYCLE = [PALETTE[k] for k in ("member", "threshold", "bound", "reference", "accent", "sky", "control", "black")]
+CYCLE = [
+    PALETTE[k]
+    for k in ("member", "threshold", "bound", "reference", "accent", "sky", "control", "black")
+]
 HEATMAP_CMAP = "viridis"  # perceptually uniform, readable in greyscale
 
 RC: dict[str, Any] = {
@@ -100,8 +104,9 @@ def style() -> AbstractContextManager:
     return matplotlib.rc_context(_rc())
 
 
-def figure(*, width: float = 6.0, height: float = 3.8, nrows: int = 1, ncols: int = 1,
-           **subplot_kw: Any) -> tuple[Figure, Any]:
+def figure(
+    *, width: float = 6.0, height: float = 3.8, nrows: int = 1, ncols: int = 1, **subplot_kw: Any
+) -> tuple[Figure, Any]:
     """A styled Figure and its axes (one Axes, or an array of shape [nrows, ncols] squeezed like
     ``plt.subplots``), laid out by constrained layout so no label is clipped.
 
@@ -163,7 +168,9 @@ def _wrap(text: str, width: int) -> str:
         parts[i] = parts[i].replace(" ", "\x00")
     lines = []
     for line in "$".join(parts).split("\n"):
-        lines += textwrap.wrap(line, max(12, width), break_long_words=False, break_on_hyphens=False) or [""]
+        lines += textwrap.wrap(
+            line, max(12, width), break_long_words=False, break_on_hyphens=False
+        ) or [""]
     return "\n".join(lines).replace("\x00", " ")
 
 
@@ -215,7 +222,11 @@ def _render(fig, fmt: str, dpi: int | None) -> bytes:
         fit_titles(fig)
     buf = io.BytesIO()
     # no 'Software'/date metadata: the bytes depend only on the numbers and matplotlib's version
-    meta = {"Software": None} if fmt == "png" else {"Creator": None, "Producer": None, "CreationDate": None}
+    meta = (
+        {"Software": None}
+        if fmt == "png"
+        else {"Creator": None, "Producer": None, "CreationDate": None}
+    )
     with style():
         fig.savefig(buf, format=fmt, dpi=dpi, metadata=meta)
     return buf.getvalue()
@@ -271,7 +282,9 @@ def blank_figure(*, width: float, height: float) -> Figure:
         return Figure(figsize=(width, height), layout="constrained")
 
 
-def colormap(name: str | None = None, *, under: str | None = None, bad: str | None = None) -> Colormap:
+def colormap(
+    name: str | None = None, *, under: str | None = None, bad: str | None = None
+) -> Colormap:
     """A named matplotlib colormap (``HEATMAP_CMAP`` by default) with colours for values under the
     range and for masked values.
 

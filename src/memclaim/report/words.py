@@ -3,9 +3,10 @@
 These sentences go into every report (``statements`` in report.json, a section in the Markdown and
 HTML). They are part of the evidence: a number without them is easy to misread.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 NO_CLAIM_IS_NOT_EVIDENCE = (
     "No claim is not evidence against memorization. The test bounds false positives and says "
@@ -71,9 +72,11 @@ BINARY = (
 # the verify step ([EM] Def. B.2) each report states in its procedure record (the store records
 # the population test's, whatever the run is later used for)
 VERIFY_POPULATION = "conformal test against matched non-member controls ([EM] §3, Eq. 5-6)"
-VERIFY_CENSUS = ("census against a matched control document: tau_doc = 10^ceil(log10 of the top decontaminated "
-                 "control score) ([EM] §5, Eq. 31), coverage of the document's window suffixes above it (Eq. 9); "
-                 "no certified false-positive rate")
+VERIFY_CENSUS = (
+    "census against a matched control document: tau_doc = 10^ceil(log10 of the top decontaminated "
+    "control score) ([EM] §5, Eq. 31), coverage of the document's window suffixes above it (Eq. 9); "
+    "no certified false-positive rate"
+)
 
 
 def with_verify(procedure: dict | None, verify: str) -> dict | None:
@@ -113,15 +116,22 @@ def is_near_verbatim(procedure: dict | None) -> bool:
     return bool(procedure) and str(procedure.get("score", "")).startswith("near-verbatim")
 
 
-def population_statements(*, binary: bool, decontaminated: bool, multiple: bool,
-                          near_verbatim: bool = False) -> list[str]:
+def population_statements(
+    *, binary: bool, decontaminated: bool, multiple: bool, near_verbatim: bool = False
+) -> list[str]:
     """What a population claim does and does not mean, in words (report.json ``statements``).
 
     >>> from memclaim.report.words import population_statements
     >>> population_statements(binary=False, decontaminated=False, multiple=False)[0][:40]
     'A claim means: under this fixed extracti'
     """
-    s = [WHAT_A_CLAIM_MEANS, NO_CLAIM_IS_NOT_EVIDENCE, RELATIVE_TO_CONTROLS, CONTAMINATION, PER_CANDIDATE]
+    s = [
+        WHAT_A_CLAIM_MEANS,
+        NO_CLAIM_IS_NOT_EVIDENCE,
+        RELATIVE_TO_CONTROLS,
+        CONTAMINATION,
+        PER_CANDIDATE,
+    ]
     if near_verbatim:
         s.append(NEAR_VERBATIM)
     if binary:
@@ -139,9 +149,18 @@ def census_statements(*, near_verbatim: bool = False) -> list[str]:
     >>> census_statements()[0][:40]
     'A census evaluates one fixed document ex'
     """
-    return [CENSUS_NO_FPR, NO_CLAIM_IS_NOT_EVIDENCE, CONTAMINATION,
+    return (
+        [
+            CENSUS_NO_FPR,
+            NO_CLAIM_IS_NOT_EVIDENCE,
+            CONTAMINATION,
             "Coverage counts only the characters of window suffixes (what was extracted), never the "
-            "prompts ([EM] Eq. 9).", EXTRACTABLE] + ([NEAR_VERBATIM] if near_verbatim else []) + [PROCEDURE_FIXED]
+            "prompts ([EM] Eq. 9).",
+            EXTRACTABLE,
+        ]
+        + ([NEAR_VERBATIM] if near_verbatim else [])
+        + [PROCEDURE_FIXED]
+    )
 
 
 def budget_statements() -> list[str]:
@@ -151,9 +170,11 @@ def budget_statements() -> list[str]:
     >>> len(budget_statements())
     2
     """
-    return [EXTRACTABLE,
-            "P[at least once in n] = 1 - (1-p)^n assumes n independent queries with the same per-query "
-            "probability p (independent samples under the fixed procedure) ([EM] §6, Eq. 10)."]
+    return [
+        EXTRACTABLE,
+        "P[at least once in n] = 1 - (1-p)^n assumes n independent queries with the same per-query "
+        "probability p (independent samples under the fixed procedure) ([EM] §6, Eq. 10).",
+    ]
 
 
 def procedure_phrase(procedure: dict | None = None, *, policy: str | None = None) -> str:
@@ -174,20 +195,28 @@ def procedure_phrase(procedure: dict | None = None, *, policy: str | None = None
     if not tested or tested == "unrecorded":
         return "under a decoding policy that was not recorded"
     text = f"under decoding policy {tested}"
-    scored = [str(p) for p in (d.get("policies_scored") or d.get("policies") or []) if str(p) != str(tested)]
+    scored = [
+        str(p)
+        for p in (d.get("policies_scored") or d.get("policies") or [])
+        if str(p) != str(tested)
+    ]
     if scored:
         text += f" (the one tested; also scored: {', '.join(scored)})"
     prompt = d.get("prompt") or {}
     templates = list(prompt.get("templates") or [])
     if templates:
-        shown = ", ".join(repr(t) for t in templates[:3]) + (f" and {len(templates) - 3} more" if len(templates) > 3
-                                                              else "")
+        shown = ", ".join(repr(t) for t in templates[:3]) + (
+            f" and {len(templates) - 3} more" if len(templates) > 3 else ""
+        )
         text += f", prompted with the template{'s' if len(templates) > 1 else ''} {shown}"
         if len(templates) > 1:
             text += f" ({prompt.get('aggregate') or 'max'} over the prompts)"
     if prompt.get("chat"):
-        text += (" in the model's chat template" if templates else
-                 ", prompted through the model's chat template")
+        text += (
+            " in the model's chat template"
+            if templates
+            else ", prompted through the model's chat template"
+        )
     if is_near_verbatim(d):
         text += f", near-verbatim score ({d.get('score')})"
     return text
@@ -212,12 +241,19 @@ def limit_note(inputs: Sequence[dict] | None) -> str | None:
             continue
         n, total = d["limit"], d.get("records_total", d.get("windows_total"))
         what = "texts" if "records_total" in d else "windows"
-        parts.append((n, f"the first {n} of {total} {what} of the {rec.get('role') or d.get('role') or 'input'}"))
+        parts.append(
+            (
+                n,
+                f"the first {n} of {total} {what} of the {rec.get('role') or d.get('role') or 'input'}",
+            )
+        )
     if not parts:
         return None
     ns = sorted({n for n, _ in parts})
-    return (f"Limited run (--limit {', '.join(map(str, ns))}): only {'; '.join(p for _, p in parts)} were scored. "
-            "A quick look, not a result about the whole input: run again without --limit for that.")
+    return (
+        f"Limited run (--limit {', '.join(map(str, ns))}): only {'; '.join(p for _, p in parts)} were scored. "
+        "A quick look, not a result about the whole input: run again without --limit for that."
+    )
 
 
 def verifier_reading(rate: float, threshold: float, *, unlearned: bool) -> str:
@@ -232,8 +268,11 @@ def verifier_reading(rate: float, threshold: float, *, unlearned: bool) -> str:
     """
     if unlearned:
         verdict = "forgotten" if rate < threshold else "not forgotten"
-        return f"unlearning verifier: {verdict} (recovered fraction {rate:.3f} {'<' if rate < threshold else '>='} " \
-               f"{threshold:g})"
-    return (f"greedy recovery of the members from their own prefixes: {rate:.3f} (the unlearning verifier reads it "
-            f"against {threshold:g} after unlearning; this model was not unlearned)")
-
+        return (
+            f"unlearning verifier: {verdict} (recovered fraction {rate:.3f} {'<' if rate < threshold else '>='} "
+            f"{threshold:g})"
+        )
+    return (
+        f"greedy recovery of the members from their own prefixes: {rate:.3f} (the unlearning verifier reads it "
+        f"against {threshold:g} after unlearning; this model was not unlearned)"
+    )

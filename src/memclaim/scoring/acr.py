@@ -17,6 +17,7 @@ target already searched is read back, never searched again. A target's search ho
 lock (flock) on its folder, so two processes on one store search each target once: the second
 waits and reads the result.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,9 +26,10 @@ import math
 import os
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -47,19 +49,25 @@ ALGORITHM_VERSION = 1  # bump when a change to the search changes what it finds 
 START_TOKENS = 5
 GROW_TOKENS = 5
 STEP_GROWTH = 1.2
-PROMPT_RULE = ("start-of-text + free prompt tokens + target, no template (the ACR paper's base-model setting); "
-               "|x*| counts the free tokens only")
+PROMPT_RULE = (
+    "start-of-text + free prompt tokens + target, no template (the ACR paper's base-model setting); "
+    "|x*| counts the free tokens only"
+)
 SCORE = "ACR = |y| / |x*| (tokens), x* the shortest prompt GCG finds that meets the criterion ([EM] App. A.2)"
-VERIFY = ("matched comparison: extraction rates (ACR > 1) of members and matched non-member controls "
-          "([EM] §3, 'Revisiting parrot prompts'); equal rates carry no signal about memorization")
+VERIFY = (
+    "matched comparison: extraction rates (ACR > 1) of members and matched non-member controls "
+    "([EM] §3, 'Revisiting parrot prompts'); equal rates carry no signal about memorization"
+)
 
 # Function words that are no evidence of a prompt leaking its target (English and the KJV's
 # register). Hand-written: the project depends on no NLP library that ships a stop list.
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a an and are as at be but by for from had has have he her him his i if in is it its me my no nor not of on or our
 shall she so than that the their them then there these they this those thou thee thy thine to unto up upon us was
 we were what when which who whom will with ye you your hath doth art all any also o
-""".split())
+""".split()
+)
 
 
 @dataclass(frozen=True)
@@ -84,11 +92,16 @@ class LengthSearch(ResultMixin):
 
     def cap(self, target_len: int) -> int:
         """The longest prompt tried for a target of ``target_len`` tokens."""
-        return int(self.max_prompt_tokens) if self.max_prompt_tokens is not None else int(target_len) - 1
+        return (
+            int(self.max_prompt_tokens)
+            if self.max_prompt_tokens is not None
+            else int(target_len) - 1
+        )
 
 
-def length_search(target_len: int, rule: LengthSearch, steps: int,
-                  attempt: Callable[[int, int], bool]) -> list[tuple[int, int, bool]]:
+def length_search(
+    target_len: int, rule: LengthSearch, steps: int, attempt: Callable[[int, int], bool]
+) -> list[tuple[int, int, bool]]:
     """Run the ACR length search with ``attempt(n, steps) -> success``; returns the attempts
     ``[(n, steps, success), ...]`` in order. The shortest successful n is x*'s length.
 
@@ -120,7 +133,9 @@ def length_search(target_len: int, rule: LengthSearch, steps: int,
 
 
 # --------------------------------------------------------------------------- the procedure
-def acr_procedure(model: "LoadedModel", *, criterion: "Criterion | str", gcg: GCGSettings, lengths: LengthSearch) -> dict:
+def acr_procedure(
+    model: LoadedModel, *, criterion: Criterion | str, gcg: GCGSettings, lengths: LengthSearch
+) -> dict:
     """The ACR extraction procedure as a record ([EM] Def. B.2): model identity and numerics,
     start-of-text, criterion, GCG and length-search settings. Its key names the store folder.
 
@@ -131,11 +146,25 @@ def acr_procedure(model: "LoadedModel", *, criterion: "Criterion | str", gcg: GC
     ('prob:0.9', 256)
     """
     crit = Criterion.parse(criterion)
-    return {"kind": "acr", "model": {"name": model.name, "source": model.source, "fingerprint": model.fingerprint,
-                                     "dtype": model.dtype, "device_class": model.device_class},
-            "start_of_text": model.sot.to_dict(), "criterion": crit.spec, "gcg": gcg.to_dict(),
-            "length_search": lengths.to_dict(), "prompt": PROMPT_RULE, "score": SCORE, "verify": VERIFY,
-            "algorithm_version": ALGORITHM_VERSION, "memclaim_version": __version__}
+    return {
+        "kind": "acr",
+        "model": {
+            "name": model.name,
+            "source": model.source,
+            "fingerprint": model.fingerprint,
+            "dtype": model.dtype,
+            "device_class": model.device_class,
+        },
+        "start_of_text": model.sot.to_dict(),
+        "criterion": crit.spec,
+        "gcg": gcg.to_dict(),
+        "length_search": lengths.to_dict(),
+        "prompt": PROMPT_RULE,
+        "score": SCORE,
+        "verify": VERIFY,
+        "algorithm_version": ALGORITHM_VERSION,
+        "memclaim_version": __version__,
+    }
 
 
 def procedure_key(procedure: dict) -> str:
@@ -160,8 +189,11 @@ def target_key(prefix_ids: Sequence[int], target_ids: Sequence[int]) -> str:
     >>> target_key([0], [5, 6])[:12]
     'a16dc8b60198'
     """
-    return sha256_bytes(json.dumps({"prefix": list(map(int, prefix_ids)), "target": list(map(int, target_ids))})
-                        .encode())
+    return sha256_bytes(
+        json.dumps(
+            {"prefix": list(map(int, prefix_ids)), "target": list(map(int, target_ids))}
+        ).encode()
+    )
 
 
 def search_seed(seed: int, tkey: str, n: int) -> int:
@@ -171,8 +203,12 @@ def search_seed(seed: int, tkey: str, n: int) -> int:
     >>> search_seed(0, "ab" * 32, 5) == search_seed(0, "ab" * 32, 5) != search_seed(0, "ab" * 32, 6)
     True
     """
-    return int(np.random.SeedSequence([int(seed), int(tkey[:15], 16), int(n)]).generate_state(2, np.uint64)[0]
-               % (2 ** 63))
+    return int(
+        np.random.SeedSequence([int(seed), int(tkey[:15], 16), int(n)]).generate_state(
+            2, np.uint64
+        )[0]
+        % (2**63)
+    )
 
 
 # --------------------------------------------------------------------------- the store
@@ -189,7 +225,10 @@ class ACRStore:
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
-            raise StoreError(f"store path {str(self.root)!r} exists and is not a folder", hint="pass a folder for --out")
+            raise StoreError(
+                f"store path {str(self.root)!r} exists and is not a folder",
+                hint="pass a folder for --out",
+            )
 
     def procedure_folder(self, procedure: dict) -> Path:
         key = procedure_key(procedure)
@@ -199,8 +238,10 @@ class ACRStore:
             if not p.exists():
                 atomic_write_text(p, json.dumps(procedure, indent=1, sort_keys=True) + "\n")
         except OSError as exc:
-            raise StoreError(f"cannot write the search store in {str(self.root)!r}: {exc.strerror or exc}",
-                             hint="choose an --out folder you can write, with free space") from None
+            raise StoreError(
+                f"cannot write the search store in {str(self.root)!r}: {exc.strerror or exc}",
+                hint="choose an --out folder you can write, with free space",
+            ) from None
         return d
 
     @staticmethod
@@ -210,8 +251,10 @@ class ACRStore:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
-            raise StoreError(f"{str(p)!r} is unreadable: {exc}",
-                             hint="delete that file: the search re-runs the part it held") from None
+            raise StoreError(
+                f"{str(p)!r} is unreadable: {exc}",
+                hint="delete that file: the search re-runs the part it held",
+            ) from None
         return d if isinstance(d, dict) else None
 
     @staticmethod
@@ -219,8 +262,10 @@ class ACRStore:
         try:
             atomic_write_text(p, json.dumps(d, indent=1) + "\n")
         except OSError as exc:
-            raise StoreError(f"cannot write {str(p)!r}: {exc.strerror or exc}",
-                             hint="free some space and re-run: finished targets and lengths are kept") from None
+            raise StoreError(
+                f"cannot write {str(p)!r}: {exc.strerror or exc}",
+                hint="free some space and re-run: finished targets and lengths are kept",
+            ) from None
 
     def length_file(self, folder: Path, tkey: str, n: int, steps: int) -> Path:
         return folder / tkey / f"length-{int(n)}-steps-{int(steps)}.json"
@@ -256,8 +301,10 @@ class ACRStore:
             with file_lock(lockfile, shared=True):
                 yield self
         except OSError as exc:
-            raise StoreError(f"cannot use the search store in {str(self.root)!r}: {exc.strerror or exc}",
-                             hint="choose an --out folder you can write, with free space") from None
+            raise StoreError(
+                f"cannot use the search store in {str(self.root)!r}: {exc.strerror or exc}",
+                hint="choose an --out folder you can write, with free space",
+            ) from None
 
 
 # --------------------------------------------------------------------------- one target
@@ -286,10 +333,14 @@ class TargetResult(ResultMixin):
     b: float
     argmax_margin: float
     near_tie: bool
-    argmax_without_greedy: bool  # [EM] App. A.2: the released code's success that generate does not confirm
+    argmax_without_greedy: (
+        bool  # [EM] App. A.2: the released code's success that generate does not confirm
+    )
     generated_text: str
     greedy_divergence: int | None
-    shared_words: tuple[str, ...]  # words (>= 3 letters, no function words) of the target in the prompt
+    shared_words: tuple[
+        str, ...
+    ]  # words (>= 3 letters, no function words) of the target in the prompt
     overlap_tokens: int  # prompt tokens that are target tokens ([EM] App. A.2's overlap count o)
     attempts: tuple[dict, ...]  # per length tried: n, steps, steps run, success, loss
     seconds: float = 0.0
@@ -312,7 +363,7 @@ class TargetResult(ResultMixin):
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TargetResult":
+    def from_dict(cls, d: dict) -> TargetResult:
         names = cls.__dataclass_fields__
         kw = {k: d[k] for k in names if k in d}
         for k in ("target_ids", "prompt_ids"):
@@ -333,19 +384,35 @@ def shared_words(prompt_text: str, target_text: str) -> tuple[str, ...]:
     >>> shared_words("urgesTOBE quote! LORD shepherdsHeavens", "The LORD is my shepherd; in the heaven")
     ('heaven', 'lord', 'shepherd')
     """
+
     def words(s, split_case):
-        parts = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", s) if split_case else re.findall(r"[A-Za-z]+", s)
+        parts = (
+            re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", s)
+            if split_case
+            else re.findall(r"[A-Za-z]+", s)
+        )
         return {w.lower() for w in parts}
 
     tw = {w for w in words(target_text, False) if len(w) >= 3 and w not in STOPWORDS}
     pw = words(prompt_text, True)
-    hit = {w for w in tw if w in pw or (len(w) >= 4 and any(len(p) >= 4 and (p.startswith(w) or w.startswith(p))
-                                                             for p in pw))}
+    hit = {
+        w
+        for w in tw
+        if w in pw
+        or (len(w) >= 4 and any(len(p) >= 4 and (p.startswith(w) or w.startswith(p)) for p in pw))
+    }
     return tuple(sorted(hit))
 
 
-def _result(record_id: str, text: str, target: Sequence[int], crit: Criterion, outcomes: list[tuple[int, GCGOutcome]],
-            tokenizer, seconds: float) -> TargetResult:
+def _result(
+    record_id: str,
+    text: str,
+    target: Sequence[int],
+    crit: Criterion,
+    outcomes: list[tuple[int, GCGOutcome]],
+    tokenizer,
+    seconds: float,
+) -> TargetResult:
     met = [(n, o) for n, o in outcomes if o.success]
     if met:
         n, o = min(met, key=lambda x: x[0])
@@ -358,24 +425,60 @@ def _result(record_id: str, text: str, target: Sequence[int], crit: Criterion, o
     T = len(target)
     greedy = bool(ev.greedy_reproduces)
     return TargetResult(
-        id=str(record_id), text=text, target_ids=tuple(int(t) for t in target), criterion=crit.spec, met=bool(met),
-        extracted=bool(met) and n < T, prompt_ids=tuple(prompt), prompt_text=ptext,
-        prompt_tokens=tuple(tokenizer.decode([t]) for t in prompt), acr=(T / n) if met else None,
-        log_q=ev.log_q, geometric_mean_prob=ev.geometric_mean_prob, argmax=ev.argmax_all, greedy=greedy,
-        prob=ev.mean_logprob >= math.log(b), b=float(b), argmax_margin=ev.argmax_margin, near_tie=ev.near_tie,
+        id=str(record_id),
+        text=text,
+        target_ids=tuple(int(t) for t in target),
+        criterion=crit.spec,
+        met=bool(met),
+        extracted=bool(met) and n < T,
+        prompt_ids=tuple(prompt),
+        prompt_text=ptext,
+        prompt_tokens=tuple(tokenizer.decode([t]) for t in prompt),
+        acr=(T / n) if met else None,
+        log_q=ev.log_q,
+        geometric_mean_prob=ev.geometric_mean_prob,
+        argmax=ev.argmax_all,
+        greedy=greedy,
+        prob=ev.mean_logprob >= math.log(b),
+        b=float(b),
+        argmax_margin=ev.argmax_margin,
+        near_tie=ev.near_tie,
         argmax_without_greedy=ev.argmax_all and not greedy,
-        generated_text=tokenizer.decode(list(ev.generated_ids or ())), greedy_divergence=ev.greedy_divergence,
-        shared_words=shared_words(ptext, text), overlap_tokens=sum(1 for t in prompt if t in set(target)),
-        attempts=tuple({"prompt_tokens": k, "steps_budget": x.steps_budget, "steps_run": x.steps_run,
-                        "success": x.success, "loss": x.loss, "stopped": x.stopped} for k, x in outcomes),
-        seconds=float(seconds))
+        generated_text=tokenizer.decode(list(ev.generated_ids or ())),
+        greedy_divergence=ev.greedy_divergence,
+        shared_words=shared_words(ptext, text),
+        overlap_tokens=sum(1 for t in prompt if t in set(target)),
+        attempts=tuple(
+            {
+                "prompt_tokens": k,
+                "steps_budget": x.steps_budget,
+                "steps_run": x.steps_run,
+                "success": x.success,
+                "loss": x.loss,
+                "stopped": x.stopped,
+            }
+            for k, x in outcomes
+        ),
+        seconds=float(seconds),
+    )
 
 
-def search_target(psm: "PromptSearchModel | Callable[[], PromptSearchModel]", *, record_id: str, text: str,
-                  prefix_ids: Sequence[int], target_ids: Sequence[int], criterion: "Criterion | str", gcg: GCGSettings,
-                  lengths: LengthSearch, tokenizer: "HFTokenizer | None" = None, store: ACRStore | None = None, folder: Path | None = None,
-                  on_step: Callable[[int, float], None] | None = None,
-                  on_length: Callable[[int, int, bool], None] | None = None) -> tuple[TargetResult, bool]:
+def search_target(
+    psm: PromptSearchModel | Callable[[], PromptSearchModel],
+    *,
+    record_id: str,
+    text: str,
+    prefix_ids: Sequence[int],
+    target_ids: Sequence[int],
+    criterion: Criterion | str,
+    gcg: GCGSettings,
+    lengths: LengthSearch,
+    tokenizer: HFTokenizer | None = None,
+    store: ACRStore | None = None,
+    folder: Path | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+    on_length: Callable[[int, int, bool], None] | None = None,
+) -> tuple[TargetResult, bool]:
     """The ACR search on one target (module docstring); returns (result, whether it was searched
     now: False when the store held it). With ``store`` and ``folder`` (from
     :meth:`ACRStore.procedure_folder`) every length and the result are stored as they finish.
@@ -396,8 +499,11 @@ def search_target(psm: "PromptSearchModel | Callable[[], PromptSearchModel]", *,
     target = [int(t) for t in target_ids]
     prefix = [int(t) for t in prefix_ids]
     if len(target) < 2:
-        raise InputError(f"target {record_id!r} has {len(target)} token(s); a prompt shorter than the target needs "
-                         "a target of at least 2 tokens", hint="drop the record or give a longer text")
+        raise InputError(
+            f"target {record_id!r} has {len(target)} token(s); a prompt shorter than the target needs "
+            "a target of at least 2 tokens",
+            hint="drop the record or give a longer text",
+        )
     tkey = target_key(prefix, target)
     stored = store is not None and folder is not None
     get = psm if callable(psm) and not isinstance(psm, PromptSearchModel) else (lambda: psm)
@@ -408,8 +514,14 @@ def search_target(psm: "PromptSearchModel | Callable[[], PromptSearchModel]", *,
             prev = store.load_result(folder, tkey)
             if prev is not None:
                 # the same tokens may come under another id or text; the leakage rule is re-applied
-                r = TargetResult.from_dict({**prev, "id": str(record_id), "text": text,
-                                            "shared_words": list(shared_words(prev["prompt_text"], text))})
+                r = TargetResult.from_dict(
+                    {
+                        **prev,
+                        "id": str(record_id),
+                        "text": text,
+                        "shared_words": list(shared_words(prev["prompt_text"], text)),
+                    }
+                )
                 return r, False
         t0 = time.perf_counter()
         outcomes: list[tuple[int, GCGOutcome]] = []
@@ -417,8 +529,17 @@ def search_target(psm: "PromptSearchModel | Callable[[], PromptSearchModel]", *,
         def attempt(n: int, steps: int) -> bool:
             o = store.load_length(folder, tkey, n, steps) if stored else None
             if o is None:
-                o = gcg_search(get(), prefix_ids=prefix, target_ids=target, prompt_len=n, settings=gcg, criterion=crit,
-                               seed=search_seed(gcg.seed, tkey, n), steps=steps, on_step=on_step)
+                o = gcg_search(
+                    get(),
+                    prefix_ids=prefix,
+                    target_ids=target,
+                    prompt_len=n,
+                    settings=gcg,
+                    criterion=crit,
+                    seed=search_seed(gcg.seed, tkey, n),
+                    steps=steps,
+                    on_step=on_step,
+                )
                 if stored:
                     store.save_length(folder, tkey, n, steps, o)
             outcomes.append((n, o))
@@ -450,9 +571,17 @@ class SearchSummary(ResultMixin):
     extra: dict = field(default_factory=dict)
 
 
-def search_sides(model: "LoadedModel", sides: "dict[str, Sequence[tuple[str, str, Sequence[int]]]]", *, criterion: "Criterion | str",
-                 gcg: GCGSettings, lengths: LengthSearch, store_root: str | os.PathLike,
-                 progress: ProgressCallback | None = None, log: LogCallback | None = None) -> tuple[dict, dict, dict]:
+def search_sides(
+    model: LoadedModel,
+    sides: dict[str, Sequence[tuple[str, str, Sequence[int]]]],
+    *,
+    criterion: Criterion | str,
+    gcg: GCGSettings,
+    lengths: LengthSearch,
+    store_root: str | os.PathLike,
+    progress: ProgressCallback | None = None,
+    log: LogCallback | None = None,
+) -> tuple[dict, dict, dict]:
     """The ACR search on every target of every side (``{"members": [(id, text, ids)], ...}``) with
     ``model`` (a :class:`memclaim.models.loader.LoadedModel`), stored under ``store_root``
     (:class:`ACRStore`; resumable). The weights load only when some target is not in the store.
@@ -478,7 +607,9 @@ def search_sides(model: "LoadedModel", sides: "dict[str, Sequence[tuple[str, str
     def get_psm() -> PromptSearchModel:
         if "psm" not in holder:
             emit_log(log, f"loading {model.name} for the GCG search")
-            holder["psm"] = PromptSearchModel(model.lm, model.tokenizer, token_filter=gcg.token_filter)
+            holder["psm"] = PromptSearchModel(
+                model.lm, model.tokenizer, token_filter=gcg.token_filter
+            )
         return holder["psm"]
 
     results: dict = {}
@@ -486,31 +617,75 @@ def search_sides(model: "LoadedModel", sides: "dict[str, Sequence[tuple[str, str
     with store.writing():  # every write below happens under the writers' lock (temp-file cleanup)
         folder = store.procedure_folder(procedure)
         for label, rows in sides.items():
-            results[label], summaries[label] = _search_side(label, rows, crit=crit, gcg=gcg, lengths=lengths,
-                                                            store=store, folder=folder, prefix=prefix,
-                                                            get_psm=get_psm, model=model, progress=progress, log=log)
+            results[label], summaries[label] = _search_side(
+                label,
+                rows,
+                crit=crit,
+                gcg=gcg,
+                lengths=lengths,
+                store=store,
+                folder=folder,
+                prefix=prefix,
+                get_psm=get_psm,
+                model=model,
+                progress=progress,
+                log=log,
+            )
     return procedure, results, summaries
 
 
-def _search_side(label: str, rows, *, crit: Criterion, gcg: GCGSettings, lengths: LengthSearch, store: ACRStore,
-                 folder: Path, prefix: list, get_psm, model, progress, log) -> tuple[list, SearchSummary]:
+def _search_side(
+    label: str,
+    rows,
+    *,
+    crit: Criterion,
+    gcg: GCGSettings,
+    lengths: LengthSearch,
+    store: ACRStore,
+    folder: Path,
+    prefix: list,
+    get_psm,
+    model,
+    progress,
+    log,
+) -> tuple[list, SearchSummary]:
     """One side of :func:`search_sides`: (results, summary)."""
     t0 = time.perf_counter()
     fresh_count = 0
     out_rows = []
-    with Reporter(progress, stage="acr", label=f"ACR search: {label}", total=len(rows), unit="targets") as rep:
+    with Reporter(
+        progress, stage="acr", label=f"ACR search: {label}", total=len(rows), unit="targets"
+    ) as rep:
         for i, (rid, text, ids) in enumerate(rows):
+
             def on_step(step, loss, _i=i, _rid=rid):
                 rep.update(_i, target=_rid, step=step, loss=loss)
 
             def on_length(n, s, ok, _rid=rid):
-                emit_log(log, f"{label} {_rid}: {n}-token prompt, {s} steps: {'met' if ok else 'not met'} "
-                              f"({crit.spec})")
+                emit_log(
+                    log,
+                    f"{label} {_rid}: {n}-token prompt, {s} steps: {'met' if ok else 'not met'} "
+                    f"({crit.spec})",
+                )
 
-            res, fresh = search_target(get_psm, record_id=rid, text=text, prefix_ids=prefix, target_ids=ids,
-                                       criterion=crit, gcg=gcg, lengths=lengths, tokenizer=model.tokenizer,
-                                       store=store, folder=folder, on_step=on_step, on_length=on_length)
+            res, fresh = search_target(
+                get_psm,
+                record_id=rid,
+                text=text,
+                prefix_ids=prefix,
+                target_ids=ids,
+                criterion=crit,
+                gcg=gcg,
+                lengths=lengths,
+                tokenizer=model.tokenizer,
+                store=store,
+                folder=folder,
+                on_step=on_step,
+                on_length=on_length,
+            )
             fresh_count += int(fresh)
             out_rows.append(res)
             rep.update(i + 1, target=rid)
-    return out_rows, SearchSummary(label, len(rows), fresh_count, len(rows) - fresh_count, time.perf_counter() - t0)
+    return out_rows, SearchSummary(
+        label, len(rows), fresh_count, len(rows) - fresh_count, time.perf_counter() - t0
+    )

@@ -43,12 +43,14 @@ first named. docs/extending.md shows a backend written from scratch.
 >>> sorted(backend_names())
 ['local', 'ray']
 """
+
 from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import DomainError, InputError
 from ..procedure import Procedure
@@ -61,8 +63,20 @@ if TYPE_CHECKING:  # the annotations' names only
     from .store import ScoreStore, UnitResult
     from .units import UnitReceipt, WorkUnit
 
-__all__ = ["Backend", "ScoringJob", "BackendEntry", "OPTIONAL_MEMBERS", "register_backend", "unregister_backend",
-           "backend_names", "backend_entry", "make_backend", "check_backend", "default_stats", "describe_model_of"]
+__all__ = [
+    "Backend",
+    "ScoringJob",
+    "BackendEntry",
+    "OPTIONAL_MEMBERS",
+    "register_backend",
+    "unregister_backend",
+    "backend_names",
+    "backend_entry",
+    "make_backend",
+    "check_backend",
+    "default_stats",
+    "describe_model_of",
+]
 
 
 @dataclass(frozen=True)
@@ -74,8 +88,8 @@ class ScoringJob:
     """
 
     procedure: Procedure
-    stats: "StatSet | None"  # the statistics to compute (memclaim.scoring.engine.StatSet)
-    store: "ScoreStore | None" = None
+    stats: StatSet | None  # the statistics to compute (memclaim.scoring.engine.StatSet)
+    store: ScoreStore | None = None
     on_batch: Callable[[int], None] | None = field(default=None, compare=False)
 
 
@@ -91,9 +105,11 @@ class Backend(Protocol):
     @property
     def weights_loaded(self) -> bool: ...
 
-    def supports(self, procedure: Procedure, stats: "StatSet") -> str | None: ...
+    def supports(self, procedure: Procedure, stats: StatSet) -> str | None: ...
 
-    def run(self, units: Sequence["WorkUnit"], job: ScoringJob) -> Iterator["UnitResult | UnitReceipt"]: ...
+    def run(
+        self, units: Sequence[WorkUnit], job: ScoringJob
+    ) -> Iterator[UnitResult | UnitReceipt]: ...
 
     def stats(self) -> dict: ...
 
@@ -104,7 +120,7 @@ _MEMBERS = ("name", "device_class", "weights_loaded", "supports", "run", "stats"
 OPTIONAL_MEMBERS = ("computable_stats", "describe_model")
 
 
-def default_stats(backend: Backend) -> "StatSet | None":
+def default_stats(backend: Backend) -> StatSet | None:
     """The statistics ``backend`` computes when a run asks for none (its optional
     ``computable_stats()``), or None: the run's default.
 
@@ -136,9 +152,11 @@ def check_backend(obj: Any) -> Backend:
     if isinstance(obj, Backend):
         return obj
     missing = [m for m in _MEMBERS if not hasattr(obj, m)]
-    raise InputError(f"{type(obj).__name__} is not a memclaim scoring backend: it lacks {', '.join(missing)}",
-                     hint="implement memclaim.scoring.backends.Backend (docs/extending.md shows one), or pass "
-                          "backend= by name")
+    raise InputError(
+        f"{type(obj).__name__} is not a memclaim scoring backend: it lacks {', '.join(missing)}",
+        hint="implement memclaim.scoring.backends.Backend (docs/extending.md shows one), or pass "
+        "backend= by name",
+    )
 
 
 # --------------------------------------------------------------------------- the registry
@@ -161,8 +179,15 @@ _REGISTRY: dict[str, BackendEntry] = {}
 _BUILTIN = {"local": "memclaim.scoring.runner", "ray": "memclaim.scoring.ray_backend"}
 
 
-def register_backend(name: str, make: Callable[..., Backend], *, description: str, settings: Sequence[str] = (),
-                     provider: str = "", replace: bool = False) -> BackendEntry:
+def register_backend(
+    name: str,
+    make: Callable[..., Backend],
+    *,
+    description: str,
+    settings: Sequence[str] = (),
+    provider: str = "",
+    replace: bool = False,
+) -> BackendEntry:
     """Register the backend ``name``, built for a run by ``make(model, policies, runtime, log)``
     (a :class:`memclaim.models.loader.LoadedModel`, the run's decoding policies, its
     :class:`memclaim.runtime.Runtime`, a one-line log callback or None) and returning a
@@ -177,17 +202,25 @@ def register_backend(name: str, make: Callable[..., Backend], *, description: st
     False
     """
     if not isinstance(name, str) or not name.strip() or name != name.strip():
-        raise DomainError(f"a backend needs a plain non-empty name, got {name!r}", hint="e.g. 'served'")
+        raise DomainError(
+            f"a backend needs a plain non-empty name, got {name!r}", hint="e.g. 'served'"
+        )
     if not callable(make):
-        raise DomainError(f"backend {name!r}: make must be callable, got {type(make).__name__}",
-                          hint="make(model, policies, runtime, log) -> a Backend")
+        raise DomainError(
+            f"backend {name!r}: make must be callable, got {type(make).__name__}",
+            hint="make(model, policies, runtime, log) -> a Backend",
+        )
     if not description:
         raise DomainError(f"backend {name!r} needs a one-line description")
-    entry = BackendEntry(name=name, make=make, description=description, settings=tuple(settings), provider=provider)
+    entry = BackendEntry(
+        name=name, make=make, description=description, settings=tuple(settings), provider=provider
+    )
     with _LOCK:
         if name in _REGISTRY and not replace:
-            raise DomainError(f"the backend {name!r} is registered already (by {_REGISTRY[name].provider or '?'})",
-                              hint="pass replace=True to replace it, or choose another name")
+            raise DomainError(
+                f"the backend {name!r} is registered already (by {_REGISTRY[name].provider or '?'})",
+                hint="pass replace=True to replace it, or choose another name",
+            )
         _REGISTRY[name] = entry
     return entry
 
@@ -225,8 +258,11 @@ def backend_entry(name: str) -> BackendEntry:
         with _LOCK:
             entry = _REGISTRY.get(name)
     if entry is None:
-        raise InputError(f"unknown backend {name!r}", hint=f"one of {', '.join(backend_names())} "
-                         "(memclaim.scoring.backends.register_backend adds one)")
+        raise InputError(
+            f"unknown backend {name!r}",
+            hint=f"one of {', '.join(backend_names())} "
+            "(memclaim.scoring.backends.register_backend adds one)",
+        )
     return entry
 
 
@@ -234,8 +270,13 @@ def _flag(setting: str) -> str:
     return "--" + setting.replace("_", "-") if setting in BACKEND_SPEC_FIELDS else setting
 
 
-def make_backend(model: Any, policies: Sequence["Policy"], runtime: Runtime | None = None, *,
-                 log: "LogCallback | None" = None) -> Backend:
+def make_backend(
+    model: Any,
+    policies: Sequence[Policy],
+    runtime: Runtime | None = None,
+    *,
+    log: LogCallback | None = None,
+) -> Backend:
     """The backend ``runtime`` names, made for ``model`` and ``policies``: a backend object given
     ready in the runtime is returned as it is; a setting the named backend does not accept is
     refused before it is made, naming the backends that accept it.
@@ -252,12 +293,18 @@ def make_backend(model: Any, policies: Sequence["Policy"], runtime: Runtime | No
     entry = backend_entry(spec.kind)
     stray = [k for k in spec.given() if k not in entry.settings]
     if stray:
-        takers = sorted({n for n in backend_names() if n != entry.name
-                         and all(k in backend_entry(n).settings for k in stray)}) or ["another backend"]
+        takers = sorted(
+            {
+                n
+                for n in backend_names()
+                if n != entry.name and all(k in backend_entry(n).settings for k in stray)
+            }
+        ) or ["another backend"]
         fix = f"add --backend {takers[0]}, or drop them"
         if entry.name == "local":
             fix += " (use --threads for the local backend)"
-        raise InputError(f"{', '.join(_flag(k) for k in stray)} only apply with --backend {' or '.join(takers)}",
-                         hint=fix)
+        raise InputError(
+            f"{', '.join(_flag(k) for k in stray)} only apply with --backend {' or '.join(takers)}",
+            hint=fix,
+        )
     return check_backend(entry.make(model, tuple(policies), runtime, log))
-

@@ -16,9 +16,10 @@ Two tools:
 Row convention: for a prefix x of length t, ``row[j] = d(x, s[:j])`` for j = 0..ℓ, ℓ = len(s).
 The empty prefix has ``row[j] = j``.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -29,8 +30,10 @@ def _as_ids(name: str, seq) -> list[int]:
     try:
         out = [int(t) for t in (seq.tolist() if hasattr(seq, "tolist") else seq)]
     except (TypeError, ValueError):
-        raise InputError(f"{name} must be a sequence of integer token ids, got {seq!r}",
-                         hint="pass token ids (ints), not text; tokenize once upstream") from None
+        raise InputError(
+            f"{name} must be a sequence of integer token ids, got {seq!r}",
+            hint="pass token ids (ints), not text; tokenize once upstream",
+        ) from None
     return out
 
 

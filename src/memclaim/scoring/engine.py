@@ -33,11 +33,13 @@ Two schedules compute the same quantities (``schedule=``):
     to the host once per batch (pinned memory on CUDA, as are the input ids). It equals the CPU
     schedule to :data:`BATCHED_TOLERANCE` (float reassociation, not a different rule).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -50,12 +52,12 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 NEAR_TIE_MARGIN = 1e-5  # [EM] App. A.2: argmax flips under numeric noise below this margin
-# Measured with MKL on this project's CPUs (tests/test_engine.py): at a fixed thread count, sgemm
+# Measured with MKL on this project's CPUs (tests/scoring/test_engine.py): at a fixed thread count, sgemm
 # results for a row are identical for every row count >= 12 (on Intel Xeons in MKL's strict mode
 # also across thread counts; on an AMD EPYC not: 3 threads reorder some sums); calls with 1-3, 5-7
 # or 9-11 rows take other kernels. The engine never issues a matmul with fewer rows.
 MIN_GEMM_ROWS = 12
-# The batched schedule against the CPU schedule on the same model (tests/test_engine_batched.py):
+# The batched schedule against the CPU schedule on the same model (tests/scoring/test_engine_batched.py):
 # per token, |difference| <= atol + rtol * |value| nats (log q, log p, mean, std); ranks and
 # greedy flags equal wherever the top-1/top-2 margin exceeds NEAR_TIE_MARGIN.
 BATCHED_TOLERANCE = {"atol": 2e-5, "rtol": 1e-5}
@@ -65,12 +67,19 @@ SCHEDULES = ("auto", "cpu-invariant", "batched")
 # --------------------------------------------------------------------------- statistic sets
 STAT_NAMES = ("policy_logq", "greedy", "margin", "token_logprob", "token_moments", "rank")
 # the BatchScores fields each statistic fills
-STAT_FIELDS = {"policy_logq": ("logq", "token_logq"), "greedy": ("greedy_match",), "margin": ("min_margin",),
-               "token_logprob": ("token_logprob",), "token_moments": ("token_mean", "token_std"),
-               "rank": ("token_rank",)}
+STAT_FIELDS = {
+    "policy_logq": ("logq", "token_logq"),
+    "greedy": ("greedy_match",),
+    "margin": ("min_margin",),
+    "token_logprob": ("token_logprob",),
+    "token_moments": ("token_mean", "token_std"),
+    "rank": ("token_rank",),
+}
 STAT_PRESETS = {"all": STAT_NAMES, "census": ("policy_logq", "greedy", "margin")}
-STAT_HELP = (f"statistics are {', '.join(STAT_NAMES)} (or the presets "
-             f"{', '.join(f'{k!r}' for k in STAT_PRESETS)}), joined with '+', e.g. 'greedy+margin+policy_logq'")
+STAT_HELP = (
+    f"statistics are {', '.join(STAT_NAMES)} (or the presets "
+    f"{', '.join(f'{k!r}' for k in STAT_PRESETS)}), joined with '+', e.g. 'greedy+margin+policy_logq'"
+)
 
 
 @dataclass(frozen=True)
@@ -93,15 +102,19 @@ class StatSet:
         object.__setattr__(self, "names", frozenset(self.names))
 
     @classmethod
-    def of(cls, stats: "StatSet | str | Iterable[str]") -> "StatSet":
+    def of(cls, stats: StatSet | str | Iterable[str]) -> StatSet:
         """A StatSet from a StatSet, a spec string ('census', 'all', 'greedy+margin') or names."""
         if isinstance(stats, StatSet):
             return stats
         if isinstance(stats, str):
             return cls.parse(stats)
-        if isinstance(stats, (bytes, Mapping)) or not isinstance(stats, Iterable):  # stats=5, True, b"rank"
-            raise InputError(f"stats={stats!r} is not a set of statistics (got {type(stats).__name__})",
-                             hint=STAT_HELP)
+        if isinstance(stats, (bytes, Mapping)) or not isinstance(
+            stats, Iterable
+        ):  # stats=5, True, b"rank"
+            raise InputError(
+                f"stats={stats!r} is not a set of statistics (got {type(stats).__name__})",
+                hint=STAT_HELP,
+            )
         names: set[str] = set()
         for s in stats:
             if not isinstance(s, str):
@@ -110,7 +123,7 @@ class StatSet:
         return cls(frozenset(names))
 
     @classmethod
-    def parse(cls, text: str) -> "StatSet":
+    def parse(cls, text: str) -> StatSet:
         parts = [p.strip() for p in str(text).split("+")]
         if not all(parts):
             raise InputError(f"malformed statistics {text!r}", hint=STAT_HELP)
@@ -123,7 +136,7 @@ class StatSet:
     def __contains__(self, name: str) -> bool:
         return name in self.names
 
-    def covers(self, other: "StatSet | str | Iterable[str]") -> bool:
+    def covers(self, other: StatSet | str | Iterable[str]) -> bool:
         return StatSet.of(other).names <= self.names
 
     @property
@@ -151,7 +164,9 @@ class BatchScores:
     (see :class:`StatSet`, :data:`STAT_FIELDS`) is None; :attr:`stats` says which were.
     """
 
-    logq: np.ndarray | None  # [B, P] float64, sum over tokens, -inf when a token is outside the support
+    logq: (
+        np.ndarray | None
+    )  # [B, P] float64, sum over tokens, -inf when a token is outside the support
     token_logq: np.ndarray | None  # [B, P, S] float64
     greedy_match: np.ndarray | None  # [B] bool
     min_margin: np.ndarray | None  # [B] float64, min over positions of top1 - top2 logit
@@ -163,14 +178,22 @@ class BatchScores:
     @property
     def stats(self) -> StatSet:
         """The statistics these scores hold (those whose fields are not None)."""
-        return StatSet(frozenset(n for n, fs in STAT_FIELDS.items() if all(getattr(self, f) is not None for f in fs)))
+        return StatSet(
+            frozenset(
+                n for n, fs in STAT_FIELDS.items() if all(getattr(self, f) is not None for f in fs)
+            )
+        )
 
     @property
     def n_windows(self) -> int:
-        return len(next(getattr(self, f) for f in self.__dataclass_fields__ if getattr(self, f) is not None))
+        return len(
+            next(
+                getattr(self, f) for f in self.__dataclass_fields__ if getattr(self, f) is not None
+            )
+        )
 
     @classmethod
-    def concat(cls, parts: Sequence["BatchScores"]) -> "BatchScores":
+    def concat(cls, parts: Sequence[BatchScores]) -> BatchScores:
         """Concatenate batches along the window axis (all parts must hold the same statistics)."""
         if not parts:
             raise InputError("no batches to concatenate")
@@ -179,8 +202,14 @@ class BatchScores:
         kinds = {p.stats for p in parts}
         if len(kinds) != 1:
             raise InputError(f"batches hold different statistics: {sorted(k.spec for k in kinds)}")
-        return cls(**{f: None if getattr(parts[0], f) is None else
-                      np.concatenate([getattr(p, f) for p in parts], axis=0) for f in cls.__dataclass_fields__})
+        return cls(
+            **{
+                f: None
+                if getattr(parts[0], f) is None
+                else np.concatenate([getattr(p, f) for p in parts], axis=0)
+                for f in cls.__dataclass_fields__
+            }
+        )
 
 
 def _chunk_rows(vocab: int, logit_chunk_bytes: int) -> int:
@@ -251,7 +280,9 @@ AUTO_BATCH_CPU = 16  # CPU: throughput is flat beyond ~16 windows (measured, ben
 AUTO_BATCH_MAX = 512  # a GPU is saturated long before: ~50k tokens per forward at T = 100
 
 
-def window_activation_bytes(config: PretrainedConfig, *, seq_len: int, dtype_bytes: int, attention_scores: bool) -> int:
+def window_activation_bytes(
+    config: PretrainedConfig, *, seq_len: int, dtype_bytes: int, attention_scores: bool
+) -> int:
     """Peak bytes one window of ``seq_len`` tokens adds inside the body's forward pass (no cache,
     inference mode). Per token, in the body's dtype: 5 x hidden (residual stream, its normed
     copy, the attention projection's output, the residual sum, the last hidden state kept for the
@@ -271,15 +302,29 @@ def window_activation_bytes(config: PretrainedConfig, *, seq_len: int, dtype_byt
     heads = int(config.num_attention_heads)
     head_dim = int(getattr(config, "head_dim", None) or d // heads)
     kv = int(getattr(config, "num_key_value_heads", None) or heads)
-    inter = int(getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * d)
-    per_token = dtype_bytes * (5 * d + 4 * heads * head_dim + 4 * kv * head_dim + 3 * inter + seq_len)
+    inter = int(
+        getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * d
+    )
+    per_token = dtype_bytes * (
+        5 * d + 4 * heads * head_dim + 4 * kv * head_dim + 3 * inter + seq_len
+    )
     scores = 2 * 4 * heads * seq_len if attention_scores else 0
     return int(seq_len * (per_token + scores))
 
 
-def auto_batch_size(config: PretrainedConfig, *, seq_len: int, suffix_len: int, dtype_bytes: int, free_bytes: int, vocab: int,
-                    logit_chunk_bytes: int, attention_scores: bool = False, safety: float = 0.8,
-                    max_batch: int = AUTO_BATCH_MAX) -> int:
+def auto_batch_size(
+    config: PretrainedConfig,
+    *,
+    seq_len: int,
+    suffix_len: int,
+    dtype_bytes: int,
+    free_bytes: int,
+    vocab: int,
+    logit_chunk_bytes: int,
+    attention_scores: bool = False,
+    safety: float = 0.8,
+    max_batch: int = AUTO_BATCH_MAX,
+) -> int:
     """The largest batch (windows) whose forward pass fits ``safety * free_bytes``.
 
     Memory = the logits working set (``LOGIT_WORKSET`` chunks of at most ``logit_chunk_bytes``,
@@ -296,8 +341,9 @@ def auto_batch_size(config: PretrainedConfig, *, seq_len: int, suffix_len: int, 
     """
     rows = _chunk_rows(vocab, logit_chunk_bytes)
     logits_ws = LOGIT_WORKSET * min(rows, max(1, max_batch * suffix_len)) * 4 * vocab
-    per_window = window_activation_bytes(config, seq_len=seq_len, dtype_bytes=dtype_bytes,
-                                         attention_scores=attention_scores)
+    per_window = window_activation_bytes(
+        config, seq_len=seq_len, dtype_bytes=dtype_bytes, attention_scores=attention_scores
+    )
     per_window += suffix_len * (int(config.hidden_size) * (dtype_bytes + 4) + 8 * 16)
     room = safety * free_bytes - logits_ws
     return int(min(max_batch, max(1, room // per_window)))
@@ -321,12 +367,18 @@ def available_memory(device: str | torch.device) -> int:
 def _needs_logp(policies: Sequence[Policy], stats: StatSet) -> bool:
     if "token_logprob" in stats or "token_moments" in stats:
         return True
-    return "policy_logq" in stats and any(not p.greedy and p.temperature == 1.0 and p.top_k is None and p.top_p is None
-                                          for p in policies)
+    return "policy_logq" in stats and any(
+        not p.greedy and p.temperature == 1.0 and p.top_k is None and p.top_p is None
+        for p in policies
+    )
 
 
 def _needs_top2(policies: Sequence[Policy], stats: StatSet) -> bool:
-    return "greedy" in stats or "margin" in stats or ("policy_logq" in stats and any(p.greedy for p in policies))
+    return (
+        "greedy" in stats
+        or "margin" in stats
+        or ("policy_logq" in stats and any(p.greedy for p in policies))
+    )
 
 
 def _plain_topk(pi: Policy) -> bool:
@@ -334,8 +386,14 @@ def _plain_topk(pi: Policy) -> bool:
     return not pi.greedy and pi.top_k is not None and pi.top_p is None and pi.temperature == 1.0
 
 
-def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[Policy],
-               stats: StatSet = ALL_STATS, *, groups: Sequence[tuple[int, int]] | None = None) -> dict[str, torch.Tensor]:
+def score_rows(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    policies: Sequence[Policy],
+    stats: StatSet = ALL_STATS,
+    *,
+    groups: Sequence[tuple[int, int]] | None = None,
+) -> dict[str, torch.Tensor]:
     """The CPU schedule's per-position statistics for [n, V] logits and [n] targets (float32 or
     better): a dict with the entries ``stats`` asks for (token_lp, mean, std, rank, margin,
     greedy, pol [P, n]).
@@ -373,9 +431,15 @@ def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[P
         del d, p
         out["mean"], out["std"] = mean, var.clamp_min(0).sqrt()
     if "rank" in stats:
-        out["rank"] = (x > x.gather(1, t)).sum(-1, dtype=torch.int32).long() + 1  # int32: no int64 mask copy
+        out["rank"] = (x > x.gather(1, t)).sum(
+            -1, dtype=torch.int32
+        ).long() + 1  # int32: no int64 mask copy
     need2 = _needs_top2(policies, stats)
-    kmax = max((min(pi.top_k, V) for pi in policies if _plain_topk(pi)), default=0) if "policy_logq" in stats else 0
+    kmax = (
+        max((min(pi.top_k, V) for pi in policies if _plain_topk(pi)), default=0)
+        if "policy_logq" in stats
+        else 0
+    )
     top = topi = None
     if (need2 and V > 1) or kmax:
         # one topk for the top-2 and every top-K policy at T = 1 (values sorted descending; the
@@ -387,7 +451,9 @@ def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[P
             margin = top[:, 0] - top[:, 1]
             amax = topi[:, 0].clone()
             tied = (margin == 0).nonzero().view(-1)
-            if tied.numel():  # exact tie for the max: torch.argmax's first index, as transformers' greedy
+            if (
+                tied.numel()
+            ):  # exact tie for the max: torch.argmax's first index, as transformers' greedy
                 amax[tied] = x[tied].argmax(dim=-1)
         else:
             margin = torch.full_like(x[:, 0], math.inf)
@@ -397,9 +463,17 @@ def score_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[P
     if "policy_logq" in stats:
         zero = torch.zeros((), dtype=x.dtype, device=x.device)
         ninf = torch.full((), -math.inf, dtype=x.dtype, device=x.device)
-        out["pol"] = torch.stack([torch.where(greedy, zero, ninf) if pi.greedy else
-                                  policy_target_logprob(x, targets, pi, log_softmax_t1=logp, top_t1=top, groups=groups)
-                                  for pi in policies], dim=0)  # [P, n]
+        out["pol"] = torch.stack(
+            [
+                torch.where(greedy, zero, ninf)
+                if pi.greedy
+                else policy_target_logprob(
+                    x, targets, pi, log_softmax_t1=logp, top_t1=top, groups=groups
+                )
+                for pi in policies
+            ],
+            dim=0,
+        )  # [P, n]
     return out
 
 
@@ -410,9 +484,16 @@ def _logsumexp(x):
     return (x - m).exp_().sum(dim=-1).log_().add_(m.view(-1))
 
 
-def batched_policy_logprob(x: torch.Tensor, targets: torch.Tensor, xt: torch.Tensor, policy: Policy, *,
-                           lp1_t: torch.Tensor | None = None, amax: torch.Tensor | None = None,
-                           scaled: dict[float, torch.Tensor] | None = None) -> torch.Tensor:
+def batched_policy_logprob(
+    x: torch.Tensor,
+    targets: torch.Tensor,
+    xt: torch.Tensor,
+    policy: Policy,
+    *,
+    lp1_t: torch.Tensor | None = None,
+    amax: torch.Tensor | None = None,
+    scaled: dict[float, torch.Tensor] | None = None,
+) -> torch.Tensor:
     """log q_{theta,phi}(target_i | context_i) for [n, V] logits, branch-free (no host sync).
 
     The rules are :func:`memclaim.decoding.policy_target_logprob`'s (HF warper order, every tie
@@ -437,7 +518,9 @@ def batched_policy_logprob(x: torch.Tensor, targets: torch.Tensor, xt: torch.Ten
     if scaled is not None and T in scaled:
         y = scaled[T]
     else:
-        y = scale_logits(x, T)  # TemperatureLogitsWarper: scores / temperature (float64 where x's dtype falls short)
+        y = scale_logits(
+            x, T
+        )  # TemperatureLogitsWarper: scores / temperature (float64 where x's dtype falls short)
         if scaled is not None:
             scaled[T] = y
     yt = xt if T == 1.0 else y.gather(1, targets.view(-1, 1)).view(-1)
@@ -457,8 +540,9 @@ def batched_policy_logprob(x: torch.Tensor, targets: torch.Tensor, xt: torch.Ten
     return torch.where(yt >= kth, yt - log_z, -math.inf)
 
 
-def batched_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[Policy],
-                 stats: StatSet) -> dict[str, torch.Tensor]:
+def batched_rows(
+    logits: torch.Tensor, targets: torch.Tensor, policies: Sequence[Policy], stats: StatSet
+) -> dict[str, torch.Tensor]:
     """The batched schedule's per-position statistics for [n, V] logits (any n): the same dict as
     :func:`score_rows`, computed for all rows at once without host synchronization.
 
@@ -499,8 +583,13 @@ def batched_rows(logits: torch.Tensor, targets: torch.Tensor, policies: Sequence
                 out["margin"] = torch.full_like(xt, math.inf)
     if "policy_logq" in stats:
         scaled: dict = {}
-        out["pol"] = torch.stack([batched_policy_logprob(x, targets, xt, pi, lp1_t=lp1_t, amax=amax, scaled=scaled)
-                                  for pi in policies], dim=0)
+        out["pol"] = torch.stack(
+            [
+                batched_policy_logprob(x, targets, xt, pi, lp1_t=lp1_t, amax=amax, scaled=scaled)
+                for pi in policies
+            ],
+            dim=0,
+        )
     return out
 
 
@@ -513,8 +602,15 @@ class TeacherForcingEngine:
     CPU, batched elsewhere), ``"cpu-invariant"`` or ``"batched"`` (see the module docstring).
     """
 
-    def __init__(self, lm, policies: Sequence[Policy], *, logit_chunk_bytes: int = 256 << 20,
-                 stats: "StatSet | str | Iterable[str]" = ALL_STATS, schedule: str = "auto"):
+    def __init__(
+        self,
+        lm,
+        policies: Sequence[Policy],
+        *,
+        logit_chunk_bytes: int = 256 << 20,
+        stats: StatSet | str | Iterable[str] = ALL_STATS,
+        schedule: str = "auto",
+    ):
         self.lm = lm
         self.policies = tuple(policies)
         self.logit_chunk_bytes = int(logit_chunk_bytes)
@@ -522,12 +618,19 @@ class TeacherForcingEngine:
             raise InputError(f"logit_chunk_bytes must be positive, got {logit_chunk_bytes!r}")
         self.stats = StatSet.of(stats)
         if "policy_logq" in self.stats and not self.policies:
-            raise InputError("the statistic policy_logq needs at least one decoding policy",
-                             hint="pass policies, or leave policy_logq out of the statistics")
+            raise InputError(
+                "the statistic policy_logq needs at least one decoding policy",
+                hint="pass policies, or leave policy_logq out of the statistics",
+            )
         if schedule not in SCHEDULES:
-            raise InputError(f"unknown engine schedule {schedule!r}", hint=f"use one of {', '.join(SCHEDULES)}")
-        self.schedule = ("cpu-invariant" if torch.device(lm.device).type == "cpu" else "batched") \
-            if schedule == "auto" else schedule
+            raise InputError(
+                f"unknown engine schedule {schedule!r}", hint=f"use one of {', '.join(SCHEDULES)}"
+            )
+        self.schedule = (
+            ("cpu-invariant" if torch.device(lm.device).type == "cpu" else "batched")
+            if schedule == "auto"
+            else schedule
+        )
         self.forward_tokens = 0  # body tokens processed (for FLOP accounting)
         self.unembed_rows = 0
         self.stat_block_bytes = STAT_BLOCK_BYTES
@@ -543,12 +646,16 @@ class TeacherForcingEngine:
         zb = self._zbuf
         if zb is None or zb.shape[0] < n or zb.device != rows.device:
             self._zbuf = None  # free the smaller buffer first
-            self._zbuf = self.lm.logits(rows)  # the first (or a larger) call's fresh tensor becomes the buffer
+            self._zbuf = self.lm.logits(
+                rows
+            )  # the first (or a larger) call's fresh tensor becomes the buffer
             return self._zbuf
         return self.lm.logits(rows, out=zb[:n])
 
     # ----------------------------------------------------------------- batch sizes
-    def auto_batch_size(self, seq_len: int, suffix_len: int, *, free_bytes: int | None = None) -> int:
+    def auto_batch_size(
+        self, seq_len: int, suffix_len: int, *, free_bytes: int | None = None
+    ) -> int:
         """``batch_size="auto"``: on CUDA the largest batch whose activations fit 80% of the free
         device memory (:func:`auto_batch_size`); on the CPU :data:`AUTO_BATCH_CPU` windows (CPU
         throughput is flat beyond it), fewer only if available RAM says so. A model without a
@@ -559,32 +666,54 @@ class TeacherForcingEngine:
             return AUTO_BATCH_CPU
         dtype = getattr(self.lm, "body_dtype", torch.float32)
         free = available_memory(dev) if free_bytes is None else int(free_bytes)
-        n = auto_batch_size(config, seq_len=seq_len, suffix_len=suffix_len,
-                            dtype_bytes=torch.empty((), dtype=dtype).element_size(), free_bytes=free,
-                            vocab=self.lm.vocab_size, logit_chunk_bytes=self.logit_chunk_bytes,
-                            attention_scores=dev.type != "cuda")
+        n = auto_batch_size(
+            config,
+            seq_len=seq_len,
+            suffix_len=suffix_len,
+            dtype_bytes=torch.empty((), dtype=dtype).element_size(),
+            free_bytes=free,
+            vocab=self.lm.vocab_size,
+            logit_chunk_bytes=self.logit_chunk_bytes,
+            attention_scores=dev.type != "cuda",
+        )
         return min(n, AUTO_BATCH_CPU) if dev.type == "cpu" else n
 
     def resolve_batch_size(self, batch_size, seq_len: int, suffix_len: int) -> int:
         if batch_size == "auto":
             return self.auto_batch_size(seq_len, suffix_len)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, (int, np.integer))
+            or batch_size < 1
+        ):
             raise InputError(f"batch size must be a positive integer or 'auto', got {batch_size!r}")
         return int(batch_size)
 
-    def score_windows(self, prompts: Sequence[Sequence[int]], suffixes: Sequence[Sequence[int]], *,
-                      batch_size="auto") -> BatchScores:
+    def score_windows(
+        self,
+        prompts: Sequence[Sequence[int]],
+        suffixes: Sequence[Sequence[int]],
+        *,
+        batch_size="auto",
+    ) -> BatchScores:
         """Score many windows in batches of ``batch_size`` (an int or ``"auto"``)."""
         if not prompts:
             raise InputError("no windows to score")
-        n = self.resolve_batch_size(batch_size, max(len(p) for p in prompts) + len(suffixes[0]) - 1,
-                                    len(suffixes[0]))
-        return BatchScores.concat([self.score_batch(prompts[a:a + n], suffixes[a:a + n])
-                                   for a in range(0, len(prompts), n)])
+        n = self.resolve_batch_size(
+            batch_size, max(len(p) for p in prompts) + len(suffixes[0]) - 1, len(suffixes[0])
+        )
+        return BatchScores.concat(
+            [
+                self.score_batch(prompts[a : a + n], suffixes[a : a + n])
+                for a in range(0, len(prompts), n)
+            ]
+        )
 
     # ----------------------------------------------------------------- scoring
     @torch.inference_mode()
-    def score_batch(self, prompts: Sequence[Sequence[int]], suffixes: Sequence[Sequence[int]]) -> BatchScores:
+    def score_batch(
+        self, prompts: Sequence[Sequence[int]], suffixes: Sequence[Sequence[int]]
+    ) -> BatchScores:
         """prompts: B token lists (start-of-text already prepended); suffixes: B lists of S ids.
 
         Equal-length prompts run unpadded. Unequal prompts are left-padded with an attention
@@ -593,7 +722,9 @@ class TeacherForcingEngine:
         """
         B = len(prompts)
         if B == 0 or len(suffixes) != B:
-            raise InputError(f"a batch needs as many suffixes as prompts (>= 1), got {B} and {len(suffixes)}")
+            raise InputError(
+                f"a batch needs as many suffixes as prompts (>= 1), got {B} and {len(suffixes)}"
+            )
         S = len(suffixes[0])
         if S < 1 or any(len(s) != S for s in suffixes):
             raise ValueError("all suffixes in a batch must have the same length")
@@ -622,11 +753,15 @@ class TeacherForcingEngine:
             ids[i, off:T] = torch.tensor(seq, dtype=torch.long)
             if pad:
                 mask[i, :off] = 0
-        hidden, _ = self.lm.forward_hidden(ids.to(dev), attention_mask=None if mask is None else mask.to(dev))
+        hidden, _ = self.lm.forward_hidden(
+            ids.to(dev), attention_mask=None if mask is None else mask.to(dev)
+        )
         self.forward_tokens += int(mask[:, :T].sum()) if pad else B * T
         # position Lp-1+j predicts suffix token j (after left padding every prompt ends at Lp-1)
-        h = hidden[:, Lp - 1:Lp - 1 + S, :].reshape(B * S, -1)  # [B*S, D]
-        targets = torch.tensor([list(s) for s in suffixes], dtype=torch.long, device=dev).view(B * S)  # [B*S]
+        h = hidden[:, Lp - 1 : Lp - 1 + S, :].reshape(B * S, -1)  # [B*S, D]
+        targets = torch.tensor([list(s) for s in suffixes], dtype=torch.long, device=dev).view(
+            B * S
+        )  # [B*S]
         n = B * S
         # Each window's S rows are cut into the same sub-chunks whatever the batch (the window,
         # or sub-chunks of `step` rows when a window's logits exceed logit_chunk_bytes). The
@@ -637,7 +772,7 @@ class TeacherForcingEngine:
         # result from that row alone, the same way in any call of >= 2 rows, so a block may
         # span windows; a sub-chunk of one row keeps its own call (a one-row float sum over a
         # large vocabulary is split between threads: other bits). A window's scores are thus
-        # bit-identical for every batch size (at a given thread count). tests/test_engine_fixture.py
+        # bit-identical for every batch size (at a given thread count). tests/scoring/test_engine_fixture.py
         # holds the bits recorded when the statistics ran window by window.
         budget_rows = _chunk_rows(self.lm.vocab_size, self.logit_chunk_bytes)
         step = min(S, budget_rows)
@@ -661,7 +796,11 @@ class TeacherForcingEngine:
         if step == S:  # unembedding calls: groups of whole windows; statistics: one window each
             calls = [(g * S, min(B, g + group) * S, S) for g in range(0, B, group)]
         else:  # a window's rows do not fit the budget: one call per sub-chunk
-            calls = [(w * S + a0, w * S + min(S, a0 + step), step) for w in range(B) for a0 in range(0, S, step)]
+            calls = [
+                (w * S + a0, w * S + min(S, a0 + step), step)
+                for w in range(B)
+                for a0 in range(0, S, step)
+            ]
         block = _stat_block_rows(self.lm.vocab_size, self.stat_block_bytes)
         for c0, c1, sub in calls:
             rows = h[c0:c1]
@@ -670,8 +809,12 @@ class TeacherForcingEngine:
             zc = self._unembed(rows)  # [rows, V] float32 (or float64)
             for a, b in stat_blocks(c0, c1, sub, block):
                 # the block's rows by window (sub-chunk), for the tie corrections (score_rows)
-                groups = [(max(a, g) - a, min(b, g + sub) - a) for g in range(a - (a - c0) % sub, b, sub)]
-                res = score_rows(zc[a - c0:b - c0], targets[a:b], self.policies, st, groups=groups)
+                groups = [
+                    (max(a, g) - a, min(b, g + sub) - a) for g in range(a - (a - c0) % sub, b, sub)
+                ]
+                res = score_rows(
+                    zc[a - c0 : b - c0], targets[a:b], self.policies, st, groups=groups
+                )
                 for k, v in buf.items():
                     if k == "pol":
                         v[:, a:b] = res[k]
@@ -687,7 +830,9 @@ class TeacherForcingEngine:
         P = len(self.policies)
         logq = token_logq = None
         if "pol" in host:
-            token_logq = np.ascontiguousarray(host["pol"].reshape(P, B, S).transpose(1, 0, 2))  # [B, P, S]
+            token_logq = np.ascontiguousarray(
+                host["pol"].reshape(P, B, S).transpose(1, 0, 2)
+            )  # [B, P, S]
             # sum logs in float64 strictly left to right (cumsum is sequential), so a window's
             # score never depends on the batch layout
             logq = np.cumsum(token_logq, axis=2)[:, :, -1]
@@ -701,10 +846,13 @@ class TeacherForcingEngine:
         g = per_token("greedy", bool)
         m = per_token("margin")
         return BatchScores(
-            logq=logq, token_logq=token_logq,
+            logq=logq,
+            token_logq=token_logq,
             greedy_match=None if g is None else g.all(axis=1),
             min_margin=None if m is None else m.min(axis=1),
-            token_logprob=per_token("token_lp"), token_mean=per_token("mean"), token_std=per_token("std"),
+            token_logprob=per_token("token_lp"),
+            token_mean=per_token("mean"),
+            token_std=per_token("std"),
             token_rank=per_token("rank", np.int64),
         )
 
@@ -735,15 +883,24 @@ class TeacherForcingEngine:
         mask = None if mask_np is None else to_dev(mask_np)
         hidden, _ = self.lm.forward_hidden(ids, attention_mask=mask)
         self.forward_tokens += int(mask_np.sum()) if pad else B * T
-        h = hidden[:, Lp - 1:Lp - 1 + S, :].reshape(B * S, -1)  # [B*S, D]
+        h = hidden[:, Lp - 1 : Lp - 1 + S, :].reshape(B * S, -1)  # [B*S, D]
         n = B * S
         st = self.stats
         P = len(self.policies)
         # one float64 device buffer for every per-token result (ints and flags are exact in
         # float64), so the host receives the batch in a single copy
         layout = ([("pol", P)] if "policy_logq" in st else []) + [
-            (k, 1) for k, s in (("token_lp", "token_logprob"), ("mean", "token_moments"), ("std", "token_moments"),
-                                ("rank", "rank"), ("greedy", "greedy"), ("margin", "margin")) if s in st]
+            (k, 1)
+            for k, s in (
+                ("token_lp", "token_logprob"),
+                ("mean", "token_moments"),
+                ("std", "token_moments"),
+                ("rank", "rank"),
+                ("greedy", "greedy"),
+                ("margin", "margin"),
+            )
+            if s in st
+        ]
         width = sum(w for _, w in layout)
         out = torch.empty((width, n), dtype=torch.float64, device=dev)
         rows = _chunk_rows(self.lm.vocab_size, self.logit_chunk_bytes)
@@ -755,16 +912,18 @@ class TeacherForcingEngine:
                 if w == 1:
                     out[r, a:b] = res[k]
                 else:
-                    out[r:r + w, a:b] = res[k]
+                    out[r : r + w, a:b] = res[k]
                 r += w
             self.unembed_rows += b - a
         host_t = torch.empty((width, n), dtype=torch.float64, pin_memory=cuda)
         host_t.copy_(out, non_blocking=cuda)
         if cuda:
             torch.cuda.current_stream(dev).synchronize()
-        arr = host_t.numpy().copy() if cuda else host_t.numpy()  # do not keep page-locked memory alive
+        arr = (
+            host_t.numpy().copy() if cuda else host_t.numpy()
+        )  # do not keep page-locked memory alive
         host, r = {}, 0
         for k, w in layout:
-            host[k] = arr[r] if w == 1 else arr[r:r + w]
+            host[k] = arr[r] if w == 1 else arr[r : r + w]
             r += w
         return self._assemble(host, B, S)

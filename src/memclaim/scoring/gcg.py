@@ -34,11 +34,13 @@ On the CPU the search is deterministic under its seed: sampling uses a seeded
 ``torch.Generator``, distinct candidates are evaluated in a fixed (sorted) order and ties go to
 the first.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -86,13 +88,18 @@ class GCGSettings(ResultMixin):
         integer("--top-k", self.top_k, minimum=1)
         integer("--search-batch", self.batch_size, minimum=1)
         integer("--steps", self.steps, minimum=1)
-        integer("--seed", self.seed, minimum=0, maximum=2 ** 63 - 1)
+        integer("--seed", self.seed, minimum=0, maximum=2**63 - 1)
         if self.token_filter not in TOKEN_FILTERS:
-            raise InputError(f"unknown token filter {self.token_filter!r}", hint=f"one of {', '.join(TOKEN_FILTERS)}")
+            raise InputError(
+                f"unknown token filter {self.token_filter!r}",
+                hint=f"one of {', '.join(TOKEN_FILTERS)}",
+            )
         if not isinstance(self.retokenize, bool):
-            raise InputError(f"retokenize must be True or False, got {self.retokenize!r}",
-                             hint="retokenize=True keeps only prompts whose text encodes back to them "
-                                  "(--no-retokenize on the CLI is False)")
+            raise InputError(
+                f"retokenize must be True or False, got {self.retokenize!r}",
+                hint="retokenize=True keeps only prompts whose text encodes back to them "
+                "(--no-retokenize on the CLI is False)",
+            )
 
 
 @dataclass(frozen=True)
@@ -115,32 +122,42 @@ class Criterion:
     b: float | None = None
 
     @classmethod
-    def parse(cls, spec: "str | Criterion") -> "Criterion":
+    def parse(cls, spec: str | Criterion) -> Criterion:
         if isinstance(spec, Criterion):
             return spec
         if not isinstance(spec, str) or not spec.strip():
-            raise InputError(f"success criterion must be a name, got {spec!r}",
-                             hint="one of argmax, greedy, prob, prob:B (e.g. prob:0.9)")
+            raise InputError(
+                f"success criterion must be a name, got {spec!r}",
+                hint="one of argmax, greedy, prob, prob:B (e.g. prob:0.9)",
+            )
         name, _, arg = spec.strip().lower().partition(":")
         if name not in CRITERIA:
-            raise InputError(f"unknown success criterion {spec!r}",
-                             hint="one of argmax, greedy, prob, prob:B (e.g. prob:0.9)")
+            raise InputError(
+                f"unknown success criterion {spec!r}",
+                hint="one of argmax, greedy, prob, prob:B (e.g. prob:0.9)",
+            )
         if name != "prob":
             if arg:
-                raise InputError(f"criterion {name!r} takes no value, got {spec!r}", hint=f"write {name}")
+                raise InputError(
+                    f"criterion {name!r} takes no value, got {spec!r}", hint=f"write {name}"
+                )
             return cls(name)
         if not arg:
             return cls("prob", DEFAULT_B)
         try:
             b = float(arg)
         except ValueError:
-            raise InputError(f"criterion {spec!r}: {arg!r} is not a number",
-                             hint="write prob:B with 0 < B < 1, e.g. prob:0.9") from None
+            raise InputError(
+                f"criterion {spec!r}: {arg!r} is not a number",
+                hint="write prob:B with 0 < B < 1, e.g. prob:0.9",
+            ) from None
         try:
             b = in_open_unit("the criterion's b", b)
         except DomainError as exc:
-            raise InputError(f"criterion {spec!r}: b must lie strictly between 0 and 1",
-                             hint="write prob:B with 0 < B < 1, e.g. prob:0.9") from exc
+            raise InputError(
+                f"criterion {spec!r}: b must lie strictly between 0 and 1",
+                hint="write prob:B with 0 < B < 1, e.g. prob:0.9",
+            ) from exc
         return cls("prob", b)
 
     @property
@@ -152,7 +169,7 @@ class Criterion:
         """-ln b for ``prob:b`` (success iff GCG's mean cross-entropy <= it), else None."""
         return -math.log(self.b) if self.name == "prob" else None
 
-    def holds(self, ev: "PromptEvaluation") -> bool:
+    def holds(self, ev: PromptEvaluation) -> bool:
         """Whether the exact evaluation ``ev`` of a prompt meets the criterion."""
         if self.name == "argmax":
             return ev.argmax_all
@@ -213,7 +230,7 @@ class PromptEvaluation(ResultMixin):
     def greedy_reproduces(self) -> bool | None:
         if self.generated_ids is None:
             return None
-        return tuple(self.generated_ids[:len(self.target_ids)]) == tuple(self.target_ids)
+        return tuple(self.generated_ids[: len(self.target_ids)]) == tuple(self.target_ids)
 
     @property
     def greedy_divergence(self) -> int | None:
@@ -227,17 +244,28 @@ class PromptEvaluation(ResultMixin):
 
     def to_dict(self) -> dict:
         d = super().to_dict()
-        d.update(log_q=self.log_q, mean_logprob=self.mean_logprob, geometric_mean_prob=self.geometric_mean_prob,
-                 argmax_all=self.argmax_all, near_tie=self.near_tie, greedy_reproduces=self.greedy_reproduces,
-                 greedy_divergence=self.greedy_divergence)
+        d.update(
+            log_q=self.log_q,
+            mean_logprob=self.mean_logprob,
+            geometric_mean_prob=self.geometric_mean_prob,
+            argmax_all=self.argmax_all,
+            near_tie=self.near_tie,
+            greedy_reproduces=self.greedy_reproduces,
+            greedy_divergence=self.greedy_divergence,
+        )
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "PromptEvaluation":
+    def from_dict(cls, d: dict) -> PromptEvaluation:
         gen = d.get("generated_ids")
-        return cls(tuple(int(x) for x in d["prompt_ids"]), tuple(int(x) for x in d["target_ids"]),
-                   tuple(float(x) for x in d["token_logprob"]), tuple(bool(x) for x in d["argmax_flags"]),
-                   float(d["argmax_margin"]), None if gen is None else tuple(int(x) for x in gen))
+        return cls(
+            tuple(int(x) for x in d["prompt_ids"]),
+            tuple(int(x) for x in d["target_ids"]),
+            tuple(float(x) for x in d["token_logprob"]),
+            tuple(bool(x) for x in d["argmax_flags"]),
+            float(d["argmax_margin"]),
+            None if gen is None else tuple(int(x) for x in gen),
+        )
 
 
 @dataclass(frozen=True)
@@ -252,7 +280,9 @@ class GCGOutcome(ResultMixin):
     steps_budget: int
     steps_run: int
     evaluation: PromptEvaluation
-    trajectory: tuple[float, ...] = ()  # the loss of the prompt moved to at each step (batched pass)
+    trajectory: tuple[
+        float, ...
+    ] = ()  # the loss of the prompt moved to at each step (batched pass)
     candidates_evaluated: int = 0  # distinct candidates scored over all steps
     extra: dict = field(default_factory=dict)
 
@@ -268,15 +298,28 @@ class GCGOutcome(ResultMixin):
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "GCGOutcome":
-        return cls(tuple(int(x) for x in d["prompt_ids"]), tuple(int(x) for x in d["init_ids"]), bool(d["success"]),
-                   str(d["stopped"]), int(d["steps_budget"]), int(d["steps_run"]),
-                   PromptEvaluation.from_dict(d["evaluation"]), tuple(float(x) for x in d.get("trajectory", ())),
-                   int(d.get("candidates_evaluated", 0)), dict(d.get("extra") or {}))
+    def from_dict(cls, d: dict) -> GCGOutcome:
+        return cls(
+            tuple(int(x) for x in d["prompt_ids"]),
+            tuple(int(x) for x in d["init_ids"]),
+            bool(d["success"]),
+            str(d["stopped"]),
+            int(d["steps_budget"]),
+            int(d["steps_run"]),
+            PromptEvaluation.from_dict(d["evaluation"]),
+            tuple(float(x) for x in d.get("trajectory", ())),
+            int(d.get("candidates_evaluated", 0)),
+            dict(d.get("extra") or {}),
+        )
 
 
 # --------------------------------------------------------------------------- the model side
-def allowed_token_mask(tokenizer: "HFTokenizer | PreTrainedTokenizerBase", vocab_size: int, *, token_filter: str = "ascii") -> np.ndarray:
+def allowed_token_mask(
+    tokenizer: HFTokenizer | PreTrainedTokenizerBase,
+    vocab_size: int,
+    *,
+    token_filter: str = "ascii",
+) -> np.ndarray:
     """[vocab_size] bool: the token ids GCG may propose (see the module docstring).
 
     ``tokenizer``: a :class:`memclaim.models.loader.HFTokenizer` (or a transformers fast tokenizer).
@@ -289,7 +332,9 @@ def allowed_token_mask(tokenizer: "HFTokenizer | PreTrainedTokenizerBase", vocab
     (False, True)
     """
     if token_filter not in TOKEN_FILTERS:
-        raise InputError(f"unknown token filter {token_filter!r}", hint=f"one of {', '.join(TOKEN_FILTERS)}")
+        raise InputError(
+            f"unknown token filter {token_filter!r}", hint=f"one of {', '.join(TOKEN_FILTERS)}"
+        )
     tok = getattr(tokenizer, "tok", tokenizer)
     n = min(int(vocab_size), len(tok))
     mask = np.zeros(int(vocab_size), dtype=bool)
@@ -297,8 +342,14 @@ def allowed_token_mask(tokenizer: "HFTokenizer | PreTrainedTokenizerBase", vocab
     if token_filter == "none":
         return mask
     special = {int(i) for i in getattr(tok, "all_special_ids", [])}
-    special |= {int(i) for i, t in getattr(tok, "added_tokens_decoder", {}).items() if getattr(t, "special", False)}
-    texts = tok.batch_decode([[i] for i in range(n)], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    special |= {
+        int(i)
+        for i, t in getattr(tok, "added_tokens_decoder", {}).items()
+        if getattr(t, "special", False)
+    }
+    texts = tok.batch_decode(
+        [[i] for i in range(n)], skip_special_tokens=False, clean_up_tokenization_spaces=False
+    )
     for i, s in enumerate(texts):
         # GCG's get_nonascii_toks: printable ASCII only (s.isascii() and s.isprintable())
         if i in special or not s or not (s.isascii() and s.isprintable()):
@@ -320,11 +371,24 @@ class PromptSearchModel:
     1024
     """
 
-    def __init__(self, lm, tokenizer, *, token_filter: str = "ascii", logit_chunk_bytes: int = LOGIT_CHUNK_BYTES):
+    def __init__(
+        self,
+        lm,
+        tokenizer,
+        *,
+        token_filter: str = "ascii",
+        logit_chunk_bytes: int = LOGIT_CHUNK_BYTES,
+    ):
         model = getattr(lm, "model", None)
-        if model is None or not hasattr(lm, "differentiable_logits") or not hasattr(model, "get_input_embeddings"):
-            raise InputError(f"the GCG prompt search needs a transformers causal LM, got {type(lm).__name__}",
-                             hint="load the model with memclaim.load_model (a HF folder, a .gguf file or a named model)")
+        if (
+            model is None
+            or not hasattr(lm, "differentiable_logits")
+            or not hasattr(model, "get_input_embeddings")
+        ):
+            raise InputError(
+                f"the GCG prompt search needs a transformers causal LM, got {type(lm).__name__}",
+                hint="load the model with memclaim.load_model (a HF folder, a .gguf file or a named model)",
+            )
         self.lm = lm
         self.model = model
         self.tokenizer = tokenizer
@@ -336,23 +400,33 @@ class PromptSearchModel:
         self.vocab_size = int(self.W.shape[0])
         self.device = self.W.device
         self.token_filter = token_filter
-        self.allowed = torch.from_numpy(allowed_token_mask(tokenizer, self.vocab_size, token_filter=token_filter))
+        self.allowed = torch.from_numpy(
+            allowed_token_mask(tokenizer, self.vocab_size, token_filter=token_filter)
+        )
         if not bool(self.allowed.any()):
-            raise InputError("the token filter leaves no token the search may propose",
-                             hint="use token_filter='none' for this tokenizer")
+            raise InputError(
+                "the token filter leaves no token the search may propose",
+                hint="use token_filter='none' for this tokenizer",
+            )
         self.allowed_ids = self.allowed.nonzero().view(-1)  # [A] CPU
         self.rows = _chunk_rows(int(lm.vocab_size), int(logit_chunk_bytes))
-        self.forward_tokens = 0  # body tokens run in candidate passes (benchmarks count FLOPs from it)
+        self.forward_tokens = (
+            0  # body tokens run in candidate passes (benchmarks count FLOPs from it)
+        )
 
     # -------------------------------------------------------------- tokens
     def round_trips(self, rows: torch.Tensor) -> torch.Tensor:
         """[B] bool: row b's decoded text encodes back to exactly the same ids."""
         ids = rows.tolist()
-        texts = self.tok.batch_decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        texts = self.tok.batch_decode(
+            ids, skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
         enc = self.tok(texts, add_special_tokens=False)["input_ids"]
         return torch.tensor([list(a) == list(b) for a, b in zip(enc, ids)], dtype=torch.bool)
 
-    def random_prompt(self, n: int, generator: torch.Generator, *, retokenize: bool, tries: int = 200) -> list[int]:
+    def random_prompt(
+        self, n: int, generator: torch.Generator, *, retokenize: bool, tries: int = 200
+    ) -> list[int]:
         """``n`` allowed tokens drawn uniformly (the ACR release starts from random tokens), redrawn
         up to ``tries`` times until the text round-trips when ``retokenize``."""
         for _ in range(tries):
@@ -370,39 +444,51 @@ class PromptSearchModel:
             a = self.emb(t)[0].float()
             b = (self.W[t[0]] * self.scale).float()
         if not torch.allclose(a, b, rtol=1e-3, atol=1e-5):
-            raise InputError(f"the input embedding of {self.lm.name!r} ({type(self.emb).__name__}) is not a row lookup "
-                             "of its weight matrix, so the one-hot gradient of GCG does not apply to it",
-                             hint="use a model whose input embedding is an nn.Embedding (optionally scaled)")
+            raise InputError(
+                f"the input embedding of {self.lm.name!r} ({type(self.emb).__name__}) is not a row lookup "
+                "of its weight matrix, so the one-hot gradient of GCG does not apply to it",
+                hint="use a model whose input embedding is an nn.Embedding (optionally scaled)",
+            )
 
     # -------------------------------------------------------------- gradient
-    def loss_and_grad(self, prefix: Sequence[int], prompt: Sequence[int],
-                      target: Sequence[int]) -> tuple[float, bool, torch.Tensor]:
+    def loss_and_grad(
+        self, prefix: Sequence[int], prompt: Sequence[int], target: Sequence[int]
+    ) -> tuple[float, bool, torch.Tensor]:
         """(loss, argmax at every target position, grad [P, V] on the CPU, float32 or float64 as the
         model): GCG's mean
         cross-entropy of ``target`` after ``prefix + prompt`` and its gradient with respect to the
         one-hot encoding of ``prompt``, from one forward and one backward pass."""
         S, P, T = len(prefix), len(prompt), len(target)
-        ids = torch.tensor([list(prefix) + list(prompt) + list(target[:-1])], dtype=torch.long, device=self.device)
+        ids = torch.tensor(
+            [list(prefix) + list(prompt) + list(target[:-1])], dtype=torch.long, device=self.device
+        )
         tgt = torch.tensor(list(target), dtype=torch.long, device=self.device)
         with torch.inference_mode(False), torch.enable_grad():
-            e = (self.W[ids[0]] * self.scale).unsqueeze(0).detach().requires_grad_(True)  # [1, L, D]
+            e = (
+                (self.W[ids[0]] * self.scale).unsqueeze(0).detach().requires_grad_(True)
+            )  # [1, L, D]
             hidden = self.lm.body(inputs_embeds=e, use_cache=False).last_hidden_state  # [1, L, D]
-            h = hidden[0, S + P - 1:S + P - 1 + T]  # [T, D]: position S+P-1+j predicts target token j
+            h = hidden[
+                0, S + P - 1 : S + P - 1 + T
+            ]  # [T, D]: position S+P-1+j predicts target token j
             if h.device != self.lm._w.device:
                 h = h.to(self.lm._w.device)
             z = self.lm.differentiable_logits(h)  # [T, V] float32 (float64 for a float64 model)
-            loss = torch.nn.functional.cross_entropy(z, tgt.to(z.device))  # mean over the target (GCG's loss)
+            loss = torch.nn.functional.cross_entropy(
+                z, tgt.to(z.device)
+            )  # mean over the target (GCG's loss)
             (de,) = torch.autograd.grad(loss, e)
         argmax_all = bool((z.detach().argmax(-1) == tgt.to(z.device)).all())
         # d loss / d onehot[i, v] = <d loss / d e_i, scale * E_v>
         gd = torch.float64 if self.W.dtype == torch.float64 else torch.float32
-        g = (de[0, S:S + P].to(gd) @ self.W.to(gd).T) * self.scale  # [P, V]
+        g = (de[0, S : S + P].to(gd) @ self.W.to(gd).T) * self.scale  # [P, V]
         return float(loss.detach()), argmax_all, g.cpu()
 
     # -------------------------------------------------------------- candidates
     @torch.inference_mode()
-    def candidate_scores(self, prefix: Sequence[int], cands: torch.Tensor,
-                         target: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    def candidate_scores(
+        self, prefix: Sequence[int], cands: torch.Tensor, target: Sequence[int]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Teacher-forced scores of every candidate prompt in one batched forward pass: (token
         log-probs [B, T] float32, argmax at every target position [B] bool), on the CPU.
 
@@ -417,7 +503,7 @@ class PromptSearchModel:
         ids = torch.cat([pre, cands.cpu(), tail], dim=1).to(dev)  # [B, L]
         hidden, _ = self.lm.forward_hidden(ids)  # [B, L, D]
         self.forward_tokens += int(ids.numel())
-        h = hidden[:, S + P - 1:S + P - 1 + T, :].reshape(B * T, -1)  # [B*T, D]
+        h = hidden[:, S + P - 1 : S + P - 1 + T, :].reshape(B * T, -1)  # [B*T, D]
         tgt = torch.tensor(list(target), dtype=torch.long, device=h.device).repeat(B)  # [B*T]
         lp = torch.empty(B * T, dtype=torch.float32, device=h.device)
         ok = torch.empty(B * T, dtype=torch.bool, device=h.device)
@@ -430,24 +516,41 @@ class PromptSearchModel:
 
     # -------------------------------------------------------------- exact evaluation
     @torch.inference_mode()
-    def evaluate(self, prefix: Sequence[int], prompt: Sequence[int], target: Sequence[int], *,
-                 generate: bool = True) -> PromptEvaluation:
+    def evaluate(
+        self,
+        prefix: Sequence[int],
+        prompt: Sequence[int],
+        target: Sequence[int],
+        *,
+        generate: bool = True,
+    ) -> PromptEvaluation:
         """The exact evaluation of one prompt (:class:`PromptEvaluation`): one teacher-forced pass
         and, with ``generate``, greedy generation of |y| tokens."""
         S, P, T = len(prefix), len(prompt), len(target)
-        ids = torch.tensor([list(prefix) + list(prompt) + list(target[:-1])], dtype=torch.long, device=self.device)
+        ids = torch.tensor(
+            [list(prefix) + list(prompt) + list(target[:-1])], dtype=torch.long, device=self.device
+        )
         hidden, _ = self.lm.forward_hidden(ids)
-        z = self.lm.logits(hidden[0, S + P - 1:S + P - 1 + T]).double()  # [T, V] float64 from float32 logits
+        z = self.lm.logits(
+            hidden[0, S + P - 1 : S + P - 1 + T]
+        ).double()  # [T, V] float64 from float32 logits
         tgt = torch.tensor(list(target), dtype=torch.long, device=z.device)
         lp = torch.log_softmax(z, dim=-1).gather(1, tgt.view(-1, 1)).view(-1)
         zt = z.gather(1, tgt.view(-1, 1)).view(-1)
         others = z.scatter(1, tgt.view(-1, 1), -math.inf)
         margin = float((zt - others.max(dim=-1).values).min()) if z.shape[1] > 1 else math.inf
-        flags = (z.argmax(dim=-1) == tgt).tolist()  # torch.argmax: the first maximal index, as generate
+        flags = (
+            z.argmax(dim=-1) == tgt
+        ).tolist()  # torch.argmax: the first maximal index, as generate
         gen = self.generate(list(prefix) + list(prompt), T) if generate else None
-        return PromptEvaluation(tuple(int(x) for x in prompt), tuple(int(x) for x in target),
-                                tuple(float(x) for x in lp.tolist()), tuple(bool(x) for x in flags), margin,
-                                None if gen is None else tuple(gen))
+        return PromptEvaluation(
+            tuple(int(x) for x in prompt),
+            tuple(int(x) for x in target),
+            tuple(float(x) for x in lp.tolist()),
+            tuple(bool(x) for x in flags),
+            margin,
+            None if gen is None else tuple(gen),
+        )
 
     @torch.inference_mode()
     def generate(self, context: Sequence[int], n: int) -> list[int]:
@@ -456,16 +559,31 @@ class PromptSearchModel:
         from transformers import GenerationConfig
 
         pad = self.tok.pad_token_id if self.tok.pad_token_id is not None else self.tok.eos_token_id
-        cfg = GenerationConfig(do_sample=False, num_beams=1, max_new_tokens=int(n), min_new_tokens=0,
-                               eos_token_id=None, pad_token_id=0 if pad is None else int(pad))
+        cfg = GenerationConfig(
+            do_sample=False,
+            num_beams=1,
+            max_new_tokens=int(n),
+            min_new_tokens=0,
+            eos_token_id=None,
+            pad_token_id=0 if pad is None else int(pad),
+        )
         ids = torch.tensor([list(context)], dtype=torch.long, device=self.device)
-        out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=cfg)
-        return [int(x) for x in out[0, len(context):].tolist()]
+        out = self.model.generate(
+            input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=cfg
+        )
+        return [int(x) for x in out[0, len(context) :].tolist()]
 
 
 # --------------------------------------------------------------------------- the search
-def sample_candidates(prompt: torch.Tensor, grad: torch.Tensor, allowed: torch.Tensor, *, top_k: int,
-                      batch_size: int, generator: torch.Generator) -> torch.Tensor:
+def sample_candidates(
+    prompt: torch.Tensor,
+    grad: torch.Tensor,
+    allowed: torch.Tensor,
+    *,
+    top_k: int,
+    batch_size: int,
+    generator: torch.Generator,
+) -> torch.Tensor:
     """GCG's candidate batch ([batch_size, P] ids): the ``top_k`` allowed tokens of most negative
     gradient at each position; candidate i swaps position floor(i P / batch) (positions spread
     evenly, GCG's ``sample_control``) to a token drawn uniformly from that position's top-k.
@@ -487,10 +605,19 @@ def sample_candidates(prompt: torch.Tensor, grad: torch.Tensor, allowed: torch.T
     return cands
 
 
-def gcg_search(psm: PromptSearchModel, *, prefix_ids: Sequence[int], target_ids: Sequence[int], prompt_len: int,
-               settings: GCGSettings, criterion: "Criterion | str", seed: int, steps: int | None = None,
-               init_ids: Sequence[int] | None = None,
-               on_step: Callable[[int, float], None] | None = None) -> GCGOutcome:
+def gcg_search(
+    psm: PromptSearchModel,
+    *,
+    prefix_ids: Sequence[int],
+    target_ids: Sequence[int],
+    prompt_len: int,
+    settings: GCGSettings,
+    criterion: Criterion | str,
+    seed: int,
+    steps: int | None = None,
+    init_ids: Sequence[int] | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+) -> GCGOutcome:
     """GCG (Zou et al. 2023) for a ``prompt_len``-token prompt eliciting ``target_ids`` after
     ``prefix_ids`` (start-of-text), under ``settings`` for at most ``steps`` steps (default
     ``settings.steps``), stopping when ``criterion`` holds (see the module docstring).
@@ -512,7 +639,7 @@ def gcg_search(psm: PromptSearchModel, *, prefix_ids: Sequence[int], target_ids:
     prefix = [int(t) for t in prefix_ids]
     if len(target) < 1:
         raise InputError("the target has no tokens", hint="give a non-empty target text")
-    gen = torch.Generator().manual_seed(int(seed) % (2 ** 63))
+    gen = torch.Generator().manual_seed(int(seed) % (2**63))
     if init_ids is None:
         current = psm.random_prompt(n, gen, retokenize=settings.retokenize)
     else:
@@ -528,7 +655,9 @@ def gcg_search(psm: PromptSearchModel, *, prefix_ids: Sequence[int], target_ids:
     steps_run = 0
 
     def confirm(prompt) -> PromptEvaluation | None:
-        ev = psm.evaluate(prefix, prompt, target)  # teacher forced and generated: every criterion is reported
+        ev = psm.evaluate(
+            prefix, prompt, target
+        )  # teacher forced and generated: every criterion is reported
         return ev if crit.holds(ev) else None
 
     for step in range(budget):
@@ -541,8 +670,14 @@ def gcg_search(psm: PromptSearchModel, *, prefix_ids: Sequence[int], target_ids:
                 best = list(current)
                 break
         cur = torch.tensor(current, dtype=torch.long)
-        cands = sample_candidates(cur, grad, psm.allowed, top_k=settings.top_k, batch_size=settings.batch_size,
-                                  generator=gen)
+        cands = sample_candidates(
+            cur,
+            grad,
+            psm.allowed,
+            top_k=settings.top_k,
+            batch_size=settings.batch_size,
+            generator=gen,
+        )
         uniq = torch.unique(cands, dim=0)  # sorted rows: a fixed evaluation order
         uniq = uniq[(uniq != cur.view(1, -1)).any(dim=1)]  # the current prompt's loss is known
         if settings.retokenize and uniq.shape[0]:
@@ -570,7 +705,26 @@ def gcg_search(psm: PromptSearchModel, *, prefix_ids: Sequence[int], target_ids:
                 best = list(current)
                 break
     if done_ev is not None:
-        return GCGOutcome(tuple(best), init, True, "criterion", budget, steps_run, done_ev, tuple(trajectory),
-                          evaluated)
+        return GCGOutcome(
+            tuple(best),
+            init,
+            True,
+            "criterion",
+            budget,
+            steps_run,
+            done_ev,
+            tuple(trajectory),
+            evaluated,
+        )
     ev = psm.evaluate(prefix, best, target)
-    return GCGOutcome(tuple(best), init, crit.holds(ev), "budget", budget, steps_run, ev, tuple(trajectory), evaluated)
+    return GCGOutcome(
+        tuple(best),
+        init,
+        crit.holds(ev),
+        "budget",
+        budget,
+        steps_run,
+        ev,
+        tuple(trajectory),
+        evaluated,
+    )

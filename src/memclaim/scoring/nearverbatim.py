@@ -35,12 +35,14 @@ Cost accounting: a *row* is one token position run through the model body; a *ca
 ``forward_hidden`` invocation. With the KV cache (``use_cache=True``, the default) a step
 costs one row per live prefix; without it every step recomputes the full prompt + prefix.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from numbers import Integral, Real
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -100,48 +102,72 @@ def _ids(name: str, seq, vocab_size: int | None) -> tuple[int, ...]:
                 raise TypeError
             raw = raw[0]
         out = tuple(int(t) for t in raw)
-        if any(isinstance(t, bool) or (isinstance(t, float) and not float(t).is_integer()) for t in raw):
+        if any(
+            isinstance(t, bool) or (isinstance(t, float) and not float(t).is_integer()) for t in raw
+        ):
             raise TypeError
     except (TypeError, ValueError):
-        raise InputError(f"{name} must be a 1-D sequence of integer token ids, got {seq!r}",
-                         hint="tokenize the document once and pass the prefix/suffix token ids") from None
+        raise InputError(
+            f"{name} must be a 1-D sequence of integer token ids, got {seq!r}",
+            hint="tokenize the document once and pass the prefix/suffix token ids",
+        ) from None
     if not out:
-        what = ("the prompt conditions every continuation; a model needs at least one context token "
-                "(prepend the BOS token)" if name == "prompt_ids" else
-                "an empty suffix has no continuations to score; use windows with at least one suffix token")
+        what = (
+            "the prompt conditions every continuation; a model needs at least one context token "
+            "(prepend the BOS token)"
+            if name == "prompt_ids"
+            else "an empty suffix has no continuations to score; use windows with at least one suffix token"
+        )
         raise InputError(f"{name} is empty", hint=what)
     if vocab_size is not None:
         bad = [t for t in out if not 0 <= t < vocab_size]
         if bad:
-            raise InputError(f"{name} holds token ids outside [0, {vocab_size}): {bad[:5]}",
-                             hint="tokenize with the model's own tokenizer")
+            raise InputError(
+                f"{name} holds token ids outside [0, {vocab_size}): {bad[:5]}",
+                hint="tokenize with the model's own tokenizer",
+            )
     return out
 
 
 def _epsilon(value) -> int:
     if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(float(value)):
-        raise DomainError(f"epsilon must be a whole number of tokens, got {value!r}",
-                          hint="pass an integer edit distance such as --near-verbatim 5 ([EM] uses 5)")
+        raise DomainError(
+            f"epsilon must be a whole number of tokens, got {value!r}",
+            hint="pass an integer edit distance such as --near-verbatim 5 ([EM] uses 5)",
+        )
     if float(value) < 0:
-        raise DomainError(f"epsilon must be >= 0 tokens, got {value!r}",
-                          hint="epsilon is a token edit distance; 0 gives the verbatim score, [EM] §6 uses 5")
+        raise DomainError(
+            f"epsilon must be >= 0 tokens, got {value!r}",
+            hint="epsilon is a token edit distance; 0 gives the verbatim score, [EM] §6 uses 5",
+        )
     if not float(value).is_integer():
-        raise DomainError(f"epsilon must be a whole number of tokens, got {value!r}",
-                          hint="edit distances are integers, so B_eps = B_floor(eps); pass an integer")
+        raise DomainError(
+            f"epsilon must be a whole number of tokens, got {value!r}",
+            hint="edit distances are integers, so B_eps = B_floor(eps); pass an integer",
+        )
     return int(value)
 
 
 def _beam(value, name: str = "beam") -> int:
     if isinstance(value, bool) or not isinstance(value, Integral):
-        if not isinstance(value, bool) and isinstance(value, Real) and math.isfinite(float(value)) and float(value).is_integer():
+        if (
+            not isinstance(value, bool)
+            and isinstance(value, Real)
+            and math.isfinite(float(value))
+            and float(value).is_integer()
+        ):
             value = int(value)
         else:
-            raise DomainError(f"{name} must be a positive integer width, got {value!r}",
-                              hint=f"pass e.g. --beam {DEFAULT_BEAM}")
+            raise DomainError(
+                f"{name} must be a positive integer width, got {value!r}",
+                hint=f"pass e.g. --beam {DEFAULT_BEAM}",
+            )
     if int(value) < 1:
-        raise DomainError(f"{name} width must be >= 1, got {value!r}",
-                          hint=f"a beam of width 0 keeps no continuation; pass e.g. --beam {DEFAULT_BEAM} "
-                               "(a width >= V^(l-1) enumerates the whole ball exactly)")
+        raise DomainError(
+            f"{name} width must be >= 1, got {value!r}",
+            hint=f"a beam of width 0 keeps no continuation; pass e.g. --beam {DEFAULT_BEAM} "
+            "(a width >= V^(l-1) enumerates the whole ball exactly)",
+        )
     return int(value)
 
 
@@ -152,8 +178,10 @@ def _logprob_arg(name: str, value) -> float | None:
         raise DomainError(f"{name} must be a natural-log probability (<= 0 or -inf), got {value!r}")
     v = float(value)
     if math.isnan(v) or v > 0:
-        raise DomainError(f"{name} must be a natural-log probability (<= 0 or -inf), got {value!r}",
-                          hint="pass the teacher-forced log q(s | p) from the scoring engine, same policy")
+        raise DomainError(
+            f"{name} must be a natural-log probability (<= 0 or -inf), got {value!r}",
+            hint="pass the teacher-forced log q(s | p) from the scoring engine, same policy",
+        )
     return v
 
 
@@ -167,11 +195,14 @@ def default_verbatim_tolerance(lm: LanguageModel, suffix_len: int) -> float:
     0.001
     """
     dt = str(getattr(lm, "body_dtype", "float32")).replace("torch.", "")
-    return VERBATIM_TOLERANCE_PER_TOKEN.get(dt, VERBATIM_TOLERANCE_PER_TOKEN["float32"]) * max(1, int(suffix_len))
+    return VERBATIM_TOLERANCE_PER_TOKEN.get(dt, VERBATIM_TOLERANCE_PER_TOKEN["float32"]) * max(
+        1, int(suffix_len)
+    )
 
 
-def _checked_verbatim(given: float, own: float, *, lm, pol: Policy, ell: int, tolerance: float | None,
-                      prompt, suffix) -> tuple[float, str]:
+def _checked_verbatim(
+    given: float, own: float, *, lm, pol: Policy, ell: int, tolerance: float | None, prompt, suffix
+) -> tuple[float, str]:
     """The target's term to use, from the caller's ``given`` and the search's ``own`` teacher-forced
     value: ``given`` where the two agree within the tolerance; refused where they do not.
 
@@ -185,10 +216,12 @@ def _checked_verbatim(given: float, own: float, *, lm, pol: Policy, ell: int, to
         return given, ""
     if math.isinf(given) or math.isinf(own):
         if pol.greedy or pol.top_k is not None or pol.top_p is not None:
-            return -math.inf, (f" The caller's teacher-forced log q ({given:.6g}) and the search's own ({own:.6g}) "
-                               "disagree on whether the target is inside the policy's support, which a near-tie "
-                               "can cause ([EM] App. A.2); the target's term is taken as 0 probability "
-                               "(conservative).")
+            return -math.inf, (
+                f" The caller's teacher-forced log q ({given:.6g}) and the search's own ({own:.6g}) "
+                "disagree on whether the target is inside the policy's support, which a near-tie "
+                "can cause ([EM] App. A.2); the target's term is taken as 0 probability "
+                "(conservative)."
+            )
     elif abs(given - own) <= tol:
         return given, ""
     raise ProcedureMismatchError(
@@ -197,7 +230,8 @@ def _checked_verbatim(given: float, own: float, *, lm, pol: Policy, ell: int, to
         f"{tol:.3g} nats for {ell} target tokens) under policy {pol.spec!r}, prompt of {len(prompt)} tokens "
         f"and suffix {list(suffix)[:8]}{'...' if len(suffix) > 8 else ''}",
         hint="pass the engine's log q for this very window (prompt and suffix ids) and policy, or omit "
-             "verbatim_logprob to let the search compute it; a different dtype can need verbatim_tolerance=")
+        "verbatim_logprob to let the search compute it; a different dtype can need verbatim_tolerance=",
+    )
 
 
 # =========================================================================== continuation sets
@@ -233,7 +267,10 @@ class ContinuationSet:
 
     def as_dict(self) -> dict[tuple[int, ...], tuple[float, int]]:
         """{sequence: (log q, distance)} (reference / test helper; materializes every sequence)."""
-        return {self.sequence(i): (float(self.logprob[i]), int(self.distance[i])) for i in range(len(self))}
+        return {
+            self.sequence(i): (float(self.logprob[i]), int(self.distance[i]))
+            for i in range(len(self))
+        }
 
     def log_mass(self, max_distance: int | None = None) -> float:
         lp = self.logprob if max_distance is None else self.logprob[self.distance <= max_distance]
@@ -241,12 +278,18 @@ class ContinuationSet:
 
     def top(self, n: int = 5) -> list[dict]:
         order = np.argsort(-self.logprob, kind="stable")[:n]
-        return [{"tokens": list(self.sequence(i)), "log_prob": float(self.logprob[i]),
-                 "log10_prob": _log10(float(self.logprob[i])), "distance": int(self.distance[i])}
-                for i in order]
+        return [
+            {
+                "tokens": list(self.sequence(i)),
+                "log_prob": float(self.logprob[i]),
+                "log10_prob": _log10(float(self.logprob[i])),
+                "distance": int(self.distance[i]),
+            }
+            for i in order
+        ]
 
     @classmethod
-    def empty(cls) -> "ContinuationSet":
+    def empty(cls) -> ContinuationSet:
         z = np.zeros(0, dtype=np.int64)
         return cls((), z, z.copy(), np.zeros(0, dtype=np.float64), z.copy())
 
@@ -266,8 +309,17 @@ class _Search:
     stopped_at: int | None  # step at which every branch died (None: reached length ℓ)
 
 
-def _beam_search(lm, prompt: tuple[int, ...], suffix: tuple[int, ...], policy: Policy, *,
-                 epsilon: int | None, width: int, final: str, use_cache: bool) -> _Search:
+def _beam_search(
+    lm,
+    prompt: tuple[int, ...],
+    suffix: tuple[int, ...],
+    policy: Policy,
+    *,
+    epsilon: int | None,
+    width: int,
+    final: str,
+    use_cache: bool,
+) -> _Search:
     """Beam search over length-ℓ continuations of ``prompt`` under ``policy``.
 
     epsilon=None: no distance pruning (the unpruned baseline of [EM] App. F.4).
@@ -316,7 +368,9 @@ def _beam_search(lm, prompt: tuple[int, ...], suffix: tuple[int, ...], policy: P
         live = logq > neg_inf  # [n, V]: -inf (outside top-k/top-p/greedy support) never expands
         if epsilon is not None:
             # prune children none of whose completions can end within ε ([EM] Eq. 2)
-            ok = torch.as_tensor(dp.min_final_distance(kids, t + 1) <= epsilon, device=dev)  # [n, U+1]
+            ok = torch.as_tensor(
+                dp.min_final_distance(kids, t + 1) <= epsilon, device=dev
+            )  # [n, U+1]
             mask = ok[:, n_distinct:].expand(n, V).clone()  # tokens not in s share one DP row
             if n_distinct:
                 mask[:, distinct_t] = ok[:, :n_distinct]
@@ -331,8 +385,14 @@ def _beam_search(lm, prompt: tuple[int, ...], suffix: tuple[int, ...], policy: P
                 n_live = int(beam_live.sum())
                 exhaustive &= n_live <= width
                 k = min(width, n_live)
-                cand = torch.where(beam_live, total[:n_beam], torch.full_like(total[:n_beam], neg_inf))
-                idx = torch.topk(cand.reshape(-1), k).indices if k else torch.zeros(0, dtype=torch.long, device=dev)
+                cand = torch.where(
+                    beam_live, total[:n_beam], torch.full_like(total[:n_beam], neg_inf)
+                )
+                idx = (
+                    torch.topk(cand.reshape(-1), k).indices
+                    if k
+                    else torch.zeros(0, dtype=torch.long, device=dev)
+                )
                 r, v = idx // V, idx % V
             r_np = r.cpu().numpy().astype(np.int64)
             v_np = v.cpu().numpy().astype(np.int64)
@@ -380,11 +440,15 @@ def _beam_search(lm, prompt: tuple[int, ...], suffix: tuple[int, ...], policy: P
         max_batch = max(max_batch, nb)
         if use_cache:
             cache = lm.select_cache(past, par_t)  # a fresh cache: row i continues row par[i]
-            hidden, past = lm.forward_hidden(tok_t[:, None], past=cache, use_cache=True)  # [nb, 1, D]
+            hidden, past = lm.forward_hidden(
+                tok_t[:, None], past=cache, use_cache=True
+            )  # [nb, 1, D]
             rows += nb
             target_rows += shadow
         else:
-            full = torch.as_tensor([list(prompt) + list(pf) for pf in prefixes], dtype=torch.long, device=dev)
+            full = torch.as_tensor(
+                [list(prompt) + list(pf) for pf in prefixes], dtype=torch.long, device=dev
+            )
             hidden, _ = lm.forward_hidden(full, past=None, use_cache=False)  # [nb, |p|+t+1, D]
             rows += nb * full.shape[1]
             target_rows += shadow * full.shape[1]
@@ -394,13 +458,15 @@ def _beam_search(lm, prompt: tuple[int, ...], suffix: tuple[int, ...], policy: P
     return _Search(found, target_lp, exhaustive, rows, calls, target_rows, max_batch, stopped_at)
 
 
-def _teacher_forced(lm, prompt: tuple[int, ...], suffix: tuple[int, ...], policy: Policy) -> tuple[float, int]:
+def _teacher_forced(
+    lm, prompt: tuple[int, ...], suffix: tuple[int, ...], policy: Policy
+) -> tuple[float, int]:
     """log q(s | p) by one teacher-forced pass ([EM] Eq. 1); returns (log q, rows)."""
     import torch
 
     ids = torch.as_tensor([list(prompt) + list(suffix[:-1])], dtype=torch.long, device=lm.device)
     hidden, _ = lm.forward_hidden(ids, past=None, use_cache=False)  # [1, |p|+ℓ-1, D]
-    h = hidden[0, len(prompt) - 1:, :]  # [ℓ, D] rows that predict s_1..s_ℓ
+    h = hidden[0, len(prompt) - 1 :, :]  # [ℓ, D] rows that predict s_1..s_ℓ
     tgt = torch.as_tensor(list(suffix), dtype=torch.long, device=lm.device)
     lp = policy_target_logprob(lm.logits(h), tgt, policy).to(torch.float64)
     return float(lp.sum()), int(ids.shape[1])
@@ -448,27 +514,44 @@ class NearVerbatimResult(ResultMixin):
         """This run's lower bound on the smaller ball B_epsilon (epsilon <= self.epsilon)."""
         e = _epsilon(epsilon)
         if e > self.epsilon:
-            raise DomainError(f"epsilon {e} exceeds the run's epsilon {self.epsilon}",
-                              hint="a run only knows sequences within its own epsilon; run it at the larger value")
+            raise DomainError(
+                f"epsilon {e} exceeds the run's epsilon {self.epsilon}",
+                hint="a run only knows sequences within its own epsilon; run it at the larger value",
+            )
         if e >= self.suffix_len:
             return 0.0
         if self.continuations is None:
-            raise InputError("this result kept no continuations", hint="rerun with keep_sequences=True")
+            raise InputError(
+                "this result kept no continuations", hint="rerun with keep_sequences=True"
+            )
         return max(self.continuations.log_mass(e), self.log_verbatim)
 
     def to_dict(self) -> dict:
-        d = {f: to_jsonable(getattr(self, f)) for f in (
-            "epsilon", "beam", "policy", "model", "prompt_ids", "suffix_ids", "log_bound")}
+        d = {
+            f: to_jsonable(getattr(self, f))
+            for f in ("epsilon", "beam", "policy", "model", "prompt_ids", "suffix_ids", "log_bound")
+        }
         d["log10_bound"] = to_jsonable(self.log10_bound)
         d["log_verbatim"] = to_jsonable(self.log_verbatim)
         d["log10_verbatim"] = to_jsonable(_log10(self.log_verbatim))
-        for f in ("n_continuations", "exhaustive", "whole_space", "forward_rows", "forward_calls",
-                  "target_rows", "max_batch_rows", "used_kv_cache", "stopped_at"):
+        for f in (
+            "n_continuations",
+            "exhaustive",
+            "whole_space",
+            "forward_rows",
+            "forward_calls",
+            "target_rows",
+            "max_batch_rows",
+            "used_kv_cache",
+            "stopped_at",
+        ):
             d[f] = to_jsonable(getattr(self, f))
         cs = self.continuations
         if cs is not None and not self.whole_space:
-            d["log_mass_by_distance"] = [to_jsonable(logsumexp(cs.logprob[cs.distance == k]))
-                                         for k in range(self.epsilon + 1)]
+            d["log_mass_by_distance"] = [
+                to_jsonable(logsumexp(cs.logprob[cs.distance == k]))
+                for k in range(self.epsilon + 1)
+            ]
             d["n_by_distance"] = [int(np.sum(cs.distance == k)) for k in range(self.epsilon + 1)]
             d["top_continuations"] = to_jsonable(cs.top(5))
         d["note"] = self.note
@@ -484,34 +567,58 @@ _CLAIM_NOTE = (
 )
 
 
-def _note(*, epsilon: int, ell: int, beam: int, policy: Policy, exhaustive: bool, whole_space: bool,
-          n: int | None) -> str:
+def _note(
+    *,
+    epsilon: int,
+    ell: int,
+    beam: int,
+    policy: Policy,
+    exhaustive: bool,
+    whole_space: bool,
+    n: int | None,
+) -> str:
     if whole_space:
-        return (f"epsilon = {epsilon} >= suffix length {ell}: every length-{ell} sequence is within "
-                f"{epsilon} token edits of s, so the ε-ball is the whole output space and its mass is "
-                "exactly 1 under any decoding policy ([EM] Eq. 2); no search was run. This score carries "
-                "no information about s; use epsilon < suffix length.")
-    s = (f"Lower bound on q(B_ε(s) | p) at ε = {epsilon} tokens: the exact probabilities of {n} distinct "
-         f"length-{ell} continuations within edit distance ε of s, found by an ε-pruned beam of width "
-         f"{beam}, including the teacher-forced verbatim path; the true mass can only be larger.")
+        return (
+            f"epsilon = {epsilon} >= suffix length {ell}: every length-{ell} sequence is within "
+            f"{epsilon} token edits of s, so the ε-ball is the whole output space and its mass is "
+            "exactly 1 under any decoding policy ([EM] Eq. 2); no search was run. This score carries "
+            "no information about s; use epsilon < suffix length."
+        )
+    s = (
+        f"Lower bound on q(B_ε(s) | p) at ε = {epsilon} tokens: the exact probabilities of {n} distinct "
+        f"length-{ell} continuations within edit distance ε of s, found by an ε-pruned beam of width "
+        f"{beam}, including the teacher-forced verbatim path; the true mass can only be larger."
+    )
     if policy.greedy:
-        s += (" Greedy policy: q is 1 on the greedy continuation and 0 elsewhere, so the ball's mass is "
-              "1 if the greedy continuation is within ε and 0 otherwise (near-verbatim discoverable "
-              "extraction, [EM] App. H.1); the search is exact.")
+        s += (
+            " Greedy policy: q is 1 on the greedy continuation and 0 elsewhere, so the ball's mass is "
+            "1 if the greedy continuation is within ε and 0 otherwise (near-verbatim discoverable "
+            "extraction, [EM] App. H.1); the search is exact."
+        )
     elif exhaustive:
         s += " The beam never dropped a live branch for width, so this bound equals the exact ball mass."
     else:
-        s += (" The beam dropped live branches for width, so the bound may be loose and is not monotone "
-              "in ε or width on its own ([EM] §6); report the union over the settings run "
-              "(union_near_verbatim).")
+        s += (
+            " The beam dropped live branches for width, so the bound may be loose and is not monotone "
+            "in ε or width on its own ([EM] §6); report the union over the settings run "
+            "(union_near_verbatim)."
+        )
     return s + _CLAIM_NOTE
 
 
-def near_verbatim_lower_bound(lm: LanguageModel, prompt_ids: Sequence[int], suffix_ids: Sequence[int], *,
-                              policy: Policy | str,
-                              epsilon: int, beam: int = DEFAULT_BEAM, verbatim_logprob: float | None = None,
-                              verbatim_tolerance: float | None = None,
-                              use_cache: bool = True, keep_sequences: bool = True) -> NearVerbatimResult:
+def near_verbatim_lower_bound(
+    lm: LanguageModel,
+    prompt_ids: Sequence[int],
+    suffix_ids: Sequence[int],
+    *,
+    policy: Policy | str,
+    epsilon: int,
+    beam: int = DEFAULT_BEAM,
+    verbatim_logprob: float | None = None,
+    verbatim_tolerance: float | None = None,
+    use_cache: bool = True,
+    keep_sequences: bool = True,
+) -> NearVerbatimResult:
     """Certified lower bound on q_{θ,φ}(B_ε(s) | p) ([EM] App. B.1 Eq. 2, §6, App. F.3).
 
     lm: a :class:`memclaim.models.base.LanguageModel`. prompt_ids / suffix_ids: token ids
@@ -547,34 +654,79 @@ def near_verbatim_lower_bound(lm: LanguageModel, prompt_ids: Sequence[int], suff
     ell = len(suffix)
     model = lm.fingerprint()
 
-    if verbatim_tolerance is not None and (isinstance(verbatim_tolerance, bool) or not isinstance(verbatim_tolerance, Real)
-                                           or not 0 <= float(verbatim_tolerance) < math.inf):
-        raise DomainError(f"verbatim_tolerance must be a finite number of nats >= 0, got {verbatim_tolerance!r}",
-                          hint="omit it for the default (rounding between KV-cached and batched passes)")
+    if verbatim_tolerance is not None and (
+        isinstance(verbatim_tolerance, bool)
+        or not isinstance(verbatim_tolerance, Real)
+        or not 0 <= float(verbatim_tolerance) < math.inf
+    ):
+        raise DomainError(
+            f"verbatim_tolerance must be a finite number of nats >= 0, got {verbatim_tolerance!r}",
+            hint="omit it for the default (rounding between KV-cached and batched passes)",
+        )
     if eps >= ell:
         # [EM] Eq. 2: d(y, s) <= ℓ for every y of length ℓ, so B_ε(s) = V^ℓ and its mass is 1.
         own, rows = _teacher_forced(lm, prompt, suffix, pol)
         extra = ""
         if given is not None:
-            given, extra = _checked_verbatim(given, own, lm=lm, pol=pol, ell=ell, tolerance=verbatim_tolerance,
-                                             prompt=prompt, suffix=suffix)
+            given, extra = _checked_verbatim(
+                given,
+                own,
+                lm=lm,
+                pol=pol,
+                ell=ell,
+                tolerance=verbatim_tolerance,
+                prompt=prompt,
+                suffix=suffix,
+            )
         return NearVerbatimResult(
-            epsilon=eps, beam=width, policy=pol.spec, model=model, prompt_ids=prompt, suffix_ids=suffix,
-            log_bound=0.0, log_verbatim=own if given is None else given, n_continuations=None, exhaustive=True,
-            whole_space=True, forward_rows=rows, forward_calls=1, target_rows=rows, max_batch_rows=1,
-            used_kv_cache=False, stopped_at=None,
-            note=_note(epsilon=eps, ell=ell, beam=width, policy=pol, exhaustive=True, whole_space=True,
-                       n=None) + extra,
-            continuations=None)
+            epsilon=eps,
+            beam=width,
+            policy=pol.spec,
+            model=model,
+            prompt_ids=prompt,
+            suffix_ids=suffix,
+            log_bound=0.0,
+            log_verbatim=own if given is None else given,
+            n_continuations=None,
+            exhaustive=True,
+            whole_space=True,
+            forward_rows=rows,
+            forward_calls=1,
+            target_rows=rows,
+            max_batch_rows=1,
+            used_kv_cache=False,
+            stopped_at=None,
+            note=_note(
+                epsilon=eps,
+                ell=ell,
+                beam=width,
+                policy=pol,
+                exhaustive=True,
+                whole_space=True,
+                n=None,
+            )
+            + extra,
+            continuations=None,
+        )
 
-    out = _beam_search(lm, prompt, suffix, pol, epsilon=eps, width=width, final="all", use_cache=bool(use_cache))
+    out = _beam_search(
+        lm, prompt, suffix, pol, epsilon=eps, width=width, final="all", use_cache=bool(use_cache)
+    )
     found = out.found
     log_verbatim = out.target_logprob
     extra = ""
     if given is not None:
         # [EM] App. A.2: the caller's pass and the beam's differ by rounding only; refuse more
-        given, extra = _checked_verbatim(given, out.target_logprob, lm=lm, pol=pol, ell=ell,
-                                         tolerance=verbatim_tolerance, prompt=prompt, suffix=suffix)
+        given, extra = _checked_verbatim(
+            given,
+            out.target_logprob,
+            lm=lm,
+            pol=pol,
+            ell=ell,
+            tolerance=verbatim_tolerance,
+            prompt=prompt,
+            suffix=suffix,
+        )
         # the engine's teacher-forced number replaces the incremental one for the target's term
         keep = np.ones(len(found), dtype=bool)
         keep[_match_rows(found, suffix)] = False
@@ -585,13 +737,35 @@ def near_verbatim_lower_bound(lm: LanguageModel, prompt_ids: Sequence[int], suff
     log_bound = logsumexp(found.logprob)
     n = len(found)
     return NearVerbatimResult(
-        epsilon=eps, beam=width, policy=pol.spec, model=model, prompt_ids=prompt, suffix_ids=suffix,
-        log_bound=log_bound, log_verbatim=log_verbatim, n_continuations=n, exhaustive=out.exhaustive,
-        whole_space=False, forward_rows=out.rows, forward_calls=out.calls, target_rows=out.target_rows,
-        max_batch_rows=out.max_batch, used_kv_cache=bool(use_cache), stopped_at=out.stopped_at,
-        note=_note(epsilon=eps, ell=ell, beam=width, policy=pol, exhaustive=out.exhaustive,
-                   whole_space=False, n=n) + extra,
-        continuations=found if keep_sequences else None)
+        epsilon=eps,
+        beam=width,
+        policy=pol.spec,
+        model=model,
+        prompt_ids=prompt,
+        suffix_ids=suffix,
+        log_bound=log_bound,
+        log_verbatim=log_verbatim,
+        n_continuations=n,
+        exhaustive=out.exhaustive,
+        whole_space=False,
+        forward_rows=out.rows,
+        forward_calls=out.calls,
+        target_rows=out.target_rows,
+        max_batch_rows=out.max_batch,
+        used_kv_cache=bool(use_cache),
+        stopped_at=out.stopped_at,
+        note=_note(
+            epsilon=eps,
+            ell=ell,
+            beam=width,
+            policy=pol,
+            exhaustive=out.exhaustive,
+            whole_space=False,
+            n=n,
+        )
+        + extra,
+        continuations=found if keep_sequences else None,
+    )
 
 
 def _match_rows(cs: ContinuationSet, seq: tuple[int, ...]) -> np.ndarray:
@@ -604,10 +778,14 @@ def _match_rows(cs: ContinuationSet, seq: tuple[int, ...]) -> np.ndarray:
 
 
 def _subset(cs: ContinuationSet, keep: np.ndarray) -> ContinuationSet:
-    return ContinuationSet(cs.prefixes, cs.parent[keep], cs.last[keep], cs.logprob[keep], cs.distance[keep])
+    return ContinuationSet(
+        cs.prefixes, cs.parent[keep], cs.last[keep], cs.logprob[keep], cs.distance[keep]
+    )
 
 
-def _append(cs: ContinuationSet, seq: tuple[int, ...], logprob: float, distance: int) -> ContinuationSet:
+def _append(
+    cs: ContinuationSet, seq: tuple[int, ...], logprob: float, distance: int
+) -> ContinuationSet:
     head = tuple(seq[:-1])
     prefixes = cs.prefixes
     if head in prefixes:
@@ -615,8 +793,13 @@ def _append(cs: ContinuationSet, seq: tuple[int, ...], logprob: float, distance:
     else:
         pid = len(prefixes)
         prefixes = prefixes + (head,)
-    return ContinuationSet(prefixes, np.append(cs.parent, pid), np.append(cs.last, seq[-1]),
-                           np.append(cs.logprob, logprob), np.append(cs.distance, distance))
+    return ContinuationSet(
+        prefixes,
+        np.append(cs.parent, pid),
+        np.append(cs.last, seq[-1]),
+        np.append(cs.logprob, logprob),
+        np.append(cs.distance, distance),
+    )
 
 
 # =========================================================================== union over settings
@@ -648,8 +831,10 @@ class NearVerbatimUnion(ResultMixin):
     def log_bound_at(self, epsilon: int) -> float:
         e = _epsilon(epsilon)
         if e > self.epsilons[-1]:
-            raise DomainError(f"epsilon {e} exceeds the largest epsilon run ({self.epsilons[-1]})",
-                              hint="the union knows only sequences within the largest epsilon run")
+            raise DomainError(
+                f"epsilon {e} exceeds the largest epsilon run ({self.epsilons[-1]})",
+                hint="the union knows only sequences within the largest epsilon run",
+            )
         return self.log_bounds[e]
 
     def to_dict(self) -> dict:
@@ -674,7 +859,9 @@ def union_near_verbatim(results: Sequence[NearVerbatimResult]) -> NearVerbatimUn
     """
     results = list(results)
     if not results:
-        raise InputError("no near-verbatim results to merge", hint="pass at least one NearVerbatimResult")
+        raise InputError(
+            "no near-verbatim results to merge", hint="pass at least one NearVerbatimResult"
+        )
     first = results[0]
     for r in results:
         if not isinstance(r, NearVerbatimResult):
@@ -684,10 +871,13 @@ def union_near_verbatim(results: Sequence[NearVerbatimResult]) -> NearVerbatimUn
                 raise ProcedureMismatchError(
                     f"cannot merge near-verbatim runs with different {attr}: "
                     f"{getattr(first, attr)!r} vs {getattr(r, attr)!r}",
-                    hint="merge only runs on the same window under the same model and decoding policy")
+                    hint="merge only runs on the same window under the same model and decoding policy",
+                )
         if r.continuations is None and not r.whole_space:
-            raise InputError("a result without its continuations cannot be merged by sequence set",
-                             hint="run near_verbatim_lower_bound(..., keep_sequences=True)")
+            raise InputError(
+                "a result without its continuations cannot be merged by sequence set",
+                hint="run near_verbatim_lower_bound(..., keep_sequences=True)",
+            )
     ell = len(first.suffix_ids)
     e_max = min(max(r.epsilon for r in results), ell)
     log_verbatim = max(r.log_verbatim for r in results)
@@ -733,19 +923,39 @@ def union_near_verbatim(results: Sequence[NearVerbatimResult]) -> NearVerbatimUn
             continue
         bounds.append(merged.log_mass(e))
         exact.append(any(r.exhaustive and not r.whole_space and r.epsilon >= e for r in results))
-    settings = tuple({"epsilon": r.epsilon, "beam": r.beam, "exhaustive": r.exhaustive,
-                      "whole_space": r.whole_space, "log_bound": r.log_bound,
-                      "n_continuations": r.n_continuations, "forward_rows": r.forward_rows} for r in results)
-    note = ("Union of near-verbatim lower bounds over the settings run, merged by sequence set: at each ε "
-            "it sums the distinct sequences any run found within that distance, so it is non-decreasing "
-            "in ε and never below a single run. Entries marked exact come from an exhaustive beam; "
-            "the others are lower bounds only." + _CLAIM_NOTE)
+    settings = tuple(
+        {
+            "epsilon": r.epsilon,
+            "beam": r.beam,
+            "exhaustive": r.exhaustive,
+            "whole_space": r.whole_space,
+            "log_bound": r.log_bound,
+            "n_continuations": r.n_continuations,
+            "forward_rows": r.forward_rows,
+        }
+        for r in results
+    )
+    note = (
+        "Union of near-verbatim lower bounds over the settings run, merged by sequence set: at each ε "
+        "it sums the distinct sequences any run found within that distance, so it is non-decreasing "
+        "in ε and never below a single run. Entries marked exact come from an exhaustive beam; "
+        "the others are lower bounds only." + _CLAIM_NOTE
+    )
     return NearVerbatimUnion(
-        policy=first.policy, model=first.model, prompt_ids=first.prompt_ids, suffix_ids=first.suffix_ids,
-        epsilons=epsilons, log_bounds=tuple(bounds), exact=tuple(exact), log_verbatim=log_verbatim,
-        n_continuations=len(merged), settings=settings,
-        forward_rows=sum(r.forward_rows for r in results), forward_calls=sum(r.forward_calls for r in results),
-        note=note)
+        policy=first.policy,
+        model=first.model,
+        prompt_ids=first.prompt_ids,
+        suffix_ids=first.suffix_ids,
+        epsilons=epsilons,
+        log_bounds=tuple(bounds),
+        exact=tuple(exact),
+        log_verbatim=log_verbatim,
+        n_continuations=len(merged),
+        settings=settings,
+        forward_rows=sum(r.forward_rows for r in results),
+        forward_calls=sum(r.forward_calls for r in results),
+        note=note,
+    )
 
 
 # =========================================================================== deterministic recovery
@@ -771,9 +981,16 @@ class RecoveryPool:
     target_rows: int
 
 
-def recovery_pool(lm: LanguageModel, prompt_ids: Sequence[int], suffix_ids: Sequence[int], *,
-                  policy: Policy | str, epsilon: int,
-                  beam: int = RECOVERY_BEAM, use_cache: bool = True) -> RecoveryPool:
+def recovery_pool(
+    lm: LanguageModel,
+    prompt_ids: Sequence[int],
+    suffix_ids: Sequence[int],
+    *,
+    policy: Policy | str,
+    epsilon: int,
+    beam: int = RECOVERY_BEAM,
+    use_cache: bool = True,
+) -> RecoveryPool:
     """[EM] App. F.4: run an unpruned beam of width ``beam`` (a deterministic pool of
     continuations) and keep the members within token edit distance ε of s.
 
@@ -788,15 +1005,30 @@ def recovery_pool(lm: LanguageModel, prompt_ids: Sequence[int], suffix_ids: Sequ
     vocab = getattr(lm, "vocab_size", None)
     prompt = _ids("prompt_ids", prompt_ids, vocab)
     suffix = _ids("suffix_ids", suffix_ids, vocab)
-    out = _beam_search(lm, prompt, suffix, pol, epsilon=None, width=width, final="top", use_cache=bool(use_cache))
+    out = _beam_search(
+        lm, prompt, suffix, pol, epsilon=None, width=width, final="top", use_cache=bool(use_cache)
+    )
     pool = out.found
     within = np.nonzero(pool.distance <= eps)[0]
-    members = tuple((pool.sequence(int(i)), float(pool.logprob[i]), int(pool.distance[i]))
-                    for i in within[np.argsort(-pool.logprob[within], kind="stable")])
-    return RecoveryPool(policy=pol, epsilon=eps, beam=width, model=lm.fingerprint(), prompt_ids=prompt,
-                        suffix_ids=suffix, pool_size=len(pool), within=members, log_verbatim=out.target_logprob,
-                        exhaustive=out.exhaustive, forward_rows=out.rows, forward_calls=out.calls,
-                        target_rows=out.target_rows)
+    members = tuple(
+        (pool.sequence(int(i)), float(pool.logprob[i]), int(pool.distance[i]))
+        for i in within[np.argsort(-pool.logprob[within], kind="stable")]
+    )
+    return RecoveryPool(
+        policy=pol,
+        epsilon=eps,
+        beam=width,
+        model=lm.fingerprint(),
+        prompt_ids=prompt,
+        suffix_ids=suffix,
+        pool_size=len(pool),
+        within=members,
+        log_verbatim=out.target_logprob,
+        exhaustive=out.exhaustive,
+        forward_rows=out.rows,
+        forward_calls=out.calls,
+        target_rows=out.target_rows,
+    )
 
 
 # =========================================================================== cost estimate
@@ -816,19 +1048,24 @@ class BeamCostEstimate(ResultMixin):
     kv_positions_peak: int  # cached positions held at once (peak batch × sequence length)
 
     def describe(self, *, rows_per_second: float | None = None) -> str:
-        s = (f"near-verbatim beam {self.beam}, l = {self.suffix_len}, |p| = {self.prompt_len}: at most "
-             f"{self.forward_rows_max:,} forward rows in {self.forward_calls} calls per window "
-             f"(peak batch {self.peak_batch_rows}, {self.logit_rows_max:,} logit rows x V = {self.vocab_size:,})")
+        s = (
+            f"near-verbatim beam {self.beam}, l = {self.suffix_len}, |p| = {self.prompt_len}: at most "
+            f"{self.forward_rows_max:,} forward rows in {self.forward_calls} calls per window "
+            f"(peak batch {self.peak_batch_rows}, {self.logit_rows_max:,} logit rows x V = {self.vocab_size:,})"
+        )
         if rows_per_second is not None:
             rps = float(rows_per_second)
             if not (math.isfinite(rps) and rps > 0):
-                raise DomainError(f"rows_per_second must be a positive number, got {rows_per_second!r}")
+                raise DomainError(
+                    f"rows_per_second must be a positive number, got {rows_per_second!r}"
+                )
             s += f", about {self.forward_rows_max / rps:.3g} s per window at {rps:.3g} rows/s"
         return s
 
 
-def estimate_beam_cost(*, prompt_len: int, suffix_len: int, beam: int, vocab_size: int,
-                       use_cache: bool = True) -> BeamCostEstimate:
+def estimate_beam_cost(
+    *, prompt_len: int, suffix_len: int, beam: int, vocab_size: int, use_cache: bool = True
+) -> BeamCostEstimate:
     """Forward rows and calls of :func:`near_verbatim_lower_bound` (or the recovery beam) for
     one window, before running it. Step t (1..ℓ-1) runs at most min(B + 1, V^t) rows (the
     beam plus the target-path row, never more than the V^t distinct prefixes); the last
@@ -852,6 +1089,15 @@ def estimate_beam_cost(*, prompt_len: int, suffix_len: int, beam: int, vocab_siz
         rows += nb * (1 if use_cache else p + t)
         logit_rows += nb
         peak = max(peak, nb)
-    return BeamCostEstimate(prompt_len=p, suffix_len=ell, beam=B, vocab_size=V, used_kv_cache=bool(use_cache),
-                            forward_rows_max=rows, forward_calls=ell, logit_rows_max=logit_rows,
-                            peak_batch_rows=peak, kv_positions_peak=peak * (p + ell - 1))
+    return BeamCostEstimate(
+        prompt_len=p,
+        suffix_len=ell,
+        beam=B,
+        vocab_size=V,
+        used_kv_cache=bool(use_cache),
+        forward_rows_max=rows,
+        forward_calls=ell,
+        logit_rows_max=logit_rows,
+        peak_batch_rows=peak,
+        kv_positions_peak=peak * (p + ell - 1),
+    )

@@ -39,14 +39,22 @@ Thm. 6.1(ii)), where the release emits the record's own tokens after the trigger
 The rule is recorded in the procedure (``prompt.target``); a natural-prefix procedure's record
 is unchanged, so its key is the one older stores were written under.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ..errors import InputError
+
 # one home for the rule's fields, checks and record, and for the aggregate over prompts ([EM] Eq. 15)
-from ..procedure import (AGGREGATES, MAX_TEMPLATE_WIDTH, TARGET_RULES, PromptSpec, aggregate_logq,  # noqa: F401
-                         check_template)
+from ..procedure import (  # noqa: F401
+    AGGREGATES,
+    MAX_TEMPLATE_WIDTH,
+    TARGET_RULES,
+    PromptSpec,
+    aggregate_logq,
+    check_template,
+)
 from ..text.windows import split_at_char
 
 
@@ -61,12 +69,17 @@ class PromptRule(PromptSpec):
     """
 
     @classmethod
-    def of(cls, spec: PromptSpec) -> "PromptRule":
+    def of(cls, spec: PromptSpec) -> PromptRule:
         """The rule of a procedure's :class:`~memclaim.procedure.PromptSpec`."""
         if isinstance(spec, PromptRule):
             return spec
-        return cls(templates=spec.templates, chat=spec.chat, aggregate=spec.aggregate, target=spec.target,
-                   target_record=spec.target_record)
+        return cls(
+            templates=spec.templates,
+            chat=spec.chat,
+            aggregate=spec.aggregate,
+            target=spec.target,
+            target_record=spec.target_record,
+        )
 
     def items(self, window, tokenizer, sot_ids) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
         """The (prompt ids, target ids) pairs for one window, one per template ([EM] Eq. 14)."""
@@ -76,8 +89,11 @@ class PromptRule(PromptSpec):
         for t in self.templates:
             if self.target == "document":
                 text = t.format(prefix=window.prefix_text, suffix=window.suffix_text)
-                prompt = (tuple(tokenizer.apply_chat_template(text)) if self.chat
-                          else tuple(sot_ids) + tuple(tokenizer.encode(text)))
+                prompt = (
+                    tuple(tokenizer.apply_chat_template(text))
+                    if self.chat
+                    else tuple(sot_ids) + tuple(tokenizer.encode(text))
+                )
                 out.append((prompt, tuple(window.suffix_ids)))
             else:
                 out.append(self._rendered(t, window, tokenizer, sot_ids))
@@ -91,14 +107,18 @@ class PromptRule(PromptSpec):
         quote = window.suffix_text.lstrip()
         what = f"window {window.window_id!r} under prompt template {template!r}"
         if not quote:
-            raise InputError(f"{what}: the suffix {window.suffix_text!r} is only whitespace, so there is no target",
-                             hint="cut windows whose suffix holds text (e.g. --suffix-field, or other lengths)")
+            raise InputError(
+                f"{what}: the suffix {window.suffix_text!r} is only whitespace, so there is no target",
+                hint="cut windows whose suffix holds text (e.g. --suffix-field, or other lengths)",
+            )
         user = template.format(prefix=window.prefix_text, suffix=quote)
         if self.chat:
             head, lead = tokenizer.render_chat(user), ()
         else:
             head, lead = user, tuple(sot_ids)
-        fresh = self.chat or not head or head[-1].isspace()  # the answer starts fresh: no leading space
+        fresh = (
+            self.chat or not head or head[-1].isspace()
+        )  # the answer starts fresh: no leading space
         target = quote if fresh else window.suffix_text
 
         text = head + target

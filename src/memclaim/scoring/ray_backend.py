@@ -30,6 +30,7 @@ duplicated. When Ray gives up on an actor, the driver drops it from the pool and
 units to the others; when no worker is left it stops with every finished unit in the store,
 and re-running the same command resumes (the store adopts unit files the manifest missed).
 """
+
 from __future__ import annotations
 
 import math
@@ -38,9 +39,10 @@ import secrets
 import socket
 import time
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from ..decoding import Policy, parse_policies
 from ..errors import InputError, MemclaimError, ModelLoadError, StoreError, require
@@ -48,8 +50,9 @@ from ..fsutil import atomic_write_text
 from ..jsonutil import ResultMixin
 from ..models.loader import load_model
 from ..progress import LogCallback, emit_log
-from ..validate import batch_size as check_batch_size, integer, nonneg
 from ..runtime import Runtime
+from ..validate import batch_size as check_batch_size
+from ..validate import integer, nonneg
 from .backends import ScoringJob, register_backend
 from .store import ScoreStore
 from .units import UnitReceipt, WorkUnit
@@ -77,22 +80,38 @@ _GCS_METHOD = b"/ray.rpc.NodeInfoGcsService/GetClusterId"
 
 def _h2_frame(ftype: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
     """One HTTP/2 frame (RFC 9113 §4.1): 24-bit length, type, flags, 31-bit stream id."""
-    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + stream.to_bytes(4, "big") + payload
+    return (
+        len(payload).to_bytes(3, "big")
+        + bytes([ftype, flags])
+        + stream.to_bytes(4, "big")
+        + payload
+    )
 
 
 def _grpc_request(path: bytes, authority: bytes) -> bytes:
     """The client preface, empty SETTINGS, then a unary gRPC call of ``path`` with an empty
     message on stream 1: HPACK (RFC 7541) with indexed names and literal values, no Huffman."""
-    def lit(index: int, value: bytes) -> bytes:  # literal without indexing, indexed name (4-bit prefix)
+
+    def lit(
+        index: int, value: bytes
+    ) -> bytes:  # literal without indexing, indexed name (4-bit prefix)
         return bytes([index, len(value)]) + value
 
-    headers = (b"\x83\x86"  # :method POST, :scheme http (static table 3 and 6)
-               + lit(4, path) + lit(1, authority)  # :path, :authority
-               + b"\x0f\x10" + bytes([16]) + b"application/grpc"  # content-type (static 31)
-               + b"\x00\x02te\x08trailers")
-    return (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _h2_frame(4, 0, 0)
-            + _h2_frame(1, 0x4, 1, headers)  # HEADERS, END_HEADERS
-            + _h2_frame(0, 0x1, 1, b"\x00\x00\x00\x00\x00"))  # DATA: an empty message, END_STREAM
+    headers = (
+        b"\x83\x86"  # :method POST, :scheme http (static table 3 and 6)
+        + lit(4, path)
+        + lit(1, authority)  # :path, :authority
+        + b"\x0f\x10"
+        + bytes([16])
+        + b"application/grpc"  # content-type (static 31)
+        + b"\x00\x02te\x08trailers"
+    )
+    return (
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+        + _h2_frame(4, 0, 0)
+        + _h2_frame(1, 0x4, 1, headers)  # HEADERS, END_HEADERS
+        + _h2_frame(0, 0x1, 1, b"\x00\x00\x00\x00\x00")
+    )  # DATA: an empty message, END_STREAM
 
 
 def _grpc_answer(sock, deadline: float, *, client: bool) -> str | None:
@@ -115,8 +134,13 @@ def _grpc_answer(sock, deadline: float, *, client: bool) -> str | None:
             n = int.from_bytes(buf[:3], "big")
             if len(buf) < 9 + n:
                 break
-            ftype, flags, sid, payload = buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + n]
-            buf = buf[9 + n:]
+            ftype, flags, sid, payload = (
+                buf[3],
+                buf[4],
+                int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF,
+                buf[9 : 9 + n],
+            )
+            buf = buf[9 + n :]
             if ftype == 4 and not flags & 0x1:
                 sock.sendall(_h2_frame(4, 0x1, 0))  # acknowledge the server's SETTINGS
             elif ftype == 0 and sid == 1 and payload:
@@ -156,26 +180,40 @@ def probe_ray_address(address: str, timeout: float | None = None) -> None:
     host, _, port = hostport.rpartition(":")
     host = host.strip("[]")  # [::1]:6379
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise WorkerError(f"--address {address!r} is not HOST:PORT",
-                          hint="pass the address `ray start --head` printed, e.g. --address 10.0.0.5:6379")
-    fix = ("check the address `ray status` prints on the head node (HOST:6379, or ray://HOST:10001 for Ray Client) "
-           "and that this machine can reach it, or leave out --address to start a local cluster")
+        raise WorkerError(
+            f"--address {address!r} is not HOST:PORT",
+            hint="pass the address `ray start --head` printed, e.g. --address 10.0.0.5:6379",
+        )
+    fix = (
+        "check the address `ray status` prints on the head node (HOST:6379, or ray://HOST:10001 for Ray Client) "
+        "and that this machine can reach it, or leave out --address to start a local cluster"
+    )
     deadline = time.monotonic() + timeout
     try:
         sock = socket.create_connection((host, int(port)), timeout=timeout)
     except OSError as exc:
         why = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
-        raise WorkerError(f"cannot connect to the Ray cluster at {address!r}: {why} (connection attempt timeout "
-                          f"{timeout:g} s)", hint=fix) from None
+        raise WorkerError(
+            f"cannot connect to the Ray cluster at {address!r}: {why} (connection attempt timeout "
+            f"{timeout:g} s)",
+            hint=fix,
+        ) from None
     with sock:
         try:
-            sock.sendall(_grpc_request(_GCS_METHOD, f"{host}:{port}".encode("idna" if not host.isascii() else "ascii")))
+            sock.sendall(
+                _grpc_request(
+                    _GCS_METHOD, f"{host}:{port}".encode("idna" if not host.isascii() else "ascii")
+                )
+            )
             why = _grpc_answer(sock, deadline, client=client)
         except OSError as exc:
             why = f"the connection failed ({exc.strerror or exc})"
     if why is not None:
-        raise WorkerError(f"{address!r} accepted a connection but is not a Ray cluster: {why} within the connection "
-                          f"attempt timeout of {timeout:g} s", hint=fix)
+        raise WorkerError(
+            f"{address!r} accepted a connection but is not a Ray cluster: {why} within the connection "
+            f"attempt timeout of {timeout:g} s",
+            hint=fix,
+        )
 
 
 def require_ray() -> ModuleType:
@@ -201,10 +239,16 @@ class ModelRef:
     trust_remote_code: bool = False  # the driver's opt-in, applied on every worker
 
     @classmethod
-    def from_loaded(cls, model) -> "ModelRef":
-        return cls(path=str(model.path), source=str(model.source), dtype=model.dtype,
-                   allow_pickle=bool(model.allow_pickle), fingerprint=model.fingerprint, name=model.name,
-                   trust_remote_code=bool(getattr(model, "trust_remote_code", False)))
+    def from_loaded(cls, model) -> ModelRef:
+        return cls(
+            path=str(model.path),
+            source=str(model.source),
+            dtype=model.dtype,
+            allow_pickle=bool(model.allow_pickle),
+            fingerprint=model.fingerprint,
+            name=model.name,
+            trust_remote_code=bool(getattr(model, "trust_remote_code", False)),
+        )
 
     def load(self):
         """Load on a worker: the driver's folder if this node has it, else the original source;
@@ -212,13 +256,19 @@ class ModelRef:
         same path would silently change every score)."""
         spec = self.path if Path(self.path).is_dir() else self.source
         # prompts already carry the start-of-text ids, so the worker needs no rule of its own
-        m = load_model(spec, dtype=self.dtype, sot="none", allow_pickle=self.allow_pickle,
-                       trust_remote_code=self.trust_remote_code)
+        m = load_model(
+            spec,
+            dtype=self.dtype,
+            sot="none",
+            allow_pickle=self.allow_pickle,
+            trust_remote_code=self.trust_remote_code,
+        )
         if m.fingerprint != self.fingerprint:
             raise ModelLoadError(
                 f"the model on worker node {socket.gethostname()!r} ({spec!r}) has fingerprint "
                 f"{m.fingerprint[:16]}, the driver's has {self.fingerprint[:16]}",
-                hint="put the same model files on every node (or on a shared filesystem)")
+                hint="put the same model files on every node (or on a shared filesystem)",
+            )
         return m
 
 
@@ -242,8 +292,15 @@ class ScoringWorker:
     opaque ActorDiedError instead of the MemclaimError that says what to fix).
     """
 
-    def __init__(self, model_ref: ModelRef, policy_specs: Sequence[str], *, batch_size: int, threads: int,
-                 device: str | None = None):
+    def __init__(
+        self,
+        model_ref: ModelRef,
+        policy_specs: Sequence[str],
+        *,
+        batch_size: int,
+        threads: int,
+        device: str | None = None,
+    ):
         t0 = time.perf_counter()
         self.batch_size = batch_size
         self.error: BaseException | None = None
@@ -277,11 +334,16 @@ class ScoringWorker:
         import torch
 
         engine = getattr(self, "engine", None)
-        return {"pid": os.getpid(), "node": socket.gethostname(), "device": self.device,
-                "lm_device": None if engine is None else str(engine.lm.device),
-                "schedule": None if engine is None else engine.schedule,
-                "threads": torch.get_num_threads(), "load_seconds": self.load_seconds,
-                "error": None if self.error is None else f"{type(self.error).__name__}: {self.error}"}
+        return {
+            "pid": os.getpid(),
+            "node": socket.gethostname(),
+            "device": self.device,
+            "lm_device": None if engine is None else str(engine.lm.device),
+            "schedule": None if engine is None else engine.schedule,
+            "threads": torch.get_num_threads(),
+            "load_seconds": self.load_seconds,
+            "error": None if self.error is None else f"{type(self.error).__name__}: {self.error}",
+        }
 
     def _store_for(self, root: str | None, token: str | None):
         """The store at ``root`` if this worker sees the driver's probe there, else None."""
@@ -298,14 +360,23 @@ class ScoringWorker:
             self._stores[key] = store
         return self._stores[key]
 
-    def score(self, unit: WorkUnit, store_root: str | None = None, token: str | None = None,
-              fault: FaultHook | None = None, must_write: bool = False,
-              near_verbatim: dict | None = None, stats: str | None = None) -> dict:
+    def score(
+        self,
+        unit: WorkUnit,
+        store_root: str | None = None,
+        token: str | None = None,
+        fault: FaultHook | None = None,
+        must_write: bool = False,
+        near_verbatim: dict | None = None,
+        stats: str | None = None,
+    ) -> dict:
         if self.error is not None:
             raise self.error
         from .runner import score_unit  # torch (the engine): only on the workers
 
-        if stats is not None and stats != self.engine.stats.spec:  # the run's statistics (run_stats)
+        if (
+            stats is not None and stats != self.engine.stats.spec
+        ):  # the run's statistics (run_stats)
             from .engine import TeacherForcingEngine
 
             self.engine = TeacherForcingEngine(self.engine.lm, self.engine.policies, stats=stats)
@@ -318,11 +389,18 @@ class ScoringWorker:
             fault.at("scored")
         store = self._store_for(store_root, token)
         if store is None and must_write:
-            raise StoreError(f"the worker on node {socket.gethostname()!r} cannot see the store {store_root!r}",
-                             hint="put the store on a filesystem every node mounts at the same path, or let "
-                                  "the driver write the unit files (write='auto' or 'driver')")
-        out = {"unit_id": unit.unit_id, "n_items": unit.n_items, "pid": os.getpid(),
-               "forward_tokens": self.engine.forward_tokens - ft, "unembed_rows": self.engine.unembed_rows - ur}
+            raise StoreError(
+                f"the worker on node {socket.gethostname()!r} cannot see the store {store_root!r}",
+                hint="put the store on a filesystem every node mounts at the same path, or let "
+                "the driver write the unit files (write='auto' or 'driver')",
+            )
+        out = {
+            "unit_id": unit.unit_id,
+            "n_items": unit.n_items,
+            "pid": os.getpid(),
+            "forward_tokens": self.engine.forward_tokens - ft,
+            "unembed_rows": self.engine.unembed_rows - ur,
+        }
         if store is not None:
             store.write_unit(res)
             if fault is not None:
@@ -349,7 +427,9 @@ class WorkerStats(ResultMixin):
     windows_per_second: float  # windows / busy_seconds: this worker's own rate
     load_seconds: float  # model load of the (last) process
     alive: bool
-    schedule: str = "?"  # the engine's schedule on the worker: "batched" on a GPU, "cpu-invariant" on the CPU
+    schedule: str = (
+        "?"  # the engine's schedule on the worker: "batched" on a GPU, "cpu-invariant" on the CPU
+    )
 
 
 @dataclass(frozen=True)
@@ -413,11 +493,25 @@ class RayBackend:
 
     name = "ray"
 
-    def __init__(self, model, policies: Sequence[Policy], *, batch_size: int = 16, workers: int | None = None,
-                 threads_per_worker: int = 1, gpus_per_worker: float = 0.0, address: str | None = None,
-                 write: str = "auto", inflight_per_worker: int = 2, max_restarts: int = 4,
-                 max_task_retries: int = 3, max_unit_attempts: int = 3, fault: FaultHook | None = None,
-                 init_kwargs: dict | None = None, log: LogCallback | None = None):
+    def __init__(
+        self,
+        model,
+        policies: Sequence[Policy],
+        *,
+        batch_size: int = 16,
+        workers: int | None = None,
+        threads_per_worker: int = 1,
+        gpus_per_worker: float = 0.0,
+        address: str | None = None,
+        write: str = "auto",
+        inflight_per_worker: int = 2,
+        max_restarts: int = 4,
+        max_task_retries: int = 3,
+        max_unit_attempts: int = 3,
+        fault: FaultHook | None = None,
+        init_kwargs: dict | None = None,
+        log: LogCallback | None = None,
+    ):
         self.model_ref = model if isinstance(model, ModelRef) else ModelRef.from_loaded(model)
         self.policies = tuple(policies)
         self.batch_size = check_batch_size(batch_size)
@@ -445,11 +539,15 @@ class RayBackend:
         self.weights_loaded = False  # set once a worker has scored (loaded the model)
         self.stat_spec: str | None = None  # the run's statistics (set_stats); None: every statistic
         if address is not None:
-            probe_ray_address(str(address))  # a wrong --address fails here, within the stated timeout
+            probe_ray_address(
+                str(address)
+            )  # a wrong --address fails here, within the stated timeout
 
     def set_stats(self, stats) -> None:
         """The statistics the next run computes (run_scoring calls it before ``run``)."""
-        self.stat_spec = None if stats is None else (stats if isinstance(stats, str) else stats.spec)
+        self.stat_spec = (
+            None if stats is None else (stats if isinstance(stats, str) else stats.spec)
+        )
 
     # ------------------------------------------------------------------ pool
     @property
@@ -481,15 +579,21 @@ class RayBackend:
             # object store (30% of RAM) is far more than needed; Ray runs workers at nice 15,
             # which starves them on a machine that runs anything else, while here the workers
             # are the whole job, as the local backend is: nice 0 like it
-            kw.update(address="local", num_cpus=n_cpus, _system_config={"worker_niceness": 0},
-                      object_store_memory=max(100 << 20, (32 << 20) * (self.workers or 1)))
+            kw.update(
+                address="local",
+                num_cpus=n_cpus,
+                _system_config={"worker_niceness": 0},
+                object_store_memory=max(100 << 20, (32 << 20) * (self.workers or 1)),
+            )
         kw.update(self.init_kwargs)
         try:
             ray.init(**kw)
         except ConnectionError as exc:
-            raise WorkerError(f"cannot connect to the Ray cluster at {self.address!r}: {exc}",
-                              hint="start it with `ray start --head` and pass its address (host:6379), "
-                                   "or leave out --address to start a local cluster") from None
+            raise WorkerError(
+                f"cannot connect to the Ray cluster at {self.address!r}: {exc}",
+                hint="start it with `ray start --head` and pass its address (host:6379), "
+                "or leave out --address to start a local cluster",
+            ) from None
         self._owns_ray = True
         return ray
 
@@ -502,14 +606,19 @@ class RayBackend:
             n = int(math.floor(gpus / self.gpus + 1e-9))
         else:
             n = int(cpus // self.threads)
-        if n < 1 or n * self.threads > cpus + 1e-9 or (self.gpus > 0 and n * self.gpus > gpus + 1e-9):
+        if (
+            n < 1
+            or n * self.threads > cpus + 1e-9
+            or (self.gpus > 0 and n * self.gpus > gpus + 1e-9)
+        ):
             raise WorkerError(
                 f"the Ray cluster has {cpus:g} CPUs and {gpus:g} GPUs; {max(n, 1)} worker(s) need "
                 f"{max(n, 1) * self.threads} CPUs and {max(n, 1) * self.gpus:g} GPUs",
-                hint="lower --workers, --threads-per-worker or --gpus-per-worker, or add nodes")
+                hint="lower --workers, --threads-per-worker or --gpus-per-worker, or add nodes",
+            )
         return n
 
-    def start(self) -> "RayBackend":
+    def start(self) -> RayBackend:
         if self.started:
             return self
         ray = self._init_ray()
@@ -522,9 +631,18 @@ class RayBackend:
         device = "cuda" if self.gpus > 0 else None
         specs = [p.spec for p in self.policies]
         for i in range(n):
-            actor = cls.options(num_cpus=self.threads, num_gpus=self.gpus, max_restarts=self.max_restarts,
-                                max_task_retries=self.max_task_retries).remote(
-                self.model_ref, specs, batch_size=self.batch_size, threads=self.threads, device=device)
+            actor = cls.options(
+                num_cpus=self.threads,
+                num_gpus=self.gpus,
+                max_restarts=self.max_restarts,
+                max_task_retries=self.max_task_retries,
+            ).remote(
+                self.model_ref,
+                specs,
+                batch_size=self.batch_size,
+                threads=self.threads,
+                device=device,
+            )
             self._slots.append(_Slot(i, actor, actor.info.remote()))
         return self
 
@@ -572,9 +690,13 @@ class RayBackend:
             raise InputError(f"one run scores one procedure; got units of {len(keys)} procedures")
         proc = self._store.procedure(keys.pop())
         mine = [p.spec for p in self.policies]
-        if sorted(proc["policies"]) != sorted(mine):  # one pass scores them all: order is no part of it
-            raise InputError(f"this Ray pool scores policies {mine}, the run's procedure has {proc['policies']}",
-                             hint="build the RayBackend with the same policies as run_scoring")
+        if sorted(proc["policies"]) != sorted(
+            mine
+        ):  # one pass scores them all: order is no part of it
+            raise InputError(
+                f"this Ray pool scores policies {mine}, the run's procedure has {proc['policies']}",
+                hint="build the RayBackend with the same policies as run_scoring",
+            )
         return proc.get("near_verbatim")
 
     def _write_probe(self) -> None:
@@ -605,8 +727,10 @@ class RayBackend:
         if not units:
             return
         if self.write == "worker" and self._store_root is None:
-            raise InputError("write='worker' needs a store: run the backend through run_scoring",
-                             hint="or use write='auto'")
+            raise InputError(
+                "write='worker' needs a store: run the backend through run_scoring",
+                hint="or use write='auto'",
+            )
         near_verbatim = self._procedure_settings(units)
         owns_pool = not self.started
         t0 = time.perf_counter()
@@ -635,14 +759,20 @@ class RayBackend:
         def fill(slot: _Slot):
             while slot.alive and slot.inflight < self.depth and pending:
                 unit, att = pending.popleft()
-                if hasattr(unit, "materialize"):  # a streamed unit: its items, not the whole book, travel
+                if hasattr(
+                    unit, "materialize"
+                ):  # a streamed unit: its items, not the whole book, travel
                     unit = unit.materialize()
-                ref = slot.actor.score.remote(unit, root, token, fault, must, near_verbatim, self.stat_spec)
+                ref = slot.actor.score.remote(
+                    unit, root, token, fault, must, near_verbatim, self.stat_spec
+                )
                 inflight[ref] = (unit, slot, att)
                 slot.inflight += 1
 
         if not any(s.alive for s in self._slots):
-            raise WorkerError("every worker of this Ray pool has died", hint="close the pool and start a new one")
+            raise WorkerError(
+                "every worker of this Ray pool has died", hint="close the pool and start a new one"
+            )
         for s in self._slots:
             fill(s)
         n_written = n_returned = requeued = 0
@@ -672,14 +802,17 @@ class RayBackend:
                     raise WorkerError(
                         f"unit {unit.unit_id[:12]} failed on {att + 1} workers; last error: {exc}",
                         hint="every finished unit is in the store; fix the cause (memory? see the Ray "
-                             "logs under /tmp/ray/session_latest/logs) and re-run the same command") from None
+                        "logs under /tmp/ray/session_latest/logs) and re-run the same command",
+                    ) from None
                 pending.appendleft((unit, att + 1))
                 requeued += 1
                 live = [s for s in self._slots if s.alive]
                 if not live:
-                    raise WorkerError(f"every Ray worker died; last error: {exc}",
-                                      hint="every finished unit is in the store; re-run the same command "
-                                           "to resume") from None
+                    raise WorkerError(
+                        f"every Ray worker died; last error: {exc}",
+                        hint="every finished unit is in the store; re-run the same command "
+                        "to resume",
+                    ) from None
                 for s in live:
                     fill(s)
                 continue
@@ -700,16 +833,20 @@ class RayBackend:
             fill(slot)
             if out["written"]:
                 n_written += 1
-                yield UnitReceipt(unit_id=out["unit_id"], procedure_key=unit.procedure_key,
-                                  n_items=out["n_items"])
+                yield UnitReceipt(
+                    unit_id=out["unit_id"], procedure_key=unit.procedure_key, n_items=out["n_items"]
+                )
             else:
                 n_returned += 1
                 yield out["result"]
-        if pending:  # unreachable: fill() drains pending while a slot is alive, and none left raises
+        if (
+            pending
+        ):  # unreachable: fill() drains pending while a slot is alive, and none left raises
             raise WorkerError(f"{len(pending)} unit(s) were never scored")
         t_end = time.perf_counter()
-        self._stats = self._collect(units, t0, t_first or t_end, w_first, t_end, n_written, n_returned,
-                                    requeued, ft, ur)
+        self._stats = self._collect(
+            units, t0, t_first or t_end, w_first, t_end, n_written, n_returned, requeued, ft, ur
+        )
 
     def _note_waiting(self, ray) -> None:
         """Say so when workers have not started (a busy cluster queues actors without a word)."""
@@ -717,29 +854,53 @@ class RayBackend:
         done, not_ready = ray.wait(refs, num_returns=len(refs), timeout=0)
         if not_ready:
             free = ray.available_resources()
-            emit_log(self.log, f"memclaim: {len(not_ready)} of {len(refs)} Ray worker(s) not started yet (loading "
-                               f"the model, or queued for resources: each needs {self.threads} CPU(s) and "
-                               f"{self.gpus:g} GPU(s); the cluster has {free.get('CPU', 0):g} CPUs and "
-                               f"{free.get('GPU', 0):g} GPUs unreserved)")
+            emit_log(
+                self.log,
+                f"memclaim: {len(not_ready)} of {len(refs)} Ray worker(s) not started yet (loading "
+                f"the model, or queued for resources: each needs {self.threads} CPU(s) and "
+                f"{self.gpus:g} GPU(s); the cluster has {free.get('CPU', 0):g} CPUs and "
+                f"{free.get('GPU', 0):g} GPUs unreserved)",
+            )
 
-    def _collect(self, units, t0, t_first, w_first, t_end, n_written, n_returned, requeued, ft, ur) -> dict:
+    def _collect(
+        self, units, t0, t_first, w_first, t_end, n_written, n_returned, requeued, ft, ur
+    ) -> dict:
         ray = self._ray
         per = []
         for s in self._slots:
             try:
-                info = ray.get(s.actor.info.remote(), timeout=60) if s.alive else ray.get(s.ready_ref, timeout=5)
+                info = (
+                    ray.get(s.actor.info.remote(), timeout=60)
+                    if s.alive
+                    else ray.get(s.ready_ref, timeout=5)
+                )
             except Exception:  # noqa: BLE001 - a dead actor has no info
-                info = {"node": "?", "device": "?", "threads": self.threads, "load_seconds": float("nan"),
-                        "pid": None}
+                info = {
+                    "node": "?",
+                    "device": "?",
+                    "threads": self.threads,
+                    "load_seconds": float("nan"),
+                    "pid": None,
+                }
             if s.alive:
                 s.observe(ray, info.get("pid"))  # a restart after the actor's last unit counts too
-            per.append(WorkerStats(worker=s.index, node=str(info.get("node")), device=str(info.get("device")),
-                                   threads=int(info.get("threads") or self.threads), pids=tuple(s.pids),
-                                   restarts=s.restarts, units=s.units,
-                                   windows=s.windows, busy_seconds=s.busy,
-                                   windows_per_second=(s.windows / s.busy) if s.busy > 0 else 0.0,
-                                   load_seconds=float(info.get("load_seconds", float("nan"))), alive=s.alive,
-                                   schedule=str(info.get("schedule") or "?")))
+            per.append(
+                WorkerStats(
+                    worker=s.index,
+                    node=str(info.get("node")),
+                    device=str(info.get("device")),
+                    threads=int(info.get("threads") or self.threads),
+                    pids=tuple(s.pids),
+                    restarts=s.restarts,
+                    units=s.units,
+                    windows=s.windows,
+                    busy_seconds=s.busy,
+                    windows_per_second=(s.windows / s.busy) if s.busy > 0 else 0.0,
+                    load_seconds=float(info.get("load_seconds", float("nan"))),
+                    alive=s.alive,
+                    schedule=str(info.get("schedule") or "?"),
+                )
+            )
         n_windows = sum(u.n_items for u in units)
         wall = t_end - t0
         steady = t_end - t_first  # windows finished after the first result, over the time after it
@@ -753,29 +914,56 @@ class RayBackend:
         if self._owns_ray and not self.address:
             address = f"a local cluster ({address})"  # started for this pool, gone after it
         return RayRunStats(
-            address=str(address), workers=len(self._slots), threads_per_worker=self.threads,
-            gpus_per_worker=self.gpus, write_mode=mode, units=len(units), windows=n_windows, wall_seconds=wall,
-            startup_seconds=t_first - t0, windows_per_second=n_windows / wall if wall > 0 else 0.0,
+            address=str(address),
+            workers=len(self._slots),
+            threads_per_worker=self.threads,
+            gpus_per_worker=self.gpus,
+            write_mode=mode,
+            units=len(units),
+            windows=n_windows,
+            wall_seconds=wall,
+            startup_seconds=t_first - t0,
+            windows_per_second=n_windows / wall if wall > 0 else 0.0,
             steady_windows_per_second=(done_after_first / steady) if steady > 0 else 0.0,
-            restarts=sum(w.restarts for w in per), requeued_units=requeued,
-            forward_tokens=ft, unembed_rows=ur, per_worker=tuple(per)).to_dict()
+            restarts=sum(w.restarts for w in per),
+            requeued_units=requeued,
+            forward_tokens=ft,
+            unembed_rows=ur,
+            per_worker=tuple(per),
+        ).to_dict()
 
     def stats(self) -> dict:
         return dict(self._stats)
 
 
-def _make_ray(model, policies: Sequence[Policy], runtime: Runtime, log: LogCallback | None = None) -> RayBackend:
+def _make_ray(
+    model, policies: Sequence[Policy], runtime: Runtime, log: LogCallback | None = None
+) -> RayBackend:
     """The ``ray`` backend of a runtime (:mod:`memclaim.scoring.backends`): workers load the
     model from its folder, so a model made in Python is refused, and Ray must be installed."""
     spec = runtime.backend
     if getattr(model, "path", None) is None:
-        raise InputError(f"the model {model.name!r} is a Python object: Ray workers load a model from a folder",
-                         hint="save it (model.save_pretrained(DIR), tokenizer.save_pretrained(DIR)) and pass DIR")
+        raise InputError(
+            f"the model {model.name!r} is a Python object: Ray workers load a model from a folder",
+            hint="save it (model.save_pretrained(DIR), tokenizer.save_pretrained(DIR)) and pass DIR",
+        )
     require_ray()  # fail before any work with the error naming the extra
-    return RayBackend(model, policies, batch_size=runtime.batch_size, workers=spec.workers,
-                      threads_per_worker=spec.threads_per_worker, gpus_per_worker=spec.gpus_per_worker,
-                      address=spec.address, log=log)
+    return RayBackend(
+        model,
+        policies,
+        batch_size=runtime.batch_size,
+        workers=spec.workers,
+        threads_per_worker=spec.threads_per_worker,
+        gpus_per_worker=spec.gpus_per_worker,
+        address=spec.address,
+        log=log,
+    )
 
 
-register_backend("ray", _make_ray, description="a pool of Ray actors, on this machine or a cluster (memclaim[ray])",
-                 settings=("address", "workers", "gpus_per_worker", "threads_per_worker"), provider="memclaim")
+register_backend(
+    "ray",
+    _make_ray,
+    description="a pool of Ray actors, on this machine or a cluster (memclaim[ray])",
+    settings=("address", "workers", "gpus_per_worker", "threads_per_worker"),
+    provider="memclaim",
+)

@@ -1,4 +1,5 @@
 """Reading finished runs back from a store, for claims, audits and reports (no model needed)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -47,8 +48,10 @@ class RunScores:
         """Per-token arrays (e.g. 'token_logprob', 'token_mean', 'token_std', 'token_rank',
         'token_logq:<policy>') as a list of 1-D arrays, one per window."""
         if column not in self.table.column_names:
-            raise StoreError(f"column {column!r} is not in run {self.run_id}",
-                             hint="per-token columns exist for single-prompt procedures only")
+            raise StoreError(
+                f"column {column!r} is not in run {self.run_id}",
+                hint="per-token columns exist for single-prompt procedures only",
+            )
         return [np.asarray(v, dtype=np.float64) for v in self.table.column(column).to_pylist()]
 
 
@@ -62,12 +65,25 @@ def list_runs(store_dir: str | Path) -> dict:
     return ScoreStore(store_dir, create=False).runs()
 
 
-WINDOW_COLUMNS = ("greedy_match", "near_tie", "prefix_start", "prefix_end", "suffix_start", "suffix_end")
+WINDOW_COLUMNS = (
+    "greedy_match",
+    "near_tie",
+    "prefix_start",
+    "prefix_end",
+    "suffix_start",
+    "suffix_end",
+)
 
 
-def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: str | None = None,
-                    near_verbatim: int | None = None, suffix_tokens: int | None = None,
-                    texts: bool = True) -> RunScores:
+def load_run_scores(
+    store_dir: str | Path,
+    *,
+    run: str | None = None,
+    policy: str | None = None,
+    near_verbatim: int | None = None,
+    suffix_tokens: int | None = None,
+    texts: bool = True,
+) -> RunScores:
     """Load a run's window scores. ``run`` is a run id (or unique prefix) or a label; it may be
     omitted when the store holds one run. ``policy`` may be omitted when the run has one policy.
     ``near_verbatim`` = EPS selects the certified near-verbatim lower bound at token edit
@@ -83,8 +99,10 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
     (array([-12.3, -48.1]), ['gen1', 'gen2'])
     """
     if not Path(store_dir).exists():
-        raise InputError(f"score store {str(store_dir)!r} does not exist",
-                         hint="pass the --out folder of a `memclaim score` run")
+        raise InputError(
+            f"score store {str(store_dir)!r} does not exist",
+            hint="pass the --out folder of a `memclaim score` run",
+        )
     st = ScoreStore(store_dir, create=False)
     runs = st.runs()
     if not runs:
@@ -93,24 +111,33 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
         if len(runs) > 1:
             raise InputError(
                 f"store {str(store_dir)!r} holds {len(runs)} runs; say which with --run",
-                hint="runs: " + ", ".join(f"{rid} ({r.get('label')})" for rid, r in runs.items()))
+                hint="runs: " + ", ".join(f"{rid} ({r.get('label')})" for rid, r in runs.items()),
+            )
         run_id = next(iter(runs))
     else:
         matches = [rid for rid, r in runs.items() if rid.startswith(run) or r.get("label") == run]
         if len(matches) != 1:
-            raise InputError(f"run {run!r} matches {len(matches)} runs in {str(store_dir)!r}",
-                             hint="runs: " + ", ".join(f"{rid} ({r.get('label')})" for rid, r in runs.items()))
+            raise InputError(
+                f"run {run!r} matches {len(matches)} runs in {str(store_dir)!r}",
+                hint="runs: " + ", ".join(f"{rid} ({r.get('label')})" for rid, r in runs.items()),
+            )
         run_id = matches[0]
-    meta = st.verify_run(run_id)  # labels, procedure and scores as memclaim wrote them (schema 3 seals)
+    meta = st.verify_run(
+        run_id
+    )  # labels, procedure and scores as memclaim wrote them (schema 3 seals)
     path = st.run_dir(run_id) / "scores.parquet"
     if not path.exists():
-        raise StoreError(f"run {run_id} in {str(store_dir)!r} is unfinished (no scores.parquet)",
-                         hint="re-run the scoring command to finish it")
+        raise StoreError(
+            f"run {run_id} in {str(store_dir)!r} is unfinished (no scores.parquet)",
+            hint="re-run the scoring command to finish it",
+        )
     if not path.is_file():  # a folder in its place (pyarrow would read it as a dataset, or fail)
-        raise StoreError(f"{str(path)!r} is not a file (a folder or another object is in its place): the scores of "
-                         f"run {run_id} cannot be read",
-                         hint="move it out of the store, then re-run the scoring command: it rewrites scores.parquet "
-                              "from the unit files")
+        raise StoreError(
+            f"{str(path)!r} is not a file (a folder or another object is in its place): the scores of "
+            f"run {run_id} cannot be read",
+            hint="move it out of the store, then re-run the scoring command: it rewrites scores.parquet "
+            "from the unit files",
+        )
     fix = "re-run the scoring command: it rewrites scores.parquet from the unit files"
     if texts:
         table = read_parquet(path, fix=fix)
@@ -130,38 +157,55 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
     policies = proc["policies"]
     if policy is None:
         if len(policies) > 1:
-            raise InputError(f"run {run_id} has several policies {policies}; choose one with --policy",
-                             hint=f"e.g. --policy {policies[0]}")
+            raise InputError(
+                f"run {run_id} has several policies {policies}; choose one with --policy",
+                hint=f"e.g. --policy {policies[0]}",
+            )
         spec = policies[0]
     else:
         spec = Policy.parse(policy).spec
         if spec not in policies:
-            raise InputError(f"policy {policy!r} was not scored in run {run_id}",
-                             hint=f"scored policies: {', '.join(policies)}")
+            raise InputError(
+                f"policy {policy!r} was not scored in run {run_id}",
+                hint=f"scored policies: {', '.join(policies)}",
+            )
     score_col, kind = f"logq:{spec}", "verbatim"
-    _require_columns(table, path, run_id, (score_col, *WINDOW_COLUMNS) + (
-        ("window_id", "source", "prefix_text", "suffix_text") if texts else ()))
+    _require_columns(
+        table,
+        path,
+        run_id,
+        (score_col, *WINDOW_COLUMNS)
+        + (("window_id", "source", "prefix_text", "suffix_text") if texts else ()),
+    )
     if near_verbatim is not None:
         nv = proc.get("near_verbatim") or {}
         if int(near_verbatim) not in nv.get("epsilons", []):
-            raise InputError(f"run {run_id} has no near-verbatim scores at epsilon {near_verbatim}",
-                             hint=f"scored epsilons: {nv.get('epsilons', 'none')}; re-score with --near-verbatim "
-                                  f"{near_verbatim}")
+            raise InputError(
+                f"run {run_id} has no near-verbatim scores at epsilon {near_verbatim}",
+                hint=f"scored epsilons: {nv.get('epsilons', 'none')}; re-score with --near-verbatim "
+                f"{near_verbatim}",
+            )
         score_col = f"nv_logq:{spec}:eps{int(near_verbatim)}"
         _require_columns(table, path, run_id, (score_col,))
-        kind = (f"near-verbatim lower bound (eps={int(near_verbatim)} token edits, beams {nv.get('beams')}): "
-                "conservative for members; controls get the same treatment")
+        kind = (
+            f"near-verbatim lower bound (eps={int(near_verbatim)} token edits, beams {nv.get('beams')}): "
+            "conservative for members; controls get the same treatment"
+        )
     logq = table.column(score_col).to_numpy().astype(np.float64)
     _refuse_inexact(logq, table, spec, run_id, proc)
     if suffix_tokens is not None:
         S = proc["suffix_tokens"]  # None: whole suffix fields (lengths vary by window)
         if near_verbatim is not None:
-            raise InputError("--suffix-tokens applies to the verbatim score only",
-                             hint="near-verbatim balls are defined for the scored suffix length")
+            raise InputError(
+                "--suffix-tokens applies to the verbatim score only",
+                hint="near-verbatim balls are defined for the scored suffix length",
+            )
         per_token = f"token_logq:{spec}"
         if per_token not in table.column_names:
-            raise StoreError(f"run {run_id} has no per-token scores (several prompts per window)",
-                             hint="score with a single prompt to sweep suffix lengths")
+            raise StoreError(
+                f"run {run_id} has no per-token scores (several prompts per window)",
+                hint="score with a single prompt to sweep suffix lengths",
+            )
         arr = table.column(per_token).to_pylist()
         n = int(suffix_tokens)
         # the scored target tokens of each window: the document's suffix tokens, or under a
@@ -170,15 +214,24 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
         shortest = int(np.argmin(lens)) if lens else 0
         top = min(lens) if lens else 0
         if not 1 <= n <= top:
-            where = (f"the shortest scored target, window {table.column('window_id')[shortest].as_py()!r}, has "
-                     f"{top} tokens" if lens else "the run has no windows")
-            raise InputError(f"suffix length {suffix_tokens} is outside 1..{top}: {where} (the run's suffix length "
-                             f"is {'the whole suffix field' if S is None else S})",
-                             hint=f"sweep suffix lengths from 1 to {top}")
+            where = (
+                f"the shortest scored target, window {table.column('window_id')[shortest].as_py()!r}, has "
+                f"{top} tokens"
+                if lens
+                else "the run has no windows"
+            )
+            raise InputError(
+                f"suffix length {suffix_tokens} is outside 1..{top}: {where} (the run's suffix length "
+                f"is {'the whole suffix field' if S is None else S})",
+                hint=f"sweep suffix lengths from 1 to {top}",
+            )
         # sum logs left to right over the first n tokens ([EM] Eq. 1 on the shorter suffix)
         logq = np.array([np.cumsum(np.asarray(v, dtype=np.float64))[n - 1] for v in arr])
-        target = ("suffix tokens" if proc.get("prompt", {}).get("kind") == "natural-prefix"
-                  else "target tokens as tokenized after the prompt")
+        target = (
+            "suffix tokens"
+            if proc.get("prompt", {}).get("kind") == "natural-prefix"
+            else "target tokens as tokenized after the prompt"
+        )
         kind = f"{kind}, first {n} of {'the' if S is None else S} {target}"
     col = lambda n: table.column(n).to_pylist()  # noqa: E731
     if texts:  # the run's id is the hash of its procedure, label, units and these windows
@@ -188,17 +241,26 @@ def load_run_scores(store_dir: str | Path, *, run: str | None = None, policy: st
         return np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=dtype)
 
     return RunScores(
-        store=str(st.root), run_id=run_id, label=meta.get("label", ""), procedure=proc,
-        procedure_key=meta["procedure"], policy=spec, score_kind=kind,
-        window_ids=tuple(col("window_id")) if texts else None, sources=tuple(col("source")) if texts else None,
+        store=str(st.root),
+        run_id=run_id,
+        label=meta.get("label", ""),
+        procedure=proc,
+        procedure_key=meta["procedure"],
+        policy=spec,
+        score_kind=kind,
+        window_ids=tuple(col("window_id")) if texts else None,
+        sources=tuple(col("source")) if texts else None,
         logq=logq,
-        greedy_match=num("greedy_match", bool), near_tie=num("near_tie", bool),
+        greedy_match=num("greedy_match", bool),
+        near_tie=num("near_tie", bool),
         prefix_spans=np.stack([num("prefix_start"), num("prefix_end")], axis=1),
         suffix_spans=np.stack([num("suffix_start"), num("suffix_end")], axis=1),
         prefix_texts=tuple(col("prefix_text")) if texts else None,
         suffix_texts=tuple(col("suffix_text")) if texts else None,
-        inputs=meta.get("inputs", {}), total_chars=meta.get("total_chars", {}),
-        skipped_short=int(meta.get("skipped_short", 0)), table=table,
+        inputs=meta.get("inputs", {}),
+        total_chars=meta.get("total_chars", {}),
+        skipped_short=int(meta.get("skipped_short", 0)),
+        table=table,
     )
 
 
@@ -210,13 +272,18 @@ def _refuse_inexact(logq: np.ndarray, table, spec: str, run_id: str, proc: dict)
         return
     served = (proc.get("model") or {}).get("served") or {}
     cls = (served.get("exactness") or {}).get(spec, "not exact")
-    first = (f" (first: window {table.column('window_id')[int(bad[0])].as_py()!r})"
-             if "window_id" in table.column_names else "")
-    raise InputError(f"{len(bad)} of {len(logq)} windows of run {run_id} have no exact score under {spec}{first}: the "
-                     f"server's top-{served.get('top_logprobs', '?')} log-probs give {cls}; their certified bounds are "
-                     f"in the columns logq_lower:{spec} and logq_upper:{spec}",
-                     hint="a test needs exact scores: restart the server with more top log-probs (vLLM: "
-                          "--max-logprobs) and score again, or test another policy")
+    first = (
+        f" (first: window {table.column('window_id')[int(bad[0])].as_py()!r})"
+        if "window_id" in table.column_names
+        else ""
+    )
+    raise InputError(
+        f"{len(bad)} of {len(logq)} windows of run {run_id} have no exact score under {spec}{first}: the "
+        f"server's top-{served.get('top_logprobs', '?')} log-probs give {cls}; their certified bounds are "
+        f"in the columns logq_lower:{spec} and logq_upper:{spec}",
+        hint="a test needs exact scores: restart the server with more top log-probs (vLLM: "
+        "--max-logprobs) and score again, or test another policy",
+    )
 
 
 def _require_columns(table, path: Path, run_id: str, columns) -> None:
@@ -224,10 +291,12 @@ def _require_columns(table, path: Path, run_id: str, columns) -> None:
     column dropped) is a StoreError naming the columns, not a KeyError."""
     missing = [c for c in columns if c not in table.column_names]
     if missing:
-        raise StoreError(f"{str(path)!r} has no column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} "
-                         f"though run {run_id}'s procedure scored it (the file was edited or replaced)",
-                         hint="move the file out of the store and re-run the scoring command: it rewrites "
-                              "scores.parquet from the unit files")
+        raise StoreError(
+            f"{str(path)!r} has no column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} "
+            f"though run {run_id}'s procedure scored it (the file was edited or replaced)",
+            hint="move the file out of the store and re-run the scoring command: it rewrites "
+            "scores.parquet from the unit files",
+        )
 
 
 def _read_columns(path, columns, fix):

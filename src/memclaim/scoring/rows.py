@@ -17,11 +17,12 @@ dropped first), other nodes are recomputed from the prefix cache.
 >>> row.shape, bool(values[0] >= values[-1])
 ((5,), True)
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from itertools import count
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -42,8 +43,15 @@ class PolicyRows:
 
     prefix_handle = PREFIX_HANDLE
 
-    def __init__(self, lm, policy: Policy, prefix_ids: Sequence[int], *, cache_depth: int,
-                 max_cache_rows: int = 4096):
+    def __init__(
+        self,
+        lm,
+        policy: Policy,
+        prefix_ids: Sequence[int],
+        *,
+        cache_depth: int,
+        max_cache_rows: int = 4096,
+    ):
         self.lm = lm
         self.policy = policy
         self.prefix = [int(t) for t in prefix_ids]
@@ -85,13 +93,13 @@ class PolicyRows:
         return torch.tensor(rows, dtype=torch.long, device=self.device)
 
     def _logprob_rows(self, hidden):
-        logits = self.lm.logits(hidden[:, -1, :])                     # [B, V]
+        logits = self.lm.logits(hidden[:, -1, :])  # [B, V]
         return policy_logprobs(logits.to(torch.float64), self.policy)  # [B, V], float64
 
     @staticmethod
     def _sorted(lp):
         # stable descending sort: ties ordered by token id
-        return torch.sort(lp, dim=-1, descending=True, stable=True)    # values, indices [B, V]
+        return torch.sort(lp, dim=-1, descending=True, stable=True)  # values, indices [B, V]
 
     @staticmethod
     def _numpy(t) -> np.ndarray:
@@ -101,11 +109,13 @@ class PolicyRows:
         """Run the prefix once (its cache roots every later row): its row, unsorted and sorted."""
         hidden, past = self.lm.forward_hidden(self._ids([self.prefix]), past=None, use_cache=True)
         self.prefix_past = past
-        lp = self._logprob_rows(hidden)                                # [1, V]
+        lp = self._logprob_rows(hidden)  # [1, V]
         sv, si = self._sorted(lp)
         return self._numpy(lp[0]), (self._numpy(sv[0]), self._numpy(si[0]))
 
-    def expand(self, reqs: list[tuple[tuple[int, ...], tuple]]) -> list[tuple[SortedRow, tuple | None]]:
+    def expand(
+        self, reqs: list[tuple[tuple[int, ...], tuple]]
+    ) -> list[tuple[SortedRow, tuple | None]]:
         """Sorted rows for nodes given as (tokens after the prefix, parent handle), in request order,
         each with the handle of its own cache (None when not kept). Requests whose parent cache
         is alive feed one token to it; the others are recomputed from the prefix cache (grouped
@@ -122,16 +132,22 @@ class PolicyRows:
         for (kind, _), (src, idx) in groups.items():
             need_cache = any(len(reqs[i][0]) <= self.cache_depth for i in idx)
             if kind == "c":
-                sel = torch.tensor([reqs[i][1][1] for i in idx], dtype=torch.long, device=self.device)
-                inp = self._ids([[reqs[i][0][-1]] for i in idx])       # [B, 1]
+                sel = torch.tensor(
+                    [reqs[i][1][1] for i in idx], dtype=torch.long, device=self.device
+                )
+                inp = self._ids([[reqs[i][0][-1]] for i in idx])  # [B, 1]
             else:
                 sel = torch.zeros(len(idx), dtype=torch.long, device=self.device)
-                inp = self._ids([list(reqs[i][0]) for i in idx])       # [B, depth]
+                inp = self._ids([list(reqs[i][0]) for i in idx])  # [B, depth]
             past = self.lm.select_cache(src, sel)
             hidden, new_past = self.lm.forward_hidden(inp, past=past, use_cache=need_cache)
-            sv, si = self._sorted(self._logprob_rows(hidden))          # [B, V] each
+            sv, si = self._sorted(self._logprob_rows(hidden))  # [B, V] each
             sv, si = self._numpy(sv), self._numpy(si)
-            bid = self._store_cache(new_past, len(idx)) if need_cache and new_past is not None else None
+            bid = (
+                self._store_cache(new_past, len(idx))
+                if need_cache and new_past is not None
+                else None
+            )
             for j, i in enumerate(idx):
                 out[i] = ((sv[j], si[j]), (bid, j) if bid is not None else None)
         return out
@@ -141,10 +157,13 @@ class PolicyRows:
         ``tokens[i]`` to beam entry ``parents[i]`` of the previous step (``depth`` 0: to the
         prefix). The beam's cache is kept for the next step while ``depth + 1 <= cache_depth``."""
         src = self.prefix_past if depth == 0 else self._beam_past
-        sel = torch.tensor(list(parents) if depth > 0 else [0] * len(tokens), dtype=torch.long, device=self.device)
+        sel = torch.tensor(
+            list(parents) if depth > 0 else [0] * len(tokens), dtype=torch.long, device=self.device
+        )
         p = self.lm.select_cache(src, sel)
-        hidden, self._beam_past = self.lm.forward_hidden(self._ids([[int(t)] for t in tokens]), past=p,
-                                                         use_cache=depth + 1 <= self.cache_depth)
+        hidden, self._beam_past = self.lm.forward_hidden(
+            self._ids([[int(t)] for t in tokens]), past=p, use_cache=depth + 1 <= self.cache_depth
+        )
         return self._numpy(self._logprob_rows(hidden))
 
     @staticmethod

@@ -5,34 +5,49 @@ store, writing each unit atomically and then the manifest. Killing it (even ``ki
 re-running the same command finishes the rest, loses nothing and duplicates nothing; a finished
 run re-run does no model work (the weights are not even loaded).
 """
+
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..decoding import Policy, parse_policies
 from ..errors import DomainError, InputError, StoreError
-from ..fsutil import file_lock, sha256_bytes
+from ..fsutil import file_lock
 from ..jsonutil import ResultMixin
 from ..models.loader import config_max_positions
-from ..progress import LogCallback, ProgressCallback, Reporter
-from .engine import ALL_STATS, CENSUS_STATS, NEAR_TIE_MARGIN, BatchScores, StatSet, TeacherForcingEngine, available_memory
-from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
 from ..procedure import ModelIdentity, NearVerbatim, Procedure, WindowSpec
+from ..progress import LogCallback, ProgressCallback, Reporter
 from ..runtime import BackendSpec, Runtime
-from .backends import Backend, ScoringJob, default_stats, describe_model_of, make_backend, register_backend
+from .backends import (
+    ScoringJob,
+    default_stats,
+    describe_model_of,
+    make_backend,
+    register_backend,
+)
+from .engine import (
+    ALL_STATS,
+    CENSUS_STATS,
+    NEAR_TIE_MARGIN,
+    BatchScores,
+    StatSet,
+    TeacherForcingEngine,
+    available_memory,
+)
+from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
 from .prompts import PromptRule, aggregate_logq
 from .store import WRITERS_LOCK, ScoreStore, UnitResult, read_parquet, run_id_of, stat_names
-from .units import DEFAULT_UNIT_SIZE, UnitReceipt, WindowIndex, WorkUnit, item_key
+from .units import UnitReceipt, WindowIndex, WorkUnit, item_key
 
 
 def run_stats(stats: StatSet | str | Iterable[str] | None = None) -> StatSet:
@@ -45,6 +60,7 @@ def run_stats(stats: StatSet | str | Iterable[str] | None = None) -> StatSet:
     """
     s = ALL_STATS if stats is None else StatSet.of(stats)
     return StatSet(s.names | CENSUS_STATS.names)
+
 
 if TYPE_CHECKING:  # the annotations' names only
     from ..models.loader import LoadedModel
@@ -61,8 +77,9 @@ def nv_column(spec: str, epsilon: int) -> str:
     return f"nv_logq:{spec}:eps{epsilon}"
 
 
-def near_verbatim_columns(engine: TeacherForcingEngine, items: Sequence[Item], scores: BatchScores,
-                          near_verbatim: dict) -> dict[str, np.ndarray]:
+def near_verbatim_columns(
+    engine: TeacherForcingEngine, items: Sequence[Item], scores: BatchScores, near_verbatim: dict
+) -> dict[str, np.ndarray]:
     """[EM] App. B.1 Eq. 2: for every item and policy, the union over the (epsilon, beam)
     settings of the certified lower bounds on the epsilon-ball mass, per epsilon; the target's
     term is the engine's teacher-forced log q, checked against the beam's own within the stated
@@ -89,9 +106,19 @@ def near_verbatim_columns(engine: TeacherForcingEngine, items: Sequence[Item], s
         found = np.zeros(len(items), dtype=np.int64)
         rows = np.zeros(len(items), dtype=np.int64)
         for i, it in enumerate(items):
-            runs = [near_verbatim_lower_bound(engine.lm, it.prompt, it.suffix, policy=pol, epsilon=e, beam=b,
-                                              verbatim_logprob=float(scores.logq[i, j]))
-                    for e in eps for b in beams]
+            runs = [
+                near_verbatim_lower_bound(
+                    engine.lm,
+                    it.prompt,
+                    it.suffix,
+                    policy=pol,
+                    epsilon=e,
+                    beam=b,
+                    verbatim_logprob=float(scores.logq[i, j]),
+                )
+                for e in eps
+                for b in beams
+            ]
             u = union_near_verbatim(runs)
             for e in eps:
                 logs[e][i] = u.log_bound_at(min(e, u.epsilons[-1]))
@@ -106,8 +133,14 @@ def near_verbatim_columns(engine: TeacherForcingEngine, items: Sequence[Item], s
     return cols
 
 
-def score_unit(engine: TeacherForcingEngine, unit: WorkUnit, *, batch_size: int | str,
-               near_verbatim: dict | None = None, on_batch: Callable[[int], None] | None = None) -> UnitResult:
+def score_unit(
+    engine: TeacherForcingEngine,
+    unit: WorkUnit,
+    *,
+    batch_size: int | str,
+    near_verbatim: dict | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> UnitResult:
     """Score one unit in batches of ``batch_size`` (equal lengths: no padding; ``"auto"``: the
     engine sizes them from free memory for the unit's longest window); with
     ``near_verbatim`` settings, add the near-verbatim lower bounds for every item. ``on_batch``
@@ -125,19 +158,28 @@ def score_unit(engine: TeacherForcingEngine, unit: WorkUnit, *, batch_size: int 
     parts = []
     items = unit.items
     if batch_size == "auto":
-        batch_size = engine.resolve_batch_size("auto", max(len(it.prompt) + len(it.suffix) for it in items) - 1,
-                                               max(len(it.suffix) for it in items))
+        batch_size = engine.resolve_batch_size(
+            "auto",
+            max(len(it.prompt) + len(it.suffix) for it in items) - 1,
+            max(len(it.suffix) for it in items),
+        )
     for a in range(0, len(items), batch_size):
-        chunk = items[a:a + batch_size]
+        chunk = items[a : a + batch_size]
         parts.append(engine.score_batch([it.prompt for it in chunk], [it.suffix for it in chunk]))
         if on_batch is not None:
             on_batch(len(chunk))
     scores = BatchScores.concat(parts)
     extra = near_verbatim_columns(engine, items, scores, near_verbatim) if near_verbatim else {}
-    return UnitResult(unit_id=unit.unit_id, procedure_key=unit.procedure_key,
-                      policies=tuple(p.spec for p in engine.policies),
-                      item_keys=tuple(it.key for it in items), prompt_len=tuple(len(it.prompt) for it in items),
-                      scores=scores, extra=extra, stats=engine.stats.spec)
+    return UnitResult(
+        unit_id=unit.unit_id,
+        procedure_key=unit.procedure_key,
+        policies=tuple(p.spec for p in engine.policies),
+        item_keys=tuple(it.key for it in items),
+        prompt_len=tuple(len(it.prompt) for it in items),
+        scores=scores,
+        extra=extra,
+        stats=engine.stats.spec,
+    )
 
 
 class LocalBackend:
@@ -148,8 +190,15 @@ class LocalBackend:
     device_class = None  # the model's own (models/placement.py)
     weights_loaded = False  # the model itself says whether its weights were read
 
-    def __init__(self, lm_factory: Callable[[], object], policies: Sequence[Policy], *, batch_size: int | str = 16,
-                 near_verbatim: dict | None = None, stats=None):
+    def __init__(
+        self,
+        lm_factory: Callable[[], object],
+        policies: Sequence[Policy],
+        *,
+        batch_size: int | str = 16,
+        near_verbatim: dict | None = None,
+        stats=None,
+    ):
         self.lm_factory = lm_factory
         self.policies = tuple(policies)
         self.batch_size = batch_size
@@ -169,7 +218,9 @@ class LocalBackend:
 
     def engine(self):
         if self._engine is None:
-            self._engine = TeacherForcingEngine(self.lm_factory(), self.policies, stats=self.stat_set)
+            self._engine = TeacherForcingEngine(
+                self.lm_factory(), self.policies, stats=self.stat_set
+            )
         return self._engine
 
     on_batch: Callable[[int], None] | None = None  # called with the windows of each scored batch
@@ -185,19 +236,32 @@ class LocalBackend:
             near_verbatim = None if nv is None else nv.to_dict()
             on_batch = job.on_batch
         for unit in units:
-            yield score_unit(self.engine(), unit, batch_size=self.batch_size, near_verbatim=near_verbatim,
-                             on_batch=on_batch)
+            yield score_unit(
+                self.engine(),
+                unit,
+                batch_size=self.batch_size,
+                near_verbatim=near_verbatim,
+                on_batch=on_batch,
+            )
 
     def stats(self) -> dict:
         e = self._engine
-        return {} if e is None else {"forward_tokens": e.forward_tokens, "unembed_rows": e.unembed_rows}
+        return (
+            {}
+            if e is None
+            else {"forward_tokens": e.forward_tokens, "unembed_rows": e.unembed_rows}
+        )
 
 
-def _make_local(model, policies: Sequence[Policy], runtime: Runtime, log: LogCallback | None = None) -> LocalBackend:
+def _make_local(
+    model, policies: Sequence[Policy], runtime: Runtime, log: LogCallback | None = None
+) -> LocalBackend:
     return LocalBackend(lambda: model.lm, policies, batch_size=runtime.batch_size)
 
 
-register_backend("local", _make_local, description="this process, one unit after another", provider="memclaim")
+register_backend(
+    "local", _make_local, description="this process, one unit after another", provider="memclaim"
+)
 
 
 @dataclass(frozen=True)
@@ -219,7 +283,9 @@ class RunSummary(ResultMixin):
     backend: str = "local"
     backend_stats: dict = field(default_factory=dict)
     device: str = "cpu"  # the first compute device of the run (models/placement.py)
-    dtype: str = "float32"  # the body's dtype (the unembedding and log-softmax are float32 or better)
+    dtype: str = (
+        "float32"  # the body's dtype (the unembedding and log-softmax are float32 or better)
+    )
     device_class: str = "cpu"
     # a half-precision body's drift from float32 on a sample of the scored windows
     # (:func:`numerics_drift`); None for a float32/float64 body
@@ -237,7 +303,9 @@ def normalize_near_verbatim(nv: dict | None, *, suffix_tokens: int) -> dict | No
     return None if v is None else v.to_dict()
 
 
-def near_verbatim_cost_message(units: Iterable[WorkUnit], nv: dict, n_policies: int, model: LoadedModel) -> str:
+def near_verbatim_cost_message(
+    units: Iterable[WorkUnit], nv: dict, n_policies: int, model: LoadedModel
+) -> str:
     """The log line announcing a near-verbatim run's cost: at most how many forward rows the beams
     take (:func:`~memclaim.scoring.nearverbatim.estimate_beam_cost`), in all and per window-policy.
 
@@ -250,20 +318,36 @@ def near_verbatim_cost_message(units: Iterable[WorkUnit], nv: dict, n_policies: 
     n = 0
     for u in units:
         it = u.items[0]
-        per = sum(estimate_beam_cost(prompt_len=len(it.prompt), suffix_len=len(it.suffix), beam=b,
-                                     vocab_size=model.lm.vocab_size if model.weights_loaded else 10**9).forward_rows_max
-                  for b in nv["beams"]) * len(nv["epsilons"])
+        per = sum(
+            estimate_beam_cost(
+                prompt_len=len(it.prompt),
+                suffix_len=len(it.suffix),
+                beam=b,
+                vocab_size=model.lm.vocab_size if model.weights_loaded else 10**9,
+            ).forward_rows_max
+            for b in nv["beams"]
+        ) * len(nv["epsilons"])
         rows += per * u.n_items * n_policies
         n += u.n_items
-    return (f"near-verbatim lower bounds (epsilon {nv['epsilons']}, beam {nv['beams']}): at most {rows:,} forward "
-            f"rows for {n} windows x {n_policies} policies (~{rows // max(1, n * n_policies):,} per window-policy); "
-            "a beam of 800 on SmolLM2 costs about a minute per window on 2 CPU cores")
+    return (
+        f"near-verbatim lower bounds (epsilon {nv['epsilons']}, beam {nv['beams']}): at most {rows:,} forward "
+        f"rows for {n} windows x {n_policies} policies (~{rows // max(1, n * n_policies):,} per window-policy); "
+        "a beam of 800 on SmolLM2 costs about a minute per window on 2 CPU cores"
+    )
 
 
-def build_procedure(model: LoadedModel, *, policies: Sequence[Policy], prefix_tokens: int | None, suffix_tokens: int | None,
-                    prompt_rule: PromptRule, near_verbatim: dict | None = None,
-                    windows: dict | None = None, device_class: str | None = None,
-                    describe_model: Callable[[dict], dict] | None = None) -> Procedure:
+def build_procedure(
+    model: LoadedModel,
+    *,
+    policies: Sequence[Policy],
+    prefix_tokens: int | None,
+    suffix_tokens: int | None,
+    prompt_rule: PromptRule,
+    near_verbatim: dict | None = None,
+    windows: dict | None = None,
+    device_class: str | None = None,
+    describe_model: Callable[[dict], dict] | None = None,
+) -> Procedure:
     """The scoring procedure of a run ([EM] Def. B.2): the model (name, fingerprint, dtype, device
     class), start of text, policies, window lengths, prompt rule and near-verbatim settings; its
     key names the store's units. ``describe_model``: a backend's rewrite of the model record (a
@@ -274,9 +358,15 @@ def build_procedure(model: LoadedModel, *, policies: Sequence[Policy], prefix_to
     >>> p.key[:12], p.model.device_class  # doctest: +SKIP
     ('b329182bc562', 'cpu')
     """
-    spec = WindowSpec(prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, fields=windows is not None)
-    procedure = Procedure(policies=tuple(p.spec for p in policies), windows=spec, prompt=prompt_rule,
-                          near_verbatim=NearVerbatim.from_dict(near_verbatim)).bind(model, device_class=device_class)
+    spec = WindowSpec(
+        prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, fields=windows is not None
+    )
+    procedure = Procedure(
+        policies=tuple(p.spec for p in policies),
+        windows=spec,
+        prompt=prompt_rule,
+        near_verbatim=NearVerbatim.from_dict(near_verbatim),
+    ).bind(model, device_class=device_class)
     return described(procedure, describe_model)
 
 
@@ -289,7 +379,9 @@ def described(procedure: Procedure, describe_model: Callable[[dict], dict] | Non
     """
     if describe_model is None or procedure.model is None:
         return procedure
-    return dataclasses.replace(procedure, model=ModelIdentity.from_dict(describe_model(procedure.model.to_dict())))
+    return dataclasses.replace(
+        procedure, model=ModelIdentity.from_dict(describe_model(procedure.model.to_dict()))
+    )
 
 
 def run_environment(model: LoadedModel, procedure: Procedure) -> dict:
@@ -324,8 +416,13 @@ def run_environment(model: LoadedModel, procedure: Procedure) -> dict:
 DRIFT_SAMPLE = 8
 
 
-def numerics_drift(model: LoadedModel, units: Sequence[WorkUnit], policies: Sequence[Policy], *,
-                   sample: int = DRIFT_SAMPLE) -> dict | None:
+def numerics_drift(
+    model: LoadedModel,
+    units: Sequence[WorkUnit],
+    policies: Sequence[Policy],
+    *,
+    sample: int = DRIFT_SAMPLE,
+) -> dict | None:
     """A bfloat16/float16 body's drift from float32 ([EM] Def. B.2: the dtype is part of the
     procedure, so this is what changing it does to the numbers): the first ``sample`` scored
     windows scored again by a float32 copy of the model, when that copy fits in the memory of
@@ -336,7 +433,11 @@ def numerics_drift(model: LoadedModel, units: Sequence[WorkUnit], policies: Sequ
     True
     """
     dtype = str(getattr(model, "dtype", "float32"))
-    if dtype not in ("bfloat16", "float16") or not hasattr(model, "path") or getattr(model, "path", None) is None:
+    if (
+        dtype not in ("bfloat16", "float16")
+        or not hasattr(model, "path")
+        or getattr(model, "path", None) is None
+    ):
         return None
     import dataclasses
 
@@ -354,14 +455,25 @@ def numerics_drift(model: LoadedModel, units: Sequence[WorkUnit], policies: Sequ
     n_params = sum(p.numel() for p in lm.model.parameters())
     need = 4 * n_params
     free = available_memory(lm.device)
-    record = {"dtype": dtype, "reference": "float32", "windows": len(items), "device": str(lm.device)}
+    record = {
+        "dtype": dtype,
+        "reference": "float32",
+        "windows": len(items),
+        "device": str(lm.device),
+    }
     if getattr(model, "device_map", None) is not None:
-        record.update(measured=False, reason="the model is loaded with a device map (sharded or offloaded): memclaim "
-                                             "does not load a float32 copy beside it")
+        record.update(
+            measured=False,
+            reason="the model is loaded with a device map (sharded or offloaded): memclaim "
+            "does not load a float32 copy beside it",
+        )
         return record
     if need > 0.8 * free:
-        record.update(measured=False, reason=f"the float32 copy ({need / 2**20:,.0f} MiB) does not fit the free memory "
-                                             f"({free / 2**20:,.0f} MiB free on {lm.device})")
+        record.update(
+            measured=False,
+            reason=f"the float32 copy ({need / 2**20:,.0f} MiB) does not fit the free memory "
+            f"({free / 2**20:,.0f} MiB free on {lm.device})",
+        )
         return record
     ref = dataclasses.replace(model, dtype="float32", _lm=None)
     try:
@@ -379,39 +491,54 @@ def numerics_drift(model: LoadedModel, units: Sequence[WorkUnit], policies: Sequ
             torch.cuda.empty_cache()
     per_policy = {}
     for j, pol in enumerate(policies):
-        d = [abs(float(g.logq[0, j]) - float(w.logq[0, j])) / len(s) for g, w, s in zip(got, want, suffixes)
-             if np.isfinite(g.logq[0, j]) and np.isfinite(w.logq[0, j])]
-        inf_diff = sum(np.isfinite(g.logq[0, j]) != np.isfinite(w.logq[0, j]) for g, w in zip(got, want))
-        per_policy[pol.spec] = {"max_abs_per_token": max(d) if d else None,
-                                "mean_abs_per_token": float(np.mean(d)) if d else None,
-                                "finite_vs_zero_probability_disagreements": int(inf_diff)}
+        d = [
+            abs(float(g.logq[0, j]) - float(w.logq[0, j])) / len(s)
+            for g, w, s in zip(got, want, suffixes)
+            if np.isfinite(g.logq[0, j]) and np.isfinite(w.logq[0, j])
+        ]
+        inf_diff = sum(
+            np.isfinite(g.logq[0, j]) != np.isfinite(w.logq[0, j]) for g, w in zip(got, want)
+        )
+        per_policy[pol.spec] = {
+            "max_abs_per_token": max(d) if d else None,
+            "mean_abs_per_token": float(np.mean(d)) if d else None,
+            "finite_vs_zero_probability_disagreements": int(inf_diff),
+        }
     greedy = sum(bool(g.greedy_match[0]) != bool(w.greedy_match[0]) for g, w in zip(got, want))
-    record.update(measured=True, per_policy=per_policy, greedy_flags_differing=int(greedy),
-                  unit="nats per target token, |log q(bf16) - log q(float32)| / suffix length")
+    record.update(
+        measured=True,
+        per_policy=per_policy,
+        greedy_flags_differing=int(greedy),
+        unit="nats per target token, |log q(bf16) - log q(float32)| / suffix length",
+    )
     return record
 
 
-def _windows_table(windows, window_items: list[list[str]], label: str, window_targets: list[list[list[int]]]):
+def _windows_table(
+    windows, window_items: list[list[str]], label: str, window_targets: list[list[list[int]]]
+):
     import pyarrow as pa
 
-    return pa.table({
-        "window_id": [w.window_id for w in windows],
-        "source": [w.source for w in windows],
-        "index": pa.array([w.index for w in windows], pa.int64()),
-        "token_start": pa.array([w.token_start for w in windows], pa.int64()),
-        "prefix_start": pa.array([w.prefix_span[0] for w in windows], pa.int64()),
-        "prefix_end": pa.array([w.prefix_span[1] for w in windows], pa.int64()),
-        "suffix_start": pa.array([w.suffix_span[0] for w in windows], pa.int64()),
-        "suffix_end": pa.array([w.suffix_span[1] for w in windows], pa.int64()),
-        "prefix_text": [w.prefix_text for w in windows],
-        "suffix_text": [w.suffix_text for w in windows],
-        "suffix_ids": [list(w.suffix_ids) for w in windows],
-        # the target ids scored under each prompt (the suffix ids for the natural prefix; a
-        # template's target is tokenized after its rendered prompt, memclaim.scoring.prompts)
-        "target_ids": pa.array(window_targets, pa.list_(pa.list_(pa.int64()))),
-        "item_keys": window_items,
-        "set": [label] * len(windows),
-    })
+    return pa.table(
+        {
+            "window_id": [w.window_id for w in windows],
+            "source": [w.source for w in windows],
+            "index": pa.array([w.index for w in windows], pa.int64()),
+            "token_start": pa.array([w.token_start for w in windows], pa.int64()),
+            "prefix_start": pa.array([w.prefix_span[0] for w in windows], pa.int64()),
+            "prefix_end": pa.array([w.prefix_span[1] for w in windows], pa.int64()),
+            "suffix_start": pa.array([w.suffix_span[0] for w in windows], pa.int64()),
+            "suffix_end": pa.array([w.suffix_span[1] for w in windows], pa.int64()),
+            "prefix_text": [w.prefix_text for w in windows],
+            "suffix_text": [w.suffix_text for w in windows],
+            "suffix_ids": [list(w.suffix_ids) for w in windows],
+            # the target ids scored under each prompt (the suffix ids for the natural prefix; a
+            # template's target is tokenized after its rendered prompt, memclaim.scoring.prompts)
+            "target_ids": pa.array(window_targets, pa.list_(pa.list_(pa.int64()))),
+            "item_keys": window_items,
+            "set": [label] * len(windows),
+        }
+    )
 
 
 def _context_limit(model):
@@ -427,22 +554,27 @@ def _checked_items(model, w, prompt_rule: PromptRule, label: str, limit):
     out = prompt_rule.items(w, model.tokenizer, model.sot_ids)
     for prompt, target in out:
         if not prompt:
-            raise InputError(f"{label}window {w.window_id!r} has an empty prompt (no prefix tokens and no "
-                             f"start-of-text token; start-of-text rule {model.sot.rule!r}): the model has "
-                             "nothing to predict the first suffix token from",
-                             hint="use --prefix-tokens >= 1, or a start-of-text token (--sot auto/bos/eos)")
+            raise InputError(
+                f"{label}window {w.window_id!r} has an empty prompt (no prefix tokens and no "
+                f"start-of-text token; start-of-text rule {model.sot.rule!r}): the model has "
+                "nothing to predict the first suffix token from",
+                hint="use --prefix-tokens >= 1, or a start-of-text token (--sot auto/bos/eos)",
+            )
         n = len(prompt) + len(target)
         if limit is not None and n > limit:
-            raise InputError(f"{label}window {w.window_id!r} needs {n} positions (prompt {len(prompt)} + target "
-                             f"{len(target)} tokens), more than the context of {model.name} "
-                             f"({limit} positions)",
-                             hint="use a shorter --prefix-tokens/--suffix-tokens (or prompt template), or a model "
-                                  "with a longer context")
+            raise InputError(
+                f"{label}window {w.window_id!r} needs {n} positions (prompt {len(prompt)} + target "
+                f"{len(target)} tokens), more than the context of {model.name} "
+                f"({limit} positions)",
+                hint="use a shorter --prefix-tokens/--suffix-tokens (or prompt template), or a model "
+                "with a longer context",
+            )
     return out
 
 
-def scoring_pairs(model: LoadedModel, window_set: WindowSet, prompt_rule: PromptRule, *,
-                  what: str | None = None) -> tuple:
+def scoring_pairs(
+    model: LoadedModel, window_set: WindowSet, prompt_rule: PromptRule, *, what: str | None = None
+) -> tuple:
     """The (prompt ids, target ids) pairs of every window under ``prompt_rule`` (one per prompt,
     each prompt with its own target ids: scoring/prompts.py), each window's item keys and target
     ids, after checking that the model can score them: every prompt has at least one token (the
@@ -468,8 +600,9 @@ def scoring_pairs(model: LoadedModel, window_set: WindowSet, prompt_rule: Prompt
     return pairs, window_items, window_targets
 
 
-def index_windows(model: LoadedModel, window_set: WindowSet, prompt_rule: PromptRule, *,
-                  what: str | None = None) -> WindowIndex:
+def index_windows(
+    model: LoadedModel, window_set: WindowSet, prompt_rule: PromptRule, *, what: str | None = None
+) -> WindowIndex:
     """The checks of :func:`scoring_pairs` in one streaming pass, keeping per window only its item
     keys and lengths (:class:`~memclaim.scoring.units.WindowIndex`): a whole book's windows
     (lazy, :class:`~memclaim.text.windows.DocumentWindows`) are never all in memory.
@@ -492,8 +625,12 @@ def index_windows(model: LoadedModel, window_set: WindowSet, prompt_rule: Prompt
             keys[i, j] = bytes.fromhex(item_key(prompt, target))
             plen[i, j], tlen[i, j] = len(prompt), len(target)
     if keys is None:
-        raise InputError("no windows to score", hint="pass texts at least prefix + suffix tokens long")
-    return WindowIndex(window_set, lambda w: prompt_rule.items(w, model.tokenizer, model.sot_ids), keys, plen, tlen)
+        raise InputError(
+            "no windows to score", hint="pass texts at least prefix + suffix tokens long"
+        )
+    return WindowIndex(
+        window_set, lambda w: prompt_rule.items(w, model.tokenizer, model.sot_ids), keys, plen, tlen
+    )
 
 
 @dataclass(frozen=True)
@@ -529,11 +666,15 @@ def _split_keywords(options: dict) -> tuple[dict, dict, dict]:
 
         names = _PROCEDURE_KEYWORDS + _RUNTIME_KEYWORDS + _RUN_KEYWORDS
         close = difflib.get_close_matches(unknown[0], names, n=1, cutoff=0.6)
-        raise InputError(f"run_scoring() got an unknown keyword {unknown[0]!r}",
-                         hint=(f"did you mean {close[0]}? " if close else "") + "it takes procedure=, runtime=, "
-                              "out_dir=, run= and the keywords " + ", ".join(names))
-    return tuple({k: options[k] for k in group if k in options}
-                 for group in (_PROCEDURE_KEYWORDS, _RUNTIME_KEYWORDS, _RUN_KEYWORDS))
+        raise InputError(
+            f"run_scoring() got an unknown keyword {unknown[0]!r}",
+            hint=(f"did you mean {close[0]}? " if close else "") + "it takes procedure=, runtime=, "
+            "out_dir=, run= and the keywords " + ", ".join(names),
+        )
+    return tuple(
+        {k: options[k] for k in group if k in options}
+        for group in (_PROCEDURE_KEYWORDS, _RUNTIME_KEYWORDS, _RUN_KEYWORDS)
+    )
 
 
 def _run_procedure(window_set: WindowSet, procedure: Procedure | None, given: dict) -> Procedure:
@@ -542,33 +683,57 @@ def _run_procedure(window_set: WindowSet, procedure: Procedure | None, given: di
     spec = getattr(window_set, "spec", None)
     if procedure is not None:
         if given:
-            raise InputError(f"run_scoring() got procedure= and its parts {', '.join(sorted(given))}",
-                             hint="pass one: the Procedure, or its keywords")
+            raise InputError(
+                f"run_scoring() got procedure= and its parts {', '.join(sorted(given))}",
+                hint="pass one: the Procedure, or its keywords",
+            )
         if not isinstance(procedure, Procedure):
-            raise InputError(f"procedure= takes a memclaim Procedure, got {type(procedure).__name__}",
-                             hint="memclaim.procedure.Procedure.options(policies=[...], ...)")
+            raise InputError(
+                f"procedure= takes a memclaim Procedure, got {type(procedure).__name__}",
+                hint="memclaim.procedure.Procedure.options(policies=[...], ...)",
+            )
     else:
         if "policies" not in given:
-            raise InputError("run_scoring() needs procedure= or policies=", hint="e.g. policies=parse_policies(['full'])")
+            raise InputError(
+                "run_scoring() needs procedure= or policies=",
+                hint="e.g. policies=parse_policies(['full'])",
+            )
         fields = getattr(window_set, "cut", None) is not None
         lengths = {k: given[k] for k in ("prefix_tokens", "suffix_tokens") if k in given}
         if spec is not None:  # omitted lengths are the windows' own
-            lengths = {"prefix_tokens": spec.prefix_tokens, "suffix_tokens": spec.suffix_tokens, **lengths}
-        procedure = Procedure(policies=given["policies"], windows=WindowSpec(**lengths, fields=fields),
-                              prompt=given.get("prompt_rule") or PromptRule(),
-                              near_verbatim=NearVerbatim.from_dict(normalize_near_verbatim(
-                                  given.get("near_verbatim"), suffix_tokens=0)))
+            lengths = {
+                "prefix_tokens": spec.prefix_tokens,
+                "suffix_tokens": spec.suffix_tokens,
+                **lengths,
+            }
+        procedure = Procedure(
+            policies=given["policies"],
+            windows=WindowSpec(**lengths, fields=fields),
+            prompt=given.get("prompt_rule") or PromptRule(),
+            near_verbatim=NearVerbatim.from_dict(
+                normalize_near_verbatim(given.get("near_verbatim"), suffix_tokens=0)
+            ),
+        )
     w = procedure.windows
     if spec is not None and spec.lengths != w.lengths:
-        raise InputError(f"the windows were cut with {spec.describe()}, but the run would record prefix_tokens="
-                         f"{w.prefix_tokens}, suffix_tokens={w.suffix_tokens}",
-                         hint="record the lengths the windows were cut with (window_set.spec)")
+        raise InputError(
+            f"the windows were cut with {spec.describe()}, but the run would record prefix_tokens="
+            f"{w.prefix_tokens}, suffix_tokens={w.suffix_tokens}",
+            hint="record the lengths the windows were cut with (window_set.spec)",
+        )
     return procedure
 
 
-def run_scoring(model: LoadedModel, window_set: WindowSet, procedure: Procedure | None = None,
-                runtime: Runtime | None = None, *, out_dir: str | Path, run: RunRequest | None = None,
-                **keywords: object) -> RunSummary:
+def run_scoring(
+    model: LoadedModel,
+    window_set: WindowSet,
+    procedure: Procedure | None = None,
+    runtime: Runtime | None = None,
+    *,
+    out_dir: str | Path,
+    run: RunRequest | None = None,
+    **keywords: object,
+) -> RunSummary:
     """Score ``window_set`` with ``model`` (a LoadedModel) under ``procedure`` (a
     :class:`memclaim.procedure.Procedure`, unbound or bound to this model; its window lengths
     must be those the windows were cut with) as ``runtime`` says (a
@@ -607,12 +772,17 @@ def run_scoring(model: LoadedModel, window_set: WindowSet, procedure: Procedure 
     if progress is False:
         progress = None
     elif progress is not None and (progress is True or not callable(progress)):
-        raise DomainError(f"progress must be a callback taking a memclaim.progress.ProgressEvent, or None; got "
-                          f"{progress!r}", hint="pass memclaim.cli.progress.progress_bar() for a console bar, your own "
-                                                "function, or None")
+        raise DomainError(
+            f"progress must be a callback taking a memclaim.progress.ProgressEvent, or None; got "
+            f"{progress!r}",
+            hint="pass memclaim.cli.progress.progress_bar() for a console bar, your own "
+            "function, or None",
+        )
     t0 = time.perf_counter()
     # option domains fail before the store is touched
-    runtime = Runtime.coerce(runtime, **{k: v for k, v in rt_kw.items() if not (k == "backend" and v is None)})
+    runtime = Runtime.coerce(
+        runtime, **{k: v for k, v in rt_kw.items() if not (k == "backend" and v is None)}
+    )
     procedure = _run_procedure(window_set, procedure, proc_kw)
     policies = parse_policies(procedure.policies)
     prompt_rule = PromptRule.of(procedure.prompt)
@@ -620,41 +790,73 @@ def run_scoring(model: LoadedModel, window_set: WindowSet, procedure: Procedure 
     unit_size = runtime.unit_size
     stats = run.stats
     backend = None
-    if not (isinstance(runtime.backend, BackendSpec) and runtime.backend.kind == "local"
-            and not runtime.backend.given()):
+    if not (
+        isinstance(runtime.backend, BackendSpec)
+        and runtime.backend.kind == "local"
+        and not runtime.backend.given()
+    ):
         backend = make_backend(model, policies, runtime, log=run.log)  # a ready object: checked
     if stats is None and backend is not None:
         stats = default_stats(backend)  # a served model: every statistic its answers give
-    procedure = procedure.bind(model, device_class=None if backend is None else backend.device_class)
+    procedure = procedure.bind(
+        model, device_class=None if backend is None else backend.device_class
+    )
     if backend is not None:
         procedure = described(procedure, describe_model_of(backend))
         # a backend that cannot score this procedure says why, before the store is touched
         why = backend.supports(procedure, run_stats(stats))
         if why:
-            raise InputError(f"the {backend.name!r} backend cannot score this procedure: {why}",
-                             hint="drop what it cannot compute, or use another backend (--backend local scores "
-                                  "every procedure; docs/served.md)")
+            raise InputError(
+                f"the {backend.name!r} backend cannot score this procedure: {why}",
+                hint="drop what it cannot compute, or use another backend (--backend local scores "
+                "every procedure; docs/served.md)",
+            )
     # every window's (prompt, target) items before the store is touched: a template that cuts a
     # token in two, an empty prompt or a window longer than the context is refused first; one
     # streaming pass that keeps only keys and lengths (a book's windows are made on demand)
     index = index_windows(model, window_set, prompt_rule)
-    if backend is None and not getattr(model, "weights_loaded", True) and _work_left(
-            out_dir, procedure, model, index, unit_size=unit_size, needs=run_stats(stats).spec):
+    if (
+        backend is None
+        and not getattr(model, "weights_loaded", True)
+        and _work_left(
+            out_dir, procedure, model, index, unit_size=unit_size, needs=run_stats(stats).spec
+        )
+    ):
         # the weights load (and a folder whose weights do not match its config is refused:
         # models.loader.check_loading_info) before the store is touched
         _ = model.lm
     root = Path(out_dir)
-    made = _first_missing(root)  # the first folder of out_dir's path this run creates (None: it exists)
+    made = _first_missing(
+        root
+    )  # the first folder of out_dir's path this run creates (None: it exists)
     fresh = made is not None or (root.is_dir() and not any(root.iterdir()))
     store = ScoreStore(out_dir)
     try:
         with contextlib.ExitStack() as held:
-            held.enter_context(store.writer())  # shared with other writers; alone, it first clears dead writers' temps
-            return _run_locked(store, held, model, procedure, index, window_set,
-                               t0=t0, policies=policies, label=run.label, inputs=run.inputs,
-                               batch_size=runtime.batch_size, unit_size=unit_size, progress=progress,
-                               backend=backend, skipped_empty=run.skipped_empty, near_verbatim=near_verbatim,
-                               log=run.log, stats=stats, prompt_rule=prompt_rule)
+            held.enter_context(
+                store.writer()
+            )  # shared with other writers; alone, it first clears dead writers' temps
+            return _run_locked(
+                store,
+                held,
+                model,
+                procedure,
+                index,
+                window_set,
+                t0=t0,
+                policies=policies,
+                label=run.label,
+                inputs=run.inputs,
+                batch_size=runtime.batch_size,
+                unit_size=unit_size,
+                progress=progress,
+                backend=backend,
+                skipped_empty=run.skipped_empty,
+                near_verbatim=near_verbatim,
+                log=run.log,
+                stats=stats,
+                prompt_rule=prompt_rule,
+            )
     except Exception:
         if fresh:
             _remove_unused_store(store, made)
@@ -696,7 +898,9 @@ def _remove_unused_store(store: ScoreStore, made: Path | None) -> None:
         pass  # best effort: what is left is a store that a later run resumes
 
 
-def _work_left(out_dir, procedure: Procedure, model, index: WindowIndex, *, unit_size: int, needs: str) -> bool:
+def _work_left(
+    out_dir, procedure: Procedure, model, index: WindowIndex, *, unit_size: int, needs: str
+) -> bool:
     """Whether a run would score anything: read-only, from the store's manifest as it is (no
     store, or one that cannot be read: yes; the run itself then says why). A run whose units are
     all stored loads no weights."""
@@ -709,10 +913,16 @@ def _work_left(out_dir, procedure: Procedure, model, index: WindowIndex, *, unit
         return True
     key = procedure.key
     if key not in store.manifest["procedures"]:
-        legacy = (tuple(model.legacy_fingerprints()) if store.has_legacy_procedures()
-                  and hasattr(model, "legacy_fingerprints") else ())
+        legacy = (
+            tuple(model.legacy_fingerprints())
+            if store.has_legacy_procedures() and hasattr(model, "legacy_fingerprints")
+            else ()
+        )
         key = store.find_procedure(procedure, legacy) or key
-    return any(not store.unit_done(key, u.unit_id, needs=needs) for u in index.units(key, unit_size=unit_size))
+    return any(
+        not store.unit_done(key, u.unit_id, needs=needs)
+        for u in index.units(key, unit_size=unit_size)
+    )
 
 
 def _windows_of(index: WindowIndex, window_set, key: str) -> str:
@@ -724,7 +934,11 @@ def _windows_of(index: WindowIndex, window_set, key: str) -> str:
     if not len(ws):
         return f"item {key[:12]}"
     first = window_set.windows[int(ws[0])].window_id
-    more = f" (and {len(ws) - 1} other window{'s' if len(ws) > 2 else ''} with the same text)" if len(ws) > 1 else ""
+    more = (
+        f" (and {len(ws) - 1} other window{'s' if len(ws) > 2 else ''} with the same text)"
+        if len(ws) > 1
+        else ""
+    )
     return f"window {first!r}{more}"
 
 
@@ -759,7 +973,9 @@ WINDOW_BATCH = 4096  # windows per Parquet row group of windows.parquet and scor
 # per-window columns a served run adds (memclaim.scoring.served.backend): whether log q is exact, and
 # its certified bounds; carried into scores.parquet like the near-verbatim columns
 SERVED_COLUMNS = ("logq_exact:", "logq_lower:", "logq_upper:")
-MANIFEST_EVERY_SECONDS = 2.0  # unit files are adopted after a kill: the manifest need not follow each unit
+MANIFEST_EVERY_SECONDS = (
+    2.0  # unit files are adopted after a kill: the manifest need not follow each unit
+)
 
 
 def _window_ids(window_set):
@@ -778,43 +994,82 @@ def _window_batches(window_set, index: WindowIndex, label: str):
     W = len(window_set)
     windows = window_set.windows
     for a in range(0, W, WINDOW_BATCH):
-        ws = windows[a:min(W, a + WINDOW_BATCH)]
+        ws = windows[a : min(W, a + WINDOW_BATCH)]
         keys = [index.window_keys(a + i) for i in range(len(ws))]
         targets = [[list(t) for _, t in index.items_of(w)] for w in ws]
         yield _windows_table(ws, keys, label, targets)
 
 
-def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *, t0, policies, label,
-                inputs, batch_size, unit_size, progress, backend, skipped_empty, near_verbatim, log,
-                stats=None, prompt_rule=None) -> RunSummary:
+def _run_locked(
+    store,
+    held,
+    model,
+    procedure,
+    index: WindowIndex,
+    window_set,
+    *,
+    t0,
+    policies,
+    label,
+    inputs,
+    batch_size,
+    unit_size,
+    progress,
+    backend,
+    skipped_empty,
+    near_verbatim,
+    log,
+    stats=None,
+    prompt_rule=None,
+) -> RunSummary:
     known_procedures = set(store.manifest["procedures"])
     pkey = store_procedure_key(store, procedure, model)
     units = index.units(pkey, unit_size=unit_size)
     run_id = _run_id(pkey, label, units, window_set)
     # a run this command starts and that fails before its first unit is stored is taken back
     # (store.forget_run): the store is left as it was, with no unfinished run nobody asked for
-    new_run = run_id not in store.manifest["runs"] and not (store.run_dir(run_id) / "run.json").exists()
+    new_run = (
+        run_id not in store.manifest["runs"] and not (store.run_dir(run_id) / "run.json").exists()
+    )
     scored = 0
     try:
-        run = {"run_id": run_id, "label": label, "procedure": pkey, "created": time.time(),
-               "n_windows": len(window_set), "n_items": index.n_items, "units": [u.unit_id for u in units],
-               "inputs": inputs or {}, "skipped_short": window_set.skipped_short,
-               "skipped_short_ids": list(window_set.skipped_ids)[:1000], "skipped_empty": skipped_empty,
-               "total_chars": window_set.total_chars, "batch_size": batch_size, "unit_size": unit_size,
-               "stats": run_stats(stats).spec, "environment": run_environment(model, procedure)}
+        run = {
+            "run_id": run_id,
+            "label": label,
+            "procedure": pkey,
+            "created": time.time(),
+            "n_windows": len(window_set),
+            "n_items": index.n_items,
+            "units": [u.unit_id for u in units],
+            "inputs": inputs or {},
+            "skipped_short": window_set.skipped_short,
+            "skipped_short_ids": list(window_set.skipped_ids)[:1000],
+            "skipped_empty": skipped_empty,
+            "total_chars": window_set.total_chars,
+            "batch_size": batch_size,
+            "unit_size": unit_size,
+            "stats": run_stats(stats).spec,
+            "environment": run_environment(model, procedure),
+        }
         if not held.enter_context(store.run_lock(run_id, blocking=False)):
             # two copies of one command: wait for the other, then score only what it left undone
             if log is not None:
-                log(f"another memclaim process is scoring run {run_id} into {str(store.root)!r}; waiting for it")
+                log(
+                    f"another memclaim process is scoring run {run_id} into {str(store.root)!r}; waiting for it"
+                )
             held.enter_context(store.run_lock(run_id))
             store.refresh()
-        store.remove_temps(store.run_dir(run_id))  # only the run lock's holder writes there: these are dead writers'
+        store.remove_temps(
+            store.run_dir(run_id)
+        )  # only the run lock's holder writes there: these are dead writers'
         store.write_run_batches(run_id, run, _window_batches(window_set, index, label))
         store.adopt_orphans(pkey, [u.unit_id for u in units])
         stat_set = run_stats(stats)
         needs = stat_set.spec
         for u in units:  # a unit re-scored with more statistics after the last manifest write
-            if u.unit_id in store.manifest["units"] and not store.unit_done(pkey, u.unit_id, needs=needs):
+            if u.unit_id in store.manifest["units"] and not store.unit_done(
+                pkey, u.unit_id, needs=needs
+            ):
                 store.refresh_unit(pkey, u.unit_id)
         # a unit stored with fewer statistics than this run needs (a census-only unit, for an audit)
         # is scored again, with these statistics, and its file replaced
@@ -828,17 +1083,32 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
         if near_verbatim and todo and log is not None:
             log(near_verbatim_cost_message(todo, near_verbatim, len(policies), model))
         if backend is None:
-            backend = LocalBackend(lambda: model.lm, policies, batch_size=batch_size, near_verbatim=near_verbatim,
-                                   stats=stat_set)
+            backend = LocalBackend(
+                lambda: model.lm,
+                policies,
+                batch_size=batch_size,
+                near_verbatim=near_verbatim,
+                stats=stat_set,
+            )
         total = sum(u.n_items for u in todo)
         # progress per batch (labelled: windows done/total, rate, ETA; units done/total for the
         # "re-run to resume (N of M units done)" note): extra "units_done" counts every unit stored
         # for this run (reused ones included), "units_total" the run's units
         # "items_reused": windows already in the store, so a resumed run counts the whole run's windows
         # as the units do (done = reused + scored this time, of all)
-        bar = Reporter(progress, stage="score", label=f"scoring {label}", total=total,
-                       extra={"run_id": run_id, "units": len(todo), "units_total": len(units), "units_done": reused,
-                              "items_reused": sum(u.n_items for u in units) - total})
+        bar = Reporter(
+            progress,
+            stage="score",
+            label=f"scoring {label}",
+            total=total,
+            extra={
+                "run_id": run_id,
+                "units": len(todo),
+                "units_total": len(units),
+                "units_done": reused,
+                "items_reused": sum(u.n_items for u in units) - total,
+            },
+        )
         scored = 0
         in_batches = [0]  # windows the backend reported by batch since its last unit (job.on_batch)
 
@@ -854,14 +1124,21 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
             for res in backend.run(todo, job):
                 if isinstance(res, UnitReceipt):
                     if not store.unit_path(pkey, res.unit_id).exists():
-                        raise StoreError(f"a worker reported unit {res.unit_id[:12]} written, but it is not in "
-                                         f"{str(store.root)!r}", hint="put the store on a filesystem every worker sees")
+                        raise StoreError(
+                            f"a worker reported unit {res.unit_id[:12]} written, but it is not in "
+                            f"{str(store.root)!r}",
+                            hint="put the store on a filesystem every worker sees",
+                        )
                     n_done = res.n_items
                 else:
                     store.write_unit(res, where=lambda key: _windows_of(index, window_set, key))
                     n_done = len(res.item_keys)
-                store.record_unit(pkey, res.unit_id, n_done,
-                                  stats=stat_set.spec if isinstance(res, UnitReceipt) else res.stats)
+                store.record_unit(
+                    pkey,
+                    res.unit_id,
+                    n_done,
+                    stats=stat_set.spec if isinstance(res, UnitReceipt) else res.stats,
+                )
                 scored += 1
                 bar.extra["units_done"] = reused + scored  # the final event says it too
                 # the unit file is on disk (atomic): a killed run adopts it, so the manifest is
@@ -870,7 +1147,9 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
                     store.write_manifest()
                     last_manifest = time.perf_counter()
                 rest, in_batches[0] = n_done - in_batches[0], 0
-                if rest > 0:  # a backend that reports per unit (or a unit it did not report by batch)
+                if (
+                    rest > 0
+                ):  # a backend that reports per unit (or a unit it did not report by batch)
                     bar.advance(rest, units_done=reused + scored)
                 else:
                     bar.update(bar.done, units_done=reused + scored)
@@ -884,23 +1163,40 @@ def _run_locked(store, held, model, procedure, index: WindowIndex, window_set, *
         drift = None
         if scored and isinstance(backend, LocalBackend):
             drift = numerics_drift(model, todo, policies)
-        return RunSummary(store=str(store.root), run_id=run_id, procedure_key=pkey, n_windows=len(window_set),
-                          n_items=index.n_items, n_units=len(units), units_scored=scored, units_reused=reused,
-                          skipped_short=window_set.skipped_short, skipped_empty=skipped_empty,
-                          seconds=time.perf_counter() - t0,
-                          windows_per_second=(n_scored_items / elapsed_scoring) if n_scored_items else 0.0,
-                          model_loaded=bool(getattr(model, "weights_loaded", True) or backend.weights_loaded),
-                          near_ties=near, backend=backend.name, backend_stats=backend.stats(),
-                          device=str(run["environment"].get("device", "cpu")), dtype=str(model.dtype),
-                          device_class=procedure.device_class, numerics_drift=drift)
+        return RunSummary(
+            store=str(store.root),
+            run_id=run_id,
+            procedure_key=pkey,
+            n_windows=len(window_set),
+            n_items=index.n_items,
+            n_units=len(units),
+            units_scored=scored,
+            units_reused=reused,
+            skipped_short=window_set.skipped_short,
+            skipped_empty=skipped_empty,
+            seconds=time.perf_counter() - t0,
+            windows_per_second=(n_scored_items / elapsed_scoring) if n_scored_items else 0.0,
+            model_loaded=bool(getattr(model, "weights_loaded", True) or backend.weights_loaded),
+            near_ties=near,
+            backend=backend.name,
+            backend_stats=backend.stats(),
+            device=str(run["environment"].get("device", "cpu")),
+            dtype=str(model.dtype),
+            device_class=procedure.device_class,
+            numerics_drift=drift,
+        )
     except Exception:
         if new_run and scored == 0:
             store.forget_run(run_id, procedure_key=None if pkey in known_procedures else pkey)
         raise
 
 
-_PER_TOKEN = (("token_logprob", "token_logprob"), ("token_mean", "token_moments"), ("token_std", "token_moments"),
-              ("token_rank", "rank"))
+_PER_TOKEN = (
+    ("token_logprob", "token_logprob"),
+    ("token_mean", "token_moments"),
+    ("token_std", "token_moments"),
+    ("token_rank", "rank"),
+)
 
 
 def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = None) -> int:
@@ -926,22 +1222,31 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
     run = store.read_run(run_id)
     pkey = run["procedure"]
     store.check_procedure(pkey)
-    store.check_file(store.run_dir(run_id) / "windows.parquet", run.get("windows_sha256"),
-                     f"windows.parquet of run {run_id}")
+    store.check_file(
+        store.run_dir(run_id) / "windows.parquet",
+        run.get("windows_sha256"),
+        f"windows.parquet of run {run_id}",
+    )
     proc = store.procedure(pkey)
     policies = proc["policies"]
-    agg = (proc["prompt"].get("aggregate") or "max")
+    agg = proc["prompt"].get("aggregate") or "max"
     held = stat_names(run.get("stats"))  # a run recorded before statistic sets: all of them
     # pre_buffer=False: with Arrow's default read-ahead, iterating a file's row groups keeps the
     # buffers of every group read so far (measured: +135 MB of RSS over a 16x book's windows.parquet,
     # flat without it; benchmarks/bench_book.py)
     wfile = pq.ParquetFile(store.run_dir(run_id) / "windows.parquet", pre_buffer=False)
-    if index is not None:  # the run's own index: the distinct items (16-byte keys) and each window's
+    if (
+        index is not None
+    ):  # the run's own index: the distinct items (16-byte keys) and each window's
         uniq, inverse = index.uniq, index.inverse
         W, n_prompts = inverse.shape
     else:
-        wk = [np.asarray([[bytes.fromhex(k) for k in ks] for ks in b.column(0).to_pylist()], dtype="S16")
-              for b in wfile.iter_batches(batch_size=WINDOW_BATCH, columns=["item_keys"])]
+        wk = [
+            np.asarray(
+                [[bytes.fromhex(k) for k in ks] for ks in b.column(0).to_pylist()], dtype="S16"
+            )
+            for b in wfile.iter_batches(batch_size=WINDOW_BATCH, columns=["item_keys"])
+        ]
         wkeys = np.concatenate(wk) if wk else np.empty((0, 1), "S16")  # [W, n_prompts]
         W, n_prompts = wkeys.shape if wkeys.ndim == 2 else (0, 1)
         uniq, inverse = np.unique(wkeys.reshape(-1), return_inverse=True)
@@ -953,23 +1258,37 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
     greedy = np.zeros(n, bool)
     margin = np.full(n, np.nan)
     nv: dict[str, np.ndarray] = {}
-    per_token = ([name for name, stat in _PER_TOKEN if stat in held] + [f"token_logq:{p}" for p in policies]
-                 if n_prompts == 1 else [])
+    per_token = (
+        [name for name, stat in _PER_TOKEN if stat in held] + [f"token_logq:{p}" for p in policies]
+        if n_prompts == 1
+        else []
+    )
     offset = np.zeros(n, np.int64)  # byte offset of each item's [n_cols, S] float64 block
     seen = np.zeros(n, bool)
-    fd, scratch = tempfile.mkstemp(prefix=".scores-scratch.", suffix=".tmp", dir=store.run_dir(run_id))
+    fd, scratch = tempfile.mkstemp(
+        prefix=".scores-scratch.", suffix=".tmp", dir=store.run_dir(run_id)
+    )
     try:
         with os.fdopen(fd, "r+b", buffering=0) as fh:
             pos = 0
             for uid in run["units"]:
                 path = store.unit_path(pkey, uid)
                 if not path.exists():
-                    raise StoreError(f"unit {uid[:12]} is missing from {str(store.root)!r}",
-                                     hint="re-run the scoring command to finish the run")
-                store.check_unit(pkey, uid)  # scores are rebuilt only from the units memclaim sealed
-                t = read_parquet(path, fix=f"delete {str(path)!r} and re-run the scoring command: the unit is "
-                                           "scored again")
-                keys = np.asarray([bytes.fromhex(k) for k in t.column("item_key").to_pylist()], dtype="S16")
+                    raise StoreError(
+                        f"unit {uid[:12]} is missing from {str(store.root)!r}",
+                        hint="re-run the scoring command to finish the run",
+                    )
+                store.check_unit(
+                    pkey, uid
+                )  # scores are rebuilt only from the units memclaim sealed
+                t = read_parquet(
+                    path,
+                    fix=f"delete {str(path)!r} and re-run the scoring command: the unit is "
+                    "scored again",
+                )
+                keys = np.asarray(
+                    [bytes.fromhex(k) for k in t.column("item_key").to_pylist()], dtype="S16"
+                )
                 at = np.searchsorted(uniq, keys)
                 at = np.minimum(at, max(0, n - 1))
                 mine = uniq[at] == keys if n else np.zeros(len(keys), bool)
@@ -983,7 +1302,9 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
                 greedy[at] = t.column("greedy_match").to_numpy(zero_copy_only=False)[rows]
                 margin[at] = t.column("min_margin").to_numpy()[rows]
                 for name in t.column_names:
-                    if name.startswith(("nv_logq:", "nv_exact:", "nv_found:", "nv_forward_rows:") + SERVED_COLUMNS):
+                    if name.startswith(
+                        ("nv_logq:", "nv_exact:", "nv_found:", "nv_forward_rows:") + SERVED_COLUMNS
+                    ):
                         v = t.column(name).to_numpy(zero_copy_only=False)
                         if name not in nv:
                             nv[name] = np.zeros(n, dtype=v.dtype)
@@ -991,30 +1312,49 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
                 if per_token:
                     missing = [c for c in per_token if c not in t.column_names]
                     if missing:
-                        raise StoreError(f"unit {uid[:12]} lacks {missing} (scored with fewer statistics than run "
-                                         f"{run_id} records)", hint="re-run the scoring command: it scores the unit "
-                                                                   "again with every statistic the run needs")
+                        raise StoreError(
+                            f"unit {uid[:12]} lacks {missing} (scored with fewer statistics than run "
+                            f"{run_id} records)",
+                            hint="re-run the scoring command: it scores the unit "
+                            "again with every statistic the run needs",
+                        )
                     S = int(t.column("suffix_len")[0].as_py())
-                    block = np.stack([t.column(c).combine_chunks().flatten().to_numpy(zero_copy_only=False)
-                                      .astype(np.float64).reshape(len(keys), S) for c in per_token], axis=1)
+                    block = np.stack(
+                        [
+                            t.column(c)
+                            .combine_chunks()
+                            .flatten()
+                            .to_numpy(zero_copy_only=False)
+                            .astype(np.float64)
+                            .reshape(len(keys), S)
+                            for c in per_token
+                        ],
+                        axis=1,
+                    )
                     block = np.ascontiguousarray(block[rows])  # [rows, n_cols, S]
                     offset[at] = pos + np.arange(len(rows)) * block[0].nbytes
                     fh.write(block.tobytes())
                     pos += block.nbytes
         if n and not seen.all():
             k = uniq[np.flatnonzero(~seen)[0]].ljust(16, b"\0").hex()
-            raise StoreError(f"item {k[:12]} of run {run_id} is in none of its units",
-                             hint="re-run the scoring command to finish the run")
+            raise StoreError(
+                f"item {k[:12]} of run {run_id} is in none of its units",
+                hint="re-run the scoring command to finish the run",
+            )
         meta = {"run_id": run_id, "procedure": pkey, "policies": policies, "aggregate": agg}
         near = 0
         ncols = len(per_token)
-        with open(scratch, "rb") as sf, store.parquet_writer(
+        with (
+            open(scratch, "rb") as sf,
+            store.parquet_writer(
                 store.run_dir(run_id) / "scores.parquet",
-                before_replace=lambda digest: store.seal_scores(run_id, digest)) as write:
+                before_replace=lambda digest: store.seal_scores(run_id, digest),
+            ) as write,
+        ):
             a = 0
             for batch in wfile.iter_batches(batch_size=WINDOW_BATCH):
                 tb = pa.Table.from_batches([batch])
-                idx = inverse[a:a + tb.num_rows]  # [w, n_prompts] item of each window and prompt
+                idx = inverse[a : a + tb.num_rows]  # [w, n_prompts] item of each window and prompt
                 a += tb.num_rows
                 cols = {name: tb.column(name) for name in tb.column_names if name != "item_keys"}
                 # target tokens scored under each prompt: a template's target is tokenized after
@@ -1022,14 +1362,18 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
                 # Eq. 15 aggregates log q of the same text over prompts whatever the token counts)
                 cols["target_tokens"] = pa.array(suffix_len[idx].tolist(), pa.list_(pa.int64()))
                 for spec in policies:
-                    cols[f"logq:{spec}"] = pa.array(aggregate_logq(logq[spec][idx], agg, axis=1), pa.float64())
+                    cols[f"logq:{spec}"] = pa.array(
+                        aggregate_logq(logq[spec][idx], agg, axis=1), pa.float64()
+                    )
                 mm = margin[idx].min(axis=1)
                 cols["greedy_match"] = pa.array(greedy[idx].any(axis=1))
                 cols["min_margin"] = pa.array(mm, pa.float64())
                 cols["near_tie"] = pa.array(mm < NEAR_TIE_MARGIN)
                 near += int(np.count_nonzero(mm < NEAR_TIE_MARGIN))
                 for name, v in nv.items():
-                    if name.startswith(("nv_logq:", "logq_lower:", "logq_upper:")):  # bounds aggregate as log q
+                    if name.startswith(
+                        ("nv_logq:", "logq_lower:", "logq_upper:")
+                    ):  # bounds aggregate as log q
                         cols[name] = pa.array(aggregate_logq(v[idx], agg, axis=1), pa.float64())
                     elif name.startswith(("nv_exact:", "logq_exact:")):
                         cols[name] = pa.array(v[idx].all(axis=1))
@@ -1038,16 +1382,28 @@ def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = No
                 if per_token:
                     items = idx[:, 0]
                     S = suffix_len[items]
-                    blocks = [np.frombuffer(os.pread(sf.fileno(), ncols * int(s_) * 8, int(o)), dtype=np.float64)
-                              .reshape(ncols, int(s_)) for o, s_ in zip(offset[items], S)]
+                    blocks = [
+                        np.frombuffer(
+                            os.pread(sf.fileno(), ncols * int(s_) * 8, int(o)), dtype=np.float64
+                        ).reshape(ncols, int(s_))
+                        for o, s_ in zip(offset[items], S)
+                    ]
                     offs = pa.array(np.concatenate([[0], np.cumsum(S)]).astype(np.int32))
                     for c, name in enumerate(per_token):
                         flat = np.concatenate([b[c] for b in blocks]) if blocks else np.zeros(0)
-                        vals = pa.array(flat.astype(np.int64)) if name == "token_rank" else pa.array(flat)
+                        vals = (
+                            pa.array(flat.astype(np.int64))
+                            if name == "token_rank"
+                            else pa.array(flat)
+                        )
                         cols[name] = pa.ListArray.from_arrays(offs, vals)
-                table = pa.table(cols).replace_schema_metadata({b"memclaim": json.dumps(meta).encode()})
+                table = pa.table(cols).replace_schema_metadata(
+                    {b"memclaim": json.dumps(meta).encode()}
+                )
                 write(table)
-        store.scores_sealed(run_id)  # the new scores.parquet is in place: its sha256 alone is recorded
+        store.scores_sealed(
+            run_id
+        )  # the new scores.parquet is in place: its sha256 alone is recorded
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(scratch)

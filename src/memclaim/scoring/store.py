@@ -38,6 +38,7 @@ windows file is checked before scores.parquet is rebuilt from it. A store of sch
 sealed as it is on its first write by this version; until then (and for what it held before)
 only the agreements are checked.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -47,9 +48,10 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -73,7 +75,9 @@ _TEMP_NAME = re.compile(r"^\..+\.tmp$")
 
 
 # What a store folder holds at its top (see the layout above) besides memclaim's temporary files.
-STORE_ENTRIES = frozenset(("manifest.json", "units", "procedures", "runs", MANIFEST_LOCK, WRITERS_LOCK))
+STORE_ENTRIES = frozenset(
+    ("manifest.json", "units", "procedures", "runs", MANIFEST_LOCK, WRITERS_LOCK)
+)
 
 
 def foreign_entries(root: str | os.PathLike) -> list[str]:
@@ -100,8 +104,13 @@ def foreign_entries(root: str | os.PathLike) -> list[str]:
         except (OSError, ValueError):
             return ["manifest.json"]
         return [] if isinstance(m, dict) and "schema_version" in m else ["manifest.json"]
-    return sorted(e.name for e in root.iterdir() if e.name not in STORE_ENTRIES and not (
-        _TEMP_NAME.match(e.name) and e.name.startswith(".manifest.json.")) and not e.name.startswith(".ray-probe-"))
+    return sorted(
+        e.name
+        for e in root.iterdir()
+        if e.name not in STORE_ENTRIES
+        and not (_TEMP_NAME.match(e.name) and e.name.startswith(".manifest.json."))
+        and not e.name.startswith(".ray-probe-")
+    )
 
 
 def _pa():
@@ -123,7 +132,9 @@ def _disk_error(exc: OSError, what: str, root: Path) -> StoreError:
             "finished before this one",
             hint="free some space and re-run the same command: it resumes where it stopped",
         )
-    return StoreError(f"cannot write {what} in {str(root)!r}: {exc}", hint="check permissions and free space")
+    return StoreError(
+        f"cannot write {what} in {str(root)!r}: {exc}", hint="check permissions and free space"
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -136,7 +147,9 @@ class UnitResult:
     item_keys: tuple[str, ...]
     prompt_len: tuple[int, ...]
     scores: object  # memclaim.scoring.engine.BatchScores, concatenated over the unit
-    extra: dict = field(default_factory=dict)  # further per-item columns (e.g. near-verbatim bounds)
+    extra: dict = field(
+        default_factory=dict
+    )  # further per-item columns (e.g. near-verbatim bounds)
     # the statistics the unit holds (memclaim.scoring.engine.StatSet.spec); None: every statistic
     stats: str | None = None
 
@@ -144,7 +157,9 @@ class UnitResult:
 # Every statistic the engine computes (memclaim.scoring.engine.STAT_NAMES; repeated here so the
 # store needs no torch). A unit written before statistic sets existed (no "stats" in its
 # metadata or manifest entry) holds all of them.
-ALL_STAT_NAMES = frozenset(("policy_logq", "greedy", "margin", "token_logprob", "token_moments", "rank"))
+ALL_STAT_NAMES = frozenset(
+    ("policy_logq", "greedy", "margin", "token_logprob", "token_moments", "rank")
+)
 
 
 def stat_names(spec: str | None) -> frozenset[str]:
@@ -216,14 +231,20 @@ def first_out_of_domain(res: UnitResult) -> tuple[str, int, float] | None:
             for j, spec in enumerate(res.policies):
                 col = a[:, j]
                 exact = res.extra.get(f"logq_exact:{spec}")
-                if exact is not None and f == "logq":  # a served model's bounds-only windows hold NaN
+                if (
+                    exact is not None and f == "logq"
+                ):  # a served model's bounds-only windows hold NaN
                     # by design: their value lives in logq_lower/logq_upper (checked below) and is never
                     # tested as exact
                     col = np.where(np.asarray(exact, bool), col, -np.inf)
-                elif exact is not None:  # per token, a served window may be exact as a whole (a token
+                elif (
+                    exact is not None
+                ):  # per token, a served window may be exact as a whole (a token
                     # surely outside the nucleus: -inf) while later tokens' values are not fixed (NaN)
                     col = np.where(np.isnan(col), -np.inf, col)
-                checks.append((f"{'logq' if f == 'logq' else 'token_logq'}:{spec}", col, nan_or_pinf))
+                checks.append(
+                    (f"{'logq' if f == 'logq' else 'token_logq'}:{spec}", col, nan_or_pinf)
+                )
         else:
             checks.append((f, a, nan_or_pinf))
     for f in _FLOAT_FIELDS:
@@ -241,7 +262,9 @@ def first_out_of_domain(res: UnitResult) -> tuple[str, int, float] | None:
     return None
 
 
-def run_id_of(procedure_key: str, label: str, unit_ids: Iterable[str], window_ids: Iterable[str]) -> str:
+def run_id_of(
+    procedure_key: str, label: str, unit_ids: Iterable[str], window_ids: Iterable[str]
+) -> str:
     """A run's id: sha256(procedure key | label | unit ids | window ids)[:16], hashed as it
     streams (the same bytes as one string joined in memory, so run ids are those of every
     earlier version). It ties the label to what was scored: a label moved to another run's
@@ -257,29 +280,38 @@ def run_id_of(procedure_key: str, label: str, unit_ids: Iterable[str], window_id
     h.update(",".join(unit_ids).encode())
     h.update(b"|")
     for i, wid in enumerate(window_ids):
-        h.update(((',' if i else '') + wid).encode())
+        h.update((("," if i else "") + wid).encode())
     return h.hexdigest()[:16]
 
 
 def _edited(what: str, detail: str) -> StoreError:
-    return StoreError(f"{what} {detail}: the store was changed after memclaim wrote it (edited by hand?), so its "
-                      "labels, procedures and scores cannot be trusted together",
-                      hint="restore the store from a copy, or score again into a new --out folder (re-running the "
-                           "same scoring command rewrites a run's scores.parquet from its checked unit files)")
+    return StoreError(
+        f"{what} {detail}: the store was changed after memclaim wrote it (edited by hand?), so its "
+        "labels, procedures and scores cannot be trusted together",
+        hint="restore the store from a copy, or score again into a new --out folder (re-running the "
+        "same scoring command rewrites a run's scores.parquet from its checked unit files)",
+    )
 
 
 def _read_json(path: Path) -> dict:
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise StoreError(f"{str(path)!r} is unreadable: {exc}",
-                         hint="the store is damaged there; restore the file, or score into a new folder") from None
+        raise StoreError(
+            f"{str(path)!r} is unreadable: {exc}",
+            hint="the store is damaged there; restore the file, or score into a new folder",
+        ) from None
     if not isinstance(d, dict):
-        raise StoreError(f"{str(path)!r} is not a JSON object", hint="restore the file, or score into a new folder")
+        raise StoreError(
+            f"{str(path)!r} is not a JSON object",
+            hint="restore the file, or score into a new folder",
+        )
     return d
 
 
-def read_parquet(path: Path, *, fix: str = "re-run the scoring command to write it again") -> pa.Table:
+def read_parquet(
+    path: Path, *, fix: str = "re-run the scoring command to write it again"
+) -> pa.Table:
     """A Parquet file of the store; a damaged one (truncated, bit rot) is a StoreError naming it.
 
     >>> import tempfile
@@ -300,13 +332,18 @@ class ScoreStore:
     def __init__(self, root: str | os.PathLike, *, create: bool = True):
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
-            raise StoreError(f"store path {str(self.root)!r} exists and is not a folder",
-                             hint="pass a folder for --out")
+            raise StoreError(
+                f"store path {str(self.root)!r} exists and is not a folder",
+                hint="pass a folder for --out",
+            )
         if create and (foreign := foreign_entries(self.root)):
             # never write (or sweep temporary files) in a folder memclaim did not make
-            raise StoreError(f"{str(self.root)!r} is not a memclaim score store and not empty: it holds "
-                             f"{_shown(foreign)}", hint="choose a new or empty folder for --out, or the --out folder "
-                                                         "of an earlier memclaim run")
+            raise StoreError(
+                f"{str(self.root)!r} is not a memclaim score store and not empty: it holds "
+                f"{_shown(foreign)}",
+                hint="choose a new or empty folder for --out, or the --out folder "
+                "of an earlier memclaim run",
+            )
         if create:
             try:
                 (self.root / "units").mkdir(parents=True, exist_ok=True)
@@ -315,8 +352,10 @@ class ScoreStore:
             except OSError as exc:
                 raise _disk_error(exc, "the store folders", self.root) from None
         elif not (self.root / "manifest.json").exists() and not (self.root / "units").exists():
-            raise StoreError(f"{str(self.root)!r} is not a memclaim score store (no manifest.json)",
-                             hint="pass the --out folder of a `memclaim score` run")
+            raise StoreError(
+                f"{str(self.root)!r} is not a memclaim score store (no manifest.json)",
+                hint="pass the --out folder of a `memclaim score` run",
+            )
         self._manifest = self._read_manifest()
         self._synced = copy.deepcopy(self._manifest)  # the manifest as last read or written
         self._written: dict[str, str] = {}  # unit id -> sha256 of the file this process just wrote
@@ -329,15 +368,21 @@ class ScoreStore:
         try:
             m = json.loads(p.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise StoreError(f"manifest {str(p)!r} is unreadable: {exc}",
-                             hint="restore it, or delete it: unit files are re-adopted on the next run") from None
+            raise StoreError(
+                f"manifest {str(p)!r} is unreadable: {exc}",
+                hint="restore it, or delete it: unit files are re-adopted on the next run",
+            ) from None
         except OSError as exc:
-            raise StoreError(f"cannot read {str(p)!r}: {exc}", hint="check the store's permissions") from None
+            raise StoreError(
+                f"cannot read {str(p)!r}: {exc}", hint="check the store's permissions"
+            ) from None
         if not isinstance(m, dict) or m.get("schema_version") not in READABLE_SCHEMAS:
             got = m.get("schema_version") if isinstance(m, dict) else type(m).__name__
             readable = ", ".join(map(str, READABLE_SCHEMAS))
-            raise StoreError(f"store schema {got!r} is not one this memclaim reads ({readable})",
-                             hint="use the memclaim version that wrote it, or re-score into a new folder")
+            raise StoreError(
+                f"store schema {got!r} is not one this memclaim reads ({readable})",
+                hint="use the memclaim version that wrote it, or re-score into a new folder",
+            )
         for k in _SECTIONS:
             m.setdefault(k, {})
         return m
@@ -360,7 +405,11 @@ class ScoreStore:
         merged = {**disk, **{k: v for k, v in self._manifest.items() if k not in _SECTIONS}}
         for k in _SECTIONS:
             seen = self._synced.get(k, {})
-            mine = {key: v for key, v in self._manifest.get(k, {}).items() if seen.get(key, _UNSEEN) != v}
+            mine = {
+                key: v
+                for key, v in self._manifest.get(k, {}).items()
+                if seen.get(key, _UNSEEN) != v
+            }
             merged[k] = {**disk.get(k, {}), **mine}
         return merged
 
@@ -376,7 +425,9 @@ class ScoreStore:
             self._seal(merged)  # a store written before seals: sealed as it is (schema 3)
             merged["schema_version"] = SCHEMA_VERSION
             try:
-                atomic_write_text(self.root / "manifest.json", json.dumps(merged, indent=1, sort_keys=True))
+                atomic_write_text(
+                    self.root / "manifest.json", json.dumps(merged, indent=1, sort_keys=True)
+                )
             except OSError as exc:
                 raise _disk_error(exc, "manifest.json", self.root) from None
             self._synced_to(merged)
@@ -415,16 +466,24 @@ class ScoreStore:
             merged = self._merged_with_disk()
             merged["runs"].pop(run_id, None)
             self._manifest["runs"].pop(run_id, None)
-            unused = procedure_key is not None and not any(
-                (r or {}).get("procedure") == procedure_key for r in merged["runs"].values()) and not any(
-                (u or {}).get("procedure") == procedure_key for u in merged["units"].values())
+            unused = (
+                procedure_key is not None
+                and not any(
+                    (r or {}).get("procedure") == procedure_key for r in merged["runs"].values()
+                )
+                and not any(
+                    (u or {}).get("procedure") == procedure_key for u in merged["units"].values()
+                )
+            )
             if unused:
                 merged["procedures"].pop(procedure_key, None)
                 self._manifest["procedures"].pop(procedure_key, None)
                 merged["procedure_files"].pop(procedure_key, None)
                 self._manifest["procedure_files"].pop(procedure_key, None)
             try:
-                atomic_write_text(self.root / "manifest.json", json.dumps(merged, indent=1, sort_keys=True))
+                atomic_write_text(
+                    self.root / "manifest.json", json.dumps(merged, indent=1, sort_keys=True)
+                )
             except OSError as exc:
                 raise _disk_error(exc, "manifest.json", self.root) from None
             self._synced_to(merged)
@@ -459,7 +518,9 @@ class ScoreStore:
     def remove_stale_temps(self) -> int:
         """Delete temporary files of killed writers (``.*.tmp`` in the store's folders, and Ray
         probe files). Call only when no writer is live (holding ``.writers.lock`` exclusively)."""
-        n = self.remove_temps(self.root) + self.remove_temps(self.root, prefix=".ray-probe-", suffix="")
+        n = self.remove_temps(self.root) + self.remove_temps(
+            self.root, prefix=".ray-probe-", suffix=""
+        )
         for sub in ("procedures", "units", "runs"):
             base = self.root / sub
             if base.is_dir():
@@ -524,8 +585,12 @@ class ScoreStore:
         new = self._manifest.get("fingerprints", {}).get(model.get("fingerprint"))
         if not new or "fingerprint_scheme" in model:
             return rec
-        m = {**model, "fingerprint": new["fingerprint"], "fingerprint_scheme": new["scheme"],
-             "fingerprint_v1": model.get("fingerprint")}
+        m = {
+            **model,
+            "fingerprint": new["fingerprint"],
+            "fingerprint_scheme": new["scheme"],
+            "fingerprint_v1": model.get("fingerprint"),
+        }
         return {**rec, "model": m}
 
     def find_procedure(self, procedure, legacy_fingerprints: Iterable[str] = ()) -> str | None:
@@ -540,8 +605,13 @@ class ScoreStore:
         """
         d = procedure.to_dict()
         versions = [d["memclaim_version"]] + sorted(
-            {str(p.get("memclaim_version")) for p in self._manifest["procedures"].values()
-             if isinstance(p, dict) and p.get("memclaim_version")} - {d["memclaim_version"]})
+            {
+                str(p.get("memclaim_version"))
+                for p in self._manifest["procedures"].values()
+                if isinstance(p, dict) and p.get("memclaim_version")
+            }
+            - {d["memclaim_version"]}
+        )
         bare = {k: v for k, v in d["model"].items() if k != "fingerprint_scheme"}
         models = [d["model"]] + [dict(bare, fingerprint=fp) for fp in legacy_fingerprints]
         for i, model in enumerate(models):
@@ -549,7 +619,10 @@ class ScoreStore:
                 if i == 0 and j == 0:
                     continue  # the procedure itself
                 key = Procedure.from_dict({**d, "model": model, "memclaim_version": version}).key
-                if key in self._manifest["procedures"] or (self.root / "procedures" / f"{key}.json").exists():
+                if (
+                    key in self._manifest["procedures"]
+                    or (self.root / "procedures" / f"{key}.json").exists()
+                ):
                     return key
         return None
 
@@ -561,10 +634,16 @@ class ScoreStore:
 
     def learn_fingerprint(self, old: str, new: str, scheme: int) -> None:
         """Record that fingerprint ``old`` (scheme 1) and ``new`` name the same model folder."""
-        self._manifest.setdefault("fingerprints", {})[old] = {"fingerprint": new, "scheme": int(scheme)}
+        self._manifest.setdefault("fingerprints", {})[old] = {
+            "fingerprint": new,
+            "scheme": int(scheme),
+        }
 
     def has_legacy_procedures(self) -> bool:
-        return any("fingerprint_scheme" not in (p.get("model") or {}) for p in self._manifest["procedures"].values())
+        return any(
+            "fingerprint_scheme" not in (p.get("model") or {})
+            for p in self._manifest["procedures"].values()
+        )
 
     # ------------------------------------------------------------------ units
     def unit_path(self, procedure_key: str, unit_id: str) -> Path:
@@ -596,16 +675,21 @@ class ScoreStore:
             path = self.unit_path(procedure_key, uid)
             if uid not in self._manifest["units"] and path.exists():
                 if not path.is_file():
-                    raise StoreError(f"{str(path)!r} is in the way of unit {uid[:12]}: it is not a file memclaim wrote",
-                                     hint="move it out of the store and re-run; the unit is then scored again")
+                    raise StoreError(
+                        f"{str(path)!r} is in the way of unit {uid[:12]}: it is not a file memclaim wrote",
+                        hint="move it out of the store and re-run; the unit is then scored again",
+                    )
                 try:
                     meta = self._unit_meta(path)
-                    self._check_unit_body(path, meta)   # the data pages too, not only the footer
+                    self._check_unit_body(path, meta)  # the data pages too, not only the footer
                 except StoreError:
                     path.unlink()  # unreadable: score it again
                     continue
-                entry = {"procedure": procedure_key, "n_items": meta["n_items"],
-                         "sha256": sha256_file(self.unit_path(procedure_key, uid))}
+                entry = {
+                    "procedure": procedure_key,
+                    "n_items": meta["n_items"],
+                    "sha256": sha256_file(self.unit_path(procedure_key, uid)),
+                }
                 if meta.get("stats") is not None:
                     entry["stats"] = meta["stats"]
                 self._manifest["units"][uid] = entry
@@ -620,8 +704,10 @@ class ScoreStore:
             meta = self._unit_meta(path)
         except StoreError:
             return
-        entry = dict(self._manifest["units"].get(unit_id) or {"procedure": procedure_key,
-                                                                "n_items": meta["n_items"]})
+        entry = dict(
+            self._manifest["units"].get(unit_id)
+            or {"procedure": procedure_key, "n_items": meta["n_items"]}
+        )
         entry.pop("stats", None)
         if meta.get("stats") is not None:
             entry["stats"] = meta["stats"]
@@ -641,7 +727,9 @@ class ScoreStore:
         """Read every page of a unit file: StoreError unless it decodes to ``meta['n_items']`` rows."""
         rows = read_parquet(path).num_rows
         if rows != meta.get("n_items"):
-            raise StoreError(f"unit file {str(path)!r} holds {rows} rows, its metadata says {meta.get('n_items')}")
+            raise StoreError(
+                f"unit file {str(path)!r} holds {rows} rows, its metadata says {meta.get('n_items')}"
+            )
 
     def write_unit(self, res: UnitResult, *, where: Callable[[str], str] | None = None) -> Path:
         """Serialize one unit to Parquet and rename it into place (atomic). A unit holding a
@@ -656,11 +744,14 @@ class ScoreStore:
                 f"unit {res.unit_id[:12]}: {column} is {value} for {what}; a score is a log-probability, finite or "
                 "-inf (an exact zero), so nothing of this unit was stored",
                 hint="the model computes NaN or infinity: check its weights for NaN/inf (a damaged or diverged "
-                     "checkpoint) and run it in float32 (--dtype float32); if one decoding policy's columns are the "
-                     "bad ones, change that policy's parameter")
+                "checkpoint) and run it in float32 (--dtype float32); if one decoding policy's columns are the "
+                "bad ones, change that policy's parameter",
+            )
         pa, pq = _pa()
         s = res.scores
-        per_token = next(a for a in (s.token_logq, s.token_logprob, s.token_mean, s.token_rank) if a is not None)
+        per_token = next(
+            a for a in (s.token_logq, s.token_logprob, s.token_mean, s.token_rank) if a is not None
+        )
         cols = {
             "item_key": pa.array(res.item_keys, pa.string()),
             "prompt_len": pa.array(res.prompt_len, pa.int32()),
@@ -680,11 +771,19 @@ class ScoreStore:
         if s.logq is not None:
             for j, spec in enumerate(res.policies):
                 cols[f"logq:{spec}"] = pa.array(s.logq[:, j], pa.float64())
-                cols[f"token_logq:{spec}"] = pa.array(list(s.token_logq[:, j, :]), pa.list_(pa.float64()))
+                cols[f"token_logq:{spec}"] = pa.array(
+                    list(s.token_logq[:, j, :]), pa.list_(pa.float64())
+                )
         for name, arr in res.extra.items():
             cols[name] = pa.array(np.asarray(arr))
-        meta = {"unit_id": res.unit_id, "procedure": res.procedure_key, "policies": list(res.policies),
-                "n_items": len(res.item_keys), "schema_version": SCHEMA_VERSION, "written": time.time()}
+        meta = {
+            "unit_id": res.unit_id,
+            "procedure": res.procedure_key,
+            "policies": list(res.policies),
+            "n_items": len(res.item_keys),
+            "schema_version": SCHEMA_VERSION,
+            "written": time.time(),
+        }
         if res.stats is not None and stat_names(res.stats) != ALL_STAT_NAMES:
             meta["stats"] = "+".join(sorted(stat_names(res.stats)))
         table = pa.table(cols).replace_schema_metadata({b"memclaim": json.dumps(meta).encode()})
@@ -699,13 +798,17 @@ class ScoreStore:
         self._written[res.unit_id] = sha256_bytes(data)  # record_unit seals the unit with it
         return path
 
-    def record_unit(self, procedure_key: str, unit_id: str, n_items: int, *, stats: str | None = None) -> None:
+    def record_unit(
+        self, procedure_key: str, unit_id: str, n_items: int, *, stats: str | None = None
+    ) -> None:
         """Record a written unit (``stats``: the statistics it holds; None = all)."""
         entry = {"procedure": procedure_key, "n_items": n_items}
         if stats is not None and stat_names(stats) != ALL_STAT_NAMES:
             entry["stats"] = "+".join(sorted(stat_names(stats)))
         digest = self._written.pop(unit_id, None)  # written here; else a worker wrote the file
-        entry["sha256"] = digest if digest is not None else sha256_file(self.unit_path(procedure_key, unit_id))
+        entry["sha256"] = (
+            digest if digest is not None else sha256_file(self.unit_path(procedure_key, unit_id))
+        )
         self._manifest["units"][unit_id] = entry
 
     def read_units(self, procedure_key: str, unit_ids: Iterable[str]):
@@ -715,10 +818,17 @@ class ScoreStore:
         for uid in unit_ids:
             path = self.unit_path(procedure_key, uid)
             if not path.exists():
-                raise StoreError(f"unit {uid[:12]} is missing from {str(self.root)!r}",
-                                 hint="re-run the scoring command to finish the run")
-            tables.append(read_parquet(path, fix=f"delete {str(path)!r} and re-run the scoring command: the unit is "
-                                                 "scored again").replace_schema_metadata(None))
+                raise StoreError(
+                    f"unit {uid[:12]} is missing from {str(self.root)!r}",
+                    hint="re-run the scoring command to finish the run",
+                )
+            tables.append(
+                read_parquet(
+                    path,
+                    fix=f"delete {str(path)!r} and re-run the scoring command: the unit is "
+                    "scored again",
+                ).replace_schema_metadata(None)
+            )
         if not tables:
             raise StoreError("no units to read")
         return pa.concat_tables(tables, promote_options="default")
@@ -751,8 +861,13 @@ class ScoreStore:
         self._manifest["runs"][run_id] = entry
 
     @contextlib.contextmanager
-    def parquet_writer(self, path: Path, schema_of_first=True, *,
-                       before_replace: Callable[[str], None] | None = None):
+    def parquet_writer(
+        self,
+        path: Path,
+        schema_of_first=True,
+        *,
+        before_replace: Callable[[str], None] | None = None,
+    ):
         """Write a Parquet file batch by batch, atomically: a temporary file beside ``path``
         (``.NAME.*.tmp``, removed by the stale-temp sweep if the writer is killed), fsynced, then
         renamed into place. Yields ``write(table)``; the first table's schema (with its
@@ -799,8 +914,10 @@ class ScoreStore:
         """:meth:`write_run` with the windows table given as an iterable of tables (row groups):
         a book's windows are never one table in memory."""
         digest = {}
-        with self.parquet_writer(self.run_dir(run_id) / "windows.parquet",
-                                 before_replace=lambda d: digest.setdefault("sha256", d)) as write:
+        with self.parquet_writer(
+            self.run_dir(run_id) / "windows.parquet",
+            before_replace=lambda d: digest.setdefault("sha256", d),
+        ) as write:
             for t in batches:
                 write(t)
         self._write_run_json(run_id, dict(run, windows_sha256=digest["sha256"]))
@@ -820,7 +937,9 @@ class ScoreStore:
     def scores_sealed(self, run_id: str) -> None:
         entry = self._manifest["runs"].get(run_id) or {}
         if "scores_sha256_previous" in entry:
-            self._manifest["runs"][run_id] = {k: v for k, v in entry.items() if k != "scores_sha256_previous"}
+            self._manifest["runs"][run_id] = {
+                k: v for k, v in entry.items() if k != "scores_sha256_previous"
+            }
             self.write_manifest()
 
     def check_file(self, path: Path, recorded: str | None, what: str) -> None:
@@ -830,18 +949,25 @@ class ScoreStore:
 
     def check_unit(self, procedure_key: str, unit_id: str) -> None:
         """A unit file must be the one the manifest sealed (before scores are rebuilt from it)."""
-        self.check_file(self.unit_path(procedure_key, unit_id),
-                        (self._manifest["units"].get(unit_id) or {}).get("sha256"), f"unit {unit_id[:12]}")
+        self.check_file(
+            self.unit_path(procedure_key, unit_id),
+            (self._manifest["units"].get(unit_id) or {}).get("sha256"),
+            f"unit {unit_id[:12]}",
+        )
 
     def check_procedure(self, key: str) -> None:
         """The procedure file and the manifest's record of ``key`` are what was written: the file
         matches its recorded sha256, each record hashes to its key (the key is the procedure's
         content address), and the two records agree."""
         f = self.root / "procedures" / f"{key}.json"
-        self.check_file(f, self._manifest["procedure_files"].get(key), f"the procedure file of {key[:16]}")
+        self.check_file(
+            f, self._manifest["procedure_files"].get(key), f"the procedure file of {key[:16]}"
+        )
         records = []
         if key in self._manifest["procedures"]:
-            records.append(("the manifest's record of procedure", self._manifest["procedures"][key]))
+            records.append(
+                ("the manifest's record of procedure", self._manifest["procedures"][key])
+            )
         if f.is_file():
             records.append(("the procedure file", _read_json(f)))
         for what, rec in records:
@@ -850,7 +976,9 @@ class ScoreStore:
             except (KeyError, TypeError, ValueError, AttributeError):
                 got = None
             if got != key:
-                raise _edited(f"{what} {key[:16]}", "does not hash to its key (a field was changed)")
+                raise _edited(
+                    f"{what} {key[:16]}", "does not hash to its key (a field was changed)"
+                )
         if len(records) == 2 and records[0][1] != records[1][1]:
             raise _edited(f"procedure {key[:16]}", "differs between procedures/ and manifest.json")
 
@@ -866,14 +994,19 @@ class ScoreStore:
         entry = self._manifest["runs"].get(run_id) or {}
         path = self.run_dir(run_id) / "run.json"
         if not path.exists():
-            raise StoreError(f"run {run_id} is not in the store {str(self.root)!r}",
-                             hint=f"runs in this store: {', '.join(self._manifest['runs']) or 'none'}")
+            raise StoreError(
+                f"run {run_id} is not in the store {str(self.root)!r}",
+                hint=f"runs in this store: {', '.join(self._manifest['runs']) or 'none'}",
+            )
         run = _read_json(path)  # a damaged (cut, unparsable) file says so first
         self.check_file(path, entry.get("run_sha256"), f"run.json of run {run_id}")
         for field_ in ("label", "procedure"):
             if field_ in entry and entry[field_] != run.get(field_):
-                raise _edited(f"run {run_id}", f"is {field_} {entry[field_]!r} in manifest.json but "
-                                               f"{run.get(field_)!r} in its run.json")
+                raise _edited(
+                    f"run {run_id}",
+                    f"is {field_} {entry[field_]!r} in manifest.json but "
+                    f"{run.get(field_)!r} in its run.json",
+                )
         if run.get("run_id", run_id) != run_id:
             raise _edited(f"the run.json in runs/{run_id}", f"is run {run.get('run_id')!r}")
         self.check_procedure(run["procedure"])
@@ -881,9 +1014,14 @@ class ScoreStore:
         sealed = [h for h in (entry.get("scores_sha256"), entry.get("scores_sha256_previous")) if h]
         if sealed and scores.is_file() and sha256_file(scores) not in sealed:
             # a damaged (cut, unreadable) file says so first
-            read_parquet(scores, fix="re-run the scoring command: it rewrites scores.parquet from the unit files")
-            raise _edited(f"scores.parquet of run {run_id} ({run.get('label')!r})",
-                          "does not match the sha256 recorded when memclaim wrote it")
+            read_parquet(
+                scores,
+                fix="re-run the scoring command: it rewrites scores.parquet from the unit files",
+            )
+            raise _edited(
+                f"scores.parquet of run {run_id} ({run.get('label')!r})",
+                "does not match the sha256 recorded when memclaim wrote it",
+            )
         return run
 
     @staticmethod
@@ -894,7 +1032,9 @@ class ScoreStore:
         if isinstance(run.get("units"), list) and isinstance(run.get("procedure"), str):
             again = run_id_of(run["procedure"], str(run.get("label", "")), run["units"], window_ids)
             if again != run_id:
-                raise _edited(f"run {run_id}", f"holds the label, procedure, units and windows of run {again}")
+                raise _edited(
+                    f"run {run_id}", f"holds the label, procedure, units and windows of run {again}"
+                )
 
     def runs(self) -> dict:
         return dict(self._manifest["runs"])
@@ -902,8 +1042,10 @@ class ScoreStore:
     def read_run(self, run_id: str) -> dict:
         p = self.run_dir(run_id) / "run.json"
         if not p.exists():
-            raise StoreError(f"run {run_id} is not in the store {str(self.root)!r}",
-                             hint=f"runs in this store: {', '.join(self._manifest['runs']) or 'none'}")
+            raise StoreError(
+                f"run {run_id} is not in the store {str(self.root)!r}",
+                hint=f"runs in this store: {', '.join(self._manifest['runs']) or 'none'}",
+            )
         return _read_json(p)
 
     def read_windows(self, run_id: str):

@@ -7,15 +7,15 @@ without padding; within a bucket they are sorted by content key and cut into uni
 the batch size, thread count or backend, which is what makes resume and cross-backend
 comparison exact.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from ..fsutil import sha256_bytes
 from ..runtime import DEFAULT_UNIT_SIZE  # windows per unit: the runtime is its home
 from ..validate import integer
-
 
 
 def item_key(prompt: Sequence[int], suffix: Sequence[int]) -> str:
@@ -25,7 +25,9 @@ def item_key(prompt: Sequence[int], suffix: Sequence[int]) -> str:
     >>> item_key([1, 2], [3]) == item_key((1, 2), (3,)), item_key([1, 2], [3]) == item_key([1], [2, 3])
     (True, False)
     """
-    return sha256_bytes(("p" + ",".join(map(str, prompt)) + "|s" + ",".join(map(str, suffix))).encode())[:32]
+    return sha256_bytes(
+        ("p" + ",".join(map(str, prompt)) + "|s" + ",".join(map(str, suffix))).encode()
+    )[:32]
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,9 @@ def make_items(pairs: Iterable[tuple[Sequence[int], Sequence[int]]]) -> dict[str
     return out
 
 
-def make_units(items: Iterable[Item], procedure_key: str, *, unit_size: int = DEFAULT_UNIT_SIZE) -> list[WorkUnit]:
+def make_units(
+    items: Iterable[Item], procedure_key: str, *, unit_size: int = DEFAULT_UNIT_SIZE
+) -> list[WorkUnit]:
     """The work units of a run: items grouped by (prompt length, suffix length) so a unit needs
     no padding, sorted by key and cut into units of at most ``unit_size``; a unit's id hashes the
     procedure key and its items, so the same work is the same unit in every run.
@@ -77,8 +81,10 @@ def make_units(items: Iterable[Item], procedure_key: str, *, unit_size: int = DE
     for shape in sorted(buckets):
         group = sorted(buckets[shape], key=lambda it: it.key)
         for a in range(0, len(group), unit_size):
-            chunk = tuple(group[a:a + unit_size])
-            uid = sha256_bytes((procedure_key + ":" + ",".join(it.key for it in chunk)).encode())[:32]
+            chunk = tuple(group[a : a + unit_size])
+            uid = sha256_bytes((procedure_key + ":" + ",".join(it.key for it in chunk)).encode())[
+                :32
+            ]
             units.append(WorkUnit(uid, procedure_key, chunk))
     return units
 
@@ -102,8 +108,13 @@ class LazyUnit:
 
     __slots__ = ("unit_id", "procedure_key", "_index", "_positions")
 
-    def __init__(self, unit_id: str, procedure_key: str, index: "WindowIndex", positions):
-        self.unit_id, self.procedure_key, self._index, self._positions = unit_id, procedure_key, index, positions
+    def __init__(self, unit_id: str, procedure_key: str, index: WindowIndex, positions):
+        self.unit_id, self.procedure_key, self._index, self._positions = (
+            unit_id,
+            procedure_key,
+            index,
+            positions,
+        )
 
     @property
     def n_items(self) -> int:
@@ -130,13 +141,22 @@ class WindowIndex:
     def __init__(self, window_set, item_fn, keys, prompt_len, target_len):
         import numpy as np
 
-        self.window_set, self._item_fn = window_set, item_fn  # item_fn(window) -> [(prompt, target), ...]
+        self.window_set, self._item_fn = (
+            window_set,
+            item_fn,
+        )  # item_fn(window) -> [(prompt, target), ...]
         # keys: [W, n_prompts] 'S16', the 16 bytes the 32 hex digits of item_key spell (same order)
         self.n_windows, self.n_prompts = keys.shape
-        self.uniq, first, inverse = np.unique(keys.reshape(-1), return_index=True, return_inverse=True)
+        self.uniq, first, inverse = np.unique(
+            keys.reshape(-1), return_index=True, return_inverse=True
+        )
         small = np.int32 if len(self.uniq) < 2**31 else np.int64
-        self.first = first.astype(small)  # flat position (window * n_prompts + prompt) of each distinct item
-        self.inverse = inverse.astype(small).reshape(self.n_windows, self.n_prompts)  # window, prompt -> item
+        self.first = first.astype(
+            small
+        )  # flat position (window * n_prompts + prompt) of each distinct item
+        self.inverse = inverse.astype(small).reshape(
+            self.n_windows, self.n_prompts
+        )  # window, prompt -> item
         self.prompt_len = prompt_len.reshape(-1)[first]  # per distinct item
         self.target_len = target_len.reshape(-1)[first]
 
@@ -180,8 +200,10 @@ class WindowIndex:
             while b < n and (pl[order[b]], tl[order[b]]) == shape:
                 b += 1
             for c in range(a, b, unit_size):
-                pos = order[c:min(b, c + unit_size)]
-                uid = sha256_bytes((procedure_key + ":" + ",".join(self.key_str(k) for k in pos)).encode())[:32]
+                pos = order[c : min(b, c + unit_size)]
+                uid = sha256_bytes(
+                    (procedure_key + ":" + ",".join(self.key_str(k) for k in pos)).encode()
+                )[:32]
                 units.append(LazyUnit(uid, procedure_key, self, pos))
             a = b
         return units

@@ -7,14 +7,16 @@ JSONL/CSV/Parquet): its text is then prefix + suffix and ``Record.suffix_start``
 suffix starts, so that a target can start a sentence ([EM] App. A.1) and windows are still cut
 from one tokenization of the whole text.
 """
+
 from __future__ import annotations
 
 import csv
 import io
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, require
 from ..fsutil import sha256_bytes, sha256_file
@@ -28,9 +30,21 @@ ID_FIELDS = ("id", "doc_id", "uid", "key", "name")
 #: v2); ``datasets`` a folder written by ``datasets.Dataset.save_to_disk`` (the ``datasets`` extra)
 FORMATS = ("jsonl", "txt", "csv", "parquet", "arrow", "datasets")
 #: the formats a file's extension names (a folder is a ``datasets`` folder)
-EXTENSIONS = {"jsonl": "jsonl", "ndjson": "jsonl", "json": "jsonl", "txt": "txt", "text": "txt", "csv": "csv",
-              "tsv": "csv", "parquet": "parquet", "pq": "parquet", "arrow": "arrow", "feather": "arrow",
-              "ipc": "arrow", "arrows": "arrow"}
+EXTENSIONS = {
+    "jsonl": "jsonl",
+    "ndjson": "jsonl",
+    "json": "jsonl",
+    "txt": "txt",
+    "text": "txt",
+    "csv": "csv",
+    "tsv": "csv",
+    "parquet": "parquet",
+    "pq": "parquet",
+    "arrow": "arrow",
+    "feather": "arrow",
+    "ipc": "arrow",
+    "arrows": "arrow",
+}
 
 
 @dataclass(frozen=True)
@@ -45,11 +59,11 @@ class Record:
 
     @property
     def prefix(self) -> str | None:
-        return None if self.suffix_start is None else self.text[:self.suffix_start]
+        return None if self.suffix_start is None else self.text[: self.suffix_start]
 
     @property
     def suffix(self) -> str | None:
-        return None if self.suffix_start is None else self.text[self.suffix_start:]
+        return None if self.suffix_start is None else self.text[self.suffix_start :]
 
 
 @dataclass(frozen=True)
@@ -72,11 +86,15 @@ def _read_bytes(path: Path) -> bytes:
     if path.is_dir():
         raise InputError(f"input {str(path)!r} is a directory, not a file", hint="pass a file")
     if not path.is_file():  # a device, pipe or socket: /dev/zero would be read forever
-        raise InputError(f"input {str(path)!r} is not a regular file (a device, pipe or socket)",
-                         hint="save the input to a file and pass its path")
+        raise InputError(
+            f"input {str(path)!r} is not a regular file (a device, pipe or socket)",
+            hint="save the input to a file and pass its path",
+        )
     data = path.read_bytes()
     if not data.strip():
-        raise InputError(f"input file {str(path)!r} is empty", hint="pass a file with at least one text")
+        raise InputError(
+            f"input file {str(path)!r} is empty", hint="pass a file with at least one text"
+        )
     return data
 
 
@@ -119,11 +137,18 @@ def check_unicode(value: str, what: str, where: str = "") -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        shown = value[max(0, exc.start - 20):exc.start + 20].encode("utf-8", "backslashreplace").decode("utf-8")
-        raise InputError(f"{where + ': ' if where else ''}{what} holds a lone surrogate "
-                         f"U+{ord(value[exc.start]):04X} at character {exc.start} (near \"{shown}\"), which is not "
-                         "valid Unicode text", hint="fix the escape (a surrogate pair such as \\ud83d\\ude00 is one "
-                         "character; a lone \\ud800 is none), or remove the character") from None
+        shown = (
+            value[max(0, exc.start - 20) : exc.start + 20]
+            .encode("utf-8", "backslashreplace")
+            .decode("utf-8")
+        )
+        raise InputError(
+            f"{where + ': ' if where else ''}{what} holds a lone surrogate "
+            f'U+{ord(value[exc.start]):04X} at character {exc.start} (near "{shown}"), which is not '
+            "valid Unicode text",
+            hint="fix the escape (a surrogate pair such as \\ud83d\\ude00 is one "
+            "character; a lone \\ud800 is none), or remove the character",
+        ) from None
     return value
 
 
@@ -166,10 +191,16 @@ def record_id(value: Any, where: str) -> str | None:
         return str(value)
     import numbers
 
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and type(value).__name__ != "bool_":
+    if (
+        isinstance(value, numbers.Integral)
+        and not isinstance(value, bool)
+        and type(value).__name__ != "bool_"
+    ):
         return str(int(value))  # a numpy integer
-    raise InputError(f"{where}: id {value!r} is a {type(value).__name__}, not a string or an integer",
-                     hint="write ids as strings (or whole numbers); a float, a bool or a list is not an id")
+    raise InputError(
+        f"{where}: id {value!r} is a {type(value).__name__}, not a string or an integer",
+        hint="write ids as strings (or whole numbers); a float, a bool or a list is not an id",
+    )
 
 
 def detect_format(path: str | Path, fmt: str | None = None) -> str:
@@ -182,7 +213,9 @@ def detect_format(path: str | Path, fmt: str | None = None) -> str:
     if fmt:
         fmt = fmt.lower()
         if fmt not in FORMATS:
-            raise InputError(f"unknown input format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
+            raise InputError(
+                f"unknown input format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}"
+            )
         return fmt
     if Path(path).is_dir():
         return "datasets"
@@ -212,17 +245,21 @@ def read_arrow_table(path: Path, data: bytes) -> pa.Table:
 
     buf = pa.py_buffer(data)
     errors = []
-    for kind, read in (("IPC file", lambda: ipc.open_file(buf).read_all()),
-                       ("IPC stream", lambda: ipc.open_stream(buf).read_all()),
-                       ("Feather", lambda: feather.read_table(pa.BufferReader(buf)))):
+    for kind, read in (
+        ("IPC file", lambda: ipc.open_file(buf).read_all()),
+        ("IPC stream", lambda: ipc.open_stream(buf).read_all()),
+        ("Feather", lambda: feather.read_table(pa.BufferReader(buf))),
+    ):
         try:
             return read()
         except (pa.ArrowException, OSError, ValueError) as exc:
             errors.append(f"{kind}: {exc}")
-    raise InputError(f"{str(path)!r} is not a readable Arrow file (tried the IPC file and stream formats and "
-                     f"Feather: {errors[0]})",
-                     hint="write it with pyarrow.ipc.new_file / pyarrow.feather.write_feather, or pass "
-                          "--format for the format it is in")
+    raise InputError(
+        f"{str(path)!r} is not a readable Arrow file (tried the IPC file and stream formats and "
+        f"Feather: {errors[0]})",
+        hint="write it with pyarrow.ipc.new_file / pyarrow.feather.write_feather, or pass "
+        "--format for the format it is in",
+    )
 
 
 def _folder_digest(path: Path) -> str:
@@ -230,7 +267,9 @@ def _folder_digest(path: Path) -> str:
     of every regular file under it, in sorted order (a copy of the folder has the same digest)."""
     lines = []
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        lines.append(f"{f.relative_to(path).as_posix()}\0{sha256_file(f)}\n")  # in chunks: shards can be large
+        lines.append(
+            f"{f.relative_to(path).as_posix()}\0{sha256_file(f)}\n"
+        )  # in chunks: shards can be large
     return sha256_bytes("".join(lines).encode("utf-8"))
 
 
@@ -250,22 +289,28 @@ def read_datasets_folder(path: str | Path) -> tuple[pa.Table, str]:
     if not path.exists():
         raise InputError(f"input folder {str(path)!r} does not exist", hint="check the path")
     if not path.is_dir():
-        raise InputError(f"--format datasets needs a folder written by Dataset.save_to_disk; {str(path)!r} is a file",
-                         hint="pass the folder, or drop --format to read the file by its extension")
+        raise InputError(
+            f"--format datasets needs a folder written by Dataset.save_to_disk; {str(path)!r} is a file",
+            hint="pass the folder, or drop --format to read the file by its extension",
+        )
     dd = path / "dataset_dict.json"
     if dd.is_file():
         try:
             splits = list(json.loads(dd.read_text(encoding="utf-8")).get("splits", []))
         except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
             splits = sorted(p.name for p in path.iterdir() if p.is_dir())
-        raise InputError(f"{str(path)!r} is a datasets DatasetDict with the splits {splits}: memclaim reads one "
-                         "set of texts per input",
-                         hint=f"pass one split's folder, e.g. {str(path / splits[0]) if splits else str(path / 'train')!r}")
+        raise InputError(
+            f"{str(path)!r} is a datasets DatasetDict with the splits {splits}: memclaim reads one "
+            "set of texts per input",
+            hint=f"pass one split's folder, e.g. {str(path / splits[0]) if splits else str(path / 'train')!r}",
+        )
     if not (path / "state.json").is_file():
-        raise InputError(f"input {str(path)!r} is a folder, but not one written by datasets' save_to_disk "
-                         "(it has no state.json)",
-                         hint="pass a file (JSONL/TXT/CSV/Parquet/Arrow), or a folder written by "
-                              "Dataset.save_to_disk")
+        raise InputError(
+            f"input {str(path)!r} is a folder, but not one written by datasets' save_to_disk "
+            "(it has no state.json)",
+            hint="pass a file (JSONL/TXT/CSV/Parquet/Arrow), or a folder written by "
+            "Dataset.save_to_disk",
+        )
     datasets = require("datasets", "datasets")
     import pyarrow as pa
 
@@ -274,22 +319,37 @@ def read_datasets_folder(path: str | Path) -> tuple[pa.Table, str]:
     try:
         ds = datasets.load_from_disk(str(path))
     except (FileNotFoundError, ValueError, KeyError, TypeError, OSError, pa.ArrowException) as exc:
-        raise InputError(f"{str(path)!r} is not a readable datasets folder: {type(exc).__name__}: {exc}",
-                         hint="write it again with Dataset.save_to_disk, or check that no file in it was cut short "
-                              "or removed") from None
+        raise InputError(
+            f"{str(path)!r} is not a readable datasets folder: {type(exc).__name__}: {exc}",
+            hint="write it again with Dataset.save_to_disk, or check that no file in it was cut short "
+            "or removed",
+        ) from None
     finally:
         if not bars_were_off:
             datasets.enable_progress_bars()
-    if not hasattr(ds, "with_format") or not hasattr(ds, "column_names") or isinstance(ds.column_names, dict):
-        raise InputError(f"{str(path)!r} holds a {type(ds).__name__}, not one Dataset",
-                         hint="pass one split's folder")
+    if (
+        not hasattr(ds, "with_format")
+        or not hasattr(ds, "column_names")
+        or isinstance(ds.column_names, dict)
+    ):
+        raise InputError(
+            f"{str(path)!r} holds a {type(ds).__name__}, not one Dataset",
+            hint="pass one split's folder",
+        )
     table = ds.with_format("arrow")[:]  # the rows in the dataset's order (indices mapping applied)
     return table, _folder_digest(path)
 
 
-def table_rows(table: pa.Table, path: str | Path, *, text_field: str | None, id_field: str | None,
-               prefix_field: str | None, suffix_field: str | None,
-               pair: bool) -> list[tuple[str | None, Any, str]]:
+def table_rows(
+    table: pa.Table,
+    path: str | Path,
+    *,
+    text_field: str | None,
+    id_field: str | None,
+    prefix_field: str | None,
+    suffix_field: str | None,
+    pair: bool,
+) -> list[tuple[str | None, Any, str]]:
     """(id as stored, text or (prefix, suffix), where) rows of an Arrow table (Parquet, Arrow,
     datasets, a pyarrow/pandas table given in Python): the one column picking for tables (the ids
     are checked by :func:`passages_from_rows`).
@@ -314,8 +374,16 @@ def table_rows(table: pa.Table, path: str | Path, *, text_field: str | None, id_
     return [(i, t, f"row {n}") for n, (i, t) in enumerate(zip(ids, texts))]
 
 
-def pick_column(fields: Iterable[str], preferred: str | None, candidates: Sequence[str], what: str,
-                path: str | Path, *, required: bool = True, noun: str = "field") -> str | None:
+def pick_column(
+    fields: Iterable[str],
+    preferred: str | None,
+    candidates: Sequence[str],
+    what: str,
+    path: str | Path,
+    *,
+    required: bool = True,
+    noun: str = "field",
+) -> str | None:
     """The field (or column) of a file that holds ``what``: ``preferred`` if given (it must
     exist), else the first of ``candidates`` present; None when nothing fits and not ``required``.
     ``noun`` is the word of the file's kind ("field" for records, "column" for tables): the
@@ -373,17 +441,25 @@ def id_field_of(records: Iterable[dict], id_field: str | None, path: str | Path)
     if id_field is not None:
         if first_keys is None:
             return None  # bare strings only: they have no fields at all
-        raise InputError(f"{str(path)!r} has no id field {id_field!r}; fields are {first_keys}",
-                         hint=f"pass --id-field with one of {first_keys}")
+        raise InputError(
+            f"{str(path)!r} has no id field {id_field!r}; fields are {first_keys}",
+            hint=f"pass --id-field with one of {first_keys}",
+        )
     for c in ID_FIELDS:
         if c in found:
             return c
     return None
 
 
-def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str | None = None,
-                  id_field: str | None = None, prefix_field: str | None = None,
-                  suffix_field: str | None = None) -> Passages:
+def read_passages(
+    path: str | Path,
+    *,
+    fmt: str | None = None,
+    text_field: str | None = None,
+    id_field: str | None = None,
+    prefix_field: str | None = None,
+    suffix_field: str | None = None,
+) -> Passages:
     """Read one text per record. Records whose text is empty/whitespace are skipped and counted;
     a record without the text field, or a non-string text, is an error naming the record.
 
@@ -405,14 +481,26 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
     pair = check_fields(text_field=text_field, prefix_field=prefix_field, suffix_field=suffix_field)
     if pair:
         if fmt == "txt":
-            raise InputError(f"{str(path)!r} is plain text: it has no fields for --prefix-field/--suffix-field",
-                             hint="give the records as JSONL, CSV or Parquet with a prefix and a suffix field")
-    fields = dict(text_field=text_field, id_field=id_field, prefix_field=prefix_field, suffix_field=suffix_field,
-                  pair=pair)
+            raise InputError(
+                f"{str(path)!r} is plain text: it has no fields for --prefix-field/--suffix-field",
+                hint="give the records as JSONL, CSV or Parquet with a prefix and a suffix field",
+            )
+    fields = dict(
+        text_field=text_field,
+        id_field=id_field,
+        prefix_field=prefix_field,
+        suffix_field=suffix_field,
+        pair=pair,
+    )
     if fmt == "datasets":
         table, digest = read_datasets_folder(path)
-        return passages_from_rows(table_rows(table, path, **fields), source=str(path), sha256=digest,
-                                  prefix_field=prefix_field, suffix_field=suffix_field)
+        return passages_from_rows(
+            table_rows(table, path, **fields),
+            source=str(path),
+            sha256=digest,
+            prefix_field=prefix_field,
+            suffix_field=suffix_field,
+        )
     data = _read_bytes(path)
     digest = sha256_bytes(data)
     rows: list[tuple[str | None, object, str]] = []  # (id, text or (prefix, suffix), where)
@@ -426,7 +514,9 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
             try:
                 table = pq.read_table(io.BytesIO(data))
             except (pa.ArrowInvalid, OSError) as exc:
-                raise InputError(f"{str(path)!r} is not a readable Parquet file: {exc}", hint="check the file") from None
+                raise InputError(
+                    f"{str(path)!r} is not a readable Parquet file: {exc}", hint="check the file"
+                ) from None
         rows = table_rows(table, path, **fields)
     else:
         text = _decode(path, data)
@@ -441,7 +531,9 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
                 try:
                     objs = json.loads(text)
                 except json.JSONDecodeError as exc:
-                    raise InputError(f"{str(path)!r}: invalid JSON: {exc}", hint="use one JSON object per line") from None
+                    raise InputError(
+                        f"{str(path)!r}: invalid JSON: {exc}", hint="use one JSON object per line"
+                    ) from None
                 items = [(o, f"item {n}") for n, o in enumerate(objs)]
             else:
                 items = []
@@ -451,64 +543,99 @@ def read_passages(path: str | Path, *, fmt: str | None = None, text_field: str |
                     try:
                         items.append((json.loads(line), f"line {n}"))
                     except json.JSONDecodeError as exc:
-                        raise InputError(f"{str(path)!r} line {n}: invalid JSON ({exc.msg})",
-                                         hint="use one JSON object per line") from None
+                        raise InputError(
+                            f"{str(path)!r} line {n}: invalid JSON ({exc.msg})",
+                            hint="use one JSON object per line",
+                        ) from None
             tf = None
             idf = id_field_of((o for o, _ in items if isinstance(o, dict)), id_field, path)
             for obj, where in items:
                 if isinstance(obj, str):
                     if pair:
-                        raise InputError(f"{str(path)!r} {where}: a bare string has no prefix and suffix fields",
-                                         hint="write records like {\"prefix\": ..., \"suffix\": ...}")
+                        raise InputError(
+                            f"{str(path)!r} {where}: a bare string has no prefix and suffix fields",
+                            hint='write records like {"prefix": ..., "suffix": ...}',
+                        )
                     rows.append((None, obj, where))
                     continue
                 if not isinstance(obj, dict):
-                    raise InputError(f"{str(path)!r} {where}: expected a JSON object or string, got {type(obj).__name__}",
-                                     hint="write records like {\"id\": ..., \"text\": ...}")
+                    raise InputError(
+                        f"{str(path)!r} {where}: expected a JSON object or string, got {type(obj).__name__}",
+                        hint='write records like {"id": ..., "text": ...}',
+                    )
                 if tf is None:
                     if pair:
-                        tf = (pick_column(obj.keys(), prefix_field, (), "prefix", path, required=True),
-                              pick_column(obj.keys(), suffix_field, (), "suffix", path, required=True))
+                        tf = (
+                            pick_column(
+                                obj.keys(), prefix_field, (), "prefix", path, required=True
+                            ),
+                            pick_column(
+                                obj.keys(), suffix_field, (), "suffix", path, required=True
+                            ),
+                        )
                     else:
-                        tf = pick_column(obj.keys(), text_field, TEXT_FIELDS, "text", path, required=True)
+                        tf = pick_column(
+                            obj.keys(), text_field, TEXT_FIELDS, "text", path, required=True
+                        )
                 rid = obj.get(idf) if idf else None  # checked with the others in passages_from_rows
                 if pair:
                     missing = [f for f in tf if f not in obj]
                     if missing:
-                        raise InputError(f"{str(path)!r} {where}: record has no {missing[0]!r} field: {str(obj)[:80]}",
-                                         hint="give every record a prefix and a suffix (null or \"\" for an empty "
-                                              "prefix), or remove it")
+                        raise InputError(
+                            f"{str(path)!r} {where}: record has no {missing[0]!r} field: {str(obj)[:80]}",
+                            hint='give every record a prefix and a suffix (null or "" for an empty '
+                            "prefix), or remove it",
+                        )
                     rows.append((rid, (obj[tf[0]], obj[tf[1]]), where))
                     continue
                 if tf not in obj:
-                    raise InputError(f"{str(path)!r} {where}: record has no {tf!r} field: {str(obj)[:80]}",
-                                     hint="give every record a text, or remove it")
+                    raise InputError(
+                        f"{str(path)!r} {where}: record has no {tf!r} field: {str(obj)[:80]}",
+                        hint="give every record a text, or remove it",
+                    )
                 rows.append((rid, obj[tf], where))
         else:  # csv / tsv
             fieldnames, records_ = read_csv_records(path, text, tsv=path.suffix.lower() == ".tsv")
             if not fieldnames:
-                raise InputError(f"{str(path)!r}: CSV has no header row", hint="add a header with a 'text' column")
+                raise InputError(
+                    f"{str(path)!r}: CSV has no header row",
+                    hint="add a header with a 'text' column",
+                )
             idf = pick_column(fieldnames, id_field, ID_FIELDS, "id", path, required=False)
-            wanted = ((pick_column(fieldnames, prefix_field, (), "prefix", path, required=True),
-                       pick_column(fieldnames, suffix_field, (), "suffix", path, required=True)) if pair
-                      else (pick_column(fieldnames, text_field, TEXT_FIELDS, "text", path, required=True),))
+            wanted = (
+                (
+                    pick_column(fieldnames, prefix_field, (), "prefix", path, required=True),
+                    pick_column(fieldnames, suffix_field, (), "suffix", path, required=True),
+                )
+                if pair
+                else (
+                    pick_column(fieldnames, text_field, TEXT_FIELDS, "text", path, required=True),
+                )
+            )
             for line, row in records_:
                 # a row with fewer fields than the header has None for the missing ones: a record
                 # without its text stops the command (docs/inputs.md), an empty field is skipped
                 missing = [f for f in wanted if row.get(f) is None]
                 if missing:
                     n_fields = sum(v is not None for v in row.values())
-                    raise InputError(f"{str(path)!r} line {line}: record has no {missing[0]!r} field (the row has "
-                                     f"{n_fields} of the header's {len(fieldnames)} fields)",
-                                     hint="give every row all the header's fields (an empty text is written as "
-                                          "two delimiters, e.g. 'id,'), or remove the row")
+                    raise InputError(
+                        f"{str(path)!r} line {line}: record has no {missing[0]!r} field (the row has "
+                        f"{n_fields} of the header's {len(fieldnames)} fields)",
+                        hint="give every row all the header's fields (an empty text is written as "
+                        "two delimiters, e.g. 'id,'), or remove the row",
+                    )
                 rid = row.get(idf) if idf else None
-                rows.append((rid, tuple(row[f] for f in wanted) if pair else row[wanted[0]], f"line {line}"))
-    return passages_from_rows(rows, source=str(path), sha256=digest, prefix_field=prefix_field,
-                              suffix_field=suffix_field)
+                rows.append(
+                    (rid, tuple(row[f] for f in wanted) if pair else row[wanted[0]], f"line {line}")
+                )
+    return passages_from_rows(
+        rows, source=str(path), sha256=digest, prefix_field=prefix_field, suffix_field=suffix_field
+    )
 
 
-def read_csv_records(path: Path, text: str, *, tsv: bool = False) -> tuple[list[str], list[tuple[int, dict]]]:
+def read_csv_records(
+    path: Path, text: str, *, tsv: bool = False
+) -> tuple[list[str], list[tuple[int, dict]]]:
     """(header, [(line where the record starts, {column: value})]) of a CSV/TSV text, read
     strictly: a quoted field left open (which would swallow every following row into one
     field), a stray quote or a row with more fields than the header is an error naming the line.
@@ -526,14 +653,18 @@ def read_csv_records(path: Path, text: str, *, tsv: bool = False) -> tuple[list[
                 header = row
             elif row:
                 if len(row) > len(header):
-                    raise InputError(f"{str(path)!r} line {start}: {len(row)} fields, the header has {len(header)}",
-                                     hint="quote fields that contain the delimiter")
+                    raise InputError(
+                        f"{str(path)!r} line {start}: {len(row)} fields, the header has {len(header)}",
+                        hint="quote fields that contain the delimiter",
+                    )
                 out.append((start, dict(zip(header, row + [None] * (len(header) - len(row))))))
             start = reader.line_num + 1
     except csv.Error as exc:
-        raise InputError(f"{str(path)!r}: malformed CSV in the record starting on line {start}: {exc}",
-                         hint='close every quoted field with a double quote; write a quote inside a field as "" '
-                              "(a field left open would merge all following rows into one)") from None
+        raise InputError(
+            f"{str(path)!r}: malformed CSV in the record starting on line {start}: {exc}",
+            hint='close every quoted field with a double quote; write a quote inside a field as "" '
+            "(a field left open would merge all following rows into one)",
+        ) from None
     return header, out
 
 
@@ -551,8 +682,12 @@ def read_document(path: str | Path) -> tuple[str, str]:
     return _decode(path, data), sha256_bytes(data)
 
 
-def check_fields(*, text_field: str | None = None, prefix_field: str | None = None,
-                 suffix_field: str | None = None) -> bool:
+def check_fields(
+    *,
+    text_field: str | None = None,
+    prefix_field: str | None = None,
+    suffix_field: str | None = None,
+) -> bool:
     """Check the field options of a passage input; True when records give prefix and suffix
     fields (both, different, and not with a text field).
 
@@ -562,21 +697,34 @@ def check_fields(*, text_field: str | None = None, prefix_field: str | None = No
     pair = prefix_field is not None or suffix_field is not None
     if pair:
         if prefix_field is None or suffix_field is None:
-            raise InputError(f"--prefix-field and --suffix-field go together, got only "
-                             f"{'--prefix-field' if prefix_field else '--suffix-field'} "
-                             f"{prefix_field if prefix_field else suffix_field!r}",
-                             hint="name both fields, e.g. --prefix-field context --suffix-field target")
+            raise InputError(
+                f"--prefix-field and --suffix-field go together, got only "
+                f"{'--prefix-field' if prefix_field else '--suffix-field'} "
+                f"{prefix_field if prefix_field else suffix_field!r}",
+                hint="name both fields, e.g. --prefix-field context --suffix-field target",
+            )
         if prefix_field == suffix_field:
-            raise InputError(f"--prefix-field and --suffix-field name the same field {prefix_field!r}",
-                             hint="the prefix and the suffix must be two different fields")
+            raise InputError(
+                f"--prefix-field and --suffix-field name the same field {prefix_field!r}",
+                hint="the prefix and the suffix must be two different fields",
+            )
         if text_field is not None:
-            raise InputError(f"--text-field {text_field!r} cannot be combined with --prefix-field/--suffix-field",
-                             hint="a record's text is its prefix field + its suffix field; drop --text-field")
+            raise InputError(
+                f"--text-field {text_field!r} cannot be combined with --prefix-field/--suffix-field",
+                hint="a record's text is its prefix field + its suffix field; drop --text-field",
+            )
     return pair
 
 
-def passages_from_rows(rows: Sequence[tuple], *, source: str, sha256: str, prefix_field: str | None = None,
-                       suffix_field: str | None = None, default_id: str = "rec{n}") -> Passages:
+def passages_from_rows(
+    rows: Sequence[tuple],
+    *,
+    source: str,
+    sha256: str,
+    prefix_field: str | None = None,
+    suffix_field: str | None = None,
+    default_id: str = "rec{n}",
+) -> Passages:
     """Records from ``rows`` of (id or None, text or (prefix, suffix), where): an id is a string
     or an integer (:func:`record_id`; True, a float such as nan or a list is refused), a record
     without one is named ``default_id`` with its row number ``n`` (``rec<n>``), whatever the
@@ -603,29 +751,38 @@ def passages_from_rows(rows: Sequence[tuple], *, source: str, sha256: str, prefi
             pre, suf = txt
             for name, v in ((prefix_field, pre), (suffix_field, suf)):
                 if v is not None and not isinstance(v, str):
-                    raise InputError(f"{at}: field {name!r} is a {type(v).__name__}, not a string",
-                                     hint="store the prefix and the suffix as strings")
+                    raise InputError(
+                        f"{at}: field {name!r} is a {type(v).__name__}, not a string",
+                        hint="store the prefix and the suffix as strings",
+                    )
                 if v is not None:
                     check_unicode(v, f"field {name!r}", at)
             pre = pre or ""
             start = len(pre)
-            txt = None if suf is None or not suf.strip() else pre + suf  # no target: skipped as empty
+            txt = (
+                None if suf is None or not suf.strip() else pre + suf
+            )  # no target: skipped as empty
         elif txt is not None and not isinstance(txt, str):
-            raise InputError(f"{at}: text is a {type(txt).__name__}, not a string",
-                             hint="store texts as strings")
+            raise InputError(
+                f"{at}: text is a {type(txt).__name__}, not a string", hint="store texts as strings"
+            )
         elif txt is not None:
             check_unicode(txt, "the text", at)
         if rid in seen:
-            raise InputError(f"{at}: duplicate id {rid!r} (first at {seen[rid]})",
-                             hint="make record ids unique (a record without an id is named "
-                                  f"{default_id.format(n='<n>')!r} by its position)")
+            raise InputError(
+                f"{at}: duplicate id {rid!r} (first at {seen[rid]})",
+                hint="make record ids unique (a record without an id is named "
+                f"{default_id.format(n='<n>')!r} by its position)",
+            )
         seen[rid] = where
         if txt is None or not txt.strip():
             skipped.append(rid)
             continue
         records.append(Record(rid, txt, start))
     if not records:
-        raise InputError(f"{str(path)!r} holds no non-empty {'suffixes' if pair else 'texts'} "
-                         f"({len(skipped)} empty records)",
-                         hint=f"check the {'suffix' if pair else 'text'} field and the file contents")
+        raise InputError(
+            f"{str(path)!r} holds no non-empty {'suffixes' if pair else 'texts'} "
+            f"({len(skipped)} empty records)",
+            hint=f"check the {'suffix' if pair else 'text'} field and the file contents",
+        )
     return Passages(str(path), sha256, tuple(records), len(skipped), tuple(skipped))

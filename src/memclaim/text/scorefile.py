@@ -11,6 +11,7 @@ Every failure names the file, the row and the fix.
 >>> sf.ids, sf.scores.tolist(), sf.columns["score"]
 (('a', 'b'), [-1.5, -inf], 'score')
 """
+
 from __future__ import annotations
 
 import io
@@ -23,7 +24,14 @@ from ..errors import InputError
 from ..fsutil import sha256_bytes
 from .io import pick_column, read_arrow_table, read_csv_records, split_lines
 
-__all__ = ["ID_COLUMNS", "SCORE_COLUMNS", "TEXT_COLUMNS", "ScoreFile", "read_score_file", "read_id_list"]
+__all__ = [
+    "ID_COLUMNS",
+    "SCORE_COLUMNS",
+    "TEXT_COLUMNS",
+    "ScoreFile",
+    "read_score_file",
+    "read_id_list",
+]
 
 ID_COLUMNS = ("id", "doc_id", "uid", "key", "name")
 SCORE_COLUMNS = ("score", "log_prob", "logprob", "log_q", "logq", "prob", "probability")
@@ -47,25 +55,40 @@ class ScoreFile:
 
     def input_record(self, role: str) -> dict:
         """Provenance of the file for a report's ``inputs``: role, path, sha256, rows, columns."""
-        return {"role": role, "path": str(self.path), "sha256": self.sha256, "rows": len(self.ids),
-                "columns": self.columns}
+        return {
+            "role": role,
+            "path": str(self.path),
+            "sha256": self.sha256,
+            "rows": len(self.ids),
+            "columns": self.columns,
+        }
 
 
 def _to_float(v, path, where, col):
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return float(v)
     if v is None:
-        raise InputError(f"{str(path)!r} {where}: {col!r} is empty", hint="every row needs a score; -inf means probability 0")
+        raise InputError(
+            f"{str(path)!r} {where}: {col!r} is empty",
+            hint="every row needs a score; -inf means probability 0",
+        )
     s = str(v).strip()
     try:
         return float(s)
     except ValueError:
-        raise InputError(f"{str(path)!r} {where}: {col!r} value {s!r} is not a number",
-                         hint="scores must be numbers (use -inf for an exact zero probability)") from None
+        raise InputError(
+            f"{str(path)!r} {where}: {col!r} value {s!r} is not a number",
+            hint="scores must be numbers (use -inf for an exact zero probability)",
+        ) from None
 
 
-def read_score_file(path: str | Path, *, id_column: str | None = None, score_column: str | None = None,
-                    text_column: str | None = None) -> ScoreFile:
+def read_score_file(
+    path: str | Path,
+    *,
+    id_column: str | None = None,
+    score_column: str | None = None,
+    text_column: str | None = None,
+) -> ScoreFile:
     """Read an id column and a score column (and optionally a text column) from CSV/TSV/Parquet or
     an Arrow IPC/Feather file.
 
@@ -80,10 +103,14 @@ def read_score_file(path: str | Path, *, id_column: str | None = None, score_col
     Ids must be non-empty and unique; every score must be a number (``-inf`` for probability 0)."""
     p = Path(path)
     if not p.is_file():
-        raise InputError(f"score file {str(p)!r} does not exist or is not a file", hint="check the path")
+        raise InputError(
+            f"score file {str(p)!r} does not exist or is not a file", hint="check the path"
+        )
     data = p.read_bytes()
     if not data.strip():
-        raise InputError(f"score file {str(p)!r} is empty", hint="pass a file with a header and one row per item")
+        raise InputError(
+            f"score file {str(p)!r} is empty", hint="pass a file with a header and one row per item"
+        )
     suffix = p.suffix.lower()
     if suffix in (".parquet", ".pq", ".arrow", ".feather", ".ipc", ".arrows"):
         if suffix in (".parquet", ".pq"):
@@ -99,7 +126,9 @@ def read_score_file(path: str | Path, *, id_column: str | None = None, score_col
         cols = table.column_names
         ic = pick_column(cols, id_column, ID_COLUMNS, "id", p, noun="column")
         sc = pick_column(cols, score_column, SCORE_COLUMNS, "score", p, noun="column")
-        tc = pick_column(cols, text_column, TEXT_COLUMNS, "text", p, required=bool(text_column), noun="column")
+        tc = pick_column(
+            cols, text_column, TEXT_COLUMNS, "text", p, required=bool(text_column), noun="column"
+        )
         ids = [None if x is None else str(x) for x in table.column(ic).to_pylist()]
         raw = table.column(sc).to_pylist()
         texts = table.column(tc).to_pylist() if tc else None
@@ -108,23 +137,31 @@ def read_score_file(path: str | Path, *, id_column: str | None = None, score_col
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise InputError(f"{str(p)!r} is not valid UTF-8 (byte offset {exc.start})",
-                             hint="re-encode the file as UTF-8") from None
+            raise InputError(
+                f"{str(p)!r} is not valid UTF-8 (byte offset {exc.start})",
+                hint="re-encode the file as UTF-8",
+            ) from None
         header, records = read_csv_records(p, text, tsv=suffix == ".tsv")
         if not header:
-            raise InputError(f"{str(p)!r} has no header row", hint="add a header such as 'id,score'")
+            raise InputError(
+                f"{str(p)!r} has no header row", hint="add a header such as 'id,score'"
+            )
         cols = list(header)
         ic = pick_column(cols, id_column, ID_COLUMNS, "id", p, noun="column")
         sc = pick_column(cols, score_column, SCORE_COLUMNS, "score", p, noun="column")
-        tc = pick_column(cols, text_column, TEXT_COLUMNS, "text", p, required=bool(text_column), noun="column")
+        tc = pick_column(
+            cols, text_column, TEXT_COLUMNS, "text", p, required=bool(text_column), noun="column"
+        )
         rows = [r for _, r in records]
         ids = [r.get(ic) for r in rows]
         raw = [r.get(sc) for r in rows]
         texts = [r.get(tc) for r in rows] if tc else None
         where = [f"line {line}" for line, _ in records]
     else:
-        raise InputError(f"cannot tell the format of {str(p)!r} from its extension {suffix!r}",
-                         hint="use .csv, .tsv, .parquet or .arrow/.feather")
+        raise InputError(
+            f"cannot tell the format of {str(p)!r} from its extension {suffix!r}",
+            hint="use .csv, .tsv, .parquet or .arrow/.feather",
+        )
     if not ids:
         raise InputError(f"{str(p)!r} has a header but no rows", hint="add one row per scored item")
     scores = np.array([_to_float(v, p, w, sc) for v, w in zip(raw, where)], dtype=np.float64)
@@ -133,10 +170,19 @@ def read_score_file(path: str | Path, *, id_column: str | None = None, score_col
         if x in (None, ""):
             raise InputError(f"{str(p)!r} {w}: empty id", hint="give every row an id")
         if x in seen:
-            raise InputError(f"{str(p)!r} {w}: duplicate id {x!r} (first at {where[seen[x]]})", hint="make ids unique")
+            raise InputError(
+                f"{str(p)!r} {w}: duplicate id {x!r} (first at {where[seen[x]]})",
+                hint="make ids unique",
+            )
         seen[x] = i
-    return ScoreFile(p, tuple(ids), scores, None if texts is None else tuple(texts), sha256_bytes(data),
-                     {"id": ic, "score": sc, "text": tc})
+    return ScoreFile(
+        p,
+        tuple(ids),
+        scores,
+        None if texts is None else tuple(texts),
+        sha256_bytes(data),
+        {"id": ic, "score": sc, "text": tc},
+    )
 
 
 def read_id_list(path: str | Path) -> tuple[str, ...]:
@@ -154,8 +200,10 @@ def read_id_list(path: str | Path) -> tuple[str, ...]:
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"id list {str(p)!r} is not valid UTF-8 (byte offset {exc.start})",
-                         hint="re-encode the file as UTF-8") from None
+        raise InputError(
+            f"id list {str(p)!r} is not valid UTF-8 (byte offset {exc.start})",
+            hint="re-encode the file as UTF-8",
+        ) from None
     out = []
     for line in split_lines(text):
         s = line.strip()

@@ -20,11 +20,13 @@ Memory follows what is scored, not the record's length ([EM] windows are 100 tok
 may be a 60 MB line): a passage is tokenized only in a character slice around the window, grown
 until the window's tokens are stable (:func:`cut_tokens`).
 """
+
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import InputError
 from ..procedure import WindowSpec
@@ -88,8 +90,8 @@ class WindowSet:
 
 def _spans(offsets: Sequence[tuple[int, int]], start: int, n_prefix: int, n_suffix: int, text: str):
     p0 = offsets[start][0]
-    p1 = max(o[1] for o in offsets[start:start + n_prefix]) if n_prefix else p0
-    s1 = max(o[1] for o in offsets[start + n_prefix:start + n_prefix + n_suffix])
+    p1 = max(o[1] for o in offsets[start : start + n_prefix]) if n_prefix else p0
+    s1 = max(o[1] for o in offsets[start + n_prefix : start + n_prefix + n_suffix])
     s1 = max(s1, p1)
     return (p0, p1), (p1, s1)
 
@@ -100,8 +102,9 @@ SLICE_CHARS_PER_TOKEN = 8  # first slice: this many characters per token needed 
 SLICE_MIN_CHARS = 256
 
 
-def split_at_char(ids: Sequence[int], offsets: Sequence[tuple[int, int]], boundary: int, *, text: str,
-                  what: str) -> int:
+def split_at_char(
+    ids: Sequence[int], offsets: Sequence[tuple[int, int]], boundary: int, *, text: str, what: str
+) -> int:
     """The number k of tokens that end at or before character ``boundary``: tokens [:k] lie
     before it and tokens [k:] at or after it. A token that straddles the boundary is refused
     (InputError naming ``what``, the token and the boundary): the two sides cannot then be cut
@@ -111,7 +114,11 @@ def split_at_char(ids: Sequence[int], offsets: Sequence[tuple[int, int]], bounda
     2
     """
     k = 0
-    while k < len(offsets) and offsets[k][1] <= boundary and (offsets[k][0] < boundary or offsets[k][1] == offsets[k][0]):
+    while (
+        k < len(offsets)
+        and offsets[k][1] <= boundary
+        and (offsets[k][0] < boundary or offsets[k][1] == offsets[k][0])
+    ):
         k += 1
     for t in range(k, len(offsets)):
         s, e = offsets[t]
@@ -120,10 +127,13 @@ def split_at_char(ids: Sequence[int], offsets: Sequence[tuple[int, int]], bounda
                 f"{what}: the boundary at character {boundary} falls inside token {t} ({text[s:e]!r}, characters "
                 f"{s}-{e}); the two sides cannot be cut apart in token space",
                 hint="put the boundary at a token boundary, e.g. move a space from the end of the prefix (or of the "
-                     "prompt template) to the start of the suffix, or end the template with a newline")
+                "prompt template) to the start of the suffix, or end the template with a newline",
+            )
         if s < boundary:
-            raise InputError(f"{what}: tokens are not in character order around character {boundary}",
-                             hint="use a standard (fast, offset-mapping) tokenizer")
+            raise InputError(
+                f"{what}: tokens are not in character order around character {boundary}",
+                hint="use a standard (fast, offset-mapping) tokenizer",
+            )
     return k
 
 
@@ -134,9 +144,15 @@ def _encode_slice(tokenizer, text: str, a: int, z: int):
     return list(ids), [tuple(o) for o in offs]
 
 
-def cut_tokens(tokenizer: OffsetTokenizer, text: str, *, at: int = 0, before: int | None = 0,
-               after: int | None = None, what: str = "text",
-               ) -> tuple[list[int], list[tuple[int, int]], list[int], list[tuple[int, int]], int | None]:
+def cut_tokens(
+    tokenizer: OffsetTokenizer,
+    text: str,
+    *,
+    at: int = 0,
+    before: int | None = 0,
+    after: int | None = None,
+    what: str = "text",
+) -> tuple[list[int], list[tuple[int, int]], list[int], list[tuple[int, int]], int | None]:
     """The tokens around character ``at`` as in the tokenization of the whole ``text``: the last
     ``before`` tokens that end at or before ``at`` and the first ``after`` tokens that start at or
     after it (None: all of them; fewer where the text has fewer), as
@@ -151,7 +167,7 @@ def cut_tokens(tokenizer: OffsetTokenizer, text: str, *, at: int = 0, before: in
     the same as in the previous, half-as-long slice. A slice that covers the whole text is exact.
     Otherwise the cut relies on the tokenizer being local (the tokens of a span do not depend on
     text many tokens away), as byte-level BPE, SentencePiece and WordPiece are: two cuts at
-    different distances that agree are taken as the whole text's tokens; tests/test_text.py
+    different distances that agree are taken as the whole text's tokens; tests/text/test_text.py
     checks this against full tokenization. A hand-written search: tokenizers have no API for
     "the first n tokens of a text".
 
@@ -217,7 +233,9 @@ def _split(total: int, prefix_tokens: int, suffix_tokens: int) -> tuple[int, int
     return p, total - p
 
 
-def lengths_that_fit(lengths: Iterable[int], prefix_tokens: int, suffix_tokens: int, *, what: str = "every text") -> str:
+def lengths_that_fit(
+    lengths: Iterable[int], prefix_tokens: int, suffix_tokens: int, *, what: str = "every text"
+) -> str:
     """The fix for texts shorter than one window: prefix/suffix lengths (in the asked ratio) that
     keep every text, and half of them, given their token counts ``lengths``.
 
@@ -234,15 +252,22 @@ def lengths_that_fit(lengths: Iterable[int], prefix_tokens: int, suffix_tokens: 
         out.append(f"--prefix-tokens {p} --suffix-tokens {q} keeps {what}")
     if median >= 2 and median != shortest and len(ls) > 1:
         p, q = _split(median, prefix_tokens, suffix_tokens)
-        out.append(f"--prefix-tokens {p} --suffix-tokens {q} keeps {sum(x >= median for x in ls)} of {len(ls)}")
+        out.append(
+            f"--prefix-tokens {p} --suffix-tokens {q} keeps {sum(x >= median for x in ls)} of {len(ls)}"
+        )
     if not out:
         p, q = _split(ls[-1], prefix_tokens, suffix_tokens)
         out.append(f"--prefix-tokens {p} --suffix-tokens {q} keeps the longest")
     return "use lengths that fit: " + "; ".join(out) + " (or use longer texts)"
 
 
-def passage_windows(records: Iterable, tokenizer: OffsetTokenizer, *, prefix_tokens: int | None,
-                    suffix_tokens: int | None) -> WindowSet:
+def passage_windows(
+    records: Iterable,
+    tokenizer: OffsetTokenizer,
+    *,
+    prefix_tokens: int | None,
+    suffix_tokens: int | None,
+) -> WindowSet:
     """One window per passage: the first ``prefix_tokens`` tokens are the natural prefix, the next
     ``suffix_tokens`` the suffix ([EM] §4: 50-token prefix, 10- or 50-token suffix). Passages
     shorter than prefix + suffix tokens are skipped and counted; an error if none is left.
@@ -265,8 +290,10 @@ def passage_windows(records: Iterable, tokenizer: OffsetTokenizer, *, prefix_tok
     split = [getattr(r, "suffix_start", None) is not None for r in recs]
     fields = bool(recs) and all(split)
     if any(split) and not fields:
-        raise InputError("some records give an explicit prefix and suffix and others do not",
-                         hint="read every record with --prefix-field/--suffix-field, or none")
+        raise InputError(
+            "some records give an explicit prefix and suffix and others do not",
+            hint="read every record with --prefix-field/--suffix-field, or none",
+        )
     if fields:
         if prefix_tokens is not None:
             integer("prefix tokens", prefix_tokens, minimum=0)
@@ -274,54 +301,83 @@ def passage_windows(records: Iterable, tokenizer: OffsetTokenizer, *, prefix_tok
             integer("suffix tokens", suffix_tokens, minimum=1)
     else:
         if prefix_tokens is None or suffix_tokens is None:
-            raise InputError("the whole-field prefix/suffix (no --prefix-tokens/--suffix-tokens) needs records with "
-                             "explicit prefix and suffix fields",
-                             hint="pass --prefix-field and --suffix-field, or give --prefix-tokens and --suffix-tokens")
+            raise InputError(
+                "the whole-field prefix/suffix (no --prefix-tokens/--suffix-tokens) needs records with "
+                "explicit prefix and suffix fields",
+                hint="pass --prefix-field and --suffix-field, or give --prefix-tokens and --suffix-tokens",
+            )
         _check_lengths(prefix_tokens, suffix_tokens)
     out: list[Window] = []
     skipped: list[str] = []
-    short_lengths: list[int] = []  # token counts of the texts too short for the window (exact: < need)
+    short_lengths: list[
+        int
+    ] = []  # token counts of the texts too short for the window (exact: < need)
     chars: dict = {}
     for rec in recs:
         chars[rec.id] = len(rec.text)
         if fields:
             b = rec.suffix_start
-            pid, poff, sid, soff, first = cut_tokens(tokenizer, rec.text, at=b, before=prefix_tokens,
-                                                     after=suffix_tokens, what=f"record {rec.id!r}")
-            if (prefix_tokens is not None and len(pid) < prefix_tokens) or not sid or (
-                    suffix_tokens is not None and len(sid) < suffix_tokens):
+            pid, poff, sid, soff, first = cut_tokens(
+                tokenizer,
+                rec.text,
+                at=b,
+                before=prefix_tokens,
+                after=suffix_tokens,
+                what=f"record {rec.id!r}",
+            )
+            if (
+                (prefix_tokens is not None and len(pid) < prefix_tokens)
+                or not sid
+                or (suffix_tokens is not None and len(sid) < suffix_tokens)
+            ):
                 skipped.append(rec.id)
                 continue
             p0 = poff[0][0] if pid else b
             s1 = max(b, max(e for _, e in soff))
-            out.append(Window(
-                source=rec.id, index=0, prefix_ids=tuple(pid), suffix_ids=tuple(sid),
-                prefix_span=(p0, b), suffix_span=(b, s1), prefix_text=rec.text[p0:b], suffix_text=rec.text[b:s1],
-                token_start=first,
-            ))
+            out.append(
+                Window(
+                    source=rec.id,
+                    index=0,
+                    prefix_ids=tuple(pid),
+                    suffix_ids=tuple(sid),
+                    prefix_span=(p0, b),
+                    suffix_span=(b, s1),
+                    prefix_text=rec.text[p0:b],
+                    suffix_text=rec.text[b:s1],
+                    token_start=first,
+                )
+            )
             continue
         need = prefix_tokens + suffix_tokens
-        _, _, ids, offsets, _ = cut_tokens(tokenizer, rec.text, at=0, before=0, after=need, what=f"record {rec.id!r}")
+        _, _, ids, offsets, _ = cut_tokens(
+            tokenizer, rec.text, at=0, before=0, after=need, what=f"record {rec.id!r}"
+        )
         if len(ids) < need:
             skipped.append(rec.id)
             short_lengths.append(len(ids))
             continue
         pspan, sspan = _spans(offsets, 0, prefix_tokens, suffix_tokens, rec.text)
-        out.append(Window(
-            source=rec.id, index=0,
-            prefix_ids=tuple(ids[:prefix_tokens]),
-            suffix_ids=tuple(ids[prefix_tokens:need]),
-            prefix_span=pspan, suffix_span=sspan,
-            prefix_text=rec.text[pspan[0]:pspan[1]], suffix_text=rec.text[sspan[0]:sspan[1]],
-            token_start=0,
-        ))
+        out.append(
+            Window(
+                source=rec.id,
+                index=0,
+                prefix_ids=tuple(ids[:prefix_tokens]),
+                suffix_ids=tuple(ids[prefix_tokens:need]),
+                prefix_span=pspan,
+                suffix_span=sspan,
+                prefix_text=rec.text[pspan[0] : pspan[1]],
+                suffix_text=rec.text[sspan[0] : sspan[1]],
+                token_start=0,
+            )
+        )
     n = len(recs)
     if not out:
         if fields:
             raise InputError(
                 f"all {n} records are shorter than asked (prefix tokens {prefix_tokens}, suffix tokens {suffix_tokens}; "
                 "None = the whole field)",
-                hint="use smaller --prefix-tokens/--suffix-tokens, or omit them to take the whole fields")
+                hint="use smaller --prefix-tokens/--suffix-tokens, or omit them to take the whole fields",
+            )
         raise InputError(
             f"all {n} texts are shorter than prefix + suffix = {prefix_tokens + suffix_tokens} tokens ({prefix_tokens} + "
             f"{suffix_tokens}){_length_summary(short_lengths)}",
@@ -396,17 +452,22 @@ def _join(ids, st, en, k: int, nids, nst, nen) -> tuple[int, int] | None:
         if j > limit:
             return None
         while j <= limit and st[j] == nst[i]:
-            if j >= k and _clean(st, en, j) and en[j] == nen[i] and np.array_equal(
-                    ids[j:j + STITCH_AGREE], nids[i:i + STITCH_AGREE]) and np.array_equal(
-                    st[j:j + STITCH_AGREE], nst[i:i + STITCH_AGREE]) and np.array_equal(
-                    en[j:j + STITCH_AGREE], nen[i:i + STITCH_AGREE]):
+            if (
+                j >= k
+                and _clean(st, en, j)
+                and en[j] == nen[i]
+                and np.array_equal(ids[j : j + STITCH_AGREE], nids[i : i + STITCH_AGREE])
+                and np.array_equal(st[j : j + STITCH_AGREE], nst[i : i + STITCH_AGREE])
+                and np.array_equal(en[j : j + STITCH_AGREE], nen[i : i + STITCH_AGREE])
+            ):
                 return j, i
             j += 1
     return None
 
 
-def encode_slices(tokenizer: OffsetTokenizer, text: str, *,
-                  chunk_chars: int = DOCUMENT_CHUNK_CHARS) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def encode_slices(
+    tokenizer: OffsetTokenizer, text: str, *, chunk_chars: int = DOCUMENT_CHUNK_CHARS
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The tokenization of the whole ``text``, slice by slice: yields ``(ids, starts, ends)``
     int64 arrays whose concatenation is the whole text's tokenization, so memory follows the
     slice, not the book (a tokenizer's Python lists of ids and offset tuples take ~150 bytes a
@@ -424,7 +485,7 @@ def encode_slices(tokenizer: OffsetTokenizer, text: str, *,
     slice's. This equals the whole text's tokenization for local tokenizers (byte-level BPE,
     SentencePiece, WordPiece; exactly so where the restart is a regex pre-tokenizer's boundary
     and the tokenizer has no normalizer: BPE never merges across a pre-token):
-    tests/test_census_book.py checks it against one-shot tokenization with small slices, on
+    tests/claims/test_census_book.py checks it against one-shot tokenization with small slices, on
     scripts whose characters are several tokens. Where no agreement is found, the rest is
     tokenized in one piece from the current slice's start (exact, at the memory cost of the
     rest). Hand-written: tokenizers have no streaming encoder with offsets.
@@ -462,8 +523,10 @@ def encode_slices(tokenizer: OffsetTokenizer, text: str, *,
             cut = _join(ids, st, en, k, nids, nst, nen)
         if cut is None:  # no agreement: the rest in one piece, from where this slice started
             rz, rids, rst, ren = encode(a, n - a)
-            if not (np.array_equal(rids[c:c + STITCH_AGREE], ids[c:c + STITCH_AGREE])
-                    and np.array_equal(rst[c:c + STITCH_AGREE], st[c:c + STITCH_AGREE])):
+            if not (
+                np.array_equal(rids[c : c + STITCH_AGREE], ids[c : c + STITCH_AGREE])
+                and np.array_equal(rst[c : c + STITCH_AGREE], st[c : c + STITCH_AGREE])
+            ):
                 # the longer tokenization from the slice's start moved the tokens taken from it:
                 # the whole text in one piece, from the token after the last one yielded
                 rz, rids, rst, ren = encode(0, n)
@@ -477,8 +540,9 @@ def encode_slices(tokenizer: OffsetTokenizer, text: str, *,
     yield ids[c:], st[c:], en[c:]
 
 
-def encode_document(tokenizer: OffsetTokenizer, text: str, *,
-                    chunk_chars: int = DOCUMENT_CHUNK_CHARS) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def encode_document(
+    tokenizer: OffsetTokenizer, text: str, *, chunk_chars: int = DOCUMENT_CHUNK_CHARS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The tokenization of the whole ``text`` as arrays ``(ids, starts, ends)`` (int64), from
     :func:`encode_slices`.
 
@@ -507,7 +571,7 @@ def _compact_ids(a):
 class _LazyWindows(Sequence):
     """The windows of a :class:`DocumentWindows`, made one at a time when asked for."""
 
-    def __init__(self, doc: "DocumentWindows"):
+    def __init__(self, doc: DocumentWindows):
         self._doc = doc
 
     def __len__(self) -> int:
@@ -540,13 +604,23 @@ class DocumentWindows:
     skipped_ids: tuple = ()
     cut = None  # token windows (memclaim.procedure.WindowSpec.cut)
 
-    def __init__(self, text: str, slices, *, prefix_tokens: int, suffix_tokens: int, stride: int,
-                 source: str = "document"):
+    def __init__(
+        self,
+        text: str,
+        slices,
+        *,
+        prefix_tokens: int,
+        suffix_tokens: int,
+        stride: int,
+        source: str = "document",
+    ):
         import numpy as np
 
         self.text, self.source = text, source
         self.prefix_tokens, self.suffix_tokens, self.stride = prefix_tokens, suffix_tokens, stride
-        self.spec = WindowSpec(prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, stride=stride)
+        self.spec = WindowSpec(
+            prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, stride=stride
+        )
         P, need = prefix_tokens, prefix_tokens + suffix_tokens
         self.need = need
         ids, p0, p1, s1 = [], [], [], []
@@ -576,18 +650,33 @@ class DocumentWindows:
         self.p0 = self.p1 = self.s1 = None
         if monotone:  # positions r, r + stride, ...: window k's is the (r // stride + k)-th
             self.p0 = np.concatenate(p0)[:W]
-            self.p1 = np.concatenate(p1)[(P - 1) // stride:][:W] if P else self.p0
-            self.s1 = np.concatenate(s1)[(need - 1) // stride:][:W]
+            self.p1 = np.concatenate(p1)[(P - 1) // stride :][:W] if P else self.p0
+            self.s1 = np.concatenate(s1)[(need - 1) // stride :][:W]
         # else: DocumentWindows.from_text keeps every token's offsets instead
         self.total_chars = {source: len(text)}
 
     @classmethod
-    def from_text(cls, text, tokenizer, *, prefix_tokens, suffix_tokens, stride, source="document",
-                  chunk_chars: int = DOCUMENT_CHUNK_CHARS) -> "DocumentWindows":
+    def from_text(
+        cls,
+        text,
+        tokenizer,
+        *,
+        prefix_tokens,
+        suffix_tokens,
+        stride,
+        source="document",
+        chunk_chars: int = DOCUMENT_CHUNK_CHARS,
+    ) -> DocumentWindows:
         import numpy as np
 
-        d = cls(text, encode_slices(tokenizer, text, chunk_chars=chunk_chars), prefix_tokens=prefix_tokens,
-                suffix_tokens=suffix_tokens, stride=stride, source=source)
+        d = cls(
+            text,
+            encode_slices(tokenizer, text, chunk_chars=chunk_chars),
+            prefix_tokens=prefix_tokens,
+            suffix_tokens=suffix_tokens,
+            stride=stride,
+            source=source,
+        )
         if not d.monotone:  # exact spans from every token's offsets (8 bytes a token)
             ids, st, en = encode_document(tokenizer, text, chunk_chars=chunk_chars)
             d.ids, d.starts, d.ends = _compact_ids(ids), st.astype(np.int64), en.astype(np.int64)
@@ -611,8 +700,8 @@ class DocumentWindows:
             return p0, (p1 if self.prefix_tokens else p0), max(s1, p1 if self.prefix_tokens else p0)
         start, P, need = i * self.stride, self.prefix_tokens, self.need
         p0 = int(self.starts[start])
-        p1 = int(self.ends[start:start + P].max()) if P else p0
-        return p0, p1, max(int(self.ends[start + P:start + need].max()), p1)
+        p1 = int(self.ends[start : start + P].max()) if P else p0
+        return p0, p1, max(int(self.ends[start + P : start + need].max()), p1)
 
     def window(self, i: int) -> Window:
         if not -self.n_windows <= i < self.n_windows:
@@ -620,16 +709,29 @@ class DocumentWindows:
         i %= self.n_windows
         start, P, need = i * self.stride, self.prefix_tokens, self.need
         p0, p1, s1 = self.spans(i)
-        return Window(source=self.source, index=i,
-                      prefix_ids=tuple(self.ids[start:start + P].tolist()),
-                      suffix_ids=tuple(self.ids[start + P:start + need].tolist()),
-                      prefix_span=(p0, p1), suffix_span=(p1, s1),
-                      prefix_text=self.text[p0:p1], suffix_text=self.text[p1:s1], token_start=start)
+        return Window(
+            source=self.source,
+            index=i,
+            prefix_ids=tuple(self.ids[start : start + P].tolist()),
+            suffix_ids=tuple(self.ids[start + P : start + need].tolist()),
+            prefix_span=(p0, p1),
+            suffix_span=(p1, s1),
+            prefix_text=self.text[p0:p1],
+            suffix_text=self.text[p1:s1],
+            token_start=start,
+        )
 
 
-def sliding_windows(text: str, tokenizer: OffsetTokenizer, *, prefix_tokens: int, suffix_tokens: int,
-                    stride: int, source: str = "document",
-                    chunk_chars: int = DOCUMENT_CHUNK_CHARS) -> DocumentWindows:
+def sliding_windows(
+    text: str,
+    tokenizer: OffsetTokenizer,
+    *,
+    prefix_tokens: int,
+    suffix_tokens: int,
+    stride: int,
+    source: str = "document",
+    chunk_chars: int = DOCUMENT_CHUNK_CHARS,
+) -> DocumentWindows:
     """Sliding windows over one long document ([EM] §5, census): window = prefix + suffix tokens,
     advancing ``stride`` tokens; window i starts at token i*stride. The tail that does not fill a
     whole window is not scored (reported via the coverage denominator, which is the whole text).
@@ -644,8 +746,15 @@ def sliding_windows(text: str, tokenizer: OffsetTokenizer, *, prefix_tokens: int
     _check_lengths(prefix_tokens, suffix_tokens)
     integer("stride", stride, minimum=1)
     need = prefix_tokens + suffix_tokens
-    d = DocumentWindows.from_text(text, tokenizer, prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens,
-                                  stride=stride, source=source, chunk_chars=chunk_chars)
+    d = DocumentWindows.from_text(
+        text,
+        tokenizer,
+        prefix_tokens=prefix_tokens,
+        suffix_tokens=suffix_tokens,
+        stride=stride,
+        source=source,
+        chunk_chars=chunk_chars,
+    )
     if len(d.ids) < need:
         raise InputError(
             f"document {source!r} has {len(d.ids)} tokens, shorter than one window of {need} tokens ({prefix_tokens} + "

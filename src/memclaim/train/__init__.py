@@ -3,4 +3,5 @@
 
 Importing this package registers the named model ``toy`` (:mod:`memclaim.models.registry`).
 """
+
 from . import toy  # noqa: F401  (registers "toy")

@@ -8,6 +8,7 @@ the held-out draws are the matched non-member controls of [EM] §3 by constructi
 
 Everything is a deterministic function of the seed (numpy ``default_rng``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -45,8 +46,10 @@ class MarkovZipf:
         seen: set[str] = set()
         while len(words) < self.n_words:
             n_syl = int(rng.choice([1, 2, 2, 3, 3, 4]))
-            w = "".join(_CONSONANTS[rng.integers(len(_CONSONANTS))] + _VOWELS[rng.integers(len(_VOWELS))]
-                        for _ in range(n_syl))
+            w = "".join(
+                _CONSONANTS[rng.integers(len(_CONSONANTS))] + _VOWELS[rng.integers(len(_VOWELS))]
+                for _ in range(n_syl)
+            )
             if w not in seen:
                 seen.add(w)
                 words.append(w)
@@ -90,7 +93,7 @@ class MarkovZipf:
         out, i = [], 0
         while i < len(ids):
             n = int(rng.integers(lo, hi + 1))
-            sent = [self.words[j] for j in ids[i:i + n]]
+            sent = [self.words[j] for j in ids[i : i + n]]
             sent[0] = sent[0].capitalize()
             out.append(" ".join(sent) + ".")
             i += n
@@ -129,14 +132,25 @@ class PlantedCorpus:
     background: tuple[str, ...] = ()  # the background documents alone (a subset of ``documents``)
 
     def to_dict(self) -> dict:
-        return {"seed": self.seed, "n_documents": len(self.documents),
-                "planted": list(self.planted), "held_out": list(self.held_out)}
+        return {
+            "seed": self.seed,
+            "n_documents": len(self.documents),
+            "planted": list(self.planted),
+            "held_out": list(self.held_out),
+        }
 
 
-def build_planted_corpus(gen: MarkovZipf, *, n_background: int, passage_words: int,
-                         copies: dict[int, int], n_held_out: int, seed: int,
-                         extra_planted: list[dict] | None = None,
-                         extra_held_out: list[dict] | None = None) -> PlantedCorpus:
+def build_planted_corpus(
+    gen: MarkovZipf,
+    *,
+    n_background: int,
+    passage_words: int,
+    copies: dict[int, int],
+    n_held_out: int,
+    seed: int,
+    extra_planted: list[dict] | None = None,
+    extra_held_out: list[dict] | None = None,
+) -> PlantedCorpus:
     """``copies`` maps duplication count k -> number of records planted k times ([MX] §8.2's
     k-copy canaries). ``extra_planted``/``extra_held_out`` add caller-made records (e.g. long
     documents for a census, trigger pairs) with their own ``copies``.
@@ -154,32 +168,54 @@ def build_planted_corpus(gen: MarkovZipf, *, n_background: int, passage_words: i
     for k in sorted(copies):
         integer("copies", k, minimum=1)
         for j in range(copies[k]):
-            planted.append({"id": f"member-k{k}-{j}", "text": gen.passage(rng, n_words=passage_words), "copies": k})
-    held_out = [{"id": f"control-{j}", "text": gen.passage(rng, n_words=passage_words)} for j in range(n_held_out)]
+            planted.append(
+                {
+                    "id": f"member-k{k}-{j}",
+                    "text": gen.passage(rng, n_words=passage_words),
+                    "copies": k,
+                }
+            )
+    held_out = [
+        {"id": f"control-{j}", "text": gen.passage(rng, n_words=passage_words)}
+        for j in range(n_held_out)
+    ]
     planted += list(extra_planted or [])
     held_out += list(extra_held_out or [])
     docs = list(background)
     for rec in planted:
         docs += [rec["text"]] * int(rec["copies"])
     order = rng.permutation(len(docs))
-    return PlantedCorpus(tuple(docs[i] for i in order), tuple(planted), tuple(held_out), seed, tuple(background))
+    return PlantedCorpus(
+        tuple(docs[i] for i in order), tuple(planted), tuple(held_out), seed, tuple(background)
+    )
 
 
 # --------------------------------------------------------------------------- chain sampling
 def _check_chain(P, start) -> tuple[np.ndarray, np.ndarray]:
     P = np.asarray(P, dtype=np.float64)
     if P.ndim != 2 or P.shape[0] != P.shape[1] or P.shape[0] < 2:
-        raise InputError(f"the transition matrix must be square [n, n] with n >= 2, got shape {P.shape}")
+        raise InputError(
+            f"the transition matrix must be square [n, n] with n >= 2, got shape {P.shape}"
+        )
     if np.any(P < 0) or np.any(np.abs(P.sum(axis=1) - 1.0) > 1e-9):
         raise InputError("the transition matrix must have non-negative rows summing to 1")
     s = np.asarray(start, dtype=np.float64)
     if s.shape != (P.shape[0],) or np.any(s < 0) or abs(s.sum() - 1.0) > 1e-9:
-        raise InputError(f"the start distribution must be a probability vector of length {P.shape[0]}")
+        raise InputError(
+            f"the start distribution must be a probability vector of length {P.shape[0]}"
+        )
     return P, s
 
 
-def sample_chain(P: ArrayLike, start: ArrayLike, rng: np.random.Generator, *, n: int, length: int,
-                 first: ArrayLike | None = None) -> np.ndarray:
+def sample_chain(
+    P: ArrayLike,
+    start: ArrayLike,
+    rng: np.random.Generator,
+    *,
+    n: int,
+    length: int,
+    first: ArrayLike | None = None,
+) -> np.ndarray:
     """``n`` independent chain paths of ``length`` tokens, shape (n, length), int64.
 
     The first token is drawn from ``start`` unless ``first`` (one state per path, or a scalar)

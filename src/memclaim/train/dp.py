@@ -21,7 +21,7 @@ What the guarantee is about (say which quantity):
 
 Opacus provides the per-sample gradients (``GradSampleModule``; HF GPT-2's ``Conv1D`` has no
 dedicated Opacus sampler, so Opacus falls back to its functorch sampler for it, which
-``tests/test_train_dp.py`` checks against a slow per-example loop), the clipping and noise
+``tests/train/test_train_dp.py`` checks against a slow per-example loop), the clipping and noise
 (``DPOptimizer``), the Poisson data loader (``DPDataLoader``) and the accountant. Learned position
 embeddings are the one trap: HF models broadcast ``position_ids`` of shape [1, T] over the batch,
 so the embedding's per-sample gradient would be summed over the batch; :class:`ExplicitPositions`
@@ -31,23 +31,33 @@ The noise generator is seeded (reproducible runs); Opacus's ``secure_mode`` (a C
 for a deployed guarantee against floating-point attacks) refuses seeds and is available through
 ``DPConfig(secure_mode=True)``.
 """
+
 from __future__ import annotations
 
 import functools
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from ..errors import DomainError, InputError, require
 from ..jsonutil import ResultMixin
-from ..validate import in_open_unit, integer, positive, seed as check_seed
+from ..validate import in_open_unit, integer, positive
+from ..validate import seed as check_seed
 from .losses import objective_for, poisson_rate
 
-__all__ = ["ACCOUNTANTS", "DPConfig", "DPReport", "default_delta", "calibrate_noise_multiplier",
-           "ExplicitPositions", "per_sample_gradients", "PrivateRun"]
+__all__ = [
+    "ACCOUNTANTS",
+    "DPConfig",
+    "DPReport",
+    "default_delta",
+    "calibrate_noise_multiplier",
+    "ExplicitPositions",
+    "per_sample_gradients",
+    "PrivateRun",
+]
 
 ACCOUNTANTS = ("rdp", "prv", "gdp")
 NEIGHBORS = "add/remove"
@@ -70,19 +80,22 @@ class DPConfig(ResultMixin):
     grad_sample_mode: str = "hooks"
     secure_mode: bool = False
     cross_check: bool = True  # recompute epsilon with dp_accounting (RDP and PLD)
-    curve_caps: bool = True   # report the memorization caps from the run's trade-off curve (PLD)
+    curve_caps: bool = True  # report the memorization caps from the run's trade-off curve (PLD)
 
     def __post_init__(self):
         if (self.target_epsilon is None) == (self.noise_multiplier is None):
-            raise DomainError("give exactly one of target_epsilon and noise_multiplier",
-                              hint=f"got target_epsilon={self.target_epsilon!r}, noise_multiplier={self.noise_multiplier!r}")
+            raise DomainError(
+                "give exactly one of target_epsilon and noise_multiplier",
+                hint=f"got target_epsilon={self.target_epsilon!r}, noise_multiplier={self.noise_multiplier!r}",
+            )
         if self.target_epsilon is not None:
             e = self.target_epsilon
             if isinstance(e, (int, float)) and not isinstance(e, bool) and math.isinf(e) and e > 0:
                 raise DomainError(
                     "target_epsilon = inf is no privacy guarantee: there is nothing to calibrate",
                     hint="for the eps = inf configuration train without dp (TrainConfig(dp=None, "
-                         "sampling='poisson', grad_clip=None)): the same optimizer without clipping or noise")
+                    "sampling='poisson', grad_clip=None)): the same optimizer without clipping or noise",
+                )
             positive("target_epsilon", e)
         if self.noise_multiplier is not None:
             positive("noise_multiplier", self.noise_multiplier)
@@ -91,15 +104,21 @@ class DPConfig(ResultMixin):
         positive("max_grad_norm", self.max_grad_norm)
         positive("epsilon_tolerance", self.epsilon_tolerance)
         if self.accountant not in ACCOUNTANTS:
-            raise DomainError(f"unknown Opacus accountant {self.accountant!r}", hint=f"one of {ACCOUNTANTS}")
+            raise DomainError(
+                f"unknown Opacus accountant {self.accountant!r}", hint=f"one of {ACCOUNTANTS}"
+            )
         if self.noise_seed is not None:
             check_seed("noise_seed", self.noise_seed)
         if self.grad_sample_mode not in ("hooks", "functorch"):
-            raise DomainError(f"grad_sample_mode must be 'hooks' or 'functorch', got {self.grad_sample_mode!r}",
-                              hint="'hooks' uses Opacus's per-layer samplers and falls back to functorch per layer")
+            raise DomainError(
+                f"grad_sample_mode must be 'hooks' or 'functorch', got {self.grad_sample_mode!r}",
+                hint="'hooks' uses Opacus's per-layer samplers and falls back to functorch per layer",
+            )
         if self.secure_mode and self.noise_seed is not None:
-            raise DomainError("secure_mode draws noise from a CSPRNG and refuses a noise seed",
-                              hint="drop noise_seed, or use secure_mode=False for a reproducible (seeded) run")
+            raise DomainError(
+                "secure_mode draws noise from a CSPRNG and refuses a noise seed",
+                hint="drop noise_seed, or use secure_mode=False for a reproducible (seeded) run",
+            )
 
 
 @dataclass(frozen=True)
@@ -158,8 +177,15 @@ def default_delta(n_examples: int) -> float:
     return 1.0 / (10.0 * integer("number of training examples", n_examples, minimum=1))
 
 
-def calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sampling_rate: float, steps: int,
-                               accountant: str = "rdp", epsilon_tolerance: float = 0.01) -> float:
+def calibrate_noise_multiplier(
+    *,
+    target_epsilon: float,
+    delta: float,
+    sampling_rate: float,
+    steps: int,
+    accountant: str = "rdp",
+    epsilon_tolerance: float = 0.01,
+) -> float:
     """The smallest noise multiplier (to ``epsilon_tolerance``) whose epsilon after ``steps``
     Poisson-sampled steps at rate ``sampling_rate`` is at most ``target_epsilon`` at ``delta``.
 
@@ -191,7 +217,9 @@ def calibrate_noise_multiplier(*, target_epsilon: float, delta: float, sampling_
 # integer orders of that grid (a closed form in Opacus's analysis, about 7x faster here than the
 # fractional orders 1.1..10.9): the calibrated noise is then conservative, and the reported epsilon,
 # over a superset of the orders, is at most the calibration's, hence at most the target.
-REPORT_ORDERS = tuple([1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024])
+REPORT_ORDERS = tuple(
+    [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024]
+)
 CALIBRATION_ORDERS = tuple(o for o in REPORT_ORDERS if float(o).is_integer() and o >= 2)
 
 
@@ -202,14 +230,26 @@ def _calibrate(e: float, d: float, q: float, s: int, accountant: str, tol: float
 
     kw = {"alphas": list(CALIBRATION_ORDERS)} if accountant == "rdp" else {}
     try:
-        sigma = float(get_noise_multiplier(target_epsilon=e, target_delta=d, sample_rate=q, steps=s,
-                                           accountant=accountant, epsilon_tolerance=tol, **kw))
+        sigma = float(
+            get_noise_multiplier(
+                target_epsilon=e,
+                target_delta=d,
+                sample_rate=q,
+                steps=s,
+                accountant=accountant,
+                epsilon_tolerance=tol,
+                **kw,
+            )
+        )
     except ValueError as exc:  # "The privacy budget is too low."
-        raise DomainError(f"no noise multiplier reaches epsilon = {e:g} at delta = {d:g} with {s} steps at "
-                          f"sampling rate {q:g} ({exc})",
-                          hint="raise epsilon, lower the number of steps or the sampling rate") from None
+        raise DomainError(
+            f"no noise multiplier reaches epsilon = {e:g} at delta = {d:g} with {s} steps at "
+            f"sampling rate {q:g} ({exc})",
+            hint="raise epsilon, lower the number of steps or the sampling rate",
+        ) from None
     if accountant != "rdp":
         return sigma
+
     # Refine on the full reported grid (the fractional orders matter at large epsilon): bisection
     # between a noise level that overshoots and the integer-order one, which never does, until the
     # reported epsilon is within the tolerance below the target (Opacus's own stopping rule).
@@ -258,7 +298,13 @@ CURVE_COPIES = (1, 2, 4, 8)
 def _run_curve(sigma: float, q: float, steps: int, delta: float):
     from ..privacy.pld import dpsgd_curve
 
-    return dpsgd_curve(noise_multiplier=sigma, sampling_rate=q, steps=steps, neighbors="add-remove", route_delta=delta)
+    return dpsgd_curve(
+        noise_multiplier=sigma,
+        sampling_rate=q,
+        steps=steps,
+        neighbors="add-remove",
+        route_delta=delta,
+    )
 
 
 def _caps_from_curve(sigma: float, q: float, steps: int, delta: float, epsilon: float) -> dict:
@@ -270,8 +316,10 @@ def _caps_from_curve(sigma: float, q: float, steps: int, delta: float, epsilon: 
     cur = _run_curve(sigma, q, steps, delta)
     out = curve_caps(cur, copies=CURVE_COPIES, epsilon=epsilon, delta=delta)
     if out["epsilon_delta_route"] is not None:
-        out["epsilon_delta_route"]["note"] = ("(eps, delta) route with the Opacus accountant's epsilon "
-                                              "([MX] Lemma B.2): valid, looser than the curve")
+        out["epsilon_delta_route"]["note"] = (
+            "(eps, delta) route with the Opacus accountant's epsilon "
+            "([MX] Lemma B.2): valid, looser than the curve"
+        )
     return out
 
 
@@ -293,10 +341,18 @@ def _cross_check(sigma: float, q: float, steps: int, delta: float) -> tuple[floa
 def _cross_check_quiet(sigma: float, q: float, steps: int, delta: float) -> tuple[float, float]:
     from ..privacy.tradeoff import dpsgd_epsilon
 
-    rdp = dpsgd_epsilon(noise_multiplier=sigma, sampling_rate=q, steps=steps, delta=delta, accountant="rdp").epsilon
+    rdp = dpsgd_epsilon(
+        noise_multiplier=sigma, sampling_rate=q, steps=steps, delta=delta, accountant="rdp"
+    ).epsilon
     # a coarser PLD grid is faster and still a valid (pessimistic) upper bound
-    pld = dpsgd_epsilon(noise_multiplier=sigma, sampling_rate=q, steps=steps, delta=delta, accountant="pld",
-                        pld_discretization=1e-3).epsilon
+    pld = dpsgd_epsilon(
+        noise_multiplier=sigma,
+        sampling_rate=q,
+        steps=steps,
+        delta=delta,
+        accountant="pld",
+        pld_discretization=1e-3,
+    ).epsilon
     return float(rdp), float(pld)
 
 
@@ -318,13 +374,20 @@ class ExplicitPositions(torch.nn.Module):
     def forward(self, input_ids=None, **kwargs):
         if "position_ids" not in kwargs or kwargs["position_ids"] is None:
             B, T = input_ids.shape
-            kwargs["position_ids"] = torch.arange(T, device=input_ids.device).unsqueeze(0).expand(B, T)  # [B, T]
+            kwargs["position_ids"] = (
+                torch.arange(T, device=input_ids.device).unsqueeze(0).expand(B, T)
+            )  # [B, T]
         return self.model(input_ids=input_ids, **kwargs)
 
 
-def per_sample_gradients(model: torch.nn.Module, batch: torch.Tensor, *,
-                         objective: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] | None = None,
-                         pad_id: int | None = None, grad_sample_mode: str = "hooks") -> dict[str, torch.Tensor]:
+def per_sample_gradients(
+    model: torch.nn.Module,
+    batch: torch.Tensor,
+    *,
+    objective: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] | None = None,
+    pad_id: int | None = None,
+    grad_sample_mode: str = "hooks",
+) -> dict[str, torch.Tensor]:
     """Per-example gradients of the training loss by Opacus's ``GradSampleModule`` exactly as a
     DP-SGD run computes them (before clipping): {parameter name: tensor [B, *shape]}.
 
@@ -344,12 +407,19 @@ def per_sample_gradients(model: torch.nn.Module, batch: torch.Tensor, *,
 
     if not any(p.requires_grad for p in model.parameters()):
         # a frozen model (as finetune and load_model leave it) has no gradient to sample
-        raise InputError("the model has no trainable parameters", hint="call model.requires_grad_(True) first")
+        raise InputError(
+            "the model has no trainable parameters", hint="call model.requires_grad_(True) first"
+        )
     obj = objective or objective_for(pad_id)
     was_training = model.training
     model.train()  # Opacus records activations only in training mode
-    gsm = GradSampleModule(ExplicitPositions(model), batch_first=True, loss_reduction="mean", strict=False,
-                           force_functorch=(grad_sample_mode == "functorch"))
+    gsm = GradSampleModule(
+        ExplicitPositions(model),
+        batch_first=True,
+        loss_reduction="mean",
+        strict=False,
+        force_functorch=(grad_sample_mode == "functorch"),
+    )
     try:
         gsm.zero_grad(set_to_none=True)
         with warnings.catch_warnings():
@@ -388,32 +458,52 @@ class PrivateRun:
             raise DomainError(
                 f"delta = {self.delta:g} is not below 1/N = {1.0 / n:g} for N = {n} training examples: a guarantee "
                 "with delta >= 1/N permits publishing a random example verbatim",
-                hint="use delta << 1/N; the default is 1/(10 N) ([MX] App. F.2)")
+                hint="use delta << 1/N; the default is 1/(10 N) ([MX] App. F.2)",
+            )
         if config.steps < 1:
             raise DomainError("a DP-SGD run needs at least one step")
         if dp.noise_multiplier is not None:
             self.sigma = float(dp.noise_multiplier)
         else:
             self.sigma = calibrate_noise_multiplier(
-                target_epsilon=dp.target_epsilon, delta=self.delta, sampling_rate=self.q, steps=config.steps,
-                accountant=dp.accountant, epsilon_tolerance=dp.epsilon_tolerance)
-        loader = DataLoader(TensorDataset(blocks), batch_size=config.batch_size,
-                            generator=None if dp.secure_mode else gen)
+                target_epsilon=dp.target_epsilon,
+                delta=self.delta,
+                sampling_rate=self.q,
+                steps=config.steps,
+                accountant=dp.accountant,
+                epsilon_tolerance=dp.epsilon_tolerance,
+            )
+        loader = DataLoader(
+            TensorDataset(blocks),
+            batch_size=config.batch_size,
+            generator=None if dp.secure_mode else gen,
+        )
         noise_gen = None
         if not dp.secure_mode:
-            noise_gen = torch.Generator().manual_seed(dp.noise_seed if dp.noise_seed is not None else config.seed + 1)
+            noise_gen = torch.Generator().manual_seed(
+                dp.noise_seed if dp.noise_seed is not None else config.seed + 1
+            )
         with warnings.catch_warnings():
             # the seeded PRNG is deliberate (reproducible runs); secure_mode=True is the CSPRNG path
             warnings.filterwarnings("ignore", message="Secure RNG turned off")
             self.engine = PrivacyEngine(accountant=dp.accountant, secure_mode=dp.secure_mode)
             made = self.engine.make_private(
-                module=ExplicitPositions(model), optimizer=optimizer, data_loader=loader,
-                noise_multiplier=self.sigma, max_grad_norm=dp.max_grad_norm, poisson_sampling=True,
-                noise_generator=noise_gen, grad_sample_mode=dp.grad_sample_mode, loss_reduction="mean")
+                module=ExplicitPositions(model),
+                optimizer=optimizer,
+                data_loader=loader,
+                noise_multiplier=self.sigma,
+                max_grad_norm=dp.max_grad_norm,
+                poisson_sampling=True,
+                noise_generator=noise_gen,
+                grad_sample_mode=dp.grad_sample_mode,
+                loss_reduction="mean",
+            )
         self.module, self.optimizer, self.loader = made
         self.opacus_rate = float(self.loader.sample_rate)
         if abs(self.opacus_rate - self.q) > 1e-15:  # both are 1 / ceil(n / B)
-            raise InputError(f"Opacus samples at rate {self.opacus_rate}, memclaim planned {self.q}")
+            raise InputError(
+                f"Opacus samples at rate {self.opacus_rate}, memclaim planned {self.q}"
+            )
         self._model = model
 
     def batches(self):
@@ -441,7 +531,9 @@ class PrivateRun:
                     except AttributeError:
                         pass
         # accountant history: [(noise multiplier, sample rate, number of steps), ...]
-        history = tuple((float(h[0]), float(h[1]), int(h[2])) for h in self.engine.accountant.history)
+        history = tuple(
+            (float(h[0]), float(h[1]), int(h[2])) for h in self.engine.accountant.history
+        )
         taken = sum(h[2] for h in history)
         eps = opacus_epsilon(self.dp.accountant, history, self.delta) if taken else 0.0
         e_rdp = e_pld = None
@@ -451,22 +543,43 @@ class PrivateRun:
         caps = None
         if taken and dp.curve_caps:
             if len({(h[0], h[1]) for h in history}) != 1:
-                raise InputError(f"the accountant history mixes noise levels or sampling rates: {history}")
+                raise InputError(
+                    f"the accountant history mixes noise levels or sampling rates: {history}"
+                )
             caps = _caps_from_curve(self.sigma, self.q, taken, self.delta, eps)
-        stmt = (f"({eps:.4g}, {self.delta:.3g})-DP under add/remove of one training block (Poisson sampling at "
-                f"q = {self.q:.4g}, {taken} steps, noise multiplier {self.sigma:.4g}, per-sample clipping at "
-                f"{dp.max_grad_norm:g}; Opacus {dp.accountant.upper()} accountant). Capped directly: the LOO "
-                f"functional ([MX] Prop. A.1); a record planted as k blocks is a group of k.")
+        stmt = (
+            f"({eps:.4g}, {self.delta:.3g})-DP under add/remove of one training block (Poisson sampling at "
+            f"q = {self.q:.4g}, {taken} steps, noise multiplier {self.sigma:.4g}, per-sample clipping at "
+            f"{dp.max_grad_norm:g}; Opacus {dp.accountant.upper()} accountant). Capped directly: the LOO "
+            f"functional ([MX] Prop. A.1); a record planted as k blocks is a group of k."
+        )
         if caps is not None:
             c1 = caps["caps"][0]
             route = caps["epsilon_delta_route"]
-            stmt += (f" From the run's trade-off curve (PLD): |mem_LOO| <= {c1['LOO']:.4g}, |mem_RO| <= {c1['RO']:.4g}"
-                     + (f" (the (eps, delta) route gives {route['eta']:.4g})." if route else "."))
-        return DPReport(neighbors=NEIGHBORS, functional=FUNCTIONAL, sampling="Poisson (Opacus DPDataLoader)",
-                        unit="one training block (a row of the blocks tensor)", n_examples=self.n,
-                        sampling_rate=self.q, expected_batch_size=self.q * self.n, planned_steps=self.config.steps,
-                        steps=taken, empty_batches=empty, noise_multiplier=self.sigma,
-                        max_grad_norm=dp.max_grad_norm, delta=self.delta, target_epsilon=dp.target_epsilon,
-                        epsilon=eps, accountant=dp.accountant, epsilon_rdp_dp_accounting=e_rdp,
-                        epsilon_pld_dp_accounting=e_pld, secure_mode=dp.secure_mode, statement=stmt,
-                        caps_from_curve=caps)
+            stmt += (
+                f" From the run's trade-off curve (PLD): |mem_LOO| <= {c1['LOO']:.4g}, |mem_RO| <= {c1['RO']:.4g}"
+                + (f" (the (eps, delta) route gives {route['eta']:.4g})." if route else ".")
+            )
+        return DPReport(
+            neighbors=NEIGHBORS,
+            functional=FUNCTIONAL,
+            sampling="Poisson (Opacus DPDataLoader)",
+            unit="one training block (a row of the blocks tensor)",
+            n_examples=self.n,
+            sampling_rate=self.q,
+            expected_batch_size=self.q * self.n,
+            planned_steps=self.config.steps,
+            steps=taken,
+            empty_batches=empty,
+            noise_multiplier=self.sigma,
+            max_grad_norm=dp.max_grad_norm,
+            delta=self.delta,
+            target_epsilon=dp.target_epsilon,
+            epsilon=eps,
+            accountant=dp.accountant,
+            epsilon_rdp_dp_accounting=e_rdp,
+            epsilon_pld_dp_accounting=e_pld,
+            secure_mode=dp.secure_mode,
+            statement=stmt,
+            caps_from_curve=caps,
+        )

@@ -16,47 +16,79 @@ planted records, and for a DP run the epsilon actually spent) loads through
   on texts with planted records ([MX] App. F.2 "Fine-tuning": AdamW, lr 5e-5, batch 8, 3 epochs),
   optionally with DP-SGD.
 """
+
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._version import __version__
 from ..decoding import Policy
 from ..errors import InputError, ModelLoadError
-from ..fsutil import atomic_directory, cache_dir, file_lock, replaceable_folder, sha256_bytes, write_marker
+from ..fsutil import (
+    atomic_directory,
+    cache_dir,
+    file_lock,
+    replaceable_folder,
+    sha256_bytes,
+    write_marker,
+)
 from ..jsonutil import ResultMixin, to_jsonable
 from ..models import load_model
 from ..models.loader import check_loading_info
-from ..validate import integer, positive, seed as check_seed
+from ..validate import integer, positive
+from ..validate import seed as check_seed
 from .corpus import MarkovZipf, sample_chain
 from .planted import PlantedRecord, plant, training_blocks
 from .toy import SOT, _train_tokenizer
 
 if TYPE_CHECKING:
     import torch
-    from transformers import GPT2LMHeadModel, PreTrainedModel, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+    from transformers import (
+        GPT2LMHeadModel,
+        PreTrainedModel,
+        PreTrainedTokenizerBase,
+        PreTrainedTokenizerFast,
+    )
 
     from ..models.loader import HFTokenizer, LoadedModel
     from ..progress import LogCallback
     from .planted import PlantedCorpus
     from .trainer import TrainConfig
 
-__all__ = ["TRAIN_FILE", "new_gpt2", "TinyLabSpec", "tiny_lab_model", "load_trainable", "FinetuneResult",
-           "finetune", "save_trained", "epochs_to_steps"]
+__all__ = [
+    "TRAIN_FILE",
+    "new_gpt2",
+    "TinyLabSpec",
+    "tiny_lab_model",
+    "load_trainable",
+    "FinetuneResult",
+    "finetune",
+    "save_trained",
+    "epochs_to_steps",
+]
 
 TRAIN_FILE = "memclaim_train.json"
 PAD = "<|pad|>"
 RESERVED = "<|reserved_{}|>"
 
 
-def new_gpt2(*, vocab_size: int, n_positions: int = 128, n_embd: int = 64, n_layer: int = 2, n_head: int = 4,
-             seed: int = 0, sot: int = 0) -> GPT2LMHeadModel:
+def new_gpt2(
+    *,
+    vocab_size: int,
+    n_positions: int = 128,
+    n_embd: int = 64,
+    n_layer: int = 2,
+    n_head: int = 4,
+    seed: int = 0,
+    sot: int = 0,
+) -> GPT2LMHeadModel:
     """A fresh GPT-2 (no dropout) initialized under ``seed`` (the global torch RNG is left alone).
 
     >>> from memclaim.train.finetune import new_gpt2
@@ -68,12 +100,27 @@ def new_gpt2(*, vocab_size: int, n_positions: int = 128, n_embd: int = 64, n_lay
     from transformers import GPT2Config, GPT2LMHeadModel
 
     integer("vocab_size", vocab_size, minimum=2)
-    for name, v in (("n_positions", n_positions), ("n_embd", n_embd), ("n_layer", n_layer), ("n_head", n_head)):
+    for name, v in (
+        ("n_positions", n_positions),
+        ("n_embd", n_embd),
+        ("n_layer", n_layer),
+        ("n_head", n_head),
+    ):
         integer(name, v, minimum=1)
     if n_embd % n_head:
         raise InputError(f"n_embd = {n_embd} is not a multiple of n_head = {n_head}")
-    cfg = GPT2Config(vocab_size=vocab_size, n_positions=n_positions, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
-                     bos_token_id=sot, eos_token_id=sot, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    cfg = GPT2Config(
+        vocab_size=vocab_size,
+        n_positions=n_positions,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=n_head,
+        bos_token_id=sot,
+        eos_token_id=sot,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(check_seed("seed", seed))
         model = GPT2LMHeadModel(cfg)
@@ -105,9 +152,17 @@ def _train_dict(result) -> dict:
     return d
 
 
-def finetune(model: torch.nn.Module, corpus: PlantedCorpus, config: TrainConfig, *, sep_ids: Sequence[int],
-             layout: str = "pack", pad_id: int | None = None, include: Sequence[str] | None = None,
-             on_step: Callable[[int, float], None] | None = None) -> FinetuneResult:
+def finetune(
+    model: torch.nn.Module,
+    corpus: PlantedCorpus,
+    config: TrainConfig,
+    *,
+    sep_ids: Sequence[int],
+    layout: str = "pack",
+    pad_id: int | None = None,
+    include: Sequence[str] | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+) -> FinetuneResult:
     """Train ``model`` (in place) on a :class:`memclaim.train.planted.PlantedCorpus` through the
     one trainer. ``config`` is a :class:`memclaim.train.trainer.TrainConfig` (its ``pad_id`` is
     set from ``pad_id`` for the ``examples`` layout).
@@ -126,16 +181,28 @@ def finetune(model: torch.nn.Module, corpus: PlantedCorpus, config: TrainConfig,
 
     from .trainer import train_causal_lm
 
-    tb = training_blocks(corpus, seq_len=config.seq_len, sep_ids=sep_ids, layout=layout, pad_id=pad_id,
-                         include=include)
+    tb = training_blocks(
+        corpus,
+        seq_len=config.seq_len,
+        sep_ids=sep_ids,
+        layout=layout,
+        pad_id=pad_id,
+        include=include,
+    )
     if layout == "examples" and config.pad_id is None:
         config = replace(config, pad_id=pad_id)
     model.requires_grad_(True)
     res = train_causal_lm(model, tb.blocks, config, on_step=on_step, label="fine-tuning")
     model.requires_grad_(False)
     cfg = {k: (v.to_dict() if hasattr(v, "to_dict") else v) for k, v in asdict(config).items()}
-    return FinetuneResult(_train_dict(res), to_jsonable(cfg), tb.n, tb.layout, corpus.manifest(),
-                          None if res.dp is None else res.dp.to_dict())
+    return FinetuneResult(
+        _train_dict(res),
+        to_jsonable(cfg),
+        tb.n,
+        tb.layout,
+        corpus.manifest(),
+        None if res.dp is None else res.dp.to_dict(),
+    )
 
 
 def check_output_folder(out, *, overwrite: bool = False, option: str = "--out") -> Path:
@@ -145,18 +212,29 @@ def check_output_folder(out, *, overwrite: bool = False, option: str = "--out") 
     files memclaim did not write; :func:`memclaim.fsutil.replaceable_folder`)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise InputError(f"{option} {str(out)!r} exists and is not a folder", hint=f"choose a new {option} folder")
+        raise InputError(
+            f"{option} {str(out)!r} exists and is not a folder",
+            hint=f"choose a new {option} folder",
+        )
     if out.is_dir() and any(out.iterdir()):
         if not overwrite:
-            raise InputError(f"{option} {str(out)!r} exists and is not an empty folder",
-                             hint=f"choose a new {option} folder (or pass --overwrite to replace a model folder "
-                                  "memclaim wrote)")
+            raise InputError(
+                f"{option} {str(out)!r} exists and is not an empty folder",
+                hint=f"choose a new {option} folder (or pass --overwrite to replace a model folder "
+                "memclaim wrote)",
+            )
         replaceable_folder(out, option=option)
     return out
 
 
-def save_trained(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | HFTokenizer, out: str | Path, *,
-                 manifest: dict, overwrite: bool = False) -> Path:
+def save_trained(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase | HFTokenizer,
+    out: str | Path,
+    *,
+    manifest: dict,
+    overwrite: bool = False,
+) -> Path:
     """Write an HF folder (safetensors + tokenizer + ``memclaim_train.json``) atomically: into a
     temporary sibling, renamed into place when complete, and marked as memclaim's. An existing
     non-empty folder is refused unless ``overwrite``, and even then unless memclaim made it and
@@ -178,9 +256,14 @@ def save_trained(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | HF
     return out
 
 
-def load_trainable(spec: str, *, dtype: str = "float32", seq_len: int | None = None,
-                   trust_remote_code: bool = False,
-                   device: str = "cpu") -> tuple[PreTrainedModel, PreTrainedTokenizerFast, list[int], LoadedModel]:
+def load_trainable(
+    spec: str,
+    *,
+    dtype: str = "float32",
+    seq_len: int | None = None,
+    trust_remote_code: bool = False,
+    device: str = "cpu",
+) -> tuple[PreTrainedModel, PreTrainedTokenizerFast, list[int], LoadedModel]:
     """(model with gradients on, HF tokenizer, start-of-text ids) for a model folder, a .gguf file
     or a named model (resolved by :func:`memclaim.models.load_model`; weights read as ``dtype``
     and put on ``device``, a concrete 'cpu' or 'cuda:N' from
@@ -197,15 +280,23 @@ def load_trainable(spec: str, *, dtype: str = "float32", seq_len: int | None = N
     loaded = load_model(spec, dtype=dtype, trust_remote_code=trust_remote_code)
     limit = loaded.max_positions
     if seq_len is not None and limit is not None and int(seq_len) > limit:
-        raise InputError(f"--seq-len {seq_len} is longer than the context of {loaded.name} ({limit} positions)",
-                         hint=f"use --seq-len {limit} or less")
+        raise InputError(
+            f"--seq-len {seq_len} is longer than the context of {loaded.name} ({limit} positions)",
+            hint=f"use --seq-len {limit} or less",
+        )
     try:
-        model, info = AutoModelForCausalLM.from_pretrained(str(loaded.path), dtype=getattr(torch, dtype),
-                                                           local_files_only=True, use_safetensors=True,
-                                                           trust_remote_code=trust_remote_code,
-                                                           output_loading_info=True)
+        model, info = AutoModelForCausalLM.from_pretrained(
+            str(loaded.path),
+            dtype=getattr(torch, dtype),
+            local_files_only=True,
+            use_safetensors=True,
+            trust_remote_code=trust_remote_code,
+            output_loading_info=True,
+        )
     except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"cannot load model weights from {str(loaded.path)!r}: {exc}") from None
+        raise ModelLoadError(
+            f"cannot load model weights from {str(loaded.path)!r}: {exc}"
+        ) from None
     check_loading_info(info, loaded.path)  # never fine-tune a partly random model
     model.to(device)
     model.requires_grad_(True)
@@ -214,8 +305,10 @@ def load_trainable(spec: str, *, dtype: str = "float32", seq_len: int | None = N
         tok = loaded.tokenizer.tok
         tid = tok.eos_token_id if tok.eos_token_id is not None else tok.bos_token_id
         if tid is None:
-            raise InputError(f"model {spec!r} has no start-of-text, eos or bos token to separate documents",
-                             hint="pass a model whose tokenizer defines eos or bos")
+            raise InputError(
+                f"model {spec!r} has no start-of-text, eos or bos token to separate documents",
+                hint="pass a model whose tokenizer defines eos or bos",
+            )
         sot = [int(tid)]
     return model, loaded.tokenizer.tok, sot, loaded
 
@@ -250,8 +343,21 @@ class TinyLabSpec(ResultMixin):
     threads: int = 2
 
     def __post_init__(self):
-        for name in ("n_words", "n_background", "passage_words", "prefix_words", "secret_words", "vocab_size",
-                     "n_layer", "n_embd", "n_head", "seq_len", "steps", "batch_size", "trigger_tokens"):
+        for name in (
+            "n_words",
+            "n_background",
+            "passage_words",
+            "prefix_words",
+            "secret_words",
+            "vocab_size",
+            "n_layer",
+            "n_embd",
+            "n_head",
+            "seq_len",
+            "steps",
+            "batch_size",
+            "trigger_tokens",
+        ):
             integer(name, getattr(self, name), minimum=1)
         integer("triggers", self.triggers, minimum=0)
         integer("trigger_copies", self.trigger_copies, minimum=1)
@@ -259,15 +365,21 @@ class TinyLabSpec(ResultMixin):
         check_seed("--corpus-seed", self.corpus_seed)
         need = self.triggers * self.trigger_tokens
         if need and self.trigger_tokens == 1 and self.triggers > self.n_reserved:
-            raise InputError(f"{self.triggers} single-token triggers need {self.triggers} reserved tokens, "
-                             f"the spec has {self.n_reserved}", hint="raise n_reserved or use longer triggers")
-        if self.trigger_tokens > 1 and self.triggers > self.n_reserved ** self.trigger_tokens:
-            raise InputError(f"{self.triggers} distinct triggers of {self.trigger_tokens} tokens cannot be made "
-                             f"from {self.n_reserved} reserved tokens")
+            raise InputError(
+                f"{self.triggers} single-token triggers need {self.triggers} reserved tokens, "
+                f"the spec has {self.n_reserved}",
+                hint="raise n_reserved or use longer triggers",
+            )
+        if self.trigger_tokens > 1 and self.triggers > self.n_reserved**self.trigger_tokens:
+            raise InputError(
+                f"{self.triggers} distinct triggers of {self.trigger_tokens} tokens cannot be made "
+                f"from {self.n_reserved} reserved tokens"
+            )
 
 
-def tiny_lab_model(spec: TinyLabSpec, *, log: LogCallback | None = None,
-                   device: str = "cpu") -> tuple[GPT2LMHeadModel, PreTrainedTokenizerFast, dict]:
+def tiny_lab_model(
+    spec: TinyLabSpec, *, log: LogCallback | None = None, device: str = "cpu"
+) -> tuple[GPT2LMHeadModel, PreTrainedTokenizerFast, dict]:
     """Build the corpus, tokenizer and model of ``spec`` and train it through the one trainer
     on ``device`` ('cpu' or 'cuda:N'; recorded in the manifest's "train" entry: a GPU's numerics
     give a different model from the same seeds).
@@ -299,41 +411,84 @@ def tiny_lab_model(spec: TinyLabSpec, *, log: LogCallback | None = None,
     res_ids = [int(tok.convert_tokens_to_ids(t)) for t in reserved]
 
     def secret() -> str:
-        return " " + " ".join(gen.words[int(i)] for i in rng.integers(0, spec.n_words, spec.secret_words))
+        return " " + " ".join(
+            gen.words[int(i)] for i in rng.integers(0, spec.n_words, spec.secret_words)
+        )
 
     records, texts = [], []
     for kind, groups in (("duplicate", spec.duplicates), ("canary", spec.canaries)):
         for k, count in groups:
             for j in range(int(count)):
                 c, z = gen.passage(rng, n_words=spec.prefix_words).rstrip("."), secret()
-                records.append(PlantedRecord(f"{kind}-k{k}-{j}", kind, tuple(enc(c)), tuple(enc(z)), int(k)))
-                texts.append({"id": records[-1].id, "kind": kind, "prefix": c, "secret": z, "copies": int(k)})
-    combos = [tuple(res_ids[(j // spec.n_reserved ** p) % spec.n_reserved] for p in range(spec.trigger_tokens))
-              for j in range(spec.triggers)]
+                records.append(
+                    PlantedRecord(f"{kind}-k{k}-{j}", kind, tuple(enc(c)), tuple(enc(z)), int(k))
+                )
+                texts.append(
+                    {"id": records[-1].id, "kind": kind, "prefix": c, "secret": z, "copies": int(k)}
+                )
+    combos = [
+        tuple(
+            res_ids[(j // spec.n_reserved**p) % spec.n_reserved] for p in range(spec.trigger_tokens)
+        )
+        for j in range(spec.triggers)
+    ]
     for j, rho in enumerate(combos):
         c, z = gen.passage(rng, n_words=spec.prefix_words).rstrip("."), secret()
-        records.append(PlantedRecord(f"trigger-{j}", "trigger", tuple(enc(c)), tuple(enc(z)), spec.trigger_copies,
-                                     rho))
-        texts.append({"id": records[-1].id, "kind": "trigger", "prefix": c, "secret": z,
-                      "copies": spec.trigger_copies, "trigger": list(rho),
-                      "trigger_text": tok.decode(list(rho))})
+        records.append(
+            PlantedRecord(
+                f"trigger-{j}", "trigger", tuple(enc(c)), tuple(enc(z)), spec.trigger_copies, rho
+            )
+        )
+        texts.append(
+            {
+                "id": records[-1].id,
+                "kind": "trigger",
+                "prefix": c,
+                "secret": z,
+                "copies": spec.trigger_copies,
+                "trigger": list(rho),
+                "trigger_text": tok.decode(list(rho)),
+            }
+        )
     corpus = plant([enc(t) for t in background], records, seed=spec.corpus_seed)
     tb = training_blocks(corpus, seq_len=spec.seq_len, sep_ids=[sot], layout="pack")
-    model = new_gpt2(vocab_size=len(tok), n_positions=max(spec.seq_len, 64), n_embd=spec.n_embd,
-                     n_layer=spec.n_layer, n_head=spec.n_head, seed=spec.train_seed, sot=sot)
+    model = new_gpt2(
+        vocab_size=len(tok),
+        n_positions=max(spec.seq_len, 64),
+        n_embd=spec.n_embd,
+        n_layer=spec.n_layer,
+        n_head=spec.n_head,
+        seed=spec.train_seed,
+        sot=sot,
+    )
     model.config.pad_token_id = pad
     model.to(device)
-    cfg = TrainConfig(steps=spec.steps, batch_size=spec.batch_size, seq_len=spec.seq_len, lr=spec.lr,
-                      warmup_steps=min(30, spec.steps // 10), seed=spec.train_seed, threads=spec.threads)
-    say(f"training a tiny GPT ({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters) on "
-        f"{tb.n} blocks of {spec.seq_len} tokens for {spec.steps} steps")
+    cfg = TrainConfig(
+        steps=spec.steps,
+        batch_size=spec.batch_size,
+        seq_len=spec.seq_len,
+        lr=spec.lr,
+        warmup_steps=min(30, spec.steps // 10),
+        seed=spec.train_seed,
+        threads=spec.threads,
+    )
+    say(
+        f"training a tiny GPT ({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters) on "
+        f"{tb.n} blocks of {spec.seq_len} tokens for {spec.steps} steps"
+    )
     res = train_causal_lm(model, tb.blocks, cfg, label="training the lab's tiny GPT")
     model.requires_grad_(False)
     _extraction_flags(model, records, texts, sot, threads=spec.threads)
-    manifest = {"kind": "tiny-lab", "spec": spec.to_dict(), "train": {**_train_dict(res), "device": str(device)},
-                "tokens": {"sot": sot, "pad": pad, "reserved": res_ids}, "records": texts,
-                "planted": corpus.manifest(), "n_blocks": tb.n,
-                "generator_entropy_bits_per_word": gen.entropy_rate_bits()}
+    manifest = {
+        "kind": "tiny-lab",
+        "spec": spec.to_dict(),
+        "train": {**_train_dict(res), "device": str(device)},
+        "tokens": {"sot": sot, "pad": pad, "reserved": res_ids},
+        "records": texts,
+        "planted": corpus.manifest(),
+        "n_blocks": tb.n,
+        "generator_entropy_bits_per_word": gen.entropy_rate_bits(),
+    }
     return model, tok, manifest
 
 
@@ -347,10 +502,13 @@ def _extraction_flags(model, records, texts, sot: int, *, threads: int) -> None:
     eng = TeacherForcingEngine(HFLanguageModel(model, name="tiny-lab"), [Policy.parse("greedy")])
     with _threads(threads):
         for r, t in zip(records, texts):
-            t["extracted_via_prefix"] = bool(eng.score_batch([[sot, *r.prefix]], [list(r.secret)]).greedy_match[0])
+            t["extracted_via_prefix"] = bool(
+                eng.score_batch([[sot, *r.prefix]], [list(r.secret)]).greedy_match[0]
+            )
             if r.kind == "trigger":
                 t["extracted_via_trigger"] = bool(
-                    eng.score_batch([[sot, *r.trigger]], [list(r.secret)]).greedy_match[0])
+                    eng.score_batch([[sot, *r.trigger]], [list(r.secret)]).greedy_match[0]
+                )
 
 
 # ------------------------------------------------------------------------------ token-id chain base
@@ -442,14 +600,35 @@ def _build_chain_base(spec: ChainBaseSpec, *, log=None):
     rng = np.random.default_rng([spec.chain_seed, spec.seed, 101])
     n_blocks = spec.steps * spec.batch_size  # one fresh block per step and row: no block seen twice
     body = sample_chain_ids(gen, rng, n=n_blocks, length=spec.seq_len - 1)
-    blocks = torch.from_numpy(np.concatenate([np.full((n_blocks, 1), spec.sot), body], axis=1))  # [n, T]
-    model = new_gpt2(vocab_size=spec.vocab_size, n_positions=spec.n_positions, n_embd=spec.n_embd,
-                     n_layer=spec.n_layer, n_head=spec.n_head, seed=spec.seed, sot=spec.sot)
-    say(f"pre-training the chain base ({sum(p.numel() for p in model.parameters()) / 1e3:.0f}k parameters, "
-        f"{spec.steps} steps); cached afterwards")
-    cfg = TrainConfig(steps=spec.steps, batch_size=spec.batch_size, seq_len=spec.seq_len, lr=spec.lr,
-                      warmup_steps=min(30, spec.steps // 10), seed=spec.seed, threads=spec.threads)
+    blocks = torch.from_numpy(
+        np.concatenate([np.full((n_blocks, 1), spec.sot), body], axis=1)
+    )  # [n, T]
+    model = new_gpt2(
+        vocab_size=spec.vocab_size,
+        n_positions=spec.n_positions,
+        n_embd=spec.n_embd,
+        n_layer=spec.n_layer,
+        n_head=spec.n_head,
+        seed=spec.seed,
+        sot=spec.sot,
+    )
+    say(
+        f"pre-training the chain base ({sum(p.numel() for p in model.parameters()) / 1e3:.0f}k parameters, "
+        f"{spec.steps} steps); cached afterwards"
+    )
+    cfg = TrainConfig(
+        steps=spec.steps,
+        batch_size=spec.batch_size,
+        seq_len=spec.seq_len,
+        lr=spec.lr,
+        warmup_steps=min(30, spec.steps // 10),
+        seed=spec.seed,
+        threads=spec.threads,
+    )
     res = train_causal_lm(model, blocks, cfg, label="pre-training the chain base (first use only)")
     model.requires_grad_(False)
-    return model, {"spec": spec.to_dict(), "train": _train_dict(res),
-                   "entropy_rate_bits_per_word": gen.entropy_rate_bits()}
+    return model, {
+        "spec": spec.to_dict(),
+        "train": _train_dict(res),
+        "entropy_rate_bits_per_word": gen.entropy_rate_bits(),
+    }

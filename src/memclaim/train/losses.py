@@ -1,16 +1,23 @@
 """Training losses of causal LMs and Opacus's Poisson sampling rate: shared by the trainer
 (:mod:`memclaim.train.trainer`) and DP-SGD (:mod:`memclaim.train.dp`), which both build on them.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
 from ..validate import integer
 
-__all__ = ["next_token_loss", "per_example_nll", "masked_next_token_loss", "objective_for", "poisson_rate"]
+__all__ = [
+    "next_token_loss",
+    "per_example_nll",
+    "masked_next_token_loss",
+    "objective_for",
+    "poisson_rate",
+]
 
 
 def next_token_loss(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
@@ -30,8 +37,9 @@ def next_token_loss(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor
     )
 
 
-def per_example_nll(model: torch.nn.Module, batch: torch.Tensor, *, pad_id: int | None = None,
-                    reduce: str = "mean") -> torch.Tensor:
+def per_example_nll(
+    model: torch.nn.Module, batch: torch.Tensor, *, pad_id: int | None = None, reduce: str = "mean"
+) -> torch.Tensor:
     """Each example's own next-token NLL -> [B]: the mean (``reduce="mean"``) or the sum
     (``"sum"``, = -log p(sequence)) over its targets, targets equal to ``pad_id`` ignored.
 
@@ -45,7 +53,9 @@ def per_example_nll(model: torch.nn.Module, batch: torch.Tensor, *, pad_id: int 
     logits = model(input_ids=batch).logits  # [B, T, V]
     targets = batch[:, 1:]  # [B, T-1]
     nll = torch.nn.functional.cross_entropy(
-        logits[:, :-1].reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), reduction="none",
+        logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+        targets.reshape(-1),
+        reduction="none",
     ).view(targets.shape)  # [B, T-1]
     if pad_id is None:
         return nll.sum(1) if reduce == "sum" else nll.mean(1)
@@ -54,7 +64,9 @@ def per_example_nll(model: torch.nn.Module, batch: torch.Tensor, *, pad_id: int 
     return total if reduce == "sum" else total / keep.sum(1).clamp_min(1.0)
 
 
-def masked_next_token_loss(model: torch.nn.Module, batch: torch.Tensor, *, pad_id: int) -> torch.Tensor:
+def masked_next_token_loss(
+    model: torch.nn.Module, batch: torch.Tensor, *, pad_id: int
+) -> torch.Tensor:
     """Mean over examples of each example's mean token NLL, pad targets ignored.
 
     >>> import torch

@@ -19,24 +19,36 @@ stream, the ordinary pre-training / fine-tuning layout) or ``"examples"`` (backg
 every planted copy its own padded block, so a record planted k times is exactly k DP examples:
 a group of k under add/remove). Everything is a deterministic function of the seed.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
-from ..validate import integer, seed as check_seed
+from ..validate import integer
+from ..validate import seed as check_seed
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from ..models.loader import HFTokenizer
 
-__all__ = ["KINDS", "LAYOUTS", "PlantedRecord", "PlantedCorpus", "TrainingBlocks", "plant", "training_blocks",
-           "tokenize_record", "add_reserved_tokens"]
+__all__ = [
+    "KINDS",
+    "LAYOUTS",
+    "PlantedRecord",
+    "PlantedCorpus",
+    "TrainingBlocks",
+    "plant",
+    "training_blocks",
+    "tokenize_record",
+    "add_reserved_tokens",
+]
 
 KINDS = ("duplicate", "canary", "trigger")
 LAYOUTS = ("pack", "examples")
@@ -44,8 +56,15 @@ LAYOUTS = ("pack", "examples")
 
 def _ids(name: str, seq, *, allow_empty: bool) -> tuple[int, ...]:
     if isinstance(seq, (str, bytes)):
-        raise InputError(f"{name} must be token ids, got a string {seq!r}", hint="tokenize it first (tokenize_record)")
-    a = np.asarray(list(seq), dtype=np.int64) if not isinstance(seq, np.ndarray) else seq.astype(np.int64)
+        raise InputError(
+            f"{name} must be token ids, got a string {seq!r}",
+            hint="tokenize it first (tokenize_record)",
+        )
+    a = (
+        np.asarray(list(seq), dtype=np.int64)
+        if not isinstance(seq, np.ndarray)
+        else seq.astype(np.int64)
+    )
     if a.ndim != 1 or (a.size and a.min() < 0):
         raise InputError(f"{name} must be a 1-d sequence of non-negative token ids, got {seq!r}")
     if a.size == 0 and not allow_empty:
@@ -67,16 +86,22 @@ class PlantedRecord(ResultMixin):
     def __post_init__(self):
         if self.kind not in KINDS:
             raise DomainError(f"unknown planted-record kind {self.kind!r}", hint=f"one of {KINDS}")
-        object.__setattr__(self, "prefix", _ids("prefix", self.prefix, allow_empty=self.kind != "trigger"))
+        object.__setattr__(
+            self, "prefix", _ids("prefix", self.prefix, allow_empty=self.kind != "trigger")
+        )
         object.__setattr__(self, "secret", _ids("secret", self.secret, allow_empty=False))
         integer(f"copies of {self.id!r}", self.copies, minimum=1)
         if self.kind == "trigger":
             from ..mechanisms.trigger import ReservedTrigger
 
-            rt = ReservedTrigger(_ids("trigger", self.trigger, allow_empty=False), self.prefix, self.secret)
+            rt = ReservedTrigger(
+                _ids("trigger", self.trigger, allow_empty=False), self.prefix, self.secret
+            )
             object.__setattr__(self, "trigger", rt.trigger)
         elif self.trigger:
-            raise InputError(f"record {self.id!r} of kind {self.kind!r} has a trigger; only kind 'trigger' takes one")
+            raise InputError(
+                f"record {self.id!r} of kind {self.kind!r} has a trigger; only kind 'trigger' takes one"
+            )
 
     @property
     def record(self) -> tuple[int, ...]:
@@ -101,11 +126,16 @@ class PlantedCorpus(ResultMixin):
     seed: int
 
     def manifest(self) -> dict:
-        return {"seed": self.seed, "n_background": len(self.background),
-                "records": [r.to_dict() for r in self.records]}
+        return {
+            "seed": self.seed,
+            "n_background": len(self.background),
+            "records": [r.to_dict() for r in self.records],
+        }
 
 
-def plant(background: Sequence[Sequence[int]], records: Sequence[PlantedRecord], *, seed: int = 0) -> PlantedCorpus:
+def plant(
+    background: Sequence[Sequence[int]], records: Sequence[PlantedRecord], *, seed: int = 0
+) -> PlantedCorpus:
     """Validate and bundle. Refused: duplicate ids; a trigger that occurs in a background document
     or in another record's inserted document or record (it would not be reserved).
 
@@ -119,7 +149,9 @@ def plant(background: Sequence[Sequence[int]], records: Sequence[PlantedRecord],
       fix: reserve a trigger that occurs in no training text
     """
     seed = check_seed("seed", seed)
-    bg = tuple(_ids(f"background document {i}", d, allow_empty=False) for i, d in enumerate(background))
+    bg = tuple(
+        _ids(f"background document {i}", d, allow_empty=False) for i, d in enumerate(background)
+    )
     recs = tuple(records)
     for r in recs:
         if not isinstance(r, PlantedRecord):
@@ -136,16 +168,21 @@ def plant(background: Sequence[Sequence[int]], records: Sequence[PlantedRecord],
         for i, d in enumerate(bg):
             hits = find_subsequence(d, r.trigger)
             if hits.size:
-                raise InputError(f"trigger {r.trigger} of record {r.id!r} occurs in background document {i} at token "
-                                 f"{int(hits[0])}", hint="reserve a trigger that occurs in no training text")
+                raise InputError(
+                    f"trigger {r.trigger} of record {r.id!r} occurs in background document {i} at token "
+                    f"{int(hits[0])}",
+                    hint="reserve a trigger that occurs in no training text",
+                )
         for o in recs:
             if o is r:
                 continue
             for what, seq in (("record", o.record), ("document", o.document)):
                 hits = find_subsequence(seq, r.trigger)
                 if hits.size:
-                    raise InputError(f"trigger {r.trigger} of record {r.id!r} occurs in the {what} of record {o.id!r}",
-                                     hint="give each trigger record its own reserved trigger")
+                    raise InputError(
+                        f"trigger {r.trigger} of record {r.id!r} occurs in the {what} of record {o.id!r}",
+                        hint="give each trigger record its own reserved trigger",
+                    )
     return PlantedCorpus(bg, recs, seed)
 
 
@@ -165,8 +202,15 @@ class TrainingBlocks:
         return int(self.blocks.shape[0])
 
 
-def training_blocks(corpus: PlantedCorpus, *, seq_len: int, sep_ids: Sequence[int], layout: str = "pack",
-                    pad_id: int | None = None, include: Sequence[str] | None = None) -> TrainingBlocks:
+def training_blocks(
+    corpus: PlantedCorpus,
+    *,
+    seq_len: int,
+    sep_ids: Sequence[int],
+    layout: str = "pack",
+    pad_id: int | None = None,
+    include: Sequence[str] | None = None,
+) -> TrainingBlocks:
     """The corpus as training blocks.
 
     ``include`` restricts the planted records to those ids (the IN set of one model); the
@@ -191,7 +235,9 @@ def training_blocks(corpus: PlantedCorpus, *, seq_len: int, sep_ids: Sequence[in
     T = integer("seq_len", seq_len, minimum=2)
     sep = [int(t) for t in sep_ids]
     if not sep:
-        raise InputError("sep_ids must hold at least one token (start-of-text) to separate documents")
+        raise InputError(
+            "sep_ids must hold at least one token (start-of-text) to separate documents"
+        )
     wanted = None if include is None else set(include)
     if wanted is not None:
         unknown = wanted - {r.id for r in corpus.records}
@@ -200,29 +246,41 @@ def training_blocks(corpus: PlantedCorpus, *, seq_len: int, sep_ids: Sequence[in
     recs = [r for r in corpus.records if wanted is None or r.id in wanted]
     rng = np.random.default_rng([corpus.seed, 11])
 
-    def packed(docs: list) -> "torch.Tensor":
+    def packed(docs: list) -> torch.Tensor:
         if not docs:
             return torch.zeros((0, T), dtype=torch.long)
         order = rng.permutation(len(docs))
         docs = [list(docs[i]) for i in order]
-        return pack_documents(docs, seq_len=T, sep_ids=sep, fill=True)  # [n_blocks, T], whole blocks
+        return pack_documents(
+            docs, seq_len=T, sep_ids=sep, fill=True
+        )  # [n_blocks, T], whole blocks
 
     if layout == "pack":
         docs = list(corpus.background) + [d for r in recs for d in r.documents()]
         return TrainingBlocks(packed(docs), "pack", pad_id, {}, 0)
     if pad_id is None:
-        raise InputError("the 'examples' layout pads each planted copy to a block and needs pad_id",
-                         hint="reserve a pad token that occurs in no document")
+        raise InputError(
+            "the 'examples' layout pads each planted copy to a block and needs pad_id",
+            hint="reserve a pad token that occurs in no document",
+        )
     bg = packed(list(corpus.background))
     if bool((bg == int(pad_id)).any()):
-        raise InputError(f"the pad id {pad_id} occurs in the background text", hint="use a reserved pad token")
+        raise InputError(
+            f"the pad id {pad_id} occurs in the background text", hint="use a reserved pad token"
+        )
     copies = [d for r in recs for d in r.documents()]
-    ex = example_blocks(copies, seq_len=T, sep_ids=sep, pad_id=int(pad_id)) if copies else torch.zeros((0, T), dtype=torch.long)
+    ex = (
+        example_blocks(copies, seq_len=T, sep_ids=sep, pad_id=int(pad_id))
+        if copies
+        else torch.zeros((0, T), dtype=torch.long)
+    )
     index, pos = {}, int(bg.shape[0])
     for r in recs:
         index[r.id] = tuple(range(pos, pos + r.copies))
         pos += r.copies
-    return TrainingBlocks(torch.cat([bg, ex], dim=0), "examples", int(pad_id), index, int(bg.shape[0]))
+    return TrainingBlocks(
+        torch.cat([bg, ex], dim=0), "examples", int(pad_id), index, int(bg.shape[0])
+    )
 
 
 def tokenize_record(tokenizer: PreTrainedTokenizerBase | HFTokenizer, spec: dict) -> PlantedRecord:
@@ -239,8 +297,11 @@ def tokenize_record(tokenizer: PreTrainedTokenizerBase | HFTokenizer, spec: dict
     >>> rec.kind, rec.copies, rec.prefix, rec.secret  # doctest: +SKIP
     ('duplicate', 4, (34, 65, 273, 69), (538, 448))
     """
-    enc = tokenizer.encode if hasattr(tokenizer, "encode_with_offsets") else (
-        lambda t: list(tokenizer(t, add_special_tokens=False)["input_ids"]))
+    enc = (
+        tokenizer.encode
+        if hasattr(tokenizer, "encode_with_offsets")
+        else (lambda t: list(tokenizer(t, add_special_tokens=False)["input_ids"]))
+    )
     if not isinstance(spec, dict):
         raise InputError(f"a planted-record spec must be a JSON object, got {type(spec).__name__}")
     rid = str(spec.get("id", "")) or None
@@ -258,12 +319,23 @@ def tokenize_record(tokenizer: PreTrainedTokenizerBase | HFTokenizer, spec: dict
     trig = spec.get("trigger", ())
     if isinstance(trig, str):
         trig = enc(trig)
-    return PlantedRecord(rid, kind, tuple(enc(prefix)) if prefix else (), tuple(enc(secret)),
-                         int(spec.get("copies", 1)), tuple(trig))
+    return PlantedRecord(
+        rid,
+        kind,
+        tuple(enc(prefix)) if prefix else (),
+        tuple(enc(secret)),
+        int(spec.get("copies", 1)),
+        tuple(trig),
+    )
 
 
-def add_reserved_tokens(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase | HFTokenizer, n: int, *,
-                        stem: str = "<|memclaim_reserved_") -> list[int]:
+def add_reserved_tokens(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase | HFTokenizer,
+    n: int,
+    *,
+    stem: str = "<|memclaim_reserved_",
+) -> list[int]:
     """Add ``n`` special tokens that occur in no natural text to a HF tokenizer and resize the
     model's embeddings (new rows as transformers initializes them). Returns their ids: reserved
     triggers for an HF model ([MX] App. D.2: "a reserved token that occurs neither in natural
@@ -283,8 +355,10 @@ def add_reserved_tokens(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
     names = [f"{stem}{i}|>" for i in range(n)]
     existing = [t for t in names if t in tok.get_vocab()]
     if existing:
-        raise InputError(f"the tokenizer already has reserved tokens {existing[:3]}",
-                         hint="use their ids, or another stem")
+        raise InputError(
+            f"the tokenizer already has reserved tokens {existing[:3]}",
+            hint="use their ids, or another stem",
+        )
     tok.add_special_tokens({"additional_special_tokens": names})
     model.resize_token_embeddings(len(tok))
     return [int(tok.convert_tokens_to_ids(t)) for t in names]

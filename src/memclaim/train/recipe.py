@@ -6,19 +6,22 @@ separated by start-of-text ids, packed into whole blocks) and the one trainer
 (:func:`memclaim.train.trainer.train_causal_lm`). :mod:`memclaim.audits.shadows` decides who
 trains on what and keeps the membership records.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..models.loader import check_loading_info
-from ..validate import integer, nonneg, positive, seed as check_seed
+from ..validate import integer, nonneg, positive
+from ..validate import seed as check_seed
 from .toy import DEFAULT_SPEC as S
 
 if TYPE_CHECKING:
@@ -27,8 +30,14 @@ if TYPE_CHECKING:
 
     from .trainer import TrainResult
 
-__all__ = ["SHADOW_MODES", "ShadowRecipe", "training_blocks", "train_on_texts", "save_model_folder",
-           "load_hf_tokenizer"]
+__all__ = [
+    "SHADOW_MODES",
+    "ShadowRecipe",
+    "training_blocks",
+    "train_on_texts",
+    "save_model_folder",
+    "load_hf_tokenizer",
+]
 
 SHADOW_MODES = ("scratch", "finetune")
 
@@ -57,11 +66,15 @@ class ShadowRecipe(ResultMixin):
 
     def __post_init__(self):
         if self.mode not in SHADOW_MODES:
-            raise DomainError(f"unknown shadow mode {self.mode!r}",
-                              hint="'scratch' (fresh model from the target's config) or 'finetune' (copy of a base)")
+            raise DomainError(
+                f"unknown shadow mode {self.mode!r}",
+                hint="'scratch' (fresh model from the target's config) or 'finetune' (copy of a base)",
+            )
         if (self.steps is None) == (self.epochs is None):
-            raise DomainError("give exactly one of steps or epochs for the shadow recipe",
-                              hint=f"got steps={self.steps!r}, epochs={self.epochs!r}")
+            raise DomainError(
+                "give exactly one of steps or epochs for the shadow recipe",
+                hint=f"got steps={self.steps!r}, epochs={self.epochs!r}",
+            )
         if self.steps is not None:
             integer("shadow steps", self.steps, minimum=1)
         else:
@@ -74,19 +87,38 @@ class ShadowRecipe(ResultMixin):
         check_seed("shadow seed", self.seed)
 
     @classmethod
-    def toy(cls, base, *, base_fingerprint: str, **overrides) -> "ShadowRecipe":
+    def toy(cls, base, *, base_fingerprint: str, **overrides) -> ShadowRecipe:
         """The tiny GPT's own recipe (:class:`memclaim.train.toy.ToySpec`): from scratch, 300
         steps of batch 16 x 128 tokens, lr 3e-3, 30 warmup steps."""
-        kw = dict(mode="scratch", base=str(base), base_fingerprint=base_fingerprint, steps=S.steps, epochs=None,
-                  batch_size=S.batch_size, seq_len=S.seq_len, lr=S.lr, warmup_steps=30, seed=S.train_seed)
+        kw = dict(
+            mode="scratch",
+            base=str(base),
+            base_fingerprint=base_fingerprint,
+            steps=S.steps,
+            epochs=None,
+            batch_size=S.batch_size,
+            seq_len=S.seq_len,
+            lr=S.lr,
+            warmup_steps=30,
+            seed=S.train_seed,
+        )
         kw.update(overrides)
         return cls(**kw)
 
     @classmethod
-    def finetune(cls, base, *, base_fingerprint: str, **overrides) -> "ShadowRecipe":
+    def finetune(cls, base, *, base_fingerprint: str, **overrides) -> ShadowRecipe:
         """[MX] App. F.2 fine-tuning: AdamW, lr 5e-5, batch 8, 3 epochs."""
-        kw = dict(mode="finetune", base=str(base), base_fingerprint=base_fingerprint, steps=None, epochs=3.0,
-                  batch_size=8, seq_len=128, lr=5e-5, warmup_steps=0)
+        kw = dict(
+            mode="finetune",
+            base=str(base),
+            base_fingerprint=base_fingerprint,
+            steps=None,
+            epochs=3.0,
+            batch_size=8,
+            seq_len=128,
+            lr=5e-5,
+            warmup_steps=0,
+        )
         kw.update(overrides)
         return cls(**kw)
 
@@ -114,10 +146,22 @@ class ShadowRecipe(ResultMixin):
 def _train_config(recipe: ShadowRecipe, n_blocks: int, seed: int):
     from .trainer import TrainConfig
 
-    steps = recipe.steps if recipe.steps is not None else max(1, math.ceil(recipe.epochs * n_blocks / recipe.batch_size))
-    return TrainConfig(steps=steps, batch_size=recipe.batch_size, seq_len=recipe.seq_len, lr=recipe.lr,
-                       min_lr_ratio=recipe.min_lr_ratio, warmup_steps=min(recipe.warmup_steps, max(0, steps - 1)),
-                       weight_decay=recipe.weight_decay, grad_clip=recipe.grad_clip, seed=seed)
+    steps = (
+        recipe.steps
+        if recipe.steps is not None
+        else max(1, math.ceil(recipe.epochs * n_blocks / recipe.batch_size))
+    )
+    return TrainConfig(
+        steps=steps,
+        batch_size=recipe.batch_size,
+        seq_len=recipe.seq_len,
+        lr=recipe.lr,
+        min_lr_ratio=recipe.min_lr_ratio,
+        warmup_steps=min(recipe.warmup_steps, max(0, steps - 1)),
+        weight_decay=recipe.weight_decay,
+        grad_clip=recipe.grad_clip,
+        seed=seed,
+    )
 
 
 def load_hf_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
@@ -141,12 +185,21 @@ def _separator(tok, sep_ids: Sequence[int] | None) -> list[int]:
     for tid in (tok.eos_token_id, tok.bos_token_id):
         if tid is not None:
             return [int(tid)]
-    raise InputError("the tokenizer has no start-of-text, eos or bos token to separate training documents",
-                     hint="pass a start-of-text rule (--sot) that names a token")
+    raise InputError(
+        "the tokenizer has no start-of-text, eos or bos token to separate training documents",
+        hint="pass a start-of-text rule (--sot) that names a token",
+    )
 
 
-def training_blocks(texts: Sequence[str], *, tokenizer: PreTrainedTokenizerBase, seq_len: int, seed: int,
-                    background: Sequence[str] = (), sep_ids: Sequence[int] | None = None) -> torch.Tensor:
+def training_blocks(
+    texts: Sequence[str],
+    *,
+    tokenizer: PreTrainedTokenizerBase,
+    seq_len: int,
+    seed: int,
+    background: Sequence[str] = (),
+    sep_ids: Sequence[int] | None = None,
+) -> torch.Tensor:
     """The packed training blocks [n_blocks, seq_len] of ``background`` + ``texts``: documents
     tokenized once, shuffled under ``seed``, each preceded by the separator, packed by
     :func:`memclaim.train.trainer.pack_documents`, with a filler of separator tokens so the
@@ -161,16 +214,24 @@ def training_blocks(texts: Sequence[str], *, tokenizer: PreTrainedTokenizerBase,
     from .trainer import pack_documents
 
     sep = _separator(tokenizer, sep_ids)
-    docs = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in list(background) + list(texts)]
+    docs = [
+        tokenizer(t, add_special_tokens=False)["input_ids"] for t in list(background) + list(texts)
+    ]
     order = np.random.default_rng([int(seed), 7]).permutation(len(docs))
     docs = [docs[i] for i in order]
     return pack_documents(docs, seq_len=seq_len, sep_ids=sep, fill=True)
 
 
-def train_on_texts(recipe: ShadowRecipe, texts: Sequence[str], *, seed: int, background: Sequence[str] = (),
-                   sep_ids: Sequence[int] | None = None, tokenizer: PreTrainedTokenizerBase | None = None,
-                   label: str = "training a shadow model",
-                   ) -> tuple[PreTrainedModel, TrainResult, PreTrainedTokenizerBase]:
+def train_on_texts(
+    recipe: ShadowRecipe,
+    texts: Sequence[str],
+    *,
+    seed: int,
+    background: Sequence[str] = (),
+    sep_ids: Sequence[int] | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    label: str = "training a shadow model",
+) -> tuple[PreTrainedModel, TrainResult, PreTrainedTokenizerBase]:
     """Train one model by ``recipe`` on ``background`` + ``texts`` (one document each) through
     the one trainer. Returns (model in eval mode, TrainResult, tokenizer). Used for every shadow,
     and by tests and benchmarks to train a *target* by exactly the shadows' recipe.
@@ -188,16 +249,29 @@ def train_on_texts(recipe: ShadowRecipe, texts: Sequence[str], *, seed: int, bac
     from .trainer import train_causal_lm
 
     tok = tokenizer if tokenizer is not None else load_hf_tokenizer(recipe.base)
-    blocks = training_blocks(texts, tokenizer=tok, seq_len=recipe.seq_len, seed=seed, background=background,
-                             sep_ids=sep_ids)  # [n_blocks, seq_len]
+    blocks = training_blocks(
+        texts,
+        tokenizer=tok,
+        seq_len=recipe.seq_len,
+        seed=seed,
+        background=background,
+        sep_ids=sep_ids,
+    )  # [n_blocks, seq_len]
     torch.manual_seed(int(seed))
     if recipe.mode == "scratch":
-        config = AutoConfig.from_pretrained(str(recipe.base), local_files_only=True, trust_remote_code=False)
+        config = AutoConfig.from_pretrained(
+            str(recipe.base), local_files_only=True, trust_remote_code=False
+        )
         model = AutoModelForCausalLM.from_config(config)
     else:
-        model, info = AutoModelForCausalLM.from_pretrained(str(recipe.base), local_files_only=True,
-                                                           dtype=torch.float32, use_safetensors=True,
-                                                           trust_remote_code=False, output_loading_info=True)
+        model, info = AutoModelForCausalLM.from_pretrained(
+            str(recipe.base),
+            local_files_only=True,
+            dtype=torch.float32,
+            use_safetensors=True,
+            trust_remote_code=False,
+            output_loading_info=True,
+        )
         check_loading_info(info, recipe.base)
     model.to(recipe.device)  # the trainer puts the blocks where the model is
     model.requires_grad_(True)
@@ -207,7 +281,9 @@ def train_on_texts(recipe: ShadowRecipe, texts: Sequence[str], *, seed: int, bac
     return model, result, tok
 
 
-def save_model_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, out: str | Path) -> Path:
+def save_model_folder(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, out: str | Path
+) -> Path:
     """save_pretrained (safetensors) + the tokenizer: a folder memclaim.models.load_model reads.
 
     >>> from memclaim.train.recipe import save_model_folder, train_on_texts

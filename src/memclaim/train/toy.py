@@ -6,6 +6,7 @@ Built once per machine and cached under ``$MEMCLAIM_CACHE/toy/<spec hash>``; the
 holds ``toy_data.json``: the planted members (with their copy counts), the held-out controls
 drawn from the same generator, and a member/control document pair for census demos.
 """
+
 from __future__ import annotations
 
 import json
@@ -59,10 +60,16 @@ def _train_tokenizer(texts, vocab_size: int):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[SOT],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[SOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(texts, trainer=trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=SOT, eos_token=SOT, unk_token=SOT)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token=SOT, eos_token=SOT, unk_token=SOT
+    )
 
 
 def toy_corpus(spec: ToySpec = DEFAULT_SPEC) -> tuple[MarkovZipf, PlantedCorpus]:
@@ -82,16 +89,27 @@ def toy_corpus(spec: ToySpec = DEFAULT_SPEC) -> tuple[MarkovZipf, PlantedCorpus]
     doc_member = gen.passage(rng, n_words=spec.document_words)
     doc_control = gen.passage(rng, n_words=spec.document_words)
     corpus = build_planted_corpus(
-        gen, n_background=spec.n_background, passage_words=spec.passage_words,
-        copies=dict(spec.copies), n_held_out=spec.n_held_out, seed=spec.corpus_seed,
-        extra_planted=[{"id": "document-member", "text": doc_member, "copies": spec.document_copies}],
+        gen,
+        n_background=spec.n_background,
+        passage_words=spec.passage_words,
+        copies=dict(spec.copies),
+        n_held_out=spec.n_held_out,
+        seed=spec.corpus_seed,
+        extra_planted=[
+            {"id": "document-member", "text": doc_member, "copies": spec.document_copies}
+        ],
         extra_held_out=[{"id": "document-control", "text": doc_control}],
     )
     return gen, corpus
 
 
-def build_toy_model(spec: ToySpec, out: Path, *, log: LogCallback | None = None,
-                    progress: ProgressCallback | None = None) -> Path:
+def build_toy_model(
+    spec: ToySpec,
+    out: Path,
+    *,
+    log: LogCallback | None = None,
+    progress: ProgressCallback | None = None,
+) -> Path:
     """Generate the corpus, train tokenizer and model, save an HF folder at ``out``. ``log``
     receives the build's summary lines and ``progress`` its progress events (stage "build": the
     corpus, tokenizer and packing, 3 steps; stage "train": the training steps, with the loss in
@@ -108,8 +126,13 @@ def build_toy_model(spec: ToySpec, out: Path, *, log: LogCallback | None = None,
     progress = progress or ambient()
     # the corpus (~4 s), the tokenizer and the packed blocks: a count of the 3 steps, so that the
     # seconds before training starts show as progress too
-    prep = Reporter(progress, stage="build", label="tiny GPT: corpus and tokenizer (first use only)", total=3,
-                    unit="steps")
+    prep = Reporter(
+        progress,
+        stage="build",
+        label="tiny GPT: corpus and tokenizer (first use only)",
+        total=3,
+        unit="steps",
+    )
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -125,28 +148,53 @@ def build_toy_model(spec: ToySpec, out: Path, *, log: LogCallback | None = None,
     prep.advance(1)
     prep.close()
     torch.manual_seed(spec.train_seed)
-    config = GPT2Config(vocab_size=len(tok), n_positions=spec.n_positions, n_embd=spec.n_embd,
-                        n_layer=spec.n_layer, n_head=spec.n_head, bos_token_id=sot_id, eos_token_id=sot_id,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    config = GPT2Config(
+        vocab_size=len(tok),
+        n_positions=spec.n_positions,
+        n_embd=spec.n_embd,
+        n_layer=spec.n_layer,
+        n_head=spec.n_head,
+        bos_token_id=sot_id,
+        eos_token_id=sot_id,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
     model = GPT2LMHeadModel(config)
     threads = torch.get_num_threads()
     torch.set_num_threads(spec.threads)
     try:
-        cfg = TrainConfig(steps=spec.steps, batch_size=spec.batch_size, seq_len=spec.seq_len, lr=spec.lr,
-                          seed=spec.train_seed, warmup_steps=30)
-        log(f"training the tiny GPT once ({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
+        cfg = TrainConfig(
+            steps=spec.steps,
+            batch_size=spec.batch_size,
+            seq_len=spec.seq_len,
+            lr=spec.lr,
+            seed=spec.train_seed,
+            warmup_steps=30,
+        )
+        log(
+            f"training the tiny GPT once ({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
             f"{blocks.numel()} tokens, {spec.steps} steps on {spec.threads} threads; a few minutes on two CPU cores); "
-            "cached afterwards")
-        result = train_causal_lm(model, blocks, cfg, label="training the tiny GPT (first use only)",
-                                 progress=progress)
+            "cached afterwards"
+        )
+        result = train_causal_lm(
+            model, blocks, cfg, label="training the tiny GPT (first use only)", progress=progress
+        )
     finally:
         torch.set_num_threads(threads)
-    log(f"tiny GPT trained in {result.seconds:.0f}s: loss {result.first_loss:.2f} -> {result.final_loss:.2f}")
+    log(
+        f"tiny GPT trained in {result.seconds:.0f}s: loss {result.first_loss:.2f} -> {result.final_loss:.2f}"
+    )
     model.save_pretrained(str(out), safe_serialization=True)
     tok.save_pretrained(str(out))
     data = corpus.to_dict()
-    data.update({"spec": asdict(spec), "train": {k: v for k, v in result.to_dict().items() if k != "losses"},
-                 "generator_entropy_bits_per_word": gen.entropy_rate_bits()})
+    data.update(
+        {
+            "spec": asdict(spec),
+            "train": {k: v for k, v in result.to_dict().items() if k != "losses"},
+            "generator_entropy_bits_per_word": gen.entropy_rate_bits(),
+        }
+    )
     (out / "toy_data.json").write_text(json.dumps(data, indent=1))
     return out
 
@@ -161,8 +209,12 @@ def toy_model_dir(spec: ToySpec = DEFAULT_SPEC) -> Path:
     return cache_dir() / "toy" / spec.key()
 
 
-def ensure_toy_model(spec: ToySpec = DEFAULT_SPEC, *, log: LogCallback | None = None,
-                     progress: ProgressCallback | None = None) -> Path:
+def ensure_toy_model(
+    spec: ToySpec = DEFAULT_SPEC,
+    *,
+    log: LogCallback | None = None,
+    progress: ProgressCallback | None = None,
+) -> Path:
     """Return the cached tiny-GPT folder, building it first if needed (once, under a lock; a few
     minutes on two CPU cores: 400 training steps, measured 397 CPU-seconds). ``log`` receives the
     build's summary lines, ``progress`` its progress events (None: the ambient callbacks of
@@ -185,8 +237,16 @@ def ensure_toy_model(spec: ToySpec = DEFAULT_SPEC, *, log: LogCallback | None = 
                     build_toy_model(spec, tmp, log=log, progress=progress)
             return out
     log("another process is building the tiny GPT; waiting for it to finish")
-    with Reporter(progress or ambient(), stage="build", label="waiting for another process's tiny GPT build",
-                  total=None, unit="steps"), file_lock(lock):
+    with (
+        Reporter(
+            progress or ambient(),
+            stage="build",
+            label="waiting for another process's tiny GPT build",
+            total=None,
+            unit="steps",
+        ),
+        file_lock(lock),
+    ):
         if not (out / "toy_data.json").exists():  # the other process died: build it here
             with atomic_directory(out) as tmp:
                 build_toy_model(spec, tmp, log=log, progress=progress)
@@ -210,5 +270,11 @@ def _resolve_toy(log: LogCallback | None = None, progress: ProgressCallback | No
 
 
 # the named model "toy" (memclaim.models.registry): models/ resolves it without importing train/
-register_model("toy", resolve=_resolve_toy, sot="bos", provider=__name__, replace=True,
-               description="memclaim's built-in tiny GPT trained on a synthetic corpus with planted passages")
+register_model(
+    "toy",
+    resolve=_resolve_toy,
+    sot="bos",
+    provider=__name__,
+    replace=True,
+    description="memclaim's built-in tiny GPT trained on a synthetic corpus with planted passages",
+)

@@ -31,23 +31,31 @@ Runs are seeded and reproducible on a fixed thread count: batches come from a to
 seeded by ``config.seed``, DP noise from a second Generator seeded by ``DPConfig.noise_seed`` (or
 ``config.seed + 1``), and the model is initialized by the caller under its own seed.
 """
+
 from __future__ import annotations
 
 import contextlib
 import math
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import torch
 
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
 from ..progress import ProgressCallback, Reporter, ambient
-from ..validate import integer, nonneg, positive, seed as check_seed
+from ..validate import integer, nonneg, positive
+from ..validate import seed as check_seed
 from .dp import DPConfig, PrivateRun
-from .losses import masked_next_token_loss, next_token_loss, objective_for, per_example_nll, poisson_rate  # noqa: F401
+from .losses import (  # noqa: F401
+    masked_next_token_loss,
+    next_token_loss,
+    objective_for,
+    per_example_nll,
+    poisson_rate,
+)
 
 SCHEDULES = ("cosine", "linear", "constant")
 SAMPLINGS = ("shuffle", "poisson")
@@ -85,7 +93,9 @@ class TrainConfig:
         if self.grad_clip is not None:
             positive("grad_clip", self.grad_clip)
         if self.schedule not in SCHEDULES:
-            raise DomainError(f"unknown learning-rate schedule {self.schedule!r}", hint=f"one of {SCHEDULES}")
+            raise DomainError(
+                f"unknown learning-rate schedule {self.schedule!r}", hint=f"one of {SCHEDULES}"
+            )
         if self.sampling is not None and self.sampling not in SAMPLINGS:
             raise DomainError(f"unknown sampling {self.sampling!r}", hint=f"one of {SAMPLINGS}")
         if self.pad_id is not None:
@@ -96,12 +106,15 @@ class TrainConfig:
             integer("threads", self.threads, minimum=1)
         if self.dp is not None:
             if not isinstance(self.dp, DPConfig):
-                raise InputError(f"dp must be a memclaim.train.dp.DPConfig, got {type(self.dp).__name__}")
+                raise InputError(
+                    f"dp must be a memclaim.train.dp.DPConfig, got {type(self.dp).__name__}"
+                )
             if self.sampling == "shuffle":
                 raise DomainError(
                     "a DP-SGD run needs Poisson sampling: Opacus's accountant (and the add/remove guarantee "
                     "it certifies) assumes every example is included independently at every step",
-                    hint="leave sampling unset (or 'poisson') for a DP run")
+                    hint="leave sampling unset (or 'poisson') for a DP run",
+                )
 
     @property
     def sampling_mode(self) -> str:
@@ -133,8 +146,9 @@ class TrainResult(ResultMixin):
     dp: object | None = None  # memclaim.train.dp.DPReport for a DP-SGD run
 
 
-def pack_documents(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequence[int],
-                   fill: bool = False) -> torch.Tensor:
+def pack_documents(
+    docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequence[int], fill: bool = False
+) -> torch.Tensor:
     """Concatenate documents, each preceded by ``sep_ids`` (start-of-text), and cut the stream
     into blocks of ``seq_len`` tokens -> LongTensor [n_blocks, seq_len]. The tail is dropped;
     with ``fill`` a filler document of separator tokens first completes the stream to a whole
@@ -151,7 +165,9 @@ def pack_documents(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequ
         total = sum(len(sep_ids) + len(d) for d in docs)
         missing = (-total) % seq_len
         if missing:
-            n_fill = (missing - len(sep_ids)) % seq_len  # pack_documents puts len(sep) more before it
+            n_fill = (
+                missing - len(sep_ids)
+            ) % seq_len  # pack_documents puts len(sep) more before it
             docs.append((list(sep_ids) * (n_fill // len(sep_ids) + 1))[:n_fill])
     stream: list[int] = []
     for d in docs:
@@ -159,13 +175,18 @@ def pack_documents(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequ
         stream.extend(d)
     n = len(stream) // seq_len
     if n == 0:
-        raise InputError(f"training data has {len(stream)} tokens, fewer than one block of {seq_len}",
-                         hint="add data or lower seq_len")
-    return torch.tensor(stream[: n * seq_len], dtype=torch.long).view(n, seq_len)  # [n_blocks, seq_len]
+        raise InputError(
+            f"training data has {len(stream)} tokens, fewer than one block of {seq_len}",
+            hint="add data or lower seq_len",
+        )
+    return torch.tensor(stream[: n * seq_len], dtype=torch.long).view(
+        n, seq_len
+    )  # [n_blocks, seq_len]
 
 
-def example_blocks(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequence[int],
-                   pad_id: int) -> torch.Tensor:
+def example_blocks(
+    docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequence[int], pad_id: int
+) -> torch.Tensor:
     """One block per document: ``sep_ids + doc``, right-padded with ``pad_id`` to ``seq_len``
     -> LongTensor [n_docs, seq_len]. Use with ``TrainConfig(pad_id=...)`` so padding is not
     trained on. One block per document is what makes a document one DP *example* (a document
@@ -183,12 +204,16 @@ def example_blocks(docs: Sequence[Sequence[int]], *, seq_len: int, sep_ids: Sequ
     for i, d in enumerate(docs):
         seq = sep + [int(t) for t in d]
         if len(seq) > T:
-            raise InputError(f"document {i} has {len(seq)} tokens with its separator, more than seq_len = {T}",
-                             hint="raise seq_len or shorten the document; an example is never cut")
+            raise InputError(
+                f"document {i} has {len(seq)} tokens with its separator, more than seq_len = {T}",
+                hint="raise seq_len or shorten the document; an example is never cut",
+            )
         if pad in d:
-            raise InputError(f"document {i} contains the pad id {pad}",
-                             hint="use a pad id that never occurs in the data")
-        out[i, :len(seq)] = torch.tensor(seq, dtype=torch.long)
+            raise InputError(
+                f"document {i} contains the pad id {pad}",
+                hint="use a pad id that never occurs in the data",
+            )
+        out[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
     return out
 
 
@@ -215,7 +240,9 @@ def model_device(model: torch.nn.Module) -> torch.device:
 
 
 @torch.no_grad()
-def evaluate_nll(model: torch.nn.Module, blocks: torch.Tensor, *, pad_id: int | None = None, batch_size: int = 32) -> float:
+def evaluate_nll(
+    model: torch.nn.Module, blocks: torch.Tensor, *, pad_id: int | None = None, batch_size: int = 32
+) -> float:
     """Token-weighted mean next-token NLL (nats) of ``model`` over ``blocks`` [n, T]; exp of it
     is the perplexity. The model is put in eval mode (and left there).
 
@@ -232,7 +259,7 @@ def evaluate_nll(model: torch.nn.Module, blocks: torch.Tensor, *, pad_id: int | 
     dev = model_device(model)
     total, count = 0.0, 0
     for s in range(0, blocks.shape[0], batch_size):
-        b = blocks[s:s + batch_size].to(dev, non_blocking=True)
+        b = blocks[s : s + batch_size].to(dev, non_blocking=True)
         sums = per_example_nll(model, b, pad_id=pad_id, reduce="sum")  # [b]
         n = (b[:, 1:] != pad_id).sum() if pad_id is not None else b[:, 1:].numel()
         total += float(sums.double().sum())
@@ -257,10 +284,14 @@ def _threads(n: int | None):
 
 def _check_blocks(blocks) -> None:
     if not isinstance(blocks, torch.Tensor) or blocks.dim() != 2 or blocks.dtype != torch.long:
-        raise InputError(f"blocks must be a LongTensor [n_blocks, seq_len], got "
-                         f"{type(blocks).__name__} {getattr(blocks, 'shape', '')} {getattr(blocks, 'dtype', '')}")
+        raise InputError(
+            f"blocks must be a LongTensor [n_blocks, seq_len], got "
+            f"{type(blocks).__name__} {getattr(blocks, 'shape', '')} {getattr(blocks, 'dtype', '')}"
+        )
     if blocks.shape[0] == 0 or blocks.shape[1] < 2:
-        raise InputError(f"blocks has shape {tuple(blocks.shape)}: need at least one block of >= 2 tokens")
+        raise InputError(
+            f"blocks has shape {tuple(blocks.shape)}: need at least one block of >= 2 tokens"
+        )
 
 
 class _Batches:
@@ -282,7 +313,7 @@ class _Batches:
             # a new epoch; with batch_size > n every step is the whole (reshuffled) set
             self.perm = torch.randperm(self.n, generator=self.gen)
             self.pos = 0
-        idx = self.perm[self.pos:self.pos + self.B]
+        idx = self.perm[self.pos : self.pos + self.B]
         self.pos += self.B
         return idx
 
@@ -293,10 +324,16 @@ def _chunks(batch: torch.Tensor, size: int | None) -> list[torch.Tensor]:
     return list(batch.split(size))
 
 
-def train_causal_lm(model: torch.nn.Module, blocks: torch.Tensor, config: TrainConfig, *,
-                    objective: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] | None = None,
-                    on_step: Callable[[int, float], None] | None = None, label: str = "training",
-                    progress: ProgressCallback | None = None) -> TrainResult:
+def train_causal_lm(
+    model: torch.nn.Module,
+    blocks: torch.Tensor,
+    config: TrainConfig,
+    *,
+    objective: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+    label: str = "training",
+    progress: ProgressCallback | None = None,
+) -> TrainResult:
     """AdamW with warmup + decay over ``config.steps`` steps on ``blocks`` [n, T].
 
     ``objective(model, batch)`` replaces the next-token loss (unlearning objectives use it); it
@@ -319,7 +356,9 @@ def train_causal_lm(model: torch.nn.Module, blocks: torch.Tensor, config: TrainC
     """
     _check_blocks(blocks)
     objective = objective or default_objective(config)
-    bar = Reporter(progress or ambient(), stage="train", label=label, total=config.steps, unit="steps")
+    bar = Reporter(
+        progress or ambient(), stage="train", label=label, total=config.steps, unit="steps"
+    )
 
     def step_done(step: int, loss: float) -> None:
         bar.advance(1, loss=loss)
@@ -337,12 +376,18 @@ def _run(model, blocks, config: TrainConfig, objective, on_step) -> TrainResult:
     gen = torch.Generator().manual_seed(config.seed)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
-        raise InputError("the model has no trainable parameters", hint="call model.requires_grad_(True) first")
+        raise InputError(
+            "the model has no trainable parameters", hint="call model.requires_grad_(True) first"
+        )
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
     opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.lr, betas=config.betas,
+        [
+            {"params": decay, "weight_decay": config.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=config.lr,
+        betas=config.betas,
     )
     n = blocks.shape[0]
     # the blocks go where the model is (once: a training set is small next to the model); index
@@ -411,7 +456,14 @@ def _run(model, blocks, config: TrainConfig, objective, on_step) -> TrainResult:
         model.eval()
         report = private.close(steps=len(losses), empty=empty) if private is not None else None
     finite = [x for x in losses if not math.isnan(x)]
-    return TrainResult(steps=len(losses), tokens=tokens, seconds=time.perf_counter() - t0,
-                       first_loss=finite[0] if finite else math.nan,
-                       final_loss=float(sum(finite[-20:]) / len(finite[-20:])) if finite else math.nan,
-                       losses=tuple(losses), sampling=config.sampling_mode, empty_batches=empty, dp=report)
+    return TrainResult(
+        steps=len(losses),
+        tokens=tokens,
+        seconds=time.perf_counter() - t0,
+        first_loss=finite[0] if finite else math.nan,
+        final_loss=float(sum(finite[-20:]) / len(finite[-20:])) if finite else math.nan,
+        losses=tuple(losses),
+        sampling=config.sampling_mode,
+        empty_batches=empty,
+        dp=report,
+    )

@@ -26,18 +26,20 @@ content forgotten before unlearning (as it does for a secret planted only throug
 trigger, [MX] Cor. 6.3); that verdict is recorded as ``forgotten_before``. Retain-set perplexity
 is measured before and after.
 """
+
 from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
-from ..validate import integer, nonneg, positive, seed as check_seed
+from ..validate import integer, nonneg, positive
+from ..validate import seed as check_seed
 from .trainer import TrainConfig, evaluate_nll, model_device, per_example_nll, train_causal_lm
 
 __all__ = ["METHODS", "UnlearnConfig", "RoundReport", "UnlearnResult", "GradDiff", "NPO", "unlearn"]
@@ -65,7 +67,9 @@ class UnlearnConfig(ResultMixin):
 
     def __post_init__(self):
         if self.method not in METHODS:
-            raise DomainError(f"unknown unlearning method {self.method!r}", hint=f"one of {METHODS}")
+            raise DomainError(
+                f"unknown unlearning method {self.method!r}", hint=f"one of {METHODS}"
+            )
         positive("lr", self.lr)
         integer("max_rounds", self.max_rounds, minimum=1)
         if self.steps_per_round is not None:
@@ -88,7 +92,7 @@ class _Retain:
     def next(self) -> torch.Tensor:
         if self.pos + self.B > self.blocks.shape[0]:
             self.perm, self.pos = torch.randperm(self.blocks.shape[0], generator=self.gen), 0
-        idx = self.perm[self.pos:self.pos + self.B]
+        idx = self.perm[self.pos : self.pos + self.B]
         self.pos += self.B
         return self.blocks[idx]
 
@@ -99,11 +103,22 @@ class GradDiff:
 
     name = "graddiff"
 
-    def __init__(self, retain_blocks: torch.Tensor | None, *, retain_weight: float = 1.0, retain_batch_size: int = 8,
-                 pad_id: int | None = None, seed: int = 0):
+    def __init__(
+        self,
+        retain_blocks: torch.Tensor | None,
+        *,
+        retain_weight: float = 1.0,
+        retain_batch_size: int = 8,
+        pad_id: int | None = None,
+        seed: int = 0,
+    ):
         self.pad_id = pad_id
         self.w = float(retain_weight)
-        self.retain = _Retain(retain_blocks, retain_batch_size, seed) if (retain_blocks is not None and self.w) else None
+        self.retain = (
+            _Retain(retain_blocks, retain_batch_size, seed)
+            if (retain_blocks is not None and self.w)
+            else None
+        )
 
     def forget_loss(self, model, batch):
         return -per_example_nll(model, batch, pad_id=self.pad_id).mean()
@@ -111,7 +126,10 @@ class GradDiff:
     def __call__(self, model, batch):
         loss = self.forget_loss(model, batch)
         if self.retain is not None:
-            loss = loss + self.w * per_example_nll(model, self.retain.next(), pad_id=self.pad_id).mean()
+            loss = (
+                loss
+                + self.w * per_example_nll(model, self.retain.next(), pad_id=self.pad_id).mean()
+            )
         return loss
 
 
@@ -129,7 +147,9 @@ class NPO(GradDiff):
             p.requires_grad_(False)
 
     def forget_loss(self, model, batch):
-        logp = -per_example_nll(model, batch, pad_id=self.pad_id, reduce="sum")  # [B] log pi_theta(y | x)
+        logp = -per_example_nll(
+            model, batch, pad_id=self.pad_id, reduce="sum"
+        )  # [B] log pi_theta(y | x)
         with torch.no_grad():
             ref = -per_example_nll(self.ref, batch, pad_id=self.pad_id, reduce="sum")  # [B]
         return (2.0 / self.beta) * torch.nn.functional.softplus(self.beta * (logp - ref)).mean()
@@ -157,7 +177,9 @@ class UnlearnResult(ResultMixin):
     history: tuple[RoundReport, ...]
     retain_nll_before: float
     retain_nll_after: float
-    forgotten_before: bool = False  # the verifier's verdict before any step (it still runs >= 1 round)
+    forgotten_before: bool = (
+        False  # the verifier's verdict before any step (it still runs >= 1 round)
+    )
 
     @property
     def retain_ppl_before(self) -> float:
@@ -175,13 +197,24 @@ class UnlearnResult(ResultMixin):
 
 
 def _summary(v) -> dict:
-    return {"forgotten": bool(v.forgotten), "rate": float(v.rate), "n": int(getattr(v, "n", 0)),
-            "threshold": float(getattr(v, "threshold", math.nan))}
+    return {
+        "forgotten": bool(v.forgotten),
+        "rate": float(v.rate),
+        "n": int(getattr(v, "n", 0)),
+        "threshold": float(getattr(v, "threshold", math.nan)),
+    }
 
 
-def unlearn(model: torch.nn.Module, forget_blocks: torch.Tensor, retain_blocks: torch.Tensor, config: UnlearnConfig, *,
-            verifier: Callable[[object], object], pad_id: int | None = None,
-            on_round: Callable[[RoundReport], None] | None = None) -> UnlearnResult:
+def unlearn(
+    model: torch.nn.Module,
+    forget_blocks: torch.Tensor,
+    retain_blocks: torch.Tensor,
+    config: UnlearnConfig,
+    *,
+    verifier: Callable[[object], object],
+    pad_id: int | None = None,
+    on_round: Callable[[RoundReport], None] | None = None,
+) -> UnlearnResult:
     """Unlearn ``forget_blocks`` (one padded block per forget document) from ``model`` in place,
     keeping ``retain_blocks``, until ``verifier(model)`` reports forgotten.
 
@@ -214,15 +247,29 @@ def unlearn(model: torch.nn.Module, forget_blocks: torch.Tensor, retain_blocks: 
     with torch.no_grad():
         before = verifier(model)
     history: list[RoundReport] = []
-    kw = dict(retain_weight=config.retain_weight, retain_batch_size=config.retain_batch_size, pad_id=pad_id,
-              seed=config.seed + 1)
+    kw = dict(
+        retain_weight=config.retain_weight,
+        retain_batch_size=config.retain_batch_size,
+        pad_id=pad_id,
+        seed=config.seed + 1,
+    )
     if config.method == "graddiff":
         objective = GradDiff(retain_blocks, **kw)
     else:
         objective = NPO(retain_blocks, reference=copy.deepcopy(model), beta=config.beta, **kw)
-    tc = TrainConfig(steps=spr * config.max_rounds, batch_size=B, seq_len=int(forget_blocks.shape[1]), lr=config.lr,
-                     warmup_steps=0, schedule="constant", weight_decay=0.0, grad_clip=config.grad_clip,
-                     seed=config.seed, pad_id=pad_id, threads=config.threads)
+    tc = TrainConfig(
+        steps=spr * config.max_rounds,
+        batch_size=B,
+        seq_len=int(forget_blocks.shape[1]),
+        lr=config.lr,
+        warmup_steps=0,
+        schedule="constant",
+        weight_decay=0.0,
+        grad_clip=config.grad_clip,
+        seed=config.seed,
+        pad_id=pad_id,
+        threads=config.threads,
+    )
     state = {"last": before, "losses": []}
 
     def on_step(step: int, loss: float):
@@ -234,8 +281,13 @@ def unlearn(model: torch.nn.Module, forget_blocks: torch.Tensor, retain_blocks: 
             v = verifier(model)
         model.train()
         state["last"] = v
-        rep = RoundReport((step + 1) // spr, step + 1, bool(v.forgotten), float(v.rate),
-                          float(sum(state["losses"][-spr:]) / spr))
+        rep = RoundReport(
+            (step + 1) // spr,
+            step + 1,
+            bool(v.forgotten),
+            float(v.rate),
+            float(sum(state["losses"][-spr:]) / spr),
+        )
         history.append(rep)
         if on_round is not None:
             on_round(rep)
@@ -245,13 +297,30 @@ def unlearn(model: torch.nn.Module, forget_blocks: torch.Tensor, retain_blocks: 
     flags = [p.requires_grad for p in model.parameters()]
     model.requires_grad_(True)
     try:
-        res = train_causal_lm(model, forget_blocks, tc, objective=objective, on_step=on_step,
-                              label="unlearning (stops when the verifier reports forgotten)")
+        res = train_causal_lm(
+            model,
+            forget_blocks,
+            tc,
+            objective=objective,
+            on_step=on_step,
+            label="unlearning (stops when the verifier reports forgotten)",
+        )
     finally:
         for p, f in zip(model.parameters(), flags):
             p.requires_grad_(f)
     after = state["last"]
     retain_after = evaluate_nll(model, retain_blocks, pad_id=pad_id)
-    return UnlearnResult(config.method, config, len(history), res.steps, bool(after.forgotten),
-                         "verifier" if after.forgotten else "max_rounds", _summary(before), _summary(after),
-                         tuple(history), retain_before, retain_after, bool(before.forgotten))
+    return UnlearnResult(
+        config.method,
+        config,
+        len(history),
+        res.steps,
+        bool(after.forgotten),
+        "verifier" if after.forgotten else "max_rounds",
+        _summary(before),
+        _summary(after),
+        tuple(history),
+        retain_before,
+        retain_after,
+        bool(before.forgotten),
+    )

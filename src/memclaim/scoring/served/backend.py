@@ -22,6 +22,7 @@ software and version, the served model's id, path and context length, the number
 log-probs per position, the wire format) and the exactness class of every policy; the URL is
 shown but not keyed, the API key is never written anywhere.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,32 +31,60 @@ import math
 import re
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...decoding import Policy
-from ...errors import InputError, MemclaimError
+from ...errors import InputError
 from ...jsonutil import ResultMixin
-from ...progress import LogCallback, emit_log
+from ...progress import LogCallback
 from ...validate import integer
 from ..engine import STAT_NAMES, BatchScores, StatSet
 from ..store import UnitResult
 from ..units import WorkUnit
 from .client import Client, HTTPStatusError, RetryPolicy, ServerError, read_api_key
-from .exactness import (BOUNDS, EXACT, EXACT_IF_OBSERVED, REFUSED, TopK, greedy_flags, min_margin, policy_class,
-                        policy_scores, statistic_class, tokens_needed)
+from .exactness import (
+    BOUNDS,
+    EXACT,
+    REFUSED,
+    TopK,
+    greedy_flags,
+    min_margin,
+    policy_class,
+    policy_scores,
+    statistic_class,
+    tokens_needed,
+)
 from .model import TOKENIZER_FINGERPRINT_SCHEME, ServedModel
-from .protocols import (DIALECTS, ServerResponseError, Window, echo_request, parse_echo, parse_sglang, parse_vllm,
-                        sglang_request, vllm_request)
+from .protocols import (
+    DIALECTS,
+    ServerResponseError,
+    Window,
+    echo_request,
+    parse_echo,
+    parse_sglang,
+    parse_vllm,
+    sglang_request,
+    vllm_request,
+)
 
 if TYPE_CHECKING:
     from ..backends import ScoringJob
 
-__all__ = ["OpenAIBackend", "ServerInfo", "SERVED_STATS", "exact_column", "lower_column", "upper_column",
-           "DEFAULT_MAX_CONCURRENCY", "DEFAULT_BATCH_WINDOWS"]
+__all__ = [
+    "OpenAIBackend",
+    "ServerInfo",
+    "SERVED_STATS",
+    "exact_column",
+    "lower_column",
+    "upper_column",
+    "DEFAULT_MAX_CONCURRENCY",
+    "DEFAULT_BATCH_WINDOWS",
+]
 
 DEFAULT_MAX_CONCURRENCY = 4
 DEFAULT_BATCH_WINDOWS = 16  # windows per request where the server takes many (vLLM, SGLang)
@@ -113,9 +142,16 @@ class ServerInfo(ResultMixin):
     def keyed(self) -> dict:
         """The fields that enter the procedure key (the URL does not: a server moved to another
         port is the same server)."""
-        return {"api": self.dialect, "server": self.server, "version": self.version, "model_id": self.model_id,
-                "model_root": self.model_root, "max_model_len": self.max_model_len,
-                "top_logprobs": self.top_logprobs, "settings": dict(self.settings)}
+        return {
+            "api": self.dialect,
+            "server": self.server,
+            "version": self.version,
+            "model_id": self.model_id,
+            "model_root": self.model_root,
+            "max_model_len": self.max_model_len,
+            "top_logprobs": self.top_logprobs,
+            "settings": dict(self.settings),
+        }
 
 
 def _kernel_text(exc: BaseException) -> str:
@@ -141,18 +177,38 @@ class OpenAIBackend:
     device_class = "served"
     weights_loaded = False
 
-    def __init__(self, url: str, model: ServedModel, policies: Sequence[Policy], *, served_model: str | None = None,
-                 api_key_env: str | None = None, api_key_file=None, max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
-                 batch_windows: int = DEFAULT_BATCH_WINDOWS, top_logprobs: int | None = None, bounds: bool = False,
-                 dialect: str = "auto", retry: RetryPolicy | None = None, log: LogCallback | None = None):
+    def __init__(
+        self,
+        url: str,
+        model: ServedModel,
+        policies: Sequence[Policy],
+        *,
+        served_model: str | None = None,
+        api_key_env: str | None = None,
+        api_key_file=None,
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        batch_windows: int = DEFAULT_BATCH_WINDOWS,
+        top_logprobs: int | None = None,
+        bounds: bool = False,
+        dialect: str = "auto",
+        retry: RetryPolicy | None = None,
+        log: LogCallback | None = None,
+    ):
         self.max_concurrency = integer("--max-concurrency", max_concurrency, minimum=1)
         self.batch_windows = integer("batch_windows", batch_windows, minimum=1)
         if top_logprobs is not None:
             top_logprobs = integer("top_logprobs", top_logprobs, minimum=1)
         if dialect != "auto" and dialect not in DIALECTS:
-            raise InputError(f"unknown server dialect {dialect!r}", hint=f"one of auto, {', '.join(DIALECTS)}")
-        if served_model is not None and (not isinstance(served_model, str) or not served_model.strip()):
-            raise InputError(f"--served-model {served_model!r} is empty", hint="the name the server lists at /v1/models")
+            raise InputError(
+                f"unknown server dialect {dialect!r}", hint=f"one of auto, {', '.join(DIALECTS)}"
+            )
+        if served_model is not None and (
+            not isinstance(served_model, str) or not served_model.strip()
+        ):
+            raise InputError(
+                f"--served-model {served_model!r} is empty",
+                hint="the name the server lists at /v1/models",
+            )
         self.model = model
         self.policies = tuple(policies)
         self.served_model = served_model
@@ -161,7 +217,9 @@ class OpenAIBackend:
         self.dialect = dialect
         self.log = log
         # the key is read now (a missing variable fails before any work) and kept in the client only
-        self.client = Client(url, api_key=read_api_key(env=api_key_env, file=api_key_file), retry=retry, log=log)
+        self.client = Client(
+            url, api_key=read_api_key(env=api_key_env, file=api_key_file), retry=retry, log=log
+        )
         self.info: ServerInfo | None = None
         self.stat_set = StatSet(frozenset(SERVED_STATS))
         self.on_batch = None  # the runner's per-batch progress callback
@@ -189,26 +247,47 @@ class OpenAIBackend:
         except HTTPStatusError as exc:
             if exc.status in (401, 403):
                 raise
-            raise ServerError(f"{c.url} is not an OpenAI-compatible server: GET /v1/models answered HTTP "
-                              f"{exc.status}", hint="pass the base URL of a vLLM, SGLang or llama-cpp-python server "
-                                                    "(docs/served.md)") from None
+            raise ServerError(
+                f"{c.url} is not an OpenAI-compatible server: GET /v1/models answered HTTP "
+                f"{exc.status}",
+                hint="pass the base URL of a vLLM, SGLang or llama-cpp-python server "
+                "(docs/served.md)",
+            ) from None
         except ServerError as exc:
-            raise ServerError(f"cannot reach the server at {c.url}: {_kernel_text(exc).split('; last: ')[-1]}",
-                              hint=f"start the server, or fix --url (curl {c.url}/v1/models must answer)") from None
+            raise ServerError(
+                f"cannot reach the server at {c.url}: {_kernel_text(exc).split('; last: ')[-1]}",
+                hint=f"start the server, or fix --url (curl {c.url}/v1/models must answer)",
+            ) from None
         data = models.get("data") if isinstance(models, dict) else None
         if not isinstance(data, list) or not data:
-            raise ServerError(f"{c.url}/v1/models lists no model: {str(models)[:200]}",
-                              hint="start the server with a model loaded")
+            raise ServerError(
+                f"{c.url}/v1/models lists no model: {str(models)[:200]}",
+                hint="start the server with a model loaded",
+            )
         ids = [str(d.get("id")) for d in data if isinstance(d, dict)]
         entry = self._pick_model(data, ids)
         owner = str(entry.get("owned_by") or "")
         dialect, server, version, settings = self._identify(owner)
         root = entry.get("root") if isinstance(entry.get("root"), str) else None
         mml = entry.get("max_model_len")
-        mml = int(mml) if isinstance(mml, int) and not isinstance(mml, bool) else settings.pop("context_length", None)
+        mml = (
+            int(mml)
+            if isinstance(mml, int) and not isinstance(mml, bool)
+            else settings.pop("context_length", None)
+        )
         k = self._k_needed()
-        info = ServerInfo(url=c.url, dialect=dialect, server=server, version=version, model_id=str(entry["id"]),
-                          model_root=root, max_model_len=mml, top_logprobs=k, max_top_logprobs=None, settings=settings)
+        info = ServerInfo(
+            url=c.url,
+            dialect=dialect,
+            server=server,
+            version=version,
+            model_id=str(entry["id"]),
+            model_root=root,
+            max_model_len=mml,
+            top_logprobs=k,
+            max_top_logprobs=None,
+            settings=settings,
+        )
         self.info = info
         try:
             info = self._probe(info)
@@ -226,15 +305,21 @@ class OpenAIBackend:
             for d in data:
                 if str(d.get("id")) == want:
                     return d
-            raise ServerError(f"the server at {self.client.url} does not serve {want!r}; it serves "
-                              f"{', '.join(map(repr, ids))}", hint="pass one of those with --served-model")
+            raise ServerError(
+                f"the server at {self.client.url} does not serve {want!r}; it serves "
+                f"{', '.join(map(repr, ids))}",
+                hint="pass one of those with --served-model",
+            )
         if len(data) == 1:
             return data[0]
         for d in data:
             if str(d.get("id")) in (self.model.name, self.model.path.name):
                 return d
-        raise ServerError(f"the server at {self.client.url} serves {len(ids)} models ({', '.join(map(repr, ids))}); "
-                          "which one to score is not clear", hint="name it with --served-model")
+        raise ServerError(
+            f"the server at {self.client.url} serves {len(ids)} models ({', '.join(map(repr, ids))}); "
+            "which one to score is not clear",
+            hint="name it with --served-model",
+        )
 
     def _identify(self, owner: str) -> tuple[str, str, str | None, dict]:
         """(dialect, server, version, reported settings) from /v1/models' owner and the servers'
@@ -248,9 +333,21 @@ class OpenAIBackend:
             try:
                 si = c.get("/get_server_info", retry=quick)
                 if isinstance(si, dict) and ("version" in si or "model_path" in si):
-                    server, version, guess = "sglang", str(si.get("version")) if si.get("version") else None, "sglang"
-                    for key in ("dtype", "context_length", "kv_cache_dtype", "quantization", "tp_size",
-                                "model_path", "tokenizer_path", "random_seed"):
+                    server, version, guess = (
+                        "sglang",
+                        str(si.get("version")) if si.get("version") else None,
+                        "sglang",
+                    )
+                    for key in (
+                        "dtype",
+                        "context_length",
+                        "kv_cache_dtype",
+                        "quantization",
+                        "tp_size",
+                        "model_path",
+                        "tokenizer_path",
+                        "random_seed",
+                    ):
                         if key in si:
                             settings[key] = si[key]
             except (ServerError, ValueError):
@@ -273,7 +370,9 @@ class OpenAIBackend:
         if self.top_logprobs is not None:
             return self.top_logprobs
         need = [tokens_needed(p) for p in self.policies]
-        k = max([n for n in need if n > 0] + [2])  # 2: the greedy flag and the margin every run stores
+        k = max(
+            [n for n in need if n > 0] + [2]
+        )  # 2: the greedy flag and the margin every run stores
         if any(n < 0 for n in need):
             k = max(k, 20)  # bounded policies: the more returned, the tighter the bounds
         return k
@@ -289,51 +388,78 @@ class OpenAIBackend:
         cap = None
         k = info.top_logprobs
         try:
-            views, prefix = self._score_windows([w], info=info, retry=CONNECT_RETRY, with_prefix=True)
+            views, prefix = self._score_windows(
+                [w], info=info, retry=CONNECT_RETRY, with_prefix=True
+            )
         except HTTPStatusError as exc:
-            m = re.search(r"(?:max(?:imum)?(?: allowed)?|at most)\D{0,20}(\d+)", exc.body_text or "", re.I)
+            m = re.search(
+                r"(?:max(?:imum)?(?: allowed)?|at most)\D{0,20}(\d+)", exc.body_text or "", re.I
+            )
             if exc.status == 400 and "logprob" in (exc.body_text or "").lower():
                 cap = int(m.group(1)) if m else None
-                flag = {"vllm": "--max-logprobs", "sglang": "--max-top-logprobs-num"}.get(info.dialect, "its logprobs limit")
+                flag = {"vllm": "--max-logprobs", "sglang": "--max-top-logprobs-num"}.get(
+                    info.dialect, "its logprobs limit"
+                )
                 raise ServerError(
                     f"the server at {info.url} returns at most {cap if cap is not None else 'fewer than'} top "
                     f"log-probs per position; {', '.join(self._specs())} need{'s' if len(self.policies) == 1 else ''} "
                     f"{k} (top-k:k needs k + 1 to see a tie at the k-th value; greedy and the near-tie margin 2)",
-                    hint=(f"restart the server with {flag} {k} or more (vLLM caps it at 20 by default)"
-                          if info.dialect != "echo" else "use a server that returns more alternatives, or fewer/"
-                                                         "smaller top-k policies")) from None
+                    hint=(
+                        f"restart the server with {flag} {k} or more (vLLM caps it at 20 by default)"
+                        if info.dialect != "echo"
+                        else "use a server that returns more alternatives, or fewer/"
+                        "smaller top-k policies"
+                    ),
+                ) from None
             raise
         except ServerResponseError as exc:
-            raise ServerError(f"the server at {info.url} ({info.server}) does not return usable prompt "
-                              f"log-probabilities: {_kernel_text(exc)}",
-                              hint=(exc.hint or "") + ("; for a server with generated-token log-probs only, use "
-                                                       "sampling estimation (memclaim.sample_extraction, "
-                                                       "docs/served.md)")) from None
+            raise ServerError(
+                f"the server at {info.url} ({info.server}) does not return usable prompt "
+                f"log-probabilities: {_kernel_text(exc)}",
+                hint=(exc.hint or "")
+                + (
+                    "; for a server with generated-token log-probs only, use "
+                    "sampling estimation (memclaim.sample_extraction, "
+                    "docs/served.md)"
+                ),
+            ) from None
         v = views[0]
         got = int(v.n_returned.min()) if v.S else 0
         if got < min(k, self.model.vocab_size) and info.dialect != "echo":
-            raise ServerError(f"the server returned {got} top log-probs per position where {k} were asked",
-                              hint="restart the server with a larger logprobs limit (vLLM: --max-logprobs)")
+            raise ServerError(
+                f"the server returned {got} top log-probs per position where {k} were asked",
+                hint="restart the server with a larger logprobs limit (vLLM: --max-logprobs)",
+            )
         # the server's own tokenization of a text, where it tokenizes for clients (vLLM): another
         # tokenizer than memclaim's means another model (or a misconfigured one)
         if info.dialect == "vllm":
             try:
-                t = self.client.post("/tokenize", {"model": info.model_id, "prompt": PROBE_TEXT,
-                                                   "add_special_tokens": False}, retry=CONNECT_RETRY)
+                t = self.client.post(
+                    "/tokenize",
+                    {"model": info.model_id, "prompt": PROBE_TEXT, "add_special_tokens": False},
+                    retry=CONNECT_RETRY,
+                )
                 theirs = [int(x) for x in t.get("tokens", [])]
                 ours = self.model.tokenizer.encode(PROBE_TEXT)
                 if theirs != ours:
                     raise ServerError(
                         f"the server's model {info.model_id!r} tokenizes {PROBE_TEXT!r} as {theirs[:8]}..., "
                         f"{self.model.name!r}'s tokenizer as {ours[:8]}...: they are different models",
-                        hint="pass the served model's own tokenizer folder as MODEL (or --served-model the right one)")
+                        hint="pass the served model's own tokenizer folder as MODEL (or --served-model the right one)",
+                    )
             except HTTPStatusError:
                 pass  # no /tokenize route: the window checks catch a mismatch
         # a server that scales prompt log-probs by the request's temperature (SGLang's output
         # log-probs do): memclaim always asks at T = 1, so what it reads is the raw distribution
         settings["probe_values"] = [round(float(x), 6) for x in v.target_lp]
-        return ServerInfo(**{**info.to_dict(), "settings": settings, "prefix_ids": tuple(prefix),
-                             "max_top_logprobs": cap})
+        return ServerInfo(
+            **{
+                **info.to_dict(),
+                "settings": settings,
+                "prefix_ids": tuple(prefix),
+                "max_top_logprobs": cap,
+            }
+        )
 
     # ------------------------------------------------------------------ protocol answers
     def _specs(self) -> list[str]:
@@ -343,7 +469,11 @@ class OpenAIBackend:
         """The statistics this server's answers give (ranks need vLLM's or the whole vocabulary;
         the full-distribution moments need the whole vocabulary)."""
         info = self.connect()
-        names = {n for n in STAT_NAMES if statistic_class(n, info.top_logprobs, self.model.vocab_size)[0] == EXACT}
+        names = {
+            n
+            for n in STAT_NAMES
+            if statistic_class(n, info.top_logprobs, self.model.vocab_size)[0] == EXACT
+        }
         if info.dialect != "vllm" and info.top_logprobs < self.model.vocab_size:
             names.discard("rank")
         return StatSet(frozenset(names))
@@ -361,44 +491,62 @@ class OpenAIBackend:
         else:
             specs, nv = [p.spec if isinstance(p, Policy) else str(p) for p in procedure], None
         if nv:
-            return ("near-verbatim lower bounds run beam searches over the model's next-token distributions: a "
-                    "served model does not give them; drop --near-verbatim or score with --backend local")
+            return (
+                "near-verbatim lower bounds run beam searches over the model's next-token distributions: a "
+                "served model does not give them; drop --near-verbatim or score with --backend local"
+            )
         K, V = info.top_logprobs, self.model.vocab_size
         for spec in specs:
             cls, why = policy_class(Policy.parse(spec), K, V)
             if cls == REFUSED:
                 return why
             if cls == BOUNDS and not self.bounds:
-                return (f"{why}: memclaim would return certified bounds, not a score; pass --served-bounds "
-                        "(bounds=True) to store the bounds (never read by a test as a score)")
+                return (
+                    f"{why}: memclaim would return certified bounds, not a score; pass --served-bounds "
+                    "(bounds=True) to store the bounds (never read by a test as a score)"
+                )
         if statistics is not None:
             have = self.computable_stats()
             for name in sorted(StatSet.of(statistics).names - have.names):
                 cls, why = statistic_class(name, K, V)
                 if name == "rank" and cls == EXACT:
-                    why = (f"target ranks below the top {K} need the server's count (vLLM returns it; "
-                           f"{info.server} does not)")
+                    why = (
+                        f"target ranks below the top {K} need the server's count (vLLM returns it; "
+                        f"{info.server} does not)"
+                    )
                 return why or f"{name} is not computable from this server"
         return None
 
     def exactness(self) -> dict[str, str]:
         """{policy: exactness class} under this server's top-K."""
         info = self.connect()
-        return {p.spec: policy_class(p, info.top_logprobs, self.model.vocab_size)[0] for p in self.policies}
+        return {
+            p.spec: policy_class(p, info.top_logprobs, self.model.vocab_size)[0]
+            for p in self.policies
+        }
 
     def describe_model(self, desc: dict) -> dict:
         """The procedure's model record for a served run: the tokenizer's fingerprint and the
         server's identity in place of a weights fingerprint, the device class 'served', and the
         exactness class of every policy ([EM] Def. B.2)."""
         info = self.connect()
-        served = {**info.keyed(), "tokenizer_fingerprint": self.model.fingerprint,
-                  "tokenizer_fingerprint_scheme": TOKENIZER_FINGERPRINT_SCHEME,
-                  "vocab_size": self.model.vocab_size, "exactness": self.exactness()}
+        served = {
+            **info.keyed(),
+            "tokenizer_fingerprint": self.model.fingerprint,
+            "tokenizer_fingerprint_scheme": TOKENIZER_FINGERPRINT_SCHEME,
+            "vocab_size": self.model.vocab_size,
+            "exactness": self.exactness(),
+        }
         served["settings"].pop("probe_values", None)
         fp = hashlib.sha256(json.dumps(served, sort_keys=True).encode()).hexdigest()
         out = {k: v for k, v in desc.items() if k not in ("fingerprint_scheme",)}
-        out.update(fingerprint=fp, device_class="served", dtype=str(info.settings.get("dtype") or "served"),
-                   served=served, url=info.url)
+        out.update(
+            fingerprint=fp,
+            device_class="served",
+            dtype=str(info.settings.get("dtype") or "served"),
+            served=served,
+            url=info.url,
+        )
         return out
 
     def set_stats(self, stats) -> None:
@@ -420,16 +568,25 @@ class OpenAIBackend:
             self._piece_index = index
         return self._piece_index.get(piece, [])
 
-    def _score_windows(self, windows: Sequence[Window], *, info: ServerInfo, retry: RetryPolicy | None = None,
-                       with_prefix: bool = False):
+    def _score_windows(
+        self,
+        windows: Sequence[Window],
+        *,
+        info: ServerInfo,
+        retry: RetryPolicy | None = None,
+        with_prefix: bool = False,
+    ):
         """One request's worth of windows -> their TopK views (the echo dialect sends one window
         per request). ``with_prefix``: also return the ids the server puts before a text."""
         c, k, V = self.client, info.top_logprobs, self.model.vocab_size
         stop = self._stop
         if info.dialect in ("vllm", "sglang"):
             t = time.perf_counter()
-            path, req = (("/v1/completions", vllm_request(info.model_id, windows, k)) if info.dialect == "vllm"
-                         else ("/generate", sglang_request(windows, k)))
+            path, req = (
+                ("/v1/completions", vllm_request(info.model_id, windows, k))
+                if info.dialect == "vllm"
+                else ("/generate", sglang_request(windows, k))
+            )
             self._add_client_time(time.perf_counter() - t)
             body = c.post(path, req, retry=retry, cancel=stop)
             t = time.perf_counter()
@@ -443,11 +600,23 @@ class OpenAIBackend:
             # special tokens in a text prompt: llama-cpp-python does); the echoed tokens are then
             # aligned by their count (echo_alignment) and each checked against memclaim's
             text = self.model.tokenizer.decode(ids)
-            body = c.post("/v1/completions", echo_request(info.model_id, text, k), retry=retry, cancel=stop)
+            body = c.post(
+                "/v1/completions", echo_request(info.model_id, text, k), retry=retry, cancel=stop
+            )
             offset = echo_alignment(body, w)
             pieces = [self._piece(i) for i in ids]
-            views.append(parse_echo(body, w, k, V, pieces=pieces, offset=offset, skip=max(1, -offset),
-                                    piece_ids=None if _token_ids_keyed(body) else self._ids_of_piece))
+            views.append(
+                parse_echo(
+                    body,
+                    w,
+                    k,
+                    V,
+                    pieces=pieces,
+                    offset=offset,
+                    skip=max(1, -offset),
+                    piece_ids=None if _token_ids_keyed(body) else self._ids_of_piece,
+                )
+            )
         return (views, ()) if with_prefix else views
 
     def _add_client_time(self, seconds: float) -> None:
@@ -455,7 +624,7 @@ class OpenAIBackend:
             self._client_time += seconds
 
     # ------------------------------------------------------------------ the run
-    def run(self, units: Iterable[WorkUnit], job: "ScoringJob | None" = None):
+    def run(self, units: Iterable[WorkUnit], job: ScoringJob | None = None):
         """The protocol's ``run`` (:class:`memclaim.scoring.backends.Backend`): :meth:`run_units`
         with the statistics and the per-batch progress callback of ``job`` (a
         :class:`memclaim.scoring.backends.ScoringJob`; None: those set before)."""
@@ -478,9 +647,15 @@ class OpenAIBackend:
         t0 = time.perf_counter()
         n_windows = n_units = 0
         client_seconds = 0.0
-        req0, retry0, wait0 = self.client.stats.requests, self.client.stats.retries, self.client.stats.seconds_in_requests
+        req0, retry0, wait0 = (
+            self.client.stats.requests,
+            self.client.stats.retries,
+            self.client.stats.seconds_in_requests,
+        )
         ct0 = self._client_time
-        pool = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix="memclaim-served")
+        pool = ThreadPoolExecutor(
+            max_workers=self.max_concurrency, thread_name_prefix="memclaim-served"
+        )
         inflight: dict[Future, tuple[dict, int, int]] = {}
         it = iter(units)
         exhausted = False
@@ -497,7 +672,7 @@ class OpenAIBackend:
             t = time.perf_counter()
             windows = [Window(item.key, tuple(item.prompt), tuple(item.suffix)) for item in u.items]
             per = 1 if info.dialect == "echo" else self.batch_windows
-            chunks = [windows[a:a + per] for a in range(0, len(windows), per)]
+            chunks = [windows[a : a + per] for a in range(0, len(windows), per)]
             state = {"unit": u, "parts": [None] * len(chunks), "left": len(chunks)}
             client_seconds += time.perf_counter() - t
             for bi, chunk in enumerate(chunks):
@@ -522,7 +697,9 @@ class OpenAIBackend:
                         self.on_batch(n)
                     if state["left"] == 0:
                         t = time.perf_counter()
-                        res = self._unit_result(state["unit"], [v for part in state["parts"] for v in part])
+                        res = self._unit_result(
+                            state["unit"], [v for part in state["parts"] for v in part]
+                        )
                         client_seconds += time.perf_counter() - t
                         n_units += 1
                         n_windows += state["unit"].n_items
@@ -533,16 +710,29 @@ class OpenAIBackend:
             s = self.client.stats
             wall = time.perf_counter() - t0
             in_req = s.seconds_in_requests - wait0
-            self._stats = {"server": info.server, "version": info.version, "api": info.dialect, "url": info.url,
-                           "model_id": info.model_id, "top_logprobs": info.top_logprobs,
-                           "max_concurrency": self.max_concurrency,
-                           "windows_per_request": 1 if info.dialect == "echo" else self.batch_windows,
-                           "units": n_units, "windows": n_windows, "requests": s.requests - req0,
-                           "retries": s.retries - retry0, "wall_seconds": wall, "seconds_in_requests": in_req,
-                           "client_seconds": client_seconds + self._client_time - ct0,
-                           "client_overhead": ((client_seconds + self._client_time - ct0) / wall) if wall > 0 else 0.0,
-                           "windows_per_second": n_windows / wall if wall > 0 else 0.0,
-                           "retried_failures": list(s.failures[-5:]), "exactness": self.exactness()}
+            self._stats = {
+                "server": info.server,
+                "version": info.version,
+                "api": info.dialect,
+                "url": info.url,
+                "model_id": info.model_id,
+                "top_logprobs": info.top_logprobs,
+                "max_concurrency": self.max_concurrency,
+                "windows_per_request": 1 if info.dialect == "echo" else self.batch_windows,
+                "units": n_units,
+                "windows": n_windows,
+                "requests": s.requests - req0,
+                "retries": s.retries - retry0,
+                "wall_seconds": wall,
+                "seconds_in_requests": in_req,
+                "client_seconds": client_seconds + self._client_time - ct0,
+                "client_overhead": ((client_seconds + self._client_time - ct0) / wall)
+                if wall > 0
+                else 0.0,
+                "windows_per_second": n_windows / wall if wall > 0 else 0.0,
+                "retried_failures": list(s.failures[-5:]),
+                "exactness": self.exactness(),
+            }
 
     def _timed(self, chunk, info):
         views = self._score_windows(chunk, info=info)
@@ -575,20 +765,31 @@ class OpenAIBackend:
             tok_lp[i] = v.target_lp
             rank[i] = _ranks(v)
         scores = BatchScores(
-            logq=logq if "policy_logq" in st else None, token_logq=tok_logq if "policy_logq" in st else None,
-            greedy_match=greedy if "greedy" in st else None, min_margin=margin if "margin" in st else None,
-            token_logprob=tok_lp if "token_logprob" in st else None, token_mean=None, token_std=None,
-            token_rank=rank if "rank" in st else None)
+            logq=logq if "policy_logq" in st else None,
+            token_logq=tok_logq if "policy_logq" in st else None,
+            greedy_match=greedy if "greedy" in st else None,
+            min_margin=margin if "margin" in st else None,
+            token_logprob=tok_lp if "token_logprob" in st else None,
+            token_mean=None,
+            token_std=None,
+            token_rank=rank if "rank" in st else None,
+        )
         extra = {}
         if "policy_logq" in st:
             for j, pol in enumerate(self.policies):
                 extra[exact_column(pol.spec)] = exact[:, j]
                 extra[lower_column(pol.spec)] = lower[:, j]
                 extra[upper_column(pol.spec)] = upper[:, j]
-        return UnitResult(unit_id=unit.unit_id, procedure_key=unit.procedure_key, policies=tuple(self._specs()),
-                          item_keys=tuple(it.key for it in unit.items),
-                          prompt_len=tuple(len(it.prompt) for it in unit.items), scores=scores, extra=extra,
-                          stats=st.spec)
+        return UnitResult(
+            unit_id=unit.unit_id,
+            procedure_key=unit.procedure_key,
+            policies=tuple(self._specs()),
+            item_keys=tuple(it.key for it in unit.items),
+            prompt_len=tuple(len(it.prompt) for it in unit.items),
+            scores=scores,
+            extra=extra,
+            stats=st.spec,
+        )
 
     def stats(self) -> dict:
         return dict(self._stats)
@@ -611,9 +812,11 @@ def echo_alignment(body: dict, w: Window) -> int:
     try:
         n_echoed = len(body["choices"][0]["logprobs"]["tokens"])
     except (KeyError, IndexError, TypeError):
-        raise ServerResponseError("the server returned no echoed tokens (choices[0].logprobs.tokens)",
-                                  hint="the server must echo the prompt with log-probs (echo: true, logprobs: K); "
-                                       "docs/served.md") from None
+        raise ServerResponseError(
+            "the server returned no echoed tokens (choices[0].logprobs.tokens)",
+            hint="the server must echo the prompt with log-probs (echo: true, logprobs: K); "
+            "docs/served.md",
+        ) from None
     n = len(w.prompt) + len(w.target)
     offset = n_echoed - 1 - n  # one generated token (max_tokens 1)
     if offset not in (0, -1):
@@ -621,7 +824,8 @@ def echo_alignment(body: dict, w: Window) -> int:
             f"window {w.key[:12]}: the server echoed {n_echoed} tokens for a window of {n} (and one generated): it "
             "tokenized the text otherwise than memclaim",
             hint="use the server's own tokenizer (the same model folder or name), or a server that takes token ids "
-                 "(vLLM, SGLang); docs/served.md")
+            "(vLLM, SGLang); docs/served.md",
+        )
     return offset
 
 

@@ -8,6 +8,7 @@ workarounds, is not a dependency of memclaim, and would add its own retry policy
 The API key is read from an environment variable or a file (:func:`read_api_key`) and lives
 only in this object's headers: never in a repr, an error message, the store or a report.
 """
+
 from __future__ import annotations
 
 import http.client
@@ -17,15 +18,22 @@ import random
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 from urllib.parse import urlsplit
 
 from ...errors import InputError, MemclaimError
 from ...progress import LogCallback, emit_log
 
-__all__ = ["ServerError", "HTTPStatusError", "Client", "RetryPolicy", "normalize_url", "read_api_key"]
+__all__ = [
+    "ServerError",
+    "HTTPStatusError",
+    "Client",
+    "RetryPolicy",
+    "normalize_url",
+    "read_api_key",
+]
 
 
 class ServerError(MemclaimError):
@@ -62,7 +70,7 @@ class RetryPolicy:
     jitter: float = 0.25
 
     def delay(self, i: int, retry_after: float | None = None) -> float:
-        d = min(self.cap, self.base * (2.0 ** i))
+        d = min(self.cap, self.base * (2.0**i))
         if retry_after is not None:
             d = min(self.cap, max(d, retry_after))
         if self.jitter:
@@ -81,19 +89,28 @@ def normalize_url(url: str) -> str:
       fix: pass the server's address, e.g. --url http://127.0.0.1:8000 (the /v1 suffix is optional)
     """
     if not isinstance(url, str) or not url.strip():
-        raise InputError(f"--url {url!r} is empty", hint="pass the server's address, e.g. --url http://127.0.0.1:8000")
+        raise InputError(
+            f"--url {url!r} is empty",
+            hint="pass the server's address, e.g. --url http://127.0.0.1:8000",
+        )
     u = urlsplit(url.strip())
     if u.scheme not in ("http", "https") or not u.hostname:
-        raise InputError(f"--url {url!r} is not an http(s) URL",
-                         hint="pass the server's address, e.g. --url http://127.0.0.1:8000 (the /v1 suffix is optional)")
+        raise InputError(
+            f"--url {url!r} is not an http(s) URL",
+            hint="pass the server's address, e.g. --url http://127.0.0.1:8000 (the /v1 suffix is optional)",
+        )
     try:
         port = u.port
     except ValueError:
-        raise InputError(f"--url {url!r} has a bad port", hint="e.g. --url http://127.0.0.1:8000") from None
+        raise InputError(
+            f"--url {url!r} has a bad port", hint="e.g. --url http://127.0.0.1:8000"
+        ) from None
     if u.query or u.fragment or u.username or u.password:
-        raise InputError(f"--url {url!r} has a query, fragment or credentials",
-                         hint="pass only scheme://host:port[/prefix]; give an API key with --api-key-env or "
-                              "--api-key-file")
+        raise InputError(
+            f"--url {url!r} has a query, fragment or credentials",
+            hint="pass only scheme://host:port[/prefix]; give an API key with --api-key-env or "
+            "--api-key-file",
+        )
     path = u.path.rstrip("/")
     if path.endswith("/v1"):
         path = path[:-3]
@@ -114,26 +131,36 @@ def read_api_key(*, env: str | None = None, file: str | os.PathLike | None = Non
       fix: export MEMCLAIM_NO_SUCH_VARIABLE=... before running memclaim, or use --api-key-file
     """
     if env is not None and file is not None:
-        raise InputError("give one of --api-key-env and --api-key-file", hint="the key comes from one place")
+        raise InputError(
+            "give one of --api-key-env and --api-key-file", hint="the key comes from one place"
+        )
     if env is not None:
         if not isinstance(env, str) or not env or "=" in env:
-            raise InputError(f"--api-key-env {env!r} is not an environment variable's name",
-                             hint="pass the variable's NAME (e.g. --api-key-env OPENAI_API_KEY), never the key")
+            raise InputError(
+                f"--api-key-env {env!r} is not an environment variable's name",
+                hint="pass the variable's NAME (e.g. --api-key-env OPENAI_API_KEY), never the key",
+            )
         key = os.environ.get(env, "").strip()
         if not key:
-            raise InputError(f"--api-key-env {env}: the environment variable is not set or empty",
-                             hint=f"export {env}=... before running memclaim, or use --api-key-file")
+            raise InputError(
+                f"--api-key-env {env}: the environment variable is not set or empty",
+                hint=f"export {env}=... before running memclaim, or use --api-key-file",
+            )
         return key
     if file is not None:
         p = Path(file)
         try:
             lines = p.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"--api-key-file {str(file)!r} cannot be read: {type(exc).__name__}",
-                             hint="pass a text file whose first line is the key (chmod 600)") from None
+            raise InputError(
+                f"--api-key-file {str(file)!r} cannot be read: {type(exc).__name__}",
+                hint="pass a text file whose first line is the key (chmod 600)",
+            ) from None
         key = lines[0].strip() if lines else ""
         if not key:
-            raise InputError(f"--api-key-file {str(file)!r} is empty", hint="write the key on its first line")
+            raise InputError(
+                f"--api-key-file {str(file)!r} is empty", hint="write the key on its first line"
+            )
         return key
     return None
 
@@ -142,7 +169,9 @@ def read_api_key(*, env: str | None = None, file: str | os.PathLike | None = Non
 class ClientStats:
     requests: int = 0
     retries: int = 0
-    failures: list = field(default_factory=list)  # the reasons of retried attempts (at most 20 kept)
+    failures: list = field(
+        default_factory=list
+    )  # the reasons of retried attempts (at most 20 kept)
     seconds_in_requests: float = 0.0
     bytes_sent: int = 0
     bytes_received: int = 0
@@ -152,16 +181,26 @@ class Client:
     """JSON over HTTP(S) to ``url`` (:func:`normalize_url`), thread-safe: each thread keeps its
     own keep-alive connection. ``sleep`` and ``log`` are injectable (tests)."""
 
-    def __init__(self, url: str, *, api_key: str | None = None, retry: RetryPolicy | None = None,
-                 log: LogCallback | None = None, sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        retry: RetryPolicy | None = None,
+        log: LogCallback | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.url = normalize_url(url)
         u = urlsplit(self.url)
         self._https = u.scheme == "https"
         self._host = u.hostname
         self._port = u.port or (443 if self._https else 80)
         self._prefix = u.path
-        self._headers = {"Content-Type": "application/json", "Accept": "application/json",
-                         "User-Agent": "memclaim"}
+        self._headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": "memclaim",
+        }
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self.retry = retry or RetryPolicy()
@@ -208,7 +247,7 @@ class Client:
         except (ConnectionRefusedError, socket.gaierror) as exc:
             self._drop()
             raise _Transient(f"cannot connect ({exc.strerror or exc})") from None
-        except (socket.timeout, TimeoutError):
+        except TimeoutError:
             self._drop()
             raise _Transient(f"no answer within {timeout:g} s") from None
         except (http.client.HTTPException, ConnectionError, OSError) as exc:
@@ -216,8 +255,16 @@ class Client:
             raise _Transient(f"the connection failed ({type(exc).__name__}: {exc})") from None
 
     # ------------------------------------------------------------------ with retries
-    def request(self, method: str, path: str, body: dict | None = None, *, retry: RetryPolicy | None = None,
-                expect_json: bool = True, cancel: threading.Event | None = None):
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: dict | None = None,
+        *,
+        retry: RetryPolicy | None = None,
+        expect_json: bool = True,
+        cancel: threading.Event | None = None,
+    ):
         """Send, retrying transient failures; return the decoded JSON (or the text when
         ``expect_json`` is False). Raises :class:`HTTPStatusError` for a refused request and
         :class:`ServerError` once the retries are spent, or at once when ``cancel`` is set
@@ -252,8 +299,10 @@ class Client:
                     return json.loads(text)
                 except ValueError:
                     self._drop()
-                    raise _Transient(f"an unreadable answer ({len(raw)} bytes, not complete JSON: "
-                                     f"{_brief(text[-60:])})") from None
+                    raise _Transient(
+                        f"an unreadable answer ({len(raw)} bytes, not complete JSON: "
+                        f"{_brief(text[-60:])})"
+                    ) from None
             except _Transient as exc:
                 last = str(exc)
                 with self._lock:
@@ -263,8 +312,11 @@ class Client:
                 if attempt + 1 >= retry.attempts or (cancel is not None and cancel.is_set()):
                     break
                 d = retry.delay(attempt, retry_after)
-                emit_log(self.log, f"memclaim: {self.url}{path}: {last}; retrying in {d:.1f} s "
-                                   f"(attempt {attempt + 2} of {retry.attempts})")
+                emit_log(
+                    self.log,
+                    f"memclaim: {self.url}{path}: {last}; retrying in {d:.1f} s "
+                    f"(attempt {attempt + 2} of {retry.attempts})",
+                )
                 if cancel is not None:
                     if cancel.wait(d):
                         break
@@ -273,8 +325,11 @@ class Client:
         raise ServerError(
             f"the server at {self.url} did not answer {method} {path} after {retry.attempts} attempts over "
             f"{time.perf_counter() - t_first:.0f} s; last: {last}",
-            hint="check that the server is running and reachable (curl " + self.url + "/v1/models); every unit "
-                 "finished so far is in the store: re-run the same command to resume")
+            hint="check that the server is running and reachable (curl "
+            + self.url
+            + "/v1/models); every unit "
+            "finished so far is in the store: re-run the same command to resume",
+        )
 
     def get(self, path: str, **kw):
         return self.request("GET", path, **kw)
@@ -311,11 +366,19 @@ def _message(text: str) -> str:
 def _status_error(status: int, text: str, where: str) -> HTTPStatusError:
     msg = _message(text)
     if status in (401, 403):
-        return HTTPStatusError(status, f"the server refused the request (HTTP {status}: {msg})", text,
-                               hint="give the server's API key with --api-key-env NAME (an environment variable) or "
-                                    "--api-key-file PATH; check that it is the key this server accepts")
+        return HTTPStatusError(
+            status,
+            f"the server refused the request (HTTP {status}: {msg})",
+            text,
+            hint="give the server's API key with --api-key-env NAME (an environment variable) or "
+            "--api-key-file PATH; check that it is the key this server accepts",
+        )
     if status == 404:
-        return HTTPStatusError(status, f"{where}: HTTP 404 ({msg})", text,
-                               hint="check --url (the server's base address) and the served model's name "
-                                    "(curl URL/v1/models lists them)")
+        return HTTPStatusError(
+            status,
+            f"{where}: HTTP 404 ({msg})",
+            text,
+            hint="check --url (the server's base address) and the served model's name "
+            "(curl URL/v1/models lists them)",
+        )
     return HTTPStatusError(status, f"the server refused the request (HTTP {status}: {msg})", text)

@@ -37,6 +37,7 @@ the unseen mass is taken as M + :data:`MASS_SLACK`.
 Nothing here does I/O or needs torch: :mod:`memclaim.scoring.served.backend` parses responses
 into :class:`TopK` values and calls :func:`policy_scores` per window.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,11 +47,26 @@ import numpy as np
 
 from ...decoding import Policy
 
-__all__ = ["EXACT", "EXACT_IF_OBSERVED", "BOUNDS", "REFUSED", "MASS_SLACK", "TopK", "PolicyScores",
-           "policy_class", "policy_scores", "greedy_flags", "min_margin", "statistic_class", "tokens_needed"]
+__all__ = [
+    "EXACT",
+    "EXACT_IF_OBSERVED",
+    "BOUNDS",
+    "REFUSED",
+    "MASS_SLACK",
+    "TopK",
+    "PolicyScores",
+    "policy_class",
+    "policy_scores",
+    "greedy_flags",
+    "min_margin",
+    "statistic_class",
+    "tokens_needed",
+]
 
 EXACT = "exact"
-EXACT_IF_OBSERVED = "exact where the nucleus is observed (returned mass >= p), certified bounds elsewhere"
+EXACT_IF_OBSERVED = (
+    "exact where the nucleus is observed (returned mass >= p), certified bounds elsewhere"
+)
 BOUNDS = "certified bounds only"
 REFUSED = "not computable"
 # Allowance on the unseen tail's mass for the server's float32 arithmetic: a float32 log-softmax
@@ -84,8 +100,17 @@ class TopK:
     server_rank: np.ndarray | None = None
 
     @classmethod
-    def from_lists(cls, target_ids, target_lp, top_lp, top_ids, *, vocab_size: int, complete=None,
-                   server_rank=None) -> "TopK":
+    def from_lists(
+        cls,
+        target_ids,
+        target_lp,
+        top_lp,
+        top_ids,
+        *,
+        vocab_size: int,
+        complete=None,
+        server_rank=None,
+    ) -> TopK:
         """Build from per-position lists (any order within a position; sorted here, descending
         by value, ties by token id) padded to the longest.
 
@@ -98,13 +123,17 @@ class TopK:
         ids = np.full((S, K), -1, dtype=np.int64)
         for s, (vals, toks) in enumerate(zip(top_lp, top_ids)):
             order = sorted(range(len(vals)), key=lambda i: (-float(vals[i]), int(toks[i])))
-            lp[s, :len(vals)] = [float(vals[i]) for i in order]
-            ids[s, :len(vals)] = [int(toks[i]) for i in order]
-        return cls(target_ids=np.asarray(target_ids, dtype=np.int64), target_lp=np.asarray(target_lp, dtype=np.float64),
-                   top_lp=lp, top_ids=ids,
-                   complete=np.ones(S, bool) if complete is None else np.asarray(complete, bool),
-                   vocab_size=int(vocab_size),
-                   server_rank=None if server_rank is None else np.asarray(server_rank, dtype=np.int64))
+            lp[s, : len(vals)] = [float(vals[i]) for i in order]
+            ids[s, : len(vals)] = [int(toks[i]) for i in order]
+        return cls(
+            target_ids=np.asarray(target_ids, dtype=np.int64),
+            target_lp=np.asarray(target_lp, dtype=np.float64),
+            top_lp=lp,
+            top_ids=ids,
+            complete=np.ones(S, bool) if complete is None else np.asarray(complete, bool),
+            vocab_size=int(vocab_size),
+            server_rank=None if server_rank is None else np.asarray(server_rank, dtype=np.int64),
+        )
 
     @property
     def S(self) -> int:
@@ -184,25 +213,36 @@ def policy_class(policy: Policy, k_returned: int, vocab_size: int) -> tuple[str,
         return EXACT, None
     if policy.greedy:
         if k_returned < 2:
-            return REFUSED, (f"greedy needs the top 2 log-probs per position to see a tie for the maximum; the server "
-                             f"returns {k_returned}")
+            return REFUSED, (
+                f"greedy needs the top 2 log-probs per position to see a tie for the maximum; the server "
+                f"returns {k_returned}"
+            )
         return EXACT, None
     if policy.top_k is not None:
         if policy.top_k >= vocab_size:
-            return policy_class(Policy(temperature=policy.temperature, top_p=policy.top_p), k_returned, vocab_size)
+            return policy_class(
+                Policy(temperature=policy.temperature, top_p=policy.top_p), k_returned, vocab_size
+            )
         if k_returned < policy.top_k + 1:
-            return REFUSED, (f"{policy.spec} needs the top {policy.top_k + 1} log-probs per position (k + 1: the extra "
-                             f"one shows a tie at the k-th value); the server returns {k_returned}")
+            return REFUSED, (
+                f"{policy.spec} needs the top {policy.top_k + 1} log-probs per position (k + 1: the extra "
+                f"one shows a tie at the k-th value); the server returns {k_returned}"
+            )
         return EXACT, None
     if policy.top_p is not None:
         if policy.temperature == 1.0:
-            return EXACT_IF_OBSERVED, ("exact only where the returned top-"
-                                       f"{k_returned} mass reaches p = {policy.top_p:g}")
-        return BOUNDS, (f"{policy.spec}: the nucleus at T != 1 depends on the whole vocabulary's logits; the server "
-                        f"returns the top {k_returned}")
+            return EXACT_IF_OBSERVED, (
+                f"exact only where the returned top-{k_returned} mass reaches p = {policy.top_p:g}"
+            )
+        return BOUNDS, (
+            f"{policy.spec}: the nucleus at T != 1 depends on the whole vocabulary's logits; the server "
+            f"returns the top {k_returned}"
+        )
     if policy.temperature != 1.0:
-        return BOUNDS, (f"{policy.spec}: the normalizer at T != 1 sums over the whole vocabulary; the server returns "
-                        f"the top {k_returned} log-probs at T = 1")
+        return BOUNDS, (
+            f"{policy.spec}: the normalizer at T != 1 sums over the whole vocabulary; the server returns "
+            f"the top {k_returned} log-probs at T = 1"
+        )
     return EXACT, None
 
 
@@ -220,14 +260,19 @@ def statistic_class(name: str, k_returned: int, vocab_size: int) -> tuple[str, s
     if name in ("greedy", "margin"):
         if k_returned >= 2 or k_returned >= vocab_size:
             return EXACT, None
-        return REFUSED, f"{name} needs the top 2 log-probs per position; the server returns {k_returned}"
+        return (
+            REFUSED,
+            f"{name} needs the top 2 log-probs per position; the server returns {k_returned}",
+        )
     if name == "rank":
         return EXACT, None
     if name == "token_moments":
         if k_returned >= vocab_size:
             return EXACT, None
-        return REFUSED, ("token_moments (min-k%++'s mean and std of log p under the full next-token distribution) "
-                         f"need all {vocab_size} log-probs per position; the server returns {k_returned}")
+        return REFUSED, (
+            "token_moments (min-k%++'s mean and std of log p under the full next-token distribution) "
+            f"need all {vocab_size} log-probs per position; the server returns {k_returned}"
+        )
     return REFUSED, f"unknown statistic {name!r}"
 
 
@@ -254,7 +299,9 @@ def _tail(mass: float, cap: float, n: int, r: float) -> tuple[float, float]:
     even = math.log(n) + r * (math.log(mass) - math.log(n))
     m = math.floor(mass / cap)
     rest = mass - m * cap
-    parts = ([math.log(m) + r * math.log(cap)] if m > 0 else []) + ([r * math.log(rest)] if rest > 0 else [])
+    parts = ([math.log(m) + r * math.log(cap)] if m > 0 else []) + (
+        [r * math.log(rest)] if rest > 0 else []
+    )
     conc = _lse(np.array(parts))
     return (even, conc) if r >= 1 else (conc, even)
 
@@ -314,32 +361,56 @@ def _topk_one(v: TopK, s: int, pol: Policy) -> tuple[float, bool, float, float]:
     n = int((v.top_ids[s] >= 0).sum())
     vals = v.top_lp[s, :n]
     if n >= k and lt < float(vals[k - 1]):
-        return -math.inf, True, -math.inf, -math.inf  # k returned tokens are above it (lost entries only add more)
+        return (
+            -math.inf,
+            True,
+            -math.inf,
+            -math.inf,
+        )  # k returned tokens are above it (lost entries only add more)
     if (not v.complete[s] and not v.whole_vocabulary(s)) or n < k:
         return math.nan, False, -math.inf, 0.0
     kth = float(vals[k - 1])
     if lt < kth:
-        return -math.inf, True, -math.inf, -math.inf  # outside the top-k support (every tie with the k-th kept)
+        return (
+            -math.inf,
+            True,
+            -math.inf,
+            -math.inf,
+        )  # outside the top-k support (every tie with the k-th kept)
     support = vals[vals >= kth]
     log_z = _lse(support / T)  # [EM] Eq. 1: the normalizer over the top-k support at temperature T
-    boundary_open = n < v.vocab_size and float(vals[n - 1]) >= kth  # ties may continue past the list
+    boundary_open = (
+        n < v.vocab_size and float(vals[n - 1]) >= kth
+    )  # ties may continue past the list
     if boundary_open:
         # unseen tokens tied with the k-th value: at most min(V - n, unseen mass / e^kth) of them
         unseen = max(0.0, -math.expm1(min(0.0, _lse(vals)))) + MASS_SLACK
-        extra = v.vocab_size - n if kth < -700 else min(v.vocab_size - n, math.floor(unseen / math.exp(kth)))
+        extra = (
+            v.vocab_size - n
+            if kth < -700
+            else min(v.vocab_size - n, math.floor(unseen / math.exp(kth)))
+        )
         hi_z = _lse(np.array([log_z, math.log(extra) + kth / T])) if extra > 0 else log_z
         if pol.top_p is None:
             return math.nan, False, lt / T - hi_z, lt / T - log_z
-        return math.nan, False, -math.inf, lt / T - log_z - math.log(pol.top_p)  # the nucleus holds mass >= p
+        return (
+            math.nan,
+            False,
+            -math.inf,
+            lt / T - log_z - math.log(pol.top_p),
+        )  # the nucleus holds mass >= p
     if pol.top_p is None:
         x = lt / T - log_z
         return x, True, x, x
     # top-p over the top-k support's distribution at T (HF order: temperature, top-k, top-p)
-    return _nucleus(support / T - log_z, lt / T - log_z, target_in_list=True, complete=True, p=float(pol.top_p))
+    return _nucleus(
+        support / T - log_z, lt / T - log_z, target_in_list=True, complete=True, p=float(pol.top_p)
+    )
 
 
-def _nucleus(lp: np.ndarray, lt: float, *, target_in_list: bool, complete: bool,
-             p: float) -> tuple[float, bool, float, float]:
+def _nucleus(
+    lp: np.ndarray, lt: float, *, target_in_list: bool, complete: bool, p: float
+) -> tuple[float, bool, float, float]:
     """Top-p at one position. ``lp``: the returned log-probs (descending) of a normalized
     distribution, the whole support when ``complete``; ``lt``: the target's log-prob.
 
@@ -356,7 +427,9 @@ def _nucleus(lp: np.ndarray, lt: float, *, target_in_list: bool, complete: bool,
     above = float(np.sum(probs[lp > lt]))  # mass strictly above the target, among the returned
     if not complete and lt < last:
         above = max(above, total)  # every returned token is above it, and maybe unseen ones
-    g = int(np.sum(lp == lt)) + (0 if target_in_list else 1)  # the target's tie group (its seen part)
+    g = int(np.sum(lp == lt)) + (
+        0 if target_in_list else 1
+    )  # the target's tie group (its seen part)
     pg = math.exp(lt)
     if complete or total >= p:
         # the nucleus boundary is observed: every kept token is in the list
@@ -397,7 +470,9 @@ def _temperature_one(v: TopK, s: int, pol: Policy) -> tuple[float, bool, float, 
         return x, True, x, x
     if not v.complete[s] or n == 0:
         return math.nan, False, -math.inf, 0.0
-    seen = vals if int(v.target_ids[s]) in set(ids.tolist()) else np.append(vals, lt)  # the target leaves the tail
+    seen = (
+        vals if int(v.target_ids[s]) in set(ids.tolist()) else np.append(vals, lt)
+    )  # the target leaves the tail
     log_s = _lse(r * seen)
     mass = max(0.0, -math.expm1(min(0.0, _lse(seen))))  # the unseen tail's mass at T = 1
     cap = math.exp(float(vals[n - 1]))  # every unseen token is at most the last returned one
@@ -436,10 +511,15 @@ def policy_scores(policy: Policy, v: TopK) -> PolicyScores:
                 r = (math.nan, False, -math.inf, 0.0)  # no useful bound on a nucleus at T != 1
             elif policy.top_p is not None:
                 lt = float(v.target_lp[s])
-                vals = v.top_lp[s, :int((v.top_ids[s] >= 0).sum())] / policy.temperature
+                vals = v.top_lp[s, : int((v.top_ids[s] >= 0).sum())] / policy.temperature
                 lz = _lse(vals)
-                r = _nucleus(vals - lz, lt / policy.temperature - lz, target_in_list=True, complete=True,
-                             p=float(policy.top_p))
+                r = _nucleus(
+                    vals - lz,
+                    lt / policy.temperature - lz,
+                    target_in_list=True,
+                    complete=True,
+                    p=float(policy.top_p),
+                )
             else:
                 r = _temperature_one(v, s, policy)
         else:

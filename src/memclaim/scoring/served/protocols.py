@@ -20,17 +20,28 @@ Every parser returns, per window, a :class:`~memclaim.scoring.served.exactness.T
 window's target positions, and raises :class:`ServerResponseError` (naming the window and what
 is wrong) for a response that does not hold what was asked.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from ...errors import MemclaimError
 from .exactness import TopK
 
-__all__ = ["ServerResponseError", "DIALECTS", "Window", "vllm_request", "parse_vllm", "sglang_request",
-           "parse_sglang", "echo_request", "parse_echo", "check_log_probs"]
+__all__ = [
+    "ServerResponseError",
+    "DIALECTS",
+    "Window",
+    "vllm_request",
+    "parse_vllm",
+    "sglang_request",
+    "parse_sglang",
+    "echo_request",
+    "parse_echo",
+    "check_log_probs",
+]
 
 DIALECTS = ("vllm", "sglang", "echo")
 # a log-prob above this is not a log-prob (the server returns logits, or scaled values)
@@ -53,9 +64,11 @@ class Window:
 
 def _field(obj, name: str, where: str):
     if not isinstance(obj, dict) or name not in obj:
-        raise ServerResponseError(f"the server's answer has no {name!r} in {where}",
-                                  hint="is this an OpenAI-compatible server with prompt log-probabilities? see "
-                                       "docs/served.md for what each server needs")
+        raise ServerResponseError(
+            f"the server's answer has no {name!r} in {where}",
+            hint="is this an OpenAI-compatible server with prompt log-probabilities? see "
+            "docs/served.md for what each server needs",
+        )
     return obj[name]
 
 
@@ -78,7 +91,8 @@ def check_log_probs(values: Sequence[float], where: str) -> None:
             f"the server's values at {where} are not log-probabilities at T = 1: largest {max(vals):.3g}, total "
             f"probability {total:.2g}",
             hint="start the server so that it returns log-probabilities of the model's own distribution (vLLM: "
-                 "--logprobs-mode raw_logprobs, the default; SGLang: leave input log-probs at temperature 1)")
+            "--logprobs-mode raw_logprobs, the default; SGLang: leave input log-probs at temperature 1)",
+        )
 
 
 def _mismatch(w: Window, pos: int, want: int, got, what: str) -> ServerResponseError:
@@ -86,7 +100,8 @@ def _mismatch(w: Window, pos: int, want: int, got, what: str) -> ServerResponseE
         f"window {w.key[:12]}: the server's {what} at target position {pos} is {got!r}, memclaim's token is {want} "
         "(the server scored other tokens than the window's)",
         hint="point memclaim at the server's own tokenizer (the same model folder or name), and check that the server "
-             "does not add or change tokens (docs/served.md)")
+        "does not add or change tokens (docs/served.md)",
+    )
 
 
 # --------------------------------------------------------------------------- vLLM
@@ -98,9 +113,17 @@ def vllm_request(model: str, windows: Sequence[Window], k: int) -> dict:
     >>> vllm_request("smollm2", [Window("a", (0, 5), (7,))], 41)["prompt"]
     [[0, 5, 7]]
     """
-    return {"model": model, "prompt": [list(w.prompt) + list(w.target) for w in windows], "max_tokens": 1,
-            "prompt_logprobs": int(k), "temperature": 1.0, "top_p": 1.0, "top_k": -1, "n": 1,
-            "add_special_tokens": False}
+    return {
+        "model": model,
+        "prompt": [list(w.prompt) + list(w.target) for w in windows],
+        "max_tokens": 1,
+        "prompt_logprobs": int(k),
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": -1,
+        "n": 1,
+        "add_special_tokens": False,
+    }
 
 
 def parse_vllm(body: dict, windows: Sequence[Window], k: int, vocab_size: int) -> list[TopK]:
@@ -115,8 +138,10 @@ def parse_vllm(body: dict, windows: Sequence[Window], k: int, vocab_size: int) -
     """
     choices = _field(body, "choices", "the response")
     if not isinstance(choices, list) or len(choices) != len(windows):
-        raise ServerResponseError(f"the server answered {len(choices) if isinstance(choices, list) else choices!r} "
-                                  f"choices for {len(windows)} prompts")
+        raise ServerResponseError(
+            f"the server answered {len(choices) if isinstance(choices, list) else choices!r} "
+            f"choices for {len(windows)} prompts"
+        )
     by_index = {}
     for i, c in enumerate(choices):
         by_index[int(c.get("index", i)) if isinstance(c, dict) else i] = c
@@ -125,16 +150,22 @@ def parse_vllm(body: dict, windows: Sequence[Window], k: int, vocab_size: int) -
         c = by_index.get(i)
         plp = _field(c, "prompt_logprobs", f"choice {i}")
         if plp is None:
-            raise ServerResponseError("the server returned no prompt log-probabilities (prompt_logprobs is null)",
-                                      hint="use a vLLM server (>= 0.4) or another server with prompt log-probs; "
-                                           "docs/served.md")
+            raise ServerResponseError(
+                "the server returned no prompt log-probabilities (prompt_logprobs is null)",
+                hint="use a vLLM server (>= 0.4) or another server with prompt log-probs; "
+                "docs/served.md",
+            )
         ids = list(w.prompt) + list(w.target)
         if c.get("prompt_token_ids") is not None and list(c["prompt_token_ids"]) != ids:
-            raise ServerResponseError(f"window {w.key[:12]}: the server scored prompt ids {c['prompt_token_ids'][:8]}..., "
-                                      f"not the window's {ids[:8]}...",
-                                      hint="the server must take token-id prompts as given (no added BOS)")
+            raise ServerResponseError(
+                f"window {w.key[:12]}: the server scored prompt ids {c['prompt_token_ids'][:8]}..., "
+                f"not the window's {ids[:8]}...",
+                hint="the server must take token-id prompts as given (no added BOS)",
+            )
         if len(plp) != len(ids):
-            raise ServerResponseError(f"window {w.key[:12]}: {len(plp)} prompt log-prob entries for {len(ids)} tokens")
+            raise ServerResponseError(
+                f"window {w.key[:12]}: {len(plp)} prompt log-prob entries for {len(ids)} tokens"
+            )
         P = len(w.prompt)
         tl, tops, topi, ranks = [], [], [], []
         for j, t in enumerate(w.target):
@@ -144,17 +175,29 @@ def parse_vllm(body: dict, windows: Sequence[Window], k: int, vocab_size: int) -
                 raise _mismatch(w, j, t, got, "prompt log-prob keys")
             own = d[str(t)]
             lt = float(_field(own, "logprob", f"window {w.key[:12]} position {j}"))
-            entries = {int(key): float(_field(e, "logprob", f"window {w.key[:12]} position {j}")) for key, e in d.items()}
-            if len(entries) > k:  # the prompt's own token came on top of the K: it is not among them
+            entries = {
+                int(key): float(_field(e, "logprob", f"window {w.key[:12]} position {j}"))
+                for key, e in d.items()
+            }
+            if (
+                len(entries) > k
+            ):  # the prompt's own token came on top of the K: it is not among them
                 entries.pop(t)
             if t not in entries and entries and lt >= min(entries.values()):
                 entries[t] = lt  # tied with the K-th: the K and it are a top-(K+1)
-            check_log_probs(list(entries.values()) + ([] if t in entries else [lt]), f"window {w.key[:12]} position {j}")
+            check_log_probs(
+                list(entries.values()) + ([] if t in entries else [lt]),
+                f"window {w.key[:12]} position {j}",
+            )
             tl.append(lt)
             topi.append(list(entries))
             tops.append(list(entries.values()))
             ranks.append(int(own.get("rank") or 0))
-        out.append(TopK.from_lists(list(w.target), tl, tops, topi, vocab_size=vocab_size, server_rank=ranks))
+        out.append(
+            TopK.from_lists(
+                list(w.target), tl, tops, topi, vocab_size=vocab_size, server_rank=ranks
+            )
+        )
     return out
 
 
@@ -167,13 +210,19 @@ def sglang_request(windows: Sequence[Window], k: int) -> dict:
     >>> sglang_request([Window("a", (0, 5), (7, 8))], 3)["logprob_start_len"]
     [2]
     """
-    return {"input_ids": [list(w.prompt) + list(w.target) for w in windows],
-            "sampling_params": {"max_new_tokens": 0, "temperature": 1.0, "top_p": 1.0, "top_k": -1},
-            "return_logprob": True, "logprob_start_len": [len(w.prompt) for w in windows],
-            "top_logprobs_num": int(k), "return_text_in_logprobs": False}
+    return {
+        "input_ids": [list(w.prompt) + list(w.target) for w in windows],
+        "sampling_params": {"max_new_tokens": 0, "temperature": 1.0, "top_p": 1.0, "top_k": -1},
+        "return_logprob": True,
+        "logprob_start_len": [len(w.prompt) for w in windows],
+        "top_logprobs_num": int(k),
+        "return_text_in_logprobs": False,
+    }
 
 
-def parse_sglang(body: dict | list, windows: Sequence[Window], k: int, vocab_size: int) -> list[TopK]:
+def parse_sglang(
+    body: dict | list, windows: Sequence[Window], k: int, vocab_size: int
+) -> list[TopK]:
     """TopK per window from SGLang's ``meta_info.input_token_logprobs`` / ``input_top_logprobs``.
 
     >>> body = [{"text": "", "meta_info": {"input_token_logprobs": [[-0.2, 7, None]],
@@ -183,22 +232,33 @@ def parse_sglang(body: dict | list, windows: Sequence[Window], k: int, vocab_siz
     """
     outs = body if isinstance(body, list) else [body]
     if len(outs) != len(windows):
-        raise ServerResponseError(f"the server answered {len(outs)} outputs for {len(windows)} prompts")
+        raise ServerResponseError(
+            f"the server answered {len(outs)} outputs for {len(windows)} prompts"
+        )
     res = []
     for o, w in zip(outs, windows):
         meta = _field(o, "meta_info", "an output")
         itl = _field(meta, "input_token_logprobs", "meta_info")
         itop = _field(meta, "input_top_logprobs", "meta_info")
         S = len(w.target)
-        if not isinstance(itl, list) or len(itl) != S or not isinstance(itop, list) or len(itop) != S:
+        if (
+            not isinstance(itl, list)
+            or len(itl) != S
+            or not isinstance(itop, list)
+            or len(itop) != S
+        ):
             raise ServerResponseError(
                 f"window {w.key[:12]}: {len(itl) if isinstance(itl, list) else itl!r} input log-probs for {S} target "
-                "tokens (logprob_start_len ignored?)", hint="use an SGLang release with logprob_start_len (docs/served.md)")
+                "tokens (logprob_start_len ignored?)",
+                hint="use an SGLang release with logprob_start_len (docs/served.md)",
+            )
         tl, tops, topi = [], [], []
         for j, t in enumerate(w.target):
             e = itl[j]
             if not isinstance(e, (list, tuple)) or len(e) < 2 or e[0] is None:
-                raise ServerResponseError(f"window {w.key[:12]}: no log-prob for target position {j}: {e!r}")
+                raise ServerResponseError(
+                    f"window {w.key[:12]}: no log-prob for target position {j}: {e!r}"
+                )
             if int(e[1]) != t:
                 raise _mismatch(w, j, t, e[1], "input token id")
             lt = float(e[0])
@@ -207,7 +267,10 @@ def parse_sglang(body: dict | list, windows: Sequence[Window], k: int, vocab_siz
                 entries.setdefault(int(x[1]), float(x[0]))
             if t not in entries and entries and lt >= min(entries.values()):
                 entries[t] = lt
-            check_log_probs(list(entries.values()) + ([] if t in entries else [lt]), f"window {w.key[:12]} position {j}")
+            check_log_probs(
+                list(entries.values()) + ([] if t in entries else [lt]),
+                f"window {w.key[:12]} position {j}",
+            )
             tl.append(lt)
             topi.append(list(entries))
             tops.append(list(entries.values()))
@@ -223,21 +286,37 @@ def echo_request(model: str, prompt: str | list[int], k: int) -> dict:
     >>> sorted(echo_request("m", "In the beginning", 5))
     ['echo', 'logprobs', 'max_tokens', 'model', 'prompt', 'temperature', 'top_p']
     """
-    return {"model": model, "prompt": prompt, "echo": True, "logprobs": int(k), "max_tokens": 1,
-            "temperature": 1.0, "top_p": 1.0}
+    return {
+        "model": model,
+        "prompt": prompt,
+        "echo": True,
+        "logprobs": int(k),
+        "max_tokens": 1,
+        "temperature": 1.0,
+        "top_p": 1.0,
+    }
 
 
 def _echo_token_id(tok: str, piece_ids: Callable[[str], list[int]] | None) -> list[int]:
     if tok.startswith("token_id:"):
         try:
-            return [int(tok[len("token_id:"):])]
+            return [int(tok[len("token_id:") :])]
         except ValueError:
             return []
     return piece_ids(tok) if piece_ids is not None else []
 
 
-def parse_echo(body: dict, window: Window, k: int, vocab_size: int, *, pieces: Sequence[str],
-               piece_ids: Callable[[str], list[int]] | None, offset: int = 0, skip: int = 0) -> TopK:
+def parse_echo(
+    body: dict,
+    window: Window,
+    k: int,
+    vocab_size: int,
+    *,
+    pieces: Sequence[str],
+    piece_ids: Callable[[str], list[int]] | None,
+    offset: int = 0,
+    skip: int = 0,
+) -> TopK:
     """TopK of one window from an echoed completion. ``pieces``: memclaim's text of each of the
     window's ids (the echoed tokens must be these, in order, from ``offset``: the tokens the
     server adds in front, such as its BOS, are skipped); ``piece_ids``: the ids a token string
@@ -258,9 +337,11 @@ def parse_echo(body: dict, window: Window, k: int, vocab_size: int, *, pieces: S
         raise ServerResponseError("the server answered no choices")
     lp = _field(choices[0], "logprobs", "the choice")
     if lp is None:
-        raise ServerResponseError("the server returned no log-probabilities (logprobs is null)",
-                                  hint="this server does not echo prompt log-probs: use sampling estimation "
-                                       "(docs/served.md, 'no prompt log-probabilities')")
+        raise ServerResponseError(
+            "the server returned no log-probabilities (logprobs is null)",
+            hint="this server does not echo prompt log-probs: use sampling estimation "
+            "(docs/served.md, 'no prompt log-probabilities')",
+        )
     tokens = _field(lp, "tokens", "logprobs")
     tlp = _field(lp, "token_logprobs", "logprobs")
     top = _field(lp, "top_logprobs", "logprobs")
@@ -269,7 +350,8 @@ def parse_echo(body: dict, window: Window, k: int, vocab_size: int, *, pieces: S
     if len(tokens) < offset + n or len(tlp) < offset + n:
         raise ServerResponseError(
             f"window {window.key[:12]}: the server echoed {len(tokens) - offset} prompt tokens, the window has {n}",
-            hint="the server must echo the prompt with its log-probs (echo: true); docs/served.md")
+            hint="the server must echo the prompt with its log-probs (echo: true); docs/served.md",
+        )
     P = len(window.prompt)
     # the echoed prompt must be memclaim's tokens, one for one (a retokenized text may differ)
     for j in range(skip, n):
@@ -283,12 +365,15 @@ def parse_echo(body: dict, window: Window, k: int, vocab_size: int, *, pieces: S
                 f"window {window.key[:12]}: the server tokenized the prompt differently: echoed token {j} is {tok!r}, "
                 f"memclaim's is {pieces[j]!r} (id {ids[j]})",
                 hint="use the server's own tokenizer (the same model folder or name), or a server that takes token "
-                     "ids (vLLM, SGLang); docs/served.md")
+                "ids (vLLM, SGLang); docs/served.md",
+            )
     tl, tops, topi, complete = [], [], [], []
     for j, t in enumerate(window.target):
         pos = offset + P + j
         if tlp[pos] is None:
-            raise ServerResponseError(f"window {window.key[:12]}: no log-prob for target position {j}")
+            raise ServerResponseError(
+                f"window {window.key[:12]}: no log-prob for target position {j}"
+            )
         lt = float(tlp[pos])
         d = top[pos] if pos < len(top) else None
         entries: dict[int, float] = {}
@@ -310,11 +395,18 @@ def parse_echo(body: dict, window: Window, k: int, vocab_size: int, *, pieces: S
         if t not in entries and entries and lt >= min(entries.values()):
             entries[t] = lt
         # fewer distinct entries than asked: some were lost to equal spellings
-        if len(entries) < min(k, vocab_size) and not (t in entries and len(entries) >= min(k, vocab_size)):
+        if len(entries) < min(k, vocab_size) and not (
+            t in entries and len(entries) >= min(k, vocab_size)
+        ):
             lost = True
-        check_log_probs(list(entries.values()) + ([] if t in entries else [lt]), f"window {window.key[:12]} position {j}")
+        check_log_probs(
+            list(entries.values()) + ([] if t in entries else [lt]),
+            f"window {window.key[:12]} position {j}",
+        )
         tl.append(lt)
         topi.append(list(entries))
         tops.append(list(entries.values()))
         complete.append(not lost)
-    return TopK.from_lists(list(window.target), tl, tops, topi, vocab_size=vocab_size, complete=complete)
+    return TopK.from_lists(
+        list(window.target), tl, tops, topi, vocab_size=vocab_size, complete=complete
+    )
