@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
+from ..procedure import DEFAULT_POLICY
 from ..progress import LogCallback, ProgressCallback
 from ..report.core import Doc
 from ..report.words import limit_note
@@ -161,7 +162,7 @@ def score(
     stride: int | None = None,
     prefix_tokens: int | None = None,
     suffix_tokens: int | None = None,
-    policies: Sequence[str] | str | None = ("top-k:40",),
+    policies: Sequence[str] | str | None = (DEFAULT_POLICY,),
     prompt_templates: Sequence[str] = (),
     chat_template: bool = False,
     aggregate: str = "max",
