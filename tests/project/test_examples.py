@@ -235,7 +235,10 @@ def _run_memclaim(line: Line, shim: Path) -> None:
         k = words.index(">")
         words, target = words[:k], words[k + 1]
     if line.flags_only:
-        parse_only(words)
+        try:
+            parse_only(words)
+        except click.exceptions.Exit as e:  # an eager option (--version, --help) ends the parse
+            assert e.exit_code == 0, f"{line.where}: `{line.text}` exited {e.exit_code}"
         return
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
