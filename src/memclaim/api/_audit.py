@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from ..audits.result import AuditResult
 from ..audits.run import default_shadow_recipe, run_audit
@@ -27,11 +27,11 @@ from ..errors import InputError
 from ..jsonutil import read_json_object
 from ..models.placement import resolve_dtype, resolve_placement
 from ..privacy.tradeoff import neighbors_label
-from ..procedure import DEFAULT_POLICY
 from ..progress import LogCallback, ProgressCallback
 from ..report.audit import audit_report, write_audit_report, write_table_report
 from ..report.core import Doc, pct, write_report
 from ..report.words import limit_note, verifier_reading
+from ..runtime import Runtime
 from ..text.io import read_passages
 from ..train.finetune import TRAIN_FILE
 from ._common import (
@@ -45,8 +45,8 @@ from ._common import (
     set_threads,
 )
 from ._model import load_model
-from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
 from ._public import public
+from ._shortcuts import AuditOptions, coerce_settings, take_options
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
     import datasets
@@ -222,6 +222,58 @@ def _cap(
     return spec
 
 
+# the defaults of audit()'s shortcuts that are not the procedure's and runtime's own
+# (memclaim.api._shortcuts.FLAT_DEFAULTS); each is the default its keyword had
+_AUDIT_DEFAULTS: dict = {
+    "attacks": None,
+    "k": "0.2",
+    "confidence": 0.95,
+    "prefix_tokens": 50,
+    "suffix_tokens": 50,
+    "policies": "top-k:40",
+    "m": 1,
+    "trigger": None,
+    "verifier_threshold": 0.15,
+    "kappa": None,
+    "soundness_epsilon": None,
+    "soundness_neighbors": "add-remove",
+    "cap": None,
+    "cap_epsilon": None,
+    "cap_neighbors": "add-remove",
+    "cap_functional": None,
+    "cap_slack": None,
+    "cap_slack_note": None,
+    "shadow_mode": None,
+    "shadow_base": None,
+    "shadow_steps": None,
+    "shadow_epochs": None,
+    "shadow_lr": None,
+    "shadow_batch_size": None,
+    "shadow_seq_len": None,
+    "shadow_seed": None,
+    "shadow_warmup": None,
+    "shadow_background": None,
+    "design_seed": 0,
+    "limit": None,
+    "allow_mixed_numerics": False,
+}
+
+
+# the audit settings' fields (AuditSettings) -> the shortcut keyword that sets each
+_SETTINGS_SHORTCUTS = {
+    "prefix_tokens": "prefix_tokens",
+    "suffix_tokens": "suffix_tokens",
+    "attacks": "attacks",
+    "k": "k",
+    "confidence": "confidence",
+    "extraction_policy": "policies",
+    "m": "m",
+    "trigger": "trigger",
+    "verifier_threshold": "verifier_threshold",
+    "batch_size": "batch_size",
+}
+
+
 @public(
     renamed=dict(
         nonmembers="controls",
@@ -249,63 +301,12 @@ def audit(
     out: str | os.PathLike | None = None,
     reference: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple | None = None,
     shadows: int = 0,
-    attacks: Sequence[str] | None = None,
-    k: str | float | Fraction = "0.2",
     alpha: str | float | Fraction | None = None,
-    confidence: float = 0.95,
-    prefix_tokens: int = DEFAULT_PREFIX_TOKENS,
-    suffix_tokens: int = DEFAULT_SUFFIX_TOKENS,
-    policies: str | Sequence[str] | None = DEFAULT_POLICY,
-    m: int = 1,
-    trigger: str | None = None,
-    verifier_threshold: float = 0.15,
-    kappa: float | None = None,
-    soundness_epsilon: float | None = None,
-    soundness_neighbors: str = "add-remove",
-    cap: float | None = None,
-    cap_epsilon: float | None = None,
-    cap_neighbors: str = "add-remove",
-    cap_functional: str | None = None,
-    cap_slack: float | None = None,
-    cap_slack_note: str | None = None,
-    shadow_mode: str | None = None,
-    shadow_base: str
-    | os.PathLike
-    | LoadedModel
-    | transformers.PreTrainedModel
-    | tuple
-    | None = None,
-    shadow_steps: int | None = None,
-    shadow_epochs: float | None = None,
-    shadow_lr: float | None = None,
-    shadow_batch_size: int | None = None,
-    shadow_seq_len: int | None = None,
-    shadow_seed: int | None = None,
-    shadow_warmup: int | None = None,
-    shadow_background: str
-    | os.PathLike
-    | Sequence[str | Mapping]
-    | pandas.DataFrame
-    | pyarrow.Table
-    | datasets.Dataset
-    | None = None,
-    design_seed: int = 0,
-    text_field: str | None = None,
-    id_field: str | None = None,
-    input_format: str | None = None,
-    limit: int | None = None,
-    dtype: str | None = None,
-    sot: str | None = None,
-    device: str | None = None,
-    device_map: str | None = None,
-    max_memory: Mapping | Sequence[str] | str | None = None,
-    offload_folder: str | os.PathLike | None = None,
-    allow_mixed_numerics: bool = False,
-    batch_size: int | str = 16,
-    trust_remote_code: bool = False,
-    threads: int | None = None,
+    settings: AuditSettings | Mapping | None = None,
+    runtime: Runtime | Mapping | None = None,
     progress: bool | ProgressCallback = True,
     log: LogCallback | None = None,
+    **options: Unpack[AuditOptions],
 ) -> AuditRun:
     """Audit ``model`` on ``members`` vs non-member ``controls`` (``memclaim audit``): AUC with DeLong
     interval and leak signal 2 AUC - 1 for every attack, TPR at a certified FPR with a
@@ -341,6 +342,98 @@ def audit(
     >>> a.attack("loss").auc.auc                                              # doctest: +SKIP
     0.97
     """
+    o = take_options(
+        audit, AuditOptions, options, runtime=runtime, values=("runtime",), defaults=_AUDIT_DEFAULTS
+    )
+    (
+        attacks,
+        k,
+        confidence,
+        prefix_tokens,
+        suffix_tokens,
+        policies,
+        m,
+        trigger,
+        verifier_threshold,
+        kappa,
+        soundness_epsilon,
+        soundness_neighbors,
+        cap,
+        cap_epsilon,
+        cap_neighbors,
+        cap_functional,
+        cap_slack,
+        cap_slack_note,
+        shadow_mode,
+        shadow_base,
+        shadow_steps,
+        shadow_epochs,
+        shadow_lr,
+        shadow_batch_size,
+        shadow_seq_len,
+        shadow_seed,
+        shadow_warmup,
+        shadow_background,
+        design_seed,
+        text_field,
+        id_field,
+        input_format,
+        limit,
+        dtype,
+        sot,
+        device,
+        device_map,
+        max_memory,
+        offload_folder,
+        allow_mixed_numerics,
+        batch_size,
+        trust_remote_code,
+        threads,
+    ) = o.get(
+        "attacks",
+        "k",
+        "confidence",
+        "prefix_tokens",
+        "suffix_tokens",
+        "policies",
+        "m",
+        "trigger",
+        "verifier_threshold",
+        "kappa",
+        "soundness_epsilon",
+        "soundness_neighbors",
+        "cap",
+        "cap_epsilon",
+        "cap_neighbors",
+        "cap_functional",
+        "cap_slack",
+        "cap_slack_note",
+        "shadow_mode",
+        "shadow_base",
+        "shadow_steps",
+        "shadow_epochs",
+        "shadow_lr",
+        "shadow_batch_size",
+        "shadow_seq_len",
+        "shadow_seed",
+        "shadow_warmup",
+        "shadow_background",
+        "design_seed",
+        "text_field",
+        "id_field",
+        "input_format",
+        "limit",
+        "dtype",
+        "sot",
+        "device",
+        "device_map",
+        "max_memory",
+        "offload_folder",
+        "allow_mixed_numerics",
+        "batch_size",
+        "trust_remote_code",
+        "threads",
+    )
     set_threads(threads)
     if out is not None:  # OUT/scores and the report: refused now, not after scoring
         check_out(out, store="scores", report=True)
@@ -367,7 +460,7 @@ def audit(
     explicit_fpr = alpha is not None
     if isinstance(attacks, str):
         attacks = tuple(a.strip() for a in attacks.split(",") if a.strip())
-    settings = AuditSettings(
+    flat_settings = dict(
         prefix_tokens=prefix_tokens,
         suffix_tokens=suffix_tokens,
         attacks=attacks,
@@ -380,6 +473,17 @@ def audit(
         verifier_threshold=verifier_threshold,
         batch_size=batch_size,
     )
+    if settings is None:
+        settings = AuditSettings(**flat_settings)
+    else:  # the settings value whole, with the shortcuts given beside it over it
+        given = {f: flat_settings[f] for f, kw in _SETTINGS_SHORTCUTS.items() if kw in o}
+        if explicit_fpr:
+            given["fpr"] = alpha
+        base = coerce_settings("audit", AuditSettings, settings, given)
+        if base.fpr is None and not explicit_fpr:  # as without settings: 1% where certifiable
+            given["fpr"] = "0.01"
+        explicit_fpr = explicit_fpr or base.fpr is not None
+        settings = replace(base, **given)
     cap_spec = _cap(
         cap, cap_epsilon, cap_neighbors, cap_functional, cap_slack, cap_slack_note, shadows
     )
