@@ -535,6 +535,8 @@ def take_options(
         _refuse_twice(fname, "runtime", rg, {k: options[k] for k in rt_keys if k in options})
         stray = [k for k in rg if k not in rt_keys]
         if stray:
+            if stray[0] not in RUNTIME_OPTIONS and stray[0] not in SERVED_OPTIONS:
+                Runtime.options(**{stray[0]: rg[stray[0]]})  # refused, naming the closest
             raise KeywordError(
                 f"{fname}() has no runtime setting {stray[0]} (runtime= sets "
                 f"{stray[0]}={_short(rg[stray[0]])})",
