@@ -27,6 +27,7 @@ from ..errors import InputError
 from ..jsonutil import read_json_object
 from ..models.placement import resolve_dtype, resolve_placement
 from ..privacy.tradeoff import neighbors_label
+from ..procedure import DEFAULT_POLICY
 from ..progress import LogCallback, ProgressCallback
 from ..report.audit import audit_report, write_audit_report, write_table_report
 from ..report.core import Doc, pct, write_report
@@ -45,6 +46,7 @@ from ._common import (
     set_threads,
 )
 from ._model import load_model
+from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
 from ._public import public
 from ._shortcuts import AuditOptions, coerce_settings, take_options
 
@@ -228,9 +230,9 @@ _AUDIT_DEFAULTS: dict = {
     "attacks": None,
     "k": "0.2",
     "confidence": 0.95,
-    "prefix_tokens": 50,
-    "suffix_tokens": 50,
-    "policies": "top-k:40",
+    "prefix_tokens": DEFAULT_PREFIX_TOKENS,
+    "suffix_tokens": DEFAULT_SUFFIX_TOKENS,
+    "policies": DEFAULT_POLICY,  # one policy, the extraction audit's
     "m": 1,
     "trigger": None,
     "verifier_threshold": 0.15,
