@@ -298,8 +298,10 @@ class Runtime:
         if pl:
             changes["placement"] = replace(self.placement, **pl)
         be = {k: options[k] for k in BACKEND_SPEC_FIELDS if k in options}
-        served = {  # None/False: not given (the CLI passes every option)
-            k: options[k] for k in SERVED_OPTIONS if options.get(k) not in (None, False)
+        served = {  # None/False: not given (the CLI passes every option); 0 is a value
+            k: options[k]
+            for k in SERVED_OPTIONS
+            if options.get(k) is not None and options.get(k) is not False
         }
         if served:  # a served model's settings, kept beside the other backends' options
             cur_opts = self.backend.options if isinstance(self.backend, BackendSpec) else {}

@@ -87,6 +87,8 @@ def test_the_flat_views_invert_the_values():
     rt = Runtime.options(batch_size=4, backend="ray", workers=3, device="cpu", url="http://x")
     assert Runtime.options(**runtime_flat(rt)) == rt
     assert runtime_flat(rt)["url"] == "http://x"
+    # a served setting of 0 is a value (refused later, naming it), not "not given"
+    assert runtime_flat(Runtime.options(max_concurrency=0))["max_concurrency"] == 0
 
 
 def test_a_field_given_twice_is_refused_naming_both_values():
