@@ -338,11 +338,19 @@ def audit(
     ``batch_size``: windows per forward pass, or ``"auto"`` (on a GPU the largest batch whose
     activations fit 80% of free memory, on the CPU 16; CPU scores are the same at every size).
 
+    ``settings`` (an :class:`memclaim.AuditSettings`, or a dict of its fields) carries the audit's
+    settings whole and ``runtime`` (a :class:`memclaim.Runtime`, or a dict: placement, dtype,
+    batch size, threads, ``trust_remote_code``) how it runs; every option above is also a
+    keyword of its own (``**options``), and an option given both ways is refused naming both.
+
     >>> import memclaim as mc
     >>> a = mc.audit("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16,
     ...              alpha="0.05")                                            # doctest: +SKIP
     >>> a.attack("loss").auc.auc                                              # doctest: +SKIP
     0.97
+    >>> a = mc.audit("toy", member_texts, control_texts, alpha="0.05",
+    ...              settings=mc.AuditSettings(prefix_tokens=16, suffix_tokens=16, k="0.1"),
+    ...              runtime={"batch_size": 32})                              # doctest: +SKIP
     """
     o = take_options(
         audit, AuditOptions, options, runtime=runtime, values=("runtime",), defaults=_AUDIT_DEFAULTS

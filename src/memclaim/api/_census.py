@@ -298,11 +298,19 @@ def census(
     ``batch_size``: windows per forward pass, or ``"auto"`` (on a GPU the largest batch whose
     activations fit 80% of free memory, on the CPU 16; CPU scores are the same at every size).
 
+    ``procedure`` and ``runtime`` (a :class:`memclaim.Procedure` and a :class:`memclaim.Runtime`,
+    or dicts of their options; the stride is ``stride``) carry the scoring whole, as for
+    :func:`memclaim.score`; every option above is also a keyword of its own (``**options``), and
+    an option given both ways is refused naming both values.
+
     >>> import memclaim as mc
     >>> c = mc.census("toy", "book.txt", "new-book.txt", stride=32, prefix_tokens=32, suffix_tokens=32,
     ...               policies=["full"])                                       # doctest: +SKIP
     >>> c.results[0].coverage, c.results[0].log10_tau                          # doctest: +SKIP
     (0.42, -19)
+    >>> c = mc.census("toy", "book.txt", "new-book.txt", stride=32,
+    ...               procedure={"prefix_tokens": 32, "suffix_tokens": 32},
+    ...               runtime=mc.Runtime(batch_size=32))                      # doctest: +SKIP
     """
     o = take_options(
         census,

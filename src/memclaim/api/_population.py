@@ -1047,11 +1047,19 @@ def population(
     is ``"census"`` (log q, greedy flag, margin); ``"all"`` adds the per-token full-softmax
     statistics the audits use (None: every statistic, as ``"all"``; see :func:`memclaim.score`).
 
+    ``procedure`` and ``runtime`` (a :class:`memclaim.Procedure` and a :class:`memclaim.Runtime`,
+    or dicts of their options) carry the scoring whole, as for :func:`memclaim.score`; every
+    option above is also a keyword of its own (``**options``), and an option given both ways is
+    refused naming both values.
+
     >>> import memclaim as mc
     >>> res = mc.population("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16,
     ...                     policies=["full"], alpha="0.1")                   # doctest: +SKIP
     >>> res.headline                                                          # doctest: +SKIP
     'At target FPR alpha = 1/10 (10%) with N = 40 controls: K = 4, ...'
+    >>> res = mc.population("toy", member_texts, control_texts, alpha="0.1",
+    ...                     procedure={"policies": ["full"], "prefix_tokens": 16},
+    ...                     runtime=mc.Runtime(batch_size=32))                # doctest: +SKIP
     """
     o = take_options(
         population,

@@ -208,11 +208,21 @@ def score(
     flight; ``served_bounds`` stores certified bounds for policies a server's top-K cannot give
     exactly (never read by a test as a score).
 
+    ``procedure`` (a :class:`memclaim.Procedure`, or a dict of its options: policies, window
+    lengths or fields, stride, prompt rule, near-verbatim settings, ``sot``) and ``runtime`` (a
+    :class:`memclaim.Runtime`, or a dict of its options: placement, dtype, backend and its
+    settings, batch and unit sizes, threads, the opt-ins) carry the run whole; each of their
+    options above is also a keyword of its own (a shortcut, ``**options``), and an option given
+    both ways is refused naming both values.
+
     >>> import memclaim as mc
     >>> run = mc.score("toy", ["A first passage of text ...", "a second ..."], prefix_tokens=8,
     ...                suffix_tokens=8, policies=["full", "greedy"])          # doctest: +SKIP
     >>> run.scores("full").logq                                               # doctest: +SKIP
     array([-20.1, -35.7])
+    >>> proc: mc.Procedure = mc.Procedure.options(policies=["full"], prefix_tokens=8, suffix_tokens=8)
+    >>> run = mc.score("toy", ["A first passage of text ..."], procedure=proc,
+    ...                runtime=mc.Runtime(batch_size=32))                     # doctest: +SKIP
     """
     o = take_options(score, ScoreOptions, options, procedure=procedure, runtime=runtime)
     stride, prefix_tokens, suffix_tokens, policies, prompt_templates = o.get(
