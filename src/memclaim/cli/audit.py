@@ -27,6 +27,7 @@ from .common import (
     placement_kwargs,
     placement_options,
     print_json,
+    runtime_value,
     stderr_log,
     trust_remote_code_option,
 )
@@ -393,13 +394,9 @@ def run_command(
         id_field=id_field,
         input_format=input_format,
         limit=limit,
-        dtype=dtype,
         sot=sot,
-        batch_size=batch_size,
-        trust_remote_code=trust_remote_code,
-        threads=threads,
-        **placement_kwargs(),
         allow_mixed_numerics=allow_mixed_numerics(),
+        runtime=runtime_value(),
         progress=bar,
         log=stderr_log(not as_json),
     )
