@@ -157,3 +157,33 @@ def test_values_and_shortcuts_score_the_same_run(tmp_path):
         assert other.summary.procedure_key == flat.summary.procedure_key
         for pol in ("full", "greedy"):
             assert other.scores(pol).logq.tolist() == flat.scores(pol).logq.tolist()
+
+
+@pytest.mark.integration
+def test_audit_settings_whole_audit_as_the_shortcuts(tmp_path):
+    from memclaim.train.toy import toy_data
+
+    td = toy_data()
+    members = [r["text"] for r in td["planted"] if r["id"].startswith("member")][:6]
+    controls = [r["text"] for r in td["held_out"] if r["id"].startswith("control")][:6]
+    common = dict(attacks=["loss"], progress=False)
+    flat = mc.audit(
+        "toy", members, controls, prefix_tokens=8, suffix_tokens=8, k="0.3", m=2, **common
+    )
+    whole = mc.audit(
+        "toy",
+        members,
+        controls,
+        settings=mc.AuditSettings(prefix_tokens=8, suffix_tokens=8, k="0.3", m=2),
+        **common,
+    )
+    mixed = mc.audit(
+        "toy", members, controls, settings={"prefix_tokens": 8, "suffix_tokens": 8}, k="0.3", m=2,
+        runtime={"batch_size": 4}, **common,
+    )  # fmt: skip
+    ref = flat.to_dict()
+    assert mixed.to_dict()["settings"]["batch_size"] == 4  # runtime= reaches the settings
+    for other in (whole, mixed):
+        d = other.to_dict()
+        assert {**d["settings"], "batch_size": 16} == ref["settings"]
+        assert d["attacks"] == ref["attacks"]  # CPU scores are the same at every batch size
