@@ -532,6 +532,38 @@ CASES = [
         "--served-bounds applies only with --backend openai",
         1,
     ),
+    # issue 27: a served model's audit refuses what the server's top-K cannot give, before any request
+    ("audit-served-no-url", A + " --backend openai", "--backend openai needs --url", 1),
+    (
+        "audit-served-url-local",
+        A + " --url http://127.0.0.1:1",
+        "--url applies only with --backend openai",
+        1,
+    ),
+    (
+        "audit-served-min-k++",
+        A + " --backend openai --url http://127.0.0.1:1 --attacks loss,min-k++",
+        "attack 'min-k++' needs token_mean, token_std",
+        1,
+    ),
+    (
+        "audit-served-shadows",
+        A + " --backend openai --url http://127.0.0.1:1 --shadows 4",
+        "--shadows 4: shadow models are trained from the audited model's weights",
+        1,
+    ),
+    (
+        "audit-served-reference",
+        A + " --backend openai --url http://127.0.0.1:1 --reference toy",
+        "--reference with --backend openai",
+        1,
+    ),
+    (
+        "audit-served-unreachable",
+        A + " --backend openai --url http://127.0.0.1:1",
+        "cannot reach the server at http://127.0.0.1:1: cannot connect",
+        1,
+    ),
     ("score-out-is-file", "score toy --input {d}/m.jsonl --out {file}", "is a file", 0),
     pytest.param(
         "score-out-unwritable",
