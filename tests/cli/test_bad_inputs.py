@@ -564,6 +564,35 @@ CASES = [
         "cannot reach the server at http://127.0.0.1:1: cannot connect",
         1,
     ),
+    # issue 27: sampling estimates (--estimate sample:N) need a server; a bad N fails first
+    (
+        "score-estimate-n",
+        S + " --backend openai --url http://127.0.0.1:1 --estimate sample:0",
+        "--estimate 'sample:0': N must be an integer >= 1",
+        1,
+    ),
+    ("score-estimate-kind", S + " --estimate census:4", "--estimate 'census:4' is not sample:N", 1),
+    ("score-estimate-local", S + " --estimate sample:4", "--estimate samples a served model", 1),
+    (
+        "score-estimate-stats",
+        S + " --backend openai --url http://127.0.0.1:1 --estimate sample:4 --stats all",
+        "--stats do not apply to --estimate",
+        1,
+    ),
+    (
+        "score-estimate-unreachable",
+        "score toy --input {d}/m.jsonl --prefix-tokens 8 --suffix-tokens 8 --out {new} "
+        "--backend openai --url http://127.0.0.1:1 --estimate sample:4",
+        "cannot reach the server at http://127.0.0.1:1",
+        1,
+    ),
+    (
+        "score-estimate-into-store",
+        S + " --backend openai --url http://127.0.0.1:1 --estimate sample:4",
+        "holds files memclaim's sampling estimate did not write",
+        1,
+    ),
+    ("score-seed-alone", S + " --seed 3", "--seed applies to sampling estimates only", 1),
     ("score-out-is-file", "score toy --input {d}/m.jsonl --out {file}", "is a file", 0),
     pytest.param(
         "score-out-unwritable",
