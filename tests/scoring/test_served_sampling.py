@@ -164,3 +164,30 @@ def test_an_estimate_is_refused_without_a_server_and_re_running_replaces_only_it
         assert _estimate(srv.url, tmp_path / "est") == 2
         assert "did not write" in capsys.readouterr().err
     assert (tmp_path / "est" / "mine.txt").read_text() == "the user's"
+
+
+def test_the_api_returns_an_estimate_result_with_a_short_repr_a_table_and_an_html_view(setup):
+    import memclaim as mc
+    from memclaim.api import EstimateResult
+
+    rec, ws = setup
+    texts = [r["text"] for r in _verses(LIMIT)]
+    with ReplayServer(rec) as srv:
+        res = mc.score(
+            "smollm2",
+            [{"id": r["id"], "text": r["text"]} for r in _verses(LIMIT)]
+            if "id" in _verses(1)[0]
+            else texts,
+            prefix_tokens=16,
+            suffix_tokens=16,
+            policies=["top-k:40"],
+            backend="openai",
+            url=srv.url,
+            estimate=f"sample:{N}",
+            progress=False,
+        )
+    assert isinstance(res, EstimateResult) and res.path is None
+    assert repr(res).startswith("EstimateResult(3 windows x 8 samples under top-k:40: 2 reproduced")
+    df = res.to_pandas()
+    assert df["verbatim"].tolist() == [3, 0, 2] and (df["lower"] <= df["rate"]).all()
+    assert "not a score" in res._repr_html_()
