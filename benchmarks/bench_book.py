@@ -121,16 +121,21 @@ class StubBackend:
     around the model is what the memory series measures)."""
 
     name = "stub"
+    device_class = None
+    weights_loaded = False
 
     def __init__(self, policies):
         self.policies = tuple(policies)
         self.stat_set = None
 
-    def set_stats(self, stats):
-        self.stat_set = stats
+    def supports(self, procedure, stats):
+        return None
 
-    def run(self, units):
+    def run(self, units, job=None):
         import numpy as np
+
+        if job is not None:
+            self.stat_set = job.stats
 
         from memclaim.scoring.engine import BatchScores
         from memclaim.scoring.store import UnitResult
@@ -177,11 +182,14 @@ class Timed:
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def run(self, units):
+    def supports(self, procedure, stats):
+        return self.inner.supports(procedure, stats)
+
+    def run(self, units, job=None):
         units = list(units)
         w0, c0 = time.perf_counter(), time.process_time()
         try:
-            yield from self.inner.run(units)
+            yield from self.inner.run(units, job)
         finally:
             self.runs.append(
                 (sum(u.n_items for u in units), time.perf_counter() - w0, time.process_time() - c0)

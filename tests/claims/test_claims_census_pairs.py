@@ -1,5 +1,5 @@
 """claims/census_pairs.py ([EM] §5, §7): censuses of several pairs, the procedure checked across
-pairs, the global threshold the most conservative; claims/procedure.py's stored-field list."""
+pairs, the global threshold the most conservative; memclaim/procedure.py's stored-field list."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import pytest
 
 from memclaim.claims.census import WindowScores, census, census_threshold
 from memclaim.claims.census_pairs import census_of_pairs
-from memclaim.claims.procedure import (
+from memclaim.errors import InputError, ProcedureMismatchError
+from memclaim.procedure import (
     STORED_PROCEDURE_MAY_DIFFER,
     procedure_differences,
     require_same_procedure,
 )
-from memclaim.errors import InputError, ProcedureMismatchError
 
 
 def _ws(mean, name, n=40, seed=0):

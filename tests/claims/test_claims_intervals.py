@@ -21,8 +21,8 @@ from memclaim.claims.intervals import (
     newcombe_paired,
     wilson,
 )
-from memclaim.claims.procedure import procedure_differences, require_same_procedure
 from memclaim.errors import DomainError, InputError, ProcedureMismatchError
+from memclaim.procedure import procedure_differences, require_same_procedure
 
 
 def test_clopper_pearson_matches_statsmodels_beta():
@@ -175,8 +175,8 @@ def test_match_by_text():
 
 
 def test_require_same_procedure_names_every_field():
-    """claims re-exports the one implementation in memclaim.scoring.procedure."""
-    import memclaim.scoring.procedure as sp
+    """One implementation, memclaim.procedure (one floor below claims and scoring)."""
+    import memclaim.procedure as sp
 
     assert (
         require_same_procedure is sp.require_same_procedure

@@ -256,7 +256,7 @@ KEYS_BEFORE = (
 def test_a_cpu_float32_procedure_keeps_the_key_it_had_before_device_classes():
     procs = _procedures(_model_stub())
     assert tuple(p.key for p in procs) == KEYS_BEFORE
-    assert all(p.model["device_class"] == "cpu" for p in procs)  # recorded, though not in the key
+    assert all(p.model.device_class == "cpu" for p in procs)  # recorded, though not in the key
     explicit = _procedures(_model_stub(device_class="cpu"))
     assert tuple(p.key for p in explicit) == KEYS_BEFORE
 
@@ -267,7 +267,7 @@ def test_device_class_and_dtype_enter_the_key():
     bf16 = _procedures(_model_stub(device_class="cuda", dtype="bfloat16"))
     keys = {p.key for p in cpu + gpu + bf16}
     assert len(keys) == 6
-    assert all(p.model["device_class"] == "cuda" for p in gpu)
+    assert all(p.model.device_class == "cuda" for p in gpu)
     # a backend that scores elsewhere (Ray GPU workers) names its device class
     from memclaim.decoding import parse_policies
     from memclaim.scoring.prompts import PromptRule
@@ -285,7 +285,7 @@ def test_device_class_and_dtype_enter_the_key():
 
 
 def test_a_procedure_recorded_without_a_device_class_reads_as_cpu():
-    from memclaim.scoring.procedure import Procedure, procedure_differences
+    from memclaim.procedure import Procedure, procedure_differences
 
     new = _procedures(_model_stub())[0].to_dict()
     old = json.loads(json.dumps(new))
@@ -297,7 +297,7 @@ def test_a_procedure_recorded_without_a_device_class_reads_as_cpu():
 
 
 def test_claims_that_mix_device_classes_or_dtypes_are_refused_unless_declared_comparable():
-    from memclaim.claims.procedure import STORED_PROCEDURE_MAY_DIFFER, require_same_procedure
+    from memclaim.procedure import STORED_PROCEDURE_MAY_DIFFER, require_same_procedure
 
     cpu = _procedures(_model_stub())[0].to_dict()
     gpu = _procedures(_model_stub(device_class="cuda", dtype="bfloat16"))[0].to_dict()

@@ -34,12 +34,20 @@ import pytest
 
 from _paths import ROOT
 
-# pages whose every block (bash and python, in order, in a fresh folder) tests/project/test_docs.py runs
+# pages whose every block (bash and python, in order, in one fresh folder and namespace) tests/project/test_docs.py runs
 # as written, checking the numbers the page quotes: not run a second time here
-RUN_BY_TEST_DOCS = {"getting-started.md", "inputs.md"}
+RUN_BY_TEST_DOCS = {"getting-started.md", "inputs.md", "attacks.md"}
+# pages another test runs as written: served.md's block starts a replay server in the background
+# and stops it with `kill $server` (one shell, as tests/scoring/test_served_client.py runs it);
+# run line by line here, the server would outlive its block and hold its port
+RUN_ELSEWHERE = {"served.md": "tests/scoring/test_served_client.py"}
 DOCS = [
     ROOT / "README.md",
-    *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in RUN_BY_TEST_DOCS),
+    *sorted(
+        p
+        for p in (ROOT / "docs").glob("*.md")
+        if p.name not in RUN_BY_TEST_DOCS and p.name not in RUN_ELSEWHERE
+    ),
 ]
 
 SETUP = (
@@ -135,12 +143,20 @@ def markdown_source(path: Path) -> Source:
             while j < len(lines) and not re.match(r"^\s*```\s*$", lines[j]):
                 j += 1
             body, where = lines[i + 1 : j], f"{src.name}:{i + 1}"
+            # a block the page marks `<!-- not run: REASON -->` (a live server, as test_docs.py
+            # reads the mark) is checked for its flags and syntax only
+            not_run = re.match(r"^\s*<!-- not run: (.*?) -->\s*$", lines[i - 1]) if i else None
+            why = not_run.group(1) if not_run else None
+            n0 = len(src.lines)
             if lang == "python":
                 src.lines.append(Line("python", "\n".join(body), where))
             elif lang == "sql":
                 src.lines.append(Line("sql", "\n".join(body), where))
             elif lang in ("", "sh", "bash", "console"):
                 src.lines += _shell_lines(body, where)
+            if why is not None:
+                for ln in src.lines[n0:]:
+                    ln.flags_only = ln.flags_only or why
             i = j + 1
             continue
         if re.match(r"^ {4,}\S", ln) and (i == 0 or not lines[i - 1].strip()):
@@ -219,7 +235,10 @@ def _run_memclaim(line: Line, shim: Path) -> None:
         k = words.index(">")
         words, target = words[:k], words[k + 1]
     if line.flags_only:
-        parse_only(words)
+        try:
+            parse_only(words)
+        except click.exceptions.Exit as e:  # an eager option (--version, --help) ends the parse
+            assert e.exit_code == 0, f"{line.where}: `{line.text}` exited {e.exit_code}"
         return
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -247,6 +266,8 @@ def _run_shell(line: Line, shim: Path) -> None:
 
 def _run_python(line: Line, shim: Path) -> None:
     code = compile(line.text, line.where, "exec")
+    if line.flags_only:
+        return  # the page says why it is not run here (a live server): compiled (syntax) only
     if re.search(r"^[^#\n]*gpus_per_worker\s*=\s*[1-9]", line.text, re.M):
         return  # needs GPUs: compiled (syntax), not run
     exec(code, {"__name__": "__example__"})

@@ -18,7 +18,9 @@ Rules (each a test below):
    already (:data:`HEAVY`, computed transitively over module-level imports), or when X is the
    face's module ``__getattr__`` (that is what lazy re-export means). Everything else is imported
    at the top of the module. Third-party imports may be local freely (that is their point).
-3. **Pure layers.** claims/ and privacy/ import no torch, transformers, matplotlib, rich or
+3. **Pure layers.** claims/ imports only the procedure's floor and below (issue 26: it compares
+   procedures, one floor below it, and needs nothing of scoring, the store or the models).
+   claims/ and privacy/ import no torch, transformers, matplotlib, rich or
    click (neither themselves nor through the module-level imports of what they import; a
    function-local import of the scoring engine's model side, torch included, is how
    privacy/baseline.py runs its search), and do no I/O (no ``open``/``print``/``input``, no
@@ -50,6 +52,7 @@ from _paths import SRC
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "validate", "fsutil", "jsonutil", "_version", "progress", "numeric"),
     ("decoding", "models"),
+    ("procedure", "runtime"),  # issue 26: the two values that carry a run, below scoring and claims
     ("text", "scoring", "privacy", "mechanisms", "decode"),
     ("claims", "train"),
     ("audits",),
@@ -310,6 +313,24 @@ def purity_violations() -> list[str]:
     return sorted(set(out))
 
 
+def claims_floor_violations() -> list[str]:
+    """claims/ imports memclaim modules of the procedure's floor or lower only (and its own)."""
+    floor = LAYER_OF["procedure"]
+    out = []
+    for m, imps in imports().items():
+        if component(m) != "claims":
+            continue
+        for imp in imps:
+            if (
+                imp.internal
+                and imp.target in modules()
+                and component(imp.target) != "claims"
+                and layer(imp.target) > floor
+            ):
+                out.append(f"{m} -> {imp.target} (claims stand on the procedure's floor)")
+    return sorted(set(out))
+
+
 def output_violations() -> list[str]:
     out = []
     for m, imps in imports().items():
@@ -387,6 +408,10 @@ def test_claims_and_privacy_are_pure():
     _check(purity_violations())
 
 
+def test_claims_need_only_the_procedure_floor():
+    _check(claims_floor_violations())
+
+
 def test_output_only_in_cli_and_report():
     _check(output_violations())
 
@@ -436,6 +461,20 @@ def test_checker_sees_upward_and_face_imports(fake):
     assert "memclaim.models.loader -> memclaim.train.toy (against the layers, local)" in found
     assert "memclaim.fsutil -> memclaim (against the layers)" in found
     assert "memclaim.claims.a -> memclaim.report.core (against the layers)" in found
+
+
+def test_checker_sees_claims_above_the_procedure_floor(fake):
+    fake(
+        {
+            "claims/a.py": "from ..scoring.store import s\nfrom ..procedure import p\nfrom .b import q\n",
+            "claims/b.py": "q = 1\n",
+            "scoring/store.py": "s = 1\n",
+            "procedure.py": "p = 1\n",
+        }
+    )
+    assert claims_floor_violations() == [
+        "memclaim.claims.a -> memclaim.scoring.store (claims stand on the procedure's floor)"
+    ]
 
 
 def test_checker_local_import_rule(fake):

@@ -15,7 +15,7 @@ from memclaim.cli.main import main
 from memclaim.decoding import parse_policies
 from memclaim.errors import InputError
 from memclaim.models.loader import StartOfText
-from memclaim.scoring.procedure import Procedure
+from memclaim.procedure import Procedure, WindowSpec
 from memclaim.scoring.prompts import PromptRule
 from memclaim.scoring.results import load_run_scores
 from memclaim.scoring.runner import build_procedure, run_scoring
@@ -69,9 +69,8 @@ def test_natural_prefix_procedure_keys_are_unchanged():
         model=model,
         start_of_text=sot,
         policies=("top-k:40", "greedy"),
-        prefix_tokens=50,
-        suffix_tokens=50,
-        prompt=PromptRule().to_dict(),
+        windows=WindowSpec(prefix_tokens=50, suffix_tokens=50),
+        prompt=PromptRule(),
         memclaim_version="0.1.0",
     )
     assert p.key == "9ada2ad9929abe0854d5669a4fe8e43bf7c4bc640e4035b5fde74e3b22a1ebdc"
@@ -79,9 +78,8 @@ def test_natural_prefix_procedure_keys_are_unchanged():
         model=model,
         start_of_text=sot,
         policies=("full",),
-        prefix_tokens=32,
-        suffix_tokens=16,
-        prompt=PromptRule(aggregate="mean").to_dict(),
+        windows=WindowSpec(prefix_tokens=32, suffix_tokens=16),
+        prompt=PromptRule(aggregate="mean"),
         near_verbatim={"epsilons": [1, 2], "beams": [16]},
         memclaim_version="0.1.0",
     )

@@ -287,11 +287,17 @@ class _Hooked:
     def __init__(self, inner, after):
         self.inner, self.after = inner, after
 
-    def attach_store(self, store):
-        self.inner.attach_store(store)
+    device_class = "cpu"
 
-    def run(self, units):
-        for i, res in enumerate(self.inner.run(units)):
+    @property
+    def weights_loaded(self):
+        return self.inner.weights_loaded
+
+    def supports(self, procedure, stats):
+        return self.inner.supports(procedure, stats)
+
+    def run(self, units, job=None):
+        for i, res in enumerate(self.inner.run(units, job)):
             yield res
             self.after(i)
 

@@ -45,8 +45,8 @@ class FailingBackend(LocalBackend):
         super().__init__(lambda: model.lm, POLICIES)
         self.good = good
 
-    def run(self, units):
-        for i, res in enumerate(super().run(units)):
+    def run(self, units, job=None):
+        for i, res in enumerate(super().run(units, job)):
             if i >= self.good:
                 raise NumericsError("unit: logq:full is nan (a test's failure)")
             yield res

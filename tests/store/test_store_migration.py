@@ -341,8 +341,8 @@ def test_v2_store_resumes_under_a_later_memclaim_version(v2, monkeypatch):
     instead of scoring everything again under a new key."""
     import functools
 
+    from memclaim.procedure import Procedure
     from memclaim.scoring import runner
-    from memclaim.scoring.procedure import Procedure
 
     monkeypatch.setattr(runner, "Procedure", functools.partial(Procedure, memclaim_version="9.9.9"))
     m = load_model("model")

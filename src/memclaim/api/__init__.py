@@ -27,7 +27,7 @@ A front end (the ``memclaim`` command) needs a few more names, each re-exported 
 one home so that it imports this package and nothing else (tests/project/test_import_layers.py): the
 errors (``MemclaimError``, ``InputError``, ``DomainError``), the progress protocol
 (``ProgressEvent``, ``ProgressCallback``, ``Reporter``), ``dumps`` (strict JSON),
-``parse_policies``, ``check_batch_size``, ``check_out_dir``, ``set_threads``, the window-length
+``parse_policies``, ``check_batch_size``, ``check_out_dir``, ``set_threads``, the default policy, the window-length
 defaults and input formats, ``describe_attacks`` and ``TABLE_SPEC_DOC`` (the audit's help),
 ``invoked_as``/``cli_invocation`` (the command line a report records), ``REPRODUCTIONS``,
 ``demo_stages`` (the stages of ``memclaim demo``), ``privacy_demo_section`` (its privacy
@@ -95,6 +95,7 @@ _FRONT_END = {
     "dumps": ("memclaim.jsonutil", "dumps"),
     "parse_policies": ("memclaim.decoding", "parse_policies"),
     "check_batch_size": ("memclaim.validate", "batch_size"),
+    "DEFAULT_POLICY": ("memclaim.procedure", "DEFAULT_POLICY"),
     "DEFAULT_PREFIX_TOKENS": ("memclaim.api._options", "DEFAULT_PREFIX_TOKENS"),
     "DEFAULT_SUFFIX_TOKENS": ("memclaim.api._options", "DEFAULT_SUFFIX_TOKENS"),
     "INPUT_FORMATS": ("memclaim.api._options", "INPUT_FORMATS"),

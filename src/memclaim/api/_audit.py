@@ -33,6 +33,7 @@ from ..errors import InputError
 from ..jsonutil import read_json_object
 from ..models.placement import resolve_dtype, resolve_placement
 from ..privacy.tradeoff import neighbors_label
+from ..procedure import DEFAULT_POLICY
 from ..progress import LogCallback, ProgressCallback
 from ..report.audit import audit_report, write_audit_report, write_table_report
 from ..report.core import Doc, pct, write_report
@@ -261,7 +262,7 @@ def audit(
     confidence: float = 0.95,
     prefix_tokens: int = DEFAULT_PREFIX_TOKENS,
     suffix_tokens: int = DEFAULT_SUFFIX_TOKENS,
-    policies: str | Sequence[str] | None = "top-k:40",
+    policies: str | Sequence[str] | None = DEFAULT_POLICY,
     m: int = 1,
     trigger: str | None = None,
     verifier_threshold: float = 0.15,

@@ -20,10 +20,10 @@ import numpy as np
 
 from ..claims.census import WindowScores
 from ..claims.census_pairs import CensusOfPairs, census_of_pairs
-from ..claims.procedure import STORED_PROCEDURE_MAY_DIFFER
 from ..claims.scores import controls_at_atom_hint
 from ..errors import InputError
 from ..fsutil import sha256_bytes, sha256_file
+from ..procedure import DEFAULT_POLICY, STORED_PROCEDURE_MAY_DIFFER
 from ..progress import LogCallback, ProgressCallback
 from ..report.census import census_headline, census_pairs_report
 from ..report.core import Doc, fmt_num, pct, write_report
@@ -254,7 +254,7 @@ def census(
     stride: int,
     prefix_tokens: int | None = None,
     suffix_tokens: int | None = None,
-    policies: Sequence[str] | str | None = ("top-k:40",),
+    policies: Sequence[str] | str | None = (DEFAULT_POLICY,),
     prompt_templates: Sequence[str] = (),
     chat_template: bool = False,
     aggregate: str = "max",

@@ -21,9 +21,12 @@ from ..decoding import Policy, parse_policies
 from ..errors import InputError, PolicyError
 from ..fsutil import sha256_bytes
 from ..jsonutil import dumps, to_jsonable
+from ..procedure import DEFAULT_POLICY
 from ..report.core import Doc, check_report_folder, invocation_text, invoked_as, render_fragment
+from ..runtime import Runtime
+from ..scoring.backends import Backend, backend_names
+from ..scoring.backends import make_backend as registry_make_backend
 from ..scoring.prompts import PromptRule
-from ..scoring.ray_backend import RayBackend, require_ray
 from ..scoring.runner import normalize_near_verbatim
 from ..scoring.served.backend import DEFAULT_BATCH_WINDOWS, DEFAULT_MAX_CONCURRENCY, OpenAIBackend
 from ..scoring.served.model import ServedModel
@@ -60,8 +63,6 @@ __all__ = [
     "Result",
     "WorkFolder",
 ]
-
-DEFAULT_POLICY = "top-k:40"
 
 
 @dataclass(frozen=True)
@@ -235,9 +236,6 @@ def near_verbatim_settings(nv_eps: Sequence[int] = (), nv_beams: Sequence[int] =
     )
 
 
-BACKENDS = ("local", "ray", "openai")
-
-
 def make_backend(
     model,
     policies,
@@ -247,7 +245,7 @@ def make_backend(
     workers=None,
     gpus_per_worker=0.0,
     threads_per_worker=1,
-    batch_size: int = 16,
+    batch_size: int | str = 16,
     log=None,
     url: str | None = None,
     api_key_env: str | None = None,
@@ -255,11 +253,17 @@ def make_backend(
     served_model: str | None = None,
     max_concurrency: int | None = None,
     served_bounds: bool = False,
-):
-    """The scoring backend the options ask for; None means run_scoring's local default. A served
-    model's backend (``openai``) connects and probes the server here, before any work."""
-    if backend not in BACKENDS:
-        raise InputError(f"unknown backend {backend!r}", hint=f"one of {', '.join(BACKENDS)}")
+) -> Backend:
+    """The scoring backend the options ask for. A served model's backend (``openai``) connects
+    and probes the server here, before any work; ``local``, ``ray`` and any registered backend
+    are built from the runtime the options make (:class:`memclaim.runtime.Runtime`) by the
+    registry (:func:`memclaim.scoring.backends.make_backend`)."""
+    if backend != "openai" and backend not in backend_names():
+        raise InputError(
+            f"unknown backend {backend!r}",
+            hint=f"one of {', '.join([*backend_names(), 'openai'])} "
+            "(memclaim.scoring.backends.register_backend adds one)",
+        )
     served = [
         name
         for name, v, default in (
@@ -314,54 +318,15 @@ def make_backend(
         )
         b.connect()
         return b
-    if backend == "local":
-        given = [
-            name
-            for name, v, default in (
-                ("--address", address, None),
-                ("--workers", workers, None),
-                ("--gpus-per-worker", gpus_per_worker, 0.0),
-                ("--threads-per-worker", threads_per_worker, 1),
-            )
-            if v != default
-        ]
-        if given:
-            raise InputError(
-                f"{', '.join(given)} only apply with --backend ray",
-                hint="add --backend ray, or drop them (use --threads for the local backend)",
-            )
-        return None
-    if workers is not None and workers < 1:
-        raise InputError(
-            f"--workers must be >= 1, got {workers}",
-            hint="e.g. --workers 2, or omit it to fill the cluster",
-        )
-    if threads_per_worker < 1:
-        raise InputError(
-            f"--threads-per-worker must be >= 1, got {threads_per_worker}",
-            hint="e.g. --threads-per-worker 1",
-        )
-    if gpus_per_worker < 0:
-        raise InputError(
-            f"--gpus-per-worker must be >= 0, got {gpus_per_worker}",
-            hint="0 for CPU workers, 1 for one GPU each, 0.5 to pack two on a GPU",
-        )
-    if getattr(model, "path", None) is None:
-        raise InputError(
-            f"the model {model.name!r} is a Python object: Ray workers load a model from a folder",
-            hint="save it (model.save_pretrained(DIR), tokenizer.save_pretrained(DIR)) and pass DIR",
-        )
-    require_ray()  # fail before any work with the error naming the extra
-    return RayBackend(
-        model,
-        policies,
-        batch_size=batch_size,
-        workers=workers,
-        threads_per_worker=threads_per_worker,
-        gpus_per_worker=gpus_per_worker,
+    runtime = Runtime.options(
+        backend=backend,
         address=address,
-        log=log,
+        workers=workers,
+        gpus_per_worker=gpus_per_worker,
+        threads_per_worker=threads_per_worker,
+        batch_size=batch_size,
     )
+    return registry_make_backend(model, policies, runtime, log=log)
 
 
 def build_prompt_rule(templates=(), chat: bool = False, aggregate: str = "max") -> PromptRule:

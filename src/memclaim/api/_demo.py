@@ -23,6 +23,7 @@ from ..errors import InputError
 from ..fsutil import write_files
 from ..models.quiet import quiet_libraries
 from ..privacy.demo import run_demo_section
+from ..procedure import DEFAULT_POLICY
 from ..progress import LogCallback, ProgressCallback, emit_log, reporting
 from ..report.audit import write_audit_report
 from ..report.census import census_headline
@@ -64,7 +65,7 @@ NEXT_COMMAND = (
 )
 
 PREFIX, SUFFIX = 32, 32
-POLICIES = ("full", "top-k:40", "greedy")
+POLICIES = ("full", DEFAULT_POLICY, "greedy")
 # The claims use the untruncated softmax: under top-k:40 every 32-token control has probability
 # exactly 0 on this tiny model, and a test whose controls are all atoms at 0 is refused ([EM] C.4.4).
 CLAIM_POLICY = "full"
@@ -135,8 +136,8 @@ def _demo_scoring(out: Path, *, progress, log) -> dict:
             source=label,
         )
         runs[label] = run_scoring(model, ws, label=label, inputs={"toy": data["spec"]}, **kw)
-    m = load_run_scores(store, run=runs["members"].run_id, policy="top-k:40")
-    c = load_run_scores(store, run=runs["controls"].run_id, policy="top-k:40")
+    m = load_run_scores(store, run=runs["members"].run_id, policy=DEFAULT_POLICY)
+    c = load_run_scores(store, run=runs["controls"].run_id, policy=DEFAULT_POLICY)
     mg = load_run_scores(store, run=runs["members"].run_id, policy="greedy")
     copies = {r["id"]: r["copies"] for r in members}
     ln10 = np.log(10)

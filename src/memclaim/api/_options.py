@@ -8,15 +8,17 @@ import os
 from pathlib import Path
 
 from ..errors import InputError
-from ..text.io import (
-    FORMATS as INPUT_FORMATS,  # the --format choices (text/io imports nothing heavy)
-)
-from ..text.windows import (  # [EM] §4: 50 + 50, one home
+from ..procedure import (  # [EM] §4: one home
+    DEFAULT_POLICY,
     DEFAULT_PREFIX_TOKENS,
     DEFAULT_SUFFIX_TOKENS,
 )
+from ..text.io import (
+    FORMATS as INPUT_FORMATS,  # the --format choices (text/io imports nothing heavy)
+)
 
 __all__ = [
+    "DEFAULT_POLICY",
     "DEFAULT_PREFIX_TOKENS",
     "DEFAULT_SUFFIX_TOKENS",
     "INPUT_FORMATS",

@@ -22,17 +22,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..claims.population import PopulationClaim, population_claim
-from ..claims.procedure import (
-    NUMERICS_DECLARED,
-    STORED_PROCEDURE_MAY_DIFFER,
-    require_same_procedure,
-)
 from ..claims.sampling import ESTIMATE_FILE
 from ..claims.scores import LN10, PROBABILITY_KINDS, controls_at_atom_hint, exact_level
 from ..decoding import Policy
 from ..errors import InputError
 from ..fsutil import sha256_bytes
 from ..jsonutil import read_json_object
+from ..procedure import (
+    DEFAULT_POLICY,
+    NUMERICS_DECLARED,
+    STORED_PROCEDURE_MAY_DIFFER,
+    require_same_procedure,
+)
 from ..progress import LogCallback, ProgressCallback
 from ..report.core import write_report
 from ..report.population import (
@@ -960,7 +961,7 @@ def population(
     alpha: str | float | Fraction = "0.001",
     prefix_tokens: int | None = None,
     suffix_tokens: int | None = None,
-    policies: Sequence[str] | str | None = ("top-k:40",),
+    policies: Sequence[str] | str | None = (DEFAULT_POLICY,),
     prompt_templates: Sequence[str] = (),
     chat_template: bool = False,
     aggregate: str = "max",

@@ -28,6 +28,7 @@ from ..decoding import Policy
 from ..errors import InputError
 from ..fsutil import atomic_write_text
 from ..jsonutil import read_json_object
+from ..procedure import DEFAULT_POLICY
 from ..progress import LogCallback, ProgressCallback
 from ..report.core import Doc
 from ..report.words import limit_note
@@ -176,7 +177,7 @@ def score(
     stride: int | None = None,
     prefix_tokens: int | None = None,
     suffix_tokens: int | None = None,
-    policies: Sequence[str] | str | None = ("top-k:40",),
+    policies: Sequence[str] | str | None = (DEFAULT_POLICY,),
     prompt_templates: Sequence[str] = (),
     chat_template: bool = False,
     aggregate: str = "max",

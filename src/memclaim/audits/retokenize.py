@@ -76,4 +76,4 @@ def char_aligned_windows(ws: WindowSet, ref: LoadedModel) -> tuple[WindowSet, in
                 token_start=w.token_start,
             )
         )
-    return WindowSet(tuple(out), ws.n_sources, 0, (), dict(ws.total_chars)), straddles
+    return WindowSet(tuple(out), ws.n_sources, 0, (), dict(ws.total_chars), ws.spec), straddles

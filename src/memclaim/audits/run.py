@@ -36,8 +36,8 @@ from ..errors import DomainError, InputError
 from ..fsutil import sha256_bytes
 from ..models import load_model
 from ..models.loader import folder_fingerprint
+from ..procedure import Procedure, require_same_procedure
 from ..progress import LogCallback, ProgressCallback, emit_log
-from ..scoring.procedure import Procedure, require_same_procedure
 from ..scoring.prompts import PromptRule
 from ..scoring.results import load_run_scores
 from ..scoring.runner import run_scoring, scoring_pairs

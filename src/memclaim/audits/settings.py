@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ..decoding import Policy
 from ..errors import DomainError, InputError
 from ..jsonutil import ResultMixin
-from ..text.windows import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
+from ..procedure import DEFAULT_POLICY, DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
 from ..validate import batch_size as check_batch_size
 from ..validate import in_open_unit, integer
 from .attacks import _exact_k
@@ -41,7 +41,7 @@ class AuditSettings(ResultMixin):
     k: object = "0.2"
     fpr: object = None
     confidence: float = 0.95
-    extraction_policy: str | None = "top-k:40"
+    extraction_policy: str | None = DEFAULT_POLICY
     m: int = 1
     trigger: str | None = None
     verifier_threshold: float = DEFAULT_THRESHOLD

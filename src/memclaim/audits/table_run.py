@@ -12,10 +12,11 @@ from pathlib import Path
 
 from ..jsonutil import ResultMixin
 from ..models.placement import Placement
+from ..procedure import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
 from ..progress import LogCallback, ProgressCallback, emit_log
 from ..scoring.results import load_run_scores
 from ..text.io import read_passages
-from ..text.windows import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS, passage_windows
+from ..text.windows import passage_windows
 from .result import AuditResult
 from .run import audit_runs, load_audited_model, run_audit
 from .settings import AuditSettings

@@ -8,7 +8,9 @@
 - :mod:`.compare`: paired/independent differences, matching candidates by text
 - :mod:`.census`: the single-document census
 - :mod:`.budget`: query budgets and extractable memorization
-- :mod:`.procedure`: refusing to compare results from different procedures
+
+Claims compare procedures with :func:`memclaim.procedure.require_same_procedure` (one floor below
+claims and scoring: the procedure is a value of its own).
 """
 
 from .budget import (  # noqa: F401
@@ -35,4 +37,3 @@ from .compare import (  # noqa: F401
 from .conformal import alpha_sweep, conformal_pvalues, population_test, randomized_pvalues, rank_k  # noqa: F401
 from .multiple import bonferroni_capacity, controls_needed, fdr_claims, fwer_claims  # noqa: F401
 from .population import population_claim  # noqa: F401
-from .procedure import procedure_differences, require_same_procedure  # noqa: F401

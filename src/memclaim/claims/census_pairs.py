@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 from ..jsonutil import ResultMixin
+from ..procedure import NUMERICS_DECLARED, require_same_procedure
 from .budget import CensusBudgetView, census_budget_view
 from .census import (
     CensusResult,
@@ -21,7 +22,6 @@ from .census import (
     flag_near_verbatim,
     global_threshold,
 )
-from .procedure import NUMERICS_DECLARED, require_same_procedure
 
 __all__ = ["CensusOfPairs", "census_of_pairs"]
 

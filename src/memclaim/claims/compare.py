@@ -20,9 +20,9 @@ import numpy as np
 
 from ..errors import InputError
 from ..jsonutil import ResultMixin
+from ..procedure import procedure_differences, require_same_procedure
 from .conformal import population_test
 from .intervals import Interval, newcombe_independent, newcombe_paired
-from .procedure import procedure_differences, require_same_procedure
 from .scores import as_scores
 
 

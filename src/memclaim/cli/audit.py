@@ -16,6 +16,7 @@ from ..api import TABLE_SPEC_DOC, InputError, describe_attacks
 from .common import (
     BATCH_SIZE,
     BATCH_SIZE_HELP,
+    DEFAULT_POLICY,
     DEFAULT_PREFIX_TOKENS,
     DEFAULT_SUFFIX_TOKENS,
     INPUT_FORMATS,
@@ -149,7 +150,7 @@ def _comma_list(ctx, param, value):
 @click.option(
     "--policy",
     "extraction_policy",
-    default="top-k:40",
+    default=DEFAULT_POLICY,
     show_default=True,
     help="Sampling policy of the extraction audit ('none' for greedy only).",
 )

@@ -8,6 +8,7 @@ import sys
 import click
 
 from ..api import (  # noqa: F401
+    DEFAULT_POLICY,
     DEFAULT_PREFIX_TOKENS,
     DEFAULT_SUFFIX_TOKENS,
     INPUT_FORMATS,
@@ -33,7 +34,7 @@ def stderr_log(enabled: bool = True):
 
 
 def _policies(ctx, param, value):
-    return parse_policies(value or ("top-k:40",))
+    return parse_policies(value or (DEFAULT_POLICY,))
 
 
 def procedure_options(f):
@@ -62,7 +63,7 @@ def procedure_options(f):
             multiple=True,
             callback=_policies,
             help="Decoding policy (repeatable): full, greedy, temperature:T, top-k:K, top-p:P or a "
-            "combination like top-k:40,temperature:0.7. Default top-k:40.",
+            f"combination like top-k:40,temperature:0.7. Default {DEFAULT_POLICY}.",
         ),
         click.option(
             "--prompt-template",

@@ -35,7 +35,7 @@ TITLE = "top-40 alpha sweep: member rate, certified alpha_N and calibrated rate 
 STREAMS: tuple[str, ...] = ()
 ALPHA_REF = 0.01
 ALPHA_PAPER = "0.1%"  # the paper's operating point ([EM] §4, C.4.4): alpha_N = 5/5001 at N = 5000
-POLICIES = ("top-k:40", "full")
+POLICIES = (ev.PAPER_POLICY, "full")
 
 
 def sweep_block(mem_logq: np.ndarray, ctl_logq: np.ndarray) -> dict:
@@ -487,7 +487,7 @@ def claims_for(block: dict) -> list[PaperClaim]:
     ['held', 'not testable here', 'not testable here', 'not testable here', 'not testable here', 'not testable here']
     """
     name = block["model"]["name"]
-    tk = block["policies"]["top-k:40"]
+    tk = block["policies"][ev.PAPER_POLICY]
     s, lg = tk["lengths"][str(ev.SHORT)], tk["lengths"][str(ev.LONG)]
     n, j = s["n_controls"], s["n_members"]
     sm, lm = s.get("at_smallest_threshold"), lg.get("at_smallest_threshold")
@@ -549,7 +549,7 @@ def _plot(blocks, differences, claims):
         fig, axes = figure(width=12.0, height=3.4 * len(blocks), nrows=len(blocks), ncols=3)
         axes = np.atleast_2d(axes)
         for row, b in zip(axes, blocks):
-            tk = b["policies"]["top-k:40"]
+            tk = b["policies"][ev.PAPER_POLICY]
             ax = row[0]
             for ell in (ev.SHORT, ev.LONG):
                 sw = tk["lengths"][str(ell)]["sweep"]
@@ -574,7 +574,7 @@ def _plot(blocks, differences, claims):
             ax.set_title(f"{b['model']['short']}: top-40 (Fig. 4(a))")
             legend(ax)
             for ax, policy, title in (
-                (row[1], "top-k:40", "calibrated rate, top-40 (Fig. 4(b))"),
+                (row[1], ev.PAPER_POLICY, "calibrated rate, top-40 (Fig. 4(b))"),
                 (row[2], "full", "calibrated rate, full softmax (Fig. 14)"),
             ):
                 pl = b["policies"][policy]
@@ -598,7 +598,7 @@ def _plot(blocks, differences, claims):
                         alpha=0.18,
                         lw=0,
                     )
-                    if policy == "top-k:40" and L.get("alpha_dagger", 1.0) < 1.0:
+                    if policy == ev.PAPER_POLICY and L.get("alpha_dagger", 1.0) < 1.0:
                         ax.axvline(
                             L["alpha_dagger"],
                             color=colors[ell],
@@ -673,7 +673,7 @@ def run(
                         false_alarm="0 (an identity)",
                     )
                 )
-    first = blocks[0]["policies"]["top-k:40"]["lengths"]
+    first = blocks[0]["policies"][ev.PAPER_POLICY]["lengths"]
     s, lg = first[str(ev.SHORT)], first[str(ev.LONG)]
     nm = blocks[0]["model"]["name"]
     note = (

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..decoding import parse_policies
+from ..decoding import Policy, parse_policies
 from ..errors import InputError
 from ..fsutil import sha256_file
 from ..models import load_model
@@ -328,7 +328,9 @@ def nonoverlap_false_alarm(n1: int, n2: int, p: float, confidence: float = 0.95)
 PREFIX_TOKENS = 16
 SUFFIX_TOKENS = 16
 SHORT, LONG = 3, 16
-NATURAL_POLICIES = ("greedy", "top-k:40", "full")
+#: the papers' sampling policy ([EM] §4: top-k sampling, k = 40), named by its parameters
+PAPER_POLICY = Policy(top_k=40).spec
+NATURAL_POLICIES = ("greedy", PAPER_POLICY, "full")
 LENGTH_RULE = (
     f"{PREFIX_TOKENS}-token natural prefix, suffixes of {SHORT} and {LONG} tokens (the paper's 50-token "
     f"prefix with 10- or 50-token suffixes, scaled to the 33 tokens of the shortest verse: "

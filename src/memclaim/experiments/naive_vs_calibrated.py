@@ -137,8 +137,8 @@ def _model_block(entry) -> dict:
     cg = ev.greedy_prefix_flags(ev.load(runs, "controls", policy="greedy"))
     out = {"model": entry["model"], "lengths": {}}
     for ell in (ev.SHORT, ev.LONG):
-        mk = ev.load(runs, "members", policy="top-k:40", suffix_tokens=ell).logq
-        ck = ev.load(runs, "controls", policy="top-k:40", suffix_tokens=ell).logq
+        mk = ev.load(runs, "members", policy=ev.PAPER_POLICY, suffix_tokens=ell).logq
+        ck = ev.load(runs, "controls", policy=ev.PAPER_POLICY, suffix_tokens=ell).logq
         out["lengths"][str(ell)] = rules_at(mg[:, ell - 1], cg[:, ell - 1], mk, ck)
     return out
 

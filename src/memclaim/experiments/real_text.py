@@ -39,6 +39,7 @@ from ..scoring.results import load_run_scores
 from ..scoring.store import ScoreStore
 from ..text.io import read_document, read_passages
 from ..text.windows import WindowSet, passage_windows, sliding_windows
+from .em_verses import PAPER_POLICY
 from .models import torch_threads
 
 if TYPE_CHECKING:  # the annotations' names only
@@ -74,7 +75,7 @@ CENSUS_QUICK = {
     "suffix_tokens": 50,
     "stride": 50,
     "policy": "full",
-    "paper_policy": "top-k:40",
+    "paper_policy": PAPER_POLICY,
 }
 CENSUS_FULL = {
     "model": "gemma3-270m",
@@ -82,7 +83,7 @@ CENSUS_FULL = {
     "suffix_tokens": 50,
     "stride": 10,
     "policy": "full",
-    "paper_policy": "top-k:40",
+    "paper_policy": PAPER_POLICY,
 }
 
 
@@ -304,7 +305,7 @@ def score_document(
             ws.skipped_short,
             ws.skipped_ids,
             ws.total_chars,
-            ws.cut,
+            ws.spec,
         )
         label += "|" + ",".join(map(str, keep))
     if near_verbatim:

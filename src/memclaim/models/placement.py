@@ -14,7 +14,7 @@
   an offload folder is refused before any store is touched or any window scored.
 * Every offloaded layer *runs* on the first compute device (accelerate moves its weights there
   for its forward pass), so a run's numerics are those of that device's class: ``cpu`` or
-  ``cuda``. That class and the dtype enter the procedure (see :mod:`memclaim.scoring.procedure`).
+  ``cuda``. That class and the dtype enter the procedure (see :mod:`memclaim.procedure`).
 
 Only this module decides placement; :mod:`memclaim.models.loader` applies it at load time.
 The number of visible GPUs comes from :func:`cuda_device_count` (tests replace it to check the

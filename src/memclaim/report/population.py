@@ -486,7 +486,7 @@ def _procedure_section(doc: Doc, procedure: dict | None, inputs: Sequence[dict])
     doc.h2("Procedure and inputs")
     declared = (procedure or {}).get(
         "numerics_declared_comparable"
-    )  # claims.procedure.NUMERICS_DECLARED
+    )  # memclaim.procedure.NUMERICS_DECLARED
     if declared:
         doc.callout(
             "The scores compared here were computed with different numerics ("

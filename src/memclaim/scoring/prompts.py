@@ -42,131 +42,44 @@ is unchanged, so its key is the one older stores were written under.
 
 from __future__ import annotations
 
-import math
-import re
-import string
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..errors import InputError
+
+# one home for the rule's fields, checks and record, and for the aggregate over prompts ([EM] Eq. 15)
+from ..procedure import (  # noqa: F401
+    AGGREGATES,
+    MAX_TEMPLATE_WIDTH,
+    TARGET_RULES,
+    PromptSpec,
+    aggregate_logq,
+    check_template,
+)
 from ..text.windows import split_at_char
-
-AGGREGATES = ("max", "mean")
-#: the widest a template may pad a field ({prefix:>N}): a rendered prompt must fit a model's
-#: context, and issue 25's {prefix:>100000000} took 18 GB before any check could see it
-MAX_TEMPLATE_WIDTH = 100_000
-# the standard format spec up to its width: [[fill]align][sign][z][#][0][width]
-_SPEC_WIDTH = re.compile(r"(?:.?[<>=^])?[+\- ]?z?#?0?(\d*)")
-
-
-def check_template(t: object) -> str:
-    """A prompt template, checked before any window is rendered: a string whose fields are
-    {prefix} and {suffix} only, with format specs Python can apply, no field padded beyond
-    :data:`MAX_TEMPLATE_WIDTH` characters (the cost is estimated from the spec, not found by
-    rendering) and no spec that takes its width from the text (``{prefix:{suffix}}``).
-
-    >>> check_template("Repeat: {prefix}")
-    'Repeat: {prefix}'
-    """
-    if not isinstance(t, str):
-        raise InputError(
-            f"a prompt template must be a string, got {type(t).__name__} {t!r}",
-            hint="e.g. prompt_templates=['Continue: {prefix}']",
-        )
-    try:
-        parts = list(string.Formatter().parse(t))
-    except ValueError as exc:
-        raise InputError(
-            f"bad prompt template {t!r}: {exc}",
-            hint="write fields as {prefix} or {suffix}; double braces {{ }} for literal ones",
-        ) from None
-    fields = {f for _, f, _, _ in parts if f is not None}
-    bad = fields - {"prefix", "suffix"}
-    if bad:
-        raise InputError(
-            f"prompt template {t!r} uses unknown fields {sorted(bad)}",
-            hint="only {prefix} and {suffix} are filled in",
-        )
-    for _, f, spec, _ in parts:
-        if f is None or not spec:
-            continue
-        if "{" in spec:
-            raise InputError(
-                f"prompt template {t!r}: the format spec {spec!r} of {{{f}}} is filled from the text",
-                hint=f"write {{{f}}} (or a fixed spec such as {{{f}:>20}})",
-            )
-        width = _SPEC_WIDTH.match(spec).group(1)
-        if width and int(width) > MAX_TEMPLATE_WIDTH:
-            raise InputError(
-                f"prompt template {t!r} pads {{{f}}} to {int(width):,} characters (format spec "
-                f"{spec!r}): every window's prompt would be that long, far more than any model's "
-                f"context holds, and tokenizing one takes about {int(width) * 180 / 2**30:.2g} GiB "
-                "(about 180 bytes a character)",
-                hint=f"write {{{f}}} without a width (memclaim accepts widths up to "
-                f"{MAX_TEMPLATE_WIDTH:,} characters)",
-            )
-    try:
-        t.format(prefix="x", suffix="x")
-    except (ValueError, TypeError) as exc:
-        raise InputError(
-            f"bad prompt template {t!r}: {exc}",
-            hint="use format specs for text, e.g. {prefix} or {prefix:>20}",
-        ) from None
-    return t
-
-
-TARGET_RULES = ("rendered", "document")
-
-_TARGET_RECORD = {
-    "rendered": {
-        "rule": "rendered",
-        "text": "the window's suffix text; leading whitespace removed after the chat assistant header or a "
-        "rendered prompt that is empty or ends in whitespace, kept after a prompt that ends mid-line",
-        "tokens": "rendered prompt + target tokenized as one string; the target cut at the prompt's end by "
-        "character offsets (a token across the cut is refused); the prompt tokenized alone; each "
-        "prompt has its own target ids",
-        "suffix_tokens": "selects the suffix text in document tokens; the target has as many tokens as that text "
-        "has after the prompt (target_tokens in the store)",
-        "suffix_field": "{suffix} is the suffix text without its leading whitespace",
-    },
-    "document": {
-        "rule": "document",
-        "tokens": "the window's suffix token ids from the document's tokenization; the prompt is tokenized alone",
-    },
-}
 
 
 @dataclass(frozen=True)
-class PromptRule:
-    templates: tuple[str, ...] = ()  # empty: the natural prefix
-    chat: bool = False  # wrap each rendered prompt in the model's chat template
-    aggregate: str = "max"
-    target: str = "rendered"  # templated procedures: see the module docstring
+class PromptRule(PromptSpec):
+    """The prompt rule f_P (:class:`memclaim.procedure.PromptSpec`: templates, chat, aggregate,
+    target rule, validated there) with its rendering: the (prompt ids, target ids) items of a
+    window (see the module docstring).
 
-    def __post_init__(self):
-        if self.aggregate not in AGGREGATES:
-            raise InputError(
-                f"unknown prompt aggregate {self.aggregate!r}", hint="use 'max' or 'mean'"
-            )
-        if self.target not in TARGET_RULES:
-            raise InputError(
-                f"unknown target rule {self.target!r}", hint="use 'rendered' or 'document'"
-            )
-        for t in self.templates:
-            check_template(t)
-        if self.chat and not self.templates:
-            object.__setattr__(self, "templates", ("{prefix}",))
+    >>> PromptRule(templates=("Repeat: {suffix}",)).kind
+    'template'
+    """
 
-    @property
-    def kind(self) -> str:
-        if not self.templates:
-            return "natural-prefix"
-        return "chat-template" if self.chat else "template"
-
-    @property
-    def n_prompts(self) -> int:
-        return max(1, len(self.templates))
+    @classmethod
+    def of(cls, spec: PromptSpec) -> PromptRule:
+        """The rule of a procedure's :class:`~memclaim.procedure.PromptSpec`."""
+        if isinstance(spec, PromptRule):
+            return spec
+        return cls(
+            templates=spec.templates,
+            chat=spec.chat,
+            aggregate=spec.aggregate,
+            target=spec.target,
+            target_record=spec.target_record,
+        )
 
     def items(self, window, tokenizer, sot_ids) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
         """The (prompt ids, target ids) pairs for one window, one per template ([EM] Eq. 14)."""
@@ -219,39 +132,3 @@ class PromptRule:
         # text after it (GPT-2's pre-tokenizer: 'ĊĊ' alone, 'Ċ' 'Ċ' before a word)
         prompt_ids = tuple(tokenizer.encode(head))
         return lead + prompt_ids, target_ids
-
-    def to_dict(self) -> dict:
-        d = {
-            "kind": self.kind,
-            "templates": list(self.templates),
-            "chat": self.chat,
-            "aggregate": self.aggregate if self.n_prompts > 1 else None,
-        }
-        if self.templates:  # natural-prefix records stay as they were (their keys must not change)
-            d["target"] = dict(_TARGET_RECORD[self.target])
-        return d
-
-
-def aggregate_logq(values: np.ndarray, how: str, axis: int = -1) -> np.ndarray:
-    """[EM] Eq. 15: score(s) = agg over prompts of score_p(s), on log q values.
-    'max' is the max; 'mean' is log(mean of q) = logsumexp - log n (stable for -inf).
-
-    >>> q = np.log([[0.2, 0.4]])  # one candidate, two prompts
-    >>> np.exp(aggregate_logq(q, "max")).round(6).tolist(), np.exp(aggregate_logq(q, "mean")).round(6).tolist()
-    ([0.4], [0.3])
-    """
-    values = np.asarray(values, dtype=np.float64)
-    if how == "max":
-        return values.max(axis=axis)
-    if how == "mean":
-        n = values.shape[axis]
-        m = values.max(axis=axis, keepdims=True)
-        safe = np.where(np.isfinite(m), m, 0.0)
-        with np.errstate(divide="ignore"):
-            out = (
-                np.log(np.exp(values - safe).sum(axis=axis))
-                + np.squeeze(safe, axis=axis)
-                - math.log(n)
-            )
-        return out
-    raise InputError(f"unknown aggregate {how!r}", hint="use 'max' or 'mean'")

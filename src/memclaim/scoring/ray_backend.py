@@ -50,8 +50,10 @@ from ..fsutil import atomic_write_text
 from ..jsonutil import ResultMixin
 from ..models.loader import load_model
 from ..progress import LogCallback, emit_log
+from ..runtime import Runtime
 from ..validate import batch_size as check_batch_size
 from ..validate import integer, nonneg
+from .backends import ScoringJob, register_backend
 from .store import ScoreStore
 from .units import UnitReceipt, WorkUnit
 
@@ -663,9 +665,17 @@ class RayBackend:
     def __exit__(self, *exc):
         self.close()
 
+    def supports(self, procedure, stats) -> str | None:
+        """None for a procedure of the pool's own policies (its workers' engines were built with
+        them; one pass scores them all, so their order is no part of it)."""
+        mine = [p.spec for p in self.policies]
+        if sorted(procedure.policies) != sorted(mine):
+            return f"this Ray pool scores policies {mine}, the run's procedure has {list(procedure.policies)}"
+        return None
+
     # ------------------------------------------------------------------ store hook (runner)
     def attach_store(self, store) -> None:
-        """Called by run_scoring before ``run``: where workers may write unit files, and where
+        """Set from a run's :class:`ScoringJob` before ``run``: where workers may write unit files, and where
         the procedure of the units is recorded (its settings are what the workers compute)."""
         self._store = store
         self._store_root = str(Path(store.root).resolve())
@@ -705,8 +715,13 @@ class RayBackend:
         self._token = None
 
     # ------------------------------------------------------------------ run
-    def run(self, units: Iterable[WorkUnit]):
-        """Yield, per unit, a UnitReceipt (the worker wrote the file) or a UnitResult."""
+    def run(self, units: Iterable[WorkUnit], job: ScoringJob | None = None):
+        """Yield, per unit, a UnitReceipt (the worker wrote the file) or a UnitResult; a run's
+        ``job`` gives the statistics and the store (progress is per unit)."""
+        if job is not None:
+            self.set_stats(job.stats)
+            if job.store is not None:
+                self.attach_store(job.store)
         units = list(units)
         self._stats = {}
         if not units:
@@ -919,3 +934,36 @@ class RayBackend:
 
     def stats(self) -> dict:
         return dict(self._stats)
+
+
+def _make_ray(
+    model, policies: Sequence[Policy], runtime: Runtime, log: LogCallback | None = None
+) -> RayBackend:
+    """The ``ray`` backend of a runtime (:mod:`memclaim.scoring.backends`): workers load the
+    model from its folder, so a model made in Python is refused, and Ray must be installed."""
+    spec = runtime.backend
+    if getattr(model, "path", None) is None:
+        raise InputError(
+            f"the model {model.name!r} is a Python object: Ray workers load a model from a folder",
+            hint="save it (model.save_pretrained(DIR), tokenizer.save_pretrained(DIR)) and pass DIR",
+        )
+    require_ray()  # fail before any work with the error naming the extra
+    return RayBackend(
+        model,
+        policies,
+        batch_size=runtime.batch_size,
+        workers=spec.workers,
+        threads_per_worker=spec.threads_per_worker,
+        gpus_per_worker=spec.gpus_per_worker,
+        address=spec.address,
+        log=log,
+    )
+
+
+register_backend(
+    "ray",
+    _make_ray,
+    description="a pool of Ray actors, on this machine or a cluster (memclaim[ray])",
+    settings=("address", "workers", "gpus_per_worker", "threads_per_worker"),
+    provider="memclaim",
+)

@@ -9,6 +9,7 @@ run re-run does no model work (the weights are not even loaded).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import time
@@ -19,14 +20,21 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..decoding import Policy
+from ..decoding import Policy, parse_policies
 from ..errors import DomainError, InputError, StoreError
 from ..fsutil import file_lock
 from ..jsonutil import ResultMixin
 from ..models.loader import config_max_positions
+from ..procedure import ModelIdentity, NearVerbatim, Procedure, WindowSpec
 from ..progress import LogCallback, ProgressCallback, Reporter
-from ..validate import batch_size as check_batch_size
-from ..validate import integer
+from ..runtime import BackendSpec, Runtime
+from .backends import (
+    ScoringJob,
+    default_stats,
+    describe_model_of,
+    make_backend,
+    register_backend,
+)
 from .engine import (
     ALL_STATS,
     CENSUS_STATS,
@@ -37,10 +45,9 @@ from .engine import (
     available_memory,
 )
 from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
-from .procedure import Procedure
 from .prompts import PromptRule, aggregate_logq
 from .store import WRITERS_LOCK, ScoreStore, UnitResult, read_parquet, run_id_of, stat_names
-from .units import DEFAULT_UNIT_SIZE, UnitReceipt, WindowIndex, WorkUnit, item_key
+from .units import UnitReceipt, WindowIndex, WorkUnit, item_key
 
 
 def run_stats(stats: StatSet | str | Iterable[str] | None = None) -> StatSet:
@@ -58,7 +65,6 @@ def run_stats(stats: StatSet | str | Iterable[str] | None = None) -> StatSet:
 if TYPE_CHECKING:  # the annotations' names only
     from ..models.loader import LoadedModel
     from ..text.windows import WindowSet
-    from .ray_backend import RayBackend
     from .units import Item
 
 
@@ -177,16 +183,19 @@ def score_unit(
 
 
 class LocalBackend:
-    """Scores units one after another in this process."""
+    """Scores units one after another in this process (the ``local`` backend,
+    :mod:`memclaim.scoring.backends`): on the model's own device, so ``device_class`` is None."""
 
     name = "local"
+    device_class = None  # the model's own (models/placement.py)
+    weights_loaded = False  # the model itself says whether its weights were read
 
     def __init__(
         self,
         lm_factory: Callable[[], object],
         policies: Sequence[Policy],
         *,
-        batch_size: int = 16,
+        batch_size: int | str = 16,
         near_verbatim: dict | None = None,
         stats=None,
     ):
@@ -198,10 +207,14 @@ class LocalBackend:
         self._engine = None
 
     def set_stats(self, stats) -> None:
-        """The statistics the next run needs (run_scoring sets them before ``run``)."""
+        """The statistics the next run needs (a run's :class:`ScoringJob` sets them too)."""
         stats = StatSet.of(stats)
         if stats != self.stat_set:
             self.stat_set, self._engine = stats, None
+
+    def supports(self, procedure: Procedure, stats: StatSet) -> str | None:
+        """Every procedure and statistic: the engine computes them all."""
+        return None
 
     def engine(self):
         if self._engine is None:
@@ -212,14 +225,23 @@ class LocalBackend:
 
     on_batch: Callable[[int], None] | None = None  # called with the windows of each scored batch
 
-    def run(self, units: Iterable[WorkUnit]):
+    def run(self, units: Iterable[WorkUnit], job: ScoringJob | None = None):
+        """One result per unit; with a run's ``job``, its statistics, near-verbatim settings and
+        progress callback."""
+        near_verbatim, on_batch = self.near_verbatim, self.on_batch
+        if job is not None:
+            if job.stats is not None:
+                self.set_stats(job.stats)
+            nv = job.procedure.near_verbatim
+            near_verbatim = None if nv is None else nv.to_dict()
+            on_batch = job.on_batch
         for unit in units:
             yield score_unit(
                 self.engine(),
                 unit,
                 batch_size=self.batch_size,
-                near_verbatim=self.near_verbatim,
-                on_batch=self.on_batch,
+                near_verbatim=near_verbatim,
+                on_batch=on_batch,
             )
 
     def stats(self) -> dict:
@@ -229,6 +251,17 @@ class LocalBackend:
             if e is None
             else {"forward_tokens": e.forward_tokens, "unembed_rows": e.unembed_rows}
         )
+
+
+def _make_local(
+    model, policies: Sequence[Policy], runtime: Runtime, log: LogCallback | None = None
+) -> LocalBackend:
+    return LocalBackend(lambda: model.lm, policies, batch_size=runtime.batch_size)
+
+
+register_backend(
+    "local", _make_local, description="this process, one unit after another", provider="memclaim"
+)
 
 
 @dataclass(frozen=True)
@@ -260,25 +293,14 @@ class RunSummary(ResultMixin):
 
 
 def normalize_near_verbatim(nv: dict | None, *, suffix_tokens: int) -> dict | None:
-    """Validate near-verbatim settings: integer epsilons >= 0 and beams >= 1, sorted, unique.
+    """Validate near-verbatim settings (:class:`~memclaim.procedure.NearVerbatim`): integer
+    epsilons >= 0 and beams >= 1, sorted, unique.
 
     >>> normalize_near_verbatim({"epsilons": [2, 1, 1]}, suffix_tokens=10)
     {'epsilons': [1, 2], 'beams': [16]}
     """
-    if not nv:
-        return None
-    eps = sorted({int(e) for e in nv.get("epsilons", ())})
-    beams = sorted({int(b) for b in nv.get("beams", (16,))})
-    if not eps:
-        return None
-    if eps[0] < 0 or any(float(e) != int(e) for e in nv.get("epsilons", ())):
-        raise DomainError(
-            f"near-verbatim epsilon must be a whole number of token edits >= 0, got {nv['epsilons']}",
-            hint="e.g. --near-verbatim 1 (one token substitution, insertion or deletion)",
-        )
-    if not beams or beams[0] < 1:
-        raise DomainError(f"beam width must be >= 1, got {nv.get('beams')}", hint="e.g. --beam 16")
-    return {"epsilons": eps, "beams": beams}
+    v = NearVerbatim.from_dict(nv)
+    return None if v is None else v.to_dict()
 
 
 def near_verbatim_cost_message(
@@ -333,33 +355,32 @@ def build_procedure(
 
     >>> p = build_procedure(load_model("toy"), policies=parse_policies(["full", "greedy"]), prefix_tokens=8,
     ...                     suffix_tokens=8, prompt_rule=PromptRule())  # doctest: +SKIP
-    >>> p.key[:12], p.model["device_class"]  # doctest: +SKIP
+    >>> p.key[:12], p.model.device_class  # doctest: +SKIP
     ('b329182bc562', 'cpu')
     """
-    desc = {
-        "name": model.name,
-        "source": model.source,
-        "fingerprint": model.fingerprint,
-        "dtype": model.dtype,
-    }
-    if getattr(model, "fingerprint_scheme", None) is not None:
-        desc["fingerprint_scheme"] = int(
-            model.fingerprint_scheme
-        )  # what the fingerprint hashes (models.loader)
-    # the class of the device whose numerics the scores have (models/placement.py); in the key
-    # unless it is the CPU (scoring/procedure.py), so CPU stores keep their keys
-    desc["device_class"] = str(device_class or getattr(model, "device_class", None) or "cpu")
-    if describe_model is not None:
-        desc = describe_model(desc)
-    return Procedure(
-        model=desc,
-        start_of_text=model.sot.to_dict(),
+    spec = WindowSpec(
+        prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, fields=windows is not None
+    )
+    procedure = Procedure(
         policies=tuple(p.spec for p in policies),
-        prefix_tokens=prefix_tokens,
-        suffix_tokens=suffix_tokens,
-        prompt=prompt_rule.to_dict(),
-        near_verbatim=near_verbatim,
-        windows=windows,
+        windows=spec,
+        prompt=prompt_rule,
+        near_verbatim=NearVerbatim.from_dict(near_verbatim),
+    ).bind(model, device_class=device_class)
+    return described(procedure, describe_model)
+
+
+def described(procedure: Procedure, describe_model: Callable[[dict], dict] | None) -> Procedure:
+    """``procedure`` with its model record rewritten by a backend's ``describe_model`` (the
+    optional member of :class:`memclaim.scoring.backends.Backend`; None: as it is).
+
+    >>> described(Procedure(), None) == Procedure()
+    True
+    """
+    if describe_model is None or procedure.model is None:
+        return procedure
+    return dataclasses.replace(
+        procedure, model=ModelIdentity.from_dict(describe_model(procedure.model.to_dict()))
     )
 
 
@@ -374,10 +395,7 @@ def run_environment(model: LoadedModel, procedure: Procedure) -> dict:
     import platform
     import sys
 
-    env = {
-        "python": platform.python_version(),
-        "device_class": procedure.model.get("device_class", "cpu"),
-    }
+    env = {"python": platform.python_version(), "device_class": procedure.device_class}
     placement = getattr(model, "placement_record", None)
     if callable(placement):
         env.update(placement())
@@ -615,49 +633,142 @@ def index_windows(
     )
 
 
+@dataclass(frozen=True)
+class RunRequest:
+    """What a scoring run records and reports beside its procedure and runtime: the run's
+    ``label`` and ``inputs`` (their hashes and options, recorded with the run), the texts
+    skipped as empty before windows were cut, the statistics to store (``stats``: a
+    :class:`StatSet`, a spec such as ``"census"`` or names; None: every statistic), and the
+    ``progress`` and ``log`` callbacks (None: silent).
+
+    >>> RunRequest(label="members").stats is None
+    True
+    """
+
+    label: str = "windows"
+    inputs: dict | None = None
+    skipped_empty: int = 0
+    stats: StatSet | str | Iterable[str] | None = None
+    progress: ProgressCallback | None = None
+    log: LogCallback | None = None
+
+
+# the keywords run_scoring still takes one by one (its signature before issue 26), by value
+_PROCEDURE_KEYWORDS = ("policies", "prefix_tokens", "suffix_tokens", "prompt_rule", "near_verbatim")
+_RUNTIME_KEYWORDS = ("batch_size", "unit_size", "backend")
+_RUN_KEYWORDS = ("label", "inputs", "skipped_empty", "stats", "progress", "log")
+
+
+def _split_keywords(options: dict) -> tuple[dict, dict, dict]:
+    unknown = sorted(set(options) - set(_PROCEDURE_KEYWORDS + _RUNTIME_KEYWORDS + _RUN_KEYWORDS))
+    if unknown:
+        import difflib
+
+        names = _PROCEDURE_KEYWORDS + _RUNTIME_KEYWORDS + _RUN_KEYWORDS
+        close = difflib.get_close_matches(unknown[0], names, n=1, cutoff=0.6)
+        raise InputError(
+            f"run_scoring() got an unknown keyword {unknown[0]!r}",
+            hint=(f"did you mean {close[0]}? " if close else "") + "it takes procedure=, runtime=, "
+            "out_dir=, run= and the keywords " + ", ".join(names),
+        )
+    return tuple(
+        {k: options[k] for k in group if k in options}
+        for group in (_PROCEDURE_KEYWORDS, _RUNTIME_KEYWORDS, _RUN_KEYWORDS)
+    )
+
+
+def _run_procedure(window_set: WindowSet, procedure: Procedure | None, given: dict) -> Procedure:
+    """The run's unbound (or bound) procedure: ``procedure``, or one made from the keywords;
+    its window lengths are those the windows were cut with (``window_set.spec``)."""
+    spec = getattr(window_set, "spec", None)
+    if procedure is not None:
+        if given:
+            raise InputError(
+                f"run_scoring() got procedure= and its parts {', '.join(sorted(given))}",
+                hint="pass one: the Procedure, or its keywords",
+            )
+        if not isinstance(procedure, Procedure):
+            raise InputError(
+                f"procedure= takes a memclaim Procedure, got {type(procedure).__name__}",
+                hint="memclaim.procedure.Procedure.options(policies=[...], ...)",
+            )
+    else:
+        if "policies" not in given:
+            raise InputError(
+                "run_scoring() needs procedure= or policies=",
+                hint="e.g. policies=parse_policies(['full'])",
+            )
+        fields = getattr(window_set, "cut", None) is not None
+        lengths = {k: given[k] for k in ("prefix_tokens", "suffix_tokens") if k in given}
+        if spec is not None:  # omitted lengths are the windows' own
+            lengths = {
+                "prefix_tokens": spec.prefix_tokens,
+                "suffix_tokens": spec.suffix_tokens,
+                **lengths,
+            }
+        procedure = Procedure(
+            policies=given["policies"],
+            windows=WindowSpec(**lengths, fields=fields),
+            prompt=given.get("prompt_rule") or PromptRule(),
+            near_verbatim=NearVerbatim.from_dict(
+                normalize_near_verbatim(given.get("near_verbatim"), suffix_tokens=0)
+            ),
+        )
+    w = procedure.windows
+    if spec is not None and spec.lengths != w.lengths:
+        raise InputError(
+            f"the windows were cut with {spec.describe()}, but the run would record prefix_tokens="
+            f"{w.prefix_tokens}, suffix_tokens={w.suffix_tokens}",
+            hint="record the lengths the windows were cut with (window_set.spec)",
+        )
+    return procedure
+
+
 def run_scoring(
     model: LoadedModel,
     window_set: WindowSet,
+    procedure: Procedure | None = None,
+    runtime: Runtime | None = None,
     *,
-    policies: Sequence[Policy],
-    prefix_tokens: int,
-    suffix_tokens: int,
-    prompt_rule: PromptRule,
     out_dir: str | Path,
-    label: str = "windows",
-    inputs: dict | None = None,
-    batch_size: int = 16,
-    unit_size: int = DEFAULT_UNIT_SIZE,
-    progress: ProgressCallback | None = None,
-    backend: LocalBackend | RayBackend | None = None,
-    skipped_empty: int = 0,
-    near_verbatim: dict | None = None,
-    log: LogCallback | None = None,
-    stats: StatSet | str | Iterable[str] | None = None,
+    run: RunRequest | None = None,
+    **keywords: object,
 ) -> RunSummary:
-    """Score ``window_set`` with ``model`` (a LoadedModel) into the store at ``out_dir``.
+    """Score ``window_set`` with ``model`` (a LoadedModel) under ``procedure`` (a
+    :class:`memclaim.procedure.Procedure`, unbound or bound to this model; its window lengths
+    must be those the windows were cut with) as ``runtime`` says (a
+    :class:`memclaim.runtime.Runtime`: batch and unit sizes, the backend; default: this process)
+    into the store at ``out_dir``. ``run``: the run's label, inputs, statistics and callbacks
+    (:class:`RunRequest`).
 
-    ``stats``: the statistics to compute and store (a :class:`StatSet`, a spec such as
-    ``"census"`` or names; default every statistic, as ``score`` and ``population`` keep them for
-    the audits); log q, the greedy flag and the margin are always included (:func:`run_stats`).
-    A stored unit holding fewer statistics than asked is scored again.
-    ``near_verbatim`` = {"epsilons": [...], "beams": [...]} adds the certified near-verbatim
-    lower bounds ([EM] App. B.1 Eq. 2) for every window and policy, as part of the procedure.
-    ``progress`` receives :class:`memclaim.progress.ProgressEvent` values (stage ``"score"``,
-    unit windows: items scored, extra ``run_id`` and ``units``); ``log`` receives one-line notes
-    (a concurrent writer, the near-verbatim cost). Both None: silent. ``progress=False`` (the
-    former boolean option) is read as None; the library draws no bars itself.
-    :func:`memclaim.score` is the public way in (it reads the inputs and cuts the windows).
+    The keywords of the signature before issue 26 still work, by value: ``policies``,
+    ``prefix_tokens``, ``suffix_tokens`` (default: the windows' own), ``prompt_rule`` and
+    ``near_verbatim`` instead of ``procedure``; ``batch_size``, ``unit_size`` and ``backend`` (a
+    backend object) over ``runtime``; ``label``, ``inputs``, ``skipped_empty``, ``stats``,
+    ``progress`` and ``log`` over ``run``.
+
+    ``stats``: the statistics to compute and store (default every statistic, as ``score`` and
+    ``population`` keep them for the audits); log q, the greedy flag and the margin are always
+    included (:func:`run_stats`). A stored unit holding fewer statistics than asked is scored
+    again. Near-verbatim settings in the procedure add the certified near-verbatim lower
+    bounds ([EM] App. B.1 Eq. 2) for every window and policy. ``progress`` receives
+    :class:`memclaim.progress.ProgressEvent` values (stage ``"score"``, unit windows: items
+    scored, extra ``run_id`` and ``units``); ``log`` receives one-line notes (a concurrent
+    writer, the near-verbatim cost). Both None: silent. ``progress=False`` (the former boolean
+    option) is read as None; the library draws no bars itself. :func:`memclaim.score` is the
+    public way in (it reads the inputs and cuts the windows).
 
     >>> from memclaim.models import load_model                                       # doctest: +SKIP
     >>> from memclaim.text.windows import passage_windows                            # doctest: +SKIP
     >>> m = load_model("toy")                                                        # doctest: +SKIP
     >>> ws = passage_windows(records, m.tokenizer, prefix_tokens=16, suffix_tokens=16)  # doctest: +SKIP
-    >>> s = run_scoring(m, ws, policies=parse_policies(["full"]), prefix_tokens=16, suffix_tokens=16,
-    ...                 prompt_rule=PromptRule(), out_dir="runs/toy")                # doctest: +SKIP
+    >>> s = run_scoring(m, ws, Procedure(policies=["full"], windows=ws.spec), out_dir="runs/toy")  # doctest: +SKIP
     >>> s.n_windows, s.units_scored                                                  # doctest: +SKIP
     (40, 1)
     """
+    proc_kw, rt_kw, run_kw = _split_keywords(keywords)
+    run = RunRequest(**{**(vars(run) if run is not None else {}), **run_kw})
+    progress = run.progress
     if progress is False:
         progress = None
     elif progress is not None and (progress is True or not callable(progress)):
@@ -668,34 +779,37 @@ def run_scoring(
             "function, or None",
         )
     t0 = time.perf_counter()
-    integer("unit size", unit_size, minimum=1)  # option domains fail before the store is touched
-    batch_size = check_batch_size(batch_size)
-    near_verbatim = normalize_near_verbatim(near_verbatim, suffix_tokens=suffix_tokens)
-    if stats is None and hasattr(backend, "computable_stats"):
-        stats = backend.computable_stats()  # a served model: every statistic its answers give
-    procedure = build_procedure(
-        model,
-        policies=policies,
-        prefix_tokens=prefix_tokens,
-        suffix_tokens=suffix_tokens,
-        prompt_rule=prompt_rule,
-        near_verbatim=near_verbatim,
-        windows=getattr(window_set, "cut", None),
-        device_class=getattr(backend, "device_class", None),
-        describe_model=getattr(backend, "describe_model", None),
+    # option domains fail before the store is touched
+    runtime = Runtime.coerce(
+        runtime, **{k: v for k, v in rt_kw.items() if not (k == "backend" and v is None)}
     )
-    # The backend seam (issue 27): a backend object has run(units) -> UnitResults and may have
-    # supports(procedure, stats) -> reason or None, computable_stats(), describe_model(desc),
-    # set_stats(), on_batch and stats(). LocalBackend, RayBackend and the served OpenAIBackend
-    # meet it; the Backend protocol of issue 26 item 3 (branch i26a) is to name these methods.
-    if hasattr(
-        backend, "supports"
-    ):  # what the backend cannot compute exactly is refused before any work
+    procedure = _run_procedure(window_set, procedure, proc_kw)
+    policies = parse_policies(procedure.policies)
+    prompt_rule = PromptRule.of(procedure.prompt)
+    near_verbatim = None if procedure.near_verbatim is None else procedure.near_verbatim.to_dict()
+    unit_size = runtime.unit_size
+    stats = run.stats
+    backend = None
+    if not (
+        isinstance(runtime.backend, BackendSpec)
+        and runtime.backend.kind == "local"
+        and not runtime.backend.given()
+    ):
+        backend = make_backend(model, policies, runtime, log=run.log)  # a ready object: checked
+    if stats is None and backend is not None:
+        stats = default_stats(backend)  # a served model: every statistic its answers give
+    procedure = procedure.bind(
+        model, device_class=None if backend is None else backend.device_class
+    )
+    if backend is not None:
+        procedure = described(procedure, describe_model_of(backend))
+        # a backend that cannot score this procedure says why, before the store is touched
         why = backend.supports(procedure, run_stats(stats))
         if why:
             raise InputError(
-                f"--backend {getattr(backend, 'name', '?')}: {why}",
-                hint="drop what it cannot compute, or score with --backend local (docs/served.md)",
+                f"the {backend.name!r} backend cannot score this procedure: {why}",
+                hint="drop what it cannot compute, or use another backend (--backend local scores "
+                "every procedure; docs/served.md)",
             )
     # every window's (prompt, target) items before the store is touched: a template that cuts a
     # token in two, an empty prompt or a window longer than the context is refused first; one
@@ -731,15 +845,15 @@ def run_scoring(
                 window_set,
                 t0=t0,
                 policies=policies,
-                label=label,
-                inputs=inputs,
-                batch_size=batch_size,
+                label=run.label,
+                inputs=run.inputs,
+                batch_size=runtime.batch_size,
                 unit_size=unit_size,
                 progress=progress,
                 backend=backend,
-                skipped_empty=skipped_empty,
+                skipped_empty=run.skipped_empty,
                 near_verbatim=near_verbatim,
-                log=log,
+                log=run.log,
                 stats=stats,
                 prompt_rule=prompt_rule,
             )
@@ -976,10 +1090,6 @@ def _run_locked(
                 near_verbatim=near_verbatim,
                 stats=stat_set,
             )
-        elif hasattr(backend, "set_stats"):
-            backend.set_stats(stat_set)
-        if hasattr(backend, "attach_store"):
-            backend.attach_store(store)  # backends whose workers may write unit files themselves
         total = sum(u.n_items for u in todo)
         # progress per batch (labelled: windows done/total, rate, ETA; units done/total for the
         # "re-run to resume (N of M units done)" note): extra "units_done" counts every unit stored
@@ -1000,13 +1110,18 @@ def _run_locked(
             },
         )
         scored = 0
-        per_batch = hasattr(backend, "on_batch")
-        if per_batch:
-            backend.on_batch = lambda n: bar.advance(n, units_done=reused + scored)
+        in_batches = [0]  # windows the backend reported by batch since its last unit (job.on_batch)
+
+        def on_batch(n: int) -> None:
+            in_batches[0] += n
+            bar.advance(n, units_done=reused + scored)
+
+        # the store goes with the job: a backend whose workers write unit files themselves needs it
+        job = ScoringJob(procedure=procedure, stats=stat_set, store=store, on_batch=on_batch)
         t_score = time.perf_counter()
         last_manifest = time.perf_counter()
         try:
-            for res in backend.run(todo):
+            for res in backend.run(todo, job):
                 if isinstance(res, UnitReceipt):
                     if not store.unit_path(pkey, res.unit_id).exists():
                         raise StoreError(
@@ -1031,13 +1146,14 @@ def _run_locked(
                 if time.perf_counter() - last_manifest >= MANIFEST_EVERY_SECONDS:
                     store.write_manifest()
                     last_manifest = time.perf_counter()
-                if per_batch:
-                    bar.update(bar.done, units_done=reused + scored)
+                rest, in_batches[0] = n_done - in_batches[0], 0
+                if (
+                    rest > 0
+                ):  # a backend that reports per unit (or a unit it did not report by batch)
+                    bar.advance(rest, units_done=reused + scored)
                 else:
-                    bar.advance(n_done, units_done=reused + scored)
+                    bar.update(bar.done, units_done=reused + scored)
         finally:
-            if per_batch:
-                backend.on_batch = None
             if scored:
                 store.write_manifest()  # also on an interruption: what is done is recorded
             bar.close()
@@ -1060,15 +1176,13 @@ def _run_locked(
             skipped_empty=skipped_empty,
             seconds=time.perf_counter() - t0,
             windows_per_second=(n_scored_items / elapsed_scoring) if n_scored_items else 0.0,
-            model_loaded=bool(
-                getattr(model, "weights_loaded", True) or getattr(backend, "weights_loaded", False)
-            ),
+            model_loaded=bool(getattr(model, "weights_loaded", True) or backend.weights_loaded),
             near_ties=near,
-            backend=getattr(backend, "name", "custom"),
-            backend_stats=backend.stats() if hasattr(backend, "stats") else {},
+            backend=backend.name,
+            backend_stats=backend.stats(),
             device=str(run["environment"].get("device", "cpu")),
             dtype=str(model.dtype),
-            device_class=procedure.model["device_class"],
+            device_class=procedure.device_class,
             numerics_drift=drift,
         )
     except Exception:

@@ -57,7 +57,7 @@ import numpy as np
 
 from ..errors import NumericsError, StoreError
 from ..fsutil import atomic_write_bytes, atomic_write_text, file_lock, sha256_bytes, sha256_file
-from .procedure import Procedure
+from ..procedure import Procedure
 
 if TYPE_CHECKING:
     import pyarrow as pa

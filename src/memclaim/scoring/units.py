@@ -14,9 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..fsutil import sha256_bytes
+from ..runtime import DEFAULT_UNIT_SIZE  # windows per unit: the runtime is its home
 from ..validate import integer
-
-DEFAULT_UNIT_SIZE = 64
 
 
 def item_key(prompt: Sequence[int], suffix: Sequence[int]) -> str:

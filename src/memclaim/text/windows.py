@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ..errors import InputError
+from ..procedure import WindowSpec
 from ..validate import integer
 
 if TYPE_CHECKING:
@@ -73,12 +74,18 @@ class WindowSet:
     skipped_short: int  # sources shorter than prefix + suffix tokens
     skipped_ids: tuple[str, ...]
     total_chars: dict  # source -> length in characters (for coverage)
-    # how windows were cut, recorded in the procedure where it is not the default
-    # ("prefix + suffix tokens from the start of each text"): e.g. {"prefix": "field", "suffix": "field"}
-    cut: dict | None = None
+    # how the windows were cut (lengths, fields, stride): the procedure of a run scoring them
+    # records these lengths and no others (memclaim.procedure.WindowSpec)
+    spec: WindowSpec | None = None
 
     def __len__(self) -> int:
         return len(self.windows)
+
+    @property
+    def cut(self) -> dict | None:
+        """How windows were cut where it is not "prefix + suffix tokens from the start of each
+        text" (e.g. {"prefix": "field", "suffix": "field"}), as the procedure records it."""
+        return None if self.spec is None else self.spec.cut()
 
 
 def _spans(offsets: Sequence[tuple[int, int]], start: int, n_prefix: int, n_suffix: int, text: str):
@@ -90,10 +97,6 @@ def _spans(offsets: Sequence[tuple[int, int]], start: int, n_prefix: int, n_suff
 
 
 # --------------------------------------------------------------------------- stable cuts
-# one default window for every command, API function and audit that cuts windows ([EM] §4:
-# 50-token prefix and suffix); memclaim.api re-exports them
-DEFAULT_PREFIX_TOKENS = 50
-DEFAULT_SUFFIX_TOKENS = 50
 GUARD_TOKENS = 8  # tokens a slice must extend beyond the window on each cut side
 SLICE_CHARS_PER_TOKEN = 8  # first slice: this many characters per token needed (English BPE: ~4)
 SLICE_MIN_CHARS = 256
@@ -380,15 +383,8 @@ def passage_windows(
             f"{suffix_tokens}){_length_summary(short_lengths)}",
             hint=lengths_that_fit(short_lengths, prefix_tokens, suffix_tokens),
         )
-    cut = (
-        {
-            "prefix": "field" if prefix_tokens is None else "field, last prefix_tokens tokens",
-            "suffix": "field" if suffix_tokens is None else "field, first suffix_tokens tokens",
-        }
-        if fields
-        else None
-    )
-    return WindowSet(tuple(out), n, len(skipped), tuple(skipped), chars, cut)
+    spec = WindowSpec(prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, fields=fields)
+    return WindowSet(tuple(out), n, len(skipped), tuple(skipped), chars, spec)
 
 
 # --------------------------------------------------------------------------- whole documents
@@ -606,7 +602,7 @@ class DocumentWindows:
     n_sources = 1
     skipped_short = 0
     skipped_ids: tuple = ()
-    cut = None
+    cut = None  # token windows (memclaim.procedure.WindowSpec.cut)
 
     def __init__(
         self,
@@ -622,6 +618,9 @@ class DocumentWindows:
 
         self.text, self.source = text, source
         self.prefix_tokens, self.suffix_tokens, self.stride = prefix_tokens, suffix_tokens, stride
+        self.spec = WindowSpec(
+            prefix_tokens=prefix_tokens, suffix_tokens=suffix_tokens, stride=stride
+        )
         P, need = prefix_tokens, prefix_tokens + suffix_tokens
         self.need = need
         ids, p0, p1, s1 = [], [], [], []

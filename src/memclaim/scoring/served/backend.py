@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -70,6 +71,9 @@ from .protocols import (
     sglang_request,
     vllm_request,
 )
+
+if TYPE_CHECKING:
+    from ..backends import ScoringJob
 
 __all__ = [
     "OpenAIBackend",
@@ -620,7 +624,21 @@ class OpenAIBackend:
             self._client_time += seconds
 
     # ------------------------------------------------------------------ the run
-    def run(self, units: Iterable[WorkUnit]):
+    def run(self, units: Iterable[WorkUnit], job: ScoringJob | None = None):
+        """The protocol's ``run`` (:class:`memclaim.scoring.backends.Backend`): :meth:`run_units`
+        with the statistics and the per-batch progress callback of ``job`` (a
+        :class:`memclaim.scoring.backends.ScoringJob`; None: those set before)."""
+        if job is not None:
+            if job.stats is not None:
+                self.set_stats(job.stats)
+            self.on_batch = job.on_batch
+        try:
+            yield from self.run_units(units)
+        finally:
+            if job is not None:
+                self.on_batch = None
+
+    def run_units(self, units: Iterable[WorkUnit]):
         """Yield a UnitResult per unit once all its windows are scored, ``max_concurrency``
         requests in flight; stops (cancelling what is in flight) at the first request that
         fails after its retries."""
