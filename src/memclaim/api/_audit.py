@@ -17,12 +17,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
 from ..audits.result import AuditResult
-from ..audits.run import default_shadow_recipe, run_audit
+from ..audits.run import (
+    audit_policies,
+    check_served_audit,
+    default_shadow_recipe,
+    run_audit,
+)
 from ..audits.settings import AuditSettings
 from ..audits.shadows import CapSpec, cap_from_epsilon
 from ..audits.table_run import TableResult, run_audit_table
 from ..audits.table_spec import TableSpec, read_table_spec
 from ..audits.texts import TextSet, read_texts
+from ..decoding import parse_policies
 from ..errors import InputError
 from ..jsonutil import read_json_object
 from ..models.placement import resolve_dtype, resolve_placement
@@ -42,10 +48,11 @@ from ._common import (
     check_out,
     check_out_dir,
     jsonable,
+    make_backend,
     one_policy,
     set_threads,
 )
-from ._model import load_model
+from ._model import scoring_model
 from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
 from ._public import public
 from ._shortcuts import AuditOptions, coerce_settings, take_options
@@ -338,6 +345,13 @@ def audit(
     ``batch_size``: windows per forward pass, or ``"auto"`` (on a GPU the largest batch whose
     activations fit 80% of free memory, on the CPU 16; CPU scores are the same at every size).
 
+    ``backend="openai"`` with ``url`` (and ``api_key_env``/``api_key_file``, ``served_model``,
+    ``max_concurrency`` as for :func:`memclaim.score`): audit a model behind an inference server
+    (docs/served.md), ``model`` naming its tokenizer. The attacks and policies the server's top-K
+    log-probs give exactly run; what they cannot give is refused by name before any request:
+    min-k%++ (the full distribution's moments; left out, with a note, when ``attacks`` is not
+    given), ``shadows`` and ``reference``.
+
     ``settings`` (an :class:`memclaim.AuditSettings`, or a dict of its fields) carries the audit's
     settings whole and ``runtime`` (a :class:`memclaim.Runtime`, or a dict: placement, dtype,
     batch size, threads, ``trust_remote_code``) how it runs; every option above is also a
@@ -444,6 +458,9 @@ def audit(
         "trust_remote_code",
         "threads",
     )
+    backend, url, api_key_env, api_key_file, served_model, max_concurrency = o.get(
+        "backend", "url", "api_key_env", "api_key_file", "served_model", "max_concurrency"
+    )
     set_threads(threads)
     if out is not None:  # OUT/scores and the report: refused now, not after scoring
         check_out(out, store="scores", report=True)
@@ -497,8 +514,17 @@ def audit(
     cap_spec = _cap(
         cap, cap_epsilon, cap_neighbors, cap_functional, cap_slack, cap_slack_note, shadows
     )
-    m_loaded = load_model(
+    if backend not in ("local", "openai"):
+        raise InputError(
+            f"memclaim audit runs with --backend local or openai, not {backend!r}",
+            hint="score with `memclaim score --backend ray` and read the store with memclaim "
+            "test, or audit with --backend local",
+        )
+    if backend == "openai":  # refused by name before any request (issue 27)
+        check_served_audit(attacks, reference=reference, shadows=shadows)
+    m_loaded = scoring_model(
         model,
+        backend=backend,
         dtype=dtype,
         sot=sot,
         trust_remote_code=trust_remote_code,
@@ -506,6 +532,18 @@ def audit(
         device_map=device_map,
         max_memory=max_memory,
         offload_folder=offload_folder,
+    )
+    backend_obj = make_backend(
+        m_loaded,
+        parse_policies(audit_policies(settings)),
+        backend=backend,
+        batch_size=batch_size,
+        log=log,
+        url=url,
+        api_key_env=api_key_env,
+        api_key_file=api_key_file,
+        served_model=served_model,
+        max_concurrency=max_concurrency,
     )
     recipe = None
     background = ()
@@ -561,6 +599,7 @@ def audit(
         log=log,
         strict_fpr=explicit_fpr,
         trust_remote_code=trust_remote_code,
+        backend=backend_obj if backend == "openai" else None,
     )
     # the verifier gives a verdict only on a model that went through unlearning (memclaim_train.json
     # of `memclaim train unlearn`); any other model's recovered fraction is reported as a number

@@ -183,7 +183,7 @@ class CensusOptions(RuntimeOptions, ServedOptions, total=False):
     allow_mixed_numerics: bool
 
 
-class AuditOptions(PlacementOptions, total=False):
+class AuditOptions(PlacementOptions, ServedOptions, total=False):
     """:func:`memclaim.audit`'s shortcuts (the fields of its settings value among them)."""
 
     attacks: Sequence[str] | None
@@ -224,6 +224,7 @@ class AuditOptions(PlacementOptions, total=False):
     allow_mixed_numerics: bool
     trust_remote_code: bool
     threads: int | None
+    backend: str  # 'local', or 'openai' with the served settings (issue 27)
 
 
 class ACROptions(LoadOptions, InputOptions, total=False):
