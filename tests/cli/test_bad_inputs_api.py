@@ -1598,9 +1598,9 @@ ROWS = [
         "settings have no field kk",
     ),
     (
-        "audit-runtime-backend",
-        lambda c: mc.audit("toy", _m(c), _c(c), out=c.new, runtime={"backend": "ray"}),
-        "audit() has no runtime setting backend",
+        "audit-runtime-workers",
+        lambda c: mc.audit("toy", _m(c), _c(c), out=c.new, runtime={"workers": 2}),
+        "audit() has no runtime setting workers",
     ),
     (
         "acr-procedure",
