@@ -87,6 +87,8 @@ def test_the_flat_views_invert_the_values():
     rt = Runtime.options(batch_size=4, backend="ray", workers=3, device="cpu", url="http://x")
     assert Runtime.options(**runtime_flat(rt)) == rt
     assert runtime_flat(rt)["url"] == "http://x"
+    # near-verbatim at the default beam reads back as no beam given, as the keywords had it
+    assert procedure_flat(Procedure.options(near_verbatim=[2]))["beams"] == ()
     # a served setting of 0 is a value (refused later, naming it), not "not given"
     assert runtime_flat(Runtime.options(max_concurrency=0))["max_concurrency"] == 0
 

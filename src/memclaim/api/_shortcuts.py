@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, TypedDict
 
-from ..procedure import DEFAULT_POLICY, PROCEDURE_OPTIONS, Procedure
+from ..procedure import DEFAULT_BEAM, DEFAULT_POLICY, PROCEDURE_OPTIONS, Procedure
 from ..runtime import (
     DEFAULT_BACKEND,
     DEFAULT_BATCH_SIZE,
@@ -376,7 +376,9 @@ def procedure_flat(p: Procedure) -> dict[str, Any]:
         "chat_template": p.prompt.chat,
         "aggregate": p.prompt.aggregate,
         "near_verbatim": tuple(nv.epsilons) if nv else (),
-        "beams": tuple(nv.beams) if nv else (),
+        # the default beam is no beam given (so a value and the flat keywords it came from agree;
+        # an estimate refuses --beam, issue 27)
+        "beams": tuple(nv.beams) if nv and nv.beams != (DEFAULT_BEAM,) else (),
         "sot": p.sot,
     }
 
