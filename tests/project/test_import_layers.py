@@ -387,6 +387,50 @@ def cli_face_violations() -> list[str]:
     return sorted(set(out))
 
 
+def cycle_violations() -> list[str]:
+    """Import circles: strongly connected groups of memclaim modules in the graph of the imports
+    that run (module level or inside a function; ``TYPE_CHECKING`` imports load nothing). Issue
+    26 item 3: the runner and the Ray backend imported each other, one of them in a function."""
+    mods = modules()
+    graph = {
+        m: sorted(
+            {i.target for i in imports()[m] if i.internal and not i.typing_only} & (set(mods) - {m})
+        )
+        for m in mods
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[str] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(" <-> ".join(sorted(group)) + " (an import circle)")
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
 def _check(found: list[str]):
     assert not found, "imports against issue 13's rules:\n  " + "\n  ".join(found)
 
@@ -418,6 +462,10 @@ def test_output_only_in_cli_and_report():
 
 def test_cli_imports_only_the_api():
     _check(cli_face_violations())
+
+
+def test_no_import_circles():
+    _check(cycle_violations())
 
 
 # --- the checker itself, on small synthetic packages -------------------------------------------
@@ -503,6 +551,27 @@ def test_checker_local_import_rule(fake):
         in found
     )
     assert not any("scoring.engine" in v or v.startswith("memclaim -> ") for v in found)
+
+
+def test_checker_sees_import_circles(fake):
+    fake(
+        {
+            "scoring/runner.py": "from .local import score_unit\n",
+            "scoring/local.py": "x = 1\n",
+            "scoring/ray_backend.py": "from .local import score_unit\n"
+            "def f():\n    from .runner import y\n",
+            "scoring/runner2.py": "from .ray_backend import f\n",
+            "scoring/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from .typed2 import z\n",
+            "scoring/typed2.py": "from .typed import w\n",
+        }
+    )
+    assert cycle_violations() == []  # no circle yet: a TYPE_CHECKING import loads nothing
+    fake({"scoring/runner.py": "from .local import score_unit\nfrom .runner2 import g\n"})
+    assert cycle_violations() == [
+        "memclaim.scoring.ray_backend <-> memclaim.scoring.runner <-> memclaim.scoring.runner2 "
+        "(an import circle)"
+    ]
 
 
 def test_checker_purity_and_output(fake):

@@ -176,7 +176,7 @@ class BackendEntry:
 _LOCK = threading.Lock()
 _REGISTRY: dict[str, BackendEntry] = {}
 # built-in backends, registered by their own modules when first named (Ray's pulls in ray)
-_BUILTIN = {"local": "memclaim.scoring.runner", "ray": "memclaim.scoring.ray_backend"}
+_BUILTIN = {"local": "memclaim.scoring.local_backend", "ray": "memclaim.scoring.ray_backend"}
 
 
 def register_backend(
