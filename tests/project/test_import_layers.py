@@ -33,6 +33,11 @@ Rules (each a test below):
    names, not its private modules) and cli/'s own modules, and from outside memclaim only the
    standard library, click and rich: the CLI parses, calls the API and prints.
 
+6. **The store needs no model** (issue 26 item 3). memclaim.store (the score store and reading
+   results back) loads no torch or other model stack: in the layers it sits between text and
+   scoring (the scoring run writes into it; it imports nothing of scoring), see LAYERS.
+7. **No import circles.** The imports that run (module level or in a function) form no cycle.
+
 There is no allow-list: every rule holds for every module.
 """
 
@@ -53,7 +58,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "validate", "fsutil", "jsonutil", "_version", "progress", "numeric"),
     ("decoding", "models"),
     ("procedure", "runtime"),  # issue 26: the two values that carry a run, below scoring and claims
-    ("text", "scoring", "privacy", "mechanisms", "decode"),
+    ("text",),  # reading inputs and cutting windows: below everything that scores them
+    # issue 26 item 3: the store is its own stage. DESIGN.md draws the data flowing scoring ->
+    # store; in the imports the store sits one floor *below* scoring, because the scoring run
+    # (runner, tables, the local, Ray and served backends) writes into it, while the store knows
+    # files, keys and columns only: it imports no scoring, model or text module (this order) and
+    # loads no torch (test_the_store_needs_no_model). Everything that reads results (audits,
+    # experiments, api) stands above both.
+    ("store",),
+    ("scoring", "privacy", "mechanisms", "decode"),
     ("claims", "train"),
     ("audits",),
     ("report",),
@@ -464,6 +477,25 @@ def test_cli_imports_only_the_api():
     _check(cli_face_violations())
 
 
+def store_violations() -> list[str]:
+    """The store reads back without a model (DESIGN.md: analysis reads the store and never needs
+    the model again): no module of memclaim.store loads torch, transformers or another model
+    stack, itself or through its module-level imports."""
+    model_stacks = frozenset(
+        {"torch", "transformers", "tokenizers", "safetensors", "accelerate", "gguf"}
+    )
+    return sorted(
+        f"{m} -> {pkg} (the store needs no model)"
+        for m in modules()
+        if component(m) == "store"
+        for pkg in heavy_at_import(m) & model_stacks
+    )
+
+
+def test_the_store_needs_no_model():
+    _check(store_violations())
+
+
 def test_no_import_circles():
     _check(cycle_violations())
 
@@ -571,6 +603,24 @@ def test_checker_sees_import_circles(fake):
     assert cycle_violations() == [
         "memclaim.scoring.ray_backend <-> memclaim.scoring.runner <-> memclaim.scoring.runner2 "
         "(an import circle)"
+    ]
+
+
+def test_checker_sees_a_store_that_needs_the_engine(fake):
+    fake(
+        {
+            "store/store.py": "from ..scoring.engine import BatchScores\n",
+            "store/results.py": "from .store import x\nimport numpy\n",
+            "scoring/engine.py": "import torch\n",
+            "scoring/runner.py": "from ..store.store import ScoreStore\n",
+        }
+    )
+    assert store_violations() == [
+        "memclaim.store.results -> torch (the store needs no model)",
+        "memclaim.store.store -> torch (the store needs no model)",
+    ]
+    assert direction_violations() == [
+        "memclaim.store.store -> memclaim.scoring.engine (against the layers)"
     ]
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from memclaim.fsutil import file_lock
-from memclaim.scoring.store import WRITERS_LOCK, ScoreStore
+from memclaim.store.store import WRITERS_LOCK, ScoreStore
 
 pytestmark = pytest.mark.integration
 
@@ -149,7 +149,7 @@ def test_two_runs_into_one_store_at_once_are_both_recorded(inputs, tmp_path):
         run = st.read_run(s["run_id"])
         assert set(run["units"]) <= set(man["units"])  # every unit of both runs is in the manifest
         assert s["units_scored"] == s["n_units"]
-    from memclaim.scoring.results import load_run_scores
+    from memclaim.store.results import load_run_scores
 
     for s in (a, b):
         assert len(load_run_scores(store, run=s["run_id"], policy="full")) == s["n_windows"]

@@ -16,10 +16,10 @@ from ..decoding import Policy
 from ..procedure import Procedure
 from ..progress import LogCallback
 from ..runtime import Runtime
+from ..store.store import UnitResult
 from .backends import ScoringJob, register_backend
 from .engine import BatchScores, StatSet, TeacherForcingEngine, run_stats
 from .nearverbatim import near_verbatim_columns
-from .store import UnitResult
 from .units import WorkUnit
 
 __all__ = ["LocalBackend", "score_unit"]

@@ -54,12 +54,12 @@ from ..models import device as device_mod
 from ..models.loader import load_model
 from ..progress import LogCallback, emit_log
 from ..runtime import Runtime
+from ..store.store import ScoreStore
 from ..validate import batch_size as check_batch_size
 from ..validate import integer, nonneg
 from .backends import ScoringJob, register_backend
 from .engine import TeacherForcingEngine
 from .local_backend import score_unit
-from .store import ScoreStore
 from .units import UnitReceipt, WorkUnit
 
 if TYPE_CHECKING:

@@ -27,6 +27,7 @@ from ..models.loader import config_max_positions
 from ..procedure import ModelIdentity, NearVerbatim, Procedure, WindowSpec
 from ..progress import LogCallback, ProgressCallback, Reporter
 from ..runtime import BackendSpec, Runtime
+from ..store.store import WRITERS_LOCK, ScoreStore, run_id_of
 from .backends import (
     ScoringJob,
     default_stats,
@@ -42,7 +43,6 @@ from .nearverbatim import (
     nv_column,
 )
 from .prompts import PromptRule
-from .store import WRITERS_LOCK, ScoreStore, run_id_of
 from .tables import SERVED_COLUMNS, WINDOW_BATCH, _window_batches, write_results
 from .units import UnitReceipt, WindowIndex, WorkUnit, item_key
 
@@ -690,7 +690,7 @@ def store_procedure_key(store: ScoreStore, procedure: Procedure, model: LoadedMo
     the old fingerprint: its key is reused, so a run started then resumes without rescoring,
     and the store learns which current fingerprint the old one names. A procedure recorded by
     another memclaim version (the version is part of the key) is reused the same way
-    (:meth:`~memclaim.scoring.store.ScoreStore.find_procedure`).
+    (:meth:`~memclaim.store.store.ScoreStore.find_procedure`).
 
     >>> store_procedure_key(ScoreStore("runs/toy"), procedure, m) == procedure.key  # a current store  # doctest: +SKIP
     True
@@ -723,7 +723,7 @@ def _window_ids(window_set):
 
 
 def _run_id(pkey: str, label: str, units, window_set) -> str:
-    """The run's id (:func:`~memclaim.scoring.store.run_id_of`), its windows' ids streamed."""
+    """The run's id (:func:`~memclaim.store.store.run_id_of`), its windows' ids streamed."""
     return run_id_of(pkey, label, (u.unit_id for u in units), _window_ids(window_set))
 
 

@@ -14,9 +14,9 @@ import os
 import numpy as np
 
 from ..errors import StoreError
+from ..store.store import ScoreStore, read_parquet, stat_names
 from .engine import NEAR_TIE_MARGIN
 from .prompts import aggregate_logq
-from .store import ScoreStore, read_parquet, stat_names
 from .units import WindowIndex
 
 __all__ = ["WINDOW_BATCH", "SERVED_COLUMNS", "write_results"]
