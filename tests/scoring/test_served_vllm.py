@@ -20,10 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +27,7 @@ import pytest
 
 from memclaim.cli.main import main
 from memclaim.scoring.results import load_run_scores
+from vllm_server import free_port, start_vllm, stop, up, wait_up
 
 pytestmark = [pytest.mark.slow, pytest.mark.served]
 
@@ -38,25 +35,11 @@ WINDOW_TOL = 1e-3  # nats per 16-token window (measured max 1.1e-4: see the modu
 POLICIES = ("full", "greedy", "top-k:40")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _up(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/v1/models", timeout=5) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def vllm_url(tmp_path_factory):
     url = os.environ.get("MEMCLAIM_VLLM_URL")
     if url:
-        if not _up(url):
+        if not up(url):
             pytest.fail(f"MEMCLAIM_VLLM_URL={url} does not answer /v1/models")
         yield url.rstrip("/")
         return
@@ -65,54 +48,13 @@ def vllm_url(tmp_path_factory):
         pytest.skip(
             "no vLLM: set MEMCLAIM_VLLM_URL (a running server) or MEMCLAIM_VLLM_PYTHON (docs/served.md)"
         )
-    from memclaim.models.registry import named_model
-
-    folder = named_model("smollm2").resolve(None)
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("vllm") / "server.log"
-    cmd = [
-        py,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(folder),
-        "--served-model-name",
-        "smollm2",
-        "--dtype",
-        "float32",
-        "--max-logprobs",
-        "64",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--gpu-memory-utilization",
-        "0.1",
-        "--enforce-eager",
-        "--max-model-len",
-        "2048",
-    ]
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "VLLM_HOST_IP": "127.0.0.1"},
-        )
-    url = f"http://127.0.0.1:{port}"
+    proc = start_vllm(py, port, log)
     try:
-        deadline = time.monotonic() + 600
-        while not _up(url):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"vLLM did not start (exit {proc.poll()}):\n{log.read_text()[-3000:]}")
-            time.sleep(3)
-        yield url
+        yield wait_up(proc, port, log)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 def _score(args, capsys):

@@ -62,8 +62,10 @@ from .exactness import (
 from .model import TOKENIZER_FINGERPRINT_SCHEME, ServedModel
 from .protocols import (
     DIALECTS,
+    ProcessedLogProbsError,
     ServerResponseError,
     Window,
+    check_raw_distribution,
     echo_request,
     parse_echo,
     parse_sglang,
@@ -412,6 +414,12 @@ class OpenAIBackend:
                     ),
                 ) from None
             raise
+        except ProcessedLogProbsError as exc:  # before any work: no sampling-estimate hint
+            raise ServerError(
+                f"the server at {info.url} ({info.server}) returns processed log-probabilities: "
+                f"{_kernel_text(exc)}",
+                hint=exc.hint,
+            ) from None
         except ServerResponseError as exc:
             raise ServerError(
                 f"the server at {info.url} ({info.server}) does not return usable prompt "
@@ -591,6 +599,8 @@ class OpenAIBackend:
             body = c.post(path, req, retry=retry, cancel=stop)
             t = time.perf_counter()
             views = (parse_vllm if info.dialect == "vllm" else parse_sglang)(body, windows, k, V)
+            for v, w in zip(views, windows):  # processed values refused, probe and run alike
+                check_raw_distribution(v, k, f"window {w.key[:12]}")
             self._add_client_time(time.perf_counter() - t)
             return (views, ()) if with_prefix else views
         views = []
@@ -617,6 +627,7 @@ class OpenAIBackend:
                     piece_ids=None if _token_ids_keyed(body) else self._ids_of_piece,
                 )
             )
+            check_raw_distribution(views[-1], k, f"window {w.key[:12]}")
         return (views, ()) if with_prefix else views
 
     def _add_client_time(self, seconds: float) -> None:

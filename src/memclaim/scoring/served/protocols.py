@@ -27,6 +27,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ...errors import MemclaimError
 from .exactness import TopK
 
@@ -41,6 +43,8 @@ __all__ = [
     "echo_request",
     "parse_echo",
     "check_log_probs",
+    "ProcessedLogProbsError",
+    "check_raw_distribution",
 ]
 
 DIALECTS = ("vllm", "sglang", "echo")
@@ -51,6 +55,94 @@ LOGPROB_TOLERANCE = 1e-4
 class ServerResponseError(MemclaimError):
     """A server's answer does not hold what memclaim asked for (no prompt log-probs, other
     tokens than the window's, values that are not log-probabilities)."""
+
+
+class ProcessedLogProbsError(ServerResponseError):
+    """The server's values are log-probabilities, but not of the model's own distribution: a
+    sampling processor (top-k, top-p, min-p) ran before them, or they are logits."""
+
+
+# vLLM writes a log-prob of -inf as -9999.0 (clamp_prompt_logprobs); a raw float32 log-softmax
+# never comes near it (the logits of a real model span tens of nats)
+ZEROED = -1000.0
+# a position whose returned top-K mass is 1 within float32 rounding while its K-th token still
+# carries 1e-3 has a tail of V - K tokens holding < 1e-6 under a token holding 1e-3: a cliff of
+# ~7 nats exactly at the rank asked, which a model's raw softmax does not have
+RENORMALISED_MASS = 1e-6
+RENORMALISED_KTH = math.log(1e-3)
+_RAW_FIX = (
+    "start the server so that it returns the model's own log-probabilities, before any sampling "
+    "processing (vLLM: --logprobs-mode raw_logprobs, the default, not raw_logits, "
+    "processed_logits or processed_logprobs; no server-side top-k/top-p/min-p on prompt "
+    "log-probs), then run the same command again"
+)
+
+
+def check_raw_distribution(v: TopK, k: int, where: str) -> None:
+    """Refuse a window's answer whose values cannot be the model's raw next-token distribution
+    at T = 1, from the answer alone (issue 27); ``k``: the top-K asked. Three tests per target
+    position whose returned entries are complete and fewer than the vocabulary:
+
+    * zeroed: a returned token at -inf (vLLM's -9999.0): the model's softmax gives every token a
+      positive probability, so a top-k/top-p/min-p processor removed it;
+    * renormalised: the returned mass is 1 within :data:`RENORMALISED_MASS` while fewer than
+      ``k`` came back or the K-th carries >= 1e-3 (the distribution was cut to the returned set
+      and renormalised);
+    * impossible mass: real log-probs leave 1 - (returned mass) to the V - n unseen tokens, each
+      at most the K-th's probability, so 1 - mass <= (V - n) e^ℓ_(K); more is logits (vLLM's
+      ``raw_logits``) or values shifted by a constant.
+
+    A temperature-scaled distribution, or a top-k/top-p cut deeper than the K returned, is a
+    valid distribution over what came back and is not detectable from one answer
+    (docs/served.md).
+
+    >>> ok = TopK.from_lists([7], [-0.4], [[-0.4, -1.6, -2.6]], [[7, 2, 9]], vocab_size=100)
+    >>> check_raw_distribution(ok, 3, "w")
+    >>> cut = TopK.from_lists([7], [-0.3], [[-0.3, -1.4, -9999.0]], [[7, 2, 9]], vocab_size=100)
+    >>> check_raw_distribution(cut, 3, "w")
+    Traceback (most recent call last):
+    memclaim.scoring.served.protocols.ProcessedLogProbsError: the server's log-probs at w, target position 0 are not the model's raw distribution: token 9 has log-prob -9999 (probability 0), which a softmax never gives; a top-k/top-p/min-p processor ran before the log-probs
+      fix: start the server so that it returns the model's own log-probabilities, before any sampling processing (vLLM: --logprobs-mode raw_logprobs, the default, not raw_logits, processed_logits or processed_logprobs; no server-side top-k/top-p/min-p on prompt log-probs), then run the same command again
+    """
+    V = int(v.vocab_size)
+    for s in range(v.S):
+        n = int((v.top_ids[s] >= 0).sum())
+        if n == 0 or n >= V or not bool(v.complete[s]):
+            continue
+        vals = v.top_lp[s, :n]
+        ids = v.top_ids[s, :n]
+        why = None
+        low = np.flatnonzero(vals <= ZEROED)
+        if low.size:
+            i = int(low[0])
+            why = (
+                f"token {int(ids[i])} has log-prob {float(vals[i]):.6g} (probability 0), which a "
+                "softmax never gives; a top-k/top-p/min-p processor ran before the log-probs"
+            )
+        else:
+            mass = math.fsum(math.exp(float(x)) for x in vals)
+            # the K-th largest of the top K (vLLM appends the target below it when it ranks lower)
+            t_last = n >= 2 and int(ids[n - 1]) == int(v.target_ids[s])
+            kth = float(vals[n - 2] if t_last else vals[n - 1])
+            if mass >= 1.0 - RENORMALISED_MASS and (n < min(k, V) or kth >= RENORMALISED_KTH):
+                why = (
+                    f"its {n} returned values sum to probability {mass:.9f} with the last at "
+                    f"{kth:.3g}: the distribution was cut to what came back and renormalised "
+                    "(a top-k/top-p processor ran before the log-probs)"
+                )
+            elif 1.0 - mass > (V - n) * math.exp(kth) * (1 + 1e-3) + 1e-5:
+                why = (
+                    f"its {n} returned values hold probability {mass:.3g}, leaving "
+                    f"{1.0 - mass:.3g} to {V - n} unseen tokens that can hold at most "
+                    f"{(V - n) * math.exp(kth):.3g} (each at most the K-th, {kth:.3g}): these are "
+                    "logits or shifted values, not log-probabilities"
+                )
+        if why is not None:
+            raise ProcessedLogProbsError(
+                f"the server's log-probs at {where}, target position {s} are not the model's raw "
+                f"distribution: {why}",
+                hint=_RAW_FIX,
+            )
 
 
 @dataclass(frozen=True)
