@@ -7,7 +7,7 @@ position. What those determine exactly, policy by policy, is
 :mod:`memclaim.scoring.served.exactness`; :meth:`OpenAIBackend.supports` says it before any
 request, and every stored window carries whether its value is exact (``logq_exact:<policy>``)
 with certified bounds (``logq_lower:``/``logq_upper:``). A window whose value is not exact has
-``logq`` NaN, which no test reads as a score (:func:`memclaim.scoring.results.load_run_scores`).
+``logq`` NaN, which no test reads as a score (:func:`memclaim.store.results.load_run_scores`).
 
 The backend talks to the server the way it answers best (:data:`~.protocols.DIALECTS`): vLLM's
 token-id prompts with ``prompt_logprobs`` (many windows per request, ranks included), SGLang's
@@ -42,9 +42,9 @@ from ...decoding import Policy
 from ...errors import InputError
 from ...jsonutil import ResultMixin
 from ...progress import LogCallback
+from ...store.store import UnitResult
 from ...validate import integer
 from ..engine import STAT_NAMES, BatchScores, StatSet
-from ..store import UnitResult
 from ..units import WorkUnit
 from .client import Client, HTTPStatusError, RetryPolicy, ServerError, read_api_key
 from .exactness import (
