@@ -572,7 +572,12 @@ class OpenAIBackend:
         if self._piece_index is None:
             index: dict[str, list[int]] = {}
             for i in range(len(self.model.tokenizer.tok)):
-                index.setdefault(self._piece(i), []).append(i)
+                p = self._piece(i)
+                index.setdefault(p, []).append(i)
+                if "\ufffd" in p:
+                    # a byte fragment: llama-cpp-python decodes it alone with errors="ignore"
+                    # (its key is "" or the valid part), memclaim's tokenizer with U+FFFD
+                    index.setdefault(p.replace("\ufffd", ""), []).append(i)
             self._piece_index = index
         return self._piece_index.get(piece, [])
 
