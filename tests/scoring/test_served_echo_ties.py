@@ -126,6 +126,9 @@ def test_the_recorded_llamacpp_answers_have_no_spurious_near_tie(tmp_path, capsy
         assert rc == 0, capsys.readouterr().err
         assert not srv.missing
     t = pq.read_table(next((tmp_path / "s" / "runs").glob("*/scores.parquet"))).to_pandas()
+    (proc,) = (tmp_path / "s" / "procedures").glob("*.json")
+    # the parser's version is in the procedure key: a store of the old parsing is not resumed into
+    assert json.loads(proc.read_text())["model"]["served"]["echo_parser"] == 2
     want = _recorded_margins()
     got = dict(zip(t["window_id"], t["min_margin"]))
     assert sorted(got) == sorted(want)

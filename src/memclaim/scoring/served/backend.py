@@ -156,6 +156,11 @@ class ServerInfo(ResultMixin):
         }
 
 
+# the echo dialect's answer parser (see describe_model): 2 since byte-fragment alternatives
+# are kept by value (issue 27)
+ECHO_PARSER_VERSION = 2
+
+
 def _kernel_text(exc: BaseException) -> str:
     return str(exc).split("\n  fix:")[0]
 
@@ -546,6 +551,11 @@ class OpenAIBackend:
             "exactness": self.exactness(),
         }
         served["settings"].pop("probe_values", None)
+        if info.dialect == "echo":
+            # the echo answers' parser enters the key: version 2 keeps byte-fragment alternatives
+            # (keyed by empty text) by value, where version 1 read them as lost (margin 0, top-k
+            # NaN); a store scored by version 1 is never resumed into as if the same procedure
+            served["echo_parser"] = ECHO_PARSER_VERSION
         fp = hashlib.sha256(json.dumps(served, sort_keys=True).encode()).hexdigest()
         out = {k: v for k, v in desc.items() if k not in ("fingerprint_scheme",)}
         out.update(
