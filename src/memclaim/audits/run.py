@@ -39,8 +39,8 @@ from ..models.loader import folder_fingerprint
 from ..procedure import Procedure, require_same_procedure
 from ..progress import LogCallback, ProgressCallback, emit_log
 from ..scoring.prompts import PromptRule
-from ..scoring.results import load_run_scores
 from ..scoring.runner import run_scoring, scoring_pairs
+from ..store.results import load_run_scores
 from ..train.toy import toy_corpus
 from ..validate import in_unit, integer, positive
 from .attacks import ScoredTexts, available_attacks, evaluate_attack, get_attack
@@ -71,8 +71,8 @@ if TYPE_CHECKING:  # the annotations' names only
 
     from ..models.loader import LoadedModel
     from ..models.placement import Placement
-    from ..scoring.results import RunScores
     from ..scoring.served.backend import OpenAIBackend
+    from ..store.results import RunScores
     from .texts import TextSet
 
 __all__ = [
@@ -768,8 +768,8 @@ def audit_runs(
     settings: AuditSettings | None = None,
     allow_mixed_numerics: bool = False,
 ) -> AuditResult:
-    """Audit two already-scored runs (:class:`memclaim.scoring.results.RunScores`), e.g. read back
-    with :func:`memclaim.scoring.results.load_run_scores`. Refuses runs scored under different
+    """Audit two already-scored runs (:class:`memclaim.store.results.RunScores`), e.g. read back
+    with :func:`memclaim.store.results.load_run_scores`. Refuses runs scored under different
     procedures (model, start-of-text, window lengths, prompt rule) and fewer than two of either.
     Attacks: those the runs support (no reference, no shadows).
 

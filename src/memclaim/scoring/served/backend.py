@@ -7,7 +7,7 @@ position. What those determine exactly, policy by policy, is
 :mod:`memclaim.scoring.served.exactness`; :meth:`OpenAIBackend.supports` says it before any
 request, and every stored window carries whether its value is exact (``logq_exact:<policy>``)
 with certified bounds (``logq_lower:``/``logq_upper:``). A window whose value is not exact has
-``logq`` NaN, which no test reads as a score (:func:`memclaim.scoring.results.load_run_scores`).
+``logq`` NaN, which no test reads as a score (:func:`memclaim.store.results.load_run_scores`).
 
 The backend talks to the server the way it answers best (:data:`~.protocols.DIALECTS`): vLLM's
 token-id prompts with ``prompt_logprobs`` (many windows per request, ranks included), SGLang's
@@ -42,9 +42,9 @@ from ...decoding import Policy
 from ...errors import InputError
 from ...jsonutil import ResultMixin
 from ...progress import LogCallback
+from ...store.store import UnitResult
 from ...validate import integer
 from ..engine import STAT_NAMES, BatchScores, StatSet
-from ..store import UnitResult
 from ..units import WorkUnit
 from .client import Client, HTTPStatusError, RetryPolicy, ServerError, read_api_key
 from .exactness import (
@@ -154,6 +154,11 @@ class ServerInfo(ResultMixin):
             "top_logprobs": self.top_logprobs,
             "settings": dict(self.settings),
         }
+
+
+# the echo dialect's answer parser (see describe_model): 2 since byte-fragment alternatives
+# are kept by value (issue 27)
+ECHO_PARSER_VERSION = 2
 
 
 def _kernel_text(exc: BaseException) -> str:
@@ -546,6 +551,11 @@ class OpenAIBackend:
             "exactness": self.exactness(),
         }
         served["settings"].pop("probe_values", None)
+        if info.dialect == "echo":
+            # the echo answers' parser enters the key: version 2 keeps byte-fragment alternatives
+            # (keyed by empty text) by value, where version 1 read them as lost (margin 0, top-k
+            # NaN); a store scored by version 1 is never resumed into as if the same procedure
+            served["echo_parser"] = ECHO_PARSER_VERSION
         fp = hashlib.sha256(json.dumps(served, sort_keys=True).encode()).hexdigest()
         out = {k: v for k, v in desc.items() if k not in ("fingerprint_scheme",)}
         out.update(
@@ -572,7 +582,12 @@ class OpenAIBackend:
         if self._piece_index is None:
             index: dict[str, list[int]] = {}
             for i in range(len(self.model.tokenizer.tok)):
-                index.setdefault(self._piece(i), []).append(i)
+                p = self._piece(i)
+                index.setdefault(p, []).append(i)
+                if "\ufffd" in p:
+                    # a byte fragment: llama-cpp-python decodes it alone with errors="ignore"
+                    # (its key is "" or the valid part), memclaim's tokenizer with U+FFFD
+                    index.setdefault(p.replace("\ufffd", ""), []).append(i)
             self._piece_index = index
         return self._piece_index.get(piece, [])
 

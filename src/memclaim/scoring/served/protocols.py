@@ -398,6 +398,73 @@ def _echo_token_id(tok: str, piece_ids: Callable[[str], list[int]] | None) -> li
     return piece_ids(tok) if piece_ids is not None else []
 
 
+def _echo_alternatives(
+    d: dict,
+    t: int,
+    lt: float,
+    own_piece: str,
+    k: int,
+    vocab_size: int,
+    piece_ids: Callable[[str], list[int]] | None,
+) -> tuple[dict[int, float], bool]:
+    """One position's alternatives ``d`` (token string -> ℓ, as llama-cpp-python returns them:
+    its top K, then the target's own entry added) as ``{id: ℓ}``, and whether the position lost
+    information an exact policy could need.
+
+    A string that names no single token of memclaim's tokenizer (a byte fragment, which
+    llama-cpp-python decodes alone with ``errors="ignore"`` to ``""`` or to its valid part; a
+    spelling several tokens share) still carries its value: while the entry count shows nothing
+    was merged, the values are all there and only that entry's id is unknown, which matters
+    only where its value equals another returned value (ties are settled by id). Such an entry
+    gets an id that is neither the target nor another entry's, and the position is incomplete
+    only for a merge (fewer entries than K, or the target's entry outside the top K without its
+    own slot) or an unknown id at a tied value.
+
+    >>> ids = {"a": [1], "b": [2], "": [7, 8]}.get
+    >>> _echo_alternatives({"a": -0.5, "": -1.5, "b": -2.0}, 1, -0.5, "a", 3, 10,
+    ...                    lambda x: ids(x, []))
+    ({1: -0.5, 2: -2.0, 7: -1.5}, False)
+    >>> _echo_alternatives({"a": -0.5, "": -0.5, "b": -2.0}, 1, -0.5, "a", 3, 10,
+    ...                    lambda x: ids(x, []))[1]  # a tie with an entry of unknown id
+    True
+    """
+    known: dict[int, float] = {}
+    unknown: list[tuple[list[int], float]] = []
+    for key, val in d.items():
+        cand = _echo_token_id(str(key), piece_ids)
+        if str(key) == own_piece and float(val) == lt:
+            cand = [t]
+        if len(cand) == 1 and cand[0] not in known:
+            known[cand[0]] = float(val)
+        else:
+            unknown.append((cand, float(val)))
+    entries = dict(known)
+    for cand, val in unknown:
+        free = [c for c in cand if c != t and c not in entries]
+        i = free[0] if free else next(x for x in range(len(d) + 2) if x != t and x not in entries)
+        entries[i] = val
+    kk = min(k, vocab_size)
+    # a merge (two tokens with one string keep one entry): fewer entries than the top K; or,
+    # where the server adds the target's own entry (llama-cpp-python does), a target outside
+    # the top K without a slot of its own, or one whose string other tokens share (its entry
+    # may have overwritten a top-K token's)
+    lost = len(d) < kk
+    if t in known and len(d) < kk + 1:
+        above = sum(1 for v in d.values() if float(v) > lt)
+        shared = piece_ids is not None and len(_echo_token_id(own_piece, piece_ids)) > 1
+        lost = lost or above >= kk or shared
+    # an entry of unknown id at a value another entry (or the target) also has: ties are
+    # settled by id, so the order is unknown
+    values = [float(v) for v in d.values()] + ([] if t in known else [lt])
+    if any(values.count(val) > 1 for _cand, val in unknown):
+        lost = True
+    if len(entries) > kk and t in entries:
+        entries.pop(t)
+    if t not in entries and entries and lt >= min(entries.values()):
+        entries[t] = lt
+    return entries, lost
+
+
 def parse_echo(
     body: dict,
     window: Window,
@@ -415,7 +482,8 @@ def parse_echo(
     can stand for (None: keys are ``token_id:N``); ``skip``: how many leading tokens are the
     server's own prefix (its BOS, equal to memclaim's start-of-text ids), not compared. A position whose alternatives came back with
     fewer entries than asked (two tokens with one spelling keep one dict entry) is marked
-    incomplete, so no policy that reads the list calls it exact.
+    incomplete, so no policy that reads the list calls it exact; an entry whose string names no
+    single token keeps its value (:func:`_echo_alternatives`).
 
     >>> body = {"choices": [{"logprobs": {"tokens": ["token_id:0", "token_id:5", "token_id:7", "token_id:9"],
     ...   "token_logprobs": [None, -3.0, -0.1, -1.0], "top_logprobs": [None, {"token_id:5": -3.0,
@@ -468,29 +536,8 @@ def parse_echo(
             )
         lt = float(tlp[pos])
         d = top[pos] if pos < len(top) else None
-        entries: dict[int, float] = {}
-        lost = False
-        own_piece = str(tokens[pos])
-        if isinstance(d, dict):
-            for key, val in d.items():
-                cand = _echo_token_id(str(key), piece_ids)
-                if str(key) == own_piece and float(val) == lt:
-                    cand = [t]
-                if not cand:
-                    lost = True  # a token string memclaim's tokenizer has no token for
-                    continue
-                if len(cand) > 1:
-                    lost = True  # a spelling several tokens share: which one is unknown
-                entries.setdefault(min(cand), float(val))
-        if len(entries) > k and t in entries:
-            entries.pop(t)
-        if t not in entries and entries and lt >= min(entries.values()):
-            entries[t] = lt
-        # fewer distinct entries than asked: some were lost to equal spellings
-        if len(entries) < min(k, vocab_size) and not (
-            t in entries and len(entries) >= min(k, vocab_size)
-        ):
-            lost = True
+        d = d if isinstance(d, dict) else {}
+        entries, lost = _echo_alternatives(d, t, lt, str(tokens[pos]), k, vocab_size, piece_ids)
         check_log_probs(
             list(entries.values()) + ([] if t in entries else [lt]),
             f"window {window.key[:12]} position {j}",

