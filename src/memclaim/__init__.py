@@ -13,8 +13,10 @@ nor numpy)::
 Functions: load_model, score, test, population, census, audit, audit_table, dp_bounds, budget,
 dp_account, dp_baseline, dp_plots, acr, the training lab's train_tiny, finetune, unlearn, and
 reproduce (with reproductions) (``help(memclaim.census)`` for each); results: ScoreResult,
-EstimateResult, TestResult, PopulationResult, CensusRun, AuditRun, AuditTableRun, DPBounds, BudgetResult,
-TrainRun, ACRResult, ReproductionRun; Document for a text given in memory. The documentation site
+EstimateResult, TestResult, PopulationResult, CensusRun, AuditRun, AuditTableRun, DPBounds,
+BudgetResult, TrainRun, ACRResult, ReproductionRun; Document for a text given in memory; the
+values the functions take whole: Procedure (``procedure=``), Runtime with Placement and
+BackendSpec (``runtime=``), AuditSettings (``audit(settings=)``). The documentation site
 (``make docs``) has a tutorial and the full reference.
 """
 
@@ -66,6 +68,12 @@ _API = (
     "reproduce",
     "reproductions",
     "ReproductionRun",
+    # the values the functions take whole (issue 26): procedure=, runtime=, audit's settings=
+    "Procedure",
+    "Runtime",
+    "Placement",
+    "BackendSpec",
+    "AuditSettings",
 )
 
 __all__ = ["__version__", *_API]

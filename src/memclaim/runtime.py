@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_DEVICE",
     "DEFAULT_DTYPE",
     "BACKEND_SPEC_FIELDS",
+    "SERVED_OPTIONS",
 ]
 
 #: windows per forward pass (``"auto"``: sized from free memory on a GPU, 16 on the CPU)
@@ -212,6 +213,16 @@ RUNTIME_OPTIONS = (
     "allow_pickle",
     "trust_remote_code",
 )
+#: a served model's settings (``backend="openai"``, docs/served.md): flat options kept in the
+#: backend spec's ``options``
+SERVED_OPTIONS = (
+    "url",
+    "api_key_env",
+    "api_key_file",
+    "served_model",
+    "max_concurrency",
+    "served_bounds",
+)
 _PLACEMENT_OPTIONS = ("device", "device_map", "max_memory", "offload_folder", "dtype")
 
 
@@ -273,7 +284,7 @@ class Runtime:
     def with_options(self, **options) -> Runtime:
         """This runtime with some flat options replaced (the shortcuts given beside ``runtime=``)."""
         for k, v in options.items():
-            if k not in RUNTIME_OPTIONS:
+            if k not in RUNTIME_OPTIONS and k not in SERVED_OPTIONS:
                 raise InputError(
                     f"unknown runtime option {k}={v!r:.60}",
                     hint=_closest(k, RUNTIME_OPTIONS)
@@ -287,6 +298,14 @@ class Runtime:
         if pl:
             changes["placement"] = replace(self.placement, **pl)
         be = {k: options[k] for k in BACKEND_SPEC_FIELDS if k in options}
+        served = {  # None/False: not given (the CLI passes every option); 0 is a value
+            k: options[k]
+            for k in SERVED_OPTIONS
+            if options.get(k) is not None and options.get(k) is not False
+        }
+        if served:  # a served model's settings, kept beside the other backends' options
+            cur_opts = self.backend.options if isinstance(self.backend, BackendSpec) else {}
+            be["options"] = {**cur_opts, **served}
         if "backend" in options or be:
             kind = options.get("backend", None)
             cur = self.backend

@@ -1530,6 +1530,83 @@ ROWS = [
         lambda c: mc.acr("toy", c.d / "m.jsonl", c.d / "m.jsonl", out=c.new),
         "are the same file",
     ),
+    # ---- issue 26: procedure= / runtime= / settings= and their flat shortcuts
+    (
+        "score-runtime-twice",
+        lambda c: mc.score("toy", _m(c), out=c.new, runtime=mc.Runtime(threads=2), threads=4),
+        "runtime= sets threads=2 and the keyword threads=4",
+    ),
+    (
+        "score-procedure-twice",
+        lambda c: mc.score(
+            "toy", _m(c), out=c.new, procedure={"policies": ["full"]}, policies=["greedy"]
+        ),
+        "procedure= sets policies=['full'] and the keyword policies=['greedy']",
+    ),
+    (
+        "score-procedure-unknown-field",
+        lambda c: mc.score("toy", _m(c), out=c.new, procedure={"prefix_tokns": 8}),
+        "did you mean prefix_tokens?",
+    ),
+    (
+        "score-procedure-type",
+        lambda c: mc.score("toy", _m(c), out=c.new, procedure=["full"]),
+        "procedure= takes a memclaim Procedure or a dict of its options, got list",
+    ),
+    (
+        "score-runtime-unknown-field",
+        lambda c: mc.score("toy", _m(c), out=c.new, runtime={"batch_sise": 8}),
+        "did you mean batch_size?",
+    ),
+    (
+        "score-runtime-type",
+        lambda c: mc.score("toy", _m(c), out=c.new, runtime=8),
+        "runtime= takes a memclaim Runtime or a dict of its options, got int",
+    ),
+    (
+        "score-shortcut-unknown",
+        lambda c: mc.score("toy", _m(c), out=c.new, batch_sise=8),
+        "did you mean batch_size=?",
+    ),
+    (
+        "population-runtime-twice",
+        lambda c: mc.population(
+            "toy", _m(c), _c(c), out=c.new, runtime={"batch_size": 8}, batch_size=4
+        ),
+        "runtime= sets batch_size=8 and the keyword batch_size=4",
+    ),
+    (
+        "census-procedure-field",
+        lambda c: mc.census(
+            "toy",
+            c.d / "doc.txt",
+            c.d / "ctl.txt",
+            stride=8,
+            out=c.new,
+            procedure=mc.Procedure.options(prefix_field="context"),
+        ),
+        "census() has no procedure setting prefix_field",
+    ),
+    (
+        "audit-settings-twice",
+        lambda c: mc.audit("toy", _m(c), _c(c), out=c.new, settings={"k": "0.1"}, k="0.3"),
+        "settings= sets k='0.1' and the keyword k='0.3'",
+    ),
+    (
+        "audit-settings-unknown",
+        lambda c: mc.audit("toy", _m(c), _c(c), out=c.new, settings={"kk": "0.1"}),
+        "settings have no field kk",
+    ),
+    (
+        "audit-runtime-workers",
+        lambda c: mc.audit("toy", _m(c), _c(c), out=c.new, runtime={"workers": 2}),
+        "audit() has no runtime setting workers",
+    ),
+    (
+        "acr-procedure",
+        lambda c: mc.acr("toy", _m(c), _c(c), out=c.new, procedure={"policies": ["full"]}),
+        "acr() got an unknown keyword procedure=",
+    ),
     # ---- reproduce (issue 26: the CLI's `reproduce` through the API)
     (
         "reproduce-unknown",

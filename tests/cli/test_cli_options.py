@@ -106,9 +106,10 @@ def test_one_name_per_concept():
     from memclaim.api import _audit
     from memclaim.api import _options as api_options
 
-    sig = inspect.signature(_audit.audit)
-    assert sig.parameters["prefix_tokens"].default == api_options.DEFAULT_PREFIX_TOKENS == 50
-    assert sig.parameters["suffix_tokens"].default == api_options.DEFAULT_SUFFIX_TOKENS == 50
+    # audit's window lengths are shortcuts of **options (issue 26), defaulting to the windows' own
+    defaults = _audit._AUDIT_DEFAULTS
+    assert defaults["prefix_tokens"] == api_options.DEFAULT_PREFIX_TOKENS == 50
+    assert defaults["suffix_tokens"] == api_options.DEFAULT_SUFFIX_TOKENS == 50
     assert api_options.window_lengths(None, None) == (50, 50)
 
 
@@ -322,7 +323,10 @@ def test_api_old_keywords_warn_and_work(tmp_path):
             id_field="key",
             score_field="s",
         )
-    assert inspect.signature(mc.audit).parameters.keys() >= {
+    from memclaim.api._shortcuts import AuditOptions
+
+    # the new names, in the signature or among its typed shortcuts (**options, issue 26)
+    assert set(inspect.signature(mc.audit).parameters) | set(AuditOptions.__annotations__) >= {
         "controls",
         "alpha",
         "cap_neighbors",

@@ -32,7 +32,9 @@ defaults and input formats, ``describe_attacks`` and ``TABLE_SPEC_DOC`` (the aud
 ``invoked_as``/``cli_invocation`` (the command line a report records), ``REPRODUCTIONS``,
 ``demo_stages`` (the stages of ``memclaim demo``), ``privacy_demo_section`` (its privacy
 section's numbers) with ``DEMO_EPSILONS`` and ``neighbors_label``, ``quiet_library_bars``
-(transformers' own bars off for the process) and ``__version__``.
+(transformers' own bars off for the process) and ``__version__``; and the values the public
+functions take whole (``Procedure``, ``Runtime`` with ``Placement`` and ``BackendSpec``,
+``AuditSettings``) with the backend registry (``backend_names``, ``register_backend``).
 
 Errors are :mod:`memclaim.errors` types (ValueErrors whose message repeats the bad value and says
 the fix); options are named as the CLI spells them (``--batch-size`` for ``batch_size``).
@@ -114,7 +116,19 @@ _FRONT_END = {
     "DEMO_EPSILONS": ("memclaim.privacy.demo", "DEMO_EPSILONS"),
     "neighbors_label": ("memclaim.privacy.tradeoff", "neighbors_label"),
     "quiet_library_bars": ("memclaim.models.quiet", "quiet_library_bars"),
+    # the two values every public function takes (issue 26), the audit's settings value and the
+    # backend registry (the CLI's --backend choices)
+    "Procedure": ("memclaim.procedure", "Procedure"),
+    "Runtime": ("memclaim.runtime", "Runtime"),
+    "Placement": ("memclaim.runtime", "Placement"),
+    "BackendSpec": ("memclaim.runtime", "BackendSpec"),
+    "AuditSettings": ("memclaim.audits.settings", "AuditSettings"),
+    "backend_names": ("memclaim.scoring.backends", "backend_names"),
+    "register_backend": ("memclaim.scoring.backends", "register_backend"),
 }
+
+#: the values re-exported at the top level too (``memclaim.Procedure``, ``memclaim.Runtime``)
+VALUES = ("Procedure", "Runtime", "Placement", "BackendSpec", "AuditSettings")
 
 
 def __getattr__(name: str):

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from ..claims.acr import ACRComparison, Verdict, acr_comparison, succeeds_on_both
 from ..claims.scores import exact_level
@@ -25,14 +25,16 @@ from ..errors import InputError
 from ..progress import LogCallback, ProgressCallback
 from ..report.acr import acr_report, acr_summary_doc, headline
 from ..report.core import write_report
+from ..runtime import Runtime
 from ..scoring.acr import LengthSearch, TargetResult, search_sides
-from ..scoring.gcg import ACR_STEPS, GCG_BATCH_SIZE, GCG_TOP_K, Criterion, GCGSettings
+from ..scoring.gcg import Criterion, GCGSettings
 from ..text.io import read_passages
 from ..text.tables import passages_from_object
 from ..validate import in_open_unit, integer
 from ._common import Result, WorkFolder, check_out_dir, jsonable, set_threads
 from ._model import load_model
 from ._public import public
+from ._shortcuts import ACROptions, take_options
 
 if TYPE_CHECKING:  # the annotations' names only
     import datasets
@@ -194,6 +196,23 @@ def _read_targets(
     return rows, rec
 
 
+# the defaults of acr()'s shortcuts that are not the procedure's and runtime's own
+# (memclaim.api._shortcuts.FLAT_DEFAULTS); each is the default its keyword had
+_ACR_DEFAULTS: dict = {
+    "top_k": 256,
+    "search_batch": 512,
+    "steps": 100,
+    "seed": 0,
+    "token_filter": "ascii",
+    "retokenize": True,
+    "start_tokens": 5,
+    "max_prompt_tokens": None,
+    "confidence": 0.95,
+    "limit": None,
+    "controls_description": None,
+}
+
+
 @public
 def acr(
     model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
@@ -211,33 +230,12 @@ def acr(
     | datasets.Dataset,
     *,
     criterion: str = "prob:0.9",
-    top_k: int = GCG_TOP_K,
-    search_batch: int = GCG_BATCH_SIZE,
-    steps: int = ACR_STEPS,
-    seed: int = 0,
-    token_filter: str = "ascii",
-    retokenize: bool = True,
-    start_tokens: int = 5,
-    max_prompt_tokens: int | None = None,
     alpha: str | float | Fraction = "0.05",
-    confidence: float = 0.95,
-    limit: int | None = None,
-    text_field: str | None = None,
-    id_field: str | None = None,
-    input_format: str | None = None,
-    controls_description: str | None = None,
     out: str | os.PathLike | None = None,
-    dtype: str | None = None,
-    sot: str | None = None,
-    device: str | None = None,
-    device_map: str | None = None,
-    max_memory: Mapping | Sequence[str] | str | None = None,
-    offload_folder: str | os.PathLike | None = None,
-    allow_pickle: bool = False,
-    trust_remote_code: bool = False,
-    threads: int | None = None,
+    runtime: Runtime | Mapping | None = None,
     progress: bool | ProgressCallback = True,
     log: LogCallback | None = None,
+    **options: Unpack[ACROptions],
 ) -> ACRResult:
     """The ACR procedure on ``members`` and matched non-member ``controls`` with ``model``, and the
     matched comparison of the two ([EM] §3, App. A.2; ``memclaim acr``).
@@ -265,6 +263,58 @@ def acr(
     >>> res.comparison.member_rate.estimate, res.verdict.status  # doctest: +SKIP
     (0.5, 'held')
     """
+    o = take_options(
+        acr, ACROptions, options, runtime=runtime, values=("runtime",), defaults=_ACR_DEFAULTS
+    )
+    (
+        top_k,
+        search_batch,
+        steps,
+        seed,
+        token_filter,
+        retokenize,
+        start_tokens,
+        max_prompt_tokens,
+        confidence,
+        limit,
+        text_field,
+        id_field,
+        input_format,
+        controls_description,
+        dtype,
+        sot,
+        device,
+        device_map,
+        max_memory,
+        offload_folder,
+        allow_pickle,
+        trust_remote_code,
+        threads,
+    ) = o.get(
+        "top_k",
+        "search_batch",
+        "steps",
+        "seed",
+        "token_filter",
+        "retokenize",
+        "start_tokens",
+        "max_prompt_tokens",
+        "confidence",
+        "limit",
+        "text_field",
+        "id_field",
+        "input_format",
+        "controls_description",
+        "dtype",
+        "sot",
+        "device",
+        "device_map",
+        "max_memory",
+        "offload_folder",
+        "allow_pickle",
+        "trust_remote_code",
+        "threads",
+    )
     crit = Criterion.parse(criterion)
     gcg = GCGSettings(
         top_k=top_k,

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from ..audits.result import AuditResult
 from ..audits.run import (
@@ -38,6 +38,7 @@ from ..progress import LogCallback, ProgressCallback
 from ..report.audit import audit_report, write_audit_report, write_table_report
 from ..report.core import Doc, pct, write_report
 from ..report.words import limit_note, verifier_reading
+from ..runtime import Runtime
 from ..text.io import read_passages
 from ..train.finetune import TRAIN_FILE
 from ._common import (
@@ -54,6 +55,7 @@ from ._common import (
 from ._model import scoring_model
 from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
 from ._public import public
+from ._shortcuts import AuditOptions, coerce_settings, take_options
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
     import datasets
@@ -229,6 +231,58 @@ def _cap(
     return spec
 
 
+# the defaults of audit()'s shortcuts that are not the procedure's and runtime's own
+# (memclaim.api._shortcuts.FLAT_DEFAULTS); each is the default its keyword had
+_AUDIT_DEFAULTS: dict = {
+    "attacks": None,
+    "k": "0.2",
+    "confidence": 0.95,
+    "prefix_tokens": DEFAULT_PREFIX_TOKENS,
+    "suffix_tokens": DEFAULT_SUFFIX_TOKENS,
+    "policies": DEFAULT_POLICY,  # one policy, the extraction audit's
+    "m": 1,
+    "trigger": None,
+    "verifier_threshold": 0.15,
+    "kappa": None,
+    "soundness_epsilon": None,
+    "soundness_neighbors": "add-remove",
+    "cap": None,
+    "cap_epsilon": None,
+    "cap_neighbors": "add-remove",
+    "cap_functional": None,
+    "cap_slack": None,
+    "cap_slack_note": None,
+    "shadow_mode": None,
+    "shadow_base": None,
+    "shadow_steps": None,
+    "shadow_epochs": None,
+    "shadow_lr": None,
+    "shadow_batch_size": None,
+    "shadow_seq_len": None,
+    "shadow_seed": None,
+    "shadow_warmup": None,
+    "shadow_background": None,
+    "design_seed": 0,
+    "limit": None,
+    "allow_mixed_numerics": False,
+}
+
+
+# the audit settings' fields (AuditSettings) -> the shortcut keyword that sets each
+_SETTINGS_SHORTCUTS = {
+    "prefix_tokens": "prefix_tokens",
+    "suffix_tokens": "suffix_tokens",
+    "attacks": "attacks",
+    "k": "k",
+    "confidence": "confidence",
+    "extraction_policy": "policies",
+    "m": "m",
+    "trigger": "trigger",
+    "verifier_threshold": "verifier_threshold",
+    "batch_size": "batch_size",
+}
+
+
 @public(
     renamed=dict(
         nonmembers="controls",
@@ -256,69 +310,12 @@ def audit(
     out: str | os.PathLike | None = None,
     reference: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple | None = None,
     shadows: int = 0,
-    attacks: Sequence[str] | None = None,
-    k: str | float | Fraction = "0.2",
     alpha: str | float | Fraction | None = None,
-    confidence: float = 0.95,
-    prefix_tokens: int = DEFAULT_PREFIX_TOKENS,
-    suffix_tokens: int = DEFAULT_SUFFIX_TOKENS,
-    policies: str | Sequence[str] | None = DEFAULT_POLICY,
-    m: int = 1,
-    trigger: str | None = None,
-    verifier_threshold: float = 0.15,
-    kappa: float | None = None,
-    soundness_epsilon: float | None = None,
-    soundness_neighbors: str = "add-remove",
-    cap: float | None = None,
-    cap_epsilon: float | None = None,
-    cap_neighbors: str = "add-remove",
-    cap_functional: str | None = None,
-    cap_slack: float | None = None,
-    cap_slack_note: str | None = None,
-    shadow_mode: str | None = None,
-    shadow_base: str
-    | os.PathLike
-    | LoadedModel
-    | transformers.PreTrainedModel
-    | tuple
-    | None = None,
-    shadow_steps: int | None = None,
-    shadow_epochs: float | None = None,
-    shadow_lr: float | None = None,
-    shadow_batch_size: int | None = None,
-    shadow_seq_len: int | None = None,
-    shadow_seed: int | None = None,
-    shadow_warmup: int | None = None,
-    shadow_background: str
-    | os.PathLike
-    | Sequence[str | Mapping]
-    | pandas.DataFrame
-    | pyarrow.Table
-    | datasets.Dataset
-    | None = None,
-    design_seed: int = 0,
-    text_field: str | None = None,
-    id_field: str | None = None,
-    input_format: str | None = None,
-    limit: int | None = None,
-    dtype: str | None = None,
-    sot: str | None = None,
-    device: str | None = None,
-    device_map: str | None = None,
-    max_memory: Mapping | Sequence[str] | str | None = None,
-    offload_folder: str | os.PathLike | None = None,
-    allow_mixed_numerics: bool = False,
-    batch_size: int | str = 16,
-    trust_remote_code: bool = False,
-    threads: int | None = None,
-    backend: str = "local",
-    url: str | None = None,
-    api_key_env: str | None = None,
-    api_key_file: str | os.PathLike | None = None,
-    served_model: str | None = None,
-    max_concurrency: int | None = None,
+    settings: AuditSettings | Mapping | None = None,
+    runtime: Runtime | Mapping | None = None,
     progress: bool | ProgressCallback = True,
     log: LogCallback | None = None,
+    **options: Unpack[AuditOptions],
 ) -> AuditRun:
     """Audit ``model`` on ``members`` vs non-member ``controls`` (``memclaim audit``): AUC with DeLong
     interval and leak signal 2 AUC - 1 for every attack, TPR at a certified FPR with a
@@ -355,12 +352,115 @@ def audit(
     min-k%++ (the full distribution's moments; left out, with a note, when ``attacks`` is not
     given), ``shadows`` and ``reference``.
 
+    ``settings`` (an :class:`memclaim.AuditSettings`, or a dict of its fields) carries the audit's
+    settings whole and ``runtime`` (a :class:`memclaim.Runtime`, or a dict: placement, dtype,
+    batch size, threads, ``trust_remote_code``) how it runs; every option above is also a
+    keyword of its own (``**options``), and an option given both ways is refused naming both.
+
     >>> import memclaim as mc
     >>> a = mc.audit("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16,
     ...              alpha="0.05")                                            # doctest: +SKIP
     >>> a.attack("loss").auc.auc                                              # doctest: +SKIP
     0.97
+    >>> a = mc.audit("toy", member_texts, control_texts, alpha="0.05",
+    ...              settings=mc.AuditSettings(prefix_tokens=16, suffix_tokens=16, k="0.1"),
+    ...              runtime={"batch_size": 32})                              # doctest: +SKIP
     """
+    o = take_options(
+        audit, AuditOptions, options, runtime=runtime, values=("runtime",), defaults=_AUDIT_DEFAULTS
+    )
+    (
+        attacks,
+        k,
+        confidence,
+        prefix_tokens,
+        suffix_tokens,
+        policies,
+        m,
+        trigger,
+        verifier_threshold,
+        kappa,
+        soundness_epsilon,
+        soundness_neighbors,
+        cap,
+        cap_epsilon,
+        cap_neighbors,
+        cap_functional,
+        cap_slack,
+        cap_slack_note,
+        shadow_mode,
+        shadow_base,
+        shadow_steps,
+        shadow_epochs,
+        shadow_lr,
+        shadow_batch_size,
+        shadow_seq_len,
+        shadow_seed,
+        shadow_warmup,
+        shadow_background,
+        design_seed,
+        text_field,
+        id_field,
+        input_format,
+        limit,
+        dtype,
+        sot,
+        device,
+        device_map,
+        max_memory,
+        offload_folder,
+        allow_mixed_numerics,
+        batch_size,
+        trust_remote_code,
+        threads,
+    ) = o.get(
+        "attacks",
+        "k",
+        "confidence",
+        "prefix_tokens",
+        "suffix_tokens",
+        "policies",
+        "m",
+        "trigger",
+        "verifier_threshold",
+        "kappa",
+        "soundness_epsilon",
+        "soundness_neighbors",
+        "cap",
+        "cap_epsilon",
+        "cap_neighbors",
+        "cap_functional",
+        "cap_slack",
+        "cap_slack_note",
+        "shadow_mode",
+        "shadow_base",
+        "shadow_steps",
+        "shadow_epochs",
+        "shadow_lr",
+        "shadow_batch_size",
+        "shadow_seq_len",
+        "shadow_seed",
+        "shadow_warmup",
+        "shadow_background",
+        "design_seed",
+        "text_field",
+        "id_field",
+        "input_format",
+        "limit",
+        "dtype",
+        "sot",
+        "device",
+        "device_map",
+        "max_memory",
+        "offload_folder",
+        "allow_mixed_numerics",
+        "batch_size",
+        "trust_remote_code",
+        "threads",
+    )
+    backend, url, api_key_env, api_key_file, served_model, max_concurrency = o.get(
+        "backend", "url", "api_key_env", "api_key_file", "served_model", "max_concurrency"
+    )
     set_threads(threads)
     if out is not None:  # OUT/scores and the report: refused now, not after scoring
         check_out(out, store="scores", report=True)
@@ -387,7 +487,7 @@ def audit(
     explicit_fpr = alpha is not None
     if isinstance(attacks, str):
         attacks = tuple(a.strip() for a in attacks.split(",") if a.strip())
-    settings = AuditSettings(
+    flat_settings = dict(
         prefix_tokens=prefix_tokens,
         suffix_tokens=suffix_tokens,
         attacks=attacks,
@@ -400,6 +500,17 @@ def audit(
         verifier_threshold=verifier_threshold,
         batch_size=batch_size,
     )
+    if settings is None:
+        settings = AuditSettings(**flat_settings)
+    else:  # the settings value whole, with the shortcuts given beside it over it
+        given = {f: flat_settings[f] for f, kw in _SETTINGS_SHORTCUTS.items() if kw in o}
+        if explicit_fpr:
+            given["fpr"] = alpha
+        base = coerce_settings("audit", AuditSettings, settings, given)
+        if base.fpr is None and not explicit_fpr:  # as without settings: 1% where certifiable
+            given["fpr"] = "0.01"
+        explicit_fpr = explicit_fpr or base.fpr is not None
+        settings = replace(base, **given)
     cap_spec = _cap(
         cap, cap_epsilon, cap_neighbors, cap_functional, cap_slack, cap_slack_note, shadows
     )

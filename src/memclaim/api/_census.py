@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 import numpy as np
 
@@ -23,11 +23,12 @@ from ..claims.census_pairs import CensusOfPairs, census_of_pairs
 from ..claims.scores import controls_at_atom_hint
 from ..errors import InputError
 from ..fsutil import sha256_bytes, sha256_file
-from ..procedure import DEFAULT_POLICY, STORED_PROCEDURE_MAY_DIFFER
+from ..procedure import STORED_PROCEDURE_MAY_DIFFER, Procedure
 from ..progress import LogCallback, ProgressCallback
 from ..report.census import census_headline, census_pairs_report
 from ..report.core import Doc, fmt_num, pct, write_report
 from ..report.words import limit_note
+from ..runtime import Runtime
 from ..scoring.engine import CENSUS_STATS
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, index_windows, run_scoring
@@ -54,6 +55,7 @@ from ._common import (
 from ._model import scoring_model
 from ._public import public
 from ._runs import store_input_record, stored_test_procedure
+from ._shortcuts import CensusOptions, take_options
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
     import transformers
@@ -244,6 +246,19 @@ def _exclusions(exclude_spans, control_specs):
     return exclude_spans_from_lines(list(exclude_spans), control_specs)
 
 
+# the defaults of census()'s shortcuts that are not the procedure's and runtime's own
+# (memclaim.api._shortcuts.FLAT_DEFAULTS); each is the default its keyword had
+_CENSUS_DEFAULTS: dict = {
+    "exclude_spans": None,
+    "min_similarity": 90.0,
+    "use_global": False,
+    "budget_delta": 0.05,
+    "realistic_budget": 100000.0,
+    "controls_description": None,
+    "allow_mixed_numerics": False,
+}
+
+
 @public(renamed=dict(policy="policies"))
 def census(
     model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
@@ -252,47 +267,14 @@ def census(
     *,
     pairs: Sequence[tuple] = (),
     stride: int,
-    prefix_tokens: int | None = None,
-    suffix_tokens: int | None = None,
-    policies: Sequence[str] | str | None = (DEFAULT_POLICY,),
-    prompt_templates: Sequence[str] = (),
-    chat_template: bool = False,
-    aggregate: str = "max",
     limit: int | None = None,
-    near_verbatim: Sequence[int] = (),
-    beams: Sequence[int] = (),
-    exclude_spans: str | os.PathLike | Sequence[str] | None = None,
     references: Sequence[str | os.PathLike | Document] = (),
-    min_similarity: float = 90.0,
-    use_global: bool = False,
-    budget_delta: float | None = 0.05,
-    realistic_budget: float = 1e5,
-    controls_description: str | None = None,
     out: str | os.PathLike | None = None,
-    batch_size: int | str = 16,
-    unit_size: int = 64,
-    backend: str = "local",
-    address: str | None = None,
-    workers: int | None = None,
-    gpus_per_worker: float = 0.0,
-    threads_per_worker: int = 1,
-    url: str | None = None,
-    api_key_env: str | None = None,
-    api_key_file: str | os.PathLike | None = None,
-    served_model: str | None = None,
-    max_concurrency: int | None = None,
-    dtype: str | None = None,
-    device: str | None = None,
-    device_map: str | None = None,
-    max_memory: Mapping | Sequence[str] | str | None = None,
-    offload_folder: str | os.PathLike | None = None,
-    allow_mixed_numerics: bool = False,
-    sot: str | None = None,
-    allow_pickle: bool = False,
-    trust_remote_code: bool = False,
-    threads: int | None = None,
+    procedure: Procedure | Mapping | None = None,
+    runtime: Runtime | Mapping | None = None,
     progress: bool | ProgressCallback = True,
     log: LogCallback | None = None,
+    **options: Unpack[CensusOptions],
 ) -> CensusRun:
     """Census of ``document`` against its matched ``control`` ([EM] §5) (``memclaim census``).
 
@@ -316,12 +298,103 @@ def census(
     ``batch_size``: windows per forward pass, or ``"auto"`` (on a GPU the largest batch whose
     activations fit 80% of free memory, on the CPU 16; CPU scores are the same at every size).
 
+    ``procedure`` and ``runtime`` (a :class:`memclaim.Procedure` and a :class:`memclaim.Runtime`,
+    or dicts of their options; the stride is ``stride``) carry the scoring whole, as for
+    :func:`memclaim.score`; every option above is also a keyword of its own (``**options``), and
+    an option given both ways is refused naming both values.
+
     >>> import memclaim as mc
     >>> c = mc.census("toy", "book.txt", "new-book.txt", stride=32, prefix_tokens=32, suffix_tokens=32,
     ...               policies=["full"])                                       # doctest: +SKIP
     >>> c.results[0].coverage, c.results[0].log10_tau                          # doctest: +SKIP
     (0.42, -19)
+    >>> c = mc.census("toy", "book.txt", "new-book.txt", stride=32,
+    ...               procedure={"prefix_tokens": 32, "suffix_tokens": 32},
+    ...               runtime=mc.Runtime(batch_size=32))                      # doctest: +SKIP
     """
+    o = take_options(
+        census,
+        CensusOptions,
+        options,
+        procedure=procedure,
+        runtime=runtime,
+        defaults=_CENSUS_DEFAULTS,
+    )
+    (
+        prefix_tokens,
+        suffix_tokens,
+        policies,
+        prompt_templates,
+        chat_template,
+        aggregate,
+        near_verbatim,
+        beams,
+        exclude_spans,
+        min_similarity,
+        use_global,
+        budget_delta,
+        realistic_budget,
+        controls_description,
+        batch_size,
+        unit_size,
+        backend,
+        address,
+        workers,
+        gpus_per_worker,
+        threads_per_worker,
+        url,
+        api_key_env,
+        api_key_file,
+        served_model,
+        max_concurrency,
+        dtype,
+        device,
+        device_map,
+        max_memory,
+        offload_folder,
+        allow_mixed_numerics,
+        sot,
+        allow_pickle,
+        trust_remote_code,
+        threads,
+    ) = o.get(
+        "prefix_tokens",
+        "suffix_tokens",
+        "policies",
+        "prompt_templates",
+        "chat_template",
+        "aggregate",
+        "near_verbatim",
+        "beams",
+        "exclude_spans",
+        "min_similarity",
+        "use_global",
+        "budget_delta",
+        "realistic_budget",
+        "controls_description",
+        "batch_size",
+        "unit_size",
+        "backend",
+        "address",
+        "workers",
+        "gpus_per_worker",
+        "threads_per_worker",
+        "url",
+        "api_key_env",
+        "api_key_file",
+        "served_model",
+        "max_concurrency",
+        "dtype",
+        "device",
+        "device_map",
+        "max_memory",
+        "offload_folder",
+        "allow_mixed_numerics",
+        "sot",
+        "allow_pickle",
+        "trust_remote_code",
+        "threads",
+    )
     # --------------------------------------------------------------- check everything first
     if (document is None) != (control is None):
         n_d, n_c = int(document is not None), int(control is not None)

@@ -19,6 +19,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Unpack
 
 from ..errors import DomainError, InputError
 from ..fsutil import available_memory
@@ -45,6 +46,7 @@ from ..text.io import split_lines
 from ._common import Result, check_out_dir, jsonable
 from ._model import is_loaded_model, load_model
 from ._public import public
+from ._shortcuts import DPBoundsOptions, take_options
 
 __all__ = [
     "dp_bounds",
@@ -233,6 +235,27 @@ def _audit_complete(successes, trials, kappa, list_size) -> None:
         )
 
 
+# the defaults of dp_bounds()'s shortcuts that are not the procedure's and runtime's own
+# (memclaim.api._shortcuts.FLAT_DEFAULTS); each is the default its keyword had
+_DP_BOUNDS_DEFAULTS: dict = {
+    "curve": None,
+    "noise_multiplier": None,
+    "sampling_rate": None,
+    "steps": None,
+    "pld_grid": None,
+    "copies": 1,
+    "list_size": None,
+    "risk": None,
+    "baseline": None,
+    "truncation": None,
+    "in_support_mass": None,
+    "dataset_size": None,
+    "frequency": None,
+    "successes": None,
+    "trials": None,
+}
+
+
 @public
 @_memory_guard("dp bounds", "a coarser --pld-grid, fewer --steps or fewer --copies")
 def dp_bounds(
@@ -241,23 +264,9 @@ def dp_bounds(
     epsilon: float | None = None,
     delta: float | None = None,
     mu: float | None = None,
-    curve: TradeOff | None = None,
-    noise_multiplier: float | None = None,
-    sampling_rate: float | None = None,
-    steps: int | None = None,
-    pld_grid: float | None = None,
-    copies: int = 1,
-    list_size: int | None = None,
-    risk: float | None = None,
-    baseline: float | tuple[float, float] | str | None = None,
-    truncation: float | None = None,
-    in_support_mass: float | None = None,
-    dataset_size: int | None = None,
-    frequency: float | None = None,
-    successes: int | None = None,
-    trials: int | None = None,
     confidence: float = 0.95,
     independence: str = "separate-runs",
+    **options: Unpack[DPBoundsOptions],
 ) -> DPBounds:
     """Every memorization cap and extraction-boundary quantity for one guarantee (``memclaim dp
     bounds``).
@@ -278,6 +287,40 @@ def dp_bounds(
     >>> round(b.value("eta(f)"), 4)
     0.4621
     """
+    o = take_options(dp_bounds, DPBoundsOptions, options, values=(), defaults=_DP_BOUNDS_DEFAULTS)
+    (
+        curve,
+        noise_multiplier,
+        sampling_rate,
+        steps,
+        pld_grid,
+        copies,
+        list_size,
+        risk,
+        baseline,
+        truncation,
+        in_support_mass,
+        dataset_size,
+        frequency,
+        successes,
+        trials,
+    ) = o.get(
+        "curve",
+        "noise_multiplier",
+        "sampling_rate",
+        "steps",
+        "pld_grid",
+        "copies",
+        "list_size",
+        "risk",
+        "baseline",
+        "truncation",
+        "in_support_mass",
+        "dataset_size",
+        "frequency",
+        "successes",
+        "trials",
+    )
     kap = parse_baseline(baseline)
     note = None
     kw = dict(

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 import numpy as np
 
@@ -29,9 +29,9 @@ from ..errors import InputError
 from ..fsutil import sha256_bytes
 from ..jsonutil import read_json_object
 from ..procedure import (
-    DEFAULT_POLICY,
     NUMERICS_DECLARED,
     STORED_PROCEDURE_MAY_DIFFER,
+    Procedure,
     require_same_procedure,
 )
 from ..progress import LogCallback, ProgressCallback
@@ -44,6 +44,7 @@ from ..report.population import (
     short_claim,
 )
 from ..report.words import limit_note
+from ..runtime import Runtime
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, run_scoring, run_stats, scoring_pairs
 from ..text.io import record_id, text_key
@@ -70,6 +71,7 @@ from ._model import scoring_model
 from ._public import public
 from ._runs import is_store, load_store_run, run_ids, store_input_record, stored_test_procedure
 from ._score import ScoreResult
+from ._shortcuts import ConformalTestOptions, PopulationOptions, take_options
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
     import datasets
@@ -634,6 +636,29 @@ def _procedure_arg(p, what: str) -> dict | None:
     )
 
 
+# the defaults of test()'s shortcuts that are not the procedure's and runtime's own
+# (memclaim.api._shortcuts.FLAT_DEFAULTS); each is the default its keyword had
+_TEST_DEFAULTS: dict = {
+    "kind": None,
+    "binary": None,
+    "score_field": None,
+    "candidates_procedure": None,
+    "controls_procedure": None,
+    "candidate_ids": None,
+    "control_ids": None,
+    "exclude_controls": None,
+    "exclude_control_ids": (),
+    "fdr": None,
+    "fwer": None,
+    "seed": 0,
+    "budget_delta": None,
+    "realistic_budget": 100000.0,
+    "confidence": 0.95,
+    "controls_description": None,
+    "allow_mixed_numerics": False,
+}
+
+
 @public(
     renamed=dict(
         id_column="id_field",
@@ -663,26 +688,8 @@ def test(
     run: str | None = None,
     controls_run: str | None = None,
     near_verbatim: int | None = None,
-    kind: str | None = None,
-    binary: bool | None = None,
-    id_field: str | None = None,
-    score_field: str | None = None,
-    text_field: str | None = None,
-    candidates_procedure: dict | str | os.PathLike | None = None,
-    controls_procedure: dict | str | os.PathLike | None = None,
-    candidate_ids: Sequence[str] | None = None,
-    control_ids: Sequence[str] | None = None,
-    exclude_controls: str | os.PathLike | None = None,
-    exclude_control_ids: Sequence[str] = (),
-    fdr: str | float | Fraction | None = None,
-    fwer: str | float | Fraction | None = None,
-    seed: int = 0,
-    budget_delta: float | None = None,
-    realistic_budget: float = 1e5,
-    confidence: float = 0.95,
-    controls_description: str | None = None,
     out: str | os.PathLike | None = None,
-    allow_mixed_numerics: bool = False,
+    **options: Unpack[ConformalTestOptions],
 ) -> TestResult:
     """The conformal population test ([EM] §3, §4, App. C) of ``candidates`` against matched
     non-member ``controls`` at target FPR ``alpha`` (``memclaim test``).
@@ -707,6 +714,48 @@ def test(
     >>> res.test.k, res.test.n_claimed
     (1, 3)
     """
+    o = take_options(test, ConformalTestOptions, options, values=(), defaults=_TEST_DEFAULTS)
+    (
+        kind,
+        binary,
+        id_field,
+        score_field,
+        text_field,
+        candidates_procedure,
+        controls_procedure,
+        candidate_ids,
+        control_ids,
+        exclude_controls,
+        exclude_control_ids,
+        fdr,
+        fwer,
+        seed,
+        budget_delta,
+        realistic_budget,
+        confidence,
+        controls_description,
+        allow_mixed_numerics,
+    ) = o.get(
+        "kind",
+        "binary",
+        "id_field",
+        "score_field",
+        "text_field",
+        "candidates_procedure",
+        "controls_procedure",
+        "candidate_ids",
+        "control_ids",
+        "exclude_controls",
+        "exclude_control_ids",
+        "fdr",
+        "fwer",
+        "seed",
+        "budget_delta",
+        "realistic_budget",
+        "confidence",
+        "controls_description",
+        "allow_mixed_numerics",
+    )
     policy = one_policy(policies, what="test")
     sides = (_kind_of(candidates), _kind_of(controls))
     if near_verbatim is not None and not all(
@@ -942,6 +991,25 @@ def test(
 
 
 # ------------------------------------------------------------------------------ memclaim.population
+# the defaults of population()'s shortcuts that are not the procedure's and runtime's own
+# (memclaim.api._shortcuts.FLAT_DEFAULTS); each is the default its keyword had
+_POPULATION_DEFAULTS: dict = {
+    "text_field": None,
+    "id_field": None,
+    "input_format": None,
+    "exclude_controls": None,
+    "exclude_control_ids": (),
+    "fdr": None,
+    "fwer": None,
+    "seed": 0,
+    "budget_delta": None,
+    "realistic_budget": 100000.0,
+    "confidence": 0.95,
+    "controls_description": None,
+    "allow_mixed_numerics": False,
+}
+
+
 @public(renamed=dict(policy="policies"))
 def population(
     model: str | os.PathLike | LoadedModel | transformers.PreTrainedModel | tuple,
@@ -959,55 +1027,14 @@ def population(
     | datasets.Dataset,
     *,
     alpha: str | float | Fraction = "0.001",
-    prefix_tokens: int | None = None,
-    suffix_tokens: int | None = None,
-    policies: Sequence[str] | str | None = (DEFAULT_POLICY,),
-    prompt_templates: Sequence[str] = (),
-    chat_template: bool = False,
-    aggregate: str = "max",
-    text_field: str | None = None,
-    prefix_field: str | None = None,
-    suffix_field: str | None = None,
-    id_field: str | None = None,
-    input_format: str | None = None,
     limit: int | None = None,
-    near_verbatim: Sequence[int] = (),
-    beams: Sequence[int] = (),
-    exclude_controls: str | os.PathLike | None = None,
-    exclude_control_ids: Sequence[str] = (),
-    fdr: str | float | Fraction | None = None,
-    fwer: str | float | Fraction | None = None,
-    seed: int = 0,
-    budget_delta: float | None = None,
-    realistic_budget: float = 1e5,
-    confidence: float = 0.95,
-    controls_description: str | None = None,
     out: str | os.PathLike | None = None,
-    batch_size: int | str = 16,
-    unit_size: int = 64,
-    backend: str = "local",
-    address: str | None = None,
-    workers: int | None = None,
-    gpus_per_worker: float = 0.0,
-    threads_per_worker: int = 1,
-    url: str | None = None,
-    api_key_env: str | None = None,
-    api_key_file: str | os.PathLike | None = None,
-    served_model: str | None = None,
-    max_concurrency: int | None = None,
-    dtype: str | None = None,
-    sot: str | None = None,
-    device: str | None = None,
-    device_map: str | None = None,
-    max_memory: Mapping | Sequence[str] | str | None = None,
-    offload_folder: str | os.PathLike | None = None,
-    allow_mixed_numerics: bool = False,
-    allow_pickle: bool = False,
-    trust_remote_code: bool = False,
-    threads: int | None = None,
     stats: str | Sequence[str] | None = "census",
+    procedure: Procedure | Mapping | None = None,
+    runtime: Runtime | Mapping | None = None,
     progress: bool | ProgressCallback = True,
     log: LogCallback | None = None,
+    **options: Unpack[PopulationOptions],
 ) -> PopulationResult:
     """Score ``members`` and ``controls`` with ``model`` under one extraction procedure ([EM] Def.
     B.2), then run the conformal population test ([EM] §3, §4) (``memclaim population``).
@@ -1032,12 +1059,119 @@ def population(
     is ``"census"`` (log q, greedy flag, margin); ``"all"`` adds the per-token full-softmax
     statistics the audits use (None: every statistic, as ``"all"``; see :func:`memclaim.score`).
 
+    ``procedure`` and ``runtime`` (a :class:`memclaim.Procedure` and a :class:`memclaim.Runtime`,
+    or dicts of their options) carry the scoring whole, as for :func:`memclaim.score`; every
+    option above is also a keyword of its own (``**options``), and an option given both ways is
+    refused naming both values.
+
     >>> import memclaim as mc
     >>> res = mc.population("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16,
     ...                     policies=["full"], alpha="0.1")                   # doctest: +SKIP
     >>> res.headline                                                          # doctest: +SKIP
     'At target FPR alpha = 1/10 (10%) with N = 40 controls: K = 4, ...'
+    >>> res = mc.population("toy", member_texts, control_texts, alpha="0.1",
+    ...                     procedure={"policies": ["full"], "prefix_tokens": 16},
+    ...                     runtime=mc.Runtime(batch_size=32))                # doctest: +SKIP
     """
+    o = take_options(
+        population,
+        PopulationOptions,
+        options,
+        procedure=procedure,
+        runtime=runtime,
+        defaults=_POPULATION_DEFAULTS,
+    )
+    (
+        prefix_tokens,
+        suffix_tokens,
+        policies,
+        prompt_templates,
+        chat_template,
+        aggregate,
+        text_field,
+        prefix_field,
+        suffix_field,
+        id_field,
+        input_format,
+        near_verbatim,
+        beams,
+        exclude_controls,
+        exclude_control_ids,
+        fdr,
+        fwer,
+        seed,
+        budget_delta,
+        realistic_budget,
+        confidence,
+        controls_description,
+        batch_size,
+        unit_size,
+        backend,
+        address,
+        workers,
+        gpus_per_worker,
+        threads_per_worker,
+        url,
+        api_key_env,
+        api_key_file,
+        served_model,
+        max_concurrency,
+        dtype,
+        sot,
+        device,
+        device_map,
+        max_memory,
+        offload_folder,
+        allow_mixed_numerics,
+        allow_pickle,
+        trust_remote_code,
+        threads,
+    ) = o.get(
+        "prefix_tokens",
+        "suffix_tokens",
+        "policies",
+        "prompt_templates",
+        "chat_template",
+        "aggregate",
+        "text_field",
+        "prefix_field",
+        "suffix_field",
+        "id_field",
+        "input_format",
+        "near_verbatim",
+        "beams",
+        "exclude_controls",
+        "exclude_control_ids",
+        "fdr",
+        "fwer",
+        "seed",
+        "budget_delta",
+        "realistic_budget",
+        "confidence",
+        "controls_description",
+        "batch_size",
+        "unit_size",
+        "backend",
+        "address",
+        "workers",
+        "gpus_per_worker",
+        "threads_per_worker",
+        "url",
+        "api_key_env",
+        "api_key_file",
+        "served_model",
+        "max_concurrency",
+        "dtype",
+        "sot",
+        "device",
+        "device_map",
+        "max_memory",
+        "offload_folder",
+        "allow_mixed_numerics",
+        "allow_pickle",
+        "trust_remote_code",
+        "threads",
+    )
     validate_test_levels(
         alpha=alpha,
         fdr=fdr,

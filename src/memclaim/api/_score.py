@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from ..claims.sampling import (
     ESTIMATE_FILE,
@@ -28,10 +28,11 @@ from ..decoding import Policy
 from ..errors import InputError
 from ..fsutil import atomic_write_text
 from ..jsonutil import read_json_object
-from ..procedure import DEFAULT_POLICY
+from ..procedure import Procedure
 from ..progress import LogCallback, ProgressCallback
 from ..report.core import Doc
 from ..report.words import limit_note
+from ..runtime import SERVED_OPTIONS, Runtime
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, run_scoring, run_stats
 from ..scoring.served.sampling import parse_estimate, sample_generations
@@ -56,6 +57,7 @@ from ._common import (
 )
 from ._model import scoring_model
 from ._public import public
+from ._shortcuts import ScoreOptions, take_options
 
 if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at run time
     import datasets
@@ -174,50 +176,17 @@ def score(
     | None = None,
     *,
     document: str | os.PathLike | Document | None = None,
-    stride: int | None = None,
-    prefix_tokens: int | None = None,
-    suffix_tokens: int | None = None,
-    policies: Sequence[str] | str | None = (DEFAULT_POLICY,),
-    prompt_templates: Sequence[str] = (),
-    chat_template: bool = False,
-    aggregate: str = "max",
-    text_field: str | None = None,
-    prefix_field: str | None = None,
-    suffix_field: str | None = None,
-    id_field: str | None = None,
-    input_format: str | None = None,
-    limit: int | None = None,
-    near_verbatim: Sequence[int] = (),
-    beams: Sequence[int] = (),
     out: str | os.PathLike | None = None,
     label: str | None = None,
-    batch_size: int | str = 16,
-    unit_size: int = 64,
-    backend: str = "local",
-    address: str | None = None,
-    workers: int | None = None,
-    gpus_per_worker: float = 0.0,
-    threads_per_worker: int = 1,
-    url: str | None = None,
-    api_key_env: str | None = None,
-    api_key_file: str | os.PathLike | None = None,
-    served_model: str | None = None,
-    max_concurrency: int | None = None,
-    served_bounds: bool = False,
-    dtype: str | None = None,
-    device: str | None = None,
-    device_map: str | None = None,
-    max_memory: Mapping | Sequence[str] | str | None = None,
-    offload_folder: str | os.PathLike | None = None,
-    sot: str | None = None,
-    allow_pickle: bool = False,
-    trust_remote_code: bool = False,
-    threads: int | None = None,
+    limit: int | None = None,
+    procedure: Procedure | Mapping | None = None,
+    runtime: Runtime | Mapping | None = None,
     stats: str | Sequence[str] | None = None,
     estimate: str | None = None,
     seed: int = 0,
     progress: bool | ProgressCallback = True,
     log: LogCallback | None = None,
+    **options: Unpack[ScoreOptions],
 ) -> ScoreResult | EstimateResult:
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store
     (``memclaim score``).
@@ -263,12 +232,52 @@ def score(
     returned as an :class:`EstimateResult` and written to ``out``/estimate.json. An estimate is
     an interval, not a score: ``memclaim test`` refuses it (docs/served.md).
 
+    ``procedure`` (a :class:`memclaim.Procedure`, or a dict of its options: policies, window
+    lengths or fields, stride, prompt rule, near-verbatim settings, ``sot``) and ``runtime`` (a
+    :class:`memclaim.Runtime`, or a dict of its options: placement, dtype, backend and its
+    settings, batch and unit sizes, threads, the opt-ins) carry the run whole; each of their
+    options above is also a keyword of its own (a shortcut, ``**options``), and an option given
+    both ways is refused naming both values.
+
     >>> import memclaim as mc
     >>> run = mc.score("toy", ["A first passage of text ...", "a second ..."], prefix_tokens=8,
     ...                suffix_tokens=8, policies=["full", "greedy"])          # doctest: +SKIP
     >>> run.scores("full").logq                                               # doctest: +SKIP
     array([-20.1, -35.7])
+    >>> proc: mc.Procedure = mc.Procedure.options(policies=["full"], prefix_tokens=8, suffix_tokens=8)
+    >>> run = mc.score("toy", ["A first passage of text ..."], procedure=proc,
+    ...                runtime=mc.Runtime(batch_size=32))                     # doctest: +SKIP
     """
+    o = take_options(score, ScoreOptions, options, procedure=procedure, runtime=runtime)
+    stride, prefix_tokens, suffix_tokens, policies, prompt_templates = o.get(
+        "stride", "prefix_tokens", "suffix_tokens", "policies", "prompt_templates"
+    )
+    chat_template, aggregate, prefix_field, suffix_field, near_verbatim, beams, sot = o.get(
+        "chat_template",
+        "aggregate",
+        "prefix_field",
+        "suffix_field",
+        "near_verbatim",
+        "beams",
+        "sot",
+    )
+    text_field, id_field, input_format = o.get("text_field", "id_field", "input_format")
+    batch_size, unit_size, backend, address, workers, gpus_per_worker, threads_per_worker = o.get(
+        "batch_size",
+        "unit_size",
+        "backend",
+        "address",
+        "workers",
+        "gpus_per_worker",
+        "threads_per_worker",
+    )
+    url, api_key_env, api_key_file, served_model, max_concurrency, served_bounds = o.get(
+        *SERVED_OPTIONS
+    )
+    dtype, device, device_map, max_memory, offload_folder = o.get(
+        "dtype", "device", "device_map", "max_memory", "offload_folder"
+    )
+    allow_pickle, trust_remote_code, threads = o.get("allow_pickle", "trust_remote_code", "threads")
     if (texts is None) == (document is None):
         raise InputError(
             "give exactly one of --input (passages) or --document (sliding windows)",

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Unpack
 
 from ..audits.extraction import pair_windows
 from ..audits.verifier import verify
@@ -43,6 +43,7 @@ from ..validate import seed as check_seed
 from ._common import Result, jsonable
 from ._options import check_out_dir
 from ._public import public
+from ._shortcuts import FinetuneOptions, UnlearnOptions, take_options
 
 if TYPE_CHECKING:  # the annotations' names only
     from ..models.loader import LoadedModel
@@ -222,32 +223,36 @@ def train_tiny(
     return TrainRun(str(path), manifest, lines)
 
 
+# the defaults of finetune()'s shortcuts that are not the procedure's and runtime's own
+# (memclaim.api._shortcuts.FLAT_DEFAULTS); each is the default its keyword had
+_FINETUNE_DEFAULTS: dict = {
+    "plant_records": None,
+    "reserve_triggers": 0,
+    "layout": "pack",
+    "epochs": 3.0,
+    "steps": None,
+    "lr": 5e-05,
+    "batch_size": 8,
+    "seq_len": None,
+    "dp_epsilon": None,
+    "dp_delta": None,
+    "noise_multiplier": None,
+    "max_grad_norm": 1.0,
+    "physical_batch_size": None,
+    "seed": 0,
+    "overwrite": False,
+}
+
+
 @public
 def finetune(
     model: str | os.PathLike,
     data: str | os.PathLike,
     *,
     out: str | os.PathLike,
-    plant_records: str | os.PathLike | Sequence[dict] | None = None,
-    reserve_triggers: int = 0,
-    layout: str = "pack",
-    epochs: float = 3.0,
-    steps: int | None = None,
-    lr: float = 5e-5,
-    batch_size: int = 8,
-    seq_len: int | None = None,
-    dp_epsilon: float | None = None,
-    dp_delta: float | None = None,
-    noise_multiplier: float | None = None,
-    max_grad_norm: float = 1.0,
-    physical_batch_size: int | None = None,
-    seed: int = 0,
-    threads: int | None = None,
-    overwrite: bool = False,
-    trust_remote_code: bool = False,
-    device: str | None = None,
     log: LogCallback | None = None,
     progress: bool | ProgressCallback = True,
+    **options: Unpack[FinetuneOptions],
 ) -> TrainRun:
     """Fine-tune ``model`` (a folder, .gguf or named model) on the texts of ``data`` with planted
     records (``memclaim train finetune``; [MX] App. F.2: AdamW, lr 5e-5, 3 epochs).
@@ -265,6 +270,46 @@ def finetune(
     ...                   layout="examples")                          # doctest: +SKIP
     >>> run.manifest["result"]["dp"]["statement"]                     # doctest: +SKIP
     """
+    o = take_options(finetune, FinetuneOptions, options, values=(), defaults=_FINETUNE_DEFAULTS)
+    (
+        plant_records,
+        reserve_triggers,
+        layout,
+        epochs,
+        steps,
+        lr,
+        batch_size,
+        seq_len,
+        dp_epsilon,
+        dp_delta,
+        noise_multiplier,
+        max_grad_norm,
+        physical_batch_size,
+        seed,
+        threads,
+        overwrite,
+        trust_remote_code,
+        device,
+    ) = o.get(
+        "plant_records",
+        "reserve_triggers",
+        "layout",
+        "epochs",
+        "steps",
+        "lr",
+        "batch_size",
+        "seq_len",
+        "dp_epsilon",
+        "dp_delta",
+        "noise_multiplier",
+        "max_grad_norm",
+        "physical_batch_size",
+        "seed",
+        "threads",
+        "overwrite",
+        "trust_remote_code",
+        "device",
+    )
     if layout not in LAYOUTS:
         raise InputError(f"unknown layout {layout!r}", hint=f"one of {', '.join(LAYOUTS)}")
     check_seed("--seed", seed)
@@ -337,6 +382,19 @@ def finetune(
     return TrainRun(str(path), manifest, tuple(lines))
 
 
+# the defaults of unlearn()'s shortcuts that are not the procedure's and runtime's own
+# (memclaim.api._shortcuts.FLAT_DEFAULTS); each is the default its keyword had
+_UNLEARN_DEFAULTS: dict = {
+    "lr": 7e-06,
+    "max_rounds": 14,
+    "threshold": 0.15,
+    "seq_len": None,
+    "batch_size": 8,
+    "seed": 0,
+    "overwrite": False,
+}
+
+
 @public
 def unlearn(
     model: str | os.PathLike,
@@ -345,18 +403,9 @@ def unlearn(
     *,
     out: str | os.PathLike,
     method: str = "npo",
-    lr: float = 7e-6,
-    max_rounds: int = 14,
-    threshold: float = 0.15,
-    seq_len: int | None = None,
-    batch_size: int = 8,
-    seed: int = 0,
-    threads: int | None = None,
-    overwrite: bool = False,
-    trust_remote_code: bool = False,
-    device: str | None = None,
     log: LogCallback | None = None,
     progress: bool | ProgressCallback = True,
+    **options: Unpack[UnlearnOptions],
 ) -> TrainRun:
     """Unlearn the ``forget`` records (a JSONL file or a list of {id, prefix, suffix|secret}) from
     ``model`` with GradDiff or NPO ([MX] App. F.2: lr 7e-6, up to 14 rounds) until memclaim's
@@ -370,6 +419,30 @@ def unlearn(
     >>> run.manifest["result"]["forgotten"]                                          # doctest: +SKIP
     True
     """
+    o = take_options(unlearn, UnlearnOptions, options, values=(), defaults=_UNLEARN_DEFAULTS)
+    (
+        lr,
+        max_rounds,
+        threshold,
+        seq_len,
+        batch_size,
+        seed,
+        threads,
+        overwrite,
+        trust_remote_code,
+        device,
+    ) = o.get(
+        "lr",
+        "max_rounds",
+        "threshold",
+        "seq_len",
+        "batch_size",
+        "seed",
+        "threads",
+        "overwrite",
+        "trust_remote_code",
+        "device",
+    )
     if method not in UNLEARN_METHODS:
         raise InputError(
             f"unknown unlearning method {method!r}", hint=f"one of {', '.join(UNLEARN_METHODS)}"

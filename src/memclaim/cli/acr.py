@@ -11,8 +11,8 @@ from .common import (
     INPUT_FORMATS,
     PASSAGE_INPUTS,
     model_options,
-    placement_kwargs,
     print_json,
+    runtime_value,
     stderr_log,
 )
 from .console import echo
@@ -231,12 +231,8 @@ def command(
         input_format=input_format,
         controls_description=controls_description,
         out=out_dir,
-        dtype=dtype,
         sot=sot,
-        **placement_kwargs(),
-        allow_pickle=allow_pickle,
-        trust_remote_code=trust_remote_code,
-        threads=threads,
+        runtime=runtime_value(),
         progress=bar,
         log=stderr_log(not as_json and not no_progress),
     )

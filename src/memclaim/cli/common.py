@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from .. import api
 from ..api import (  # noqa: F401
     DEFAULT_POLICY,
     DEFAULT_PREFIX_TOKENS,
@@ -462,18 +463,41 @@ def _served_value(name: str):
     return store
 
 
+class BackendChoice(click.Choice):
+    """--backend's choices, read from the backend registry when the command line is parsed (so a
+    backend registered with ``register_backend`` after the CLI was imported is selectable), plus
+    ``openai`` (a served model, made by the API itself).
+
+    >>> "local" in BackendChoice().choices
+    True
+    """
+
+    def __init__(self):
+        super().__init__(["local"])
+
+    @property  # type: ignore[override]
+    def choices(self):
+        return tuple(dict.fromkeys([*api.backend_names(), "openai"]))
+
+    @choices.setter
+    def choices(self, value):  # click's __init__ sets it; the registry is the truth
+        pass
+
+
 def backend_options(f):
     """--backend --address --workers --gpus-per-worker --threads-per-worker (distributed scoring);
     --url --api-key-env --api-key-file --served-model --max-concurrency (a served model)."""
     opts = [
         click.option(
             "--backend",
-            type=click.Choice(["local", "ray", "openai"]),
+            type=BackendChoice(),
             default="local",
             show_default=True,
             help="Where units are scored: this process, a pool of Ray actors (pip install "
-            "'memclaim[ray]'), or an OpenAI-compatible server (vLLM, SGLang, llama-cpp-python; "
-            "docs/served.md); all write the same store. See docs/distributed.md.",
+            "'memclaim[ray]'), an OpenAI-compatible server (vLLM, SGLang, llama-cpp-python; "
+            "docs/served.md), or a backend registered with memclaim.scoring.backends."
+            "register_backend (docs/extending.md); all write the same store. See "
+            "docs/distributed.md.",
         ),
         click.option(
             "--address",
@@ -596,3 +620,62 @@ def served_bounds_option(f):
         "bounds for (temperature without truncation) and store the bounds; a test never reads "
         "them as scores.",
     )(f)
+
+
+# ------------------------------------------------------------------ the two values (issue 26)
+# the command parameters each value is built from: API option name -> the click parameter
+_RUNTIME_PARAMS = {
+    "batch_size": "batch_size",
+    "unit_size": "unit_size",
+    "backend": "backend",
+    "address": "address",
+    "workers": "workers",
+    "gpus_per_worker": "gpus_per_worker",
+    "threads_per_worker": "threads_per_worker",
+    "dtype": "dtype",
+    "allow_pickle": "allow_pickle",
+    "trust_remote_code": "trust_remote_code",
+    "threads": "threads",
+}
+_PROCEDURE_PARAMS = {
+    "policies": "policies",
+    "prefix_tokens": "prefix_tokens",
+    "suffix_tokens": "suffix_tokens",
+    "prefix_field": "prefix_field",
+    "suffix_field": "suffix_field",
+    "stride": "stride",
+    "prompt_templates": "prompt_templates",
+    "chat_template": "chat_template",
+    "aggregate": "aggregate",
+    "near_verbatim": "nv_eps",
+    "beams": "nv_beams",
+    "sot": "sot",
+}
+
+
+def runtime_value() -> api.Runtime:
+    """The running command's runtime, as the one value the API takes whole (``runtime=``): its
+    execution options (:func:`run_options`, :func:`backend_options`, :func:`model_options`:
+    --batch-size --unit-size --backend --address --workers --gpus-per-worker
+    --threads-per-worker --dtype --allow-pickle --trust-remote-code --threads), its placement
+    (:func:`placement_options`) and a served model's settings (:func:`served_kwargs`). Each
+    option group is declared once, here; a command builds the value and passes it on."""
+    params = click.get_current_context().params
+    flat = {k: params[p] for k, p in _RUNTIME_PARAMS.items() if p in params}
+    return api.Runtime.options(**flat, **placement_kwargs(), **served_kwargs())
+
+
+def procedure_value(*leave_out: str) -> api.Procedure:
+    """The running command's extraction procedure ([EM] Def. B.2) as the one value the API takes
+    whole (``procedure=``): :func:`procedure_options`, :func:`near_verbatim_options`, --sot and
+    the command's --stride; ``leave_out``: options the command passes on by themselves (census'
+    --stride, which the API takes explicitly)."""
+    params = click.get_current_context().params
+    flat = {
+        k: params[p]
+        for k, p in _PROCEDURE_PARAMS.items()
+        if p in params
+        and k not in leave_out
+        and not (k in ("prefix_field", "suffix_field", "stride") and params[p] is None)
+    }
+    return api.Procedure.options(**flat)
