@@ -562,6 +562,41 @@ def test_the_skeleton_runs_its_steps_in_order_and_reports_like_finish(tmp_path):
         type("Empty", (Reproduction,), {"settings": lambda self: {}})(quick=True).reproduce()
 
 
+@pytest.mark.parametrize(
+    "name",
+    sorted(n for n, (m, _) in REPRODUCTIONS.items() if m.startswith("memclaim.experiments.")),
+)
+def test_every_reproduction_runs_on_the_skeleton(tmp_path, monkeypatch, name):
+    """Issue 26 item 4: every reproduction memclaim ships is one Reproduction subclass in its
+    module, named as registered, and its run() is that class's reproduce() (nothing is loaded or
+    scored here: reproduce is replaced, so only settings() runs)."""
+    import importlib
+
+    from memclaim.experiments.skeleton import Reproduction
+
+    module = importlib.import_module(REPRODUCTIONS[name][0])
+    classes = [
+        c
+        for c in vars(module).values()
+        if isinstance(c, type)
+        and issubclass(c, Reproduction)
+        and c is not Reproduction
+        and c.__module__ == module.__name__
+    ]
+    assert [c.name for c in classes] == [name]
+    cls = classes[0]
+    assert cls.title and cls.reproduces
+    made = []
+
+    def fake_reproduce(self):
+        made.append((self.quick, self.seed, self.out_dir, dict(self.s)))
+        return {"name": self.name}
+
+    monkeypatch.setattr(cls, "reproduce", fake_reproduce)
+    assert module.run(quick=True, seed=5, out_dir=tmp_path) == {"name": name}
+    assert [m[:3] for m in made] == [(True, 5, tmp_path)] and isinstance(made[0][3], dict)
+
+
 def test_reproduce_turns_off_the_libraries_bars(tmp_path, monkeypatch, capsys):
     """`memclaim reproduce NAME` prints its summary only: transformers' "Loading weights" bars
     (seen on stderr of a full greedy run) are turned off before the reproduction loads a model."""

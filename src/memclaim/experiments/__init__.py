@@ -2,7 +2,8 @@
 
 Every reproduction is a module exposing ``run(*, quick: bool, seed: int, out_dir) -> dict`` that
 writes ``NAME.json``, ``NAME.png`` / ``NAME.pdf`` and the report ``NAME.md`` / ``NAME.html`` (see
-:mod:`.common`); each of the paper's sentences it judges is quoted and tested as stated, with the
+:mod:`.common`); every one shipped here is a :class:`~.skeleton.Reproduction` subclass (settings ->
+data -> runs -> checks -> figure -> report) whose ``run`` is one call of its ``reproduce()``; each of the paper's sentences it judges is quoted and tested as stated, with the
 statistics of :mod:`.verdicts` (held, not held, or not testable here). :data:`REPRODUCTIONS` maps the public
 name to ``(module, description)``; modules are imported only when run, so a reproduction that
 needs an optional stack (torch, a real model) never breaks the others. Later reproductions plug in

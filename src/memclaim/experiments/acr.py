@@ -37,9 +37,10 @@ from ..report.style import PALETTE, style
 from ..scoring.acr import LengthSearch, search_sides
 from ..scoring.gcg import GCGSettings
 from ..train.toy import toy_data  # also registers the tiny GPT "toy" (the quick tier's model)
-from .common import PaperClaim, check, compare, finish, new_figure, paper_claim, paper_footer
+from .common import PaperClaim, check, compare, new_figure, paper_claim, paper_footer
 from .em_verses import model_info
 from .real_text import read_records
+from .skeleton import Reproduction
 from .verdicts import rate
 
 if TYPE_CHECKING:  # the annotations' names only
@@ -253,6 +254,178 @@ def claims_for(b: dict) -> list[PaperClaim]:
     return [succeeds_claim(b)]
 
 
+class ACR(Reproduction):
+    """[EM] App. A.2's ACR on members and matched non-members on the skeleton (:mod:`.skeleton`)."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = (
+        "[EM] App. A.2",
+        "[EM] §1 (ACR paragraph)",
+        "[EM] §3 'Revisiting parrot prompts'",
+    )
+
+    def settings(self) -> dict:
+        """The tier (:func:`settings_for`); NAME.json records it under ``tier``
+        (:meth:`recorded_settings`)."""
+        return settings_for(self.quick)
+
+    def data(self) -> tuple:
+        """The model and the two sides' targets (members, matched controls)."""
+        self.model = load_model(self.s["model"])
+        sides, self.info = targets(self.model, self.quick)
+        return sides
+
+    def runs(self, sides: dict) -> dict:
+        """The length search on every target (kept in ``out_dir/acr-searches``), the comparison of
+        the two sides and the verdict: the result block."""
+        s = self.s
+        gcg = GCGSettings(
+            top_k=s["top_k"], batch_size=s["search_batch"], steps=s["steps"], seed=int(self.seed)
+        )
+        self.procedure, res, _ = search_sides(
+            self.model,
+            sides,
+            criterion=CRITERION,
+            gcg=gcg,
+            lengths=LengthSearch(),
+            store_root=Path(self.out_dir) / "acr-searches",
+        )
+        self.mem, self.ctl = mem, ctl = res["members"], res["controls"]
+        self.cmp = acr_comparison(
+            member_extracted=[r.extracted for r in mem],
+            control_extracted=[r.extracted for r in ctl],
+            member_acr=[r.acr for r in mem],
+            control_acr=[r.acr for r in ctl],
+            criterion=CRITERION,
+            member_met=[r.met for r in mem],
+            control_met=[r.met for r in ctl],
+            member_ids=[r.id for r in mem],
+            control_ids=[r.id for r in ctl],
+            member_argmax_without_greedy=[r.argmax_without_greedy for r in mem],
+            control_argmax_without_greedy=[r.argmax_without_greedy for r in ctl],
+            member_leaks=[r.leaks for r in mem],
+            control_leaks=[r.leaks for r in ctl],
+        )
+        self.verdict = succeeds_on_both(
+            members_extracted=self.cmp.members.extracted,
+            n_members=self.cmp.members.n,
+            controls_extracted=self.cmp.controls.extracted,
+            n_controls=self.cmp.controls.n,
+        )
+        b = _block(res, self.cmp, self.verdict)
+        b["model"] = model_info(self.model)
+        return b
+
+    def checks(self, b: dict) -> list:
+        extracted = [r for r in self.mem + self.ctl if r.extracted]
+        return [
+            check(
+                "every extracted target has |x*| < |y| and ACR = |y|/|x*| > 1",
+                all(
+                    r.prompt_len < r.target_len
+                    and math.isclose(r.acr, r.target_len / r.prompt_len)
+                    and r.acr > 1
+                    for r in extracted
+                ),
+                f"{len(extracted)} extracted",
+                false_alarm="0 (an identity)",
+            ),
+            check(
+                f"every extracted x* meets {CRITERION} in its exact evaluation (geometric mean >= 0.9)",
+                all(r.geometric_mean_prob >= 0.9 - 1e-12 and r.prob for r in extracted),
+                f"{len(extracted)} extracted",
+                false_alarm="0 (an identity)",
+            ),
+            check(
+                "the binary test's floor is (m+1)/(N+1) ([EM] D.3)",
+                b["alpha_n_exact"]
+                == f"{self.cmp.controls.extracted + 1}/{self.cmp.controls.n + 1}",
+                b["alpha_n_exact"],
+                false_alarm="0 (an identity)",
+            ),
+        ]
+
+    def claims(self, b: dict) -> list[PaperClaim]:
+        return claims_for(b)
+
+    def differences(self, b: dict) -> list[str]:
+        s = self.s
+        return [
+            f"model {b['model']['words']} (paper: Llama 2 13B)",
+            (
+                "text: the tiny GPT's planted passages against held-out ones, 8-token targets"
+                if self.quick
+                else f"text: the first {s['pairs']} famous KJV lines against newly written lines of "
+                "the same length and style (paper: one famous quotation, Gretzky's, and one "
+                "post-cutoff quotation, Brunson's)"
+            ),
+            f"search: top-k {s['top_k']}, batch {s['search_batch']}, {s['steps']} steps per length "
+            f"(paper: {PAPER_SEARCH})",
+        ]
+
+    def paper_numbers(self, b: dict) -> list:
+        mem, ctl = self.mem, self.ctl
+        argmax_ok = [r for r in mem + ctl if r.argmax]
+        med = lambda xs: float(np.median(xs)) if xs else float("nan")  # noqa: E731
+        return [
+            compare(
+                "member_acr",
+                "acr/member-acr",
+                med([r.acr for r in mem if r.extracted]),
+                note="median ACR of the extracted members (nan: none extracted); the paper's one "
+                "quotation",
+            ),
+            compare(
+                "control_acr",
+                "acr/control-acr",
+                med([r.acr for r in ctl if r.extracted]),
+                note="median ACR of the extracted controls (nan: none extracted); the paper's one "
+                "quotation",
+            ),
+            compare(
+                "argmax_not_greedy",
+                "acr/argmax-not-greedy",
+                (sum(r.argmax_without_greedy for r in argmax_ok) / len(argmax_ok))
+                if argmax_ok
+                else float("nan"),
+                note=f"share of x* with an argmax success that greedy generation does not reproduce "
+                f"({sum(r.argmax_without_greedy for r in argmax_ok)} of {len(argmax_ok)}; the paper's "
+                "prompts were searched under the argmax criterion, ours under prob:0.9)",
+            ),
+        ]
+
+    def figure(self, b: dict, *, claims, differences):
+        return _plot(b, differences, claims)
+
+    def notes(self, b: dict) -> list[str]:
+        status = self.verdict.status
+        notes = [
+            f"the paper's sentence: {status}"
+            + ("" if status != NOT_TESTABLE else " (see the verdict's reason)"),
+            "each target is one success/failure trial, so each rate is a binomial proportion with a "
+            "95% Clopper-Pearson interval and the difference gets Newcombe's interval ([EM] App. A.1, "
+            "D.1)",
+            "the search is deterministic under the seed on the CPU; searches are kept in acr-searches/ "
+            "and read back",
+        ]
+        if status == NOT_HELD:
+            notes.append(
+                "not held on this run: a side had no success under this budget; reported as it came "
+                "out"
+            )
+        return notes
+
+    def recorded_settings(self, b: dict) -> dict:
+        return {
+            "model": b["model"],
+            "criterion": CRITERION,
+            "tier": self.s,
+            "targets": self.info,
+            "procedure": self.procedure,
+            "paper_search": PAPER_SEARCH,
+        }
+
+
 def run(
     *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions"
 ) -> dict:
@@ -266,151 +439,7 @@ def run(
     >>> res["name"], res["results"]["verdict"]["status"] in ("held", "not held", "not testable here")  # doctest: +SKIP
     ('acr', True)
     """
-    s = settings_for(quick)
-    model = load_model(s["model"])
-    sides, info = targets(model, quick)
-    gcg = GCGSettings(
-        top_k=s["top_k"], batch_size=s["search_batch"], steps=s["steps"], seed=int(seed)
-    )
-    lengths = LengthSearch()
-    procedure, res, _ = search_sides(
-        model,
-        sides,
-        criterion=CRITERION,
-        gcg=gcg,
-        lengths=lengths,
-        store_root=Path(out_dir) / "acr-searches",
-    )
-    mem, ctl = res["members"], res["controls"]
-    cmp = acr_comparison(
-        member_extracted=[r.extracted for r in mem],
-        control_extracted=[r.extracted for r in ctl],
-        member_acr=[r.acr for r in mem],
-        control_acr=[r.acr for r in ctl],
-        criterion=CRITERION,
-        member_met=[r.met for r in mem],
-        control_met=[r.met for r in ctl],
-        member_ids=[r.id for r in mem],
-        control_ids=[r.id for r in ctl],
-        member_argmax_without_greedy=[r.argmax_without_greedy for r in mem],
-        control_argmax_without_greedy=[r.argmax_without_greedy for r in ctl],
-        member_leaks=[r.leaks for r in mem],
-        control_leaks=[r.leaks for r in ctl],
-    )
-    verdict = succeeds_on_both(
-        members_extracted=cmp.members.extracted,
-        n_members=cmp.members.n,
-        controls_extracted=cmp.controls.extracted,
-        n_controls=cmp.controls.n,
-    )
-    b = _block(res, cmp, verdict)
-    b["model"] = model_info(model)
-    claims = claims_for(b)
-    differences = [
-        f"model {b['model']['words']} (paper: Llama 2 13B)",
-        (
-            "text: the tiny GPT's planted passages against held-out ones, 8-token targets"
-            if quick
-            else f"text: the first {s['pairs']} famous KJV lines against newly written lines of the same length "
-            "and style (paper: one famous quotation, Gretzky's, and one post-cutoff quotation, Brunson's)"
-        ),
-        f"search: top-k {s['top_k']}, batch {s['search_batch']}, {s['steps']} steps per length "
-        f"(paper: {PAPER_SEARCH})",
-    ]
-    extracted = [r for r in mem + ctl if r.extracted]
-    argmax_ok = [r for r in mem + ctl if r.argmax]
-    checks = [
-        check(
-            "every extracted target has |x*| < |y| and ACR = |y|/|x*| > 1",
-            all(
-                r.prompt_len < r.target_len
-                and math.isclose(r.acr, r.target_len / r.prompt_len)
-                and r.acr > 1
-                for r in extracted
-            ),
-            f"{len(extracted)} extracted",
-            false_alarm="0 (an identity)",
-        ),
-        check(
-            f"every extracted x* meets {CRITERION} in its exact evaluation (geometric mean >= 0.9)",
-            all(r.geometric_mean_prob >= 0.9 - 1e-12 and r.prob for r in extracted),
-            f"{len(extracted)} extracted",
-            false_alarm="0 (an identity)",
-        ),
-        check(
-            "the binary test's floor is (m+1)/(N+1) ([EM] D.3)",
-            b["alpha_n_exact"] == f"{cmp.controls.extracted + 1}/{cmp.controls.n + 1}",
-            b["alpha_n_exact"],
-            false_alarm="0 (an identity)",
-        ),
-    ]
-    med = lambda xs: float(np.median(xs)) if xs else float("nan")  # noqa: E731
-    paper = [
-        compare(
-            "member_acr",
-            "acr/member-acr",
-            med([r.acr for r in mem if r.extracted]),
-            note="median ACR of the extracted members (nan: none extracted); the paper's one quotation",
-        ),
-        compare(
-            "control_acr",
-            "acr/control-acr",
-            med([r.acr for r in ctl if r.extracted]),
-            note="median ACR of the extracted controls (nan: none extracted); the paper's one quotation",
-        ),
-        compare(
-            "argmax_not_greedy",
-            "acr/argmax-not-greedy",
-            (sum(r.argmax_without_greedy for r in argmax_ok) / len(argmax_ok))
-            if argmax_ok
-            else float("nan"),
-            note=f"share of x* with an argmax success that greedy generation does not reproduce "
-            f"({sum(r.argmax_without_greedy for r in argmax_ok)} of {len(argmax_ok)}; the paper's "
-            "prompts were searched under the argmax criterion, ours under prob:0.9)",
-        ),
-    ]
-    settings = {
-        "model": b["model"],
-        "criterion": CRITERION,
-        "tier": s,
-        "targets": info,
-        "procedure": procedure,
-        "paper_search": PAPER_SEARCH,
-    }
-    fig = _plot(b, differences, claims)
-    status = verdict.status
-    notes = [
-        f"the paper's sentence: {status}"
-        + ("" if status != NOT_TESTABLE else " (see the verdict's reason)"),
-        "each target is one success/failure trial, so each rate is a binomial proportion with a 95% "
-        "Clopper-Pearson interval and the difference gets Newcombe's interval ([EM] App. A.1, D.1)",
-        "the search is deterministic under the seed on the CPU; searches are kept in acr-searches/ and read back",
-    ]
-    if status == NOT_HELD:
-        notes.append(
-            "not held on this run: a side had no success under this budget; reported as it came out"
-        )
-    return finish(
-        NAME,
-        title=TITLE,
-        reproduces=[
-            "[EM] App. A.2",
-            "[EM] §1 (ACR paragraph)",
-            "[EM] §3 'Revisiting parrot prompts'",
-        ],
-        seed=seed,
-        quick=quick,
-        streams=STREAMS,
-        settings=settings,
-        results=b,
-        paper_numbers=paper,
-        checks=checks,
-        figure=fig,
-        out_dir=out_dir,
-        paper_claims=claims,
-        differences=differences,
-        notes=notes,
-    )
+    return ACR(quick=quick, seed=seed, out_dir=out_dir).reproduce()
 
 
 __all__ = ["run", "targets", "settings_for", "succeeds_claim", "claims_for", "QUOTE_BOTH"]

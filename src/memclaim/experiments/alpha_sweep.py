@@ -27,7 +27,8 @@ from ..claims.conformal import alpha_sweep, controls_needed_for_level, populatio
 from ..claims.intervals import newcombe_paired
 from ..report.style import PALETTE, figure, legend, style
 from . import em_verses as ev
-from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer
+from .common import PaperClaim, check, compare, paper_claim, paper_footer
+from .skeleton import Reproduction
 from .verdicts import fmt_interval, rate, ratio
 
 NAME = "alpha-sweep"
@@ -624,6 +625,179 @@ def _plot(blocks, differences, claims):
     return fig
 
 
+class AlphaSweep(Reproduction):
+    """[EM] Fig. 4's top-40 alpha sweep on the skeleton (:mod:`.skeleton`)."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = (
+        "[EM] Fig. 4",
+        "[EM] §4 'Continuous calibration'",
+        "[EM] App. C.4.4",
+        "[EM] App. D.4, Fig. 14 (full softmax)",
+    )
+
+    def settings(self) -> dict:
+        """The fixed settings; NAME.json records them after the populations and before the models
+        (:meth:`recorded_settings`)."""
+        return {
+            "prefix_tokens": ev.PREFIX_TOKENS,
+            "suffix_tokens": ev.SUFFIX_TOKENS,
+            "short": ev.SHORT,
+            "long": ev.LONG,
+            "length_rule": ev.LENGTH_RULE,
+            "policies": list(POLICIES),
+            "reference_alpha": ALPHA_REF,
+            "confidence": 0.95,
+            "prompt": "natural prefix",
+        }
+
+    def data(self) -> list:
+        """The populations and the natural-prefix runs of every model (scored once into the store)."""
+        self.pops, entries = ev.natural_runs(self.quick, self.out_dir)
+        return entries
+
+    def runs(self, entries: list) -> dict:
+        """One block per model: the alpha sweep of both policies at the two suffix lengths."""
+        return {"models": [_model_block(e) for e in entries]}
+
+    def checks(self, results: dict) -> list:
+        checks = []
+        for b in results["models"]:
+            for policy in POLICIES:
+                for ell in (ev.SHORT, ev.LONG):
+                    L = b["policies"][policy]["lengths"][str(ell)]
+                    sw = L["sweep"]
+                    if sw is None:
+                        continue
+                    k, n = np.asarray(sw["k"]), L["n_controls"]
+                    ok = np.allclose(sw["alpha_n"], k / (n + 1), rtol=0, atol=1e-15) and np.all(
+                        np.asarray(sw["control_rate_in_sample"]) <= (k - 1) / n + 1e-15
+                    )
+                    checks.append(
+                        check(
+                            f"{b['model']['name']}, {policy}, {ell} tokens: alpha_N = K/(N+1) and at "
+                            "most K - 1 controls above each threshold ([EM] Eq. 5, C.1)",
+                            ok,
+                            f"K = 1..{int(k[-1])}",
+                            false_alarm="0 (an identity)",
+                        )
+                    )
+        return checks
+
+    def claims(self, results: dict) -> list[PaperClaim]:
+        return [c for b in results["models"] for c in claims_for(b)]
+
+    def differences(self, results: dict) -> list[str]:
+        return ev.tier_differences(
+            self.quick,
+            self.pops,
+            paper_models="OLMo 2 32B base",
+            paper_text="Wikipedia passages",
+            paper_n="5,000 each",
+        ) + [
+            f"lengths: {ev.LENGTH_RULE}",
+            f"reference level alpha = {ALPHA_REF:g} (alpha_N = K/(N+1) with K = floor(alpha (N+1))): "
+            f"the paper's 0.1% needs N >= 999 controls, the smallest level here is "
+            f"1/{len(self.pops.controls) + 1}",
+        ]
+
+    def paper_numbers(self, results: dict) -> list:
+        blocks = results["models"]
+        first = blocks[0]["policies"][ev.PAPER_POLICY]["lengths"]
+        s, lg = first[str(ev.SHORT)], first[str(ev.LONG)]
+        nm = blocks[0]["model"]["name"]
+        note = (
+            f"{nm}, top-40, {ev.SHORT} tokens vs the paper's 10 and {ev.LONG} vs 50; reference alpha = {ALPHA_REF:g} "
+            f"(alpha_N = {s['reference']['alpha_n']:.3g}) vs the paper's 0.1%"
+        )
+        ts, tl = s["reference"]["threshold_log10"], lg["reference"]["threshold_log10"]
+        return [
+            compare(
+                "tau_short",
+                "alpha-sweep/tau-short",
+                10**ts if ts is not None else float("nan"),
+                note=note,
+            ),
+            compare(
+                "tau_long",
+                "alpha-sweep/tau-long",
+                10**tl if tl is not None else float("nan"),
+                note=note,
+            ),
+            compare(
+                "m_hat_short",
+                "alpha-sweep/m-hat-short",
+                s["reference"]["calibrated_rate"]["estimate"],
+                note=note,
+            ),
+            compare(
+                "m_hat_long",
+                "alpha-sweep/m-hat-long",
+                lg["reference"]["calibrated_rate"]["estimate"],
+                note=note,
+            ),
+            compare(
+                "alpha_dagger_short",
+                "alpha-sweep/alpha-dagger-short",
+                s.get("alpha_dagger", float("nan")),
+                note=note,
+            ),
+            compare(
+                "alpha_dagger_long",
+                "alpha-sweep/alpha-dagger-long",
+                lg.get("alpha_dagger", float("nan")),
+                note=note,
+            ),
+            compare(
+                "zero_share_short",
+                "alpha-sweep/zero-share-short",
+                s["control_zero_share"],
+                note=note,
+            ),
+            compare(
+                "zero_share_long",
+                "alpha-sweep/zero-share-long",
+                lg["control_zero_share"],
+                note=note,
+            ),
+            compare(
+                "member_rate_short_max",
+                "alpha-sweep/member-rate-short-max",
+                s.get("at_smallest_threshold", {}).get("member_rate", float("nan")),
+                note=note,
+            ),
+            compare(
+                "alpha_n_short_max",
+                "alpha-sweep/alpha-n-short-max",
+                s.get("at_smallest_threshold", {}).get("alpha_n", float("nan")),
+                note=note,
+            ),
+            compare(
+                "member_rate_long_max",
+                "alpha-sweep/member-rate-long-max",
+                lg.get("at_smallest_threshold", {}).get("member_rate", float("nan")),
+                note=note,
+            ),
+        ]
+
+    def figure(self, results: dict, *, claims, differences):
+        return _plot(results["models"], differences, claims)
+
+    def notes(self, results: dict) -> list[str]:
+        return [
+            "bands are pointwise 95% ([EM] D.1): Clopper-Pearson on G, the same shifted by alpha_N on "
+            "M; the Beta band on alpha* is in the JSON where Lemma 3 certifies it",
+            "every number is a deterministic function of the stored scores (the seed is unused)",
+        ]
+
+    def recorded_settings(self, results: dict) -> dict:
+        return {
+            "populations": self.pops.describe(),
+            **self.s,
+            "models": [b["model"] for b in results["models"]],
+        }
+
+
 def run(
     *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions"
 ) -> dict:
@@ -638,148 +812,4 @@ def run(
     >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
     ('alpha-sweep', True)
     """
-    pops, entries = ev.natural_runs(quick, out_dir)
-    blocks = [_model_block(e) for e in entries]
-    claims = [c for b in blocks for c in claims_for(b)]
-    differences = ev.tier_differences(
-        quick,
-        pops,
-        paper_models="OLMo 2 32B base",
-        paper_text="Wikipedia passages",
-        paper_n="5,000 each",
-    ) + [
-        f"lengths: {ev.LENGTH_RULE}",
-        f"reference level alpha = {ALPHA_REF:g} (alpha_N = K/(N+1) with K = floor(alpha (N+1))): the paper's "
-        f"0.1% needs N >= 999 controls, the smallest level here is 1/{len(pops.controls) + 1}",
-    ]
-    checks = []
-    for b in blocks:
-        for policy in POLICIES:
-            for ell in (ev.SHORT, ev.LONG):
-                L = b["policies"][policy]["lengths"][str(ell)]
-                sw = L["sweep"]
-                if sw is None:
-                    continue
-                k, n = np.asarray(sw["k"]), L["n_controls"]
-                ok = np.allclose(sw["alpha_n"], k / (n + 1), rtol=0, atol=1e-15) and np.all(
-                    np.asarray(sw["control_rate_in_sample"]) <= (k - 1) / n + 1e-15
-                )
-                checks.append(
-                    check(
-                        f"{b['model']['name']}, {policy}, {ell} tokens: alpha_N = K/(N+1) and at most "
-                        "K - 1 controls above each threshold ([EM] Eq. 5, C.1)",
-                        ok,
-                        f"K = 1..{int(k[-1])}",
-                        false_alarm="0 (an identity)",
-                    )
-                )
-    first = blocks[0]["policies"][ev.PAPER_POLICY]["lengths"]
-    s, lg = first[str(ev.SHORT)], first[str(ev.LONG)]
-    nm = blocks[0]["model"]["name"]
-    note = (
-        f"{nm}, top-40, {ev.SHORT} tokens vs the paper's 10 and {ev.LONG} vs 50; reference alpha = {ALPHA_REF:g} "
-        f"(alpha_N = {s['reference']['alpha_n']:.3g}) vs the paper's 0.1%"
-    )
-    ts, tl = s["reference"]["threshold_log10"], lg["reference"]["threshold_log10"]
-    paper = [
-        compare(
-            "tau_short",
-            "alpha-sweep/tau-short",
-            10**ts if ts is not None else float("nan"),
-            note=note,
-        ),
-        compare(
-            "tau_long",
-            "alpha-sweep/tau-long",
-            10**tl if tl is not None else float("nan"),
-            note=note,
-        ),
-        compare(
-            "m_hat_short",
-            "alpha-sweep/m-hat-short",
-            s["reference"]["calibrated_rate"]["estimate"],
-            note=note,
-        ),
-        compare(
-            "m_hat_long",
-            "alpha-sweep/m-hat-long",
-            lg["reference"]["calibrated_rate"]["estimate"],
-            note=note,
-        ),
-        compare(
-            "alpha_dagger_short",
-            "alpha-sweep/alpha-dagger-short",
-            s.get("alpha_dagger", float("nan")),
-            note=note,
-        ),
-        compare(
-            "alpha_dagger_long",
-            "alpha-sweep/alpha-dagger-long",
-            lg.get("alpha_dagger", float("nan")),
-            note=note,
-        ),
-        compare(
-            "zero_share_short", "alpha-sweep/zero-share-short", s["control_zero_share"], note=note
-        ),
-        compare(
-            "zero_share_long", "alpha-sweep/zero-share-long", lg["control_zero_share"], note=note
-        ),
-        compare(
-            "member_rate_short_max",
-            "alpha-sweep/member-rate-short-max",
-            s.get("at_smallest_threshold", {}).get("member_rate", float("nan")),
-            note=note,
-        ),
-        compare(
-            "alpha_n_short_max",
-            "alpha-sweep/alpha-n-short-max",
-            s.get("at_smallest_threshold", {}).get("alpha_n", float("nan")),
-            note=note,
-        ),
-        compare(
-            "member_rate_long_max",
-            "alpha-sweep/member-rate-long-max",
-            lg.get("at_smallest_threshold", {}).get("member_rate", float("nan")),
-            note=note,
-        ),
-    ]
-    settings = {
-        "populations": pops.describe(),
-        "prefix_tokens": ev.PREFIX_TOKENS,
-        "suffix_tokens": ev.SUFFIX_TOKENS,
-        "short": ev.SHORT,
-        "long": ev.LONG,
-        "length_rule": ev.LENGTH_RULE,
-        "policies": list(POLICIES),
-        "reference_alpha": ALPHA_REF,
-        "confidence": 0.95,
-        "prompt": "natural prefix",
-        "models": [b["model"] for b in blocks],
-    }
-    fig = _plot(blocks, differences, claims)
-    return finish(
-        NAME,
-        title=TITLE,
-        reproduces=[
-            "[EM] Fig. 4",
-            "[EM] §4 'Continuous calibration'",
-            "[EM] App. C.4.4",
-            "[EM] App. D.4, Fig. 14 (full softmax)",
-        ],
-        seed=seed,
-        quick=quick,
-        streams=STREAMS,
-        settings=settings,
-        results={"models": blocks},
-        paper_numbers=paper,
-        checks=checks,
-        figure=fig,
-        out_dir=out_dir,
-        paper_claims=claims,
-        differences=differences,
-        notes=[
-            "bands are pointwise 95% ([EM] D.1): Clopper-Pearson on G, the same shifted by alpha_N on M; "
-            "the Beta band on alpha* is in the JSON where Lemma 3 certifies it",
-            "every number is a deterministic function of the stored scores (the seed is unused)",
-        ],
-    )
+    return AlphaSweep(quick=quick, seed=seed, out_dir=out_dir).reproduce()

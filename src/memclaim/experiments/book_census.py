@@ -40,8 +40,9 @@ from ..claims.scores import LN10
 from ..errors import InputError
 from ..report.style import PALETTE, blank_figure, colorbar, colormap, legend, style
 from . import real_text as rt
-from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer, rng_streams
+from .common import PaperClaim, check, compare, paper_claim, paper_footer
 from .paper import PAPER
+from .skeleton import Reproduction
 
 if TYPE_CHECKING:  # the annotations' names only
     from ..claims.census import WindowScores
@@ -247,6 +248,279 @@ def _text_summary(name: str, ws, scored, greedy, topk) -> dict:
     }
 
 
+class BookCensus(Reproduction):
+    """[EM] §5's census of Genesis 1-3 against a matched control on the skeleton (:mod:`.skeleton`)."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = (
+        "[EM] §5 census",
+        "[EM] Fig. 5 (threshold from the control)",
+        "[EM] Fig. 6 (coverage as tau rises)",
+        "[EM] Fig. 18 (heatmap)",
+    )
+
+    def settings(self) -> dict:
+        return _settings(self.quick)
+
+    def data(self) -> dict:
+        """The model, the three texts (document, control, held-out) and their teacher-forced runs
+        (scored once into the store); the window scores under both policies and the greedy flags
+        are kept on ``self``."""
+        s = self.s
+        self.m = m = rt.load(s["model"])
+        self.texts = texts = {
+            role: rt.read_text(s[role]) for role in ("document", "control", "held_out")
+        }
+        self.scored = scored = {
+            role: rt.score_document(m, texts[role][0], name=s[role], settings=s) for role in texts
+        }
+        self.full = {r: scored[r].window_scores(s["policy"], name=s[r]) for r in scored}
+        self.topk = {r: scored[r].window_scores(s["paper_policy"], name=s[r]) for r in scored}
+        self.greedy = {r: scored[r].scores(s["policy"]).greedy_match for r in scored}
+        self.model = rt.model_record(m)
+        return scored
+
+    def runs(self, scored: dict) -> dict:
+        """The census and its held-out negative control, the naive thresholds, the paper's
+        top-k policy, the slow tier's long document; the claims are judged here (their keys are a
+        result)."""
+        s, m, texts, model = self.s, self.m, self.texts, self.model
+        full, topk, greedy = self.full, self.topk, self.greedy
+        V, ell = model["vocab_size"], s["suffix_tokens"]
+
+        # ---- the census ([EM] §5, Eq. 9, Eq. 31)
+        res = census(full["document"], full["control"], report_margins=MARGINS)
+        tau = res.log10_tau
+        held = census(
+            full["held_out"], full["control"], threshold=res.threshold, report_margins=MARGINS
+        )
+        heat = {r: char_heat(full[r]) / LN10 for r in full}  # [L] log10 per character
+        lp_min10 = min_log_prob_for_budget(n=s["realistic_budget"], delta=s["delta"]) / LN10
+        above = full["document"].log10_scores > tau
+        unreachable = int(np.count_nonzero(above & (full["document"].log10_scores < lp_min10)))
+
+        long = None
+        if s["long_document"]:
+            ld = s["long_document"]
+            lt, lsha = rt.read_text(ld["file"])
+            ls = rt.score_document(m, lt, name=ld["file"], settings={**s, "stride": ld["stride"]})
+            lw = ls.window_scores(s["policy"], name=ld["file"])
+            long = {
+                "file": ld["file"],
+                "sha256": lsha,
+                "run_id": ls.run_id,
+                "census": census(
+                    lw, full["control"], threshold=res.threshold, report_margins=MARGINS
+                ),
+            }
+
+        # ---- thresholds without a control ([EM] §7: the random-chance bar; §4: greedy)
+        chance10 = rt.log10_chance(vocab=V, suffix_tokens=ell)
+        naive = {}
+        for r in full:
+            naive[r] = {
+                "chance_bar": float(coverage_from_heat(heat[r], [chance10])[0]),
+                "greedy_match": rt.coverage_by(full[r], greedy[r]),
+                "calibrated_tau_doc": float(coverage_from_heat(heat[r], [tau])[0]),
+            }
+        finite = np.concatenate([h[np.isfinite(h)] for h in heat.values()])
+        grid = np.arange(
+            math.floor(float(finite.min())) - 1, 1, dtype=np.float64
+        )  # log10 tau, one decade apart
+        sweep = {r: coverage_from_heat(heat[r], grid).tolist() for r in heat}
+
+        # ---- the paper's policy (top-k, k = 40) on the same windows
+        try:
+            th_k = census_threshold(topk["control"])
+            topk_census = {
+                "log10_tau": th_k.log10_tau,
+                "coverage": census(topk["document"], topk["control"], threshold=th_k).coverage,
+                "reason": None,
+            }
+        except (
+            InputError
+        ) as exc:  # every control window scores 0 under top-k: no threshold ([EM] C.4.4)
+            topk_census = {"log10_tau": None, "coverage": None, "reason": str(exc)}
+
+        doc_cov, cov5 = res.coverage, res.coverage_at_margins["5"]
+        # kept for the checks, the paper's numbers, the differences and the figure
+        self.res, self.held, self.tau, self.doc_cov, self.cov5 = res, held, tau, doc_cov, cov5
+        self.heat, self.naive, self.grid, self.sweep = heat, naive, grid, sweep
+        self.chance10, self.long, self.topk_census = chance10, long, topk_census
+        # the paper's sentences, each judged by its rule fixed before the run (issue 24 item 2)
+        self._claims = claims = {
+            c.key: c
+            for c in claims_for(
+                coverage=doc_cov,
+                coverage_margin_5=cov5,
+                log10_tau=tau,
+                windows_above=int(above.sum()),
+                beyond_budget=unreachable,
+                log10_p_min=lp_min10,
+                budget=s["realistic_budget"],
+                delta=s["delta"],
+                chance={r: naive[r]["chance_bar"] for r in naive},
+                log10_chance=chance10,
+                at_tau={
+                    "document": doc_cov,
+                    "control": naive["control"]["calibrated_tau_doc"],
+                    "held_out": held.coverage,
+                },
+            )
+        }
+        return {
+            "model": model,
+            "procedure": rt.procedure(scored["document"]),
+            "texts": {
+                r: _text_summary(s[r], full[r], scored[r], greedy[r], topk[r])
+                | {"sha256": texts[r][1]}
+                for r in full
+            },
+            "census": res.to_dict(),
+            "held_out_census": held.to_dict(),
+            "log10_tau_doc": tau,
+            "coverage_at_tau_doc": doc_cov,
+            "coverage_at_margins": res.coverage_at_margins,
+            "memorized_windows_beyond_realistic_budget": unreachable,
+            "log10_p_min_realistic_budget": lp_min10,
+            "naive_thresholds": {
+                "log10_chance_bar": chance10,
+                "coverage": naive,
+                "sweep_log10_tau": grid.tolist(),
+                "sweep_coverage": sweep,
+            },
+            "paper_policy_topk40": topk_census,
+            "long_document": None
+            if long is None
+            else {k: (v.to_dict() if k == "census" else v) for k, v in long.items()},
+            "paper_claim_keys": list(claims),  # the order of the report's paper_claims
+        }
+
+    def checks(self, results: dict) -> list:
+        s, full, res, held, tau, doc_cov = (
+            self.s,
+            self.full,
+            self.res,
+            self.held,
+            self.tau,
+            self.doc_cov,
+        )
+        tau_recomputed = math.ceil(float(np.max(full["control"].log_scores)) / LN10)
+        # a held-out window exchangeable with the N control windows clears their maximum (hence
+        # tau_doc, which is rounded up from it) with probability <= 1/(N+1): Markov's inequality
+        # on the count
+        expected = held.n_windows / (res.threshold.n_control_windows + 1)
+        k_alarm = math.ceil(expected / s["negative_control_false_alarm"])
+        return [
+            check(
+                "tau_doc = 10^ceil(log10 max control score), recomputed from the raw control scores ([EM] Eq. 31)",
+                tau_recomputed == tau and res.threshold.n_excluded == 0,
+                f"max control log10 {res.threshold.max_control_log10:.4f} -> 1e{tau_recomputed}; census 1e{tau}",
+            ),
+            check(
+                "coverage(tau_doc) by the interval-union sweep equals the per-character heat's ([EM] Eq. 9, Fig. 18)",
+                abs(coverage(full["document"], log_tau=tau * LN10) - doc_cov) < 1e-12,
+                f"{coverage(full['document'], log_tau=tau * LN10):.6f} vs {doc_cov:.6f}",
+            ),
+            check(
+                "negative control: the held-out non-member's windows above tau_doc are as few as exchangeability "
+                "with the control's windows allows (each clears the top of N control windows w.p. <= 1/(N+1))",
+                held.n_windows_above < k_alarm,
+                f"{held.n_windows_above} of {held.n_windows} held-out windows above tau_doc (coverage "
+                f"{held.coverage:.4f}); expected <= {held.n_windows}/{res.threshold.n_control_windows + 1} = "
+                f"{held.n_windows / (res.threshold.n_control_windows + 1):.2f}, alarm at >= {k_alarm}",
+                false_alarm=f"<= {s['negative_control_false_alarm']:.0%} under the matched-control assumption "
+                "(Markov's inequality on the expected count; no independence between windows needed)",
+            ),
+        ]
+
+    def claims(self, results: dict) -> list[PaperClaim]:
+        return list(self._claims.values())
+
+    def paper_numbers(self, results: dict) -> list:
+        tau, doc_cov, cov5 = self.tau, self.doc_cov, self.cov5
+        paper = [
+            compare(
+                "log10_tau_doc_vs_lowest",
+                "book-census/tau-lowest",
+                tau,
+                note="ours: integer log10 tau_doc of Genesis 1-3's control",
+            ),
+            compare("log10_tau_doc_vs_highest", "book-census/tau-highest", tau),
+            compare(
+                "lowest_score_at_margin_5",
+                "book-census/lowest-score-d5",
+                tau + 5,
+                note="log10 of tau_doc x 10^5, the lowest score that clears Delta = 5",
+            ),
+        ]
+        for _, key in PAPER_BOOKS:
+            paper.append(compare(f"coverage_vs_{key}", f"book-census/coverage-{key}", doc_cov))
+            paper.append(
+                compare(f"coverage_margin5_vs_{key}", f"book-census/coverage-d5-{key}", cov5)
+            )
+        return paper
+
+    def differences(self, results: dict) -> list[str]:
+        s, model, res, topk, topk_census, long = (
+            self.s,
+            self.model,
+            self.res,
+            self.topk,
+            self.topk_census,
+            self.long,
+        )
+        differences = [
+            f"model {model['description']} (paper: Llama 3.1 70B and smaller)",
+            f"text: KJV Genesis 1-3, {res.doc_length:,} characters, {res.n_windows} windows (paper: whole books)",
+            "control: KJV-style prose written for memclaim in 2026, same length and register (paper: a later book "
+            "by the same author)",
+            f"policy: full softmax, T = 1 (paper: top-k, k = 40; under top-k:40 "
+            f"{topk_census_summary(topk, topk_census)})",
+            f"windows {s['prefix_tokens']} + {s['suffix_tokens']} tokens, stride {s['stride']} tokens",
+        ]
+        if long is not None:
+            lc = long["census"]
+            differences.append(
+                f"slow tier: {long['file']} ({lc.doc_length:,} characters, {lc.n_windows} windows at "
+                f"stride {s['long_document']['stride']}) read at the same tau_doc: coverage "
+                f"{lc.coverage:.3f}, at Delta = 5 {lc.coverage_at_margins['5']:.3f}"
+            )
+        return differences
+
+    def figure(self, results: dict, *, claims, differences):
+        s, res, held, full, heat, naive = (
+            self.s,
+            self.res,
+            self.held,
+            self.full,
+            self.heat,
+            self.naive,
+        )
+        grid, sweep, chance10, model, long = (
+            self.grid,
+            self.sweep,
+            self.chance10,
+            self.model,
+            self.long,
+        )
+        return _figure(
+            s,
+            res,
+            held,
+            full,
+            heat,
+            naive,
+            grid,
+            sweep,
+            chance10,
+            claims,
+            differences,
+            model,
+            None if long is None else long["census"],
+        )
+
+
 def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
     """[EM] §5, Figs. 5, 6, 18: Genesis 1-3 vs a matched control; tau_doc, coverage, heatmap.
 
@@ -259,217 +533,7 @@ def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
     >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
     ('book-census', True)
     """
-    rng_streams(seed, STREAMS)  # validates the seed; nothing is drawn
-    s = _settings(quick)
-    m = rt.load(s["model"])
-    texts = {role: rt.read_text(s[role]) for role in ("document", "control", "held_out")}
-    scored = {
-        role: rt.score_document(m, texts[role][0], name=s[role], settings=s) for role in texts
-    }
-    full = {r: scored[r].window_scores(s["policy"], name=s[r]) for r in scored}
-    topk = {r: scored[r].window_scores(s["paper_policy"], name=s[r]) for r in scored}
-    greedy = {r: scored[r].scores(s["policy"]).greedy_match for r in scored}
-    model = rt.model_record(m)
-    V, ell = model["vocab_size"], s["suffix_tokens"]
-
-    # ---- the census ([EM] §5, Eq. 9, Eq. 31)
-    res = census(full["document"], full["control"], report_margins=MARGINS)
-    tau = res.log10_tau
-    held = census(
-        full["held_out"], full["control"], threshold=res.threshold, report_margins=MARGINS
-    )
-    heat = {r: char_heat(full[r]) / LN10 for r in full}  # [L] log10 per character
-    lp_min10 = min_log_prob_for_budget(n=s["realistic_budget"], delta=s["delta"]) / LN10
-    above = full["document"].log10_scores > tau
-    unreachable = int(np.count_nonzero(above & (full["document"].log10_scores < lp_min10)))
-
-    long = None
-    if s["long_document"]:
-        ld = s["long_document"]
-        lt, lsha = rt.read_text(ld["file"])
-        ls = rt.score_document(m, lt, name=ld["file"], settings={**s, "stride": ld["stride"]})
-        lw = ls.window_scores(s["policy"], name=ld["file"])
-        long = {
-            "file": ld["file"],
-            "sha256": lsha,
-            "run_id": ls.run_id,
-            "census": census(lw, full["control"], threshold=res.threshold, report_margins=MARGINS),
-        }
-
-    # ---- thresholds without a control ([EM] §7: the random-chance bar; §4: greedy)
-    chance10 = rt.log10_chance(vocab=V, suffix_tokens=ell)
-    naive = {}
-    for r in full:
-        naive[r] = {
-            "chance_bar": float(coverage_from_heat(heat[r], [chance10])[0]),
-            "greedy_match": rt.coverage_by(full[r], greedy[r]),
-            "calibrated_tau_doc": float(coverage_from_heat(heat[r], [tau])[0]),
-        }
-    finite = np.concatenate([h[np.isfinite(h)] for h in heat.values()])
-    grid = np.arange(
-        math.floor(float(finite.min())) - 1, 1, dtype=np.float64
-    )  # log10 tau, one decade apart
-    sweep = {r: coverage_from_heat(heat[r], grid).tolist() for r in heat}
-
-    # ---- the paper's policy (top-k, k = 40) on the same windows
-    try:
-        th_k = census_threshold(topk["control"])
-        topk_census = {
-            "log10_tau": th_k.log10_tau,
-            "coverage": census(topk["document"], topk["control"], threshold=th_k).coverage,
-            "reason": None,
-        }
-    except (
-        InputError
-    ) as exc:  # every control window scores 0 under top-k: no threshold ([EM] C.4.4)
-        topk_census = {"log10_tau": None, "coverage": None, "reason": str(exc)}
-
-    doc_cov, cov5 = res.coverage, res.coverage_at_margins["5"]
-    tau_recomputed = math.ceil(float(np.max(full["control"].log_scores)) / LN10)
-    # a held-out window exchangeable with the N control windows clears their maximum (hence tau_doc,
-    # which is rounded up from it) with probability <= 1/(N+1): Markov's inequality on the count
-    expected = held.n_windows / (res.threshold.n_control_windows + 1)
-    k_alarm = math.ceil(expected / s["negative_control_false_alarm"])
-    checks = [
-        check(
-            "tau_doc = 10^ceil(log10 max control score), recomputed from the raw control scores ([EM] Eq. 31)",
-            tau_recomputed == tau and res.threshold.n_excluded == 0,
-            f"max control log10 {res.threshold.max_control_log10:.4f} -> 1e{tau_recomputed}; census 1e{tau}",
-        ),
-        check(
-            "coverage(tau_doc) by the interval-union sweep equals the per-character heat's ([EM] Eq. 9, Fig. 18)",
-            abs(coverage(full["document"], log_tau=tau * LN10) - doc_cov) < 1e-12,
-            f"{coverage(full['document'], log_tau=tau * LN10):.6f} vs {doc_cov:.6f}",
-        ),
-        check(
-            "negative control: the held-out non-member's windows above tau_doc are as few as exchangeability "
-            "with the control's windows allows (each clears the top of N control windows w.p. <= 1/(N+1))",
-            held.n_windows_above < k_alarm,
-            f"{held.n_windows_above} of {held.n_windows} held-out windows above tau_doc (coverage "
-            f"{held.coverage:.4f}); expected <= {held.n_windows}/{res.threshold.n_control_windows + 1} = "
-            f"{held.n_windows / (res.threshold.n_control_windows + 1):.2f}, alarm at >= {k_alarm}",
-            false_alarm=f"<= {s['negative_control_false_alarm']:.0%} under the matched-control assumption "
-            "(Markov's inequality on the expected count; no independence between windows needed)",
-        ),
-    ]
-    # the paper's sentences, each judged by its rule fixed before the run (issue 24 item 2)
-    claims = {
-        c.key: c
-        for c in claims_for(
-            coverage=doc_cov,
-            coverage_margin_5=cov5,
-            log10_tau=tau,
-            windows_above=int(above.sum()),
-            beyond_budget=unreachable,
-            log10_p_min=lp_min10,
-            budget=s["realistic_budget"],
-            delta=s["delta"],
-            chance={r: naive[r]["chance_bar"] for r in naive},
-            log10_chance=chance10,
-            at_tau={
-                "document": doc_cov,
-                "control": naive["control"]["calibrated_tau_doc"],
-                "held_out": held.coverage,
-            },
-        )
-    }
-    paper = [
-        compare(
-            "log10_tau_doc_vs_lowest",
-            "book-census/tau-lowest",
-            tau,
-            note="ours: integer log10 tau_doc of Genesis 1-3's control",
-        ),
-        compare("log10_tau_doc_vs_highest", "book-census/tau-highest", tau),
-        compare(
-            "lowest_score_at_margin_5",
-            "book-census/lowest-score-d5",
-            tau + 5,
-            note="log10 of tau_doc x 10^5, the lowest score that clears Delta = 5",
-        ),
-    ]
-    for _, key in PAPER_BOOKS:
-        paper.append(compare(f"coverage_vs_{key}", f"book-census/coverage-{key}", doc_cov))
-        paper.append(compare(f"coverage_margin5_vs_{key}", f"book-census/coverage-d5-{key}", cov5))
-
-    differences = [
-        f"model {model['description']} (paper: Llama 3.1 70B and smaller)",
-        f"text: KJV Genesis 1-3, {res.doc_length:,} characters, {res.n_windows} windows (paper: whole books)",
-        "control: KJV-style prose written for memclaim in 2026, same length and register (paper: a later book "
-        "by the same author)",
-        f"policy: full softmax, T = 1 (paper: top-k, k = 40; under top-k:40 "
-        f"{topk_census_summary(topk, topk_census)})",
-        f"windows {s['prefix_tokens']} + {s['suffix_tokens']} tokens, stride {s['stride']} tokens",
-    ]
-    results = {
-        "model": model,
-        "procedure": rt.procedure(scored["document"]),
-        "texts": {
-            r: _text_summary(s[r], full[r], scored[r], greedy[r], topk[r]) | {"sha256": texts[r][1]}
-            for r in full
-        },
-        "census": res.to_dict(),
-        "held_out_census": held.to_dict(),
-        "log10_tau_doc": tau,
-        "coverage_at_tau_doc": doc_cov,
-        "coverage_at_margins": res.coverage_at_margins,
-        "memorized_windows_beyond_realistic_budget": unreachable,
-        "log10_p_min_realistic_budget": lp_min10,
-        "naive_thresholds": {
-            "log10_chance_bar": chance10,
-            "coverage": naive,
-            "sweep_log10_tau": grid.tolist(),
-            "sweep_coverage": sweep,
-        },
-        "paper_policy_topk40": topk_census,
-        "long_document": None
-        if long is None
-        else {k: (v.to_dict() if k == "census" else v) for k, v in long.items()},
-        "paper_claim_keys": list(claims),  # the order of the report's paper_claims
-    }
-    if long is not None:
-        lc = long["census"]
-        differences.append(
-            f"slow tier: {long['file']} ({lc.doc_length:,} characters, {lc.n_windows} windows at "
-            f"stride {s['long_document']['stride']}) read at the same tau_doc: coverage "
-            f"{lc.coverage:.3f}, at Delta = 5 {lc.coverage_at_margins['5']:.3f}"
-        )
-    fig = _figure(
-        s,
-        res,
-        held,
-        full,
-        heat,
-        naive,
-        grid,
-        sweep,
-        chance10,
-        list(claims.values()),
-        differences,
-        model,
-        None if long is None else long["census"],
-    )
-    return finish(
-        NAME,
-        title=TITLE,
-        reproduces=[
-            "[EM] §5 census",
-            "[EM] Fig. 5 (threshold from the control)",
-            "[EM] Fig. 6 (coverage as tau rises)",
-            "[EM] Fig. 18 (heatmap)",
-        ],
-        seed=seed,
-        quick=quick,
-        streams=STREAMS,
-        settings=s,
-        results=results,
-        paper_numbers=paper,
-        checks=checks,
-        figure=fig,
-        out_dir=out_dir,
-        paper_claims=list(claims.values()),
-        differences=differences,
-    )
+    return BookCensus(quick=quick, seed=seed, out_dir=out_dir).reproduce()
 
 
 def topk_census_summary(topk: dict[str, WindowScores], topk_census: dict) -> str:

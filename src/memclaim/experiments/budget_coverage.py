@@ -38,7 +38,8 @@ from ..claims.census import census, char_heat
 from ..claims.scores import LN10
 from ..report.style import PALETTE, blank_figure, legend, style
 from . import real_text as rt
-from .common import PaperClaim, check, finish, paper_claim, paper_footer, rng_streams
+from .common import PaperClaim, check, paper_claim, paper_footer
+from .skeleton import Reproduction
 
 NAME = "budget-coverage"
 TITLE = "Coverage of Genesis 1-3 under a query budget: verbatim vs near-verbatim ([EM] §6, Fig. 7)"
@@ -223,6 +224,212 @@ def _at(v, log10_n: float) -> float:
     return float(v.coverage_extractable[max(i, 0)])
 
 
+class BudgetCoverage(Reproduction):
+    """[EM] §6's coverage under a query budget, verbatim vs near-verbatim, on the skeleton
+    (:mod:`.skeleton`)."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = (
+        "[EM] §6 refined extractable memorization",
+        "[EM] Fig. 7",
+        "[EM] App. F.3 census budget view",
+    )
+
+    def settings(self) -> dict:
+        return _settings(self.quick)
+
+    def data(self) -> dict:
+        """The model, the document and its control, their teacher-forced runs (scored once into the
+        store) and the near-verbatim run on a subset of the document's windows."""
+        s = self.s
+        self.m = m = rt.load(s["model"])
+        self.doc_text, self.doc_sha = rt.read_text(s["document"])
+        self.ctl_text, self.ctl_sha = rt.read_text(s["control"])
+        doc_text = self.doc_text
+        self.doc = rt.score_document(m, doc_text, name=s["document"], settings=s)
+        ctl = rt.score_document(m, self.ctl_text, name=s["control"], settings=s)
+        self.wd, self.wc = self.doc.window_scores(s["policy"]), ctl.window_scores(s["policy"])
+        # ---- near-verbatim lower bounds on a subset of windows ([EM] App. B.1 Eq. 2, §6)
+        self.idx = idx = _nv_indices(len(self.wd), s["near_verbatim_windows"])
+        nv_settings = {"epsilons": [s["near_verbatim_epsilon"]], "beams": [s["beam"]]}
+        return rt.score_document(
+            m,
+            doc_text,
+            name=s["document"],
+            settings=s,
+            policies=(s["policy"],),
+            near_verbatim=nv_settings,
+            select=idx,
+        )
+
+    def runs(self, nv) -> dict:
+        """The census, the verbatim and near-verbatim scores of the subset, the budget views of the
+        document and of the subset; the claims are judged here (their keys are a result)."""
+        s, wd, wc, idx = self.s, self.wd, self.wc, self.idx
+        self.res = res = census(wd, wc)
+        tau = res.log10_tau
+        d, n_real, eps = s["delta"], s["realistic_budget"], s["near_verbatim_epsilon"]
+
+        rs_v = nv.scores(s["policy"])
+        rs_nv = nv.scores(s["policy"], near_verbatim=eps)
+        sub_v = rs_v.logq
+        sub_nv = rs_nv.logq
+        main_v = wd.log_scores[idx]
+        exact = np.asarray(
+            rs_nv.table.column(f"nv_exact:{s['policy']}:eps{eps}").to_pylist(), dtype=bool
+        )
+        found = np.asarray(
+            rs_nv.table.column(f"nv_found:{s['policy']}").to_pylist(), dtype=np.int64
+        )
+        rows = np.asarray(
+            rs_nv.table.column(f"nv_forward_rows:{s['policy']}").to_pylist(), dtype=np.int64
+        )
+        ws_v = nv.window_scores(s["policy"])
+        ws_nv = nv.window_scores(s["policy"], near_verbatim=eps)
+        hv, hnv = (
+            char_heat(ws_v) / LN10,
+            char_heat(ws_nv) / LN10,
+        )  # [L] log10, -inf outside the subset's suffixes
+        covered = np.isfinite(hv)
+
+        # ---- budget views ([EM] Eq. 10, 34; Fig. 7): the same budget grid for every curve
+        full_view = census_budget_view(res.heat_log10, log10_tau=tau, delta=d, realistic_n=n_real)
+        grid = full_view.log10_budgets
+        v_sub = census_budget_view(
+            hv[covered], log10_tau=tau, delta=d, realistic_n=n_real, log10_budgets=grid
+        )
+        nv_sub = census_budget_view(
+            hnv[covered], log10_tau=tau, delta=d, realistic_n=n_real, log10_budgets=grid
+        )
+        lp_min10 = min_log_prob_for_budget(n=n_real, delta=d) / LN10
+
+        gain = (
+            np.asarray(sub_nv - sub_v) / LN10
+        )  # orders of magnitude the ball adds to the verbatim score
+        # kept for the checks, the differences and the figure
+        self.sub_v, self.sub_nv, self.main_v, self.gain = sub_v, sub_nv, main_v, gain
+        self.full_view, self.v_sub, self.nv_sub, self.lp_min10 = full_view, v_sub, nv_sub, lp_min10
+        # the paper's sentences, each judged by its rule fixed before the run (issue 24 item 2)
+        at_real_nv = _at(nv_sub, math.log10(n_real))
+        self._claims = claims = {
+            c.key: c
+            for c in claims_for(
+                grid=grid,
+                verbatim=v_sub.coverage_extractable,
+                near_verbatim=nv_sub.coverage_extractable,
+                min_gain_decades=float(gain.min()),
+                n_windows=len(idx),
+                realistic_n=n_real,
+                verbatim_at_n=full_view.at_realistic_n,
+                memorized=res.coverage,
+                log10_n_tau=full_view.n_tau.log10_n,
+                near_verbatim_at_n=at_real_nv,
+                memorized_subset=v_sub.coverage_memorized,
+            )
+        }
+        self.model = model = rt.model_record(self.m)
+        per_window = [
+            {
+                "window": int(i),
+                "suffix_span": [int(ws_v.starts[j]), int(ws_v.ends[j])],
+                "log10_verbatim": float(sub_v[j] / LN10),
+                "log10_near_verbatim": float(sub_nv[j] / LN10),
+                "gain_decades": float(gain[j]),
+                "continuations_found": int(found[j]),
+                "exact": bool(exact[j]),
+                "forward_rows": int(rows[j]),
+            }
+            for j, i in enumerate(idx)
+        ]
+        return {
+            "model": model,
+            "procedure": rt.procedure(self.doc),
+            "procedure_near_verbatim": rt.procedure(nv),
+            "texts": {
+                "document": {
+                    "file": s["document"],
+                    "sha256": self.doc_sha,
+                    "characters": len(self.doc_text),
+                    "n_windows": len(wd),
+                },
+                "control": {
+                    "file": s["control"],
+                    "sha256": self.ctl_sha,
+                    "characters": len(self.ctl_text),
+                    "n_windows": len(wc),
+                },
+            },
+            "log10_tau_doc": tau,
+            "coverage_at_tau_doc": res.coverage,
+            "log10_p_min_realistic_budget": lp_min10,
+            "near_verbatim_windows": idx,
+            "near_verbatim_subset_characters": int(covered.sum()),
+            "near_verbatim_per_window": per_window,
+            "views": {
+                "verbatim_document": _view_dict(full_view),
+                "verbatim_subset": _view_dict(v_sub),
+                "near_verbatim_subset": _view_dict(nv_sub),
+            },
+            "paper_claim_keys": list(claims),  # the order of the report's paper_claims
+        }
+
+    def checks(self, results: dict) -> list:
+        sub_v, sub_nv, main_v, gain, idx = self.sub_v, self.sub_nv, self.main_v, self.gain, self.idx
+        return [
+            check(
+                "the near-verbatim lower bound is never below the verbatim score (memclaim's bound follows the "
+                "target path)",
+                bool(np.all(sub_nv >= sub_v)),
+                f"min gain {float(gain.min()):.3g} decades over {len(idx)} windows",
+            ),
+            check(
+                "the near-verbatim run's verbatim scores equal the census run's, bit for bit (same windows, "
+                "same procedure but for the beam)",
+                bool(np.array_equal(sub_v, main_v)),
+                f"max |difference| {float(np.max(np.abs(sub_v - main_v))):.3g} nats",
+            ),
+        ]
+
+    def claims(self, results: dict) -> list[PaperClaim]:
+        return list(self._claims.values())
+
+    def differences(self, results: dict) -> list[str]:
+        s, model, idx, wd = self.s, self.model, self.idx, self.wd
+        doc_text, eps = self.doc_text, s["near_verbatim_epsilon"]
+        return [
+            f"model {model['description']} (paper: Llama 3.1 70B)",
+            f"text: KJV Genesis 1-3, {len(doc_text):,} characters (paper: The Da Vinci Code)",
+            "policy: full softmax, T = 1 (paper: top-k, k = 40; see book-census)",
+            f"near-verbatim: eps = {eps} tokens as in the paper, beam {s['beam']}, on {len(idx)} of {len(wd)} windows "
+            "(paper: every window, the algorithm of Cooper et al. 2026b)",
+            "memclaim's near-verbatim bound follows the target path, so it never falls below the verbatim score",
+        ]
+
+    def figure(self, results: dict, *, claims, differences):
+        s, res, full_view, v_sub, nv_sub = self.s, self.res, self.full_view, self.v_sub, self.nv_sub
+        sub_v, sub_nv, lp_min10, model, idx = (
+            self.sub_v,
+            self.sub_nv,
+            self.lp_min10,
+            self.model,
+            self.idx,
+        )
+        return _figure(
+            s,
+            res,
+            full_view,
+            v_sub,
+            nv_sub,
+            sub_v,
+            sub_nv,
+            lp_min10,
+            claims,
+            differences,
+            model,
+            idx,
+        )
+
+
 def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
     """[EM] §6, Fig. 7, F.3: coverage under a query budget, verbatim vs near-verbatim.
 
@@ -235,183 +442,7 @@ def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
     >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
     ('budget-coverage', True)
     """
-    rng_streams(seed, STREAMS)  # validates the seed; nothing is drawn
-    s = _settings(quick)
-    m = rt.load(s["model"])
-    doc_text, doc_sha = rt.read_text(s["document"])
-    ctl_text, ctl_sha = rt.read_text(s["control"])
-    doc = rt.score_document(m, doc_text, name=s["document"], settings=s)
-    ctl = rt.score_document(m, ctl_text, name=s["control"], settings=s)
-    wd, wc = doc.window_scores(s["policy"]), ctl.window_scores(s["policy"])
-    res = census(wd, wc)
-    tau = res.log10_tau
-    d, n_real, eps = s["delta"], s["realistic_budget"], s["near_verbatim_epsilon"]
-
-    # ---- near-verbatim lower bounds on a subset of windows ([EM] App. B.1 Eq. 2, §6)
-    idx = _nv_indices(len(wd), s["near_verbatim_windows"])
-    nv_settings = {"epsilons": [eps], "beams": [s["beam"]]}
-    nv = rt.score_document(
-        m,
-        doc_text,
-        name=s["document"],
-        settings=s,
-        policies=(s["policy"],),
-        near_verbatim=nv_settings,
-        select=idx,
-    )
-    rs_v = nv.scores(s["policy"])
-    rs_nv = nv.scores(s["policy"], near_verbatim=eps)
-    sub_v = rs_v.logq
-    sub_nv = rs_nv.logq
-    main_v = wd.log_scores[idx]
-    exact = np.asarray(
-        rs_nv.table.column(f"nv_exact:{s['policy']}:eps{eps}").to_pylist(), dtype=bool
-    )
-    found = np.asarray(rs_nv.table.column(f"nv_found:{s['policy']}").to_pylist(), dtype=np.int64)
-    rows = np.asarray(
-        rs_nv.table.column(f"nv_forward_rows:{s['policy']}").to_pylist(), dtype=np.int64
-    )
-    ws_v = nv.window_scores(s["policy"])
-    ws_nv = nv.window_scores(s["policy"], near_verbatim=eps)
-    hv, hnv = (
-        char_heat(ws_v) / LN10,
-        char_heat(ws_nv) / LN10,
-    )  # [L] log10, -inf outside the subset's suffixes
-    covered = np.isfinite(hv)
-
-    # ---- budget views ([EM] Eq. 10, 34; Fig. 7): the same budget grid for every curve
-    full_view = census_budget_view(res.heat_log10, log10_tau=tau, delta=d, realistic_n=n_real)
-    grid = full_view.log10_budgets
-    v_sub = census_budget_view(
-        hv[covered], log10_tau=tau, delta=d, realistic_n=n_real, log10_budgets=grid
-    )
-    nv_sub = census_budget_view(
-        hnv[covered], log10_tau=tau, delta=d, realistic_n=n_real, log10_budgets=grid
-    )
-    lp_min10 = min_log_prob_for_budget(n=n_real, delta=d) / LN10
-
-    gain = (
-        np.asarray(sub_nv - sub_v) / LN10
-    )  # orders of magnitude the ball adds to the verbatim score
-    checks = [
-        check(
-            "the near-verbatim lower bound is never below the verbatim score (memclaim's bound follows the "
-            "target path)",
-            bool(np.all(sub_nv >= sub_v)),
-            f"min gain {float(gain.min()):.3g} decades over {len(idx)} windows",
-        ),
-        check(
-            "the near-verbatim run's verbatim scores equal the census run's, bit for bit (same windows, "
-            "same procedure but for the beam)",
-            bool(np.array_equal(sub_v, main_v)),
-            f"max |difference| {float(np.max(np.abs(sub_v - main_v))):.3g} nats",
-        ),
-    ]
-    # the paper's sentences, each judged by its rule fixed before the run (issue 24 item 2)
-    at_real_nv = _at(nv_sub, math.log10(n_real))
-    claims = {
-        c.key: c
-        for c in claims_for(
-            grid=grid,
-            verbatim=v_sub.coverage_extractable,
-            near_verbatim=nv_sub.coverage_extractable,
-            min_gain_decades=float(gain.min()),
-            n_windows=len(idx),
-            realistic_n=n_real,
-            verbatim_at_n=full_view.at_realistic_n,
-            memorized=res.coverage,
-            log10_n_tau=full_view.n_tau.log10_n,
-            near_verbatim_at_n=at_real_nv,
-            memorized_subset=v_sub.coverage_memorized,
-        )
-    }
-    model = rt.model_record(m)
-    differences = [
-        f"model {model['description']} (paper: Llama 3.1 70B)",
-        f"text: KJV Genesis 1-3, {len(doc_text):,} characters (paper: The Da Vinci Code)",
-        "policy: full softmax, T = 1 (paper: top-k, k = 40; see book-census)",
-        f"near-verbatim: eps = {eps} tokens as in the paper, beam {s['beam']}, on {len(idx)} of {len(wd)} windows "
-        "(paper: every window, the algorithm of Cooper et al. 2026b)",
-        "memclaim's near-verbatim bound follows the target path, so it never falls below the verbatim score",
-    ]
-    per_window = [
-        {
-            "window": int(i),
-            "suffix_span": [int(ws_v.starts[j]), int(ws_v.ends[j])],
-            "log10_verbatim": float(sub_v[j] / LN10),
-            "log10_near_verbatim": float(sub_nv[j] / LN10),
-            "gain_decades": float(gain[j]),
-            "continuations_found": int(found[j]),
-            "exact": bool(exact[j]),
-            "forward_rows": int(rows[j]),
-        }
-        for j, i in enumerate(idx)
-    ]
-    results = {
-        "model": model,
-        "procedure": rt.procedure(doc),
-        "procedure_near_verbatim": rt.procedure(nv),
-        "texts": {
-            "document": {
-                "file": s["document"],
-                "sha256": doc_sha,
-                "characters": len(doc_text),
-                "n_windows": len(wd),
-            },
-            "control": {
-                "file": s["control"],
-                "sha256": ctl_sha,
-                "characters": len(ctl_text),
-                "n_windows": len(wc),
-            },
-        },
-        "log10_tau_doc": tau,
-        "coverage_at_tau_doc": res.coverage,
-        "log10_p_min_realistic_budget": lp_min10,
-        "near_verbatim_windows": idx,
-        "near_verbatim_subset_characters": int(covered.sum()),
-        "near_verbatim_per_window": per_window,
-        "views": {
-            "verbatim_document": _view_dict(full_view),
-            "verbatim_subset": _view_dict(v_sub),
-            "near_verbatim_subset": _view_dict(nv_sub),
-        },
-        "paper_claim_keys": list(claims),  # the order of the report's paper_claims
-    }
-    fig = _figure(
-        s,
-        res,
-        full_view,
-        v_sub,
-        nv_sub,
-        sub_v,
-        sub_nv,
-        lp_min10,
-        list(claims.values()),
-        differences,
-        model,
-        idx,
-    )
-    return finish(
-        NAME,
-        title=TITLE,
-        reproduces=[
-            "[EM] §6 refined extractable memorization",
-            "[EM] Fig. 7",
-            "[EM] App. F.3 census budget view",
-        ],
-        seed=seed,
-        quick=quick,
-        streams=STREAMS,
-        settings=s,
-        results=results,
-        paper_numbers=[],
-        checks=checks,
-        figure=fig,
-        out_dir=out_dir,
-        paper_claims=list(claims.values()),
-        differences=differences,
-    )
+    return BudgetCoverage(quick=quick, seed=seed, out_dir=out_dir).reproduce()
 
 
 def _figure(

@@ -48,7 +48,8 @@ from ..errors import InputError
 from ..report.style import PALETTE, blank_figure, legend, style
 from ..text.io import Record
 from . import real_text as rt
-from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer, rng_streams
+from .common import PaperClaim, check, compare, paper_claim, paper_footer
+from .skeleton import Reproduction
 from .verdicts import fmt_interval, rate
 
 if TYPE_CHECKING:  # the annotations' names only
@@ -435,6 +436,404 @@ def _pool_row(t, label: str) -> dict:
     }
 
 
+class Decontamination(Reproduction):
+    """[EM] App. D.2's contaminated controls, in the census and in the population test, on the
+    skeleton (:mod:`.skeleton`)."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = (
+        "[EM] App. D.2 (contaminated controls)",
+        "[EM] §5, E.1 (census decontamination)",
+        "[EM] C.4.3 (the calibrated rate rises)",
+    )
+
+    def settings(self) -> dict:
+        return _settings(self.quick)
+
+    def data(self) -> None:
+        """The model and the texts; the quotations planted in the census control and in some
+        population controls (drawn from the "plant" stream, census first); the teacher-forced runs
+        of the document, both census controls and the three populations (scored once into the
+        store). All kept on ``self``."""
+        s, rng = self.s, self.rngs["plant"]
+        self.m = m = rt.load(s["model"])
+        self.doc_text, self.doc_sha = rt.read_text(s["document"])
+        self.ctl_text, self.ctl_sha = rt.read_text(s["control"])
+        self.passages, self.q_sha = rt.read_records(s["quotations"])
+        doc_text, ctl_text, passages = self.doc_text, self.ctl_text, self.passages
+
+        # ---- census: plant and score ([EM] §5, E.1)
+        cp = s["census_plants"]
+        self.dirty_text, self.plants = plant_census(
+            m.tokenizer,
+            ctl_text,
+            doc_text,
+            passages,
+            rng,
+            n_document=cp["from_document"],
+            n_other=cp["from_other_kjv"],
+            min_tokens=s["quote_min_tokens"],
+            stride=s["stride"],
+        )
+        self.doc = rt.score_document(m, doc_text, name=s["document"], settings=s)
+        self.clean = rt.score_document(m, ctl_text, name=s["control"], settings=s)
+        self.dirty = rt.score_document(
+            m,
+            self.dirty_text,
+            name=f"{s['control']} + {len(self.plants)} planted quotations",
+            settings=s,
+        )
+
+        # ---- population: members vs controls, some controls replaced by quoting copies ([EM] D.2)
+        mem, mem_sha = rt.read_records(s["members"])
+        con, con_sha = rt.read_records(s["controls"])
+        J = s["n_pairs"]
+        mem, con = mem[:J], con[:J]
+        c = s["population_plants"]
+        which = sorted(int(i) for i in rng.choice(J, size=c, replace=False))
+        quotes = [passages[i] for i in rng.permutation(len(passages))[:c]]
+        planted_ids = [con[i].id for i in which]
+        dirty_con = list(con)
+        pop_plants = []
+        for i, q in zip(which, quotes):
+            dirty_con[i] = Record(con[i].id, f"{q.text} {con[i].text}")
+            pop_plants.append(
+                {
+                    "control_id": con[i].id,
+                    "line": i + 1,
+                    "quotation": q.id,
+                    "text_starts": dirty_con[i].text[:80],
+                }
+            )
+        P, S, pol = (
+            s["population_prefix_tokens"],
+            s["population_suffix_tokens"],
+            s["population_policy"],
+        )
+        pols = (pol, s["paper_policy"])
+        sm = rt.score_passages(
+            m, mem, name=f"{s['members']}[:{J}]", prefix_tokens=P, suffix_tokens=S, policies=pols
+        )
+        sc = rt.score_passages(
+            m, con, name=f"{s['controls']}[:{J}]", prefix_tokens=P, suffix_tokens=S, policies=pols
+        )
+        sx = rt.score_passages(
+            m,
+            dirty_con,
+            name=f"{s['controls']}[:{J}] + {c} planted",
+            prefix_tokens=P,
+            suffix_tokens=S,
+            policies=pols,
+        )
+        self.mem_sha, self.con_sha, self.J, self.c = mem_sha, con_sha, J, c
+        self.planted_ids, self.pop_plants, self.sm, self.sc, self.sx = (
+            planted_ids,
+            pop_plants,
+            sm,
+            sc,
+            sx,
+        )
+
+    def runs(self, data: None) -> dict:
+        """The census thresholded three ways and its inspection step; the population test on the
+        clean, contaminated and decontaminated pools, at alpha and at K = 1; the paper's pool
+        arithmetic. The claims are judged here (their keys are a result)."""
+        s, m, plants, doc_text, dirty_text = (
+            self.s,
+            self.m,
+            self.plants,
+            self.doc_text,
+            self.dirty_text,
+        )
+        doc, clean, dirty, passages = self.doc, self.clean, self.dirty, self.passages
+        sm, sc, sx, planted_ids, c, J = self.sm, self.sc, self.sx, self.planted_ids, self.c, self.J
+        pol = s["population_policy"]
+
+        # ---- census: threshold three ways ([EM] §5, E.1, Eq. 31)
+        wd, wc, wx = (x.window_scores(s["policy"]) for x in (doc, clean, dirty))
+        spans = [tuple(p["span"]) for p in plants]
+        r_clean = census(wd, wc)
+        r_dirty = census(wd, wx)
+        r_excl = census(wd, wx, exclude_spans=spans)
+        th_dirty = r_dirty.threshold
+        overlap = overlapping_windows(wx, spans)
+        refs = {s["quotations"]: "\n".join(p.text for p in passages)}
+        flags = flag_near_verbatim(
+            wx,
+            dirty_text,
+            candidate_text=doc_text,
+            references=refs,
+            min_similarity=s["flag_min_similarity"],
+            top=len(wx),
+        )
+        flagged = np.zeros(len(wx), dtype=bool)
+        flagged[[f.window for f in flags]] = True
+        found = [bool(np.any(flagged & overlapping_windows(wx, [sp]))) for sp in spans]
+        false_flags = int(np.count_nonzero(flagged & ~overlap))
+        top_in_plant = bool(overlap[th_dirty.argmax_window])
+        # windows of the copy outside every quotation's reach (suffix and prefix) vs the clean control's
+        own_equal = _own_prose_windows_equal(clean, dirty, s)
+
+        lm_, lc_, lx_ = (x.scores(pol) for x in (sm, sc, sx))
+        ids_x = [w.split("#")[0] for w in lx_.window_ids]
+        a = s["alpha"]
+        t_clean = population_test(
+            lm_.logq, lc_.logq, alpha=a, kind="log-prob", confidence=s["confidence"]
+        )
+        pc = population_claim(
+            candidate_scores=lm_.logq,
+            control_scores=lx_.logq,
+            alpha=a,
+            kind="log-prob",
+            control_ids=ids_x,
+            exclude_control_ids=planted_ids,
+            confidence=s["confidence"],
+            sweep=False,
+        )
+        t_dirty, t_dec = pc.full, pc.decontaminated
+        # the tightest certified level, K = 1 (alpha = 1/(N+1)): the paper's 0.44% -> 3.06% comparison
+        tight = {}
+        for label, ctrl in (
+            ("clean", lc_.logq),
+            ("contaminated", lx_.logq),
+            ("decontaminated", lx_.logq[~np.isin(ids_x, planted_ids)]),
+        ):
+            tight[label] = population_test(
+                lm_.logq,
+                ctrl,
+                alpha=f"1/{ctrl.size + 1}",
+                kind="log-prob",
+                confidence=s["confidence"],
+            )
+        is_planted = np.isin(ids_x, planted_ids)
+        genuine_max = float(np.max(lx_.logq[~is_planted]))
+        at_top = int(np.count_nonzero(lx_.logq[is_planted] > genuine_max))
+
+        # ---- the paper's pool arithmetic, recomputed ([EM] Eq. 5 at its N)
+        pp = s["paper_pool"]
+        an_full = float(certified_level(alpha=pp["alpha"], n_controls=pp["n_full"]))
+        an_dec = float(certified_level(alpha=pp["alpha"], n_controls=pp["n_decontaminated"]))
+        k_dec = rank_k(alpha=pp["alpha"], n_controls=pp["n_decontaminated"])
+
+        # the paper's sentences, each judged by its rule fixed before the run (issue 24 item 2)
+        cd_, cx_ = (
+            np.asarray(tight[k].claimed, dtype=bool) for k in ("decontaminated", "contaminated")
+        )
+        paired_k1 = {
+            "both": int(np.sum(cd_ & cx_)),
+            "decontaminated_only": int(np.sum(cd_ & ~cx_)),
+            "contaminated_only": int(np.sum(~cd_ & cx_)),
+            "neither": int(np.sum(~cd_ & ~cx_)),
+        }
+        census_rows = {
+            "clean": _census_row(r_clean, "clean control"),
+            "contaminated": _census_row(r_dirty, "contaminated control"),
+            "decontaminated": _census_row(r_excl, "contaminated control, planted spans excluded"),
+        }
+        pool = {
+            "clean": _pool_row(t_clean, "clean"),
+            "contaminated": _pool_row(t_dirty, "contaminated"),
+            "decontaminated": _pool_row(t_dec, "decontaminated"),
+        }
+        pool_k1 = {k: _pool_row(tight[k], k) for k in ("clean", "contaminated", "decontaminated")}
+        self._claims = claims = {
+            c.key: c
+            for c in claims_for(
+                census_rows=census_rows,
+                top_in_plant=top_in_plant,
+                pool=pool,
+                pool_k1=pool_k1,
+                paired_k1=paired_k1,
+                at_top=at_top,
+                planted=c,
+                alpha=a,
+                n_members=J,
+            )
+        }
+        # kept for the checks, the paper's numbers, the differences and the figure
+        self.wd, self.wx, self.r_clean, self.r_dirty, self.r_excl = wd, wx, r_clean, r_dirty, r_excl
+        self.lm_, self.lc_, self.lx_, self.is_planted = lm_, lc_, lx_, is_planted
+        self.t_clean, self.t_dirty, self.t_dec, self.tight = t_clean, t_dirty, t_dec, tight
+        self.flags, self.found, self.false_flags = flags, found, false_flags
+        self.an_full, self.an_dec, self.k_dec, self.at_top = an_full, an_dec, k_dec, at_top
+        self.model = model = rt.model_record(m)
+        return {
+            "model": model,
+            "census": {
+                "procedure": rt.procedure(doc),
+                "texts": {
+                    "document": {"file": s["document"], "sha256": self.doc_sha},
+                    "control": {"file": s["control"], "sha256": self.ctl_sha},
+                    "quotations": {"file": s["quotations"], "sha256": self.q_sha},
+                },
+                "planted": plants,
+                "contaminated_control_characters": len(dirty_text),
+                "contaminated_control_own_prose_windows_equal_clean": own_equal,
+                "windows": {
+                    "clean": len(wc),
+                    "contaminated": len(wx),
+                    "overlapping_quotations": int(overlap.sum()),
+                },
+                **census_rows,
+                "contaminated_window_log10_scores": wx.log10_scores.tolist(),
+                "contaminated_suffix_spans": np.stack([wx.starts, wx.ends], 1).tolist(),
+                "top_contaminated_window_in_a_quotation": top_in_plant,
+                "flags": {
+                    "min_similarity": s["flag_min_similarity"],
+                    "flagged_windows": [f.window for f in flags],
+                    "quotations_found": found,
+                    "false_flags": false_flags,
+                    "suspects": [f.to_dict() for f in flags],
+                },
+            },
+            "population": {
+                "procedure": rt.procedure(sm),
+                "texts": {
+                    "members": {"file": s["members"], "sha256": self.mem_sha, "lines": J},
+                    "controls": {"file": s["controls"], "sha256": self.con_sha, "lines": J},
+                },
+                "planted": self.pop_plants,
+                "member_log10_scores": (lm_.logq / LN10).tolist(),
+                "control_log10_scores_clean": (lc_.logq / LN10).tolist(),
+                "control_log10_scores_contaminated": (lx_.logq / LN10).tolist(),
+                "control_ids": ids_x,
+                "planted_above_every_genuine_control": at_top,
+                "at_alpha": list(pool.values()),
+                "at_k1": list(pool_k1.values()),
+                "at_k1_paired_claims": paired_k1,
+            },
+            "paper_pool": {
+                "alpha_n_full": an_full,
+                "alpha_n_decontaminated": an_dec,
+                "k_decontaminated": k_dec,
+            },
+            "paper_claim_keys": list(claims),  # the order of the report's paper_claims
+        }
+
+    def checks(self, results: dict) -> list:
+        plants, dirty_text, lx_, lc_ = self.plants, self.dirty_text, self.lx_, self.lc_
+        is_planted, planted_ids, found, flags = (
+            self.is_planted,
+            self.planted_ids,
+            self.found,
+            self.flags,
+        )
+        false_flags = self.false_flags
+        return [
+            check(
+                "every planted quotation sits verbatim at its recorded span of the contaminated control",
+                all(dirty_text[p["span"][0] : p["span"][1]] == p["quote"] for p in plants),
+                f"{len(plants)} quotations, spans "
+                + ", ".join(f"[{p['span'][0]}, {p['span'][1]})" for p in plants),
+            ),
+            check(
+                "the contaminated pool minus the verified contaminants is the clean pool minus the replaced controls "
+                "(the same scores)",
+                np.array_equal(
+                    np.sort(lx_.logq[~is_planted]),
+                    np.sort(
+                        lc_.logq[~np.isin([w.split("#")[0] for w in lc_.window_ids], planted_ids)]
+                    ),
+                ),
+                f"{int((~is_planted).sum())} controls compared",
+            ),
+            check(
+                "the census's inspection step (near-verbatim flags against the KJV passages and the document) lists "
+                "every planted quotation among its suspects",
+                all(found),
+                f"{sum(found)} of {len(found)} quotations flagged; {len(flags)} windows flagged, {false_flags} of them "
+                "outside every quotation (suspects a person would reject)",
+            ),
+        ]
+
+    def claims(self, results: dict) -> list[PaperClaim]:
+        return list(self._claims.values())
+
+    def paper_numbers(self, results: dict) -> list:
+        an_full, an_dec, k_dec, at_top, c, tight = (
+            self.an_full,
+            self.an_dec,
+            self.k_dec,
+            self.at_top,
+            self.c,
+            self.tight,
+        )
+        return [
+            compare(
+                "alpha_n_full_pool",
+                "decontamination/alpha-n-full",
+                an_full,
+                note="memclaim's certified_level at the paper's alpha = 0.1%, N = 5000 ([EM] Eq. 5)",
+            ),
+            compare(
+                "alpha_n_decontaminated_pool",
+                "decontamination/alpha-n-decontaminated",
+                an_dec,
+                note="memclaim's certified_level at alpha = 0.1%, N = 4988",
+            ),
+            compare("k_decontaminated_pool", "decontamination/k-decontaminated", k_dec),
+            compare(
+                "contaminants_at_top",
+                "decontamination/contaminants-at-top",
+                at_top / c,
+                note=f"ours: {at_top} of {c} planted controls above every genuine control",
+            ),
+            compare(
+                "calibrated_rate_before",
+                "decontamination/calibrated-before",
+                tight["contaminated"].calibrated_rate.estimate,
+                note="ours at K = 1 on the contaminated pool",
+            ),
+            compare(
+                "calibrated_rate_after",
+                "decontamination/calibrated-after",
+                tight["decontaminated"].calibrated_rate.estimate,
+                note="ours at K = 1 without the verified contaminants",
+            ),
+        ]
+
+    def differences(self, results: dict) -> list[str]:
+        s, model, plants, c, J, ctl_text = (
+            self.s,
+            self.model,
+            self.plants,
+            self.c,
+            self.J,
+            self.ctl_text,
+        )
+        P, S = s["population_prefix_tokens"], s["population_suffix_tokens"]
+        return [
+            f"model {model['description']} (paper: OLMo 2 for the population pool, Llama 3.1 70B for the census)",
+            f"contaminants planted on purpose and known exactly (paper: found by inspection and web search): "
+            f"{len(plants)} quotations in the census control, {c} of {J} population controls (paper: 12 of 5000)",
+            f"population: {J} KJV verses vs {J} new verses, {P} + {S} tokens, full softmax (paper: 5000 Wikipedia "
+            "passages, 50 + 50 tokens, top-k 40)",
+            f"census: Genesis 1-3 and a {len(ctl_text):,}-character control (paper: books)",
+        ]
+
+    def figure(self, results: dict, *, claims, differences):
+        return _figure(
+            self.s,
+            self.wd,
+            self.wx,
+            self.plants,
+            self.r_clean,
+            self.r_dirty,
+            self.r_excl,
+            self.lm_,
+            self.lc_,
+            self.lx_,
+            self.is_planted,
+            self.t_clean,
+            self.t_dirty,
+            self.t_dec,
+            self.tight,
+            claims,
+            differences,
+            self.model,
+        )
+
+
 def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
     """[EM] App. D.2, §5: planted KJV quotations in the controls; census and test with/without.
 
@@ -447,322 +846,7 @@ def run(*, quick: bool, seed: int, out_dir: str | os.PathLike) -> dict:
     >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
     ('decontamination', True)
     """
-    rng = rng_streams(seed, STREAMS)["plant"]
-    s = _settings(quick)
-    m = rt.load(s["model"])
-    doc_text, doc_sha = rt.read_text(s["document"])
-    ctl_text, ctl_sha = rt.read_text(s["control"])
-    passages, q_sha = rt.read_records(s["quotations"])
-
-    # ---- census: plant, score, threshold three ways ([EM] §5, E.1, Eq. 31)
-    cp = s["census_plants"]
-    dirty_text, plants = plant_census(
-        m.tokenizer,
-        ctl_text,
-        doc_text,
-        passages,
-        rng,
-        n_document=cp["from_document"],
-        n_other=cp["from_other_kjv"],
-        min_tokens=s["quote_min_tokens"],
-        stride=s["stride"],
-    )
-    doc = rt.score_document(m, doc_text, name=s["document"], settings=s)
-    clean = rt.score_document(m, ctl_text, name=s["control"], settings=s)
-    dirty = rt.score_document(
-        m, dirty_text, name=f"{s['control']} + {len(plants)} planted quotations", settings=s
-    )
-    wd, wc, wx = (x.window_scores(s["policy"]) for x in (doc, clean, dirty))
-    spans = [tuple(p["span"]) for p in plants]
-    r_clean = census(wd, wc)
-    r_dirty = census(wd, wx)
-    r_excl = census(wd, wx, exclude_spans=spans)
-    th_dirty = r_dirty.threshold
-    overlap = overlapping_windows(wx, spans)
-    refs = {s["quotations"]: "\n".join(p.text for p in passages)}
-    flags = flag_near_verbatim(
-        wx,
-        dirty_text,
-        candidate_text=doc_text,
-        references=refs,
-        min_similarity=s["flag_min_similarity"],
-        top=len(wx),
-    )
-    flagged = np.zeros(len(wx), dtype=bool)
-    flagged[[f.window for f in flags]] = True
-    found = [bool(np.any(flagged & overlapping_windows(wx, [sp]))) for sp in spans]
-    false_flags = int(np.count_nonzero(flagged & ~overlap))
-    top_in_plant = bool(overlap[th_dirty.argmax_window])
-    # windows of the copy outside every quotation's reach (suffix and prefix) vs the clean control's
-    own_equal = _own_prose_windows_equal(clean, dirty, s)
-
-    # ---- population: members vs controls, some controls replaced by quoting copies ([EM] D.2)
-    mem, mem_sha = rt.read_records(s["members"])
-    con, con_sha = rt.read_records(s["controls"])
-    J = s["n_pairs"]
-    mem, con = mem[:J], con[:J]
-    c = s["population_plants"]
-    which = sorted(int(i) for i in rng.choice(J, size=c, replace=False))
-    quotes = [passages[i] for i in rng.permutation(len(passages))[:c]]
-    planted_ids = [con[i].id for i in which]
-    dirty_con = list(con)
-    pop_plants = []
-    for i, q in zip(which, quotes):
-        dirty_con[i] = Record(con[i].id, f"{q.text} {con[i].text}")
-        pop_plants.append(
-            {
-                "control_id": con[i].id,
-                "line": i + 1,
-                "quotation": q.id,
-                "text_starts": dirty_con[i].text[:80],
-            }
-        )
-    P, S, pol = s["population_prefix_tokens"], s["population_suffix_tokens"], s["population_policy"]
-    pols = (pol, s["paper_policy"])
-    sm = rt.score_passages(
-        m, mem, name=f"{s['members']}[:{J}]", prefix_tokens=P, suffix_tokens=S, policies=pols
-    )
-    sc = rt.score_passages(
-        m, con, name=f"{s['controls']}[:{J}]", prefix_tokens=P, suffix_tokens=S, policies=pols
-    )
-    sx = rt.score_passages(
-        m,
-        dirty_con,
-        name=f"{s['controls']}[:{J}] + {c} planted",
-        prefix_tokens=P,
-        suffix_tokens=S,
-        policies=pols,
-    )
-    lm_, lc_, lx_ = (x.scores(pol) for x in (sm, sc, sx))
-    ids_x = [w.split("#")[0] for w in lx_.window_ids]
-    a = s["alpha"]
-    t_clean = population_test(
-        lm_.logq, lc_.logq, alpha=a, kind="log-prob", confidence=s["confidence"]
-    )
-    pc = population_claim(
-        candidate_scores=lm_.logq,
-        control_scores=lx_.logq,
-        alpha=a,
-        kind="log-prob",
-        control_ids=ids_x,
-        exclude_control_ids=planted_ids,
-        confidence=s["confidence"],
-        sweep=False,
-    )
-    t_dirty, t_dec = pc.full, pc.decontaminated
-    # the tightest certified level, K = 1 (alpha = 1/(N+1)): the paper's 0.44% -> 3.06% comparison
-    tight = {}
-    for label, ctrl in (
-        ("clean", lc_.logq),
-        ("contaminated", lx_.logq),
-        ("decontaminated", lx_.logq[~np.isin(ids_x, planted_ids)]),
-    ):
-        tight[label] = population_test(
-            lm_.logq, ctrl, alpha=f"1/{ctrl.size + 1}", kind="log-prob", confidence=s["confidence"]
-        )
-    is_planted = np.isin(ids_x, planted_ids)
-    genuine_max = float(np.max(lx_.logq[~is_planted]))
-    at_top = int(np.count_nonzero(lx_.logq[is_planted] > genuine_max))
-
-    # ---- the paper's pool arithmetic, recomputed ([EM] Eq. 5 at its N)
-    pp = s["paper_pool"]
-    an_full = float(certified_level(alpha=pp["alpha"], n_controls=pp["n_full"]))
-    an_dec = float(certified_level(alpha=pp["alpha"], n_controls=pp["n_decontaminated"]))
-    k_dec = rank_k(alpha=pp["alpha"], n_controls=pp["n_decontaminated"])
-
-    checks = [
-        check(
-            "every planted quotation sits verbatim at its recorded span of the contaminated control",
-            all(dirty_text[p["span"][0] : p["span"][1]] == p["quote"] for p in plants),
-            f"{len(plants)} quotations, spans "
-            + ", ".join(f"[{p['span'][0]}, {p['span'][1]})" for p in plants),
-        ),
-        check(
-            "the contaminated pool minus the verified contaminants is the clean pool minus the replaced controls "
-            "(the same scores)",
-            np.array_equal(
-                np.sort(lx_.logq[~is_planted]),
-                np.sort(lc_.logq[~np.isin([w.split("#")[0] for w in lc_.window_ids], planted_ids)]),
-            ),
-            f"{int((~is_planted).sum())} controls compared",
-        ),
-        check(
-            "the census's inspection step (near-verbatim flags against the KJV passages and the document) lists "
-            "every planted quotation among its suspects",
-            all(found),
-            f"{sum(found)} of {len(found)} quotations flagged; {len(flags)} windows flagged, {false_flags} of them "
-            "outside every quotation (suspects a person would reject)",
-        ),
-    ]
-    # the paper's sentences, each judged by its rule fixed before the run (issue 24 item 2)
-    cd_, cx_ = (
-        np.asarray(tight[k].claimed, dtype=bool) for k in ("decontaminated", "contaminated")
-    )
-    paired_k1 = {
-        "both": int(np.sum(cd_ & cx_)),
-        "decontaminated_only": int(np.sum(cd_ & ~cx_)),
-        "contaminated_only": int(np.sum(~cd_ & cx_)),
-        "neither": int(np.sum(~cd_ & ~cx_)),
-    }
-    census_rows = {
-        "clean": _census_row(r_clean, "clean control"),
-        "contaminated": _census_row(r_dirty, "contaminated control"),
-        "decontaminated": _census_row(r_excl, "contaminated control, planted spans excluded"),
-    }
-    pool = {
-        "clean": _pool_row(t_clean, "clean"),
-        "contaminated": _pool_row(t_dirty, "contaminated"),
-        "decontaminated": _pool_row(t_dec, "decontaminated"),
-    }
-    pool_k1 = {k: _pool_row(tight[k], k) for k in ("clean", "contaminated", "decontaminated")}
-    claims = {
-        c.key: c
-        for c in claims_for(
-            census_rows=census_rows,
-            top_in_plant=top_in_plant,
-            pool=pool,
-            pool_k1=pool_k1,
-            paired_k1=paired_k1,
-            at_top=at_top,
-            planted=c,
-            alpha=a,
-            n_members=J,
-        )
-    }
-    paper = [
-        compare(
-            "alpha_n_full_pool",
-            "decontamination/alpha-n-full",
-            an_full,
-            note="memclaim's certified_level at the paper's alpha = 0.1%, N = 5000 ([EM] Eq. 5)",
-        ),
-        compare(
-            "alpha_n_decontaminated_pool",
-            "decontamination/alpha-n-decontaminated",
-            an_dec,
-            note="memclaim's certified_level at alpha = 0.1%, N = 4988",
-        ),
-        compare("k_decontaminated_pool", "decontamination/k-decontaminated", k_dec),
-        compare(
-            "contaminants_at_top",
-            "decontamination/contaminants-at-top",
-            at_top / c,
-            note=f"ours: {at_top} of {c} planted controls above every genuine control",
-        ),
-        compare(
-            "calibrated_rate_before",
-            "decontamination/calibrated-before",
-            tight["contaminated"].calibrated_rate.estimate,
-            note="ours at K = 1 on the contaminated pool",
-        ),
-        compare(
-            "calibrated_rate_after",
-            "decontamination/calibrated-after",
-            tight["decontaminated"].calibrated_rate.estimate,
-            note="ours at K = 1 without the verified contaminants",
-        ),
-    ]
-    model = rt.model_record(m)
-    differences = [
-        f"model {model['description']} (paper: OLMo 2 for the population pool, Llama 3.1 70B for the census)",
-        f"contaminants planted on purpose and known exactly (paper: found by inspection and web search): "
-        f"{len(plants)} quotations in the census control, {c} of {J} population controls (paper: 12 of 5000)",
-        f"population: {J} KJV verses vs {J} new verses, {P} + {S} tokens, full softmax (paper: 5000 Wikipedia "
-        "passages, 50 + 50 tokens, top-k 40)",
-        f"census: Genesis 1-3 and a {len(ctl_text):,}-character control (paper: books)",
-    ]
-    results = {
-        "model": model,
-        "census": {
-            "procedure": rt.procedure(doc),
-            "texts": {
-                "document": {"file": s["document"], "sha256": doc_sha},
-                "control": {"file": s["control"], "sha256": ctl_sha},
-                "quotations": {"file": s["quotations"], "sha256": q_sha},
-            },
-            "planted": plants,
-            "contaminated_control_characters": len(dirty_text),
-            "contaminated_control_own_prose_windows_equal_clean": own_equal,
-            "windows": {
-                "clean": len(wc),
-                "contaminated": len(wx),
-                "overlapping_quotations": int(overlap.sum()),
-            },
-            **census_rows,
-            "contaminated_window_log10_scores": wx.log10_scores.tolist(),
-            "contaminated_suffix_spans": np.stack([wx.starts, wx.ends], 1).tolist(),
-            "top_contaminated_window_in_a_quotation": top_in_plant,
-            "flags": {
-                "min_similarity": s["flag_min_similarity"],
-                "flagged_windows": [f.window for f in flags],
-                "quotations_found": found,
-                "false_flags": false_flags,
-                "suspects": [f.to_dict() for f in flags],
-            },
-        },
-        "population": {
-            "procedure": rt.procedure(sm),
-            "texts": {
-                "members": {"file": s["members"], "sha256": mem_sha, "lines": J},
-                "controls": {"file": s["controls"], "sha256": con_sha, "lines": J},
-            },
-            "planted": pop_plants,
-            "member_log10_scores": (lm_.logq / LN10).tolist(),
-            "control_log10_scores_clean": (lc_.logq / LN10).tolist(),
-            "control_log10_scores_contaminated": (lx_.logq / LN10).tolist(),
-            "control_ids": ids_x,
-            "planted_above_every_genuine_control": at_top,
-            "at_alpha": list(pool.values()),
-            "at_k1": list(pool_k1.values()),
-            "at_k1_paired_claims": paired_k1,
-        },
-        "paper_pool": {
-            "alpha_n_full": an_full,
-            "alpha_n_decontaminated": an_dec,
-            "k_decontaminated": k_dec,
-        },
-        "paper_claim_keys": list(claims),  # the order of the report's paper_claims
-    }
-    fig = _figure(
-        s,
-        wd,
-        wx,
-        plants,
-        r_clean,
-        r_dirty,
-        r_excl,
-        lm_,
-        lc_,
-        lx_,
-        is_planted,
-        t_clean,
-        t_dirty,
-        t_dec,
-        tight,
-        list(claims.values()),
-        differences,
-        model,
-    )
-    return finish(
-        NAME,
-        title=TITLE,
-        reproduces=[
-            "[EM] App. D.2 (contaminated controls)",
-            "[EM] §5, E.1 (census decontamination)",
-            "[EM] C.4.3 (the calibrated rate rises)",
-        ],
-        seed=seed,
-        quick=quick,
-        streams=STREAMS,
-        settings=s,
-        results=results,
-        paper_numbers=paper,
-        checks=checks,
-        figure=fig,
-        out_dir=out_dir,
-        paper_claims=list(claims.values()),
-        differences=differences,
-    )
+    return Decontamination(quick=quick, seed=seed, out_dir=out_dir).reproduce()
 
 
 def _census_row(r, label) -> dict:

@@ -31,8 +31,9 @@ import numpy as np
 from ..claims.conformal import population_test
 from ..report.style import PALETTE, figure, legend, style
 from . import em_verses as ev
-from .common import PaperClaim, check, compare, finish, paper_claim, paper_footer
+from .common import PaperClaim, check, compare, paper_claim, paper_footer
 from .greedy import floor_share_claim
+from .skeleton import Reproduction
 from .verdicts import fmt_interval, rate, ratio
 
 NAME = "naive-vs-calibrated"
@@ -357,6 +358,107 @@ def _plot(blocks, differences, claims):
     return fig
 
 
+class NaiveVsCalibrated(Reproduction):
+    """[EM] §4's naive rules against the calibrated test on the skeleton (:mod:`.skeleton`)."""
+
+    name, title, streams = NAME, TITLE, STREAMS
+    reproduces = (
+        "[EM] §4 (a generation rate is not a memorization rate)",
+        "[EM] §1 (24% of apparent 10-token extractions are false positives)",
+        "[EM] §6 (query budgets)",
+    )
+
+    def settings(self) -> dict:
+        """The fixed settings; NAME.json records them after the populations and before the models
+        (:meth:`recorded_settings`)."""
+        return {
+            "prefix_tokens": ev.PREFIX_TOKENS,
+            "suffix_tokens": ev.SUFFIX_TOKENS,
+            "short": ev.SHORT,
+            "long": ev.LONG,
+            "length_rule": ev.LENGTH_RULE,
+            "fixed_thresholds": [
+                {"rule": r, "log10_q": lq / math.log(10), "comparison": how} for r, lq, how in FIXED
+            ],
+            "budget": BUDGET,
+            "budget_confidence": BUDGET_CONFIDENCE,
+            "alphas": list(ALPHAS),
+            "confidence": 0.95,
+        }
+
+    def data(self) -> list:
+        """The populations and the natural-prefix runs of every model (scored once into the store)."""
+        self.pops, entries = ev.natural_runs(self.quick, self.out_dir)
+        return entries
+
+    def runs(self, entries: list) -> dict:
+        """One block per model: every naive and calibrated rule at the two suffix lengths."""
+        return {"models": [_model_block(e) for e in entries]}
+
+    def checks(self, results: dict) -> list:
+        checks = []
+        for b in results["models"]:
+            for ell, rows in b["lengths"].items():
+                for r in rows:
+                    if r["kind"] != "calibrated" or "k" not in r:
+                        continue
+                    k, n = r["k"], r["controls"]["n"]
+                    checks.append(
+                        check(
+                            f"{b['model']['name']}, {ell} tokens, {r['rule']}: at most K - 1 controls "
+                            "above the calibrated threshold (in-sample FPR <= (K-1)/N <= alpha, [EM] C.1)",
+                            r["controls"]["count"] <= max(0, k - 1)
+                            and r["in_sample_fpr"] <= r["alpha"],
+                            f"{r['controls']['count']} of {n} controls above, K = {k}",
+                            false_alarm="0 (an identity)",
+                        )
+                    )
+        return checks
+
+    def claims(self, results: dict) -> list[PaperClaim]:
+        return [c for b in results["models"] for c in claims_for(b)]
+
+    def differences(self, results: dict) -> list[str]:
+        return ev.tier_differences(
+            self.quick,
+            self.pops,
+            paper_models="OLMo 2 32B base",
+            paper_text="Wikipedia passages",
+            paper_n="5,000 each",
+        ) + [f"lengths: {ev.LENGTH_RULE}"]
+
+    def paper_numbers(self, results: dict) -> list:
+        blocks = results["models"]
+        gs = _find(blocks[0]["lengths"][str(ev.SHORT)], "greedy match")
+        share = gs["control_share_of_member_rate"]
+        return [
+            compare(
+                "greedy_false_positive_share_short",
+                "naive/false-positive-share",
+                share if share is not None else float("nan"),
+                note=f"{blocks[0]['model']['name']}: control / member greedy rate at {ev.SHORT} "
+                "tokens (the paper: 10 tokens)",
+            )
+        ]
+
+    def figure(self, results: dict, *, claims, differences):
+        return _plot(results["models"], differences, claims)
+
+    def notes(self, results: dict) -> list[str]:
+        return [
+            "a naive rule claims every flagged member; the calibrated test's population claim is the "
+            "lower 95% bound of M = G - alpha_N (positive: memorization claimed at that level)",
+            "every number is a deterministic function of the stored scores (the seed is unused)",
+        ]
+
+    def recorded_settings(self, results: dict) -> dict:
+        return {
+            "populations": self.pops.describe(),
+            **self.s,
+            "models": [b["model"] for b in results["models"]],
+        }
+
+
 def run(
     *, quick: bool = False, seed: int = 0, out_dir: str | os.PathLike = "reproductions"
 ) -> dict:
@@ -371,84 +473,4 @@ def run(
     >>> res["name"], res["all_checks_passed"]  # doctest: +SKIP
     ('naive-vs-calibrated', True)
     """
-    pops, entries = ev.natural_runs(quick, out_dir)
-    blocks = [_model_block(e) for e in entries]
-    claims = [c for b in blocks for c in claims_for(b)]
-    differences = ev.tier_differences(
-        quick,
-        pops,
-        paper_models="OLMo 2 32B base",
-        paper_text="Wikipedia passages",
-        paper_n="5,000 each",
-    ) + [f"lengths: {ev.LENGTH_RULE}"]
-    checks = []
-    for b in blocks:
-        for ell, rows in b["lengths"].items():
-            for r in rows:
-                if r["kind"] != "calibrated" or "k" not in r:
-                    continue
-                k, n = r["k"], r["controls"]["n"]
-                checks.append(
-                    check(
-                        f"{b['model']['name']}, {ell} tokens, {r['rule']}: at most K - 1 controls above "
-                        "the calibrated threshold (in-sample FPR <= (K-1)/N <= alpha, [EM] C.1)",
-                        r["controls"]["count"] <= max(0, k - 1)
-                        and r["in_sample_fpr"] <= r["alpha"],
-                        f"{r['controls']['count']} of {n} controls above, K = {k}",
-                        false_alarm="0 (an identity)",
-                    )
-                )
-    s = blocks[0]["lengths"][str(ev.SHORT)]
-    gs = _find(s, "greedy match")
-    share = gs["control_share_of_member_rate"]
-    paper = [
-        compare(
-            "greedy_false_positive_share_short",
-            "naive/false-positive-share",
-            share if share is not None else float("nan"),
-            note=f"{blocks[0]['model']['name']}: control / member greedy rate at {ev.SHORT} tokens "
-            "(the paper: 10 tokens)",
-        )
-    ]
-    settings = {
-        "populations": pops.describe(),
-        "prefix_tokens": ev.PREFIX_TOKENS,
-        "suffix_tokens": ev.SUFFIX_TOKENS,
-        "short": ev.SHORT,
-        "long": ev.LONG,
-        "length_rule": ev.LENGTH_RULE,
-        "fixed_thresholds": [
-            {"rule": r, "log10_q": lq / math.log(10), "comparison": how} for r, lq, how in FIXED
-        ],
-        "budget": BUDGET,
-        "budget_confidence": BUDGET_CONFIDENCE,
-        "alphas": list(ALPHAS),
-        "confidence": 0.95,
-        "models": [b["model"] for b in blocks],
-    }
-    fig = _plot(blocks, differences, claims)
-    return finish(
-        NAME,
-        title=TITLE,
-        reproduces=[
-            "[EM] §4 (a generation rate is not a memorization rate)",
-            "[EM] §1 (24% of apparent 10-token extractions are false positives)",
-            "[EM] §6 (query budgets)",
-        ],
-        seed=seed,
-        quick=quick,
-        streams=STREAMS,
-        settings=settings,
-        results={"models": blocks},
-        paper_numbers=paper,
-        checks=checks,
-        figure=fig,
-        out_dir=out_dir,
-        paper_claims=claims,
-        differences=differences,
-        notes=[
-            "a naive rule claims every flagged member; the calibrated test's population claim is the "
-            "lower 95% bound of M = G - alpha_N (positive: memorization claimed at that level)",
-            "every number is a deterministic function of the stored scores (the seed is unused)",
-        ],
-    )
+    return NaiveVsCalibrated(quick=quick, seed=seed, out_dir=out_dir).reproduce()
