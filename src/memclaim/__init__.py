@@ -13,7 +13,7 @@ nor numpy)::
 Functions: load_model, score, test, population, census, audit, audit_table, dp_bounds, budget,
 dp_account, dp_baseline, dp_plots, acr, the training lab's train_tiny, finetune, unlearn, and
 reproduce (with reproductions) (``help(memclaim.census)`` for each); results: ScoreResult,
-TestResult, PopulationResult, CensusRun, AuditRun, AuditTableRun, DPBounds, BudgetResult,
+EstimateResult, TestResult, PopulationResult, CensusRun, AuditRun, AuditTableRun, DPBounds, BudgetResult,
 TrainRun, ACRResult, ReproductionRun; Document for a text given in memory. The documentation site
 (``make docs``) has a tutorial and the full reference.
 """
@@ -44,6 +44,7 @@ _API = (
     "budget",
     "Document",
     "ScoreResult",
+    "EstimateResult",
     "TestResult",
     "PopulationResult",
     "CensusRun",

@@ -180,8 +180,10 @@ def parse_policies(specs: str | Policy | Sequence[str | Policy]) -> tuple[Policy
 
     >>> [p.spec for p in parse_policies(["top-k:40", "greedy", "top-k:40"])]
     ['top-k:40', 'greedy']
+    >>> parse_policies(Policy.parse("greedy"))[0].spec
+    'greedy'
     """
-    if isinstance(specs, str):
+    if isinstance(specs, (str, Policy)):  # one policy, as a string or a Policy
         specs = [specs]
     out: list[Policy] = []
     for s in specs:

@@ -78,6 +78,11 @@ class ResultMixin:
     """Mixin for frozen result dataclasses: ``to_dict()`` gives JSON-ready plain data."""
 
     def to_dict(self) -> dict:
+        if not dataclasses.is_dataclass(self):
+            raise TypeError(
+                f"{type(self).__name__} is not a dataclass: ResultMixin.to_dict reads the fields "
+                "of a (frozen) result dataclass"
+            )
         return {f.name: to_jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 

@@ -532,6 +532,67 @@ CASES = [
         "--served-bounds applies only with --backend openai",
         1,
     ),
+    # issue 27: a served model's audit refuses what the server's top-K cannot give, before any request
+    ("audit-served-no-url", A + " --backend openai", "--backend openai needs --url", 1),
+    (
+        "audit-served-url-local",
+        A + " --url http://127.0.0.1:1",
+        "--url applies only with --backend openai",
+        1,
+    ),
+    (
+        "audit-served-min-k++",
+        A + " --backend openai --url http://127.0.0.1:1 --attacks loss,min-k++",
+        "attack 'min-k++' needs token_mean, token_std",
+        1,
+    ),
+    (
+        "audit-served-shadows",
+        A + " --backend openai --url http://127.0.0.1:1 --shadows 4",
+        "--shadows 4: shadow models are trained from the audited model's weights",
+        1,
+    ),
+    (
+        "audit-served-reference",
+        A + " --backend openai --url http://127.0.0.1:1 --reference toy",
+        "--reference with --backend openai",
+        1,
+    ),
+    (
+        "audit-served-unreachable",
+        A + " --backend openai --url http://127.0.0.1:1",
+        "cannot reach the server at http://127.0.0.1:1: cannot connect",
+        1,
+    ),
+    # issue 27: sampling estimates (--estimate sample:N) need a server; a bad N fails first
+    (
+        "score-estimate-n",
+        S + " --backend openai --url http://127.0.0.1:1 --estimate sample:0",
+        "--estimate 'sample:0': N must be an integer >= 1",
+        1,
+    ),
+    ("score-estimate-kind", S + " --estimate census:4", "--estimate 'census:4' is not sample:N", 1),
+    ("score-estimate-local", S + " --estimate sample:4", "--estimate samples a served model", 1),
+    (
+        "score-estimate-stats",
+        S + " --backend openai --url http://127.0.0.1:1 --estimate sample:4 --stats all",
+        "--stats do not apply to --estimate",
+        1,
+    ),
+    (
+        "score-estimate-unreachable",
+        "score toy --input {d}/m.jsonl --prefix-tokens 8 --suffix-tokens 8 --out {new} "
+        "--backend openai --url http://127.0.0.1:1 --estimate sample:4",
+        "cannot reach the server at http://127.0.0.1:1",
+        1,
+    ),
+    (
+        "score-estimate-into-store",
+        S + " --backend openai --url http://127.0.0.1:1 --estimate sample:4",
+        "holds files memclaim's sampling estimate did not write",
+        1,
+    ),
+    ("score-seed-alone", S + " --seed 3", "--seed applies to sampling estimates only", 1),
     ("score-out-is-file", "score toy --input {d}/m.jsonl --out {file}", "is a file", 0),
     pytest.param(
         "score-out-unwritable",

@@ -382,6 +382,63 @@ ROWS = [
         ),
         "--api-key-env MEMCLAIM_NO_SUCH_KEY: the environment variable is not set",
     ),
+    # ---- a served model's audit and sampling estimates (issue 27): refused before any request
+    (
+        "audit-served-no-url",
+        lambda c: mc.audit("toy", _m(c), _c(c), **S8, backend="openai", out=c.new),
+        "--backend openai needs --url",
+    ),
+    (
+        "audit-served-min-k++",
+        lambda c: mc.audit(
+            "toy",
+            _m(c),
+            _c(c),
+            **S8,
+            attacks=["loss", "min-k++"],
+            backend="openai",
+            url="http://127.0.0.1:1",
+            out=c.new,
+        ),
+        "attack 'min-k++' needs token_mean, token_std",
+    ),
+    (
+        "audit-served-shadows",
+        lambda c: mc.audit(
+            "toy",
+            _m(c),
+            _c(c),
+            **S8,
+            shadows=4,
+            backend="openai",
+            url="http://127.0.0.1:1",
+            out=c.new,
+        ),
+        "--shadows 4: shadow models are trained from the audited model's weights",
+    ),
+    (
+        "score-estimate-n",
+        lambda c: mc.score(
+            "toy",
+            _m(c),
+            **S8,
+            backend="openai",
+            url="http://127.0.0.1:1",
+            estimate="sample:0",
+            out=c.new,
+        ),
+        "--estimate 'sample:0': N must be an integer >= 1",
+    ),
+    (
+        "score-estimate-local",
+        lambda c: mc.score("toy", _m(c), **S8, estimate="sample:4", out=c.new),
+        "--estimate samples a served model",
+    ),
+    (
+        "score-seed-alone",
+        lambda c: mc.score("toy", _m(c), **S8, seed=3, out=c.new),
+        "--seed applies to sampling estimates only",
+    ),
     # ---- score: inputs (items 4, 10)
     (
         "score-both-inputs",

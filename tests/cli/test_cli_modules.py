@@ -98,6 +98,7 @@ def test_cli_modules_hold_no_library_logic():
     forbidden = (
         "scoring.runner",
         "scoring.results",
+        "store.results",
         "claims.",
         "text.io",
         "text.scorefile",

@@ -30,3 +30,24 @@ def test_bad_files_name_the_file_and_the_problem(tmp_path, content, message):
     with pytest.raises(InputError, match=message) as e:
         read_json_object(p, "procedure", hint="see docs/store.md")
     assert "bad.json" in str(e.value)
+
+
+def test_to_dict_reads_a_result_dataclass_and_refuses_anything_else():
+    """ResultMixin.to_dict on a frozen dataclass gives JSON-ready data; mixed into a class that is
+    no dataclass it says so (mypy checks jsonutil since issue 26 item 6)."""
+    import dataclasses
+    import math
+
+    from memclaim.jsonutil import ResultMixin
+
+    @dataclasses.dataclass(frozen=True)
+    class R(ResultMixin):
+        x: float
+
+    assert R(-math.inf).to_dict() == {"x": "-inf"}
+
+    class NotAData(ResultMixin):
+        pass
+
+    with pytest.raises(TypeError, match="NotAData is not a dataclass"):
+        NotAData().to_dict()

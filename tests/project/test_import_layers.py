@@ -33,6 +33,11 @@ Rules (each a test below):
    names, not its private modules) and cli/'s own modules, and from outside memclaim only the
    standard library, click and rich: the CLI parses, calls the API and prints.
 
+6. **The store needs no model** (issue 26 item 3). memclaim.store (the score store and reading
+   results back) loads no torch or other model stack: in the layers it sits between text and
+   scoring (the scoring run writes into it; it imports nothing of scoring), see LAYERS.
+7. **No import circles.** The imports that run (module level or in a function) form no cycle.
+
 There is no allow-list: every rule holds for every module.
 """
 
@@ -53,7 +58,15 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "validate", "fsutil", "jsonutil", "_version", "progress", "numeric"),
     ("decoding", "models"),
     ("procedure", "runtime"),  # issue 26: the two values that carry a run, below scoring and claims
-    ("text", "scoring", "privacy", "mechanisms", "decode"),
+    ("text",),  # reading inputs and cutting windows: below everything that scores them
+    # issue 26 item 3: the store is its own stage. DESIGN.md draws the data flowing scoring ->
+    # store; in the imports the store sits one floor *below* scoring, because the scoring run
+    # (runner, tables, the local, Ray and served backends) writes into it, while the store knows
+    # files, keys and columns only: it imports no scoring, model or text module (this order) and
+    # loads no torch (test_the_store_needs_no_model). Everything that reads results (audits,
+    # experiments, api) stands above both.
+    ("store",),
+    ("scoring", "privacy", "mechanisms", "decode"),
     ("claims", "train"),
     ("audits",),
     ("report",),
@@ -387,6 +400,50 @@ def cli_face_violations() -> list[str]:
     return sorted(set(out))
 
 
+def cycle_violations() -> list[str]:
+    """Import circles: strongly connected groups of memclaim modules in the graph of the imports
+    that run (module level or inside a function; ``TYPE_CHECKING`` imports load nothing). Issue
+    26 item 3: the runner and the Ray backend imported each other, one of them in a function."""
+    mods = modules()
+    graph = {
+        m: sorted(
+            {i.target for i in imports()[m] if i.internal and not i.typing_only} & (set(mods) - {m})
+        )
+        for m in mods
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[str] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(" <-> ".join(sorted(group)) + " (an import circle)")
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
 def _check(found: list[str]):
     assert not found, "imports against issue 13's rules:\n  " + "\n  ".join(found)
 
@@ -418,6 +475,29 @@ def test_output_only_in_cli_and_report():
 
 def test_cli_imports_only_the_api():
     _check(cli_face_violations())
+
+
+def store_violations() -> list[str]:
+    """The store reads back without a model (DESIGN.md: analysis reads the store and never needs
+    the model again): no module of memclaim.store loads torch, transformers or another model
+    stack, itself or through its module-level imports."""
+    model_stacks = frozenset(
+        {"torch", "transformers", "tokenizers", "safetensors", "accelerate", "gguf"}
+    )
+    return sorted(
+        f"{m} -> {pkg} (the store needs no model)"
+        for m in modules()
+        if component(m) == "store"
+        for pkg in heavy_at_import(m) & model_stacks
+    )
+
+
+def test_the_store_needs_no_model():
+    _check(store_violations())
+
+
+def test_no_import_circles():
+    _check(cycle_violations())
 
 
 # --- the checker itself, on small synthetic packages -------------------------------------------
@@ -503,6 +583,45 @@ def test_checker_local_import_rule(fake):
         in found
     )
     assert not any("scoring.engine" in v or v.startswith("memclaim -> ") for v in found)
+
+
+def test_checker_sees_import_circles(fake):
+    fake(
+        {
+            "scoring/runner.py": "from .local import score_unit\n",
+            "scoring/local.py": "x = 1\n",
+            "scoring/ray_backend.py": "from .local import score_unit\n"
+            "def f():\n    from .runner import y\n",
+            "scoring/runner2.py": "from .ray_backend import f\n",
+            "scoring/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from .typed2 import z\n",
+            "scoring/typed2.py": "from .typed import w\n",
+        }
+    )
+    assert cycle_violations() == []  # no circle yet: a TYPE_CHECKING import loads nothing
+    fake({"scoring/runner.py": "from .local import score_unit\nfrom .runner2 import g\n"})
+    assert cycle_violations() == [
+        "memclaim.scoring.ray_backend <-> memclaim.scoring.runner <-> memclaim.scoring.runner2 "
+        "(an import circle)"
+    ]
+
+
+def test_checker_sees_a_store_that_needs_the_engine(fake):
+    fake(
+        {
+            "store/store.py": "from ..scoring.engine import BatchScores\n",
+            "store/results.py": "from .store import x\nimport numpy\n",
+            "scoring/engine.py": "import torch\n",
+            "scoring/runner.py": "from ..store.store import ScoreStore\n",
+        }
+    )
+    assert store_violations() == [
+        "memclaim.store.results -> torch (the store needs no model)",
+        "memclaim.store.store -> torch (the store needs no model)",
+    ]
+    assert direction_violations() == [
+        "memclaim.store.store -> memclaim.scoring.engine (against the layers)"
+    ]
 
 
 def test_checker_purity_and_output(fake):

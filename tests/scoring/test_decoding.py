@@ -28,6 +28,14 @@ def test_parse_canonical_order_and_aliases():
     )
 
 
+def test_parse_policies_takes_one_policy_as_its_signature_says():
+    """``parse_policies(Policy)`` (a single Policy, as the type hint allows) was iterated and
+    failed with a TypeError; mypy found it once decoding.py was checked (issue 26 item 6)."""
+    p = Policy.parse("top-k:40")
+    assert parse_policies(p) == (p,)
+    assert parse_policies("greedy") == (Policy(greedy=True),)
+
+
 @pytest.mark.parametrize(
     "bad",
     [

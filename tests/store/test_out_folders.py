@@ -17,7 +17,7 @@ from memclaim.errors import InputError, NumericsError, StoreError
 from memclaim.models import load_model
 from memclaim.scoring.prompts import PromptRule
 from memclaim.scoring.runner import LocalBackend, run_scoring
-from memclaim.scoring.store import ScoreStore, foreign_entries
+from memclaim.store.store import ScoreStore, foreign_entries
 from memclaim.text.io import read_passages
 from memclaim.text.windows import passage_windows
 
@@ -161,7 +161,7 @@ def test_a_run_failing_after_some_units_keeps_them_and_resumes(model, windows, t
     done = _score(model, windows, store)
     assert done.units_reused == 2 and done.units_scored == done.n_units - 2
     fresh = _score(model, windows, tmp_path / "fresh")
-    from memclaim.scoring.results import load_run_scores
+    from memclaim.store.results import load_run_scores
 
     assert (
         load_run_scores(str(store), run=done.run_id).logq.tolist()

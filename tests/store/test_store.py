@@ -19,7 +19,7 @@ from memclaim.decoding import parse_policies
 from memclaim.errors import StoreError
 from memclaim.scoring.prompts import PromptRule
 from memclaim.scoring.runner import run_scoring
-from memclaim.scoring.store import ScoreStore
+from memclaim.store.store import ScoreStore
 from memclaim.text.io import read_passages
 from memclaim.text.windows import passage_windows
 
@@ -95,7 +95,7 @@ def test_duplicate_texts_are_scored_once(random_model, tmp_path):
 
 
 def test_disk_full_leaves_a_readable_store_and_resumes(random_model, tmp_path, monkeypatch):
-    import memclaim.scoring.store as store_mod
+    import memclaim.store.store as store_mod
 
     inp = _passages(tmp_path / "p.jsonl", 48)
     ref = _run(random_model, inp, tmp_path / "ref", unit_size=8)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from memclaim.fsutil import file_lock
-from memclaim.scoring.store import WRITERS_LOCK, ScoreStore
+from memclaim.store.store import WRITERS_LOCK, ScoreStore
 
 pytestmark = pytest.mark.integration
 
@@ -36,12 +36,13 @@ DRIVER = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
 
+    import memclaim.scoring.local_backend as L  # where the local backend looks score_unit up
     import memclaim.scoring.runner as R
     from memclaim.cli.main import main
 
     me, other, sync, argv = sys.argv[1], sys.argv[2], Path(sys.argv[3]), json.loads(sys.argv[4])
     first = [True]
-    real_score_unit = R.score_unit
+    real_score_unit = L.score_unit
 
     def score_unit(*a, **k):
         if first[0]:
@@ -53,7 +54,7 @@ DRIVER = textwrap.dedent("""
                 time.sleep(0.01)
         return real_score_unit(*a, **k)
 
-    R.score_unit = score_unit
+    L.score_unit = score_unit
     if hasattr(R.ScoreStore, "run_lock"):
         real_lock = R.ScoreStore.run_lock
 
@@ -140,7 +141,7 @@ def test_two_runs_into_one_store_at_once_are_both_recorded(inputs, tmp_path):
     )
     assert (tmp_path / "sync" / "scoring-a").exists() and (
         tmp_path / "sync" / "scoring-b"
-    ).exists()  # they overlapped
+    ).exists()  # they overlapped (and the driver's patch of score_unit took effect)
     man = json.loads((store / "manifest.json").read_text())
     assert set(man["runs"]) == {a["run_id"], b["run_id"]}
     st = ScoreStore(store, create=False)
@@ -148,7 +149,7 @@ def test_two_runs_into_one_store_at_once_are_both_recorded(inputs, tmp_path):
         run = st.read_run(s["run_id"])
         assert set(run["units"]) <= set(man["units"])  # every unit of both runs is in the manifest
         assert s["units_scored"] == s["n_units"]
-    from memclaim.scoring.results import load_run_scores
+    from memclaim.store.results import load_run_scores
 
     for s in (a, b):
         assert len(load_run_scores(store, run=s["run_id"], policy="full")) == s["n_windows"]

@@ -18,9 +18,9 @@ from memclaim.decoding import parse_policies
 from memclaim.models import load_model
 from memclaim.models.loader import FINGERPRINT_SCHEME, folder_fingerprint, folder_fingerprint_v1
 from memclaim.scoring.prompts import PromptRule
-from memclaim.scoring.results import load_run_scores
 from memclaim.scoring.runner import run_scoring
-from memclaim.scoring.store import SCHEMA_VERSION, ScoreStore
+from memclaim.store.results import load_run_scores
+from memclaim.store.store import SCHEMA_VERSION, ScoreStore
 from memclaim.text.io import read_passages
 from memclaim.text.windows import passage_windows
 

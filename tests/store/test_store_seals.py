@@ -19,9 +19,9 @@ from memclaim.errors import StoreError
 from memclaim.fsutil import sha256_file
 from memclaim.models import load_model
 from memclaim.scoring.prompts import PromptRule
-from memclaim.scoring.results import load_run_scores
 from memclaim.scoring.runner import run_scoring
-from memclaim.scoring.store import ScoreStore
+from memclaim.store.results import load_run_scores
+from memclaim.store.store import ScoreStore
 from memclaim.text.io import read_passages
 from memclaim.text.windows import passage_windows
 

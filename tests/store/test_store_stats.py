@@ -20,9 +20,9 @@ from memclaim.decoding import parse_policies
 from memclaim.models import load_model
 from memclaim.scoring.engine import ALL_STATS, CENSUS_STATS
 from memclaim.scoring.prompts import PromptRule
-from memclaim.scoring.results import load_run_scores
 from memclaim.scoring.runner import run_scoring, run_stats
-from memclaim.scoring.store import ScoreStore, stats_cover
+from memclaim.store.results import load_run_scores
+from memclaim.store.store import ScoreStore, stats_cover
 from memclaim.text.io import read_passages
 from memclaim.text.windows import passage_windows
 

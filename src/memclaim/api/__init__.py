@@ -56,6 +56,7 @@ _EXPORTS = {
     "budget": "_budget",
     "Document": "_common",
     "ScoreResult": "_score",
+    "EstimateResult": "_score",
     "TestResult": "_population",
     "PopulationResult": "_population",
     "CensusRun": "_census",

@@ -17,12 +17,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..audits.result import AuditResult
-from ..audits.run import default_shadow_recipe, run_audit
+from ..audits.run import (
+    audit_policies,
+    check_served_audit,
+    default_shadow_recipe,
+    run_audit,
+)
 from ..audits.settings import AuditSettings
 from ..audits.shadows import CapSpec, cap_from_epsilon
 from ..audits.table_run import TableResult, run_audit_table
 from ..audits.table_spec import TableSpec, read_table_spec
 from ..audits.texts import TextSet, read_texts
+from ..decoding import parse_policies
 from ..errors import InputError
 from ..jsonutil import read_json_object
 from ..models.placement import resolve_dtype, resolve_placement
@@ -41,10 +47,11 @@ from ._common import (
     check_out,
     check_out_dir,
     jsonable,
+    make_backend,
     one_policy,
     set_threads,
 )
-from ._model import load_model
+from ._model import scoring_model
 from ._options import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
 from ._public import public
 
@@ -304,6 +311,12 @@ def audit(
     batch_size: int | str = 16,
     trust_remote_code: bool = False,
     threads: int | None = None,
+    backend: str = "local",
+    url: str | None = None,
+    api_key_env: str | None = None,
+    api_key_file: str | os.PathLike | None = None,
+    served_model: str | None = None,
+    max_concurrency: int | None = None,
     progress: bool | ProgressCallback = True,
     log: LogCallback | None = None,
 ) -> AuditRun:
@@ -334,6 +347,13 @@ def audit(
     compare scores computed with different numerics (refused otherwise; the report says so).
     ``batch_size``: windows per forward pass, or ``"auto"`` (on a GPU the largest batch whose
     activations fit 80% of free memory, on the CPU 16; CPU scores are the same at every size).
+
+    ``backend="openai"`` with ``url`` (and ``api_key_env``/``api_key_file``, ``served_model``,
+    ``max_concurrency`` as for :func:`memclaim.score`): audit a model behind an inference server
+    (docs/served.md), ``model`` naming its tokenizer. The attacks and policies the server's top-K
+    log-probs give exactly run; what they cannot give is refused by name before any request:
+    min-k%++ (the full distribution's moments; left out, with a note, when ``attacks`` is not
+    given), ``shadows`` and ``reference``.
 
     >>> import memclaim as mc
     >>> a = mc.audit("toy", member_texts, control_texts, prefix_tokens=16, suffix_tokens=16,
@@ -383,8 +403,17 @@ def audit(
     cap_spec = _cap(
         cap, cap_epsilon, cap_neighbors, cap_functional, cap_slack, cap_slack_note, shadows
     )
-    m_loaded = load_model(
+    if backend not in ("local", "openai"):
+        raise InputError(
+            f"memclaim audit runs with --backend local or openai, not {backend!r}",
+            hint="score with `memclaim score --backend ray` and read the store with memclaim "
+            "test, or audit with --backend local",
+        )
+    if backend == "openai":  # refused by name before any request (issue 27)
+        check_served_audit(attacks, reference=reference, shadows=shadows)
+    m_loaded = scoring_model(
         model,
+        backend=backend,
         dtype=dtype,
         sot=sot,
         trust_remote_code=trust_remote_code,
@@ -392,6 +421,18 @@ def audit(
         device_map=device_map,
         max_memory=max_memory,
         offload_folder=offload_folder,
+    )
+    backend_obj = make_backend(
+        m_loaded,
+        parse_policies(audit_policies(settings)),
+        backend=backend,
+        batch_size=batch_size,
+        log=log,
+        url=url,
+        api_key_env=api_key_env,
+        api_key_file=api_key_file,
+        served_model=served_model,
+        max_concurrency=max_concurrency,
     )
     recipe = None
     background = ()
@@ -447,6 +488,7 @@ def audit(
         log=log,
         strict_fpr=explicit_fpr,
         trust_remote_code=trust_remote_code,
+        backend=backend_obj if backend == "openai" else None,
     )
     # the verifier gives a verdict only on a model that went through unlearning (memclaim_train.json
     # of `memclaim train unlearn`); any other model's recovered fraction is reported as a number

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..claims.population import PopulationClaim, population_claim
+from ..claims.sampling import ESTIMATE_FILE
 from ..claims.scores import LN10, PROBABILITY_KINDS, controls_at_atom_hint, exact_level
 from ..decoding import Policy
 from ..errors import InputError
@@ -729,6 +730,17 @@ def test(
             raise InputError(
                 f"{opt} {str(x)!r} does not exist",
                 hint="pass a score store folder (memclaim score --out) or a CSV/TSV/Parquet score file",
+            )
+        if s == "path" and (
+            (Path(x) / ESTIMATE_FILE).is_file() or Path(x).name == ESTIMATE_FILE
+        ):  # issue 27: an interval per window is not a score
+            raise InputError(
+                f"{opt} {str(x)!r} is a sampling estimate (memclaim score --estimate), not "
+                "scores: the conformal test ranks every window's score log q among the "
+                "controls', and an estimate gives only an interval for each window's extraction "
+                "probability (a window never reproduced has it anywhere in [0, upper])",
+                hint="score with a server that returns prompt log-probs (vLLM, SGLang, "
+                "llama-cpp-python) or a local model, and test that store",
             )
     if out is not None:
         check_out(out, report=True)

@@ -10,31 +10,46 @@ finished work does no model work.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..claims.sampling import (
+    ESTIMATE_FILE,
+    ESTIMATE_KIND,
+    SamplingRun,
+    set_estimate,
+    window_estimate,
+)
+from ..decoding import Policy
 from ..errors import InputError
+from ..fsutil import atomic_write_text
+from ..jsonutil import read_json_object
 from ..procedure import DEFAULT_POLICY
 from ..progress import LogCallback, ProgressCallback
 from ..report.core import Doc
 from ..report.words import limit_note
 from ..scoring.results import RunScores, load_run_scores
 from ..scoring.runner import RunSummary, run_scoring, run_stats
+from ..scoring.served.sampling import parse_estimate, sample_generations
 from ..validate import batch_size as check_batch_size
+from ..validate import integer
 from ._common import (
     Result,
     WorkFolder,
     build_prompt_rule,
     check_limit,
     check_out,
+    check_out_dir,
     copy_tree_into,
     cut_windows,
     jsonable,
     make_backend,
     near_verbatim_settings,
+    one_policy,
     policies_of,
     set_threads,
     window_lengths,
@@ -51,7 +66,7 @@ if TYPE_CHECKING:  # the annotations' names only; nothing here is imported at ru
     from ..models.loader import LoadedModel
     from ._common import Document
 
-__all__ = ["score", "ScoreResult"]
+__all__ = ["score", "ScoreResult", "EstimateResult"]
 
 
 @dataclass(frozen=True, repr=False)
@@ -199,9 +214,11 @@ def score(
     trust_remote_code: bool = False,
     threads: int | None = None,
     stats: str | Sequence[str] | None = None,
+    estimate: str | None = None,
+    seed: int = 0,
     progress: bool | ProgressCallback = True,
     log: LogCallback | None = None,
-) -> ScoreResult:
+) -> ScoreResult | EstimateResult:
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store
     (``memclaim score``).
 
@@ -239,6 +256,13 @@ def score(
     flight; ``served_bounds`` stores certified bounds for policies a server's top-K cannot give
     exactly (never read by a test as a score).
 
+    ``estimate="sample:N"`` (with ``backend="openai"``, for a server without prompt
+    log-probabilities): no scores; N generations per window under the one policy (``seed`` per
+    request where the server honours it), the verbatim match rate of each window (and within
+    each ``near_verbatim`` edit distance) with its Clopper-Pearson interval ([EM] App. F.1),
+    returned as an :class:`EstimateResult` and written to ``out``/estimate.json. An estimate is
+    an interval, not a score: ``memclaim test`` refuses it (docs/served.md).
+
     >>> import memclaim as mc
     >>> run = mc.score("toy", ["A first passage of text ...", "a second ..."], prefix_tokens=8,
     ...                suffix_tokens=8, policies=["full", "greedy"])          # doctest: +SKIP
@@ -252,6 +276,43 @@ def score(
         )
     batch_size = check_batch_size(batch_size)
     check_limit(limit)
+    if estimate is not None:
+        return _sample_estimate(
+            model,
+            texts,
+            estimate=estimate,
+            seed=seed,
+            backend=backend,
+            url=url,
+            api_key_env=api_key_env,
+            api_key_file=api_key_file,
+            served_model=served_model,
+            max_concurrency=max_concurrency,
+            policies=policies,
+            near_verbatim=near_verbatim,
+            beams=beams,
+            stats=stats,
+            served_bounds=served_bounds,
+            document=document,
+            stride=stride,
+            prefix_tokens=prefix_tokens,
+            suffix_tokens=suffix_tokens,
+            text_field=text_field,
+            prefix_field=prefix_field,
+            suffix_field=suffix_field,
+            id_field=id_field,
+            input_format=input_format,
+            limit=limit,
+            label=label,
+            out=out,
+            dtype=dtype,
+            device=device,
+            log=log,
+        )
+    if seed != 0:
+        raise InputError(
+            "--seed applies to sampling estimates only", hint="add --estimate sample:N, or drop it"
+        )
     # a bad name is refused before any work; None leaves the choice to the backend (a served
     # model computes what its answers give, a local one everything)
     stat_set = None if stats is None else run_stats(stats)
@@ -337,3 +398,196 @@ def score(
         work=work,
         inputs=dict(inputs),
     )
+
+
+# ------------------------------------------------------------------ sampling estimates (issue 27)
+@dataclass(frozen=True, repr=False)
+class EstimateResult(Result):
+    """A sampling estimate ([EM] App. F.1) of a served model without prompt log-probabilities:
+    ``run`` (:class:`~memclaim.scoring.served.sampling.SamplingRun`: per window the verbatim
+    match rate of n generations with its Clopper-Pearson interval) and where it was written.
+    An interval per window, not a score: no test reads it."""
+
+    run: SamplingRun
+    path: Path | None = None
+
+    def to_dict(self) -> dict:
+        d = self.run.to_dict()
+        if self.path is not None:
+            d["path"] = str(self.path)
+        return jsonable(d)
+
+    def to_pandas(self):
+        import pandas as pd
+
+        return pd.DataFrame(
+            [
+                {k: v for k, v in w.to_dict().items() if k != "near_verbatim"}
+                for w in self.run.windows
+            ]
+        )
+
+    def save(self, folder) -> dict:
+        p = _write_estimate(self.run, folder)
+        return {"estimate": str(p)}
+
+    def __repr__(self) -> str:
+        x = self.run.extracted
+        return (
+            f"EstimateResult({len(self.run.windows)} windows x {self.run.n} samples under "
+            f"{self.run.policy}: {sum(w.verbatim > 0 for w in self.run.windows)} reproduced, "
+            f"rate {x.estimate:.3f} [{x.lower:.3f}, {x.upper:.3f}])"
+        )
+
+    def _view(self):
+        rows = [
+            (
+                w.window_id,
+                f"{w.verbatim}/{w.n}",
+                f"[{w.interval.lower:.4f}, {w.interval.upper:.4f}]",
+            )
+            for w in self.run.windows
+        ]
+        return (
+            Doc("Sampling estimate (not a score)")
+            .callout(repr(self), "result")
+            .table(["window", "verbatim", "interval"], rows)
+        )
+
+
+def _check_estimate_out(out) -> Path:
+    """OUT for an estimate: new, empty, or holding only memclaim's estimate.json (re-run: replaced)."""
+    p = check_out_dir(out)
+    if p.is_dir():
+        others = sorted(x.name for x in p.iterdir() if x.name != ESTIMATE_FILE)
+        mine = p / ESTIMATE_FILE
+        ours = True
+        if mine.exists():
+            try:
+                ours = read_json_object(mine, "estimate").get("kind") == ESTIMATE_KIND
+            except InputError:
+                ours = False
+        if others or not ours:
+            raise InputError(
+                f"--out {str(out)!r} holds files memclaim's sampling estimate did not write "
+                f"({', '.join(repr(x) for x in (others or [ESTIMATE_FILE])[:3])})",
+                hint="choose a new or empty folder for --out",
+            )
+    return p
+
+
+def _write_estimate(run: SamplingRun, folder) -> Path:
+    p = _check_estimate_out(folder)
+    p.mkdir(parents=True, exist_ok=True)
+    f = p / ESTIMATE_FILE
+    atomic_write_text(f, json.dumps(jsonable(run.to_dict()), indent=1) + "\n")
+    return f
+
+
+def _sample_estimate(
+    model,
+    texts,
+    *,
+    estimate,
+    seed,
+    backend,
+    url,
+    api_key_env,
+    api_key_file,
+    served_model,
+    max_concurrency,
+    policies,
+    near_verbatim,
+    beams,
+    stats,
+    served_bounds,
+    document,
+    stride,
+    prefix_tokens,
+    suffix_tokens,
+    text_field,
+    prefix_field,
+    suffix_field,
+    id_field,
+    input_format,
+    limit,
+    label,
+    out,
+    dtype,
+    device,
+    log,
+) -> EstimateResult:
+    n = parse_estimate(estimate)
+    if backend != "openai" or url is None:
+        raise InputError(
+            "--estimate samples a served model: it needs --backend openai --url URL",
+            hint="a local model gives exact scores: drop --estimate, or add --backend openai --url URL",
+        )
+    if document is not None:
+        raise InputError("--estimate reads --input passages, not --document", hint="use --input")
+    given = [
+        name
+        for name, v in (
+            ("--beams", tuple(beams)),
+            ("--stats", stats),
+            ("--served-bounds", served_bounds),
+        )
+        if v not in ((), None, False)
+    ]
+    if given:
+        raise InputError(
+            f"{', '.join(given)} do not apply to --estimate (no scores are computed)",
+            hint="drop them",
+        )
+    policy = one_policy(policies, what="--estimate")
+    pol = Policy.parse(policy or "full")
+    eps = tuple(integer("--near-verbatim", e, minimum=0) for e in near_verbatim)
+    prefix_tokens, suffix_tokens = window_lengths(
+        prefix_tokens, suffix_tokens, prefix_field, suffix_field
+    )
+    if out is not None:
+        _check_estimate_out(out)
+    m = scoring_model(model, backend="openai", dtype=dtype, device=device)
+    windows, *_ = cut_windows(
+        m,
+        texts,
+        prefix_tokens=prefix_tokens,
+        suffix_tokens=suffix_tokens,
+        text_field=text_field,
+        id_field=id_field,
+        input_format=input_format,
+        prefix_field=prefix_field,
+        suffix_field=suffix_field,
+        label=label,
+        limit=limit,
+    )
+    if not windows.windows:
+        raise InputError("no window to sample", hint="give texts long enough for one window")
+    gen = sample_generations(
+        url,
+        m,
+        windows.windows,
+        n=n,
+        policy=pol,
+        seed=seed,
+        served_model=served_model,
+        api_key_env=api_key_env,
+        api_key_file=api_key_file,
+        max_concurrency=4 if max_concurrency is None else max_concurrency,
+        log=log,
+    )
+    ests = tuple(
+        window_estimate(w.window_id, w.suffix_ids, gen.by_window[w.window_id], epsilons=eps)
+        for w in windows.windows
+    )
+    run = SamplingRun(
+        windows=ests,
+        extracted=set_estimate(ests),
+        n=n,
+        policy=pol.spec,
+        seed=seed,
+        server=gen.server,
+        requests=gen.requests,
+    )
+    path = _write_estimate(run, out) if out is not None else None
+    return EstimateResult(run=run, path=path)

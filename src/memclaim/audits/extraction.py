@@ -47,7 +47,7 @@ from .metrics import clopper_pearson
 
 if TYPE_CHECKING:
     from ..privacy.extraction import AuditSoundness
-    from ..scoring.results import RunScores
+    from ..store.results import RunScores
     from ..text.windows import OffsetTokenizer, WindowSet
 
 __all__ = [
@@ -194,10 +194,10 @@ def extraction_from_run(
     trigger: str | None = None,
     confidence: float = 0.95,
 ) -> ExtractionAudit:
-    """The audit from a stored run (:class:`memclaim.scoring.results.RunScores` of any policy;
+    """The audit from a stored run (:class:`memclaim.store.results.RunScores` of any policy;
     ``policy`` names the sampling policy whose log q to read from the run's table).
 
-    >>> from memclaim.scoring.results import load_run_scores  # doctest: +SKIP
+    >>> from memclaim.store.results import load_run_scores  # doctest: +SKIP
     >>> extraction_from_run(load_run_scores("runs/canaries"), policy="full", m=10).summary()  # doctest: +SKIP
     'greedy extraction from its own prefix: 2/4 = 0.500 [0.068, 0.932]; under full with list budget m = 10: expected fraction recovered 0.5261 (exact)'
     """

@@ -39,8 +39,8 @@ from ..models.loader import folder_fingerprint
 from ..procedure import Procedure, require_same_procedure
 from ..progress import LogCallback, ProgressCallback, emit_log
 from ..scoring.prompts import PromptRule
-from ..scoring.results import load_run_scores
 from ..scoring.runner import run_scoring, scoring_pairs
+from ..store.results import load_run_scores
 from ..train.toy import toy_corpus
 from ..validate import in_unit, integer, positive
 from .attacks import ScoredTexts, available_attacks, evaluate_attack, get_attack
@@ -71,7 +71,8 @@ if TYPE_CHECKING:  # the annotations' names only
 
     from ..models.loader import LoadedModel
     from ..models.placement import Placement
-    from ..scoring.results import RunScores
+    from ..scoring.served.backend import OpenAIBackend
+    from ..store.results import RunScores
     from .texts import TextSet
 
 __all__ = [
@@ -167,8 +168,9 @@ def scored_texts_from_run(
         si = np.asarray(shadow_in, dtype=bool)
     return ScoredTexts.build(
         per_token(run, "token_logprob"),
-        token_mean=per_token(run, "token_mean"),
-        token_std=per_token(run, "token_std"),
+        # a served run has no moments (SERVED_AUDIT_STATS): the attacks that read them are refused
+        token_mean=per_token(run, "token_mean") if _has_moments(run) else None,
+        token_std=per_token(run, "token_std") if _has_moments(run) else None,
         texts=run.suffix_texts,
         reference_token_logprobs=ref,
         shadow_stats=ss,
@@ -179,17 +181,34 @@ def scored_texts_from_run(
     )
 
 
+def _has_moments(run: RunScores) -> bool:
+    return "token_mean" in run.table.column_names
+
+
 def _check_same_procedure(
     a: dict, b: dict, what=("members", "non-members"), *, allow_mixed_numerics: bool = False
 ) -> list[str]:
     return require_same_procedure(a, b, what=what, allow_mixed_numerics=allow_mixed_numerics)
 
 
+# the per-position moments of log p over the whole next-token distribution (min-k%++): a server's
+# top-K log-probs do not fix them (the unseen tail's shape is unknown), so a served audit refuses
+# the attacks that read them ([EM] §2 Eq. 1 needs only the targets' log-probs; issue 27)
+MOMENTS = frozenset({"token_mean", "token_std"})
+SERVED_AUDIT_STATS = "greedy+margin+policy_logq+token_logprob"
+
+
 def select_attacks(
-    requested: Sequence[str] | None, *, have_reference: bool, have_shadows: bool
+    requested: Sequence[str] | None,
+    *,
+    have_reference: bool,
+    have_shadows: bool,
+    have_moments: bool = True,
 ) -> tuple[str, ...]:
     """The attacks to run: ``requested`` (checked: each registered and its inputs available), or
-    every registered attack whose inputs are available (a reference model, shadows).
+    every registered attack whose inputs are available (a reference model, shadows, the
+    full-distribution moments: ``have_moments=False`` for a served model, whose top-K
+    log-probs do not fix them).
 
     >>> select_attacks(None, have_reference=False, have_shadows=False)
     ('loss', 'perplexity', 'zlib', 'min-k', 'min-k++')
@@ -197,8 +216,14 @@ def select_attacks(
     Traceback (most recent call last):
     memclaim.errors.InputError: attack 'reference' needs reference_token_logprobs
       fix: pass --reference MODEL
+    >>> select_attacks(None, have_reference=False, have_shadows=False, have_moments=False)
+    ('loss', 'perplexity', 'zlib', 'min-k')
+    >>> select_attacks(["min-k++"], have_reference=False, have_shadows=False, have_moments=False)
+    Traceback (most recent call last):
+    memclaim.errors.InputError: attack 'min-k++' needs token_mean, token_std: the mean and variance of log p over the whole next-token distribution at each position, which a server's top-K log-probs do not fix
+      fix: drop min-k++ from --attacks, or audit with --backend local (the model in this process)
     """
-    avail = {"token_logprobs", "token_mean", "token_std", "texts"}
+    avail = {"token_logprobs", "texts"} | (set(MOMENTS) if have_moments else set())
     if have_reference:
         avail.add("reference_token_logprobs")
     if have_shadows:
@@ -209,6 +234,14 @@ def select_attacks(
     for name in requested:
         att = get_attack(name)  # DomainError naming the registered ones
         missing = set(att.requires) - avail
+        if missing and missing <= MOMENTS:
+            raise InputError(
+                f"attack {name!r} needs {', '.join(sorted(missing))}: the mean and variance of "
+                "log p over the whole next-token distribution at each position, which a server's "
+                "top-K log-probs do not fix",
+                hint=f"drop {name} from --attacks, or audit with --backend local (the model in "
+                "this process)",
+            )
         if missing:
             need = (
                 "--reference MODEL"
@@ -227,6 +260,66 @@ def select_attacks(
             "no attack selected", hint=f"registered attacks: {', '.join(available_attacks())}"
         )
     return tuple(out)
+
+
+def audit_policies(settings: AuditSettings) -> list[str]:
+    """The policies an audit scores: ``full`` (the attacks' log-likelihoods), the extraction
+    policy, and the verifier's when it is not greedy (greedy is the stored flag).
+
+    >>> audit_policies(AuditSettings())
+    ['full', 'top-k:40']
+    """
+    specs = ["full"] + ([settings.extraction_policy] if settings.extraction_policy else [])
+    if settings.verifier_policy != "greedy":
+        specs.append(settings.verifier_policy)
+    return specs
+
+
+def check_served_audit(
+    attacks: Sequence[str] | None, *, reference: object = None, shadows: int = 0
+) -> tuple[tuple[str, ...], list[str]]:
+    """What a served model's audit runs, decided before any request: the attacks (``attacks``
+    checked by name: one that reads the full-distribution moments is refused; by default those
+    are left out) and the notes saying what was left out. A reference model and shadows are
+    refused (the shadows are trained from the model's weights, which a server does not lend;
+    a reference model scored here would not share the served model's procedure).
+
+    >>> attacks, notes = check_served_audit(None)
+    >>> attacks, notes[0][:40]
+    (('loss', 'perplexity', 'zlib', 'min-k'), 'min-k++ not run: it reads the mean and v')
+    >>> check_served_audit(None, shadows=4)
+    Traceback (most recent call last):
+    memclaim.errors.InputError: --shadows 4: shadow models are trained from the audited model's weights, which a server does not lend
+      fix: drop --shadows (LiRA and the counterfactual estimate), or audit with --backend local
+    """
+    if shadows:
+        raise InputError(
+            f"--shadows {shadows}: shadow models are trained from the audited model's weights, "
+            "which a server does not lend",
+            hint="drop --shadows (LiRA and the counterfactual estimate), or audit with --backend local",
+        )
+    if reference is not None:
+        raise InputError(
+            "--reference with --backend openai: the reference attack compares the audited "
+            "model's log-probs with a reference model's under one procedure, and a served audit "
+            "does not score a second model",
+            hint="drop --reference, or audit with --backend local",
+        )
+    chosen = select_attacks(attacks, have_reference=False, have_shadows=False, have_moments=False)
+    notes = []
+    if attacks is None:
+        left = [
+            a
+            for a in select_attacks(None, have_reference=False, have_shadows=False)
+            if a not in chosen
+        ]
+        notes += [
+            f"{a} not run: it reads the mean and variance of log p over the whole next-token "
+            "distribution, which a server's top-K log-probs do not fix (audit with --backend "
+            "local for it)"
+            for a in left
+        ]
+    return chosen, notes
 
 
 def _evaluate(attacks, members: ScoredTexts, nonmembers: ScoredTexts, settings: AuditSettings):
@@ -320,6 +413,7 @@ def run_audit(
     strict_fpr: bool = True,
     trust_remote_code: bool = False,
     allow_mixed_numerics: bool = False,
+    backend: OpenAIBackend | None = None,
 ) -> AuditResult:
     """Audit ``model`` on ``members`` vs ``nonmembers`` (files or sequences of texts).
 
@@ -333,7 +427,10 @@ def run_audit(
     and the shadows only; the report is :func:`memclaim.report.audit.write_audit_report`
     (:func:`memclaim.api.audit` returns a result whose ``save`` writes it).
     ``trust_remote_code`` lets the reference and shadow-base folders run their own code (the
-    audited ``model`` is loaded by the caller). A ``settings.fpr`` the non-members cannot
+    audited ``model`` is loaded by the caller). ``backend``: the scoring backend (None: this
+    process); a served model's (:class:`~memclaim.scoring.served.backend.OpenAIBackend`, with
+    ``model`` its :class:`~memclaim.scoring.served.model.ServedModel`) runs the attacks its
+    top-K log-probs give exactly and refuses the rest by name (:func:`check_served_audit`). A ``settings.fpr`` the non-members cannot
     certify (K = floor(alpha (N+1)) = 0) is refused before any model work (DomainError saying how many non-members are needed), or,
     with ``strict_fpr=False``, dropped with a note in ``tpr_note``.
 
@@ -364,6 +461,9 @@ def run_audit(
     if kappa is not None:  # the soundness check's domains fail before any scoring
         in_unit("--kappa (the canaries' prior baseline)", kappa)
         positive("--soundness-epsilon", soundness_epsilon)
+    served = backend is not None and getattr(backend, "device_class", None) == "served"
+    if served:  # before any request: what the server's answers cannot give is refused by name
+        check_served_audit(settings.attacks, reference=reference, shadows=n_sh)
     m = load_audited_model(model, dtype=dtype, sot=sot, trust_remote_code=trust_remote_code)
     # a bad --reference fails first
     ref_model = (
@@ -402,16 +502,19 @@ def run_audit(
                 raise
             tpr_note = f"TPR at a certified FPR not reported: {exc}"
             settings = replace(settings, fpr=None)
-    attacks = select_attacks(
-        settings.attacks, have_reference=reference is not None, have_shadows=n_sh > 0
-    )
-    pol_specs = ["full"] + ([settings.extraction_policy] if settings.extraction_policy else [])
-    if settings.verifier_policy != "greedy":
-        pol_specs.append(settings.verifier_policy)
-    policies = parse_policies(pol_specs)
+    notes: list[str] = []
+    if served:
+        attacks, served_notes = check_served_audit(
+            settings.attacks, reference=reference, shadows=n_sh
+        )
+        notes += served_notes
+    else:
+        attacks = select_attacks(
+            settings.attacks, have_reference=reference is not None, have_shadows=n_sh > 0
+        )
+    policies = parse_policies(audit_policies(settings))
     store = out / "scores"
     scoring: dict = {}
-    notes: list[str] = []
 
     def score(lm_, ws, label, *, rule=None, inputs=None):
         summ = run_scoring(
@@ -426,7 +529,8 @@ def run_audit(
             inputs=inputs or {},
             batch_size=settings.batch_size,
             progress=progress,
-            stats=AUDIT_STATS,
+            stats=SERVED_AUDIT_STATS if served else AUDIT_STATS,
+            **({"backend": backend, "log": log} if served else {}),
         )
         scoring[label] = {
             "run_id": summ.run_id,
@@ -664,8 +768,8 @@ def audit_runs(
     settings: AuditSettings | None = None,
     allow_mixed_numerics: bool = False,
 ) -> AuditResult:
-    """Audit two already-scored runs (:class:`memclaim.scoring.results.RunScores`), e.g. read back
-    with :func:`memclaim.scoring.results.load_run_scores`. Refuses runs scored under different
+    """Audit two already-scored runs (:class:`memclaim.store.results.RunScores`), e.g. read back
+    with :func:`memclaim.store.results.load_run_scores`. Refuses runs scored under different
     procedures (model, start-of-text, window lengths, prompt rule) and fewer than two of either.
     Attacks: those the runs support (no reference, no shadows).
 

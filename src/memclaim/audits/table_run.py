@@ -14,7 +14,7 @@ from ..jsonutil import ResultMixin
 from ..models.placement import Placement
 from ..procedure import DEFAULT_PREFIX_TOKENS, DEFAULT_SUFFIX_TOKENS
 from ..progress import LogCallback, ProgressCallback, emit_log
-from ..scoring.results import load_run_scores
+from ..store.results import load_run_scores
 from ..text.io import read_passages
 from ..text.windows import passage_windows
 from .result import AuditResult

@@ -41,7 +41,7 @@ from .extraction import list_success_logprob, pair_windows
 from .metrics import clopper_pearson
 
 if TYPE_CHECKING:  # the annotations' names only
-    from ..scoring.results import RunScores
+    from ..store.results import RunScores
 
 __all__ = [
     "DEFAULT_THRESHOLD",
@@ -180,7 +180,7 @@ def verify_run(
 ) -> VerifierResult:
     """The verifier on a stored run (natural-prefix prompts) of the forget-set records.
 
-    >>> from memclaim.scoring.results import load_run_scores  # doctest: +SKIP
+    >>> from memclaim.store.results import load_run_scores  # doctest: +SKIP
     >>> v = verify_run(load_run_scores("runs/audit/scores", run="a2500695b69ca895", policy="full"))  # doctest: +SKIP
     >>> v.rate, v.forgotten, v.decisions[:2]  # doctest: +SKIP
     (0.0, True, ('forgotten', 'forgotten'))

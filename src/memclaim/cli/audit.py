@@ -27,6 +27,8 @@ from .common import (
     placement_kwargs,
     placement_options,
     print_json,
+    served_backend_options,
+    served_kwargs,
     stderr_log,
     trust_remote_code_option,
 )
@@ -292,6 +294,7 @@ def _comma_list(ctx, param, value):
 @click.option("--threads", type=int, default=None, help="Torch CPU threads.")
 @click.option("--batch-size", type=BATCH_SIZE, default=16, show_default=True, help=BATCH_SIZE_HELP)
 @trust_remote_code_option
+@served_backend_options
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 @click.pass_context
@@ -342,6 +345,7 @@ def run_command(
     threads,
     batch_size,
     trust_remote_code,
+    backend,
     as_json,
     no_progress,
 ):
@@ -399,6 +403,8 @@ def run_command(
         trust_remote_code=trust_remote_code,
         threads=threads,
         **placement_kwargs(),
+        backend=backend,
+        **served_kwargs(),
         allow_mixed_numerics=allow_mixed_numerics(),
         progress=bar,
         log=stderr_log(not as_json),
@@ -421,6 +427,14 @@ def _print(run) -> None:
         f"{res.n_nonmembers} non-members ({res.settings.prefix_tokens}-token prefix, "
         f"{res.settings.suffix_tokens}-token suffix)"
     )
+    served = (res.procedure or {}).get("model", {}).get("served")
+    if served:  # a served model: which server, and the exactness class of every policy
+        cls = ", ".join(f"{p}: {c}" for p, c in served.get("exactness", {}).items())
+        c.print(
+            f"  served by {escape(str(served.get('server')))} {escape(str(served.get('version') or ''))} "
+            f"(model {escape(str(served.get('model_id')))}, top-{served.get('top_logprobs')} "
+            f"log-probs per position): {escape(cls)}"
+        )
     reused = all(v["units_scored"] == 0 for v in res.scoring.values())
     if reused:
         c.print("  every score was already in the store: no model work done")

@@ -500,6 +500,32 @@ def backend_options(f):
             show_default=True,
             help="Torch CPU threads (and Ray CPUs) per Ray worker.",
         ),
+    ]
+    for o in reversed(opts + _served_opts()):
+        f = o(f)
+    return f
+
+
+def served_backend_options(f):
+    """--backend local|openai and the served model's options (:func:`backend_options` without
+    Ray's), for the commands that score locally or through a server only (audit)."""
+    opts = [
+        click.option(
+            "--backend",
+            type=click.Choice(["local", "openai"]),
+            default="local",
+            show_default=True,
+            help="Where the model runs: this process, or an OpenAI-compatible server (vLLM, "
+            "SGLang, llama-cpp-python; docs/served.md).",
+        )
+    ]
+    for o in reversed(opts + _served_opts()):
+        f = o(f)
+    return f
+
+
+def _served_opts() -> list:
+    return [
         # the served model's options reach the command through served_kwargs() (no new parameters)
         click.option(
             "--url",
@@ -543,9 +569,6 @@ def backend_options(f):
             help="With --backend openai: requests in flight at once [default: 4].",
         ),
     ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
 
 
 def served_kwargs() -> dict:

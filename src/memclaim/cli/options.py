@@ -111,6 +111,7 @@ for _group, _names in {
         "cap_slack",
         "cap_slack_note",
         "allow_mixed_numerics",
+        "estimate",
     ),
     "Output": ("out_dir", "as_json", "no_progress", "overwrite", "quick", "stats"),
     "Execution": (

@@ -97,6 +97,23 @@ Examples (run from a checkout of the repository):
 @served_bounds_option
 @run_options
 @stats_option(None)
+@click.option(
+    "--estimate",
+    default=None,
+    metavar="sample:N",
+    help="With --backend openai, for a server without prompt log-probs: no scores; N "
+    "generations per window under the --policy, the verbatim (and --near-verbatim) match "
+    "rate with its Clopper-Pearson interval ([EM] App. F.1), written to OUT/estimate.json. "
+    "An estimate, not a score: memclaim test refuses it.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="With --estimate: the first request's seed (then +1 per request), where the server "
+    "honours seeds.",
+)
 def command(
     model,
     input_path,
@@ -132,6 +149,8 @@ def command(
     no_progress,
     limit,
     stats,
+    estimate,
+    seed,
 ):
     """Score texts under an extraction procedure ([EM] Def. B.2) into a durable store.
 
@@ -178,14 +197,19 @@ def command(
         trust_remote_code=trust_remote_code,
         threads=threads,
         stats=stats,
+        estimate=estimate,
+        seed=seed,
         progress=bar,
         log=stderr_log(not as_json),
     )
-    summary = res.summary
     if as_json:
         print_json(res.to_dict())
         return
     c = Console(highlight=False)
+    if estimate is not None:
+        _print_estimate(c, res)
+        return
+    summary = res.summary
     c.print(
         f"[bold]memclaim score[/] -> {escape(summary.store)}  (run {summary.run_id}, procedure "
         f"{summary.procedure_key[:12]})"
@@ -242,3 +266,31 @@ def command(
     c.print(f"  results: {summary.store}/runs/{summary.run_id}/scores.parquet", markup=False)
     if res.limited:
         c.print(f"  note: {res.limited}", markup=False)
+
+
+def _print_estimate(c, res) -> None:
+    run = res.run
+    x = run.extracted
+    c.print(
+        f"[bold]memclaim score --estimate[/] -> {escape(str(res.path))}  ({len(run.windows)} "
+        f"windows x {run.n} generations under {escape(run.policy)}, {run.requests} requests to "
+        f"{escape(str(run.server['model_id']))})"
+    )
+    c.print(
+        f"  windows reproduced verbatim at least once: {sum(w.verbatim > 0 for w in run.windows)}"
+        f"/{len(run.windows)} = {x.estimate:.3f} [{x.lower:.3f}, {x.upper:.3f}] "
+        f"({x.confidence:.0%} Clopper-Pearson)"
+    )
+    for w in run.windows[:10]:
+        iv = w.interval
+        near = "".join(f", within {e} edits {k}/{w.n}" for e, k in zip(w.epsilons, w.near))
+        c.print(
+            f"  {escape(w.window_id)}: verbatim {w.verbatim}/{w.n}, rate in "
+            f"[{iv.lower:.4f}, {iv.upper:.4f}]{near}"
+        )
+    if len(run.windows) > 10:
+        c.print(f"  ... {len(run.windows) - 10} more in {escape(str(res.path))}")
+    c.print(
+        "  [yellow]note:[/] a sampling estimate is an interval for each window's extraction "
+        "probability, not its score log q: memclaim test (the conformal test) refuses it"
+    )

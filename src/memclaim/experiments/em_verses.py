@@ -35,13 +35,13 @@ from ..errors import InputError
 from ..fsutil import sha256_file
 from ..models import load_model
 from ..scoring.prompts import PromptRule
-from ..scoring.results import load_run_scores
+from ..store.results import load_run_scores
 from ..text.io import Record
 from ..text.windows import passage_windows
 
 if TYPE_CHECKING:  # the annotations' names only
     from ..models.loader import LoadedModel
-    from ..scoring.results import RunScores
+    from ..store.results import RunScores
 
 DATA_ENV = "MEMCLAIM_REPRO_DATA"
 MEMBERS = ("kjv_verses.jsonl",)

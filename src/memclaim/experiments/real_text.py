@@ -35,8 +35,8 @@ from ..fsutil import cache_dir, sha256_file
 from ..models import load_model
 from ..models.registry import named_models
 from ..scoring.prompts import PromptRule
-from ..scoring.results import load_run_scores
-from ..scoring.store import ScoreStore
+from ..store.results import load_run_scores
+from ..store.store import ScoreStore
 from ..text.io import read_document, read_passages
 from ..text.windows import WindowSet, passage_windows, sliding_windows
 from .em_verses import PAPER_POLICY
@@ -46,7 +46,7 @@ if TYPE_CHECKING:  # the annotations' names only
     from numpy.typing import ArrayLike
 
     from ..models.loader import LoadedModel
-    from ..scoring.results import RunScores
+    from ..store.results import RunScores
     from ..text.io import Record
 
 #: the files this module reads from ``memclaim/data`` (tests/data links to them; a test checks it)
@@ -201,7 +201,7 @@ class Scored:
     n_windows: int
 
     def scores(self, policy: str, *, near_verbatim: int | None = None) -> RunScores:
-        """The run's :class:`~memclaim.scoring.results.RunScores` under ``policy`` (the certified
+        """The run's :class:`~memclaim.store.results.RunScores` under ``policy`` (the certified
         near-verbatim lower bound at ``near_verbatim`` token edits when given)."""
         return load_run_scores(
             store_dir(), run=self.run_id, policy=policy, near_verbatim=near_verbatim

@@ -126,7 +126,7 @@ def folder_fingerprint(path: Path) -> str:
 def folder_fingerprint_v1(path: Path) -> str:
     """The fingerprint memclaim 0.1.0 recorded (scheme 1): sha256 over (name, sha256) of every
     file but hidden ones, memclaim.json and .md/.txt (merges.txt kept). Kept only to recognise
-    stores written then (:mod:`memclaim.scoring.store` migration); it hashed files that change no
+    stores written then (:mod:`memclaim.store.store` migration); it hashed files that change no
     score, such as the tiny GPT's record of its training wall time.
 
     >>> folder_fingerprint_v1(load_model("smollm2").path)[:12]  # doctest: +SKIP

@@ -2,7 +2,7 @@
 
 A backend turns work units (:class:`memclaim.scoring.units.WorkUnit`: the tokenized (prompt,
 target) items of up to ``unit_size`` windows) into per-item results
-(:class:`memclaim.scoring.store.UnitResult`), or writes them into the store itself and reports
+(:class:`memclaim.store.store.UnitResult`), or writes them into the store itself and reports
 a :class:`memclaim.scoring.units.UnitReceipt`. :func:`memclaim.scoring.runner.run_scoring`
 does everything else: the procedure, the store, resuming, progress, the results table. So a
 backend is small:
@@ -59,8 +59,8 @@ from ..runtime import BACKEND_SPEC_FIELDS, BackendSpec, Runtime
 if TYPE_CHECKING:  # the annotations' names only
     from ..decoding import Policy
     from ..progress import LogCallback
+    from ..store.store import ScoreStore, UnitResult
     from .engine import StatSet
-    from .store import ScoreStore, UnitResult
     from .units import UnitReceipt, WorkUnit
 
 __all__ = [
@@ -176,7 +176,7 @@ class BackendEntry:
 _LOCK = threading.Lock()
 _REGISTRY: dict[str, BackendEntry] = {}
 # built-in backends, registered by their own modules when first named (Ray's pulls in ray)
-_BUILTIN = {"local": "memclaim.scoring.runner", "ray": "memclaim.scoring.ray_backend"}
+_BUILTIN = {"local": "memclaim.scoring.local_backend", "ray": "memclaim.scoring.ray_backend"}
 
 
 def register_backend(

@@ -156,6 +156,18 @@ ALL_STATS = StatSet(frozenset(STAT_NAMES))
 CENSUS_STATS = StatSet(frozenset(STAT_PRESETS["census"]))
 
 
+def run_stats(stats: StatSet | str | Iterable[str] | None = None) -> StatSet:
+    """The statistics a scoring run computes and stores: ``stats`` (default: every statistic) plus
+    :data:`CENSUS_STATS` (log q, greedy flag and margin), which every results table holds (the
+    greedy and near-tie columns cost one top-2 per row).
+
+    >>> run_stats("greedy").spec
+    'greedy+margin+policy_logq'
+    """
+    s = ALL_STATS if stats is None else StatSet.of(stats)
+    return StatSet(s.names | CENSUS_STATS.names)
+
+
 @dataclass(frozen=True, eq=False)
 class BatchScores:
     """Per-window outputs of one batch (numpy, float64 where it is a log-probability); a frozen

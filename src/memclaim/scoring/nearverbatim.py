@@ -39,7 +39,7 @@ costs one row per live prefix; without it every step recomputes the full prompt 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import TYPE_CHECKING
@@ -50,11 +50,15 @@ from ..decoding import Policy, policy_logprobs, policy_target_logprob
 from ..errors import DomainError, InputError, ProcedureMismatchError
 from ..jsonutil import ResultMixin, to_jsonable
 from ..numeric import logsumexp
+from ..procedure import NearVerbatim
 from ..validate import integer
 from .editdistance import IncrementalLevenshtein
 
 if TYPE_CHECKING:
     from ..models.base import LanguageModel
+    from ..models.loader import LoadedModel
+    from .engine import BatchScores, TeacherForcingEngine
+    from .units import Item, WorkUnit
 
 __all__ = [
     "ContinuationSet",
@@ -70,6 +74,10 @@ __all__ = [
     "estimate_beam_cost",
     "DEFAULT_BEAM",
     "RECOVERY_BEAM",
+    "nv_column",
+    "near_verbatim_columns",
+    "normalize_near_verbatim",
+    "near_verbatim_cost_message",
 ]
 
 DEFAULT_BEAM = 16  # a beam of 800 on SmolLM2 costs about a minute per window on CPU
@@ -1100,4 +1108,118 @@ def estimate_beam_cost(
         logit_rows_max=logit_rows,
         peak_batch_rows=peak,
         kv_positions_peak=peak * (p + ell - 1),
+    )
+
+
+# --- the near-verbatim settings of a scoring run and the columns they add (moved from
+# scoring/runner.py, issue 26 item 3: the runner keeps only the run)
+
+
+def nv_column(spec: str, epsilon: int) -> str:
+    """The results column of the near-verbatim bound of policy ``spec`` at ``epsilon`` token edits.
+
+    >>> nv_column("top-k:40", 1)
+    'nv_logq:top-k:40:eps1'
+    """
+    return f"nv_logq:{spec}:eps{epsilon}"
+
+
+def near_verbatim_columns(
+    engine: TeacherForcingEngine, items: Sequence[Item], scores: BatchScores, near_verbatim: dict
+) -> dict[str, np.ndarray]:
+    """[EM] App. B.1 Eq. 2: for every item and policy, the union over the (epsilon, beam)
+    settings of the certified lower bounds on the epsilon-ball mass, per epsilon; the target's
+    term is the engine's teacher-forced log q, checked against the beam's own within the stated
+    rounding tolerance (refused beyond it), so the bound is never below the verbatim score.
+    Each item's ball is centred on its own target ids (a templated procedure tokenizes the
+    target after each prompt, so two prompts may centre their balls on different token
+    sequences of the same text); the bounds are aggregated over prompts like log q ([EM] Eq. 15).
+
+    >>> from memclaim.decoding import parse_policies
+    >>> from memclaim.models.base import SyntheticLM
+    >>> from memclaim.scoring.engine import TeacherForcingEngine
+    >>> from memclaim.scoring.units import Item
+    >>> engine = TeacherForcingEngine(SyntheticLM(), parse_policies(["full"]))
+    >>> scores = engine.score_batch([[1, 2]], [[3, 4, 5]])
+    >>> cols = near_verbatim_columns(engine, [Item("a", (1, 2), (3, 4, 5))], scores, {"epsilons": [1], "beams": [4]})
+    >>> cols["nv_logq:full:eps1"].round(4), cols["nv_found:full"]
+    (array([-1.9272]), array([12]))
+    """
+    eps = sorted(int(e) for e in near_verbatim["epsilons"])
+    beams = sorted(int(b) for b in near_verbatim["beams"])
+    cols: dict[str, np.ndarray] = {}
+    for j, pol in enumerate(engine.policies):
+        logs = {e: np.empty(len(items)) for e in eps}
+        exact = {e: np.zeros(len(items), dtype=bool) for e in eps}
+        found = np.zeros(len(items), dtype=np.int64)
+        rows = np.zeros(len(items), dtype=np.int64)
+        for i, it in enumerate(items):
+            runs = [
+                near_verbatim_lower_bound(
+                    engine.lm,
+                    it.prompt,
+                    it.suffix,
+                    policy=pol,
+                    epsilon=e,
+                    beam=b,
+                    verbatim_logprob=float(scores.logq[i, j]),
+                )
+                for e in eps
+                for b in beams
+            ]
+            u = union_near_verbatim(runs)
+            for e in eps:
+                logs[e][i] = u.log_bound_at(min(e, u.epsilons[-1]))
+                exact[e][i] = bool(u.exact[min(e, len(u.exact) - 1)])
+            found[i] = u.n_continuations
+            rows[i] = u.forward_rows
+        for e in eps:
+            cols[nv_column(pol.spec, e)] = logs[e]
+            cols[f"nv_exact:{pol.spec}:eps{e}"] = exact[e]
+        cols[f"nv_found:{pol.spec}"] = found
+        cols[f"nv_forward_rows:{pol.spec}"] = rows
+    return cols
+
+
+def normalize_near_verbatim(nv: dict | None, *, suffix_tokens: int) -> dict | None:
+    """Validate near-verbatim settings (:class:`~memclaim.procedure.NearVerbatim`): integer
+    epsilons >= 0 and beams >= 1, sorted, unique.
+
+    >>> normalize_near_verbatim({"epsilons": [2, 1, 1]}, suffix_tokens=10)
+    {'epsilons': [1, 2], 'beams': [16]}
+    """
+    v = NearVerbatim.from_dict(nv)
+    return None if v is None else v.to_dict()
+
+
+def near_verbatim_cost_message(
+    units: Iterable[WorkUnit], nv: dict, n_policies: int, model: LoadedModel
+) -> str:
+    """The log line announcing a near-verbatim run's cost: at most how many forward rows the beams
+    take (:func:`~memclaim.scoring.nearverbatim.estimate_beam_cost`), in all and per window-policy.
+
+    >>> from memclaim.scoring.units import Item, WorkUnit
+    >>> units = [WorkUnit("u0", "pk", (Item("a", (1, 2) * 4, (3,) * 8),))]
+    >>> near_verbatim_cost_message(units, {"epsilons": [1], "beams": [16]}, 2, load_model("toy"))  # doctest: +SKIP
+    'near-verbatim lower bounds (epsilon [1], beam [16]): at most 254 forward rows for 1 windows x 2 policies (~127 per window-policy); a beam of 800 on SmolLM2 costs about a minute per window on 2 CPU cores'
+    """
+    rows = 0
+    n = 0
+    for u in units:
+        it = u.items[0]
+        per = sum(
+            estimate_beam_cost(
+                prompt_len=len(it.prompt),
+                suffix_len=len(it.suffix),
+                beam=b,
+                vocab_size=model.lm.vocab_size if model.weights_loaded else 10**9,
+            ).forward_rows_max
+            for b in nv["beams"]
+        ) * len(nv["epsilons"])
+        rows += per * u.n_items * n_policies
+        n += u.n_items
+    return (
+        f"near-verbatim lower bounds (epsilon {nv['epsilons']}, beam {nv['beams']}): at most {rows:,} forward "
+        f"rows for {n} windows x {n_policies} policies (~{rows // max(1, n * n_policies):,} per window-policy); "
+        "a beam of 800 on SmolLM2 costs about a minute per window on 2 CPU cores"
     )

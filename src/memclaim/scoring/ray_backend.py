@@ -2,8 +2,10 @@
 
 The science does not change: a pool of Ray actors each loads the model once, builds its own
 :class:`~memclaim.scoring.engine.TeacherForcingEngine` and scores the *same* deterministic
-work units as the local backend with the same :func:`~memclaim.scoring.runner.score_unit`, so
-on CPU in float32 the scores are bit-identical to a local run at the same thread count: the
+work units as the local backend with the same
+:func:`~memclaim.scoring.local_backend.score_unit` (imported at the top: the local backend's
+module imports neither this one nor the runner, so there is no import circle), so on CPU in
+float32 the scores are bit-identical to a local run at the same thread count: the
 score log q_{θ,φ}(s | p) ([EM] §2, Eq. 1) is a function of the procedure ([EM] Def. B.2) and the
 window, never of where it was computed, and what the workers compute is read from the run's
 recorded procedure.
@@ -48,13 +50,16 @@ from ..decoding import Policy, parse_policies
 from ..errors import InputError, MemclaimError, ModelLoadError, StoreError, require
 from ..fsutil import atomic_write_text
 from ..jsonutil import ResultMixin
+from ..models import device as device_mod
 from ..models.loader import load_model
 from ..progress import LogCallback, emit_log
 from ..runtime import Runtime
+from ..store.store import ScoreStore
 from ..validate import batch_size as check_batch_size
 from ..validate import integer, nonneg
 from .backends import ScoringJob, register_backend
-from .store import ScoreStore
+from .engine import TeacherForcingEngine
+from .local_backend import score_unit
 from .units import UnitReceipt, WorkUnit
 
 if TYPE_CHECKING:
@@ -312,15 +317,11 @@ class ScoringWorker:
 
             hf_logging.disable_progress_bar()  # Ray forwards worker output to the driver's terminal
             torch.set_num_threads(threads)
-            from .engine import TeacherForcingEngine
-
             policies = parse_policies(list(policy_specs))
             if tuple(p.spec for p in policies) != tuple(policy_specs):
                 raise ValueError(f"policies {policy_specs} do not round-trip on this worker")
             lm = model_ref.load().lm
             if device and device != "cpu":
-                from ..models import device as device_mod
-
                 # the model on the accelerator, reporting that device: the engine then takes the
                 # batched schedule (statistics batched across windows, one host copy per batch),
                 # the same GPU path as a local run on that device
@@ -372,13 +373,9 @@ class ScoringWorker:
     ) -> dict:
         if self.error is not None:
             raise self.error
-        from .runner import score_unit  # torch (the engine): only on the workers
-
         if (
             stats is not None and stats != self.engine.stats.spec
         ):  # the run's statistics (run_stats)
-            from .engine import TeacherForcingEngine
-
             self.engine = TeacherForcingEngine(self.engine.lm, self.engine.policies, stats=stats)
 
         t0 = time.perf_counter()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -28,240 +27,54 @@ from ..models.loader import config_max_positions
 from ..procedure import ModelIdentity, NearVerbatim, Procedure, WindowSpec
 from ..progress import LogCallback, ProgressCallback, Reporter
 from ..runtime import BackendSpec, Runtime
+from ..store.store import WRITERS_LOCK, ScoreStore, run_id_of
 from .backends import (
     ScoringJob,
     default_stats,
     describe_model_of,
     make_backend,
-    register_backend,
 )
-from .engine import (
-    ALL_STATS,
-    CENSUS_STATS,
-    NEAR_TIE_MARGIN,
-    BatchScores,
-    StatSet,
-    TeacherForcingEngine,
-    available_memory,
+from .engine import StatSet, TeacherForcingEngine, available_memory, run_stats
+from .local_backend import LocalBackend, score_unit
+from .nearverbatim import (
+    near_verbatim_columns,
+    near_verbatim_cost_message,
+    normalize_near_verbatim,
+    nv_column,
 )
-from .nearverbatim import estimate_beam_cost, near_verbatim_lower_bound, union_near_verbatim
-from .prompts import PromptRule, aggregate_logq
-from .store import WRITERS_LOCK, ScoreStore, UnitResult, read_parquet, run_id_of, stat_names
+from .prompts import PromptRule
+from .tables import SERVED_COLUMNS, WINDOW_BATCH, _window_batches, write_results
 from .units import UnitReceipt, WindowIndex, WorkUnit, item_key
 
-
-def run_stats(stats: StatSet | str | Iterable[str] | None = None) -> StatSet:
-    """The statistics a scoring run computes and stores: ``stats`` (default: every statistic) plus
-    :data:`CENSUS_STATS` (log q, greedy flag and margin), which every results table holds (the
-    greedy and near-tie columns cost one top-2 per row).
-
-    >>> run_stats("greedy").spec
-    'greedy+margin+policy_logq'
-    """
-    s = ALL_STATS if stats is None else StatSet.of(stats)
-    return StatSet(s.names | CENSUS_STATS.names)
-
-
+# moved out of this module by issue 26 (item 3: the runner keeps only the run), importable from
+# here as before: the local backend (scoring/local_backend.py), the statistic spec
+# (scoring/engine.py), the near-verbatim settings (scoring/nearverbatim.py) and result writing
+# (scoring/tables.py)
+__all__ = [
+    "LocalBackend",
+    "RunRequest",
+    "RunSummary",
+    "SERVED_COLUMNS",
+    "WINDOW_BATCH",
+    "build_procedure",
+    "described",
+    "index_windows",
+    "near_verbatim_columns",
+    "near_verbatim_cost_message",
+    "normalize_near_verbatim",
+    "numerics_drift",
+    "nv_column",
+    "run_environment",
+    "run_scoring",
+    "run_stats",
+    "score_unit",
+    "scoring_pairs",
+    "store_procedure_key",
+    "write_results",
+]
 if TYPE_CHECKING:  # the annotations' names only
     from ..models.loader import LoadedModel
     from ..text.windows import WindowSet
-    from .units import Item
-
-
-def nv_column(spec: str, epsilon: int) -> str:
-    """The results column of the near-verbatim bound of policy ``spec`` at ``epsilon`` token edits.
-
-    >>> nv_column("top-k:40", 1)
-    'nv_logq:top-k:40:eps1'
-    """
-    return f"nv_logq:{spec}:eps{epsilon}"
-
-
-def near_verbatim_columns(
-    engine: TeacherForcingEngine, items: Sequence[Item], scores: BatchScores, near_verbatim: dict
-) -> dict[str, np.ndarray]:
-    """[EM] App. B.1 Eq. 2: for every item and policy, the union over the (epsilon, beam)
-    settings of the certified lower bounds on the epsilon-ball mass, per epsilon; the target's
-    term is the engine's teacher-forced log q, checked against the beam's own within the stated
-    rounding tolerance (refused beyond it), so the bound is never below the verbatim score.
-    Each item's ball is centred on its own target ids (a templated procedure tokenizes the
-    target after each prompt, so two prompts may centre their balls on different token
-    sequences of the same text); the bounds are aggregated over prompts like log q ([EM] Eq. 15).
-
-    >>> from memclaim.decoding import parse_policies
-    >>> from memclaim.models.base import SyntheticLM
-    >>> from memclaim.scoring.units import Item
-    >>> engine = TeacherForcingEngine(SyntheticLM(), parse_policies(["full"]))
-    >>> scores = engine.score_batch([[1, 2]], [[3, 4, 5]])
-    >>> cols = near_verbatim_columns(engine, [Item("a", (1, 2), (3, 4, 5))], scores, {"epsilons": [1], "beams": [4]})
-    >>> cols["nv_logq:full:eps1"].round(4), cols["nv_found:full"]
-    (array([-1.9272]), array([12]))
-    """
-    eps = sorted(int(e) for e in near_verbatim["epsilons"])
-    beams = sorted(int(b) for b in near_verbatim["beams"])
-    cols: dict[str, np.ndarray] = {}
-    for j, pol in enumerate(engine.policies):
-        logs = {e: np.empty(len(items)) for e in eps}
-        exact = {e: np.zeros(len(items), dtype=bool) for e in eps}
-        found = np.zeros(len(items), dtype=np.int64)
-        rows = np.zeros(len(items), dtype=np.int64)
-        for i, it in enumerate(items):
-            runs = [
-                near_verbatim_lower_bound(
-                    engine.lm,
-                    it.prompt,
-                    it.suffix,
-                    policy=pol,
-                    epsilon=e,
-                    beam=b,
-                    verbatim_logprob=float(scores.logq[i, j]),
-                )
-                for e in eps
-                for b in beams
-            ]
-            u = union_near_verbatim(runs)
-            for e in eps:
-                logs[e][i] = u.log_bound_at(min(e, u.epsilons[-1]))
-                exact[e][i] = bool(u.exact[min(e, len(u.exact) - 1)])
-            found[i] = u.n_continuations
-            rows[i] = u.forward_rows
-        for e in eps:
-            cols[nv_column(pol.spec, e)] = logs[e]
-            cols[f"nv_exact:{pol.spec}:eps{e}"] = exact[e]
-        cols[f"nv_found:{pol.spec}"] = found
-        cols[f"nv_forward_rows:{pol.spec}"] = rows
-    return cols
-
-
-def score_unit(
-    engine: TeacherForcingEngine,
-    unit: WorkUnit,
-    *,
-    batch_size: int | str,
-    near_verbatim: dict | None = None,
-    on_batch: Callable[[int], None] | None = None,
-) -> UnitResult:
-    """Score one unit in batches of ``batch_size`` (equal lengths: no padding; ``"auto"``: the
-    engine sizes them from free memory for the unit's longest window); with
-    ``near_verbatim`` settings, add the near-verbatim lower bounds for every item. ``on_batch``
-    is called with the number of windows of each batch once it is scored (progress).
-
-    >>> from memclaim.decoding import parse_policies
-    >>> from memclaim.models.base import SyntheticLM
-    >>> from memclaim.scoring.units import Item
-    >>> engine = TeacherForcingEngine(SyntheticLM(), parse_policies(["full", "greedy"]))
-    >>> unit = WorkUnit("u0", "pk", (Item("a", (1, 2), (3, 4, 5)), Item("b", (2, 1), (5, 4, 3))))
-    >>> r = score_unit(engine, unit, batch_size=2)
-    >>> r.item_keys, r.scores.logq.round(4).tolist()
-    (('a', 'b'), [[-4.3957, -inf], [-9.0922, -inf]])
-    """
-    parts = []
-    items = unit.items
-    if batch_size == "auto":
-        batch_size = engine.resolve_batch_size(
-            "auto",
-            max(len(it.prompt) + len(it.suffix) for it in items) - 1,
-            max(len(it.suffix) for it in items),
-        )
-    for a in range(0, len(items), batch_size):
-        chunk = items[a : a + batch_size]
-        parts.append(engine.score_batch([it.prompt for it in chunk], [it.suffix for it in chunk]))
-        if on_batch is not None:
-            on_batch(len(chunk))
-    scores = BatchScores.concat(parts)
-    extra = near_verbatim_columns(engine, items, scores, near_verbatim) if near_verbatim else {}
-    return UnitResult(
-        unit_id=unit.unit_id,
-        procedure_key=unit.procedure_key,
-        policies=tuple(p.spec for p in engine.policies),
-        item_keys=tuple(it.key for it in items),
-        prompt_len=tuple(len(it.prompt) for it in items),
-        scores=scores,
-        extra=extra,
-        stats=engine.stats.spec,
-    )
-
-
-class LocalBackend:
-    """Scores units one after another in this process (the ``local`` backend,
-    :mod:`memclaim.scoring.backends`): on the model's own device, so ``device_class`` is None."""
-
-    name = "local"
-    device_class = None  # the model's own (models/placement.py)
-    weights_loaded = False  # the model itself says whether its weights were read
-
-    def __init__(
-        self,
-        lm_factory: Callable[[], object],
-        policies: Sequence[Policy],
-        *,
-        batch_size: int | str = 16,
-        near_verbatim: dict | None = None,
-        stats=None,
-    ):
-        self.lm_factory = lm_factory
-        self.policies = tuple(policies)
-        self.batch_size = batch_size
-        self.near_verbatim = near_verbatim
-        self.stat_set = run_stats(stats)
-        self._engine = None
-
-    def set_stats(self, stats) -> None:
-        """The statistics the next run needs (a run's :class:`ScoringJob` sets them too)."""
-        stats = StatSet.of(stats)
-        if stats != self.stat_set:
-            self.stat_set, self._engine = stats, None
-
-    def supports(self, procedure: Procedure, stats: StatSet) -> str | None:
-        """Every procedure and statistic: the engine computes them all."""
-        return None
-
-    def engine(self):
-        if self._engine is None:
-            self._engine = TeacherForcingEngine(
-                self.lm_factory(), self.policies, stats=self.stat_set
-            )
-        return self._engine
-
-    on_batch: Callable[[int], None] | None = None  # called with the windows of each scored batch
-
-    def run(self, units: Iterable[WorkUnit], job: ScoringJob | None = None):
-        """One result per unit; with a run's ``job``, its statistics, near-verbatim settings and
-        progress callback."""
-        near_verbatim, on_batch = self.near_verbatim, self.on_batch
-        if job is not None:
-            if job.stats is not None:
-                self.set_stats(job.stats)
-            nv = job.procedure.near_verbatim
-            near_verbatim = None if nv is None else nv.to_dict()
-            on_batch = job.on_batch
-        for unit in units:
-            yield score_unit(
-                self.engine(),
-                unit,
-                batch_size=self.batch_size,
-                near_verbatim=near_verbatim,
-                on_batch=on_batch,
-            )
-
-    def stats(self) -> dict:
-        e = self._engine
-        return (
-            {}
-            if e is None
-            else {"forward_tokens": e.forward_tokens, "unembed_rows": e.unembed_rows}
-        )
-
-
-def _make_local(
-    model, policies: Sequence[Policy], runtime: Runtime, log: LogCallback | None = None
-) -> LocalBackend:
-    return LocalBackend(lambda: model.lm, policies, batch_size=runtime.batch_size)
-
-
-register_backend(
-    "local", _make_local, description="this process, one unit after another", provider="memclaim"
-)
 
 
 @dataclass(frozen=True)
@@ -290,50 +103,6 @@ class RunSummary(ResultMixin):
     # a half-precision body's drift from float32 on a sample of the scored windows
     # (:func:`numerics_drift`); None for a float32/float64 body
     numerics_drift: dict | None = None
-
-
-def normalize_near_verbatim(nv: dict | None, *, suffix_tokens: int) -> dict | None:
-    """Validate near-verbatim settings (:class:`~memclaim.procedure.NearVerbatim`): integer
-    epsilons >= 0 and beams >= 1, sorted, unique.
-
-    >>> normalize_near_verbatim({"epsilons": [2, 1, 1]}, suffix_tokens=10)
-    {'epsilons': [1, 2], 'beams': [16]}
-    """
-    v = NearVerbatim.from_dict(nv)
-    return None if v is None else v.to_dict()
-
-
-def near_verbatim_cost_message(
-    units: Iterable[WorkUnit], nv: dict, n_policies: int, model: LoadedModel
-) -> str:
-    """The log line announcing a near-verbatim run's cost: at most how many forward rows the beams
-    take (:func:`~memclaim.scoring.nearverbatim.estimate_beam_cost`), in all and per window-policy.
-
-    >>> from memclaim.scoring.units import Item
-    >>> units = [WorkUnit("u0", "pk", (Item("a", (1, 2) * 4, (3,) * 8),))]
-    >>> near_verbatim_cost_message(units, {"epsilons": [1], "beams": [16]}, 2, load_model("toy"))  # doctest: +SKIP
-    'near-verbatim lower bounds (epsilon [1], beam [16]): at most 254 forward rows for 1 windows x 2 policies (~127 per window-policy); a beam of 800 on SmolLM2 costs about a minute per window on 2 CPU cores'
-    """
-    rows = 0
-    n = 0
-    for u in units:
-        it = u.items[0]
-        per = sum(
-            estimate_beam_cost(
-                prompt_len=len(it.prompt),
-                suffix_len=len(it.suffix),
-                beam=b,
-                vocab_size=model.lm.vocab_size if model.weights_loaded else 10**9,
-            ).forward_rows_max
-            for b in nv["beams"]
-        ) * len(nv["epsilons"])
-        rows += per * u.n_items * n_policies
-        n += u.n_items
-    return (
-        f"near-verbatim lower bounds (epsilon {nv['epsilons']}, beam {nv['beams']}): at most {rows:,} forward "
-        f"rows for {n} windows x {n_policies} policies (~{rows // max(1, n * n_policies):,} per window-policy); "
-        "a beam of 800 on SmolLM2 costs about a minute per window on 2 CPU cores"
-    )
 
 
 def build_procedure(
@@ -512,33 +281,6 @@ def numerics_drift(
         unit="nats per target token, |log q(bf16) - log q(float32)| / suffix length",
     )
     return record
-
-
-def _windows_table(
-    windows, window_items: list[list[str]], label: str, window_targets: list[list[list[int]]]
-):
-    import pyarrow as pa
-
-    return pa.table(
-        {
-            "window_id": [w.window_id for w in windows],
-            "source": [w.source for w in windows],
-            "index": pa.array([w.index for w in windows], pa.int64()),
-            "token_start": pa.array([w.token_start for w in windows], pa.int64()),
-            "prefix_start": pa.array([w.prefix_span[0] for w in windows], pa.int64()),
-            "prefix_end": pa.array([w.prefix_span[1] for w in windows], pa.int64()),
-            "suffix_start": pa.array([w.suffix_span[0] for w in windows], pa.int64()),
-            "suffix_end": pa.array([w.suffix_span[1] for w in windows], pa.int64()),
-            "prefix_text": [w.prefix_text for w in windows],
-            "suffix_text": [w.suffix_text for w in windows],
-            "suffix_ids": [list(w.suffix_ids) for w in windows],
-            # the target ids scored under each prompt (the suffix ids for the natural prefix; a
-            # template's target is tokenized after its rendered prompt, memclaim.scoring.prompts)
-            "target_ids": pa.array(window_targets, pa.list_(pa.list_(pa.int64()))),
-            "item_keys": window_items,
-            "set": [label] * len(windows),
-        }
-    )
 
 
 def _context_limit(model):
@@ -948,7 +690,7 @@ def store_procedure_key(store: ScoreStore, procedure: Procedure, model: LoadedMo
     the old fingerprint: its key is reused, so a run started then resumes without rescoring,
     and the store learns which current fingerprint the old one names. A procedure recorded by
     another memclaim version (the version is part of the key) is reused the same way
-    (:meth:`~memclaim.scoring.store.ScoreStore.find_procedure`).
+    (:meth:`~memclaim.store.store.ScoreStore.find_procedure`).
 
     >>> store_procedure_key(ScoreStore("runs/toy"), procedure, m) == procedure.key  # a current store  # doctest: +SKIP
     True
@@ -969,10 +711,6 @@ def store_procedure_key(store: ScoreStore, procedure: Procedure, model: LoadedMo
     return store.add_procedure(procedure)
 
 
-WINDOW_BATCH = 4096  # windows per Parquet row group of windows.parquet and scores.parquet
-# per-window columns a served run adds (memclaim.scoring.served.backend): whether log q is exact, and
-# its certified bounds; carried into scores.parquet like the near-verbatim columns
-SERVED_COLUMNS = ("logq_exact:", "logq_lower:", "logq_upper:")
 MANIFEST_EVERY_SECONDS = (
     2.0  # unit files are adopted after a kill: the manifest need not follow each unit
 )
@@ -985,19 +723,8 @@ def _window_ids(window_set):
 
 
 def _run_id(pkey: str, label: str, units, window_set) -> str:
-    """The run's id (:func:`~memclaim.scoring.store.run_id_of`), its windows' ids streamed."""
+    """The run's id (:func:`~memclaim.store.store.run_id_of`), its windows' ids streamed."""
     return run_id_of(pkey, label, (u.unit_id for u in units), _window_ids(window_set))
-
-
-def _window_batches(window_set, index: WindowIndex, label: str):
-    """windows.parquet as record batches of WINDOW_BATCH windows (made on demand)."""
-    W = len(window_set)
-    windows = window_set.windows
-    for a in range(0, W, WINDOW_BATCH):
-        ws = windows[a : min(W, a + WINDOW_BATCH)]
-        keys = [index.window_keys(a + i) for i in range(len(ws))]
-        targets = [[list(t) for _, t in index.items_of(w)] for w in ws]
-        yield _windows_table(ws, keys, label, targets)
 
 
 def _run_locked(
@@ -1189,222 +916,3 @@ def _run_locked(
         if new_run and scored == 0:
             store.forget_run(run_id, procedure_key=None if pkey in known_procedures else pkey)
         raise
-
-
-_PER_TOKEN = (
-    ("token_logprob", "token_logprob"),
-    ("token_mean", "token_moments"),
-    ("token_std", "token_moments"),
-    ("token_rank", "rank"),
-)
-
-
-def write_results(store: ScoreStore, run_id: str, index: WindowIndex | None = None) -> int:
-    """Write runs/<run>/scores.parquet, one row per window in window order: the windows table's
-    columns (spans, texts, ids), the target tokens scored under each prompt, log q per policy
-    aggregated over prompts ([EM] Eq. 15), the greedy and near-tie flags, near-verbatim bounds,
-    and (for single-prompt procedures) the per-token arrays of the statistics the run holds.
-
-    Streams: the units are read once, in unit order, into per-item arrays (a few numbers an
-    item) and a scratch file of per-token blocks; the file is then written WINDOW_BATCH windows
-    at a time, so memory does not grow with the per-token arrays of a book. Returns the number
-    of windows with a near-tie.
-
-    >>> write_results(ScoreStore("runs/toy"), summary.run_id)  # writes runs/toy/runs/<run>/scores.parquet  # doctest: +SKIP
-    0
-    """
-    import json
-    import tempfile
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    run = store.read_run(run_id)
-    pkey = run["procedure"]
-    store.check_procedure(pkey)
-    store.check_file(
-        store.run_dir(run_id) / "windows.parquet",
-        run.get("windows_sha256"),
-        f"windows.parquet of run {run_id}",
-    )
-    proc = store.procedure(pkey)
-    policies = proc["policies"]
-    agg = proc["prompt"].get("aggregate") or "max"
-    held = stat_names(run.get("stats"))  # a run recorded before statistic sets: all of them
-    # pre_buffer=False: with Arrow's default read-ahead, iterating a file's row groups keeps the
-    # buffers of every group read so far (measured: +135 MB of RSS over a 16x book's windows.parquet,
-    # flat without it; benchmarks/bench_book.py)
-    wfile = pq.ParquetFile(store.run_dir(run_id) / "windows.parquet", pre_buffer=False)
-    if (
-        index is not None
-    ):  # the run's own index: the distinct items (16-byte keys) and each window's
-        uniq, inverse = index.uniq, index.inverse
-        W, n_prompts = inverse.shape
-    else:
-        wk = [
-            np.asarray(
-                [[bytes.fromhex(k) for k in ks] for ks in b.column(0).to_pylist()], dtype="S16"
-            )
-            for b in wfile.iter_batches(batch_size=WINDOW_BATCH, columns=["item_keys"])
-        ]
-        wkeys = np.concatenate(wk) if wk else np.empty((0, 1), "S16")  # [W, n_prompts]
-        W, n_prompts = wkeys.shape if wkeys.ndim == 2 else (0, 1)
-        uniq, inverse = np.unique(wkeys.reshape(-1), return_inverse=True)
-        inverse = inverse.reshape(W, n_prompts)
-        del wk, wkeys
-    n = len(uniq)
-    suffix_len = np.zeros(n, np.int32)
-    logq = {spec: np.full(n, np.nan) for spec in policies}
-    greedy = np.zeros(n, bool)
-    margin = np.full(n, np.nan)
-    nv: dict[str, np.ndarray] = {}
-    per_token = (
-        [name for name, stat in _PER_TOKEN if stat in held] + [f"token_logq:{p}" for p in policies]
-        if n_prompts == 1
-        else []
-    )
-    offset = np.zeros(n, np.int64)  # byte offset of each item's [n_cols, S] float64 block
-    seen = np.zeros(n, bool)
-    fd, scratch = tempfile.mkstemp(
-        prefix=".scores-scratch.", suffix=".tmp", dir=store.run_dir(run_id)
-    )
-    try:
-        with os.fdopen(fd, "r+b", buffering=0) as fh:
-            pos = 0
-            for uid in run["units"]:
-                path = store.unit_path(pkey, uid)
-                if not path.exists():
-                    raise StoreError(
-                        f"unit {uid[:12]} is missing from {str(store.root)!r}",
-                        hint="re-run the scoring command to finish the run",
-                    )
-                store.check_unit(
-                    pkey, uid
-                )  # scores are rebuilt only from the units memclaim sealed
-                t = read_parquet(
-                    path,
-                    fix=f"delete {str(path)!r} and re-run the scoring command: the unit is "
-                    "scored again",
-                )
-                keys = np.asarray(
-                    [bytes.fromhex(k) for k in t.column("item_key").to_pylist()], dtype="S16"
-                )
-                at = np.searchsorted(uniq, keys)
-                at = np.minimum(at, max(0, n - 1))
-                mine = uniq[at] == keys if n else np.zeros(len(keys), bool)
-                at, rows = at[mine], np.flatnonzero(mine)
-                if not len(at):
-                    continue
-                seen[at] = True
-                suffix_len[at] = t.column("suffix_len").to_numpy()[rows]
-                for spec in policies:
-                    logq[spec][at] = t.column(f"logq:{spec}").to_numpy()[rows]
-                greedy[at] = t.column("greedy_match").to_numpy(zero_copy_only=False)[rows]
-                margin[at] = t.column("min_margin").to_numpy()[rows]
-                for name in t.column_names:
-                    if name.startswith(
-                        ("nv_logq:", "nv_exact:", "nv_found:", "nv_forward_rows:") + SERVED_COLUMNS
-                    ):
-                        v = t.column(name).to_numpy(zero_copy_only=False)
-                        if name not in nv:
-                            nv[name] = np.zeros(n, dtype=v.dtype)
-                        nv[name][at] = v[rows]
-                if per_token:
-                    missing = [c for c in per_token if c not in t.column_names]
-                    if missing:
-                        raise StoreError(
-                            f"unit {uid[:12]} lacks {missing} (scored with fewer statistics than run "
-                            f"{run_id} records)",
-                            hint="re-run the scoring command: it scores the unit "
-                            "again with every statistic the run needs",
-                        )
-                    S = int(t.column("suffix_len")[0].as_py())
-                    block = np.stack(
-                        [
-                            t.column(c)
-                            .combine_chunks()
-                            .flatten()
-                            .to_numpy(zero_copy_only=False)
-                            .astype(np.float64)
-                            .reshape(len(keys), S)
-                            for c in per_token
-                        ],
-                        axis=1,
-                    )
-                    block = np.ascontiguousarray(block[rows])  # [rows, n_cols, S]
-                    offset[at] = pos + np.arange(len(rows)) * block[0].nbytes
-                    fh.write(block.tobytes())
-                    pos += block.nbytes
-        if n and not seen.all():
-            k = uniq[np.flatnonzero(~seen)[0]].ljust(16, b"\0").hex()
-            raise StoreError(
-                f"item {k[:12]} of run {run_id} is in none of its units",
-                hint="re-run the scoring command to finish the run",
-            )
-        meta = {"run_id": run_id, "procedure": pkey, "policies": policies, "aggregate": agg}
-        near = 0
-        ncols = len(per_token)
-        with (
-            open(scratch, "rb") as sf,
-            store.parquet_writer(
-                store.run_dir(run_id) / "scores.parquet",
-                before_replace=lambda digest: store.seal_scores(run_id, digest),
-            ) as write,
-        ):
-            a = 0
-            for batch in wfile.iter_batches(batch_size=WINDOW_BATCH):
-                tb = pa.Table.from_batches([batch])
-                idx = inverse[a : a + tb.num_rows]  # [w, n_prompts] item of each window and prompt
-                a += tb.num_rows
-                cols = {name: tb.column(name) for name in tb.column_names if name != "item_keys"}
-                # target tokens scored under each prompt: a template's target is tokenized after
-                # its prompt, so its length can differ from the document's suffix length ([EM]
-                # Eq. 15 aggregates log q of the same text over prompts whatever the token counts)
-                cols["target_tokens"] = pa.array(suffix_len[idx].tolist(), pa.list_(pa.int64()))
-                for spec in policies:
-                    cols[f"logq:{spec}"] = pa.array(
-                        aggregate_logq(logq[spec][idx], agg, axis=1), pa.float64()
-                    )
-                mm = margin[idx].min(axis=1)
-                cols["greedy_match"] = pa.array(greedy[idx].any(axis=1))
-                cols["min_margin"] = pa.array(mm, pa.float64())
-                cols["near_tie"] = pa.array(mm < NEAR_TIE_MARGIN)
-                near += int(np.count_nonzero(mm < NEAR_TIE_MARGIN))
-                for name, v in nv.items():
-                    if name.startswith(
-                        ("nv_logq:", "logq_lower:", "logq_upper:")
-                    ):  # bounds aggregate as log q
-                        cols[name] = pa.array(aggregate_logq(v[idx], agg, axis=1), pa.float64())
-                    elif name.startswith(("nv_exact:", "logq_exact:")):
-                        cols[name] = pa.array(v[idx].all(axis=1))
-                    else:
-                        cols[name] = pa.array(v[idx].sum(axis=1), pa.int64())
-                if per_token:
-                    items = idx[:, 0]
-                    S = suffix_len[items]
-                    blocks = [
-                        np.frombuffer(
-                            os.pread(sf.fileno(), ncols * int(s_) * 8, int(o)), dtype=np.float64
-                        ).reshape(ncols, int(s_))
-                        for o, s_ in zip(offset[items], S)
-                    ]
-                    offs = pa.array(np.concatenate([[0], np.cumsum(S)]).astype(np.int32))
-                    for c, name in enumerate(per_token):
-                        flat = np.concatenate([b[c] for b in blocks]) if blocks else np.zeros(0)
-                        vals = (
-                            pa.array(flat.astype(np.int64))
-                            if name == "token_rank"
-                            else pa.array(flat)
-                        )
-                        cols[name] = pa.ListArray.from_arrays(offs, vals)
-                table = pa.table(cols).replace_schema_metadata(
-                    {b"memclaim": json.dumps(meta).encode()}
-                )
-                write(table)
-        store.scores_sealed(
-            run_id
-        )  # the new scores.parquet is in place: its sha256 alone is recorded
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(scratch)
-    return near

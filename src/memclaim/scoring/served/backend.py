@@ -7,7 +7,7 @@ position. What those determine exactly, policy by policy, is
 :mod:`memclaim.scoring.served.exactness`; :meth:`OpenAIBackend.supports` says it before any
 request, and every stored window carries whether its value is exact (``logq_exact:<policy>``)
 with certified bounds (``logq_lower:``/``logq_upper:``). A window whose value is not exact has
-``logq`` NaN, which no test reads as a score (:func:`memclaim.scoring.results.load_run_scores`).
+``logq`` NaN, which no test reads as a score (:func:`memclaim.store.results.load_run_scores`).
 
 The backend talks to the server the way it answers best (:data:`~.protocols.DIALECTS`): vLLM's
 token-id prompts with ``prompt_logprobs`` (many windows per request, ranks included), SGLang's
@@ -42,9 +42,9 @@ from ...decoding import Policy
 from ...errors import InputError
 from ...jsonutil import ResultMixin
 from ...progress import LogCallback
+from ...store.store import UnitResult
 from ...validate import integer
 from ..engine import STAT_NAMES, BatchScores, StatSet
-from ..store import UnitResult
 from ..units import WorkUnit
 from .client import Client, HTTPStatusError, RetryPolicy, ServerError, read_api_key
 from .exactness import (
@@ -62,8 +62,10 @@ from .exactness import (
 from .model import TOKENIZER_FINGERPRINT_SCHEME, ServedModel
 from .protocols import (
     DIALECTS,
+    ProcessedLogProbsError,
     ServerResponseError,
     Window,
+    check_raw_distribution,
     echo_request,
     parse_echo,
     parse_sglang,
@@ -412,6 +414,12 @@ class OpenAIBackend:
                     ),
                 ) from None
             raise
+        except ProcessedLogProbsError as exc:  # before any work: no sampling-estimate hint
+            raise ServerError(
+                f"the server at {info.url} ({info.server}) returns processed log-probabilities: "
+                f"{_kernel_text(exc)}",
+                hint=exc.hint,
+            ) from None
         except ServerResponseError as exc:
             raise ServerError(
                 f"the server at {info.url} ({info.server}) does not return usable prompt "
@@ -564,7 +572,12 @@ class OpenAIBackend:
         if self._piece_index is None:
             index: dict[str, list[int]] = {}
             for i in range(len(self.model.tokenizer.tok)):
-                index.setdefault(self._piece(i), []).append(i)
+                p = self._piece(i)
+                index.setdefault(p, []).append(i)
+                if "\ufffd" in p:
+                    # a byte fragment: llama-cpp-python decodes it alone with errors="ignore"
+                    # (its key is "" or the valid part), memclaim's tokenizer with U+FFFD
+                    index.setdefault(p.replace("\ufffd", ""), []).append(i)
             self._piece_index = index
         return self._piece_index.get(piece, [])
 
@@ -591,6 +604,8 @@ class OpenAIBackend:
             body = c.post(path, req, retry=retry, cancel=stop)
             t = time.perf_counter()
             views = (parse_vllm if info.dialect == "vllm" else parse_sglang)(body, windows, k, V)
+            for v, w in zip(views, windows):  # processed values refused, probe and run alike
+                check_raw_distribution(v, k, f"window {w.key[:12]}")
             self._add_client_time(time.perf_counter() - t)
             return (views, ()) if with_prefix else views
         views = []
@@ -617,6 +632,7 @@ class OpenAIBackend:
                     piece_ids=None if _token_ids_keyed(body) else self._ids_of_piece,
                 )
             )
+            check_raw_distribution(views[-1], k, f"window {w.key[:12]}")
         return (views, ()) if with_prefix else views
 
     def _add_client_time(self, seconds: float) -> None:

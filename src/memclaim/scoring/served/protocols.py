@@ -27,6 +27,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ...errors import MemclaimError
 from .exactness import TopK
 
@@ -41,6 +43,8 @@ __all__ = [
     "echo_request",
     "parse_echo",
     "check_log_probs",
+    "ProcessedLogProbsError",
+    "check_raw_distribution",
 ]
 
 DIALECTS = ("vllm", "sglang", "echo")
@@ -51,6 +55,94 @@ LOGPROB_TOLERANCE = 1e-4
 class ServerResponseError(MemclaimError):
     """A server's answer does not hold what memclaim asked for (no prompt log-probs, other
     tokens than the window's, values that are not log-probabilities)."""
+
+
+class ProcessedLogProbsError(ServerResponseError):
+    """The server's values are log-probabilities, but not of the model's own distribution: a
+    sampling processor (top-k, top-p, min-p) ran before them, or they are logits."""
+
+
+# vLLM writes a log-prob of -inf as -9999.0 (clamp_prompt_logprobs); a raw float32 log-softmax
+# never comes near it (the logits of a real model span tens of nats)
+ZEROED = -1000.0
+# a position whose returned top-K mass is 1 within float32 rounding while its K-th token still
+# carries 1e-3 has a tail of V - K tokens holding < 1e-6 under a token holding 1e-3: a cliff of
+# ~7 nats exactly at the rank asked, which a model's raw softmax does not have
+RENORMALISED_MASS = 1e-6
+RENORMALISED_KTH = math.log(1e-3)
+_RAW_FIX = (
+    "start the server so that it returns the model's own log-probabilities, before any sampling "
+    "processing (vLLM: --logprobs-mode raw_logprobs, the default, not raw_logits, "
+    "processed_logits or processed_logprobs; no server-side top-k/top-p/min-p on prompt "
+    "log-probs), then run the same command again"
+)
+
+
+def check_raw_distribution(v: TopK, k: int, where: str) -> None:
+    """Refuse a window's answer whose values cannot be the model's raw next-token distribution
+    at T = 1, from the answer alone (issue 27); ``k``: the top-K asked. Three tests per target
+    position whose returned entries are complete and fewer than the vocabulary:
+
+    * zeroed: a returned token at -inf (vLLM's -9999.0): the model's softmax gives every token a
+      positive probability, so a top-k/top-p/min-p processor removed it;
+    * renormalised: the returned mass is 1 within :data:`RENORMALISED_MASS` while fewer than
+      ``k`` came back or the K-th carries >= 1e-3 (the distribution was cut to the returned set
+      and renormalised);
+    * impossible mass: real log-probs leave 1 - (returned mass) to the V - n unseen tokens, each
+      at most the K-th's probability, so 1 - mass <= (V - n) e^ℓ_(K); more is logits (vLLM's
+      ``raw_logits``) or values shifted by a constant.
+
+    A temperature-scaled distribution, or a top-k/top-p cut deeper than the K returned, is a
+    valid distribution over what came back and is not detectable from one answer
+    (docs/served.md).
+
+    >>> ok = TopK.from_lists([7], [-0.4], [[-0.4, -1.6, -2.6]], [[7, 2, 9]], vocab_size=100)
+    >>> check_raw_distribution(ok, 3, "w")
+    >>> cut = TopK.from_lists([7], [-0.3], [[-0.3, -1.4, -9999.0]], [[7, 2, 9]], vocab_size=100)
+    >>> check_raw_distribution(cut, 3, "w")
+    Traceback (most recent call last):
+    memclaim.scoring.served.protocols.ProcessedLogProbsError: the server's log-probs at w, target position 0 are not the model's raw distribution: token 9 has log-prob -9999 (probability 0), which a softmax never gives; a top-k/top-p/min-p processor ran before the log-probs
+      fix: start the server so that it returns the model's own log-probabilities, before any sampling processing (vLLM: --logprobs-mode raw_logprobs, the default, not raw_logits, processed_logits or processed_logprobs; no server-side top-k/top-p/min-p on prompt log-probs), then run the same command again
+    """
+    V = int(v.vocab_size)
+    for s in range(v.S):
+        n = int((v.top_ids[s] >= 0).sum())
+        if n == 0 or n >= V or not bool(v.complete[s]):
+            continue
+        vals = v.top_lp[s, :n]
+        ids = v.top_ids[s, :n]
+        why = None
+        low = np.flatnonzero(vals <= ZEROED)
+        if low.size:
+            i = int(low[0])
+            why = (
+                f"token {int(ids[i])} has log-prob {float(vals[i]):.6g} (probability 0), which a "
+                "softmax never gives; a top-k/top-p/min-p processor ran before the log-probs"
+            )
+        else:
+            mass = math.fsum(math.exp(float(x)) for x in vals)
+            # the K-th largest of the top K (vLLM appends the target below it when it ranks lower)
+            t_last = n >= 2 and int(ids[n - 1]) == int(v.target_ids[s])
+            kth = float(vals[n - 2] if t_last else vals[n - 1])
+            if mass >= 1.0 - RENORMALISED_MASS and (n < min(k, V) or kth >= RENORMALISED_KTH):
+                why = (
+                    f"its {n} returned values sum to probability {mass:.9f} with the last at "
+                    f"{kth:.3g}: the distribution was cut to what came back and renormalised "
+                    "(a top-k/top-p processor ran before the log-probs)"
+                )
+            elif 1.0 - mass > (V - n) * math.exp(kth) * (1 + 1e-3) + 1e-5:
+                why = (
+                    f"its {n} returned values hold probability {mass:.3g}, leaving "
+                    f"{1.0 - mass:.3g} to {V - n} unseen tokens that can hold at most "
+                    f"{(V - n) * math.exp(kth):.3g} (each at most the K-th, {kth:.3g}): these are "
+                    "logits or shifted values, not log-probabilities"
+                )
+        if why is not None:
+            raise ProcessedLogProbsError(
+                f"the server's log-probs at {where}, target position {s} are not the model's raw "
+                f"distribution: {why}",
+                hint=_RAW_FIX,
+            )
 
 
 @dataclass(frozen=True)
@@ -306,6 +398,73 @@ def _echo_token_id(tok: str, piece_ids: Callable[[str], list[int]] | None) -> li
     return piece_ids(tok) if piece_ids is not None else []
 
 
+def _echo_alternatives(
+    d: dict,
+    t: int,
+    lt: float,
+    own_piece: str,
+    k: int,
+    vocab_size: int,
+    piece_ids: Callable[[str], list[int]] | None,
+) -> tuple[dict[int, float], bool]:
+    """One position's alternatives ``d`` (token string -> ℓ, as llama-cpp-python returns them:
+    its top K, then the target's own entry added) as ``{id: ℓ}``, and whether the position lost
+    information an exact policy could need.
+
+    A string that names no single token of memclaim's tokenizer (a byte fragment, which
+    llama-cpp-python decodes alone with ``errors="ignore"`` to ``""`` or to its valid part; a
+    spelling several tokens share) still carries its value: while the entry count shows nothing
+    was merged, the values are all there and only that entry's id is unknown, which matters
+    only where its value equals another returned value (ties are settled by id). Such an entry
+    gets an id that is neither the target nor another entry's, and the position is incomplete
+    only for a merge (fewer entries than K, or the target's entry outside the top K without its
+    own slot) or an unknown id at a tied value.
+
+    >>> ids = {"a": [1], "b": [2], "": [7, 8]}.get
+    >>> _echo_alternatives({"a": -0.5, "": -1.5, "b": -2.0}, 1, -0.5, "a", 3, 10,
+    ...                    lambda x: ids(x, []))
+    ({1: -0.5, 2: -2.0, 7: -1.5}, False)
+    >>> _echo_alternatives({"a": -0.5, "": -0.5, "b": -2.0}, 1, -0.5, "a", 3, 10,
+    ...                    lambda x: ids(x, []))[1]  # a tie with an entry of unknown id
+    True
+    """
+    known: dict[int, float] = {}
+    unknown: list[tuple[list[int], float]] = []
+    for key, val in d.items():
+        cand = _echo_token_id(str(key), piece_ids)
+        if str(key) == own_piece and float(val) == lt:
+            cand = [t]
+        if len(cand) == 1 and cand[0] not in known:
+            known[cand[0]] = float(val)
+        else:
+            unknown.append((cand, float(val)))
+    entries = dict(known)
+    for cand, val in unknown:
+        free = [c for c in cand if c != t and c not in entries]
+        i = free[0] if free else next(x for x in range(len(d) + 2) if x != t and x not in entries)
+        entries[i] = val
+    kk = min(k, vocab_size)
+    # a merge (two tokens with one string keep one entry): fewer entries than the top K; or,
+    # where the server adds the target's own entry (llama-cpp-python does), a target outside
+    # the top K without a slot of its own, or one whose string other tokens share (its entry
+    # may have overwritten a top-K token's)
+    lost = len(d) < kk
+    if t in known and len(d) < kk + 1:
+        above = sum(1 for v in d.values() if float(v) > lt)
+        shared = piece_ids is not None and len(_echo_token_id(own_piece, piece_ids)) > 1
+        lost = lost or above >= kk or shared
+    # an entry of unknown id at a value another entry (or the target) also has: ties are
+    # settled by id, so the order is unknown
+    values = [float(v) for v in d.values()] + ([] if t in known else [lt])
+    if any(values.count(val) > 1 for _cand, val in unknown):
+        lost = True
+    if len(entries) > kk and t in entries:
+        entries.pop(t)
+    if t not in entries and entries and lt >= min(entries.values()):
+        entries[t] = lt
+    return entries, lost
+
+
 def parse_echo(
     body: dict,
     window: Window,
@@ -323,7 +482,8 @@ def parse_echo(
     can stand for (None: keys are ``token_id:N``); ``skip``: how many leading tokens are the
     server's own prefix (its BOS, equal to memclaim's start-of-text ids), not compared. A position whose alternatives came back with
     fewer entries than asked (two tokens with one spelling keep one dict entry) is marked
-    incomplete, so no policy that reads the list calls it exact.
+    incomplete, so no policy that reads the list calls it exact; an entry whose string names no
+    single token keeps its value (:func:`_echo_alternatives`).
 
     >>> body = {"choices": [{"logprobs": {"tokens": ["token_id:0", "token_id:5", "token_id:7", "token_id:9"],
     ...   "token_logprobs": [None, -3.0, -0.1, -1.0], "top_logprobs": [None, {"token_id:5": -3.0,
@@ -376,29 +536,8 @@ def parse_echo(
             )
         lt = float(tlp[pos])
         d = top[pos] if pos < len(top) else None
-        entries: dict[int, float] = {}
-        lost = False
-        own_piece = str(tokens[pos])
-        if isinstance(d, dict):
-            for key, val in d.items():
-                cand = _echo_token_id(str(key), piece_ids)
-                if str(key) == own_piece and float(val) == lt:
-                    cand = [t]
-                if not cand:
-                    lost = True  # a token string memclaim's tokenizer has no token for
-                    continue
-                if len(cand) > 1:
-                    lost = True  # a spelling several tokens share: which one is unknown
-                entries.setdefault(min(cand), float(val))
-        if len(entries) > k and t in entries:
-            entries.pop(t)
-        if t not in entries and entries and lt >= min(entries.values()):
-            entries[t] = lt
-        # fewer distinct entries than asked: some were lost to equal spellings
-        if len(entries) < min(k, vocab_size) and not (
-            t in entries and len(entries) >= min(k, vocab_size)
-        ):
-            lost = True
+        d = d if isinstance(d, dict) else {}
+        entries, lost = _echo_alternatives(d, t, lt, str(tokens[pos]), k, vocab_size, piece_ids)
         check_log_probs(
             list(entries.values()) + ([] if t in entries else [lt]),
             f"window {window.key[:12]} position {j}",
