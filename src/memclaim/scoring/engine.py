@@ -47,6 +47,7 @@ import torch
 from ..decoding import Policy, _warp, policy_target_logprob, scale_logits
 from ..errors import InputError
 from ..fsutil import available_memory as cpu_available_memory
+from .heap import retain_freed_memory
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -643,6 +644,9 @@ class TeacherForcingEngine:
             if schedule == "auto"
             else schedule
         )
+        # on the CPU, freed tensors' memory stays in the process for the next layer's (glibc:
+        # no page faults per pass; the same bits; memclaim/scoring/heap.py)
+        self.heap = retain_freed_memory() if torch.device(lm.device).type == "cpu" else None
         self.forward_tokens = 0  # body tokens processed (for FLOP accounting)
         self.unembed_rows = 0
         self.stat_block_bytes = STAT_BLOCK_BYTES
