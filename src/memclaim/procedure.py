@@ -173,12 +173,7 @@ class ModelIdentity:
 
     def __post_init__(self):
         for f in ("name", "source", "fingerprint", "dtype"):
-            v = getattr(self, f)
-            if not isinstance(v, str) or not v:
-                raise InputError(
-                    f"a procedure's model {f} must be a non-empty string, got {v!r}",
-                    hint="build the procedure from a loaded model (Procedure.bind)",
-                )
+            _model_text(f, getattr(self, f))
         if self.device_class is not None and self.device_class not in DEVICE_CLASSES:
             raise InputError(
                 f"a procedure's device class is 'cpu', 'cuda' or 'served', got {self.device_class!r}",
@@ -232,15 +227,25 @@ class ModelIdentity:
                 hint="pass the procedure dicts recorded in the store or the report",
             )
         known = ("name", "source", "fingerprint", "dtype", "device_class", "fingerprint_scheme")
-        return cls(
-            name=d.get("name"),
-            source=d.get("source"),
-            fingerprint=d.get("fingerprint"),
-            dtype=d.get("dtype"),
+        return cls(  # a record missing one of the four is refused naming it (None)
+            name=_model_text("name", d.get("name")),
+            source=_model_text("source", d.get("source")),
+            fingerprint=_model_text("fingerprint", d.get("fingerprint")),
+            dtype=_model_text("dtype", d.get("dtype")),
             device_class=d.get("device_class"),
             fingerprint_scheme=d.get("fingerprint_scheme"),
             extra={k: v for k, v in d.items() if k not in known},
         )
+
+
+def _model_text(f: str, v: Any) -> str:
+    """``v``, a model identity's text field ``f``: refused unless a non-empty string."""
+    if not isinstance(v, str) or not v:
+        raise InputError(
+            f"a procedure's model {f} must be a non-empty string, got {v!r}",
+            hint="build the procedure from a loaded model (Procedure.bind)",
+        )
+    return v
 
 
 # --------------------------------------------------------------------------- the windows
@@ -389,7 +394,9 @@ def check_template(t: object) -> str:
                 f"prompt template {t!r}: the format spec {spec!r} of {{{f}}} is filled from the text",
                 hint=f"write {{{f}}} (or a fixed spec such as {{{f}:>20}})",
             )
-        width = _SPEC_WIDTH.match(spec).group(1)
+        m = _SPEC_WIDTH.match(spec)
+        assert m is not None  # every part of the pattern is optional: it matches any spec
+        width = m.group(1)
         if width and int(width) > MAX_TEMPLATE_WIDTH:
             raise InputError(
                 f"prompt template {t!r} pads {{{f}}} to {int(width):,} characters (format spec "
@@ -832,34 +839,33 @@ class Procedure:
         win = {k: options[k] for k in _WINDOW_OPTIONS if k in options}
         if win:
             w = self.windows
-            base = {
-                "prefix_tokens": w.prefix_tokens,
-                "suffix_tokens": w.suffix_tokens,
-                "prefix_field": w.prefix_field,
-                "suffix_field": w.suffix_field,
-                "stride": w.stride,
-            }
+            lengths = w.lengths
             if not w.fields and (
                 win.get("prefix_field") is not None or win.get("suffix_field") is not None
             ):
-                base.update(
-                    prefix_tokens=None, suffix_tokens=None
-                )  # fields: the whole fields unless told
-            base.update(win)
-            changes["windows"] = WindowSpec(**base)
+                lengths = (None, None)  # fields: the whole fields unless told
+            changes["windows"] = WindowSpec(
+                prefix_tokens=win.get("prefix_tokens", lengths[0]),
+                suffix_tokens=win.get("suffix_tokens", lengths[1]),
+                prefix_field=win.get("prefix_field", w.prefix_field),
+                suffix_field=win.get("suffix_field", w.suffix_field),
+                stride=win.get("stride", w.stride),
+            )
         pr = {_PROMPT_OPTIONS[k]: options[k] for k in _PROMPT_OPTIONS if k in options}
         if pr:
             p = self.prompt
-            base = {
-                "templates": p.templates
+            given = {k: v for k, v in pr.items() if not (k == "aggregate" and v is None)}
+            templates = (
+                p.templates
                 if not (p.chat and p.templates == ("{prefix}",) and "templates" not in pr)
-                else (),
-                "chat": p.chat,
-                "aggregate": p.aggregate,
-                "target": p.target,
-            }
-            base.update({k: v for k, v in pr.items() if not (k == "aggregate" and v is None)})
-            changes["prompt"] = PromptSpec(**base)
+                else ()
+            )
+            changes["prompt"] = PromptSpec(
+                templates=given.get("templates", templates),
+                chat=given.get("chat", p.chat),
+                aggregate=given.get("aggregate", p.aggregate),
+                target=given.get("target", p.target),
+            )
         if "near_verbatim" in options or "beams" in options:
             cur = self.near_verbatim
             eps = options.get("near_verbatim", cur.epsilons if cur else ())

@@ -319,9 +319,7 @@ class Runtime:
                 changes["backend"] = kind
             else:
                 base = cur if isinstance(cur, BackendSpec) else BackendSpec()
-                changes["backend"] = replace(
-                    base, **({"kind": kind} if kind is not None else {}), **be
-                )
+                changes["backend"] = replace(base, kind=base.kind if kind is None else kind, **be)
         for k in ("batch_size", "unit_size", "threads", "allow_pickle", "trust_remote_code"):
             if k in options:
                 changes[k] = options[k]

@@ -27,7 +27,7 @@ import difflib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
 from ..procedure import DEFAULT_BEAM, DEFAULT_POLICY, PROCEDURE_OPTIONS, Procedure
 from ..runtime import (
@@ -410,7 +410,12 @@ def runtime_flat(rt: Runtime) -> dict[str, Any]:
     return out
 
 
-def _given(value: Any, kind: type, flat) -> dict[str, Any]:
+_Settings = TypeVar("_Settings", Procedure, Runtime)
+
+
+def _given(
+    value: Any, kind: type[_Settings], flat: Callable[[_Settings], dict[str, Any]]
+) -> dict[str, Any]:
     """The options ``value`` (a Procedure/Runtime, or a dict of its options) sets: a dict's keys,
     or a value's fields that differ from a default value's."""
     if value is None:
