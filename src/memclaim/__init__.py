@@ -74,6 +74,11 @@ _API = (
     "Placement",
     "BackendSpec",
     "AuditSettings",
+    # the registries a plug-in adds to (docs/extending.md): named models, attacks, backends
+    "register_model",
+    "named_models",
+    "register_attack",
+    "register_backend",
 )
 
 __all__ = ["__version__", *_API]

@@ -119,6 +119,7 @@ COMMANDS = {
         "--out",
         "acr",
     ],
+    "reproduce": ["reproduce", "entropy-sweep", "--quick", "--out", "rep"],
     "demo": ["demo", "--out", "demo"],
 }
 MARKS = {"dp bounds": [], "demo": [pytest.mark.slow]}

@@ -125,6 +125,11 @@ _FRONT_END = {
     "AuditSettings": ("memclaim.audits.settings", "AuditSettings"),
     "backend_names": ("memclaim.scoring.backends", "backend_names"),
     "register_backend": ("memclaim.scoring.backends", "register_backend"),
+    # the other two registries a plug-in adds to (docs/extending.md, docs/attacks.md)
+    "register_model": ("memclaim.models.registry", "register_model"),
+    "unregister_model": ("memclaim.models.registry", "unregister_model"),
+    "named_models": ("memclaim.models.registry", "named_models"),
+    "register_attack": ("memclaim.audits.attacks", "register_attack"),
 }
 
 #: the values re-exported at the top level too (``memclaim.Procedure``, ``memclaim.Runtime``)

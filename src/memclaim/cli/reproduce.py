@@ -9,6 +9,7 @@ import click
 
 from .. import api
 from ..api import REPRODUCTIONS, InputError, dumps
+from .console import echo_indented
 from .options import Command
 from .progress import quiet_library_bars
 
@@ -86,8 +87,6 @@ def command(name, quick, out_dir, seed, as_json, list_only):
     if as_json:
         sys.stdout.write(dumps(run.to_dict(), indent=2) + "\n")
     else:
-        for line in run.summary_lines():
-            click.echo(line)
-        click.echo(f"  output folder: {out_dir}")
+        echo_indented([*run.summary_lines(), f"  output folder: {out_dir}"])
     if not run.all_checks_passed:
         raise click.exceptions.Exit(1)
