@@ -207,7 +207,7 @@ MUTATIONS = (
     Mutation(
         "store-orphan-footer-only",
         "resume adopts an orphan unit file whose footer reads (its data pages unread)",
-        "scoring/store.py",
+        "store/store.py",
         "self._check_unit_body(path, meta)   # the data pages too, not only the footer",
         "pass  # the footer only",
         ("tests/store/test_store.py::test_an_unreadable_orphan_unit_is_scored_again",),

@@ -598,15 +598,31 @@ def test_a_test_on_mixed_numerics_is_refused_and_allowed_only_when_declared_and_
 
 def test_every_model_loading_api_function_takes_the_placement_keywords():
     import inspect
+    import re
+    import typing
 
     import memclaim as mc
 
+    def accepted(fn) -> set[str]:
+        """The keywords ``fn`` takes: its explicit parameters and, since issue 26, the typed
+        shortcuts of its ``**options: Unpack[...Options]``."""
+        names = set(inspect.signature(fn).parameters)
+        for p in inspect.signature(fn).parameters.values():
+            if p.kind is p.VAR_KEYWORD:  # "Unpack[ScoreOptions]" (postponed annotations)
+                ann = p.annotation
+                if isinstance(ann, str):
+                    name = re.fullmatch(r"Unpack\[(\w+)\]", ann).group(1)
+                    ann = inspect.unwrap(fn).__globals__[name]
+                else:
+                    (ann,) = typing.get_args(ann)
+                names |= set(ann.__annotations__)
+        return names
+
     for fn in (mc.load_model, mc.score, mc.population, mc.census, mc.audit, mc.dp_baseline):
-        params = inspect.signature(fn).parameters
-        missing = {"device", "device_map", "max_memory", "offload_folder", "dtype"} - set(params)
+        missing = {"device", "device_map", "max_memory", "offload_folder", "dtype"} - accepted(fn)
         assert not missing, (fn.__name__, missing)
     for fn in (mc.test, mc.population, mc.census, mc.audit):
-        assert "allow_mixed_numerics" in inspect.signature(fn).parameters, fn.__name__
+        assert "allow_mixed_numerics" in accepted(fn), fn.__name__
 
 
 def test_a_loaded_model_cannot_be_placed_again(llama_folder):
