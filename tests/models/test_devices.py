@@ -597,26 +597,8 @@ def test_a_test_on_mixed_numerics_is_refused_and_allowed_only_when_declared_and_
 
 
 def test_every_model_loading_api_function_takes_the_placement_keywords():
-    import inspect
-    import re
-    import typing
-
     import memclaim as mc
-
-    def accepted(fn) -> set[str]:
-        """The keywords ``fn`` takes: its explicit parameters and, since issue 26, the typed
-        shortcuts of its ``**options: Unpack[...Options]``."""
-        names = set(inspect.signature(fn).parameters)
-        for p in inspect.signature(fn).parameters.values():
-            if p.kind is p.VAR_KEYWORD:  # "Unpack[ScoreOptions]" (postponed annotations)
-                ann = p.annotation
-                if isinstance(ann, str):
-                    name = re.fullmatch(r"Unpack\[(\w+)\]", ann).group(1)
-                    ann = inspect.unwrap(fn).__globals__[name]
-                else:
-                    (ann,) = typing.get_args(ann)
-                names |= set(ann.__annotations__)
-        return names
+    from api_keywords import accepted_keywords as accepted
 
     for fn in (mc.load_model, mc.score, mc.population, mc.census, mc.audit, mc.dp_baseline):
         missing = {"device", "device_map", "max_memory", "offload_folder", "dtype"} - accepted(fn)

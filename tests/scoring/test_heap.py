@@ -78,13 +78,17 @@ _PATTERN = """
 def test_a_cpu_engine_keeps_freed_memory_for_the_next_allocations():
     """Without the setting glibc gives much of the freed 64 MB back to the kernel each round
     (measured on a 2-core AMD EPYC, glibc 2.36: 18,000 to 33,000 of the 81,920 pages faulted in
-    again over the five rounds); with it 2,048. The opt-out restores glibc's own behaviour."""
+    again over the five rounds); with it 2,048 to 4,097 (the full suite's run). The bound is
+    loose on purpose: at most 1/8 of the pages faulted again, and under half the opted-out
+    process's count, so another machine's page accounting cannot break it and a setting that does
+    nothing (every page faulted again) still does. The opt-out restores glibc's own behaviour."""
     heap, faults = _run(_PATTERN).rsplit(maxsplit=1)
     assert heap == "retain"
     pages = 5 * 64 * 2**20 // os.sysconf("SC_PAGE_SIZE")
-    assert int(faults) < pages // 20, faults
-    heap, faults = _run(_PATTERN, MEMCLAIM_RETAIN_HEAP="0").rsplit(maxsplit=1)
+    assert int(faults) < pages // 8, faults
+    heap, glibc_faults = _run(_PATTERN, MEMCLAIM_RETAIN_HEAP="0").rsplit(maxsplit=1)
     assert heap == "opted out"
+    assert int(faults) < int(glibc_faults) / 2, (faults, glibc_faults)
 
 
 _SCORE = """
