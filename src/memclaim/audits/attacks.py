@@ -630,7 +630,8 @@ def register_attack(
     Keyword parameters of ``fn`` with defaults become the attack's settable parameters. Returns
     ``fn`` (or, without ``fn``, the decorator).
 
-    >>> @register_attack("neg-length", citation="a doctest", measures="minus the token count")
+    >>> import memclaim as mc
+    >>> @mc.register_attack("neg-length", citation="a doctest", measures="minus the token count")
     ... def neg_length(data):
     ...     return -np.array([a.size for a in data.token_logprobs], dtype=float)
     >>> run_attack("neg-length", ScoredTexts.build([[-1.0, -2.0], [-0.5]])).tolist()

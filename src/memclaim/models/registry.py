@@ -70,7 +70,8 @@ def register_model(
 
     A second registration of a name raises :class:`DomainError` unless ``replace``.
 
-    >>> e = register_model("my-folder", resolve=lambda log=None: Path("/models/mine"), description="mine")
+    >>> import memclaim as mc
+    >>> e = mc.register_model("my-folder", resolve=lambda log=None: Path("/models/mine"), description="mine")
     >>> named_model("my-folder").resolve(), is_named_model("my-folder")
     (PosixPath('/models/mine'), True)
     >>> unregister_model("my-folder"); is_named_model("my-folder")
@@ -115,7 +116,8 @@ def is_named_model(name: str) -> bool:
 def named_models() -> dict[str, str]:
     """{name: description} of every registered model, in registration order.
 
-    >>> "gemma3-270m" in named_models()
+    >>> import memclaim as mc
+    >>> "gemma3-270m" in mc.named_models()
     True
     """
     with _LOCK:

@@ -195,7 +195,8 @@ def register_backend(
     to another backend is refused naming the backends that take it). A second registration of
     a name raises unless ``replace``.
 
-    >>> e = register_backend("nothing", lambda model, policies, runtime, log: None, description="a doctest")
+    >>> import memclaim as mc
+    >>> e = mc.register_backend("nothing", lambda model, policies, runtime, log: None, description="a doctest")
     >>> "nothing" in backend_names()
     True
     >>> unregister_backend("nothing"); "nothing" in backend_names()
