@@ -21,7 +21,7 @@ from ..decoding import Policy, parse_policies
 from ..errors import InputError, PolicyError
 from ..fsutil import sha256_bytes
 from ..jsonutil import dumps, to_jsonable
-from ..procedure import DEFAULT_POLICY
+from ..procedure import DEFAULT_POLICY, NearVerbatim
 from ..report.core import Doc, check_report_folder, invocation_text, invoked_as, render_fragment
 from ..runtime import Runtime
 from ..scoring.backends import Backend, backend_names
@@ -34,7 +34,6 @@ from ..scoring.store import foreign_entries
 from ..text.io import check_unicode, read_document, read_passages, text_key
 from ..text.tables import passages_from_object
 from ..text.windows import passage_windows, sliding_windows
-from ..validate import integer
 from ._options import (
     DEFAULT_PREFIX_TOKENS,
     DEFAULT_SUFFIX_TOKENS,
@@ -175,26 +174,6 @@ def policies_of(policies) -> tuple[Policy, ...]:
     return parse_policies(policies)
 
 
-def _edit_counts(value, what: str) -> tuple[int, ...]:
-    """Whole numbers given as one int or a sequence of ints; a string is not a sequence of ints
-    ('12' is not [1, 2]), nor is a bool or a float with a fraction."""
-    if isinstance(value, (str, bytes)):
-        raise InputError(
-            f"{what} must be whole numbers, got the string {value!r}",
-            hint=f"pass a list of integers, e.g. {what}=[1, 2] (a string is read as nothing else)",
-        )
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = (value,)
-    try:
-        items = list(value)
-    except TypeError:
-        raise InputError(
-            f"{what} must be whole numbers, got {type(value).__name__} {value!r}",
-            hint=f"e.g. {what}=[1, 2]",
-        ) from None
-    return tuple(integer(what, v) for v in items)
-
-
 def one_policy(policies, *, what: str, default: str | None = None) -> str | None:
     """The one policy of a function that uses one (``test``, ``audit``), from ``policies`` given as
     everywhere else: a spec string (a combination such as 'top-k:40,temperature:0.7' is one
@@ -225,15 +204,8 @@ def near_verbatim_settings(nv_eps: Sequence[int] = (), nv_beams: Sequence[int] =
     >>> near_verbatim_settings([2, 1], 8)
     {'epsilons': [1, 2], 'beams': [8]}
     """
-    nv_eps = _edit_counts(nv_eps if nv_eps is not None else (), "near_verbatim")
-    nv_beams = _edit_counts(nv_beams if nv_beams is not None else (), "beams")
-    if nv_beams and not nv_eps:
-        raise InputError("--beam applies to --near-verbatim", hint="add --near-verbatim EPS")
-    if not nv_eps:
-        return None
-    return normalize_near_verbatim(
-        {"epsilons": list(nv_eps), "beams": list(nv_beams or (16,))}, suffix_tokens=0
-    )
+    nv = NearVerbatim.of(nv_eps, nv_beams)  # the procedure value's parsing, defaults and checks
+    return None if nv is None else normalize_near_verbatim(nv.to_dict(), suffix_tokens=0)
 
 
 def make_backend(
