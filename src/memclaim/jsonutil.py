@@ -111,3 +111,37 @@ def read_json_object(path: str | Path, what: str, *, hint: str | None = None) ->
             f"{what} file {str(p)!r} must hold a JSON object, got {type(d).__name__}", hint=hint
         )
     return d
+
+
+def short_repr(obj: Any) -> str:
+    """A frozen dataclass value's repr naming only the fields that differ from their defaults
+    (the notebook view of ``memclaim.Runtime``/``memclaim.Procedure``: every field of a value at
+    its defaults would fill a screen). Written by hand: ``dataclasses`` has no such option.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class V:
+    ...     a: int = 1
+    ...     b: str = "x"
+    ...     def __repr__(self) -> str:
+    ...         return short_repr(self)
+    >>> V(), V(b="y")
+    (V(), V(b='y'))
+    """
+    import dataclasses
+
+    parts = []
+    for f in dataclasses.fields(obj):
+        if not f.repr:
+            continue
+        v = getattr(obj, f.name)
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+        else:
+            parts.append(f"{f.name}={v!r}")
+            continue
+        if v != default:
+            parts.append(f"{f.name}={v!r}")
+    return f"{type(obj).__name__}({', '.join(parts)})"

@@ -46,6 +46,7 @@ import numpy as np
 from ._version import __version__
 from .decoding import Policy, parse_policies
 from .errors import DomainError, InputError, PolicyError, ProcedureMismatchError
+from .jsonutil import short_repr
 from .validate import integer
 
 __all__ = [
@@ -265,6 +266,9 @@ class WindowSpec:
     ((50, 50), (None, None))
     """
 
+    def __repr__(self) -> str:
+        return short_repr(self)  # the fields that differ from their defaults
+
     prefix_tokens: int | None = None
     suffix_tokens: int | None = None
     prefix_field: str | None = None
@@ -428,6 +432,9 @@ class PromptSpec:
     >>> PromptSpec(templates=["Repeat after me: {suffix}\\n"]).kind, PromptSpec(chat=True).templates
     ('template', ('{prefix}',))
     """
+
+    def __repr__(self) -> str:
+        return short_repr(self)  # the fields that differ from their defaults
 
     templates: tuple[str, ...] = ()  # empty: the natural prefix
     chat: bool = False  # wrap each rendered prompt in the model's chat template
@@ -736,6 +743,9 @@ class Procedure:
     memclaim.errors.InputError: unknown procedure option policy='full'
       fix: did you mean policies? The procedure's options are policies, prefix_tokens, suffix_tokens, prefix_field, suffix_field, stride, prompt_templates, chat_template, aggregate, near_verbatim, beams, sot
     """
+
+    def __repr__(self) -> str:
+        return short_repr(self)  # the fields that differ from their defaults
 
     model: ModelIdentity | None = None
     start_of_text: Mapping | None = None  # {rule, ids, tokens}: what every prompt starts with

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import InputError
+from .jsonutil import short_repr
 from .validate import batch_size as check_batch_size
 from .validate import integer, nonneg
 
@@ -74,6 +75,9 @@ class Placement:
     >>> Placement(device="cpu").to_dict()["device"]
     'cpu'
     """
+
+    def __repr__(self) -> str:
+        return short_repr(self)  # the fields that differ from their defaults
 
     device: str | None = None  # None: DEFAULT_DEVICE
     device_map: str | None = None
@@ -142,6 +146,9 @@ class BackendSpec:
     >>> BackendSpec("ray", workers=2).given()
     {'workers': 2}
     """
+
+    def __repr__(self) -> str:
+        return short_repr(self)  # the fields that differ from their defaults
 
     kind: str = DEFAULT_BACKEND
     address: str | None = None
@@ -241,6 +248,9 @@ class Runtime:
     memclaim.errors.InputError: unknown runtime option batch_sise=8
       fix: did you mean batch_size? The runtime's options are device, device_map, max_memory, offload_folder, dtype, backend, address, workers, gpus_per_worker, threads_per_worker, batch_size, unit_size, threads, allow_pickle, trust_remote_code
     """
+
+    def __repr__(self) -> str:
+        return short_repr(self)  # the fields that differ from their defaults
 
     placement: Placement = field(default_factory=Placement)
     backend: Any = field(default_factory=BackendSpec)  # BackendSpec, or a ready backend object

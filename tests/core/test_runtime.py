@@ -186,3 +186,19 @@ def test_run_scoring_takes_the_two_values_and_its_old_keywords_alike(tmp_path, t
     with pytest.raises(InputError, match="got procedure= and its parts policies"):
         run_scoring(toy, ws, Procedure(), policies=parse_policies(["full"]), out_dir=tmp_path / "d")
     assert not (tmp_path / "d").exists()
+
+
+def test_the_values_have_a_short_repr_for_a_notebook():
+    """The repr names only what differs from the defaults (the full dataclass repr of a Runtime
+    at its defaults ran to 313 characters, a Procedure's to 520)."""
+    import memclaim as mc
+
+    assert repr(mc.Runtime()) == "Runtime()"
+    assert repr(mc.Runtime(batch_size=4)) == "Runtime(batch_size=4)"
+    assert repr(mc.Runtime.options(backend="ray", workers=2, device="cpu")) == (
+        "Runtime(placement=Placement(device='cpu'), backend=BackendSpec(kind='ray', workers=2))"
+    )
+    p = mc.Procedure.options(policies=["full", "greedy"], prefix_tokens=8, suffix_tokens=8)
+    assert repr(p).startswith("Procedure(policies=('full', 'greedy'), windows=WindowSpec(")
+    assert "prefix_tokens=8" in repr(p) and len(repr(p)) < 120
+    assert repr(mc.Procedure()) == "Procedure()"
