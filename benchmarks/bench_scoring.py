@@ -24,6 +24,12 @@ is measured in each round, on the same cores.
     python benchmarks/bench_scoring.py --models smollm2 --rounds 5 --json
     python benchmarks/bench_scoring.py --models smollm2 --bf16 --near-verbatim   # extras, once
 
+A third side, the floor, runs memclaim's body over every token and its unembedding at the
+scored rows with no statistic at all (floor_pass): no scorer with memclaim's bits computes less,
+so the peer's time over the floor's, in the same round, is the ceiling on the speed-up. The
+body is the peer's own arithmetic (the same transformers modules, one token fewer per window),
+so where it is most of the peer's time, no schedule of the statistics can pass the ceiling.
+
 Targets (issue 30): median speed-up >= 1.5x (SmolLM2) and >= 2x (Gemma) with the default
 statistics, >= 2x and >= 3x census-only, peak RSS <= 0.6 of the peer's.
 """
@@ -197,6 +203,44 @@ def memclaim_scores(lm, prompts, suffixes, batch, stats="all", schedule="auto"):
     return out
 
 
+def floor_pass(lm, prompts, suffixes, batch, chunk_bytes=256 << 20):
+    """The least any scorer with memclaim's bits must compute: the CPU schedule's body over
+    prompt + suffix[:-1] and its unembedding at the scored rows (the same calls, into one reused
+    buffer), and no statistic at all. The peer's time over this side's, in the same round, is
+    the ceiling on memclaim's speed-up with its scores' bits unchanged (it could skip at most
+    the last layer at the unscored rows besides: 1.5-2% of the body, issue 30's note)."""
+    import torch
+
+    from memclaim.scoring.engine import MIN_GEMM_ROWS, _chunk_rows
+    from memclaim.scoring.heap import retain_freed_memory
+
+    retain_freed_memory()  # as the engine does on the CPU (freed memory kept for the next layer)
+    S = len(suffixes[0])
+    per_call = max(1, _chunk_rows(lm.vocab_size, chunk_bytes) // S) * S  # the engine's calls
+    buf = None
+    with torch.inference_mode():
+        for a in range(0, len(prompts), batch):
+            ids = torch.tensor(
+                [p + s[:-1] for p, s in zip(prompts[a : a + batch], suffixes[a : a + batch])]
+            )
+            if ids.shape[1] < MIN_GEMM_ROWS:  # as the engine: short sequences right-padded
+                ids = torch.cat([ids, ids.new_zeros(ids.shape[0], MIN_GEMM_ROWS - ids.shape[1])], 1)
+            Lp = len(prompts[a])
+            hidden, _ = lm.forward_hidden(ids)
+            h = hidden[:, Lp - 1 : Lp - 1 + S, :].reshape(-1, hidden.shape[-1])  # [B*S, D]
+            for c in range(0, h.shape[0], per_call):
+                rows = h[c : c + per_call]
+                if rows.shape[0] < MIN_GEMM_ROWS:  # as the engine: zero rows appended
+                    rows = torch.cat(
+                        [rows, rows.new_zeros(MIN_GEMM_ROWS - rows.shape[0], rows.shape[1])]
+                    )
+                if buf is None:
+                    buf = lm.logits(rows)
+                else:
+                    lm.logits(rows, out=buf[: rows.shape[0]])
+    return []
+
+
 # --------------------------------------------------------------------------- worker
 def worker(args):
     import torch
@@ -222,7 +266,10 @@ def worker(args):
         m = load_model(args.model, dtype=args.dtype, load_weights=True)
         load_s = time.perf_counter() - t
         config, vocab = m.lm.config, m.lm.vocab_size
-        fn = lambda p, s: memclaim_scores(m.lm, p, s, args.batch, args.stats, args.schedule)  # noqa: E731
+        if args.impl == "floor":
+            fn = lambda p, s: floor_pass(m.lm, p, s, args.batch)  # noqa: E731
+        else:
+            fn = lambda p, s: memclaim_scores(m.lm, p, s, args.batch, args.stats, args.schedule)  # noqa: E731
     fn(
         prompts[: args.batch], suffixes[: args.batch]
     )  # warm-up on one batch outside the measurement
@@ -334,11 +381,23 @@ def summarize(model, runs, peaks, label_of):
             [p["process_seconds"] / r["process_seconds"] for p, r in zip(peer, rs)]
         )
         s["rss_ratio"] = s["rss_peak_mb"] / sides["peer"]["rss_peak_mb"]
+        if key == "floor":  # no scores: the ceiling side (floor_pass)
+            continue
         a, b = np.array(rs[0]["scores"]), np.array(peer[0]["scores"])
         fin = np.isfinite(a) & np.isfinite(b)
         s["agree_max_abs_diff"] = float(np.max(np.abs(a[fin] - b[fin]))) if fin.any() else 0.0
         s["agree_support"] = bool(np.array_equal(np.isfinite(a), np.isfinite(b)))
         s["target"] = TARGETS.get(model, {}).get(key)  # default and census sides only
+    for key in ("default", "census", "batched"):
+        if key in sides and sides[key].get("target"):
+            # the FLOPs counted are the ones memclaim's bits require (model_flops_per_window), so
+            # a speed-up of x over the peer needs x times the peer's fraction of the matmul peak
+            sides[key]["needed_peak_fraction"] = (
+                sides[key]["target"] * sides["peer"]["peak_fraction"]
+            )
+        if "floor" in runs and key in sides:  # the ceiling on the speed-up with these bits
+            sides[key]["ceiling"] = sides["floor"]["speedup"]
+            sides[key]["ceiling_cpu"] = sides["floor"]["speedup_cpu"]
     if "census" in runs and "default" in runs:
         # the census's log q is computed by the same operations as the full run's: the same bits
         sides["census"]["bit_identical_to_default"] = bool(
@@ -354,7 +413,14 @@ def summarize(model, runs, peaks, label_of):
         sides["batched"]["vs_invariant_max_abs_diff"] = (
             float(np.max(np.abs(d[fin] - b[fin]))) if fin.any() else 0.0
         )
-    return {"model": model, "fp32_peak_gflops": peak, "sides": sides}
+    # memclaim at the full matmul peak on the FLOPs its bits require: the speed-up no schedule passes
+    ceiling_at_peak = 1.0 / sides["peer"]["peak_fraction"]
+    return {
+        "model": model,
+        "fp32_peak_gflops": peak,
+        "ceiling_at_peak": ceiling_at_peak,
+        "sides": sides,
+    }
 
 
 def print_summary(res, args):
@@ -364,6 +430,11 @@ def print_summary(res, args):
         f"\n== {res['model']}: {args.windows} windows of {args.prefix}+{args.suffix} tokens, batch {args.batch}, "
         f"{args.threads} threads, policies {', '.join(POLICIES)}; {peer['rounds']} interleaved rounds, "
         f"fp32 matmul peak {res['fp32_peak_gflops']:.1f} GFLOP/s (median of rounds)"
+    )
+    print(
+        f"  % peak: the FLOPs memclaim's bits require (body over every token, unembedding at the "
+        f"scored rows) per second, over the peak; at 100% memclaim would be "
+        f"{res['ceiling_at_peak']:.2f}x the peer"
     )
     print(
         f"  {'side':28} {'wall s':>7} {'CPU s':>7} {'win/s':>6} {'% peak':>6} {'RSS MB':>7} "
@@ -382,7 +453,7 @@ def print_summary(res, args):
             )
         print(line)
     for key, s in sides.items():
-        if key == "peer":
+        if key in ("peer", "floor"):
             continue
         tgt = s.get("target")
         verdict = (
@@ -396,6 +467,17 @@ def print_summary(res, args):
         extra = ""
         if "bit_identical_to_default" in s:
             extra += f"; log q bit-identical to the default run's: {s['bit_identical_to_default']}"
+        if "needed_peak_fraction" in s:
+            need = s["needed_peak_fraction"]
+            extra += f"; {tgt}x needs {100 * need:.0f}% of the matmul peak" + (
+                " (more than the peak)" if need > 1 else ""
+            )
+        if "ceiling" in s:
+            ce = s["ceiling"][0]
+            extra += (
+                f"; ceiling with these bits {ce:.2f}x wall, {s['ceiling_cpu'][0]:.2f}x CPU-s"
+                + ("" if tgt is None or tgt <= ce else f" (the target {tgt}x is above it)")
+            )
         if "vs_invariant_max_abs_diff" in s:
             extra += f"; log q vs the invariant schedule: max |d| {s['vs_invariant_max_abs_diff']:.2e} nats"
         print(
@@ -428,6 +510,12 @@ def main():
         "--no-census",
         action="store_true",
         help="leave out the census-only (log q, greedy, margin) side",
+    )
+    ap.add_argument(
+        "--no-floor",
+        action="store_true",
+        help="leave out the floor side (memclaim's body and unembedding at the scored rows, no "
+        "statistic: the peer's time over it is the ceiling on the speed-up with these bits)",
     )
     ap.add_argument(
         "--batched",
@@ -483,6 +571,13 @@ def main():
         }
         if not args.no_census:
             variants["census"] = ("memclaim", "census", "auto", "memclaim, census statistics")
+        if not args.no_floor:
+            variants["floor"] = (
+                "floor",
+                "all",
+                "auto",
+                "floor: body + unembedding only",
+            )
         if args.batched:
             variants["batched"] = ("memclaim", "all", "batched", "memclaim, batched schedule")
         for model in args.models.split(","):
