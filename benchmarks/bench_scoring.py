@@ -43,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -216,7 +217,9 @@ def floor_pass(lm, prompts, suffixes, batch, chunk_bytes=256 << 20):
 
     retain_freed_memory()  # as the engine does on the CPU (freed memory kept for the next layer)
     S = len(suffixes[0])
-    per_call = max(1, _chunk_rows(lm.vocab_size, chunk_bytes) // S) * S  # the engine's calls
+    # the engine's calls: whole windows per call (where one window's rows pass the budget the
+    # engine cuts it into sub-chunks; the floor keeps the window: not less work, fewer calls)
+    per_call = max(1, _chunk_rows(lm.vocab_size, chunk_bytes) // S) * S
     buf = None
     with torch.inference_mode():
         for a in range(0, len(prompts), batch):
@@ -423,16 +426,26 @@ def summarize(model, runs, peaks, label_of):
     }
 
 
+def say(text):
+    """A sentence of the summary, word-wrapped at 80 columns under a two-space indent."""
+    print(textwrap.fill(text, 80, initial_indent="  ", subsequent_indent="      "))
+
+
 def print_summary(res, args):
     sides = res["sides"]
     peer = sides["peer"]
+    print()
     print(
-        f"\n== {res['model']}: {args.windows} windows of {args.prefix}+{args.suffix} tokens, batch {args.batch}, "
-        f"{args.threads} threads, policies {', '.join(POLICIES)}; {peer['rounds']} interleaved rounds, "
-        f"fp32 matmul peak {res['fp32_peak_gflops']:.1f} GFLOP/s (median of rounds)"
+        textwrap.fill(
+            f"== {res['model']}: {args.windows} windows of {args.prefix}+{args.suffix} tokens, batch {args.batch}, "
+            f"{args.threads} threads, policies {', '.join(POLICIES)}; {peer['rounds']} interleaved rounds, "
+            f"fp32 matmul peak {res['fp32_peak_gflops']:.1f} GFLOP/s (median of rounds)",
+            80,
+            subsequent_indent="   ",
+        )
     )
-    print(
-        f"  % peak: the FLOPs memclaim's bits require (body over every token, unembedding at the "
+    say(
+        f"% peak: the FLOPs memclaim's bits require (body over every token, unembedding at the "
         f"scored rows) per second, over the peak; at 100% memclaim would be "
         f"{res['ceiling_at_peak']:.2f}x the peer"
     )
@@ -480,8 +493,8 @@ def print_summary(res, args):
             )
         if "vs_invariant_max_abs_diff" in s:
             extra += f"; log q vs the invariant schedule: max |d| {s['vs_invariant_max_abs_diff']:.2e} nats"
-        print(
-            f"  {s['label']}: scores agree with the peer to {s['agree_max_abs_diff']:.2e} nats (same support: "
+        say(
+            f"{s['label']}: scores agree with the peer to {s['agree_max_abs_diff']:.2e} nats (same support: "
             f"{s['agree_support']}); whole process x{s['speedup_process'][0]:.2f}{verdict}{extra}"
         )
 
@@ -576,7 +589,7 @@ def main():
                 "floor",
                 "all",
                 "auto",
-                "floor: body + unembedding only",
+                "floor (body + unembedding)",
             )
         if args.batched:
             variants["batched"] = ("memclaim", "all", "batched", "memclaim, batched schedule")
